@@ -1,0 +1,1 @@
+"""The pure part: classify, correlate and run incident lifecycles over data and a clock."""

@@ -1,0 +1,1 @@
+"""Route incidents to receivers and deliver through a durable outbox."""

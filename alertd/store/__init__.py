@@ -1,0 +1,16 @@
+"""Storage backends behind one interface (alertd.store.base.Store)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from alertd.store.base import Store
+
+
+def open_store(backend: str, *, data_dir: Path, sqlite_path: str = "", synchronous: str = "FULL", dsn: str = "") -> Store:
+    if backend == "postgres":
+        from alertd.store.postgres import PostgresStore
+
+        return PostgresStore(dsn)
+    from alertd.store.sqlite import SqliteStore
+
+    return SqliteStore(Path(sqlite_path) if sqlite_path else data_dir / "alertd.sqlite3", synchronous=synchronous)

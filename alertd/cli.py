@@ -1,0 +1,138 @@
+"""Command line: serve | check | test | replay | incidents."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from alertd.errors import InvalidDocument
+
+log = logging.getLogger("alertd")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from alertd.config import load_config
+    from alertd.logs import setup_logging
+    from alertd.rules import load_rules
+    from alertd.service import Service
+    from alertd.store import open_store
+    from alertd.web.app import build_app
+
+    try:
+        cfg = load_config(args.config)
+    except InvalidDocument as exc:
+        print(f"invalid configuration:\n{exc}", file=sys.stderr)
+        return 2
+    if args.listen:
+        cfg.listen = args.listen
+    if args.data_dir:
+        cfg.data_dir = Path(args.data_dir)
+    if args.log_format:
+        cfg.log_format = args.log_format
+    setup_logging(cfg.log_format, cfg.log_level)
+    try:
+        rules = load_rules(cfg.rule_paths)
+    except InvalidDocument as exc:
+        print(f"invalid rules:\n{exc}", file=sys.stderr)
+        return 2
+    store = open_store(cfg.storage_backend, data_dir=cfg.data_dir, sqlite_path=cfg.sqlite_path,
+                       synchronous=cfg.synchronous, dsn=cfg.postgres_dsn)
+    svc = Service(cfg, store, rules)
+    app = build_app(svc)
+
+    async def on_startup(_: web.Application) -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, svc.reload_rules)
+
+    app.on_startup.append(on_startup)
+    host, port = cfg.host_port
+    log.info("alertd listening on %s:%d (store: %s, rules: %s)", host, port, cfg.storage_backend, ", ".join(cfg.rule_paths))
+    web.run_app(app, host=host, port=port, print=None, access_log=None, shutdown_timeout=10, handle_signals=True)
+    return 0
+
+
+def _api(args: argparse.Namespace, path: str) -> dict:
+    headers = {"Accept": "application/json"}
+    token = args.token or os.environ.get("ALERTD_API_TOKEN")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(args.url.rstrip("/") + path, headers=headers)
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.load(resp)
+
+
+def _incidents(args: argparse.Namespace) -> int:
+    try:
+        if args.action == "show":
+            if not args.id:
+                print("incidents show needs an incident id", file=sys.stderr)
+                return 2
+            data = _api(args, f"/api/v1/incidents/{args.id}")
+            if args.json:
+                print(json.dumps(data, indent=2))
+                return 0
+            print(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}")
+            print(f"  key: {data['key']}  opened: {data['openedAt']}  resolved: {data.get('resolvedAt') or '-'}")
+            if data.get("primary", {}) and data["primary"].get("action"):
+                print(f"  action: {data['primary']['action']}  runbook: {data['primary'].get('runbook', '')}")
+            print("  members:")
+            for m in data.get("members", []):
+                print(f"    {m['status']:8} {m['alertname']:28} {m['signal'].get('title', '')}")
+            print("  timeline:")
+            for e in data.get("timeline", []):
+                print(f"    {e['at']}  {e['kind']:20} {e.get('text', '')}")
+            return 0
+        query = "?" + "&".join(f"{k}={v}" for k, v in (("status", args.status), ("node", args.node)) if v)
+        data = _api(args, "/api/v1/incidents" + (query if query != "?" else ""))
+        if args.json:
+            print(json.dumps(data, indent=2))
+            return 0
+        for inc in data["incidents"]:
+            print(f"{inc['id']:10} {inc['status']:12} {inc['severity']:8} {inc['title']}")
+        return 0
+    except urllib.error.HTTPError as exc:
+        print(f"{exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
+        return 1
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"cannot reach alertd at {args.url}: {exc}", file=sys.stderr)
+        return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="alertd", description="GPU-aware incident correlation for Alertmanager.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the receiver, engine and notifiers")
+    serve.add_argument("--config", help="YAML config file (see examples/alertd.yml)")
+    serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:9095)")
+    serve.add_argument("--data-dir", help="directory for the embedded SQLite store (default ./data)")
+    serve.add_argument("--log-format", choices=["text", "json"])
+    serve.set_defaults(func=_serve)
+
+    inc = sub.add_parser("incidents", help="list or show incidents of a running alertd")
+    inc.add_argument("action", choices=["list", "show"])
+    inc.add_argument("id", nargs="?")
+    inc.add_argument("--url", default=os.environ.get("ALERTD_URL", "http://127.0.0.1:9095"))
+    inc.add_argument("--token", help="API bearer token (or ALERTD_API_TOKEN)")
+    inc.add_argument("--status")
+    inc.add_argument("--node")
+    inc.add_argument("--json", action="store_true")
+    inc.set_defaults(func=_incidents)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Service configuration: one YAML file, ${ENV} interpolation, validated by JSON Schema."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from alertd.durations import parse_duration
+from alertd.errors import InvalidDocument, Problem
+from alertd.receive.normalize import NormalizeConfig
+from alertd.schemas import problems
+from alertd.yamlio import format_path, interpolate_env, load_yaml, mark_for
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+SHIPPED_RULES = PACKAGE_DIR.parent / "rules"
+
+
+def default_rule_paths() -> list[str]:
+    for candidate in (Path("rules"), SHIPPED_RULES, Path("/etc/alertd/rules")):
+        if candidate.is_dir():
+            return [str(candidate)]
+    return ["rules"]
+
+
+@dataclass(slots=True)
+class Auth:
+    bearer_token: str = ""
+    basic: tuple[str, str] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.bearer_token or self.basic)
+
+    @classmethod
+    def from_doc(cls, doc: dict | None) -> "Auth":
+        doc = doc or {}
+        basic = doc.get("basic")
+        return cls(doc.get("bearer_token", ""), (basic["username"], basic["password"]) if basic else None)
+
+
+@dataclass(slots=True)
+class Config:
+    listen: str = "127.0.0.1:9095"
+    data_dir: Path = Path("data")
+    external_url: str = ""
+    log_format: str = "text"
+    log_level: str = "info"
+    storage_backend: str = "sqlite"
+    sqlite_path: str = ""
+    synchronous: str = "FULL"
+    postgres_dsn: str = ""
+    retention: timedelta = timedelta(hours=24)
+    max_body_bytes: int = 10 * 1024 * 1024
+    receiver_auth: Auth = field(default_factory=Auth)
+    api_auth: Auth = field(default_factory=Auth)
+    rule_paths: list[str] = field(default_factory=default_rule_paths)
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
+    batch_size: int = 2000
+    tick_interval: timedelta = timedelta(seconds=1)
+    console: bool | None = None
+    raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
+    source: str = "<defaults>"
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
+def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str, str] | None = None) -> Config:
+    doc = {} if doc is None else doc
+    if not isinstance(doc, dict):
+        raise InvalidDocument([Problem(source, "the configuration must be a YAML mapping", 1, 1)])
+    missing: list = []
+    doc = interpolate_env(doc, env, missing=missing)
+    found = [
+        Problem(source, f"environment variable ${{{name}}} is not set", *mark_for(marks or {}, path), format_path(path))
+        for path, name in missing
+    ]
+    found += problems("config", doc, source, marks)
+    if found:
+        raise InvalidDocument(found)
+    storage = doc.get("storage", {})
+    norm = doc.get("normalize", {})
+    base = NormalizeConfig()
+    defaults = Config()
+    cfg = Config(
+        listen=doc.get("listen", defaults.listen),
+        data_dir=Path(doc.get("data_dir", "data")),
+        external_url=doc.get("external_url", ""),
+        log_format=doc.get("log", {}).get("format", "text"),
+        log_level=doc.get("log", {}).get("level", "info"),
+        storage_backend=storage.get("backend", "sqlite"),
+        sqlite_path=storage.get("sqlite_path", ""),
+        synchronous=storage.get("synchronous", "FULL"),
+        postgres_dsn=storage.get("postgres_dsn", ""),
+        retention=parse_duration(storage.get("retention", "24h")),
+        max_body_bytes=doc.get("receiver", {}).get("max_body_bytes", defaults.max_body_bytes),
+        receiver_auth=Auth.from_doc(doc.get("receiver", {}).get("auth")),
+        api_auth=Auth.from_doc(doc.get("api", {}).get("auth")),
+        rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()),
+        normalize=NormalizeConfig(
+            cluster_label=norm.get("cluster_label", base.cluster_label),
+            cluster_default=norm.get("cluster", base.cluster_default),
+            node_labels=tuple(norm.get("node_labels", base.node_labels)),
+            xid_labels=tuple(norm.get("xid_labels", base.xid_labels)),
+            xid_annotation=norm.get("xid_annotation", base.xid_annotation),
+        ),
+        runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
+        batch_size=doc.get("processing", {}).get("batch_size", 2000),
+        tick_interval=parse_duration(doc.get("processing", {}).get("tick_interval", "1s")),
+        console=doc.get("notify", {}).get("console", {}).get("enabled"),
+        raw=doc,
+        source=source,
+    )
+    if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
+        raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
+                                       *mark_for(marks or {}, ("storage",)), "storage")])
+    return cfg
+
+
+def load_config(path: Path | str | None, env: dict[str, str] | None = None) -> Config:
+    if path is None:
+        return parse_config({}, "<defaults>", env=env)
+    doc, marks = load_yaml(path, with_marks=True)
+    return parse_config(doc, str(path), marks, env)

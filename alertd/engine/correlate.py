@@ -1,0 +1,373 @@
+"""Correlation and incident lifecycle: plain functions over EngineState and a clock.
+
+No I/O and no wall clock here: callers pass ``now``. The same code runs behind
+the HTTP receiver, in ``alertd replay`` and in rule unit tests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable
+
+from alertd.durations import format_duration
+from alertd.engine.classify import severity_label
+from alertd.matchers import match_all
+from alertd.model import (
+    ACKNOWLEDGED,
+    CLOSED,
+    FIRING,
+    OPEN,
+    RESOLVED,
+    SEVERITY_RANK,
+    Alert,
+    Change,
+    Event,
+    Incident,
+    Member,
+    Signal,
+)
+from alertd.rules import CorrelationRules, GroupRule
+
+# When severities tie, the signal that best explains a node's trouble names the incident.
+KIND_PRIORITY = {
+    "xid": 9, "ecc": 8, "row_remap": 7, "nvlink": 6, "thermal": 5, "metrics_missing": 4,
+    "node_not_ready": 3, "node_cordoned": 2, "watchdog": 1, "other": 0,
+}
+PIPELINE_KEY = "watchdog|pipeline"
+EVIDENCE = "evidence_signals"
+
+
+@dataclass(slots=True)
+class EngineState:
+    """Everything the engine remembers; the store persists it, the engine never does I/O."""
+
+    incidents: dict[str, Incident] = field(default_factory=dict)  # open (not yet resolved) incidents
+    by_key: dict[str, str] = field(default_factory=dict)
+    by_fingerprint: dict[str, str] = field(default_factory=dict)
+    last_by_key: dict[str, str] = field(default_factory=dict)  # key -> most recent resolved incident
+    next_seq: int = 1
+    heartbeat_at: datetime | None = None
+
+    def add(self, incident: Incident) -> None:
+        self.incidents[incident.id] = incident
+        self.by_key[incident.key] = incident.id
+        for fp in incident.members:
+            self.by_fingerprint[fp] = incident.id
+
+    @classmethod
+    def from_incidents(cls, open_incidents: Iterable[Incident], last_by_key: dict[str, str], next_seq: int,
+                       heartbeat_at: datetime | None) -> "EngineState":
+        state = cls(last_by_key=dict(last_by_key), next_seq=next_seq, heartbeat_at=heartbeat_at)
+        for inc in open_incidents:
+            state.add(inc)
+        return state
+
+
+def fields_of(alert: Alert) -> dict[str, str]:
+    """Labels plus the derived fields that matchers and group keys may name."""
+    s, sig = alert.subject, alert.signal
+    out = dict(alert.labels)
+    out.update(
+        cluster=s.cluster, node=s.node, namespace=s.namespace, pod=s.pod, container=s.container,
+        gpu=s.gpu.key() if s.gpu else "", signal=sig.kind, category=sig.category,
+        severity=sig.severity, xid=str(sig.xid or ""), alertname=alert.name,
+    )
+    return out
+
+
+def group_for(fields: dict[str, str], groups: Iterable[GroupRule]) -> tuple[GroupRule, str] | None:
+    for group in groups:
+        if not match_all(group.matchers, fields):
+            continue
+        values = [fields.get(b, "") for b in group.by]
+        if all(values) or group.allow_empty:
+            return group, group.name + "|" + "|".join(f"{b}={v}" for b, v in zip(group.by, values))
+    return None
+
+
+def _rank(sig: Signal) -> tuple[int, int]:
+    return SEVERITY_RANK.get(sig.severity, 0), KIND_PRIORITY.get(sig.kind, 0)
+
+
+class Correlator:
+    def __init__(self, rules: CorrelationRules, state: EngineState | None = None):
+        self.rules = rules
+        self.state = state or EngineState()
+        self._changes: dict[str, Change] = {}
+
+    # ----- public steps: each returns the incidents it changed -----
+
+    def ingest(self, alerts: Iterable[Alert], now: datetime) -> list[Change]:
+        for alert in alerts:
+            if alert.name in self.rules.watchdog.alertnames:
+                self._heartbeat(alert, now)
+            else:
+                self._ingest_one(alert, now)
+        return self._flush()
+
+    def tick(self, now: datetime) -> list[Change]:
+        """Time passing: hold-downs expire, a silent pipeline opens an incident."""
+        hold = self.rules.hold_down
+        for inc in list(self.state.incidents.values()):
+            if inc.quiet_since is None or now - inc.quiet_since < hold:
+                continue
+            if inc.fleet and any(c in self.state.incidents for c in inc.children):
+                continue
+            self._close(inc, now, f"all alerts resolved for {format_duration(now - inc.quiet_since)} (hold-down passed)")
+        wd = self.rules.watchdog
+        hb = self.state.heartbeat_at
+        if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.state.by_key:
+            sig = Signal(kind="watchdog", severity=wd.severity, category="pipeline",
+                         title="Alerting pipeline silent", runbook="pipeline-silent",
+                         meaning=f"No {'/'.join(wd.alertnames)} heartbeat since {hb.isoformat()}: "
+                                 "Prometheus or Alertmanager may be down, so other alerts may be missing.")
+            inc = self._new_incident(PIPELINE_KEY, "watchdog", sig, now)
+            inc.primary = sig
+            inc.severity, inc.category, inc.title = sig.severity, sig.category, sig.title
+            inc.signals = ["watchdog"]
+            self._touch(inc, inc.add_event(now, "opened", sig.meaning))
+        return self._flush()
+
+    def acknowledge(self, incident_id: str, actor: str, now: datetime) -> list[Change]:
+        inc = self.state.incidents.get(incident_id)
+        if inc is not None and inc.status == OPEN:
+            inc.status, inc.acknowledged_by, inc.acknowledged_at = ACKNOWLEDGED, actor, now
+            self._touch(inc, inc.add_event(now, "acknowledged", f"acknowledged by {actor}", actor), urgent=True)
+        return self._flush()
+
+    def resolve(self, incident_id: str, actor: str, now: datetime) -> list[Change]:
+        inc = self.state.incidents.get(incident_id)
+        if inc is not None:
+            self._close(inc, now, f"resolved by {actor}", actor)
+        return self._flush()
+
+    def annotate(self, incident_id: str, key: str, value: Any, now: datetime, kind: str, text: str = "",
+                 actor: str = "") -> list[Change]:
+        """Attach data (evidence, owners, a silence) to an open incident and log it."""
+        inc = self.state.incidents.get(incident_id)
+        if inc is not None:
+            if value is None:
+                inc.annotations.pop(key, None)
+            else:
+                inc.annotations[key] = value
+            self._touch(inc, inc.add_event(now, kind, text, actor), urgent=kind.startswith("silence"))
+        return self._flush()
+
+    def add_evidence(self, incident_id: str, signal: Signal, now: datetime, source: str) -> list[Change]:
+        """A signal found outside Alertmanager (e.g. an Xid in the kernel log) can upgrade an incident."""
+        inc = self.state.incidents.get(incident_id)
+        if inc is None:
+            return []
+        known = inc.annotations.setdefault(EVIDENCE, [])
+        if any(Signal.from_dict(s) == signal for s in known):
+            return []
+        before = (inc.severity, inc.title)
+        known.append(signal.to_dict())
+        self._refresh(inc)
+        text = f"{signal.title} (from {source})"
+        event = inc.add_event(now, "classification_upgraded" if (inc.severity, inc.title) != before else "evidence", text)
+        self._touch(inc, event)
+        return self._flush()
+
+    # ----- internals -----
+
+    def _heartbeat(self, alert: Alert, now: datetime) -> None:
+        if alert.status != FIRING:
+            return
+        seen = alert.received_at or now
+        if self.state.heartbeat_at is None or seen > self.state.heartbeat_at:
+            self.state.heartbeat_at = seen
+        pid = self.state.by_key.get(PIPELINE_KEY)
+        if pid:
+            self._close(self.state.incidents[pid], now, "heartbeat received again")
+
+    def _ingest_one(self, alert: Alert, now: datetime) -> None:
+        inc_id = self.state.by_fingerprint.get(alert.fingerprint)
+        if inc_id is not None:
+            self._update_member(self.state.incidents[inc_id], alert, now)
+            return
+        if alert.status != FIRING:
+            return  # resolved alert we never saw firing (or whose incident is closed): nothing to do
+        fields = fields_of(alert)
+        folded = False
+        target = None
+        if alert.signal.fold_into_previous:
+            target = self._fold_target(alert, now)
+            folded = target is not None
+        if target is None:
+            found = group_for(fields, self.rules.groups)
+            if found is None:  # rule set without a catch-all group: never drop an alert
+                found = (GroupRule("unmatched", ("alertname",), (), True), f"unmatched|alertname={alert.name}")
+            group, key = found
+            target_id = self.state.by_key.get(key)
+            target = self.state.incidents[target_id] if target_id else self._storm_target(alert, now)
+            if target is None:
+                target = self._new_incident(key, group.name, alert.signal, now)
+                self._join(target, alert, now, opening=True)
+                return
+        self._join(target, alert, now, folded=folded)
+
+    def _fold_target(self, alert: Alert, now: datetime) -> Incident | None:
+        best: tuple[datetime, Incident] | None = None
+        for inc in self.state.incidents.values():
+            if inc.node != alert.subject.node or inc.cluster != alert.subject.cluster or inc.fleet:
+                continue
+            for m in inc.members.values():
+                if m.signal.kind == "xid" and not m.folded and now - (m.last_seen or m.starts_at) <= self.rules.fold_window:
+                    seen = m.last_seen or m.starts_at
+                    if best is None or seen > best[0]:
+                        best = (seen, inc)
+        return best[1] if best else None
+
+    def _storm_target(self, alert: Alert, now: datetime) -> Incident | None:
+        storm = self.rules.storm
+        kind, node, cluster = alert.signal.kind, alert.subject.node, alert.subject.cluster
+        if not storm.enabled or not node or kind in ("other", "watchdog"):
+            return None
+        if storm.signals and kind not in storm.signals:
+            return None
+        fleet_key = f"fleet|cluster={cluster}|signal={kind}"
+        fleet_id = self.state.by_key.get(fleet_key)
+        if fleet_id:
+            return self.state.incidents[fleet_id]
+        peers = [
+            inc for inc in self.state.incidents.values()
+            if not inc.fleet and not inc.parent_id and inc.cluster == cluster and inc.node and inc.node != node
+            and inc.primary is not None and inc.primary.kind == kind and now - inc.opened_at <= storm.window
+        ]
+        if len({inc.node for inc in peers}) + 1 < storm.min_nodes:
+            return None
+        fleet = self._new_incident(fleet_key, "storm", alert.signal, now)
+        fleet.fleet = True
+        fleet.cluster = cluster
+        for inc in peers:
+            inc.parent_id = fleet.id
+            fleet.children.append(inc.id)
+            if inc.node not in fleet.nodes:
+                fleet.nodes.append(inc.node)
+            self._touch(inc, inc.add_event(now, "folded_into_fleet", f"part of fleet incident {fleet.id}"))
+        self._touch(fleet, fleet.add_event(now, "opened", f"{kind} on {len(fleet.nodes) + 1} nodes within "
+                                                          f"{format_duration(storm.window)}: storm"))
+        return fleet
+
+    def _new_incident(self, key: str, group: str, signal: Signal, now: datetime) -> Incident:
+        seq = self.state.next_seq
+        self.state.next_seq += 1
+        inc = Incident(
+            id=f"INC-{seq}", key=key, group=group, title=signal.title, severity=signal.severity,
+            category=signal.category, status=OPEN, opened_at=now, updated_at=now,
+            previous_id=self.state.last_by_key.get(key, ""),
+        )
+        self.state.add(inc)
+        return inc
+
+    def _join(self, inc: Incident, alert: Alert, now: datetime, *, opening: bool = False, folded: bool = False) -> None:
+        member = Member(
+            fingerprint=alert.fingerprint, alertname=alert.name, status=alert.status, signal=alert.signal,
+            subject=alert.subject, labels=alert.labels, starts_at=alert.starts_at, ends_at=alert.ends_at,
+            last_seen=now, folded=folded, generator_url=alert.generator_url,
+            summary=alert.annotations.get("summary", ""),
+        )
+        inc.members[alert.fingerprint] = member
+        self.state.by_fingerprint[alert.fingerprint] = inc.id
+        if inc.fleet and alert.subject.node and alert.subject.node not in inc.nodes:
+            inc.nodes.append(alert.subject.node)
+        before = inc.severity
+        self._refresh(inc)
+        what = f"{alert.name}: {alert.signal.title}" + (f" (GPU {alert.subject.gpu.index})" if alert.subject.gpu and alert.subject.gpu.index else "")
+        if opening:
+            event = inc.add_event(now, "opened", what, fingerprint=alert.fingerprint)
+        else:
+            event = inc.add_event(now, "alert_folded" if folded else "alert_joined", what, fingerprint=alert.fingerprint)
+            if inc.quiet_since is not None:
+                inc.quiet_since = None
+                inc.flaps += 1
+        self._touch(inc, event, member=alert.fingerprint)
+        if not opening and SEVERITY_RANK[inc.severity] > SEVERITY_RANK.get(before, 0):
+            self._touch(inc, inc.add_event(now, "severity_changed", f"{before} -> {inc.severity}"))
+
+    def _update_member(self, inc: Incident, alert: Alert, now: datetime) -> None:
+        m = inc.members[alert.fingerprint]
+        if alert.starts_at < m.starts_at:
+            return  # a stale delivery of an older occurrence
+        m.last_seen = now
+        if alert.status == FIRING:
+            if m.status == FIRING:
+                m.starts_at = alert.starts_at
+                return
+            m.status, m.starts_at, m.ends_at = FIRING, alert.starts_at, None
+            event = inc.add_event(now, "alert_refired", f"{m.alertname} firing again", fingerprint=m.fingerprint)
+            if inc.quiet_since is not None:
+                inc.quiet_since = None
+                inc.flaps += 1
+                event.data["flap"] = inc.flaps
+            self._touch(inc, event, member=m.fingerprint)
+            return
+        if m.status == RESOLVED:
+            return
+        m.status, m.ends_at = RESOLVED, alert.ends_at or now
+        self._touch(inc, inc.add_event(now, "alert_resolved", f"{m.alertname} resolved", fingerprint=m.fingerprint),
+                    member=m.fingerprint)
+        if not inc.firing_members():
+            inc.quiet_since = now
+            self._touch(inc, inc.add_event(now, "all_alerts_resolved",
+                                           f"resolving after {format_duration(self.rules.hold_down)} hold-down"))
+
+    def _close(self, inc: Incident, now: datetime, text: str, actor: str = "") -> None:
+        inc.status, inc.resolved_at, inc.quiet_since = CLOSED, now, None
+        self._touch(inc, inc.add_event(now, "resolved", f"{text}; open for {format_duration(now - inc.opened_at)}", actor),
+                    urgent=True)
+        st = self.state
+        st.incidents.pop(inc.id, None)
+        if st.by_key.get(inc.key) == inc.id:
+            del st.by_key[inc.key]
+        for fp in inc.members:
+            if st.by_fingerprint.get(fp) == inc.id:
+                del st.by_fingerprint[fp]
+        st.last_by_key[inc.key] = inc.id
+
+    def _refresh(self, inc: Incident) -> None:
+        """Recompute what an incident shows from its members and evidence."""
+        members = list(inc.members.values())
+        leading = [m for m in members if not m.folded] or members
+        signals = [m.signal for m in leading] + [Signal.from_dict(s) for s in inc.annotations.get(EVIDENCE, [])]
+        primary = max(signals, key=_rank) if signals else inc.primary
+        if primary is None:
+            return
+        inc.primary = primary
+        inc.severity = max((s.severity for s in signals), key=lambda v: SEVERITY_RANK.get(v, 0))
+        inc.category = primary.category
+        inc.signals = sorted({m.signal.kind for m in members} | {s.kind for s in signals})
+        inc.xids = sorted({s.xid for s in [m.signal for m in members] + signals if s.xid})
+        first = members[0].subject if members else None
+        if first is not None and not inc.fleet:
+            inc.cluster, inc.node = inc.cluster or first.cluster, inc.node or first.node
+            inc.namespace, inc.pod = inc.namespace or first.namespace, inc.pod or first.pod
+        gpus: dict[str, dict[str, str]] = {g.get("uuid") or g.get("pci_bus_id") or g.get("index", ""): g for g in inc.gpus}
+        for m in members:
+            if m.subject.gpu is not None:
+                gpus.setdefault(m.subject.gpu.key(), m.subject.gpu.to_dict())
+        inc.gpus = list(gpus.values())
+        where = f"{len(inc.nodes)} nodes in {inc.cluster or 'the fleet'}" if inc.fleet else (inc.node or inc.pod or inc.cluster)
+        gpu = f" GPU {inc.gpus[0].get('index')}" if len(inc.gpus) == 1 and inc.gpus[0].get("index") else ""
+        inc.title = f"{primary.title} on {where}{gpu}" if where else primary.title
+
+    def _touch(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None:
+        change = self._changes.get(inc.id)
+        if change is None:
+            change = self._changes[inc.id] = Change(incident=inc, kinds=[])
+        change.kinds.append(event.kind)
+        change.events.append(event)
+        if member and member not in change.members:
+            change.members.append(member)
+        change.urgent = change.urgent or urgent
+
+    def _flush(self) -> list[Change]:
+        changes = list(self._changes.values())
+        self._changes = {}
+        for c in changes:
+            c.incident.version += 1
+        return changes
+
+
+__all__ = ["Correlator", "EngineState", "fields_of", "group_for", "severity_label", "PIPELINE_KEY"]

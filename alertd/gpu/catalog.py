@@ -1,0 +1,74 @@
+"""The Xid catalog: data in rules/xid-catalog.yml, loaded and validated here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from alertd.model import Signal
+from alertd.schemas import validate_document
+
+
+@dataclass(frozen=True, slots=True)
+class XidEntry:
+    code: int
+    name: str
+    meaning: str
+    severity: str
+    category: str
+    action: str
+    investigate: str = ""
+    drain: bool = False
+    runbook: str = ""
+    fold_into_previous: bool = False
+    source: str = ""
+
+    def signal(self, detail: str = "") -> Signal:
+        return Signal(
+            kind="xid",
+            severity=self.severity,
+            category=self.category,
+            xid=self.code,
+            title=f"Xid {self.code}: {self.name}",
+            meaning=self.meaning,
+            action=self.action,
+            investigate=self.investigate,
+            drain=self.drain,
+            runbook=self.runbook,
+            detail=detail,
+            fold_into_previous=self.fold_into_previous,
+        )
+
+
+class XidCatalog:
+    def __init__(self, entries: list[XidEntry]):
+        self.entries = {e.code: e for e in entries}
+
+    def get(self, code: int) -> XidEntry | None:
+        return self.entries.get(code)
+
+    def unknown(self, code: int) -> XidEntry:
+        """Codes missing from the catalog still page, conservatively."""
+        return XidEntry(
+            code=code,
+            name="unknown Xid",
+            meaning=f"Xid {code} is not in the catalog; look it up in NVIDIA's Xid documentation.",
+            severity="error",
+            category="driver",
+            action="contact_support",
+            runbook="xid-driver",
+        )
+
+    def lookup(self, code: int) -> XidEntry:
+        return self.get(code) or self.unknown(code)
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any], source: str = "<catalog>") -> "XidCatalog":
+        validate_document("xid-catalog", doc, source)
+        return cls([XidEntry(**entry) for entry in doc.get("xids") or []])
+
+    @classmethod
+    def load(cls, path: Path) -> "XidCatalog":
+        from alertd.yamlio import load_yaml
+
+        return cls.from_document(load_yaml(path), str(path))

@@ -1,0 +1,24 @@
+"""PCI bus ids as dcgm-exporter and the kernel write them, made comparable.
+
+dcgm-exporter: ``00000000:3B:00.0`` (8-digit domain, upper case, function).
+Kernel (NVRM):  ``0000:3b:00`` (4-digit domain, no function). Both become
+``0000:3b:00`` — function 0 is the only one a GPU exposes to the driver.
+"""
+from __future__ import annotations
+
+import re
+
+_PCI = re.compile(
+    r"^(?:PCI:)?(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})(?:\.(?P<fn>[0-7]))?$"
+)
+
+
+def normalize_pci(value: str | None) -> str:
+    """Return ``dddd:bb:dd`` in lower case, or "" when the value is not a PCI address."""
+    if not value:
+        return ""
+    m = _PCI.match(value.strip())
+    if not m:
+        return ""
+    domain = int(m.group("domain") or "0", 16)
+    return f"{domain:04x}:{int(m.group('bus'), 16):02x}:{int(m.group('dev'), 16):02x}"

@@ -1,0 +1,95 @@
+"""Delivers stored notifications: retries with exponential backoff, in order per incident and target.
+
+The schedule lives in the store (due_at, attempts), not in memory, so pending
+work survives restarts; in-process retry libraries cannot give that.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from datetime import datetime, timedelta
+from typing import Callable
+
+from alertd.metrics import Metrics
+from alertd.notify.base import DeliveryError, Notifier
+from alertd.store.base import OutboxItem, Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def backoff(attempts: int, base: float = 1.0, cap: float = 300.0) -> float:
+    """Full-jitter exponential backoff, in seconds."""
+    return random.uniform(base, min(cap, base * 2 ** attempts))
+
+
+class OutboxWorker:
+    def __init__(self, store: Store, notifiers: dict[str, Notifier], metrics: Metrics, clock: Callable[[], datetime], *,
+                 poll: float = 0.5, max_attempts: int = 15, concurrency: int = 16):
+        self.store, self.notifiers, self.metrics, self.clock = store, notifiers, metrics, clock
+        self.poll, self.max_attempts = poll, max_attempts
+        self._wake = asyncio.Event()
+        self._limit = asyncio.Semaphore(concurrency)
+        self._stopping = False
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        while not self._stopping:
+            try:
+                items = await self.store.due_outbox(self.clock(), 200)
+            except StoreUnavailable:
+                log.warning("outbox: store unavailable, retrying")
+                items = []
+            if items:
+                await asyncio.gather(*(self._deliver(item) for item in items))
+                continue
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.poll)
+            except asyncio.TimeoutError:
+                pass
+
+    async def drain(self, timeout: float = 5.0) -> None:
+        """Deliver what is due now (used on shutdown and by tests)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while asyncio.get_running_loop().time() < deadline:
+            items = await self.store.due_outbox(self.clock(), 200)
+            if not items:
+                return
+            await asyncio.gather(*(self._deliver(item) for item in items))
+
+    async def _deliver(self, item: OutboxItem) -> None:
+        kind = item.target.split(":", 1)[0]
+        notifier = self.notifiers.get(kind)
+        async with self._limit:
+            if notifier is None:
+                await self.store.retry_outbox(item.id, self.clock(), f"no notifier for target {item.target!r}", give_up=True)
+                self.metrics.notifications.labels(kind, "no_notifier").inc()
+                return
+            try:
+                ref = await self.store.notify_ref(item.incident_id, item.target)
+                result = await notifier.deliver(item, ref)
+            except DeliveryError as exc:
+                await self._failed(item, kind, str(exc), exc.retry, exc.after)
+                return
+            except Exception as exc:  # a notifier bug must not kill the worker
+                log.exception("notifier %s crashed on outbox item %s", kind, item.id)
+                await self._failed(item, kind, f"{type(exc).__name__}: {exc}", True, None)
+                return
+            ref_row = (item.incident_id, item.target, result.ref) if result.ref else None
+            await self.store.finish_outbox(item.id, ref=ref_row)
+            self.metrics.notifications.labels(kind, "delivered").inc()
+
+    async def _failed(self, item: OutboxItem, kind: str, error: str, retry: bool, after: float | None) -> None:
+        give_up = not retry or item.attempts + 1 >= self.max_attempts
+        delay = after if after is not None else backoff(item.attempts)
+        await self.store.retry_outbox(item.id, self.clock() + timedelta(seconds=delay), error, give_up=give_up)
+        self.metrics.notifications.labels(kind, "failed" if give_up else "retry").inc()
+        log.warning("delivery to %s for %s %s: %s", item.target, item.incident_id,
+                    "failed for good" if give_up else f"will retry in {delay:.1f}s", error)

@@ -1,0 +1,72 @@
+"""Labels -> Subject: which cluster, node, GPU and pod an alert is about."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from alertd.gpu.pci import normalize_pci
+from alertd.model import GPU, Alert, Subject
+
+_PORT = re.compile(r"^(?P<host>\[[^\]]+\]|[^:]+):\d+$")
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizeConfig:
+    cluster_label: str = "cluster"
+    cluster_default: str = ""
+    # First non-empty wins. Hostname comes after node: dcgm-exporter may set it to its own pod's name.
+    node_labels: tuple[str, ...] = ("node", "kubernetes_node", "Hostname", "hostname", "instance")
+    xid_labels: tuple[str, ...] = ("xid", "err_code")
+    xid_annotation: str = "xid"
+    pod_labels: tuple[str, ...] = ("pod", "exported_pod")
+    namespace_labels: tuple[str, ...] = ("namespace", "exported_namespace")
+    container_labels: tuple[str, ...] = ("container", "exported_container")
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def strip_port(instance: str) -> str:
+    m = _PORT.match(instance)
+    if not m:
+        return instance
+    host = m.group("host")
+    return host[1:-1] if host.startswith("[") else host
+
+
+def _first(labels: dict[str, str], names: tuple[str, ...]) -> tuple[str, str]:
+    for name in names:
+        value = labels.get(name)
+        if value:
+            return name, value
+    return "", ""
+
+
+def subject_of(labels: dict[str, str], cfg: NormalizeConfig) -> Subject:
+    source, node = _first(labels, cfg.node_labels)
+    if source == "instance":
+        node = strip_port(node)
+    uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""
+    index = labels.get("gpu", "")
+    pci = normalize_pci(labels.get("pci_bus_id") or labels.get("pci") or "")
+    gpu = GPU(uuid=uuid, index=index, pci_bus_id=pci, model=labels.get("modelName", "")) if (uuid or index or pci) else None
+    return Subject(
+        cluster=labels.get(cfg.cluster_label) or cfg.cluster_default,
+        node=node,
+        gpu=gpu,
+        namespace=_first(labels, cfg.namespace_labels)[1],
+        pod=_first(labels, cfg.pod_labels)[1],
+        container=_first(labels, cfg.container_labels)[1],
+    )
+
+
+def xid_of(alert: Alert, cfg: NormalizeConfig) -> int | None:
+    raw = _first(alert.labels, cfg.xid_labels)[1] or alert.annotations.get(cfg.xid_annotation, "")
+    try:
+        code = int(float(raw))
+    except (TypeError, ValueError):
+        return None
+    return code if code > 0 else None
+
+
+def normalize(alert: Alert, cfg: NormalizeConfig) -> Alert:
+    alert.subject = subject_of(alert.labels, cfg)
+    return alert

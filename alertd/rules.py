@@ -1,0 +1,243 @@
+"""Loads rules/ (Xid catalog, signal classification, correlation, routing) into one RuleSet.
+
+Each top-level section of a rule file is validated by its own JSON Schema, then
+checked semantically (matchers parse, durations parse, names unique). Every
+problem carries ``file:line:column``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+from alertd.durations import DurationError, parse_duration
+from alertd.errors import InvalidDocument, Problem
+from alertd.gpu.catalog import XidCatalog, XidEntry
+from alertd.matchers import Matcher, MatcherError, parse_matchers
+from alertd.schemas import problems as schema_problems
+from alertd.yamlio import format_path, load_yaml, mark_for
+
+# section name -> JSON Schema name
+SECTIONS = {"xids": "xid-catalog", "signals": "signals", "correlation": "correlation", "routing": "routing"}
+RULE_SUFFIXES = (".yml", ".yaml")
+
+
+@dataclass(frozen=True, slots=True)
+class SignalRule:
+    kind: str
+    matchers: tuple[Matcher, ...]
+    detail: str = ""
+    severity: str = ""
+    category: str = ""
+    runbook: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRule:
+    name: str
+    by: tuple[str, ...]
+    matchers: tuple[Matcher, ...] = ()
+    allow_empty: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StormRule:
+    enabled: bool = True
+    min_nodes: int = 5
+    window: timedelta = timedelta(minutes=5)
+    signals: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WatchdogRule:
+    alertnames: tuple[str, ...] = ("Watchdog",)
+    timeout: timedelta = timedelta(minutes=10)
+    severity: str = "critical"
+
+
+DEFAULT_GROUPS = (
+    GroupRule("application-xid", ("cluster", "namespace", "pod"), parse_matchers(['signal="xid"', 'category="application"'])),
+    GroupRule("node", ("cluster", "node"), parse_matchers(['signal!="other"'])),
+    GroupRule("other", ("alertname", "cluster", "node"), (), True),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CorrelationRules:
+    groups: tuple[GroupRule, ...] = DEFAULT_GROUPS
+    hold_down: timedelta = timedelta(minutes=5)
+    fold_window: timedelta = timedelta(minutes=10)
+    storm: StormRule = StormRule()
+    watchdog: WatchdogRule = WatchdogRule()
+
+
+@dataclass(slots=True)
+class RuleSet:
+    catalog: XidCatalog = field(default_factory=lambda: XidCatalog([]))
+    signals: tuple[SignalRule, ...] = ()
+    correlation: CorrelationRules = field(default_factory=CorrelationRules)
+    routing: Any = None  # alertd.route.Routing once a routing section is loaded
+    sources: tuple[str, ...] = ()
+
+
+class _Checker:
+    """Collects semantic problems with positions while building typed rules."""
+
+    def __init__(self, source: str, marks: dict):
+        self.source, self.marks, self.found = source, marks, []
+
+    def problem(self, path: tuple, message: str) -> None:
+        line, col = mark_for(self.marks, path)
+        self.found.append(Problem(self.source, message, line, col, format_path(path)))
+
+    def matchers(self, items: Any, path: tuple) -> tuple[Matcher, ...]:
+        out: list[Matcher] = []
+        for i, text in enumerate(items or []):
+            try:
+                out.extend(parse_matchers([text]))
+            except MatcherError as exc:
+                self.problem(path + (i,), str(exc))
+        return tuple(out)
+
+    def duration(self, value: Any, path: tuple, default: timedelta) -> timedelta:
+        if value is None:
+            return default
+        try:
+            return parse_duration(value)
+        except DurationError as exc:
+            self.problem(path, str(exc))
+            return default
+
+
+def rule_files(paths: list[Path | str]) -> list[Path]:
+    """Files named by paths; directories contribute their *.yml, skipping tests/ and *.test.yml."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            out.extend(
+                f
+                for f in sorted(p.rglob("*"))
+                if f.suffix in RULE_SUFFIXES and f.is_file() and "tests" not in f.relative_to(p).parts[:-1]
+                and not f.name.endswith((".test.yml", ".test.yaml"))
+            )
+        else:
+            out.append(p)
+    return out
+
+
+def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | None = None) -> RuleSet:
+    """Load and check every rule file; raise InvalidDocument listing all problems."""
+    found: list[Problem] = []
+    xids: dict[int, XidEntry] = {}
+    signals: list[SignalRule] = []
+    correlation: CorrelationRules | None = None
+    routing_doc: tuple[Any, _Checker] | None = None
+    files = rule_files(paths)
+    if not files:
+        raise InvalidDocument([Problem(", ".join(map(str, paths)) or "<none>", "no rule files found")])
+    for path in files:
+        try:
+            doc, marks = load_yaml(path, with_marks=True)
+        except InvalidDocument as exc:
+            found.extend(exc.problems)
+            continue
+        source = str(path)
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            found.append(Problem(source, "a rule file must be a mapping of sections", 1, 1))
+            continue
+        check = _Checker(source, marks)
+        for key in doc:
+            if key not in SECTIONS:
+                check.problem((key,), f"unknown section {key!r}; expected one of {', '.join(SECTIONS)}")
+        for section, schema_name in SECTIONS.items():
+            if section not in doc:
+                continue
+            errors = schema_problems(schema_name, {section: doc[section]}, source, marks)
+            if errors:
+                found.extend(errors)
+                continue
+            if section == "xids":
+                seen: set[int] = set()
+                for i, entry in enumerate(doc["xids"]):
+                    if entry["code"] in seen:
+                        check.problem(("xids", i, "code"), f"duplicate Xid code {entry['code']}")
+                    seen.add(entry["code"])
+                    xids[entry["code"]] = XidEntry(**entry)  # later files override earlier ones
+            elif section == "signals":
+                for i, entry in enumerate(doc["signals"]):
+                    signals.append(
+                        SignalRule(
+                            kind=entry["kind"],
+                            matchers=check.matchers(entry.get("match"), ("signals", i, "match")),
+                            detail=entry.get("detail", ""),
+                            severity=entry.get("severity", ""),
+                            category=entry.get("category", ""),
+                            runbook=entry.get("runbook", ""),
+                        )
+                    )
+            elif section == "correlation":
+                if correlation is not None:
+                    check.problem(("correlation",), "correlation is defined in more than one rule file")
+                correlation = _correlation(doc["correlation"], check)
+            elif section == "routing":
+                if routing_doc is not None:
+                    check.problem(("routing",), "routing is defined in more than one rule file")
+                routing_doc = (doc["routing"], check)
+        found.extend(check.found)
+    rules = RuleSet(
+        catalog=XidCatalog(list(xids.values())),
+        signals=tuple(signals),
+        correlation=correlation or CorrelationRules(),
+        sources=tuple(map(str, files)),
+    )
+    if routing_doc is not None and routing_loader is not None:
+        data, check = routing_doc
+        rules.routing = routing_loader(data, check)
+        found.extend(check.found)
+    if found:
+        raise InvalidDocument(found)
+    return rules
+
+
+def _correlation(doc: dict, check: _Checker) -> CorrelationRules:
+    base = CorrelationRules()
+    groups = []
+    names: set[str] = set()
+    for i, g in enumerate(doc.get("groups") or []):
+        if g["name"] in names:
+            check.problem(("correlation", "groups", i, "name"), f"duplicate group name {g['name']!r}")
+        names.add(g["name"])
+        groups.append(
+            GroupRule(
+                name=g["name"],
+                by=tuple(g["by"]),
+                matchers=check.matchers(g.get("match"), ("correlation", "groups", i, "match")),
+                allow_empty=bool(g.get("allow_empty", False)),
+            )
+        )
+    if groups and (groups[-1].matchers or not groups[-1].allow_empty):
+        check.problem(("correlation", "groups"), "the last group should match everything (no match, allow_empty: true) so no alert is dropped")
+    storm_doc = doc.get("storm") or {}
+    storm = StormRule(
+        enabled=storm_doc.get("enabled", True),
+        min_nodes=storm_doc.get("min_nodes", base.storm.min_nodes),
+        window=check.duration(storm_doc.get("window"), ("correlation", "storm", "window"), base.storm.window),
+        signals=tuple(storm_doc.get("signals") or ()),
+    )
+    wd_doc = doc.get("watchdog") or {}
+    watchdog = WatchdogRule(
+        alertnames=tuple(wd_doc.get("alertnames") or base.watchdog.alertnames),
+        timeout=check.duration(wd_doc.get("timeout"), ("correlation", "watchdog", "timeout"), base.watchdog.timeout),
+        severity=wd_doc.get("severity", base.watchdog.severity),
+    )
+    return CorrelationRules(
+        groups=tuple(groups) or base.groups,
+        hold_down=check.duration(doc.get("hold_down"), ("correlation", "hold_down"), base.hold_down),
+        fold_window=check.duration(doc.get("fold_window"), ("correlation", "fold_window"), base.fold_window),
+        storm=storm,
+        watchdog=watchdog,
+    )

@@ -1,0 +1,52 @@
+"""JSON Schemas for the webhook, the config and the rule files, and one validator entry point."""
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from alertd.errors import InvalidDocument, Problem
+from alertd.yamlio import format_path, mark_for
+
+
+@functools.cache
+def schema(name: str) -> dict[str, Any]:
+    return json.loads(resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8"))
+
+
+@functools.cache
+def validator(name: str) -> Draft202012Validator:
+    s = schema(name)
+    Draft202012Validator.check_schema(s)
+    return Draft202012Validator(s)
+
+
+def describe(error: ValidationError) -> str:
+    """A message that names the key, not the schema internals."""
+    where = format_path(tuple(error.absolute_path)) or "document"
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"{where}: unknown key(s) {', '.join(map(repr, extra))}"
+    if error.validator == "required":
+        return f"{where}: {error.message}"
+    if error.validator == "enum":
+        return f"{where}: {error.instance!r} is not one of {error.validator_value}"
+    return f"{where}: {error.message}"
+
+
+def problems(name: str, doc: Any, source: str, marks: dict | None = None) -> list[Problem]:
+    out = []
+    for error in sorted(validator(name).iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
+        line, col = mark_for(marks or {}, tuple(error.absolute_path))
+        out.append(Problem(source, describe(error), line, col, format_path(tuple(error.absolute_path))))
+    return out
+
+
+def validate_document(name: str, doc: Any, source: str, marks: dict | None = None) -> None:
+    found = problems(name, doc, source, marks)
+    if found:
+        raise InvalidDocument(found)

@@ -1,0 +1,242 @@
+"""The running service: store, engine, processor loop and outbox worker wired together.
+
+Receive path: validate -> inbox commit -> 2xx (nothing else on the request path).
+Processor:    inbox -> engine -> route -> one commit (incidents, events, outbox).
+Outbox:       due work -> notifiers, with durable retries.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from alertd.config import Config
+from alertd.engine.pipeline import Engine
+from alertd.metrics import Metrics
+from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change
+from alertd.notify.base import Notifier
+from alertd.notify.console import ConsoleNotifier
+from alertd.notify.outbox import OutboxWorker
+from alertd.notify.router import ConsoleRouter
+from alertd.receive.webhook import delivery_key
+from alertd.rules import RuleSet, load_rules
+from alertd.store.base import AppendResult, InboxEntry, Step, Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+KEEP_EVENTS_IN_MEMORY = 20
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Service:
+    def __init__(self, cfg: Config, store: Store, rules: RuleSet, *, clock: Callable[[], datetime] = utcnow,
+                 notifiers: dict[str, Notifier] | None = None, router: Any = None):
+        self.cfg, self.store, self.rules, self.clock = cfg, store, rules, clock
+        self.metrics = Metrics()
+        self.engine: Engine | None = None
+        self.notifiers = notifiers if notifiers is not None else {"console": ConsoleNotifier()}
+        self.router = router or ConsoleRouter(enabled=cfg.console is not False)
+        self.outbox = OutboxWorker(store, self.notifiers, self.metrics, clock)
+        self.watchdog_names = set(rules.correlation.watchdog.alertnames)
+        self._engine_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._stopping = False
+        self.ready = False
+        self.last_step_error = ""
+        self.metrics.reload_ok.set(1)
+        self.metrics.reload_time.set(time.time())
+
+    # ----- lifecycle -----
+
+    async def start(self) -> None:
+        await self.store.open()
+        state = await self.store.load_state()
+        self.engine = Engine(self.rules, self.cfg.normalize, state)
+        self._update_gauges()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._process_loop(), name="alertd-processor"),
+            loop.create_task(self._tick_loop(), name="alertd-ticker"),
+            loop.create_task(self.outbox.run(), name="alertd-outbox"),
+            loop.create_task(self._prune_loop(), name="alertd-prune"),
+        ]
+        self.ready = True
+        log.info("alertd started: %d open incidents restored", len(state.incidents))
+
+    async def stop(self) -> None:
+        """Finish what was acknowledged (inbox -> engine), deliver what is due, then close the store."""
+        self._stopping = True
+        self.ready = False
+        self.outbox.stop()
+        self._wake.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        try:
+            await self.process_pending()
+            await asyncio.wait_for(self.outbox.drain(), 5)
+        except Exception:  # shutting down: what is left stays in the store for the next start
+            log.exception("could not finish pending work before shutdown")
+        for notifier in self.notifiers.values():
+            await notifier.close()
+        await self.store.close()
+
+    # ----- receive -----
+
+    async def receive(self, alerts: list[Alert]) -> AppendResult:
+        entries = [InboxEntry(self._dedup(a), a.received_at or self.clock(), a.to_wire()) for a in alerts]
+        try:
+            result = await self.store.append_inbox(entries)
+        except StoreUnavailable:
+            self.metrics.store_errors.labels("append").inc()
+            raise
+        self.metrics.alerts.inc(result.stored)
+        self.metrics.duplicates.inc(result.duplicates)
+        self._wake.set()
+        return result
+
+    def _dedup(self, alert: Alert) -> str:
+        key = delivery_key(alert)
+        if alert.name in self.watchdog_names:  # heartbeats repeat with the same state: each one counts
+            key += f"|{(alert.received_at or self.clock()).timestamp():.6f}"
+        return key
+
+    # ----- processing -----
+
+    async def _process_loop(self) -> None:
+        while not self._stopping:
+            try:
+                more = await self.process_pending()
+            except StoreUnavailable as exc:
+                self._step_failed("process", exc)
+                more = False
+                await asyncio.sleep(1)
+            except Exception as exc:
+                self._step_failed("process", exc)
+                log.exception("engine step failed")
+                more = False
+                await asyncio.sleep(1)
+            if not more:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), 1.0)
+                except asyncio.TimeoutError:
+                    pass
+
+    async def process_pending(self) -> bool:
+        """Run one batch of stored alerts through the engine; True when more may be waiting."""
+        rows = await self.store.pending_inbox(self.cfg.batch_size)
+        if not rows:
+            return False
+        alerts = [Alert.from_wire(doc) for _, doc in rows]
+        await self._step(lambda engine, now: engine.ingest(alerts, now), processed=[seq for seq, _ in rows])
+        done = self.clock()
+        for a in alerts:
+            if a.received_at:
+                self.metrics.processing_latency.observe(max(0.0, (done - a.received_at).total_seconds()))
+        return len(rows) >= self.cfg.batch_size
+
+    async def _step(self, fn: Callable[[Engine, datetime], list[Change]], processed: list[int] | None = None) -> list[Change]:
+        """One engine mutation and its atomic commit; on a failed commit, reload state from the store."""
+        assert self.engine is not None
+        async with self._engine_lock:
+            now = self.clock()
+            changes = fn(self.engine, now)
+            if not changes and not processed:
+                return []
+            state = self.engine.state
+            step = Step(processed=processed or [], changes=changes, outbox=self.router.route(changes, now),
+                        next_seq=state.next_seq, heartbeat_at=state.heartbeat_at)
+            try:
+                await self.store.commit_step(step)
+            except Exception:
+                self.engine.correlator.state = await self._reload_state()
+                raise
+            for c in changes:
+                del c.incident.timeline[:-KEEP_EVENTS_IN_MEMORY]
+                if c.kinds and c.kinds[0] == "opened":
+                    self.metrics.incidents_opened.inc()
+                if "resolved" in c.kinds:
+                    self.metrics.incidents_resolved.inc()
+            self.last_step_error = ""
+        self._update_gauges()
+        if step.outbox:
+            self.outbox.wake()
+        return changes
+
+    async def _reload_state(self):
+        try:
+            return await self.store.load_state()
+        except Exception:
+            log.exception("could not reload engine state after a failed commit; keeping memory state")
+            assert self.engine is not None
+            return self.engine.state
+
+    def _step_failed(self, operation: str, exc: Exception) -> None:
+        self.metrics.store_errors.labels(operation).inc()
+        self.last_step_error = f"{type(exc).__name__}: {exc}"
+        log.warning("%s failed: %s", operation, self.last_step_error)
+
+    async def _tick_loop(self) -> None:
+        interval = self.cfg.tick_interval.total_seconds()
+        while not self._stopping:
+            await asyncio.sleep(interval)
+            try:
+                await self._step(lambda engine, now: engine.tick(now))
+            except Exception as exc:
+                self._step_failed("tick", exc)
+
+    async def _prune_loop(self) -> None:
+        while not self._stopping:
+            try:
+                pruned = await self.store.prune(self.clock() - self.cfg.retention)
+                if pruned:
+                    log.info("pruned %d old inbox/outbox rows", pruned)
+                self.metrics.inbox_pending.set((await self.store.stats()).get("inbox_pending", 0))
+            except Exception as exc:
+                self._step_failed("prune", exc)
+            await asyncio.sleep(300)
+
+    def _update_gauges(self) -> None:
+        if self.engine is None:
+            return
+        counts = {OPEN: 0, ACKNOWLEDGED: 0}
+        for inc in self.engine.state.incidents.values():
+            counts[inc.status] = counts.get(inc.status, 0) + 1
+        for state, n in counts.items():
+            self.metrics.incidents.labels(state).set(n)
+
+    # ----- actions (API, Slack buttons) -----
+
+    async def acknowledge(self, incident_id: str, actor: str) -> list[Change]:
+        return await self._step(lambda e, now: e.correlator.acknowledge(incident_id, actor, now))
+
+    async def resolve(self, incident_id: str, actor: str) -> list[Change]:
+        return await self._step(lambda e, now: e.correlator.resolve(incident_id, actor, now))
+
+    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "", actor: str = "") -> list[Change]:
+        return await self._step(lambda e, now: e.correlator.annotate(incident_id, key, value, now, kind, text, actor))
+
+    # ----- rules -----
+
+    def reload_rules(self) -> tuple[bool, str]:
+        """Swap in a new rule set; an invalid one is refused and the running one stays."""
+        try:
+            rules = load_rules(self.cfg.rule_paths)
+        except Exception as exc:  # InvalidDocument names file:line; anything else is reported too
+            self.metrics.reload_ok.set(0)
+            log.error("rule reload failed, keeping the running rules:\n%s", exc)
+            return False, str(exc)
+        self.rules = rules
+        self.watchdog_names = set(rules.correlation.watchdog.alertnames)
+        if self.engine is not None:
+            self.engine.set_rules(rules)
+        self.metrics.reload_ok.set(1)
+        self.metrics.reload_time.set(time.time())
+        log.info("rules reloaded from %s", ", ".join(rules.sources))
+        return True, ""

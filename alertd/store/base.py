@@ -1,0 +1,107 @@
+"""The storage interface every backend implements, and the records it trades in.
+
+The receiver appends alerts to an inbox (idempotent on the delivery key) and
+answers only after that commit; a processor moves inbox rows through the engine
+and commits the resulting incidents, timeline events, outbox work and engine
+metadata in ONE transaction, so a crash at any point replays, never loses.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from alertd.engine.correlate import EngineState
+from alertd.model import Change, Incident
+
+
+class StoreUnavailable(RuntimeError):
+    """The store cannot take writes (disk full, read-only, database down): answer 503."""
+
+
+@dataclass(slots=True)
+class InboxEntry:
+    dedup: str
+    received_at: datetime
+    alert: dict[str, Any]
+
+
+@dataclass(slots=True)
+class AppendResult:
+    stored: int
+    duplicates: int
+
+
+@dataclass(slots=True)
+class OutboxItem:
+    incident_id: str
+    target: str  # receiver name, e.g. "console", "slack:#gpu-oncall", "pagerduty:infra"
+    kind: str  # what the notifier should do: "upsert", "thread", "trigger", ...
+    payload: dict[str, Any]
+    due_at: datetime
+    id: int = 0
+    attempts: int = 0
+    last_error: str = ""
+
+
+@dataclass(slots=True)
+class Step:
+    """The result of one engine step, committed atomically."""
+
+    processed: list[int] = field(default_factory=list)  # inbox seqs consumed
+    changes: list[Change] = field(default_factory=list)
+    outbox: list[OutboxItem] = field(default_factory=list)
+    next_seq: int = 0
+    heartbeat_at: datetime | None = None
+
+
+class Store(abc.ABC):
+    """Async facade; implementations run blocking drivers off the event loop."""
+
+    @abc.abstractmethod
+    async def open(self) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def append_inbox(self, entries: list[InboxEntry]) -> AppendResult:
+        """Durably store alerts; return only after commit. Raise StoreUnavailable if impossible."""
+
+    @abc.abstractmethod
+    async def pending_inbox(self, limit: int) -> list[tuple[int, dict[str, Any]]]: ...
+
+    @abc.abstractmethod
+    async def commit_step(self, step: Step) -> None: ...
+
+    @abc.abstractmethod
+    async def load_state(self) -> EngineState: ...
+
+    @abc.abstractmethod
+    async def list_incidents(self, *, status: str | None = None, node: str | None = None,
+                             since: datetime | None = None, limit: int = 100) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    async def get_incident(self, incident_id: str) -> Incident | None: ...
+
+    @abc.abstractmethod
+    async def due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]:
+        """Pending work that is due, oldest first; at most one (the oldest) per incident+target."""
+
+    @abc.abstractmethod
+    async def finish_outbox(self, item_id: int, *, ref: tuple[str, str, str] | None = None) -> None:
+        """Mark delivered; ``ref`` (incident, target, external id such as a Slack ts) is saved in the same commit."""
+
+    @abc.abstractmethod
+    async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None: ...
+
+    @abc.abstractmethod
+    async def notify_ref(self, incident_id: str, target: str) -> str | None: ...
+
+    @abc.abstractmethod
+    async def prune(self, before: datetime) -> int:
+        """Drop processed inbox rows and delivered outbox rows older than ``before``."""
+
+    @abc.abstractmethod
+    async def stats(self) -> dict[str, int]: ...

@@ -1,0 +1,288 @@
+"""A Store over any DB-API connection, run on one dedicated thread.
+
+One writer thread serialises all database work (SQLite allows one writer
+anyway, and it keeps PostgreSQL transactions simple). Inbox appends from
+concurrent requests are coalesced into one transaction per round: a group
+commit, so durability costs one fsync per batch, not per webhook.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Callable
+
+from alertd.engine.correlate import EngineState
+from alertd.model import CLOSED, Incident, iso, parse_iso
+from alertd.store import sql
+from alertd.store.base import AppendResult, InboxEntry, OutboxItem, Step, Store, StoreUnavailable
+
+log = logging.getLogger(__name__)
+RECENT_EVENTS = 20
+
+
+class SqlStore(Store):
+    serial = "INTEGER"
+    placeholder = "?"
+    unavailable: tuple[type[BaseException], ...] = ()
+
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"alertd-{type(self).__name__}")
+        self._conn: Any = None
+        self._queue: list[tuple[list[InboxEntry], asyncio.Future]] = []
+        self._flushing = False
+
+    # ----- backend hooks -----
+
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _begin(self, cur: Any) -> None:
+        cur.execute("BEGIN")
+
+    # ----- plumbing -----
+
+    def _q(self, statement: str) -> str:
+        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def _tx(self, fn: Callable[[Any], Any]) -> Any:
+        cur = self._conn.cursor()
+        try:
+            self._begin(cur)
+            result = fn(cur)
+            self._conn.commit()
+            return result
+        except self.unavailable as exc:
+            self._safe_rollback()
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            self._safe_rollback()
+            raise
+        finally:
+            cur.close()
+
+    def _query(self, statement: str, args: tuple | list = ()) -> list[tuple]:
+        """A read on the store thread; ends its implicit transaction so snapshots stay fresh."""
+        cur = self._conn.cursor()
+        try:
+            cur.execute(self._q(statement), args)
+            return cur.fetchall()
+        finally:
+            cur.close()
+            self._conn.commit()
+
+    def _safe_rollback(self) -> None:
+        try:
+            self._conn.rollback()
+        except Exception:  # the connection itself may be gone
+            log.exception("rollback failed")
+
+    def _migrate(self) -> None:
+        cur = self._conn.cursor()
+        cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        self._conn.commit()
+        cur.execute("SELECT version FROM schema_version")
+        row = cur.fetchone()
+        current = row[0] if row else 0
+        cur.close()
+        for number, statements in enumerate(sql.MIGRATIONS[current:], start=current + 1):
+            def apply(c: Any, statements: list[str] = statements, number: int = number) -> None:
+                for statement in statements:
+                    c.execute(statement.format(serial=self.serial))
+                c.execute("DELETE FROM schema_version")
+                c.execute(self._q("INSERT INTO schema_version (version) VALUES (?)"), (number,))
+            self._tx(apply)
+            log.info("store schema migrated to version %d", number)
+
+    async def open(self) -> None:
+        def do() -> None:
+            self._conn = self._connect()
+            self._migrate()
+        await self._run(do)
+
+    async def close(self) -> None:
+        def do() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+        await self._run(do)
+        self._executor.shutdown(wait=True)
+
+    # ----- inbox, with group commit -----
+
+    async def append_inbox(self, entries: list[InboxEntry]) -> AppendResult:
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._queue.append((entries, fut))
+        if not self._flushing:
+            self._flushing = True
+            asyncio.get_running_loop().create_task(self._flush_inbox())
+        return await fut
+
+    async def _flush_inbox(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    counts = await self._run(self._tx, lambda cur: [self._insert(cur, e) for e, _ in batch])
+                except Exception as exc:  # every waiter learns the batch was not stored
+                    error = exc if isinstance(exc, StoreUnavailable) else StoreUnavailable(str(exc))
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(error)
+                    continue
+                for (_, fut), result in zip(batch, counts):
+                    if not fut.done():
+                        fut.set_result(result)
+        finally:
+            self._flushing = False
+
+    def _insert(self, cur: Any, entries: list[InboxEntry]) -> AppendResult:
+        stored = 0
+        statement = self._q("INSERT INTO inbox (dedup, received_at, alert) VALUES (?, ?, ?) ON CONFLICT (dedup) DO NOTHING")
+        for e in entries:
+            cur.execute(statement, (e.dedup, iso(e.received_at), sql.dumps(e.alert)))
+            stored += cur.rowcount
+        return AppendResult(stored=stored, duplicates=len(entries) - stored)
+
+    async def pending_inbox(self, limit: int) -> list[tuple[int, dict[str, Any]]]:
+        rows = await self._run(self._query, "SELECT seq, alert FROM inbox WHERE processed = 0 ORDER BY seq LIMIT ?", (limit,))
+        return [(seq, json.loads(doc)) for seq, doc in rows]
+
+    # ----- engine steps -----
+
+    async def commit_step(self, step: Step) -> None:
+        def do(cur: Any) -> None:
+            if step.processed:
+                cur.executemany(self._q("UPDATE inbox SET processed = 1 WHERE seq = ?"), [(s,) for s in step.processed])
+            for change in step.changes:
+                inc = change.incident
+                cur.execute(self._q(sql.UPSERT_INCIDENT), sql.incident_row(inc))
+                if change.members:
+                    cur.executemany(self._q(sql.UPSERT_MEMBER), [
+                        (inc.id, fp, sql.dumps(inc.members[fp].to_dict())) for fp in change.members if fp in inc.members
+                    ])
+                cur.executemany(self._q(sql.INSERT_EVENT), [(inc.id, sql.dumps(e.to_dict())) for e in change.events])
+            if step.outbox:
+                cur.executemany(self._q(sql.INSERT_OUTBOX), [
+                    (o.incident_id, o.target, o.kind, sql.dumps(o.payload), iso(o.due_at), iso(o.due_at))
+                    for o in step.outbox
+                ])
+            if step.next_seq:
+                cur.execute(self._q(sql.UPSERT_META), ("next_seq", str(step.next_seq)))
+            if step.heartbeat_at is not None:
+                cur.execute(self._q(sql.UPSERT_META), ("heartbeat_at", iso(step.heartbeat_at)))
+        await self._run(self._tx, do)
+
+    async def load_state(self) -> EngineState:
+        def do() -> EngineState:
+            cur = self._conn.cursor()
+            cur.execute(self._q("SELECT id, doc FROM incidents WHERE status <> ? ORDER BY seq"), (CLOSED,))
+            docs = cur.fetchall()
+            incidents = [self._assemble(cur, inc_id, doc, RECENT_EVENTS) for inc_id, doc in docs]
+            cur.execute(sql.LAST_BY_KEY)
+            last_by_key = dict(cur.fetchall())
+            cur.execute("SELECT key, value FROM meta")
+            meta = dict(cur.fetchall())
+            cur.execute("SELECT max(seq) FROM incidents")
+            top = cur.fetchone()[0] or 0
+            self._conn.commit()
+            cur.close()
+            next_seq = max(int(meta.get("next_seq", "1")), top + 1)
+            return EngineState.from_incidents(incidents, last_by_key, next_seq, parse_iso(meta.get("heartbeat_at")))
+        return await self._run(do)
+
+    def _assemble(self, cur: Any, inc_id: str, doc: str, recent: int | None = None) -> Incident:
+        cur.execute(self._q("SELECT doc FROM members WHERE incident_id = ?"), (inc_id,))
+        members = [r[0] for r in cur.fetchall()]
+        if recent is None:
+            cur.execute(self._q("SELECT doc FROM events WHERE incident_id = ? ORDER BY id"), (inc_id,))
+            events = [r[0] for r in cur.fetchall()]
+        else:
+            cur.execute(self._q("SELECT doc FROM events WHERE incident_id = ? ORDER BY id DESC LIMIT ?"), (inc_id, recent))
+            events = [r[0] for r in reversed(cur.fetchall())]
+        return sql.assemble(doc, members, events)
+
+    # ----- reads -----
+
+    async def list_incidents(self, *, status: str | None = None, node: str | None = None,
+                             since: datetime | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        where, args = [], []
+        if status:
+            where.append("status = ?")
+            args.append(status)
+        if node:
+            where.append("node = ?")
+            args.append(node)
+        if since:
+            where.append("updated_at >= ?")
+            args.append(iso(since))
+        statement = "SELECT doc FROM incidents" + (" WHERE " + " AND ".join(where) if where else "")
+        statement += " ORDER BY seq DESC LIMIT ?"
+        args.append(limit)
+
+        return [json.loads(r[0]) for r in await self._run(self._query, statement, args)]
+
+    async def get_incident(self, incident_id: str) -> Incident | None:
+        def do() -> Incident | None:
+            cur = self._conn.cursor()
+            cur.execute(self._q("SELECT doc FROM incidents WHERE id = ?"), (incident_id,))
+            row = cur.fetchone()
+            inc = self._assemble(cur, incident_id, row[0]) if row else None
+            self._conn.commit()
+            cur.close()
+            return inc
+        return await self._run(do)
+
+    # ----- outbox -----
+
+    async def due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]:
+        rows = await self._run(self._query, sql.DUE_OUTBOX, (iso(now), limit))
+        return [
+            OutboxItem(incident_id=r[1], target=r[2], kind=r[3], payload=json.loads(r[4]),
+                       due_at=parse_iso(r[5]), id=r[0], attempts=r[6], last_error=r[7])  # type: ignore[arg-type]
+            for r in rows
+        ]
+
+    async def finish_outbox(self, item_id: int, *, ref: tuple[str, str, str] | None = None) -> None:
+        def do(cur: Any) -> None:
+            if ref is not None:
+                cur.execute(self._q(sql.UPSERT_REF), ref)
+            cur.execute(self._q("UPDATE outbox SET state = 'done', done_at = ? WHERE id = ?"),
+                        (iso(datetime.now().astimezone()), item_id))
+        await self._run(self._tx, do)
+
+    async def save_ref(self, incident_id: str, target: str, ref: str) -> None:
+        """Save an external id before the rest of a delivery, so a crash cannot post twice."""
+        await self._run(self._tx, lambda cur: cur.execute(self._q(sql.UPSERT_REF), (incident_id, target, ref)))
+
+    async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None:
+        state = "failed" if give_up else "pending"
+        await self._run(self._tx, lambda cur: cur.execute(
+            self._q("UPDATE outbox SET attempts = attempts + 1, due_at = ?, last_error = ?, state = ? WHERE id = ?"),
+            (iso(due_at), error[:1000], state, item_id)))
+
+    async def notify_ref(self, incident_id: str, target: str) -> str | None:
+        rows = await self._run(self._query, "SELECT ref FROM notify_refs WHERE incident_id = ? AND target = ?",
+                               (incident_id, target))
+        return rows[0][0] if rows else None
+
+    async def prune(self, before: datetime) -> int:
+        def do(cur: Any) -> int:
+            cur.execute(self._q("DELETE FROM inbox WHERE processed = 1 AND received_at < ?"), (iso(before),))
+            n = cur.rowcount
+            cur.execute(self._q("DELETE FROM outbox WHERE state = 'done' AND done_at < ?"), (iso(before),))
+            return n + cur.rowcount
+        return await self._run(self._tx, do)
+
+    async def stats(self) -> dict[str, int]:
+        def do() -> dict[str, int]:
+            out = {f"incidents_{s}": n for s, n in self._query("SELECT status, count(*) FROM incidents GROUP BY status")}
+            out["inbox_pending"] = self._query("SELECT count(*) FROM inbox WHERE processed = 0")[0][0]
+            out.update({f"outbox_{s}": n for s, n in self._query("SELECT state, count(*) FROM outbox GROUP BY state")})
+            return out
+        return await self._run(do)

@@ -1,0 +1,24 @@
+"""PostgreSQL backend (psycopg 3), for deployments that already run a database."""
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from alertd.store.dbapi import SqlStore
+
+
+class PostgresStore(SqlStore):
+    serial = "BIGSERIAL"
+    placeholder = "%s"
+    unavailable = (psycopg.OperationalError, psycopg.errors.DiskFull, psycopg.errors.ReadOnlySqlTransaction)
+
+    def __init__(self, dsn: str):
+        super().__init__()
+        self.dsn = dsn
+
+    def _connect(self) -> Any:
+        return psycopg.connect(self.dsn, autocommit=False)
+
+    def _begin(self, cur: Any) -> None:
+        pass  # psycopg opens a transaction on the first statement

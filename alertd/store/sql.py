@@ -1,0 +1,108 @@
+"""SQL shared by the SQLite and PostgreSQL backends: schema migrations and row codecs.
+
+Placeholders are written as ``?`` and rewritten for drivers that want ``%s``.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from alertd.model import Event, Incident, Member
+
+# Each migration runs once, in order; the applied count lives in schema_version.
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE inbox (
+            seq {serial} PRIMARY KEY,
+            dedup TEXT NOT NULL UNIQUE,
+            received_at TEXT NOT NULL,
+            alert TEXT NOT NULL,
+            processed INTEGER NOT NULL DEFAULT 0)""",
+        "CREATE INDEX inbox_pending ON inbox (processed, seq)",
+        """CREATE TABLE incidents (
+            id TEXT PRIMARY KEY,
+            seq BIGINT NOT NULL,
+            key TEXT NOT NULL,
+            status TEXT NOT NULL,
+            severity TEXT NOT NULL,
+            cluster TEXT NOT NULL,
+            node TEXT NOT NULL,
+            opened_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            resolved_at TEXT,
+            doc TEXT NOT NULL)""",
+        "CREATE INDEX incidents_status ON incidents (status, seq)",
+        "CREATE INDEX incidents_node ON incidents (node, seq)",
+        "CREATE INDEX incidents_key ON incidents (key, seq)",
+        """CREATE TABLE members (
+            incident_id TEXT NOT NULL,
+            fingerprint TEXT NOT NULL,
+            doc TEXT NOT NULL,
+            PRIMARY KEY (incident_id, fingerprint))""",
+        """CREATE TABLE events (
+            id {serial} PRIMARY KEY,
+            incident_id TEXT NOT NULL,
+            doc TEXT NOT NULL)""",
+        "CREATE INDEX events_incident ON events (incident_id, id)",
+        """CREATE TABLE outbox (
+            id {serial} PRIMARY KEY,
+            incident_id TEXT NOT NULL,
+            target TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            due_at TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            state TEXT NOT NULL DEFAULT 'pending',
+            last_error TEXT NOT NULL DEFAULT '',
+            done_at TEXT)""",
+        "CREATE INDEX outbox_due ON outbox (state, due_at, id)",
+        "CREATE INDEX outbox_incident ON outbox (incident_id, target, state, id)",
+        """CREATE TABLE notify_refs (
+            incident_id TEXT NOT NULL,
+            target TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            PRIMARY KEY (incident_id, target))""",
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ],
+]
+
+UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET status = excluded.status, severity = excluded.severity, node = excluded.node,
+  updated_at = excluded.updated_at, resolved_at = excluded.resolved_at, doc = excluded.doc"""
+UPSERT_MEMBER = """INSERT INTO members (incident_id, fingerprint, doc) VALUES (?, ?, ?)
+ON CONFLICT (incident_id, fingerprint) DO UPDATE SET doc = excluded.doc"""
+INSERT_EVENT = "INSERT INTO events (incident_id, doc) VALUES (?, ?)"
+INSERT_OUTBOX = """INSERT INTO outbox (incident_id, target, kind, payload, created_at, due_at)
+VALUES (?, ?, ?, ?, ?, ?)"""
+UPSERT_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+UPSERT_REF = """INSERT INTO notify_refs (incident_id, target, ref) VALUES (?, ?, ?)
+ON CONFLICT (incident_id, target) DO UPDATE SET ref = excluded.ref"""
+# The oldest pending item of each incident+target, if due: delivery stays in order per incident.
+DUE_OUTBOX = """SELECT o.id, o.incident_id, o.target, o.kind, o.payload, o.due_at, o.attempts, o.last_error
+FROM outbox o
+WHERE o.state = 'pending' AND o.due_at <= ?
+  AND o.id = (SELECT min(p.id) FROM outbox p WHERE p.incident_id = o.incident_id AND p.target = o.target AND p.state = 'pending')
+ORDER BY o.due_at, o.id LIMIT ?"""
+LAST_BY_KEY = """SELECT i.key, i.id FROM incidents i
+JOIN (SELECT key, max(seq) AS seq FROM incidents WHERE status = 'resolved' GROUP BY key) last
+  ON last.key = i.key AND last.seq = i.seq"""
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def incident_row(inc: Incident) -> tuple:
+    doc = inc.to_dict(with_members=False)
+    return (inc.id, int(inc.id.rsplit("-", 1)[-1]), inc.key, inc.status, inc.severity, inc.cluster, inc.node,
+            doc["openedAt"], doc["updatedAt"], doc["resolvedAt"], dumps(doc))
+
+
+def assemble(doc: str, members: Iterable[str], events: Iterable[str]) -> Incident:
+    inc = Incident.from_dict(json.loads(doc))
+    for m in sorted((Member.from_dict(json.loads(raw)) for raw in members), key=lambda m: (m.starts_at, m.fingerprint)):
+        inc.members[m.fingerprint] = m
+    inc.timeline = [Event.from_dict(json.loads(raw)) for raw in events]
+    return inc

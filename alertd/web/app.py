@@ -1,0 +1,180 @@
+"""HTTP edge: the Alertmanager receiver, the read API, health and metrics."""
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from alertd.config import Auth
+from alertd.model import INCIDENT_STATES, parse_iso
+from alertd.receive.webhook import BadPayload, decode_body, parse_notification
+from alertd.service import Service
+from alertd.store.base import StoreUnavailable
+
+log = logging.getLogger(__name__)
+SERVICE = web.AppKey("service", Service)
+
+
+def _json(data: Any, status: int = 200, **kw: Any) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str), **kw)
+
+
+def _authorized(request: web.Request, auth: Auth) -> bool:
+    if not auth.enabled:
+        return True
+    header = request.headers.get("Authorization", "")
+    scheme, _, value = header.partition(" ")
+    if auth.bearer_token and scheme.lower() == "bearer":
+        return hmac.compare_digest(value.strip().encode(), auth.bearer_token.encode())
+    if auth.basic and scheme.lower() == "basic":
+        try:
+            user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return False
+        return hmac.compare_digest(user.encode(), auth.basic[0].encode()) & hmac.compare_digest(
+            password.encode(), auth.basic[1].encode())
+    return False
+
+
+def _unauthorized(auth: Auth) -> web.Response:
+    challenge = "Bearer" if auth.bearer_token else 'Basic realm="alertd"'
+    return _json({"error": "missing or wrong credentials"}, 401, headers={"WWW-Authenticate": challenge})
+
+
+async def receive_alertmanager(request: web.Request) -> web.Response:
+    svc = request.app[SERVICE]
+    started = time.perf_counter()
+    if not _authorized(request, svc.cfg.receiver_auth):
+        svc.metrics.rejected.labels("unauthorized").inc()
+        return _unauthorized(svc.cfg.receiver_auth)
+    if request.content_length is not None and request.content_length > svc.cfg.max_body_bytes:
+        svc.metrics.rejected.labels("too_large").inc()
+        return _json({"error": f"body of {request.content_length} bytes exceeds the limit of {svc.cfg.max_body_bytes}"}, 413)
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        svc.metrics.rejected.labels("too_large").inc()
+        return _json({"error": f"body exceeds the limit of {svc.cfg.max_body_bytes} bytes"}, 413)
+    try:
+        note = parse_notification(decode_body(raw), svc.clock())
+    except BadPayload as exc:
+        svc.metrics.rejected.labels(exc.reason).inc()
+        return _json(exc.to_json(), 400)
+    try:
+        result = await svc.receive(note.alerts)
+    except StoreUnavailable as exc:
+        svc.metrics.rejected.labels("store_unavailable").inc()
+        log.error("webhook not stored, answering 503 so Alertmanager retries: %s", exc)
+        return _json({"error": "alerts could not be stored; retry later"}, 503, headers={"Retry-After": "5"})
+    svc.metrics.webhooks.inc()
+    if note.truncated:
+        svc.metrics.truncated.inc(note.truncated)
+        log.warning("Alertmanager truncated %d alerts of group %s (raise max_alerts or set it to 0)",
+                    note.truncated, note.group_key)
+    svc.metrics.ack_latency.observe(time.perf_counter() - started)
+    return _json({"status": "stored", "alerts": result.stored, "duplicates": result.duplicates,
+                  "truncatedAlerts": note.truncated})
+
+
+def _api_guard(request: web.Request) -> web.Response | None:
+    auth = request.app[SERVICE].cfg.api_auth
+    return None if _authorized(request, auth) else _unauthorized(auth)
+
+
+async def list_incidents(request: web.Request) -> web.Response:
+    if (denied := _api_guard(request)) is not None:
+        return denied
+    q = request.query
+    status = q.get("status")
+    if status and status not in INCIDENT_STATES:
+        return _json({"error": f"status must be one of {', '.join(INCIDENT_STATES)}", "field": "status"}, 400)
+    since: datetime | None = None
+    if q.get("since"):
+        try:
+            since = parse_iso(q["since"])
+        except ValueError:
+            return _json({"error": "since must be an RFC 3339 timestamp", "field": "since"}, 400)
+    try:
+        limit = min(1000, max(1, int(q.get("limit", "100"))))
+    except ValueError:
+        return _json({"error": "limit must be an integer", "field": "limit"}, 400)
+    svc = request.app[SERVICE]
+    rows = await svc.store.list_incidents(status=status, node=q.get("node"), since=since, limit=limit)
+    return _json({"incidents": rows})
+
+
+async def get_incident(request: web.Request) -> web.Response:
+    if (denied := _api_guard(request)) is not None:
+        return denied
+    inc = await request.app[SERVICE].store.get_incident(request.match_info["id"])
+    if inc is None:
+        return _json({"error": f"no incident {request.match_info['id']}"}, 404)
+    return _json(inc.to_dict())
+
+
+async def act_on_incident(request: web.Request) -> web.Response:
+    if (denied := _api_guard(request)) is not None:
+        return denied
+    svc = request.app[SERVICE]
+    incident_id, action = request.match_info["id"], request.match_info["action"]
+    actor = request.query.get("by") or "api"
+    changes = await (svc.acknowledge if action == "ack" else svc.resolve)(incident_id, actor)
+    if not changes:
+        return _json({"error": f"incident {incident_id} is not open or already {action}ed"}, 409)
+    return _json(changes[0].incident.to_dict(with_members=False))
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    svc = request.app[SERVICE]
+    if not svc.ready:
+        return web.Response(status=503, text="starting or stopping\n")
+    if svc.last_step_error:
+        return web.Response(status=503, text=f"store failing: {svc.last_step_error}\n")
+    return web.Response(text="ready\n")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[SERVICE].metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def reload(request: web.Request) -> web.Response:
+    if (denied := _api_guard(request)) is not None:
+        return denied
+    ok, error = request.app[SERVICE].reload_rules()
+    return _json({"status": "reloaded"} if ok else {"error": error}, 200 if ok else 500)
+
+
+def build_app(svc: Service) -> web.Application:
+    # The body limit is enforced in the handler (413 with a JSON reason); aiohttp's own cap sits above it.
+    app = web.Application(client_max_size=svc.cfg.max_body_bytes + 1)
+    app[SERVICE] = svc
+    app.router.add_post("/api/v1/alerts/alertmanager", receive_alertmanager)
+    app.router.add_get("/api/v1/incidents", list_incidents)
+    app.router.add_get("/api/v1/incidents/{id}", get_incident)
+    app.router.add_post("/api/v1/incidents/{id}/{action:ack|resolve}", act_on_incident)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post("/-/reload", reload)
+
+    async def on_startup(_: web.Application) -> None:
+        await svc.start()
+
+    async def on_cleanup(_: web.Application) -> None:
+        await svc.stop()
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app
