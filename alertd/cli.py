@@ -46,7 +46,10 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     store = open_store(cfg.storage_backend, data_dir=cfg.data_dir, sqlite_path=cfg.sqlite_path,
                        synchronous=cfg.synchronous, dsn=cfg.postgres_dsn)
-    svc = Service(cfg, store, rules)
+    from alertd.notify.setup import build_notifiers, build_router
+    from alertd.service import utcnow
+
+    svc = Service(cfg, store, rules, notifiers=build_notifiers(cfg, store, utcnow), router=build_router(cfg, rules))
     app = build_app(svc)
 
     async def on_startup(_: web.Application) -> None:

@@ -16,7 +16,7 @@ class Problem:
         where = self.source
         if self.line:
             where += f":{self.line}:{self.column or 1}"
-        where_in = f" (at {self.path})" if self.path else ""
+        where_in = f" (at {self.path})" if self.path and not self.message.startswith(self.path) else ""
         return f"{where}: {self.message}{where_in}"
 
 

@@ -34,13 +34,15 @@ def utcnow() -> datetime:
 
 class Service:
     def __init__(self, cfg: Config, store: Store, rules: RuleSet, *, clock: Callable[[], datetime] = utcnow,
-                 notifiers: dict[str, Notifier] | None = None, router: Any = None):
+                 notifiers: dict[str, Notifier] | None = None, router: Any = None, enricher: Any = None):
         self.cfg, self.store, self.rules, self.clock = cfg, store, rules, clock
         self.metrics = Metrics()
         self.engine: Engine | None = None
         self.notifiers = notifiers if notifiers is not None else {"console": ConsoleNotifier()}
         self.router = router or ConsoleRouter(enabled=cfg.console is not False)
         self.outbox = OutboxWorker(store, self.notifiers, self.metrics, clock)
+        # Enrichment runs after commit and off the request path; it reports back through annotate/add_evidence.
+        self.enricher = enricher
         self.watchdog_names = set(rules.correlation.watchdog.alertnames)
         self._engine_lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -167,6 +169,8 @@ class Service:
         self._update_gauges()
         if step.outbox:
             self.outbox.wake()
+        if self.enricher is not None and changes:
+            self.enricher.submit(changes)
         return changes
 
     async def _reload_state(self):
@@ -221,6 +225,9 @@ class Service:
 
     async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "", actor: str = "") -> list[Change]:
         return await self._step(lambda e, now: e.correlator.annotate(incident_id, key, value, now, kind, text, actor))
+
+    async def add_evidence(self, incident_id: str, signal: Any, source: str) -> list[Change]:
+        return await self._step(lambda e, now: e.correlator.add_evidence(incident_id, signal, now, source))
 
     # ----- rules -----
 

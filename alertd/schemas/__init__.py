@@ -8,6 +8,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
 
 from alertd.errors import InvalidDocument, Problem
 from alertd.yamlio import format_path, mark_for
@@ -19,10 +20,21 @@ def schema(name: str) -> dict[str, Any]:
 
 
 @functools.cache
+def registry() -> Registry:
+    """Every shipped schema by its $id, so one schema can $ref another (config -> notify.schema.json)."""
+    resources_ = []
+    for entry in resources.files(__package__).iterdir():
+        if entry.name.endswith(".schema.json"):
+            doc = json.loads(entry.read_text(encoding="utf-8"))
+            resources_.append((doc["$id"], Resource.from_contents(doc)))
+    return Registry().with_resources(resources_)
+
+
+@functools.cache
 def validator(name: str) -> Draft202012Validator:
     s = schema(name)
     Draft202012Validator.check_schema(s)
-    return Draft202012Validator(s)
+    return Draft202012Validator(s, registry=registry())
 
 
 def describe(error: ValidationError) -> str:
