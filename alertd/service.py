@@ -243,6 +243,8 @@ class Service:
         self.watchdog_names = set(rules.correlation.watchdog.alertnames)
         if self.engine is not None:
             self.engine.set_rules(rules)
+        if hasattr(self.router, "set_rules"):
+            self.router.set_rules(rules)
         self.metrics.reload_ok.set(1)
         self.metrics.reload_time.set(time.time())
         log.info("rules reloaded from %s", ", ".join(rules.sources))
