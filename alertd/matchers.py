@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 _MATCHER = re.compile(
-    r"""^\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?P<op>=~|!~|!=|=)\s*(?P<value>"(?:[^"\\]|\\.)*"|[^"\s,{}]*)\s*$"""
+    r"""^\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(?P<op>=~|!~|!=|=)\s*(?P<value>"(?:[^"\\]|\\.)*"|(?:[^"\s,{}=~!][^"\s,{}]*)?)\s*$"""
 )
 
 

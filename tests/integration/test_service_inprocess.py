@@ -1,0 +1,130 @@
+"""The service in-process over a real socket: receive -> store -> engine -> API, restart, auth."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from alertd.config import parse_config
+from alertd.rules import load_rules
+from alertd.service import Service
+from alertd.store.sqlite import SqliteStore
+from alertd.web.app import build_app
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = json.loads((ROOT / "examples" / "webhook-gpu-node.json").read_text())
+HOOK = "/api/v1/alerts/alertmanager"
+
+
+async def started(tmp_path: Path, doc: dict | None = None) -> TestClient:
+    cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, **(doc or {})}, "test")
+    svc = Service(cfg, SqliteStore(tmp_path / "db.sqlite3"), load_rules(cfg.rule_paths))
+    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+    await client.start_server()
+    return client
+
+
+async def wait_for(predicate, timeout=5.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        result = await predicate()
+        if result:
+            return result
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+async def incidents(client: TestClient, **query) -> list[dict]:
+    resp = await client.get("/api/v1/incidents", params=query)
+    assert resp.status == 200
+    return (await resp.json())["incidents"]
+
+
+async def test_webhook_becomes_one_incident_and_survives_restart(tmp_path):
+    client = await started(tmp_path)
+    try:
+        resp = await client.post(HOOK, json=EXAMPLE)
+        assert resp.status == 200 and (await resp.json())["alerts"] == 3
+        found = await wait_for(lambda: incidents(client))
+        assert len(found) == 1 and found[0]["memberCount"] == 3 and found[0]["node"] == "gpu-node-17"
+        detail = await (await client.get(f"/api/v1/incidents/{found[0]['id']}")).json()
+        assert {m["alertname"] for m in detail["members"]} == {"GPUXidError", "DCGMExporterDown", "KubeNodeCordoned"}
+        assert detail["timeline"][0]["kind"] == "opened"
+        # redelivery (retry / HA peer): stored as duplicates, no new members
+        again = await (await client.post(HOOK, json=EXAMPLE)).json()
+        assert again == {"status": "stored", "alerts": 0, "duplicates": 3, "truncatedAlerts": 0}
+        metrics = await (await client.get("/metrics")).text()
+        assert "alertd_alerts_duplicate_total 3.0" in metrics
+        assert 'alertd_incidents{state="open"} 1.0' in metrics
+        assert (await client.get("/api/v1/incidents/INC-999")).status == 404
+        assert (await client.get("/api/v1/incidents", params={"status": "bogus"})).status == 400
+    finally:
+        await client.close()
+    # restart on the same database: state restored, a resolve closes the same incident
+    client = await started(tmp_path, {"notify": {"console": {"enabled": False}}})
+    try:
+        resolved = json.loads(json.dumps(EXAMPLE))
+        resolved["status"] = "resolved"
+        for a in resolved["alerts"]:
+            a["status"], a["endsAt"] = "resolved", "2026-11-30T10:30:00Z"
+        assert (await client.post(HOOK, json=resolved)).status == 200
+
+        async def quiet():
+            rows = await incidents(client)
+            return rows if rows and rows[0]["quietSince"] else None
+        rows = await wait_for(quiet)
+        assert len(rows) == 1 and rows[0]["firing"] == 0 and rows[0]["status"] == "open"
+    finally:
+        await client.close()
+
+
+async def test_ack_and_resolve_via_api(tmp_path):
+    client = await started(tmp_path)
+    try:
+        await client.post(HOOK, json=EXAMPLE)
+        inc = (await wait_for(lambda: incidents(client)))[0]
+        resp = await client.post(f"/api/v1/incidents/{inc['id']}/ack", params={"by": "alice"})
+        assert resp.status == 200 and (await resp.json())["acknowledgedBy"] == "alice"
+        assert (await client.post(f"/api/v1/incidents/{inc['id']}/ack")).status == 409
+        assert (await client.post(f"/api/v1/incidents/{inc['id']}/resolve")).status == 200
+        assert (await incidents(client, status="resolved"))[0]["id"] == inc["id"]
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("auth_doc,good,bad", [
+    ({"bearer_token": "t0k"}, {"Authorization": "Bearer t0k"}, {"Authorization": "Bearer nope"}),
+    ({"basic": {"username": "am", "password": "pw"}},
+     {"Authorization": "Basic " + base64.b64encode(b"am:pw").decode()},
+     {"Authorization": "Basic " + base64.b64encode(b"am:wrong").decode()}),
+])
+async def test_receiver_and_api_auth(tmp_path, auth_doc, good, bad):
+    client = await started(tmp_path, {"receiver": {"auth": auth_doc}, "api": {"auth": auth_doc}})
+    try:
+        assert (await client.post(HOOK, json=EXAMPLE)).status == 401
+        resp = await client.post(HOOK, json=EXAMPLE, headers=bad)
+        assert resp.status == 401 and "WWW-Authenticate" in resp.headers
+        assert (await client.post(HOOK, json=EXAMPLE, headers=good)).status == 200
+        assert (await client.get("/api/v1/incidents")).status == 401
+        assert (await client.get("/api/v1/incidents", headers=good)).status == 200
+        assert (await client.get("/healthz")).status == 200  # probes stay open
+    finally:
+        await client.close()
+
+
+async def test_health_ready_and_bad_body(tmp_path):
+    client = await started(tmp_path, {"receiver": {"max_body_bytes": 2048}})
+    try:
+        assert (await client.get("/readyz")).status == 200
+        resp = await client.post(HOOK, data=b'{"version": "4", "status": "firing", "alerts": [' + b" " * 4096 + b"]}")
+        assert resp.status == 413
+        resp = await client.post(HOOK, data=b"\xff\xfe")
+        assert resp.status == 400 and "UTF-8" in (await resp.json())["error"]
+        metrics = await (await client.get("/metrics")).text()
+        assert 'alertd_webhooks_rejected_total{reason="too_large"} 1.0' in metrics
+    finally:
+        await client.close()

@@ -1,0 +1,108 @@
+import textwrap
+
+import pytest
+
+from alertd.config import load_config, parse_config
+from alertd.errors import InvalidDocument
+from alertd.rules import load_rules
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_defaults_without_a_file():
+    cfg = load_config(None)
+    assert cfg.listen == "127.0.0.1:9095" and cfg.storage_backend == "sqlite" and cfg.synchronous == "FULL"
+
+
+def test_env_interpolation_for_secrets(tmp_path):
+    p = write(tmp_path, "a.yml", """
+        receiver:
+          auth:
+            bearer_token: ${HOOK_TOKEN}
+        storage:
+          retention: ${RETENTION:-12h}
+    """)
+    cfg = load_config(p, env={"HOOK_TOKEN": "s3cret"})
+    assert cfg.receiver_auth.bearer_token == "s3cret"
+    assert cfg.retention.total_seconds() == 12 * 3600
+
+
+def test_missing_env_var_is_named_with_its_line(tmp_path):
+    p = write(tmp_path, "a.yml", """
+        listen: 127.0.0.1:9095
+        receiver:
+          auth:
+            bearer_token: ${NOPE}
+    """)
+    with pytest.raises(InvalidDocument) as exc:
+        load_config(p, env={})
+    assert f"{p}:5:" in str(exc.value) and "NOPE" in str(exc.value)
+
+
+def test_schema_errors_name_the_key_and_line(tmp_path):
+    p = write(tmp_path, "a.yml", """
+        listen: 127.0.0.1:9095
+        storage:
+          backend: mysql
+        log:
+          format: xml
+        bogus: 1
+    """)
+    with pytest.raises(InvalidDocument) as exc:
+        load_config(p)
+    text = str(exc.value)
+    assert "storage.backend: 'mysql' is not one of" in text and f"{p}:4:" in text
+    assert "log.format" in text
+    assert "unknown key(s) 'bogus'" in text
+
+
+def test_postgres_needs_a_dsn():
+    with pytest.raises(InvalidDocument, match="postgres_dsn"):
+        parse_config({"storage": {"backend": "postgres"}}, "x.yml")
+
+
+def test_rule_errors_have_file_line_column(tmp_path):
+    write(tmp_path, "corr.yml", """
+        correlation:
+          hold_down: 5 minutes
+          groups:
+            - name: node
+              match: ['signal=="xid"']
+              by: [cluster, node]
+            - name: node
+              by: [alertname]
+              allow_empty: true
+    """)
+    with pytest.raises(InvalidDocument) as exc:
+        load_rules([tmp_path])
+    text = str(exc.value)
+    assert f"{tmp_path / 'corr.yml'}:3:14: correlation.hold_down:" in text, text
+
+
+def test_rule_semantic_errors(tmp_path):
+    write(tmp_path, "corr.yml", """
+        correlation:
+          groups:
+            - name: node
+              match: ['signal=~"("']
+              by: [cluster, node]
+            - name: node
+              by: [alertname]
+              allow_empty: true
+    """)
+    with pytest.raises(InvalidDocument) as exc:
+        load_rules([tmp_path])
+    messages = [(p.line, p.message) for p in exc.value.problems]
+    assert any(line == 5 and "bad regex" in m for line, m in messages), messages
+    assert any(line == 7 and "duplicate group name" in m for line, m in messages), messages
+
+
+def test_yaml_syntax_error_is_located(tmp_path):
+    write(tmp_path, "broken.yml", "correlation:\n  hold_down: [5m\n")
+    with pytest.raises(InvalidDocument) as exc:
+        load_rules([tmp_path])
+    assert exc.value.problems[0].line >= 2 and "YAML syntax" in exc.value.problems[0].message

@@ -1,0 +1,202 @@
+"""Correlation and lifecycle on the shipped rules, on a virtual clock."""
+from __future__ import annotations
+
+from alertd.model import ACKNOWLEDGED, CLOSED, OPEN
+
+from tests.unit.builders import alert, at, engine, resolved, xid
+
+
+def only(changes):
+    assert len({c.incident.id for c in changes}) == 1, [c.incident.id for c in changes]
+    return changes[0].incident
+
+
+def test_xid_exporter_down_and_cordon_on_one_node_are_one_incident():
+    e = engine()
+    inc = only(e.ingest([
+        xid(79, node="gpu-node-17", gpu="3", severity="critical"),
+        alert("DCGMExporterDown", node="gpu-node-17", starts=30, instance="10.0.0.17:9400", job="dcgm-exporter"),
+        alert("KubeNodeCordoned", node="gpu-node-17", starts=90, severity="warning"),
+    ], at(90)))
+    assert inc.key == "node|cluster=prod|node=gpu-node-17"
+    assert len(inc.members) == 3
+    assert set(inc.signals) == {"xid", "metrics_missing", "node_cordoned"}
+    assert inc.xids == [79]
+    assert inc.severity == "critical"
+    assert inc.category == "hardware"
+    assert inc.primary.action == "reboot_node"
+    assert inc.title.startswith("Xid 79: GPU has fallen off the bus on gpu-node-17")
+    assert [ev.kind for ev in inc.timeline] == ["opened", "alert_joined", "alert_joined"]
+
+
+def test_a_second_node_gets_its_own_incident():
+    e = engine()
+    changes = e.ingest([xid(79, node="a"), xid(48, node="b")], at(0))
+    assert len({c.incident.id for c in changes}) == 2
+    assert {c.incident.node for c in changes} == {"a", "b"}
+
+
+def test_application_xid_groups_by_pod_not_node():
+    e = engine()
+    a = only(e.ingest([xid(13, node="n1", namespace="ml", pod="train-0")], at(0)))
+    b = only(e.ingest([xid(13, node="n1", gpu="1", namespace="ml", pod="train-1")], at(1)))
+    assert a.id != b.id
+    assert a.group == "application-xid" and a.category == "application"
+    assert a.primary.action == "restart_app"
+    # same pod, another GPU: same incident
+    assert only(e.ingest([xid(31, node="n1", gpu="2", namespace="ml", pod="train-0")], at(2))).id == a.id
+
+
+def test_application_xid_without_pod_falls_back_to_the_node():
+    e = engine()
+    inc = only(e.ingest([xid(13, node="n1")], at(0)))
+    assert inc.group == "node"
+
+
+def test_xid_45_folds_into_the_xid_it_follows():
+    e = engine()
+    inc = only(e.ingest([xid(79, node="n1", gpu="2")], at(0)))
+    same = only(e.ingest([xid(45, node="n1", gpu="2", namespace="ml", pod="p")], at(5)))
+    assert same.id == inc.id
+    folded = [m for m in same.members.values() if m.folded]
+    assert len(folded) == 1 and folded[0].signal.xid == 45
+    assert same.title.startswith("Xid 79")  # fallout never names the incident
+    assert same.timeline[-1].kind == "alert_folded"
+
+
+def test_xid_45_alone_still_opens_an_incident():
+    e = engine()
+    inc = only(e.ingest([xid(45, node="n9")], at(0)))
+    assert inc.xids == [45] and not any(m.folded for m in inc.members.values())
+
+
+def test_severity_is_max_of_members_and_change_is_logged():
+    e = engine()
+    inc = only(e.ingest([alert("KubeNodeCordoned", node="n1", severity="warning")], at(0)))
+    assert inc.severity == "warning"
+    inc = only(e.ingest([xid(79, node="n1")], at(10)))
+    assert inc.severity == "critical"
+    assert "severity_changed" in [ev.kind for ev in inc.timeline]
+
+
+def test_hold_down_then_resolve_and_reopen_links_previous():
+    e = engine()
+    a = xid(79, node="n1")
+    inc = only(e.ingest([a], at(0)))
+    only(e.ingest([resolved(a, 60)], at(60)))
+    assert inc.quiet_since == at(60) and inc.status == OPEN
+    assert e.tick(at(60 + 299)) == []  # hold-down 5m not yet passed
+    closed = only(e.tick(at(60 + 300)))
+    assert closed.status == CLOSED and closed.resolved_at == at(360)
+    b = xid(79, node="n1")
+    b.starts_at = at(1000)
+    again = only(e.ingest([b], at(1000)))
+    assert again.id != inc.id and again.previous_id == inc.id
+
+
+def test_refire_during_hold_down_keeps_incident_and_counts_a_flap():
+    e = engine()
+    a = xid(79, node="n1")
+    inc = only(e.ingest([a], at(0)))
+    e.ingest([resolved(a, 60)], at(60))
+    refire = xid(79, node="n1")
+    refire.starts_at = at(120)
+    same = only(e.ingest([refire], at(120)))
+    assert same.id == inc.id and same.flaps == 1 and same.quiet_since is None
+    assert e.tick(at(1000)) == []  # firing again: never resolves by time
+
+
+def test_stale_and_duplicate_deliveries_change_nothing():
+    e = engine()
+    a = xid(79, node="n1")
+    e.ingest([a], at(0))
+    assert e.ingest([a], at(5)) == []  # same state again (HA peer)
+    old = resolved(a, 1)
+    old.starts_at = at(-100)  # an older occurrence's resolve arrives late
+    assert e.ingest([old], at(6)) == []
+
+
+def test_resolved_alert_never_seen_firing_is_ignored():
+    e = engine()
+    assert e.ingest([resolved(xid(79), 10)], at(10)) == []
+
+
+def test_acknowledge_then_manual_resolve():
+    e = engine()
+    inc = only(e.ingest([xid(79, node="n1")], at(0)))
+    ack = only(e.correlator.acknowledge(inc.id, "alice", at(5)))
+    assert ack.status == ACKNOWLEDGED and ack.acknowledged_by == "alice"
+    assert e.correlator.acknowledge(inc.id, "bob", at(6)) == []  # already acknowledged
+    res = e.correlator.resolve(inc.id, "alice", at(7))
+    assert res[0].urgent and res[0].incident.status == CLOSED
+    assert inc.id not in e.state.incidents
+
+
+def test_storm_folds_many_nodes_into_one_fleet_incident():
+    e = engine()
+    ids = {only(e.ingest([xid(79, node=f"n{i}")], at(i))).id for i in range(4)}
+    assert len(ids) == 4
+    changes = e.ingest([xid(79, node="n4")], at(10))
+    fleet = next(c.incident for c in changes if c.incident.fleet)
+    assert sorted(fleet.nodes) == ["n0", "n1", "n2", "n3", "n4"]
+    assert set(fleet.children) == ids
+    assert all(e.state.incidents[i].parent_id == fleet.id for i in ids)
+    assert "5 nodes" in fleet.title
+    # a sixth node joins the fleet directly
+    later = only(e.ingest([xid(79, node="n5")], at(20)))
+    assert later.id == fleet.id and "n5" in later.nodes
+
+
+def test_storm_needs_the_window():
+    e = engine()
+    for i in range(4):
+        e.ingest([xid(79, node=f"n{i}")], at(i * 120))  # spread over 6 minutes
+    changes = e.ingest([xid(79, node="n4")], at(600))
+    assert not any(c.incident.fleet for c in changes)
+
+
+def test_watchdog_silence_opens_pipeline_incident_and_return_resolves_it():
+    e = engine()
+    hb = alert("Watchdog", severity="none")
+    assert e.ingest([hb], at(0)) == []  # heartbeats are not incidents
+    assert e.tick(at(599)) == []
+    inc = only(e.tick(at(601)))
+    assert inc.severity == "critical" and inc.signals == ["watchdog"] and "silent" in inc.title
+    assert e.tick(at(700)) == []  # only one
+    hb2 = alert("Watchdog", severity="none")
+    hb2.received_at = at(800)
+    back = only(e.ingest([hb2], at(800)))
+    assert back.status == CLOSED
+
+
+def test_non_gpu_alerts_flow_as_their_own_incidents():
+    e = engine()
+    inc = only(e.ingest([alert("KubePodCrashLooping", namespace="web", pod="api-1", severity="warning",
+                               annotations={"summary": "api-1 crash looping"})], at(0)))
+    assert inc.signals == ["other"] and inc.group == "other"
+    assert inc.title.startswith("api-1 crash looping")
+
+
+def test_metrics_missing_exporter_versus_node_down():
+    e = engine()
+    exp = only(e.ingest([alert("DCGMExporterDown", node="n1", severity="critical")], at(0)))
+    node = only(e.ingest([alert("NodeDown", node="n2", severity="critical")], at(0)))
+    assert exp.primary.detail == "exporter_down" and "dcgm-exporter down" in exp.title
+    assert node.primary.detail == "node_down"
+
+
+def test_thermal_decodes_harmful_bits():
+    e = engine()
+    inc = only(e.ingest([alert("GPUClockEventThrottling", node="n1", gpu="0", UUID="GPU-x",
+                               clock_event_reasons="64", severity="warning")], at(0)))
+    assert inc.primary.kind == "thermal" and inc.primary.detail == "hw_thermal_slowdown"
+
+
+def test_evidence_from_logs_upgrades_classification():
+    e = engine()
+    inc = only(e.ingest([alert("DCGMExporterDown", node="n1", severity="warning")], at(0)))
+    sig = e.rules.catalog.lookup(79).signal()
+    up = only(e.correlator.add_evidence(inc.id, sig, at(3), "kernel log"))
+    assert up.title.startswith("Xid 79") and up.severity == "critical" and up.xids == [79]
+    assert up.timeline[-1].kind == "classification_upgraded"
+    assert e.correlator.add_evidence(inc.id, sig, at(4), "kernel log") == []  # same evidence twice: no change

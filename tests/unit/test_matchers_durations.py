@@ -1,0 +1,44 @@
+from datetime import timedelta
+
+import pytest
+
+from alertd.durations import DurationError, format_duration, parse_duration
+from alertd.matchers import MatcherError, parse_matcher, parse_matchers
+
+
+@pytest.mark.parametrize("text,labels,expected", [
+    ('alertname="GPUXidError"', {"alertname": "GPUXidError"}, True),
+    ('alertname!="GPUXidError"', {"alertname": "GPUXidError"}, False),
+    ('xid=~"4[38]"', {"xid": "48"}, True),
+    ('xid=~"4[38]"', {"xid": "148"}, False),  # anchored like Alertmanager
+    ('xid!~"45|63"', {"xid": "79"}, True),
+    ('xid=""', {}, True),  # absent label matches the empty string
+    ('xid!=""', {}, False),
+    ('summary="say \\"hi\\""', {"summary": 'say "hi"'}, True),
+])
+def test_matcher_semantics(text, labels, expected):
+    assert parse_matcher(text).matches(labels) is expected
+
+
+def test_brace_list_and_silence_form():
+    ms = parse_matchers('{node="gpu-1", UUID=~"GPU-.*"}')
+    assert [str(m) for m in ms] == ['node="gpu-1"', 'UUID=~"GPU-.*"']
+    assert ms[1].to_silence() == {"name": "UUID", "value": "GPU-.*", "isRegex": True, "isEqual": True}
+
+
+@pytest.mark.parametrize("bad", ["node", "node==x", '1node="x"', 'xid=~"("'])
+def test_bad_matchers_are_named(bad):
+    with pytest.raises(MatcherError) as exc:
+        parse_matcher(bad)
+    assert repr(bad) in str(exc.value) or "regex" in str(exc.value)
+
+
+def test_durations_follow_prometheus():
+    assert parse_duration("1h30m") == timedelta(minutes=90)
+    assert parse_duration("250ms") == timedelta(milliseconds=250)
+    assert parse_duration(30) == timedelta(seconds=30)
+    assert parse_duration("0") == timedelta(0)
+    assert format_duration(timedelta(minutes=90)) == "1h30m"
+    for bad in ("5 m", "m5", "30m1h", "1h1h", "-5m", "", True):
+        with pytest.raises(DurationError):
+            parse_duration(bad)
