@@ -69,8 +69,15 @@ class Config:
         return host.strip("[]"), int(port)
 
 
+def _drop_empty(value: Any) -> Any:
+    """A section left with only comments loads as null: treat it as absent."""
+    if isinstance(value, dict):
+        return {k: _drop_empty(v) for k, v in value.items() if v is not None}
+    return value
+
+
 def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str, str] | None = None) -> Config:
-    doc = {} if doc is None else doc
+    doc = {} if doc is None else _drop_empty(doc)
     if not isinstance(doc, dict):
         raise InvalidDocument([Problem(source, "the configuration must be a YAML mapping", 1, 1)])
     missing: list = []
