@@ -1,0 +1,86 @@
+"""pytest plugin with the real services, one instance per test session.
+
+Load with ``-p tests.support.fixtures`` (or ``pytest_plugins`` in a conftest).
+
+Fixtures ``postgres``, ``opensearch`` and ``elasticsearch`` each start their
+service once per session on a free loopback port and stop it at session end;
+they yield a :class:`tests.support.services.RunningService` (``dsn`` for
+PostgreSQL, ``url`` for the search servers). Prometheus and Alertmanager have
+no session fixture: each end-to-end test starts its own with its own config
+through :func:`require`.
+
+A missing binary or distribution skips the test with the command that
+installs it; when the ``CI`` environment variable is set it fails instead,
+so a CI machine without the services cannot pass by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Callable, Iterator, TypeVar
+
+import pytest
+
+from tests.support import services
+from tests.support.services import INSTALL_COMMAND, RunningService, ServiceUnavailable
+
+T = TypeVar("T")
+
+
+def pytest_configure(config) -> None:
+    # A SIGTERM (a CI time limit, a killed terminal) would skip atexit and leave
+    # the services running: turn it into an exit that runs the teardowns.
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        def _terminate(signum, frame):
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            services.stop_all()
+            pytest.exit("terminated by SIGTERM; services stopped", returncode=128 + signum)
+        signal.signal(signal.SIGTERM, _terminate)
+
+
+def missing_service(reason: str) -> None:
+    """Skip (or, under CI, fail) because a service is not installed."""
+    if INSTALL_COMMAND not in reason:
+        reason = f"{reason}; run: {INSTALL_COMMAND}"
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}\n(CI is set, so a missing service fails instead of skipping)",
+                    pytrace=False)
+    pytest.skip(reason)
+
+
+def require(start: Callable[..., T], *args, **kwargs) -> T:
+    """Call a ``services.start_*`` function, applying the missing-service policy."""
+    try:
+        return start(*args, **kwargs)
+    except ServiceUnavailable as exc:
+        missing_service(str(exc))
+        raise  # not reached: skip and fail raise
+
+
+def _session_service(tmp_path_factory, name: str, start) -> Iterator[RunningService]:
+    svc = require(start, tmp_path_factory.mktemp(name))
+    try:
+        yield svc
+    finally:
+        svc.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory) -> Iterator[RunningService]:
+    """PostgreSQL with an empty ``alertd`` database; ``postgres.dsn``."""
+    yield from _session_service(tmp_path_factory, "postgres", services.start_postgres)
+
+
+@pytest.fixture(scope="session")
+def opensearch(tmp_path_factory) -> Iterator[RunningService]:
+    """OpenSearch 2.x, plain http, single node; ``opensearch.url``."""
+    yield from _session_service(tmp_path_factory, "opensearch", services.start_opensearch)
+
+
+@pytest.fixture(scope="session")
+def elasticsearch(tmp_path_factory) -> Iterator[RunningService]:
+    """Elasticsearch 8.x, security off, single node; ``elasticsearch.url``."""
+    yield from _session_service(tmp_path_factory, "elasticsearch", services.start_elasticsearch)
