@@ -53,7 +53,8 @@ class GPU:
         return self.uuid or self.pci_bus_id or self.index
 
     def to_dict(self) -> dict[str, str]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v}
+        return {k: v for k, v in (("uuid", self.uuid), ("index", self.index), ("pci_bus_id", self.pci_bus_id),
+                                  ("model", self.model)) if v}
 
 
 @dataclass(frozen=True, slots=True)

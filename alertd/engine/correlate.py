@@ -34,12 +34,17 @@ KIND_PRIORITY = {
     "node_not_ready": 3, "node_cordoned": 2, "watchdog": 1, "other": 0,
 }
 PIPELINE_KEY = "watchdog|pipeline"
+MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
 
 
 @dataclass(slots=True)
 class EngineState:
-    """Everything the engine remembers; the store persists it, the engine never does I/O."""
+    """Everything the engine remembers; the store persists it, the engine never does I/O.
+
+    Besides the incidents it keeps indexes (by key, fingerprint, node, recent
+    signal) so each alert costs the same however many incidents are open.
+    """
 
     incidents: dict[str, Incident] = field(default_factory=dict)  # open (not yet resolved) incidents
     by_key: dict[str, str] = field(default_factory=dict)
@@ -47,18 +52,42 @@ class EngineState:
     last_by_key: dict[str, str] = field(default_factory=dict)  # key -> most recent resolved incident
     next_seq: int = 1
     heartbeat_at: datetime | None = None
+    by_node: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (cluster, node) -> open incident ids
+    # (cluster, signal kind) -> [(opened_at, incident id)] of node incidents, oldest first (storm detection)
+    recent: dict[tuple[str, str], list[tuple[datetime, str]]] = field(default_factory=dict)
 
     def add(self, incident: Incident) -> None:
         self.incidents[incident.id] = incident
         self.by_key[incident.key] = incident.id
         for fp in incident.members:
             self.by_fingerprint[fp] = incident.id
+        self.index_node(incident)
+        if incident.primary is not None and not incident.fleet and incident.node:
+            self.recent.setdefault((incident.cluster, incident.primary.kind), []).append((incident.opened_at, incident.id))
+
+    def index_node(self, incident: Incident) -> None:
+        if incident.node and not incident.fleet:
+            self.by_node.setdefault((incident.cluster, incident.node), set()).add(incident.id)
+
+    def remove(self, incident: Incident) -> None:
+        self.incidents.pop(incident.id, None)
+        if self.by_key.get(incident.key) == incident.id:
+            del self.by_key[incident.key]
+        for fp in incident.members:
+            if self.by_fingerprint.get(fp) == incident.id:
+                del self.by_fingerprint[fp]
+        ids = self.by_node.get((incident.cluster, incident.node))
+        if ids is not None:
+            ids.discard(incident.id)
+            if not ids:
+                del self.by_node[(incident.cluster, incident.node)]
+        self.last_by_key[incident.key] = incident.id
 
     @classmethod
     def from_incidents(cls, open_incidents: Iterable[Incident], last_by_key: dict[str, str], next_seq: int,
                        heartbeat_at: datetime | None) -> "EngineState":
         state = cls(last_by_key=dict(last_by_key), next_seq=next_seq, heartbeat_at=heartbeat_at)
-        for inc in open_incidents:
+        for inc in sorted(open_incidents, key=lambda i: i.opened_at):
             state.add(inc)
         return state
 
@@ -94,6 +123,7 @@ class Correlator:
         self.rules = rules
         self.state = state or EngineState()
         self._changes: dict[str, Change] = {}
+        self._fleet_nodes: dict[str, set[str]] = {}  # membership index for fleet incidents' node lists
 
     # ----- public steps: each returns the incidents it changed -----
 
@@ -209,12 +239,11 @@ class Correlator:
 
     def _fold_target(self, alert: Alert, now: datetime) -> Incident | None:
         best: tuple[datetime, Incident] | None = None
-        for inc in self.state.incidents.values():
-            if inc.node != alert.subject.node or inc.cluster != alert.subject.cluster or inc.fleet:
-                continue
+        for inc_id in self.state.by_node.get((alert.subject.cluster, alert.subject.node), ()):
+            inc = self.state.incidents[inc_id]
             for m in inc.members.values():
-                if m.signal.kind == "xid" and not m.folded and now - (m.last_seen or m.starts_at) <= self.rules.fold_window:
-                    seen = m.last_seen or m.starts_at
+                seen = m.last_seen or m.starts_at
+                if m.signal.kind == "xid" and not m.folded and now - seen <= self.rules.fold_window:
                     if best is None or seen > best[0]:
                         best = (seen, inc)
         return best[1] if best else None
@@ -230,10 +259,12 @@ class Correlator:
         fleet_id = self.state.by_key.get(fleet_key)
         if fleet_id:
             return self.state.incidents[fleet_id]
+        recent = self.state.recent.get((cluster, kind), [])
+        while recent and (now - recent[0][0] > storm.window or recent[0][1] not in self.state.incidents):
+            recent.pop(0)  # older than the window, or resolved since
         peers = [
-            inc for inc in self.state.incidents.values()
-            if not inc.fleet and not inc.parent_id and inc.cluster == cluster and inc.node and inc.node != node
-            and inc.primary is not None and inc.primary.kind == kind and now - inc.opened_at <= storm.window
+            inc for inc in (self.state.incidents.get(i) for _, i in recent)
+            if inc is not None and not inc.parent_id and inc.node != node
         ]
         if len({inc.node for inc in peers}) + 1 < storm.min_nodes:
             return None
@@ -246,6 +277,7 @@ class Correlator:
             if inc.node not in fleet.nodes:
                 fleet.nodes.append(inc.node)
             self._touch(inc, inc.add_event(now, "folded_into_fleet", f"part of fleet incident {fleet.id}"))
+        self._fleet_nodes[fleet.id] = set(fleet.nodes)
         self._touch(fleet, fleet.add_event(now, "opened", f"{kind} on {len(fleet.nodes) + 1} nodes within "
                                                           f"{format_duration(storm.window)}: storm"))
         return fleet
@@ -270,10 +302,17 @@ class Correlator:
         )
         inc.members[alert.fingerprint] = member
         self.state.by_fingerprint[alert.fingerprint] = inc.id
-        if inc.fleet and alert.subject.node and alert.subject.node not in inc.nodes:
-            inc.nodes.append(alert.subject.node)
+        if inc.fleet and alert.subject.node:
+            seen = self._fleet_nodes.get(inc.id)
+            if seen is None:
+                seen = self._fleet_nodes[inc.id] = set(inc.nodes)
+            if alert.subject.node not in seen:
+                seen.add(alert.subject.node)
+                inc.nodes.append(alert.subject.node)
         before = inc.severity
-        self._refresh(inc)
+        self._absorb(inc, member)
+        if opening:
+            self.state.add(inc)  # now that it has a node and a primary signal: index it
         what = f"{alert.name}: {alert.signal.title}" + (f" (GPU {alert.subject.gpu.index})" if alert.subject.gpu and alert.subject.gpu.index else "")
         if opening:
             event = inc.add_event(now, "opened", what, fingerprint=alert.fingerprint)
@@ -317,37 +356,51 @@ class Correlator:
         inc.status, inc.resolved_at, inc.quiet_since = CLOSED, now, None
         self._touch(inc, inc.add_event(now, "resolved", f"{text}; open for {format_duration(now - inc.opened_at)}", actor),
                     urgent=True)
-        st = self.state
-        st.incidents.pop(inc.id, None)
-        if st.by_key.get(inc.key) == inc.id:
-            del st.by_key[inc.key]
-        for fp in inc.members:
-            if st.by_fingerprint.get(fp) == inc.id:
-                del st.by_fingerprint[fp]
-        st.last_by_key[inc.key] = inc.id
+        self.state.remove(inc)
+        self._fleet_nodes.pop(inc.id, None)
+
+    def _absorb(self, inc: Incident, m: Member) -> None:
+        """Fold one new member into what the incident shows, in O(1) of the member count."""
+        sig = m.signal
+        if m.signal.kind not in inc.signals:
+            inc.signals = sorted(inc.signals + [sig.kind])
+        if sig.xid and sig.xid not in inc.xids:
+            inc.xids = sorted(inc.xids + [sig.xid])
+        if m.subject.gpu is not None and len(inc.gpus) < MAX_GPUS_LISTED:
+            gpu = m.subject.gpu.to_dict()
+            if gpu not in inc.gpus:
+                inc.gpus.append(gpu)
+        if not inc.fleet:
+            s = m.subject
+            inc.cluster, inc.node = inc.cluster or s.cluster, inc.node or s.node
+            inc.namespace, inc.pod = inc.namespace or s.namespace, inc.pod or s.pod
+        if not m.folded or inc.primary is None:
+            if inc.primary is None or len(inc.members) == 1:
+                inc.severity = sig.severity
+            elif SEVERITY_RANK.get(sig.severity, 0) > SEVERITY_RANK.get(inc.severity, 0):
+                inc.severity = sig.severity
+            if inc.primary is None or len(inc.members) == 1 or _rank(sig) > _rank(inc.primary):
+                inc.primary = sig
+        self._retitle(inc)
 
     def _refresh(self, inc: Incident) -> None:
-        """Recompute what an incident shows from its members and evidence."""
+        """Recompute what an incident shows from all its members and evidence (rare: evidence added)."""
         members = list(inc.members.values())
         leading = [m for m in members if not m.folded] or members
         signals = [m.signal for m in leading] + [Signal.from_dict(s) for s in inc.annotations.get(EVIDENCE, [])]
-        primary = max(signals, key=_rank) if signals else inc.primary
-        if primary is None:
+        if not signals:
             return
-        inc.primary = primary
+        inc.primary = max(signals, key=_rank)
         inc.severity = max((s.severity for s in signals), key=lambda v: SEVERITY_RANK.get(v, 0))
-        inc.category = primary.category
         inc.signals = sorted({m.signal.kind for m in members} | {s.kind for s in signals})
         inc.xids = sorted({s.xid for s in [m.signal for m in members] + signals if s.xid})
-        first = members[0].subject if members else None
-        if first is not None and not inc.fleet:
-            inc.cluster, inc.node = inc.cluster or first.cluster, inc.node or first.node
-            inc.namespace, inc.pod = inc.namespace or first.namespace, inc.pod or first.pod
-        gpus: dict[str, dict[str, str]] = {g.get("uuid") or g.get("pci_bus_id") or g.get("index", ""): g for g in inc.gpus}
-        for m in members:
-            if m.subject.gpu is not None:
-                gpus.setdefault(m.subject.gpu.key(), m.subject.gpu.to_dict())
-        inc.gpus = list(gpus.values())
+        self._retitle(inc)
+
+    def _retitle(self, inc: Incident) -> None:
+        primary = inc.primary
+        if primary is None:
+            return
+        inc.category = primary.category
         where = f"{len(inc.nodes)} nodes in {inc.cluster or 'the fleet'}" if inc.fleet else (inc.node or inc.pod or inc.cluster)
         gpu = f" GPU {inc.gpus[0].get('index')}" if len(inc.gpus) == 1 and inc.gpus[0].get("index") else ""
         inc.title = f"{primary.title} on {where}{gpu}" if where else primary.title
