@@ -1,0 +1,149 @@
+"""End to end with the real Prometheus and Alertmanager (Debian packages):
+
+simulated GPU cluster -> Prometheus (shipped GPU alert rules, windows shortened)
+-> Alertmanager (webhook with bearer auth) -> `alertd serve` (subprocess).
+
+Asserts ONE incident per failing node holding all of that node's signals, that
+Watchdog heartbeats never become incidents, and resolution after the faults clear.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
+from tests.support.alertd_proc import AlertdProcess, http
+from tests.support.fixtures import require
+from tests.support.services import start_alertmanager, start_prometheus
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "e2e-webhook-token"
+
+
+def wait(what: str, probe: Callable[[], Any], timeout: float = 90.0, every: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+
+
+def prom_query(url: str, expr: str) -> list[dict]:
+    status, _, body = http("GET", f"{url}/api/v1/query?query={urllib.parse.quote(expr)}")
+    return json.loads(body)["data"]["result"] if status == 200 else []
+
+
+def write_rules(dst: Path, hold_down: str) -> Path:
+    shutil.copytree(ROOT / "rules", dst, ignore=shutil.ignore_patterns("tests"))
+    corr = yaml.safe_load((dst / "correlation.yml").read_text())
+    corr["correlation"]["hold_down"] = hold_down
+    (dst / "correlation.yml").write_text(yaml.safe_dump(corr))
+    return dst
+
+
+def write_alertmanager_config(path: Path, alertd_url: str, token_file: Path) -> Path:
+    token_file.write_text(TOKEN)
+    receiver = {"name": "alertd", "webhook_configs": [{
+        "url": f"{alertd_url}/api/v1/alerts/alertmanager", "send_resolved": True, "max_alerts": 0,
+        "http_config": {"authorization": {"type": "Bearer", "credentials_file": str(token_file)}},
+    }]}
+    path.write_text(yaml.safe_dump({
+        "route": {"receiver": "alertd", "group_by": ["cluster", "node", "alertname"], "group_wait": "1s",
+                  "group_interval": "1s", "repeat_interval": "1h",
+                  "routes": [{"matchers": ['alertname="Watchdog"'], "receiver": "alertd", "repeat_interval": "5s"}]},
+        "receivers": [receiver],
+    }))
+    return path
+
+
+def incidents(alertd: AlertdProcess, **query: str) -> list[dict]:
+    qs = "&".join(f"{k}={v}" for k, v in query.items())
+    status, data = alertd.get_json("/api/v1/incidents" + (f"?{qs}" if qs else ""))
+    assert status == 200, data
+    return data["incidents"]
+
+
+def by_node(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for row in rows:
+        out.setdefault(row["node"], []).append(row)
+    return out
+
+
+def test_prometheus_alertmanager_alertd(tmp_path: Path) -> None:
+    rules_dir = write_rules(tmp_path / "alertd-rules", hold_down="3s")
+    alertd = AlertdProcess(tmp_path / "alertd", {
+        "rules": {"paths": [str(rules_dir)]},
+        "receiver": {"auth": {"bearer_token": TOKEN}},
+    }).start()
+    sim = GPUClusterSim(nodes=3)
+    with sim.running_in_thread():
+        am_cfg = write_alertmanager_config(tmp_path / "alertmanager.yml", alertd.url, tmp_path / "token")
+        am = require(start_alertmanager, am_cfg, tmp_path / "am")
+        fast = derive_fast_rules(tmp_path / "gpu-alerts.fast.yml")
+        prom_cfg = sim.write_prometheus_config(tmp_path / "prometheus.yml", alertmanager_url=am.url, rule_files=[fast])
+        prom = require(start_prometheus, prom_cfg, tmp_path / "prom")
+        try:
+            n_targets = 2 * len(sim.node_names) + 1
+            wait("all targets up", lambda: len(prom_query(prom.url, "up == 1")) == n_targets)
+            n_gpus = 8 * len(sim.node_names)
+            wait("baseline samples of every GPU",
+                 lambda: len(prom_query(prom.url, "count_over_time(DCGM_FI_DEV_XID_ERRORS[10s]) >= 2")) == n_gpus)
+            wait("the Watchdog heartbeat reaching alertd",
+                 lambda: alertd.metrics().get("alertd_alerts_received_total", 0) >= 1)
+
+            # Faults: an Xid 79 on node-1's GPU 3 and a cordon of node-1; node-2's exporter dies.
+            sim.inject_xid("node-1", 3, 79)
+            sim.cordon("node-1", True)
+            sim.exporter_down("node-2", True)
+
+            def both_nodes_complete() -> dict[str, list[dict]] | None:
+                nodes = by_node(incidents(alertd, status="open"))
+                n1, n2 = nodes.get("node-1", []), nodes.get("node-2", [])
+                if len(n1) == 1 and {"xid", "node_cordoned"} <= set(n1[0]["signals"]) and n2:
+                    return nodes
+                return None
+
+            nodes = wait("one incident per failing node with all its signals", both_nodes_complete)
+            assert set(nodes) == {"node-1", "node-2"}, nodes  # node-3 is healthy; Watchdog made no incident
+            n1, n2 = nodes["node-1"][0], nodes["node-2"][0]
+            assert len(nodes["node-2"]) == 1
+            assert n1["xids"] == [79] and n1["severity"] == "critical"
+            assert n1["title"].startswith("Xid 79: GPU has fallen off the bus on node-1")
+            assert n2["signals"] == ["metrics_missing"] and "dcgm-exporter down" in n2["title"]
+
+            status, detail = alertd.get_json(f"/api/v1/incidents/{n1['id']}")
+            assert status == 200
+            names = {m["alertname"] for m in detail["members"]}
+            assert names == {"GPUXidError", "KubeNodeCordoned"}, names
+            xid_member = next(m for m in detail["members"] if m["alertname"] == "GPUXidError")
+            gpu = sim.gpu("node-1", 3)
+            assert xid_member["subject"]["gpu"]["uuid"] == gpu.uuid
+            assert xid_member["subject"]["node"] == "node-1"  # not the exporter pod's Hostname
+            assert xid_member["generatorURL"].startswith("http")
+
+            # Clear everything: Alertmanager sends resolved, the hold-down passes, incidents resolve.
+            sim.clear()
+            wait("every incident resolved", lambda: incidents(alertd, status="resolved")
+                 and not incidents(alertd, status="open") and not incidents(alertd, status="acknowledged"),
+                 timeout=120)
+            resolved = {row["id"]: row for row in incidents(alertd, status="resolved")}
+            assert {n1["id"], n2["id"]} <= set(resolved)
+            assert all(not row["fleet"] for row in resolved.values())
+            metrics = alertd.metrics()
+            assert metrics.get('alertd_webhooks_rejected_total{reason="unauthorized"}', 0) == 0
+        finally:
+            prom.stop()
+            am.stop()
+            alertd.stop()
