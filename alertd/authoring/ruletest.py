@@ -1,0 +1,413 @@
+"""``alertd test``: rule unit tests in YAML, like ``promtool test rules``.
+
+A test file names rule files, then lists tests: alerts arriving at given times
+and what the incidents (and, with a routing section, the notifications) must
+look like at given times. Each test runs the pure engine on a virtual clock
+from an empty state. The format is alertd/schemas/ruletest.schema.json and is
+described in docs/rules.md.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from alertd.durations import parse_duration
+from alertd.errors import InvalidDocument, Problem
+from alertd.model import Alert, Incident, parse_iso
+from alertd.receive.webhook import fingerprint_of
+from alertd.rules import RuleSet
+from alertd.schemas import problems as schema_problems
+from alertd.yamlio import format_path, load_yaml, mark_for
+
+from alertd.authoring.virtual import VirtualRun, build_router, has_routing, load_rule_set
+
+DEFAULT_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+ROUTING_FIELDS = ("notified", "muted", "receivers")
+
+
+def _plain(value: Any) -> Any:
+    """YAML turns unquoted timestamps into datetimes; the schema wants their text."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        ts = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return ts.isoformat().replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat() + "T00:00:00Z"
+    return value
+
+
+def parse_time(value: Any, t0: datetime) -> datetime:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return t0 + timedelta(seconds=value)
+    text = str(value)
+    if re.match(r"^\d{4}-\d{2}-\d{2}", text):
+        return parse_iso(text.replace(" ", "T"))  # type: ignore[return-value]
+    return t0 + parse_duration(text)
+
+
+# ----- results -----
+
+
+@dataclass(slots=True)
+class Failure:
+    where: str  # file:line:column of the test or expectation
+    test: str
+    message: str
+
+    def __str__(self) -> str:
+        body = self.message.replace("\n", "\n    ")
+        return f"{self.where}: test {self.test!r}: {body}"
+
+
+@dataclass(slots=True)
+class FileResult:
+    path: str
+    tests: int = 0
+    passed: int = 0
+    failures: list[Failure] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # the file itself or its rules are invalid
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and not self.problems
+
+
+# ----- comparing incidents -----
+
+
+def chosen_receivers(run: VirtualRun, inc: Incident) -> list[str]:
+    """Receivers the routes pick for ``inc`` now, muted ones left out."""
+    from alertd.notify.routing import decide
+
+    router = run.router
+    cordoned = router.cordoned_at(inc) if hasattr(router, "cordoned_at") else None
+    return decide(run.rules.routing, inc, run.now, cordoned_at=cordoned).active_receivers
+
+
+def _actual(run: VirtualRun, inc: Incident, name: str) -> Any:
+    p = inc.primary
+    if name in ("signals", "nodes"):
+        return sorted(getattr(inc, name))
+    if name == "xids":
+        return sorted(inc.xids)
+    if name == "members":
+        return len(inc.members)
+    if name == "firing":
+        return len(inc.firing_members())
+    if name == "folded":
+        return sum(1 for m in inc.members.values() if m.folded)
+    if name in ("action", "runbook", "detail"):
+        return getattr(p, name) if p else ""
+    if name == "title_contains":
+        return inc.title
+    if name == "notified":
+        return sorted(run.delivered_targets(inc.id))
+    if name == "muted":
+        return not run.delivered_targets(inc.id)
+    if name == "receivers":
+        return sorted(chosen_receivers(run, inc))
+    return getattr(inc, name)
+
+
+def _same(name: str, expected: Any, actual: Any) -> bool:
+    if name == "title_contains":
+        return str(expected) in actual
+    if name == "children":
+        return expected == len(actual) if isinstance(expected, int) else sorted(expected) == sorted(actual)
+    if isinstance(expected, list):
+        return sorted(map(str, expected)) == sorted(map(str, actual))
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return expected is actual
+    return expected == actual
+
+
+def _mismatches(run: VirtualRun, inc: Incident, spec: dict) -> list[tuple[str, Any, Any]]:
+    out = []
+    for name, expected in spec.items():
+        actual = _actual(run, inc, name)
+        if not _same(name, expected, actual):
+            out.append((name, expected, actual))
+    return out
+
+
+def _match(candidates: list[list[int]], n_actual: int) -> list[int | None]:
+    """Maximum bipartite matching (expected -> actual index), Kuhn's algorithm; lists are tiny."""
+    owner: list[int | None] = [None] * n_actual
+
+    def take(i: int, seen: set[int]) -> bool:
+        for j in candidates[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            if owner[j] is None or take(owner[j], seen):  # type: ignore[arg-type]
+                owner[j] = i
+                return True
+        return False
+
+    for i in range(len(candidates)):
+        take(i, set())
+    out: list[int | None] = [None] * len(candidates)
+    for j, i in enumerate(owner):
+        if i is not None:
+            out[i] = j
+    return out
+
+
+def _describe(inc: Incident) -> str:
+    return f"{inc.id} [{inc.status} {inc.severity}] key={inc.key} title={inc.title!r}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def compare(run: VirtualRun, exp: dict) -> list[str]:
+    """Differences between the run's incidents and one expectation, as readable lines."""
+    actual = list(run.incidents.values())
+    lines: list[str] = []
+    if "count" in exp and exp["count"] != len(actual):
+        lines.append(f"count: expected {exp['count']} incidents, got {len(actual)}")
+    if "open" in exp and exp["open"] != len(run.open_incidents()):
+        lines.append(f"open: expected {exp['open']} open incidents, got {len(run.open_incidents())}")
+    specs = exp.get("incidents")
+    if specs is not None:
+        candidates = [[j for j, inc in enumerate(actual) if not _mismatches(run, inc, spec)] for spec in specs]
+        matched = _match(candidates, len(actual))
+        used = {j for j in matched if j is not None}
+        explained: set[str] = set()
+        for i, (spec, j) in enumerate(zip(specs, matched)):
+            if j is not None:
+                continue
+            free = [inc for k, inc in enumerate(actual) if k not in used] or actual
+            if not free:
+                lines.append(f"incidents[{i}]: expected an incident {_spec_text(spec)}, but there are none")
+                continue
+            best = min(free, key=lambda inc: len(_mismatches(run, inc, spec)))
+            explained.add(best.id)
+            lines.append(f"incidents[{i}]: no incident matches; closest is {_describe(best)}:")
+            for name, want, got in _mismatches(run, best, spec):
+                lines.append(f"  - {name}: {_show(want)}")
+                lines.append(f"  + {name}: {_show(got)}")
+        if not exp.get("partial", False):
+            for k, inc in enumerate(actual):
+                if k not in used and inc.id not in explained:
+                    lines.append(f"unexpected incident {_describe(inc)} (list it, or set partial: true)")
+    return lines
+
+
+def _spec_text(spec: dict) -> str:
+    return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in spec.items()) + "}"
+
+
+# ----- running -----
+
+
+def _str_map(values: dict | None) -> dict[str, str]:
+    return {str(k): (str(v) if not isinstance(v, float) or not v.is_integer() else str(int(v))) for k, v in (values or {}).items()}
+
+
+def expand_input(items: list[dict], defaults: dict, t0: datetime) -> list[tuple[datetime, Alert]]:
+    """Input entries -> (arrival time, Alert), time-ordered, with Alertmanager's startsAt/endsAt."""
+    raw: list[tuple[datetime, int, dict]] = []
+    for n, item in enumerate(items):
+        at = parse_time(item["at"], t0)
+        times = [at]
+        if "every" in item:
+            every, until = parse_duration(item["every"]), parse_time(item["until"], t0)
+            while times[-1] + every <= until:
+                times.append(times[-1] + every)
+        raw.extend((t, n, item) for t in times)
+    raw.sort(key=lambda r: (r[0], r[1]))
+    firing_since: dict[str, datetime] = {}
+    out = []
+    for at, _, item in raw:
+        labels = {**_str_map(defaults.get("labels")), **_str_map(item.get("labels"))}
+        annotations = {**_str_map(defaults.get("annotations")), **_str_map(item.get("annotations"))}
+        fp = (item.get("fingerprint") or fingerprint_of(labels)).lower()
+        status = item.get("status", "firing")
+        if "starts_at" in item:
+            starts = parse_time(item["starts_at"], t0)
+        else:
+            starts = firing_since.get(fp, at)
+        if status == "firing":
+            firing_since.setdefault(fp, starts)
+            ends = None
+        else:
+            firing_since.pop(fp, None)
+            ends = parse_time(item["ends_at"], t0) if "ends_at" in item else at
+        out.append((at, Alert(fingerprint=fp, status=status, labels=labels, annotations=annotations,
+                              starts_at=starts, ends_at=ends, received_at=at)))
+    return out
+
+
+def run_test(test: dict, rules: RuleSet, t0: datetime, defaults: dict, where: Callable[[tuple], str],
+             path: tuple, router_factory: Callable[[], Any]) -> list[Failure]:
+    name = test["name"]
+    t0 = parse_time(test["start"], t0) if "start" in test else t0
+    needs_routing = any(f in spec for e in test["expect"] for spec in e.get("incidents") or [] for f in ROUTING_FIELDS)
+    if needs_routing and not has_routing(rules):
+        return [Failure(where(path + ("expect",)), name,
+                        "routing expectations (notified, muted, receivers) need a routing section in the rule files; "
+                        "the loaded rules have none, so every change would only go to the console")]
+    run = VirtualRun(rules, t0, router=router_factory())
+    arrivals = expand_input(test.get("input") or [], defaults, t0)
+    actions = sorted(((parse_time(a["at"], t0), i, a) for i, a in enumerate(test.get("actions") or [])),
+                     key=lambda x: (x[0], x[1]))
+    evals = sorted(parse_time(t, t0) for t in test.get("eval_at") or [])
+    expects = sorted(((parse_time(e["at"], t0), i, e) for i, e in enumerate(test["expect"])), key=lambda x: (x[0], x[1]))
+    moments = sorted({t for t, _ in arrivals} | set(evals) | {t for t, _, _ in expects} | {t for t, _, _ in actions})
+    failures = []
+    a = 0
+    for t in moments:
+        batch = []
+        while a < len(arrivals) and arrivals[a][0] == t:
+            batch.append(arrivals[a][1])
+            a += 1
+        if batch:
+            run.receive(batch, t)
+        for when, i, act in actions:
+            if when != t:
+                continue
+            if act["incident"] not in run.incidents:
+                failures.append(Failure(where(path + ("actions", i)), name,
+                                        f"at {act['at']}: cannot {act['action']} {act['incident']}: no such incident yet "
+                                        f"(there are: {', '.join(run.incidents) or 'none'})"))
+                continue
+            run.act(act["action"], act["incident"], act.get("by", "test"), t)
+        run.advance(t)
+        if t in evals:
+            run.evaluate(t)
+        for when, i, exp in expects:
+            if when != t:
+                continue
+            diff = compare(run, exp)
+            if diff:
+                failures.append(Failure(where(path + ("expect", i)), name, f"at {exp['at']}:\n" + "\n".join(diff)))
+    return failures
+
+
+def _friendlier(p: Problem) -> Problem:
+    if p.message.endswith("is not valid under any of the given schemas"):
+        value = p.message[len(p.path) + 2:].rsplit(" is not valid", 1)[0]
+        return Problem(p.source, f"{p.path}: {value} is not a time: use a duration after t0 (30s, 5m, 1h30m), "
+                                 "a number of seconds or an RFC 3339 time", p.line, p.column, p.path)
+    return p
+
+
+def load_test_file(path: Path) -> tuple[dict | None, dict, list[Problem]]:
+    try:
+        doc, marks = load_yaml(path, with_marks=True)
+    except InvalidDocument as exc:
+        return None, {}, exc.problems
+    doc = _plain(doc)
+    found = [_friendlier(p) for p in schema_problems("ruletest", doc, str(path), marks)]
+    if not found:  # times and durations the schema cannot judge (e.g. 1m1m, 2026-02-30T00:00:00Z)
+        for where_, value in _time_values(doc):
+            try:
+                parse_duration(value) if where_[-1] == "every" else parse_time(value, DEFAULT_START)
+            except ValueError as exc:
+                found.append(Problem(str(path), f"{format_path(where_)}: {exc}", *mark_for(marks, where_)))
+    return (doc if not found else None), marks, found
+
+
+def _time_values(doc: dict) -> Iterable[tuple[tuple, Any]]:
+    if "start" in doc:
+        yield ("start",), doc["start"]
+    for i, test in enumerate(doc["tests"]):
+        base = ("tests", i)
+        if "start" in test:
+            yield base + ("start",), test["start"]
+        for j, value in enumerate(test.get("eval_at") or []):
+            yield base + ("eval_at", j), value
+        for key in ("input", "expect", "actions"):
+            for j, item in enumerate(test.get(key) or []):
+                for fld in ("at", "starts_at", "ends_at", "until", "every"):
+                    if fld in item:
+                        yield base + (key, j, fld), item[fld]
+
+
+def run_file(path: Path | str, *, select: re.Pattern[str] | None = None) -> FileResult:
+    path = Path(path)
+    result = FileResult(str(path))
+    doc, marks, found = load_test_file(path)
+    if doc is None:
+        result.problems = found
+        return result
+    rule_paths = [path.parent / p for p in doc.get("rule_files") or [".."]]
+    missing = [p for p in rule_paths if not p.exists()]
+    if missing:
+        result.problems = [Problem(str(path), f"rule_files: {p} does not exist", *mark_for(marks, ("rule_files",)))
+                           for p in missing]
+        return result
+    try:
+        rules = load_rule_set(rule_paths)
+    except InvalidDocument as exc:
+        result.problems = exc.problems
+        return result
+    t0 = parse_time(doc["start"], DEFAULT_START) if "start" in doc else DEFAULT_START
+
+    def where(p: tuple) -> str:
+        line, col = mark_for(marks, p)
+        return f"{path}:{line}:{col}"
+
+    for i, test in enumerate(doc["tests"]):
+        if select is not None and not select.search(test["name"]):
+            continue
+        result.tests += 1
+        fails = run_test(test, rules, t0, doc.get("defaults") or {}, where, ("tests", i), lambda: build_router(rules))
+        result.failures.extend(fails)
+        result.passed += not fails
+    return result
+
+
+def find_test_files(args: Iterable[str]) -> list[Path]:
+    out: list[Path] = []
+    for raw in args:
+        p = Path(raw)
+        out.extend(sorted(p.glob("**/*.test.y*ml")) if p.is_dir() else [p])
+    return out
+
+
+def default_test_files() -> list[Path]:
+    from alertd.config import SHIPPED_RULES
+
+    for base in (Path("rules/tests"), SHIPPED_RULES / "tests"):
+        if base.is_dir():
+            return sorted(base.glob("*.test.yml"))
+    return []
+
+
+def main(files: list[str], run: str | None, out: Any) -> int:
+    paths = find_test_files(files) if files else default_test_files()
+    if not paths:
+        print("no rule test files found (looked for rules/tests/*.test.yml)", file=out)
+        return 1
+    try:
+        select = re.compile(run) if run else None
+    except re.error as exc:
+        print(f"bad --run regex {run!r}: {exc}", file=out)
+        return 2
+    ok = True
+    for p in paths:
+        print(f"Unit Testing: {p}", file=out)
+        if not p.is_file():
+            print(f"  FAILED:\n    {p}: no such file", file=out)
+            ok = False
+            continue
+        res = run_file(p, select=select)
+        if res.ok:
+            print(f"  SUCCESS ({res.passed} tests)", file=out)
+            continue
+        ok = False
+        print(f"  FAILED: {len(res.failures)} failed of {res.tests} tests" if not res.problems else "  FAILED:", file=out)
+        for item in [*res.problems, *res.failures]:
+            print("    " + str(item).replace("\n", "\n    "), file=out)
+    return 0 if ok else 1

@@ -1,0 +1,263 @@
+"""alertd check: rule and config files, file:line:column findings, exit codes."""
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from alertd.authoring.check import check, main
+from alertd.cli import build_parser
+from alertd.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[2]
+LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
+
+
+def write(dir_: Path, name: str, text: str) -> Path:
+    p = dir_ / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def run(*paths, **kw) -> tuple[int, list[str]]:
+    out = io.StringIO()
+    code = main([str(p) for p in paths], out, **kw)
+    return code, out.getvalue().splitlines()
+
+
+def findings(lines: list[str]) -> list[tuple[str, int, int, str]]:
+    out = []
+    for text in lines[:-1]:
+        m = LINE.match(text)
+        assert m, f"not file:line:column: {text!r}"
+        out.append((Path(m["file"]).name, int(m["line"]), int(m["col"]), m["msg"]))
+    return out
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A copy of the shipped rules with runbooks next to them."""
+    shutil.copytree(ROOT / "rules", tmp_path / "rules", ignore=shutil.ignore_patterns("tests"))
+    shutil.copytree(ROOT / "runbooks", tmp_path / "runbooks")
+    return tmp_path
+
+
+def test_the_shipped_rules_and_example_config_pass():
+    code, lines = run(ROOT / "rules", ROOT / "examples" / "alertd.yml")
+    assert code == 0, lines
+    assert lines == ["SUCCESS: 4 rule files, 1 config file found"]
+    report = check([ROOT / "rules"])
+    assert report.ok and not report.warnings
+
+
+def test_default_path_is_rules_dir(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert run()[0] == 0
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    assert cli_main(["check", str(ROOT / "rules")]) == 0
+    bad = write(tmp_path, "bad.yml", "correlation:\n  hold_down: soon\n")
+    assert cli_main(["check", str(bad)]) == 1
+    assert "FAILED: 1 problem in 1 file" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["check", "--no-such-flag"])
+    assert exc.value.code == 2
+
+
+def test_schema_and_semantic_errors_carry_their_position(tmp_path):
+    f = write(tmp_path, "site.yml", """\
+        correlation:
+          hold_down: 5 minutes
+        signals:
+          - kind: thermal
+            match: ['alertname=~"(unclosed"']
+          - kind: nonsense
+            match: ['alertname="X"']
+        """)
+    code, lines = run(f)
+    assert code == 1
+    got = findings(lines)
+    assert ("site.yml", 2, 14) in [g[:3] for g in got]
+    assert any(g[1] == 2 and "hold_down" in g[3] for g in got)
+    assert any(g[1] == 6 and "nonsense" in g[3] for g in got)
+    assert lines[-1].startswith("FAILED: ")
+
+
+def test_semantic_checks_run_once_the_schema_passes(tmp_path):
+    f = write(tmp_path, "site.yml", """\
+        signals:
+          - kind: thermal
+            match: ['alertname=~"(unclosed"']
+        correlation:
+          fold_window: 1m5h
+          groups:
+            - name: a
+              by: [node]
+            - name: a
+              by: [alertname]
+              allow_empty: true
+        """)
+    got = findings(run(f)[1])
+    assert any(g[1:3] == (3, 13) and "bad regex" in g[3] for g in got), got
+    assert any(g[1] == 5 and "out of order" in g[3] for g in got), got
+    assert any(g[1] == 9 and "duplicate group name 'a'" in g[3] for g in got), got
+
+
+def test_yaml_syntax_and_duplicate_keys(tmp_path):
+    a = write(tmp_path, "a.yml", "signals:\n  - kind: xid\n    match: [unclosed\n")
+    b = write(tmp_path, "b.yml", "correlation:\n  hold_down: 1m\n  hold_down: 2m\n")
+    got = findings(run(a, b)[1])
+    assert any(g[0] == "a.yml" and "YAML syntax" in g[3] for g in got)
+    assert ("b.yml", 3, 3, "duplicate key 'hold_down'") in got
+
+
+def test_unknown_section(tmp_path):
+    f = write(tmp_path, "x.yml", "signal:\n  - kind: xid\n")
+    assert any("unknown section 'signal'" in g[3] for g in findings(run(f)[1]))
+
+
+def test_unreachable_group_and_by_fields_nobody_sets(tmp_path):
+    f = write(tmp_path, "c.yml", """\
+        correlation:
+          groups:
+            - name: by-team
+              match: ['signal!="other"']
+              by: [cluster, team_name]
+            - name: everything
+              by: [alertname]
+              allow_empty: true
+            - name: never
+              by: [node]
+              allow_empty: true
+        """)
+    report = check([f])
+    assert any(p.line == 9 and "group 'never' is unreachable" in p.message for p in report.errors), report.errors
+    assert any(p.line == 5 and "'team_name'" in p.message for p in report.warnings), report.warnings
+    # a label a matcher names is known to exist on some alerts
+    g = write(tmp_path, "d.yml", """\
+        correlation:
+          groups:
+            - name: by-team
+              match: ['team_name!=""']
+              by: [team_name]
+            - name: rest
+              by: [alertname]
+              allow_empty: true
+        """)
+    assert not check([g]).warnings
+
+
+def test_routing_cross_checks(site):
+    routing = write(site / "rules", "routing.yml", """\
+        routing:
+          receivers:
+            - {name: gpu-oncall, slack: "#gpu-oncall"}
+            - {name: gpu-alerts, slack: "#gpu-alerts"}
+          routes:
+            - name: page-critical
+              match: ['severity="critical"']
+              receiver: gpu-oncall
+            - name: everything-else
+              receiver: gpu-alerts
+            - name: after-the-catch-all
+              match: ['severity="info"']
+              receiver: no-such-receiver
+          default_receiver: gpu-alerts
+          mute_windows:
+            - name: unused-window
+              weekdays: [monday]
+        """)
+    report = check([site / "rules"])
+    msgs = [(p.line, p.message) for p in report.errors]
+    assert (13, "unknown receiver 'no-such-receiver'") in msgs, msgs
+    assert any(line == 11 and "route 'after-the-catch-all' is unreachable: route 'everything-else'" in m
+               for line, m in msgs), msgs
+    warned = [(p.line, p.message) for p in report.warnings]
+    assert any(line == 14 and "default_receiver is never used" in m for line, m in warned), warned
+    assert any(line == 16 and "mute window 'unused-window' is not used" in m for line, m in warned), warned
+    for p in report.errors + report.warnings:
+        assert p.source == str(routing)
+
+
+def test_same_matchers_in_another_order_or_spacing_are_the_same_route(tmp_path):
+    f = write(tmp_path, "r.yml", """\
+        routing:
+          receivers: [{name: a, slack: "#a"}]
+          routes:
+            - {match: ['severity="critical"', 'signal="xid"'], receiver: a}
+            - {match: ['signal = "xid"', 'severity="critical"'], receiver: a}
+            - {match: ['signal="x y"'], receiver: a, continue: true}
+            - {match: ['signal="x y"'], receiver: a}
+        """)
+    errors = check([f]).errors
+    assert [p.line for p in errors] == [5], errors
+
+
+def test_runbooks_that_do_not_exist_are_warnings(site):
+    signals = site / "rules" / "signals.yml"
+    signals.write_text(signals.read_text().replace("runbook: thermal", "runbook: thermals", 1))
+    code, lines = run(site / "rules")
+    assert code == 0
+    assert any(": warning: runbook 'thermals' does not exist" in line for line in lines), lines
+    assert lines[-1] == "SUCCESS: 4 rule files found (1 warning)"
+    assert run(site / "rules", strict=True)[0] == 1
+    (site / "runbooks" / "thermal.md").unlink()
+    assert sum("does not exist" in line for line in run(site / "rules")[1]) == 2  # the other thermal rule + the typo
+
+
+def test_config_files_are_recognised_and_validated(tmp_path, monkeypatch):
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    cfg = write(tmp_path, "alertd.yml", """\
+        listen: 127.0.0.1:9095
+        receiver:
+          auth:
+            bearer_token: ${NOT_SET_ANYWHERE}
+        storage:
+          retention: forever
+        rules:
+          paths: [missing-rules]
+        """)
+    report = check([cfg])
+    assert report.config_files == [str(cfg)]
+    errors = [(p.line, p.message) for p in report.errors]
+    assert (6, "storage.retention: 'forever' does not match '^(0|([0-9]+(ms|s|m|h|d|w|y))+)$'") in errors
+    assert any(line == 8 and "missing-rules does not exist" in m for line, m in errors), errors
+    # the secret is not on the checking machine: a warning, not a failure
+    assert any(p.line == 4 and "NOT_SET_ANYWHERE" in p.message for p in report.warnings)
+    assert not any("NOT_SET_ANYWHERE" in m for _, m in errors)
+
+
+def test_a_config_brings_its_rule_paths_and_pagerduty_keys(site):
+    cfg = write(site, "alertd.yml", """\
+        rules:
+          paths: [rules]
+        notify:
+          pagerduty:
+            routing_keys:
+              gpu-infra: abc
+        """)
+    report = check([cfg])
+    assert len(report.rule_files) == 4
+    assert [p.message for p in report.errors] == [
+        f"PagerDuty routing key 'gpu-infra-escalation' is not defined in notify.pagerduty.routing_keys of {cfg}"]
+    assert report.errors[0].source.endswith("routing.yml") and report.errors[0].line > 0
+
+
+def test_missing_path_and_empty_directory(tmp_path):
+    code, lines = run(tmp_path / "nope.yml")
+    assert code == 1 and "no such file" in lines[0]
+    (tmp_path / "empty").mkdir()
+    code, lines = run(tmp_path / "empty")
+    assert code == 1 and "no rule or config files found" in lines[0]
+
+
+def test_a_test_file_given_to_check_is_validated_against_the_test_schema(tmp_path):
+    f = write(tmp_path, "x.test.yml", "tests:\n  - name: t\n    input: []\n    expect: [{at: soon}]\n")
+    report = check([f])
+    assert report.test_files == [str(f)] and report.errors and report.errors[0].line == 4
