@@ -46,9 +46,11 @@ def classify(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Signal:
     detail = rule.detail if rule else ""
     if kind == "thermal":
         raw = labels.get("clock_event_reasons") or alert.annotations.get("clock_event_reasons")
-        harmful, _ = decode_clock_events(raw)
+        harmful, benign = decode_clock_events(raw)
         if harmful:
             detail = ",".join(harmful)
+        elif benign:  # idle / power cap only: the GPU is fine, the alert still flows as information
+            kind, severity, detail = "other", "info", ",".join(benign)
     title = DETAIL_TITLES.get(detail) or KIND_TITLES.get(kind) or alert.annotations.get("summary") or alert.name or "alert"
     return Signal(
         kind=kind,

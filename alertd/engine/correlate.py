@@ -402,7 +402,8 @@ class Correlator:
             return
         inc.category = primary.category
         where = f"{len(inc.nodes)} nodes in {inc.cluster or 'the fleet'}" if inc.fleet else (inc.node or inc.pod or inc.cluster)
-        gpu = f" GPU {inc.gpus[0].get('index')}" if len(inc.gpus) == 1 and inc.gpus[0].get("index") else ""
+        single = not inc.fleet and len(inc.gpus) == 1 and inc.gpus[0].get("index")
+        gpu = f" GPU {inc.gpus[0]['index']}" if single else ""
         inc.title = f"{primary.title} on {where}{gpu}" if where else primary.title
 
     def _touch(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None:

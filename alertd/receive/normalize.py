@@ -13,7 +13,9 @@ _PORT = re.compile(r"^(?P<host>\[[^\]]+\]|[^:]+):\d+$")
 @dataclass(frozen=True, slots=True)
 class NormalizeConfig:
     cluster_label: str = "cluster"
-    cluster_default: str = ""
+    # Alerts without the label belong to this cluster, so grouping by cluster still works
+    # for a single-cluster setup whose alerts carry no cluster label.
+    cluster_default: str = "default"
     # First non-empty wins. Hostname comes after node: dcgm-exporter may set it to its own pod's name.
     node_labels: tuple[str, ...] = ("node", "kubernetes_node", "Hostname", "hostname", "instance")
     xid_labels: tuple[str, ...] = ("xid", "err_code")

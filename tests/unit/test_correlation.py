@@ -200,3 +200,28 @@ def test_evidence_from_logs_upgrades_classification():
     assert up.title.startswith("Xid 79") and up.severity == "critical" and up.xids == [79]
     assert up.timeline[-1].kind == "classification_upgraded"
     assert e.correlator.add_evidence(inc.id, sig, at(4), "kernel log") == []  # same evidence twice: no change
+
+
+def test_benign_clock_bits_are_not_a_thermal_incident():
+    e = engine()
+    inc = only(e.ingest([alert("GPUClockEventThrottling", node="n1", gpu="0", UUID="GPU-x",
+                               clock_event_reasons="5", severity="warning")], at(0)))
+    assert inc.primary.kind == "other" and inc.severity == "info"
+
+
+def test_alerts_without_cluster_label_still_group_by_node():
+    e = engine()
+    a = xid(79, node="n1")
+    del a.labels["cluster"]
+    b = alert("KubeNodeCordoned", node="n1")
+    del b.labels["cluster"]
+    inc = only(e.ingest([a, b], at(0)))
+    assert inc.group == "node" and inc.cluster == "default" and len(inc.members) == 2
+
+
+def test_fleet_title_never_names_one_gpu():
+    e = engine()
+    for i in range(5):
+        changes = e.ingest([alert("GPUNVLinkErrors", node=f"n{i}", gpu="0", severity="error")], at(i))
+    fleet = next(c.incident for c in changes if c.incident.fleet)
+    assert fleet.title.endswith("on 5 nodes in prod"), fleet.title
