@@ -49,8 +49,18 @@ def _serve(args: argparse.Namespace) -> int:
     from alertd.notify.setup import build_notifiers, build_router
     from alertd.service import utcnow
 
-    svc = Service(cfg, store, rules, notifiers=build_notifiers(cfg, store, utcnow), router=build_router(cfg, rules))
+    from alertd.enrich import Enricher
+
+    enricher = Enricher.from_config(cfg.raw.get("enrich"))
+    svc = Service(cfg, store, rules, notifiers=build_notifiers(cfg, store, utcnow), router=build_router(cfg, rules),
+                  enricher=enricher)
+    if enricher is not None:
+        enricher.bind(svc)
     app = build_app(svc)
+    if args.record:
+        from alertd.authoring.record import attach_recorder
+
+        attach_recorder(app, svc, args.record)
 
     async def on_startup(_: web.Application) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, svc.reload_rules)
@@ -109,6 +119,21 @@ def _incidents(args: argparse.Namespace) -> int:
         return 1
 
 
+def _authoring(command: str, args: argparse.Namespace) -> int:
+    from alertd.authoring import check, replay, ruletest
+
+    try:
+        if command == "check":
+            return check.main(args.paths, sys.stdout, runbooks=args.runbooks, strict=args.strict)
+        if command == "test":
+            return ruletest.main(args.files, args.run, sys.stdout)
+        return replay.main(args.file, rule_paths=args.rules, config=args.config, as_json_output=args.json,
+                           tail=args.tail, until=args.until, out=sys.stdout, err=sys.stderr)
+    except BrokenPipeError:  # e.g. `alertd replay FILE | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="alertd", description="GPU-aware incident correlation for Alertmanager.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -118,7 +143,28 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:9095)")
     serve.add_argument("--data-dir", help="directory for the embedded SQLite store (default ./data)")
     serve.add_argument("--log-format", choices=["text", "json"])
+    serve.add_argument("--record", metavar="FILE", help="append every accepted webhook to FILE (JSON lines) for `alertd replay`")
     serve.set_defaults(func=_serve)
+
+    check = sub.add_parser("check", help="validate rule and config files (like promtool check)")
+    check.add_argument("paths", nargs="*", metavar="PATH", help="rule/config files or directories (default: rules/)")
+    check.add_argument("--runbooks", metavar="DIR", help="runbook pages to check references against (default: runbooks/ next to the rules)")
+    check.add_argument("--strict", action="store_true", help="warnings fail too")
+    check.set_defaults(func=lambda a: _authoring("check", a))
+
+    test = sub.add_parser("test", help="run rule unit tests (default: rules/tests/*.test.yml)")
+    test.add_argument("files", nargs="*", metavar="FILE")
+    test.add_argument("--run", metavar="REGEX", help="only tests whose name matches")
+    test.set_defaults(func=lambda a: _authoring("test", a))
+
+    replay = sub.add_parser("replay", help="run recorded webhooks through the rules on a virtual clock, no network")
+    replay.add_argument("file", metavar="FILE", help="JSON lines of {received_at, body}, e.g. from serve --record")
+    replay.add_argument("--rules", action="append", metavar="PATH", help="rule file or directory (repeatable; default: rules/)")
+    replay.add_argument("--config", help="config file: its rule paths, normalization and notifiers")
+    replay.add_argument("--json", action="store_true", help="machine-readable output")
+    replay.add_argument("--tail", metavar="DURATION", help="keep the clock running this long after the last webhook (default: the hold-down)")
+    replay.add_argument("--until", metavar="RFC3339", help="stop the clock at this time")
+    replay.set_defaults(func=lambda a: _authoring("replay", a))
 
     inc = sub.add_parser("incidents", help="list or show incidents of a running alertd")
     inc.add_argument("action", choices=["list", "show"])

@@ -79,6 +79,8 @@ class Service:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.enricher is not None and hasattr(self.enricher, "close"):
+            await self.enricher.close()
         try:
             await self.process_pending()
             await asyncio.wait_for(self.outbox.drain(), 5)

@@ -1,0 +1,9 @@
+"""Enrichment: kernel-log evidence (Elasticsearch, OpenSearch, Graylog) and Kubernetes context.
+
+``Enricher.from_config(cfg.raw.get("enrich"))`` builds it; the service calls
+``bind``, ``submit(changes)`` after each committed step, and ``close``.
+See docs/enrichment.md.
+"""
+from alertd.enrich.enricher import Enricher, EnrichSettings
+
+__all__ = ["Enricher", "EnrichSettings"]

@@ -1,0 +1,119 @@
+"""NVIDIA kernel driver (NVRM) log lines: Xid reports and PCI address -> GPU UUID lines.
+
+Formats seen in the field (any prefix before ``NVRM:`` is ignored: kernel
+timestamps ``[12345.678901]``, syslog ``Jan  2 03:04:05 host kernel:``,
+journald, RFC 5424 headers)::
+
+    NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+    NVRM: Xid (PCI:0000:3b:00): 48, An uncorrectable double bit error (DBE) has been detected on GPU ...
+    NVRM: Xid (0000:3b:00): 13, 0001 00000000 0000c1c0 ...              (old drivers: no PCI: prefix)
+    NVRM: Xid (PCI:0000:3b:00 GPU-I:02 GPU-CI:01): 43, pid=1234, name=python, Ch 00000008   (MIG)
+    NVRM: GPU at PCI:0000:3b:00: GPU-8f6e1b4c-6d1a-2b7e-3f4d-0123456789ab
+
+PCI addresses are normalised with :func:`alertd.gpu.pci.normalize_pci`, so
+they compare equal to dcgm-exporter's ``pci_bus_id`` labels.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from alertd.gpu.pci import normalize_pci
+
+_PCI = r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}(?:\.[0-7])?"
+
+_XID = re.compile(
+    r"NVRM:\s+Xid\s+\(\s*(?:PCI:)?(?P<pci>" + _PCI + r")"
+    r"(?:\s+GPU-I:\s*(?P<gi>\d+))?(?:\s+GPU-CI:\s*(?P<ci>\d+))?\s*\)"
+    r"\s*:\s*(?P<xid>\d+)\s*(?:,\s*(?P<rest>.*))?$"
+)
+# "pid=1234, name=python, rest" / "pid='<unknown>', name=<unknown>, rest"; name may be empty.
+_PID_NAME = re.compile(
+    r"^pid\s*=\s*(?P<pid>'?<unknown>'?|'?-?\d+'?)\s*,\s*name\s*=\s*(?P<name>[^,]*?)\s*(?:,\s*(?P<text>.*))?$"
+)
+_GPU_AT = re.compile(
+    r"NVRM:\s+GPU\s+at\s+(?:PCI:)?(?P<pci>" + _PCI + r")\s*:\s*(?P<uuid>GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class XidLine:
+    """One parsed ``NVRM: Xid`` report."""
+
+    xid: int
+    pci: str  # normalised 0000:3b:00
+    pid: int | None = None
+    process: str = ""
+    text: str = ""
+    gpu_instance: int | None = None  # MIG GPU instance (GPU-I)
+    compute_instance: int | None = None  # MIG compute instance (GPU-CI)
+
+
+def _unknown(value: str) -> bool:
+    return value.strip("'\" ") in ("<unknown>", "")
+
+
+def parse_xid(line: str) -> XidLine | None:
+    """Parse the Xid report in ``line`` (one log line, any prefix); None when there is none."""
+    if "Xid" not in line:
+        return None
+    m = _XID.search(line.rstrip())
+    if m is None:
+        return None
+    pid: int | None = None
+    process = ""
+    text = (m.group("rest") or "").strip()
+    pm = _PID_NAME.match(text)
+    if pm is not None:
+        raw_pid = pm.group("pid").strip("'")
+        pid = None if _unknown(raw_pid) else int(raw_pid)
+        name = pm.group("name")
+        process = "" if _unknown(name) else name.strip("'\"")
+        text = (pm.group("text") or "").strip()
+    return XidLine(
+        xid=int(m.group("xid")),
+        pci=normalize_pci(m.group("pci")),
+        pid=pid,
+        process=process,
+        text=text,
+        gpu_instance=int(m.group("gi")) if m.group("gi") is not None else None,
+        compute_instance=int(m.group("ci")) if m.group("ci") is not None else None,
+    )
+
+
+def parse_gpu_at(line: str) -> tuple[str, str] | None:
+    """``NVRM: GPU at PCI:0000:3b:00: GPU-<uuid>`` -> (normalised PCI address, UUID)."""
+    if "GPU at" not in line:
+        return None
+    m = _GPU_AT.search(line)
+    if m is None:
+        return None
+    return normalize_pci(m.group("pci")), m.group("uuid")
+
+
+def split_lines(message: str) -> list[str]:
+    """A stored message may hold several kernel lines (multi-line full_message); keep the non-empty ones."""
+    return [part for part in message.splitlines() if part.strip()] or [message]
+
+
+def pci_to_uuid(messages: Iterable[str], gpus: Iterable[dict[str, Any]] = ()) -> dict[str, str]:
+    """Map normalised PCI address -> GPU UUID from ``GPU at`` lines and the alert's GPU labels.
+
+    The kernel log wins over alert labels when both name an address (it is what the
+    driver saw); alert labels fill in the rest.
+    """
+    out: dict[str, str] = {}
+    for gpu in gpus:
+        pci = normalize_pci(gpu.get("pci_bus_id", ""))
+        if pci and gpu.get("uuid"):
+            out[pci] = gpu["uuid"]
+    for message in messages:
+        for line in split_lines(message):
+            found = parse_gpu_at(line)
+            if found:
+                out[found[0]] = found[1]
+    return out
+
+
+__all__ = ["XidLine", "parse_xid", "parse_gpu_at", "pci_to_uuid", "split_lines"]

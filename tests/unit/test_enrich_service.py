@@ -1,0 +1,451 @@
+"""The enricher inside a real Service (SQLite store, shipped rules), with in-process log and
+Kubernetes backends: upgrade from the kernel log, deadline, down/slow/garbage backends,
+when enrichment runs, fleet incidents, shutdown."""
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from alertd.config import Config
+from alertd.enrich.enricher import Enricher, EnrichSettings
+from alertd.enrich.kube import KubeContext, KubeSettings, NotFound
+from alertd.enrich.logs import LogBackend, LogLine, LogSearcher, LogSettings, LogsUnavailable
+from alertd.model import Alert
+from alertd.notify.base import Delivered, Notifier
+from alertd.rules import load_rules
+from alertd.service import Service
+from alertd.store.sqlite import SqliteStore
+
+RULES = Path(__file__).resolve().parents[2] / "rules"
+XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+
+
+class Recorder(Notifier):
+    kind = "console"
+
+    def __init__(self) -> None:
+        self.items: list[tuple[float, dict]] = []
+
+    async def deliver(self, item, ref) -> Delivered:
+        self.items.append((time.monotonic(), item.payload))
+        return Delivered()
+
+
+class MemoryLogs(LogBackend):
+    """Answers from a dict node -> [(seconds after the window start, message)]."""
+
+    name = "memory"
+    max_batch = 64
+
+    def __init__(self, settings: LogSettings, lines: dict[str, list[str]] | None = None):
+        super().__init__(settings)
+        self.lines = lines or {}
+        self.delay = 0.0
+        self.fail: Exception | None = None
+        self.garbage = False
+        self.batches: list[list[str]] = []
+
+    async def search(self, queries):
+        self.requests += 1
+        self.batches.append([q.node for q in queries])
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail is not None:
+            raise self.fail
+        if self.garbage:
+            return {"hits": "<html>oops</html>"}
+        return [[LogLine(q.end - timedelta(minutes=3), q.node, m) for m in self.lines.get(q.node, [])] for q in queries]
+
+
+class MemoryKube(KubeContext):
+    """KubeContext whose API requests are answered from dicts in the API's JSON shape."""
+
+    def __init__(self, objects: dict[tuple, dict], **settings: Any):
+        super().__init__(KubeSettings(**settings), api_client=object())
+        self.objects = objects
+        self.fail: Exception | None = None
+
+    async def _get(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> dict:
+        self.stats.calls += 1
+        if self.fail is not None:
+            raise self.fail
+        if method == "list_pod_for_all_namespaces":
+            node = kwargs["field_selector"].split(",")[0].split("=", 1)[1]
+            return {"items": [o for k, o in self.objects.items() if k[0] == "Pod" and o["spec"].get("nodeName") == node]}
+        if method == "list_event_for_all_namespaces":
+            node = kwargs["field_selector"].rsplit("=", 1)[1]
+            return {"items": [o for k, o in self.objects.items() if k[0] == "Event" and o["involvedObject"]["name"] == node]}
+        if method == "read_node":
+            key = ("Node", args[0])
+        elif method == "read_namespace":
+            key = ("Namespace", args[0])
+        elif method == "get_namespaced_custom_object":
+            group, version, ns, plural, name = args
+            key = (plural, ns, name)
+        else:  # read_namespaced_<kind>(name, namespace)
+            key = (method.removeprefix("read_namespaced_"), args[1], args[0])
+        if key not in self.objects:
+            raise NotFound(method)
+        return self.objects[key]
+
+
+def cluster_objects() -> dict[tuple, dict]:
+    def owner(kind, api, name):
+        return [{"apiVersion": api, "kind": kind, "name": name, "controller": True, "uid": name}]
+
+    objs: dict[tuple, dict] = {
+        ("Node", "gpu-node-2"): {"metadata": {"name": "gpu-node-2",
+                                              "labels": {"node.kubernetes.io/instance-type": "p4d.24xlarge"}},
+                                 "spec": {"unschedulable": True},
+                                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        ("Namespace", "ml"): {"metadata": {"name": "ml", "labels": {"team": "ml-infra"},
+                                           "annotations": {"alertd.io/slack-channel": "#ml-oncall"}}},
+        ("pytorchjobs", "ml", "llama"): {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                          "metadata": {"name": "llama", "namespace": "ml"}},
+        ("Event", "1"): {"involvedObject": {"kind": "Node", "name": "gpu-node-2"}, "reason": "NodeNotSchedulable",
+                         "type": "Normal", "message": "Node gpu-node-2 status is now: NodeNotSchedulable",
+                         "source": {"component": "kubelet"},
+                         "lastTimestamp": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")},
+    }
+    for i in range(2):
+        objs[("Pod", f"llama-worker-{i}")] = {
+            "metadata": {"name": f"llama-worker-{i}", "namespace": "ml",
+                         "ownerReferences": owner("PyTorchJob", "kubeflow.org/v1", "llama")},
+            "spec": {"nodeName": "gpu-node-2", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}]},
+            "status": {"phase": "Running"},
+        }
+    objs[("Pod", "cpu-only")] = {"metadata": {"name": "cpu-only", "namespace": "ml"},
+                                 "spec": {"nodeName": "gpu-node-2", "containers": [{}]}, "status": {"phase": "Running"}}
+    return objs
+
+
+def alert(name: str, node: str, starts: datetime, fp: str = "", **labels: str) -> Alert:
+    return Alert(fingerprint=fp or f"{name}-{node}-{labels.get('gpu', '')}", status="firing",
+                 labels={"alertname": name, "node": node, "cluster": "c1", **labels}, annotations={},
+                 starts_at=starts, ends_at=None, received_at=datetime.now(timezone.utc))
+
+
+class Harness:
+    def __init__(self, tmp_path: Path, *, lines=None, kube: MemoryKube | None = None, **enrich: Any):
+        self.settings = LogSettings(linger=0.01, timeout=enrich.pop("timeout", 2.0), failure_ttl=0.05)
+        self.backend = MemoryLogs(self.settings, lines)
+        self.searcher = LogSearcher(self.backend, self.settings)
+        opts = dict(deadline=0.5, write_delay=0.02, retry=(), logs=self.settings,
+                    kube=kube.settings if kube else None)
+        opts.update(enrich)
+        self.enricher = Enricher(EnrichSettings(**opts), searcher=self.searcher, kube=kube)
+        self.recorder = Recorder()
+        self.svc = Service(Config(data_dir=tmp_path, rule_paths=[str(RULES)]), SqliteStore(tmp_path / "a.sqlite3"),
+                           load_rules([str(RULES)]), notifiers={"console": self.recorder}, enricher=self.enricher)
+        self.enricher.bind(self.svc)
+
+    async def __aenter__(self) -> "Harness":
+        await self.svc.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.svc.stop()
+
+    async def send(self, *alerts: Alert) -> None:
+        await self.svc.receive(list(alerts))
+        while await self.svc.process_pending():
+            pass
+        await self.svc.process_pending()
+
+    def incident(self, node: str | None = None):
+        incs = list(self.svc.engine.state.incidents.values())
+        if node:
+            incs = [i for i in incs if i.node == node and not i.fleet]
+        assert incs, "no incident"
+        return incs[0]
+
+
+async def test_metrics_missing_upgraded_to_xid79_with_owner(tmp_path) -> None:
+    now = datetime.now(timezone.utc) - timedelta(minutes=5)
+    lines = {"gpu-node-2": ["NVRM: GPU at PCI:0000:3b:00: GPU-8f6e1b4c-6d1a-2b7e-3f4d-0123456789ab", XID79,
+                            "NVRM: Xid (PCI:0000:3b:00): 45, pid=1234, name=python, Ch 00000010"]}
+    async with Harness(tmp_path, lines=lines, kube=MemoryKube(cluster_objects())) as h:
+        await h.send(alert("DCGMExporterDown", "gpu-node-2", now))
+        inc = h.incident("gpu-node-2")
+        assert inc.primary.kind == "metrics_missing"
+        assert await h.enricher.wait_idle(10)
+        inc = h.incident("gpu-node-2")
+        assert inc.primary.title == "Xid 79: GPU has fallen off the bus"
+        assert inc.title.startswith("Xid 79: GPU has fallen off the bus on gpu-node-2")
+        assert inc.primary.detail == "from kernel log" and 79 in inc.xids
+        ev = inc.annotations["log_evidence"]
+        xid = next(e for e in ev if e["xid"] == 79)
+        assert xid["pci"] == "0000:3b:00" and xid["gpu_uuid"] == "GPU-8f6e1b4c-6d1a-2b7e-3f4d-0123456789ab"
+        assert xid["host"] == "gpu-node-2" and xid["pid"] is None and xid["process"] is None
+        assert next(e for e in ev if e["xid"] == 45)["process"] == "python"
+        assert "logs_unavailable" not in inc.annotations
+        owners = inc.annotations["owners"]
+        assert owners == [{"kind": "PyTorchJob", "name": "llama", "namespace": "ml", "team": "ml-infra",
+                           "channel": "#ml-oncall", "pods": 2, "gpus": 8}]
+        pods = inc.annotations["pods"]
+        assert {p["name"] for p in pods} == {"llama-worker-0", "llama-worker-1"}  # cpu-only pod left out
+        assert pods[0]["owner_chain"] == [{"kind": "PyTorchJob", "name": "llama", "apiVersion": "kubeflow.org/v1"}]
+        assert inc.annotations["kube_node"]["cordoned"] is True
+        assert inc.annotations["node_events"][0]["reason"] == "NodeNotSchedulable"
+        kinds = [e.kind for e in inc.timeline]
+        assert "classification_upgraded" in kinds and "enrichment" in kinds
+        # the stored incident (what GET /api/v1/incidents/{id} returns) has it too
+        stored = await h.svc.store.get_incident(inc.id)
+        assert stored.primary.xid == 79 and stored.annotations["owners"][0]["team"] == "ml-infra"
+
+
+async def test_slow_backend_does_not_hold_the_notification(tmp_path) -> None:
+    now = datetime.now(timezone.utc) - timedelta(minutes=5)
+    async with Harness(tmp_path, lines={"n1": [XID79]}, deadline=0.2) as h:
+        h.backend.delay = 1.0
+        t0 = time.monotonic()
+        await h.send(alert("DCGMExporterDown", "n1", now))
+        inc = h.incident("n1")
+        await h.svc.outbox.drain()
+        first = [t for t, p in h.recorder.items if p["kinds"][0] == "opened"]
+        assert first and first[0] - t0 < 0.5  # routed and delivered before the search answered
+        await asyncio.sleep(0.45)
+        assert inc.annotations["logs_unavailable"] == "no answer within 0.2s (still searching)"
+        assert "log_evidence" not in inc.annotations
+        assert await h.enricher.wait_idle(10)
+        assert "logs_unavailable" not in inc.annotations
+        assert inc.annotations["log_evidence"][0]["xid"] == 79
+        assert inc.primary.xid == 79
+        await h.svc.outbox.drain()
+        texts = [e.get("text", "") for _, p in h.recorder.items for e in p["events"]]
+        assert "kernel log unavailable: no answer within 0.2s (still searching)" in texts
+        assert "kernel log available again" in texts
+        assert h.enricher.latencies and max(h.enricher.latencies) >= 1.0
+
+
+async def test_search_timeout_marks_reason(tmp_path) -> None:
+    async with Harness(tmp_path, lines={"n1": [XID79]}, deadline=0.1, timeout=0.3) as h:
+        h.backend.delay = 5.0
+        await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc)))
+        assert await h.enricher.wait_idle(10)
+        assert h.incident("n1").annotations["logs_unavailable"] == "memory: no answer within 0.3s"
+
+
+async def test_down_backend_marks_then_retries(tmp_path) -> None:
+    async with Harness(tmp_path, lines={"n1": [XID79]}, retry=(0.3,)) as h:
+        h.backend.fail = LogsUnavailable("ConnectionError: connection refused")
+        await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc) - timedelta(minutes=5)))
+        await asyncio.sleep(0.15)
+        inc = h.incident("n1")
+        assert inc.annotations["logs_unavailable"] == "memory: ConnectionError: connection refused"
+        assert inc.primary.kind == "metrics_missing"
+        await h.svc.outbox.drain()
+        assert h.recorder.items  # notified although logs are down
+        h.backend.fail = None
+        await asyncio.sleep(0.5)
+        assert await h.enricher.wait_idle(10)
+        assert "logs_unavailable" not in inc.annotations
+        assert inc.primary.xid == 79
+
+
+async def test_garbage_answer_marks_unavailable(tmp_path) -> None:
+    async with Harness(tmp_path, lines={"n1": [XID79]}) as h:
+        h.backend.garbage = True
+        await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc)))
+        assert await h.enricher.wait_idle(10)
+        inc = h.incident("n1")
+        assert inc.annotations["logs_unavailable"] == "memory: backend answered the wrong number of results"
+        assert inc.primary.kind == "metrics_missing"
+
+
+async def test_kube_down_is_marked_and_logs_still_arrive(tmp_path) -> None:
+    kube = MemoryKube(cluster_objects())
+    from alertd.enrich.kube import KubeUnavailable
+
+    kube.fail = KubeUnavailable("Kubernetes API: HTTP 403: forbidden")
+    async with Harness(tmp_path, lines={"gpu-node-2": [XID79]}, kube=kube) as h:
+        await h.send(alert("DCGMExporterDown", "gpu-node-2", datetime.now(timezone.utc)))
+        assert await h.enricher.wait_idle(10)
+        inc = h.incident("gpu-node-2")
+        assert inc.annotations["kube_unavailable"] == "Kubernetes API: HTTP 403: forbidden"
+        assert inc.primary.xid == 79 and "owners" not in inc.annotations
+
+
+async def test_only_opened_and_new_nodes_are_enriched(tmp_path) -> None:
+    now = datetime.now(timezone.utc) - timedelta(minutes=1)
+    async with Harness(tmp_path, lines={"n1": [XID79]}) as h:
+        await h.send(alert("DCGMExporterDown", "n1", now))
+        assert await h.enricher.wait_idle(10)
+        queries = h.searcher.stats.queries
+        assert queries == 1
+        # another alert on the same node joins the incident: no new enrichment
+        await h.send(alert("GPUTemperatureHigh", "n1", now + timedelta(seconds=20), gpu="3"))
+        assert await h.enricher.wait_idle(10)
+        assert h.searcher.stats.queries == queries
+        assert len(h.svc.engine.state.incidents) == 1
+        # nor does an acknowledgement
+        await h.svc.acknowledge(h.incident("n1").id, "alice")
+        assert await h.enricher.wait_idle(10)
+        assert h.searcher.stats.queries == queries and h.backend.requests == 1
+
+
+async def test_gpu_specific_incident_ignores_other_gpus(tmp_path) -> None:
+    other = "NVRM: Xid (PCI:0000:86:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    async with Harness(tmp_path, lines={"n1": [other]}) as h:
+        await h.send(alert("GPUTemperatureHigh", "n1", datetime.now(timezone.utc), gpu="0",
+                           pci_bus_id="00000000:3B:00.0", UUID="GPU-1"))
+        assert await h.enricher.wait_idle(10)
+        inc = h.incident("n1")
+        assert inc.primary.kind == "thermal" and not inc.xids
+        assert inc.annotations["log_evidence"][0]["pci"] == "0000:86:00"  # still shown as context
+
+
+async def test_no_upgrade_for_an_xid_the_incident_has(tmp_path) -> None:
+    async with Harness(tmp_path, lines={"n1": [XID79]}) as h:
+        await h.send(alert("GPUXidError", "n1", datetime.now(timezone.utc), xid="79", gpu="0",
+                           pci_bus_id="00000000:3B:00.0"))
+        assert await h.enricher.wait_idle(10)
+        inc = h.incident("n1")
+        assert inc.primary.xid == 79 and inc.primary.detail == ""
+        assert "evidence_signals" not in inc.annotations
+        assert inc.annotations["log_evidence"][0]["xid"] == 79
+
+
+async def test_fleet_incident_gets_each_joining_node(tmp_path) -> None:
+    now = datetime.now(timezone.utc) - timedelta(minutes=2)
+    nodes = [f"n{i}" for i in range(8)]
+    async with Harness(tmp_path, lines={n: [XID79] for n in nodes}) as h:
+        for n in nodes:
+            await h.send(alert("DCGMExporterDown", n, now))
+        assert await h.enricher.wait_idle(10)
+        fleet = next(i for i in h.svc.engine.state.incidents.values() if i.fleet)
+        hosts = {e["host"] for e in fleet.annotations["log_evidence"]}
+        assert hosts == set(nodes)
+        # one search per node+window, whichever incidents asked
+        assert h.searcher.stats.searched == len(nodes)
+        for n in nodes[:4]:
+            assert h.incident(n).annotations["log_evidence"][0]["host"] == n
+
+
+async def test_stop_cancels_background_work(tmp_path) -> None:
+    h = Harness(tmp_path, lines={"n1": [XID79]}, retry=(30.0,))
+    await h.svc.start()
+    h.backend.fail = LogsUnavailable("down")
+    await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc)))
+    await asyncio.sleep(0.2)
+    assert h.enricher._tasks  # the retry is waiting
+    await h.svc.stop()
+    assert not h.enricher._tasks
+    h.enricher.submit([])  # after close: ignored, no error
+
+
+def test_from_config() -> None:
+    assert Enricher.from_config(None) is None
+    assert Enricher.from_config({"enabled": False, "logs": {"backend": "opensearch"}}) is None
+    e = Enricher.from_config({"logs": {"backend": "graylog", "url": "http://127.0.0.1:9000", "auth": {"token": "t"}},
+                              "deadline": "2s"})
+    assert e is not None and e.settings.deadline == 2.0 and e.searcher.backend.name == "graylog"
+    assert e.kube is None
+
+
+@pytest.mark.parametrize("backend", ["elasticsearch", "opensearch"])
+def test_from_config_search_backends(backend) -> None:
+    e = Enricher.from_config({"logs": {"backend": backend, "urls": ["http://127.0.0.1:9200"]},
+                              "kube": {"kubeconfig": "/nonexistent"}})
+    assert e.searcher.backend.name == backend and e.kube is not None
+
+
+async def test_restart_enriches_only_the_node_that_joins(tmp_path) -> None:
+    now = datetime.now(timezone.utc) - timedelta(minutes=5)
+    nodes = [f"n{i}" for i in range(7)]
+    lines = {n: [XID79] for n in nodes}
+    async with Harness(tmp_path, lines=lines) as h:
+        for n in nodes[:6]:
+            await h.send(alert("DCGMExporterDown", n, now))
+        assert await h.enricher.wait_idle(10)
+        fleet = next(i for i in h.svc.engine.state.incidents.values() if i.fleet)
+        assert {e["host"] for e in fleet.annotations["log_evidence"]} == set(nodes[:6])
+    async with Harness(tmp_path, lines=lines) as h2:  # same database: a restart
+        await h2.send(alert("DCGMExporterDown", "n6", now))
+        assert await h2.enricher.wait_idle(10)
+        assert h2.searcher.stats.queries == 1 and h2.backend.batches == [["n6"]]
+        fleet = next(i for i in h2.svc.engine.state.incidents.values() if i.fleet)
+        assert {e["host"] for e in fleet.annotations["log_evidence"]} == set(nodes)
+
+
+async def test_open_window_is_searched_again_when_it_closes(tmp_path) -> None:
+    async with Harness(tmp_path, lines={}) as h:
+        h.searcher.settings = h.settings = LogSettings(linger=0.01, timeout=2.0, before=timedelta(minutes=1),
+                                                       after=timedelta(seconds=1), bucket=timedelta(0),
+                                                       ingest_lag=timedelta(milliseconds=100))
+        h.enricher.settings = EnrichSettings(**{**{f: getattr(h.enricher.settings, f)
+                                                   for f in EnrichSettings.__dataclass_fields__}, "logs": h.settings})
+        await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc)))
+        assert await h.enricher.wait_idle(10)
+        inc = h.incident("n1")
+        assert inc.annotations["log_evidence"] == [] and inc.primary.kind == "metrics_missing"
+        h.backend.lines["n1"] = [XID79]  # the line was indexed a moment after the first search
+        await asyncio.sleep(2.5)
+        assert await h.enricher.wait_idle(10)
+        assert inc.annotations["log_evidence"][0]["xid"] == 79 and inc.primary.xid == 79
+        assert h.enricher.counts["rechecks"] == 1 and h.backend.requests == 2
+
+
+async def test_kube_failure_is_retried(tmp_path) -> None:
+    from alertd.enrich.kube import KubeUnavailable
+
+    kube = MemoryKube(cluster_objects())
+    kube.fail = KubeUnavailable("Kubernetes API: HTTP 429: Too many requests")
+    async with Harness(tmp_path, lines={}, kube=kube, retry=(0.3,)) as h:
+        await h.send(alert("DCGMExporterDown", "gpu-node-2", datetime.now(timezone.utc) - timedelta(minutes=5)))
+        await asyncio.sleep(0.15)
+        inc = h.incident("gpu-node-2")
+        assert inc.annotations["kube_unavailable"].endswith("Too many requests")
+        kube.fail = None
+        await asyncio.sleep(0.5)
+        assert await h.enricher.wait_idle(10)
+        assert "kube_unavailable" not in inc.annotations and inc.annotations["owners"][0]["team"] == "ml-infra"
+
+
+async def test_exporter_pod_label_does_not_name_the_workload(tmp_path) -> None:
+    objs = cluster_objects()
+    objs[("Pod", "dcgm-exporter-abcde")] = {"metadata": {"name": "dcgm-exporter-abcde", "namespace": "gpu-operator"},
+                                            "spec": {"nodeName": "gpu-node-2", "containers": [{}]},
+                                            "status": {"phase": "Running"}}
+    async with Harness(tmp_path, lines={}, kube=MemoryKube(objs)) as h:
+        # dcgm alert scraped without honor_labels: pod/namespace are the exporter's own
+        await h.send(alert("GPUTemperatureHigh", "gpu-node-2", datetime.now(timezone.utc), gpu="1", UUID="GPU-1",
+                           pod="dcgm-exporter-abcde", namespace="gpu-operator"))
+        assert await h.enricher.wait_idle(10)
+        pods = h.incident("gpu-node-2").annotations["pods"]
+        assert {p["name"] for p in pods} == {"llama-worker-0", "llama-worker-1"}
+
+
+def test_shipped_deployment_example_config_is_valid() -> None:
+    import yaml
+
+    from alertd.config import parse_config
+
+    docs = list(yaml.safe_load_all((RULES.parent / "deploy/kubernetes/alertd.yaml").read_text()))
+    cm = next(d for d in docs if d["kind"] == "ConfigMap")
+    cfg = parse_config(yaml.safe_load(cm["data"]["alertd.yml"]), "alertd.yaml",
+                       env={"ALERTD_WEBHOOK_TOKEN": "t", "ALERTD_LOGS_PASSWORD": "p"})
+    e = Enricher.from_config(cfg.raw["enrich"])
+    assert e.settings.logs.backend == "opensearch" and e.settings.logs.index == "graylog_*"
+    assert e.kube is not None and e.settings.deadline == 3.0
+
+
+async def test_failed_write_is_retried(tmp_path, caplog) -> None:
+    async with Harness(tmp_path, lines={"n1": [XID79]}) as h:
+        h.backend.delay = 0.3
+        await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc) - timedelta(minutes=5)))
+        await h.svc.outbox.drain()
+        pages = await asyncio.to_thread(lambda: h.svc.store.path.stat().st_size // 4096)
+        h.svc.store.set_max_pages(max(1, pages))  # the disk is full: commits fail
+        await asyncio.sleep(0.8)
+        assert "could not write enrichment for INC-1, retrying" in caplog.text
+        h.svc.store.set_max_pages(1_000_000)
+        await asyncio.sleep(2.5)
+        assert await h.enricher.wait_idle(10)
+        stored = await h.svc.store.get_incident(h.incident("n1").id)
+        assert stored.primary.xid == 79 and stored.annotations["log_evidence"][0]["xid"] == 79
