@@ -8,10 +8,8 @@ Watchdog heartbeats never become incidents, and resolution after the faults clea
 """
 from __future__ import annotations
 
-import json
 import shutil
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,8 +17,9 @@ import pytest
 import yaml
 
 from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
-from tests.support.alertd_proc import AlertdProcess, http
+from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
+from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
 
 pytestmark = pytest.mark.e2e
@@ -37,11 +36,6 @@ def wait(what: str, probe: Callable[[], Any], timeout: float = 90.0, every: floa
             return last
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
-
-
-def prom_query(url: str, expr: str) -> list[dict]:
-    status, _, body = http("GET", f"{url}/api/v1/query?query={urllib.parse.quote(expr)}")
-    return json.loads(body)["data"]["result"] if status == 200 else []
 
 
 def write_rules(dst: Path, hold_down: str) -> Path:
@@ -96,10 +90,10 @@ def test_prometheus_alertmanager_alertd(tmp_path: Path) -> None:
         prom = require(start_prometheus, prom_cfg, tmp_path / "prom")
         try:
             n_targets = 2 * len(sim.node_names) + 1
-            wait("all targets up", lambda: len(prom_query(prom.url, "up == 1")) == n_targets)
+            wait("all targets up", lambda: len(query(prom.url, "up == 1")) == n_targets)
             n_gpus = 8 * len(sim.node_names)
             wait("baseline samples of every GPU",
-                 lambda: len(prom_query(prom.url, "count_over_time(DCGM_FI_DEV_XID_ERRORS[10s]) >= 2")) == n_gpus)
+                 lambda: len(query(prom.url, "count_over_time(DCGM_FI_DEV_XID_ERRORS[10s]) >= 2")) == n_gpus)
             wait("the Watchdog heartbeat reaching alertd",
                  lambda: alertd.metrics().get("alertd_alerts_received_total", 0) >= 1)
 

@@ -6,6 +6,7 @@ prometheus-alertmanager (amtool); tests skip when a binary is missing.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +29,11 @@ from tests.sim.gpu_cluster import (  # noqa: E402
     derive_fast_rules,
     fast_expr,
 )
-from tests.sim.procs import Prometheus, find_binary, run_tool, start_prometheus  # noqa: E402
+from tests.support import prom as prom_api  # noqa: E402
+from tests.support.fixtures import require  # noqa: E402
+from tests.support.process import RunningService  # noqa: E402
+from tests.support.prom import run_tool, which  # noqa: E402
+from tests.support.services import start_prometheus  # noqa: E402
 
 PROM_DIR = ROOT / "deploy" / "prometheus"
 RULES = PROM_DIR / "gpu-alerts.yml"
@@ -36,13 +41,14 @@ RULE_TESTS = PROM_DIR / "tests" / "gpu-alerts.test.yml"
 EXAMPLE_PROM_CONFIG = PROM_DIR / "prometheus.yml"
 AM_CONFIG = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 
-PROMTOOL = find_binary("promtool")
-AMTOOL = find_binary("amtool")
-PROMETHEUS = find_binary("prometheus")
+PROMTOOL = which("promtool")
+AMTOOL = which("amtool")
+PROMETHEUS = which("prometheus")
 
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed")
-needs_amtool = pytest.mark.skipif(AMTOOL is None, reason="amtool not installed")
-needs_prometheus = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed")
+# Without CI a missing binary skips; under CI it fails (tests.support.fixtures.missing_service).
+needs_promtool = pytest.mark.skipif(PROMTOOL is None and not os.environ.get("CI"), reason="promtool not installed")
+needs_amtool = pytest.mark.skipif(AMTOOL is None and not os.environ.get("CI"), reason="amtool not installed")
+needs_prometheus = pytest.mark.skipif(PROMETHEUS is None and not os.environ.get("CI"), reason="prometheus not installed")
 
 ALERT_NAMES = {
     "GPUXidError",
@@ -251,13 +257,13 @@ WAIT_S = 60.0
 
 
 class Cluster:
-    def __init__(self, sim: GPUClusterSim, prom: Prometheus) -> None:
+    def __init__(self, sim: GPUClusterSim, prom: RunningService) -> None:
         self.sim = sim
         self.prom = prom
 
     def firing(self, alertname: str, **labels: str) -> list[dict[str, Any]]:
         return [
-            a for a in self.prom.alerts()
+            a for a in prom_api.alerts(self.prom.url)
             if a["state"] == "firing"
             and a["labels"].get("alertname") == alertname
             and all(a["labels"].get(k) == v for k, v in labels.items())
@@ -265,13 +271,13 @@ class Cluster:
 
     def active(self, alertname: str, **labels: str) -> list[dict[str, Any]]:
         return [
-            a for a in self.prom.alerts()
+            a for a in prom_api.alerts(self.prom.url)
             if a["labels"].get("alertname") == alertname
             and all(a["labels"].get(k) == v for k, v in labels.items())
         ]
 
     def count(self, expr: str) -> int:
-        result = self.prom.query(f"count({expr})")
+        result = prom_api.query(self.prom.url, f"count({expr})")
         return int(float(result[0]["value"][1])) if result else 0
 
     def wait(self, what: str, check: Callable[[], Any], timeout: float = WAIT_S) -> Any:
@@ -281,7 +287,7 @@ class Cluster:
             if result:
                 return result
             if time.monotonic() > deadline:
-                alerts = [(a["labels"].get("alertname"), a["labels"].get("node"), a["state"]) for a in self.prom.alerts()]
+                alerts = [(a["labels"].get("alertname"), a["labels"].get("node"), a["state"]) for a in prom_api.alerts(self.prom.url)]
                 raise AssertionError(
                     f"timed out after {timeout}s waiting for {what}; active alerts: {alerts}\n"
                     f"prometheus log:\n{self.prom.log_tail(20)}"
@@ -291,14 +297,12 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if PROMETHEUS is None:
-        pytest.skip("prometheus not installed")
     workdir = tmp_path_factory.mktemp("prometheus")
     sim = GPUClusterSim(nodes=3, gpus_per_node=8, cluster="sim")
     with sim.running_in_thread():
         rules = derive_fast_rules(workdir / "gpu-alerts.fast.yml")
         config = sim.write_prometheus_config(workdir / "prometheus.yml", rule_files=[rules])
-        prom = start_prometheus(config, workdir)
+        prom = require(start_prometheus, config, workdir)
         try:
             c = Cluster(sim, prom)
             n_targets = 2 * len(sim.node_names) + 1
@@ -309,7 +313,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             c.wait("all targets up", lambda: c.count("up == 1") == n_targets)
             c.wait("two baseline Xid samples of every GPU", lambda: c.count("count_over_time(DCGM_FI_DEV_XID_ERRORS[10s]) >= 2") == n_gpus)
             c.wait("Watchdog firing", lambda: c.firing("Watchdog"))
-            assert not [a for a in prom.alerts() if a["labels"]["alertname"] != "Watchdog"], prom.alerts()
+            assert not [a for a in prom_api.alerts(prom.url) if a["labels"]["alertname"] != "Watchdog"], prom_api.alerts(prom.url)
             yield c
         finally:
             prom.stop()
@@ -361,7 +365,7 @@ def test_sticky_xid_gauge_stops_alerting_by_itself(cluster: Cluster) -> None:
         # No clear: the gauge keeps 48, the alert must still end (the fast rules'
         # change window is 15s).
         cluster.wait("the sticky Xid alert to resolve", lambda: not cluster.active("GPUXidError", node="node-2"))
-        still = cluster.prom.query('DCGM_FI_DEV_XID_ERRORS{node="node-2",gpu="6"}')
+        still = prom_api.query(cluster.prom.url, 'DCGM_FI_DEV_XID_ERRORS{node="node-2",gpu="6"}')
         assert still and still[0]["value"][1] == "48"
     finally:
         sim.clear("node-2")
@@ -390,5 +394,5 @@ def test_exporter_down_throttling_and_lost_gpu(cluster: Cluster) -> None:
         sim.clear()
     cluster.wait(
         "everything but the Watchdog to resolve",
-        lambda: all(a["labels"]["alertname"] == "Watchdog" for a in cluster.prom.alerts()),
+        lambda: all(a["labels"]["alertname"] == "Watchdog" for a in prom_api.alerts(cluster.prom.url)),
     )
