@@ -194,6 +194,8 @@ def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | 
         correlation=correlation or CorrelationRules(),
         sources=tuple(map(str, files)),
     )
+    if routing_doc is not None and routing_loader is None:
+        from alertd.notify.routing import load_routing as routing_loader
     if routing_doc is not None and routing_loader is not None:
         data, check = routing_doc
         rules.routing = routing_loader(data, check)

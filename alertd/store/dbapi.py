@@ -48,7 +48,21 @@ class SqlStore(Store):
         return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._on_thread, fn, args)
+
+    def _on_thread(self, fn: Callable[..., Any], args: tuple) -> Any:
+        if self._conn is not None and self._lost(self._conn):  # e.g. the database restarted: connect again
+            try:
+                conn = self._connect()
+            except self.unavailable as exc:
+                raise StoreUnavailable(f"reconnecting: {type(exc).__name__}: {exc}") from exc
+            self._conn = conn
+            log.warning("store connection was lost; reconnected")
+        return fn(*args)
+
+    def _lost(self, conn: Any) -> bool:
+        """Whether the connection is gone for good (backend hook)."""
+        return False
 
     def _tx(self, fn: Callable[[Any], Any]) -> Any:
         cur = self._conn.cursor()
@@ -110,7 +124,7 @@ class SqlStore(Store):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-        await self._run(do)
+        await asyncio.get_running_loop().run_in_executor(self._executor, do)  # no reconnect just to close
         self._executor.shutdown(wait=True)
 
     # ----- inbox, with group commit -----
@@ -259,6 +273,31 @@ class SqlStore(Store):
     async def save_ref(self, incident_id: str, target: str, ref: str) -> None:
         """Save an external id before the rest of a delivery, so a crash cannot post twice."""
         await self._run(self._tx, lambda cur: cur.execute(self._q(sql.UPSERT_REF), (incident_id, target, ref)))
+
+    async def pending_outbox_for(self, incident_id: str, target: str, *, after_id: int,
+                                 kinds: tuple[str, ...]) -> list[OutboxItem]:
+        """Pending items of these kinds for one incident+target queued after ``after_id`` (due or not), oldest first.
+
+        A notifier that renders the current incident can cover them with one delivery (coalescing)."""
+        marks = ", ".join("?" for _ in kinds)
+        rows = await self._run(self._query, (
+            "SELECT id, incident_id, target, kind, payload, due_at, attempts, last_error FROM outbox "
+            f"WHERE incident_id = ? AND target = ? AND state = 'pending' AND id > ? AND kind IN ({marks}) ORDER BY id"),
+            (incident_id, target, after_id, *kinds))
+        return [
+            OutboxItem(incident_id=r[1], target=r[2], kind=r[3], payload=json.loads(r[4]),
+                       due_at=parse_iso(r[5]), id=r[0], attempts=r[6], last_error=r[7])  # type: ignore[arg-type]
+            for r in rows
+        ]
+
+    async def finish_outbox_many(self, item_ids: list[int]) -> None:
+        """Mark items done that another delivery covered (coalesced updates and thread replies)."""
+        if not item_ids:
+            return
+        done_at = iso(datetime.now().astimezone())
+        await self._run(self._tx, lambda cur: cur.executemany(
+            self._q("UPDATE outbox SET state = 'done', done_at = ? WHERE id = ? AND state = 'pending'"),
+            [(done_at, i) for i in item_ids]))
 
     async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None:
         state = "failed" if give_up else "pending"

@@ -17,6 +17,7 @@ from alertd.model import INCIDENT_STATES, parse_iso
 from alertd.receive.webhook import BadPayload, decode_body, parse_notification
 from alertd.service import Service
 from alertd.store.base import StoreUnavailable
+from alertd.web import slack_actions
 
 log = logging.getLogger(__name__)
 SERVICE = web.AppKey("service", Service)
@@ -59,11 +60,14 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
         return _json({"error": f"body of {request.content_length} bytes exceeds the limit of {svc.cfg.max_body_bytes}"}, 413)
     try:
         raw = await request.read()
+        if len(raw) > svc.cfg.max_body_bytes:  # chunked: aiohttp's own cap lets a body of limit + 1 through
+            raise web.HTTPRequestEntityTooLarge(svc.cfg.max_body_bytes, len(raw))
     except web.HTTPRequestEntityTooLarge:
         svc.metrics.rejected.labels("too_large").inc()
         return _json({"error": f"body exceeds the limit of {svc.cfg.max_body_bytes} bytes"}, 413)
+    received_at = svc.clock()
     try:
-        note = parse_notification(decode_body(raw), svc.clock())
+        note = parse_notification(decode_body(raw), received_at)
     except BadPayload as exc:
         svc.metrics.rejected.labels(exc.reason).inc()
         return _json(exc.to_json(), 400)
@@ -74,6 +78,8 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
         log.error("webhook not stored, answering 503 so Alertmanager retries: %s", exc)
         return _json({"error": "alerts could not be stored; retry later"}, 503, headers={"Retry-After": "5"})
     svc.metrics.webhooks.inc()
+    if (recorder := getattr(svc, "recorder", None)) is not None:  # alertd serve --record: buffered append
+        recorder.write(received_at, raw)
     if note.truncated:
         svc.metrics.truncated.inc(note.truncated)
         log.warning("Alertmanager truncated %d alerts of group %s (raise max_alerts or set it to 0)",
@@ -168,6 +174,7 @@ def build_app(svc: Service) -> web.Application:
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/-/reload", reload)
+    slack_actions.register(app)
 
     async def on_startup(_: web.Application) -> None:
         await svc.start()

@@ -1,0 +1,224 @@
+"""PagerDuty Events API v2: trigger, acknowledge and resolve one alert per incident.
+
+Target ``pagerduty:<key name>``; the key itself comes from the service config
+(``notify.pagerduty.routing_keys``), never from rule files. ``dedup_key`` is
+the incident id, so a repeated trigger (a redelivery after a crash) folds into
+the same PagerDuty alert.
+
+Item kinds:
+
+* ``sync``      bring PagerDuty to the incident's CURRENT state (read from the
+                store): trigger when open (again when the severity rose),
+                acknowledge when acknowledged, resolve when resolved. What was
+                last sent is kept as the ref, so repeated items send nothing.
+* ``escalate``  due when the escalation time is up: trigger on the escalation
+                routing key unless the incident was acknowledged or resolved.
+
+202 is done; 400 is never retried (the event is malformed: logged, counted as
+failed); 429, 5xx and network errors are retried with backoff by the outbox.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+import aiohttp
+
+from alertd.durations import format_duration, parse_duration
+from alertd.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
+from alertd.notify.base import Delivered, DeliveryError, Notifier
+from alertd.notify.slack_render import ACTION_TEXT, alertmanager_link, runbook_url
+from alertd.store.base import OutboxItem, Store
+
+log = logging.getLogger(__name__)
+DEFAULT_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
+PD_SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
+MAX_SUMMARY = 1024
+
+
+@dataclass(slots=True)
+class PagerDutySettings:
+    events_url: str = DEFAULT_EVENTS_URL
+    routing_keys: dict[str, str] = field(default_factory=dict)
+    timeout: float = 10.0
+    runbook_base_url: str = ""
+    alertmanager_url: str = ""
+    alertd_url: str = ""
+
+    @property
+    def enabled(self) -> bool:
+        return any(v.strip() for v in self.routing_keys.values())
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "PagerDutySettings":
+        raw = getattr(cfg, "raw", None) or {}
+        doc = (raw.get("notify") or {}).get("pagerduty") or {}
+        am = raw.get("alertmanager") or {}
+        return cls(
+            events_url=doc.get("events_url") or DEFAULT_EVENTS_URL,
+            routing_keys={k: v for k, v in (doc.get("routing_keys") or {}).items() if v},
+            timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
+            runbook_base_url=getattr(cfg, "runbook_base_url", "") or "",
+            alertmanager_url=am.get("external_url") or am.get("url") or "",
+            alertd_url=getattr(cfg, "external_url", "") or "",
+        )
+
+
+def _state(ref: str | None) -> dict:
+    if not ref:
+        return {}
+    try:
+        value = json.loads(ref)
+        return value if isinstance(value, dict) else {}
+    except ValueError:
+        return {}
+
+
+class PagerDutyNotifier(Notifier):
+    kind = "pagerduty"
+
+    def __init__(self, settings: PagerDutySettings, store: Store, clock: Callable[[], datetime]):
+        self.settings, self.store, self.clock = settings, store, clock
+        self._session: aiohttp.ClientSession | None = None
+        self.rejected = 0  # 400 answers: malformed events, never retried
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.settings.timeout))
+        return self._session
+
+    async def deliver(self, item: OutboxItem, ref: str | None) -> Delivered:
+        name = item.payload.get("routing_key") or item.target.split(":", 1)[1]
+        key = self.settings.routing_keys.get(name)
+        if not key:
+            raise DeliveryError(f"no PagerDuty routing key named {name!r} in notify.pagerduty.routing_keys", retry=False)
+        inc = await self.store.get_incident(item.incident_id)
+        if inc is None:
+            return Delivered()
+        sent = _state(ref)
+        severity = item.payload.get("severity") or inc.severity
+        if item.kind == "escalate":
+            if sent or inc.status != OPEN:
+                return Delivered()  # escalated already, or acknowledged/resolved in time
+            after = format_duration(_seconds(item.payload.get("after")))
+            await self._send(key, "trigger", inc, severity, note=f"escalated: not acknowledged within {after}")
+            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity}))
+        last = sent.get("state", "")
+        if inc.status == CLOSED:
+            if last in ("triggered", "acknowledged"):
+                await self._send(key, "resolve", inc, severity)
+                return Delivered(ref=json.dumps({"state": "resolved", "severity": severity}))
+            return Delivered()
+        if inc.status == ACKNOWLEDGED:
+            if last == "triggered":
+                await self._send(key, "acknowledge", inc, severity)
+                return Delivered(ref=json.dumps({"state": "acknowledged", "severity": severity}))
+            return Delivered()
+        # open
+        if item.payload.get("only_if_posted") and not last:
+            return Delivered()
+        if not last or (last == "triggered" and SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(sent.get("severity", ""), 0)):
+            await self._send(key, "trigger", inc, severity, note=item.payload.get("note", ""))
+            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity}))
+        return Delivered()
+
+    def event(self, key: str, action: str, inc: Incident, severity: str, note: str = "") -> dict[str, Any]:
+        body: dict[str, Any] = {"routing_key": key, "event_action": action, "dedup_key": inc.id}
+        if action != "trigger":
+            return body
+        p = inc.primary
+        s = self.settings
+        where = ", ".join(inc.nodes[:20]) + (" …" if len(inc.nodes) > 20 else "") if inc.fleet else inc.node
+        links = []
+        rb = runbook_url(p.runbook if p else "", s.runbook_base_url)
+        if rb:
+            links.append({"href": rb, "text": "Runbook"})
+        prom = next((m.generator_url for m in inc.members.values() if m.generator_url), "")
+        if prom:
+            links.append({"href": prom, "text": "Prometheus"})
+        am = alertmanager_link(inc, s.alertmanager_url)
+        if am:
+            links.append({"href": am, "text": "Alertmanager"})
+        if s.alertd_url:
+            links.append({"href": f"{s.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}", "text": f"alertd {inc.id}"})
+        details: dict[str, Any] = {
+            "incident": inc.id,
+            "status": inc.status,
+            "cluster": inc.cluster,
+            "node": where,
+            "gpus": [g.get("uuid") or g.get("pci_bus_id") or g.get("index") for g in inc.gpus],
+            "xid": inc.xids,
+            "signals": inc.signals,
+            "action": ACTION_TEXT.get(p.action, p.action) if p and p.action else "",
+            "meaning": p.meaning if p else "",
+            "firing": [f"{m.alertname} {m.signal.title}".strip() for m in inc.firing_members()][:20],
+            "links": {link["text"]: link["href"] for link in links},
+        }
+        if inc.namespace or inc.pod:
+            details["pod"] = "/".join(x for x in (inc.namespace, inc.pod) if x)
+        if note:
+            details["note"] = note
+        if inc.annotations.get("owners"):
+            details["owners"] = inc.annotations["owners"]
+        gpu = inc.gpus[0] if len(inc.gpus) == 1 else {}
+        component = (f"GPU {gpu.get('index')}" if gpu.get("index") else gpu.get("uuid", "")) or (p.kind if p else "")
+        body["payload"] = {
+            "summary": _clip(f"[{severity.upper()}] {inc.title}" + (f" ({note})" if note else ""), MAX_SUMMARY),
+            "source": where or inc.cluster or "alertd",
+            "severity": PD_SEVERITY.get(severity, "error"),
+            "timestamp": iso(inc.opened_at),
+            "component": component or "gpu",
+            "group": inc.cluster or inc.group,
+            "class": (f"xid {inc.xids[0]}" if inc.xids else (p.kind if p else inc.category)),
+            "custom_details": details,
+        }
+        body["links"] = links
+        body["client"] = "alertd"
+        if s.alertd_url:
+            body["client_url"] = f"{s.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}"
+        return body
+
+    async def _send(self, key: str, action: str, inc: Incident, severity: str, note: str = "") -> None:
+        body = self.event(key, action, inc, severity, note)
+        try:
+            async with self.session().post(self.settings.events_url, json=body) as resp:
+                text = await resp.text()
+                status = resp.status
+                retry_after = resp.headers.get("Retry-After")
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise DeliveryError(f"PagerDuty {action} for {inc.id}: {type(exc).__name__}: {exc}", retry=True) from None
+        if status == 202 or 200 <= status < 300:
+            return
+        if status == 400:
+            self.rejected += 1
+            log.error("PagerDuty rejected %s for %s (never retried): %s", action, inc.id, text[:500])
+            raise DeliveryError(f"PagerDuty 400 for {action} {inc.id}: {text[:300]}", retry=False)
+        after = None
+        if retry_after:
+            try:
+                after = float(retry_after)
+            except ValueError:
+                after = None
+        if status == 429 or status >= 500:
+            raise DeliveryError(f"PagerDuty {status} for {action} {inc.id}", retry=True, after=after)
+        raise DeliveryError(f"PagerDuty {status} for {action} {inc.id}: {text[:300]}", retry=False)
+
+
+def _seconds(value: Any) -> timedelta:
+    try:
+        return timedelta(seconds=float(value or 0))
+    except (TypeError, ValueError):
+        return timedelta(0)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

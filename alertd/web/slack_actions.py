@@ -1,0 +1,235 @@
+"""Slack interactivity: POST /api/v1/slack/actions (buttons on incident messages).
+
+Every request is checked before anything happens: the ``X-Slack-Signature``
+over the raw body with the signing secret (slack_sdk's SignatureVerifier, which
+also refuses timestamps more than 5 minutes off), and a signature seen before
+inside that window is a replay. Anything else gets 401 and has no effect.
+
+Slack wants an answer within 3 seconds, so the handler answers 200 at once and
+does the work in a background task: acknowledge, resolve, silence (an
+Alertmanager silence for the incident's node, and its GPU for a GPU-level
+incident, recorded on the incident as annotation ``silence``) and unsilence.
+Who clicked goes into the incident's timeline.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import parse_qs
+
+import aiohttp
+from aiohttp import web
+from slack_sdk.signature import Clock, SignatureVerifier
+
+from alertd.alertmanager_api import AlertmanagerClient, AlertmanagerError, AlertmanagerSettings
+from alertd.durations import parse_duration
+from alertd.model import CLOSED
+from alertd.notify.slack import SlackSettings
+from alertd.notify.slack_render import (
+    ACTION_ACK,
+    ACTION_RESOLVE,
+    ACTION_SILENCE,
+    ACTION_UNSILENCE,
+    SILENCE_CHOICES,
+)
+
+log = logging.getLogger(__name__)
+PATH = "/api/v1/slack/actions"
+REPLAY_WINDOW = 5 * 60
+
+
+class _WallClock(Clock):
+    def __init__(self, now: Any = time.time):
+        self._now = now
+
+    def now(self) -> float:
+        return self._now()
+
+
+class SlackActions:
+    def __init__(self, svc: Any, *, wall_clock: Any = time.time):
+        self.svc = svc
+        self.settings = SlackSettings.from_config(svc.cfg)
+        self.wall_clock = wall_clock
+        secret = self.settings.signing_secret.strip()
+        self.verifier = SignatureVerifier(secret, _WallClock(wall_clock)) if secret else None
+        self.am = AlertmanagerClient(AlertmanagerSettings.from_config(svc.cfg))
+        self._seen: dict[str, float] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._http: aiohttp.ClientSession | None = None
+        self.handled = 0
+
+    # ----- HTTP -----
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if self.verifier is None:
+            return web.json_response({"error": "Slack interactivity is not configured (notify.slack.signing_secret)"},
+                                     status=503)
+        raw = await request.read()
+        timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        if not timestamp or not signature:
+            return _denied("unsigned request")
+        try:
+            int(timestamp)
+        except ValueError:
+            return _denied("bad timestamp")
+        try:
+            valid = self.verifier.is_valid(raw, timestamp, signature)
+        except UnicodeDecodeError:
+            valid = False
+        if not valid:
+            return _denied("bad signature or expired timestamp")
+        if not self._first_time(signature):
+            return _denied("replayed request")
+        try:
+            form = parse_qs(raw.decode("utf-8"), keep_blank_values=True)
+            payload = json.loads(form["payload"][0])
+            if not isinstance(payload, dict):
+                raise ValueError("payload is not an object")
+        except (KeyError, IndexError, ValueError, UnicodeDecodeError) as exc:
+            return web.json_response({"error": f"no usable payload: {exc}"}, status=400)
+        if payload.get("type") == "block_actions":
+            task = asyncio.get_running_loop().create_task(self.process(payload), name="alertd-slack-action")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return web.Response(status=200)
+
+    def _first_time(self, signature: str) -> bool:
+        now = self.wall_clock()
+        for sig, seen in list(self._seen.items()):
+            if now - seen > REPLAY_WINDOW + 60:
+                del self._seen[sig]
+        if signature in self._seen:
+            return False
+        self._seen[signature] = now
+        return True
+
+    # ----- the work -----
+
+    async def process(self, payload: dict) -> None:
+        user = payload.get("user") or {}
+        uid = user.get("id", "")
+        name = user.get("username") or user.get("name") or uid or "someone"
+        actor = f"{name} (slack:{uid})" if uid else name
+        for action in payload.get("actions") or []:
+            action_id = action.get("action_id", "")
+            incident_id = action.get("value", "")
+            try:
+                message = await self._act(action_id, incident_id, actor)
+            except Exception as exc:  # report to the clicker; never crash the task
+                log.exception("Slack action %s on %s by %s failed", action_id, incident_id, actor)
+                message = f"Could not {action_id.removeprefix('alertd_').replace('_', ' ')} {incident_id}: {exc}"
+            self.handled += 1
+            if message:
+                await self._tell(payload, message)
+
+    async def _act(self, action_id: str, incident_id: str, actor: str) -> str:
+        svc = self.svc
+        if not incident_id:
+            return "This button carries no incident id."
+        if action_id == ACTION_ACK:
+            changes = await svc.acknowledge(incident_id, actor)
+            return "" if changes else f"{incident_id} is not open (already acknowledged or resolved)."
+        if action_id == ACTION_RESOLVE:
+            changes = await svc.resolve(incident_id, actor)
+            return "" if changes else f"{incident_id} is already resolved."
+        if action_id.startswith(ACTION_SILENCE):
+            return await self._silence(incident_id, action_id[len(ACTION_SILENCE):], actor)
+        if action_id == ACTION_UNSILENCE:
+            return await self._unsilence(incident_id, actor)
+        log.info("ignoring unknown Slack action %r", action_id)
+        return ""
+
+    async def _silence(self, incident_id: str, choice: str, actor: str) -> str:
+        if choice not in SILENCE_CHOICES:
+            return f"Unknown silence duration {choice!r}."
+        inc = await self.svc.store.get_incident(incident_id)
+        if inc is None or inc.status == CLOSED:
+            return f"{incident_id} is not open."
+        old = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
+        now = datetime.now(timezone.utc)
+        ncfg = self.svc.cfg.normalize
+        info = await self.am.silence_incident(inc, parse_duration(choice), actor, now, node_labels=ncfg.node_labels,
+                                              cluster_label=ncfg.cluster_label, alertd_url=self.svc.cfg.external_url)
+        if old and old.get("id") and old["id"] != info["id"]:
+            try:
+                await self.am.expire_silence(old["id"])
+            except AlertmanagerError as exc:
+                log.info("could not expire the previous silence %s of %s: %s", old["id"], incident_id, exc)
+        until = info["endsAt"].replace("T", " ").replace("Z", " UTC")
+        changes = await self.svc.annotate(incident_id, "silence", info, "silenced",
+                                          f"silenced for {choice} by {actor} until {until} (Alertmanager silence {info['id']})",
+                                          actor)
+        return "" if changes else f"Silence {info['id']} created, but {incident_id} closed meanwhile."
+
+    async def _unsilence(self, incident_id: str, actor: str) -> str:
+        inc = await self.svc.store.get_incident(incident_id)
+        if inc is None:
+            return f"No incident {incident_id}."
+        silence = inc.annotations.get("silence")
+        if not isinstance(silence, dict) or not silence.get("id"):
+            return f"{incident_id} has no silence."
+        try:
+            await self.am.expire_silence(silence["id"])
+        except AlertmanagerError as exc:
+            if "expired" not in str(exc) and "404" not in str(exc):
+                raise
+        changes = await self.svc.annotate(incident_id, "silence", None, "silence_removed",
+                                          f"unsilenced by {actor} (Alertmanager silence {silence['id']} expired)", actor)
+        return "" if changes else f"Silence {silence['id']} expired; {incident_id} is closed."
+
+    async def _tell(self, payload: dict, text: str) -> None:
+        """An ephemeral note to the clicker through the payload's response_url (best effort)."""
+        url = payload.get("response_url") or ""
+        if not url.startswith(("https://", "http://")):
+            log.info("Slack action: %s", text)
+            return
+        if self._http is None:
+            self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
+        try:
+            async with self._http.post(url, json={"response_type": "ephemeral", "replace_original": False,
+                                                  "text": text}) as resp:
+                await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            log.warning("could not answer a Slack action through response_url: %s", exc)
+
+    # ----- lifecycle -----
+
+    async def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait for running actions (tests, shutdown)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+
+    async def close(self) -> None:
+        await self.wait_idle(5.0)
+        await self.am.close()
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+
+def _denied(reason: str) -> web.Response:
+    return web.json_response({"error": reason}, status=401)
+
+
+ACTIONS = web.AppKey("slack_actions", SlackActions)
+
+
+def register(app: web.Application) -> SlackActions:
+    """Add the endpoint to an app that already holds the service (alertd.web.app.build_app)."""
+    from alertd.web.app import SERVICE
+
+    actions = SlackActions(app[SERVICE])
+    app[ACTIONS] = actions
+    app.router.add_post(PATH, actions.handle)
+
+    async def on_cleanup(_: web.Application) -> None:
+        await actions.close()
+
+    app.on_cleanup.append(on_cleanup)
+    return actions

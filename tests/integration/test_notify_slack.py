@@ -1,0 +1,406 @@
+"""Slack flow through the whole service against the Slack Web API test server.
+
+The real slack_sdk client talks to tests/support/slack_server.py over loopback:
+one post per incident then edits in place, replies in its thread, the
+per-channel rate, 429 Retry-After, coalescing, and no second post after a crash
+between the post and the outbox commit. ``Harness`` is shared by the other
+test_notify_* modules.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from alertd.config import parse_config
+from alertd.engine.pipeline import Engine
+from alertd.metrics import Metrics
+from alertd.model import Alert
+from alertd.notify.outbox import OutboxWorker
+from alertd.notify.setup import build_notifiers, build_router
+from alertd.notify.slack import SlackNotifier, SlackSettings
+from alertd.rules import load_rules
+from alertd.service import Service, utcnow
+from alertd.store.base import Step
+from alertd.store.sqlite import SqliteStore
+from alertd.web.app import build_app
+from alertd.web.slack_actions import ACTIONS
+from tests.support.slack_server import SlackTestServer
+from tests.support.webhooks import gpu_alert, webhook
+
+ROOT = Path(__file__).resolve().parents[2]
+HOOK = "/api/v1/alerts/alertmanager"
+SECRET = "e3b0c44298fc1c149afbf4c8996fb924"
+TOKEN = "xoxb-test"
+
+ROUTING = """
+routing:
+  receivers:
+    - name: oncall
+      slack: "#gpu-oncall"
+      pagerduty: {routing_key: "${infra}"}
+    - name: alerts
+      slack: "#gpu-alerts"
+  routes:
+    - name: page
+      match: ['severity="critical"']
+      receiver: oncall
+  default_receiver: alerts
+"""
+
+
+def rules_dir(tmp_path: Path, routing: str) -> Path:
+    d = tmp_path / "rules"
+    d.mkdir(exist_ok=True)
+    for name in ("xid-catalog.yml", "signals.yml", "correlation.yml"):
+        shutil.copy(ROOT / "rules" / name, d / name)
+    (d / "routing.yml").write_text(routing)
+    return d
+
+
+def xid_alert(node: str, gpu: int = 0, code: int = 79, *, cluster: str = "prod", starts: datetime | None = None,
+              status: str = "firing") -> dict[str, Any]:
+    starts = starts or datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=1)
+    return gpu_alert(cluster, node, gpu, 0, starts_at=starts, status=status,
+                     extra={"xid": str(code), "severity": "critical"})
+
+
+def hook(*alerts: dict, node: str = "n1", cluster: str = "prod") -> dict:
+    return webhook(list(alerts), cluster=cluster, node=node)
+
+
+async def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval)
+
+
+class Harness:
+    """alertd in-process (real socket, SQLite, outbox, notifiers) wired to test servers."""
+
+    def __init__(self, tmp_path: Path, *, slack: SlackTestServer | None = None, pagerduty_url: str = "",
+                 routing_keys: dict[str, str] | None = None, alertmanager_url: str = "", debounce: str = "0s",
+                 routing: str = ROUTING, per_channel: float = 20.0, slack_extra: dict | None = None,
+                 db: Path | None = None):
+        self.tmp_path = tmp_path
+        self.slack = slack
+        doc: dict[str, Any] = {"rules": {"paths": [str(rules_dir(tmp_path, routing))]},
+                               "runbook_base_url": "https://runbooks.example/", "notify": {}}
+        if slack is not None:
+            doc["notify"]["slack"] = {"token": TOKEN, "base_url": slack.base_url, "signing_secret": SECRET,
+                                      "debounce": debounce, "rate": {"per_channel": per_channel}, **(slack_extra or {})}
+        if pagerduty_url:
+            doc["notify"]["pagerduty"] = {"events_url": pagerduty_url, "routing_keys": routing_keys or {}}
+        if alertmanager_url:
+            doc["alertmanager"] = {"url": alertmanager_url}
+        self.cfg = parse_config(doc, "test")
+        self.db = db or tmp_path / "alertd.sqlite3"
+        self.client: TestClient | None = None
+
+    async def start(self) -> "Harness":
+        self.store = SqliteStore(self.db)
+        self.rules = load_rules(self.cfg.rule_paths)
+        self.notifiers = build_notifiers(self.cfg, self.store, utcnow)
+        self.router = build_router(self.cfg, self.rules)
+        self.svc = Service(self.cfg, self.store, self.rules, notifiers=self.notifiers, router=self.router)
+        self.app = build_app(self.svc)
+        self.client = TestClient(TestServer(self.app, host="127.0.0.1"))
+        await self.client.start_server()
+        return self
+
+    async def stop(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+            self.client = None
+
+    async def post(self, doc: dict) -> None:
+        resp = await self.client.post(HOOK, json=doc)
+        assert resp.status == 200, await resp.text()
+
+    async def incidents(self, **query) -> list[dict]:
+        resp = await self.client.get("/api/v1/incidents", params=query)
+        return (await resp.json())["incidents"]
+
+    async def incident(self, incident_id: str) -> dict:
+        return await (await self.client.get(f"/api/v1/incidents/{incident_id}")).json()
+
+    async def one_incident(self) -> dict:
+        rows = await wait_for(self.incidents)
+        assert len(rows) == 1, rows
+        return rows[0]
+
+    # ----- Slack buttons -----
+
+    @staticmethod
+    def action_body(action_id: str, incident_id: str, *, user: tuple[str, str] = ("U0ANA", "ana")) -> bytes:
+        payload = {
+            "type": "block_actions",
+            "user": {"id": user[0], "username": user[1], "name": user[1], "team_id": "T0ALERTD01"},
+            "api_app_id": "A0ALERTD01",
+            "team": {"id": "T0ALERTD01", "domain": "alertd-test"},
+            "container": {"type": "message", "message_ts": "1.000001", "channel_id": "C0X"},
+            "channel": {"id": "C0X", "name": "gpu-oncall"},
+            "trigger_id": "1.2.3",
+            "actions": [{"type": "button", "action_id": action_id, "block_id": f"alertd:{incident_id}",
+                         "value": incident_id, "action_ts": "1.000002", "text": {"type": "plain_text", "text": "x"}}],
+        }
+        return urlencode({"payload": json.dumps(payload)}).encode()
+
+    @staticmethod
+    def signed(body: bytes, timestamp: int | None = None, secret: str = SECRET) -> dict[str, str]:
+        import hashlib
+        import hmac
+
+        ts = str(int(time.time()) if timestamp is None else timestamp)
+        sig = hmac.new(secret.encode(), b"v0:" + ts.encode() + b":" + body, hashlib.sha256).hexdigest()
+        return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": "v0=" + sig,
+                "Content-Type": "application/x-www-form-urlencoded"}
+
+    async def click(self, action_id: str, incident_id: str, **kw) -> int:
+        body = self.action_body(action_id, incident_id, **kw)
+        resp = await self.client.post("/api/v1/slack/actions", data=body, headers=self.signed(body))
+        return resp.status
+
+    async def actions_idle(self) -> None:
+        await self.app[ACTIONS].wait_idle()
+
+
+@pytest.fixture
+async def slack():
+    server = SlackTestServer(token=TOKEN, signing_secret=SECRET)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def harness(tmp_path, slack):
+    h = await Harness(tmp_path, slack=slack).start()
+    yield h
+    await h.stop()
+
+
+def posts(slack: SlackTestServer, channel: str | None = None, *, top: bool | None = None):
+    out = []
+    for c in slack.calls_of("chat.postMessage"):
+        if channel and c.params.get("channel") not in (channel, slack.channel_id(channel)):
+            continue
+        if top is True and c.params.get("thread_ts"):
+            continue
+        if top is False and not c.params.get("thread_ts"):
+            continue
+        out.append(c)
+    return out
+
+
+def top_messages(slack: SlackTestServer, channel: str) -> list[dict]:
+    return [m for m in (slack.messages.get(channel) or {}).values() if "thread_ts" not in m]
+
+
+async def test_one_post_then_updates_in_place_and_replies_in_the_thread(harness, slack):
+    await harness.post(hook(xid_alert("n1", 0)))
+    await wait_for(lambda: top_messages(slack, "#gpu-oncall"))
+    (message,) = top_messages(slack, "#gpu-oncall")
+    assert "Xid 79" in message["text"] and message["blocks"][0]["type"] == "header"
+    inc = await harness.one_incident()
+    assert message["text"].endswith(f"({inc['id']})")
+
+    # a second GPU of the node joins: the message is edited and the thread says what joined
+    await harness.post(hook(xid_alert("n1", 1)))
+    await wait_for(lambda: slack.replies("#gpu-oncall", message["ts"]))
+    await wait_for(lambda: slack.messages["#gpu-oncall"][message["ts"]]["updates"] >= 1)
+    reply = slack.replies("#gpu-oncall", message["ts"])[0]
+    assert "GPU 1" in reply["text"] or "GPU 1" in json.dumps(reply["blocks"])
+    edited = slack.messages["#gpu-oncall"][message["ts"]]
+    assert "2 firing" in json.dumps(edited["blocks"])
+
+    # resolved from the API: edited at once, resolution summary in the thread
+    resp = await harness.client.post(f"/api/v1/incidents/{inc['id']}/resolve", params={"by": "bo"})
+    assert resp.status == 200
+    await wait_for(lambda: "RESOLVED" in slack.messages["#gpu-oncall"][message["ts"]]["text"])
+    await wait_for(lambda: len(slack.replies("#gpu-oncall", message["ts"])) >= 2)
+    summary = json.dumps(slack.replies("#gpu-oncall", message["ts"])[-1]["blocks"])
+    assert "resolved by bo" in summary and "Summary" in summary
+
+    assert len(top_messages(slack, "#gpu-oncall")) == 1  # never a second top-level message
+    assert len(posts(slack, "#gpu-oncall", top=True)) == 1
+    assert {c.params["ts"] for c in slack.calls_of("chat.update")} == {message["ts"]}
+    assert all(c.params["channel"] == slack.channel_id("#gpu-oncall") for c in slack.calls_of("chat.update"))
+    assert not slack.messages.get("#gpu-alerts")  # not routed there
+
+
+async def test_posts_to_one_channel_are_spaced_by_the_rate(tmp_path, slack):
+    h = await Harness(tmp_path, slack=slack, per_channel=4.0).start()  # 0.25 s apart
+    try:
+        for i in range(5):  # one cluster each: five incidents, not one storm
+            await h.post(hook(xid_alert(f"rate-{i}", 0, cluster=f"c{i}"), node=f"rate-{i}", cluster=f"c{i}"))
+        await wait_for(lambda: len(top_messages(slack, "#gpu-oncall")) == 5)
+        times = [c.at for c in posts(slack, "#gpu-oncall", top=True)]
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert len(times) == 5 and min(gaps) >= 0.24, gaps
+    finally:
+        await h.stop()
+
+
+async def test_429_waits_for_retry_after_then_posts_once(harness, slack):
+    slack.fail_next("chat.postMessage", status=429, retry_after=1)
+    await harness.post(hook(xid_alert("n1", 0)))
+    await wait_for(lambda: top_messages(slack, "#gpu-oncall"))
+    tries = posts(slack, "#gpu-oncall", top=True)
+    assert len(tries) == 2 and tries[1].at - tries[0].at >= 1.0, [t.at for t in tries]
+    assert len(top_messages(slack, "#gpu-oncall")) == 1
+
+
+async def test_bursts_are_coalesced_but_acknowledge_is_immediate(tmp_path, slack):
+    h = await Harness(tmp_path, slack=slack, debounce="1500ms").start()
+    try:
+        await h.post(hook(xid_alert("n1", 0)))
+        await wait_for(lambda: top_messages(slack, "#gpu-oncall"))
+        ts = top_messages(slack, "#gpu-oncall")[0]["ts"]
+        for g in range(1, 6):  # five more GPUs fail within a second
+            await h.post(hook(xid_alert("n1", g)))
+            await asyncio.sleep(0.1)
+        await wait_for(lambda: "6 firing" in json.dumps(slack.messages["#gpu-oncall"][ts]["blocks"]), timeout=10)
+        await asyncio.sleep(2.0)
+        updates = slack.calls_of("chat.update")
+        assert 1 <= len(updates) <= 2, len(updates)  # five changes, one or two edits
+        replies = slack.replies("#gpu-oncall", ts)
+        text = " ".join(json.dumps(r["blocks"]) for r in replies)
+        assert len(replies) <= 3 and all(f"GPU {g}" in text for g in range(1, 6))
+
+        inc = await h.one_incident()
+        before = len(slack.calls_of("chat.update"))
+        started = time.monotonic()
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/ack", params={"by": "ana"})
+        assert resp.status == 200
+        await wait_for(lambda: len(slack.calls_of("chat.update")) > before, timeout=5)
+        assert time.monotonic() - started < 1.2  # not held for the 1.5 s debounce
+        assert "ACKNOWLEDGED" in slack.messages["#gpu-oncall"][ts]["text"]
+    finally:
+        await h.stop()
+
+
+async def test_bad_token_and_unknown_channel_fail_without_retrying(tmp_path):
+    server = SlackTestServer(token="xoxb-right", channels=["#gpu-alerts"])
+    await server.start()
+    try:
+        h = await Harness(tmp_path, slack=server).start()  # configured with the wrong token
+        try:
+            await h.post(hook(xid_alert("n1", 0)))
+            await wait_for(lambda: server.calls_of("chat.postMessage"))
+
+            async def failed():
+                return (await h.store.stats()).get("outbox_failed", 0) >= 1
+            await wait_for(failed)
+            await asyncio.sleep(1.0)
+            assert len(server.calls_of("chat.postMessage")) == 1  # invalid_auth is never retried
+        finally:
+            await h.stop()
+        (tmp_path / "b").mkdir()
+        h = await Harness(tmp_path / "b", slack=server, slack_extra={"token": "xoxb-right"}).start()
+        try:
+            await h.post(hook(xid_alert("n2", 0), node="n2"))
+            await wait_for(lambda: len(server.calls_of("chat.postMessage")) == 2)
+            await asyncio.sleep(1.0)
+            assert len(server.calls_of("chat.postMessage")) == 2  # channel_not_found is not retried either
+            assert (await h.store.stats()).get("outbox_failed") == 1
+        finally:
+            await h.stop()
+    finally:
+        await server.stop()
+
+
+async def test_no_second_post_after_a_crash_between_post_and_commit(tmp_path, slack):
+    """The ts is saved right after chat.postMessage; a redelivery of the same item edits instead of posting."""
+    rules = load_rules([rules_dir(tmp_path, ROUTING)])
+    cfg = parse_config({"notify": {"slack": {"token": TOKEN, "base_url": slack.base_url, "debounce": "0s"}}}, "test")
+    db = tmp_path / "crash.sqlite3"
+    store = SqliteStore(db)
+    await store.open()
+    eng = Engine(rules)
+    now = datetime.now(timezone.utc)
+    a = Alert.from_wire({**xid_alert("n1", 0), "receivedAt": None})
+    changes = eng.ingest([a], now)
+    router = build_router(cfg, rules)
+    items = [i for i in router.route(changes, now) if i.target.startswith("slack:")]
+    assert [i.target for i in items] == ["slack:#gpu-oncall"]
+    await store.commit_step(Step(changes=changes, outbox=items, next_seq=eng.state.next_seq))
+
+    worker = OutboxWorker(store, {"slack": SlackNotifier(SlackSettings.from_config(cfg), store, utcnow)}, Metrics(), utcnow)
+
+    class Killed(Exception):
+        pass
+
+    async def killed(*args, **kwargs):  # the process dies before the outbox commit
+        raise Killed("kill -9")
+    store.finish_outbox = killed  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        await worker.drain()
+    await worker.notifiers["slack"].close()
+    store._executor.shutdown(wait=True)  # the dead process leaves its connection behind
+    assert len(posts(slack, top=True)) == 1
+
+    # restart on the same database: the item is still pending, and its ref is stored
+    store2 = SqliteStore(db)
+    await store2.open()
+    try:
+        assert (await store2.stats()).get("outbox_pending") == 1
+        ref = await store2.notify_ref(changes[0].incident.id, "slack:#gpu-oncall")
+        assert ref is not None
+        notifier = SlackNotifier(SlackSettings.from_config(cfg), store2, utcnow)
+        worker2 = OutboxWorker(store2, {"slack": notifier}, Metrics(), utcnow)
+        await worker2.drain()
+        await notifier.close()
+        assert len(posts(slack, top=True)) == 1  # no duplicate
+        (update,) = slack.calls_of("chat.update")
+        (message,) = top_messages(slack, "#gpu-oncall")
+        assert update.params["ts"] == message["ts"] and ref == f"{message['channel']}|{message['ts']}"
+        assert (await store2.stats()).get("outbox_pending", 0) == 0
+    finally:
+        await store2.close()
+
+
+async def test_deleted_message_is_posted_again(harness, slack):
+    await harness.post(hook(xid_alert("n1", 0)))
+    await wait_for(lambda: top_messages(slack, "#gpu-oncall"))
+    cid = slack.channel_id("#gpu-oncall")
+    ts = top_messages(slack, "#gpu-oncall")[0]["ts"]
+    del slack.messages[cid][ts]  # someone deleted it in Slack
+    await harness.post(hook(xid_alert("n1", 1)))
+    await wait_for(lambda: top_messages(slack, "#gpu-oncall"))
+    (again,) = top_messages(slack, "#gpu-oncall")
+    assert again["ts"] != ts and "2 firing" in json.dumps(again["blocks"])
+
+
+async def test_a_busy_channel_does_not_hold_up_other_channels(tmp_path, slack):
+    h = await Harness(tmp_path, slack=slack, per_channel=1.0).start()
+    try:
+        for i in range(6):  # six pages into #gpu-oncall: about six seconds at one post per second
+            await h.post(hook(xid_alert(f"busy-{i}", 0, cluster=f"c{i}"), node=f"busy-{i}", cluster=f"c{i}"))
+        await wait_for(lambda: top_messages(slack, "#gpu-oncall"))
+        started = time.monotonic()
+        warm = gpu_alert("q", "quiet-1", 0, 4, starts_at=datetime.now(timezone.utc) - timedelta(minutes=1))
+        await h.post(webhook([warm], cluster="q", node="quiet-1"))
+        await wait_for(lambda: top_messages(slack, "#gpu-alerts"), timeout=5)
+        assert time.monotonic() - started < 1.5  # not queued behind the busy channel
+        assert len(top_messages(slack, "#gpu-oncall")) < 6
+        await wait_for(lambda: len(top_messages(slack, "#gpu-oncall")) == 6, timeout=15)
+        times = [c.at for c in posts(slack, "#gpu-oncall", top=True)]
+        assert min(b - a for a, b in zip(times, times[1:])) >= 0.95
+    finally:
+        await h.stop()
