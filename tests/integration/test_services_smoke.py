@@ -34,9 +34,9 @@ def _index_and_search(base_url: str) -> dict:
         "source": "gpu-node-7",
         "timestamp": "2026-01-02 03:04:05.678",
     }
-    status, body = http_json("PUT", f"{base_url}/graylog_0/_doc/1?refresh=true", doc)
+    status, body = http_json("PUT", f"{base_url}/smoke-services/_doc/1?refresh=true", doc)
     assert status == 201, body
-    status, body = http_json("POST", f"{base_url}/graylog_0/_search", {
+    status, body = http_json("POST", f"{base_url}/smoke-services/_search", {
         "query": {"bool": {"must": [{"match": {"message": "fallen bus"}}],
                            "filter": [{"term": {"source.keyword": "gpu-node-7"}}]}},
     })
@@ -61,7 +61,7 @@ def test_elasticsearch_works_with_the_v8_client(elasticsearch):
     # The official client checks the product header on every response.
     client = Elasticsearch(elasticsearch.url, request_timeout=30)
     try:
-        found = client.search(index="graylog_*", query={"match": {"message": "Xid"}})
+        found = client.search(index="smoke-services", query={"match": {"message": "Xid"}})
         assert found["hits"]["total"]["value"] == 1
         assert client.cluster.health()["status"] in ("yellow", "green")
     finally:
