@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
@@ -47,9 +48,41 @@ def decode_body(raw: bytes) -> Any:
     except UnicodeDecodeError as exc:
         raise BadPayload(f"body is not UTF-8 (byte {exc.start})") from None
     try:
-        return json.loads(text)
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadPayload(f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except (RecursionError, ValueError) as exc:  # nesting too deep, an integer of thousands of digits
+        raise BadPayload(f"malformed JSON: {str(exc).split(';')[0]}") from None
+    try:
+        where = _unstorable(doc, "") if _SUSPECT_ESCAPE.search(text) else None
+    except RecursionError:
+        raise BadPayload("malformed JSON: nested too deeply") from None
+    if where is not None:
+        raise BadPayload(f"{where or 'document'}: a \\u escape encodes a NUL or a lone UTF-16 surrogate, "
+                         "which no label or annotation can hold", where or "document")
+    return doc
+
+
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:[dD][89a-fA-F]|0000)")
+
+
+def _unstorable(value: Any, path: str) -> str | None:
+    """The path of the first string (or key) the stores cannot keep: a lone surrogate is not UTF-8,
+    and PostgreSQL text cannot hold NUL (such an alert would stop the processor)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+        return path if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        here = f"{path}.{key}" if path else str(key)
+        if (found := _unstorable(key, here) if isinstance(key, str) else None) is not None:
+            return found
+        if (found := _unstorable(item, here)) is not None:
+            return found
+    return None
 
 
 def fingerprint_of(labels: dict[str, str]) -> str:
@@ -82,7 +115,7 @@ def parse_notification(doc: Any, received_at: datetime) -> Notification:
     receiver = doc.get("receiver", "")
     external_url = doc.get("externalURL", "")
     alerts = []
-    for item in doc["alerts"]:
+    for i, item in enumerate(doc["alerts"]):
         ends_raw = item.get("endsAt") or ""
         labels = item["labels"]
         alerts.append(
@@ -91,8 +124,9 @@ def parse_notification(doc: Any, received_at: datetime) -> Notification:
                 status=item["status"],
                 labels=labels,
                 annotations=item.get("annotations") or {},
-                starts_at=parse_iso(item["startsAt"]),  # type: ignore[arg-type]
-                ends_at=None if not ends_raw or ends_raw.startswith(ZERO_TIME_PREFIX) else parse_iso(ends_raw),
+                starts_at=_timestamp(item["startsAt"], f"alerts.{i}.startsAt"),  # type: ignore[arg-type]
+                ends_at=None if not ends_raw or ends_raw.startswith(ZERO_TIME_PREFIX)
+                else _timestamp(ends_raw, f"alerts.{i}.endsAt"),
                 generator_url=item.get("generatorURL", ""),
                 receiver=receiver,
                 external_url=external_url,
@@ -107,6 +141,14 @@ def parse_notification(doc: Any, received_at: datetime) -> Notification:
         truncated=int(doc.get("truncatedAlerts") or 0),
         alerts=alerts,
     )
+
+
+def _timestamp(value: str, where: str) -> datetime | None:
+    """The schema checks the shape; the calendar (month 13, offset +25:00) is checked here."""
+    try:
+        return parse_iso(value)
+    except ValueError as exc:
+        raise BadPayload(f"{where}: {value!r} is not a valid RFC 3339 timestamp ({exc})", where) from None
 
 
 def delivery_key(alert: Alert) -> str:

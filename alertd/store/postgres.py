@@ -22,3 +22,6 @@ class PostgresStore(SqlStore):
 
     def _begin(self, cur: Any) -> None:
         pass  # psycopg opens a transaction on the first statement
+
+    def _lost(self, conn: Any) -> bool:
+        return conn.closed or conn.broken

@@ -1,0 +1,3 @@
+module alertd-bench
+
+go 1.26

@@ -1,0 +1,268 @@
+"""Run ``alertd serve`` as a real subprocess on a free loopback port.
+
+``AlertdProcess`` writes a config file into its work directory, starts the
+server with its own data directory, waits for ``/readyz``, and can stop it
+gracefully (SIGTERM), ``kill -9`` it, and start it again on the same data
+directory. The SQLite database can be opened read-only next to the running
+server (WAL mode allows concurrent readers) to check what was stored.
+
+Plain Python with no test-framework dependency: the benchmark uses it too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+RECEIVER_PATH = "/api/v1/alerts/alertmanager"
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
+_running: list["AlertdProcess"] = []
+
+
+class AlertdStartError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+         timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
+    """One request without proxies: (status, headers, body); status 0 when nothing answered."""
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with _opener.open(req, timeout=timeout) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+    except (OSError, ValueError):
+        return 0, {}, b""
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text format -> {'name{labels}': value} (comments skipped)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            continue
+    return out
+
+
+class AlertdProcess:
+    """One ``alertd serve`` subprocess; ``config`` is the YAML document (a dict) to run with."""
+
+    def __init__(self, workdir: Path | str, config: dict[str, Any] | None = None, *,
+                 cpus: str | None = None, python_args: Sequence[str] = (), env: dict[str, str] | None = None):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self.workdir / "data"
+        self.config = dict(config or {})
+        self.config_path = self.workdir / "alertd.yml"
+        self.log_path = self.workdir / "alertd.log"
+        self.cpus = cpus  # taskset CPU list, e.g. "0"
+        self.python_args = list(python_args)  # e.g. ["-m", "cProfile", "-o", "prof.out"]
+        self.env = env
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    # ----- addresses -----
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def receiver_url(self) -> str:
+        return self.url + RECEIVER_PATH
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "alertd.sqlite3"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # ----- lifecycle -----
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, *self.python_args, "-m", "alertd.cli", "serve", "--config", str(self.config_path),
+               "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir)]
+        return (["taskset", "-c", self.cpus] if self.cpus else []) + cmd
+
+    def start(self, timeout: float = 30.0) -> "AlertdProcess":
+        """Start (or restart, on the same data dir) and wait for /readyz; retries a port clash."""
+        for attempt in range(3):
+            self.port = free_port()
+            self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
+            env = dict(os.environ if self.env is None else self.env)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+            self.starts += 1
+            with open(self.log_path, "ab") as log:
+                log.write(f"\n==== start #{self.starts}: {' '.join(self.command())}\n".encode())
+                log.flush()
+                self.proc = subprocess.Popen(self.command(), cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
+                                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            if self not in _running:
+                _running.append(self)
+            try:
+                self.wait_ready(timeout)
+                return self
+            except AlertdStartError:
+                tail = self.log_tail(20)
+                self.kill()
+                if "address already in use" in tail and attempt < 2:
+                    continue
+                raise
+        raise AssertionError("unreachable")
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise AlertdStartError(f"alertd exited with status {self.proc.returncode}:\n{self.log_tail()}")
+            if http("GET", self.url + "/readyz", timeout=2)[0] == 200:
+                return
+            time.sleep(0.05)
+        raise AlertdStartError(f"alertd not ready after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def kill9(self) -> None:
+        """SIGKILL: no shutdown handler runs, nothing is flushed."""
+        if self.alive():
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the process group: taskset execs alertd in place
+            self.proc.wait(10)
+
+    kill = kill9
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM (graceful shutdown), SIGKILL if it does not exit in time; returns the exit status."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        return self.proc.returncode if self.proc is not None else 0
+
+    def stop(self) -> None:
+        self.terminate()
+        if self in _running:
+            _running.remove(self)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    # ----- HTTP -----
+
+    def post(self, body: bytes | dict, headers: dict[str, str] | None = None, timeout: float = 30.0):
+        """POST a webhook: (status, decoded JSON body or raw bytes, headers)."""
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        status, hdrs, raw = http("POST", self.receiver_url, data,
+                                 {"Content-Type": "application/json", **(headers or {})}, timeout)
+        try:
+            doc: Any = json.loads(raw)
+        except ValueError:
+            doc = raw
+        return status, doc, hdrs
+
+    def get_json(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        status, _, raw = http("GET", self.url + path, headers=headers)
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, raw
+
+    def metrics(self) -> dict[str, float]:
+        status, _, raw = http("GET", self.url + "/metrics")
+        if status != 200:
+            raise RuntimeError(f"/metrics answered {status}")
+        return parse_metrics(raw.decode())
+
+    # ----- process facts -----
+
+    def proc_status(self, field: str) -> int:
+        """A /proc/<pid>/status field in kB (VmRSS, VmHWM)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        raise KeyError(field)
+
+    # ----- the database, read-only -----
+
+    def db(self) -> sqlite3.Connection:
+        return open_readonly(self.db_path)
+
+    def inbox_pending(self) -> int:
+        with self.db() as conn:
+            return conn.execute("SELECT count(*) FROM inbox WHERE processed = 0").fetchone()[0]
+
+    def wait_drained(self, timeout: float = 60.0) -> None:
+        """Until every stored alert went through the engine (no pending inbox rows)."""
+        deadline = time.monotonic() + timeout
+        pending = -1
+        while time.monotonic() < deadline:
+            pending = self.inbox_pending()
+            if pending == 0:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"{pending} inbox rows still pending after {timeout:.0f} s:\n{self.log_tail()}")
+
+
+def open_readonly(path: Path | str) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+    conn.execute("PRAGMA query_only=1")
+    return conn
+
+
+def inbox_key_counts(conn: sqlite3.Connection) -> Counter:
+    """How often each idempotency key is in the inbox (the unique index says at most once)."""
+    return Counter(r[0] for r in conn.execute("SELECT dedup FROM inbox"))
+
+
+def inbox_fingerprint_counts(conn: sqlite3.Connection) -> Counter:
+    return Counter(r[0].split("|", 1)[0] for r in conn.execute("SELECT dedup FROM inbox"))
+
+
+def member_fingerprint_counts(conn: sqlite3.Connection) -> Counter:
+    """In how many incidents each fingerprint is a member."""
+    return Counter(r[0] for r in conn.execute("SELECT fingerprint FROM members"))
+
+
+@atexit.register
+def _stop_all() -> None:
+    for p in list(_running):
+        try:
+            p.kill9()
+        except Exception:
+            pass
