@@ -4,6 +4,7 @@
 ``bind``, ``submit(changes)`` after each committed step, and ``close``.
 See docs/enrichment.md.
 """
-from alertd.enrich.enricher import Enricher, EnrichSettings
+from alertd.enrich.enricher import Enricher
+from alertd.enrich.settings import EnrichSettings
 
 __all__ = ["Enricher", "EnrichSettings"]

@@ -24,9 +24,9 @@ from typing import Any, Sequence
 
 import aiohttp
 
-from alertd.enrich.logs import (
-    LogBackend, LogLine, LogQuery, LogSettings, LogsUnavailable, doc_to_line, iso_millis,
-)
+from alertd.enrich.logs import LogBackend, LogLine, LogQuery, LogsUnavailable, doc_to_line
+from alertd.enrich.settings import LogSettings
+from alertd.enrich.timestamps import iso_millis
 
 REQUESTED_BY = "alertd"
 

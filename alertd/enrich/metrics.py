@@ -1,0 +1,51 @@
+"""Enrichment on ``/metrics``: latency histogram, log query outcomes, Kubernetes API calls.
+
+The counters live on the searcher and the Kubernetes client (plain ints, no
+Prometheus on the hot path); a collector reads them at scrape time.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from alertd.enrich.enricher import Enricher
+
+
+def register(enricher: "Enricher", registry: Any) -> Any:
+    """Register the enricher's metrics; returns the histogram it observes latencies in."""
+    from prometheus_client import Histogram
+
+    histogram = Histogram(
+        "alertd_enrichment_seconds", "Time from an incident change to its enrichment being written.",
+        buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60), registry=registry)
+    registry.register(StatsCollector(enricher))
+    return histogram
+
+
+class StatsCollector:
+    """Exposes the searcher's and the Kubernetes client's counters on /metrics."""
+
+    def __init__(self, enricher: "Enricher"):
+        self.enricher = enricher
+
+    def collect(self):  # pragma: no cover - exercised through /metrics
+        from prometheus_client.core import CounterMetricFamily
+
+        e = self.enricher
+        if e.searcher is not None:
+            s = e.searcher.stats
+            fam = CounterMetricFamily("alertd_enrichment_log_queries", "Log queries by outcome.", labels=["outcome"])
+            fam.add_metric(["cache_hit"], s.cache_hits)
+            fam.add_metric(["joined"], s.joined)
+            fam.add_metric(["searched"], s.searched)
+            fam.add_metric(["failed"], s.failures)
+            yield fam
+            yield CounterMetricFamily("alertd_enrichment_log_requests", "Requests sent to the log backend.",
+                                      value=e.searcher.backend.requests)
+        if e.kube is not None:
+            yield CounterMetricFamily("alertd_enrichment_kube_requests", "Kubernetes API requests.", value=e.kube.stats.calls)
+            yield CounterMetricFamily("alertd_enrichment_kube_errors", "Failed Kubernetes API requests.",
+                                      value=e.kube.stats.errors)
+
+
+__all__ = ["StatsCollector", "register"]

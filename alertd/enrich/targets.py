@@ -1,0 +1,85 @@
+"""Which nodes of an incident to enrich, and what to look for on each.
+
+An incident is enriched per node: the node it is about, or for a fleet
+incident every node it covers. A :class:`Target` carries what the jobs need
+about that node: where to centre the log window (the earliest ``startsAt`` of
+the incident's alerts there) and which GPUs and pods the alerts named, so
+only Xids of those GPUs can reclassify the incident and the pods shown are
+the ones the exporter named.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable
+
+from alertd.enrich.annotations import KUBE_NODE, LOG_EVIDENCE, PODS
+from alertd.model import Incident
+
+
+@dataclass(slots=True)
+class Target:
+    """One node of one incident to enrich."""
+
+    incident_id: str
+    node: str
+    anchor: datetime  # the earliest startsAt of the incident's alerts on this node
+    cluster: str = ""
+    fleet: bool = False
+    gpus: list[dict[str, str]] = field(default_factory=list)  # GPUs the alerts named on this node
+    pods: dict[tuple[str, str], list[dict[str, str]]] = field(default_factory=dict)  # (ns, pod) -> GPUs (dcgm pod labels)
+    submitted: float = 0.0
+
+
+def nodes_of(inc: Incident) -> list[str]:
+    nodes: list[str] = []
+    for n in ([*inc.nodes] if inc.fleet else [inc.node]) + [m.subject.node for m in inc.members.values()]:
+        if n and n not in nodes:
+            nodes.append(n)
+    return nodes
+
+
+def member_nodes(inc: Incident, exclude: set[str]) -> set[str]:
+    out = {m.subject.node for fp, m in inc.members.items() if fp not in exclude and m.subject.node}
+    if inc.fleet:
+        joined = {m.subject.node for fp, m in inc.members.items() if fp in exclude}
+        out |= {n for n in inc.nodes if n not in joined}
+    return out
+
+
+def enriched_before(inc: Incident, changed: set[str]) -> set[str]:
+    """Nodes of an incident first seen after a restart (or a late bind) that were enriched before:
+    those of members that did not change in this step; only the ones that just joined are new."""
+    seen = member_nodes(inc, exclude=changed)
+    if not inc.fleet and inc.node and any(inc.annotations.get(k) for k in (LOG_EVIDENCE, PODS, KUBE_NODE)):
+        seen.add(inc.node)
+    return seen
+
+
+def target_for(inc: Incident, node: str, incident: Callable[[str], Incident | None], submitted: float) -> Target:
+    """The target for one node; ``incident`` looks up a fleet incident's children."""
+    members = [m for m in inc.members.values() if m.subject.node == node]
+    if not members and inc.fleet:  # a node the fleet took over: its alerts live in the child incident
+        for child_id in inc.children:
+            child = incident(child_id)
+            if child is not None:
+                members += [m for m in child.members.values() if m.subject.node == node]
+    anchor = min((m.starts_at for m in members), default=inc.opened_at)
+    gpus: list[dict[str, str]] = []
+    pods: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for m in members:
+        g = m.subject.gpu.to_dict() if m.subject.gpu else None
+        if g and g not in gpus:
+            gpus.append(g)
+        if m.subject.pod and g:  # dcgm pod mapping: the GPU's labels name the pod using it
+            lst = pods.setdefault((m.subject.namespace, m.subject.pod), [])
+            if g and g not in lst:
+                lst.append(g)
+    if not inc.fleet and node == inc.node:
+        for g in inc.gpus:
+            if g not in gpus:
+                gpus.append(dict(g))
+    return Target(inc.id, node, anchor, inc.cluster, inc.fleet, gpus, pods, submitted)
+
+
+__all__ = ["Target", "enriched_before", "member_nodes", "nodes_of", "target_for"]

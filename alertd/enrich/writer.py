@@ -1,0 +1,162 @@
+"""Writes what enrichment found back to its incidents, off the enrichment jobs' path.
+
+A result only marks its incident dirty; one background task turns each dirty
+incident's state into annotation values and writes those that changed
+(``Service.annotate``, one step per key), then any queued Xid upgrade
+(``Service.add_evidence``). After a wake-up it waits ``write_delay`` so a
+burst of results for one incident becomes one pass. Notifications never wait
+for this: each annotation is a later change that notifiers see as an update.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Callable
+
+from alertd.enrich.annotations import IncidentState, describe
+from alertd.enrich.logs import describe_error
+from alertd.model import Incident
+
+log = logging.getLogger(__name__)
+
+EVENT_KIND = "enrichment"
+SOURCE = "kernel log"
+
+
+def engine_incident(service: Any, incident_id: str) -> Incident | None:
+    """The incident as the engine holds it now; None once it is gone (or before bind)."""
+    engine = getattr(service, "engine", None)
+    if engine is None:
+        return None
+    return engine.state.incidents.get(incident_id)
+
+
+class AnnotationWriter:
+    """Coalesces dirty incidents and writes their annotations through the service.
+
+    ``states`` is the enricher's per-incident state (shared, not copied);
+    ``values`` computes an incident's annotation values from it; ``service``,
+    ``delay`` and ``closed`` are asked on every use, so the writer follows the
+    enricher's bind, its settings and its shutdown; ``later`` schedules a retry;
+    ``counts`` gets ``writes`` and ``upgrades``."""
+
+    def __init__(self, states: dict[str, IncidentState], values: Callable[[str], dict[str, Any]], *,
+                 service: Callable[[], Any], delay: Callable[[], float], closed: Callable[[], bool],
+                 later: Callable[[float, Callable[[], Awaitable[None]]], None], counts: dict[str, int]):
+        self._service = service
+        self._states = states
+        self._values = values
+        self._delay = delay
+        self._closed = closed
+        self._later = later
+        self._counts = counts
+        self._dirty: dict[str, None] = {}
+        self._task: asyncio.Task | None = None
+        self._wake: asyncio.Event | None = None
+        self._writing = False
+        self._force: set[str] = set()
+
+    @property
+    def idle(self) -> bool:
+        return not self._dirty and not self._writing
+
+    def mark_dirty(self, incident_id: str) -> asyncio.Future | None:
+        """Queue a write of the incident; the future resolves once it was written (None: nothing to write)."""
+        state = self._states.get(incident_id)
+        if state is None or self._closed() or self._service() is None:
+            return None
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        state.waiters.append(fut)
+        self._dirty[incident_id] = None
+        if self._task is None or self._task.done():
+            self._wake = asyncio.Event()
+            self._task = loop.create_task(self._write_loop(), name="alertd-enrich-writer")
+        assert self._wake is not None
+        self._wake.set()
+        return fut
+
+    def forget(self, incident_id: str, state: IncidentState | None) -> None:
+        """The incident was resolved: drop its pending write and release whoever waits for it."""
+        self._dirty.pop(incident_id, None)
+        if state is not None:
+            for fut in state.waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def close(self) -> None:
+        """Let a write in progress finish (2s at most), then cancel whatever still waits."""
+        if self._task is not None:
+            if self._wake is not None:
+                self._wake.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), 2)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
+        for state in self._states.values():
+            for fut in state.waiters:
+                if not fut.done():
+                    fut.cancel()
+
+    async def _write_loop(self) -> None:
+        assert self._wake is not None
+        while not self._closed() or self._dirty:
+            await self._wake.wait()
+            self._wake.clear()
+            delay = self._delay()
+            if delay > 0 and not self._closed():
+                await asyncio.sleep(delay)
+            while self._dirty:
+                incident_id = next(iter(self._dirty))
+                del self._dirty[incident_id]
+                self._writing = True
+                try:
+                    await self._flush(incident_id)
+                except Exception as exc:  # e.g. the store is failing: try again shortly
+                    log.warning("could not write enrichment for %s, retrying: %s", incident_id, describe_error(exc))
+                    self._later(2.0, lambda iid=incident_id: self._rewrite(iid))
+                finally:
+                    self._writing = False
+            if self._closed():
+                return
+
+    async def _rewrite(self, incident_id: str) -> None:
+        # After a failed commit the engine's memory may hold values the store lost: write them all again.
+        self._force.add(incident_id)
+        self.mark_dirty(incident_id)
+
+    async def _flush(self, incident_id: str) -> None:
+        state = self._states.get(incident_id)
+        if state is None:
+            return
+        waiters, state.waiters = state.waiters, []
+        force = incident_id in self._force
+        self._force.discard(incident_id)
+        try:
+            svc = self._service()
+            for key, value in self._values(incident_id).items():
+                inc = engine_incident(svc, incident_id)
+                if inc is None:
+                    return
+                current = inc.annotations.get(key)
+                if value is None and key not in inc.annotations:
+                    continue
+                if value == current and not force:
+                    continue
+                await svc.annotate(incident_id, key, value, EVENT_KIND, describe(key, value))
+                self._counts["writes"] += 1
+            while state.signals:
+                if engine_incident(svc, incident_id) is None:
+                    break
+                changes = await svc.add_evidence(incident_id, state.signals[0], SOURCE)
+                state.signals.pop(0)
+                if changes:
+                    self._counts["upgrades"] += 1
+        finally:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+
+__all__ = ["AnnotationWriter", "EVENT_KIND", "SOURCE", "engine_incident"]
