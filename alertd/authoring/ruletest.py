@@ -83,7 +83,7 @@ class FileResult:
 
 def chosen_receivers(run: VirtualRun, inc: Incident) -> list[str]:
     """Receivers the routes pick for ``inc`` now, muted ones left out."""
-    from alertd.notify.routing import decide
+    from alertd.notify.decision import decide
 
     router = run.router
     cordoned = router.cordoned_at(inc) if hasattr(router, "cordoned_at") else None

@@ -52,7 +52,7 @@ def build_router(rules: RuleSet, cfg: Config | None = None) -> Any:
 
         return build(cfg, rules)
     if has_routing(rules):
-        from alertd.notify.routing import Router
+        from alertd.notify.router import Router
 
         return Router(rules.routing, available=ALL_NOTIFIERS)
     from alertd.notify.router import ConsoleRouter

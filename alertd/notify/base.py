@@ -1,9 +1,11 @@
-"""The one small interface every notifier implements."""
+"""The one small interface every notifier implements, and the settings every notifier shares."""
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+from typing import Any
 
+from alertd.durations import parse_duration
 from alertd.store.base import OutboxItem
 
 
@@ -30,3 +32,26 @@ class Notifier(abc.ABC):
 
     async def close(self) -> None:
         return None
+
+
+@dataclass(slots=True)
+class NotifierSettings:
+    """What every notifier's settings share: the request timeout and where message links point."""
+
+    timeout: float = 10.0
+    runbook_base_url: str = ""
+    alertmanager_url: str = ""
+    alertd_url: str = ""
+
+    @staticmethod
+    def read(cfg: Any, kind: str) -> tuple[dict, dict[str, Any]]:
+        """The ``notify.<kind>`` config section, and the shared fields as keyword arguments."""
+        raw = getattr(cfg, "raw", None) or {}
+        doc = (raw.get("notify") or {}).get(kind) or {}
+        am = raw.get("alertmanager") or {}
+        return doc, {
+            "timeout": parse_duration(doc.get("timeout", "10s")).total_seconds(),
+            "runbook_base_url": getattr(cfg, "runbook_base_url", "") or "",
+            "alertmanager_url": am.get("external_url") or am.get("url") or "",
+            "alertd_url": getattr(cfg, "external_url", "") or "",
+        }

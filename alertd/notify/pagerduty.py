@@ -28,9 +28,9 @@ from typing import Any, Callable
 
 import aiohttp
 
-from alertd.durations import format_duration, parse_duration
+from alertd.durations import format_duration
 from alertd.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
-from alertd.notify.base import Delivered, DeliveryError, Notifier
+from alertd.notify.base import Delivered, DeliveryError, Notifier, NotifierSettings
 from alertd.notify.slack_render import ACTION_TEXT, alertmanager_link, runbook_url
 from alertd.store.base import OutboxItem, Store
 
@@ -41,13 +41,9 @@ MAX_SUMMARY = 1024
 
 
 @dataclass(slots=True)
-class PagerDutySettings:
+class PagerDutySettings(NotifierSettings):
     events_url: str = DEFAULT_EVENTS_URL
     routing_keys: dict[str, str] = field(default_factory=dict)
-    timeout: float = 10.0
-    runbook_base_url: str = ""
-    alertmanager_url: str = ""
-    alertd_url: str = ""
 
     @property
     def enabled(self) -> bool:
@@ -55,16 +51,11 @@ class PagerDutySettings:
 
     @classmethod
     def from_config(cls, cfg: Any) -> "PagerDutySettings":
-        raw = getattr(cfg, "raw", None) or {}
-        doc = (raw.get("notify") or {}).get("pagerduty") or {}
-        am = raw.get("alertmanager") or {}
+        doc, shared = cls.read(cfg, "pagerduty")
         return cls(
             events_url=doc.get("events_url") or DEFAULT_EVENTS_URL,
             routing_keys={k: v for k, v in (doc.get("routing_keys") or {}).items() if v},
-            timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
-            runbook_base_url=getattr(cfg, "runbook_base_url", "") or "",
-            alertmanager_url=am.get("external_url") or am.get("url") or "",
-            alertd_url=getattr(cfg, "external_url", "") or "",
+            **shared,
         )
 
 

@@ -1,11 +1,31 @@
-"""Changes -> outbox work. Without a routing section every change goes to the console."""
+"""Changes -> outbox work.
+
+Without a routing section every change goes to the console (``ConsoleRouter``).
+With one, ``Router`` sends each change where ``decide`` says, keeps messages
+already sent up to date, and schedules escalations as outbox items with a
+future due time.
+"""
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Iterable
+import logging
+from datetime import datetime, timedelta
+from typing import Any, Iterable
 
-from alertd.model import Change
+from alertd.model import CLOSED, OPEN, Change, Event, Incident
+from alertd.notify.decision import Decision, Hit, decide
+from alertd.notify.routing import Receiver, Routing
+from alertd.notify.windows import cordon_since
 from alertd.store.base import OutboxItem
+
+log = logging.getLogger(__name__)
+
+# Timeline kinds that are shown by editing the message only; every other kind is also a thread reply.
+QUIET_KINDS = frozenset({"opened", "alert_resolved", "alert_refired", "all_alerts_resolved", "severity_changed",
+                         "folded_into_fleet"})
+# Changes that matter to a pager once the incident has been sent there.
+PAGER_KINDS = frozenset({"opened", "severity_changed", "classification_upgraded", "acknowledged", "resolved"})
+# A fleet child is not notified on its own; only these changes still reach messages already sent for it.
+CHILD_KINDS = frozenset({"folded_into_fleet", "acknowledged", "resolved"})
 
 
 def change_payload(change: Change) -> dict:
@@ -25,3 +45,175 @@ class ConsoleRouter:
         if not self.enabled:
             return []
         return [OutboxItem(c.incident.id, "console", "log", change_payload(c), now) for c in changes]
+
+
+def _event_payload(e: Event) -> dict:
+    return e.to_dict()
+
+
+class Router:
+    """Changes -> outbox items. Keeps a little memory (cordoned nodes, targets used, escalations
+    scheduled) that only avoids redundant rows: notifiers stay correct without it after a restart."""
+
+    def __init__(self, routing: Routing, *, debounce: timedelta = timedelta(seconds=2),
+                 available: Iterable[str] = ("console", "slack", "pagerduty"), console_mirror: bool = False):
+        self.routing = routing  # targets whose notifier is not available fall back to the console, if available
+        self.debounce = debounce
+        self.available = set(available)
+        self.console_mirror = console_mirror
+        self._targets: dict[str, set[str]] = {}  # incident -> targets routed to so far
+        self._escalated: dict[str, set[str]] = {}  # incident -> escalation targets scheduled
+        self._cordoned: dict[tuple[str, str], tuple[datetime, str]] = {}  # (cluster, node) -> (since, incident)
+
+    def set_rules(self, rules: Any) -> None:
+        routing = getattr(rules, "routing", None)
+        if isinstance(routing, Routing):
+            self.routing = routing
+
+    # ----- memory -----
+
+    def _track_cordon(self, inc: Incident) -> None:
+        for key, (_, source) in list(self._cordoned.items()):
+            if source == inc.id and (inc.status == CLOSED or cordon_since(inc) is None):
+                del self._cordoned[key]
+        since = cordon_since(inc)
+        if since is not None and inc.status != CLOSED and inc.node:
+            key = (inc.cluster, inc.node)
+            if key not in self._cordoned or self._cordoned[key][0] > since:
+                self._cordoned[key] = (since, inc.id)
+
+    def cordoned_at(self, inc: Incident) -> datetime | None:
+        if inc.fleet or not inc.node:
+            return None
+        hit = self._cordoned.get((inc.cluster, inc.node))
+        return hit[0] if hit else None
+
+    # ----- routing -----
+
+    def _receiver(self, name: str) -> Receiver | None:
+        if name.startswith("channel:"):  # an owner's own channel
+            return Receiver(name, slack_channels=(name.split(":", 1)[1],))
+        return self.routing.receivers.get(name)
+
+    def _target(self, target: str) -> str:
+        if target.split(":", 1)[0] in self.available:
+            return target
+        return "console" if "console" in self.available else ""
+
+    def route(self, changes: Iterable[Change], now: datetime) -> list[OutboxItem]:
+        items: list[OutboxItem] = []
+        for change in changes:
+            try:
+                items.extend(OutboxItem(*spec) for spec in self._route_one(change, now))
+            except Exception:  # a routing bug must not stop the engine: the change still reaches the log
+                log.exception("routing failed for %s; logging the change to the console instead", change.incident.id)
+                items.append(OutboxItem(change.incident.id, "console", "log", change_payload(change), now))
+            finally:
+                if change.incident.status == CLOSED:
+                    self._targets.pop(change.incident.id, None)
+                    self._escalated.pop(change.incident.id, None)
+        return items
+
+    def _route_one(self, change: Change, now: datetime) -> list[tuple]:
+        inc = change.incident
+        self._track_cordon(inc)
+        kinds = set(change.kinds)
+        child = bool(inc.parent_id)
+        if child and not kinds & CHILD_KINDS:
+            return []
+        decision = decide(self.routing, inc, now, cordoned_at=self.cordoned_at(inc))
+        known = self._targets.setdefault(inc.id, set())
+        out: list[tuple] = []
+        # Each target once; a target reached through a muted route and a loud one is loud.
+        chosen: dict[str, tuple[Hit, bool]] = {}
+        for hit in decision.hits:
+            receiver = self._receiver(hit.receiver)
+            if receiver is None:
+                continue
+            quiet = child or bool(hit.muted or decision.suppressed)
+            for raw in receiver.targets():
+                target = self._target(raw)
+                if target and (target not in chosen or (chosen[target][1] and not quiet)):
+                    chosen[target] = (hit, quiet)
+        seen: set[str] = set(chosen)
+        loud: set[str] = set()
+        for target, (hit, quiet) in chosen.items():
+            why = decision.suppressed or hit.muted
+            out.extend(self._items(target, change, now, decision, hit, quiet=quiet, why=why, known=known))
+            if not quiet:
+                known.add(target)
+                loud.add(target)
+        # Messages sent earlier to targets this change no longer routes to are still kept current.
+        for target in sorted(known - seen):
+            out.extend(self._items(target, change, now, decision, None, quiet=True, why="", known=known))
+        if self.console_mirror and "console" not in seen:
+            out.append((inc.id, "console", "log", change_payload(change), now))
+        if not child and not decision.suppressed:
+            out.extend(self._escalations(change, now, decision, loud))
+        return out
+
+    def _items(self, target: str, change: Change, now: datetime, decision: Decision, hit: Hit | None, *,
+               quiet: bool, why: str, known: set[str]) -> list[tuple]:
+        inc = change.incident
+        kind = target.split(":", 1)[0]
+        common = {
+            "kinds": change.kinds,
+            "urgent": change.urgent,
+            "only_if_posted": quiet,
+            "note": decision.note,
+            "muted": why,
+            "route": hit.route if hit else "",
+            "receiver": hit.receiver if hit else "",
+            "team": hit.team if hit else "",
+        }
+        if kind == "console":
+            if quiet:
+                return []
+            return [(inc.id, target, "log", {**change_payload(change), "note": decision.note}, now)]
+        if kind == "slack":
+            opening = "opened" in change.kinds or (target not in known and not quiet)
+            due = now if (opening or change.urgent or not self.debounce) else now + self.debounce
+            out = [(inc.id, target, "update", common, due)]
+            thread = [e for e in change.events if e.kind not in QUIET_KINDS]
+            if thread and not quiet and not opening:
+                out.append((inc.id, target, "thread", {**common, "events": [_event_payload(e) for e in thread]}, now))
+            return out
+        if kind == "pagerduty":
+            if (target in known or quiet) and not set(change.kinds) & PAGER_KINDS:
+                return []
+            payload = {**common, "routing_key": target.split(":", 1)[1], "severity": decision.severity}
+            return [(inc.id, target, "sync", payload, now)]
+        return [(inc.id, target, "update", common, now)]
+
+    def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[str]) -> list[tuple]:
+        inc = change.incident
+        scheduled = self._escalated.setdefault(inc.id, set())
+        out: list[tuple] = []
+        # Escalation targets already paged hear about acknowledge and resolve.
+        if change.urgent:
+            for target in sorted(t for t in scheduled if t.startswith("pagerduty:")):
+                out.append((inc.id, target, "sync", {"kinds": change.kinds, "urgent": True, "only_if_posted": True,
+                                                     "routing_key": target.split(":", 1)[1], "escalation": True,
+                                                     "severity": decision.severity, "note": decision.note}, now))
+        if inc.status != OPEN:
+            return out
+        for hit in decision.hits:
+            esc = hit.escalate
+            receiver = self._receiver(hit.receiver)
+            if esc is None or receiver is None:
+                continue
+            marker = f"escalation:{esc.routing_key}"
+            if marker in scheduled:
+                continue
+            scheduled.add(marker)
+            due = now + esc.after
+            payload = {"after": esc.after.total_seconds(), "routing_key": esc.routing_key, "escalation": True,
+                       "severity": decision.severity, "note": decision.note, "kinds": ["escalated"]}
+            target = self._target(f"pagerduty:{esc.routing_key}")
+            if target.startswith("pagerduty:"):
+                scheduled.add(target)
+                out.append((inc.id, target, "escalate", payload, due))
+            # The note goes into the thread of the paging receiver's own messages.
+            for st in sorted(t for t in map(self._target, receiver.targets()) if t.startswith("slack:") and t in loud):
+                out.append((inc.id, f"{st}|escalation", "escalate", payload, due))
+        return out

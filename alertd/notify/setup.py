@@ -15,8 +15,8 @@ from alertd.config import Config
 from alertd.notify.base import Notifier
 from alertd.notify.console import ConsoleNotifier
 from alertd.notify.pagerduty import PagerDutyNotifier, PagerDutySettings
-from alertd.notify.router import ConsoleRouter
-from alertd.notify.routing import Router, Routing, default_routing
+from alertd.notify.router import ConsoleRouter, Router
+from alertd.notify.routing import Routing, default_routing
 from alertd.notify.slack import SlackNotifier, SlackSettings
 from alertd.rules import RuleSet
 from alertd.store.base import Store

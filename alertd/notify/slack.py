@@ -34,7 +34,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from alertd.durations import format_duration, parse_duration
 from alertd.model import CLOSED, OPEN
-from alertd.notify.base import Delivered, DeliveryError, Notifier
+from alertd.notify.base import Delivered, DeliveryError, Notifier, NotifierSettings
 from alertd.notify.slack_render import RenderContext, render_incident, render_thread
 from alertd.store.base import OutboxItem, Store
 
@@ -51,7 +51,7 @@ GONE = frozenset({"message_not_found"})
 
 
 @dataclass(slots=True)
-class SlackSettings:
+class SlackSettings(NotifierSettings):
     token: str = ""
     base_url: str = DEFAULT_BASE_URL
     signing_secret: str = ""
@@ -59,10 +59,6 @@ class SlackSettings:
     debounce: timedelta = timedelta(seconds=2)
     per_channel: float = 1.0
     burst: int = 1
-    timeout: float = 10.0
-    runbook_base_url: str = ""
-    alertmanager_url: str = ""
-    alertd_url: str = ""
 
     @property
     def enabled(self) -> bool:
@@ -70,9 +66,7 @@ class SlackSettings:
 
     @classmethod
     def from_config(cls, cfg: Any) -> "SlackSettings":
-        raw = (getattr(cfg, "raw", None) or {})
-        doc = (raw.get("notify") or {}).get("slack") or {}
-        am = raw.get("alertmanager") or {}
+        doc, shared = cls.read(cfg, "slack")
         rate = doc.get("rate") or {}
         return cls(
             token=doc.get("token", "") or "",
@@ -82,10 +76,7 @@ class SlackSettings:
             debounce=parse_duration(doc.get("debounce", "2s")),
             per_channel=float(rate.get("per_channel", 1.0)),
             burst=int(rate.get("burst", 1)),
-            timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
-            runbook_base_url=getattr(cfg, "runbook_base_url", "") or "",
-            alertmanager_url=am.get("external_url") or am.get("url") or "",
-            alertd_url=getattr(cfg, "external_url", "") or "",
+            **shared,
         )
 
 

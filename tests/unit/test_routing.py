@@ -9,7 +9,10 @@ import pytest
 
 from alertd.errors import InvalidDocument
 from alertd.model import Change, Signal
-from alertd.notify.routing import Router, Routing, decide, incident_fields
+from alertd.notify.decision import decide
+from alertd.notify.fields import incident_fields
+from alertd.notify.router import Router
+from alertd.notify.routing import Routing
 from alertd.rules import load_rules
 from tests.unit.builders import ROOT, alert, at, engine, resolved, shipped_rules, xid
 

@@ -10,8 +10,8 @@ from alertd.config import parse_config
 from alertd.errors import InvalidDocument
 from alertd.notify.console import ConsoleNotifier
 from alertd.notify.pagerduty import PagerDutyNotifier
-from alertd.notify.router import ConsoleRouter
-from alertd.notify.routing import Router, default_routing
+from alertd.notify.router import ConsoleRouter, Router
+from alertd.notify.routing import default_routing
 from alertd.notify.setup import build_notifiers, build_router, check_keys
 from alertd.notify.slack import SlackNotifier, SlackSettings
 from alertd.rules import RuleSet

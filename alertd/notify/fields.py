@@ -1,0 +1,29 @@
+"""What routing sees of an incident: the fields route matchers match on, and its members in order."""
+from __future__ import annotations
+
+from alertd.model import FIRING, Incident
+
+
+def members_in_order(inc: Incident):
+    """Leading before folded, firing before resolved, oldest first."""
+    return sorted(inc.members.values(), key=lambda m: (m.folded, m.status != FIRING, m.starts_at, m.fingerprint))
+
+
+def incident_fields(inc: Incident) -> dict[str, str]:
+    """What route matchers see: member labels (leading, firing members first) plus incident fields."""
+    out: dict[str, str] = {}
+    for m in members_in_order(inc):
+        for k, v in m.labels.items():
+            out.setdefault(k, v)
+    primary = inc.primary
+    gpus = [g.get("uuid") or g.get("pci_bus_id") or g.get("index", "") for g in inc.gpus]
+    out.update(
+        id=inc.id, severity=inc.severity, category=inc.category, status=inc.status, group=inc.group,
+        cluster=inc.cluster, node=inc.node, namespace=inc.namespace, pod=inc.pod,
+        signal=primary.kind if primary else "", signals=",".join(inc.signals),
+        xid=str(primary.xid) if primary and primary.xid else (str(inc.xids[0]) if inc.xids else ""),
+        xids=",".join(map(str, inc.xids)), action=primary.action if primary else "",
+        gpu=gpus[0] if len(gpus) == 1 else ",".join(gpus), fleet="true" if inc.fleet else "false",
+        title=inc.title,
+    )
+    return out
