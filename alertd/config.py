@@ -57,7 +57,7 @@ class Config:
     rule_paths: list[str] = field(default_factory=default_rule_paths)
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
-    batch_size: int = 2000
+    batch_size: int = 256
     tick_interval: timedelta = timedelta(seconds=1)
     console: bool | None = None
     raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
@@ -116,7 +116,7 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
             xid_annotation=norm.get("xid_annotation", base.xid_annotation),
         ),
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
-        batch_size=doc.get("processing", {}).get("batch_size", 2000),
+        batch_size=doc.get("processing", {}).get("batch_size", defaults.batch_size),
         tick_interval=parse_duration(doc.get("processing", {}).get("tick_interval", "1s")),
         console=doc.get("notify", {}).get("console", {}).get("enabled"),
         raw=doc,

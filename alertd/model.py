@@ -28,9 +28,10 @@ def max_severity(*levels: str) -> str:
 
 
 def iso(ts: datetime | None) -> str | None:
+    """RFC 3339 in UTC with fixed-width microseconds, so stored timestamps sort as text."""
     if ts is None:
         return None
-    return ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return ts.astimezone(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def parse_iso(value: str | None) -> datetime | None:

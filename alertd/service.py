@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -26,6 +27,7 @@ from alertd.store.base import AppendResult, InboxEntry, Step, Store, StoreUnavai
 
 log = logging.getLogger(__name__)
 KEEP_EVENTS_IN_MEMORY = 20
+UNREADY_AFTER_STORE_FAILURE = 30.0  # seconds a refused inbox write keeps /readyz failing
 
 
 def utcnow() -> datetime:
@@ -50,6 +52,13 @@ class Service:
         self._stopping = False
         self.ready = False
         self.last_step_error = ""
+        # Stored alerts go to the engine from memory (no second JSON decode). The inbox stays the
+        # source of truth: after a start or a failed step the processor reads it until it is drained.
+        self._handoff: deque[tuple[int, Alert]] = deque()
+        self._from_store = True
+        self._drained_upto = 0  # highest inbox seq consumed while reading from the store
+        self._append_failed_at = 0.0
+        self._append_ok_at = 0.0
         self.metrics.reload_ok.set(1)
         self.metrics.reload_time.set(time.time())
 
@@ -82,7 +91,9 @@ class Service:
         if self.enricher is not None and hasattr(self.enricher, "close"):
             await self.enricher.close()
         try:
-            await self.process_pending()
+            deadline = time.monotonic() + 10
+            while await self.process_pending() and time.monotonic() < deadline:
+                pass
             await asyncio.wait_for(self.outbox.drain(), 5)
         except Exception:  # shutting down: what is left stays in the store for the next start
             log.exception("could not finish pending work before shutdown")
@@ -98,11 +109,19 @@ class Service:
             result = await self.store.append_inbox(entries)
         except StoreUnavailable:
             self.metrics.store_errors.labels("append").inc()
+            self._append_failed_at = time.monotonic()
             raise
+        self._append_ok_at = time.monotonic()
+        self._handoff.extend((seq, a) for a, seq in zip(alerts, result.seqs) if seq is not None)
         self.metrics.alerts.inc(result.stored)
         self.metrics.duplicates.inc(result.duplicates)
         self._wake.set()
         return result
+
+    def store_refusing_writes(self) -> bool:
+        """True while the latest inbox write failed recently and none succeeded since (for /readyz)."""
+        failed = self._append_failed_at
+        return failed > self._append_ok_at and time.monotonic() - failed < UNREADY_AFTER_STORE_FAILURE
 
     def _dedup(self, alert: Alert) -> str:
         key = delivery_key(alert)
@@ -133,17 +152,47 @@ class Service:
                     pass
 
     async def process_pending(self) -> bool:
-        """Run one batch of stored alerts through the engine; True when more may be waiting."""
-        rows = await self.store.pending_inbox(self.cfg.batch_size)
-        if not rows:
+        """Run one slice of stored alerts through the engine; True when more is waiting."""
+        if self._from_store:
+            rows = await self.store.pending_inbox(self.cfg.batch_size)
+            if not rows:
+                self._from_store = False
+            else:
+                batch = [(seq, Alert.from_wire(doc)) for seq, doc in rows]
+                self._drained_upto = max(self._drained_upto, batch[-1][0])
+                await self._ingest(batch)
+                self.metrics.inbox_pending.set((await self.store.stats()).get("inbox_pending", 0))
+                return True
+        while self._handoff and self._handoff[0][0] <= self._drained_upto:
+            self._handoff.popleft()  # already consumed from the store
+        if not self._handoff:
+            self.metrics.inbox_pending.set(0)
             return False
-        alerts = [Alert.from_wire(doc) for _, doc in rows]
-        await self._step(lambda engine, now: engine.ingest(alerts, now), processed=[seq for seq, _ in rows])
+        batch = [self._handoff.popleft() for _ in range(min(len(self._handoff), self.cfg.batch_size))]
+        await self._ingest(batch)
+        self.metrics.inbox_pending.set(len(self._handoff))
+        return bool(self._handoff)
+
+    async def _ingest(self, batch: list[tuple[int, Alert]]) -> None:
+        alerts = [a for _, a in batch]
+        try:
+            await self._step(lambda engine, now: engine.ingest(alerts, now), processed=[seq for seq, _ in batch])
+        except StoreUnavailable:
+            self._from_store = True  # the slice is still pending in the inbox: read it back from there
+            raise
+        except Exception as exc:  # an alert the engine cannot take must not block the ones behind it
+            if len(batch) > 1:
+                for one in batch:
+                    await self._ingest([one])
+                return
+            self.metrics.store_errors.labels("quarantine").inc()
+            log.exception("engine failed on inbox row %d; quarantining it", batch[0][0])
+            await self.store.quarantine_inbox([batch[0][0]], f"{type(exc).__name__}: {exc}")
+            return
         done = self.clock()
         for a in alerts:
             if a.received_at:
                 self.metrics.processing_latency.observe(max(0.0, (done - a.received_at).total_seconds()))
-        return len(rows) >= self.cfg.batch_size
 
     async def _step(self, fn: Callable[[Engine, datetime], list[Change]], processed: list[int] | None = None) -> list[Change]:
         """One engine mutation and its atomic commit; on a failed commit, reload state from the store."""

@@ -47,7 +47,7 @@ class OutboxWorker:
                 log.warning("outbox: store unavailable, retrying")
                 items = []
             if items:
-                await asyncio.gather(*(self._deliver(item) for item in items))
+                await self._round(items)
                 continue
             self._wake.clear()
             try:
@@ -62,29 +62,37 @@ class OutboxWorker:
             items = await self.store.due_outbox(self.clock(), 200)
             if not items:
                 return
-            await asyncio.gather(*(self._deliver(item) for item in items))
+            await self._round(items)
 
-    async def _deliver(self, item: OutboxItem) -> None:
+    async def _round(self, items: list[OutboxItem]) -> None:
+        """Deliver a round concurrently, then mark every success done in one commit."""
+        results = await asyncio.gather(*(self._deliver(item) for item in items))
+        done = [r for r in results if r is not None]
+        try:
+            await self.store.finish_outbox_batch(done)
+        except StoreUnavailable:  # delivered but not marked: delivered again later (notifiers are idempotent)
+            log.warning("outbox: could not mark %d deliveries done; they will be retried", len(done))
+
+    async def _deliver(self, item: OutboxItem) -> tuple[int, tuple[str, str, str] | None] | None:
         kind = item.target.split(":", 1)[0]
         notifier = self.notifiers.get(kind)
         async with self._limit:
             if notifier is None:
                 await self.store.retry_outbox(item.id, self.clock(), f"no notifier for target {item.target!r}", give_up=True)
                 self.metrics.notifications.labels(kind, "no_notifier").inc()
-                return
+                return None
             try:
                 ref = await self.store.notify_ref(item.incident_id, item.target)
                 result = await notifier.deliver(item, ref)
             except DeliveryError as exc:
                 await self._failed(item, kind, str(exc), exc.retry, exc.after)
-                return
+                return None
             except Exception as exc:  # a notifier bug must not kill the worker
                 log.exception("notifier %s crashed on outbox item %s", kind, item.id)
                 await self._failed(item, kind, f"{type(exc).__name__}: {exc}", True, None)
-                return
-            ref_row = (item.incident_id, item.target, result.ref) if result.ref else None
-            await self.store.finish_outbox(item.id, ref=ref_row)
+                return None
             self.metrics.notifications.labels(kind, "delivered").inc()
+            return item.id, ((item.incident_id, item.target, result.ref) if result.ref else None)
 
     async def _failed(self, item: OutboxItem, kind: str, error: str, retry: bool, after: float | None) -> None:
         give_up = not retry or item.attempts + 1 >= self.max_attempts

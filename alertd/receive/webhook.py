@@ -5,6 +5,7 @@ import functools
 import hashlib
 import json
 import re
+from sys import intern
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
@@ -117,7 +118,8 @@ def parse_notification(doc: Any, received_at: datetime) -> Notification:
     alerts = []
     for i, item in enumerate(doc["alerts"]):
         ends_raw = item.get("endsAt") or ""
-        labels = item["labels"]
+        # Label names and values repeat across alerts (cluster, node, model, alertname): one copy each.
+        labels = {intern(k): intern(v) for k, v in item["labels"].items()}
         alerts.append(
             Alert(
                 fingerprint=(item.get("fingerprint") or fingerprint_of(labels)).lower(),

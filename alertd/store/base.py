@@ -31,6 +31,7 @@ class InboxEntry:
 class AppendResult:
     stored: int
     duplicates: int
+    seqs: list[int | None] = field(default_factory=list)  # per entry: its inbox seq, None for a duplicate
 
 
 @dataclass(slots=True)
@@ -73,6 +74,10 @@ class Store(abc.ABC):
     async def pending_inbox(self, limit: int) -> list[tuple[int, dict[str, Any]]]: ...
 
     @abc.abstractmethod
+    async def quarantine_inbox(self, seqs: list[int], error: str) -> None:
+        """Set aside rows the engine cannot process, so they stop blocking the rows behind them."""
+
+    @abc.abstractmethod
     async def commit_step(self, step: Step) -> None: ...
 
     @abc.abstractmethod
@@ -92,6 +97,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def finish_outbox(self, item_id: int, *, ref: tuple[str, str, str] | None = None) -> None:
         """Mark delivered; ``ref`` (incident, target, external id such as a Slack ts) is saved in the same commit."""
+
+    @abc.abstractmethod
+    async def finish_outbox_batch(self, done: list[tuple[int, tuple[str, str, str] | None]]) -> None:
+        """``finish_outbox`` for many items in one commit (one fsync per delivery round)."""
 
     @abc.abstractmethod
     async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None: ...

@@ -11,7 +11,7 @@ import asyncio
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from alertd.engine.correlate import EngineState
@@ -141,31 +141,50 @@ class SqlStore(Store):
         try:
             while self._queue:
                 batch, self._queue = self._queue, []
-                try:
-                    counts = await self._run(self._tx, lambda cur: [self._insert(cur, e) for e, _ in batch])
-                except Exception as exc:  # every waiter learns the batch was not stored
-                    error = exc if isinstance(exc, StoreUnavailable) else StoreUnavailable(str(exc))
-                    for _, fut in batch:
-                        if not fut.done():
-                            fut.set_exception(error)
-                    continue
-                for (_, fut), result in zip(batch, counts):
-                    if not fut.done():
-                        fut.set_result(result)
+                await self._store_batch(batch)
         finally:
             self._flushing = False
 
+    async def _store_batch(self, batch: list[tuple[list[InboxEntry], asyncio.Future]]) -> None:
+        try:
+            results = await self._run(self._tx, lambda cur: [self._insert(cur, e) for e, _ in batch])
+        except StoreUnavailable as exc:  # the store itself refuses: every waiter gets 503
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            return
+        except Exception as exc:
+            if len(batch) > 1:  # one request's bad entry must not cost the others their data
+                for one in batch:
+                    await self._store_batch([one])
+                return
+            _, fut = batch[0]
+            if not fut.done():
+                fut.set_exception(StoreUnavailable(f"{type(exc).__name__}: {exc}"))
+            return
+        for (_, fut), result in zip(batch, results):
+            if not fut.done():
+                fut.set_result(result)
+
     def _insert(self, cur: Any, entries: list[InboxEntry]) -> AppendResult:
-        stored = 0
-        statement = self._q("INSERT INTO inbox (dedup, received_at, alert) VALUES (?, ?, ?) ON CONFLICT (dedup) DO NOTHING")
+        statement = self._q("INSERT INTO inbox (dedup, received_at, alert) VALUES (?, ?, ?) "
+                            "ON CONFLICT (dedup) DO NOTHING RETURNING seq")
+        seqs: list[int | None] = []
         for e in entries:
             cur.execute(statement, (e.dedup, iso(e.received_at), sql.dumps(e.alert)))
-            stored += cur.rowcount
-        return AppendResult(stored=stored, duplicates=len(entries) - stored)
+            row = cur.fetchone()
+            seqs.append(row[0] if row else None)
+        stored = sum(1 for s in seqs if s is not None)
+        return AppendResult(stored=stored, duplicates=len(entries) - stored, seqs=seqs)
 
     async def pending_inbox(self, limit: int) -> list[tuple[int, dict[str, Any]]]:
         rows = await self._run(self._query, "SELECT seq, alert FROM inbox WHERE processed = 0 ORDER BY seq LIMIT ?", (limit,))
         return [(seq, json.loads(doc)) for seq, doc in rows]
+
+    async def quarantine_inbox(self, seqs: list[int], error: str) -> None:
+        await self._run(self._tx, lambda cur: cur.executemany(
+            self._q("UPDATE inbox SET processed = 2 WHERE seq = ?"), [(s,) for s in seqs]))
+        log.error("quarantined inbox rows %s (processed = 2): %s", seqs, error)
 
     # ----- engine steps -----
 
@@ -263,11 +282,19 @@ class SqlStore(Store):
         ]
 
     async def finish_outbox(self, item_id: int, *, ref: tuple[str, str, str] | None = None) -> None:
+        await self.finish_outbox_batch([(item_id, ref)])
+
+    async def finish_outbox_batch(self, done: list[tuple[int, tuple[str, str, str] | None]]) -> None:
+        if not done:
+            return
+        now = iso(datetime.now(timezone.utc))
+
         def do(cur: Any) -> None:
-            if ref is not None:
-                cur.execute(self._q(sql.UPSERT_REF), ref)
-            cur.execute(self._q("UPDATE outbox SET state = 'done', done_at = ? WHERE id = ?"),
-                        (iso(datetime.now().astimezone()), item_id))
+            refs = [ref for _, ref in done if ref is not None]
+            if refs:
+                cur.executemany(self._q(sql.UPSERT_REF), refs)
+            cur.executemany(self._q("UPDATE outbox SET state = 'done', done_at = ? WHERE id = ?"),
+                            [(now, item_id) for item_id, _ in done])
         await self._run(self._tx, do)
 
     async def save_ref(self, incident_id: str, target: str, ref: str) -> None:

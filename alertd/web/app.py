@@ -147,6 +147,8 @@ async def readyz(request: web.Request) -> web.Response:
         return web.Response(status=503, text="starting or stopping\n")
     if svc.last_step_error:
         return web.Response(status=503, text=f"store failing: {svc.last_step_error}\n")
+    if svc.store_refusing_writes():
+        return web.Response(status=503, text="store refusing writes: webhooks are answered 503\n")
     return web.Response(text="ready\n")
 
 

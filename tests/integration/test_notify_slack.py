@@ -348,7 +348,7 @@ async def test_no_second_post_after_a_crash_between_post_and_commit(tmp_path, sl
 
     async def killed(*args, **kwargs):  # the process dies before the outbox commit
         raise Killed("kill -9")
-    store.finish_outbox = killed  # type: ignore[method-assign]
+    store.finish_outbox_batch = killed  # type: ignore[method-assign]
     with pytest.raises(Killed):
         await worker.drain()
     await worker.notifiers["slack"].close()

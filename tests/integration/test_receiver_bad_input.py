@@ -539,8 +539,6 @@ async def test_full_store_answers_503_with_retry_after_and_a_retry_is_stored(inp
     assert 'alertd_webhooks_rejected_total{reason="store_unavailable"} 8.0' in text
 
 
-@pytest.mark.xfail(strict=True, reason="/readyz only reflects failed engine steps, not failed inbox appends: "
-                                       "while every webhook gets 503, readiness still says ready")
 async def test_readyz_reports_a_store_that_refuses_writes(inproc):
     gen = UniqueWebhooks(run="readyz-full", distinct_nodes=True, nodes_per_cluster=4)
     assert (await _posts(inproc, [gen.next()]))[0][0] == 200

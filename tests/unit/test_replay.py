@@ -130,7 +130,7 @@ def test_recorder_writes_one_line_per_webhook(tmp_path):
     rec.write(T0, compact)  # after close: ignored, not an error
     lines = path.read_text().splitlines()
     assert len(lines) == 2
-    assert json.loads(lines[0]) == {"received_at": "2026-11-30T10:00:00Z", "body": WEBHOOK}
+    assert json.loads(lines[0]) == {"received_at": "2026-11-30T10:00:00.000000Z", "body": WEBHOOK}
     assert json.loads(lines[1])["received_at"] == "2026-11-30T10:00:01.500000Z"
     got = read_recording(path)
     assert [b for _, b in got.webhooks] == [WEBHOOK, WEBHOOK]
