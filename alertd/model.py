@@ -288,6 +288,7 @@ class Incident:
     primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)
     annotations: dict[str, Any] = field(default_factory=dict)  # enrichment, silences, notes
     version: int = 0
+    firing: int = 0  # members firing now, kept by the engine (a fleet incident can hold thousands)
 
     @property
     def is_open(self) -> bool:
@@ -295,6 +296,11 @@ class Incident:
 
     def firing_members(self) -> list[Member]:
         return [m for m in self.members.values() if m.status == FIRING]
+
+    def count_firing(self) -> int:
+        """Recount after loading; the engine keeps ``firing`` up to date as members change."""
+        self.firing = sum(1 for m in self.members.values() if m.status == FIRING)
+        return self.firing
 
     def add_event(self, at: datetime, kind: str, text: str = "", actor: str = "", **data: Any) -> Event:
         event = Event(at=at, kind=kind, text=text, actor=actor, data=data)
@@ -333,7 +339,7 @@ class Incident:
             "primary": self.primary.to_dict() if self.primary else None,
             "annotations": self.annotations,
             "version": self.version,
-            "firing": len(self.firing_members()),
+            "firing": self.firing,
             "memberCount": len(self.members),
         }
         if with_members:
@@ -376,6 +382,7 @@ class Incident:
             primary=Signal.from_dict(data["primary"]) if data.get("primary") else None,
             annotations=dict(data.get("annotations") or {}),
             version=int(data.get("version") or 0),
+            firing=int(data.get("firing") or 0),
         )
 
 

@@ -301,6 +301,7 @@ class Correlator:
             summary=alert.annotations.get("summary", ""),
         )
         inc.members[alert.fingerprint] = member
+        inc.firing += 1  # only firing alerts join
         self.state.by_fingerprint[alert.fingerprint] = inc.id
         if inc.fleet and alert.subject.node:
             seen = self._fleet_nodes.get(inc.id)
@@ -335,6 +336,7 @@ class Correlator:
                 m.starts_at = alert.starts_at
                 return
             m.status, m.starts_at, m.ends_at = FIRING, alert.starts_at, None
+            inc.firing += 1
             event = inc.add_event(now, "alert_refired", f"{m.alertname} firing again", fingerprint=m.fingerprint)
             if inc.quiet_since is not None:
                 inc.quiet_since = None
@@ -345,9 +347,10 @@ class Correlator:
         if m.status == RESOLVED:
             return
         m.status, m.ends_at = RESOLVED, alert.ends_at or now
+        inc.firing -= 1
         self._touch(inc, inc.add_event(now, "alert_resolved", f"{m.alertname} resolved", fingerprint=m.fingerprint),
                     member=m.fingerprint)
-        if not inc.firing_members():
+        if inc.firing == 0:
             inc.quiet_since = now
             self._touch(inc, inc.add_event(now, "all_alerts_resolved",
                                            f"resolving after {format_duration(self.rules.hold_down)} hold-down"))

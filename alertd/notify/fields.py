@@ -1,12 +1,20 @@
 """What routing sees of an incident: the fields route matchers match on, and its members in order."""
 from __future__ import annotations
 
-from alertd.model import FIRING, Incident
+from itertools import islice
+
+from alertd.model import FIRING, Incident, Member
 
 
-def members_in_order(inc: Incident):
-    """Leading before folded, firing before resolved, oldest first."""
-    return sorted(inc.members.values(), key=lambda m: (m.folded, m.status != FIRING, m.starts_at, m.fingerprint))
+# Routing runs on every change. A fleet incident can hold thousands of members, all alike:
+# the first ones that joined stand for the rest, so routing stays cheap per change.
+ROUTING_MEMBERS = 64
+
+
+def members_in_order(inc: Incident) -> list[Member]:
+    """Leading before folded, firing before resolved, oldest first (of the first ROUTING_MEMBERS to join)."""
+    members = islice(inc.members.values(), ROUTING_MEMBERS)
+    return sorted(members, key=lambda m: (m.folded, m.status != FIRING, m.starts_at, m.fingerprint))
 
 
 def incident_fields(inc: Incident) -> dict[str, str]:

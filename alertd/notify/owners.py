@@ -26,13 +26,14 @@ class Owners:
     use_channels: bool = False  # a Slack channel named by the owner (enrichment: namespace/workload annotation)
 
     def team_for(self, inc: Incident) -> str:
+        members = members_in_order(inc)
         for name in self.labels:
-            for m in members_in_order(inc):
+            for m in members:
                 if m.labels.get(name):
                     return m.labels[name]
         for team in _annotation_teams(inc.annotations.get("owners"), self.labels):
             return team
-        namespaces = {inc.namespace} | {m.subject.namespace for m in inc.members.values()}
+        namespaces = {inc.namespace} | {m.subject.namespace for m in members}
         namespaces.discard("")
         for pattern, team in self.namespaces:
             for ns in sorted(namespaces):

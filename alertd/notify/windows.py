@@ -83,6 +83,8 @@ class CordonPolicy:
 
 
 def cordon_since(inc: Incident) -> datetime | None:
+    if CORDON_KIND not in inc.signals:  # the common case, without walking a fleet incident's members
+        return None
     starts = [m.starts_at for m in inc.members.values() if m.signal.kind == CORDON_KIND and m.status == FIRING]
     return min(starts) if starts else None
 

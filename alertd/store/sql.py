@@ -104,5 +104,6 @@ def assemble(doc: str, members: Iterable[str], events: Iterable[str]) -> Inciden
     inc = Incident.from_dict(json.loads(doc))
     for m in sorted((Member.from_dict(json.loads(raw)) for raw in members), key=lambda m: (m.starts_at, m.fingerprint)):
         inc.members[m.fingerprint] = m
+    inc.count_firing()
     inc.timeline = [Event.from_dict(json.loads(raw)) for raw in events]
     return inc

@@ -84,7 +84,7 @@ def test_hold_down_then_resolve_and_reopen_links_previous():
     a = xid(79, node="n1")
     inc = only(e.ingest([a], at(0)))
     only(e.ingest([resolved(a, 60)], at(60)))
-    assert inc.quiet_since == at(60) and inc.status == OPEN
+    assert inc.quiet_since == at(60) and inc.status == OPEN and inc.firing == 0
     assert e.tick(at(60 + 299)) == []  # hold-down 5m not yet passed
     closed = only(e.tick(at(60 + 300)))
     assert closed.status == CLOSED and closed.resolved_at == at(360)
@@ -103,6 +103,7 @@ def test_refire_during_hold_down_keeps_incident_and_counts_a_flap():
     refire.starts_at = at(120)
     same = only(e.ingest([refire], at(120)))
     assert same.id == inc.id and same.flaps == 1 and same.quiet_since is None
+    assert same.firing == 1 == same.count_firing()
     assert e.tick(at(1000)) == []  # firing again: never resolves by time
 
 
