@@ -20,12 +20,12 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from alertd.config import parse_config
 from alertd.enrich import Enricher
-from alertd.notify.base import Delivered, Notifier
 from alertd.rules import load_rules
 from alertd.service import Service
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 from tests.support.es_compat_server import SearchCompatServer
+from tests.support.fakes import Recorder
 from tests.support.graylog_server import kernel_log_corpus, load_graylog_indices
 from tests.support.kube_server import KubeTestServer
 from tests.support.webhooks import FIRING_END, fingerprint, iso, webhook
@@ -37,17 +37,6 @@ HOOK = "/api/v1/alerts/alertmanager"
 PREFIX = "e2e_graylog_"
 T = datetime.now(timezone.utc).replace(second=30, microsecond=0) - timedelta(minutes=20)
 DOCS, WANT = kernel_log_corpus(T)
-
-
-class Recorder(Notifier):
-    kind = "console"
-
-    def __init__(self) -> None:
-        self.items: list[tuple[float, dict]] = []
-
-    async def deliver(self, item, ref) -> Delivered:
-        self.items.append((time.monotonic(), item.payload))
-        return Delivered()
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alertd.enrich.kube import KubeContext, KubeSettings, KubeUnavailable
+from alertd.enrich.kube import KubeContext
+from alertd.enrich.kube_api import KubeUnavailable
+from alertd.enrich.settings import KubeSettings
 from tests.support.kube_server import KubeTestServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,10 +20,14 @@ from aiohttp import web
 
 from alertd.enrich.elasticsearch import ElasticsearchBackend
 from alertd.enrich.graylog import GraylogBackend
-from alertd.enrich.logs import LogSearcher, LogSettings, LogsUnavailable, parse_time
+from alertd.enrich.logs import LogsUnavailable
 from alertd.enrich.opensearch import OpenSearchBackend
+from alertd.enrich.searcher import LogSearcher
+from alertd.enrich.settings import LogSettings
+from alertd.enrich.timestamps import parse_time
 from tests.support.es_compat_server import SearchCompatServer
 from tests.support.graylog_server import GraylogTestServer, kernel_log_corpus, load_graylog_indices
+from tests.support.loopback import LoopbackServer
 
 pytest_plugins = ("tests.support.fixtures",)
 
@@ -32,24 +36,22 @@ T = datetime.now(timezone.utc).replace(second=30, microsecond=0) - timedelta(hou
 DOCS, WANT = kernel_log_corpus(T)
 
 
-class CountingProxy:
+class CountingProxy(LoopbackServer):
     """Forwards every request to ``upstream`` and records (method, path): what went over the wire."""
 
     def __init__(self, upstream: str):
+        super().__init__()
         self.upstream = upstream
         self.requests: list[tuple[str, str]] = []
-        self.url = ""
 
-    async def start(self) -> None:
-        self._session = aiohttp.ClientSession()
+    def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._forward)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
+        return app
+
+    async def start(self) -> str:
+        self._session = aiohttp.ClientSession()
+        return await super().start()
 
     async def _forward(self, request: web.Request) -> web.Response:
         self.requests.append((request.method, request.path))
@@ -62,7 +64,7 @@ class CountingProxy:
             return web.Response(status=resp.status, body=body, headers=out)
 
     async def stop(self) -> None:
-        await self._runner.cleanup()
+        await super().stop()
         await self._session.close()
 
 

@@ -38,7 +38,6 @@ import contextlib
 import json
 import random
 import re
-import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -48,6 +47,8 @@ from typing import Any
 
 import yaml
 from aiohttp import web
+
+from tests.support.loopback import LoopbackServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_RULES = REPO_ROOT / "deploy" / "prometheus" / "gpu-alerts.yml"
@@ -212,7 +213,7 @@ _DCGM_FIELDS: tuple[tuple[str, str, str, Any], ...] = (
 # ------------------------------------------------------------------ simulator
 
 
-class GPUClusterSim:
+class GPUClusterSim(LoopbackServer):
     """N nodes x G GPUs with dcgm-exporter, node-exporter and kube-state-metrics.
 
     Fault methods are plain (non-async) and thread-safe, so a test can call them
@@ -249,13 +250,12 @@ class GPUClusterSim:
         names = [f"node-{i}" for i in range(1, nodes + 1)] if isinstance(nodes, int) else list(nodes)
         if not names:
             raise ValueError("at least one node")
+        super().__init__(host=host, port=port)
         self.cluster = cluster
         self.model_name = model_name
         self.driver_version = driver_version
         self.xid_count_metric = xid_count_metric
         self.xid_count_window_s = xid_count_window_s
-        self.host = host
-        self._requested_port = port
         self._rng = random.Random(seed)
         self._lock = threading.RLock()
         self._job = (job_namespace, job_name, job_container)
@@ -279,9 +279,6 @@ class GPUClusterSim:
                 indexes = job_gpus.get(name, ())
             for g in indexes:
                 self.assign_pod(name, g, job_namespace, f"{job_name}-worker-{node.index}", job_container)
-        self._runner: web.AppRunner | None = None
-        self._sock: socket.socket | None = None
-        self.port: int | None = None
         self._thread: threading.Thread | None = None
         self._thread_loop: asyncio.AbstractEventLoop | None = None
 
@@ -635,35 +632,6 @@ class GPUClusterSim:
     @property
     def url(self) -> str:
         return f"http://{self.address}"
-
-    async def start(self) -> str:
-        """Serve on host:port (port 0 = a free one). Returns the base URL."""
-        if self._runner is not None:
-            return self.url
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self._requested_port))
-        runner = web.AppRunner(self.app(), access_log=None)
-        await runner.setup()
-        await web.SockSite(runner, sock).start()
-        self._runner, self._sock = runner, sock
-        self.port = sock.getsockname()[1]
-        return self.url
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-    async def __aenter__(self) -> GPUClusterSim:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     @contextlib.contextmanager
     def running_in_thread(self, timeout: float = 10.0) -> Iterator[GPUClusterSim]:

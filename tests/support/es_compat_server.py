@@ -24,7 +24,6 @@ Recorded: ``requests`` as ``(method, path)``; ``msearches`` counts ``_msearch`` 
 """
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import json
 import re
@@ -33,7 +32,8 @@ from typing import Any
 
 from aiohttp import web
 
-from alertd.enrich.logs import parse_time
+from alertd.enrich.timestamps import parse_time
+from tests.support.loopback import LoopbackServer
 
 ES_MEDIA = "application/vnd.elasticsearch+json; compatible-with=8"
 ES_NDJSON = "application/vnd.elasticsearch+x-ndjson"
@@ -52,18 +52,19 @@ def phrase_match(text: Any, phrase: str) -> bool:
     return any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1))
 
 
-class SearchCompatServer:
+class SearchCompatServer(LoopbackServer):
+    unstarted_url = ""
+
     def __init__(self, flavor: str = "elasticsearch", *, delay: float = 0.0, mode: str = "ok",
                  text_fields: tuple[str, ...] = ("message", "full_message")):
         assert flavor in ("elasticsearch", "opensearch")
-        self.flavor, self.delay, self.mode = flavor, delay, mode
+        super().__init__(delay=delay)
+        self.flavor, self.mode = flavor, mode
         self.text_fields = set(text_fields)
         self.indices: dict[str, list[dict[str, Any]]] = {}
         self.aliases: dict[str, list[str]] = {}
         self.requests: list[tuple[str, str]] = []
         self.msearches = 0
-        self.url = ""
-        self._runner: web.AppRunner | None = None
 
     # ----- data -----
 
@@ -87,28 +88,10 @@ class SearchCompatServer:
 
     # ----- lifecycle -----
 
-    async def start(self) -> str:
+    def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
-        return self.url
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> "SearchCompatServer":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.stop()
+        return app
 
     # ----- HTTP -----
 
@@ -125,8 +108,7 @@ class SearchCompatServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         path = "/" + request.match_info["tail"]
         self.requests.append((request.method, path))
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        await self.wait_delay()
         if self.flavor == "elasticsearch":
             accept = request.headers.get("Accept", "")
             if "compatible-with=" in accept and "compatible-with=8" not in accept:

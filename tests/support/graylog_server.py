@@ -27,7 +27,6 @@ Recorded: ``requests`` as ``(method, path, query-or-body)``.
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 import re
 from datetime import datetime, timezone
@@ -35,7 +34,8 @@ from typing import Any
 
 from aiohttp import web
 
-from alertd.enrich.logs import iso_millis, parse_time
+from alertd.enrich.timestamps import iso_millis, parse_time
+from tests.support.loopback import LoopbackServer
 
 TEXT_FIELDS = ("message", "full_message")
 _MESSAGES_KEYS = {"query", "streams", "stream_categories", "fields", "from", "size", "timerange", "sort", "sort_order"}
@@ -133,44 +133,27 @@ def _parse_range_time(value: Any, name: str) -> datetime:
     return ts
 
 
-class GraylogTestServer:
+class GraylogTestServer(LoopbackServer):
+    unstarted_url = ""
+
     def __init__(self, *, users: dict[str, str] | None = None, tokens: tuple[str, ...] = (),
                  delay: float = 0.0, mode: str = "ok"):
+        super().__init__(delay=delay)
         self.users = dict(users or {"admin": "admin-password"})
         self.tokens = set(tokens)
-        self.delay, self.mode = delay, mode
+        self.mode = mode
         self.messages: list[dict[str, Any]] = []  # each with index + fields
         self.requests: list[tuple[str, str, Any]] = []
-        self.url = ""
-        self._runner: web.AppRunner | None = None
 
     def add(self, doc: dict[str, Any], index: str = "graylog_0") -> None:
         self.messages.append({"_index": index, **doc})
 
-    async def start(self) -> str:
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/api/search/messages", self._messages)
         app.router.add_get("/api/search/universal/absolute", self._universal)
         app.router.add_get("/api/system", self._system)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
-        self.url = f"http://{host}:{port}"
-        return self.url
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> "GraylogTestServer":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.stop()
+        return app
 
     # ----- guards -----
 
@@ -191,8 +174,7 @@ class GraylogTestServer:
         return web.json_response({"type": "ApiError", "message": message}, status=status)
 
     async def _guard(self, request: web.Request) -> web.Response | None:
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        await self.wait_delay()
         if not self._authorized(request):
             return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="Graylog Server"'})
         if request.method == "POST" and not request.headers.get("X-Requested-By"):
@@ -343,7 +325,7 @@ GPU_UUID = "GPU-8f6e1b4c-6d1a-2b7e-3f4d-0123456789ab"
 def graylog_message(source: str, when: datetime, message: str, *, facility: str = "kernel", level: int = 4,
                     full_message: str | None = None, **extra: Any) -> dict[str, Any]:
     """One message document the way Graylog's syslog/GELF inputs store it."""
-    from alertd.enrich.logs import graylog_time
+    from alertd.enrich.timestamps import graylog_time
 
     import hashlib
 

@@ -58,7 +58,6 @@ and RayCluster workloads, a cordoned node and a NotReady node with their events)
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import hashlib
@@ -74,6 +73,8 @@ from typing import Any, NamedTuple
 
 import yaml
 from aiohttp import web
+
+from tests.support.loopback import LoopbackServer
 
 KUBE_VERSION = {
     "major": "1",
@@ -359,13 +360,13 @@ def fields_match(terms: Sequence[tuple[str, str, str]], obj: dict) -> bool:
 # ------------------------------------------------------------------ server
 
 
-class KubeTestServer:
+class KubeTestServer(LoopbackServer):
     """Kubernetes API (read-only subset) on 127.0.0.1 over plain HTTP."""
 
     def __init__(self, token: str = "kube-test-token", *, delay: float = 0.0,
                  cluster_name: str = "alertd-test"):
+        super().__init__(delay=delay)
         self.token = token
-        self.delay = delay
         self.cluster_name = cluster_name
         self.requests: list[KubeRequest] = []
         self.objects: dict[tuple[str, str, str, str], dict] = {}  # (apiVersion, kind, namespace, name)
@@ -375,37 +376,13 @@ class KubeTestServer:
             self.register_resource(res)
         self._rv = 1000
         self._faults: list[tuple[int, str | None]] = []
-        self._runner: web.AppRunner | None = None
-        self.url: str | None = None
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self) -> str:
-        """Serve on a free loopback port; returns the server URL ``http://127.0.0.1:PORT``."""
-        if self._runner is not None:
-            return self.url  # type: ignore[return-value]
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        self._runner = runner
-        self.url = f"http://{host}:{port}"
-        return self.url
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> "KubeTestServer":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.stop()
+        return app
 
     def kubeconfig(self, *, namespace: str = "default") -> dict:
         """The kubeconfig document (a dict) for this server: one cluster, one token user, one context."""
@@ -1107,8 +1084,7 @@ class KubeTestServer:
         path = "/" + request.match_info["tail"].rstrip("/")  # VersionApi asks for "/version/"
         query = dict(request.query)
         self.requests.append(KubeRequest(request.method, path, query))
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        await self.wait_delay()
         try:
             if path in ("/healthz", "/livez", "/readyz"):
                 return web.Response(text="ok")

@@ -38,7 +38,6 @@ errors)``), ``dropped`` (accepted but matched no open alert), ``alerts``
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -48,6 +47,8 @@ from datetime import datetime
 from typing import Any
 
 from aiohttp import web
+
+from tests.support.loopback import LoopbackServer
 
 MAX_BODY = 512 * 1024
 MAX_SUMMARY = 1024
@@ -76,14 +77,15 @@ def _blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-class PagerDutyTestServer:
+class PagerDutyTestServer(LoopbackServer):
     """The PagerDuty Events API v2 alert endpoint, served on 127.0.0.1."""
 
+    url_path = "/v2/enqueue"  # start() returns the events URL
     ROUTING_KEY = "R0UT1NGKEYALERTDTEST0000000000A1"  # 32 alphanumeric characters
 
     def __init__(self, routing_keys: Iterable[str] | None = None, *, delay: float = 0.0):
+        super().__init__(delay=delay)
         self.routing_keys = set(routing_keys) if routing_keys is not None else {self.ROUTING_KEY}
-        self.delay = delay
         self.events: list[dict] = []
         self.rejected: list[tuple[int, Any, list[str]]] = []
         self.dropped: list[dict] = []
@@ -91,37 +93,13 @@ class PagerDutyTestServer:
         self.requests: list[float] = []
         self._faults: list[int] = []
         self._alert_seq = 0
-        self._runner: web.AppRunner | None = None
-        self.url: str | None = None
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self) -> str:
-        """Serve on a free loopback port; returns the events URL ``.../v2/enqueue``."""
-        if self._runner is not None:
-            return self.url  # type: ignore[return-value]
+    def app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY * 2)
         app.router.add_route("*", "/v2/enqueue", self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        self._runner = runner
-        self.url = f"http://{host}:{port}/v2/enqueue"
-        return self.url
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> "PagerDutyTestServer":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.stop()
+        return app
 
     # ------------------------------------------------------------ test controls
 
@@ -148,8 +126,7 @@ class PagerDutyTestServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         self.requests.append(time.monotonic())
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        await self.wait_delay()
         if self._faults:
             return self._fault(self._faults.pop(0))
         if request.method != "POST":

@@ -49,7 +49,6 @@ code), ``delay`` (seconds added to every call) and, off by default,
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
@@ -61,6 +60,8 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qsl
 
 from aiohttp import web
+
+from tests.support.loopback import LoopbackServer
 
 TEAM_ID = "T0ALERTD01"
 BOT_USER_ID = "U0ALERTD01"
@@ -141,8 +142,10 @@ class ChannelMessages(dict):
         return super().get(self._key(key), default)
 
 
-class SlackTestServer:
+class SlackTestServer(LoopbackServer):
     """The Slack Web API subset alertd uses, served on 127.0.0.1."""
+
+    url_path = "/api/"
 
     def __init__(self, token: str = "xoxb-test", signing_secret: str | None = None, *,
                  channels: Iterable[str] | Mapping[str, str] | None = None,
@@ -150,9 +153,9 @@ class SlackTestServer:
                  rate_limit_per_channel_per_s: float | None = None,
                  rate_limit_burst: int = 1,
                  team: str = "alertd-test"):
+        super().__init__(delay=delay)
         self.token = token
         self.signing_secret = signing_secret
-        self.delay = delay
         self.rate_limit_per_channel_per_s = rate_limit_per_channel_per_s
         self.rate_limit_burst = rate_limit_burst
         self.team = team
@@ -169,37 +172,18 @@ class SlackTestServer:
         self._faults: list[_Fault] = []
         self._buckets: dict[str, tuple[float, float]] = {}  # channel -> (tokens, last refill)
         self._last_ts = 0.0
-        self._runner: web.AppRunner | None = None
-        self.base_url: str | None = None
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self) -> str:
-        """Serve on a free loopback port; returns the base URL ending in ``/api/``."""
-        if self._runner is not None:
-            return self.base_url  # type: ignore[return-value]
+    @property
+    def base_url(self) -> str | None:
+        """The API base URL ``http://127.0.0.1:PORT/api/`` (None before start())."""
+        return self.url
+
+    def app(self) -> web.Application:
         app = web.Application(client_max_size=4 * 1024 * 1024)
         app.router.add_route("*", "/api/{method}", self._handle)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        self._runner = runner
-        self.base_url = f"http://{host}:{port}/api/"
-        return self.base_url
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> "SlackTestServer":
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.stop()
+        return app
 
     # ------------------------------------------------------------ test controls
 
@@ -278,8 +262,7 @@ class SlackTestServer:
             self.calls.append(SlackCall(method, {}, at))
             return self._error(exc)
         self.calls.append(SlackCall(method, dict(params), at))
-        if self.delay:
-            await asyncio.sleep(self.delay)
+        await self.wait_delay()
         try:
             fault = self._take_fault(method)
             if fault is not None:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from alertd.enrich.kube import KubeContext, KubeSettings, controller_ref, owners_of, split_api_version
+from alertd.enrich.kube import KubeContext
+from alertd.enrich.kube_owners import controller_ref, owners_of, split_api_version
+from alertd.enrich.settings import KubeSettings
 
 NOW = datetime(2026, 1, 2, 3, 10, tzinfo=timezone.utc)
 

@@ -9,33 +9,27 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from alertd.enrich.graylog import graylog_query
-from alertd.enrich.logs import (
-    LogBackend, LogLine, LogQuery, LogSearcher, LogSettings, LogsUnavailable, align_window, es_query, es_responses,
-    graylog_time, parse_time,
-)
+from alertd.enrich.logs import LogLine, LogQuery, LogsUnavailable, align_window
+from alertd.enrich.msearch import es_query, es_responses
+from alertd.enrich.searcher import LogSearcher
+from alertd.enrich.settings import LogSettings
+from alertd.enrich.timestamps import graylog_time, parse_time
 from alertd.schemas import problems
+from tests.support.fakes import ScriptedLogBackend
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
 
 
-class FakeBackend(LogBackend):
+class FakeBackend(ScriptedLogBackend):
     name = "fake"
-    max_batch = 64
 
     def __init__(self, settings: LogSettings, *, delay: float = 0.0, fail: Exception | None = None,
                  answer=None, max_batch: int = 64):
-        super().__init__(settings)
-        self.delay, self.fail, self.answer = delay, fail, answer
-        self.batches: list[list[str]] = []
+        super().__init__(settings, delay=delay, fail=fail)
+        self.answer = answer
         self.max_batch = max_batch
 
-    async def search(self, queries):
-        self.requests += 1
-        self.batches.append([q.node for q in queries])
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        if self.fail is not None:
-            raise self.fail
+    def respond(self, queries):
         if self.answer is not None:
             return self.answer
         return [[LogLine(q.start + timedelta(minutes=1), q.node, f"NVRM: line for {q.node}")] for q in queries]

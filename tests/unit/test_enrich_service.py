@@ -12,51 +12,33 @@ from typing import Any
 import pytest
 
 from alertd.config import Config
-from alertd.enrich.enricher import Enricher, EnrichSettings
-from alertd.enrich.kube import KubeContext, KubeSettings, NotFound
-from alertd.enrich.logs import LogBackend, LogLine, LogSearcher, LogSettings, LogsUnavailable
+from alertd.enrich.enricher import Enricher
+from alertd.enrich.kube import KubeContext
+from alertd.enrich.kube_api import NotFound
+from alertd.enrich.logs import LogLine, LogsUnavailable
+from alertd.enrich.searcher import LogSearcher
+from alertd.enrich.settings import EnrichSettings, KubeSettings, LogSettings
 from alertd.model import Alert
-from alertd.notify.base import Delivered, Notifier
 from alertd.rules import load_rules
 from alertd.service import Service
 from alertd.store.sqlite import SqliteStore
+from tests.support.fakes import Recorder, ScriptedLogBackend
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 
 
-class Recorder(Notifier):
-    kind = "console"
-
-    def __init__(self) -> None:
-        self.items: list[tuple[float, dict]] = []
-
-    async def deliver(self, item, ref) -> Delivered:
-        self.items.append((time.monotonic(), item.payload))
-        return Delivered()
-
-
-class MemoryLogs(LogBackend):
-    """Answers from a dict node -> [(seconds after the window start, message)]."""
+class MemoryLogs(ScriptedLogBackend):
+    """Answers from a dict node -> [message], each line three minutes before the window end."""
 
     name = "memory"
-    max_batch = 64
 
     def __init__(self, settings: LogSettings, lines: dict[str, list[str]] | None = None):
         super().__init__(settings)
         self.lines = lines or {}
-        self.delay = 0.0
-        self.fail: Exception | None = None
         self.garbage = False
-        self.batches: list[list[str]] = []
 
-    async def search(self, queries):
-        self.requests += 1
-        self.batches.append([q.node for q in queries])
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        if self.fail is not None:
-            raise self.fail
+    def respond(self, queries):
         if self.garbage:
             return {"hits": "<html>oops</html>"}
         return [[LogLine(q.end - timedelta(minutes=3), q.node, m) for m in self.lines.get(q.node, [])] for q in queries]
@@ -260,7 +242,7 @@ async def test_garbage_answer_marks_unavailable(tmp_path) -> None:
 
 async def test_kube_down_is_marked_and_logs_still_arrive(tmp_path) -> None:
     kube = MemoryKube(cluster_objects())
-    from alertd.enrich.kube import KubeUnavailable
+    from alertd.enrich.kube_api import KubeUnavailable
 
     kube.fail = KubeUnavailable("Kubernetes API: HTTP 403: forbidden")
     async with Harness(tmp_path, lines={"gpu-node-2": [XID79]}, kube=kube) as h:
@@ -392,7 +374,7 @@ async def test_open_window_is_searched_again_when_it_closes(tmp_path) -> None:
 
 
 async def test_kube_failure_is_retried(tmp_path) -> None:
-    from alertd.enrich.kube import KubeUnavailable
+    from alertd.enrich.kube_api import KubeUnavailable
 
     kube = MemoryKube(cluster_objects())
     kube.fail = KubeUnavailable("Kubernetes API: HTTP 429: Too many requests")

@@ -1,0 +1,54 @@
+"""In-process stand-ins for the enrichment tests: a notifier that records what it is
+given, and the common part of the in-memory log backends."""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from alertd.enrich.logs import LogBackend, LogQuery
+from alertd.enrich.settings import LogSettings
+from alertd.notify.base import Delivered, Notifier
+
+
+class Recorder(Notifier):
+    """A console notifier that keeps every payload with its ``time.monotonic()`` in ``items``."""
+
+    kind = "console"
+
+    def __init__(self) -> None:
+        self.items: list[tuple[float, dict]] = []
+
+    async def deliver(self, item, ref) -> Delivered:
+        self.items.append((time.monotonic(), item.payload))
+        return Delivered()
+
+
+class ScriptedLogBackend(LogBackend):
+    """A log backend answered in-process by :meth:`respond`.
+
+    Every ``search`` counts a request, records the batch's nodes in ``batches``,
+    sleeps ``delay`` seconds and raises ``fail`` when set; tests may change both
+    at any time.
+    """
+
+    max_batch = 64
+
+    def __init__(self, settings: LogSettings, *, delay: float = 0.0, fail: Exception | None = None):
+        super().__init__(settings)
+        self.delay, self.fail = delay, fail
+        self.batches: list[list[str]] = []
+
+    async def search(self, queries: Sequence[LogQuery]) -> Any:
+        self.requests += 1
+        self.batches.append([q.node for q in queries])
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail is not None:
+            raise self.fail
+        return self.respond(queries)
+
+    def respond(self, queries: Sequence[LogQuery]) -> Any:
+        """The answer to a batch that neither waited out nor failed."""
+        raise NotImplementedError
