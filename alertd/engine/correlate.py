@@ -315,16 +315,30 @@ class Correlator:
         if opening:
             self.state.add(inc)  # now that it has a node and a primary signal: index it
         what = f"{alert.name}: {alert.signal.title}" + (f" (GPU {alert.subject.gpu.index})" if alert.subject.gpu and alert.subject.gpu.index else "")
-        if opening:
-            event = inc.add_event(now, "opened", what, fingerprint=alert.fingerprint)
-        else:
-            event = inc.add_event(now, "alert_folded" if folded else "alert_joined", what, fingerprint=alert.fingerprint)
-            if inc.quiet_since is not None:
-                inc.quiet_since = None
-                inc.flaps += 1
-        self._touch(inc, event, member=alert.fingerprint)
+        if not opening and inc.quiet_since is not None:
+            inc.quiet_since = None
+            inc.flaps += 1
+        kind = "opened" if opening else "alert_folded" if folded else "alert_joined"
+        if not (kind == "alert_joined" and self._merge_join(inc, now, what, alert.fingerprint)):
+            self._touch(inc, inc.add_event(now, kind, what, fingerprint=alert.fingerprint), member=alert.fingerprint)
         if not opening and SEVERITY_RANK[inc.severity] > SEVERITY_RANK.get(before, 0):
             self._touch(inc, inc.add_event(now, "severity_changed", f"{before} -> {inc.severity}"))
+
+    def _merge_join(self, inc: Incident, now: datetime, what: str, fingerprint: str) -> bool:
+        """Alerts joining one incident in one step make ONE timeline line ("9 alerts joined, first ..."),
+        so a storm does not write a line per alert."""
+        change = self._changes.get(inc.id)
+        last = change.events[-1] if change and change.events else None
+        if last is None or last.kind != "alert_joined" or last.at != now:
+            return False
+        fps = last.data.setdefault("fingerprints", [last.data.pop("fingerprint", "")])
+        fps.append(fingerprint)
+        if len(fps) == 2:
+            last.data["first"] = last.text
+        last.text = f"{len(fps)} alerts joined, first {last.data['first']}"
+        if fingerprint not in change.members:
+            change.members.append(fingerprint)
+        return True
 
     def _update_member(self, inc: Incident, alert: Alert, now: datetime) -> None:
         m = inc.members[alert.fingerprint]

@@ -26,7 +26,8 @@ def test_xid_exporter_down_and_cordon_on_one_node_are_one_incident():
     assert inc.category == "hardware"
     assert inc.primary.action == "reboot_node"
     assert inc.title.startswith("Xid 79: GPU has fallen off the bus on gpu-node-17")
-    assert [ev.kind for ev in inc.timeline] == ["opened", "alert_joined", "alert_joined"]
+    assert [ev.kind for ev in inc.timeline] == ["opened", "alert_joined"]  # one step: one line for the joins
+    assert inc.timeline[1].text.startswith("2 alerts joined, first DCGMExporterDown")
 
 
 def test_a_second_node_gets_its_own_incident():
@@ -226,3 +227,12 @@ def test_fleet_title_never_names_one_gpu():
         changes = e.ingest([alert("GPUNVLinkErrors", node=f"n{i}", gpu="0", severity="error")], at(i))
     fleet = next(c.incident for c in changes if c.incident.fleet)
     assert fleet.title.endswith("on 5 nodes in prod"), fleet.title
+
+
+def test_alerts_joining_in_one_step_make_one_timeline_line():
+    e = engine()
+    inc = only(e.ingest([xid(79, node="n1", gpu=str(g)) for g in range(8)], at(0)))
+    assert [ev.kind for ev in inc.timeline] == ["opened", "alert_joined"]
+    joined = inc.timeline[1]
+    assert len(joined.data["fingerprints"]) == 7 and joined.text.startswith("7 alerts joined, first GPUXidError")
+    assert len(inc.members) == 8
