@@ -108,11 +108,20 @@ class Signal:
     fold_into_previous: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v not in ("", None, False)}
+        # Written for every member of every stored step: a plain loop, not dataclasses.asdict's deep copy.
+        out = {}
+        for name in _SIGNAL_FIELDS:
+            value = getattr(self, name)
+            if value not in ("", None, False):
+                out[name] = value
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Signal":
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+_SIGNAL_FIELDS = tuple(f.name for f in dataclasses.fields(Signal))
 
 
 @dataclass(slots=True)
