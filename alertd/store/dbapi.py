@@ -21,6 +21,7 @@ from alertd.store.base import AppendResult, InboxEntry, OutboxItem, Step, Store,
 
 log = logging.getLogger(__name__)
 RECENT_EVENTS = 20
+INSERT_CHUNK = 500  # rows per INSERT statement (3 parameters each; SQLite allows 32766)
 
 
 class SqlStore(Store):
@@ -167,14 +168,17 @@ class SqlStore(Store):
                 fut.set_result(result)
 
     def _insert(self, cur: Any, entries: list[InboxEntry]) -> AppendResult:
-        statement = self._q("INSERT INTO inbox (dedup, received_at, alert) VALUES (?, ?, ?) "
-                            "ON CONFLICT (dedup) DO NOTHING RETURNING seq")
-        seqs: list[int | None] = []
-        for e in entries:
-            cur.execute(statement, (e.dedup, iso(e.received_at), sql.dumps(e.alert)))
-            row = cur.fetchone()
-            seqs.append(row[0] if row else None)
-        stored = sum(1 for s in seqs if s is not None)
+        """One multi-row INSERT per request; RETURNING names the rows that were new (not redeliveries)."""
+        fresh: dict[str, int] = {}
+        for start in range(0, len(entries), INSERT_CHUNK):
+            chunk = entries[start:start + INSERT_CHUNK]
+            values = ", ".join(["(?, ?, ?)"] * len(chunk))
+            cur.execute(self._q(f"INSERT INTO inbox (dedup, received_at, alert) VALUES {values} "
+                                "ON CONFLICT (dedup) DO NOTHING RETURNING dedup, seq"),
+                        [v for e in chunk for v in (e.dedup, iso(e.received_at), sql.dumps(e.alert))])
+            fresh.update(cur.fetchall())
+        seqs = [fresh.pop(e.dedup, None) for e in entries]  # a key twice in one request: the first is new
+        stored = sum(1 for seq in seqs if seq is not None)
         return AppendResult(stored=stored, duplicates=len(entries) - stored, seqs=seqs)
 
     async def pending_inbox(self, limit: int) -> list[tuple[int, dict[str, Any]]]:

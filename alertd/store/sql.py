@@ -5,6 +5,8 @@ Placeholders are written as ``?`` and rewritten for drivers that want ``%s``.
 from __future__ import annotations
 
 import json
+
+import orjson
 from typing import Any, Iterable
 
 from alertd.model import Event, Incident, Member
@@ -91,7 +93,8 @@ JOIN (SELECT key, max(seq) AS seq FROM incidents WHERE status = 'resolved' GROUP
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Every stored row is encoded here, on the store thread: orjson is several times faster than json."""
+    return orjson.dumps(value).decode()
 
 
 def incident_row(inc: Incident) -> tuple:
