@@ -8,7 +8,7 @@ from alertd.model import FIRING, Incident, Member
 
 # Routing runs on every change. A fleet incident can hold thousands of members, all alike:
 # the first ones that joined stand for the rest, so routing stays cheap per change.
-ROUTING_MEMBERS = 64
+ROUTING_MEMBERS = 16
 
 
 def members_in_order(inc: Incident) -> list[Member]:
