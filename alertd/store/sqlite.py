@@ -1,11 +1,18 @@
 """The embedded default: SQLite in WAL mode, synchronous=FULL (an acknowledged batch survives power loss)."""
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
 from alertd.store.dbapi import SqlStore
+
+
+log = logging.getLogger(__name__)
+CHECKPOINT_EVERY = 1.0  # seconds between checks of the write-ahead log
+CHECKPOINT_BYTES = 4 * 1024 * 1024  # a WAL larger than this is copied back into the database
 
 
 class SqliteStore(SqlStore):
@@ -18,6 +25,8 @@ class SqliteStore(SqlStore):
         self.path = Path(path)
         self.synchronous = synchronous
         self.max_pages = max_pages  # a hard size cap; 0 = none (tests use it to simulate a full disk)
+        self._checkpointer: threading.Thread | None = None
+        self._stop_checkpoints = threading.Event()
 
     def _connect(self) -> Any:
         if str(self.path) != ":memory:":
@@ -28,7 +37,43 @@ class SqliteStore(SqlStore):
         conn.execute("PRAGMA foreign_keys=ON")
         if self.max_pages:
             conn.execute(f"PRAGMA max_page_count={int(self.max_pages)}")
+        # Checkpoints run on their own connection and thread (below): done by the writer, copying the
+        # log back and fsyncing the database would stall every webhook waiting on that commit.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         return conn
+
+    async def open(self) -> None:
+        await super().open()
+        if str(self.path) != ":memory:":
+            self._stop_checkpoints.clear()
+            self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="alertd-sqlite-checkpoint",
+                                                  daemon=True)
+            self._checkpointer.start()
+
+    async def close(self) -> None:
+        self._stop_checkpoints.set()
+        if self._checkpointer is not None:
+            self._checkpointer.join(timeout=10)
+            self._checkpointer = None
+        await super().close()
+
+    def _checkpoint_loop(self) -> None:
+        """PASSIVE checkpoints never block the writer; they copy what readers no longer need."""
+        wal = Path(f"{self.path}-wal")
+        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=10)
+        try:
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            while not self._stop_checkpoints.wait(CHECKPOINT_EVERY):
+                try:
+                    if wal.exists() and wal.stat().st_size > CHECKPOINT_BYTES:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error as exc:  # e.g. a full disk: the next round tries again
+                    log.warning("WAL checkpoint failed: %s", exc)
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:
+            log.warning("WAL checkpoint failed: %s", exc)
+        finally:
+            conn.close()
 
     def _begin(self, cur: Any) -> None:
         cur.execute("BEGIN IMMEDIATE")
