@@ -29,10 +29,17 @@ CHILD_KINDS = frozenset({"folded_into_fleet", "acknowledged", "resolved"})
 
 
 def change_payload(change: Change) -> dict:
+    """What a log line needs. Notifiers that show an incident read its current state from the store,
+    so the payload stays small even for a fleet incident listing thousands of nodes."""
+    inc = change.incident
     return {
         "kinds": change.kinds,
         "urgent": change.urgent,
-        "incident": change.incident.to_dict(with_members=False),
+        "incident": {
+            "id": inc.id, "key": inc.key, "status": inc.status, "severity": inc.severity, "category": inc.category,
+            "title": inc.title, "cluster": inc.cluster, "node": inc.node, "signals": inc.signals, "xids": inc.xids,
+            "firing": inc.firing, "memberCount": len(inc.members), "fleetNodes": len(inc.nodes),
+        },
         "events": [e.to_dict() for e in change.events],
     }
 

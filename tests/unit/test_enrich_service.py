@@ -20,6 +20,7 @@ from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import EnrichSettings, KubeSettings, LogSettings
 from alertd.model import Alert
 from alertd.rules import load_rules
+from alertd.store.base import StoreUnavailable
 from alertd.service import Service
 from alertd.store.sqlite import SqliteStore
 from tests.support.fakes import Recorder, ScriptedLogBackend
@@ -422,11 +423,14 @@ async def test_failed_write_is_retried(tmp_path, caplog) -> None:
         h.backend.delay = 0.3
         await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc) - timedelta(minutes=5)))
         await h.svc.outbox.drain()
-        pages = await asyncio.to_thread(lambda: h.svc.store.path.stat().st_size // 4096)
-        h.svc.store.set_max_pages(max(1, pages))  # the disk is full: commits fail
+        real_commit = h.svc.store.commit_step
+
+        async def disk_full(step):
+            raise StoreUnavailable("OperationalError: database or disk is full")
+        h.svc.store.commit_step = disk_full  # every engine commit fails for a while
         await asyncio.sleep(0.8)
         assert "could not write enrichment for INC-1, retrying" in caplog.text
-        h.svc.store.set_max_pages(1_000_000)
+        h.svc.store.commit_step = real_commit
         await asyncio.sleep(2.5)
         assert await h.enricher.wait_idle(10)
         stored = await h.svc.store.get_incident(h.incident("n1").id)
