@@ -66,42 +66,36 @@ SEARCH_HEAP = os.environ.get("ALERTD_SEARCH_HEAP") or "512m"
 
 # --- Prometheus and Alertmanager -------------------------------------------
 
-def start_prometheus(config_yaml_path, workdir, extra_args: Sequence[str] = (),
-                     timeout: float = 60.0) -> RunningService:
-    binary = find_binary("prometheus")
+def _start_prometheus_family(name: str, binary: str, config_yaml_path, workdir, flags: Sequence[str],
+                             extra_args: Sequence[str], timeout: float) -> RunningService:
+    """Prometheus and Alertmanager share their flags' shape and the /-/ready probe.
 
+    ``flags`` may use ``{data}``: the service's data directory."""
     def start() -> RunningService:
-        run, log, cleanups = runtime_dir("prometheus", Path(workdir), None)
+        run, log, cleanups = runtime_dir(name, Path(workdir), None)
         port = free_port()
-        svc = spawn("prometheus", [
+        svc = spawn(name, [
             binary, f"--config.file={Path(config_yaml_path).resolve()}",
-            f"--web.listen-address=127.0.0.1:{port}", f"--storage.tsdb.path={run / 'data'}",
-            "--web.enable-lifecycle", *extra_args,
+            f"--web.listen-address=127.0.0.1:{port}", *(f.format(data=run / "data") for f in flags), *extra_args,
         ], port=port, log_path=log, cwd=run, cleanups=cleanups)
         svc.url = f"http://127.0.0.1:{port}"
         wait_ready(svc, http_ready(svc.url + "/-/ready"), timeout)
         return svc
 
     return retry_port_clash(start)
+
+
+def start_prometheus(config_yaml_path, workdir, extra_args: Sequence[str] = (),
+                     timeout: float = 60.0) -> RunningService:
+    return _start_prometheus_family("prometheus", find_binary("prometheus"), config_yaml_path, workdir,
+                                    ["--storage.tsdb.path={data}", "--web.enable-lifecycle"], extra_args, timeout)
 
 
 def start_alertmanager(config_yaml_path, workdir, extra_args: Sequence[str] = (),
                        timeout: float = 60.0) -> RunningService:
-    binary = find_binary("prometheus-alertmanager", "alertmanager")
-
-    def start() -> RunningService:
-        run, log, cleanups = runtime_dir("alertmanager", Path(workdir), None)
-        port = free_port()
-        svc = spawn("alertmanager", [
-            binary, f"--config.file={Path(config_yaml_path).resolve()}",
-            f"--web.listen-address=127.0.0.1:{port}", f"--storage.path={run / 'data'}",
-            "--cluster.listen-address=", *extra_args,
-        ], port=port, log_path=log, cwd=run, cleanups=cleanups)
-        svc.url = f"http://127.0.0.1:{port}"
-        wait_ready(svc, http_ready(svc.url + "/-/ready"), timeout)
-        return svc
-
-    return retry_port_clash(start)
+    return _start_prometheus_family("alertmanager", find_binary("prometheus-alertmanager", "alertmanager"),
+                                    config_yaml_path, workdir,
+                                    ["--storage.path={data}", "--cluster.listen-address="], extra_args, timeout)
 
 
 # --- PostgreSQL --------------------------------------------------------------
