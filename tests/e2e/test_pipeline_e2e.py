@@ -1,13 +1,17 @@
 """End to end with the real Prometheus and Alertmanager (Debian packages):
 
 simulated GPU cluster -> Prometheus (shipped GPU alert rules, windows shortened)
--> Alertmanager (webhook with bearer auth) -> `alertd serve` (subprocess).
+-> Alertmanager (webhook with bearer auth) -> `alertd serve` (subprocess, shipped
+rules and routing) -> the Slack Web API and PagerDuty Events v2 test servers.
 
 Asserts ONE incident per failing node holding all of that node's signals, that
-Watchdog heartbeats never become incidents, and resolution after the faults clear.
+Watchdog heartbeats never become incidents, ONE Slack message per failing node
+kept up to date through resolution, and one PagerDuty trigger for the critical
+incident, resolved later with the same dedup_key.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -19,19 +23,26 @@ import yaml
 from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
+from tests.support.loopback import serving_in_thread
+from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
+from tests.support.slack_server import SlackTestServer
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "e2e-webhook-token"
+SLACK_TOKEN = "xoxb-e2e"
 
 
 def wait(what: str, probe: Callable[[], Any], timeout: float = 90.0, every: float = 0.5) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
-        last = probe()
+        try:
+            last = probe()
+        except RuntimeError:  # a test server's record changed size while we read it: read again
+            last = None
         if last:
             return last
         time.sleep(every)
@@ -75,11 +86,26 @@ def by_node(rows: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
+def top_level_messages(slack: SlackTestServer) -> list[dict]:
+    return [m for channel in list(slack.messages.values()) for m in list(channel.values()) if not m.get("thread_ts")]
+
+
 def test_prometheus_alertmanager_alertd(tmp_path: Path) -> None:
+    slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
+    with serving_in_thread(slack, pagerduty):
+        run_pipeline(tmp_path, slack, pagerduty)
+
+
+def run_pipeline(tmp_path: Path, slack: SlackTestServer, pagerduty: PagerDutyTestServer) -> None:
     rules_dir = write_rules(tmp_path / "alertd-rules", hold_down="3s")
     alertd = AlertdProcess(tmp_path / "alertd", {
         "rules": {"paths": [str(rules_dir)]},
         "receiver": {"auth": {"bearer_token": TOKEN}},
+        "notify": {
+            "slack": {"token": SLACK_TOKEN, "base_url": slack.url, "debounce": "0s"},
+            "pagerduty": {"events_url": pagerduty.url, "routing_keys": {
+                "gpu-infra": PagerDutyTestServer.ROUTING_KEY, "gpu-infra-escalation": PagerDutyTestServer.ROUTING_KEY}},
+        },
     }).start()
     sim = GPUClusterSim(nodes=3)
     with sim.running_in_thread():
@@ -97,10 +123,11 @@ def test_prometheus_alertmanager_alertd(tmp_path: Path) -> None:
             wait("the Watchdog heartbeat reaching alertd",
                  lambda: alertd.metrics().get("alertd_alerts_received_total", 0) >= 1)
 
-            # Faults: an Xid 79 on node-1's GPU 3 and a cordon of node-1; node-2's exporter dies.
+            # Faults: an Xid 79 on node-1's GPU 3, then the operator cordons node-1; node-2's exporter dies.
             sim.inject_xid("node-1", 3, 79)
-            sim.cordon("node-1", True)
             sim.exporter_down("node-2", True)
+            wait("node-1's Xid incident", lambda: any(r["node"] == "node-1" for r in incidents(alertd, status="open")))
+            sim.cordon("node-1", True)
 
             def both_nodes_complete() -> dict[str, list[dict]] | None:
                 nodes = by_node(incidents(alertd, status="open"))
@@ -127,6 +154,13 @@ def test_prometheus_alertmanager_alertd(tmp_path: Path) -> None:
             assert xid_member["subject"]["node"] == "node-1"  # not the exporter pod's Hostname
             assert xid_member["generatorURL"].startswith("http")
 
+            # Slack: one message per failing node; PagerDuty: the critical one is paged.
+            wait("one Slack message per failing node", lambda: len(top_level_messages(slack)) == 2)
+            wait("a PagerDuty trigger for node-1", lambda: pagerduty.status_of(n1["id"]) == "triggered")
+            trigger = pagerduty.events_for(n1["id"])[0]
+            assert trigger["event_action"] == "trigger" and trigger["payload"]["source"] == "node-1"
+            assert trigger["payload"]["severity"] == "critical" and "Xid 79" in trigger["payload"]["summary"]
+
             # Clear everything: Alertmanager sends resolved, the hold-down passes, incidents resolve.
             sim.clear()
             wait("every incident resolved", lambda: incidents(alertd, status="resolved")
@@ -135,6 +169,18 @@ def test_prometheus_alertmanager_alertd(tmp_path: Path) -> None:
             resolved = {row["id"]: row for row in incidents(alertd, status="resolved")}
             assert {n1["id"], n2["id"]} <= set(resolved)
             assert all(not row["fleet"] for row in resolved.values())
+
+            wait("PagerDuty resolved with the same dedup_key", lambda: pagerduty.status_of(n1["id"]) == "resolved")
+            assert [e["event_action"] for e in pagerduty.events_for(n1["id"])].count("trigger") == 1
+            assert pagerduty.status_of(n2["id"]) is None  # a warning is not paged
+
+            def messages_show_resolution() -> list[dict] | None:
+                tops = top_level_messages(slack)
+                done = [m for m in tops if "resolved" in json.dumps(m).lower()]
+                return tops if len(done) == 2 else None
+
+            tops = wait("both Slack messages updated to resolved", messages_show_resolution)
+            assert len(tops) == 2 and all(m.get("updates", 0) >= 1 for m in tops), tops  # edited in place
             metrics = alertd.metrics()
             assert metrics.get('alertd_webhooks_rejected_total{reason="unauthorized"}', 0) == 0
         finally:

@@ -21,7 +21,9 @@ A subclass builds its application in :meth:`LoopbackServer.app` and may set
 from __future__ import annotations
 
 import asyncio
-from typing import Self
+import contextlib
+import threading
+from typing import Iterator, Self
 
 from aiohttp import web
 
@@ -86,3 +88,21 @@ class LoopbackServer:
         """Sleep ``delay`` seconds (no-op when 0)."""
         if self.delay:
             await asyncio.sleep(self.delay)
+
+
+@contextlib.contextmanager
+def serving_in_thread(*servers: LoopbackServer, timeout: float = 10.0) -> Iterator[tuple[LoopbackServer, ...]]:
+    """Run servers on a private event loop in a daemon thread, for tests that block (subprocesses, polling)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="loopback-servers", daemon=True)
+    thread.start()
+    try:
+        for server in servers:
+            asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout)
+        yield servers
+    finally:
+        for server in servers:
+            asyncio.run_coroutine_threadsafe(server.stop(), loop).result(timeout)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+        loop.close()
