@@ -132,4 +132,8 @@ def load_config(path: Path | str | None, env: dict[str, str] | None = None) -> C
     if path is None:
         return parse_config({}, "<defaults>", env=env)
     doc, marks = load_yaml(path, with_marks=True)
-    return parse_config(doc, str(path), marks, env)
+    cfg = parse_config(doc, str(path), marks, env)
+    if cfg.raw.get("rules", {}).get("paths"):
+        # Like Prometheus's rule_files: relative rule paths are relative to the config file.
+        cfg.rule_paths = [str(Path(path).parent / p) for p in cfg.rule_paths]
+    return cfg

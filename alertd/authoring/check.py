@@ -193,8 +193,8 @@ def _check_config(path: Path, doc: Any, marks: dict, report: Report) -> tuple[li
     for i, raw in enumerate((rules_doc or {}).get("paths") or []):
         if not isinstance(raw, str):
             continue
-        candidates = [path.parent / raw, Path(raw)]  # next to the config first, then the working directory
-        found = next((c for c in candidates if c.exists()), None)
+        candidate = path.parent / raw  # relative to the config file, as the service reads it
+        found = candidate if candidate.exists() else None
         if found is None:
             report.error(Problem(source, f"rules.paths[{i}]: {raw} does not exist", *mark_for(marks, ("rules", "paths", i))))
         else:

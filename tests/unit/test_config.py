@@ -106,3 +106,12 @@ def test_yaml_syntax_error_is_located(tmp_path):
     with pytest.raises(InvalidDocument) as exc:
         load_rules([tmp_path])
     assert exc.value.problems[0].line >= 2 and "YAML syntax" in exc.value.problems[0].message
+
+
+def test_relative_rule_paths_are_relative_to_the_config_file(tmp_path):
+    (tmp_path / "conf").mkdir()
+    p = write(tmp_path / "conf", "a.yml", """
+        rules:
+          paths: [rules, /abs/rules]
+    """)
+    assert load_config(p).rule_paths == [str(tmp_path / "conf" / "rules"), "/abs/rules"]
