@@ -101,6 +101,7 @@ class Service:
         for notifier in self.notifiers.values():
             await notifier.close()
         await self.store.close()
+        log.info("alertd stopped: pending work finished or left in the store for the next start")
 
     # ----- receive -----
 
