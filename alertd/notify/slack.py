@@ -233,21 +233,13 @@ class SlackNotifier(Notifier):
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise DeliveryError(f"Slack {method}: {type(exc).__name__}: {exc}", retry=True) from None
 
-    async def _save_ref(self, incident_id: str, target: str, ref: str) -> None:
-        saver = getattr(self.store, "save_ref", None)
-        if saver is not None:
-            await saver(incident_id, target, ref)
-
     async def _pending(self, item: OutboxItem, kinds: tuple[str, ...]) -> list[OutboxItem]:
-        finder = getattr(self.store, "pending_outbox_for", None)
-        if finder is None:
-            return []
-        return await finder(item.incident_id, item.target, after_id=item.id, kinds=kinds)
+        return await self.store.pending_outbox_for(item.incident_id, item.target, after_id=item.id, kinds=kinds)
 
     async def _covered(self, items: list[OutboxItem]) -> None:
-        finisher = getattr(self.store, "finish_outbox_many", None)
-        if items and finisher is not None:
-            await finisher([i.id for i in items])
+        """Queued items that this delivery made redundant (it rendered the current incident)."""
+        if items:
+            await self.store.finish_outbox_batch([(i.id, None) for i in items])
 
     # ----- delivery -----
 
@@ -287,7 +279,7 @@ class SlackNotifier(Notifier):
         except MessageGone as exc:
             raise DeliveryError(f"Slack chat.postMessage: {exc}", retry=False) from None
         new_ref = f"{resp.get('channel') or channel}|{resp['ts']}"
-        await self._save_ref(item.incident_id, item.target, new_ref)  # before anything else: no double post
+        await self.store.save_ref(item.incident_id, item.target, new_ref)  # before anything else: no double post
         await self._covered(later)
         return Delivered(ref=new_ref)
 
@@ -327,5 +319,5 @@ class SlackNotifier(Notifier):
                              reply_broadcast=True)
         except MessageGone as exc:
             raise DeliveryError(f"Slack escalation note: {exc}", retry=False) from None
-        await self._save_ref(item.incident_id, item.target, "posted")
+        await self.store.save_ref(item.incident_id, item.target, "posted")
         return Delivered(ref="posted")

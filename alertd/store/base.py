@@ -94,13 +94,24 @@ class Store(abc.ABC):
     async def due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]:
         """Pending work that is due, oldest first; at most one (the oldest) per incident+target."""
 
-    @abc.abstractmethod
     async def finish_outbox(self, item_id: int, *, ref: tuple[str, str, str] | None = None) -> None:
         """Mark delivered; ``ref`` (incident, target, external id such as a Slack ts) is saved in the same commit."""
+        await self.finish_outbox_batch([(item_id, ref)])
 
     @abc.abstractmethod
     async def finish_outbox_batch(self, done: list[tuple[int, tuple[str, str, str] | None]]) -> None:
-        """``finish_outbox`` for many items in one commit (one fsync per delivery round)."""
+        """Mark pending items done, saving their refs, in one commit (one fsync per delivery round).
+
+        Also how a notifier marks queued items that one delivery covered (coalesced updates)."""
+
+    @abc.abstractmethod
+    async def save_ref(self, incident_id: str, target: str, ref: str) -> None:
+        """Save an external id before the rest of a delivery, so a crash cannot post twice."""
+
+    @abc.abstractmethod
+    async def pending_outbox_for(self, incident_id: str, target: str, *, after_id: int,
+                                 kinds: tuple[str, ...]) -> list[OutboxItem]:
+        """Pending items of these kinds for one incident+target queued after ``after_id``, oldest first."""
 
     @abc.abstractmethod
     async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None: ...

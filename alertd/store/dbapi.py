@@ -278,15 +278,7 @@ class SqlStore(Store):
     # ----- outbox -----
 
     async def due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]:
-        rows = await self._run(self._query, sql.DUE_OUTBOX, (iso(now), limit))
-        return [
-            OutboxItem(incident_id=r[1], target=r[2], kind=r[3], payload=json.loads(r[4]),
-                       due_at=parse_iso(r[5]), id=r[0], attempts=r[6], last_error=r[7])  # type: ignore[arg-type]
-            for r in rows
-        ]
-
-    async def finish_outbox(self, item_id: int, *, ref: tuple[str, str, str] | None = None) -> None:
-        await self.finish_outbox_batch([(item_id, ref)])
+        return [sql.outbox_item(r) for r in await self._run(self._query, sql.DUE_OUTBOX, (iso(now), limit))]
 
     async def finish_outbox_batch(self, done: list[tuple[int, tuple[str, str, str] | None]]) -> None:
         if not done:
@@ -297,38 +289,20 @@ class SqlStore(Store):
             refs = [ref for _, ref in done if ref is not None]
             if refs:
                 cur.executemany(self._q(sql.UPSERT_REF), refs)
-            cur.executemany(self._q("UPDATE outbox SET state = 'done', done_at = ? WHERE id = ?"),
+            cur.executemany(self._q("UPDATE outbox SET state = 'done', done_at = ? WHERE id = ? AND state = 'pending'"),
                             [(now, item_id) for item_id, _ in done])
         await self._run(self._tx, do)
 
     async def save_ref(self, incident_id: str, target: str, ref: str) -> None:
-        """Save an external id before the rest of a delivery, so a crash cannot post twice."""
         await self._run(self._tx, lambda cur: cur.execute(self._q(sql.UPSERT_REF), (incident_id, target, ref)))
 
     async def pending_outbox_for(self, incident_id: str, target: str, *, after_id: int,
                                  kinds: tuple[str, ...]) -> list[OutboxItem]:
-        """Pending items of these kinds for one incident+target queued after ``after_id`` (due or not), oldest first.
-
-        A notifier that renders the current incident can cover them with one delivery (coalescing)."""
         marks = ", ".join("?" for _ in kinds)
         rows = await self._run(self._query, (
-            "SELECT id, incident_id, target, kind, payload, due_at, attempts, last_error FROM outbox "
-            f"WHERE incident_id = ? AND target = ? AND state = 'pending' AND id > ? AND kind IN ({marks}) ORDER BY id"),
-            (incident_id, target, after_id, *kinds))
-        return [
-            OutboxItem(incident_id=r[1], target=r[2], kind=r[3], payload=json.loads(r[4]),
-                       due_at=parse_iso(r[5]), id=r[0], attempts=r[6], last_error=r[7])  # type: ignore[arg-type]
-            for r in rows
-        ]
-
-    async def finish_outbox_many(self, item_ids: list[int]) -> None:
-        """Mark items done that another delivery covered (coalesced updates and thread replies)."""
-        if not item_ids:
-            return
-        done_at = iso(datetime.now().astimezone())
-        await self._run(self._tx, lambda cur: cur.executemany(
-            self._q("UPDATE outbox SET state = 'done', done_at = ? WHERE id = ? AND state = 'pending'"),
-            [(done_at, i) for i in item_ids]))
+            f"SELECT {sql.OUTBOX_COLUMNS} FROM outbox WHERE incident_id = ? AND target = ? AND state = 'pending' "
+            f"AND id > ? AND kind IN ({marks}) ORDER BY id"), (incident_id, target, after_id, *kinds))
+        return [sql.outbox_item(r) for r in rows]
 
     async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None:
         state = "failed" if give_up else "pending"

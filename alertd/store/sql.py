@@ -9,7 +9,8 @@ import json
 import orjson
 from typing import Any, Iterable
 
-from alertd.model import Event, Incident, Member
+from alertd.model import Event, Incident, Member, parse_iso
+from alertd.store.base import OutboxItem
 
 # Each migration runs once, in order; the applied count lives in schema_version.
 MIGRATIONS: list[list[str]] = [
@@ -82,6 +83,7 @@ UPSERT_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO 
 UPSERT_REF = """INSERT INTO notify_refs (incident_id, target, ref) VALUES (?, ?, ?)
 ON CONFLICT (incident_id, target) DO UPDATE SET ref = excluded.ref"""
 # The oldest pending item of each incident+target, if due: delivery stays in order per incident.
+OUTBOX_COLUMNS = "id, incident_id, target, kind, payload, due_at, attempts, last_error"
 DUE_OUTBOX = """SELECT o.id, o.incident_id, o.target, o.kind, o.payload, o.due_at, o.attempts, o.last_error
 FROM outbox o
 WHERE o.state = 'pending' AND o.due_at <= ?
@@ -110,3 +112,9 @@ def assemble(doc: str, members: Iterable[str], events: Iterable[str]) -> Inciden
     inc.count_firing()
     inc.timeline = [Event.from_dict(json.loads(raw)) for raw in events]
     return inc
+
+
+def outbox_item(row: tuple) -> OutboxItem:
+    """A row selected as OUTBOX_COLUMNS (or DUE_OUTBOX) -> OutboxItem."""
+    return OutboxItem(incident_id=row[1], target=row[2], kind=row[3], payload=json.loads(row[4]),
+                      due_at=parse_iso(row[5]), id=row[0], attempts=row[6], last_error=row[7])  # type: ignore[arg-type]

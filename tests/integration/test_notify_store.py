@@ -33,13 +33,13 @@ async def exercise(store) -> None:
 
     await store.save_ref(inc.id, "slack:#a", "C1|1.000001")  # saved before the outbox commit
     assert await store.notify_ref(inc.id, "slack:#a") == "C1|1.000001"
-    await store.finish_outbox_many([i.id for i in later])
+    await store.finish_outbox_batch([(i.id, None) for i in later])
     await store.finish_outbox(first.id, ref=(inc.id, "slack:#a", "C1|1.000001"))
     left = await store.pending_outbox_for(inc.id, "slack:#a", after_id=0, kinds=("thread", "update"))
     assert [i.payload["n"] for i in left] == [2]
     stats = await store.stats()
     assert stats["outbox_done"] == 3 and stats["outbox_pending"] == 2
-    await store.finish_outbox_many([])
+    await store.finish_outbox_batch([])
 
 
 async def test_sqlite(tmp_path):
