@@ -48,7 +48,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from tests.support.loopback import LoopbackServer
+from tests.support.loopback import LoopbackServer, serving_in_thread
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_RULES = REPO_ROOT / "deploy" / "prometheus" / "gpu-alerts.yml"
@@ -279,8 +279,6 @@ class GPUClusterSim(LoopbackServer):
                 indexes = job_gpus.get(name, ())
             for g in indexes:
                 self.assign_pod(name, g, job_namespace, f"{job_name}-worker-{node.index}", job_container)
-        self._thread: threading.Thread | None = None
-        self._thread_loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------- identity
 
@@ -636,34 +634,8 @@ class GPUClusterSim(LoopbackServer):
     @contextlib.contextmanager
     def running_in_thread(self, timeout: float = 10.0) -> Iterator[GPUClusterSim]:
         """Run the server on a private event loop in a daemon thread."""
-        started = threading.Event()
-        failure: list[BaseException] = []
-        loop = asyncio.new_event_loop()
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self.start())
-            except BaseException as e:  # reported to the caller below
-                failure.append(e)
-                started.set()
-                return
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(self.stop())
-            loop.close()
-
-        thread = threading.Thread(target=run, name="gpu-cluster-sim", daemon=True)
-        thread.start()
-        if not started.wait(timeout):
-            raise RuntimeError("simulator did not start")
-        if failure:
-            raise failure[0]
-        try:
+        with serving_in_thread(self, timeout=timeout):
             yield self
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout)
 
     # ------------------------------------------------------ Prometheus config
 

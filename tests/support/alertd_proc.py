@@ -15,46 +15,25 @@ import atexit
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 
+from tests.support.process import free_port, http
+
 REPO = Path(__file__).resolve().parents[2]
 RECEIVER_PATH = "/api/v1/alerts/alertmanager"
-_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never via a proxy
 _running: list["AlertdProcess"] = []
 
 
 class AlertdStartError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
-         timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
-    """One request without proxies: (status, headers, body); status 0 when nothing answered."""
-    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
-    try:
-        with _opener.open(req, timeout=timeout) as resp:
-            return resp.status, dict(resp.headers), resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read()
-    except (OSError, ValueError):
-        return 0, {}, b""
 
 
 def parse_metrics(text: str) -> dict[str, float]:

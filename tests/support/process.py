@@ -123,15 +123,23 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+def http(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
+         timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
+    """One request on loopback without proxies: (status, headers, body); status 0 when nothing answered."""
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with _http.open(req, timeout=timeout) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+    except (OSError, ValueError):
+        return 0, {}, b""
+
+
 def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
     """GET on loopback without proxies; returns (status, body), status 0 if unreachable."""
-    try:
-        with _http.open(url, timeout=timeout) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-    except (OSError, ValueError):
-        return 0, b""
+    status, _, body = http("GET", url, timeout=timeout)
+    return status, body
 
 
 def http_json(method: str, url: str, payload=None, timeout: float = 30.0) -> tuple[int, object]:
