@@ -13,9 +13,7 @@ from datetime import datetime, timedelta, timezone
 import aiohttp
 import pytest
 
-from tests.integration.test_notify_pagerduty import keys, pd  # noqa: F401  (fixture)
-from tests.integration.test_notify_slack import ROOT, Harness, top_messages, wait_for
-from tests.integration.test_notify_slack import slack  # noqa: F401  (fixture)
+from tests.support.notify_harness import ROOT, Harness, keys, top_messages, wait_for
 from tests.support import services
 from tests.support.fixtures import require
 from tests.support.webhooks import dcgm_labels
@@ -58,7 +56,7 @@ async def am_post(url: str, labels: list[dict], *, resolved: bool = False) -> No
             assert resp.status == 200, await resp.text()
 
 
-async def test_alertmanager_to_slack_and_pagerduty_through_resolution(tmp_path, slack, pd):  # noqa: F811
+async def test_alertmanager_to_slack_and_pagerduty_through_resolution(tmp_path, slack, pd):
     correlation = (ROOT / "rules" / "correlation.yml").read_text().replace("hold_down: 5m", "hold_down: 1s")
     h = Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys())
     (tmp_path / "rules" / "correlation.yml").write_text(correlation)

@@ -4,39 +4,11 @@ from __future__ import annotations
 import asyncio
 import json
 
-import pytest
 
-from tests.integration.test_notify_slack import ROUTING, Harness, hook, top_messages, wait_for, xid_alert
-from tests.integration.test_notify_slack import slack  # noqa: F401  (fixture)
+from tests.support.notify_harness import ESCALATION_KEY, Harness, hook, keys, top_messages, wait_for, xid_alert
 from tests.support.pagerduty_server import PagerDutyTestServer
 
-ESCALATION_KEY = "ESCALAT10NKEYALERTDTEST000000000"
-ROUTING_ESC = ROUTING.replace('''      receiver: oncall
-''', '''      receiver: oncall
-      escalate: {after: 1500ms, routing_key: "${infra-escalation}"}
-''')
-
-
-@pytest.fixture
-async def pd():
-    server = PagerDutyTestServer(routing_keys=[PagerDutyTestServer.ROUTING_KEY, ESCALATION_KEY])
-    await server.start()
-    yield server
-    await server.stop()
-
-
-def keys() -> dict[str, str]:
-    return {"infra": PagerDutyTestServer.ROUTING_KEY, "infra-escalation": ESCALATION_KEY}
-
-
-@pytest.fixture
-async def paging(tmp_path, slack, pd):  # noqa: F811
-    h = await Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys(), routing=ROUTING_ESC).start()
-    yield h
-    await h.stop()
-
-
-async def test_trigger_acknowledge_resolve_with_one_dedup_key(tmp_path, slack, pd):  # noqa: F811
+async def test_trigger_acknowledge_resolve_with_one_dedup_key(tmp_path, slack, pd):
     h = await Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys()).start()
     try:
         first = xid_alert("gpu-node-7", 3)
@@ -78,7 +50,7 @@ async def test_trigger_acknowledge_resolve_with_one_dedup_key(tmp_path, slack, p
         await h.stop()
 
 
-async def test_400_is_never_retried(tmp_path, slack, pd):  # noqa: F811
+async def test_400_is_never_retried(tmp_path, slack, pd):
     h = await Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys()).start()
     try:
         pd.fail_next(400)
@@ -96,7 +68,7 @@ async def test_400_is_never_retried(tmp_path, slack, pd):  # noqa: F811
         await h.stop()
 
 
-async def test_429_and_500_are_retried_with_backoff(tmp_path, slack, pd):  # noqa: F811
+async def test_429_and_500_are_retried_with_backoff(tmp_path, slack, pd):
     h = await Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys()).start()
     try:
         pd.fail_next(500)
@@ -110,7 +82,7 @@ async def test_429_and_500_are_retried_with_backoff(tmp_path, slack, pd):  # noq
         await h.stop()
 
 
-async def test_unacknowledged_incident_escalates_and_says_so_in_the_thread(paging, slack, pd):  # noqa: F811
+async def test_unacknowledged_incident_escalates_and_says_so_in_the_thread(paging, slack, pd):
     await paging.post(hook(xid_alert("n1", 0)))
     inc = await paging.one_incident()
     await wait_for(lambda: any(e["routing_key"] == ESCALATION_KEY for e in pd.events), timeout=10)
@@ -126,7 +98,7 @@ async def test_unacknowledged_incident_escalates_and_says_so_in_the_thread(pagin
     assert {a["routing_key"] for a in pd.alerts[inc["id"]]} == {PagerDutyTestServer.ROUTING_KEY, ESCALATION_KEY}
 
 
-async def test_acknowledged_in_time_does_not_escalate(paging, slack, pd):  # noqa: F811
+async def test_acknowledged_in_time_does_not_escalate(paging, slack, pd):
     await paging.post(hook(xid_alert("n1", 0)))
     inc = await paging.one_incident()
     await wait_for(lambda: pd.events)

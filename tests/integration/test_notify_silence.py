@@ -10,8 +10,7 @@ import aiohttp
 import pytest
 
 from alertd.model import parse_iso
-from tests.integration.test_notify_slack import Harness, hook, top_messages, wait_for, xid_alert
-from tests.integration.test_notify_slack import slack  # noqa: F401  (fixture)
+from tests.support.notify_harness import Harness, hook, top_messages, wait_for, xid_alert
 from tests.support import services
 from tests.support.fixtures import require
 
@@ -53,7 +52,7 @@ def matcher(silence: dict, name: str) -> dict | None:
     return next((m for m in silence["matchers"] if m["name"] == name), None)
 
 
-async def test_silence_button_mutes_the_node_and_unsilence_expires_it(tmp_path, slack, alertmanager):  # noqa: F811
+async def test_silence_button_mutes_the_node_and_unsilence_expires_it(tmp_path, slack, alertmanager):
     h = await Harness(tmp_path, slack=slack, alertmanager_url=alertmanager.url).start()
     try:
         alert = xid_alert("gpu-node-7", 3)
@@ -117,7 +116,7 @@ async def test_silence_button_mutes_the_node_and_unsilence_expires_it(tmp_path, 
         await h.stop()
 
 
-async def test_node_level_incident_is_silenced_by_node_only(tmp_path, slack, alertmanager):  # noqa: F811
+async def test_node_level_incident_is_silenced_by_node_only(tmp_path, slack, alertmanager):
     h = await Harness(tmp_path, slack=slack, alertmanager_url=alertmanager.url).start()
     try:
         await h.post(hook(xid_alert("gpu-node-9", 0), xid_alert("gpu-node-9", 1), node="gpu-node-9"))
@@ -138,7 +137,7 @@ async def test_node_level_incident_is_silenced_by_node_only(tmp_path, slack, ale
         await h.stop()
 
 
-async def test_alertmanager_down_is_reported_not_recorded(tmp_path, slack):  # noqa: F811
+async def test_alertmanager_down_is_reported_not_recorded(tmp_path, slack):
     h = await Harness(tmp_path, slack=slack, alertmanager_url="http://127.0.0.1:9").start()
     try:
         await h.post(hook(xid_alert("n1", 0)))

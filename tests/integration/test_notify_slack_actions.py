@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from tests.integration.test_notify_slack import SECRET, Harness, hook, top_messages, wait_for, xid_alert
-from tests.integration.test_notify_slack import harness, slack  # noqa: F401  (fixtures)
+from tests.support.notify_harness import SECRET, Harness, hook, top_messages, wait_for, xid_alert
 
 
 @pytest.fixture
