@@ -75,7 +75,7 @@ class Service:
             loop.create_task(self._process_loop(), name="alertd-processor"),
             loop.create_task(self._tick_loop(), name="alertd-ticker"),
             loop.create_task(self.outbox.run(), name="alertd-outbox"),
-            loop.create_task(self._prune_loop(), name="alertd-prune"),
+            loop.create_task(self._housekeeping_loop(), name="alertd-housekeeping"),
         ]
         self.ready = True
         log.info("alertd started: %d open incidents restored", len(state.incidents))
@@ -251,16 +251,20 @@ class Service:
             except Exception as exc:
                 self._step_failed("tick", exc)
 
-    async def _prune_loop(self) -> None:
+    async def _housekeeping_loop(self) -> None:
+        """Every minute the outbox backlog gauge; every five minutes, prune what retention lets go."""
+        rounds = 0
         while not self._stopping:
             try:
-                pruned = await self.store.prune(self.clock() - self.cfg.retention)
-                if pruned:
-                    log.info("pruned %d old inbox/outbox rows", pruned)
-                self.metrics.inbox_pending.set((await self.store.stats()).get("inbox_pending", 0))
+                if rounds % 5 == 0:
+                    pruned = await self.store.prune(self.clock() - self.cfg.retention)
+                    if pruned:
+                        log.info("pruned %d old inbox/outbox rows", pruned)
+                self.metrics.outbox_pending.set((await self.store.stats()).get("outbox_pending", 0))
             except Exception as exc:
-                self._step_failed("prune", exc)
-            await asyncio.sleep(300)
+                self._step_failed("housekeeping", exc)
+            rounds += 1
+            await asyncio.sleep(60)
 
     def _update_gauges(self) -> None:
         if self.engine is None:
