@@ -69,6 +69,7 @@ class Service:
         await self.store.open()
         state = await self.store.load_state()
         self.engine = Engine(self.rules, self.cfg.normalize, state)
+        self.router.restore(await self.store.load_router_memory())
         self._update_gauges()
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -208,12 +209,13 @@ class Service:
             if not changes and not processed:
                 return []
             state = self.engine.state
-            step = Step(processed=processed or [], changes=changes, outbox=self.router.route(changes, now),
-                        next_seq=state.next_seq, heartbeat_at=state.heartbeat_at)
+            items, memory = self.router.route_step(changes, now)
+            step = Step(processed=processed or [], changes=changes, outbox=items,
+                        next_seq=state.next_seq, heartbeat_at=state.heartbeat_at, memory=memory)
             try:
                 await self.store.commit_step(step)
             except Exception:
-                self.engine.correlator.state = await self._reload_state()
+                await self._roll_back()
                 raise
             for c in changes:
                 del c.incident.timeline[:-KEEP_EVENTS_IN_MEMORY]
@@ -229,13 +231,18 @@ class Service:
             self.enricher.submit(changes)
         return changes
 
-    async def _reload_state(self):
+    async def _roll_back(self) -> None:
+        """After a failed commit, engine and router both carry on from what the store holds, so
+        replaying the step routes it again in full (escalations included)."""
+        assert self.engine is not None
         try:
-            return await self.store.load_state()
+            state = await self.store.load_state()
+            memory = await self.store.load_router_memory()
         except Exception:
             log.exception("could not reload engine state after a failed commit; keeping memory state")
-            assert self.engine is not None
-            return self.engine.state
+            return
+        self.engine.correlator.state = state
+        self.router.restore(memory)
 
     def _step_failed(self, operation: str, exc: Exception) -> None:
         self.metrics.store_errors.labels(operation).inc()

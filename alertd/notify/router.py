@@ -15,7 +15,7 @@ from alertd.model import CLOSED, OPEN, Change, Event, Incident
 from alertd.notify.decision import Decision, Hit, decide
 from alertd.notify.routing import Receiver, Routing
 from alertd.notify.windows import cordon_since
-from alertd.store.base import OutboxItem
+from alertd.store.base import ESCALATION, SENT, MemoryDelta, OutboxItem, RouterMemory
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,8 @@ def change_payload(change: Change) -> dict:
 
 
 class ConsoleRouter:
+    """Every change to the log; remembers nothing."""
+
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
 
@@ -53,14 +55,22 @@ class ConsoleRouter:
             return []
         return [OutboxItem(c.incident.id, "console", "log", change_payload(c), now) for c in changes]
 
+    def route_step(self, changes: Iterable[Change], now: datetime) -> tuple[list[OutboxItem], MemoryDelta]:
+        return self.route(changes, now), MemoryDelta()
+
+    def restore(self, memory: RouterMemory) -> None:
+        return None
+
 
 def _event_payload(e: Event) -> dict:
     return e.to_dict()
 
 
 class Router:
-    """Changes -> outbox items. Keeps a little memory (cordoned nodes, targets used, escalations
-    scheduled) that only avoids redundant rows: notifiers stay correct without it after a restart."""
+    """Changes -> outbox items. Remembers cordoned nodes, the targets each incident went to and the
+    escalations scheduled (RouterMemory). ``route_step`` returns what a step changed in that memory;
+    the service commits it with the step and ``restore``s the committed memory after a failed commit
+    or on start, so a replayed step schedules its escalations again and a restart posts nothing twice."""
 
     def __init__(self, routing: Routing, *, debounce: timedelta = timedelta(seconds=2),
                  available: Iterable[str] = ("console", "slack", "pagerduty"), console_mirror: bool = False):
@@ -68,9 +78,25 @@ class Router:
         self.debounce = debounce
         self.available = set(available)
         self.console_mirror = console_mirror
-        self._targets: dict[str, set[str]] = {}  # incident -> targets routed to so far
-        self._escalated: dict[str, set[str]] = {}  # incident -> escalation targets scheduled
-        self._cordoned: dict[tuple[str, str], tuple[datetime, str]] = {}  # (cluster, node) -> (since, incident)
+        self.memory = RouterMemory()
+        self._delta = MemoryDelta()  # what the step being routed changed in memory
+
+    # The memory's parts under the names routing code uses.
+    @property
+    def _targets(self) -> dict[str, set[str]]:
+        return self.memory.sent
+
+    @property
+    def _escalated(self) -> dict[str, set[str]]:
+        return self.memory.escalations
+
+    @property
+    def _cordoned(self) -> dict[tuple[str, str], tuple[datetime, str]]:
+        return self.memory.cordons
+
+    def restore(self, memory: RouterMemory) -> None:
+        """Carry on from committed memory (start, failed commit, taking over from another instance)."""
+        self.memory = memory
 
     def set_rules(self, rules: Any) -> None:
         routing = getattr(rules, "routing", None)
@@ -83,11 +109,18 @@ class Router:
         for key, (_, source) in list(self._cordoned.items()):
             if source == inc.id and (inc.status == CLOSED or cordon_since(inc) is None):
                 del self._cordoned[key]
+                self._delta.cordons[key] = None
         since = cordon_since(inc)
         if since is not None and inc.status != CLOSED and inc.node:
             key = (inc.cluster, inc.node)
             if key not in self._cordoned or self._cordoned[key][0] > since:
                 self._cordoned[key] = (since, inc.id)
+                self._delta.cordons[key] = (since, inc.id)
+
+    def _mark(self, marks: set[str], inc_id: str, role: str, value: str) -> None:
+        if value not in marks:
+            marks.add(value)
+            self._delta.marks.add((inc_id, role, value))
 
     def cordoned_at(self, inc: Incident) -> datetime | None:
         if inc.fleet or not inc.node:
@@ -108,6 +141,11 @@ class Router:
         return "console" if "console" in self.available else ""
 
     def route(self, changes: Iterable[Change], now: datetime) -> list[OutboxItem]:
+        return self.route_step(changes, now)[0]
+
+    def route_step(self, changes: Iterable[Change], now: datetime) -> tuple[list[OutboxItem], MemoryDelta]:
+        """Outbox items for one engine step, and what routing them changed in memory."""
+        self._delta = delta = MemoryDelta()
         items: list[OutboxItem] = []
         for change in changes:
             try:
@@ -119,7 +157,9 @@ class Router:
                 if change.incident.status == CLOSED:
                     self._targets.pop(change.incident.id, None)
                     self._escalated.pop(change.incident.id, None)
-        return items
+                    delta.forget.add(change.incident.id)
+        self._delta = MemoryDelta()
+        return items, delta
 
     def _route_one(self, change: Change, now: datetime) -> list[tuple]:
         inc = change.incident
@@ -148,7 +188,7 @@ class Router:
             why = decision.suppressed or hit.muted
             out.extend(self._items(target, change, now, decision, hit, quiet=quiet, why=why, known=known))
             if not quiet:
-                known.add(target)
+                self._mark(known, inc.id, SENT, target)
                 loud.add(target)
         # Messages sent earlier to targets this change no longer routes to are still kept current.
         for target in sorted(known - seen):
@@ -212,13 +252,13 @@ class Router:
             marker = f"escalation:{esc.routing_key}"
             if marker in scheduled:
                 continue
-            scheduled.add(marker)
+            self._mark(scheduled, inc.id, ESCALATION, marker)
             due = now + esc.after
             payload = {"after": esc.after.total_seconds(), "routing_key": esc.routing_key, "escalation": True,
                        "severity": decision.severity, "note": decision.note, "kinds": ["escalated"]}
             target = self._target(f"pagerduty:{esc.routing_key}")
             if target.startswith("pagerduty:"):
-                scheduled.add(target)
+                self._mark(scheduled, inc.id, ESCALATION, target)
                 out.append((inc.id, target, "escalate", payload, due))
             # The note goes into the thread of the paging receiver's own messages.
             for st in sorted(t for t in map(self._target, receiver.targets()) if t.startswith("slack:") and t in loud):

@@ -46,6 +46,35 @@ class OutboxItem:
     last_error: str = ""
 
 
+Cordon = tuple[datetime, str]  # (cordoned since, the incident that showed it)
+
+
+@dataclass(slots=True)
+class RouterMemory:
+    """What the router remembers between steps. It is stored with each step, so a failed commit,
+    a restart or another instance taking over carries on from exactly what was committed."""
+
+    sent: dict[str, set[str]] = field(default_factory=dict)  # incident -> targets it went to (loud)
+    escalations: dict[str, set[str]] = field(default_factory=dict)  # incident -> escalations scheduled
+    cordons: dict[tuple[str, str], Cordon] = field(default_factory=dict)  # (cluster, node) -> cordon
+
+
+# Roles of the marks a router keeps per incident (RouterMemory.sent and .escalations).
+SENT, ESCALATION = "sent", "escalation"
+
+
+@dataclass(slots=True)
+class MemoryDelta:
+    """What one routing step changed in RouterMemory: committed in the step's transaction."""
+
+    marks: set[tuple[str, str, str]] = field(default_factory=set)  # (incident, role, value) added
+    forget: set[str] = field(default_factory=set)  # incidents closed: all their marks go
+    cordons: dict[tuple[str, str], Cordon | None] = field(default_factory=dict)  # None: the cordon ended
+
+    def __bool__(self) -> bool:
+        return bool(self.marks or self.forget or self.cordons)
+
+
 @dataclass(slots=True)
 class Step:
     """The result of one engine step, committed atomically."""
@@ -55,6 +84,7 @@ class Step:
     outbox: list[OutboxItem] = field(default_factory=list)
     next_seq: int = 0
     heartbeat_at: datetime | None = None
+    memory: MemoryDelta = field(default_factory=MemoryDelta)  # the router's, in the same transaction
 
 
 class Store(abc.ABC):
@@ -78,10 +108,15 @@ class Store(abc.ABC):
         """Set aside rows the engine cannot process, so they stop blocking the rows behind them."""
 
     @abc.abstractmethod
-    async def commit_step(self, step: Step) -> None: ...
+    async def commit_step(self, step: Step) -> None:
+        """Inbox rows done, incidents, events, outbox items, engine meta and router memory: one transaction."""
 
     @abc.abstractmethod
     async def load_state(self) -> EngineState: ...
+
+    @abc.abstractmethod
+    async def load_router_memory(self) -> RouterMemory:
+        """The router's memory as of the last committed step (see MemoryDelta)."""
 
     @abc.abstractmethod
     async def list_incidents(self, *, status: str | None = None, node: str | None = None,

@@ -17,7 +17,8 @@ from typing import Any, Callable
 from alertd.engine.correlate import EngineState
 from alertd.model import CLOSED, Incident, iso, parse_iso
 from alertd.store import sql
-from alertd.store.base import AppendResult, InboxEntry, OutboxItem, Step, Store, StoreUnavailable
+from alertd.store.base import (ESCALATION, SENT, AppendResult, InboxEntry, MemoryDelta, OutboxItem, RouterMemory, Step,
+                               Store, StoreUnavailable)
 
 log = logging.getLogger(__name__)
 RECENT_EVENTS = 20
@@ -213,7 +214,36 @@ class SqlStore(Store):
                 cur.execute(self._q(sql.UPSERT_META), ("next_seq", str(step.next_seq)))
             if step.heartbeat_at is not None:
                 cur.execute(self._q(sql.UPSERT_META), ("heartbeat_at", iso(step.heartbeat_at)))
+            if step.memory:
+                self._write_memory(cur, step.memory)
         await self._run(self._tx, do)
+
+    def _write_memory(self, cur: Any, delta: MemoryDelta) -> None:
+        marks = [m for m in delta.marks if m[0] not in delta.forget]
+        if marks:
+            cur.executemany(self._q(sql.INSERT_MARK), sorted(marks))
+        if delta.forget:
+            cur.executemany(self._q(sql.FORGET_MARKS), [(i,) for i in sorted(delta.forget)])
+        ended = [key for key, cordon in delta.cordons.items() if cordon is None]
+        if ended:
+            cur.executemany(self._q(sql.DELETE_CORDON), ended)
+        seen = [(*key, iso(c[0]), c[1]) for key, c in delta.cordons.items() if c is not None]
+        if seen:
+            cur.executemany(self._q(sql.UPSERT_CORDON), seen)
+
+    async def load_router_memory(self) -> RouterMemory:
+        def do() -> RouterMemory:
+            memory = RouterMemory()
+            roles = {SENT: memory.sent, ESCALATION: memory.escalations}
+            for inc_id, role, value in self._query("SELECT incident_id, role, value FROM router_marks"):
+                if role in roles:
+                    roles[role].setdefault(inc_id, set()).add(value)
+            for cluster, node, since, inc_id in self._query(
+                    "SELECT cluster, node, since, incident_id FROM router_cordons"):
+                memory.cordons[(cluster, node)] = (parse_iso(since), inc_id)
+            return memory
+        result: RouterMemory = await self._run(do)
+        return result
 
     async def load_state(self) -> EngineState:
         def do() -> EngineState:

@@ -68,6 +68,19 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (incident_id, target))""",
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ],
+    [  # the router's memory, committed with each engine step (RouterMemory)
+        """CREATE TABLE router_marks (
+            incident_id TEXT NOT NULL,
+            role TEXT NOT NULL,
+            value TEXT NOT NULL,
+            PRIMARY KEY (incident_id, role, value))""",
+        """CREATE TABLE router_cordons (
+            cluster TEXT NOT NULL,
+            node TEXT NOT NULL,
+            since TEXT NOT NULL,
+            incident_id TEXT NOT NULL,
+            PRIMARY KEY (cluster, node))""",
+    ],
 ]
 
 UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)
@@ -89,6 +102,11 @@ FROM outbox o
 WHERE o.state = 'pending' AND o.due_at <= ?
   AND o.id = (SELECT min(p.id) FROM outbox p WHERE p.incident_id = o.incident_id AND p.target = o.target AND p.state = 'pending')
 ORDER BY o.due_at, o.id LIMIT ?"""
+INSERT_MARK = "INSERT INTO router_marks (incident_id, role, value) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
+FORGET_MARKS = "DELETE FROM router_marks WHERE incident_id = ?"
+UPSERT_CORDON = """INSERT INTO router_cordons (cluster, node, since, incident_id) VALUES (?, ?, ?, ?)
+ON CONFLICT (cluster, node) DO UPDATE SET since = excluded.since, incident_id = excluded.incident_id"""
+DELETE_CORDON = "DELETE FROM router_cordons WHERE cluster = ? AND node = ?"
 LAST_BY_KEY = """SELECT i.key, i.id FROM incidents i
 JOIN (SELECT key, max(seq) AS seq FROM incidents WHERE status = 'resolved' GROUP BY key) last
   ON last.key = i.key AND last.seq = i.seq"""

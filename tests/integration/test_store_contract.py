@@ -18,7 +18,8 @@ import pytest
 
 from alertd.model import Change, Event, Incident, Member, Signal, Subject
 from alertd.store import sql
-from alertd.store.base import InboxEntry, OutboxItem, Step, Store, StoreUnavailable
+from alertd.store.base import (ESCALATION, SENT, InboxEntry, MemoryDelta, OutboxItem, RouterMemory, Step, Store,
+                               StoreUnavailable)
 from alertd.store.dbapi import RECENT_EVENTS
 from alertd.store.sqlite import SqliteStore
 
@@ -201,6 +202,46 @@ async def test_commit_step_is_all_or_nothing(store):
     assert len(await store.due_outbox(at(60), 10)) == 1
     state = await store.load_state()
     assert (state.next_seq, state.heartbeat_at) == (3, at(5))
+
+
+async def test_router_memory_is_committed_with_the_step_or_not_at_all(make_store):
+    store = make_store()
+    await store.open()
+    try:
+        assert await store.load_router_memory() == RouterMemory()
+        good = incident(1, members=("m1",))
+        first = MemoryDelta(marks={("INC-1", SENT, "slack:#gpu"), ("INC-1", ESCALATION, "escalation:infra"),
+                                   ("INC-2", SENT, "pagerduty:infra")},
+                            cordons={("prod-a", "gpu-node-1"): (at(-60), "INC-1"), ("prod-a", "gpu-node-2"): (T0, "INC-2")})
+        await store.commit_step(Step(changes=[change(good)], outbox=[outbox("INC-1")], next_seq=2, memory=first))
+        expected = RouterMemory(sent={"INC-1": {"slack:#gpu"}, "INC-2": {"pagerduty:infra"}},
+                                escalations={"INC-1": {"escalation:infra"}},
+                                cordons={("prod-a", "gpu-node-1"): (at(-60), "INC-1"),
+                                         ("prod-a", "gpu-node-2"): (T0, "INC-2")})
+        assert await store.load_router_memory() == expected
+
+        # A step whose commit fails in the database leaves the memory as it was.
+        lost = MemoryDelta(marks={("INC-1", SENT, "slack:#other")}, forget={"INC-2"},
+                           cordons={("prod-a", "gpu-node-1"): None})
+        with pytest.raises(Exception):
+            await store.commit_step(Step(outbox=[outbox(None)], memory=lost))  # type: ignore[arg-type]
+        assert await store.load_router_memory() == expected
+
+        # Marks again (idempotent), a closed incident forgotten, a cordon ended and one moved.
+        again = MemoryDelta(marks={("INC-1", SENT, "slack:#gpu"), ("INC-1", SENT, "slack:#other"),
+                                   ("INC-2", SENT, "slack:#late")}, forget={"INC-2"},
+                            cordons={("prod-a", "gpu-node-1"): (at(-120), "INC-1"), ("prod-a", "gpu-node-2"): None})
+        await store.commit_step(Step(memory=again))
+    finally:
+        await store.close()
+    reopened = make_store()  # a restart, or another instance taking over
+    await reopened.open()
+    try:
+        assert await reopened.load_router_memory() == RouterMemory(
+            sent={"INC-1": {"slack:#gpu", "slack:#other"}}, escalations={"INC-1": {"escalation:infra"}},
+            cordons={("prod-a", "gpu-node-1"): (at(-120), "INC-1")})
+    finally:
+        await reopened.close()
 
 
 async def assert_nothing_committed(store: Store, seqs: list[int]) -> None:
