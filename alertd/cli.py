@@ -1,4 +1,4 @@
-"""Command line: serve | check | test | replay | incidents."""
+"""Command line: serve | check | test | replay | incidents | audit."""
 from __future__ import annotations
 
 import argparse
@@ -11,11 +11,23 @@ import signal
 import sys
 import urllib.error
 import urllib.request
+from urllib.parse import quote, urlencode
 from pathlib import Path
 
 from alertd.errors import InvalidDocument
 
 log = logging.getLogger("alertd")
+
+
+def _config(path: str | None):
+    """The configuration, or None after saying on stderr what is wrong with it."""
+    from alertd.config import load_config
+
+    try:
+        return load_config(path)
+    except InvalidDocument as exc:
+        print(f"invalid configuration:\n{exc}", file=sys.stderr)
+        return None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -27,11 +39,9 @@ def _serve(args: argparse.Namespace) -> int:
     from alertd.service import Service
     from alertd.store import open_store
     from alertd.web.app import build_app
+    from alertd.web.auth import Authenticator, exposure_problem
 
-    try:
-        cfg = load_config(args.config)
-    except InvalidDocument as exc:
-        print(f"invalid configuration:\n{exc}", file=sys.stderr)
+    if (cfg := _config(args.config)) is None:
         return 2
     if args.listen:
         cfg.listen = args.listen
@@ -45,8 +55,12 @@ def _serve(args: argparse.Namespace) -> int:
     except InvalidDocument as exc:
         print(f"invalid rules:\n{exc}", file=sys.stderr)
         return 2
+    auth = Authenticator.from_config(cfg, insecure_no_auth=args.insecure_no_auth)
+    if problem := exposure_problem(cfg.host_port[0], auth):
+        print(f"alertd: {problem}", file=sys.stderr)
+        return 2
     store = open_store(cfg.storage_backend, data_dir=cfg.data_dir, sqlite_path=cfg.sqlite_path,
-                       synchronous=cfg.synchronous, dsn=cfg.postgres_dsn)
+                       synchronous=cfg.synchronous, dsn=cfg.postgres_dsn, password=cfg.postgres_password)
     from alertd.notify.setup import build_notifiers, build_router
     from alertd.service import utcnow
 
@@ -57,14 +71,27 @@ def _serve(args: argparse.Namespace) -> int:
                   enricher=enricher)
     if enricher is not None:
         enricher.bind(svc)
-    app = build_app(svc)
+    auth.failures = svc.metrics.auth_failures
+    app = build_app(svc, auth)
     if args.record:
         from alertd.authoring.record import attach_recorder
 
         attach_recorder(app, svc, args.record)
 
+    def on_sighup() -> None:
+        """Rules, and the credentials (token files are re-read: rotation without a restart)."""
+        ok, error = svc.reload_rules()
+        try:
+            auth.replace(Authenticator.from_config(load_config(args.config)))
+            log.info("credentials reloaded")
+        except InvalidDocument as exc:
+            ok, error = False, error or str(exc)
+            log.error("credentials not reloaded, keeping the running ones:\n%s", exc)
+        asyncio.get_running_loop().create_task(svc.audit("SIGHUP", "reload", "rules", "signal",
+                                                         "ok" if ok else "failed", error))
+
     async def on_startup(_: web.Application) -> None:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, svc.reload_rules)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_sighup)
 
     app.on_startup.append(on_startup)
     host, port = cfg.host_port
@@ -94,7 +121,7 @@ def _incidents(args: argparse.Namespace) -> int:
             if not args.id:
                 print("incidents show needs an incident id", file=sys.stderr)
                 return 2
-            data = _api(args, f"/api/v1/incidents/{args.id}")
+            data = _api(args, f"/api/v1/incidents/{quote(args.id, safe='')}")
             if args.json:
                 print(json.dumps(data, indent=2))
                 return 0
@@ -109,8 +136,8 @@ def _incidents(args: argparse.Namespace) -> int:
             for e in data.get("timeline", []):
                 print(f"    {e['at']}  {e['kind']:20} {e.get('text', '')}")
             return 0
-        query = "?" + "&".join(f"{k}={v}" for k, v in (("status", args.status), ("node", args.node)) if v)
-        data = _api(args, "/api/v1/incidents" + (query if query != "?" else ""))
+        query = urlencode([(k, v) for k, v in (("status", args.status), ("node", args.node)) if v])
+        data = _api(args, "/api/v1/incidents" + (f"?{query}" if query else ""))
         if args.json:
             print(json.dumps(data, indent=2))
             return 0
@@ -123,6 +150,45 @@ def _incidents(args: argparse.Namespace) -> int:
     except (urllib.error.URLError, OSError) as exc:
         print(f"cannot reach alertd at {args.url}: {exc}", file=sys.stderr)
         return 1
+
+
+def _audit(args: argparse.Namespace) -> int:
+    """Print the audit trail straight from the store (works while alertd runs, and when it does not)."""
+    from datetime import datetime, timezone
+
+    from alertd.durations import parse_duration
+    from alertd.model import parse_iso
+    from alertd.store import open_store
+
+    if (cfg := _config(args.config)) is None:
+        return 2
+    since = None
+    if args.since:
+        try:
+            since = (datetime.now(timezone.utc) - parse_duration(args.since)) if args.since[-1].isalpha() \
+                else parse_iso(args.since)
+        except (ValueError, OverflowError):
+            print(f"--since {args.since!r}: give a duration (24h) or an RFC 3339 time", file=sys.stderr)
+            return 2
+    data_dir = Path(args.data_dir) if args.data_dir else cfg.data_dir
+    store = open_store(cfg.storage_backend, data_dir=data_dir, sqlite_path=cfg.sqlite_path, dsn=cfg.postgres_dsn,
+                       password=cfg.postgres_password)
+
+    async def read() -> list:
+        await store.open()
+        try:
+            return await store.list_audit(since=since, actor=args.actor, action=args.action, limit=args.limit)
+        finally:
+            await store.close()
+
+    entries = asyncio.run(read())
+    for e in reversed(entries):  # oldest first, like a log
+        if args.json:
+            print(json.dumps(e.to_dict()))
+        else:
+            outcome = "" if e.outcome == "ok" else f"  [{e.outcome}]"
+            print(f"{e.to_dict()['at']}  {e.actor:30} {e.action:12} {e.target:14} via {e.via}{outcome}")
+    return 0
 
 
 def _authoring(command: str, args: argparse.Namespace) -> int:
@@ -149,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:9095)")
     serve.add_argument("--data-dir", help="directory for the embedded SQLite store (default ./data)")
     serve.add_argument("--log-format", choices=["text", "json"])
+    serve.add_argument("--insecure-no-auth", action="store_true",
+                       help="serve a non-loopback address without API authentication (refused otherwise)")
     serve.add_argument("--record", metavar="FILE", help="append every accepted webhook to FILE (JSON lines) for `alertd replay`")
     serve.set_defaults(func=_serve)
 
@@ -181,6 +249,16 @@ def build_parser() -> argparse.ArgumentParser:
     inc.add_argument("--node")
     inc.add_argument("--json", action="store_true")
     inc.set_defaults(func=_incidents)
+
+    audit = sub.add_parser("audit", help="who acknowledged, resolved, silenced or reloaded what, and when")
+    audit.add_argument("--config", help="the YAML config alertd serves with (finds the store)")
+    audit.add_argument("--data-dir", help="directory of the embedded SQLite store (default: the config's)")
+    audit.add_argument("--since", help="a duration back from now (24h) or an RFC 3339 time")
+    audit.add_argument("--actor")
+    audit.add_argument("--action", help="ack, resolve, silence_1h, unsilence, reload, ...")
+    audit.add_argument("--limit", type=int, default=100)
+    audit.add_argument("--json", action="store_true", help="one JSON object per line")
+    audit.set_defaults(func=_audit)
     return parser
 
 

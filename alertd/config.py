@@ -10,6 +10,8 @@ from alertd.durations import parse_duration
 from alertd.errors import InvalidDocument, Problem
 from alertd.receive.normalize import NormalizeConfig
 from alertd.schemas import problems
+from alertd.secrets import resolve_files
+from alertd.web.auth import Credentials
 from alertd.yamlio import format_path, interpolate_env, load_yaml, mark_for
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -21,22 +23,6 @@ def default_rule_paths() -> list[str]:
         if candidate.is_dir():
             return [str(candidate)]
     return ["rules"]
-
-
-@dataclass(slots=True)
-class Auth:
-    bearer_token: str = ""
-    basic: tuple[str, str] | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.bearer_token or self.basic)
-
-    @classmethod
-    def from_doc(cls, doc: dict | None) -> "Auth":
-        doc = doc or {}
-        basic = doc.get("basic")
-        return cls(doc.get("bearer_token", ""), (basic["username"], basic["password"]) if basic else None)
 
 
 @dataclass(slots=True)
@@ -52,8 +38,9 @@ class Config:
     postgres_dsn: str = ""
     retention: timedelta = timedelta(hours=24)
     max_body_bytes: int = 10 * 1024 * 1024
-    receiver_auth: Auth = field(default_factory=Auth)
-    api_auth: Auth = field(default_factory=Auth)
+    receiver_auth: Credentials = field(default_factory=Credentials)
+    api_auth: Credentials = field(default_factory=Credentials)
+    postgres_password: str = ""
     rule_paths: list[str] = field(default_factory=default_rule_paths)
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
@@ -76,7 +63,8 @@ def _drop_empty(value: Any) -> Any:
     return value
 
 
-def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str, str] | None = None) -> Config:
+def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str, str] | None = None,
+                 base: Path | None = None) -> Config:
     doc = {} if doc is None else _drop_empty(doc)
     if not isinstance(doc, dict):
         raise InvalidDocument([Problem(source, "the configuration must be a YAML mapping", 1, 1)])
@@ -86,10 +74,17 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         Problem(source, f"environment variable ${{{name}}} is not set", *mark_for(marks or {}, path), format_path(path))
         for path, name in missing
     ]
-    found += problems("config", doc, source, marks)
+    doc, from_files, secret_paths = resolve_files(doc, source, marks, base)
+    found += from_files
+    found += [_redacted(p, secret_paths) for p in problems("config", doc, source, marks)]
     if found:
         raise InvalidDocument(found)
     storage = doc.get("storage", {})
+    try:
+        receiver_auth = Credentials.from_doc(doc.get("receiver", {}).get("auth"), default_name="alertmanager")
+        api_auth = Credentials.from_doc(doc.get("api", {}).get("auth"))
+    except ValueError as exc:  # e.g. trusted_proxy.from: not an address or network
+        raise InvalidDocument([Problem(source, f"auth: {exc}")]) from None
     norm = doc.get("normalize", {})
     base = NormalizeConfig()
     defaults = Config()
@@ -105,8 +100,9 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         postgres_dsn=storage.get("postgres_dsn", ""),
         retention=parse_duration(storage.get("retention", "24h")),
         max_body_bytes=doc.get("receiver", {}).get("max_body_bytes", defaults.max_body_bytes),
-        receiver_auth=Auth.from_doc(doc.get("receiver", {}).get("auth")),
-        api_auth=Auth.from_doc(doc.get("api", {}).get("auth")),
+        receiver_auth=receiver_auth,
+        api_auth=api_auth,
+        postgres_password=storage.get("postgres_password", ""),
         rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()),
         normalize=NormalizeConfig(
             cluster_label=norm.get("cluster_label", base.cluster_label),
@@ -128,11 +124,19 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
     return cfg
 
 
+def _redacted(problem: Problem, secret_paths: set[tuple]) -> Problem:
+    """A schema error about a value read from a secret file must not print the secret."""
+    if not any(problem.path == format_path(p) for p in secret_paths):
+        return problem
+    return Problem(problem.source, f"{problem.path}: the value read from its secret file is not valid",
+                   problem.line, problem.column, problem.path)
+
+
 def load_config(path: Path | str | None, env: dict[str, str] | None = None) -> Config:
     if path is None:
         return parse_config({}, "<defaults>", env=env)
     doc, marks = load_yaml(path, with_marks=True)
-    cfg = parse_config(doc, str(path), marks, env)
+    cfg = parse_config(doc, str(path), marks, env, base=Path(path).resolve().parent)
     if cfg.raw.get("rules", {}).get("paths"):
         # Like Prometheus's rule_files: relative rule paths are relative to the config file.
         cfg.rule_paths = [str(Path(path).parent / p) for p in cfg.rule_paths]

@@ -28,3 +28,5 @@ class Metrics:
         self.outbox_pending = Gauge("alertd_outbox_pending", "Notifications waiting for delivery.", registry=r)
         self.reload_ok = Gauge("alertd_rules_last_reload_successful", "Whether the last rule reload succeeded.", registry=r)
         self.reload_time = Gauge("alertd_rules_last_reload_success_timestamp_seconds", "Time of the last successful rule reload.", registry=r)
+        self.auth_failures = Counter("alertd_auth_failures_total", "Requests refused for missing, wrong or too weak credentials.",
+                                     ["surface", "reason"], registry=r)

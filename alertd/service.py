@@ -23,7 +23,7 @@ from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter
 from alertd.receive.webhook import delivery_key
 from alertd.rules import RuleSet, load_rules
-from alertd.store.base import AppendResult, InboxEntry, Step, Store, StoreUnavailable
+from alertd.store.base import AppendResult, AuditEntry, InboxEntry, Step, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 KEEP_EVENTS_IN_MEMORY = 20
@@ -289,6 +289,16 @@ class Service:
 
     async def resolve(self, incident_id: str, actor: str) -> list[Change]:
         return await self._step(lambda e, now: e.correlator.resolve(incident_id, actor, now))
+
+    async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok", detail: str = "") -> None:
+        """Record who did what in the store's audit trail (``alertd audit``); a failed write is logged, not raised."""
+        entry = AuditEntry(self.clock(), actor, action, target, via, outcome, detail)
+        log.info("audit: %s %s %s via %s: %s", actor, action, target, via, outcome)
+        try:
+            await self.store.record_audit(entry)
+        except Exception as exc:
+            self.metrics.store_errors.labels("audit").inc()
+            log.error("could not record audit entry (%s %s %s): %s", actor, action, target, exc)
 
     async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "", actor: str = "") -> list[Change]:
         return await self._step(lambda e, now: e.correlator.annotate(incident_id, key, value, now, kind, text, actor))

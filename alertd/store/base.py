@@ -76,6 +76,23 @@ class MemoryDelta:
 
 
 @dataclass(slots=True)
+class AuditEntry:
+    """Who did what to which incident (or the rules), through which door, and how it ended."""
+
+    at: datetime
+    actor: str
+    action: str  # ack, resolve, silence, unsilence, reload
+    target: str  # an incident id, or "rules"
+    via: str  # api, slack, ui, signal
+    outcome: str = "ok"  # "ok", or why nothing happened
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"at": self.at.isoformat().replace("+00:00", "Z"), "actor": self.actor, "action": self.action,
+                "target": self.target, "via": self.via, "outcome": self.outcome, "detail": self.detail}
+
+
+@dataclass(slots=True)
 class Step:
     """The result of one engine step, committed atomically."""
 
@@ -160,3 +177,15 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def stats(self) -> dict[str, int]: ...
+
+    @abc.abstractmethod
+    async def record_audit(self, entry: AuditEntry) -> None: ...
+
+    @abc.abstractmethod
+    async def list_audit(self, *, since: datetime | None = None, actor: str | None = None,
+                         action: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """Newest first."""
+
+    @abc.abstractmethod
+    async def remember_once(self, key: str, now: datetime, forget_before: datetime) -> bool:
+        """True the first time ``key`` is seen (kept until ``forget_before`` passes it): a durable replay cache."""

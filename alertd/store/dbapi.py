@@ -17,8 +17,8 @@ from typing import Any, Callable
 from alertd.engine.correlate import EngineState
 from alertd.model import CLOSED, Incident, iso, parse_iso
 from alertd.store import sql
-from alertd.store.base import (ESCALATION, SENT, AppendResult, InboxEntry, MemoryDelta, OutboxItem, RouterMemory, Step,
-                               Store, StoreUnavailable)
+from alertd.store.base import (ESCALATION, SENT, AppendResult, AuditEntry, InboxEntry, MemoryDelta, OutboxItem,
+                               RouterMemory, Step, Store, StoreUnavailable)
 
 log = logging.getLogger(__name__)
 RECENT_EVENTS = 20
@@ -360,3 +360,30 @@ class SqlStore(Store):
             out.update({f"outbox_{s}": n for s, n in self._query("SELECT state, count(*) FROM outbox GROUP BY state")})
             return out
         return await self._run(do)
+
+    # ----- audit trail and replay cache -----
+
+    async def record_audit(self, entry: AuditEntry) -> None:
+        await self._run(self._tx, lambda cur: cur.execute(
+            self._q("INSERT INTO audit (at, actor, action, target, via, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+            (iso(entry.at), entry.actor, entry.action, entry.target, entry.via, entry.outcome, entry.detail[:2000])))
+
+    async def list_audit(self, *, since: datetime | None = None, actor: str | None = None,
+                         action: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        where, args = [], []
+        for column, value in (("at >= ", iso(since) if since else None), ("actor = ", actor), ("action = ", action)):
+            if value:
+                where.append(column + "?")
+                args.append(value)
+        statement = ("SELECT at, actor, action, target, via, outcome, detail FROM audit"
+                     + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC LIMIT ?")
+        rows = await self._run(self._query, statement, [*args, limit])
+        return [AuditEntry(parse_iso(r[0]), *r[1:]) for r in rows]  # type: ignore[arg-type]
+
+    async def remember_once(self, key: str, now: datetime, forget_before: datetime) -> bool:
+        def do(cur: Any) -> bool:
+            cur.execute(self._q("DELETE FROM seen_once WHERE seen_at < ?"), (iso(forget_before),))
+            cur.execute(self._q("INSERT INTO seen_once (key, seen_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING "
+                                "RETURNING key"), (key, iso(now)))
+            return bool(cur.fetchall())
+        return await self._run(self._tx, do)

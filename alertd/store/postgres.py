@@ -13,12 +13,14 @@ class PostgresStore(SqlStore):
     placeholder = "%s"
     unavailable = (psycopg.OperationalError, psycopg.errors.DiskFull, psycopg.errors.ReadOnlySqlTransaction)
 
-    def __init__(self, dsn: str):
+    def __init__(self, dsn: str, password: str = ""):
         super().__init__()
         self.dsn = dsn
+        self.password = password  # from storage.postgres_password(_file): kept out of the DSN and the logs
 
     def _connect(self) -> Any:
-        return psycopg.connect(self.dsn, autocommit=False)
+        extra = {"password": self.password} if self.password else {}
+        return psycopg.connect(self.dsn, autocommit=False, **extra)
 
     def _begin(self, cur: Any) -> None:
         pass  # psycopg opens a transaction on the first statement

@@ -81,6 +81,20 @@ MIGRATIONS: list[list[str]] = [
             incident_id TEXT NOT NULL,
             PRIMARY KEY (cluster, node))""",
     ],
+    [  # who did what (alertd audit), and signed requests already seen (Slack replays)
+        """CREATE TABLE audit (
+            id {serial} PRIMARY KEY,
+            at TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target TEXT NOT NULL,
+            via TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            detail TEXT NOT NULL DEFAULT '')""",
+        "CREATE INDEX audit_at ON audit (at)",
+        "CREATE TABLE seen_once (key TEXT PRIMARY KEY, seen_at TEXT NOT NULL)",
+        "CREATE INDEX seen_once_at ON seen_once (seen_at)",
+    ],
 ]
 
 UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)

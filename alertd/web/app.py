@@ -1,8 +1,6 @@
 """HTTP edge: the Alertmanager receiver, the read API, health and metrics."""
 from __future__ import annotations
 
-import base64
-import hmac
 import json
 import logging
 import time
@@ -12,12 +10,12 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from alertd.config import Auth
 from alertd.model import INCIDENT_STATES, parse_iso
 from alertd.receive.webhook import BadPayload, decode_body, parse_notification
 from alertd.service import Service
 from alertd.store.base import StoreUnavailable
 from alertd.web import slack_actions
+from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 
 log = logging.getLogger(__name__)
 SERVICE = web.AppKey("service", Service)
@@ -27,34 +25,14 @@ def _json(data: Any, status: int = 200, **kw: Any) -> web.Response:
     return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str), **kw)
 
 
-def _authorized(request: web.Request, auth: Auth) -> bool:
-    if not auth.enabled:
-        return True
-    header = request.headers.get("Authorization", "")
-    scheme, _, value = header.partition(" ")
-    if auth.bearer_token and scheme.lower() == "bearer":
-        return hmac.compare_digest(value.strip().encode(), auth.bearer_token.encode())
-    if auth.basic and scheme.lower() == "basic":
-        try:
-            user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
-        except (ValueError, UnicodeDecodeError):
-            return False
-        return hmac.compare_digest(user.encode(), auth.basic[0].encode()) & hmac.compare_digest(
-            password.encode(), auth.basic[1].encode())
-    return False
-
-
-def _unauthorized(auth: Auth) -> web.Response:
-    challenge = "Bearer" if auth.bearer_token else 'Basic realm="alertd"'
-    return _json({"error": "missing or wrong credentials"}, 401, headers={"WWW-Authenticate": challenge})
-
-
 async def receive_alertmanager(request: web.Request) -> web.Response:
     svc = request.app[SERVICE]
     started = time.perf_counter()
-    if not _authorized(request, svc.cfg.receiver_auth):
+    try:
+        request.app[AUTH].authorize_receiver(request)
+    except web.HTTPUnauthorized:
         svc.metrics.rejected.labels("unauthorized").inc()
-        return _unauthorized(svc.cfg.receiver_auth)
+        raise
     if request.content_length is not None and request.content_length > svc.cfg.max_body_bytes:
         svc.metrics.rejected.labels("too_large").inc()
         return _json({"error": f"body of {request.content_length} bytes exceeds the limit of {svc.cfg.max_body_bytes}"}, 413)
@@ -89,36 +67,39 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
                   "truncatedAlerts": note.truncated})
 
 
-def _api_guard(request: web.Request) -> web.Response | None:
-    auth = request.app[SERVICE].cfg.api_auth
-    return None if _authorized(request, auth) else _unauthorized(auth)
+def _bad_query(field: str, message: str) -> web.HTTPBadRequest:
+    return web.HTTPBadRequest(text=json.dumps({"error": message, "field": field}), content_type="application/json")
 
 
-async def list_incidents(request: web.Request) -> web.Response:
-    if (denied := _api_guard(request)) is not None:
-        return denied
-    q = request.query
-    status = q.get("status")
-    if status and status not in INCIDENT_STATES:
-        return _json({"error": f"status must be one of {', '.join(INCIDENT_STATES)}", "field": "status"}, 400)
+def _since_and_limit(q: Any) -> tuple[datetime | None, int]:
+    """The ``since`` (RFC 3339) and ``limit`` (1..1000, default 100) query parameters, or a 400 naming the field."""
     since: datetime | None = None
     if q.get("since"):
         try:
             since = parse_iso(q["since"])
-        except ValueError:
-            return _json({"error": "since must be an RFC 3339 timestamp", "field": "since"}, 400)
+        except (ValueError, OverflowError):
+            raise _bad_query("since", "since must be an RFC 3339 timestamp") from None
     try:
         limit = min(1000, max(1, int(q.get("limit", "100"))))
     except ValueError:
-        return _json({"error": "limit must be an integer", "field": "limit"}, 400)
+        raise _bad_query("limit", "limit must be an integer") from None
+    return since, limit
+
+
+async def list_incidents(request: web.Request) -> web.Response:
+    authorize(request, "read")
+    q = request.query
+    status = q.get("status")
+    if status and status not in INCIDENT_STATES:
+        return _json({"error": f"status must be one of {', '.join(INCIDENT_STATES)}", "field": "status"}, 400)
+    since, limit = _since_and_limit(q)
     svc = request.app[SERVICE]
     rows = await svc.store.list_incidents(status=status, node=q.get("node"), since=since, limit=limit)
     return _json({"incidents": rows})
 
 
 async def get_incident(request: web.Request) -> web.Response:
-    if (denied := _api_guard(request)) is not None:
-        return denied
+    authorize(request, "read")
     inc = await request.app[SERVICE].store.get_incident(request.match_info["id"])
     if inc is None:
         return _json({"error": f"no incident {request.match_info['id']}"}, 404)
@@ -126,15 +107,19 @@ async def get_incident(request: web.Request) -> web.Response:
 
 
 async def act_on_incident(request: web.Request) -> web.Response:
-    if (denied := _api_guard(request)) is not None:
-        return denied
+    principal = authorize(request, "act")
     svc = request.app[SERVICE]
     incident_id, action = request.match_info["id"], request.match_info["action"]
-    actor = request.query.get("by") or "api"
+    actor = actor_for(principal, request)
     changes = await (svc.acknowledge if action == "ack" else svc.resolve)(incident_id, actor)
-    if not changes:
-        return _json({"error": f"incident {incident_id} is not open or already {action}ed"}, 409)
-    return _json(changes[0].incident.to_dict(with_members=False))
+    if changes:
+        await svc.audit(actor, action, incident_id, "api")
+        return _json(changes[0].incident.to_dict(with_members=False))
+    inc = await svc.store.get_incident(incident_id)
+    if inc is None:
+        return _json({"error": f"no incident {incident_id}"}, 404)
+    await svc.audit(actor, action, incident_id, "api", f"refused: incident is {inc.status}")
+    return _json({"error": f"incident {incident_id} is {inc.status}: nothing to {action}"}, 409)
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -158,16 +143,28 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def reload(request: web.Request) -> web.Response:
-    if (denied := _api_guard(request)) is not None:
-        return denied
-    ok, error = request.app[SERVICE].reload_rules()
+    principal = authorize(request, "admin")
+    svc = request.app[SERVICE]
+    ok, error = svc.reload_rules()
+    await svc.audit(actor_for(principal, request), "reload", "rules", "api", "ok" if ok else "failed", error)
     return _json({"status": "reloaded"} if ok else {"error": error}, 200 if ok else 500)
 
 
-def build_app(svc: Service) -> web.Application:
+async def list_audit(request: web.Request) -> web.Response:
+    authorize(request, "admin")
+    q = request.query
+    since, limit = _since_and_limit(q)
+    entries = await request.app[SERVICE].store.list_audit(since=since, actor=q.get("actor") or None,
+                                                          action=q.get("action") or None, limit=limit)
+    return _json({"entries": [e.to_dict() for e in entries]})
+
+
+def build_app(svc: Service, auth: Authenticator | None = None) -> web.Application:
+    """``auth`` defaults to the configuration's credentials (``alertd serve`` passes its own for --insecure-no-auth)."""
     # The body limit is enforced in the handler (413 with a JSON reason); aiohttp's own cap sits above it.
     app = web.Application(client_max_size=svc.cfg.max_body_bytes + 1)
     app[SERVICE] = svc
+    app[AUTH] = auth or Authenticator.from_config(svc.cfg, failures=svc.metrics.auth_failures)
     app.router.add_post("/api/v1/alerts/alertmanager", receive_alertmanager)
     app.router.add_get("/api/v1/incidents", list_incidents)
     app.router.add_get("/api/v1/incidents/{id}", get_incident)
@@ -176,6 +173,7 @@ def build_app(svc: Service) -> web.Application:
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/-/reload", reload)
+    app.router.add_get("/api/v1/audit", list_audit)
     slack_actions.register(app)
 
     async def on_startup(_: web.Application) -> None:

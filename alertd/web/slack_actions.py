@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -36,6 +36,7 @@ from alertd.notify.slack_render import (
     ACTION_UNSILENCE,
     SILENCE_CHOICES,
 )
+from alertd.store.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
 PATH = "/api/v1/slack/actions"
@@ -58,7 +59,6 @@ class SlackActions:
         secret = self.settings.signing_secret.strip()
         self.verifier = SignatureVerifier(secret, _WallClock(wall_clock)) if secret else None
         self.am = AlertmanagerClient(AlertmanagerSettings.from_config(svc.cfg))
-        self._seen: dict[str, float] = {}
         self._tasks: set[asyncio.Task] = set()
         self._http: aiohttp.ClientSession | None = None
         self.handled = 0
@@ -84,7 +84,11 @@ class SlackActions:
             valid = False
         if not valid:
             return _denied("bad signature or expired timestamp")
-        if not self._first_time(signature):
+        try:
+            first = await self._first_time(signature)
+        except StoreUnavailable:
+            return web.json_response({"error": "cannot check for replays now; try again"}, status=503)
+        if not first:
             return _denied("replayed request")
         try:
             form = parse_qs(raw.decode("utf-8"), keep_blank_values=True)
@@ -99,31 +103,30 @@ class SlackActions:
             task.add_done_callback(self._tasks.discard)
         return web.Response(status=200)
 
-    def _first_time(self, signature: str) -> bool:
-        now = self.wall_clock()
-        for sig, seen in list(self._seen.items()):
-            if now - seen > REPLAY_WINDOW + 60:
-                del self._seen[sig]
-        if signature in self._seen:
-            return False
-        self._seen[signature] = now
-        return True
+    async def _first_time(self, signature: str) -> bool:
+        """Signatures seen are kept in the store past the timestamp window, so a restart does not forget them."""
+        now = datetime.fromtimestamp(self.wall_clock(), timezone.utc)
+        return await self.svc.store.remember_once("slack:" + signature, now,
+                                                  now - timedelta(seconds=REPLAY_WINDOW + 60))
 
     # ----- the work -----
 
     async def process(self, payload: dict) -> None:
-        user = payload.get("user") or {}
-        uid = user.get("id", "")
-        name = user.get("username") or user.get("name") or uid or "someone"
+        user = payload.get("user") if isinstance(payload.get("user"), dict) else {}
+        uid = str(user.get("id", ""))
+        name = str(user.get("username") or user.get("name") or uid or "someone")
         actor = f"{name} (slack:{uid})" if uid else name
-        for action in payload.get("actions") or []:
-            action_id = action.get("action_id", "")
-            incident_id = action.get("value", "")
+        actions = payload.get("actions") if isinstance(payload.get("actions"), list) else []
+        for action in (a for a in actions if isinstance(a, dict)):
+            action_id = str(action.get("action_id", ""))
+            incident_id = str(action.get("value", ""))
+            verb = action_id.removeprefix("alertd_")
             try:
                 message = await self._act(action_id, incident_id, actor)
             except Exception as exc:  # report to the clicker; never crash the task
                 log.exception("Slack action %s on %s by %s failed", action_id, incident_id, actor)
-                message = f"Could not {action_id.removeprefix('alertd_').replace('_', ' ')} {incident_id}: {exc}"
+                message = f"Could not {verb.replace('_', ' ')} {incident_id}: {exc}"
+            await self.svc.audit(actor, verb, incident_id, "slack", f"refused: {message}" if message else "ok")
             self.handled += 1
             if message:
                 await self._tell(payload, message)

@@ -95,6 +95,36 @@ async def test_replayed_request_is_refused(opened):
     assert sum(1 for e in inc["timeline"] if e["kind"] == "resolved") == 1
 
 
+async def test_replay_is_refused_after_a_restart(opened, tmp_path, slack):
+    """The replay cache is in the store: a captured click replayed after a restart still gets 401."""
+    h, inc_id = opened
+    body = h.action_body("alertd_ack", inc_id)
+    headers = h.signed(body)
+    assert await post_action(h, body, headers) == 200
+    await h.actions_idle()
+    await h.stop()
+    again = await Harness(tmp_path, slack=slack, db=h.db).start()
+    try:
+        assert await post_action(again, body, headers) == 401
+        other = again.action_body("alertd_resolve", inc_id)  # a fresh signed click still works
+        assert await post_action(again, other, again.signed(other)) == 200
+        await again.actions_idle()
+        assert (await again.incident(inc_id))["status"] == "resolved"
+    finally:
+        await again.stop()
+
+
+async def test_clicks_are_in_the_audit_trail_with_the_clicker(opened):
+    h, inc_id = opened
+    assert await h.click("alertd_ack", inc_id, user=("U0ANA", "ana")) == 200
+    await h.actions_idle()
+    assert await h.click("alertd_ack", inc_id, user=("U0BOB", "bob")) == 200
+    await h.actions_idle()
+    entries = [(e.actor, e.action, e.target, e.via, e.outcome) for e in reversed(await h.store.list_audit())]
+    assert entries[0] == ("ana (slack:U0ANA)", "ack", inc_id, "slack", "ok")
+    assert entries[1][:4] == ("bob (slack:U0BOB)", "ack", inc_id, "slack") and entries[1][4].startswith("refused")
+
+
 async def test_answer_comes_before_slow_work(opened, monkeypatch):
     h, inc_id = opened
     done = asyncio.Event()

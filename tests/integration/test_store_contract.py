@@ -436,3 +436,35 @@ async def test_store_unavailable_then_recovers(store):
             assert key in {row[0] for row in await query(store, "SELECT dedup FROM inbox")}
     await store.commit_step(Step(changes=[change(incident(1, members=("m",)))]))
     assert [i["id"] for i in await store.list_incidents()] == ["INC-1"]
+
+
+# ----- audit trail and the durable replay cache -----
+
+async def test_audit_entries_round_trip_newest_first_and_filter(store):
+    from alertd.store.base import AuditEntry
+
+    await store.record_audit(AuditEntry(at(0), "oncall", "ack", "INC-1", "api"))
+    await store.record_audit(AuditEntry(at(5), "ana (slack:U1)", "resolve", "INC-1", "slack", "refused: closed"))
+    await store.record_audit(AuditEntry(at(9), "SIGHUP", "reload", "rules", "signal"))
+    everything = await store.list_audit()
+    assert [(e.actor, e.action, e.outcome) for e in everything] == [
+        ("SIGHUP", "reload", "ok"), ("ana (slack:U1)", "resolve", "refused: closed"), ("oncall", "ack", "ok")]
+    assert everything[2].at == at(0)
+    assert [e.action for e in await store.list_audit(since=at(5))] == ["reload", "resolve"]
+    assert [e.target for e in await store.list_audit(actor="oncall")] == ["INC-1"]
+    assert len(await store.list_audit(limit=1)) == 1
+
+
+async def test_remember_once_survives_reopening_and_forgets_after_the_window(make_store):
+    s = make_store()
+    await s.open()
+    assert await s.remember_once("slack:v0=abc", at(0), at(-360)) is True
+    assert await s.remember_once("slack:v0=abc", at(1), at(-359)) is False
+    await s.close()
+    s = make_store()
+    await s.open()
+    try:
+        assert await s.remember_once("slack:v0=abc", at(2), at(-358)) is False  # still known after a restart
+        assert await s.remember_once("slack:v0=abc", at(400), at(40)) is True  # forgotten once outside the window
+    finally:
+        await s.close()

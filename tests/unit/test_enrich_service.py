@@ -404,15 +404,10 @@ async def test_exporter_pod_label_does_not_name_the_workload(tmp_path) -> None:
         assert {p["name"] for p in pods} == {"llama-worker-0", "llama-worker-1"}
 
 
-def test_shipped_deployment_example_config_is_valid() -> None:
-    import yaml
+def test_shipped_deployment_example_config_is_valid(tmp_path) -> None:
+    from tests.unit.test_deploy_defaults import deployment_config
 
-    from alertd.config import parse_config
-
-    docs = list(yaml.safe_load_all((RULES.parent / "deploy/kubernetes/alertd.yaml").read_text()))
-    cm = next(d for d in docs if d["kind"] == "ConfigMap")
-    cfg = parse_config(yaml.safe_load(cm["data"]["alertd.yml"]), "alertd.yaml",
-                       env={"ALERTD_WEBHOOK_TOKEN": "t", "ALERTD_LOGS_PASSWORD": "p"})
+    cfg = deployment_config(tmp_path)
     e = Enricher.from_config(cfg.raw["enrich"])
     assert e.settings.logs.backend == "opensearch" and e.settings.logs.index == "graylog_*"
     assert e.kube is not None and e.settings.deadline == 3.0

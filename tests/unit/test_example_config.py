@@ -23,4 +23,4 @@ def test_example_with_every_option_uncommented_is_valid():
     doc = yaml.safe_load(text)
     cfg = parse_config(doc, "uncommented example", env=ENV)
     assert {"slack", "pagerduty"} <= set(doc["notify"]) and "enrich" in doc and "alertmanager" in doc
-    assert cfg.receiver_auth.bearer_token and cfg.receiver_auth.basic and cfg.api_auth.bearer_token
+    assert cfg.receiver_auth.tokens and cfg.receiver_auth.basic and cfg.api_auth.tokens

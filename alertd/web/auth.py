@@ -1,0 +1,289 @@
+"""Who is asking, and may they: named tokens with roles, a trusted proxy header, basic auth.
+
+The model (docs/security.md):
+
+- Roles are ordered: ``read`` (list and show incidents) < ``act`` (ack, resolve,
+  silence) < ``admin`` (reload, audit, acting on someone's behalf with ``?by=``).
+- A token has a name and a role; the name is the actor recorded in the timeline
+  and the audit trail. Several tokens may share a name (rotation: old and new
+  are both valid until the old one is removed), and a ``token_file`` may hold
+  several tokens, one per line.
+- Behind an authenticating proxy (oauth2-proxy, an ingress with SSO) the user
+  comes from a header such as ``X-Forwarded-User``, trusted only from the
+  proxy's addresses.
+- Other front doors (the browser session cookie) plug in with
+  :meth:`Authenticator.add_identifier`, and turn a typed-in token into a
+  principal with :meth:`Authenticator.login`.
+
+Handlers ask with ``principal = authorize(request, "act")``: it returns the
+principal or raises 401 (no or wrong credentials) / 403 (role too low) with a
+JSON reason. Failures are counted (``alertd_auth_failures_total``) and logged at
+most once a minute per surface and peer.
+"""
+from __future__ import annotations
+
+import base64
+import hmac
+import ipaddress
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aiohttp import web
+
+log = logging.getLogger(__name__)
+
+ROLES = ("read", "act", "admin")
+LOG_EVERY = 60.0  # seconds between two failure log lines for one surface and peer
+ANONYMOUS = "anonymous"
+DEFAULT_PROXY_FROM = ("127.0.0.1/32", "::1/128")
+
+
+def role_rank(role: str) -> int:
+    return ROLES.index(role)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller: ``name`` is the actor written to timelines and the audit trail."""
+
+    name: str
+    role: str
+    via: str  # "token", "basic", "proxy", "session", "none" (auth off), ...
+
+    def can(self, role: str) -> bool:
+        return role_rank(self.role) >= role_rank(role)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedToken:
+    name: str
+    role: str
+    secret: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedProxy:
+    """A user name in ``header``, believed only when the TCP peer is in ``networks``."""
+
+    header: str
+    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+    users: dict[str, str] = field(default_factory=dict)  # name -> role
+    default_role: str = "read"
+
+    def trusts(self, peer: str | None) -> bool:
+        if not peer:
+            return False
+        try:
+            addr = ipaddress.ip_address(peer.split("%", 1)[0])
+        except ValueError:
+            return False
+        return any(addr in net for net in self.networks)
+
+
+@dataclass(slots=True)
+class Credentials:
+    """One surface's accepted credentials (the API, or the Alertmanager receiver)."""
+
+    tokens: list[NamedToken] = field(default_factory=list)
+    basic: list[tuple[str, str, str]] = field(default_factory=list)  # (username, password, role)
+    proxy: TrustedProxy | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tokens or self.basic or self.proxy)
+
+    def challenge(self) -> str:
+        return "Bearer" if self.tokens or not self.basic else 'Basic realm="alertd"'
+
+    @classmethod
+    def from_doc(cls, doc: dict | None, *, default_name: str = "api") -> "Credentials":
+        """``api.auth`` / ``receiver.auth`` after ``*_file`` resolution (alertd.secrets).
+
+        The single ``bearer_token`` / ``basic`` of older configs stay valid, with the admin role."""
+        doc = doc or {}
+        tokens: list[NamedToken] = []
+        if doc.get("bearer_token"):
+            tokens += _tokens(default_name, "admin", doc["bearer_token"])
+        for entry in doc.get("tokens") or []:
+            tokens += _tokens(entry["name"], entry.get("role", "read"), entry["token"])
+        basic = []
+        if doc.get("basic"):
+            b = doc["basic"]
+            basic.append((b["username"], b["password"], b.get("role", "admin")))
+        proxy = None
+        if doc.get("trusted_proxy"):
+            p = doc["trusted_proxy"]
+            proxy = TrustedProxy(
+                header=p.get("header", "X-Forwarded-User"),
+                networks=tuple(ipaddress.ip_network(n, strict=False) for n in p.get("from", DEFAULT_PROXY_FROM)),
+                users=dict(p.get("users") or {}), default_role=p.get("default_role", "read"))
+        return cls(tokens, basic, proxy)
+
+    def check_token(self, value: str) -> NamedToken | None:
+        """Constant-time comparison against every token (no early exit that would time the match)."""
+        given = value.strip().encode()
+        found = None
+        for tok in self.tokens:
+            if hmac.compare_digest(given, tok.secret) and found is None:
+                found = tok
+        return found
+
+    def identify(self, headers: Any, peer: str | None) -> tuple[Principal | None, str]:
+        """(principal, "") or (None, why) from a request's headers and TCP peer address."""
+        header = headers.get("Authorization", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() == "bearer" and self.tokens:
+            tok = self.check_token(value)
+            return (Principal(tok.name, tok.role, "token"), "") if tok else (None, "wrong token")
+        if scheme.lower() == "basic" and self.basic:
+            return self._check_basic(value)
+        user = headers.get(self.proxy.header, "").strip() if self.proxy is not None else ""
+        if self.proxy is not None and user:
+            if not self.proxy.trusts(peer):
+                return None, f"{self.proxy.header} from an untrusted address"
+            return Principal(user[:200], self.proxy.users.get(user, self.proxy.default_role), "proxy"), ""
+        if header:
+            return None, f"unsupported authorization scheme {scheme[:20]!r}"
+        return None, "no credentials"
+
+    def _check_basic(self, value: str) -> tuple[Principal | None, str]:
+        try:
+            user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return None, "malformed basic credentials"
+        found = None
+        for name, secret, role in self.basic:
+            ok = hmac.compare_digest(user.encode(), name.encode()) & hmac.compare_digest(password.encode(), secret.encode())
+            if ok and found is None:
+                found = Principal(name, role, "basic")
+        return (found, "") if found else (None, "wrong username or password")
+
+
+def _tokens(name: str, role: str, text: str) -> list[NamedToken]:
+    """A token value (or file) may hold several tokens, one per line: old and new during a rotation."""
+    return [NamedToken(name, role, line.strip().encode()) for line in text.splitlines() if line.strip()]
+
+
+Identifier = Callable[[web.Request], "Principal | None"]
+
+
+class Authenticator:
+    """The API's and the receiver's credentials, failure accounting, and extra front doors."""
+
+    def __init__(self, api: Credentials, receiver: Credentials, *, insecure_no_auth: bool = False,
+                 failures: Any = None, clock: Callable[[], float] = time.monotonic):
+        self.api, self.receiver = api, receiver
+        self.insecure_no_auth = insecure_no_auth
+        self.failures = failures  # a prometheus Counter labelled (surface, reason), or None
+        self.clock = clock
+        self._identifiers: list[Identifier] = []
+        self._last_log: dict[tuple[str, str], tuple[float, int]] = {}
+
+    @classmethod
+    def from_config(cls, cfg: Any, **kw: Any) -> "Authenticator":
+        return cls(cfg.api_auth, cfg.receiver_auth, **kw)
+
+    def replace(self, other: "Authenticator") -> None:
+        """Take new credentials (SIGHUP re-read the token files); identifiers and counters stay."""
+        self.api, self.receiver = other.api, other.receiver
+
+    def add_identifier(self, identify: Identifier) -> None:
+        """Another way in, tried after the Authorization header and the proxy header (e.g. a session cookie)."""
+        self._identifiers.append(identify)
+
+    def login(self, token: str) -> Principal | None:
+        """A typed-in API token -> its principal (the browser login exchanges it for a session)."""
+        tok = self.api.check_token(token) if token.strip() else None
+        return Principal(tok.name, tok.role, "token") if tok else None
+
+    def identify(self, request: web.Request) -> tuple[Principal | None, str]:
+        if not self.api.enabled:
+            return Principal(ANONYMOUS, "admin", "none"), ""
+        principal, why = self.api.identify(request.headers, request.remote)
+        if principal is None and why == "no credentials":
+            for identify in self._identifiers:
+                if (principal := identify(request)) is not None:
+                    return principal, ""
+        return principal, why
+
+    def authorize(self, request: web.Request, role: str) -> Principal:
+        """The caller if it holds ``role``; else raise 401/403 with a JSON reason."""
+        principal, why = self.identify(request)
+        if principal is None:
+            self.failed("api", why, request)
+            raise _error(web.HTTPUnauthorized, "missing or wrong credentials",
+                         {"WWW-Authenticate": self.api.challenge()})
+        if not principal.can(role):
+            self.failed("api", "role", request, f"{principal.name} ({principal.role}) needs {role}")
+            raise _error(web.HTTPForbidden, f"{principal.name} has role {principal.role}; this needs {role}")
+        return principal
+
+    def authorize_receiver(self, request: web.Request) -> Principal:
+        if not self.receiver.enabled:
+            return Principal(ANONYMOUS, "act", "none")
+        principal, why = self.receiver.identify(request.headers, request.remote)
+        if principal is None:
+            self.failed("receiver", why, request)
+            raise _error(web.HTTPUnauthorized, "missing or wrong credentials",
+                         {"WWW-Authenticate": self.receiver.challenge()})
+        return principal
+
+    def failed(self, surface: str, why: str, request: web.Request, detail: str = "") -> None:
+        """Count every failure; log one line per surface and peer a minute, with how many were held back."""
+        reason = "role" if why == "role" else ("missing" if why == "no credentials" else "invalid")
+        if self.failures is not None:
+            self.failures.labels(surface, reason).inc()
+        peer = request.remote or "?"
+        now = self.clock()
+        last, held = self._last_log.get((surface, peer), (-LOG_EVERY - 1.0, 0))
+        if now - last < LOG_EVERY:
+            self._last_log[(surface, peer)] = (last, held + 1)
+            return
+        if len(self._last_log) > 10_000:  # many peers: forget the oldest half
+            for key in sorted(self._last_log, key=lambda k: self._last_log[k][0])[:5_000]:
+                del self._last_log[key]
+        self._last_log[(surface, peer)] = (now, 0)
+        more = f" ({held} more in the last minute not logged)" if held else ""
+        log.warning("%s authentication failed from %s: %s %s: %s%s", surface, peer, request.method,
+                    request.path, detail or why, more)
+
+
+def actor_for(principal: Principal, request: web.Request) -> str:
+    """Who acted: the principal, or ``?by=`` when an admin acts on someone's behalf."""
+    by = request.query.get("by", "").strip()
+    if by and principal.can("admin"):
+        return by[:200]
+    return principal.name
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]").split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure_problem(host: str, auth: Authenticator) -> str:
+    """Why serving on ``host`` is refused (one line), or "" when it is fine."""
+    if is_loopback(host) or auth.insecure_no_auth or auth.api.enabled:
+        return ""
+    return (f"refusing to listen on {host or '*'} without API authentication: set api.auth.tokens "
+            "(see docs/security.md), listen on 127.0.0.1, or pass --insecure-no-auth")
+
+
+def _error(cls: type[web.HTTPException], message: str, headers: dict[str, str] | None = None) -> web.HTTPException:
+    return cls(text=json.dumps({"error": message}), content_type="application/json", headers=headers)
+
+
+AUTH = web.AppKey("auth", Authenticator)
+
+
+def authorize(request: web.Request, role: str) -> Principal:
+    """``authorize(request, "act")`` in a handler: the caller, or a 401/403 raised."""
+    return request.app[AUTH].authorize(request, role)
+
