@@ -18,6 +18,10 @@ class Metrics:
         self.processing_latency = Histogram(
             "alertd_processing_latency_seconds", "Time from receipt of an alert to its engine step being committed.",
             buckets=LATENCY_BUCKETS, registry=r)
+        self.unclassified_gpu = Counter(
+            "alertd_unclassified_gpu_alerts_total",
+            "Firing alerts that look like GPU alerts (DCGM metric, GPU labels or name) but match no classification rule.",
+            ["alertname"], registry=r)
         self.incidents = Gauge("alertd_incidents", "Incidents held by the engine, by state.", ["state"], registry=r)
         self.incidents_opened = Counter("alertd_incidents_opened_total", "Incidents opened.", registry=r)
         self.incidents_resolved = Counter("alertd_incidents_resolved_total", "Incidents resolved.", registry=r)

@@ -106,6 +106,7 @@ class Signal:
     runbook: str = ""
     detail: str = ""  # e.g. exporter_down / node_down, or decoded clock-event reasons
     fold_into_previous: bool = False
+    basis: str = ""  # which rule and evidence decided it (alertd explain), e.g. "expression metric DCGM_FI_DEV_XID_ERRORS"
 
     def to_dict(self) -> dict[str, Any]:
         # Written for every member of every stored step: a plain loop, not dataclasses.asdict's deep copy.

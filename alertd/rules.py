@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from alertd.durations import DurationError, parse_duration
+from alertd.engine.evidence import EvidenceRules, build_evidence, merge
 from alertd.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XidCatalog, XidEntry
 from alertd.matchers import Matcher, MatcherError, parse_matchers
@@ -19,7 +20,8 @@ from alertd.schemas import problems as schema_problems
 from alertd.yamlio import format_path, load_yaml, mark_for
 
 # section name -> JSON Schema name
-SECTIONS = {"xids": "xid-catalog", "signals": "signals", "correlation": "correlation", "routing": "routing"}
+SECTIONS = {"xids": "xid-catalog", "signals": "signals", "evidence": "evidence", "correlation": "correlation",
+            "routing": "routing"}
 RULE_SUFFIXES = (".yml", ".yaml")
 
 
@@ -31,6 +33,7 @@ class SignalRule:
     severity: str = ""
     category: str = ""
     runbook: str = ""
+    where: str = ""  # file:line of the entry, for `alertd explain`
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,7 @@ class CorrelationRules:
 class RuleSet:
     catalog: XidCatalog = field(default_factory=lambda: XidCatalog([]))
     signals: tuple[SignalRule, ...] = ()
+    evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules = field(default_factory=CorrelationRules)
     routing: Any = None  # alertd.route.Routing once a routing section is loaded
     sources: tuple[str, ...] = ()
@@ -86,6 +90,9 @@ class _Checker:
 
     def __init__(self, source: str, marks: dict):
         self.source, self.marks, self.found = source, marks, []
+
+    def where(self, path: tuple) -> str:
+        return f"{self.source}:{mark_for(self.marks, path)[0]}"
 
     def problem(self, path: tuple, message: str) -> None:
         line, col = mark_for(self.marks, path)
@@ -132,6 +139,7 @@ def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | 
     found: list[Problem] = []
     xids: dict[int, XidEntry] = {}
     signals: list[SignalRule] = []
+    evidence = EvidenceRules()
     correlation: CorrelationRules | None = None
     routing_doc: tuple[Any, _Checker] | None = None
     files = rule_files(paths)
@@ -177,8 +185,11 @@ def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | 
                             severity=entry.get("severity", ""),
                             category=entry.get("category", ""),
                             runbook=entry.get("runbook", ""),
+                            where=check.where(("signals", i)),
                         )
                     )
+            elif section == "evidence":
+                evidence = merge(evidence, build_evidence(doc["evidence"], check, check.where))
             elif section == "correlation":
                 if correlation is not None:
                     check.problem(("correlation",), "correlation is defined in more than one rule file")
@@ -191,6 +202,7 @@ def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | 
     rules = RuleSet(
         catalog=XidCatalog(list(xids.values())),
         signals=tuple(signals),
+        evidence=evidence,
         correlation=correlation or CorrelationRules(),
         sources=tuple(map(str, files)),
     )

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from alertd.config import Config
+from alertd.engine.evidence import gpu_looking
 from alertd.engine.pipeline import Engine
 from alertd.metrics import Metrics
 from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change
@@ -199,6 +200,8 @@ class Service:
         for a in alerts:
             if a.received_at:
                 self.metrics.processing_latency.observe(max(0.0, (done - a.received_at).total_seconds()))
+            if a.signal.kind == "other" and a.firing and gpu_looking(a, self.rules.evidence):
+                self.metrics.unclassified_gpu.labels(a.name).inc()
 
     async def _step(self, fn: Callable[[Engine, datetime], list[Change]], processed: list[int] | None = None) -> list[Change]:
         """One engine mutation and its atomic commit; on a failed commit, reload state from the store."""

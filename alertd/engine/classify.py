@@ -1,13 +1,26 @@
-"""Alert -> Signal, from the rules' data: what kind of GPU problem this is."""
+"""Alert -> Signal, from the rules' data: what kind of GPU problem this is, and why.
+
+Sources in order of trust (see rules/evidence.yml): the signals rules (a site's
+own mapping, then the shipped names), the alert's own PromQL expression, alert
+names well known in the ecosystem, labels, and an Xid code in the annotation
+text. The first that says something decides; :func:`decide` also says which
+rule and which evidence did, for `alertd explain`.
+"""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from alertd.engine.evidence import Found, by_alertname, by_expression, by_labels, gpu_looking, xid_in_text
 from alertd.gpu.clocks import decode_clock_events
 from alertd.matchers import match_all
 from alertd.model import SEVERITIES, Alert, Signal
-from alertd.receive.normalize import NormalizeConfig, xid_of
+from alertd.receive.normalize import NormalizeConfig, xid_source
+from alertd.receive.promql import facts_of_url
 from alertd.rules import RuleSet
 
 KIND_TITLES = {
+    "xid": "Xid (code unknown)",
     "thermal": "GPU clocks throttled",
     "ecc": "GPU uncorrectable ECC errors",
     "row_remap": "GPU memory row remapping",
@@ -22,6 +35,8 @@ DETAIL_TITLES = {
     "node_down": "Node down: no metrics from the node",
     "gpu_missing": "GPU missing from the node",
 }
+UNKNOWN_XID_MEANING = ("The alert reports an Xid but carries no code (no xid label, no code in its text). "
+                       "Treated as a GPU hardware signal until a later alert or the kernel log names the code.")
 _SEVERITY_ALIASES = {"high": "error", "page": "critical", "warn": "warning", "low": "info", "none": "info", "notice": "info"}
 
 
@@ -33,17 +48,81 @@ def severity_label(value: str | None) -> str:
     return v if v in SEVERITIES else ""
 
 
-def classify(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Signal:
-    labels = alert.labels
-    rule = next((r for r in rules.signals if match_all(r.matchers, labels)), None)
-    kind = rule.kind if rule else "other"
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The signal and what decided it."""
+
+    signal: Signal
+    stage: str = "none"  # signals | expression | alertname | label | annotation | none
+    rule: str = ""  # file:line of the deciding entry
+    evidence: str = ""  # the evidence in words
+    xid_from: str = ""  # where the Xid code was read ("" when not an Xid or code unknown)
+    expr_error: str = ""  # why the generatorURL's expression could not be parsed
+    gpu_looking: str = ""  # for an unclassified alert: why it looks like a GPU alert
+
+
+def _signals_rule(alert: Alert, rules: RuleSet) -> Found | None:
+    for rule in rules.signals:
+        if match_all(rule.matchers, alert.labels):
+            return Found("signals", "labels " + ", ".join(map(str, rule.matchers)), rule)  # type: ignore[arg-type]
+    return None
+
+
+def decide(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Decision:
+    ev = rules.evidence
+    facts = None
+    found = _signals_rule(alert, rules)
+    if found is None and alert.generator_url:
+        facts = facts_of_url(alert.generator_url)
+        found = by_expression(facts, ev)
+    found = found or by_alertname(alert, ev) or by_labels(alert, ev)
+    text_xid = None
+    if found is None:
+        text_xid = xid_in_text(alert, ev)
+        if text_xid is not None:
+            found = Found("annotation", text_xid[1])
+    expr_error = facts.error if facts is not None else ""
+    if found is None:
+        return Decision(_other(alert), expr_error=expr_error, gpu_looking=gpu_looking(alert, ev))
+    rule: Any = found.rule
+    where = getattr(rule, "where", "")
+    kind = rule.kind if rule is not None else "xid"
+    basis = f"{found.stage}{' ' + where if where else ''}: {found.evidence}"
     if kind == "xid":
-        code = xid_of(alert, ncfg)
-        if code is not None:
-            return rules.catalog.lookup(code).signal()
-        kind = "other"  # an Xid alert without a readable code still flows, unclassified
-    severity = severity_label(labels.get("severity")) or (rule.severity if rule else "") or "warning"
-    detail = rule.detail if rule else ""
+        code, xid_from = _xid_code(alert, ncfg, rules, text_xid)
+        signal = _xid_signal(alert, rules, code, rule)
+        if xid_from:
+            basis += f"; Xid from {xid_from}"
+        return Decision(_with_basis(signal, basis), found.stage, where, found.evidence, xid_from, expr_error)
+    return Decision(_with_basis(_signal(alert, rule, kind), basis), found.stage, where, found.evidence, "", expr_error)
+
+
+def classify(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Signal:
+    return decide(alert, rules, ncfg).signal
+
+
+def _xid_code(alert: Alert, ncfg: NormalizeConfig, rules: RuleSet,
+              text_xid: tuple[int, str] | None) -> tuple[int | None, str]:
+    code, source = xid_source(alert, ncfg)
+    if code is not None:
+        return code, source
+    found = text_xid or xid_in_text(alert, rules.evidence)
+    return (found[0], found[1]) if found else (None, "")
+
+
+def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: Any) -> Signal:
+    if code is not None:
+        return rules.catalog.lookup(code).signal()
+    # An Xid without a code is still an Xid: hardware, on its node and GPU, its own severity.
+    severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
+    return Signal(kind="xid", severity=severity, category="hardware", title=KIND_TITLES["xid"],
+                  meaning=UNKNOWN_XID_MEANING, runbook=(rule.runbook if rule else "") or "xid-hardware")
+
+
+def _signal(alert: Alert, rule: Any, kind: str) -> Signal:
+    labels = alert.labels
+    severity = severity_label(labels.get("severity")) or rule.severity or "warning"
+    detail = rule.detail
     if kind == "thermal":
         raw = labels.get("clock_event_reasons") or alert.annotations.get("clock_event_reasons")
         harmful, benign = decode_clock_events(raw)
@@ -55,9 +134,29 @@ def classify(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Signal:
     return Signal(
         kind=kind,
         severity=severity,
-        category=(rule.category if rule and rule.category else ("hardware" if kind != "other" else "other")),
+        category=rule.category or ("hardware" if kind != "other" else "other"),
         title=title,
         meaning=alert.annotations.get("description", ""),
-        runbook=(rule.runbook if rule else "") or alert.annotations.get("runbook_url", ""),
+        runbook=rule.runbook or alert.annotations.get("runbook_url", ""),
         detail=detail,
     )
+
+
+def _other(alert: Alert) -> Signal:
+    return Signal(
+        kind="other",
+        severity=severity_label(alert.labels.get("severity")) or "warning",
+        category="other",
+        title=alert.annotations.get("summary") or alert.name or "alert",
+        meaning=alert.annotations.get("description", ""),
+        runbook=alert.annotations.get("runbook_url", ""),
+    )
+
+
+def _with_basis(signal: Signal, basis: str) -> Signal:
+    from dataclasses import replace
+
+    return replace(signal, basis=basis)
+
+
+__all__ = ["Decision", "classify", "decide", "severity_label", "KIND_TITLES", "DETAIL_TITLES"]

@@ -118,6 +118,17 @@ def _rank(sig: Signal) -> tuple[int, int]:
     return SEVERITY_RANK.get(sig.severity, 0), KIND_PRIORITY.get(sig.kind, 0)
 
 
+def _code_unknown(sig: Signal | None) -> bool:
+    return sig is not None and sig.kind == "xid" and sig.xid is None
+
+
+def _known_first(signals: list[Signal]) -> list[Signal]:
+    """An Xid whose code is known replaces the code-unknown Xid signals (it names what they could not)."""
+    if any(s.kind == "xid" and s.xid is not None for s in signals):
+        return [s for s in signals if not _code_unknown(s)]
+    return signals
+
+
 class Correlator:
     def __init__(self, rules: CorrelationRules, state: EngineState | None = None):
         self.rules = rules
@@ -345,6 +356,11 @@ class Correlator:
         if alert.starts_at < m.starts_at:
             return  # a stale delivery of an older occurrence
         m.last_seen = now
+        if _code_unknown(m.signal) and alert.signal.kind == "xid" and alert.signal.xid is not None:
+            m.signal = alert.signal  # the same alert now names its Xid (e.g. in its summary)
+            self._refresh(inc)
+            self._touch(inc, inc.add_event(now, "classification_upgraded", f"{m.alertname}: {alert.signal.title}"),
+                        member=m.fingerprint)
         if alert.status == FIRING:
             if m.status == FIRING:
                 m.starts_at = alert.starts_at
@@ -391,7 +407,9 @@ class Correlator:
             s = m.subject
             inc.cluster, inc.node = inc.cluster or s.cluster, inc.node or s.node
             inc.namespace, inc.pod = inc.namespace or s.namespace, inc.pod or s.pod
-        if not m.folded or inc.primary is None:
+        if sig.xid is not None and _code_unknown(inc.primary):
+            self._refresh(inc)  # the code-unknown Xid gives way to the one that names its code
+        elif not m.folded or inc.primary is None:
             if inc.primary is None or len(inc.members) == 1:
                 inc.severity = sig.severity
             elif SEVERITY_RANK.get(sig.severity, 0) > SEVERITY_RANK.get(inc.severity, 0):
@@ -405,6 +423,7 @@ class Correlator:
         members = list(inc.members.values())
         leading = [m for m in members if not m.folded] or members
         signals = [m.signal for m in leading] + [Signal.from_dict(s) for s in inc.annotations.get(EVIDENCE, [])]
+        signals = _known_first(signals)
         if not signals:
             return
         inc.primary = max(signals, key=_rank)

@@ -60,13 +60,22 @@ def subject_of(labels: dict[str, str], cfg: NormalizeConfig) -> Subject:
     )
 
 
-def xid_of(alert: Alert, cfg: NormalizeConfig) -> int | None:
-    raw = _first(alert.labels, cfg.xid_labels)[1] or alert.annotations.get(cfg.xid_annotation, "")
+def xid_source(alert: Alert, cfg: NormalizeConfig) -> tuple[int | None, str]:
+    """The Xid code in the alert's labels or `xid` annotation, and where it was found ("label xid=79")."""
+    name, raw = _first(alert.labels, cfg.xid_labels)
+    where = f"label {name}={raw}"
+    if not raw:
+        raw = alert.annotations.get(cfg.xid_annotation, "")
+        where = f"annotation {cfg.xid_annotation}={raw}"
     try:
         code = int(float(raw))
-    except (TypeError, ValueError):
-        return None
-    return code if code > 0 else None
+    except (TypeError, ValueError, OverflowError):
+        return None, ""
+    return (code, where) if code > 0 else (None, "")
+
+
+def xid_of(alert: Alert, cfg: NormalizeConfig) -> int | None:
+    return xid_source(alert, cfg)[0]
 
 
 def normalize(alert: Alert, cfg: NormalizeConfig) -> Alert:

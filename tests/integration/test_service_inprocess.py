@@ -128,3 +128,32 @@ async def test_health_ready_and_bad_body(tmp_path):
         assert 'alertd_webhooks_rejected_total{reason="too_large"} 1.0' in metrics
     finally:
         await client.close()
+
+
+async def test_metrics_count_unclassified_gpu_looking_alerts_by_alertname(tmp_path):
+    def one(name: str, labels: dict, expr: str) -> dict:
+        from urllib.parse import quote_plus
+
+        return {"status": "firing", "labels": {"alertname": name, **labels}, "annotations": {"summary": name},
+                "startsAt": "2026-11-30T12:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+                "generatorURL": f"http://prom:9090/graph?g0.expr={quote_plus(expr)}&g0.tab=1",
+                "fingerprint": f"{abs(hash(name)) % (1 << 60):016x}"}
+
+    body = {**EXAMPLE, "alerts": [
+        one("GPUPowerDrawHigh", {"node": "n1", "gpu": "0", "UUID": "GPU-1"}, "DCGM_FI_DEV_POWER_USAGE > 650"),
+        one("NodeHighLoad", {"node": "n1"}, "node_load1 > 64"),  # not GPU-looking: not counted
+        one("GPUXidSeen", {"node": "n1", "gpu": "0"}, "DCGM_FI_DEV_XID_ERRORS > 0"),  # classified: not counted
+    ]}
+    client = await started(tmp_path)
+    try:
+        assert (await client.post(HOOK, json=body)).status == 200
+
+        async def counted() -> str | None:
+            text = await (await client.get("/metrics")).text()
+            return text if "alertd_unclassified_gpu_alerts_total{" in text else None
+
+        text = await wait_for(counted)
+        assert 'alertd_unclassified_gpu_alerts_total{alertname="GPUPowerDrawHigh"} 1.0' in text
+        assert 'alertname="NodeHighLoad"' not in text and 'alertname="GPUXidSeen"' not in text
+    finally:
+        await client.close()

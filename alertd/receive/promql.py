@@ -1,0 +1,148 @@
+"""An alert's own PromQL expression -> the series it selects, and how.
+
+Prometheus puts the rule's expression in every alert's ``generatorURL``
+(``.../graph?g0.expr=<url-encoded PromQL>&g0.tab=1``). Parsing it with a real
+PromQL parser (promql-parser) tells which metrics the alert is about, with
+which label matchers, inside which functions and compared with what: evidence
+for classification that survives any renaming of the alert.
+
+Alertmanager repeats the same generatorURL for every alert of a rule, so the
+parsed facts are cached by URL.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from urllib.parse import parse_qs, urlsplit
+
+import promql_parser as pp
+
+COMPARISONS = frozenset({"==", "!=", ">", "<", ">=", "<="})
+# Right-hand sides of these only filter the left-hand side: they are not what the alert is about.
+FILTERS = frozenset({"and", "unless"})
+CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """One vector selector of the expression, with its context."""
+
+    metric: str  # metric name; for a {__name__=~"A|B"} selector each alternative is a Selector
+    labels: tuple[tuple[str, str, str], ...]  # (label, op, value) as written: op is =, !=, =~ or !~
+    inside: tuple[str, ...]  # enclosing functions and aggregations, innermost first
+    compare: str  # the nearest enclosing comparison, "<op> <number>" or "<op> vector"; "" if none
+
+    def label_values(self) -> dict[str, str]:
+        """Label -> value text of its positive matchers (a regex matcher gives its regex text)."""
+        return {name: value for name, op, value in self.labels if op in ("=", "=~")}
+
+    def describe(self) -> str:
+        inner = ",".join(f'{n}{op}"{v}"' for n, op, v in self.labels)
+        text = self.metric + (f"{{{inner}}}" if inner else "")
+        for fn in self.inside:
+            text = f"{fn}({text})"
+        return f"{text} {self.compare}" if self.compare else text
+
+
+@dataclass(frozen=True, slots=True)
+class ExprFacts:
+    expr: str
+    selectors: tuple[Selector, ...] = ()
+    error: str = ""  # why the expression could not be parsed
+
+
+def expr_of_url(url: str) -> str:
+    """The first query expression (g0.expr) of a Prometheus generatorURL, URL-decoded; "" if none."""
+    if not url or "expr=" not in url:
+        return ""
+    try:
+        query = parse_qs(urlsplit(url).query, keep_blank_values=False)
+    except ValueError:
+        return ""
+    for key in ("g0.expr", "expr"):
+        values = query.get(key)
+        if values:
+            return values[0].strip()
+    return ""
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def facts_of_url(url: str) -> ExprFacts | None:
+    """Parsed facts of the generatorURL's expression; None when the URL carries none. Cached."""
+    expr = expr_of_url(url)
+    return facts_of_expr(expr) if expr else None
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def facts_of_expr(expr: str) -> ExprFacts:
+    try:
+        tree = pp.parse(expr)
+    except (ValueError, TypeError) as exc:  # promql-parser raises ValueError with the parser's message
+        return ExprFacts(expr=expr, error=str(exc).strip() or "invalid PromQL")
+    out: list[Selector] = []
+    _walk(tree, (), "", out)
+    return ExprFacts(expr=expr, selectors=tuple(out))
+
+
+def _number(node: object) -> str | None:
+    while isinstance(node, (pp.ParenExpr, pp.UnaryExpr)):
+        negate = isinstance(node, pp.UnaryExpr)
+        node = node.expr
+        if negate and isinstance(node, pp.NumberLiteral):
+            return _fmt(-node.val)
+    if isinstance(node, pp.NumberLiteral):
+        return _fmt(node.val)
+    return None
+
+
+def _fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def _walk(node: object, inside: tuple[str, ...], compare: str, out: list[Selector]) -> None:
+    if isinstance(node, pp.VectorSelector):
+        out.extend(_selectors(node, inside, compare))
+    elif isinstance(node, pp.MatrixSelector):
+        _walk(node.vector_selector, inside, compare, out)
+    elif isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.SubqueryExpr)):
+        _walk(node.expr, inside, compare, out)
+    elif isinstance(node, pp.Call):
+        for arg in node.args:
+            _walk(arg, (node.func.name,) + inside, compare, out)
+    elif isinstance(node, pp.AggregateExpr):
+        _walk(node.expr, (str(node.op),) + inside, compare, out)
+    elif isinstance(node, pp.BinaryExpr):
+        op = str(node.op).strip()
+        if op in COMPARISONS:
+            lhs_num, rhs_num = _number(node.lhs), _number(node.rhs)
+            flipped = {">": "<", "<": ">", ">=": "<=", "<=": ">="}.get(op, op)
+            _walk(node.lhs, inside, f"{op} {rhs_num if rhs_num is not None else 'vector'}", out)
+            _walk(node.rhs, inside, f"{flipped} {lhs_num if lhs_num is not None else 'vector'}", out)
+        else:
+            _walk(node.lhs, inside, compare, out)
+            if op not in FILTERS:
+                _walk(node.rhs, inside, compare, out)
+
+
+def _selectors(node: pp.VectorSelector, inside: tuple[str, ...], compare: str) -> list[Selector]:
+    labels: list[tuple[str, str, str]] = []
+    names: list[str] = [node.name] if node.name else []
+    for m in node.matchers.matchers:
+        op = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}.get(str(m.op), str(m.op))
+        if m.name == "__name__":
+            if op == "=":
+                names.append(m.value)
+            elif op == "=~":
+                names.extend(part for part in m.value.split("|") if part)
+            continue
+        labels.append((m.name, op, m.value))
+    return [Selector(metric=n, labels=tuple(labels), inside=inside, compare=compare) for n in names or [""]]
+
+
+def cache_info() -> tuple[int, int]:
+    """(hits, misses) of the URL cache, for benchmarks."""
+    info = facts_of_url.cache_info()
+    return info.hits, info.misses
+
+
+__all__ = ["ExprFacts", "Selector", "cache_info", "expr_of_url", "facts_of_expr", "facts_of_url"]
