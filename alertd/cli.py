@@ -66,13 +66,39 @@ def _serve(args: argparse.Namespace) -> int:
 
     from alertd.enrich import Enricher
 
-    enricher = Enricher.from_config(cfg.raw.get("enrich"))
+    from alertd.ha.receivers import ReceiverPool, default_receivers
+
+    receivers = default_receivers() if args.receivers is None else args.receivers
+    if args.role == "receiver":
+        receivers = 0
+    role = args.role or ("replica" if cfg.storage_backend == "postgres" else "engine")
+    enricher = Enricher.from_config(cfg.raw.get("enrich")) if role != "receiver" else None
     svc = Service(cfg, store, rules, notifiers=build_notifiers(cfg, store, utcnow), router=build_router(cfg, rules),
-                  enricher=enricher)
+                  enricher=enricher, role=role, shared_inbox=True if receivers or role != "engine" else False)
     if enricher is not None:
         enricher.bind(svc)
     auth.failures = svc.metrics.auth_failures
+    from alertd.ha.reconcile_loop import build_reconciler
+
+    svc.reconciler = build_reconciler(svc)  # runs on the leader; any process fetches truncated groups
     app = build_app(svc, auth)
+    pool: ReceiverPool | None = None
+    if receivers:
+        child = ["serve", "--role", "receiver", "--listen", cfg.listen, "--data-dir", str(cfg.data_dir),
+                 "--log-format", cfg.log_format] + (["--config", args.config] if args.config else []) + \
+            (["--insecure-no-auth"] if args.insecure_no_auth else [])
+        pool = ReceiverPool(receivers, child)
+
+        async def start_receivers(_: web.Application) -> None:  # after the engine migrated the store
+            assert pool is not None
+            pool.start()
+
+        async def stop_receivers(_: web.Application) -> None:
+            assert pool is not None
+            pool.stop()
+
+        app.on_startup.append(start_receivers)
+        app.on_shutdown.append(stop_receivers)
     if args.record:
         from alertd.authoring.record import attach_recorder
 
@@ -101,7 +127,8 @@ def _serve(args: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 50)
-    web.run_app(app, host=host, port=port, print=None, access_log=None, shutdown_timeout=10, handle_signals=True)
+    web.run_app(app, host=host, port=port, print=None, access_log=None, shutdown_timeout=10, handle_signals=True,
+                reuse_port=bool(receivers) or role == "receiver")
     return 0
 
 
@@ -218,6 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--insecure-no-auth", action="store_true",
                        help="serve a non-loopback address without API authentication (refused otherwise)")
     serve.add_argument("--record", metavar="FILE", help="append every accepted webhook to FILE (JSON lines) for `alertd replay`")
+    serve.add_argument("--receivers", type=int, metavar="N",
+                       help="receiver processes beside the engine on the same port (SO_REUSEPORT); "
+                            "default: one per core beyond the first (0 on one core)")
+    serve.add_argument("--role", choices=["engine", "replica", "receiver"],
+                       help="engine: always run the engine; replica: run it while holding the lease (the default on "
+                            "PostgreSQL); receiver: only receive (started by --receivers)")
     serve.set_defaults(func=_serve)
 
     check = sub.add_parser("check", help="validate rule and config files (like promtool check)")

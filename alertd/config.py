@@ -26,6 +26,23 @@ def default_rule_paths() -> list[str]:
 
 
 @dataclass(slots=True)
+class HAConfig:
+    """Several processes over one store (docs/ha.md)."""
+
+    lease_ttl: float = 6.0  # seconds a leader's lease lasts without renewal
+    renew_interval: float = 1.0  # seconds between lease rounds (renewal, or a follower's attempt)
+    poll_interval: float = 0.02  # seconds between the leader's reads of a shared inbox when idle
+    advertise: str = ""  # this replica's address, shown to the others (default: listen)
+
+    @classmethod
+    def from_doc(cls, doc: dict | None) -> "HAConfig":
+        doc, base = doc or {}, cls()
+        secs = lambda key, default: parse_duration(doc[key]).total_seconds() if key in doc else default  # noqa: E731
+        return cls(lease_ttl=secs("lease_ttl", base.lease_ttl), renew_interval=secs("renew_interval", base.renew_interval),
+                   poll_interval=secs("poll_interval", base.poll_interval), advertise=doc.get("advertise", ""))
+
+
+@dataclass(slots=True)
 class Config:
     listen: str = "127.0.0.1:9095"
     data_dir: Path = Path("data")
@@ -47,6 +64,8 @@ class Config:
     batch_size: int = 256
     tick_interval: timedelta = timedelta(seconds=1)
     console: bool | None = None
+    installation_id: str = ""  # prefixes PagerDuty dedup keys and Slack action values; stored at first start
+    ha: HAConfig = field(default_factory=HAConfig)
     raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
     source: str = "<defaults>"
 
@@ -115,12 +134,17 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         batch_size=doc.get("processing", {}).get("batch_size", defaults.batch_size),
         tick_interval=parse_duration(doc.get("processing", {}).get("tick_interval", "1s")),
         console=doc.get("notify", {}).get("console", {}).get("enabled"),
+        installation_id=doc.get("installation_id", ""),
+        ha=HAConfig.from_doc(doc.get("ha")),
         raw=doc,
         source=source,
     )
     if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
         raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
                                        *mark_for(marks or {}, ("storage",)), "storage")])
+    if cfg.ha.renew_interval * 2 > cfg.ha.lease_ttl:
+        raise InvalidDocument([Problem(source, "ha.renew_interval must be at most half of ha.lease_ttl, or a healthy "
+                                       "leader would lose its lease", *mark_for(marks or {}, ("ha",)), "ha")])
     return cfg
 
 

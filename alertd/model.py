@@ -15,6 +15,7 @@ SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 
 FIRING = "firing"
 RESOLVED = "resolved"
+RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/ha/reconcile.py)
 
 # Incident states, in lifecycle order.
 OPEN = "open"

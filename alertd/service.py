@@ -3,6 +3,12 @@
 Receive path: validate -> inbox commit -> 2xx (nothing else on the request path).
 Processor:    inbox -> engine -> route -> one commit (incidents, events, outbox).
 Outbox:       due work -> notifiers, with durable retries.
+
+Roles: ``engine`` always runs the engine (one process, the default); ``replica``
+receives and runs the engine only while it holds the engine lease (several
+replicas on PostgreSQL); ``receiver`` only receives (``serve --receivers N``).
+With a shared inbox the engine reads every row back from the store, since other
+processes write there too; actions taken where no engine runs are forwarded.
 """
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ from typing import Any, Callable
 from alertd.config import Config
 from alertd.engine.evidence import gpu_looking
 from alertd.engine.pipeline import Engine
+from alertd.ha import commands
+from alertd.ha.elector import Elector, replica_name
 from alertd.metrics import Metrics
 from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change
 from alertd.notify.base import Notifier
@@ -38,8 +46,14 @@ def utcnow() -> datetime:
 
 class Service:
     def __init__(self, cfg: Config, store: Store, rules: RuleSet, *, clock: Callable[[], datetime] = utcnow,
-                 notifiers: dict[str, Notifier] | None = None, router: Any = None, enricher: Any = None):
+                 notifiers: dict[str, Notifier] | None = None, router: Any = None, enricher: Any = None,
+                 role: str = "engine", shared_inbox: bool | None = None):
         self.cfg, self.store, self.rules, self.clock = cfg, store, rules, clock
+        self.role = role
+        self.shared_inbox = role != "engine" if shared_inbox is None else shared_inbox
+        self.elector: Elector | None = None
+        self._leader_tasks: list[asyncio.Task] = []
+        self.reconciler: Any = None  # set by the service builder when Alertmanager URLs are configured
         self.metrics = Metrics()
         self.engine: Engine | None = None
         self.notifiers = notifiers if notifiers is not None else {"console": ConsoleNotifier()}
@@ -68,19 +82,76 @@ class Service:
 
     async def start(self) -> None:
         await self.store.open()
+        await self._installation_id()
+        if self.role == "engine":
+            await self._lead(0)
+        elif self.role == "replica":
+            ha = self.cfg.ha
+            self.elector = Elector(self.store, holder=replica_name(), address=ha.advertise or self.cfg.listen,
+                                   ttl=ha.lease_ttl, renew_every=ha.renew_interval,
+                                   on_elected=self._lead, on_deposed=self._follow)
+            await self.elector.round()  # lead at once when the lease is free
+            self._tasks.append(asyncio.get_running_loop().create_task(self.elector.run(), name="alertd-elector"))
+        self.ready = True
+        log.info("alertd started as %s", self.role_name)
+
+    async def _installation_id(self) -> None:
+        """Configured, or generated at the first start and stored, so every replica and restart agrees."""
+        import secrets
+
+        stored = await self.store.meta_setdefault("installation_id", self.cfg.installation_id or secrets.token_hex(4))
+        if self.cfg.installation_id and stored != self.cfg.installation_id:
+            log.warning("installation_id %r from the config overrides %r stored at the first start",
+                        self.cfg.installation_id, stored)
+            stored = self.cfg.installation_id
+        self.cfg.installation_id = stored
+
+    @property
+    def leading(self) -> bool:
+        return self.engine is not None
+
+    @property
+    def role_name(self) -> str:
+        """What /readyz reports: leader, follower or receiver."""
+        if self.role == "receiver":
+            return "receiver"
+        return "leader" if self.leading else "follower"
+
+    async def _lead(self, token: int) -> None:
+        """Become the engine: fence every engine write, restore the state, start the engine's loops."""
+        if token:
+            self.store.set_fence(self.elector.holder if self.elector else None, token)  # type: ignore[attr-defined]
         state = await self.store.load_state()
         self.engine = Engine(self.rules, self.cfg.normalize, state)
         self.router.restore(await self.store.load_router_memory())
+        self._from_store, self._drained_upto = True, 0
+        self._handoff.clear()
+        if self.outbox._stopping:
+            self.outbox = OutboxWorker(self.store, self.notifiers, self.metrics, self.clock)
         self._update_gauges()
         loop = asyncio.get_running_loop()
-        self._tasks = [
+        self._leader_tasks = [
             loop.create_task(self._process_loop(), name="alertd-processor"),
             loop.create_task(self._tick_loop(), name="alertd-ticker"),
             loop.create_task(self.outbox.run(), name="alertd-outbox"),
             loop.create_task(self._housekeeping_loop(), name="alertd-housekeeping"),
         ]
-        self.ready = True
-        log.info("alertd started: %d open incidents restored", len(state.incidents))
+        if self.reconciler is not None:
+            self._leader_tasks.append(loop.create_task(self.reconciler.run(), name="alertd-reconciler"))
+        if self.enricher is not None and hasattr(self.enricher, "resume"):
+            self.enricher.resume(state.incidents.values())
+        log.info("engine running: %d open incidents restored", len(state.incidents))
+
+    async def _follow(self, why: str) -> None:
+        """Stop the engine's loops at once (a deposed leader must stop sending); the store keeps the rest."""
+        self.outbox.stop()
+        for task in self._leader_tasks:
+            task.cancel()
+        await asyncio.gather(*self._leader_tasks, return_exceptions=True)
+        self._leader_tasks = []
+        self.engine = None
+        self.store.set_fence(None)  # type: ignore[attr-defined]
+        log.warning("engine stopped on this replica: %s", why)
 
     async def stop(self) -> None:
         """Finish what was acknowledged (inbox -> engine), deliver what is due, then close the store."""
@@ -88,18 +159,23 @@ class Service:
         self.ready = False
         self.outbox.stop()
         self._wake.set()
-        for task in self._tasks:
+        for task in self._tasks + self._leader_tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._leader_tasks, return_exceptions=True)
         if self.enricher is not None and hasattr(self.enricher, "close"):
             await self.enricher.close()
-        try:
-            deadline = time.monotonic() + 10
-            while await self.process_pending() and time.monotonic() < deadline:
-                pass
-            await asyncio.wait_for(self.outbox.drain(), 5)
-        except Exception:  # shutting down: what is left stays in the store for the next start
-            log.exception("could not finish pending work before shutdown")
+        if self.reconciler is not None:
+            await self.reconciler.close()
+        if self.leading:
+            try:
+                deadline = time.monotonic() + 10
+                while await self.process_pending() and time.monotonic() < deadline:
+                    pass
+                await asyncio.wait_for(self.outbox.drain(), 5)
+            except Exception:  # shutting down: what is left stays in the store for the next start
+                log.exception("could not finish pending work before shutdown")
+        if self.elector is not None:
+            await self.elector.stop()
         for notifier in self.notifiers.values():
             await notifier.close()
         await self.store.close()
@@ -116,11 +192,18 @@ class Service:
             self._append_failed_at = time.monotonic()
             raise
         self._append_ok_at = time.monotonic()
-        self._handoff.extend((seq, a) for a, seq in zip(alerts, result.seqs) if seq is not None)
+        if self.leading and not self.shared_inbox:
+            self._handoff.extend((seq, a) for a, seq in zip(alerts, result.seqs) if seq is not None)
         self.metrics.alerts.inc(result.stored)
         self.metrics.duplicates.inc(result.duplicates)
         self._wake.set()
         return result
+
+    def background(self, coro: Any) -> None:
+        """Run work off the request path (e.g. reading a truncated group), kept referenced until done."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
 
     def store_refusing_writes(self) -> bool:
         """True while the latest inbox write failed recently and none succeeded since (for /readyz)."""
@@ -136,9 +219,13 @@ class Service:
     # ----- processing -----
 
     async def _process_loop(self) -> None:
+        # With a shared inbox, other processes' rows are only seen by reading the store: poll it.
+        idle_wait = self.cfg.ha.poll_interval if self.shared_inbox else 1.0
         while not self._stopping:
             try:
                 more = await self.process_pending()
+                if self.shared_inbox and await commands.run_pending(self.store, self):
+                    more = True
             except StoreUnavailable as exc:
                 self._step_failed("process", exc)
                 more = False
@@ -151,7 +238,7 @@ class Service:
             if not more:
                 self._wake.clear()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), 1.0)
+                    await asyncio.wait_for(self._wake.wait(), idle_wait)
                 except asyncio.TimeoutError:
                     continue
                 # Let a few more webhooks arrive: under load one step per webhook would spend more
@@ -160,10 +247,12 @@ class Service:
 
     async def process_pending(self) -> bool:
         """Run one slice of stored alerts through the engine; True when more is waiting."""
-        if self._from_store:
+        if self._from_store or self.shared_inbox:
             rows = await self.store.pending_inbox(self.cfg.batch_size)
             if not rows:
                 self._from_store = False
+                if self.shared_inbox:
+                    return False
             else:
                 batch = [(seq, Alert.from_wire(doc)) for seq, doc in rows]
                 self._drained_upto = max(self._drained_upto, batch[-1][0])
@@ -288,9 +377,13 @@ class Service:
     # ----- actions (API, Slack buttons) -----
 
     async def acknowledge(self, incident_id: str, actor: str) -> list[Change]:
+        if not self.leading:
+            return await commands.forward(self.store, "acknowledge", incident_id, {"actor": actor})
         return await self._step(lambda e, now: e.correlator.acknowledge(incident_id, actor, now))
 
     async def resolve(self, incident_id: str, actor: str) -> list[Change]:
+        if not self.leading:
+            return await commands.forward(self.store, "resolve", incident_id, {"actor": actor})
         return await self._step(lambda e, now: e.correlator.resolve(incident_id, actor, now))
 
     async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok", detail: str = "") -> None:
@@ -304,9 +397,14 @@ class Service:
             log.error("could not record audit entry (%s %s %s): %s", actor, action, target, exc)
 
     async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "", actor: str = "") -> list[Change]:
+        if not self.leading:
+            return await commands.forward(self.store, "annotate", incident_id,
+                                          {"key": key, "value": value, "kind": kind, "text": text, "actor": actor})
         return await self._step(lambda e, now: e.correlator.annotate(incident_id, key, value, now, kind, text, actor))
 
     async def add_evidence(self, incident_id: str, signal: Any, source: str) -> list[Change]:
+        if not self.leading:
+            return []  # enrichment runs on the leader only; a deposed leader's late results are dropped
         return await self._step(lambda e, now: e.correlator.add_evidence(incident_id, signal, now, source))
 
     # ----- rules -----

@@ -17,6 +17,7 @@ from alertd.model import (
     CLOSED,
     FIRING,
     OPEN,
+    RECONCILED_BY,
     RESOLVED,
     SEVERITY_RANK,
     Alert,
@@ -378,8 +379,10 @@ class Correlator:
             return
         m.status, m.ends_at = RESOLVED, alert.ends_at or now
         inc.firing -= 1
-        self._touch(inc, inc.add_event(now, "alert_resolved", f"{m.alertname} resolved", fingerprint=m.fingerprint),
-                    member=m.fingerprint)
+        text = f"{m.alertname} resolved"
+        if alert.receiver == RECONCILED_BY:
+            text += " by reconciliation: no Alertmanager has this alert any more"
+        self._touch(inc, inc.add_event(now, "alert_resolved", text, fingerprint=m.fingerprint), member=m.fingerprint)
         if inc.firing == 0:
             inc.quiet_since = now
             self._touch(inc, inc.add_event(now, "all_alerts_resolved",

@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 from sys import intern
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
@@ -41,6 +41,7 @@ class Notification:
     external_url: str
     truncated: int
     alerts: list[Alert]
+    group_labels: dict[str, str] = field(default_factory=dict)
 
 
 def decode_body(raw: bytes) -> Any:
@@ -142,6 +143,7 @@ def parse_notification(doc: Any, received_at: datetime) -> Notification:
         external_url=external_url,
         truncated=int(doc.get("truncatedAlerts") or 0),
         alerts=alerts,
+        group_labels=dict(doc.get("groupLabels") or {}),
     )
 
 

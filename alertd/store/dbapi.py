@@ -19,13 +19,14 @@ from alertd.model import CLOSED, Incident, iso, parse_iso
 from alertd.store import sql
 from alertd.store.base import (ESCALATION, SENT, AppendResult, AuditEntry, InboxEntry, MemoryDelta, OutboxItem,
                                RouterMemory, Step, Store, StoreUnavailable)
+from alertd.store.coordination import CoordinationMixin
 
 log = logging.getLogger(__name__)
 RECENT_EVENTS = 20
 INSERT_CHUNK = 500  # rows per INSERT statement (3 parameters each; SQLite allows 32766)
 
 
-class SqlStore(Store):
+class SqlStore(CoordinationMixin, Store):
     serial = "INTEGER"
     placeholder = "?"
     unavailable: tuple[type[BaseException], ...] = ()
@@ -98,7 +99,17 @@ class SqlStore(Store):
         except Exception:  # the connection itself may be gone
             log.exception("rollback failed")
 
+    def _lock_migrations(self, locked: bool) -> None:
+        """Backend hook: keep replicas that start together from migrating at the same time."""
+
     def _migrate(self) -> None:
+        self._lock_migrations(True)
+        try:
+            self._migrate_locked()
+        finally:
+            self._lock_migrations(False)
+
+    def _migrate_locked(self) -> None:
         cur = self._conn.cursor()
         cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         self._conn.commit()
@@ -187,7 +198,7 @@ class SqlStore(Store):
         return [(seq, json.loads(doc)) for seq, doc in rows]
 
     async def quarantine_inbox(self, seqs: list[int], error: str) -> None:
-        await self._run(self._tx, lambda cur: cur.executemany(
+        await self._run(self._ftx, lambda cur: cur.executemany(
             self._q("UPDATE inbox SET processed = 2 WHERE seq = ?"), [(s,) for s in seqs]))
         log.error("quarantined inbox rows %s (processed = 2): %s", seqs, error)
 
@@ -216,7 +227,7 @@ class SqlStore(Store):
                 cur.execute(self._q(sql.UPSERT_META), ("heartbeat_at", iso(step.heartbeat_at)))
             if step.memory:
                 self._write_memory(cur, step.memory)
-        await self._run(self._tx, do)
+        await self._run(self._ftx, do)
 
     def _write_memory(self, cur: Any, delta: MemoryDelta) -> None:
         marks = [m for m in delta.marks if m[0] not in delta.forget]
@@ -321,10 +332,10 @@ class SqlStore(Store):
                 cur.executemany(self._q(sql.UPSERT_REF), refs)
             cur.executemany(self._q("UPDATE outbox SET state = 'done', done_at = ? WHERE id = ? AND state = 'pending'"),
                             [(now, item_id) for item_id, _ in done])
-        await self._run(self._tx, do)
+        await self._run(self._ftx, do)
 
     async def save_ref(self, incident_id: str, target: str, ref: str) -> None:
-        await self._run(self._tx, lambda cur: cur.execute(self._q(sql.UPSERT_REF), (incident_id, target, ref)))
+        await self._run(self._ftx, lambda cur: cur.execute(self._q(sql.UPSERT_REF), (incident_id, target, ref)))
 
     async def pending_outbox_for(self, incident_id: str, target: str, *, after_id: int,
                                  kinds: tuple[str, ...]) -> list[OutboxItem]:
@@ -336,7 +347,7 @@ class SqlStore(Store):
 
     async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None:
         state = "failed" if give_up else "pending"
-        await self._run(self._tx, lambda cur: cur.execute(
+        await self._run(self._ftx, lambda cur: cur.execute(
             self._q("UPDATE outbox SET attempts = attempts + 1, due_at = ?, last_error = ?, state = ? WHERE id = ?"),
             (iso(due_at), error[:1000], state, item_id)))
 
@@ -350,8 +361,10 @@ class SqlStore(Store):
             cur.execute(self._q("DELETE FROM inbox WHERE processed = 1 AND received_at < ?"), (iso(before),))
             n = cur.rowcount
             cur.execute(self._q("DELETE FROM outbox WHERE state = 'done' AND done_at < ?"), (iso(before),))
+            n += cur.rowcount
+            cur.execute(self._q("DELETE FROM commands WHERE state = 'done' AND created_at < ?"), (iso(before),))
             return n + cur.rowcount
-        return await self._run(self._tx, do)
+        return await self._run(self._ftx, do)
 
     async def stats(self) -> dict[str, int]:
         def do() -> dict[str, int]:

@@ -20,7 +20,20 @@ class PostgresStore(SqlStore):
 
     def _connect(self) -> Any:
         extra = {"password": self.password} if self.password else {}
-        return psycopg.connect(self.dsn, autocommit=False, **extra)
+        # A partitioned or dead server must fail calls within seconds, not hang them: the engine lease
+        # (and the 503 that makes Alertmanager retry) depend on noticing.
+        return psycopg.connect(self.dsn, autocommit=False, connect_timeout=5, keepalives=1, keepalives_idle=5,
+                               keepalives_interval=2, keepalives_count=2, tcp_user_timeout=5000, **extra)
+
+    for_update = " FOR UPDATE"
+
+    def _db_now(self, cur: Any) -> float:
+        cur.execute("SELECT extract(epoch FROM clock_timestamp())")
+        return float(cur.fetchone()[0])
+
+    def _lock_migrations(self, locked: bool) -> None:
+        self._conn.execute("SELECT pg_advisory_lock(4242)" if locked else "SELECT pg_advisory_unlock(4242)")
+        self._conn.commit()
 
     def _begin(self, cur: Any) -> None:
         pass  # psycopg opens a transaction on the first statement

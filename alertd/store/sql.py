@@ -95,6 +95,23 @@ MIGRATIONS: list[list[str]] = [
         "CREATE TABLE seen_once (key TEXT PRIMARY KEY, seen_at TEXT NOT NULL)",
         "CREATE INDEX seen_once_at ON seen_once (seen_at)",
     ],
+    [   # several replicas: the engine lease (fencing token) and actions forwarded to the leader
+        """CREATE TABLE leases (
+            name TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            token BIGINT NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            address TEXT NOT NULL DEFAULT '')""",
+        """CREATE TABLE commands (
+            id {serial} PRIMARY KEY,
+            kind TEXT NOT NULL,
+            incident_id TEXT NOT NULL,
+            args TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending',
+            result TEXT NOT NULL DEFAULT '')""",
+        "CREATE INDEX commands_pending ON commands (state, id)",
+    ],
 ]
 
 UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from alertd.ha.commands import CommandTimeout
 from alertd.model import INCIDENT_STATES, parse_iso
 from alertd.receive.webhook import BadPayload, decode_body, parse_notification
 from alertd.service import Service
@@ -60,8 +61,10 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
         recorder.write(received_at, raw)
     if note.truncated:
         svc.metrics.truncated.inc(note.truncated)
-        log.warning("Alertmanager truncated %d alerts of group %s (raise max_alerts or set it to 0)",
-                    note.truncated, note.group_key)
+        log.warning("Alertmanager truncated %d alerts of group %s (raise max_alerts or set it to 0)%s",
+                    note.truncated, note.group_key, "; reading the full group from Alertmanager" if svc.reconciler else "")
+        if svc.reconciler is not None:
+            svc.background(svc.reconciler.fetch_group(note.group_labels, note.receiver))
     svc.metrics.ack_latency.observe(time.perf_counter() - started)
     return _json({"status": "stored", "alerts": result.stored, "duplicates": result.duplicates,
                   "truncatedAlerts": note.truncated})
@@ -111,7 +114,10 @@ async def act_on_incident(request: web.Request) -> web.Response:
     svc = request.app[SERVICE]
     incident_id, action = request.match_info["id"], request.match_info["action"]
     actor = actor_for(principal, request)
-    changes = await (svc.acknowledge if action == "ack" else svc.resolve)(incident_id, actor)
+    try:
+        changes = await (svc.acknowledge if action == "ack" else svc.resolve)(incident_id, actor)
+    except CommandTimeout as exc:
+        return _json({"error": str(exc)}, 503, headers={"Retry-After": "5"})
     if changes:
         await svc.audit(actor, action, incident_id, "api")
         return _json(changes[0].incident.to_dict(with_members=False))
@@ -127,14 +133,16 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    """Ready means webhooks are taken; the role (leader, follower, receiver) is in the body and a header."""
     svc = request.app[SERVICE]
+    role = {"X-Alertd-Role": svc.role_name}
     if not svc.ready:
-        return web.Response(status=503, text="starting or stopping\n")
+        return web.Response(status=503, text="starting or stopping\n", headers=role)
     if svc.last_step_error:
-        return web.Response(status=503, text=f"store failing: {svc.last_step_error}\n")
+        return web.Response(status=503, text=f"store failing: {svc.last_step_error}\n", headers=role)
     if svc.store_refusing_writes():
-        return web.Response(status=503, text="store refusing writes: webhooks are answered 503\n")
-    return web.Response(text="ready\n")
+        return web.Response(status=503, text="store refusing writes: webhooks are answered 503\n", headers=role)
+    return web.Response(text=f"ready: {svc.role_name}\n", headers=role)
 
 
 async def metrics(request: web.Request) -> web.Response:

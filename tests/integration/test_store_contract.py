@@ -22,6 +22,7 @@ from alertd.store.base import (ESCALATION, SENT, InboxEntry, MemoryDelta, Outbox
                                StoreUnavailable)
 from alertd.store.dbapi import RECENT_EVENTS
 from alertd.store.sqlite import SqliteStore
+from tests.support.stores import make_store, store  # noqa: F401  (fixtures)
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
 SQLITE_DEFAULT_MAX_PAGES = 1_073_741_823
@@ -31,34 +32,7 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-# ----- one fresh store per test, on each backend -----
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def make_store(request, tmp_path) -> Callable[[], Store]:
-    """A factory: every call is a new store object on the SAME database (to test reopening)."""
-    if request.param == "sqlite":
-        yield lambda: SqliteStore(tmp_path / "alertd.sqlite3")
-        return
-    import psycopg
-
-    from alertd.store.postgres import PostgresStore
-
-    pg = request.getfixturevalue("postgres")
-    schema = f"contract_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg.dsn, autocommit=True, connect_timeout=10) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    dsn = f"{pg.dsn}?options={quote(f'-csearch_path={schema}')}&connect_timeout=10"
-    yield lambda: PostgresStore(dsn)
-    with psycopg.connect(pg.dsn, autocommit=True, connect_timeout=10) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-@pytest.fixture
-async def store(make_store) -> Store:
-    s = make_store()
-    await s.open()
-    yield s
-    await s.close()
+# ----- one fresh store per test, on each backend: tests/support/stores.py -----
 
 
 def backend(store: Store) -> str:

@@ -54,7 +54,8 @@ class AlertdProcess:
     """One ``alertd serve`` subprocess; ``config`` is the YAML document (a dict) to run with."""
 
     def __init__(self, workdir: Path | str, config: dict[str, Any] | None = None, *,
-                 cpus: str | None = None, python_args: Sequence[str] = (), env: dict[str, str] | None = None):
+                 cpus: str | None = None, python_args: Sequence[str] = (), env: dict[str, str] | None = None,
+                 serve_args: Sequence[str] = ()):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.workdir / "data"
@@ -64,6 +65,7 @@ class AlertdProcess:
         self.cpus = cpus  # taskset CPU list, e.g. "0"
         self.python_args = list(python_args)  # e.g. ["-m", "cProfile", "-o", "prof.out"]
         self.env = env
+        self.serve_args = list(serve_args)  # e.g. ["--receivers", "0"]
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -94,7 +96,7 @@ class AlertdProcess:
 
     def command(self) -> list[str]:
         cmd = [sys.executable, *self.python_args, "-m", "alertd.cli", "serve", "--config", str(self.config_path),
-               "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir)]
+               "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), *self.serve_args]
         return (["taskset", "-c", self.cpus] if self.cpus else []) + cmd
 
     def start(self, timeout: float = 30.0) -> "AlertdProcess":

@@ -72,7 +72,7 @@ def test_config_schemas_refuse_unknown_keys():
     with pytest.raises(InvalidDocument):
         cfg(slack={"debounce": "2 seconds"})
     with pytest.raises(InvalidDocument, match="unknown key"):
-        parse_config({"alertmanager": {"url": "http://am", "urls": []}}, "test", env={})
+        parse_config({"alertmanager": {"url": "http://am", "uri": "http://am"}}, "test", env={})
     assert SlackSettings.from_config(cfg(slack={"token": "x", "timeout": "5s"})).timeout == 5.0
 
 

@@ -1,0 +1,1 @@
+"""Several alertd processes over one store: the engine lease, forwarded actions, reconciliation."""

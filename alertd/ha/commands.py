@@ -1,0 +1,66 @@
+"""Actions (acknowledge, resolve, annotate) taken on a process that does not run the engine.
+
+A follower or receiver process writes the action to the store's ``commands``
+table and waits for the leader to carry it out (the leader checks the table on
+every processing round), so a Slack button or an API call works whichever
+replica the load balancer picked. The answer is the incident as the leader left it.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from alertd.model import Change
+
+log = logging.getLogger(__name__)
+FORWARD_TIMEOUT = 2.5  # seconds: Slack wants an answer within 3
+KINDS = ("acknowledge", "resolve", "annotate")
+
+
+class CommandTimeout(RuntimeError):
+    """No leader carried the action out in time (none elected, or the store is failing)."""
+
+
+async def forward(store: Any, kind: str, incident_id: str, args: dict[str, Any],
+                  timeout: float = FORWARD_TIMEOUT) -> list[Change]:
+    """Hand an action to the leader and wait for it; [] when the leader found nothing to change."""
+    command_id = await store.submit_command(kind, incident_id, args)
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while time.monotonic() < deadline:
+        state, result = await store.command_result(command_id)
+        if state == "done":
+            if not json.loads(result or "{}").get("changed"):
+                return []
+            inc = await store.get_incident(incident_id)
+            return [Change(incident=inc, kinds=[kind])] if inc is not None else []
+        await asyncio.sleep(delay)
+        delay = min(0.1, delay * 2)
+    raise CommandTimeout(f"{kind} {incident_id}: no engine leader answered within {timeout:.1f}s; retry")
+
+
+async def run_pending(store: Any, service: Any) -> int:
+    """On the leader: carry out the forwarded actions, oldest first. Returns how many were done."""
+    done = 0
+    for command_id, kind, incident_id, args in await store.pending_commands():
+        try:
+            if kind == "acknowledge":
+                changes = await service.acknowledge(incident_id, args.get("actor", ""))
+            elif kind == "resolve":
+                changes = await service.resolve(incident_id, args.get("actor", ""))
+            elif kind == "annotate":
+                changes = await service.annotate(incident_id, args["key"], args.get("value"), args.get("kind", "annotated"),
+                                                 args.get("text", ""), args.get("actor", ""))
+            else:
+                log.error("unknown forwarded action %r (command %d) dropped", kind, command_id)
+                changes = []
+            result = {"changed": bool(changes)}
+        except Exception as exc:  # an action that fails must not block the ones behind it
+            log.exception("forwarded action %s on %s failed", kind, incident_id)
+            result = {"changed": False, "error": f"{type(exc).__name__}: {exc}"}
+        await store.finish_command(command_id, json.dumps(result))
+        done += 1
+    return done

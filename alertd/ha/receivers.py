@@ -1,0 +1,64 @@
+"""``alertd serve --receivers N``: N receiver processes beside the engine, on one port.
+
+Every process binds the port with SO_REUSEPORT and the kernel spreads the
+connections over them; the receivers validate and write the shared SQLite (WAL)
+inbox, the engine process reads it back. One Python process uses one core: this
+is how alertd uses the others. The receivers die with the engine process
+(PR_SET_PDEATHSIG) and are stopped with it.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+from typing import Sequence
+
+log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1
+
+
+def default_receivers() -> int:
+    """Measured on 2 cores (docs/performance.md): one receiver beside the engine process takes the most
+    webhooks/s; more processes than cores only add contention for the SQLite write lock."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(0, cpus - 1)
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:  # not Linux: the receiver notices its parent's death at its next parent check
+        pass
+
+
+class ReceiverPool:
+    def __init__(self, count: int, argv: Sequence[str]):
+        self.count, self.argv = count, list(argv)
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        for _ in range(self.count):
+            self.procs.append(subprocess.Popen([sys.executable, "-m", "alertd.cli", *self.argv],
+                                               stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent))
+        log.info("started %d receiver processes: %s", self.count, ", ".join(str(p.pid) for p in self.procs))
+
+    def restart_dead(self) -> None:
+        for i, proc in enumerate(self.procs):
+            if proc.poll() is not None:
+                log.error("receiver process %d exited with %s; starting another", proc.pid, proc.returncode)
+                self.procs[i] = subprocess.Popen([sys.executable, "-m", "alertd.cli", *self.argv],
+                                                 stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs = []

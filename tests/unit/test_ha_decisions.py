@@ -1,0 +1,84 @@
+"""Pure HA decisions: the engine lease and reconciliation with Alertmanager."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from alertd.engine.pipeline import Engine
+from alertd.ha.lease import LeaseRow, decide
+from alertd.ha.reconcile import Answer, answer_from, as_webhook, group_filter, held_firing, resolutions, stale
+from alertd.model import RECONCILED_BY
+from alertd.receive.webhook import parse_notification
+from alertd.rules import load_rules
+from alertd.config import SHIPPED_RULES
+
+T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
+
+
+def test_lease_decisions():
+    assert decide(None, "a", 0, 100.0, 6).action == "create"
+    held = LeaseRow("a", 4, 105.0)
+    assert (decide(held, "a", 4, 101.0, 6).action, decide(held, "a", 4, 101.0, 6).expires_at) == ("renew", 107.0)
+    assert decide(held, "b", 0, 104.9, 6).action == "wait"  # not expired: the holder keeps it
+    taken = decide(held, "b", 0, 105.0, 6)
+    assert (taken.action, taken.token) == ("take", 5)  # expired: the token grows, fencing the old holder
+    assert decide(held, "a", 3, 101.0, 6).action == "wait"  # same name, stale token: not a renewal
+    assert decide(LeaseRow("a", 4, 0.0), "a", 0, 1.0, 6).action == "take"  # a released lease
+
+
+def engine_with(alerts_doc: dict) -> Engine:
+    engine = Engine(load_rules([str(SHIPPED_RULES)]))
+    engine.ingest(parse_notification(alerts_doc, T0).alerts, T0)
+    return engine
+
+
+def webhook(*fps: str) -> dict:
+    alerts = [{"status": "firing", "labels": {"alertname": "GPUXidError", "node": f"n{i}", "cluster": "c", "xid": "79",
+                                              "gpu": "0"},
+               "annotations": {}, "startsAt": "2026-11-30T23:59:00Z", "endsAt": "0001-01-01T00:00:00Z",
+               "fingerprint": fp} for i, fp in enumerate(fps)]
+    return {"version": "4", "status": "firing", "receiver": "alertd", "groupLabels": {}, "commonLabels": {},
+            "commonAnnotations": {}, "externalURL": "", "groupKey": "", "alerts": alerts}
+
+
+def test_only_alerts_no_alertmanager_holds_are_resolved():
+    engine = engine_with(webhook("aa01", "aa02", "aa03"))
+    held = held_firing(engine.state.incidents.values())
+    assert sorted(h.fingerprint for h in held) == ["aa01", "aa02", "aa03"]
+    one, two = Answer(frozenset({"aa01"}), T0 - timedelta(hours=1)), Answer(frozenset({"aa02"}), T0 - timedelta(hours=1))
+    gone = stale(held, [one, two], T0, timedelta(minutes=3))
+    assert [h.fingerprint for h in gone] == ["aa03"]  # HA peers: held by either one is enough
+
+
+def test_no_decision_when_an_alertmanager_is_silent_or_just_started():
+    held = held_firing(engine_with(webhook("aa01")).state.incidents.values())
+    settled = Answer(frozenset(), T0 - timedelta(hours=1))
+    assert stale(held, [settled, None], T0, timedelta(minutes=3)) == []
+    assert stale(held, [settled, Answer(frozenset(), T0 - timedelta(seconds=30))], T0, timedelta(minutes=3)) == []
+    assert stale(held, [], T0, timedelta(minutes=3)) == []
+    assert len(stale(held, [settled], T0, timedelta(minutes=3))) == 1
+
+
+def test_resolutions_close_the_member_and_say_so_in_the_timeline():
+    engine = engine_with(webhook("aa01"))
+    gone = stale(held_firing(engine.state.incidents.values()), [Answer(frozenset())], T0, timedelta(0))
+    alerts = resolutions(gone, T0 + timedelta(minutes=5))
+    assert alerts[0].receiver == RECONCILED_BY and alerts[0].starts_at == gone[0].starts_at
+    changes = engine.ingest(alerts, T0 + timedelta(minutes=5))
+    texts = [e.text for c in changes for e in c.events]
+    assert any("resolved by reconciliation" in t for t in texts), texts
+    changes = engine.tick(T0 + timedelta(hours=1))
+    assert [c.incident.status for c in changes] == ["resolved"]
+
+
+def test_alertmanager_answers_and_truncated_groups():
+    answer = answer_from([{"fingerprint": "AB12", "status": {"state": "active"}}],
+                         {"uptime": "2026-11-30T20:00:00.000Z"})
+    assert answer.fingerprints == {"ab12"} and answer.started_at == datetime(2026, 11, 30, 20, tzinfo=timezone.utc)
+    assert group_filter({"node": 'n"1', "alertname": "X"}) == [("filter", 'alertname="X"'), ("filter", 'node="n\\"1"')]
+    api = [{"labels": {"alertname": "GPUXidError", "node": "n1"}, "annotations": {}, "fingerprint": "ab12",
+            "startsAt": "2026-11-30T23:00:00.000Z", "endsAt": "2026-12-01T00:05:00.000Z", "status": {"state": "active"},
+            "generatorURL": "http://prom/graph", "receivers": [{"name": "alertd"}], "updatedAt": "2026-12-01T00:00:00Z"},
+           {"labels": {"alertname": "Other"}, "annotations": {}, "fingerprint": "cd34", "startsAt": "2026-11-30T23:00:00Z",
+            "endsAt": "2026-12-01T00:05:00Z", "status": {"state": "suppressed"}}]
+    note = parse_notification(as_webhook(api, "alertd"), T0)
+    assert [(a.fingerprint, a.status, a.ends_at) for a in note.alerts] == [("ab12", "firing", None)]
