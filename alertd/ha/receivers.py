@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -21,10 +20,11 @@ PR_SET_PDEATHSIG = 1
 
 
 def default_receivers() -> int:
-    """Measured on 2 cores (docs/performance.md): one receiver beside the engine process takes the most
-    webhooks/s; more processes than cores only add contention for the SQLite write lock."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(0, cpus - 1)
+    """Measured on this project's 2-core reference machine (docs/performance.md, bench/ha.py): extra
+    receiver processes did not take more webhooks/s than one process (the engine reading the inbox back
+    and the SQLite write lock shared between processes cost what the second core gives), so the default
+    is none. ``--receivers N`` keeps the choice open for machines with more cores."""
+    return 0
 
 
 def _die_with_parent() -> None:

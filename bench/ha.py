@@ -1,0 +1,178 @@
+"""Side by side on one machine: alertd on its defaults (durable SQLite) against Alertmanager's own
+``POST /api/v2/alerts``, the same closed-loop load; then alertd's ack p99 at a fixed 1,000 webhooks/s,
+a cold storm of 10,000 nodes, and 3 replicas on PostgreSQL with a kill -9 of the leader.
+
+    python bench/ha.py                                  # everything, ~3 minutes
+    python bench/ha.py --phases compare --receivers 0,1,2 --seconds 10
+    python bench/ha.py --phases postgres
+
+Nothing is pinned (both systems share every core, as they would in production). The load generator
+is bench/loadgen (Go) with ``-closed``: each of ``--conns`` connections sends its next body as soon as
+the previous one was answered. Both systems get the same alerts: alertd as webhooks (8 GPU alerts
+each), Alertmanager as the same 8 alerts in its API's body. A benchmark: it prints figures and
+asserts nothing. Bounded: every phase sends a bounded number of bodies for a bounded time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.ingest import build_loadgen  # noqa: E402
+from tests.support.alertd_proc import AlertdProcess  # noqa: E402
+from tests.support.process import http  # noqa: E402
+from tests.support.services import start_alertmanager, start_postgres  # noqa: E402
+from tests.support.webhooks import UniqueWebhooks, dumps  # noqa: E402
+
+
+def write_bodies(work: Path, name: str, count: int, *, distinct: bool, run: str) -> tuple[Path, Path]:
+    """The same alerts twice: webhook documents for alertd, API v2 bodies for Alertmanager."""
+    gen = UniqueWebhooks(run=run, nodes=max(count, 1), distinct_nodes=distinct, seed=7)
+    hooks, api = work / f"{name}.webhooks", work / f"{name}.api"
+    with open(hooks, "wb") as wh, open(api, "wb") as am:
+        for _ in range(count):
+            doc = gen.next()
+            wh.write(dumps(doc) + b"\n")
+            am.write(dumps([{k: a[k] for k in ("labels", "annotations", "startsAt", "endsAt", "generatorURL")}
+                            for a in doc["alerts"]]) + b"\n")
+    return hooks, api
+
+
+def loadgen(binary: Path, url: str, bodies: Path, *, seconds: float, conns: int, closed: bool = True,
+            rate: float = 100000) -> dict:
+    cmd = [str(binary), "-url", url, "-bodies", str(bodies), "-duration", f"{seconds}s", "-conns", str(conns),
+           "-rate", str(rate), "-timeout", "30s"] + (["-closed"] if closed else [])
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 90)
+    if done.returncode != 0:
+        raise RuntimeError(f"loadgen failed: {done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def row(name: str, r: dict) -> str:
+    errors = sum(r["errors"].values())
+    return (f"| {name} | {r['ok_per_s']:,.0f} | {r['latency_ms']['p50']:.1f} | {r['latency_ms']['p99']:.1f} | "
+            f"{r['latency_ms']['max']:.1f} | {errors} |")
+
+
+HEADER = "| system | webhooks/s | p50 ms | p99 ms | max ms | errors |\n|---|---:|---:|---:|---:|---:|"
+
+
+def alertd(work: Path, receivers: int | None, cfg: dict | None = None) -> AlertdProcess:
+    args = [] if receivers is None else ["--receivers", str(receivers)]
+    return AlertdProcess(work, {"log": {"level": "warning"}, **(cfg or {})}, serve_args=args).start(timeout=60)
+
+
+def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
+    count = int(args.seconds * 6000)
+    hooks, api = write_bodies(work, "compare", count, distinct=False, run="cmp")
+    am_cfg = work / "am.yml"
+    am_cfg.write_text("route:\n  receiver: none\nreceivers:\n  - name: none\n")
+    print(f"\nclosed loop, {args.conns} in flight, {args.seconds:.0f} s each, 8 GPU alerts per request, nothing pinned")
+    print(HEADER)
+    results: dict[str, float] = {}
+    for rounds in range(args.rounds):
+        am = start_alertmanager(am_cfg, work / f"am{rounds}")
+        try:
+            r = loadgen(binary, am.url + "/api/v2/alerts", api, seconds=args.seconds, conns=args.conns)
+        finally:
+            am.stop()
+        print(row("Alertmanager POST /api/v2/alerts (in memory)", r), flush=True)
+        results.setdefault("am", 0)
+        results["am"] = max(results["am"], r["ok_per_s"])
+        for n in [None] + [int(x) for x in args.receivers.split(",") if x]:
+            server = alertd(work / f"alertd-{n}-{rounds}", n)
+            try:
+                r = loadgen(binary, server.receiver_url, hooks, seconds=args.seconds, conns=args.conns)
+            finally:
+                server.stop()
+            name = "alertd defaults" if n is None else f"alertd --receivers {n}"
+            print(row(f"{name} (SQLite, synchronous=FULL)", r), flush=True)
+            results[name] = max(results.get(name, 0), r["ok_per_s"])
+    best = results.get("alertd defaults", 0)
+    print(f"\nratio alertd defaults / Alertmanager: {best / results['am']:.2f}x (best of {args.rounds} rounds each)")
+
+
+def fixed_rate(args: argparse.Namespace, binary: Path, work: Path) -> None:
+    hooks, _ = write_bodies(work, "rate", int(1000 * args.seconds), distinct=False, run="rate")
+    server = alertd(work / "alertd-rate", None)
+    try:
+        r = loadgen(binary, server.receiver_url, hooks, seconds=args.seconds, conns=64, closed=False, rate=1000)
+    finally:
+        server.stop()
+    print("\nopen loop at 1,000 webhooks/s, alertd defaults (latency from each request's scheduled start)")
+    print(HEADER)
+    print(row("alertd defaults", r))
+
+
+def storm(args: argparse.Namespace, binary: Path, work: Path) -> None:
+    hooks, _ = write_bodies(work, "storm", 10_000, distinct=True, run="storm")
+    server = alertd(work / "alertd-storm", None)
+    try:
+        r = loadgen(binary, server.receiver_url, hooks, seconds=60, conns=64)
+    finally:
+        server.stop()
+    print("\ncold storm: 10,000 nodes never seen before, one webhook of 8 GPU alerts each, 64 in flight")
+    print(HEADER)
+    print(row("alertd defaults", r))
+
+
+def postgres(args: argparse.Namespace, binary: Path, work: Path) -> None:
+    pg = start_postgres(work / "pg")
+    cfg = {"storage": {"backend": "postgres", "postgres_dsn": pg.dsn}}
+    replicas = [alertd(work / f"replica{i}", 0, cfg) for i in range(3)]
+    try:
+        per = max(1, args.conns // 3)
+        hooks = [write_bodies(work, f"pg{i}", int(args.seconds * 3000), distinct=False, run=f"pg{i}")[0] for i in range(3)]
+        procs = [subprocess.Popen([str(binary), "-url", r.receiver_url, "-bodies", str(h), "-duration", f"{args.seconds}s",
+                                   "-conns", str(per), "-rate", "100000", "-timeout", "30s", "-closed"],
+                                  stdout=subprocess.PIPE, text=True) for r, h in zip(replicas, hooks)]
+        outs = [json.loads(p.communicate(timeout=args.seconds + 90)[0].strip().splitlines()[-1]) for p in procs]
+        total = sum(o["ok_per_s"] for o in outs)
+        p99 = max(o["latency_ms"]["p99"] for o in outs)
+        print(f"\n3 replicas on one PostgreSQL, closed loop, {per} in flight per replica, {args.seconds:.0f} s")
+        print(f"| replicas | webhooks/s (sum) | worst p99 ms |\n|---|---:|---:|\n| 3 | {total:,.0f} | {p99:.1f} |")
+        leader = next(r for r in replicas if b"leader" in http("GET", r.url + "/readyz")[2])
+        t0 = time.monotonic()
+        leader.kill9()
+        others = [r for r in replicas if r is not leader]
+        while time.monotonic() - t0 < 30:
+            if any(b"leader" in http("GET", r.url + "/readyz", timeout=1)[2] for r in others):
+                break
+            time.sleep(0.05)
+        print(f"failover after kill -9 of the leader: a follower reported leader after {time.monotonic() - t0:.2f} s "
+              f"(lease ttl 6 s, renewal every 1 s)")
+    finally:
+        for r in replicas:
+            r.stop()
+        pg.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--phases", default="compare,rate,storm,postgres")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--conns", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--receivers", default="", help="also run alertd with these --receivers counts, e.g. 0,1,2")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="alertd-bench-ha-"))
+    try:
+        binary = build_loadgen(work)
+        phases = {"compare": compare, "rate": fixed_rate, "storm": storm, "postgres": postgres}
+        for name in args.phases.split(","):
+            phases[name](args, binary, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
