@@ -13,6 +13,12 @@ from typing import Any
 SEVERITIES = ("info", "warning", "error", "critical")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 
+# When severities tie, the signal that best explains a node's trouble leads (names the incident).
+KIND_PRIORITY = {
+    "xid": 9, "ecc": 8, "row_remap": 7, "nvlink": 6, "thermal": 5, "metrics_missing": 4,
+    "node_not_ready": 3, "node_cordoned": 2, "watchdog": 1, "other": 0,
+}
+
 FIRING = "firing"
 RESOLVED = "resolved"
 RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/ha/reconcile.py)
@@ -124,6 +130,11 @@ class Signal:
 
 
 _SIGNAL_FIELDS = tuple(f.name for f in dataclasses.fields(Signal))
+
+
+def signal_rank(sig: Signal) -> tuple[int, int]:
+    """Severity first, then how well the kind explains the trouble: the highest leads an incident."""
+    return SEVERITY_RANK.get(sig.severity, 0), KIND_PRIORITY.get(sig.kind, 0)
 
 
 @dataclass(slots=True)
@@ -296,6 +307,8 @@ class Incident:
     parent_id: str = ""  # set when folded into a fleet (storm) incident
     fleet: bool = False
     children: list[str] = field(default_factory=list)  # node incidents a fleet incident folded in
+    storm_keys: list[str] = field(default_factory=list)  # fleet: the events it stands for (rules: correlation.storm)
+    storm_last: datetime | None = None  # fleet: when its latest node incident folded in (the window runs from it)
     primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)
     annotations: dict[str, Any] = field(default_factory=dict)  # enrichment, silences, notes
     version: int = 0
@@ -347,6 +360,8 @@ class Incident:
             "parentId": self.parent_id,
             "fleet": self.fleet,
             "children": self.children,
+            "stormKeys": self.storm_keys,
+            "stormLast": iso(self.storm_last),
             "primary": self.primary.to_dict() if self.primary else None,
             "annotations": self.annotations,
             "version": self.version,
@@ -390,6 +405,8 @@ class Incident:
             parent_id=data.get("parentId", ""),
             fleet=bool(data.get("fleet")),
             children=list(data.get("children") or []),
+            storm_keys=list(data.get("stormKeys") or []),
+            storm_last=parse_iso(data.get("stormLast")),
             primary=Signal.from_dict(data["primary"]) if data.get("primary") else None,
             annotations=dict(data.get("annotations") or {}),
             version=int(data.get("version") or 0),

@@ -45,11 +45,30 @@ class GroupRule:
 
 
 @dataclass(frozen=True, slots=True)
+class StormEvent:
+    """One kind of fleet event: node incidents whose leading signal matches share the key built from ``by``."""
+
+    name: str
+    by: tuple[str, ...]
+    matchers: tuple[Matcher, ...] = ()
+
+
+DEFAULT_STORM_EVENTS = (
+    StormEvent("gpu-fault", ("cluster", "category"), parse_matchers(['signal=~"xid|ecc|row_remap|nvlink"'])),
+    StormEvent("thermal", ("cluster",), parse_matchers(['signal="thermal"'])),
+    StormEvent("node-lost", ("cluster",), parse_matchers(['signal=~"metrics_missing|node_not_ready|node_cordoned"'])),
+)
+DEFAULT_FOLLOWERS = parse_matchers(['signal=~"metrics_missing|node_not_ready|node_cordoned"'])
+
+
+@dataclass(frozen=True, slots=True)
 class StormRule:
     enabled: bool = True
     min_nodes: int = 5
     window: timedelta = timedelta(minutes=5)
     signals: tuple[str, ...] = ()
+    events: tuple[StormEvent, ...] = DEFAULT_STORM_EVENTS
+    followers: tuple[Matcher, ...] = DEFAULT_FOLLOWERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,11 +255,20 @@ def _correlation(doc: dict, check: _Checker) -> CorrelationRules:
     if groups and (groups[-1].matchers or not groups[-1].allow_empty):
         check.problem(("correlation", "groups"), "the last group should match everything (no match, allow_empty: true) so no alert is dropped")
     storm_doc = doc.get("storm") or {}
+    events = []
+    for i, ev in enumerate(storm_doc.get("events") or []):
+        if ev["name"] in {e.name for e in events}:
+            check.problem(("correlation", "storm", "events", i, "name"), f"duplicate storm event name {ev['name']!r}")
+        events.append(StormEvent(ev["name"], tuple(ev["by"]),
+                                 check.matchers(ev.get("match"), ("correlation", "storm", "events", i, "match"))))
+    followers = storm_doc.get("followers")
     storm = StormRule(
         enabled=storm_doc.get("enabled", True),
         min_nodes=storm_doc.get("min_nodes", base.storm.min_nodes),
         window=check.duration(storm_doc.get("window"), ("correlation", "storm", "window"), base.storm.window),
         signals=tuple(storm_doc.get("signals") or ()),
+        events=tuple(events) if "events" in storm_doc else base.storm.events,
+        followers=base.storm.followers if followers is None else check.matchers(followers, ("correlation", "storm", "followers")),
     )
     wd_doc = doc.get("watchdog") or {}
     watchdog = WatchdogRule(

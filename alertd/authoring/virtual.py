@@ -60,6 +60,11 @@ def build_router(rules: RuleSet, cfg: Config | None = None) -> Any:
     return ConsoleRouter()
 
 
+def folded_by(inc: Incident, when: datetime) -> bool:
+    """Was the incident folded into a fleet incident at or before ``when``? (Notifiers then drop its first post.)"""
+    return bool(inc.parent_id) and any(e.kind == "folded_into_fleet" and e.at <= when for e in inc.timeline)
+
+
 def has_routing(rules: RuleSet) -> bool:
     return getattr(rules, "routing", None) is not None
 
@@ -183,6 +188,8 @@ class VirtualRun:
                 fate = "not due yet"
             elif payload.get("only_if_posted") and target not in posted:
                 fate = "nothing posted there before: skipped"
+            elif target not in posted and inc is not None and folded_by(inc, item.due_at):
+                fate = f"folded into fleet incident {inc.parent_id} before it was posted: dropped"
             elif item.kind == "escalate" and inc is not None and any(
                     e.kind in ("acknowledged", "resolved") and e.at <= item.due_at for e in inc.timeline):
                 fate = "acknowledged or resolved in time: skipped"

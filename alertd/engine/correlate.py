@@ -11,11 +11,13 @@ from typing import Any, Iterable
 
 from alertd.durations import format_duration
 from alertd.engine.classify import severity_label
+from alertd.engine.storm import Storms
 from alertd.matchers import match_all
 from alertd.model import (
     ACKNOWLEDGED,
     CLOSED,
     FIRING,
+    KIND_PRIORITY,
     OPEN,
     RECONCILED_BY,
     RESOLVED,
@@ -26,14 +28,10 @@ from alertd.model import (
     Incident,
     Member,
     Signal,
+    signal_rank,
 )
 from alertd.rules import CorrelationRules, GroupRule
 
-# When severities tie, the signal that best explains a node's trouble names the incident.
-KIND_PRIORITY = {
-    "xid": 9, "ecc": 8, "row_remap": 7, "nvlink": 6, "thermal": 5, "metrics_missing": 4,
-    "node_not_ready": 3, "node_cordoned": 2, "watchdog": 1, "other": 0,
-}
 PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
@@ -54,8 +52,12 @@ class EngineState:
     next_seq: int = 1
     heartbeat_at: datetime | None = None
     by_node: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (cluster, node) -> open incident ids
-    # (cluster, signal kind) -> [(opened_at, incident id)] of node incidents, oldest first (storm detection)
-    recent: dict[tuple[str, str], list[tuple[datetime, str]]] = field(default_factory=dict)
+    # Storm indexes (engine/storm.py), rebuilt from the open incidents when storm_indexed is False:
+    fleets: dict[str, str] = field(default_factory=dict)  # event key -> open fleet incident standing for it
+    recent: dict[str, list[tuple[datetime, str]]] = field(default_factory=dict)  # event key -> unfolded node incidents
+    storm_key_of: dict[str, str] = field(default_factory=dict)  # unfolded node incident -> its event key
+    open_children: dict[str, int] = field(default_factory=dict)  # fleet id -> node incidents still open
+    storm_indexed: bool = False
 
     def add(self, incident: Incident) -> None:
         self.incidents[incident.id] = incident
@@ -63,8 +65,6 @@ class EngineState:
         for fp in incident.members:
             self.by_fingerprint[fp] = incident.id
         self.index_node(incident)
-        if incident.primary is not None and not incident.fleet and incident.node:
-            self.recent.setdefault((incident.cluster, incident.primary.kind), []).append((incident.opened_at, incident.id))
 
     def index_node(self, incident: Incident) -> None:
         if incident.node and not incident.fleet:
@@ -115,10 +115,6 @@ def group_for(fields: dict[str, str], groups: Iterable[GroupRule]) -> tuple[Grou
     return None
 
 
-def _rank(sig: Signal) -> tuple[int, int]:
-    return SEVERITY_RANK.get(sig.severity, 0), KIND_PRIORITY.get(sig.kind, 0)
-
-
 def _code_unknown(sig: Signal | None) -> bool:
     return sig is not None and sig.kind == "xid" and sig.xid is None
 
@@ -136,6 +132,7 @@ class Correlator:
         self.state = state or EngineState()
         self._changes: dict[str, Change] = {}
         self._fleet_nodes: dict[str, set[str]] = {}  # membership index for fleet incidents' node lists
+        self.storms = Storms(self)
 
     # ----- public steps: each returns the incidents it changed -----
 
@@ -145,6 +142,7 @@ class Correlator:
                 self._heartbeat(alert, now)
             else:
                 self._ingest_one(alert, now)
+        self._settle(now)
         return self._flush()
 
     def tick(self, now: datetime) -> list[Change]:
@@ -173,14 +171,19 @@ class Correlator:
     def acknowledge(self, incident_id: str, actor: str, now: datetime) -> list[Change]:
         inc = self.state.incidents.get(incident_id)
         if inc is not None and inc.status == OPEN:
-            inc.status, inc.acknowledged_by, inc.acknowledged_at = ACKNOWLEDGED, actor, now
-            self._touch(inc, inc.add_event(now, "acknowledged", f"acknowledged by {actor}", actor), urgent=True)
+            for one in [inc] + (self.storms.open_children(inc) if inc.fleet else []):
+                if one.status == OPEN:
+                    one.status, one.acknowledged_by, one.acknowledged_at = ACKNOWLEDGED, actor, now
+                    self._touch(one, one.add_event(now, "acknowledged", f"acknowledged by {actor}", actor), urgent=True)
         return self._flush()
 
     def resolve(self, incident_id: str, actor: str, now: datetime) -> list[Change]:
         inc = self.state.incidents.get(incident_id)
         if inc is not None:
+            children = self.storms.open_children(inc) if inc.fleet else []
             self._close(inc, now, f"resolved by {actor}", actor)
+            for child in children:  # resolving the event resolves its nodes
+                self._close(child, now, f"resolved by {actor} with fleet incident {inc.id}", actor)
         return self._flush()
 
     def annotate(self, incident_id: str, key: str, value: Any, now: datetime, kind: str, text: str = "",
@@ -209,6 +212,7 @@ class Correlator:
         text = f"{signal.title} (from {source})"
         event = inc.add_event(now, "classification_upgraded" if (inc.severity, inc.title) != before else "evidence", text)
         self._touch(inc, event)
+        self._settle(now)
         return self._flush()
 
     # ----- internals -----
@@ -242,7 +246,7 @@ class Correlator:
                 found = (GroupRule("unmatched", ("alertname",), (), True), f"unmatched|alertname={alert.name}")
             group, key = found
             target_id = self.state.by_key.get(key)
-            target = self.state.incidents[target_id] if target_id else self._storm_target(alert, now)
+            target = self.state.incidents[target_id] if target_id else None
             if target is None:
                 target = self._new_incident(key, group.name, alert.signal, now)
                 self._join(target, alert, now, opening=True)
@@ -259,40 +263,6 @@ class Correlator:
                     if best is None or seen > best[0]:
                         best = (seen, inc)
         return best[1] if best else None
-
-    def _storm_target(self, alert: Alert, now: datetime) -> Incident | None:
-        storm = self.rules.storm
-        kind, node, cluster = alert.signal.kind, alert.subject.node, alert.subject.cluster
-        if not storm.enabled or not node or kind in ("other", "watchdog"):
-            return None
-        if storm.signals and kind not in storm.signals:
-            return None
-        fleet_key = f"fleet|cluster={cluster}|signal={kind}"
-        fleet_id = self.state.by_key.get(fleet_key)
-        if fleet_id:
-            return self.state.incidents[fleet_id]
-        recent = self.state.recent.get((cluster, kind), [])
-        while recent and (now - recent[0][0] > storm.window or recent[0][1] not in self.state.incidents):
-            recent.pop(0)  # older than the window, or resolved since
-        peers = [
-            inc for inc in (self.state.incidents.get(i) for _, i in recent)
-            if inc is not None and not inc.parent_id and inc.node != node
-        ]
-        if len({inc.node for inc in peers}) + 1 < storm.min_nodes:
-            return None
-        fleet = self._new_incident(fleet_key, "storm", alert.signal, now)
-        fleet.fleet = True
-        fleet.cluster = cluster
-        for inc in peers:
-            inc.parent_id = fleet.id
-            fleet.children.append(inc.id)
-            if inc.node not in fleet.nodes:
-                fleet.nodes.append(inc.node)
-            self._touch(inc, inc.add_event(now, "folded_into_fleet", f"part of fleet incident {fleet.id}"))
-        self._fleet_nodes[fleet.id] = set(fleet.nodes)
-        self._touch(fleet, fleet.add_event(now, "opened", f"{kind} on {len(fleet.nodes) + 1} nodes within "
-                                                          f"{format_duration(storm.window)}: storm"))
-        return fleet
 
     def _new_incident(self, key: str, group: str, signal: Signal, now: datetime) -> Incident:
         seq = self.state.next_seq
@@ -394,6 +364,10 @@ class Correlator:
                     urgent=True)
         self.state.remove(inc)
         self._fleet_nodes.pop(inc.id, None)
+        if inc.fleet:
+            self.storms.fleet_closed(inc)
+        elif inc.parent_id:
+            self.storms.child_closed(inc, now)
 
     def _absorb(self, inc: Incident, m: Member) -> None:
         """Fold one new member into what the incident shows, in O(1) of the member count."""
@@ -417,7 +391,7 @@ class Correlator:
                 inc.severity = sig.severity
             elif SEVERITY_RANK.get(sig.severity, 0) > SEVERITY_RANK.get(inc.severity, 0):
                 inc.severity = sig.severity
-            if inc.primary is None or len(inc.members) == 1 or _rank(sig) > _rank(inc.primary):
+            if inc.primary is None or len(inc.members) == 1 or signal_rank(sig) > signal_rank(inc.primary):
                 inc.primary = sig
         self._retitle(inc)
 
@@ -429,7 +403,7 @@ class Correlator:
         signals = _known_first(signals)
         if not signals:
             return
-        inc.primary = max(signals, key=_rank)
+        inc.primary = max(signals, key=signal_rank)
         inc.severity = max((s.severity for s in signals), key=lambda v: SEVERITY_RANK.get(v, 0))
         inc.signals = sorted({m.signal.kind for m in members} | {s.kind for s in signals})
         inc.xids = sorted({s.xid for s in [m.signal for m in members] + signals if s.xid})
@@ -454,6 +428,10 @@ class Correlator:
         if member and member not in change.members:
             change.members.append(member)
         change.urgent = change.urgent or urgent
+
+    def _settle(self, now: datetime) -> None:
+        """Storms are decided once a step has given each node incident all of its alerts."""
+        self.storms.settle([c.incident for c in list(self._changes.values())], now)
 
     def _flush(self) -> list[Change]:
         changes = list(self._changes.values())

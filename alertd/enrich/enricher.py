@@ -164,7 +164,8 @@ class Enricher:
             if not opened:
                 # First sight after a restart (or a late bind): nodes of members that did not change
                 # in this step were enriched before; only the ones that just joined are new.
-                seen.update(enriched_before(inc, set(change.members)))
+                joined = {n for e in change.events if e.kind == "nodes_joined" for n in e.data.get("nodes", ())}
+                seen.update(enriched_before(inc, set(change.members), joined))
                 seed_state(self._state.setdefault(inc.id, IncidentState(fleet=inc.fleet)), inc.annotations)
         new = [n for n in nodes if n not in seen]
         if not new:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from alertd.engine.correlate import KIND_PRIORITY
 from alertd.enrich.logs import LogLine
 from alertd.enrich.nvrm import parse_xid, pci_to_uuid, split_lines
 from alertd.enrich.timestamps import iso_millis
 from alertd.gpu.pci import normalize_pci
-from alertd.model import SEVERITY_RANK, Incident, Signal
+from alertd.model import Incident, Signal, signal_rank
 
 
 def build_evidence(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str, str]] = (),
@@ -60,10 +59,6 @@ def cap_evidence(entries: list[dict[str, Any]], limit: int) -> list[dict[str, An
     return sorted(keep, key=lambda e: e.get("time") or "")
 
 
-def _signal_rank(sig: Signal) -> tuple[int, int]:
-    return SEVERITY_RANK.get(sig.severity, 0), KIND_PRIORITY.get(sig.kind, 0)
-
-
 def upgrade_signal(evidence: list[dict[str, Any]], inc: Incident, catalog: Any,
                    gpus: Iterable[dict[str, str]]) -> Signal | None:
     """The Xid from the log that should classify the incident, or None.
@@ -85,8 +80,8 @@ def upgrade_signal(evidence: list[dict[str, Any]], inc: Incident, catalog: Any,
         sig = catalog.lookup(int(code)).signal(detail="from kernel log")
         if sig.severity == "info":
             continue
-        rank = (_signal_rank(sig), not sig.fold_into_previous)
-        if best is None or rank > (_signal_rank(best), not best.fold_into_previous):
+        rank = (signal_rank(sig), not sig.fold_into_previous)
+        if best is None or rank > (signal_rank(best), not best.fold_into_previous):
             best = sig
     if best is None:
         return None
@@ -95,7 +90,7 @@ def upgrade_signal(evidence: list[dict[str, Any]], inc: Incident, catalog: Any,
     if best.xid in inc.xids:
         return None
     current = inc.primary
-    if current is None or _signal_rank(best) > _signal_rank(current):
+    if current is None or signal_rank(best) > signal_rank(current):
         return best
     return None
 

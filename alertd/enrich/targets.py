@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
+from typing import Callable, Iterable
 
 from alertd.enrich.annotations import KUBE_NODE, LOG_EVIDENCE, PODS
 from alertd.model import Incident
@@ -39,18 +39,19 @@ def nodes_of(inc: Incident) -> list[str]:
     return nodes
 
 
-def member_nodes(inc: Incident, exclude: set[str]) -> set[str]:
+def member_nodes(inc: Incident, exclude: set[str], joined_nodes: Iterable[str] = ()) -> set[str]:
     out = {m.subject.node for fp, m in inc.members.items() if fp not in exclude and m.subject.node}
     if inc.fleet:
-        joined = {m.subject.node for fp, m in inc.members.items() if fp in exclude}
+        joined = {m.subject.node for fp, m in inc.members.items() if fp in exclude} | set(joined_nodes)
         out |= {n for n in inc.nodes if n not in joined}
     return out
 
 
-def enriched_before(inc: Incident, changed: set[str]) -> set[str]:
+def enriched_before(inc: Incident, changed: set[str], joined_nodes: Iterable[str] = ()) -> set[str]:
     """Nodes of an incident first seen after a restart (or a late bind) that were enriched before:
-    those of members that did not change in this step; only the ones that just joined are new."""
-    seen = member_nodes(inc, exclude=changed)
+    those of members that did not change in this step, and of a fleet the nodes that did not just
+    join it (``joined_nodes``); only the ones that just joined are new."""
+    seen = member_nodes(inc, exclude=changed, joined_nodes=joined_nodes)
     if not inc.fleet and inc.node and any(inc.annotations.get(k) for k in (LOG_EVIDENCE, PODS, KUBE_NODE)):
         seen.add(inc.node)
     return seen

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from alertd.durations import parse_duration
+from alertd.model import Incident
 from alertd.store.base import OutboxItem
 
 
@@ -16,6 +17,12 @@ class DeliveryError(Exception):
         super().__init__(message)
         self.retry = retry
         self.after = after
+
+
+def folded_unposted(inc: Incident, ref: str | None) -> bool:
+    """A node incident folded into a fleet incident before anything was sent for it: its first post or
+    page is dropped, never delivered (the fleet incident speaks for it, even after an outage)."""
+    return bool(inc.parent_id) and not ref
 
 
 @dataclass(slots=True)

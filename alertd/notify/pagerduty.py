@@ -10,7 +10,10 @@ Item kinds:
 * ``sync``      bring PagerDuty to the incident's CURRENT state (read from the
                 store): trigger when open (again when the severity rose),
                 acknowledge when acknowledged, resolve when resolved. What was
-                last sent is kept as the ref, so repeated items send nothing.
+                last sent is kept as the ref, so repeated items send nothing,
+                and the syncs queued behind it (a backlog after an outage) are
+                covered by it. A node incident folded into a fleet incident
+                before it was paged is never paged alone.
 * ``escalate``  due when the escalation time is up: trigger on the escalation
                 routing key unless the incident was acknowledged or resolved.
 
@@ -30,7 +33,7 @@ import aiohttp
 
 from alertd.durations import format_duration
 from alertd.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
-from alertd.notify.base import Delivered, DeliveryError, Notifier, NotifierSettings
+from alertd.notify.base import Delivered, DeliveryError, Notifier, NotifierSettings, folded_unposted
 from alertd.notify.slack_render import ACTION_TEXT, alertmanager_link, runbook_url
 from alertd.store.base import OutboxItem, Store
 
@@ -92,11 +95,25 @@ class PagerDutyNotifier(Notifier):
         key = self.settings.routing_keys.get(name)
         if not key:
             raise DeliveryError(f"no PagerDuty routing key named {name!r} in notify.pagerduty.routing_keys", retry=False)
+        # Pending syncs queued before the incident is read are covered by this one: it sends the CURRENT state.
+        later = await self.store.pending_outbox_for(item.incident_id, item.target, after_id=item.id,
+                                                    kinds=("sync",)) if item.kind == "sync" else []
         inc = await self.store.get_incident(item.incident_id)
-        if inc is None:
+        if inc is None or folded_unposted(inc, ref):
+            await self._covered(later)
             return Delivered()
+        delivered = await self._sync(item, [item.payload] + [i.payload for i in later], inc, key, ref)
+        await self._covered(later)
+        return delivered
+
+    async def _covered(self, items: list[OutboxItem]) -> None:
+        if items:
+            await self.store.finish_outbox_batch([(i.id, None) for i in items])
+
+    async def _sync(self, item: OutboxItem, payloads: list[dict], inc: Incident, key: str, ref: str | None) -> Delivered:
+        latest = payloads[-1]
         sent = _state(ref)
-        severity = item.payload.get("severity") or inc.severity
+        severity = latest.get("severity") or inc.severity
         if item.kind == "escalate":
             if sent or inc.status != OPEN:
                 return Delivered()  # escalated already, or acknowledged/resolved in time
@@ -115,10 +132,10 @@ class PagerDutyNotifier(Notifier):
                 return Delivered(ref=json.dumps({"state": "acknowledged", "severity": severity}))
             return Delivered()
         # open
-        if item.payload.get("only_if_posted") and not last:
+        if all(p.get("only_if_posted") for p in payloads) and not last:
             return Delivered()
         if not last or (last == "triggered" and SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(sent.get("severity", ""), 0)):
-            await self._send(key, "trigger", inc, severity, note=item.payload.get("note", ""))
+            await self._send(key, "trigger", inc, severity, note=latest.get("note", ""))
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity}))
         return Delivered()
 

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 # Timeline kinds that are shown by editing the message only; every other kind is also a thread reply.
 QUIET_KINDS = frozenset({"opened", "alert_resolved", "alert_refired", "all_alerts_resolved", "severity_changed",
-                         "folded_into_fleet"})
+                         "folded_into_fleet", "nodes_joined", "nodes_resolved", "node_updated"})
 # Changes that matter to a pager once the incident has been sent there.
 PAGER_KINDS = frozenset({"opened", "severity_changed", "classification_upgraded", "acknowledged", "resolved"})
 # A fleet child is not notified on its own; only these changes still reach messages already sent for it.
@@ -217,9 +217,13 @@ class Router:
             if quiet:
                 return []
             return [(inc.id, target, "log", {**change_payload(change), "note": decision.note}, now)]
+        first = target not in known and not quiet
+        wait = self._group_wait(inc) if first else None
         if kind == "slack":
-            opening = "opened" in change.kinds or (target not in known and not quiet)
+            opening = "opened" in change.kinds or first
             due = now if (opening or change.urgent or not self.debounce) else now + self.debounce
+            if wait:
+                due = now + wait
             out = [(inc.id, target, "update", common, due)]
             thread = [e for e in change.events if e.kind not in QUIET_KINDS]
             if thread and not quiet and not opening:
@@ -229,8 +233,13 @@ class Router:
             if (target in known or quiet) and not set(change.kinds) & PAGER_KINDS:
                 return []
             payload = {**common, "routing_key": target.split(":", 1)[1], "severity": decision.severity}
-            return [(inc.id, target, "sync", payload, now)]
+            return [(inc.id, target, "sync", payload, now + wait if wait else now)]
         return [(inc.id, target, "update", common, now)]
+
+    def _group_wait(self, inc: Incident) -> timedelta | None:
+        """A node incident's first post and page wait, so a storm can fold it first (fleets post at once)."""
+        wait = self.routing.group_wait
+        return wait if wait and not inc.fleet and inc.node and inc.status == OPEN else None
 
     def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[str]) -> list[tuple]:
         inc = change.incident

@@ -9,6 +9,9 @@ unless it says ``continue: true``. On top of that:
 * maintenance windows (absolute start/end) per node or cluster,
 * cordoned nodes: mute their incidents or downgrade their severity,
 * job owners: application Xids go to the owning team's receiver,
+* group wait: a new node incident's first post and page wait ``group_wait``
+  (like Alertmanager's), so when a storm forms meanwhile the node's incident is
+  folded into the fleet incident and never posted alone,
 * escalation: "page again on another routing key if nobody acknowledged
   within N minutes", scheduled as outbox work with a future due time.
 
@@ -33,6 +36,7 @@ from alertd.notify.windows import CordonPolicy, Maintenance, TimeRange, TimeWind
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 KEY_REF = re.compile(r"^\$\{([A-Za-z0-9_.-]+)\}$")
+DEFAULT_GROUP_WAIT = timedelta(seconds=2)
 
 
 # ----- typed rules -----
@@ -80,6 +84,8 @@ class Routing:
     maintenance: tuple[Maintenance, ...] = ()
     cordoned: CordonPolicy = CordonPolicy()
     owners: Owners = Owners()
+    # A new node incident's first notification waits this long, so a storm can form and fold it first.
+    group_wait: timedelta = DEFAULT_GROUP_WAIT
 
     def key_names(self) -> set[str]:
         names = {r.pagerduty_key for r in self.receivers.values() if r.pagerduty_key}
@@ -248,5 +254,6 @@ def load_routing(data: dict, check: Any) -> Routing:
         maintenance=tuple(maintenance),
         cordoned=CordonPolicy(cordon.get("action", "downgrade"), cordon.get("severity", "info")),
         owners=owners,
+        group_wait=check.duration(data.get("group_wait"), root + ("group_wait",), DEFAULT_GROUP_WAIT),
     )
 

@@ -34,7 +34,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from alertd.durations import format_duration, parse_duration
 from alertd.model import CLOSED, OPEN
-from alertd.notify.base import Delivered, DeliveryError, Notifier, NotifierSettings
+from alertd.notify.base import Delivered, DeliveryError, Notifier, NotifierSettings, folded_unposted
 from alertd.notify.slack_render import RenderContext, render_incident, render_thread
 from alertd.store.base import OutboxItem, Store
 
@@ -259,7 +259,7 @@ class SlackNotifier(Notifier):
             await self._covered(later)
             return Delivered()
         payloads = [item.payload] + [i.payload for i in later]
-        quiet = all(p.get("only_if_posted") for p in payloads)
+        quiet = all(p.get("only_if_posted") for p in payloads) or folded_unposted(inc, ref)
         note = next((p.get("note") for p in reversed(payloads) if "note" in p), "")
         text, blocks = render_incident(inc, self._render_context(note))
         where = parse_ref(ref)
@@ -271,7 +271,8 @@ class SlackNotifier(Notifier):
             except MessageGone:
                 log.warning("Slack message for %s in %s was deleted; posting a new one", inc.id, channel)
         if quiet or (inc.status == CLOSED and where is None and not any("opened" in p.get("kinds", []) for p in payloads)):
-            await self._covered(later)  # never posted and nothing new to say (muted, or over before it was sent)
+            # never posted and nothing to say alone (muted, folded into a fleet, or over before it was sent)
+            await self._covered(later)
             return Delivered()
         try:
             resp = await self._call("chat.postMessage", channel, _item=item.id, channel=channel, text=text, blocks=blocks,

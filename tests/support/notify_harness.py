@@ -32,8 +32,10 @@ HOOK = "/api/v1/alerts/alertmanager"
 SECRET = "e3b0c44298fc1c149afbf4c8996fb924"
 TOKEN = "xoxb-test"
 
+# Single-incident notification tests post at once; the storm tests set their own group_wait.
 ROUTING = """
 routing:
+  group_wait: 0s
   receivers:
     - name: oncall
       slack: "#gpu-oncall"

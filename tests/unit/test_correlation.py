@@ -134,29 +134,6 @@ def test_acknowledge_then_manual_resolve():
     assert inc.id not in e.state.incidents
 
 
-def test_storm_folds_many_nodes_into_one_fleet_incident():
-    e = engine()
-    ids = {only(e.ingest([xid(79, node=f"n{i}")], at(i))).id for i in range(4)}
-    assert len(ids) == 4
-    changes = e.ingest([xid(79, node="n4")], at(10))
-    fleet = next(c.incident for c in changes if c.incident.fleet)
-    assert sorted(fleet.nodes) == ["n0", "n1", "n2", "n3", "n4"]
-    assert set(fleet.children) == ids
-    assert all(e.state.incidents[i].parent_id == fleet.id for i in ids)
-    assert "5 nodes" in fleet.title
-    # a sixth node joins the fleet directly
-    later = only(e.ingest([xid(79, node="n5")], at(20)))
-    assert later.id == fleet.id and "n5" in later.nodes
-
-
-def test_storm_needs_the_window():
-    e = engine()
-    for i in range(4):
-        e.ingest([xid(79, node=f"n{i}")], at(i * 120))  # spread over 6 minutes
-    changes = e.ingest([xid(79, node="n4")], at(600))
-    assert not any(c.incident.fleet for c in changes)
-
-
 def test_watchdog_silence_opens_pipeline_incident_and_return_resolves_it():
     e = engine()
     hb = alert("Watchdog", severity="none")

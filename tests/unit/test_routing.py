@@ -278,13 +278,14 @@ def items_by(items):
     return [(i.target, i.kind, (i.due_at - at(0)).total_seconds()) for i in items]
 
 
-def test_router_posts_at_once_debounces_updates_and_not_ack(tmp_path):
+def test_router_holds_the_first_post_debounces_updates_and_not_ack(tmp_path):
     routing = load(tmp_path)
     router = Router(routing, debounce=timedelta(seconds=2))
     eng = engine()
     first = router.route(eng.ingest([xid(79, node="n1")], at(0)), at(0))
-    assert ("slack:#gpu-oncall", "update", 0.0) in items_by(first)
-    assert ("pagerduty:infra", "sync", 0.0) in items_by(first)
+    # group_wait (default 2s): a storm forming meanwhile would fold the node incident first
+    assert ("slack:#gpu-oncall", "update", 2.0) in items_by(first)
+    assert ("pagerduty:infra", "sync", 2.0) in items_by(first)
     assert not [i for i in first if i.kind == "thread"]  # the first post shows everything
     joined = router.route(eng.ingest([xid(79, node="n1", gpu="1")], at(1)), at(1))
     kinds = items_by(joined)
@@ -330,7 +331,7 @@ def test_fleet_children_are_not_notified_separately(tmp_path):
     items = router.route(changes, at(10))
     fleet = next(c.incident for c in changes if c.incident.fleet)
     children = [c.incident for c in changes if c.incident.parent_id]
-    assert len(children) == 4 and fleet.nodes
+    assert len(children) == 6 and len(fleet.nodes) == 6  # every node has its incident, folded
     by_incident = {i.incident_id for i in items if not i.payload.get("only_if_posted")}
     assert fleet.id in by_incident and not by_incident & {c.id for c in children}
     # a child that was posted before the storm gets its message edited (folded), nothing new
@@ -414,3 +415,20 @@ def test_a_target_reached_by_a_muted_and_a_loud_route_is_loud(tmp_path):
     items = router.route(eng.ingest([alert("GPUEccDoubleBitErrors", node="n1", severity="error")], night), night)
     oncall = [i for i in items if i.target == "slack:#gpu-oncall"]
     assert len(oncall) == 1 and not oncall[0].payload["only_if_posted"]
+
+
+def test_group_wait_holds_only_new_node_incidents(tmp_path):
+    eng = engine()
+    router = Router(load(tmp_path, ROUTING.replace("routing:\n", "routing:\n  group_wait: 500ms\n", 1)))
+    first = router.route(eng.ingest([xid(79, node="n0")], at(0)), at(0))
+    assert ("pagerduty:infra", "sync", 0.5) in items_by(first)
+    # five nodes within the window: the fleet incident posts and pages at once
+    changes = eng.ingest([xid(79, node=f"n{i}") for i in range(1, 5)], at(0.2))
+    fleet = next(c.incident for c in changes if c.incident.fleet)
+    items = router.route(changes, at(0.2))
+    assert {(i.target, (i.due_at - at(0)).total_seconds()) for i in items if i.incident_id == fleet.id
+            and i.kind in ("update", "sync")} == {("slack:#gpu-oncall", 0.2), ("pagerduty:infra", 0.2), ("slack:#gpu-audit", 0.2)}
+    # nodes folded in the same step are never routed a first post
+    assert not [i for i in items if i.incident_id != fleet.id and not i.payload["only_if_posted"]]
+    off = Router(load(tmp_path, ROUTING.replace("routing:\n", "routing:\n  group_wait: 0s\n", 1)))
+    assert ("pagerduty:infra", "sync", 0.0) in items_by(off.route(engine().ingest([xid(79, node="n1")], at(0)), at(0)))

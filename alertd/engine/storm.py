@@ -1,0 +1,243 @@
+"""Storms: the node incidents of one fleet event fold into ONE fleet incident.
+
+Alerts always join their node's incident (correlation groups), so each node
+incident carries all of that node's signals. After each engine step the node
+incidents it touched are matched against ``correlation.storm.events``: the
+first event whose matchers match the incident's LEADING signal (its most
+severe, best-explaining one; exporter down, cordon and not ready rank lowest)
+names the node's event by its ``by`` fields. Node incidents of one event that
+open on ``min_nodes`` nodes within ``window`` fold into a new fleet incident;
+later ones join it while it is open and its latest node folded in less than
+``window`` ago.
+
+A fleet incident stands for the events of its nodes' leading signals and of
+their follower signals (``storm.followers``: exporter down, cordon, not
+ready), so a node that only shows a follower joins the fleet instead of
+starting a fleet of its own, while a node led by another fault (thermal, a
+different Xid category, another cluster) is another event and stays apart.
+
+The fleet incident has no alerts of its own: it lists its nodes and children
+and takes its severity, title and signals from them. It resolves when its last
+node incident resolves. Pure: state and ``now`` in, ``Change``s out.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Iterable
+
+from alertd.durations import format_duration
+from alertd.matchers import match_all
+from alertd.model import SEVERITY_RANK, Incident, Signal, signal_rank
+from alertd.rules import StormRule
+
+if TYPE_CHECKING:
+    from alertd.engine.correlate import Correlator
+
+NEVER_STORM = ("other", "watchdog")
+
+
+def signal_fields(inc: Incident, sig: Signal) -> dict[str, str]:
+    """What storm event matchers and keys may name."""
+    return {"cluster": inc.cluster, "node": inc.node, "group": inc.group, "signal": sig.kind,
+            "category": sig.category, "severity": sig.severity, "xid": str(sig.xid or ""), "detail": sig.detail}
+
+
+def event_key(rule: StormRule, inc: Incident, sig: Signal) -> str | None:
+    """The event a node incident led by ``sig`` belongs to, or None when it cannot storm."""
+    if sig.kind in NEVER_STORM or (rule.signals and sig.kind not in rule.signals):
+        return None
+    fields = signal_fields(inc, sig)
+    for event in rule.events:
+        if match_all(event.matchers, fields):
+            return event.name + "|" + "|".join(f"{b}={fields.get(b, '')}" for b in event.by)
+    return None
+
+
+class Storms:
+    """Storm detection and fleet bookkeeping for one Correlator (it owns the state and the change log)."""
+
+    def __init__(self, correlator: "Correlator"):
+        self.c = correlator
+
+    @property
+    def rule(self) -> StormRule:
+        return self.c.rules.storm
+
+    # ----- indexes (rebuilt from the open incidents after a load or a state swap) -----
+
+    def _index(self) -> None:
+        state = self.c.state
+        if state.storm_indexed:
+            return
+        state.fleets.clear()
+        state.recent.clear()
+        state.storm_key_of.clear()
+        state.open_children.clear()
+        for inc in sorted(state.incidents.values(), key=lambda i: i.opened_at):
+            if inc.fleet:
+                for key in inc.storm_keys:
+                    state.fleets[key] = inc.id
+                state.open_children[inc.id] = sum(1 for c in inc.children if c in state.incidents)
+            elif inc.node and not inc.parent_id and inc.primary is not None:
+                key = event_key(self.rule, inc, inc.primary)
+                if key is not None:
+                    state.storm_key_of[inc.id] = key
+                    state.recent.setdefault(key, []).append((inc.opened_at, inc.id))
+        state.storm_indexed = True
+
+    # ----- after each step -----
+
+    def settle(self, touched: Iterable[Incident], now: datetime) -> None:
+        """Place the node incidents a step touched: refresh their fleet, join one, or start one."""
+        self._index()
+        rule = self.rule
+        for inc in touched:
+            if not inc.is_open or inc.fleet:
+                continue
+            if inc.parent_id:
+                self._refresh_parent(inc, now)
+                continue
+            if not rule.enabled or not inc.node or inc.primary is None or now - inc.opened_at > rule.window:
+                continue
+            key = event_key(rule, inc, inc.primary)
+            if key is None:
+                continue
+            fleet = self._joinable(key, now)
+            if fleet is not None:
+                self._fold(fleet, [inc], now)
+            else:
+                self._candidate(key, inc, now)
+
+    def _joinable(self, key: str, now: datetime) -> Incident | None:
+        fleet = self.c.state.incidents.get(self.c.state.fleets.get(key, ""))
+        if fleet is None or fleet.storm_last is None or now - fleet.storm_last > self.rule.window:
+            return None
+        return fleet
+
+    def _candidate(self, key: str, inc: Incident, now: datetime) -> None:
+        state, rule = self.c.state, self.rule
+        state.storm_key_of[inc.id] = key
+        peers = state.recent.setdefault(key, [])
+        if all(i != inc.id for _, i in peers):
+            peers.append((inc.opened_at, inc.id))
+        live: list[Incident] = []
+        kept: list[tuple[datetime, str]] = []
+        for opened, inc_id in peers:  # drop the ones out of the window, resolved, folded or now led otherwise
+            peer = state.incidents.get(inc_id)
+            if peer is not None and not peer.parent_id and now - opened <= rule.window \
+                    and state.storm_key_of.get(inc_id) == key:
+                kept.append((opened, inc_id))
+                live.append(peer)
+        state.recent[key] = kept
+        if len({p.node for p in live}) >= rule.min_nodes:
+            del state.recent[key]
+            self._start(key, live, now)
+
+    def _start(self, key: str, children: list[Incident], now: datetime) -> None:
+        lead = max(children, key=lambda i: _rank(i.primary))
+        assert lead.primary is not None
+        fleet = self.c._new_incident(f"fleet|{key}", "storm", lead.primary, now)
+        fleet.fleet, fleet.cluster, fleet.primary = True, lead.cluster, lead.primary
+        self.c.state.open_children[fleet.id] = 0
+        name = key.split("|", 1)[0]
+        nodes = len({c.node for c in children})
+        self.c._touch(fleet, fleet.add_event(
+            now, "opened", f"{lead.primary.kind} on {nodes} nodes within {format_duration(self.rule.window)}: "
+                           f"storm ({name})", event=name))
+        self._fold(fleet, children, now, opening=True)
+
+    def _fold(self, fleet: Incident, children: list[Incident], now: datetime, *, opening: bool = False) -> None:
+        state = self.c.state
+        joined: list[str] = []
+        for inc in children:
+            inc.parent_id = fleet.id
+            fleet.children.append(inc.id)
+            state.open_children[fleet.id] = state.open_children.get(fleet.id, 0) + 1
+            state.storm_key_of.pop(inc.id, None)
+            if inc.node not in fleet.nodes:
+                fleet.nodes.append(inc.node)
+                joined.append(inc.node)
+            self._absorb(fleet, inc)
+            self.c._touch(inc, inc.add_event(now, "folded_into_fleet", f"part of fleet incident {fleet.id}",
+                                             fleet=fleet.id))
+        fleet.storm_last = now
+        self.c._retitle(fleet)
+        if not opening and joined:
+            self._node_event(fleet, now, "nodes_joined", joined, "joined")
+
+    def _node_event(self, fleet: Incident, now: datetime, kind: str, nodes: list[str], verb: str) -> None:
+        """One timeline line per step however many nodes join (or resolve) in it."""
+        change = self.c._changes.get(fleet.id)
+        last = change.events[-1] if change and change.events else None
+        if last is not None and last.kind == kind and last.at == now:
+            names = last.data["nodes"]
+            names.extend(nodes)
+        else:
+            last = fleet.add_event(now, kind, "", nodes=list(nodes))
+            self.c._touch(fleet, last)
+            names = last.data["nodes"]
+        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        last.text = f"{shown} {verb} ({len(fleet.nodes)} nodes)"
+
+    def _absorb(self, fleet: Incident, child: Incident) -> None:
+        """Fold one child's signals into what the fleet shows and the events it stands for."""
+        state = self.c.state
+        for kind in child.signals:
+            if kind not in fleet.signals:
+                fleet.signals = sorted(fleet.signals + [kind])
+        for xid in child.xids:
+            if xid not in fleet.xids:
+                fleet.xids = sorted(fleet.xids + [xid])
+        if SEVERITY_RANK.get(child.severity, 0) > SEVERITY_RANK.get(fleet.severity, 0):
+            fleet.severity = child.severity
+        if child.primary is not None and (fleet.primary is None or _rank(child.primary) > _rank(fleet.primary)):
+            fleet.primary = child.primary
+        leading = [child.primary] if child.primary is not None else []
+        followers = [m.signal for m in child.members.values()
+                     if match_all(self.rule.followers, signal_fields(child, m.signal))]
+        for sig in leading + followers:
+            key = event_key(self.rule, child, sig)
+            if key is not None and key not in fleet.storm_keys:
+                fleet.storm_keys.append(key)
+                state.fleets[key] = fleet.id
+
+    def _refresh_parent(self, child: Incident, now: datetime) -> None:
+        fleet = self.c.state.incidents.get(child.parent_id)
+        if fleet is None:
+            return
+        before = (fleet.severity, fleet.title, list(fleet.signals))
+        self._absorb(fleet, child)
+        self.c._retitle(fleet)
+        if SEVERITY_RANK.get(fleet.severity, 0) > SEVERITY_RANK.get(before[0], 0):
+            self.c._touch(fleet, fleet.add_event(now, "severity_changed", f"{before[0]} -> {fleet.severity}"))
+        elif (fleet.title, fleet.signals) != before[1:]:
+            self.c._touch(fleet, fleet.add_event(now, "node_updated", f"{child.node}: {child.title}"))
+
+    # ----- lifecycle -----
+
+    def child_closed(self, child: Incident, now: datetime) -> None:
+        """A node incident resolved: the fleet counts it and resolves with its last node."""
+        state = self.c.state
+        fleet = state.incidents.get(child.parent_id)
+        if fleet is None:
+            return
+        left = state.open_children.get(fleet.id, 1) - 1
+        state.open_children[fleet.id] = left
+        if left > 0 or fleet.firing > 0:
+            self._node_event(fleet, now, "nodes_resolved", [child.node], "resolved")
+            return
+        self.c._close(fleet, now, f"all {len(fleet.children)} node incidents resolved")
+
+    def fleet_closed(self, fleet: Incident) -> None:
+        state = self.c.state
+        for key in fleet.storm_keys:
+            if state.fleets.get(key) == fleet.id:
+                del state.fleets[key]
+        state.open_children.pop(fleet.id, None)
+
+    def open_children(self, fleet: Incident) -> list[Incident]:
+        return [c for c in (self.c.state.incidents.get(i) for i in fleet.children) if c is not None]
+
+
+def _rank(sig: Signal | None) -> tuple[int, int]:
+    return (-1, -1) if sig is None else signal_rank(sig)

@@ -1,0 +1,224 @@
+"""Storms fold by event, not by first signal: the pure engine on a virtual clock."""
+from __future__ import annotations
+
+import random
+
+from alertd.engine.correlate import EngineState
+from alertd.engine.pipeline import Engine
+from alertd.model import ACKNOWLEDGED, CLOSED, Incident
+
+from tests.unit.builders import alert, at, engine, resolved, shipped_rules, xid
+
+
+def node_alerts(node: str, starts: float = 0, cluster: str = "prod", code: int = 79):
+    """What one node sends when it loses a GPU: the Xid, its exporter going down, the cordon
+    (the shipped alert names, with the severity labels deploy/prometheus/gpu-alerts.yml gives them)."""
+    return [
+        xid(code, node=node, gpu="3", severity="warning", cluster=cluster),
+        alert("DCGMExporterDown", node=node, starts=starts, severity="warning", job="dcgm-exporter",
+              instance=f"10.0.0.{len(node)}:9400", cluster=cluster),
+        alert("KubeNodeCordoned", node=node, starts=starts, severity="info", cluster=cluster),
+    ]
+
+
+def fleets(e: Engine) -> list[Incident]:
+    return [i for i in e.state.incidents.values() if i.fleet]
+
+
+def node_incidents(e: Engine) -> dict[str, Incident]:
+    out: dict[str, Incident] = {}
+    for inc in e.state.incidents.values():
+        if not inc.fleet:
+            assert inc.node not in out, f"two incidents on {inc.node}"
+            out[inc.node] = inc
+    return out
+
+
+def run(e: Engine, arrivals: list[tuple[float, list]]) -> list:
+    """Feed (seconds, alerts) in time order, one engine step each, with a tick between."""
+    changes = []
+    for t, alerts in sorted(arrivals, key=lambda a: a[0]):
+        changes += e.ingest(alerts, at(t))
+        changes += e.tick(at(t))
+    return changes
+
+
+def assert_one_fleet(e: Engine, nodes: list[str]) -> Incident:
+    [fleet] = fleets(e)
+    per_node = node_incidents(e)
+    assert sorted(fleet.nodes) == sorted(nodes)
+    assert sorted(per_node) == sorted(nodes)
+    for node, inc in per_node.items():
+        assert inc.parent_id == fleet.id, node
+        assert set(inc.signals) == {"xid", "metrics_missing", "node_cordoned"}, (node, inc.signals)
+    assert sorted(fleet.children) == sorted(i.id for i in per_node.values())
+    return fleet
+
+
+def test_twenty_nodes_in_two_seconds_make_one_fleet_incident_whatever_the_signal_order():
+    rng = random.Random(7)
+    e = engine()
+    nodes = [f"gpu-node-{i:02d}" for i in range(20)]
+    arrivals = []
+    for i, node in enumerate(nodes):
+        alerts = node_alerts(node)
+        rng.shuffle(alerts)  # Alertmanager orders a group's alerts by labels; sites differ
+        arrivals.append((i * 0.1, alerts))  # one webhook per node, 20 within two seconds
+    run(e, arrivals)
+    fleet = assert_one_fleet(e, nodes)
+    assert fleet.key == "fleet|gpu-fault|cluster=prod|category=hardware"
+    assert fleet.severity == "critical" and fleet.xids == [79]
+    assert set(fleet.signals) == {"xid", "metrics_missing", "node_cordoned"}
+    assert fleet.title.startswith("Xid 79: GPU has fallen off the bus on 20 nodes in prod")
+    assert fleet.members == {}  # the alerts live in the node incidents
+    assert len(e.state.incidents) == 21
+
+
+def test_signals_in_separate_steps_and_any_order_still_fold_into_one_fleet():
+    rng = random.Random(11)
+    e = engine()
+    nodes = [f"n{i}" for i in range(12)]
+    arrivals = []
+    for i, node in enumerate(nodes):
+        for j, a in enumerate(rng.sample(node_alerts(node), 3)):  # cordon, exporter or Xid first
+            arrivals.append((i * 0.3 + j * 1.7 + rng.random(), [a]))  # spread over about eight seconds
+    run(e, arrivals)
+    assert_one_fleet(e, nodes)
+
+
+def test_exporters_dying_first_start_the_fleet_that_the_xids_then_lead():
+    e = engine()
+    nodes = [f"n{i}" for i in range(8)]
+    exporter = {n: node_alerts(n)[1] for n in nodes}
+    run(e, [(i * 0.2, [exporter[n]]) for i, n in enumerate(nodes)])
+    [fleet] = fleets(e)
+    assert fleet.key == "fleet|node-lost|cluster=prod" and fleet.severity == "warning"
+    # the Xids and cordons arrive: same nodes, same event, same fleet, now critical
+    changes = run(e, [(5 + i * 0.2, [node_alerts(n)[0], node_alerts(n)[2]]) for i, n in enumerate(nodes)])
+    assert_one_fleet(e, nodes)
+    assert fleet.severity == "critical" and "xid" in fleet.signals
+    assert any("severity_changed" in c.kinds for c in changes if c.incident.id == fleet.id)
+    # a ninth node led by an Xid joins it: the fleet stands for the Xid event now too
+    run(e, [(9, node_alerts("n8"))])
+    assert_one_fleet(e, nodes + ["n8"])
+
+
+def test_a_node_showing_only_a_follower_signal_joins_the_fleet():
+    e = engine()
+    run(e, [(i * 0.1, node_alerts(f"n{i}")) for i in range(6)])
+    run(e, [(3, [alert("DCGMExporterDown", node="n9", starts=3, severity="warning", job="dcgm-exporter")])])
+    [fleet] = fleets(e)
+    assert "n9" in fleet.nodes and node_incidents(e)["n9"].parent_id == fleet.id
+
+
+def test_an_unrelated_failure_during_the_storm_is_not_swallowed():
+    e = engine()
+    storm = [(i * 0.1, node_alerts(f"n{i}")) for i in range(20)]
+    other = [
+        (1.0, [alert("GPUTemperatureHigh", node="hot-1", gpu="0", severity="warning")]),  # another kind of fault
+        (1.2, [xid(48, node="ecc-1", severity="critical")]),  # another Xid category (memory)
+        (1.4, node_alerts("far-1", cluster="prod-b")),  # another cluster
+        # a thermal node that was also cordoned: led by thermal, not by the cordon
+        (1.6, [alert("GPUTemperatureHigh", node="hot-2", gpu="1", severity="warning"),
+               alert("KubeNodeCordoned", node="hot-2", severity="info")]),
+    ]
+    run(e, storm + other)
+    [fleet] = fleets(e)
+    per_node = node_incidents(e)
+    for node in ("hot-1", "ecc-1", "far-1", "hot-2"):
+        assert per_node[node].parent_id == "", node
+        assert node not in fleet.nodes
+    assert len(fleet.nodes) == 20
+
+
+def test_a_node_failing_after_the_storm_window_is_its_own_incident():
+    e = engine()
+    run(e, [(i * 0.1, node_alerts(f"n{i}")) for i in range(20)])
+    [fleet] = fleets(e)
+    run(e, [(200, node_alerts("n20"))])  # inside the 5m window from the latest node: same event
+    assert "n20" in fleet.nodes
+    run(e, [(520, node_alerts("late"))])  # more than 5m after the latest node folded in
+    late = node_incidents(e)["late"]
+    assert late.parent_id == "" and "late" not in fleet.nodes
+    assert len(fleets(e)) == 1
+
+
+def test_four_nodes_are_no_storm_and_an_old_incident_does_not_start_one():
+    e = engine()
+    run(e, [(i, node_alerts(f"n{i}")) for i in range(4)])
+    assert fleets(e) == []
+    # a node whose exporter went down ten minutes ago now shows its Xid: not part of a new storm
+    e2 = engine()
+    run(e2, [(0, [alert("DCGMExporterDown", node="old", severity="warning", job="dcgm-exporter")])])
+    run(e2, [(600 + i, node_alerts(f"n{i}", starts=600)) for i in range(4)])
+    run(e2, [(605, [xid(79, node="old", severity="warning", starts=605)])])
+    assert fleets(e2) == []
+
+
+def test_the_fleet_resolves_with_its_last_node_and_acknowledge_and_resolve_reach_the_nodes():
+    e = engine()
+    sent = {f"n{i}": node_alerts(f"n{i}") for i in range(6)}
+    run(e, [(i * 0.1, a) for i, a in enumerate(sent.values())])
+    [fleet] = fleets(e)
+    ack = e.correlator.acknowledge(fleet.id, "ana", at(5))
+    assert {c.incident.id for c in ack} == {fleet.id, *fleet.children}
+    assert all(c.incident.status == ACKNOWLEDGED for c in ack)
+    # every alert resolves; the node incidents pass their hold-down, then the fleet resolves
+    run(e, [(60, [resolved(a, 60) for alerts in sent.values() for a in alerts])])
+    assert fleet.id in e.state.incidents
+    changes = run(e, [(60 + 301, [])])
+    assert fleet.status == CLOSED and not e.state.incidents
+    assert {c.incident.id for c in changes} == {fleet.id, *fleet.children}
+    # resolving a fleet by hand resolves its nodes
+    e2 = engine()
+    run(e2, [(i * 0.1, node_alerts(f"n{i}")) for i in range(5)])
+    [fleet2] = fleets(e2)
+    e2.correlator.resolve(fleet2.id, "ana", at(10))
+    assert not e2.state.incidents
+
+
+def test_storms_survive_a_restart():
+    e = engine()
+    run(e, [(i * 0.1, node_alerts(f"n{i}")) for i in range(6)])
+    [fleet] = fleets(e)
+    stored = [Incident.from_dict(i.to_dict()) for i in e.state.incidents.values()]
+    e2 = Engine(shipped_rules(), state=EngineState.from_incidents(stored, {}, e.state.next_seq, None))
+    run(e2, [(10, node_alerts("n6"))])
+    [again] = fleets(e2)
+    assert again.id == fleet.id and "n6" in again.nodes
+    # and candidates below the threshold are remembered too
+    e3 = engine()
+    run(e3, [(i, node_alerts(f"m{i}")) for i in range(4)])
+    stored = [Incident.from_dict(i.to_dict()) for i in e3.state.incidents.values()]
+    e4 = Engine(shipped_rules(), state=EngineState.from_incidents(stored, {}, e3.state.next_seq, None))
+    run(e4, [(5, node_alerts("m4"))])
+    assert len(fleets(e4)) == 1
+
+
+def test_storm_rules_are_data(tmp_path):
+    import shutil
+
+    from alertd.rules import load_rules
+
+    from tests.unit.builders import ROOT
+
+    for name in ("signals.yml", "xid-catalog.yml"):
+        shutil.copy(ROOT / "rules" / name, tmp_path / name)
+    (tmp_path / "correlation.yml").write_text("""
+correlation:
+  storm:
+    min_nodes: 3
+    window: 1m
+    events:
+      - name: any-xid
+        match: ['signal="xid"']
+        by: [cluster]
+    followers: []
+""")
+    e = Engine(load_rules([tmp_path]))
+    run(e, [(i, node_alerts(f"n{i}", code=79 if i % 2 else 48)) for i in range(3)])
+    [fleet] = fleets(e)
+    assert fleet.key == "fleet|any-xid|cluster=prod" and fleet.xids == [48, 79]
+    # no followers: a node with only its exporter down is not part of it, nor does it storm
+    run(e, [(10, [alert("DCGMExporterDown", node="x", severity="warning", job="dcgm-exporter")])])
+    assert node_incidents(e)["x"].parent_id == ""
