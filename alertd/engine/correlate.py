@@ -17,7 +17,6 @@ from alertd.model import (
     ACKNOWLEDGED,
     CLOSED,
     FIRING,
-    KIND_PRIORITY,
     OPEN,
     RECONCILED_BY,
     RESOLVED,
