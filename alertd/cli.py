@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from urllib.parse import quote, urlencode
 from pathlib import Path
+from typing import Callable
 
 from alertd.errors import InvalidDocument
 
@@ -142,41 +143,50 @@ def _api(args: argparse.Namespace, path: str) -> dict:
         return json.load(resp)
 
 
-def _incidents(args: argparse.Namespace) -> int:
+def _calling_api(args: argparse.Namespace, call: Callable[[], int]) -> int:
+    """Run a command that talks to a running alertd; its HTTP and network errors become a message and exit 1."""
     try:
-        if args.action == "show":
-            if not args.id:
-                print("incidents show needs an incident id", file=sys.stderr)
-                return 2
-            data = _api(args, f"/api/v1/incidents/{quote(args.id, safe='')}")
-            if args.json:
-                print(json.dumps(data, indent=2))
-                return 0
-            print(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}")
-            print(f"  key: {data['key']}  opened: {data['openedAt']}  resolved: {data.get('resolvedAt') or '-'}")
-            if data.get("primary", {}) and data["primary"].get("action"):
-                print(f"  action: {data['primary']['action']}  runbook: {data['primary'].get('runbook', '')}")
-            print("  members:")
-            for m in data.get("members", []):
-                print(f"    {m['status']:8} {m['alertname']:28} {m['signal'].get('title', '')}")
-            print("  timeline:")
-            for e in data.get("timeline", []):
-                print(f"    {e['at']}  {e['kind']:20} {e.get('text', '')}")
-            return 0
-        query = urlencode([(k, v) for k, v in (("status", args.status), ("node", args.node)) if v])
-        data = _api(args, "/api/v1/incidents" + (f"?{query}" if query else ""))
-        if args.json:
-            print(json.dumps(data, indent=2))
-            return 0
-        for inc in data["incidents"]:
-            print(f"{inc['id']:10} {inc['status']:12} {inc['severity']:8} {inc['title']}")
-        return 0
+        return call()
     except urllib.error.HTTPError as exc:
         print(f"{exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
         return 1
     except (urllib.error.URLError, OSError) as exc:
         print(f"cannot reach alertd at {args.url}: {exc}", file=sys.stderr)
         return 1
+
+
+def _incidents(args: argparse.Namespace) -> int:
+    return _calling_api(args, lambda: _show_incidents(args))
+
+
+def _show_incidents(args: argparse.Namespace) -> int:
+    if args.action == "show":
+        if not args.id:
+            print("incidents show needs an incident id", file=sys.stderr)
+            return 2
+        data = _api(args, f"/api/v1/incidents/{quote(args.id, safe='')}")
+        if args.json:
+            print(json.dumps(data, indent=2))
+            return 0
+        print(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}")
+        print(f"  key: {data['key']}  opened: {data['openedAt']}  resolved: {data.get('resolvedAt') or '-'}")
+        if data.get("primary", {}) and data["primary"].get("action"):
+            print(f"  action: {data['primary']['action']}  runbook: {data['primary'].get('runbook', '')}")
+        print("  members:")
+        for m in data.get("members", []):
+            print(f"    {m['status']:8} {m['alertname']:28} {m['signal'].get('title', '')}")
+        print("  timeline:")
+        for e in data.get("timeline", []):
+            print(f"    {e['at']}  {e['kind']:20} {e.get('text', '')}")
+        return 0
+    query = urlencode([(k, v) for k, v in (("status", args.status), ("node", args.node)) if v])
+    data = _api(args, "/api/v1/incidents" + (f"?{query}" if query else ""))
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    for inc in data["incidents"]:
+        print(f"{inc['id']:10} {inc['status']:12} {inc['severity']:8} {inc['title']}")
+    return 0
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -218,12 +228,24 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from alertd.authoring import explain
+
+    def fetch(incident_id: str) -> dict:
+        return _api(args, f"/api/v1/incidents/{quote(incident_id, safe='')}")
+
+    return _calling_api(args, lambda: explain.main(
+        file=args.file, incident=args.incident, rule_paths=args.rules, config=args.config,
+        out=sys.stdout, err=sys.stderr, fetch=fetch))
+
+
 def _authoring(command: str, args: argparse.Namespace) -> int:
     from alertd.authoring import check, replay, ruletest
 
     try:
         if command == "check":
-            return check.main(args.paths, sys.stdout, runbooks=args.runbooks, strict=args.strict)
+            return check.main(args.paths, sys.stdout, runbooks=args.runbooks, strict=args.strict,
+                              prometheus_rules=args.prometheus_rules)
         if command == "test":
             return ruletest.main(args.files, args.run, sys.stdout)
         return replay.main(args.file, rule_paths=args.rules, config=args.config, as_json_output=args.json,
@@ -257,6 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("paths", nargs="*", metavar="PATH", help="rule/config files or directories (default: rules/)")
     check.add_argument("--runbooks", metavar="DIR", help="runbook pages to check references against (default: runbooks/ next to the rules)")
     check.add_argument("--strict", action="store_true", help="warnings fail too")
+    check.add_argument("--prometheus-rules", nargs="+", metavar="FILE",
+                       help="Prometheus rule files of the site: say which signal each alerting rule maps to")
     check.set_defaults(func=lambda a: _authoring("check", a))
 
     test = sub.add_parser("test", help="run rule unit tests (default: rules/tests/*.test.yml)")
@@ -272,6 +296,15 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--tail", metavar="DURATION", help="keep the clock running this long after the last webhook (default: the hold-down)")
     replay.add_argument("--until", metavar="RFC3339", help="stop the clock at this time")
     replay.set_defaults(func=lambda a: _authoring("replay", a))
+
+    exp = sub.add_parser("explain", help="why each alert gets its signal, node, GPU and group (which rule, which evidence)")
+    exp.add_argument("file", nargs="?", metavar="FILE", help="an Alertmanager webhook (JSON) or a recording (serve --record)")
+    exp.add_argument("--incident", metavar="ID", help="explain the members of a stored incident (from a running alertd)")
+    exp.add_argument("--rules", action="append", metavar="PATH", help="rule file or directory (repeatable; default: rules/)")
+    exp.add_argument("--config", help="config file: its rule paths and normalization")
+    exp.add_argument("--url", default=os.environ.get("ALERTD_URL", "http://127.0.0.1:9095"), help="alertd for --incident")
+    exp.add_argument("--token", help="API bearer token (or ALERTD_API_TOKEN)")
+    exp.set_defaults(func=_explain)
 
     inc = sub.add_parser("incidents", help="list or show incidents of a running alertd")
     inc.add_argument("action", choices=["list", "show"])

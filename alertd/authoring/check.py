@@ -413,9 +413,35 @@ def _plain(doc: Any) -> Any:
     return plain(doc)
 
 
-def main(paths: list[str], out: Any, *, runbooks: str | None = None, strict: bool = False) -> int:
+def main(paths: list[str], out: Any, *, runbooks: str | None = None, strict: bool = False,
+         prometheus_rules: list[str] | None = None) -> int:
+    if prometheus_rules:
+        return _prometheus_rules(paths, prometheus_rules, out, strict)
     report = check(paths or None, runbooks=runbooks)
     for line in report.lines():
         print(line, file=out)
     print(report.summary(), file=out)
     return 0 if report.ok and not (strict and report.warnings) else 1
+
+
+def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool) -> int:
+    """Map a site's Prometheus alerting rules to signals with the rules (and normalization) in ``paths``."""
+    from alertd.authoring import promrules
+    from alertd.config import Config, default_rule_paths, load_config
+    from alertd.rules import load_rules
+
+    def is_config(p: str) -> bool:
+        try:
+            return Path(p).is_file() and kind_of(load_yaml(Path(p))) == "config"
+        except InvalidDocument:
+            return False
+
+    configs = [p for p in paths if is_config(p)]
+    try:
+        cfg = load_config(configs[0]) if configs else Config()
+        rule_paths = [p for p in paths if p not in configs] or (cfg.rule_paths if configs else default_rule_paths())
+        rules = load_rules(rule_paths)
+    except InvalidDocument as exc:
+        print(f"invalid configuration or rules:\n{exc}", file=out)
+        return 1
+    return promrules.main(files, rules, cfg.normalize, out, strict=strict)

@@ -42,6 +42,11 @@ def _first(labels: dict[str, str], names: tuple[str, ...]) -> tuple[str, str]:
     return "", ""
 
 
+def source_label(labels: dict[str, str], names: tuple[str, ...]) -> str:
+    """Which of ``names`` gave the value (the first non-empty one), "" if none: for `alertd explain`."""
+    return _first(labels, names)[0]
+
+
 def subject_of(labels: dict[str, str], cfg: NormalizeConfig) -> Subject:
     source, node = _first(labels, cfg.node_labels)
     if source == "instance":

@@ -12,82 +12,31 @@ incident, resolved later with the same dedup_key.
 from __future__ import annotations
 
 import json
-import shutil
-import time
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
-import yaml
 
 from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
+from tests.support.pipeline import (
+    TOKEN,
+    by_node,
+    incidents,
+    top_level_messages,
+    wait,
+    write_alertmanager_config,
+    write_rules,
+)
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
 from tests.support.slack_server import SlackTestServer
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
-TOKEN = "e2e-webhook-token"
 SLACK_TOKEN = "xoxb-e2e"
-
-
-def wait(what: str, probe: Callable[[], Any], timeout: float = 90.0, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except RuntimeError:  # a test server's record changed size while we read it: read again
-            last = None
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
-
-
-def write_rules(dst: Path, hold_down: str) -> Path:
-    shutil.copytree(ROOT / "rules", dst, ignore=shutil.ignore_patterns("tests"))
-    corr = yaml.safe_load((dst / "correlation.yml").read_text())
-    corr["correlation"]["hold_down"] = hold_down
-    (dst / "correlation.yml").write_text(yaml.safe_dump(corr))
-    return dst
-
-
-def write_alertmanager_config(path: Path, alertd_url: str, token_file: Path) -> Path:
-    token_file.write_text(TOKEN)
-    receiver = {"name": "alertd", "webhook_configs": [{
-        "url": f"{alertd_url}/api/v1/alerts/alertmanager", "send_resolved": True, "max_alerts": 0,
-        "http_config": {"authorization": {"type": "Bearer", "credentials_file": str(token_file)}},
-    }]}
-    path.write_text(yaml.safe_dump({
-        "route": {"receiver": "alertd", "group_by": ["cluster", "node", "alertname"], "group_wait": "1s",
-                  "group_interval": "1s", "repeat_interval": "1h",
-                  "routes": [{"matchers": ['alertname="Watchdog"'], "receiver": "alertd", "repeat_interval": "5s"}]},
-        "receivers": [receiver],
-    }))
-    return path
-
-
-def incidents(alertd: AlertdProcess, **query: str) -> list[dict]:
-    qs = "&".join(f"{k}={v}" for k, v in query.items())
-    status, data = alertd.get_json("/api/v1/incidents" + (f"?{qs}" if qs else ""))
-    assert status == 200, data
-    return data["incidents"]
-
-
-def by_node(rows: list[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for row in rows:
-        out.setdefault(row["node"], []).append(row)
-    return out
-
-
-def top_level_messages(slack: SlackTestServer) -> list[dict]:
-    return [m for channel in list(slack.messages.values()) for m in list(channel.values()) if not m.get("thread_ts")]
 
 
 def test_prometheus_alertmanager_alertd(tmp_path: Path) -> None:

@@ -238,6 +238,7 @@ class GPUClusterSim(LoopbackServer):
         host: str = "127.0.0.1",
         port: int = 0,
         seed: int = 1,
+        hostname_is_node: bool = False,
     ) -> None:
         """
         nodes: a count (names node-1..node-N) or explicit node names.
@@ -246,6 +247,8 @@ class GPUClusterSim(LoopbackServer):
             pod/namespace/container like dcgm-exporter's Kubernetes pod mapping.
         xid_count_metric: also expose DCGM_EXP_XID_ERRORS_COUNT (off by default,
             as in dcgm-exporter's default counters).
+        hostname_is_node: `Hostname` is the node's name (dcgm-exporter on the host
+            network) instead of the exporter pod's.
         """
         names = [f"node-{i}" for i in range(1, nodes + 1)] if isinstance(nodes, int) else list(nodes)
         if not names:
@@ -268,7 +271,7 @@ class GPUClusterSim(LoopbackServer):
             self.nodes[name] = Node(
                 name=name,
                 index=i,
-                exporter_pod=self._exporter_pod_name(),
+                exporter_pod=name if hostname_is_node else self._exporter_pod_name(),
                 gpus=gpus,
                 internal_ip=f"10.0.{i // 250}.{i % 250 + 1}",
             )
@@ -677,6 +680,7 @@ def write_prometheus_config(
     rule_files: Iterable[str | Path] = (),
     scrape_interval: str = "1s",
     evaluation_interval: str = "1s",
+    node_label: bool = True,
 ) -> Path:
     """Write a prometheus.yml that scrapes the simulator at sim_address (host:port).
 
@@ -684,14 +688,18 @@ def write_prometheus_config(
     target per node (labels node, cluster; __metrics_path__ per target), and
     `kube-state-metrics`. honor_labels on dcgm-exporter (keeps pod/namespace/
     container of the GPU's workload) and on kube-state-metrics.
+    node_label=False: no `node` target label; `instance` is "<node>:<port>" instead
+    (sites whose only node identity is the instance or dcgm's Hostname).
     """
     nodes = list(nodes)
 
     def per_node(suffix: str) -> list[dict[str, Any]]:
+        port = 9400 if suffix == "metrics" else 9100
         return [
             {
                 "targets": [sim_address],
-                "labels": {"node": n, "cluster": cluster, "__metrics_path__": f"/nodes/{n}/{suffix}"},
+                "labels": {**({"node": n} if node_label else {"instance": f"{n}:{port}"}), "cluster": cluster,
+                           "__metrics_path__": f"/nodes/{n}/{suffix}"},
             }
             for n in nodes
         ]

@@ -1,0 +1,169 @@
+"""``alertd explain``: why each alert got its signal, node, GPU and group.
+
+Input: an Alertmanager webhook (JSON), a recording (``serve --record`` JSON
+lines) or a stored incident (``--incident INC-7``, read from a running alertd).
+Runs the same normalize and classify code as the engine, with the same rules,
+and prints for every alert what decided each field: the rule (``file:line``)
+and the evidence (alert name, expression metric, label, annotation text).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from alertd.engine.classify import Decision, decide
+from alertd.engine.correlate import fields_of, group_for
+from alertd.errors import InvalidDocument
+from alertd.model import Alert, Signal, parse_iso
+from alertd.receive.normalize import NormalizeConfig, normalize, source_label
+from alertd.receive.promql import expr_of_url
+from alertd.receive.webhook import BadPayload, parse_notification
+from alertd.rules import RuleSet
+
+
+@dataclass(slots=True)
+class Explained:
+    alert: Alert
+    decision: Decision
+    node_from: str
+    gpu_from: str
+    group: str
+    key: str
+    group_rule: str
+    stored: Signal | None = None  # what the engine decided when the alert arrived (--incident)
+
+
+def explain(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig, stored: Signal | None = None) -> Explained:
+    normalize(alert, ncfg)
+    decision = decide(alert, rules, ncfg)
+    alert.signal = decision.signal
+    node_label = source_label(alert.labels, ncfg.node_labels)
+    gpu_labels = [n for n in ("UUID", "uuid", "gpu_uuid", "gpu", "pci_bus_id", "pci") if alert.labels.get(n)]
+    found = group_for(fields_of(alert), rules.correlation.groups)
+    group, key = (found[0].name, found[1]) if found else ("unmatched", f"unmatched|alertname={alert.name}")
+    matchers = ", ".join(map(str, found[0].matchers)) if found else ""
+    by = ", ".join(found[0].by) if found else "alertname"
+    return Explained(
+        alert, decision,
+        node_from=f"label {node_label}" + (" (port stripped)" if node_label == "instance" else "") if node_label else "no node label",
+        gpu_from="labels " + ", ".join(gpu_labels) if gpu_labels else "no GPU labels",
+        group=group, key=key,
+        group_rule=f"first group matching [{matchers}] by ({by})" if matchers else f"group by ({by})",
+        stored=stored,
+    )
+
+
+def alerts_of_file(path: str | Path) -> list[Alert]:
+    """Alerts of a webhook body (JSON) or of a recording (JSON lines of {received_at, body})."""
+    text = Path(path).read_text(encoding="utf-8")
+    bodies: list[tuple[datetime, Any]] = []
+    try:
+        doc = json.loads(text)
+        bodies.append((datetime.now(timezone.utc), doc))
+    except json.JSONDecodeError:
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                bodies.append((parse_iso(entry["received_at"]) or datetime.now(timezone.utc), entry["body"]))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"{path}:{n}: neither a webhook (JSON) nor a recording line ({exc})") from None
+    out: list[Alert] = []
+    for i, (received, body) in enumerate(bodies, 1):
+        try:
+            out.extend(parse_notification(body, received).alerts)
+        except BadPayload as exc:
+            where = f"{path}:{i}" if len(bodies) > 1 else str(path)
+            raise ValueError(f"{where}: not an Alertmanager webhook: {exc}") from None
+    return out
+
+
+def alerts_of_incident(data: dict[str, Any]) -> list[tuple[Alert, Signal]]:
+    """The members of a stored incident (API form) as alerts, with the signal stored for each."""
+    out = []
+    for m in data.get("members") or []:
+        alert = Alert(fingerprint=m["fingerprint"], status=m["status"], labels=dict(m.get("labels") or {}),
+                      annotations={"summary": m["summary"]} if m.get("summary") else {},
+                      starts_at=parse_iso(m["startsAt"]) or datetime.now(timezone.utc),
+                      ends_at=parse_iso(m.get("endsAt")), generator_url=m.get("generatorURL", ""))
+        out.append((alert, Signal.from_dict(m.get("signal") or {})))
+    return out
+
+
+def _signal_line(sig: Signal) -> str:
+    what = sig.title + (f" [{sig.detail}]" if sig.detail and sig.kind != "xid" else "")
+    return f"{sig.kind}  {what}  ({sig.severity}, {sig.category})"
+
+
+def print_explained(rows: list[Explained], out: TextIO) -> None:
+    for e in rows:
+        a, d = e.alert, e.decision
+        s = a.subject
+        print(f"{a.name or '<no alertname>'}  {a.status}  fingerprint {a.fingerprint}", file=out)
+        print(f"  signal  {_signal_line(d.signal)}", file=out)
+        if d.stage == "none":
+            print("          no rule matched: signals.yml names, expression, well-known names, labels, annotation text",
+                  file=out)
+            if d.gpu_looking:
+                print(f"          WARNING: looks like a GPU alert ({d.gpu_looking}) but is unclassified", file=out)
+        else:
+            print(f"          by {d.stage}{' ' + d.rule if d.rule else ''}: {d.evidence}", file=out)
+        if d.signal.kind == "xid":
+            print(f"          Xid {d.signal.xid} from {d.xid_from}" if d.signal.xid else
+                  "          Xid code unknown: no xid/err_code label, no xid annotation, no code in the text", file=out)
+        expr = expr_of_url(a.generator_url)
+        if d.expr_error:
+            print(f"          expression not parsed: {d.expr_error}", file=out)
+        elif expr and d.stage != "expression":
+            print(f"          expression: {' '.join(expr.split())}", file=out)
+        if e.stored is not None and (e.stored.kind, e.stored.xid) != (d.signal.kind, d.signal.xid):
+            print(f"          when received: {e.stored.kind}{f' Xid {e.stored.xid}' if e.stored.xid else ''}"
+                  f"{f' ({e.stored.basis})' if e.stored.basis else ''}", file=out)
+        print(f"  node    {s.node or '-'}  from {e.node_from}", file=out)
+        if s.gpu is not None:
+            gpu = "  ".join(f"{k} {v}" for k, v in (("index", s.gpu.index), ("uuid", s.gpu.uuid), ("pci", s.gpu.pci_bus_id)) if v)
+            print(f"  gpu     {gpu}  from {e.gpu_from}", file=out)
+        else:
+            print("  gpu     -", file=out)
+        print(f"  group   {e.group}  key {e.key}", file=out)
+        print(f"          {e.group_rule}", file=out)
+        print("", file=out)
+
+
+def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None, config: str | None,
+         out: TextIO, err: TextIO, fetch: Callable[[str], dict] | None = None) -> int:
+    from alertd.config import Config, default_rule_paths, load_config
+    from alertd.rules import load_rules
+
+    if bool(file) == bool(incident):
+        print("explain needs a FILE (webhook or recording) or --incident ID", file=err)
+        return 2
+    try:
+        cfg = load_config(config) if config else Config()
+        rules = load_rules(list(rule_paths or (cfg.rule_paths if config else default_rule_paths())))
+    except InvalidDocument as exc:
+        print(f"invalid {'configuration or ' if config else ''}rules:\n{exc}", file=err)
+        return 1
+    rows: list[Explained] = []
+    if file:
+        try:
+            alerts = alerts_of_file(file)
+        except (OSError, ValueError) as exc:
+            print(f"cannot explain {file}: {exc}", file=err)
+            return 1
+        rows = [explain(a, rules, cfg.normalize) for a in alerts]
+    else:
+        assert fetch is not None and incident is not None
+        data = fetch(incident)
+        print(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}", file=out)
+        print(f"  key {data['key']}  group {data['group']}  signals {','.join(data.get('signals') or [])}\n", file=out)
+        rows = [explain(a, rules, cfg.normalize, stored) for a, stored in alerts_of_incident(data)]
+    print_explained(rows, out)
+    return 0
+
+
+__all__ = ["Explained", "alerts_of_file", "alerts_of_incident", "explain", "main", "print_explained"]

@@ -1,0 +1,219 @@
+"""A site's own Prometheus rules, end to end: the rule-file corpus in tests/fixtures/prometheus-rules.
+
+Each style (NVIDIA dcgm-exporter examples, kube-prometheus-stack PrometheusRule,
+hand-written site rules with the Xid only in the value and summary, Hostname /
+instance as the only node identity) is loaded into a real Prometheus (windows
+shortened) scraping the simulated cluster, with a real Alertmanager sending to
+`alertd serve` with the SHIPPED alertd rules, and the Slack and PagerDuty test
+servers. Per style:
+
+- one failing node (Xid 79, then its exporter dies so the Xid alert resolves by
+  absence, then a cordon) is ONE incident, ONE Slack message and ONE page;
+- eight exporters dying together fold into one fleet incident naming the eight;
+- everything resolves.
+
+The styles run concurrently (one Prometheus, Alertmanager and alertd each).
+"""
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from alertd.authoring.promrules import rule_groups
+from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
+from tests.support.alertd_proc import AlertdProcess
+from tests.support.fixtures import require
+from tests.support.loopback import serving_in_thread
+from tests.support.pagerduty_server import PagerDutyTestServer
+from tests.support.pipeline import (
+    TOKEN,
+    incidents,
+    top_level_messages,
+    wait,
+    write_alertmanager_config,
+    write_rules,
+)
+from tests.support.prom import query
+from tests.support.services import start_alertmanager, start_prometheus
+from tests.support.slack_server import SlackTestServer
+
+pytestmark = pytest.mark.e2e
+CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "prometheus-rules"
+SLACK_TOKEN = "xoxb-corpus"
+NODES = 10
+FAILING = "node-1"
+OUTAGE = [f"node-{i}" for i in range(2, 10)]  # eight exporters
+
+
+@dataclass(frozen=True)
+class Style:
+    name: str
+    file: str
+    hostname_identity: bool = False  # no `node` target label; dcgm's Hostname is the node's name
+
+
+STYLES = (
+    Style("nvidia-dcgm", "nvidia-dcgm.yml"),
+    Style("kube-prometheus-stack", "kube-prometheus-stack.yml"),
+    Style("site-handwritten", "site-handwritten.yml"),
+    Style("hostname-identity", "hostname-identity.yml", hostname_identity=True),
+)
+
+
+@dataclass
+class Outcome:
+    style: str
+    node_incidents: int = 0
+    node_slack: int = 0
+    node_pages: int = 0
+    node_signals: list[str] = field(default_factory=list)
+    node_title: str = ""
+    fleet_incidents: int = 0
+    fleet_nodes: list[str] = field(default_factory=list)
+    outage_top_incidents: list[list[str]] = field(default_factory=list)  # [node, title] of incidents not folded
+    outage_slack: int = 0
+    outage_pages: int = 0
+    resolved: bool = False
+    seconds: float = 0.0
+
+
+def plain_rules(src: Path, dst: Path) -> Path:
+    """A PrometheusRule resource's spec.groups as the plain file Prometheus loads (the operator's job)."""
+    dst.write_text(yaml.safe_dump({"groups": rule_groups(yaml.safe_load(src.read_text()))}, sort_keys=False))
+    return dst
+
+
+def pages(pd: PagerDutyTestServer) -> int:
+    return sum(1 for e in list(pd.events) if e.get("event_action") == "trigger")
+
+
+def all_resolved(alertd: AlertdProcess) -> bool:
+    return bool(incidents(alertd, status="resolved")) and not incidents(alertd, status="open") \
+        and not incidents(alertd, status="acknowledged")
+
+
+def run_style(style: Style, tmp: Path) -> Outcome:
+    out = Outcome(style.name)
+    started = time.monotonic()
+    slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
+    sim = GPUClusterSim(nodes=NODES, cluster="sim", hostname_is_node=style.hostname_identity)
+    with serving_in_thread(slack, pagerduty, sim):
+        alertd = AlertdProcess(tmp / "alertd", {
+            "rules": {"paths": [str(write_rules(tmp / "alertd-rules", hold_down="4s"))]},
+            "receiver": {"auth": {"bearer_token": TOKEN}},
+            "notify": {
+                "slack": {"token": SLACK_TOKEN, "base_url": slack.url, "debounce": "0s"},
+                "pagerduty": {"events_url": pagerduty.url, "routing_keys": {
+                    "gpu-infra": PagerDutyTestServer.ROUTING_KEY,
+                    "gpu-infra-escalation": PagerDutyTestServer.ROUTING_KEY}},
+            },
+        }).start()
+        am = prom = None
+        try:
+            am = require(start_alertmanager, write_alertmanager_config(tmp / "alertmanager.yml", alertd.url,
+                                                                       tmp / "token"), tmp / "am")
+            fast = derive_fast_rules(tmp / "rules.fast.yml", plain_rules(CORPUS / style.file, tmp / "rules.yml"))
+            prom_cfg = sim.write_prometheus_config(tmp / "prometheus.yml", alertmanager_url=am.url, rule_files=[fast],
+                                                   node_label=not style.hostname_identity)
+            prom = require(start_prometheus, prom_cfg, tmp / "prom")
+            wait(f"{style.name}: all targets up", lambda: len(query(prom.url, "up == 1")) == 2 * NODES + 1)
+            wait(f"{style.name}: baseline samples of every GPU",
+                 lambda: len(query(prom.url, "count_over_time(DCGM_FI_DEV_XID_ERRORS[10s]) >= 2")) == 8 * NODES)
+            single_node(style, sim, alertd, slack, pagerduty, out)
+            sim.clear()
+            wait(f"{style.name}: the node incident resolved", lambda: all_resolved(alertd), timeout=60)
+            wait(f"{style.name}: the page resolved", lambda: pagerduty.status_of(out_id(alertd)) == "resolved")
+            outage(style, sim, alertd, slack, pagerduty, out)
+            sim.clear()
+            wait(f"{style.name}: everything resolved after the outage", lambda: all_resolved(alertd), timeout=90)
+            out.resolved = True
+        finally:
+            for svc in (prom, am):
+                if svc is not None:
+                    svc.stop()
+            alertd.stop()
+    out.seconds = time.monotonic() - started
+    return out
+
+
+def out_id(alertd: AlertdProcess) -> str:
+    rows = [r for r in incidents(alertd) if r["node"] == FAILING]
+    return rows[0]["id"] if rows else ""
+
+
+def single_node(style: Style, sim: GPUClusterSim, alertd: AlertdProcess, slack: SlackTestServer,
+                pagerduty: PagerDutyTestServer, out: Outcome) -> None:
+    def node_incident(*signals: str) -> dict | None:
+        rows = [r for r in incidents(alertd) if r["node"] == FAILING]
+        return rows[0] if rows and set(signals) <= set(rows[0]["signals"]) else None
+
+    sim.inject_xid(FAILING, 3, 79)
+    inc = wait(f"{style.name}: the Xid 79 incident", lambda: node_incident("xid"))
+    assert inc["xids"] == [79], (style.name, inc)
+    sim.exporter_down(FAILING, True)
+
+    def xid_gone_exporter_down() -> dict | None:
+        status, detail = alertd.get_json(f"/api/v1/incidents/{inc['id']}")
+        kinds = {m["signal"]["kind"]: m["status"] for m in detail["members"]}
+        return detail if kinds.get("xid") == "resolved" and kinds.get("metrics_missing") == "firing" else None
+
+    wait(f"{style.name}: the Xid alert resolved by absence, exporter down joined", xid_gone_exporter_down)
+    sim.cordon(FAILING, True)
+    inc = wait(f"{style.name}: the cordon joined", lambda: node_incident("xid", "metrics_missing", "node_cordoned"))
+    wait(f"{style.name}: the page", lambda: pagerduty.status_of(inc["id"]) == "triggered")
+    wait(f"{style.name}: the Slack message", lambda: top_level_messages(slack))
+    time.sleep(2)  # anything late (a second incident, post or page) would show by now
+    out.node_incidents = len(incidents(alertd))
+    out.node_slack = len(top_level_messages(slack))
+    out.node_pages = pages(pagerduty)
+    out.node_signals = sorted(inc["signals"])
+    out.node_title = inc["title"]
+
+
+def outage(style: Style, sim: GPUClusterSim, alertd: AlertdProcess, slack: SlackTestServer,
+           pagerduty: PagerDutyTestServer, out: Outcome) -> None:
+    before_ids = {r["id"] for r in incidents(alertd)}
+    slack_before, pages_before = len(top_level_messages(slack)), pages(pagerduty)
+    for node in OUTAGE:
+        sim.exporter_down(node, True)
+
+    def fleet() -> list[dict] | None:
+        rows = [r for r in incidents(alertd, status="open") if r["fleet"]]
+        return rows if rows and set(OUTAGE) <= set(rows[0]["nodes"]) else None
+
+    rows = wait(f"{style.name}: one fleet incident naming the eight nodes", fleet)
+    time.sleep(3)
+    new = [r for r in incidents(alertd) if r["id"] not in before_ids]
+    out.fleet_incidents = sum(1 for r in new if r["fleet"])
+    out.fleet_nodes = sorted(rows[0]["nodes"])
+    out.outage_top_incidents = [[r["node"], r["title"]] for r in new if not r["parentId"]]
+    out.outage_slack = len(top_level_messages(slack)) - slack_before
+    out.outage_pages = pages(pagerduty) - pages_before
+
+
+def test_rule_corpus_styles(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(max_workers=len(STYLES)) as pool:
+        futures = {s.name: pool.submit(run_style, s, tmp_path / s.name) for s in STYLES}
+        results, errors = {}, {}
+        for name, fut in futures.items():
+            try:
+                results[name] = fut.result()
+            except Exception as exc:  # report every style, not only the first to fail
+                errors[name] = f"{type(exc).__name__}: {exc}"
+    print("\n" + json.dumps({n: vars(o) for n, o in results.items()}, indent=1))
+    assert not errors, errors
+    for name, o in results.items():
+        assert (o.node_incidents, o.node_slack, o.node_pages) == (1, 1, 1), vars(o)
+        assert o.node_signals == ["metrics_missing", "node_cordoned", "xid"], vars(o)
+        assert o.node_title.startswith(f"Xid 79: GPU has fallen off the bus on {FAILING}"), vars(o)
+        assert o.fleet_incidents == 1 and set(OUTAGE) <= set(o.fleet_nodes), vars(o)
+        # no node's incident stands alone next to the fleet (a node-less TargetDown may: it names no node)
+        assert not [t for t in o.outage_top_incidents if t[0] in OUTAGE], vars(o)
+        assert o.outage_pages == 0, vars(o)  # exporters down is a warning: Slack, no page
+        assert o.resolved, vars(o)

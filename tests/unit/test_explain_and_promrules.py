@@ -1,0 +1,132 @@
+"""`alertd explain` (webhook, recording, stored incident) and `alertd check --prometheus-rules`."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from urllib.parse import quote_plus
+
+from alertd.authoring import explain, promrules
+from alertd.cli import main as cli_main
+from alertd.receive.normalize import NormalizeConfig
+from tests.unit.builders import ROOT, shipped_rules
+
+CORPUS = ROOT / "tests" / "fixtures" / "prometheus-rules"
+
+
+def webhook(*alerts: dict) -> dict:
+    return {"receiver": "alertd", "status": "firing", "alerts": list(alerts), "groupLabels": {}, "commonLabels": {},
+            "commonAnnotations": {}, "externalURL": "http://am:9093", "version": "4", "groupKey": "{}:{}",
+            "truncatedAlerts": 0}
+
+
+def one(name: str, labels: dict, expr: str = "", annotations: dict | None = None, fp: str = "00000000000000a1") -> dict:
+    return {"status": "firing", "labels": {"alertname": name, **labels}, "annotations": annotations or {},
+            "startsAt": "2026-11-30T12:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": f"http://prom:9090/graph?g0.expr={quote_plus(expr)}&g0.tab=1" if expr else "",
+            "fingerprint": fp}
+
+
+XID = one("GPU_Hardware_Error", {"node": "gpu-node-07", "gpu": "3", "UUID": "GPU-1", "severity": "page",
+                                 "Hostname": "dcgm-exporter-x7k2p"},
+          "DCGM_FI_DEV_XID_ERRORS != 0", {"summary": "gpu-node-07 gpu3: XID 79"})
+POWER = one("GPUPowerDrawAtLimit", {"instance": "gpu-node-08:9400", "gpu": "1"}, "DCGM_FI_DEV_POWER_USAGE > 690",
+            fp="00000000000000a2")
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = cli_main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_explain_a_webhook_names_rule_and_evidence_for_every_field(tmp_path: Path, capsys):
+    path = tmp_path / "hook.json"
+    path.write_text(json.dumps(webhook(XID, POWER)))
+    code, out, _ = run(["explain", str(path), "--rules", str(ROOT / "rules")], capsys)
+    assert code == 0
+    first, second = out.split("\n\n")[:2]
+    assert "signal  xid  Xid 79: GPU has fallen off the bus  (critical, hardware)" in first
+    assert "by expression " in first and "evidence.yml:" in first and "metric DCGM_FI_DEV_XID_ERRORS" in first
+    assert "Xid 79 from annotation summary 'XID 79'" in first
+    assert "node    gpu-node-07  from label node" in first  # not dcgm's Hostname
+    assert "gpu     index 3  uuid GPU-1  from labels UUID, gpu" in first
+    assert "group   node  key node|cluster=default|node=gpu-node-07" in first
+    assert "signal  other" in second and "WARNING: looks like a GPU alert (metric DCGM_FI_DEV_POWER_USAGE)" in second
+    assert "node    gpu-node-08  from label instance (port stripped)" in second
+
+
+def test_explain_a_recording(tmp_path: Path, capsys):
+    path = tmp_path / "rec.jsonl"
+    lines = [{"received_at": "2026-11-30T12:00:01Z", "body": webhook(XID)},
+             {"received_at": "2026-11-30T12:00:05Z", "body": webhook(POWER)}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    code, out, _ = run(["explain", str(path)], capsys)
+    assert code == 0 and out.count("fingerprint ") == 2
+
+
+def test_explain_refuses_bad_input_clearly(tmp_path: Path, capsys):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"alerts": [{"labels": {}}]}))
+    code, _, err = run(["explain", str(path)], capsys)
+    assert code == 1 and "not an Alertmanager webhook" in err
+    code, _, err = run(["explain"], capsys)
+    assert code == 2 and "needs a FILE" in err
+
+
+def test_explain_a_stored_incident_shows_when_classification_changed():
+    stored = {"id": "INC-7", "status": "open", "severity": "warning", "title": "GPU_Hardware_Error on n1",
+              "key": "other|alertname=GPU_Hardware_Error|cluster=prod|node=n1", "group": "other", "signals": ["other"],
+              "members": [{"fingerprint": "abc", "alertname": "GPU_Hardware_Error", "status": "firing",
+                           "labels": {"alertname": "GPU_Hardware_Error", "node": "n1", "gpu": "2"},
+                           "startsAt": "2026-11-30T12:00:00Z", "endsAt": None, "summary": "n1 gpu2: XID 48",
+                           "generatorURL": "http://prom/graph?g0.expr=DCGM_FI_DEV_XID_ERRORS+%21%3D+0",
+                           "signal": {"kind": "other", "severity": "warning"}}]}
+    out, err = io.StringIO(), io.StringIO()
+    code = explain.main(file=None, incident="INC-7", rule_paths=[str(ROOT / "rules")], config=None, out=out, err=err,
+                        fetch=lambda _id: stored)
+    text = out.getvalue()
+    assert code == 0, err.getvalue()
+    assert text.startswith("INC-7  open  warning")
+    assert "signal  xid  Xid 48:" in text and "when received: other" in text
+    assert "group   node  key node|cluster=default|node=n1" in text
+
+
+def test_prometheus_rules_map_every_style_of_the_corpus():
+    rules, ncfg = shipped_rules(), NormalizeConfig()
+    got = {}
+    for f in sorted(CORPUS.glob("*.yml")):
+        for r in promrules.classify_rules(f, rules, ncfg):
+            got[r.alert] = (r.decision.signal.kind, r.decision.signal.detail if r.decision.signal.kind == "metrics_missing" else "",
+                            r.xid_from, bool(r.warnings), r.runtime != "")
+    assert got["GPUXidErrorReported"][:3] == ("xid", "", "annotation text, once Prometheus renders it")
+    assert got["NvidiaGpuXidError"][:3] == ("xid", "", "label set by count_values in the expression")
+    assert got["GPU_Hardware_Error"][0] == "xid" and got["XidOnHost"][0] == "xid"
+    for name in ("GPUExporterTargetDown", "NvidiaDcgmExporterUnavailable", "gpu_exporter_missing", "DcgmScrapeDown"):
+        assert got[name][:2] == ("metrics_missing", "exporter_down"), name
+    for name in ("GPUNodeCordoned", "KubeNodeUnschedulable", "node_drained", "HostCordoned"):
+        assert got[name][0] == "node_cordoned", name
+    assert got["KubeNodeUnreachable"][0] == "node_not_ready"
+    assert got["TargetDown"] == ("other", "", "", False, True)  # decided by its job label once it fires
+    assert got["GPUPowerDrawAtLimit"][0] == "other" and got["GPUPowerDrawAtLimit"][3]  # GPU-looking: warned
+    assert got["gpu_util_stuck_zero"][3]
+
+
+def test_check_prometheus_rules_output_and_exit_codes(tmp_path: Path, capsys):
+    code, out, _ = run(["check", "--prometheus-rules", str(CORPUS / "nvidia-dcgm.yml")], capsys)
+    assert code == 0
+    assert "GPUXidErrorReported" in out and "-> xid" in out
+    assert "WARNING: looks like a GPU alert (metric DCGM_FI_DEV_POWER_USAGE)" in out
+    assert out.rstrip().endswith("6 alerting rules: 5 classified, 1 other, 1 with warnings")
+    code, _, _ = run(["check", "--strict", "--prometheus-rules", str(CORPUS / "nvidia-dcgm.yml")], capsys)
+    assert code == 1  # a warning fails under --strict
+    code, out, _ = run(["check", "--prometheus-rules", str(tmp_path / "missing.yml")], capsys)
+    assert code == 1 and "cannot read Prometheus rules" in out
+
+
+def test_an_unparseable_expression_is_reported(tmp_path: Path):
+    f = tmp_path / "r.yml"
+    f.write_text("groups:\n  - name: g\n    rules:\n      - alert: Broken\n        expr: 'DCGM_FI_DEV_GPU_TEMP{ > 1'\n")
+    [r] = promrules.classify_rules(f, shipped_rules(), NormalizeConfig())
+    assert r.decision.signal.kind == "other"
+    assert any(w.startswith("expression does not parse:") for w in r.warnings)
