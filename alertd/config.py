@@ -64,6 +64,8 @@ class Config:
     batch_size: int = 256
     tick_interval: timedelta = timedelta(seconds=1)
     console: bool | None = None
+    retry_max_backoff: timedelta = timedelta(minutes=5)
+    retry_max_attempts: int = 15
     installation_id: str = ""  # prefixes PagerDuty dedup keys and Slack action values; stored at first start
     ha: HAConfig = field(default_factory=HAConfig)
     raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
@@ -134,6 +136,8 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         batch_size=doc.get("processing", {}).get("batch_size", defaults.batch_size),
         tick_interval=parse_duration(doc.get("processing", {}).get("tick_interval", "1s")),
         console=doc.get("notify", {}).get("console", {}).get("enabled"),
+        retry_max_backoff=parse_duration(doc.get("notify", {}).get("retry", {}).get("max_backoff", "5m")),
+        retry_max_attempts=doc.get("notify", {}).get("retry", {}).get("max_attempts", defaults.retry_max_attempts),
         installation_id=doc.get("installation_id", ""),
         ha=HAConfig.from_doc(doc.get("ha")),
         raw=doc,

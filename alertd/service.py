@@ -58,7 +58,7 @@ class Service:
         self.engine: Engine | None = None
         self.notifiers = notifiers if notifiers is not None else {"console": ConsoleNotifier()}
         self.router = router or ConsoleRouter(enabled=cfg.console is not False)
-        self.outbox = OutboxWorker(store, self.notifiers, self.metrics, clock)
+        self.outbox = self._outbox_worker(store, clock)
         # Enrichment runs after commit and off the request path; it reports back through annotate/add_evidence.
         self.enricher = enricher
         self.watchdog_names = set(rules.correlation.watchdog.alertnames)
@@ -77,6 +77,10 @@ class Service:
         self._append_ok_at = 0.0
         self.metrics.reload_ok.set(1)
         self.metrics.reload_time.set(time.time())
+
+    def _outbox_worker(self, store: Store, clock: Callable[[], datetime]) -> OutboxWorker:
+        return OutboxWorker(store, self.notifiers, self.metrics, clock, max_attempts=self.cfg.retry_max_attempts,
+                            max_backoff=self.cfg.retry_max_backoff.total_seconds())
 
     # ----- lifecycle -----
 
@@ -127,7 +131,7 @@ class Service:
         self._from_store, self._drained_upto = True, 0
         self._handoff.clear()
         if self.outbox._stopping:
-            self.outbox = OutboxWorker(self.store, self.notifiers, self.metrics, self.clock)
+            self.outbox = self._outbox_worker(self.store, self.clock)
         self._update_gauges()
         loop = asyncio.get_running_loop()
         self._leader_tasks = [

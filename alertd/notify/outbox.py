@@ -26,9 +26,9 @@ def backoff(attempts: int, base: float = 1.0, cap: float = 300.0) -> float:
 
 class OutboxWorker:
     def __init__(self, store: Store, notifiers: dict[str, Notifier], metrics: Metrics, clock: Callable[[], datetime], *,
-                 poll: float = 0.5, max_attempts: int = 15, concurrency: int = 16):
+                 poll: float = 0.5, max_attempts: int = 15, max_backoff: float = 300.0, concurrency: int = 16):
         self.store, self.notifiers, self.metrics, self.clock = store, notifiers, metrics, clock
-        self.poll, self.max_attempts = poll, max_attempts
+        self.poll, self.max_attempts, self.max_backoff = poll, max_attempts, max_backoff
         self._wake = asyncio.Event()
         self._limit = asyncio.Semaphore(concurrency)
         self._stopping = False
@@ -98,7 +98,7 @@ class OutboxWorker:
 
     async def _failed(self, item: OutboxItem, kind: str, error: str, retry: bool, after: float | None) -> None:
         give_up = not retry or item.attempts + 1 >= self.max_attempts
-        delay = after if after is not None else backoff(item.attempts)
+        delay = after if after is not None else backoff(item.attempts, cap=self.max_backoff)
         await self.store.retry_outbox(item.id, self.clock() + timedelta(seconds=delay), error, give_up=give_up)
         self.metrics.notifications.labels(kind, "failed" if give_up else "retry").inc()
         log.warning("delivery to %s for %s %s: %s", item.target, item.incident_id,

@@ -21,9 +21,10 @@ A subclass builds its application in :meth:`LoopbackServer.app` and may set
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
-from typing import Iterator, Self
+from typing import Any, Iterator, Self
 
 from aiohttp import web
 
@@ -46,6 +47,7 @@ class LoopbackServer:
         self.port: int | None = None  # the bound port, once started
         self._requested_port = port
         self._runner: web.AppRunner | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop serving it, once started
 
     def app(self) -> web.Application:
         """The application to serve; called once per start()."""
@@ -70,7 +72,20 @@ class LoopbackServer:
                 raise
             self._runner = runner
             self.port = runner.addresses[0][1]
+            self.loop = asyncio.get_running_loop()
         return self.url  # type: ignore[return-value]
+
+    async def refuse_for(self, seconds: float) -> None:
+        """An outage: stop listening (connections are refused), then serve again on the same port."""
+        await self.stop()
+        await asyncio.sleep(seconds)
+        self._requested_port = self.port or 0
+        await self.start()
+
+    def submit(self, coro: Any) -> "concurrent.futures.Future[Any]":
+        """Run a coroutine on the server's loop from another thread (servers run by serving_in_thread)."""
+        assert self.loop is not None, "start() the server first"
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -44,7 +44,7 @@ with ``thread_ts``, every message with an ``updates`` count; ``#name`` keys are
 resolved to the ID) and :meth:`replies`.
 
 Faults: :meth:`fail_next` (429 with ``Retry-After``, 5xx, or any Slack error
-code), ``delay`` (seconds added to every call) and, off by default,
+code), :meth:`down_for` (every call 5xx for a while), ``delay`` (seconds added to every call) and, off by default,
 ``rate_limit_per_channel_per_s`` (429 when posts to one channel come faster).
 """
 from __future__ import annotations
@@ -170,6 +170,7 @@ class SlackTestServer(LoopbackServer):
         self.calls: list[SlackCall] = []
         self.messages: ChannelMessages = ChannelMessages(self.channel_id)
         self._faults: list[_Fault] = []
+        self._down: tuple[float, int] = (0.0, 503)  # (monotonic end, status) of an outage
         self._buckets: dict[str, tuple[float, float]] = {}  # channel -> (tokens, last refill)
         self._last_ts = 0.0
 
@@ -324,7 +325,14 @@ class SlackTestServer(LoopbackServer):
         if token != self.token:
             raise SlackError("invalid_auth")
 
+    def down_for(self, seconds: float, status: int = 503) -> None:
+        """An outage: every call answers ``status`` (``internal_error``) for the next ``seconds``."""
+        self._down = (time.monotonic() + seconds, status)
+
     def _take_fault(self, method: str) -> web.Response | None:
+        until, status = self._down
+        if time.monotonic() < until:
+            return web.json_response({"ok": False, "error": "internal_error"}, status=status)
         for i, fault in enumerate(self._faults):
             if fault.method in ("*", method):
                 del self._faults[i]

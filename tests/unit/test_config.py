@@ -115,3 +115,14 @@ def test_relative_rule_paths_are_relative_to_the_config_file(tmp_path):
           paths: [rules, /abs/rules]
     """)
     assert load_config(p).rule_paths == [str(tmp_path / "conf" / "rules"), "/abs/rules"]
+
+
+def test_notify_retry_bounds_the_backoff():
+    from alertd.notify.outbox import backoff
+
+    cfg = parse_config({"notify": {"retry": {"max_backoff": "3s", "max_attempts": 40}}}, "t")
+    assert cfg.retry_max_backoff.total_seconds() == 3 and cfg.retry_max_attempts == 40
+    assert parse_config({}, "t").retry_max_backoff.total_seconds() == 300
+    assert max(backoff(20, cap=3.0) for _ in range(200)) <= 3.0
+    with pytest.raises(InvalidDocument, match="max_attempts"):
+        parse_config({"notify": {"retry": {"max_attempts": 0}}}, "t")
