@@ -394,6 +394,12 @@ def _check_runbooks(loaded: dict[Path, tuple[Any, dict]], report: Report, given:
             for i, item in enumerate(items if isinstance(items, list) else []):
                 if isinstance(item, dict) and isinstance(item.get("runbook"), str) and item["runbook"]:
                     refs.append((f, marks, (section, i, "runbook"), item["runbook"]))
+    for f, ev, marks in _section(loaded, "evidence"):
+        for stage in ("expressions", "alertnames", "labels"):
+            items = ev.get(stage) if isinstance(ev, dict) else None
+            for i, item in enumerate(items if isinstance(items, list) else []):
+                if isinstance(item, dict) and isinstance(item.get("runbook"), str) and item["runbook"]:
+                    refs.append((f, marks, ("evidence", stage, i, "runbook"), item["runbook"]))
     if not refs:
         return
     base = runbook_dir(loaded, given)

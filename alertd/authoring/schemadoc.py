@@ -20,7 +20,7 @@ from typing import Any, Iterator
 from alertd.schemas import schema
 
 # The rule language: sections of rule files, then the test file format.
-SCHEMAS = ("xid-catalog", "signals", "correlation", "routing", "ruletest")
+SCHEMAS = ("xid-catalog", "signals", "evidence", "correlation", "routing", "ruletest")
 BLOCK = re.compile(r"(<!-- BEGIN schemadoc (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END schemadoc (?P=name) -->)", re.S)
 
 
@@ -103,7 +103,12 @@ def _children(node: dict, root: dict, path: str) -> Iterator[tuple[str, str, str
 
 def _properties(node: dict, root: dict, prefix: str) -> Iterator[tuple[str, str, str]]:
     required = set(node.get("required", []))
-    for name, sub in node["properties"].items():
+    props = dict(node["properties"])
+    for part in node.get("allOf", []):  # shared keys of several entry types ($ref in allOf) come first
+        part, _ = _resolve(part, root)
+        required |= set(part.get("required", []))
+        props = {**part.get("properties", {}), **props}
+    for name, sub in props.items():
         path = f"{prefix}.{name}" if prefix else name
         yield from _rows(sub, root, path, name in required)
 

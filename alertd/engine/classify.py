@@ -9,6 +9,7 @@ rule and which evidence did, for `alertd explain`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from alertd.engine.evidence import Found, by_alertname, by_expression, by_labels, gpu_looking, xid_in_text
@@ -61,10 +62,15 @@ class Decision:
     gpu_looking: str = ""  # for an unclassified alert: why it looks like a GPU alert
 
 
+@lru_cache(maxsize=1024)
+def _matchers_text(matchers: tuple) -> str:
+    return "labels " + ", ".join(map(str, matchers))
+
+
 def _signals_rule(alert: Alert, rules: RuleSet) -> Found | None:
     for rule in rules.signals:
         if match_all(rule.matchers, alert.labels):
-            return Found("signals", "labels " + ", ".join(map(str, rule.matchers)), rule)  # type: ignore[arg-type]
+            return Found("signals", _matchers_text(rule.matchers), rule)  # type: ignore[arg-type]
     return None
 
 
@@ -90,11 +96,11 @@ def decide(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Decision:
     basis = f"{found.stage}{' ' + where if where else ''}: {found.evidence}"
     if kind == "xid":
         code, xid_from = _xid_code(alert, ncfg, rules, text_xid)
-        signal = _xid_signal(alert, rules, code, rule)
         if xid_from:
             basis += f"; Xid from {xid_from}"
-        return Decision(_with_basis(signal, basis), found.stage, where, found.evidence, xid_from, expr_error)
-    return Decision(_with_basis(_signal(alert, rule, kind), basis), found.stage, where, found.evidence, "", expr_error)
+        signal = _xid_signal(alert, rules, code, rule, basis)
+        return Decision(signal, found.stage, where, found.evidence, xid_from, expr_error)
+    return Decision(_signal(alert, rule, kind, basis), found.stage, where, found.evidence, "", expr_error)
 
 
 def classify(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Signal:
@@ -110,16 +116,16 @@ def _xid_code(alert: Alert, ncfg: NormalizeConfig, rules: RuleSet,
     return (found[0], found[1]) if found else (None, "")
 
 
-def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: Any) -> Signal:
+def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: Any, basis: str) -> Signal:
     if code is not None:
-        return rules.catalog.lookup(code).signal()
+        return rules.catalog.lookup(code).signal(basis=basis)
     # An Xid without a code is still an Xid: hardware, on its node and GPU, its own severity.
     severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
     return Signal(kind="xid", severity=severity, category="hardware", title=KIND_TITLES["xid"],
-                  meaning=UNKNOWN_XID_MEANING, runbook=(rule.runbook if rule else "") or "xid-hardware")
+                  meaning=UNKNOWN_XID_MEANING, runbook=(rule.runbook if rule else "") or "xid-hardware", basis=basis)
 
 
-def _signal(alert: Alert, rule: Any, kind: str) -> Signal:
+def _signal(alert: Alert, rule: Any, kind: str, basis: str) -> Signal:
     labels = alert.labels
     severity = severity_label(labels.get("severity")) or rule.severity or "warning"
     detail = rule.detail
@@ -139,6 +145,7 @@ def _signal(alert: Alert, rule: Any, kind: str) -> Signal:
         meaning=alert.annotations.get("description", ""),
         runbook=rule.runbook or alert.annotations.get("runbook_url", ""),
         detail=detail,
+        basis=basis,
     )
 
 
@@ -151,12 +158,6 @@ def _other(alert: Alert) -> Signal:
         meaning=alert.annotations.get("description", ""),
         runbook=alert.annotations.get("runbook_url", ""),
     )
-
-
-def _with_basis(signal: Signal, basis: str) -> Signal:
-    from dataclasses import replace
-
-    return replace(signal, basis=basis)
 
 
 __all__ = ["Decision", "classify", "decide", "severity_label", "KIND_TITLES", "DETAIL_TITLES"]

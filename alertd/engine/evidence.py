@@ -50,12 +50,15 @@ class GpuLooking:
     alertnames: re.Pattern[str] | None = None
 
 
+TEXT_FIELDS = ("summary", "description", "message")
+
+
 @dataclass(frozen=True, slots=True)
 class EvidenceRules:
     expressions: tuple[EvidenceRule, ...] = ()
     alertnames: tuple[EvidenceRule, ...] = ()
     labels: tuple[EvidenceRule, ...] = ()
-    text_fields: tuple[str, ...] = ("summary", "description", "message")
+    text_fields: tuple[str, ...] = TEXT_FIELDS
     xid_patterns: tuple[re.Pattern[str], ...] = ()
     gpu_looking: GpuLooking = field(default_factory=GpuLooking)
 
@@ -175,7 +178,7 @@ def build_evidence(doc: dict[str, Any], check: Checker, where: Any) -> EvidenceR
         expressions=entries("expressions"),
         alertnames=entries("alertnames"),
         labels=entries("labels"),
-        text_fields=tuple(ann.get("fields") or EvidenceRules.text_fields),
+        text_fields=tuple(ann.get("fields") or TEXT_FIELDS),
         xid_patterns=tuple(patterns),
         gpu_looking=GpuLooking(
             metrics=_regex(check, g.get("metrics"), ("evidence", "gpu_looking", "metrics")),

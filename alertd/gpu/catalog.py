@@ -23,7 +23,7 @@ class XidEntry:
     fold_into_previous: bool = False
     source: str = ""
 
-    def signal(self, detail: str = "") -> Signal:
+    def signal(self, detail: str = "", basis: str = "") -> Signal:
         return Signal(
             kind="xid",
             severity=self.severity,
@@ -37,6 +37,7 @@ class XidEntry:
             runbook=self.runbook,
             detail=detail,
             fold_into_previous=self.fold_into_previous,
+            basis=basis,
         )
 
 

@@ -208,7 +208,8 @@ def test_runbooks_that_do_not_exist_are_warnings(site):
     assert lines[-1] == "SUCCESS: 5 rule files found (1 warning)"
     assert run(site / "rules", strict=True)[0] == 1
     (site / "runbooks" / "thermal.md").unlink()
-    assert sum("does not exist" in line for line in run(site / "rules")[1]) == 2  # the other thermal rule + the typo
+    # the other thermal rule + the typo in signals.yml, the two thermal entries of evidence.yml
+    assert sum("does not exist" in line for line in run(site / "rules")[1]) == 4
 
 
 def test_config_files_are_recognised_and_validated(tmp_path, monkeypatch):

@@ -46,8 +46,9 @@ def test_generator_prints_every_table(capsys):
 
 
 def test_rule_examples_are_valid(tmp_path):
-    examples = [b for b in code_blocks("yaml") if set(yaml.safe_load(b) or {}) & {"xids", "signals", "correlation", "routing"}]
-    assert len(examples) == 4
+    sections = {"xids", "signals", "evidence", "correlation", "routing"}
+    examples = [b for b in code_blocks("yaml") if set(yaml.safe_load(b) or {}) & sections]
+    assert len(examples) == 6
     for i, block in enumerate(examples):
         path = tmp_path / f"example{i}.yml"
         path.write_text(block)
@@ -72,3 +73,18 @@ def test_the_replay_example_output_is_real():
     shown = [line for line in block.splitlines()[1:] if line.strip() and line.strip() != "..."]
     missing = [line for line in shown if line not in actual]
     assert not missing, "docs/rules.md shows replay output that alertd does not print:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize("command", [
+    "alertd check --prometheus-rules tests/fixtures/prometheus-rules/site-handwritten.yml",
+    "alertd explain examples/webhook-site-rules.json",
+])
+def test_bring_your_own_rules_output_is_real(command, capsys, monkeypatch):
+    """The section "Bring your own alert rules" shows what the commands print, line for line."""
+    from alertd.cli import main as cli_main
+
+    (block,) = [b for b in code_blocks("console") if b.startswith(f"$ {command}\n")]
+    monkeypatch.chdir(ROOT)
+    assert cli_main(command.split()[1:]) == 0
+    actual = capsys.readouterr().out
+    assert block.split("\n", 1)[1].rstrip() == actual.rstrip()

@@ -1,0 +1,78 @@
+"""Classification alone: microseconds per alert for each way an alert can be decided.
+
+    python -m bench.classify               # 20,000 alerts per case
+    python -m bench.classify --alerts 100000
+
+Cases: a shipped name (signals.yml decides); a site's rule whose generatorURL
+repeats (the parsed expression comes from the cache, as with real Alertmanager
+traffic: one URL per rule); the same with every URL new (a PromQL parse per
+alert: the worst case); the Xid code read from the summary text; and an alert
+nothing classifies (every source tried). Normalize included, correlation not.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from urllib.parse import quote_plus
+
+from alertd.engine.classify import decide
+from alertd.receive import promql
+from alertd.receive.normalize import NormalizeConfig, normalize
+from tests.unit.builders import alert, shipped_rules
+
+XID_EXPR = "DCGM_FI_DEV_XID_ERRORS != 0 and on (node) kube_node_spec_unschedulable == 0"
+
+
+def url(expr: str) -> str:
+    return f"http://prometheus-0:9090/graph?g0.expr={quote_plus(expr)}&g0.tab=1"
+
+
+def make(case: str, n: int) -> list:
+    out = []
+    for i in range(n):
+        node, gpu = f"gpu-node-{i // 8}", str(i % 8)
+        if case == "shipped name":
+            a = alert("GPUXidError", node=node, gpu=gpu, xid="79", UUID=f"GPU-{i}")
+        elif case == "no rule matches":
+            a = alert("GPUPowerDrawAtLimit", node=node, gpu=gpu, UUID=f"GPU-{i}")
+            a.generator_url = url("DCGM_FI_DEV_POWER_USAGE > 690")
+        else:
+            a = alert("GPU_Hardware_Error", node=node, gpu=gpu, UUID=f"GPU-{i}",
+                      annotations={"summary": f"{node} gpu{gpu}: XID 79"})
+            if case == "expression, cached URL":
+                a.generator_url = url(XID_EXPR)
+            elif case == "expression, new URL each":
+                a.generator_url = url(XID_EXPR + f" > {-i - 1}")  # a different expression per alert
+        out.append(a)
+    return out
+
+
+def run(case: str, n: int) -> tuple[float, str]:
+    rules, ncfg = shipped_rules(), NormalizeConfig()
+    promql.facts_of_url.cache_clear()
+    promql.facts_of_expr.cache_clear()
+    alerts = make(case, n)
+    started = time.perf_counter()
+    for a in alerts:
+        normalize(a, ncfg)
+        d = decide(a, rules, ncfg)
+    elapsed = time.perf_counter() - started
+    return elapsed / n * 1e6, f"{d.stage} -> {d.signal.kind}"
+
+
+CASES = ("shipped name", "expression, cached URL", "expression, new URL each", "annotation text", "no rule matches")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--alerts", type=int, default=20000)
+    args = ap.parse_args()
+    for case in CASES:
+        us, what = run(case, args.alerts)
+        print(f"{case:<26} {us:6.1f} us/alert  ({what})")
+    hits, misses = promql.cache_info()
+    print(f"URL cache in the last case: {hits} hits, {misses} misses")
+
+
+if __name__ == "__main__":
+    main()
