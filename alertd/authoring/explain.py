@@ -99,30 +99,50 @@ def _signal_line(sig: Signal) -> str:
     return f"{sig.kind}  {what}  ({sig.severity}, {sig.category})"
 
 
+def _print_decision(d: Decision, out: TextIO) -> None:
+    print(f"  signal  {_signal_line(d.signal)}", file=out)
+    if d.stage == "none":
+        print("          no rule matched: signals.yml names, expression, well-known names, labels, annotation text",
+              file=out)
+        if d.gpu_looking:
+            print(f"          WARNING: looks like a GPU alert ({d.gpu_looking}) but is unclassified", file=out)
+    else:
+        print(f"          by {d.stage}{' ' + d.rule if d.rule else ''}: {d.evidence}", file=out)
+    if d.signal.kind == "xid":
+        print(f"          Xid {d.signal.xid} from {d.xid_from}" if d.signal.xid else
+              "          Xid code unknown: no xid/err_code label, no xid annotation, no code in the text", file=out)
+
+
+def _print_stored(stored: Signal, now: Decision, out: TextIO) -> None:
+    """A stored incident: what alertd decided when the alert arrived (it saw every annotation then)."""
+    basis, _, xid_from = stored.basis.partition("; Xid from ")
+    print(f"  signal  {_signal_line(stored)}", file=out)
+    print(f"          by {basis} (when received)", file=out)
+    if stored.kind == "xid":
+        print(f"          Xid {stored.xid} from {xid_from}" if stored.xid else "          Xid code unknown", file=out)
+    if (stored.kind, stored.xid) != (now.signal.kind, now.signal.xid):
+        sig = now.signal
+        what = sig.kind + (f" Xid {sig.xid}" if sig.xid else " (code unknown)" if sig.kind == "xid" else "")
+        print(f"          the current rules on what the incident keeps (labels, summary, expression; not the other "
+              f"annotations) say: {what}{f' by {now.stage} {now.rule}' if now.stage != 'none' else ''}", file=out)
+
+
 def print_explained(rows: list[Explained], out: TextIO) -> None:
     for e in rows:
         a, d = e.alert, e.decision
         s = a.subject
         print(f"{a.name or '<no alertname>'}  {a.status}  fingerprint {a.fingerprint}", file=out)
-        print(f"  signal  {_signal_line(d.signal)}", file=out)
-        if d.stage == "none":
-            print("          no rule matched: signals.yml names, expression, well-known names, labels, annotation text",
-                  file=out)
-            if d.gpu_looking:
-                print(f"          WARNING: looks like a GPU alert ({d.gpu_looking}) but is unclassified", file=out)
+        if e.stored is not None and e.stored.basis:
+            _print_stored(e.stored, d, out)
         else:
-            print(f"          by {d.stage}{' ' + d.rule if d.rule else ''}: {d.evidence}", file=out)
-        if d.signal.kind == "xid":
-            print(f"          Xid {d.signal.xid} from {d.xid_from}" if d.signal.xid else
-                  "          Xid code unknown: no xid/err_code label, no xid annotation, no code in the text", file=out)
+            _print_decision(d, out)
+            if e.stored is not None and (e.stored.kind, e.stored.xid) != (d.signal.kind, d.signal.xid):
+                print(f"          when received: {e.stored.kind}{f' Xid {e.stored.xid}' if e.stored.xid else ''}", file=out)
         expr = expr_of_url(a.generator_url)
         if d.expr_error:
             print(f"          expression not parsed: {d.expr_error}", file=out)
         elif expr and d.stage != "expression":
             print(f"          expression: {' '.join(expr.split())}", file=out)
-        if e.stored is not None and (e.stored.kind, e.stored.xid) != (d.signal.kind, d.signal.xid):
-            print(f"          when received: {e.stored.kind}{f' Xid {e.stored.xid}' if e.stored.xid else ''}"
-                  f"{f' ({e.stored.basis})' if e.stored.basis else ''}", file=out)
         print(f"  node    {s.node or '-'}  from {e.node_from}", file=out)
         if s.gpu is not None:
             gpu = "  ".join(f"{k} {v}" for k, v in (("index", s.gpu.index), ("uuid", s.gpu.uuid), ("pci", s.gpu.pci_bus_id)) if v)

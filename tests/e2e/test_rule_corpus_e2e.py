@@ -16,6 +16,7 @@ The styles run concurrently (one Prometheus, Alertmanager and alertd each).
 """
 from __future__ import annotations
 
+import io
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from alertd.authoring import explain
 from alertd.authoring.promrules import rule_groups
 from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
 from tests.support.alertd_proc import AlertdProcess
@@ -79,6 +81,7 @@ class Outcome:
     outage_top_incidents: list[list[str]] = field(default_factory=list)  # [node, title] of incidents not folded
     outage_slack: int = 0
     outage_pages: int = 0
+    explain: str = ""  # `alertd explain --incident` on the node incident, against the running alertd
     resolved: bool = False
     seconds: float = 0.0
 
@@ -126,6 +129,7 @@ def run_style(style: Style, tmp: Path) -> Outcome:
             wait(f"{style.name}: baseline samples of every GPU",
                  lambda: len(query(prom.url, "count_over_time(DCGM_FI_DEV_XID_ERRORS[10s]) >= 2")) == 8 * NODES)
             single_node(style, sim, alertd, slack, pagerduty, out)
+            out.explain = explain_incident(alertd, out_id(alertd), tmp / "alertd-rules")
             sim.clear()
             wait(f"{style.name}: the node incident resolved", lambda: all_resolved(alertd), timeout=60)
             wait(f"{style.name}: the page resolved", lambda: pagerduty.status_of(out_id(alertd)) == "resolved")
@@ -140,6 +144,19 @@ def run_style(style: Style, tmp: Path) -> Outcome:
             alertd.stop()
     out.seconds = time.monotonic() - started
     return out
+
+
+def explain_incident(alertd: AlertdProcess, incident_id: str, rules_dir: Path) -> str:
+    def fetch(ident: str) -> dict:
+        status, data = alertd.get_json(f"/api/v1/incidents/{ident}")
+        assert status == 200, data
+        return data
+
+    out, err = io.StringIO(), io.StringIO()
+    code = explain.main(file=None, incident=incident_id, rule_paths=[str(rules_dir)], config=None, out=out, err=err,
+                        fetch=fetch)
+    assert code == 0, err.getvalue()
+    return out.getvalue()
 
 
 def out_id(alertd: AlertdProcess) -> str:
@@ -217,3 +234,9 @@ def test_rule_corpus_styles(tmp_path: Path) -> None:
         assert not [t for t in o.outage_top_incidents if t[0] in OUTAGE], vars(o)
         assert o.outage_pages == 0, vars(o)  # exporters down is a warning: Slack, no page
         assert o.resolved, vars(o)
+        # explain on the stored incident: the Xid member decided by its expression, the code found, the node's label
+        xid_part = next(p for p in o.explain.split("\n\n") if "signal  xid" in p)
+        assert "by expression " in xid_part and "metric DCGM_FI_DEV_XID_ERRORS" in xid_part, o.explain
+        assert "Xid 79 from " in xid_part, o.explain
+        node_from = "label Hostname" if name == "hostname-identity" else "label node"
+        assert f"node    {FAILING}  from {node_from}" in xid_part, o.explain
