@@ -2,8 +2,9 @@
 
 Target ``pagerduty:<key name>``; the key itself comes from the service config
 (``notify.pagerduty.routing_keys``), never from rule files. ``dedup_key`` is
-the incident id, so a repeated trigger (a redelivery after a crash) folds into
-the same PagerDuty alert.
+the installation id and the incident id (``a1b2c3d4:INC-7``), so a repeated
+trigger (a redelivery after a crash or a failover) folds into the same PagerDuty
+alert, and two installations never share one. The key sent is kept in the ref.
 
 Item kinds:
 
@@ -32,6 +33,7 @@ from typing import Any, Callable
 import aiohttp
 
 from alertd.durations import format_duration
+from alertd.ha.installation import scoped
 from alertd.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
 from alertd.notify.base import Delivered, DeliveryError, Notifier, NotifierSettings, folded_unposted
 from alertd.notify.slack_render import ACTION_TEXT, alertmanager_link, runbook_url
@@ -74,6 +76,7 @@ def _state(ref: str | None) -> dict:
 
 class PagerDutyNotifier(Notifier):
     kind = "pagerduty"
+    installation: Callable[[], str] = staticmethod(lambda: "")  # set by build_notifiers: the installation id
 
     def __init__(self, settings: PagerDutySettings, store: Store, clock: Callable[[], datetime]):
         self.settings, self.store, self.clock = settings, store, clock
@@ -113,34 +116,36 @@ class PagerDutyNotifier(Notifier):
     async def _sync(self, item: OutboxItem, payloads: list[dict], inc: Incident, key: str, ref: str | None) -> Delivered:
         latest = payloads[-1]
         sent = _state(ref)
+        # The key this incident's PagerDuty alert already has (bare for alerts opened before installation ids).
+        dedup = sent.get("dedup_key") or (inc.id if sent else scoped(self.installation(), inc.id))
         severity = latest.get("severity") or inc.severity
         if item.kind == "escalate":
             if sent or inc.status != OPEN:
                 return Delivered()  # escalated already, or acknowledged/resolved in time
             after = format_duration(_seconds(item.payload.get("after")))
-            await self._send(key, "trigger", inc, severity, note=f"escalated: not acknowledged within {after}")
-            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity}))
+            await self._send(key, "trigger", inc, severity, dedup, note=f"escalated: not acknowledged within {after}")
+            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
         last = sent.get("state", "")
         if inc.status == CLOSED:
             if last in ("triggered", "acknowledged"):
-                await self._send(key, "resolve", inc, severity)
-                return Delivered(ref=json.dumps({"state": "resolved", "severity": severity}))
+                await self._send(key, "resolve", inc, severity, dedup)
+                return Delivered(ref=json.dumps({"state": "resolved", "severity": severity, "dedup_key": dedup}))
             return Delivered()
         if inc.status == ACKNOWLEDGED:
             if last == "triggered":
-                await self._send(key, "acknowledge", inc, severity)
-                return Delivered(ref=json.dumps({"state": "acknowledged", "severity": severity}))
+                await self._send(key, "acknowledge", inc, severity, dedup)
+                return Delivered(ref=json.dumps({"state": "acknowledged", "severity": severity, "dedup_key": dedup}))
             return Delivered()
         # open
         if all(p.get("only_if_posted") for p in payloads) and not last:
             return Delivered()
         if not last or (last == "triggered" and SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(sent.get("severity", ""), 0)):
-            await self._send(key, "trigger", inc, severity, note=latest.get("note", ""))
-            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity}))
+            await self._send(key, "trigger", inc, severity, dedup, note=latest.get("note", ""))
+            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
         return Delivered()
 
-    def event(self, key: str, action: str, inc: Incident, severity: str, note: str = "") -> dict[str, Any]:
-        body: dict[str, Any] = {"routing_key": key, "event_action": action, "dedup_key": inc.id}
+    def event(self, key: str, action: str, inc: Incident, severity: str, note: str = "", dedup: str = "") -> dict[str, Any]:
+        body: dict[str, Any] = {"routing_key": key, "event_action": action, "dedup_key": dedup or inc.id}
         if action != "trigger":
             return body
         p = inc.primary
@@ -195,8 +200,8 @@ class PagerDutyNotifier(Notifier):
             body["client_url"] = f"{s.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}"
         return body
 
-    async def _send(self, key: str, action: str, inc: Incident, severity: str, note: str = "") -> None:
-        body = self.event(key, action, inc, severity, note)
+    async def _send(self, key: str, action: str, inc: Incident, severity: str, dedup: str, note: str = "") -> None:
+        body = self.event(key, action, inc, severity, note, dedup)
         try:
             async with self.session().post(self.settings.events_url, json=body) as resp:
                 text = await resp.text()

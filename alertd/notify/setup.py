@@ -32,6 +32,8 @@ def build_notifiers(cfg: Config, store: Store, clock: Callable[[], datetime]) ->
     pagerduty = PagerDutySettings.from_config(cfg)
     if pagerduty.enabled:
         notifiers["pagerduty"] = PagerDutyNotifier(pagerduty, store, clock)
+    for notifier in notifiers.values():  # known once the store is open: read when sending
+        notifier.installation = lambda: cfg.installation_id  # type: ignore[attr-defined]
     return notifiers
 
 

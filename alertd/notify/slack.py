@@ -165,6 +165,8 @@ class MessageGone(Exception):
 class SlackNotifier(Notifier):
     kind = "slack"
 
+    installation: Callable[[], str] = staticmethod(lambda: "")  # set by build_notifiers: the installation id
+
     def __init__(self, settings: SlackSettings, store: Store, clock: Callable[[], datetime], *,
                  client: AsyncWebClient | None = None):
         self.settings, self.store, self.clock = settings, store, clock
@@ -193,7 +195,7 @@ class SlackNotifier(Notifier):
     def _render_context(self, note: str = "") -> RenderContext:
         s = self.settings
         return RenderContext(runbook_base_url=s.runbook_base_url, alertmanager_url=s.alertmanager_url,
-                             alertd_url=s.alertd_url, note=note, now=self.clock())
+                             alertd_url=s.alertd_url, note=note, now=self.clock(), installation_id=self.installation())
 
     async def _call(self, method: str, limit_channel: str, /, _item: int | None = None, **params: Any) -> dict:
         key = ("post", limit_channel) if method == "chat.postMessage" else ("update", "")

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from urllib.parse import quote
 
 from alertd.durations import format_duration
+from alertd.ha.installation import scoped
 from alertd.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, parse_iso
 
 MAX_BLOCKS = 50
@@ -53,6 +54,7 @@ class RenderContext:
     alertd_url: str = ""
     note: str = ""  # routing note, e.g. a cordon downgrade
     now: datetime | None = None
+    installation_id: str = ""  # prefixes button values (alertd/ha/installation.py)
 
 
 def mrkdwn_escape(text: Any) -> str:
@@ -316,7 +318,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
         links.append(f"<{ctx.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}|Incident>")
     if links:
         tail.append({"type": "context", "elements": [{"type": "mrkdwn", "text": " · ".join(links)}]})
-    buttons = action_buttons(inc, now)
+    buttons = action_buttons(inc, now, ctx.installation_id)
     if buttons:
         tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": buttons})
 
@@ -371,20 +373,21 @@ def member_line(m: Any) -> str:
     return f"{icon} {link} {mrkdwn_escape(what)}{mrkdwn_escape(gpu + node)} since {since}{tail}{folded}"
 
 
-def action_buttons(inc: Incident, now: datetime) -> list[dict]:
+def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> list[dict]:
     if inc.status == CLOSED:
         return []
     out = []
+    value = scoped(installation_id, inc.id)
     if inc.status != ACKNOWLEDGED:
-        out.append(_button("Acknowledge", ACTION_ACK, inc.id, style="primary"))
-    out.append(_button("Resolve", ACTION_RESOLVE, inc.id, confirm=("Resolve this incident?",
+        out.append(_button("Acknowledge", ACTION_ACK, value, style="primary"))
+    out.append(_button("Resolve", ACTION_RESOLVE, value, confirm=("Resolve this incident?",
                                                                     "It closes now, even if alerts still fire.")))
     silence, active = _silence(inc, now)
     if silence and active:
-        out.append(_button("Unsilence", ACTION_UNSILENCE, inc.id))
+        out.append(_button("Unsilence", ACTION_UNSILENCE, value))
     else:
         for d in SILENCE_CHOICES:
-            out.append(_button(f"Silence {d}", ACTION_SILENCE + d, inc.id))
+            out.append(_button(f"Silence {d}", ACTION_SILENCE + d, value))
     return out
 
 

@@ -27,6 +27,7 @@ from slack_sdk.signature import Clock, SignatureVerifier
 
 from alertd.alertmanager_api import AlertmanagerClient, AlertmanagerError, AlertmanagerSettings
 from alertd.durations import parse_duration
+from alertd.ha.installation import unscoped
 from alertd.model import CLOSED
 from alertd.notify.slack import SlackSettings
 from alertd.notify.slack_render import (
@@ -119,10 +120,15 @@ class SlackActions:
         actions = payload.get("actions") if isinstance(payload.get("actions"), list) else []
         for action in (a for a in actions if isinstance(a, dict)):
             action_id = str(action.get("action_id", ""))
-            incident_id = str(action.get("value", ""))
+            value = str(action.get("value", ""))
             verb = action_id.removeprefix("alertd_")
+            incident_id = unscoped(value, self.svc.cfg.installation_id)
             try:
-                message = await self._act(action_id, incident_id, actor)
+                if incident_id is None:
+                    incident_id = value
+                    message = f"This button belongs to another alertd installation ({value}); nothing done."
+                else:
+                    message = await self._act(action_id, incident_id, actor)
             except Exception as exc:  # report to the clicker; never crash the task
                 log.exception("Slack action %s on %s by %s failed", action_id, incident_id, actor)
                 message = f"Could not {verb.replace('_', ' ')} {incident_id}: {exc}"

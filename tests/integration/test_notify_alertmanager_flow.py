@@ -77,7 +77,7 @@ async def test_alertmanager_to_slack_and_pagerduty_through_resolution(tmp_path, 
         assert sorted(i["node"] for i in incidents) == ["gpu-node-1", "gpu-node-2"]
         by_node = {i["node"]: i for i in incidents}
         assert by_node["gpu-node-1"]["memberCount"] == 2
-        assert {e["dedup_key"] for e in pd.events} == {i["id"] for i in incidents}
+        assert {e["dedup_key"] for e in pd.events} == {f"{h.svc.cfg.installation_id}:{i['id']}" for i in incidents}
         assert all(e["event_action"] == "trigger" for e in pd.events)
 
         await am_post(am.url, n1 + n2, resolved=True)

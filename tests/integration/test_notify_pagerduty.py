@@ -17,7 +17,9 @@ async def test_trigger_acknowledge_resolve_with_one_dedup_key(tmp_path, slack, p
         await wait_for(lambda: pd.events)
         inc = await h.one_incident()
         (trigger,) = pd.events
-        assert trigger["event_action"] == "trigger" and trigger["dedup_key"] == inc["id"]
+        key = f"{h.svc.cfg.installation_id}:{inc['id']}"  # scoped by the installation id stored at first start
+        assert len(h.svc.cfg.installation_id) == 8
+        assert trigger["event_action"] == "trigger" and trigger["dedup_key"] == key
         assert trigger["routing_key"] == PagerDutyTestServer.ROUTING_KEY
         p = trigger["payload"]
         assert p["source"] == "gpu-node-7" and p["severity"] == "critical" and p["group"] == "prod"
@@ -36,15 +38,15 @@ async def test_trigger_acknowledge_resolve_with_one_dedup_key(tmp_path, slack, p
         # acknowledged in Slack -> acknowledged in PagerDuty
         assert await h.click("alertd_ack", inc["id"]) == 200
         await wait_for(lambda: len(pd.events) == 2)
-        assert pd.events[1]["event_action"] == "acknowledge" and pd.events[1]["dedup_key"] == inc["id"]
+        assert pd.events[1]["event_action"] == "acknowledge" and pd.events[1]["dedup_key"] == key
         assert pd.status_of(inc["id"]) == "acknowledged"
 
         # resolved -> resolve with the same dedup_key
         resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/resolve", params={"by": "bo"})
         assert resp.status == 200
         await wait_for(lambda: len(pd.events) == 3)
-        assert pd.events[2]["event_action"] == "resolve" and pd.events[2]["dedup_key"] == inc["id"]
-        assert pd.status_of(inc["id"]) == "resolved" and len(pd.alerts[inc["id"]]) == 1
+        assert pd.events[2]["event_action"] == "resolve" and pd.events[2]["dedup_key"] == key
+        assert pd.status_of(inc["id"]) == "resolved" and len(pd.alerts[key]) == 1
         assert not pd.rejected
     finally:
         await h.stop()
@@ -87,15 +89,15 @@ async def test_unacknowledged_incident_escalates_and_says_so_in_the_thread(pagin
     inc = await paging.one_incident()
     await wait_for(lambda: any(e["routing_key"] == ESCALATION_KEY for e in pd.events), timeout=10)
     esc = [e for e in pd.events if e["routing_key"] == ESCALATION_KEY]
-    assert len(esc) == 1 and esc[0]["event_action"] == "trigger" and esc[0]["dedup_key"] == inc["id"]
+    assert len(esc) == 1 and esc[0]["event_action"] == "trigger" and esc[0]["dedup_key"] == f"{paging.svc.cfg.installation_id}:{inc['id']}"
     assert "escalated" in esc[0]["payload"]["summary"]
     ts = top_messages(slack, "#gpu-oncall")[0]["ts"]
     await wait_for(lambda: any("escalated" in r["text"] for r in slack.replies("#gpu-oncall", ts)))
     # the escalation service hears about the acknowledgement too
     assert await paging.click("alertd_ack", inc["id"]) == 200
     await wait_for(lambda: pd.status_of(inc["id"]) == "acknowledged" and
-                   all(a["status"] == "acknowledged" for a in pd.alerts[inc["id"]]))
-    assert {a["routing_key"] for a in pd.alerts[inc["id"]]} == {PagerDutyTestServer.ROUTING_KEY, ESCALATION_KEY}
+                   all(a["status"] == "acknowledged" for a in pd.alerts[pd.key_for(inc["id"])]))
+    assert {a["routing_key"] for a in pd.alerts[pd.key_for(inc["id"])]} == {PagerDutyTestServer.ROUTING_KEY, ESCALATION_KEY}
 
 
 async def test_acknowledged_in_time_does_not_escalate(paging, slack, pd):

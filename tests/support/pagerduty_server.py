@@ -107,20 +107,28 @@ class PagerDutyTestServer(LoopbackServer):
         """Answer the next ``count`` requests with ``status`` (429, 5xx or 400) without processing them."""
         self._faults.extend([status] * count)
 
+    def key_for(self, dedup_key: str) -> str:
+        """The dedup key as sent: ``INC-7`` also finds alertd's installation-scoped ``<id>:INC-7``."""
+        if dedup_key in self.alerts or any(e.get("dedup_key") == dedup_key for e in self.events):
+            return dedup_key
+        scoped = [k for k in list(self.alerts) if k.rpartition(":")[2] == dedup_key]
+        return scoped[0] if len(scoped) == 1 else dedup_key
+
     def open_alert(self, dedup_key: str, routing_key: str | None = None) -> dict | None:
         """The open (triggered or acknowledged) alert for ``dedup_key``, if any."""
-        for alert in reversed(self.alerts.get(dedup_key, [])):
+        for alert in reversed(self.alerts.get(self.key_for(dedup_key), [])):
             if alert["status"] != "resolved" and (routing_key is None or alert["routing_key"] == routing_key):
                 return alert
         return None
 
     def status_of(self, dedup_key: str) -> str | None:
         """Status of the latest alert for ``dedup_key`` (``None`` when never triggered)."""
-        alerts = self.alerts.get(dedup_key)
+        alerts = self.alerts.get(self.key_for(dedup_key))
         return alerts[-1]["status"] if alerts else None
 
     def events_for(self, dedup_key: str) -> list[dict]:
-        return [e for e in self.events if e.get("dedup_key") == dedup_key]
+        key = self.key_for(dedup_key)
+        return [e for e in list(self.events) if e.get("dedup_key") == key]
 
     # ------------------------------------------------------------ HTTP
 

@@ -82,3 +82,12 @@ def test_alertmanager_answers_and_truncated_groups():
             "endsAt": "2026-12-01T00:05:00Z", "status": {"state": "suppressed"}}]
     note = parse_notification(as_webhook(api, "alertd"), T0)
     assert [(a.fingerprint, a.status, a.ends_at) for a in note.alerts] == [("ab12", "firing", None)]
+
+
+def test_installation_scopes_what_leaves_alertd():
+    from alertd.ha.installation import scoped, unscoped
+
+    assert scoped("a1b2c3d4", "INC-7") == "a1b2c3d4:INC-7" and scoped("", "INC-7") == "INC-7"
+    assert unscoped("a1b2c3d4:INC-7", "a1b2c3d4") == "INC-7"
+    assert unscoped("INC-7", "a1b2c3d4") == "INC-7"  # a button posted before installation ids
+    assert unscoped("ffff0000:INC-7", "a1b2c3d4") is None  # another installation's button
