@@ -153,7 +153,7 @@ class AlertmanagerClient:
         """Create a silence for the incident; returns what alertd records on it (annotation ``silence``)."""
         matchers = silence_matchers(inc, node_labels or ("node", "kubernetes_node", "Hostname", "hostname", "instance"),
                                     cluster_label)
-        link = f" {alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}" if alertd_url else ""
+        link = f" {alertd_url.rstrip('/')}/ui/incidents/{inc.id}" if alertd_url else ""
         comment = f"alertd incident {inc.id}: {inc.title}{link}"
         ends = now + duration
         sid = await self.create_silence(matchers, now, ends, created_by, comment)

@@ -56,13 +56,14 @@ class GPU:
     index: str = ""
     pci_bus_id: str = ""
     model: str = ""
+    serial: str = ""  # board serial, when the exporter is configured to label it
 
     def key(self) -> str:
         return self.uuid or self.pci_bus_id or self.index
 
     def to_dict(self) -> dict[str, str]:
         return {k: v for k, v in (("uuid", self.uuid), ("index", self.index), ("pci_bus_id", self.pci_bus_id),
-                                  ("model", self.model)) if v}
+                                  ("model", self.model), ("serial", self.serial)) if v}
 
 
 @dataclass(frozen=True, slots=True)

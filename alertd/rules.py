@@ -21,7 +21,7 @@ from alertd.yamlio import format_path, load_yaml, mark_for
 
 # section name -> JSON Schema name
 SECTIONS = {"xids": "xid-catalog", "signals": "signals", "evidence": "evidence", "correlation": "correlation",
-            "routing": "routing"}
+            "routing": "routing", "rma": "rma"}
 RULE_SUFFIXES = (".yml", ".yaml")
 
 
@@ -101,6 +101,7 @@ class RuleSet:
     evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules = field(default_factory=CorrelationRules)
     routing: Any = None  # alertd.route.Routing once a routing section is loaded
+    rma: tuple[Any, ...] = ()  # alertd.fleet.rma.RmaRule: the RMA candidate policy
     sources: tuple[str, ...] = ()
 
 
@@ -161,6 +162,7 @@ def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | 
     evidence = EvidenceRules()
     correlation: CorrelationRules | None = None
     routing_doc: tuple[Any, _Checker] | None = None
+    rma: list[Any] = []
     files = rule_files(paths)
     if not files:
         raise InvalidDocument([Problem(", ".join(map(str, paths)) or "<none>", "no rule files found")])
@@ -217,12 +219,17 @@ def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | 
                 if routing_doc is not None:
                     check.problem(("routing",), "routing is defined in more than one rule file")
                 routing_doc = (doc["routing"], check)
+            elif section == "rma":
+                from alertd.fleet.rma import load as load_rma
+
+                rma.extend(load_rma(doc["rma"], check))
         found.extend(check.found)
     rules = RuleSet(
         catalog=XidCatalog(list(xids.values())),
         signals=tuple(signals),
         evidence=evidence,
         correlation=correlation or CorrelationRules(),
+        rma=tuple(rma),
         sources=tuple(map(str, files)),
     )
     if routing_doc is not None and routing_loader is None:

@@ -37,7 +37,8 @@ installed() { dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null | grep -q 
 
 apt_packages() {
   local missing=() p
-  for p in prometheus prometheus-alertmanager postgresql maven curl unzip; do
+  # chromium + chromium-driver: the browser tests of the web UI (tests/browser/, selenium).
+  for p in prometheus prometheus-alertmanager postgresql maven curl unzip chromium chromium-driver; do
     installed "$p" || missing+=("$p")
   done
   if ! installed openjdk-17-jdk-headless && ! installed default-jdk-headless; then

@@ -162,7 +162,7 @@ class PagerDutyNotifier(Notifier):
         if am:
             links.append({"href": am, "text": "Alertmanager"})
         if s.alertd_url:
-            links.append({"href": f"{s.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}", "text": f"alertd {inc.id}"})
+            links.append({"href": f"{s.alertd_url.rstrip('/')}/ui/incidents/{inc.id}", "text": f"alertd {inc.id}"})
         details: dict[str, Any] = {
             "incident": inc.id,
             "status": inc.status,
@@ -197,7 +197,7 @@ class PagerDutyNotifier(Notifier):
         body["links"] = links
         body["client"] = "alertd"
         if s.alertd_url:
-            body["client_url"] = f"{s.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}"
+            body["client_url"] = f"{s.alertd_url.rstrip('/')}/ui/incidents/{inc.id}"
         return body
 
     async def _send(self, key: str, action: str, inc: Incident, severity: str, dedup: str, note: str = "") -> None:

@@ -315,7 +315,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     if am:
         links.append(f"<{am}|Alertmanager>")
     if ctx.alertd_url:
-        links.append(f"<{ctx.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}|Incident>")
+        links.append(f"<{ctx.alertd_url.rstrip('/')}/ui/incidents/{inc.id}|Incident>")
     if links:
         tail.append({"type": "context", "elements": [{"type": "mrkdwn", "text": " · ".join(links)}]})
     buttons = action_buttons(inc, now, ctx.installation_id)

@@ -54,7 +54,9 @@ def subject_of(labels: dict[str, str], cfg: NormalizeConfig) -> Subject:
     uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""
     index = labels.get("gpu", "")
     pci = normalize_pci(labels.get("pci_bus_id") or labels.get("pci") or "")
-    gpu = GPU(uuid=uuid, index=index, pci_bus_id=pci, model=labels.get("modelName", "")) if (uuid or index or pci) else None
+    serial = labels.get("serial") or labels.get("gpu_serial") or ""
+    gpu = GPU(uuid=uuid, index=index, pci_bus_id=pci, model=labels.get("modelName", ""),
+              serial=serial) if (uuid or index or pci) else None
     return Subject(
         cluster=labels.get(cfg.cluster_label) or cfg.cluster_default,
         node=node,

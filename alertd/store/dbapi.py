@@ -16,17 +16,18 @@ from typing import Any, Callable
 
 from alertd.engine.correlate import EngineState
 from alertd.model import CLOSED, Incident, iso, parse_iso
-from alertd.store import sql
+from alertd.store import history, sql
 from alertd.store.base import (ESCALATION, SENT, AppendResult, AuditEntry, InboxEntry, MemoryDelta, OutboxItem,
                                RouterMemory, Step, Store, StoreUnavailable)
 from alertd.store.coordination import CoordinationMixin
+from alertd.store.reads import HistoryReads, IncidentQuery
 
 log = logging.getLogger(__name__)
 RECENT_EVENTS = 20
 INSERT_CHUNK = 500  # rows per INSERT statement (3 parameters each; SQLite allows 32766)
 
 
-class SqlStore(CoordinationMixin, Store):
+class SqlStore(HistoryReads, CoordinationMixin, Store):
     serial = "INTEGER"
     placeholder = "?"
     unavailable: tuple[type[BaseException], ...] = ()
@@ -36,6 +37,7 @@ class SqlStore(CoordinationMixin, Store):
         self._conn: Any = None
         self._queue: list[tuple[list[InboxEntry], asyncio.Future]] = []
         self._flushing = False
+        self._facets = history.FacetCache()
 
     # ----- backend hooks -----
 
@@ -130,7 +132,25 @@ class SqlStore(CoordinationMixin, Store):
         def do() -> None:
             self._conn = self._connect()
             self._migrate()
+            self._backfill_history()
         await self._run(do)
+
+    def _backfill_history(self) -> None:
+        """Incidents stored before the history tables existed get their facets and GPU rows once."""
+        if self._query("SELECT value FROM meta WHERE key = 'history_backfilled'"):
+            return
+        after = -1
+        while True:
+            rows = self._query("SELECT seq, id, doc FROM incidents WHERE seq > ? ORDER BY seq LIMIT 500", (after,))
+            if not rows:
+                break
+            after = rows[-1][0]
+
+            def fill(cur: Any, rows: list[tuple] = rows) -> None:
+                incidents = [(self._assemble(cur, inc_id, doc, 0), None) for _, inc_id, doc in rows]
+                history.write(cur, self._q, incidents, sql.dumps)
+            self._tx(fill)
+        self._tx(lambda cur: cur.execute(self._q(sql.UPSERT_META), ("history_backfilled", "1")))
 
     async def close(self) -> None:
         def do() -> None:
@@ -205,7 +225,7 @@ class SqlStore(CoordinationMixin, Store):
     # ----- engine steps -----
 
     async def commit_step(self, step: Step) -> None:
-        def do(cur: Any) -> None:
+        def do(cur: Any) -> dict:
             if step.processed:
                 cur.executemany(self._q("UPDATE inbox SET processed = 1 WHERE seq = ?"), [(s,) for s in step.processed])
             for change in step.changes:
@@ -216,6 +236,7 @@ class SqlStore(CoordinationMixin, Store):
                         (inc.id, fp, sql.dumps(inc.members[fp].to_dict())) for fp in change.members if fp in inc.members
                     ])
                 cur.executemany(self._q(sql.INSERT_EVENT), [(inc.id, sql.dumps(e.to_dict())) for e in change.events])
+            written = history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)
             if step.outbox:
                 cur.executemany(self._q(sql.INSERT_OUTBOX), [
                     (o.incident_id, o.target, o.kind, sql.dumps(o.payload), iso(o.due_at), iso(o.due_at))
@@ -227,7 +248,8 @@ class SqlStore(CoordinationMixin, Store):
                 cur.execute(self._q(sql.UPSERT_META), ("heartbeat_at", iso(step.heartbeat_at)))
             if step.memory:
                 self._write_memory(cur, step.memory)
-        await self._run(self._ftx, do)
+            return written
+        self._facets.remember(await self._run(self._ftx, do))
 
     def _write_memory(self, cur: Any, delta: MemoryDelta) -> None:
         marks = [m for m in delta.marks if m[0] not in delta.forget]
@@ -289,21 +311,8 @@ class SqlStore(CoordinationMixin, Store):
 
     async def list_incidents(self, *, status: str | None = None, node: str | None = None,
                              since: datetime | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        where, args = [], []
-        if status:
-            where.append("status = ?")
-            args.append(status)
-        if node:
-            where.append("node = ?")
-            args.append(node)
-        if since:
-            where.append("updated_at >= ?")
-            args.append(iso(since))
-        statement = "SELECT doc FROM incidents" + (" WHERE " + " AND ".join(where) if where else "")
-        statement += " ORDER BY seq DESC LIMIT ?"
-        args.append(limit)
-
-        return [json.loads(r[0]) for r in await self._run(self._query, statement, args)]
+        rows = await self.query_incidents(IncidentQuery(status=status or "", node=node or "", since=since, limit=limit))
+        return [doc for _, doc in rows]
 
     async def get_incident(self, incident_id: str) -> Incident | None:
         def do() -> Incident | None:
@@ -400,3 +409,10 @@ class SqlStore(CoordinationMixin, Store):
                                 "RETURNING key"), (key, iso(now)))
             return bool(cur.fetchall())
         return await self._run(self._tx, do)
+
+def _changed_incidents(step: Step) -> list[tuple[Incident, set[str]]]:
+    """Each changed incident once (a step can change one several times), with the members it changed."""
+    out: dict[str, tuple[Incident, set[str]]] = {}
+    for c in step.changes:
+        out.setdefault(c.incident.id, (c.incident, set()))[1].update(c.members)
+    return list(out.values())

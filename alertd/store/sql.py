@@ -10,6 +10,7 @@ import orjson
 from typing import Any, Iterable
 
 from alertd.model import Event, Incident, Member, parse_iso
+from alertd.store import history
 from alertd.store.base import OutboxItem
 
 # Each migration runs once, in order; the applied count lives in schema_version.
@@ -112,6 +113,7 @@ MIGRATIONS: list[list[str]] = [
             result TEXT NOT NULL DEFAULT '')""",
         "CREATE INDEX commands_pending ON commands (state, id)",
     ],
+    history.MIGRATION,  # incident facets and GPU identity (alertd/store/history.py)
 ]
 
 UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from datetime import datetime
 from typing import Any
 
 from aiohttp import web
@@ -15,7 +14,7 @@ from alertd.model import INCIDENT_STATES, parse_iso
 from alertd.receive.webhook import BadPayload, decode_body, parse_notification
 from alertd.service import Service
 from alertd.store.base import StoreUnavailable
-from alertd.web import slack_actions
+from alertd.web import api, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 
 log = logging.getLogger(__name__)
@@ -87,18 +86,6 @@ def _since_and_limit(q: Any) -> tuple[datetime | None, int]:
     except ValueError:
         raise _bad_query("limit", "limit must be an integer") from None
     return since, limit
-
-
-async def list_incidents(request: web.Request) -> web.Response:
-    authorize(request, "read")
-    q = request.query
-    status = q.get("status")
-    if status and status not in INCIDENT_STATES:
-        return _json({"error": f"status must be one of {', '.join(INCIDENT_STATES)}", "field": "status"}, 400)
-    since, limit = _since_and_limit(q)
-    svc = request.app[SERVICE]
-    rows = await svc.store.list_incidents(status=status, node=q.get("node"), since=since, limit=limit)
-    return _json({"incidents": rows})
 
 
 async def get_incident(request: web.Request) -> web.Response:
@@ -174,7 +161,7 @@ def build_app(svc: Service, auth: Authenticator | None = None) -> web.Applicatio
     app[SERVICE] = svc
     app[AUTH] = auth or Authenticator.from_config(svc.cfg, failures=svc.metrics.auth_failures)
     app.router.add_post("/api/v1/alerts/alertmanager", receive_alertmanager)
-    app.router.add_get("/api/v1/incidents", list_incidents)
+    api.register(app)
     app.router.add_get("/api/v1/incidents/{id}", get_incident)
     app.router.add_post("/api/v1/incidents/{id}/{action:ack|resolve}", act_on_incident)
     app.router.add_get("/healthz", healthz)
@@ -183,6 +170,7 @@ def build_app(svc: Service, auth: Authenticator | None = None) -> web.Applicatio
     app.router.add_post("/-/reload", reload)
     app.router.add_get("/api/v1/audit", list_audit)
     slack_actions.register(app)
+    ui.register(app)
 
     async def on_startup(_: web.Application) -> None:
         await svc.start()

@@ -137,6 +137,12 @@ class SlackActions:
             if message:
                 await self._tell(payload, message)
 
+    async def perform(self, action_id: str, incident_id: str, actor: str) -> str:
+        """One action, whoever asked (Slack button, web UI, API, CLI): "" when done, else why not.
+
+        Alertmanager failures raise AlertmanagerError."""
+        return await self._act(action_id, incident_id, actor)
+
     async def _act(self, action_id: str, incident_id: str, actor: str) -> str:
         svc = self.svc
         if not incident_id:

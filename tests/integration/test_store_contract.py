@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from alertd.model import Change, Event, Incident, Member, Signal, Subject
+from alertd.model import GPU, Change, Event, Incident, Member, Signal, Subject
 from alertd.store import sql
 from alertd.store.base import (ESCALATION, SENT, InboxEntry, MemoryDelta, OutboxItem, RouterMemory, Step, Store,
                                StoreUnavailable)
@@ -442,3 +442,63 @@ async def test_remember_once_survives_reopening_and_forgets_after_the_window(mak
         assert await s.remember_once("slack:v0=abc", at(400), at(40)) is True  # forgotten once outside the window
     finally:
         await s.close()
+
+
+# ----- incident history: facets and GPU identity -----
+
+def gpu_member(fp: str, node: str, uuid: str, xid: int, *, serial: str = "", pci: str = "") -> Member:
+    m = member(fp, node)
+    m.signal = Signal(kind="xid", severity="critical", category="hardware", xid=xid, title=f"Xid {xid}")
+    m.subject = Subject(cluster="prod-a", node=node, gpu=GPU(uuid=uuid, index="3", pci_bus_id=pci, serial=serial))
+    return m
+
+
+async def test_gpu_identity_follows_a_board_across_nodes_and_incidents(make_store):
+    from alertd.store.reads import IncidentQuery
+
+    s = make_store()
+    await s.open()
+    uuid = "GPU-0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"
+    for seq, node, xid in ((1, "gpu-node-1", 79), (2, "gpu-node-1", 79), (3, "gpu-node-2", 48)):
+        inc = incident(seq, node=node, status="resolved" if seq < 3 else "open", updated=at(seq * 100))
+        inc.opened_at = at(seq * 100)
+        m = gpu_member(f"fp{seq}", node, uuid, xid, serial="1654922018827" if seq == 1 else "",
+                       pci="0000:3a:00" if seq == 3 else "")
+        inc.members[m.fingerprint] = m
+        inc.signals, inc.xids, inc.gpus = ["xid"], [xid], [m.subject.gpu.to_dict()]
+        await s.commit_step(Step(changes=[change(inc)]))
+    await s.commit_step(Step(changes=[change(incident(4, node="gpu-node-9"))]))  # no GPU
+    (gpu,) = await s.find_gpus("1654922018827")  # serial kept though later alerts lacked it
+    assert (gpu["uuid"], gpu["node"], gpu["pci_bus_id"], gpu["last_incident"]) == (uuid, "gpu-node-2", "0000:3a:00", "INC-3")
+    assert [g["uuid"] for g in await s.find_gpus("0000:3A:00.0")] == [uuid]
+    history = await s.gpu_history(uuid)
+    assert [(r["incident"], r["node"], r["xids"]) for r in history] == [
+        ("INC-1", "gpu-node-1", [79]), ("INC-2", "gpu-node-1", [79]), ("INC-3", "gpu-node-2", [48])]
+    ids = lambda rows: [doc["id"] for _, doc in rows]  # noqa: E731
+    assert ids(await s.query_incidents(IncidentQuery(gpus=[uuid]))) == ["INC-3", "INC-2", "INC-1"]
+    assert ids(await s.query_incidents(IncidentQuery(xid="79", limit=1))) == ["INC-2"]
+    assert ids(await s.query_incidents(IncidentQuery(xid="79", before=2))) == ["INC-1"]
+    assert ids(await s.query_incidents(IncidentQuery(signal="xid", node="gpu-node-2"))) == ["INC-3"]
+    assert [(x, n) for x, _, n in sorted(await s.xid_heatmap(T0))] == [(48, 1), (79, 2)]
+    rank = await s.ranking(T0)
+    assert rank["gpus"] == [{"uuid": uuid, "incidents": 3, "node": "gpu-node-2"}]
+    await s.close()
+
+
+async def test_history_is_backfilled_for_incidents_stored_before_it(make_store):
+    s = make_store()
+    await s.open()
+    inc = incident(1, node="gpu-node-1")
+    m = gpu_member("fp1", "gpu-node-1", "GPU-aaaa", 79)
+    inc.members[m.fingerprint] = m
+    inc.xids = [79]
+    await s.commit_step(Step(changes=[change(inc)]))
+    wipe = ("DELETE FROM gpu_history", "DELETE FROM incident_facets", "DELETE FROM gpus",
+            "DELETE FROM meta WHERE key = 'history_backfilled'")  # as if stored before the history tables existed
+    await s._run(s._tx, lambda cur: [cur.execute(w) for w in wipe])  # type: ignore[attr-defined]
+    await s.close()
+    again = make_store()
+    await again.open()
+    assert [r["incident"] for r in await again.gpu_history("GPU-aaaa")] == ["INC-1"]
+    assert [g["uuid"] for g in await again.find_gpus("GPU-aaaa")] == ["GPU-aaaa"]
+    await again.close()

@@ -47,7 +47,7 @@ def test_xid79_message_shows_what_on_call_needs():
                      "<https://git.example/runbooks/xid-hardware.md|Runbook>",
                      "<http://prometheus.example:9090/graph?g0.expr=x|Prometheus>",
                      "http://am.example:9093/#/alerts?filter=%7Bnode%3D%22gpu-node-7%22%7D",
-                     "https://alertd.example/api/v1/incidents/" + inc.id, "1 firing, 0 resolved"):
+                     "https://alertd.example/ui/incidents/" + inc.id, "1 firing, 0 resolved"):
         assert expected in body, expected
     assert buttons(blocks) == {"alertd_ack": inc.id, "alertd_resolve": inc.id, "alertd_silence_1h": inc.id,
                                "alertd_silence_4h": inc.id, "alertd_silence_24h": inc.id}

@@ -1,0 +1,1 @@
+"""Fleet views over incident history: GPU identity, rankings, RMA candidates."""

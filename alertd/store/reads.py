@@ -1,0 +1,169 @@
+"""Read side of the store for the API and the web UI: filtered incident pages, GPUs, nodes, the fleet.
+
+Every list is keyset-paginated (``before``: the last seq or key of the previous
+page), so page N costs what page 1 costs even with 50,000 incidents.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable
+
+from alertd.model import iso
+
+
+@dataclass(slots=True)
+class IncidentQuery:
+    status: str = ""
+    severity: str = ""
+    cluster: str = ""
+    node: str = ""
+    gpus: list[str] = field(default_factory=list)  # UUIDs (an identifier resolved to them beforehand)
+    signal: str = ""
+    xid: str = ""
+    team: str = ""
+    since: datetime | None = None  # updated at or after
+    until: datetime | None = None  # opened at or before
+    before: int | None = None  # keyset cursor: seq of the last row of the previous page
+    limit: int = 100
+
+
+def incident_sql(q: IncidentQuery) -> tuple[str, list[Any]]:
+    where: list[str] = []
+    args: list[Any] = []
+    for column in ("status", "severity", "cluster"):
+        if getattr(q, column):
+            where.append(f"{column} = ?")
+            args.append(getattr(q, column))
+    if q.node:
+        where.append("(node = ? OR seq IN (SELECT seq FROM incident_facets WHERE kind = 'node' AND value = ?))")
+        args += [q.node, q.node]
+    for kind, value in (("signal", q.signal), ("xid", q.xid), ("team", q.team)):
+        if value:
+            where.append("seq IN (SELECT seq FROM incident_facets WHERE kind = ? AND value = ?)")
+            args += [kind, value]
+    if q.gpus:
+        marks = ", ".join("?" for _ in q.gpus)
+        where.append(f"seq IN (SELECT seq FROM incident_facets WHERE kind = 'gpu' AND value IN ({marks}))")
+        args += q.gpus
+    if q.since:
+        where.append("updated_at >= ?")
+        args.append(iso(q.since))
+    if q.until:
+        where.append("opened_at <= ?")
+        args.append(iso(q.until))
+    if q.before is not None:
+        where.append("seq < ?")
+        args.append(q.before)
+    statement = "SELECT seq, doc FROM incidents" + (" WHERE " + " AND ".join(where) if where else "")
+    return statement + " ORDER BY seq DESC LIMIT ?", args + [q.limit]
+
+
+GPU_COLUMNS = ("uuid", "serial", "pci_bus_id", "model", "cluster", "node", "first_seen", "last_seen", "last_incident")
+_GPU_SELECT = "SELECT " + ", ".join(GPU_COLUMNS) + " FROM gpus"
+
+
+def _gpu(row: tuple) -> dict[str, Any]:
+    return dict(zip(GPU_COLUMNS, row))
+
+
+def _history(row: tuple) -> dict[str, Any]:
+    doc = json.loads(row[10])
+    return {"uuid": row[0], "incident": row[1], "seq": row[2], "cluster": row[3], "node": row[4], "openedAt": row[5],
+            "updatedAt": row[6], "status": row[7], "severity": row[8], "title": row[9], **doc}
+
+
+HISTORY_SELECT = ("SELECT uuid, incident_id, seq, cluster, node, opened_at, updated_at, status, severity, title, doc "
+                  "FROM gpu_history")
+
+
+class HistoryReads:
+    """Mixed into SqlStore: each method runs on the store thread through ``_run``."""
+
+    _run: Callable[..., Any]
+    _query: Callable[..., list[tuple]]
+
+    async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, dict[str, Any]]]:
+        statement, args = incident_sql(q)
+        return [(seq, json.loads(doc)) for seq, doc in await self._run(self._query, statement, args)]
+
+    async def incident_docs(self, ids: list[str]) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        marks = ", ".join("?" for _ in ids)
+        rows = await self._run(self._query, f"SELECT doc FROM incidents WHERE id IN ({marks}) ORDER BY seq", ids)
+        return [json.loads(r[0]) for r in rows]
+
+    async def find_gpus(self, ident: str) -> list[dict[str, Any]]:
+        """GPUs known by this UUID, serial or (normalised) PCI id; a PCI id can name a GPU on many nodes."""
+        from alertd.gpu.pci import normalize_pci
+
+        pci = normalize_pci(ident) if ":" in ident else ""
+        rows = await self._run(self._query, _GPU_SELECT + " WHERE uuid = ? OR serial = ? OR pci_bus_id = ? "
+                               "ORDER BY last_seen DESC", (ident, ident, pci or ident))
+        return [_gpu(r) for r in rows]
+
+    async def list_gpus(self, *, node: str = "", before: tuple[str, str] | None = None,
+                        limit: int = 100) -> list[dict[str, Any]]:
+        where, args = [], []
+        if node:
+            where.append("node = ?")
+            args.append(node)
+        if before is not None:
+            where.append("(last_seen < ? OR (last_seen = ? AND uuid < ?))")
+            args += [before[0], before[0], before[1]]
+        statement = _GPU_SELECT + (" WHERE " + " AND ".join(where) if where else "")
+        rows = await self._run(self._query, statement + " ORDER BY last_seen DESC, uuid DESC LIMIT ?", [*args, limit])
+        return [_gpu(r) for r in rows]
+
+    async def gpu_history(self, uuid: str) -> list[dict[str, Any]]:
+        rows = await self._run(self._query, HISTORY_SELECT + " WHERE uuid = ? ORDER BY seq", (uuid,))
+        return [_history(r) for r in rows]
+
+    async def gpu_history_since(self, since: datetime) -> list[dict[str, Any]]:
+        rows = await self._run(self._query, HISTORY_SELECT + " WHERE opened_at >= ? ORDER BY seq", (iso(since),))
+        return [_history(r) for r in rows]
+
+    async def gpus_by_uuid(self, uuids: list[str]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(uuids), 500):
+            chunk = uuids[start:start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            for r in await self._run(self._query, _GPU_SELECT + f" WHERE uuid IN ({marks})", chunk):
+                out[r[0]] = _gpu(r)
+        return out
+
+    async def node_gpus(self, node: str) -> list[dict[str, Any]]:
+        """Every GPU ever seen in this node, with the incidents it had there."""
+        rows = await self._run(self._query, "SELECT uuid, count(*), min(opened_at), max(updated_at) FROM gpu_history "
+                               "WHERE node = ? GROUP BY uuid ORDER BY uuid", (node,))
+        return [{"uuid": r[0], "incidents": r[1], "first": r[2], "last": r[3]} for r in rows]
+
+    async def ranking(self, since: datetime, limit: int = 20) -> dict[str, list[dict[str, Any]]]:
+        """GPUs and nodes with the most incidents opened since ``since``."""
+        gpus = await self._run(self._query, "SELECT uuid, count(*) AS n, max(node) FROM gpu_history WHERE opened_at >= ? "
+                               "GROUP BY uuid ORDER BY n DESC, uuid LIMIT ?", (iso(since), limit))
+        nodes = await self._run(self._query, "SELECT node, count(*) AS n FROM incidents WHERE opened_at >= ? AND node <> '' "
+                                "GROUP BY node ORDER BY n DESC, node LIMIT ?", (iso(since), limit))
+        return {"gpus": [{"uuid": u, "incidents": n, "node": node} for u, n, node in gpus],
+                "nodes": [{"node": node, "incidents": n} for node, n in nodes]}
+
+    async def xid_heatmap(self, since: datetime) -> list[tuple[int, str, int]]:
+        """(Xid, day, incidents opened that day with that Xid)."""
+        rows = await self._run(self._query, "SELECT value, substr(opened_at, 1, 10), count(*) FROM incident_facets "
+                               "WHERE kind = 'xid' AND opened_at >= ? GROUP BY value, substr(opened_at, 1, 10)",
+                               (iso(since),))
+        return [(int(x), day, n) for x, day, n in rows]
+
+    async def notification_state(self, incident_id: str) -> dict[str, Any]:
+        """Per notification target: the saved external reference and the newest outbox row."""
+        refs = await self._run(self._query, "SELECT target, ref FROM notify_refs WHERE incident_id = ?", (incident_id,))
+        rows = await self._run(self._query, "SELECT target, kind, state, attempts, last_error, created_at, done_at "
+                               "FROM outbox WHERE incident_id = ? ORDER BY id", (incident_id,))
+        out: dict[str, Any] = {t: {"target": t, "ref": ref} for t, ref in refs}
+        for target, kind, state, attempts, error, created, done in rows:
+            entry = out.setdefault(target, {"target": target, "ref": ""})
+            entry.update(kind=kind, state=state, attempts=attempts, error=error, queued=created, done=done)
+            entry["pending"] = entry.get("pending", 0) + (state == "pending")
+        return out

@@ -1,0 +1,182 @@
+"""Read API over incident history (incidents with filters, GPUs, nodes, RMA candidates) and incident silences.
+
+Every list answers ``{"<items>": [...], "next": cursor-or-null}``; pass ``next`` back as
+``?cursor=`` for the following page. Unknown parameters answer 400 naming them.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+
+from alertd.alertmanager_api import AlertmanagerError
+from alertd.fleet import rma, views
+from alertd.notify.slack_render import ACTION_ACK, ACTION_RESOLVE, ACTION_SILENCE, ACTION_UNSILENCE, SILENCE_CHOICES
+from alertd.store.reads import IncidentQuery
+from alertd.web import access
+from alertd.web.auth import actor_for, authorize
+from alertd.web.params import PAGING, BadParam, decode_cursor, encode_cursor, incident_query, limit_of, reject_unknown
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(data: Any, status: int = 200, **kw: Any) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str), **kw)
+
+
+def guarded(role: str) -> Callable[[Handler], Handler]:
+    """401 without credentials, 403 without the role (alertd.web.auth), 400 for a BadParam from the handler."""
+    def wrap(handler: Handler) -> Handler:
+        async def run(request: web.Request) -> web.StreamResponse:
+            request[access.PRINCIPAL] = authorize(request, role)
+            try:
+                return await handler(request)
+            except BadParam as exc:
+                return _json(exc.to_json(), 400)
+        return run
+    return wrap
+
+
+def _svc(request: web.Request) -> Any:
+    from alertd.web.app import SERVICE
+
+    return request.app[SERVICE]
+
+
+async def resolve_gpu_filter(store: Any, q: IncidentQuery, ident: str) -> bool:
+    """Turn ?gpu= (UUID, serial or PCI id) into UUIDs on the query; False when no GPU is known by it."""
+    if not ident:
+        return True
+    q.gpus = [g["uuid"] for g in await store.find_gpus(ident)]
+    return bool(q.gpus)
+
+
+async def incident_page(store: Any, query: Any) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of incidents for these query parameters (raises BadParam)."""
+    q, ident = incident_query(query)
+    limit = q.limit
+    if not await resolve_gpu_filter(store, q, ident):
+        return [], None
+    q.limit = limit + 1
+    rows = await store.query_incidents(q)
+    page = rows[:limit]
+    return [doc for _, doc in page], encode_cursor(page[-1][0]) if len(rows) > limit else None
+
+
+@guarded("read")
+async def list_incidents(request: web.Request) -> web.Response:
+    incidents, nxt = await incident_page(_svc(request).store, request.query)
+    return _json({"incidents": incidents, "next": nxt})
+
+
+@guarded("read")
+async def list_gpus(request: web.Request) -> web.Response:
+    reject_unknown(request.query, ("node", "gpu") + PAGING)
+    store, limit = _svc(request).store, limit_of(request.query)
+    if request.query.get("gpu"):
+        return _json({"gpus": await store.find_gpus(request.query["gpu"]), "next": None})
+    cursor = decode_cursor(request.query, 2)
+    rows = await store.list_gpus(node=request.query.get("node", ""), before=tuple(cursor) if cursor else None,
+                                 limit=limit + 1)
+    page = rows[:limit]
+    nxt = encode_cursor(page[-1]["last_seen"], page[-1]["uuid"]) if len(rows) > limit else None
+    return _json({"gpus": page, "next": nxt})
+
+
+@guarded("read")
+async def show_gpu(request: web.Request) -> web.Response:
+    """By UUID; a serial or PCI id naming exactly one GPU works too (several: 409 with the list)."""
+    reject_unknown(request.query, ())
+    store, ident = _svc(request).store, request.match_info["uuid"]
+    view, found = await views.find_gpu_view(store, ident)
+    if view is None and found:
+        return _json({"error": f"{ident} names {len(found)} GPUs; use a UUID", "gpus": found}, 409)
+    if view is None:
+        return _json({"error": f"no GPU known by {ident} (UUID, serial or PCI id)"}, 404)
+    return _json(view)
+
+
+@guarded("read")
+async def show_node(request: web.Request) -> web.Response:
+    reject_unknown(request.query, PAGING)
+    cursor = decode_cursor(request.query, 1)
+    if cursor and not cursor[0].isdigit():
+        raise BadParam("cursor", "cursor is not one this server handed out")
+    view = await views.node_view(_svc(request).store, request.match_info["node"], limit=limit_of(request.query),
+                                 before=int(cursor[0]) if cursor else None)
+    if not view["incidents"] and not view["gpus"] and cursor is None:
+        return _json({"error": f"no incident or GPU known on node {request.match_info['node']}"}, 404)
+    view["next"] = encode_cursor(view["next"]) if view["next"] is not None else None
+    return _json(view)
+
+
+def rma_csv(candidates: list[rma.Candidate]) -> web.Response:
+    return web.Response(text=rma.to_csv(candidates), content_type="text/csv", charset="utf-8",
+                        headers={"Content-Disposition": 'attachment; filename="rma-candidates.csv"'})
+
+
+@guarded("read")
+async def rma_candidates(request: web.Request) -> web.Response:
+    """All candidates in one page (a fleet has few); ``format=csv`` for the vendor ticket."""
+    reject_unknown(request.query, ("format",) + PAGING)
+    fmt = request.query.get("format", "json")
+    if fmt not in ("json", "csv"):
+        raise BadParam("format", "format must be json or csv")
+    svc = _svc(request)
+    candidates = await views.rma_candidates(svc.store, svc.rules.rma, datetime.now(timezone.utc))
+    limit = limit_of(request.query)
+    cursor = decode_cursor(request.query, 1)
+    start = int(cursor[0]) if cursor and cursor[0].isdigit() else 0
+    page = candidates[start:start + limit]
+    if fmt == "csv":
+        return rma_csv(page)
+    nxt = encode_cursor(start + limit) if start + limit < len(candidates) else None
+    return _json({"candidates": [c.to_dict() for c in page], "next": nxt})
+
+
+async def perform(request: web.Request, incident_id: str, action: str, actor: str, via: str,
+                  duration: str = "") -> tuple[int, str]:
+    """ack, resolve, silence (1h/4h/24h) or unsilence through the code the Slack buttons use, audited.
+
+    Returns (HTTP status, what stopped it or "")."""
+    from alertd.ha.commands import CommandTimeout
+    from alertd.web.slack_actions import ACTIONS
+
+    if action == "silence" and duration not in SILENCE_CHOICES:
+        return 400, f"duration must be one of {', '.join(SILENCE_CHOICES)}"
+    action_id = {"ack": ACTION_ACK, "resolve": ACTION_RESOLVE, "unsilence": ACTION_UNSILENCE}.get(
+        action, ACTION_SILENCE + duration)
+    try:
+        problem = await request.app[ACTIONS].perform(action_id, incident_id, actor)
+    except AlertmanagerError as exc:
+        status, problem = 502, str(exc)
+    except CommandTimeout as exc:
+        status, problem = 503, str(exc)
+    else:
+        status = 409 if problem else 200
+    verb = f"silence {duration}" if action == "silence" else action
+    await _svc(request).audit(actor, verb, incident_id, via, f"refused: {problem}" if problem else "ok")
+    return status, problem
+
+
+@guarded("act")
+async def silence_incident(request: web.Request) -> web.Response:
+    reject_unknown(request.query, ("duration", "by"))
+    incident_id, action = request.match_info["id"], request.match_info["action"]
+    actor = actor_for(request[access.PRINCIPAL], request)
+    status, message = await perform(request, incident_id, action, actor, "api", request.query.get("duration", ""))
+    if status != 200:
+        return _json({"error": message}, status)
+    inc = await _svc(request).store.get_incident(incident_id)
+    return _json(inc.to_dict(with_members=False) if inc else {})
+
+
+def register(app: web.Application) -> None:
+    app.router.add_get("/api/v1/incidents", list_incidents)
+    app.router.add_post("/api/v1/incidents/{id}/{action:silence|unsilence}", silence_incident)
+    app.router.add_get("/api/v1/gpus", list_gpus)
+    app.router.add_get("/api/v1/gpus/{uuid}", show_gpu)
+    app.router.add_get("/api/v1/nodes/{node}", show_node)
+    app.router.add_get("/api/v1/rma-candidates", rma_candidates)

@@ -1,0 +1,253 @@
+"""The web UI: server-rendered pages under /ui/ on the service's own port, with the API's access rules.
+
+Pages: incidents (filters, live refresh), one incident (timeline, members,
+evidence, notifications, actions), node, GPU, fleet, RMA candidates. Actions go
+through the code the Slack buttons use (alertd.web.slack_actions), so a click
+here and a click in Slack do the same thing and leave the same timeline entry.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from importlib import resources
+from typing import Any, Awaitable, Callable
+from urllib.parse import quote
+
+from aiohttp import web
+
+from alertd.fleet import views
+from alertd.model import CLOSED, INCIDENT_STATES, SEVERITIES
+from alertd.notify.slack_render import SILENCE_CHOICES, alertmanager_link, owner_lines, pod_lines
+from alertd.web import access, api
+from alertd.web.params import PAGING, BadParam, decode_cursor, limit_of, reject_unknown, window
+from alertd.web.auth import AUTH
+from alertd.web.render import page
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+STATIC = {"style.css": "text/css", "live.js": "text/javascript"}
+LIST_LIMIT = 50
+
+
+def _svc(request: web.Request) -> Any:
+    from alertd.web.app import SERVICE
+
+    return request.app[SERVICE]
+
+
+def login_required(role: str = "read") -> Callable[[Handler], Handler]:
+    def wrap(handler: Handler) -> Handler:
+        async def run(request: web.Request) -> web.StreamResponse:
+            who = access.identify(request)
+            if who is None:
+                raise web.HTTPSeeOther("/ui/login?next=" + quote(request.path_qs, safe=""))
+            request[access.PRINCIPAL] = who
+            if not who.can(role):
+                return page(request, "error.html", 403, title="Not allowed", message=f"This needs the {role} role.")
+            try:
+                return await handler(request)
+            except BadParam as exc:
+                return page(request, "error.html", 400, title="Bad request", message=exc.message, field=exc.field)
+        return run
+    return wrap
+
+
+# ----- login -----
+
+async def login_form(request: web.Request) -> web.Response:
+    return page(request, "login.html", next=_safe_next(request.query.get("next", "")), failed=False)
+
+
+async def login_submit(request: web.Request) -> web.StreamResponse:
+    form = await request.post()
+    target = _safe_next(str(form.get("next", "")))
+    response = web.HTTPSeeOther(target)
+    if access.login(request, str(form.get("token", "")), response) is None:
+        request.app[AUTH].failed("api", "wrong token", request, "UI login")
+        return page(request, "login.html", 401, next=target, failed=True)
+    return response
+
+
+async def logout(request: web.Request) -> web.StreamResponse:
+    response = web.HTTPSeeOther("/ui/login")
+    access.logout(response)
+    return response
+
+
+def _safe_next(value: str) -> str:
+    """Only a local path: a login link must not bounce the user to another site."""
+    return value if value.startswith("/") and not value.startswith("//") else "/ui/incidents"
+
+
+# ----- incidents -----
+
+@login_required()
+async def incidents(request: web.Request) -> web.Response:
+    query = dict(request.query)
+    fragment = query.pop("fragment", "")
+    query.setdefault("limit", str(LIST_LIMIT))
+    store = _svc(request).store
+    rows, nxt = await api.incident_page(store, query)
+    ids = {r["id"] for r in rows}
+    children = await store.incident_docs([c for r in rows if r.get("fleet") for c in r.get("children", [])[:20]])
+    by_parent: dict[str, list[dict]] = {}
+    for c in children:
+        by_parent.setdefault(c.get("parentId", ""), []).append(c)
+    rows = [r for r in rows if r.get("parentId") not in ids]  # shown under their fleet incident
+    context = dict(rows=rows, children=by_parent, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
+                   states=INCIDENT_STATES, severities=SEVERITIES, now=datetime.now(timezone.utc))
+    if fragment == "rows":
+        return page(request, "_incident_rows.html", **context)
+    return page(request, "incidents.html", **context)
+
+
+def _notifications(state: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for target, entry in sorted(state.items()):
+        kind = target.split(":", 1)[0]
+        link = ""
+        if kind == "slack" and entry.get("ref"):
+            from alertd.web.render import slack_link
+
+            link = slack_link(entry["ref"])
+        out.append({**entry, "kind": kind, "link": link})
+    return out
+
+
+@login_required()
+async def incident(request: web.Request) -> web.Response:
+    reject_unknown(request.query, ("done", "problem"))
+    svc = _svc(request)
+    inc = await svc.store.get_incident(request.match_info["id"])
+    if inc is None:
+        return page(request, "error.html", 404, title="Not found", message=f"No incident {request.match_info['id']}.")
+    am = (svc.cfg.raw.get("alertmanager") or {})
+    am_url = am.get("external_url") or am.get("url") or ""
+    silence = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
+    return page(request, "incident.html", inc=inc, doc=inc.to_dict(), members=sorted(
+        inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
+        alertmanager=alertmanager_link(inc, am_url), am_base=am_url.rstrip("/"), silence=silence,
+        owners=owner_lines(inc.annotations.get("owners")), pods=pod_lines(inc.annotations.get("pods")),
+        evidence=_lines(inc.annotations.get("log_evidence")),
+        notifications=_notifications(await svc.store.notification_state(inc.id)),
+        children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
+        can_act=request[access.PRINCIPAL].can("act") and inc.status != CLOSED, silences=SILENCE_CHOICES,
+        done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
+
+
+def _lines(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return value.splitlines()
+    if isinstance(value, list):
+        return [v if isinstance(v, str) else str(v.get("line") or v.get("message") or v) for v in value]
+    return []
+
+
+@login_required("act")
+async def incident_action(request: web.Request) -> web.StreamResponse:
+    """POST from the incident page's buttons; answers with a redirect back (no resubmission on reload)."""
+    incident_id = request.match_info["id"]
+    if access.identify(request) is not access.ANONYMOUS_ADMIN and not access.same_origin(request):
+        return page(request, "error.html", 403, title="Not allowed", message="Cross-site request refused.")
+    form = await request.post()
+    action = str(form.get("action", ""))
+    actor = f"{request['principal'].name} (web)"
+    back = f"/ui/incidents/{quote(incident_id, safe='')}"
+    if action in ACTIONS:
+        from alertd.web.slack_actions import ACTIONS as SLACK
+
+        problem = await request.app[SLACK].perform(ACTIONS[action], incident_id, actor)
+    elif action.startswith("silence-") or action == "unsilence":
+        verb, _, duration = action.partition("-")
+        status, problem = await api.silence_action(request, incident_id, verb, duration, actor)
+    else:
+        return page(request, "error.html", 400, title="Bad request", message=f"unknown action {action!r}")
+    label = {"ack": "acknowledged", "resolve": "resolved", "unsilence": "unsilenced"}.get(action, action.replace("-", "d for "))
+    raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else "?done=" + quote(label)))
+
+
+# ----- node, GPU, fleet, RMA -----
+
+@login_required()
+async def node(request: web.Request) -> web.Response:
+    reject_unknown(request.query, PAGING)
+    cursor = decode_cursor(request.query, 1)
+    view = await views.node_view(_svc(request).store, request.match_info["node"], limit=limit_of(request.query, LIST_LIMIT),
+                                 before=int(cursor[0]) if cursor and cursor[0].isdigit() else None)
+    return page(request, "node.html", view=view, next=api.encode_cursor(view["next"]) if view["next"] else None,
+                now=datetime.now(timezone.utc))
+
+
+@login_required()
+async def gpu_search(request: web.Request) -> web.Response:
+    reject_unknown(request.query, ("gpu",))
+    ident = request.query.get("gpu", "").strip()
+    found = await _svc(request).store.find_gpus(ident) if ident else []
+    if len(found) == 1:
+        raise web.HTTPSeeOther("/ui/gpus/" + quote(found[0]["uuid"], safe=""))
+    if not found and ident:
+        return page(request, "gpus.html", 404, ident=ident, gpus=[])
+    if not ident:
+        found = await _svc(request).store.list_gpus(limit=200)
+    return page(request, "gpus.html", ident=ident, gpus=found)
+
+
+@login_required()
+async def gpu(request: web.Request) -> web.Response:
+    reject_unknown(request.query, ())
+    store, ident = _svc(request).store, request.match_info["ident"]
+    view, found = await views.find_gpu_view(store, ident)
+    if view is None:
+        return page(request, "gpus.html", 404 if not found else 300, ident=ident, gpus=found)
+    return page(request, "gpu.html", view=view, now=datetime.now(timezone.utc))
+
+
+@login_required()
+async def fleet(request: web.Request) -> web.Response:
+    reject_unknown(request.query, ("days",))
+    days = window(request.query).days
+    view = await views.fleet_view(_svc(request).store, datetime.now(timezone.utc), days)
+    return page(request, "fleet.html", view=view, choices=(7, 30, 90))
+
+
+@login_required()
+async def rma_page(request: web.Request) -> web.StreamResponse:
+    reject_unknown(request.query, ())
+    svc = _svc(request)
+    candidates = await views.rma_candidates(svc.store, svc.rules.rma, datetime.now(timezone.utc))
+    fmt = request.match_info.get("fmt", "")
+    if fmt == ".csv":
+        return api.rma_csv(candidates)
+    if fmt == ".json":
+        return api._json({"candidates": [c.to_dict() for c in candidates]})
+    return page(request, "rma.html", candidates=candidates, rules=svc.rules.rma)
+
+
+async def static(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in STATIC:
+        raise web.HTTPNotFound()
+    body = resources.files("alertd.web").joinpath("static", name).read_bytes()
+    return web.Response(body=body, content_type=STATIC[name], headers={"Cache-Control": "max-age=300"})
+
+
+async def root(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPFound("/ui/incidents")
+
+
+def register(app: web.Application) -> None:
+    access.install(app)
+    app.router.add_get("/", root)
+    app.router.add_get("/ui", root)
+    app.router.add_get("/ui/", root)
+    app.router.add_get("/ui/login", login_form)
+    app.router.add_post("/ui/login", login_submit)
+    app.router.add_post("/ui/logout", logout)
+    app.router.add_get("/ui/incidents", incidents)
+    app.router.add_get("/ui/incidents/{id}", incident)
+    app.router.add_post("/ui/incidents/{id}/action", incident_action)
+    app.router.add_get("/ui/nodes/{node}", node)
+    app.router.add_get("/ui/gpus", gpu_search)
+    app.router.add_get("/ui/gpus/{ident}", gpu)
+    app.router.add_get("/ui/fleet", fleet)
+    app.router.add_get(r"/ui/rma{fmt:(\.csv|\.json)?}", rma_page)
+    app.router.add_get("/ui/static/{name}", static)
+
