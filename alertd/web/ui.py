@@ -145,21 +145,15 @@ def _lines(value: Any) -> list[str]:
 async def incident_action(request: web.Request) -> web.StreamResponse:
     """POST from the incident page's buttons; answers with a redirect back (no resubmission on reload)."""
     incident_id = request.match_info["id"]
-    if access.identify(request) is not access.ANONYMOUS_ADMIN and not access.same_origin(request):
+    if not access.same_origin(request):
         return page(request, "error.html", 403, title="Not allowed", message="Cross-site request refused.")
     form = await request.post()
     action = str(form.get("action", ""))
-    actor = f"{request['principal'].name} (web)"
     back = f"/ui/incidents/{quote(incident_id, safe='')}"
-    if action in ACTIONS:
-        from alertd.web.slack_actions import ACTIONS as SLACK
-
-        problem = await request.app[SLACK].perform(ACTIONS[action], incident_id, actor)
-    elif action.startswith("silence-") or action == "unsilence":
-        verb, _, duration = action.partition("-")
-        status, problem = await api.silence_action(request, incident_id, verb, duration, actor)
-    else:
+    verb, _, duration = action.partition("-")
+    if verb not in ("ack", "resolve", "silence", "unsilence") or (verb == "silence") != bool(duration):
         return page(request, "error.html", 400, title="Bad request", message=f"unknown action {action!r}")
+    _, problem = await api.perform(request, incident_id, verb, request[access.PRINCIPAL].name, "web", duration)
     label = {"ack": "acknowledged", "resolve": "resolved", "unsilence": "unsilenced"}.get(action, action.replace("-", "d for "))
     raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else "?done=" + quote(label)))
 

@@ -50,7 +50,7 @@ def site(tmp_path: Path) -> Path:
 def test_the_shipped_rules_and_example_config_pass():
     code, lines = run(ROOT / "rules", ROOT / "examples" / "alertd.yml")
     assert code == 0, lines
-    assert lines == ["SUCCESS: 5 rule files, 1 config file found"]
+    assert lines == ["SUCCESS: 6 rule files, 1 config file found"]
     report = check([ROOT / "rules"])
     assert report.ok and not report.warnings
 
@@ -205,7 +205,7 @@ def test_runbooks_that_do_not_exist_are_warnings(site):
     code, lines = run(site / "rules")
     assert code == 0
     assert any(": warning: runbook 'thermals' does not exist" in line for line in lines), lines
-    assert lines[-1] == "SUCCESS: 5 rule files found (1 warning)"
+    assert lines[-1] == "SUCCESS: 6 rule files found (1 warning)"
     assert run(site / "rules", strict=True)[0] == 1
     (site / "runbooks" / "thermal.md").unlink()
     # the other thermal rule + the typo in signals.yml, the two thermal entries of evidence.yml
@@ -244,7 +244,7 @@ def test_a_config_brings_its_rule_paths_and_pagerduty_keys(site):
               gpu-infra: abc
         """)
     report = check([cfg])
-    assert len(report.rule_files) == 5
+    assert len(report.rule_files) == 6
     assert [p.message for p in report.errors] == [
         f"PagerDuty routing key 'gpu-infra-escalation' is not defined in notify.pagerduty.routing_keys of {cfg}"]
     assert report.errors[0].source.endswith("routing.yml") and report.errors[0].line > 0
