@@ -103,12 +103,7 @@ def _children(node: dict, root: dict, path: str) -> Iterator[tuple[str, str, str
 
 def _properties(node: dict, root: dict, prefix: str) -> Iterator[tuple[str, str, str]]:
     required = set(node.get("required", []))
-    props = dict(node["properties"])
-    for part in node.get("allOf", []):  # shared keys of several entry types ($ref in allOf) come first
-        part, _ = _resolve(part, root)
-        required |= set(part.get("required", []))
-        props = {**part.get("properties", {}), **props}
-    for name, sub in props.items():
+    for name, sub in node["properties"].items():
         path = f"{prefix}.{name}" if prefix else name
         yield from _rows(sub, root, path, name in required)
 

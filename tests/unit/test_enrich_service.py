@@ -182,6 +182,25 @@ async def test_metrics_missing_upgraded_to_xid79_with_owner(tmp_path) -> None:
         assert stored.primary.xid == 79 and stored.annotations["owners"][0]["team"] == "ml-infra"
 
 
+async def test_code_unknown_xid_upgraded_from_the_kernel_log(tmp_path) -> None:
+    """A site's Xid alert without a code ("Xid (code unknown)") gets its code from the node's kernel log."""
+    async with Harness(tmp_path, lines={"n1": [XID79]}) as h:
+        a = alert("SiteGpuXid", "n1", datetime.now(timezone.utc), gpu="0", pci_bus_id="00000000:3B:00.0",
+                  UUID="GPU-1", severity="critical")
+        a.annotations = {"summary": "GPU 0 on n1 reported an Xid"}
+        a.generator_url = "http://prom:9090/graph?g0.expr=changes%28DCGM_FI_DEV_XID_ERRORS%5B5m%5D%29+%3E+0&g0.tab=1"
+        await h.send(a)
+        inc = h.incident("n1")
+        assert inc.primary.kind == "xid" and inc.primary.xid is None and inc.title.startswith("Xid (code unknown) on n1")
+        assert await h.enricher.wait_idle(10)
+        inc = h.incident("n1")
+        assert inc.primary.xid == 79 and inc.xids == [79]
+        assert inc.title.startswith("Xid 79: GPU has fallen off the bus on n1")
+        assert "classification_upgraded" in [e.kind for e in inc.timeline]
+        stored = await h.svc.store.get_incident(inc.id)
+        assert stored.primary.xid == 79
+
+
 async def test_slow_backend_does_not_hold_the_notification(tmp_path) -> None:
     now = datetime.now(timezone.utc) - timedelta(minutes=5)
     async with Harness(tmp_path, lines={"n1": [XID79]}, deadline=0.2) as h:

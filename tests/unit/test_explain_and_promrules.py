@@ -130,3 +130,22 @@ def test_an_unparseable_expression_is_reported(tmp_path: Path):
     [r] = promrules.classify_rules(f, shipped_rules(), NormalizeConfig())
     assert r.decision.signal.kind == "other"
     assert any(w.startswith("expression does not parse:") for w in r.warnings)
+
+
+def test_bad_evidence_rules_are_named_with_file_and_line(tmp_path: Path):
+    from alertd.authoring.check import check
+
+    f = tmp_path / "evidence.yml"
+    f.write_text("evidence:\n"
+                 "  expressions:\n"
+                 "    - kind: xid\n"
+                 "      metric: 'DCGM_FI_DEV_XID_ERRORS('\n"
+                 "  annotations:\n"
+                 "    xid_patterns: ['xid (\\d+)']\n")
+    errors = [str(p) for p in check([f]).errors]
+    assert any(":4:" in e and "invalid regex" in e for e in errors), errors
+    assert any(":6:" in e and "named group (?P<xid>" in e for e in errors), errors
+    f.write_text("evidence:\n  alertnames:\n    - kind: metrics_missing\n      names: [X]\n      nmes: [Y]\n")
+    errors = [str(p) for p in check([f]).errors]
+    assert any(":3:" in e and "'detail' is a required property" in e for e in errors), errors
+    assert any("unknown key(s) 'nmes'" in e for e in errors), errors
