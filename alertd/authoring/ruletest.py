@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
+from urllib.parse import quote_plus
 
 from alertd.durations import parse_duration
 from alertd.errors import InvalidDocument, Problem
@@ -243,8 +244,9 @@ def expand_input(items: list[dict], defaults: dict, t0: datetime) -> list[tuple[
         else:
             firing_since.pop(fp, None)
             ends = parse_time(item["ends_at"], t0) if "ends_at" in item else at
+        url = f"http://prometheus:9090/graph?g0.expr={quote_plus(item['expr'])}&g0.tab=1" if item.get("expr") else ""
         out.append((at, Alert(fingerprint=fp, status=status, labels=labels, annotations=annotations,
-                              starts_at=starts, ends_at=ends, received_at=at)))
+                              starts_at=starts, ends_at=ends, received_at=at, generator_url=url)))
     return out
 
 
