@@ -21,7 +21,7 @@ import yaml
 from alertd.engine.classify import Decision, decide
 from alertd.model import Alert
 from alertd.receive.normalize import NormalizeConfig
-from alertd.receive.promql import facts_of_expr
+from alertd.receive.promql import drops_labels, facts_of_expr
 from alertd.rules import RuleSet
 
 _COUNT_VALUES_XID = re.compile(r'count_values\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*"(xid|err_code)"')
@@ -105,7 +105,12 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
             if decision.signal.kind == "xid":
                 res.xid_from, more = _xid_source(rule, decision)
                 res.warnings.extend(more)
-            facts = facts_of_expr(str(rule.get("expr", ""))) if rule.get("expr") else None
+            expr = str(rule.get("expr", ""))
+            if (decision.signal.kind not in ("other", "watchdog") or res.runtime) and expr and \
+                    drops_labels(expr, ncfg.node_labels) and not set(ncfg.node_labels) & set(alert.labels):
+                res.warnings.append(f"its aggregation keeps none of the node labels ({', '.join(ncfg.node_labels)}): "
+                                    "its alerts name no node and cannot join a node's incident")
+            facts = facts_of_expr(expr) if expr else None
             used = sorted({s.metric for s in facts.selectors} & records) if facts else []
             if used and decision.stage in ("none", "alertname", "label", "annotation"):
                 res.warnings.append(f"uses recording rule {', '.join(used)}: alertd sees only that name in the "

@@ -139,10 +139,43 @@ def _selectors(node: pp.VectorSelector, inside: tuple[str, ...], compare: str) -
     return [Selector(metric=n, labels=tuple(labels), inside=inside, compare=compare) for n in names or [""]]
 
 
+def drops_labels(expr: str, labels: tuple[str, ...]) -> bool:
+    """Whether every result series of ``expr`` loses all of ``labels`` to an aggregation
+    (``sum by (job) (...)``, ``count(...)``): its alerts then name no node. False when unsure."""
+    try:
+        tree = pp.parse(expr)
+    except (ValueError, TypeError):
+        return False
+    return _drops(tree, frozenset(labels))
+
+
+def _drops(node: object, labels: frozenset[str]) -> bool:
+    if isinstance(node, pp.AggregateExpr):
+        mod = node.modifier
+        if mod is None:
+            return str(node.op) not in ("topk", "bottomk", "limitk", "limit_ratio")  # those keep their labels
+        kept = set(mod.labels)
+        return not (kept & labels) if str(mod.type).endswith("By") else labels <= kept
+    if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.SubqueryExpr)):
+        return _drops(node.expr, labels)
+    if isinstance(node, pp.BinaryExpr):
+        op = str(node.op).strip()
+        if op == "or":
+            return _drops(node.lhs, labels) and _drops(node.rhs, labels)
+        if _number(node.lhs) is not None:
+            return _drops(node.rhs, labels)
+        return _drops(node.lhs, labels)
+    if isinstance(node, pp.Call) and node.func.name in ("absent", "absent_over_time", "vector", "scalar", "time"):
+        return node.func.name in ("vector", "scalar", "time")  # absent keeps the selector's equality labels
+    if isinstance(node, pp.Call):
+        return any(_drops(a, labels) for a in node.args if not isinstance(a, (pp.StringLiteral, pp.NumberLiteral)))
+    return False
+
+
 def cache_info() -> tuple[int, int]:
     """(hits, misses) of the URL cache, for benchmarks."""
     info = facts_of_url.cache_info()
     return info.hits, info.misses
 
 
-__all__ = ["ExprFacts", "Selector", "cache_info", "expr_of_url", "facts_of_expr", "facts_of_url"]
+__all__ = ["ExprFacts", "Selector", "cache_info", "drops_labels", "expr_of_url", "facts_of_expr", "facts_of_url"]

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from urllib.parse import quote_plus
 
+import pytest
+
 from alertd.authoring import explain, promrules
 from alertd.cli import main as cli_main
 from alertd.receive.normalize import NormalizeConfig
@@ -107,7 +109,8 @@ def test_prometheus_rules_map_every_style_of_the_corpus():
     for name in ("GPUNodeCordoned", "KubeNodeUnschedulable", "node_drained", "HostCordoned"):
         assert got[name][0] == "node_cordoned", name
     assert got["KubeNodeUnreachable"][0] == "node_not_ready"
-    assert got["TargetDown"] == ("other", "", "", False, True)  # decided by its job label once it fires
+    # decided by its job label once it fires; warned: `by (cluster, job, namespace, service)` names no node
+    assert got["TargetDown"] == ("other", "", "", True, True)
     assert got["GPUPowerDrawAtLimit"][0] == "other" and got["GPUPowerDrawAtLimit"][3]  # GPU-looking: warned
     assert got["gpu_util_stuck_zero"][3]
 
@@ -149,3 +152,20 @@ def test_bad_evidence_rules_are_named_with_file_and_line(tmp_path: Path):
     errors = [str(p) for p in check([f]).errors]
     assert any(":3:" in e and "'detail' is a required property" in e for e in errors), errors
     assert any("unknown key(s) 'nmes'" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("expr, drops", [
+    ("100 * (count(up == 0) BY (cluster, job) / count(up) BY (cluster, job)) > 10", True),
+    ("sum(DCGM_FI_DEV_GPU_UTIL) > 1", True),
+    ("sum by (cluster, node) (up) == 0", False),
+    ("max by (Hostname, gpu) (DCGM_FI_DEV_XID_ERRORS) > 0", False),
+    ('count_values without () ("xid", DCGM_FI_DEV_XID_ERRORS > 0)', False),
+    ("sum without (instance, node, Hostname, hostname, kubernetes_node) (x) > 0", True),
+    ("sum by (node) (x) or sum(y)", False),
+    ("8 > count by (node) (DCGM_FI_DEV_GPU_TEMP)", False),
+    ("DCGM_FI_DEV_GPU_TEMP{", False),
+])
+def test_aggregations_that_drop_the_node(expr, drops):
+    from alertd.receive.promql import drops_labels
+
+    assert drops_labels(expr, NormalizeConfig().node_labels) is drops
