@@ -55,6 +55,7 @@ class Config:
     postgres_dsn: str = ""
     retention: timedelta = timedelta(hours=24)
     max_body_bytes: int = 10 * 1024 * 1024
+    body_timeout: float = 30.0  # seconds a request body may take to arrive
     receiver_auth: Credentials = field(default_factory=Credentials)
     api_auth: Credentials = field(default_factory=Credentials)
     postgres_password: str = ""
@@ -121,6 +122,7 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         postgres_dsn=storage.get("postgres_dsn", ""),
         retention=parse_duration(storage.get("retention", "24h")),
         max_body_bytes=doc.get("receiver", {}).get("max_body_bytes", defaults.max_body_bytes),
+        body_timeout=parse_duration(doc.get("receiver", {}).get("body_timeout", "30s")).total_seconds(),
         receiver_auth=receiver_auth,
         api_auth=api_auth,
         postgres_password=storage.get("postgres_password", ""),

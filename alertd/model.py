@@ -42,10 +42,19 @@ def iso(ts: datetime | None) -> str | None:
 
 
 def parse_iso(value: str | None) -> datetime | None:
+    """RFC 3339 -> an aware datetime in UTC; ValueError also for an instant UTC cannot hold
+    (9999-12-31T23:59:59-01:00 is in year 10000)."""
     if not value:
         return None
     ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    if ts.tzinfo is None:
+        return ts.replace(tzinfo=timezone.utc)
+    if ts.utcoffset():
+        try:
+            return ts.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValueError("the instant is outside the years 1..9999 in UTC") from None
+    return ts
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,13 +1,14 @@
 """Alertmanager webhook v4: bytes in, alerts out, or an error naming the field."""
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import json
 import re
 from sys import intern
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 import fastjsonschema
@@ -16,6 +17,9 @@ from alertd.model import Alert, parse_iso
 from alertd.schemas import describe, schema, validator
 
 ZERO_TIME_PREFIX = "0001-01-01"
+# Alert times the engine can do arithmetic on (windows, hold-downs) without leaving datetime's range.
+EARLIEST = datetime(1970, 1, 1, tzinfo=timezone.utc)
+LATEST = datetime(9000, 1, 1, tzinfo=timezone.utc)
 
 
 class BadPayload(ValueError):
@@ -100,7 +104,8 @@ def fast_validator() -> Callable[[Any], Any]:
     The schema only uses keywords that mean the same in draft 7, which
     fastjsonschema compiles; jsonschema still explains rejected input.
     """
-    compiled = dict(schema("webhook"), **{"$schema": "http://json-schema.org/draft-07/schema#"})
+    # A deep copy: fastjsonschema writes into the schema it compiles, and schema() is shared and cached.
+    compiled = dict(copy.deepcopy(schema("webhook")), **{"$schema": "http://json-schema.org/draft-07/schema#"})
     return fastjsonschema.compile(compiled)
 
 
@@ -150,9 +155,12 @@ def parse_notification(doc: Any, received_at: datetime) -> Notification:
 def _timestamp(value: str, where: str) -> datetime | None:
     """The schema checks the shape; the calendar (month 13, offset +25:00) is checked here."""
     try:
-        return parse_iso(value)
+        ts = parse_iso(value)
     except ValueError as exc:
         raise BadPayload(f"{where}: {value!r} is not a valid RFC 3339 timestamp ({exc})", where) from None
+    if ts is not None and not EARLIEST <= ts < LATEST:
+        raise BadPayload(f"{where}: {value!r} is outside the supported range (1970 to 8999)", where)
+    return ts
 
 
 def delivery_key(alert: Alert) -> str:

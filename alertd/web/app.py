@@ -1,9 +1,13 @@
 """HTTP edge: the Alertmanager receiver, the read API, health and metrics."""
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 import time
+from datetime import datetime
+from importlib import resources
 from typing import Any
 
 from aiohttp import web
@@ -16,6 +20,7 @@ from alertd.service import Service
 from alertd.store.base import StoreUnavailable
 from alertd.web import api, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
+from alertd.web.body import read_body
 
 log = logging.getLogger(__name__)
 SERVICE = web.AppKey("service", Service)
@@ -37,9 +42,13 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
         svc.metrics.rejected.labels("too_large").inc()
         return _json({"error": f"body of {request.content_length} bytes exceeds the limit of {svc.cfg.max_body_bytes}"}, 413)
     try:
-        raw = await request.read()
+        raw = await read_body(request, svc.cfg.body_timeout)
         if len(raw) > svc.cfg.max_body_bytes:  # chunked: aiohttp's own cap lets a body of limit + 1 through
             raise web.HTTPRequestEntityTooLarge(svc.cfg.max_body_bytes, len(raw))
+    except asyncio.TimeoutError:
+        svc.metrics.rejected.labels("body_timeout").inc()
+        return _json({"error": f"the body did not arrive within {svc.cfg.body_timeout:g} s"}, 408,
+                     headers={"Connection": "close"})
     except web.HTTPRequestEntityTooLarge:
         svc.metrics.rejected.labels("too_large").inc()
         return _json({"error": f"body exceeds the limit of {svc.cfg.max_body_bytes} bytes"}, 413)
@@ -115,6 +124,15 @@ async def act_on_incident(request: web.Request) -> web.Response:
     return _json({"error": f"incident {incident_id} is {inc.status}: nothing to {action}"}, 409)
 
 
+@functools.cache
+def openapi_document() -> bytes:
+    return resources.files("alertd.web").joinpath("openapi.yaml").read_bytes()
+
+
+async def openapi(request: web.Request) -> web.Response:
+    return web.Response(body=openapi_document(), content_type="application/yaml")
+
+
 async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
@@ -169,6 +187,7 @@ def build_app(svc: Service, auth: Authenticator | None = None) -> web.Applicatio
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/-/reload", reload)
     app.router.add_get("/api/v1/audit", list_audit)
+    app.router.add_get("/api/v1/openapi.yaml", openapi)
     slack_actions.register(app)
     ui.register(app)
 

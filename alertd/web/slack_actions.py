@@ -38,6 +38,7 @@ from alertd.notify.slack_render import (
     SILENCE_CHOICES,
 )
 from alertd.store.base import StoreUnavailable
+from alertd.web.body import read_body
 
 log = logging.getLogger(__name__)
 PATH = "/api/v1/slack/actions"
@@ -70,7 +71,11 @@ class SlackActions:
         if self.verifier is None:
             return web.json_response({"error": "Slack interactivity is not configured (notify.slack.signing_secret)"},
                                      status=503)
-        raw = await request.read()
+        try:
+            raw = await read_body(request, self.svc.cfg.body_timeout)
+        except asyncio.TimeoutError:
+            return web.json_response({"error": "the body did not arrive in time"}, status=408,
+                                     headers={"Connection": "close"})
         timestamp = request.headers.get("X-Slack-Request-Timestamp", "")
         signature = request.headers.get("X-Slack-Signature", "")
         if not timestamp or not signature:

@@ -213,3 +213,26 @@ async def test_cli_encodes_its_parameters(client, capsys):
     assert '"incidents": []' in capsys.readouterr().out
     assert await asyncio.to_thread(main, ["incidents", "show", "INC 1/../x", "--url", url, "--token", token]) == 1
     assert capsys.readouterr().err.startswith("404")
+
+
+async def test_a_stalled_body_gets_408_and_the_connection_is_closed(tmp_path):
+    import asyncio
+    import time
+
+    c = await start(tmp_path, {"receiver": {"body_timeout": "1s"}})
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", c.port)
+        writer.write(b"POST /api/v1/alerts/alertmanager HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 5000\r\n\r\n{\"version\": \"4\"")  # ... and nothing more
+        await writer.drain()
+        started = time.monotonic()
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert 0.8 < time.monotonic() - started < 5
+        rest = await asyncio.wait_for(reader.read(), 15)  # to EOF: the server closes (after lingering at most)
+        assert b"did not arrive within 1 s" in rest, rest
+        writer.close()
+        metrics = await (await c.get("/metrics")).text()
+        assert 'alertd_webhooks_rejected_total{reason="body_timeout"} 1.0' in metrics
+    finally:
+        await c.close()

@@ -84,6 +84,16 @@ async def test_429_waits_for_retry_after_then_posts_once(harness, slack):
     assert len(top_messages(slack, "#gpu-oncall")) == 1
 
 
+async def test_a_non_json_5xx_is_retried_and_named(harness, slack, caplog):
+    """A proxy's HTML error page in front of Slack: a retryable delivery error, not an AttributeError."""
+    slack.fail_next("chat.postMessage", status=502, body=b"<html><body>502 Bad Gateway</body></html>")
+    slack.fail_next("chat.postMessage", status=200, body=b"<html>maintenance</html>")
+    await harness.post(hook(xid_alert("n1", 0)))
+    await wait_for(lambda: top_messages(slack, "#gpu-oncall"), timeout=15)
+    assert len(posts(slack, "#gpu-oncall", top=True)) == 3 and len(top_messages(slack, "#gpu-oncall")) == 1
+    assert "AttributeError" not in caplog.text
+
+
 async def test_bursts_are_coalesced_but_acknowledge_is_immediate(tmp_path, slack):
     h = await Harness(tmp_path, slack=slack, debounce="1500ms").start()
     try:

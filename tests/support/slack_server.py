@@ -105,6 +105,7 @@ class _Fault(NamedTuple):
     status: int
     retry_after: float | None
     error: str | None
+    body: bytes | None = None  # a non-JSON answer (a proxy's HTML error page) instead of Slack's JSON
 
 
 class SlackError(Exception):
@@ -216,17 +217,18 @@ class SlackTestServer(LoopbackServer):
         return self.add_channel(channel)
 
     def fail_next(self, method: str = "*", status: int = 429, retry_after: float | None = 1,
-                  *, error: str | None = None, count: int = 1) -> None:
+                  *, error: str | None = None, count: int = 1, body: bytes | None = None) -> None:
         """Make the next ``count`` calls of ``method`` (``"*"``: any) fail.
 
         429 answers ``Retry-After: <retry_after rounded up to whole seconds>`` and
         ``ratelimited``; 5xx
         answers ``internal_error`` (or ``error``); any other status answers
         ``{"ok": false, "error": error}`` with that status (200 for a plain
-        Slack error such as ``fatal_error``).
+        Slack error such as ``fatal_error``). ``body`` answers those bytes as
+        text/html instead, like a load balancer in front of Slack does.
         """
         for _ in range(count):
-            self._faults.append(_Fault(method, status, retry_after, error))
+            self._faults.append(_Fault(method, status, retry_after, error, body))
 
     def replies(self, channel: str, parent_ts: str) -> list[dict]:
         """The replies in the thread of ``parent_ts``, oldest first."""
@@ -336,6 +338,8 @@ class SlackTestServer(LoopbackServer):
         for i, fault in enumerate(self._faults):
             if fault.method in ("*", method):
                 del self._faults[i]
+                if fault.body is not None:
+                    return web.Response(body=fault.body, status=fault.status, content_type="text/html")
                 if fault.status == 429:
                     return self._ratelimited(fault.retry_after if fault.retry_after is not None else 1)
                 error = fault.error or ("internal_error" if fault.status >= 500 else "fatal_error")
