@@ -17,7 +17,8 @@ from alertd.notify.slack_render import ACTION_ACK, ACTION_RESOLVE, ACTION_SILENC
 from alertd.store.reads import IncidentQuery
 from alertd.web import access
 from alertd.web.auth import actor_for, authorize
-from alertd.web.params import PAGING, BadParam, decode_cursor, encode_cursor, incident_query, limit_of, reject_unknown
+from alertd.web.params import (PAGING, BadParam, decode_cursor, encode_cursor, incident_query, limit_of, reject_unknown,
+                               sequence_cursor)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -101,11 +102,9 @@ async def show_gpu(request: web.Request) -> web.Response:
 @guarded("read")
 async def show_node(request: web.Request) -> web.Response:
     reject_unknown(request.query, PAGING)
-    cursor = decode_cursor(request.query, 1)
-    if cursor and not cursor[0].isdigit():
-        raise BadParam("cursor", "cursor is not one this server handed out")
+    cursor = sequence_cursor(request.query)
     view = await views.node_view(_svc(request).store, request.match_info["node"], limit=limit_of(request.query),
-                                 before=int(cursor[0]) if cursor else None)
+                                 before=cursor)
     if not view["incidents"] and not view["gpus"] and cursor is None:
         return _json({"error": f"no incident or GPU known on node {request.match_info['node']}"}, 404)
     view["next"] = encode_cursor(view["next"]) if view["next"] is not None else None

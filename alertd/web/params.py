@@ -58,9 +58,19 @@ def decode_cursor(query: Mapping[str, str], n: int) -> list[str] | None:
         parts = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode().split("\x1f")
     except (binascii.Error, UnicodeDecodeError, ValueError):
         parts = []
-    if len(parts) != n:
+    if len(parts) != n or any(len(p) > 64 for p in parts):
         raise BadParam("cursor", "cursor is not one this server handed out (use the 'next' value of a page)")
     return parts
+
+
+def sequence_cursor(query: Mapping[str, str]) -> int | None:
+    """A cursor that is one incident sequence number (a 64-bit integer), or None without a cursor."""
+    cursor = decode_cursor(query, 1)
+    if cursor is None:
+        return None
+    if not cursor[0].isdigit() or int(cursor[0]) >= 2 ** 63:
+        raise BadParam("cursor", "cursor is not one this server handed out")
+    return int(cursor[0])
 
 
 def _time(query: Mapping[str, str], name: str, now: datetime) -> datetime | None:
@@ -74,8 +84,8 @@ def _time(query: Mapping[str, str], name: str, now: datetime) -> datetime | None
         pass
     try:
         return now - parse_duration(raw)
-    except DurationError:
-        raise BadParam(name, f"{name} must be an RFC 3339 timestamp or a duration such as 24h") from None
+    except (DurationError, OverflowError):  # OverflowError: 99999999y ago is before year 1
+        raise BadParam(name, f"{name} must be an RFC 3339 timestamp or a duration such as 24h (after year 1)") from None
 
 
 def incident_query(query: Mapping[str, str], now: datetime | None = None,
@@ -91,12 +101,7 @@ def incident_query(query: Mapping[str, str], now: datetime | None = None,
     xid = query.get("xid", "").strip()
     if xid and (not xid.isdigit() or int(xid) < 1):
         raise BadParam("xid", "xid must be a positive integer (an Xid code such as 79)")
-    cursor = decode_cursor(query, 1)
-    before = None
-    if cursor is not None:
-        if not cursor[0].isdigit():
-            raise BadParam("cursor", "cursor is not one this server handed out")
-        before = int(cursor[0])
+    before = sequence_cursor(query)
     q = IncidentQuery(status=status, severity=severity, cluster=query.get("cluster", ""), node=query.get("node", ""),
                       signal=query.get("signal", ""), xid=str(int(xid)) if xid else "", team=query.get("team", ""),
                       since=_time(query, "since", now), until=_time(query, "until", now), before=before,

@@ -18,8 +18,9 @@ from alertd.fleet import views
 from alertd.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.notify.slack_render import SILENCE_CHOICES, alertmanager_link, owner_lines, pod_lines
 from alertd.web import access, api
-from alertd.web.params import PAGING, BadParam, decode_cursor, limit_of, reject_unknown, window
+from alertd.web.params import PAGING, BadParam, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.auth import AUTH
+from alertd.web.body import read_form
 from alertd.web.render import page
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -57,7 +58,7 @@ async def login_form(request: web.Request) -> web.Response:
 
 
 async def login_submit(request: web.Request) -> web.StreamResponse:
-    form = await request.post()
+    form = await read_form(request, _svc(request).cfg.body_timeout)
     target = _safe_next(str(form.get("next", "")))
     response = web.HTTPSeeOther(target)
     if access.login(request, str(form.get("token", "")), response) is None:
@@ -147,7 +148,7 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
     incident_id = request.match_info["id"]
     if not access.same_origin(request):
         return page(request, "error.html", 403, title="Not allowed", message="Cross-site request refused.")
-    form = await request.post()
+    form = await read_form(request, _svc(request).cfg.body_timeout)
     action = str(form.get("action", ""))
     back = f"/ui/incidents/{quote(incident_id, safe='')}"
     verb, _, duration = action.partition("-")
@@ -163,9 +164,8 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
 @login_required()
 async def node(request: web.Request) -> web.Response:
     reject_unknown(request.query, PAGING)
-    cursor = decode_cursor(request.query, 1)
     view = await views.node_view(_svc(request).store, request.match_info["node"], limit=limit_of(request.query, LIST_LIMIT),
-                                 before=int(cursor[0]) if cursor and cursor[0].isdigit() else None)
+                                 before=sequence_cursor(request.query))
     return page(request, "node.html", view=view, next=api.encode_cursor(view["next"]) if view["next"] else None,
                 now=datetime.now(timezone.utc))
 

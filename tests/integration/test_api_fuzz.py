@@ -150,16 +150,16 @@ def mutated(draw) -> dict:
                                       "top", "truncatedAlerts", "labels"]))
         if where in ("startsAt", "endsAt"):
             alert[where] = draw(st.one_of(EDGE_TIMES, VALUE))
-        elif where == "label":
+        elif where == "label" and isinstance(alert.get("labels"), dict):
             alert["labels"][draw(st.sampled_from(["node", "gpu", "xid", "Hostname", "UUID", draw(TEXT)]))] = draw(
                 st.one_of(TEXT, VALUE))
-        elif where == "annotation":
+        elif where == "annotation" and isinstance(alert.get("annotations", {}), dict):
             alert.setdefault("annotations", {})[draw(TEXT)] = draw(st.one_of(TEXT, VALUE))
         elif where == "top":
             doc[draw(st.sampled_from(["version", "status", "alerts", "groupKey", "commonLabels"]))] = draw(VALUE)
         elif where == "truncatedAlerts":
             doc["truncatedAlerts"] = draw(st.one_of(st.integers(), VALUE))
-        else:
+        elif where not in ("label", "annotation"):
             alert[where] = draw(VALUE)
         if not isinstance(doc.get("alerts"), list):
             break
@@ -180,6 +180,31 @@ def test_out_of_range_times_are_400_naming_the_field_and_counted(live, when):
     status, body = _post(live, doc)
     assert status == 400 and body["field"] == "alerts.0.startsAt", body
     assert live.metrics()['alertd_webhooks_rejected_total{reason="schema"}'] == before + 1
+
+
+def _cursor(text: str) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("path,field", [
+    ("/api/v1/incidents?since=99999999y", "since"),  # before year 1
+    ("/api/v1/incidents?until=9999999999w", "until"),
+    ("/api/v1/incidents?until=0001-01-01T00:00:00%2B01:00", "until"),  # year 0 in UTC
+    (f"/api/v1/incidents?cursor={_cursor('9' * 40)}", "cursor"),  # beyond a 64-bit integer
+    (f"/api/v1/nodes/gpu-node-1?cursor={_cursor('9' * 40)}", "cursor"),
+    ("/api/v1/audit?since=9999-12-31T23:59:59-01:00", "since"),
+])
+def test_edge_query_parameters_are_400_naming_the_field(live, path, field):
+    status, _, raw = http("GET", live.url + path, headers={"Authorization": f"Bearer {API_TOKEN}"})
+    assert status == 400 and json.loads(raw)["field"] == field, raw
+
+
+def test_a_malformed_form_is_400(live):
+    status, _, raw = http("POST", live.url + "/ui/login", b"token=x",
+                          {"Content-Type": "multipart/form-data", "Authorization": f"Bearer {API_TOKEN}"})
+    assert status == 400, raw
 
 
 def test_the_engine_took_everything_that_was_stored(live):
