@@ -29,7 +29,7 @@ def default_rule_paths() -> list[str]:
 class HAConfig:
     """Several processes over one store (docs/ha.md)."""
 
-    lease_ttl: float = 6.0  # seconds a leader's lease lasts without renewal
+    lease_ttl: float = 5.0  # seconds a leader's lease lasts without renewal
     renew_interval: float = 1.0  # seconds between lease rounds (renewal, or a follower's attempt)
     poll_interval: float = 0.02  # seconds between the leader's reads of a shared inbox when idle
     advertise: str = ""  # this replica's address, shown to the others (default: listen)

@@ -92,10 +92,13 @@ def start_prometheus(config_yaml_path, workdir, extra_args: Sequence[str] = (),
 
 
 def start_alertmanager(config_yaml_path, workdir, extra_args: Sequence[str] = (),
-                       timeout: float = 60.0) -> RunningService:
+                       timeout: float = 60.0, *, cluster_port: int = 0, peers: Sequence[int] = ()) -> RunningService:
+    """Alone by default; with ``cluster_port`` it gossips on 127.0.0.1:cluster_port with ``peers`` (ports)."""
+    cluster = [f"--cluster.listen-address=127.0.0.1:{cluster_port}", "--cluster.advertise-address=127.0.0.1:"
+               f"{cluster_port}", "--cluster.settle-timeout=2s", "--cluster.peer-timeout=5s",
+               *(f"--cluster.peer=127.0.0.1:{p}" for p in peers)] if cluster_port else ["--cluster.listen-address="]
     return _start_prometheus_family("alertmanager", find_binary("prometheus-alertmanager", "alertmanager"),
-                                    config_yaml_path, workdir,
-                                    ["--storage.path={data}", "--cluster.listen-address="], extra_args, timeout)
+                                    config_yaml_path, workdir, ["--storage.path={data}", *cluster], extra_args, timeout)
 
 
 # --- PostgreSQL --------------------------------------------------------------
@@ -134,17 +137,27 @@ def start_postgres(workdir, database: str = "alertd", timeout: float = 60.0) -> 
                 fn()
             raise ServiceStartError(f"initdb failed:\n{init.stdout}{init.stderr}")
         port = free_port()
-        svc = spawn("postgres", [
-            bindir / "postgres", "-D", run / "data", "-p", port, "-k", run / "socket",
-            "-c", "listen_addresses=127.0.0.1", "-c", "fsync=on",
-        ], port=port, log_path=log, cwd=run, account=account,
-            stop_signal=signal.SIGINT, cleanups=cleanups)
+        cmd = [bindir / "postgres", "-D", run / "data", "-p", port, "-k", run / "socket",
+               "-c", "listen_addresses=127.0.0.1", "-c", "fsync=on"]
+        svc = spawn("postgres", cmd, port=port, log_path=log, cwd=run, account=account,
+                    stop_signal=signal.SIGINT, cleanups=cleanups)
 
         def ready() -> bool:
             return subprocess.run(
                 [bindir / "pg_isready", "-q", "-h", "127.0.0.1", "-p", str(port),
                  "-U", "postgres", "-d", "postgres", "-t", "1"]).returncode == 0
 
+        def pause() -> None:
+            """A clean shutdown (SIGINT: fast mode) that keeps the data directory for resume()."""
+            os.killpg(svc.proc.pid, signal.SIGINT)
+            svc.proc.wait(30)
+
+        def resume() -> None:
+            svc.proc = spawn("postgres", cmd, port=port, log_path=log, cwd=run, account=account,
+                             stop_signal=signal.SIGINT).proc
+            wait_ready(svc, ready, timeout)
+
+        svc.pause, svc.resume = pause, resume  # type: ignore[attr-defined]
         wait_ready(svc, ready, timeout)
         created = subprocess.run(
             [bindir / "createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", database],
