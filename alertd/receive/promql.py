@@ -11,6 +11,7 @@ parsed facts are cached by URL.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import parse_qs, urlsplit
@@ -73,14 +74,45 @@ def facts_of_url(url: str) -> ExprFacts | None:
     return facts_of_expr(expr) if expr else None
 
 
+# Real alerting rules are a few hundred characters; the parser's time grows steeply with nesting, so
+# absurd expressions (a hostile or broken generatorURL) are refused before parsing.
+MAX_EXPR_CHARS = 2500
+MAX_NESTING = 64
+_SIGN_RUN = re.compile(r"(?:[-+]\s*){17,}")
+
+
+def too_complex(expr: str) -> str:
+    """Why the expression is not parsed at all ("" when it is fine)."""
+    if len(expr) > MAX_EXPR_CHARS:
+        return f"expression longer than {MAX_EXPR_CHARS} characters: not read"
+    depth = deepest = 0
+    for ch in expr:
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+    if deepest > MAX_NESTING:
+        return f"expression nested deeper than {MAX_NESTING} brackets: not read"
+    if _SIGN_RUN.search(expr):
+        return "expression with a run of more than 16 signs: not read"
+    return ""
+
+
 @lru_cache(maxsize=CACHE_SIZE)
 def facts_of_expr(expr: str) -> ExprFacts:
+    refused = too_complex(expr)
+    if refused:
+        return ExprFacts(expr=expr, error=refused)
     try:
         tree = pp.parse(expr)
     except (ValueError, TypeError) as exc:  # promql-parser raises ValueError with the parser's message
         return ExprFacts(expr=expr, error=str(exc).strip() or "invalid PromQL")
     out: list[Selector] = []
-    _walk(tree, (), "", out)
+    try:
+        _walk(tree, (), "", out)
+    except RecursionError:  # thousands of nested parentheses or operators: read nothing rather than fail the alert
+        return ExprFacts(expr=expr, error="expression nested too deeply to read")
     return ExprFacts(expr=expr, selectors=tuple(out))
 
 
@@ -142,11 +174,16 @@ def _selectors(node: pp.VectorSelector, inside: tuple[str, ...], compare: str) -
 def drops_labels(expr: str, labels: tuple[str, ...]) -> bool:
     """Whether every result series of ``expr`` loses all of ``labels`` to an aggregation
     (``sum by (job) (...)``, ``count(...)``): its alerts then name no node. False when unsure."""
+    if too_complex(expr):
+        return False
     try:
         tree = pp.parse(expr)
     except (ValueError, TypeError):
         return False
-    return _drops(tree, frozenset(labels))
+    try:
+        return _drops(tree, frozenset(labels))
+    except RecursionError:
+        return False
 
 
 def _drops(node: object, labels: frozenset[str]) -> bool:

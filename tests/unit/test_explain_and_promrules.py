@@ -169,3 +169,14 @@ def test_aggregations_that_drop_the_node(expr, drops):
     from alertd.receive.promql import drops_labels
 
     assert drops_labels(expr, NormalizeConfig().node_labels) is drops
+
+
+@pytest.mark.parametrize("expr", ["(" * 3000 + "x" + ")" * 3000, "-" * 5000 + "x", " + ".join(["x"] * 3000),
+                                  "(" * 65 + "x" + ")" * 65, "-" * 40 + "x", "x" + " or x" * 600])
+def test_absurd_expressions_are_an_error_not_a_crash(expr):
+    """Refused before parsing: the parser's time grows steeply with nesting (seconds for these)."""
+    from alertd.receive.promql import drops_labels, facts_of_expr
+
+    facts = facts_of_expr(expr)
+    assert facts.error and not facts.selectors
+    assert drops_labels(expr, ("node",)) is False
