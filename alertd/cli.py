@@ -1,4 +1,4 @@
-"""Command line: serve | check | test | replay | incidents | audit."""
+"""Command line: serve | check | test | replay | explain | audit; incidents | gpus | rma (alertd.remote)."""
 from __future__ import annotations
 
 import argparse
@@ -155,40 +155,6 @@ def _calling_api(args: argparse.Namespace, call: Callable[[], int]) -> int:
         return 1
 
 
-def _incidents(args: argparse.Namespace) -> int:
-    return _calling_api(args, lambda: _show_incidents(args))
-
-
-def _show_incidents(args: argparse.Namespace) -> int:
-    if args.action == "show":
-        if not args.id:
-            print("incidents show needs an incident id", file=sys.stderr)
-            return 2
-        data = _api(args, f"/api/v1/incidents/{quote(args.id, safe='')}")
-        if args.json:
-            print(json.dumps(data, indent=2))
-            return 0
-        print(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}")
-        print(f"  key: {data['key']}  opened: {data['openedAt']}  resolved: {data.get('resolvedAt') or '-'}")
-        if data.get("primary", {}) and data["primary"].get("action"):
-            print(f"  action: {data['primary']['action']}  runbook: {data['primary'].get('runbook', '')}")
-        print("  members:")
-        for m in data.get("members", []):
-            print(f"    {m['status']:8} {m['alertname']:28} {m['signal'].get('title', '')}")
-        print("  timeline:")
-        for e in data.get("timeline", []):
-            print(f"    {e['at']}  {e['kind']:20} {e.get('text', '')}")
-        return 0
-    query = urlencode([(k, v) for k, v in (("status", args.status), ("node", args.node)) if v])
-    data = _api(args, "/api/v1/incidents" + (f"?{query}" if query else ""))
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return 0
-    for inc in data["incidents"]:
-        print(f"{inc['id']:10} {inc['status']:12} {inc['severity']:8} {inc['title']}")
-    return 0
-
-
 def _audit(args: argparse.Namespace) -> int:
     """Print the audit trail straight from the store (works while alertd runs, and when it does not)."""
     from datetime import datetime, timezone
@@ -306,15 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--token", help="API bearer token (or ALERTD_API_TOKEN)")
     exp.set_defaults(func=_explain)
 
-    inc = sub.add_parser("incidents", help="list or show incidents of a running alertd")
-    inc.add_argument("action", choices=["list", "show"])
-    inc.add_argument("id", nargs="?")
-    inc.add_argument("--url", default=os.environ.get("ALERTD_URL", "http://127.0.0.1:9095"))
-    inc.add_argument("--token", help="API bearer token (or ALERTD_API_TOKEN)")
-    inc.add_argument("--status")
-    inc.add_argument("--node")
-    inc.add_argument("--json", action="store_true")
-    inc.set_defaults(func=_incidents)
+    from alertd import remote
+
+    remote.add_parsers(sub)
 
     audit = sub.add_parser("audit", help="who acknowledged, resolved, silenced or reloaded what, and when")
     audit.add_argument("--config", help="the YAML config alertd serves with (finds the store)")

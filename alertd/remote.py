@@ -1,0 +1,221 @@
+"""The amtool-like half of the CLI: `alertd incidents|gpus|rma` against a running alertd's API.
+
+The token comes from --token, --token-file, $ALERTD_API_TOKEN or
+$ALERTD_API_TOKEN_FILE (in that order); query parameters and path parts are
+URL-encoded. Output is an aligned table, or ``-o json`` (the API's own JSON).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterable, TextIO
+from urllib.parse import quote, urlencode
+
+DEFAULT_URL = "http://127.0.0.1:9095"
+MAX_PAGES = 100  # --all follows at most this many pages
+FILTERS = ("status", "severity", "cluster", "node", "gpu", "signal", "xid", "team", "since", "until")
+
+
+class ApiError(RuntimeError):
+    pass
+
+
+def token_of(args: argparse.Namespace) -> str:
+    if getattr(args, "token", None):
+        return str(args.token)
+    path = getattr(args, "token_file", None) or os.environ.get("ALERTD_API_TOKEN_FILE", "")
+    if path:
+        try:
+            return Path(path).read_text().strip().splitlines()[0].strip()
+        except (OSError, IndexError) as exc:
+            raise ApiError(f"cannot read the token file {path}: {exc}") from None
+    return os.environ.get("ALERTD_API_TOKEN", "")
+
+
+def call(args: argparse.Namespace, method: str, path: str, params: Iterable[tuple[str, Any]] = (),
+         raw: bool = False) -> Any:
+    query = urlencode([(k, str(v)) for k, v in params if v not in (None, "")])
+    url = args.url.rstrip("/") + path + (f"?{query}" if query else "")
+    headers = {"Accept": "application/json"}
+    if token := token_of(args):
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, method=method, headers=headers, data=b"" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(req, timeout=args.timeout) as resp:
+            body = resp.read()
+    except urllib.error.HTTPError as exc:
+        text = exc.read().decode(errors="replace")
+        try:
+            text = json.loads(text).get("error", text)
+        except (ValueError, AttributeError):
+            pass
+        raise ApiError(f"{method} {path}: HTTP {exc.code}: {text}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise ApiError(f"cannot reach alertd at {args.url}: {exc}") from None
+    return body.decode() if raw else json.loads(body)
+
+
+def table(rows: list[list[Any]], header: list[str], out: TextIO) -> None:
+    cells = [header] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for r in cells:
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+
+
+def _id(value: str) -> str:
+    return quote(value, safe="")
+
+
+# ----- incidents -----
+
+def incidents(args: argparse.Namespace, out: TextIO) -> int:
+    if args.action == "list":
+        return _list_incidents(args, out)
+    if not args.id:
+        raise ApiError(f"incidents {args.action} needs an incident id")
+    if args.action == "show":
+        return _show_incident(call(args, "GET", f"/api/v1/incidents/{_id(args.id)}"), args, out)
+    params: list[tuple[str, Any]] = [("by", args.by)]
+    if args.action == "silence":
+        params.append(("duration", args.duration))
+    data = call(args, "POST", f"/api/v1/incidents/{_id(args.id)}/{args.action}", params)
+    if args.output == "json":
+        out.write(json.dumps(data, indent=2) + "\n")
+    else:
+        silence = (data.get("annotations") or {}).get("silence") or {}
+        extra = f" until {silence['endsAt']} (silence {silence['id']})" if args.action == "silence" and silence else ""
+        out.write(f"{data['id']}: {args.action} done; now {data['status']}{extra}\n")
+    return 0
+
+
+def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
+    params = [(k, getattr(args, k)) for k in FILTERS] + [("limit", args.limit)]
+    rows, cursor = [], None
+    for _ in range(MAX_PAGES if args.all else 1):
+        data = call(args, "GET", "/api/v1/incidents", params + [("cursor", cursor)])
+        rows += data["incidents"]
+        cursor = data.get("next")
+        if not cursor:
+            break
+    if args.output == "json":
+        out.write(json.dumps({"incidents": rows, "next": cursor}, indent=2) + "\n")
+        return 0
+    table([[i["id"], i["status"], i["severity"], i.get("node") or f"{len(i.get('nodes', []))} nodes",
+            ",".join(map(str, i.get("xids", []))), i["openedAt"][:19].replace("T", " "), i["title"]] for i in rows],
+          ["ID", "STATUS", "SEVERITY", "NODE", "XIDS", "OPENED", "TITLE"], out)
+    if cursor:
+        out.write("(more incidents: narrow the filters, raise --limit or pass --all)\n")
+    return 0
+
+
+def _show_incident(data: dict, args: argparse.Namespace, out: TextIO) -> int:
+    if args.output == "json":
+        out.write(json.dumps(data, indent=2) + "\n")
+        return 0
+    out.write(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}\n")
+    out.write(f"  key: {data['key']}  opened: {data['openedAt']}  resolved: {data.get('resolvedAt') or '-'}\n")
+    if (data.get("primary") or {}).get("action"):
+        out.write(f"  action: {data['primary']['action']}  runbook: {data['primary'].get('runbook', '')}\n")
+    for g in data.get("gpus", []):
+        out.write(f"  gpu: {g.get('index', '?')} {g.get('uuid', '')} {g.get('pci_bus_id', '')}\n")
+    out.write("  members:\n")
+    for m in data.get("members", []):
+        out.write(f"    {m['status']:8} {m['alertname']:28} {m['signal'].get('title', '')}\n")
+    out.write("  timeline:\n")
+    for e in data.get("timeline", []):
+        out.write(f"    {e['at']}  {e['kind']:20} {e.get('text', '')}\n")
+    return 0
+
+
+# ----- GPUs and RMA -----
+
+def gpus(args: argparse.Namespace, out: TextIO) -> int:
+    if args.action == "show":
+        if not args.ident:
+            raise ApiError("gpus show needs a GPU UUID, serial or PCI id")
+        data = call(args, "GET", f"/api/v1/gpus/{_id(args.ident)}")
+        if args.output == "json":
+            out.write(json.dumps(data, indent=2) + "\n")
+            return 0
+        g, state = data["gpu"], data["state"]
+        out.write(f"{g['uuid']}  serial {g['serial'] or '-'}  pci {g['pci_bus_id'] or '-'}  {g['model']}\n")
+        out.write(f"  now in {g['node']} ({g['cluster']}); {state['status']}"
+                  + (f": {', '.join(state['openIncidents'])}" if state["openIncidents"] else "") + "\n")
+        out.write("  nodes:\n")
+        for s in data["nodes"]:
+            out.write(f"    {s['node']:20} {s['first'][:19]} .. {s['last'][:19]}  {s['incidents']} incidents\n")
+        out.write("  incidents:\n")
+        table([[r["incident"], r["status"], r["node"], ",".join(map(str, r["xids"])), r["openedAt"][:19], r["title"]]
+               for r in data["incidents"]], ["    ID", "STATUS", "NODE", "XIDS", "OPENED", "TITLE"], out)
+        return 0
+    data = call(args, "GET", "/api/v1/gpus", [("node", args.node), ("gpu", args.ident), ("limit", args.limit)])
+    if args.output == "json":
+        out.write(json.dumps(data, indent=2) + "\n")
+        return 0
+    table([[g["uuid"], g["serial"], g["pci_bus_id"], g["node"], g["last_incident"], g["last_seen"][:19]]
+           for g in data["gpus"]], ["UUID", "SERIAL", "PCI", "NODE", "LAST INCIDENT", "LAST SEEN"], out)
+    return 0
+
+
+def rma(args: argparse.Namespace, out: TextIO) -> int:
+    if args.output == "csv":
+        out.write(call(args, "GET", "/api/v1/rma-candidates", [("format", "csv"), ("limit", 1000)], raw=True))
+        return 0
+    data = call(args, "GET", "/api/v1/rma-candidates", [("limit", 1000)])
+    if args.output == "json":
+        out.write(json.dumps(data, indent=2) + "\n")
+        return 0
+    table([[c["uuid"], c["gpu"].get("serial", ""), c["gpu"].get("node", ""), ",".join(c["rules"]),
+            ",".join(e["incident"] for e in c["evidence"])] for c in data["candidates"]],
+          ["UUID", "SERIAL", "NODE", "RULES", "EVIDENCE"], out)
+    return 0
+
+
+# ----- argument parsing -----
+
+def _common(p: argparse.ArgumentParser, outputs: tuple[str, ...] = ("table", "json")) -> None:
+    p.add_argument("--url", default=os.environ.get("ALERTD_URL", DEFAULT_URL), help="alertd base URL (or ALERTD_URL)")
+    p.add_argument("--token", help="API bearer token (or ALERTD_API_TOKEN)")
+    p.add_argument("--token-file", help="file holding the token (or ALERTD_API_TOKEN_FILE)")
+    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("-o", "--output", choices=outputs, default="table")
+    p.add_argument("--json", dest="output", action="store_const", const="json", help="same as -o json")
+
+
+def add_parsers(sub: Any) -> None:
+    inc = sub.add_parser("incidents", help="list, show, acknowledge, resolve or silence incidents of a running alertd")
+    inc.add_argument("action", choices=["list", "show", "ack", "resolve", "silence", "unsilence"])
+    inc.add_argument("id", nargs="?")
+    for name in FILTERS:
+        inc.add_argument(f"--{name}", help=f"list: filter by {name}" + (" (UUID, serial or PCI id)" if name == "gpu" else ""))
+    inc.add_argument("--limit", type=int, default=100)
+    inc.add_argument("--all", action="store_true", help="list: follow the pages")
+    inc.add_argument("--duration", choices=["1h", "4h", "24h"], default="1h", help="silence: how long")
+    inc.add_argument("--by", help="act on someone's behalf (admin tokens)")
+    _common(inc)
+    inc.set_defaults(func=lambda a: _run(incidents, a))
+
+    g = sub.add_parser("gpus", help="GPUs and their history, from a running alertd")
+    g.add_argument("action", choices=["list", "show"])
+    g.add_argument("ident", nargs="?", help="UUID, serial or PCI id")
+    g.add_argument("--node")
+    g.add_argument("--limit", type=int, default=100)
+    _common(g)
+    g.set_defaults(func=lambda a: _run(gpus, a))
+
+    r = sub.add_parser("rma", help="RMA candidates (rules/rma.yml) with their evidence")
+    _common(r, ("table", "json", "csv"))
+    r.set_defaults(func=lambda a: _run(rma, a))
+
+
+def _run(command: Any, args: argparse.Namespace) -> int:
+    try:
+        return command(args, sys.stdout)
+    except ApiError as exc:
+        print(f"alertd {args.command}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,88 @@
+"""`alertd incidents|gpus|rma` against a running alertd (in-process, real socket), like amtool."""
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+from argparse import Namespace
+
+import pytest
+
+from alertd.cli import main
+from alertd.remote import token_of
+from tests.support import ui_scenario as sc
+from tests.support.notify_harness import Harness
+
+
+@pytest.fixture
+async def fleet(tmp_path):
+    h = await Harness(tmp_path).start()
+    ids = await sc.build(h)
+    yield h, ids, str(h.client.make_url("")).rstrip("/")
+    await h.stop()
+
+
+async def cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = await asyncio.to_thread(main, list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+async def test_incidents_list_filters_and_prints_a_table_or_json(fleet, capsys):
+    h, ids, url = fleet
+    code, out, _ = await cli(capsys, "incidents", "list", "--url", url, "--gpu", sc.SERIAL)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[:5] == ["ID", "STATUS", "SEVERITY", "NODE", "XIDS"]
+    assert [ln.split()[0] for ln in lines[1:]] == [ids["b07"], ids["a01_2"], ids["a01_1"]]
+    code, out, _ = await cli(capsys, "incidents", "list", "--url", url, "--xid", "79", "-o", "json")
+    assert code == 0 and {i["id"] for i in json.loads(out)["incidents"]} == {ids["a01_1"], ids["a01_2"]}
+    code, out, _ = await cli(capsys, "incidents", "list", "--url", url, "--limit", "2", "--all", "-o", "json")
+    assert code == 0 and len(json.loads(out)["incidents"]) == 5
+
+
+async def test_ack_resolve_and_a_silence_alertd_cannot_make(fleet, capsys):
+    h, ids, url = fleet
+    code, out, _ = await cli(capsys, "incidents", "ack", ids["c02"], "--url", url)
+    assert code == 0 and out.strip() == f"{ids['c02']}: ack done; now acknowledged"
+    assert (await h.incident(ids["c02"]))["acknowledgedBy"] == "anonymous"
+    code, _, err = await cli(capsys, "incidents", "ack", ids["c02"], "--url", url)
+    assert code == 1 and "HTTP 409" in err
+    code, _, err = await cli(capsys, "incidents", "silence", ids["b07"], "--duration", "4h", "--url", url)
+    assert code == 1 and "HTTP 502" in err and "alertmanager.url" in err
+    code, out, _ = await cli(capsys, "incidents", "resolve", ids["c02"], "--url", url, "-o", "json")
+    assert code == 0 and json.loads(out)["status"] == "resolved"
+
+
+async def test_gpus_list_show_and_rma_export(fleet, capsys):
+    h, ids, url = fleet
+    code, out, _ = await cli(capsys, "gpus", "show", "0000:BA:00.0", "--url", url)
+    assert code == 0 and out.startswith(f"{sc.MOVED_UUID}  serial {sc.SERIAL}")
+    assert "now in gpu-b07 (prod); failing: " + ids["b07"] in out
+    assert [ln.split()[0] for ln in out.split("  nodes:\n")[1].splitlines()[:2]] == ["gpu-a01", "gpu-b07"]
+    code, out, _ = await cli(capsys, "gpus", "list", "--url", url, "--node", "gpu-b07")
+    assert code == 0 and out.splitlines()[1].split()[0] == sc.MOVED_UUID and len(out.splitlines()) == 2
+    code, out, _ = await cli(capsys, "rma", "--url", url, "-o", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and [r["uuid"] for r in rows] == [sc.MOVED_UUID]
+    code, out, _ = await cli(capsys, "rma", "--url", url)
+    assert code == 0 and "xid79-repeat" in out.splitlines()[1]
+
+
+async def test_path_parts_are_encoded_and_errors_are_one_line(fleet, capsys):
+    _, _, url = fleet
+    code, _, err = await cli(capsys, "gpus", "show", "GPU-x/../../api/v1/incidents", "--url", url)
+    assert code == 1 and "HTTP 404" in err and "no GPU known by GPU-x/../../api/v1/incidents" in err
+    code, _, err = await cli(capsys, "incidents", "list", "--url", "http://127.0.0.1:9", "--timeout", "2")
+    assert code == 1 and err.startswith("alertd incidents: cannot reach alertd at http://127.0.0.1:9")
+
+
+def test_token_sources_in_order(tmp_path, monkeypatch):
+    f = tmp_path / "token"
+    f.write_text("from-file\nold-one\n")
+    monkeypatch.setenv("ALERTD_API_TOKEN", "from-env")
+    assert token_of(Namespace(token="given", token_file=str(f))) == "given"
+    assert token_of(Namespace(token=None, token_file=str(f))) == "from-file"
+    assert token_of(Namespace(token=None, token_file=None)) == "from-env"
+    monkeypatch.setenv("ALERTD_API_TOKEN_FILE", str(f))
+    assert token_of(Namespace(token=None, token_file=None)) == "from-file"
