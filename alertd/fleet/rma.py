@@ -65,7 +65,7 @@ class Candidate:
                 "evidence": [{k: r.get(k) for k in EVIDENCE_FIELDS} for r in self.evidence]}
 
 
-EVIDENCE_FIELDS = ("incident", "openedAt", "cluster", "node", "status", "severity", "title", "xids", "signals",
+EVIDENCE_FIELDS = ("incident", "openedAt", "first", "cluster", "node", "status", "severity", "title", "xids", "signals",
                    "alertnames")
 
 

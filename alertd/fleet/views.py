@@ -9,15 +9,20 @@ from alertd.model import CLOSED
 from alertd.store.reads import IncidentQuery
 
 
+def _seen(row: dict[str, Any]) -> str:
+    """When the GPU's alerts of this incident started (the incident's opening when unknown)."""
+    return row.get("first") or row["openedAt"]
+
+
 def moves(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The nodes a GPU sat in, in order: a new stint starts whenever the node changes."""
     stints: list[dict[str, Any]] = []
-    for row in sorted(history, key=lambda r: r["openedAt"]):
+    for row in sorted(history, key=_seen):
         where = (row["cluster"], row["node"])
         if not stints or (stints[-1]["cluster"], stints[-1]["node"]) != where:
-            stints.append({"cluster": row["cluster"], "node": row["node"], "first": row["openedAt"],
-                           "last": row["updatedAt"], "incidents": 0})
-        stints[-1]["last"] = max(stints[-1]["last"], row["updatedAt"])
+            stints.append({"cluster": row["cluster"], "node": row["node"], "first": _seen(row),
+                           "last": row.get("last") or row["updatedAt"], "incidents": 0})
+        stints[-1]["last"] = max(stints[-1]["last"], row.get("last") or row["updatedAt"])
         stints[-1]["incidents"] += 1
     return stints
 
@@ -34,8 +39,8 @@ async def gpu_view(store: Any, uuid: str) -> dict[str, Any] | None:
         return None
     gpu = found[uuid]
     history = await store.gpu_history(uuid)
-    xids = [{"at": r["openedAt"], "xid": x, "incident": r["incident"], "node": r["node"]}
-            for r in history for x in r.get("xids", [])]
+    xids = [{"at": _seen(r), "xid": x, "incident": r["incident"], "node": r["node"]}
+            for r in sorted(history, key=_seen) for x in r.get("xids", [])]
     return {"gpu": gpu, "state": gpu_state(gpu, history), "nodes": moves(history),
             "incidents": list(reversed(history)), "xids": xids}
 
