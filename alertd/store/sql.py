@@ -114,6 +114,7 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX commands_pending ON commands (state, id)",
     ],
     history.MIGRATION,  # incident facets and GPU identity (alertd/store/history.py)
+    ["CREATE INDEX incidents_seq ON incidents (seq)"],  # newest-first pages of the unfiltered list
 ]
 
 UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)

@@ -20,10 +20,24 @@ from alertd.model import parse_iso
 
 def when(value: Any) -> str:
     """RFC 3339 -> '2026-11-30 12:00:05 UTC' (one fixed zone: on-call people compare times across sites)."""
-    ts = parse_iso(value) if isinstance(value, str) else value
+    if isinstance(value, str):
+        return _when_text(value)
+    ts = value
     if not ts:
         return ""
     return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@functools.lru_cache(maxsize=8192)
+def _when_text(value: str) -> str:
+    """Stored timestamps repeat across a page (and pages): parse each once."""
+    ts = parse_iso(value)
+    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") if ts else ""
+
+
+@functools.lru_cache(maxsize=8192)
+def urlpart(value: Any) -> str:
+    return quote(str(value), safe="")
 
 
 def ago(value: Any, now: datetime | None = None) -> str:
@@ -56,7 +70,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("alertd.web", "templates"),
                              autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, auto_reload=False)
-    env.filters.update(when=when, ago=ago, slack_link=slack_link, urlpart=lambda v: quote(str(v), safe=""))
+    env.filters.update(when=when, ago=ago, slack_link=slack_link, urlpart=urlpart)
     env.globals.update(with_query=with_query)
     return env
 

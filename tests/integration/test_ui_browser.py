@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
@@ -75,9 +76,8 @@ async def test_the_ui_in_a_browser(tmp_path, slack, browser, shots):
         assert d.current_url.endswith("/ui/incidents?status=open")  # no reload: the script replaced the rows
 
         # --- the incident page; acknowledge; Slack shows the edit ---
-        link = await browser.do(d.find_element, By.LINK_TEXT, ids["b07"])
-        await browser.do(link.click)
-        await browser.wait(lambda: d.find_element(By.TAG_NAME, "h1").text.startswith(ids["b07"]), what="incident page")
+        await browser.do(click_link, d, ids["b07"])
+        await browser.wait(lambda: main_text(d).startswith(f"Incidents › {ids['b07']}"), what="incident page")
         page = d.find_element(By.TAG_NAME, "main").text
         assert "Kernel log evidence" in page and "Row Remapper" in page and "Prometheus" in page
         assert "slack:#gpu-alerts" in page and "Slack message" in page
@@ -85,7 +85,7 @@ async def test_the_ui_in_a_browser(tmp_path, slack, browser, shots):
         updates_before = len(slack.calls_of("chat.update"))
         ack = await browser.do(d.find_element, By.CSS_SELECTOR, "button[value=ack]")
         await browser.do(ack.click)
-        await browser.wait(lambda: "Done: acknowledged" in d.find_element(By.TAG_NAME, "main").text, what="ack done")
+        await browser.wait(lambda: "Done: acknowledged" in main_text(d), what="ack done")
         assert "acknowledged by anonymous" in d.find_element(By.CSS_SELECTOR, "ol.timeline").text
         edit = await wait_for(lambda: _acked_edit(slack, ids["b07"], updates_before), timeout=15)
         assert "Acknowledged" in edit and "anonymous" in edit
@@ -94,7 +94,7 @@ async def test_the_ui_in_a_browser(tmp_path, slack, browser, shots):
         # --- the GPU page, found by its serial from the header search ---
         search = await browser.do(d.find_element, By.ID, "gpu-find")
         await browser.do(search.send_keys, sc.SERIAL, Keys.ENTER)
-        await browser.wait(lambda: sc.MOVED_UUID in d.find_element(By.TAG_NAME, "h1").text, what="GPU page")
+        await browser.wait(lambda: f"GPU {sc.MOVED_UUID}" in main_text(d), what="GPU page")
         moves = [li.text.split(" ")[0] for li in d.find_elements(By.CSS_SELECTOR, "ol.moves li")]
         assert moves == ["gpu-a01", "gpu-b07"]
         rows = d.find_elements(By.XPATH, "//section[h2[@id='inc-h']]//tbody/tr")
@@ -122,6 +122,22 @@ async def test_the_ui_in_a_browser(tmp_path, slack, browser, shots):
         assert set(row["rules"].split(";")) == {"xid79-repeat", "xid48-and-63"}
     finally:
         await h.stop()
+
+
+def main_text(driver) -> str:
+    """The page's main text, or "" while a navigation is under way (no element to go stale)."""
+    return driver.execute_script("const m = document.querySelector('main'); return m ? m.innerText : '';")
+
+
+def click_link(driver, text: str) -> None:
+    """Click a row's link; a live update may replace the row between finding and clicking it: find again."""
+    for attempt in range(5):
+        try:
+            driver.find_element(By.LINK_TEXT, text).click()
+            return
+        except StaleElementReferenceException:
+            if attempt == 4:
+                raise
 
 
 async def _newest(h: Harness, count: int) -> dict | None:
