@@ -19,6 +19,7 @@ import pytest
 from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
+from tests.support.ha_cluster import fresh_database
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.pipeline import (
@@ -39,15 +40,20 @@ ROOT = Path(__file__).resolve().parents[2]
 SLACK_TOKEN = "xoxb-e2e"
 
 
-def test_prometheus_alertmanager_alertd(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_prometheus_alertmanager_alertd(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    storage = {}
+    if backend == "postgres":  # a fresh database on the session's PostgreSQL; alertd runs as a replica
+        storage = {"backend": "postgres", "postgres_dsn": fresh_database(request.getfixturevalue("postgres").dsn)}
     slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
     with serving_in_thread(slack, pagerduty):
-        run_pipeline(tmp_path, slack, pagerduty)
+        run_pipeline(tmp_path, slack, pagerduty, storage)
 
 
-def run_pipeline(tmp_path: Path, slack: SlackTestServer, pagerduty: PagerDutyTestServer) -> None:
+def run_pipeline(tmp_path: Path, slack: SlackTestServer, pagerduty: PagerDutyTestServer, storage: dict) -> None:
     rules_dir = write_rules(tmp_path / "alertd-rules", hold_down="3s")
     alertd = AlertdProcess(tmp_path / "alertd", {
+        "storage": storage,
         "rules": {"paths": [str(rules_dir)]},
         "receiver": {"auth": {"bearer_token": TOKEN}},
         "notify": {

@@ -8,6 +8,7 @@ import json
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -112,6 +113,8 @@ class Storm:
                                                                         nodes_per_cluster=4, seed=3))
     acked: list[dict] = field(default_factory=list)
     refused: int = 0
+    statuses: Counter = field(default_factory=Counter)  # every answer's status (0: no answer)
+    retry_after: set = field(default_factory=set)  # Retry-After values seen on 503s
     on_tick: Callable[[float], None] | None = None
 
     def run(self) -> None:
@@ -124,9 +127,12 @@ class Storm:
                 if not replica.alive():
                     continue
                 try:
-                    status, _, _ = replica.post(doc, {"Authorization": f"Bearer {TOKEN}"}, timeout=5)
+                    status, _, headers = replica.post(doc, {"Authorization": f"Bearer {TOKEN}"}, timeout=5)
                 except OSError:
-                    status = 0
+                    status, headers = 0, {}
+                self.statuses[status] += 1
+                if status == 503:
+                    self.retry_after.add(dict(headers).get("Retry-After"))
                 if 200 <= status < 300:
                     self.acked.append(doc)
                     break
