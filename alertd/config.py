@@ -54,6 +54,7 @@ class Config:
     synchronous: str = "FULL"
     postgres_dsn: str = ""
     retention: timedelta = timedelta(hours=24)
+    incident_retention: timedelta = timedelta(days=400)  # resolved incidents; 0 keeps them forever
     max_body_bytes: int = 10 * 1024 * 1024
     body_timeout: float = 30.0  # seconds a request body may take to arrive
     receiver_auth: Credentials = field(default_factory=Credentials)
@@ -121,6 +122,7 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         synchronous=storage.get("synchronous", "FULL"),
         postgres_dsn=storage.get("postgres_dsn", ""),
         retention=parse_duration(storage.get("retention", "24h")),
+        incident_retention=parse_duration(storage.get("incident_retention", "400d")),
         max_body_bytes=doc.get("receiver", {}).get("max_body_bytes", defaults.max_body_bytes),
         body_timeout=parse_duration(doc.get("receiver", {}).get("body_timeout", "30s")).total_seconds(),
         receiver_auth=receiver_auth,

@@ -34,3 +34,5 @@ class Metrics:
         self.reload_time = Gauge("alertd_rules_last_reload_success_timestamp_seconds", "Time of the last successful rule reload.", registry=r)
         self.auth_failures = Counter("alertd_auth_failures_total", "Requests refused for missing, wrong or too weak credentials.",
                                      ["surface", "reason"], registry=r)
+        self.store_bytes = Gauge("alertd_store_bytes", "Bytes the store takes on disk (SQLite: database, WAL and "
+                                 "shared memory; PostgreSQL: the database).", registry=r)

@@ -77,6 +77,8 @@ class Service:
         self._append_ok_at = 0.0
         self.metrics.reload_ok.set(1)
         self.metrics.reload_time.set(time.time())
+        if callable(getattr(store, "disk_bytes", None)):  # SQLite: a few stat() calls, so measured at each scrape
+            self.metrics.store_bytes.set_function(store.disk_bytes)
 
     def _outbox_worker(self, store: Store, clock: Callable[[], datetime]) -> OutboxWorker:
         return OutboxWorker(store, self.notifiers, self.metrics, clock, max_attempts=self.cfg.retry_max_attempts,
@@ -360,10 +362,15 @@ class Service:
         while not self._stopping:
             try:
                 if rounds % 5 == 0:
-                    pruned = await self.store.prune(self.clock() - self.cfg.retention)
+                    now = self.clock()
+                    keep = self.cfg.incident_retention
+                    pruned = await self.store.prune(now - self.cfg.retention,
+                                                    resolved_before=now - keep if keep else None)
                     if pruned:
-                        log.info("pruned %d old inbox/outbox rows", pruned)
+                        log.info("pruned %d old rows (inbox, outbox, resolved incidents)", pruned)
                 self.metrics.outbox_pending.set((await self.store.stats()).get("outbox_pending", 0))
+                if not hasattr(self.store, "disk_bytes") and (size := await self.store.size_bytes()) is not None:
+                    self.metrics.store_bytes.set(size)
             except Exception as exc:
                 self._step_failed("housekeeping", exc)
             rounds += 1

@@ -172,11 +172,16 @@ class Store(abc.ABC):
     async def notify_ref(self, incident_id: str, target: str) -> str | None: ...
 
     @abc.abstractmethod
-    async def prune(self, before: datetime) -> int:
-        """Drop processed inbox rows and delivered outbox rows older than ``before``."""
+    async def prune(self, before: datetime, *, resolved_before: datetime | None = None) -> int:
+        """Drop processed inbox rows and delivered outbox rows older than ``before`` and, when given, resolved
+        incidents (members, timeline) resolved before ``resolved_before``; in small batches."""
 
     @abc.abstractmethod
     async def stats(self) -> dict[str, int]: ...
+
+    async def size_bytes(self) -> int | None:
+        """Bytes on disk (alertd_store_bytes), None when the backend cannot tell."""
+        return None
 
     @abc.abstractmethod
     async def record_audit(self, entry: AuditEntry) -> None: ...

@@ -24,7 +24,9 @@ from alertd.store.reads import HistoryReads, IncidentQuery
 
 log = logging.getLogger(__name__)
 RECENT_EVENTS = 20
-INSERT_CHUNK = 500  # rows per INSERT statement (3 parameters each; SQLite allows 32766)
+INSERT_CHUNK = 500
+PRUNE_BATCH = 500  # rows per pruning transaction
+PRUNE_MAX_BATCHES = 200  # per table and housekeeping round (the rest waits for the next round)  # rows per INSERT statement (3 parameters each; SQLite allows 32766)
 
 
 class SqlStore(HistoryReads, CoordinationMixin, Store):
@@ -46,6 +48,13 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
 
     def _begin(self, cur: Any) -> None:
         cur.execute("BEGIN")
+
+    def _member_doc(self, doc: dict[str, Any]) -> Any:
+        """How a member document is stored (backend hook): JSON text here, compressed by SQLite."""
+        return sql.dumps(doc)
+
+    def _after_write(self) -> None:
+        """Called on the store thread after each committed write transaction (backend hook)."""
 
     # ----- plumbing -----
 
@@ -75,7 +84,6 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
             self._begin(cur)
             result = fn(cur)
             self._conn.commit()
-            return result
         except self.unavailable as exc:
             self._safe_rollback()
             raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
@@ -84,6 +92,8 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
             raise
         finally:
             cur.close()
+        self._after_write()
+        return result
 
     def _query(self, statement: str, args: tuple | list = ()) -> list[tuple]:
         """A read on the store thread; ends its implicit transaction so snapshots stay fresh."""
@@ -200,21 +210,30 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
                 fut.set_result(result)
 
     def _insert(self, cur: Any, entries: list[InboxEntry]) -> AppendResult:
-        """One multi-row INSERT per request; RETURNING names the rows that were new (not redeliveries)."""
+        """One multi-row INSERT per request; RETURNING names the rows that were new (not redeliveries).
+
+        The bodies of the new rows go to inbox_bodies, deleted once the engine has taken them."""
         fresh: dict[str, int] = {}
         for start in range(0, len(entries), INSERT_CHUNK):
             chunk = entries[start:start + INSERT_CHUNK]
-            values = ", ".join(["(?, ?, ?)"] * len(chunk))
+            values = ", ".join(["(?, ?, '')"] * len(chunk))
             cur.execute(self._q(f"INSERT INTO inbox (dedup, received_at, alert) VALUES {values} "
                                 "ON CONFLICT (dedup) DO NOTHING RETURNING dedup, seq"),
-                        [v for e in chunk for v in (e.dedup, iso(e.received_at), sql.dumps(e.alert))])
+                        [v for e in chunk for v in (e.dedup, iso(e.received_at))])
             fresh.update(cur.fetchall())
+        bodies = [(fresh[e.dedup], sql.dumps(e.alert)) for e in {e.dedup: e for e in reversed(entries)}.values()
+                  if e.dedup in fresh]  # a key twice in one request: the first is the new one
+        for start in range(0, len(bodies), INSERT_CHUNK):
+            chunk = bodies[start:start + INSERT_CHUNK]
+            cur.execute(self._q("INSERT INTO inbox_bodies (seq, alert) VALUES " + ", ".join(["(?, ?)"] * len(chunk))),
+                        [v for row in chunk for v in row])
         seqs = [fresh.pop(e.dedup, None) for e in entries]  # a key twice in one request: the first is new
         stored = sum(1 for seq in seqs if seq is not None)
         return AppendResult(stored=stored, duplicates=len(entries) - stored, seqs=seqs)
 
     async def pending_inbox(self, limit: int) -> list[tuple[int, dict[str, Any]]]:
-        rows = await self._run(self._query, "SELECT seq, alert FROM inbox WHERE processed = 0 ORDER BY seq LIMIT ?", (limit,))
+        rows = await self._run(self._query, "SELECT i.seq, b.alert FROM inbox i JOIN inbox_bodies b ON b.seq = i.seq "
+                               "WHERE i.processed = 0 ORDER BY i.seq LIMIT ?", (limit,))
         return [(seq, json.loads(doc)) for seq, doc in rows]
 
     async def quarantine_inbox(self, seqs: list[int], error: str) -> None:
@@ -227,13 +246,16 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
     async def commit_step(self, step: Step) -> None:
         def do(cur: Any) -> dict:
             if step.processed:
-                cur.executemany(self._q("UPDATE inbox SET processed = 1 WHERE seq = ?"), [(s,) for s in step.processed])
+                # The body is in the incident's member now: the row stays only as the redelivery dedup key.
+                done = [(s,) for s in step.processed]
+                cur.executemany(self._q("UPDATE inbox SET processed = 1 WHERE seq = ?"), done)
+                cur.executemany(self._q("DELETE FROM inbox_bodies WHERE seq = ?"), done)
             for change in step.changes:
                 inc = change.incident
                 cur.execute(self._q(sql.UPSERT_INCIDENT), sql.incident_row(inc))
                 if change.members:
                     cur.executemany(self._q(sql.UPSERT_MEMBER), [
-                        (inc.id, fp, sql.dumps(inc.members[fp].to_dict())) for fp in change.members if fp in inc.members
+                        (inc.id, fp, self._member_doc(inc.members[fp].to_dict())) for fp in change.members if fp in inc.members
                     ])
                 cur.executemany(self._q(sql.INSERT_EVENT), [(inc.id, sql.dumps(e.to_dict())) for e in change.events])
             written = history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)
@@ -365,15 +387,46 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
                                (incident_id, target))
         return rows[0][0] if rows else None
 
-    async def prune(self, before: datetime) -> int:
-        def do(cur: Any) -> int:
-            cur.execute(self._q("DELETE FROM inbox WHERE processed = 1 AND received_at < ?"), (iso(before),))
-            n = cur.rowcount
-            cur.execute(self._q("DELETE FROM outbox WHERE state = 'done' AND done_at < ?"), (iso(before),))
-            n += cur.rowcount
-            cur.execute(self._q("DELETE FROM commands WHERE state = 'done' AND created_at < ?"), (iso(before),))
-            return n + cur.rowcount
-        return await self._run(self._ftx, do)
+    async def prune(self, before: datetime, *, resolved_before: datetime | None = None) -> int:
+        """In small transactions (PRUNE_BATCH rows each), so the writer is never held long and the WAL stays small."""
+        cutoff = iso(before)
+        statements = [
+            ("DELETE FROM inbox WHERE seq IN (SELECT seq FROM inbox WHERE processed = 1 AND received_at < ? LIMIT ?)",
+             cutoff),
+            ("DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE state = 'done' AND done_at < ? LIMIT ?)",
+             cutoff),
+            ("DELETE FROM commands WHERE id IN (SELECT id FROM commands WHERE state = 'done' AND created_at < ? LIMIT ?)",
+             cutoff),
+        ]
+        total = 0
+        for statement, arg in statements:
+            total += await self._prune_batches(lambda cur, st=statement, a=arg: self._delete(cur, st, (a, PRUNE_BATCH)))
+        if resolved_before is not None:
+            total += await self._prune_batches(lambda cur: self._prune_incidents(cur, iso(resolved_before)))
+        return total
+
+    async def _prune_batches(self, one: Callable[[Any], int]) -> int:
+        total = 0
+        for _ in range(PRUNE_MAX_BATCHES):
+            n = await self._run(self._ftx, one)
+            total += n
+            if n < PRUNE_BATCH:
+                break
+        return total
+
+    def _delete(self, cur: Any, statement: str, args: tuple) -> int:
+        cur.execute(self._q(statement), args)
+        return max(cur.rowcount, 0)
+
+    def _prune_incidents(self, cur: Any, cutoff: str) -> int:
+        """Resolved incidents older than the cutoff, with their members, timeline and search facets."""
+        cur.execute(self._q("SELECT id FROM incidents WHERE status = 'resolved' AND resolved_at < ? LIMIT ?"),
+                    (cutoff, PRUNE_BATCH))
+        ids = [(r[0],) for r in cur.fetchall()]
+        for table in ("members", "events", "incident_facets", "notify_refs", "router_marks"):
+            cur.executemany(self._q(f"DELETE FROM {table} WHERE incident_id = ?"), ids)
+        cur.executemany(self._q("DELETE FROM incidents WHERE id = ?"), ids)
+        return len(ids)
 
     async def stats(self) -> dict[str, int]:
         def do() -> dict[str, int]:

@@ -40,3 +40,6 @@ class PostgresStore(SqlStore):
 
     def _lost(self, conn: Any) -> bool:
         return conn.closed or conn.broken
+
+    async def size_bytes(self) -> int | None:
+        return (await self._run(self._query, "SELECT pg_database_size(current_database())"))[0][0]

@@ -5,6 +5,7 @@ Placeholders are written as ``?`` and rewritten for drivers that want ``%s``.
 from __future__ import annotations
 
 import json
+import zlib
 
 import orjson
 from typing import Any, Iterable
@@ -115,6 +116,12 @@ MIGRATIONS: list[list[str]] = [
     ],
     history.MIGRATION,  # incident facets and GPU identity (alertd/store/history.py)
     ["CREATE INDEX incidents_seq ON incidents (seq)"],  # newest-first pages of the unfiltered list
+    [  # an alert's body is kept apart until the engine has taken it, then deleted (its pages are reused):
+       # the inbox row stays only as the redelivery dedup key, the body lives on in the incident's member
+        "CREATE TABLE inbox_bodies (seq BIGINT PRIMARY KEY, alert TEXT NOT NULL)",
+        "INSERT INTO inbox_bodies (seq, alert) SELECT seq, alert FROM inbox WHERE processed <> 1",
+        "UPDATE inbox SET alert = ''",
+    ],
 ]
 
 UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)
@@ -157,9 +164,20 @@ def incident_row(inc: Incident) -> tuple:
             doc["openedAt"], doc["updatedAt"], doc["resolvedAt"], dumps(doc))
 
 
-def assemble(doc: str, members: Iterable[str], events: Iterable[str]) -> Incident:
+def packed(value: Any) -> bytes:
+    """A member document compressed (SQLite stores it as a BLOB): about half the bytes of its JSON."""
+    return zlib.compress(orjson.dumps(value), 6)
+
+
+def unpacked(raw: str | bytes) -> str | bytes:
+    """A member document as stored: JSON text (PostgreSQL, older SQLite rows) or packed()."""
+    return zlib.decompress(raw) if isinstance(raw, (bytes, memoryview)) else raw
+
+
+def assemble(doc: str, members: Iterable[str | bytes], events: Iterable[str]) -> Incident:
     inc = Incident.from_dict(json.loads(doc))
-    for m in sorted((Member.from_dict(json.loads(raw)) for raw in members), key=lambda m: (m.starts_at, m.fingerprint)):
+    for m in sorted((Member.from_dict(json.loads(unpacked(raw))) for raw in members),
+                    key=lambda m: (m.starts_at, m.fingerprint)):
         inc.members[m.fingerprint] = m
     inc.count_firing()
     inc.timeline = [Event.from_dict(json.loads(raw)) for raw in events]

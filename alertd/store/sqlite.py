@@ -2,17 +2,25 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
+from alertd.store import sql
 from alertd.store.dbapi import SqlStore
 
 
 log = logging.getLogger(__name__)
 CHECKPOINT_EVERY = 1.0  # seconds between checks of the write-ahead log
 CHECKPOINT_BYTES = 4 * 1024 * 1024  # a WAL larger than this is copied back into the database
+# Past this the writer itself checkpoints (TRUNCATE) between two transactions: the background PASSIVE
+# checkpoints copy pages but cannot restart the log while the writer keeps appending, so under a storm
+# the WAL would grow without end. The writer's checkpoint mostly finds the pages already copied.
+TRUNCATE_BYTES = 16 * 1024 * 1024
+JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024  # what a restarted WAL is cut back to
 
 
 class SqliteStore(SqlStore):
@@ -25,6 +33,8 @@ class SqliteStore(SqlStore):
         self.path = Path(path)
         self.synchronous = synchronous
         self.max_pages = max_pages  # a hard size cap; 0 = none (tests use it to simulate a full disk)
+        self._wal = f"{self.path}-wal"
+        self.truncations = 0  # writer checkpoints that restarted the WAL (tests, debugging)
         self._checkpointer: threading.Thread | None = None
         self._stop_checkpoints = threading.Event()
 
@@ -35,6 +45,7 @@ class SqliteStore(SqlStore):
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         if self.max_pages:
             conn.execute(f"PRAGMA max_page_count={int(self.max_pages)}")
         # Checkpoints run on their own connection and thread (below): done by the writer, copying the
@@ -77,6 +88,42 @@ class SqliteStore(SqlStore):
 
     def _begin(self, cur: Any) -> None:
         cur.execute("BEGIN IMMEDIATE")
+
+    def _member_doc(self, doc: dict[str, Any]) -> Any:
+        return sql.packed(doc)
+
+    def _after_write(self) -> None:
+        """Bound the WAL: past TRUNCATE_BYTES, checkpoint and truncate it from the writer, between batches."""
+        try:
+            if os.stat(self._wal).st_size <= TRUNCATE_BYTES:
+                return
+        except OSError:
+            return
+        started = time.monotonic()
+        try:
+            self._conn.execute("PRAGMA busy_timeout=200")  # a reader in the way: try again after the next write
+            busy, frames, done = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error as exc:  # e.g. a full disk; the next write tries again
+            log.warning("WAL checkpoint (TRUNCATE) failed: %s", exc)
+            return
+        finally:
+            self._conn.execute("PRAGMA busy_timeout=10000")
+        self.truncations += 0 if busy else 1
+        log.debug("WAL checkpoint (TRUNCATE): busy=%s, %s frames, %.0f ms", busy, frames,
+                  (time.monotonic() - started) * 1000)
+
+    async def size_bytes(self) -> int | None:
+        return self.disk_bytes()
+
+    def disk_bytes(self) -> int:
+        """The database, its WAL and its shared-memory file on disk (alertd_store_bytes)."""
+        total = 0
+        for p in (self.path, Path(self._wal), Path(f"{self.path}-shm")):
+            try:
+                total += p.stat().st_blocks * 512
+            except OSError:
+                pass
+        return total
 
     def set_max_pages(self, pages: int) -> None:
         """Cap the database size from now on (simulates a full disk in tests)."""

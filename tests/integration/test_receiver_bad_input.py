@@ -202,7 +202,7 @@ async def test_bad_payload_is_refused_with_400_naming_the_field(server, build, f
     traffic.assert_all_stored()
     with open_readonly(server.db_path) as conn:
         assert not conn.execute("SELECT count(*) FROM inbox WHERE dedup LIKE ?", (f"%{run}-node%",)).fetchone()[0]
-        assert not conn.execute("SELECT count(*) FROM inbox WHERE alert LIKE ?", (f"%{run}-node%",)).fetchone()[0]
+        assert not conn.execute("SELECT count(*) FROM inbox_bodies WHERE alert LIKE ?", (f"%{run}-node%",)).fetchone()[0]
 
 
 async def test_unknown_fields_from_newer_alertmanagers_are_accepted(server):

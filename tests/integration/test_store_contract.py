@@ -502,3 +502,28 @@ async def test_history_is_backfilled_for_incidents_stored_before_it(make_store):
     assert [r["incident"] for r in await again.gpu_history("GPU-aaaa")] == ["INC-1"]
     assert [g["uuid"] for g in await again.find_gpus("GPU-aaaa")] == ["GPU-aaaa"]
     await again.close()
+
+
+async def test_resolved_incidents_past_their_retention_are_pruned_with_members_and_timeline(store):
+    old = incident(1, node="n-old", status="resolved", updated=at(0), members=("fa", "fb"), events=3)
+    recent = incident(2, node="n-recent", status="resolved", updated=at(3600), members=("fc",))
+    still_open = incident(3, node="n-open", updated=at(0), members=("fd",))
+    await store.commit_step(Step(changes=[change(old), change(recent), change(still_open)]))
+    pruned = await store.prune(at(-86400), resolved_before=at(1800))
+    assert pruned == 1
+    assert await store.get_incident("INC-1") is None
+    assert {r[0] for r in await query(store, "SELECT incident_id FROM members")} == {"INC-2", "INC-3"}
+    assert {r[0] for r in await query(store, "SELECT incident_id FROM events")} == {"INC-2", "INC-3"}
+    assert set((await store.get_incident("INC-2")).members) == {"fc"}
+
+
+async def test_an_alert_body_is_kept_only_until_the_engine_took_it(store):
+    await store.append_inbox([entry(f"b{i}|1|firing", node="gpu-node-1") for i in range(3)]
+                             + [entry("b0|1|firing")])  # a key twice in one request: one row, one body
+    rows = await store.pending_inbox(10)
+    assert [doc["fingerprint"] for _, doc in rows] == ["b0", "b1", "b2"] and rows[0][1]["node"] == "gpu-node-1"
+    assert (await query(store, "SELECT count(*) FROM inbox_bodies"))[0][0] == 3
+    await store.commit_step(Step(processed=[rows[0][0], rows[1][0]]))
+    assert [doc["fingerprint"] for _, doc in await store.pending_inbox(10)] == ["b2"]
+    assert (await query(store, "SELECT count(*) FROM inbox_bodies"))[0][0] == 1  # only the pending one
+    assert (await store.append_inbox([entry("b0|1|firing")])).duplicates == 1  # the dedup key stays
