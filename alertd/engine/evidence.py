@@ -59,6 +59,7 @@ class EvidenceRules:
     alertnames: tuple[EvidenceRule, ...] = ()
     labels: tuple[EvidenceRule, ...] = ()
     text_fields: tuple[str, ...] = TEXT_FIELDS
+    field_labels: tuple[str, ...] = ()  # labels whose value names a DCGM field / metric (label_replace'd __name__)
     xid_patterns: tuple[re.Pattern[str], ...] = ()
     gpu_looking: GpuLooking = field(default_factory=GpuLooking)
 
@@ -92,6 +93,13 @@ def by_alertname(alert: Alert, rules: EvidenceRules) -> Found | None:
 
 
 def by_labels(alert: Alert, rules: EvidenceRules) -> Found | None:
+    for name in rules.field_labels:  # e.g. metric="DCGM_FI_DEV_XID_ERRORS": read as the expression's metric
+        value = alert.labels.get(name)
+        if value:
+            sel = Selector(metric=value, labels=(), inside=(), compare="")
+            for rule in rules.expressions:
+                if rule.matches_selector(sel):
+                    return Found("label", f'label {name}="{value}" names the metric', rule)
     for rule in rules.labels:
         if match_all(rule.matchers, alert.labels):
             shown = ", ".join(f'{m.name}="{alert.labels.get(m.name, "")}"' for m in rule.matchers)
@@ -179,6 +187,7 @@ def build_evidence(doc: dict[str, Any], check: Checker, where: Any) -> EvidenceR
         alertnames=entries("alertnames"),
         labels=entries("labels"),
         text_fields=tuple(ann.get("fields") or TEXT_FIELDS),
+        field_labels=tuple(doc.get("field_labels") or ()),
         xid_patterns=tuple(patterns),
         gpu_looking=GpuLooking(
             metrics=_regex(check, g.get("metrics"), ("evidence", "gpu_looking", "metrics")),
@@ -195,6 +204,7 @@ def merge(a: EvidenceRules, b: EvidenceRules) -> EvidenceRules:
         alertnames=a.alertnames + b.alertnames,
         labels=a.labels + b.labels,
         text_fields=a.text_fields if a.xid_patterns else b.text_fields,
+        field_labels=tuple(dict.fromkeys(a.field_labels + b.field_labels)),
         xid_patterns=a.xid_patterns + b.xid_patterns,
         gpu_looking=a.gpu_looking if a.gpu_looking.metrics or a.gpu_looking.labels else b.gpu_looking,
     )
