@@ -38,6 +38,7 @@ def _serve(args: argparse.Namespace) -> int:
     from alertd.logs import setup_logging
     from alertd.rules import load_rules
     from alertd.service import Service
+    from alertd.startup import sqlite_problem
     from alertd.store import open_store
     from alertd.web.app import build_app
     from alertd.web.auth import Authenticator, exposure_problem
@@ -58,6 +59,10 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     auth = Authenticator.from_config(cfg, insecure_no_auth=args.insecure_no_auth)
     if problem := exposure_problem(cfg.host_port[0], auth):
+        print(f"alertd: {problem}", file=sys.stderr)
+        return 2
+    if cfg.storage_backend == "sqlite" and (problem := sqlite_problem(
+            Path(cfg.sqlite_path) if cfg.sqlite_path else cfg.data_dir / "alertd.sqlite3")):
         print(f"alertd: {problem}", file=sys.stderr)
         return 2
     store = open_store(cfg.storage_backend, data_dir=cfg.data_dir, sqlite_path=cfg.sqlite_path,
@@ -128,8 +133,14 @@ def _serve(args: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 50)
-    web.run_app(app, host=host, port=port, print=None, access_log=None, shutdown_timeout=10, handle_signals=True,
-                reuse_port=bool(receivers) or role == "receiver")
+    try:
+        web.run_app(app, host=host, port=port, print=None, access_log=None, shutdown_timeout=10,
+                    handle_signals=True, reuse_port=bool(receivers) or role == "receiver")
+    except Exception as exc:  # e.g. the database went away between the check and the start, a port in use
+        log.debug("start-up failed", exc_info=True)
+        print(f"alertd: could not start: {type(exc).__name__}: {exc} (run with log.level debug for the traceback)",
+              file=sys.stderr)
+        return 2
     return 0
 
 
