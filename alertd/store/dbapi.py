@@ -244,7 +244,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
     # ----- engine steps -----
 
     async def commit_step(self, step: Step) -> None:
-        def do(cur: Any) -> dict:
+        def do(cur: Any) -> history.Written:
             if step.processed:
                 # The body is in the incident's member now: the row stays only as the redelivery dedup key.
                 done = [(s,) for s in step.processed]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Iterable
 
 from alertd.model import Incident, iso
@@ -68,6 +69,7 @@ MIGRATION = [
 ]
 
 DELETE_FACETS = "DELETE FROM incident_facets WHERE incident_id = ?"
+DELETE_FACET = "DELETE FROM incident_facets WHERE kind = ? AND value = ? AND seq = ?"  # the primary key
 INSERT_FACET = "INSERT INTO incident_facets (incident_id, seq, opened_at, kind, value) VALUES (?, ?, ?, ?, ?)"
 UPSERT_HISTORY = """INSERT INTO gpu_history (uuid, incident_id, seq, cluster, node, opened_at, updated_at, status, severity, title, doc)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -144,52 +146,79 @@ def facets(inc: Incident) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = {("signal", s) for s in inc.signals}
     out |= {("xid", str(x)) for x in inc.xids}
     out |= {("gpu", g["uuid"]) for g in inc.gpus if g.get("uuid")}
-    nodes = list(dict.fromkeys([inc.node, *inc.nodes]))[:MAX_NODE_FACETS]
-    out |= {("node", n) for n in nodes if n}
-    team = _OWNERS.team_for(inc)
+    out |= {("node", n) for n in islice(inc.nodes, MAX_NODE_FACETS) if n}
+    if inc.node:
+        out.add(("node", inc.node))
+    # The owning team is read from the members: a storm incident's thousands of members (whose jobs belong
+    # to many teams anyway) would cost a full scan on every step, so only smaller incidents get one.
+    team = _OWNERS.team_for(inc) if len(inc.members) <= MAX_SCANNED_MEMBERS else ""
     if team:
         out.add(("team", team))
     return out
 
 
+@dataclass(slots=True)
+class Written:
+    facets: dict[str, frozenset[tuple[str, str]]]
+    sightings: dict[tuple[str, int], tuple]
+
+
 class FacetCache:
-    """The facets last committed per incident, so a step that did not change them writes nothing."""
+    """What was last committed per incident (facets) and per GPU and incident (what the history shows),
+    so a step that changed neither writes nothing: most steps only re-fire alerts."""
 
     def __init__(self, size: int = 20_000):
         self.size = size
         self._known: OrderedDict[str, frozenset[tuple[str, str]]] = OrderedDict()
+        self._sightings: OrderedDict[tuple[str, int], tuple] = OrderedDict()
 
-    def unchanged(self, incident_id: str, current: frozenset[tuple[str, str]]) -> bool:
-        return self._known.get(incident_id) == current
+    def same_sighting(self, key: tuple[str, int], what: tuple) -> bool:
+        return self._sightings.get(key) == what
 
-    def remember(self, written: dict[str, frozenset[tuple[str, str]]]) -> None:
+    def known(self, incident_id: str) -> frozenset[tuple[str, str]] | None:
+        return self._known.get(incident_id)
+
+    def remember(self, written: Written) -> None:
         """Called after the commit succeeded (a rolled-back write must be redone next time)."""
-        for incident_id, value in written.items():
-            self._known[incident_id] = value
-            self._known.move_to_end(incident_id)
-        while len(self._known) > self.size:
-            self._known.popitem(last=False)
+        for table, items in ((self._known, written.facets), (self._sightings, written.sightings)):
+            for key, value in items.items():
+                table[key] = value  # type: ignore[index]
+                table.move_to_end(key)  # type: ignore[arg-type]
+            while len(table) > self.size * 8:
+                table.popitem(last=False)
 
 
 def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | None]], dumps: Any,
-          cache: FacetCache | None = None) -> dict[str, frozenset[tuple[str, str]]]:
+          cache: FacetCache | None = None) -> "Written":
     """Rewrite the facets and GPU rows of these incidents (same transaction as the incidents).
 
-    ``incidents``: (incident, fingerprints changed in this step, or None for all). Returns the facets
+    ``incidents``: (incident, fingerprints changed in this step, or None for all). Returns what was
     written, for FacetCache.remember once the transaction committed."""
     facet_rows: list[tuple] = []
     history_rows: list[tuple] = []
     gpu_rows: list[tuple] = []
     ids = []
+    gone: list[tuple[str, str, int]] = []
     written: dict[str, frozenset[tuple[str, str]]] = {}
+    seen: dict[tuple[str, int], tuple] = {}
     for inc, changed in incidents:
         seq, opened, updated = seq_of(inc), iso(inc.opened_at) or "", iso(inc.updated_at) or ""
         current = frozenset(facets(inc))
-        if cache is None or not cache.unchanged(inc.id, current):
+        before = cache.known(inc.id) if cache is not None else None
+        if before is None:  # not known since the store opened: rewrite them all
             ids.append((inc.id,))
             facet_rows += [(inc.id, seq, opened, kind, value) for kind, value in sorted(current)]
+        elif before != current:  # a growing storm adds a few nodes per step: write only the difference
+            gone += [(kind, value, seq) for kind, value in sorted(before - current)]
+            facet_rows += [(inc.id, seq, opened, kind, value) for kind, value in sorted(current - before)]
+        if before != current:
             written[inc.id] = current
         for s in sightings(inc, changed):
+            what = (s.node, inc.status, inc.severity, inc.title, frozenset(s.xids), frozenset(s.signals),
+                    frozenset(s.alertnames), s.serial, s.pci_bus_id)
+            if cache is not None and cache.same_sighting((s.uuid, seq), what):
+                continue  # an alert re-fired: nothing the history shows changed (last seen moves on change)
+            seen[(s.uuid, seq)] = what
             doc = {"xids": sorted(s.xids), "signals": sorted(s.signals), "alertnames": sorted(s.alertnames),
                    "index": s.index, "serial": s.serial, "pci_bus_id": s.pci_bus_id, "first": s.first, "last": s.last}
             history_rows.append((s.uuid, inc.id, seq, s.cluster, s.node, opened, updated, inc.status, inc.severity,
@@ -198,10 +227,12 @@ def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | 
                              max(s.last, opened), inc.id))
     if ids:
         cur.executemany(q(DELETE_FACETS), ids)
+    if gone:
+        cur.executemany(q(DELETE_FACET), gone)
     if facet_rows:
         cur.executemany(q(INSERT_FACET), facet_rows)
     if history_rows:
         cur.executemany(q(UPSERT_HISTORY), history_rows)
     if gpu_rows:
         cur.executemany(q(UPSERT_GPU), gpu_rows)
-    return written
+    return Written(written, seen)
