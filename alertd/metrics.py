@@ -23,6 +23,7 @@ class Metrics:
             "Firing alerts that look like GPU alerts (DCGM metric, GPU labels or name) but match no classification rule.",
             ["alertname"], registry=r)
         self.incidents = Gauge("alertd_incidents", "Incidents held by the engine, by state.", ["state"], registry=r)
+        self.leader = Gauge("alertd_engine_leader", "1 while this process runs the engine (leader), else 0.", registry=r)
         self.incidents_opened = Counter("alertd_incidents_opened_total", "Incidents opened.", registry=r)
         self.incidents_resolved = Counter("alertd_incidents_resolved_total", "Incidents resolved.", registry=r)
         self.inbox_pending = Gauge("alertd_inbox_pending", "Stored alerts not yet through the engine.", registry=r)

@@ -146,6 +146,7 @@ class Service:
             self._leader_tasks.append(loop.create_task(self.reconciler.run(), name="alertd-reconciler"))
         if self.enricher is not None and hasattr(self.enricher, "resume"):
             self.enricher.resume(state.incidents.values())
+        self.metrics.leader.set(1)
         log.info("engine running: %d open incidents restored", len(state.incidents))
 
     async def _follow(self, why: str) -> None:
@@ -156,6 +157,7 @@ class Service:
         await asyncio.gather(*self._leader_tasks, return_exceptions=True)
         self._leader_tasks = []
         self.engine = None
+        self.metrics.leader.set(0)
         self.store.set_fence(None)  # type: ignore[attr-defined]
         log.warning("engine stopped on this replica: %s", why)
 

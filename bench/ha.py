@@ -148,7 +148,7 @@ def postgres(args: argparse.Namespace, binary: Path, work: Path) -> None:
                 break
             time.sleep(0.05)
         print(f"failover after kill -9 of the leader: a follower reported leader after {time.monotonic() - t0:.2f} s "
-              f"(lease ttl 6 s, renewal every 1 s)")
+              f"(lease ttl 5 s, renewal every 1 s)")
     finally:
         for r in replicas:
             r.stop()

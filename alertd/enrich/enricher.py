@@ -31,7 +31,7 @@ from collections import deque
 from typing import Any, Iterable
 
 from alertd.enrich import metrics
-from alertd.enrich.annotations import IncidentState, annotation_values, seed_state
+from alertd.enrich.annotations import KUBE_NODE, LOG_EVIDENCE, PODS, IncidentState, annotation_values, seed_state
 from alertd.enrich.evidence import build_evidence, upgrade_signal
 from alertd.enrich.kube import KubeContext, NodeContext
 from alertd.enrich.kube_api import KubeUnavailable
@@ -104,6 +104,18 @@ class Enricher:
                     self._spawn(loop, self._enrich(target), "alertd-enrich")
             except Exception:  # enrichment must never break the service
                 log.exception("could not start enrichment for %s", change.incident.id)
+
+    def resume(self, incidents: Iterable[Incident], limit: int = 500) -> int:
+        """On becoming the engine (a start, a failover): enrich again the open incidents that have no
+        enrichment stored, whose first attempt or retries may have been pending in another process's
+        memory. The incidents' annotations in the store are the durable record of what was done."""
+        pending = [inc for inc in incidents
+                   if inc.is_open and not inc.fleet and inc.node and not any(inc.annotations.get(k) for k in (LOG_EVIDENCE, PODS, KUBE_NODE))]
+        pending = sorted(pending, key=lambda inc: inc.opened_at, reverse=True)[:limit]
+        self.submit(Change(incident=inc, kinds=["opened"]) for inc in pending)
+        if pending:
+            log.info("enrichment resumed for %d open incidents without stored enrichment", len(pending))
+        return len(pending)
 
     async def close(self) -> None:
         """Stop background work: pending jobs are dropped, a write in progress may finish."""

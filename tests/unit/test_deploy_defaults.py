@@ -63,3 +63,15 @@ def test_docker_default_without_its_secret_files_names_the_missing_file():
 def test_examples_listen_on_loopback_only():
     cfg = parse_config(yaml.safe_load((ROOT / "examples/alertd.yml").read_text()), "alertd.yml")
     assert is_loopback(cfg.host_port[0])
+
+
+def test_kubernetes_runs_three_replicas_on_postgres_with_a_disruption_budget(tmp_path):
+    cfg = deployment_config(tmp_path)
+    assert cfg.storage_backend == "postgres" and cfg.postgres_dsn
+    assert len(cfg.raw["alertmanager"]["urls"]) == 2
+    docs = {d["kind"]: d for d in yaml.safe_load_all((ROOT / "deploy/kubernetes/alertd.yaml").read_text())}
+    assert docs["Deployment"]["spec"]["replicas"] == 3
+    assert "PersistentVolumeClaim" not in docs  # replicas are stateless: the state is in PostgreSQL
+    assert docs["PodDisruptionBudget"]["spec"]["minAvailable"] == 2
+    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"

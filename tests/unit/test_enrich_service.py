@@ -450,3 +450,15 @@ async def test_failed_write_is_retried(tmp_path, caplog) -> None:
         assert await h.enricher.wait_idle(10)
         stored = await h.svc.store.get_incident(h.incident("n1").id)
         assert stored.primary.xid == 79 and stored.annotations["log_evidence"][0]["xid"] == 79
+
+
+async def test_enrichment_pending_at_a_stop_is_resumed_by_the_next_engine(tmp_path) -> None:
+    async with Harness(tmp_path, lines={"n1": [XID79]}, retry=(60,)) as h:
+        h.backend.fail = LogsUnavailable("ConnectionError: connection refused")
+        await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc) - timedelta(minutes=5)))
+        await asyncio.sleep(0.15)
+        assert "logs_unavailable" in h.incident("n1").annotations  # its retry waits in this process's memory
+    async with Harness(tmp_path, lines={"n1": [XID79]}) as again:  # a restart, or a new leader
+        assert await again.enricher.wait_idle(10)
+        inc = again.incident("n1")
+        assert "logs_unavailable" not in inc.annotations and inc.primary.xid == 79
