@@ -42,6 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
     from alertd.store import open_store
     from alertd.web.app import build_app
     from alertd.web.auth import Authenticator, exposure_problem
+    from alertd.web.tls import ListenerTLS, TLSError
 
     if (cfg := _config(args.config)) is None:
         return 2
@@ -60,6 +61,12 @@ def _serve(args: argparse.Namespace) -> int:
     auth = Authenticator.from_config(cfg, insecure_no_auth=args.insecure_no_auth)
     if problem := exposure_problem(cfg.host_port[0], auth):
         print(f"alertd: {problem}", file=sys.stderr)
+        return 2
+    listener_tls = ListenerTLS.from_config(cfg.raw, Path(args.config).resolve().parent if args.config else None)
+    try:
+        ssl_context = listener_tls.context() if listener_tls else None
+    except TLSError as exc:
+        print(f"alertd: {exc}", file=sys.stderr)
         return 2
     if cfg.storage_backend == "sqlite" and (problem := sqlite_problem(
             Path(cfg.sqlite_path) if cfg.sqlite_path else cfg.data_dir / "alertd.sqlite3")):
@@ -119,6 +126,8 @@ def _serve(args: argparse.Namespace) -> int:
         except InvalidDocument as exc:
             ok, error = False, error or str(exc)
             log.error("credentials not reloaded, keeping the running ones:\n%s", exc)
+        if listener_tls is not None and ssl_context is not None and not listener_tls.reload(ssl_context):
+            ok, error = False, error or f"TLS certificate {listener_tls.cert_file} not reloaded"
         asyncio.get_running_loop().create_task(svc.audit("SIGHUP", "reload", "rules", "signal",
                                                          "ok" if ok else "failed", error))
 
@@ -127,7 +136,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     app.on_startup.append(on_startup)
     host, port = cfg.host_port
-    log.info("alertd listening on %s:%d (store: %s, rules: %s)", host, port, cfg.storage_backend, ", ".join(cfg.rule_paths))
+    log.info("alertd listening on %s://%s:%d (store: %s, rules: %s)", "https" if ssl_context else "http", host, port,
+             cfg.storage_backend, ", ".join(cfg.rule_paths))
     # Everything loaded so far lives as long as the process: keep it out of the cyclic collector,
     # and collect less often (the engine allocates many small, acyclic objects per alert).
     gc.collect()
@@ -135,7 +145,7 @@ def _serve(args: argparse.Namespace) -> int:
     gc.set_threshold(50_000, 20, 50)
     try:
         web.run_app(app, host=host, port=port, print=None, access_log=None, shutdown_timeout=10,
-                    handle_signals=True, reuse_port=bool(receivers) or role == "receiver")
+                    handle_signals=True, reuse_port=bool(receivers) or role == "receiver", ssl_context=ssl_context)
     except Exception as exc:  # e.g. the database went away between the check and the start, a port in use
         log.debug("start-up failed", exc_info=True)
         print(f"alertd: could not start: {type(exc).__name__}: {exc} (run with log.level debug for the traceback)",

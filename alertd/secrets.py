@@ -1,4 +1,4 @@
-"""Secrets from files: any ``<key>_file: PATH`` in the configuration becomes ``<key>: <contents>``.
+"""Secrets from files: ``<key>_file: PATH`` in the configuration becomes ``<key>: <contents>`` for a secret key.
 
 Environment variables show up in /proc/<pid>/environ and in a pod spec; a file
 (a Kubernetes Secret volume, a Docker secret) does not. ``<key>_files: {name: PATH}``
@@ -16,6 +16,9 @@ from alertd.yamlio import format_path, mark_for
 
 SUFFIX = "_file"
 MAP_SUFFIX = "_files"
+# The keys that hold secrets; other *_file keys (tls.cert_file) are plain paths and stay as they are.
+SECRET_KEYS = frozenset({"token", "bearer_token", "password", "signing_secret", "api_key", "postgres_password",
+                         "postgres_dsn", "credentials", "routing_key", "routing_keys"})
 
 
 def read_secret(path: str | Path) -> str:
@@ -43,7 +46,8 @@ def resolve_files(doc: Any, source: str, marks: dict | None = None, base: Path |
     out: dict[str, Any] = {}
     for key, value in doc.items():
         where = path + (key,)
-        if isinstance(key, str) and key.endswith(MAP_SUFFIX) and isinstance(value, dict):
+        if isinstance(key, str) and key.endswith(MAP_SUFFIX) and key[: -len(MAP_SUFFIX)] in SECRET_KEYS \
+                and isinstance(value, dict):
             target = key[: -len(MAP_SUFFIX)]
             merged = dict(doc.get(target) or {})
             for name, file in value.items():
@@ -53,7 +57,8 @@ def resolve_files(doc: Any, source: str, marks: dict | None = None, base: Path |
                     secret_paths.add(path + (target, name))
             out[target] = merged
             continue
-        if isinstance(key, str) and key.endswith(SUFFIX) and isinstance(value, str):
+        if isinstance(key, str) and key.endswith(SUFFIX) and key[: -len(SUFFIX)] in SECRET_KEYS \
+                and isinstance(value, str):
             target = key[: -len(SUFFIX)]
             if target in doc:
                 problems.append(Problem(source, f"{format_path(where)}: give {target} or {key}, not both",
