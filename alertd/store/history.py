@@ -142,11 +142,11 @@ def sightings(inc: Incident, changed: Iterable[str] | None = None) -> list[Sight
     return list(seen.values())
 
 
-def facets(inc: Incident) -> set[tuple[str, str]]:
+def facets(inc: Incident, cache: "FacetCache | None" = None) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = {("signal", s) for s in inc.signals}
     out |= {("xid", str(x)) for x in inc.xids}
     out |= {("gpu", g["uuid"]) for g in inc.gpus if g.get("uuid")}
-    out |= {("node", n) for n in islice(inc.nodes, MAX_NODE_FACETS) if n}
+    out |= node_facets(inc, cache)
     if inc.node:
         out.add(("node", inc.node))
     # The owning team is read from the members: a storm incident's thousands of members (whose jobs belong
@@ -155,6 +155,24 @@ def facets(inc: Incident) -> set[tuple[str, str]]:
     if team:
         out.add(("team", team))
     return out
+
+
+def node_facets(inc: Incident, cache: "FacetCache | None" = None) -> frozenset[tuple[str, str]]:
+    """The first nodes of a fleet incident: its node list only grows at the end, so once it is past
+    MAX_NODE_FACETS the set is final (kept in the cache instead of rebuilt on every step)."""
+    shown = min(len(inc.nodes), MAX_NODE_FACETS)
+    memo = cache.nodes.get(inc.id) if cache is not None else None
+    if memo is not None and memo[0] == shown:
+        return memo[1]
+    if memo is not None and memo[0] < shown:  # appended since: add only the new ones
+        value = memo[1] | {("node", n) for n in islice(inc.nodes, memo[0], shown) if n}
+    else:
+        value = frozenset(("node", n) for n in islice(inc.nodes, MAX_NODE_FACETS) if n)
+    if cache is not None and shown:
+        cache.nodes[inc.id] = (shown, value)
+        if len(cache.nodes) > cache.size:
+            cache.nodes.pop(next(iter(cache.nodes)))
+    return value
 
 
 @dataclass(slots=True)
@@ -171,6 +189,7 @@ class FacetCache:
         self.size = size
         self._known: OrderedDict[str, frozenset[tuple[str, str]]] = OrderedDict()
         self._sightings: OrderedDict[tuple[str, int], tuple] = OrderedDict()
+        self.nodes: dict[str, tuple[int, frozenset[tuple[str, str]]]] = {}  # node_facets memo
 
     def same_sighting(self, key: tuple[str, int], what: tuple) -> bool:
         return self._sightings.get(key) == what
@@ -203,7 +222,7 @@ def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | 
     seen: dict[tuple[str, int], tuple] = {}
     for inc, changed in incidents:
         seq, opened, updated = seq_of(inc), iso(inc.opened_at) or "", iso(inc.updated_at) or ""
-        current = frozenset(facets(inc))
+        current = frozenset(facets(inc, cache))
         before = cache.known(inc.id) if cache is not None else None
         if before is None:  # not known since the store opened: rewrite them all
             ids.append((inc.id,))
