@@ -107,3 +107,17 @@ def _split_top_level(body: str) -> list[str]:
 
 def match_all(matchers: Iterable[Matcher], labels: Mapping[str, object]) -> bool:
     return all(m.matches(labels) for m in matchers)
+
+
+_LITERALS = re.compile(r"^[A-Za-z0-9_:.-]+(\|[A-Za-z0-9_:.-]+)*$")
+
+
+def literal_values(matchers: Iterable[Matcher], name: str) -> frozenset[str] | None:
+    """The only values of label ``name`` these matchers can accept (from ``name="x"`` or ``name=~"x|y"``),
+    or None when any value might: lets a caller skip a rule with one set lookup."""
+    for m in matchers:
+        if m.name == name and m.op == "=":
+            return frozenset((m.value,))
+        if m.name == name and m.op == "=~" and _LITERALS.match(m.value):
+            return frozenset(m.value.split("|"))
+    return None

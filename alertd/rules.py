@@ -15,7 +15,7 @@ from alertd.durations import DurationError, parse_duration
 from alertd.engine.evidence import EvidenceRules, build_evidence, merge
 from alertd.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XidCatalog, XidEntry
-from alertd.matchers import Matcher, MatcherError, parse_matchers
+from alertd.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.schemas import problems as schema_problems
 from alertd.yamlio import format_path, load_yaml, mark_for
 
@@ -34,6 +34,7 @@ class SignalRule:
     category: str = ""
     runbook: str = ""
     where: str = ""  # file:line of the entry, for `alertd explain`
+    alertnames: frozenset[str] | None = None  # the only alert names it can match (None: any), to skip it fast
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +199,12 @@ def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | 
                     xids[entry["code"]] = XidEntry(**entry)  # later files override earlier ones
             elif section == "signals":
                 for i, entry in enumerate(doc["signals"]):
+                    matchers = check.matchers(entry.get("match"), ("signals", i, "match"))
                     signals.append(
                         SignalRule(
                             kind=entry["kind"],
-                            matchers=check.matchers(entry.get("match"), ("signals", i, "match")),
+                            matchers=matchers,
+                            alertnames=literal_values(matchers, "alertname"),
                             detail=entry.get("detail", ""),
                             severity=entry.get("severity", ""),
                             category=entry.get("category", ""),

@@ -68,7 +68,10 @@ def _matchers_text(matchers: tuple) -> str:
 
 
 def _signals_rule(alert: Alert, rules: RuleSet) -> Found | None:
+    name = alert.labels.get("alertname", "")
     for rule in rules.signals:
+        if rule.alertnames is not None and name not in rule.alertnames:
+            continue  # most entries name alerts: one set lookup instead of the matchers
         if match_all(rule.matchers, alert.labels):
             return Found("signals", _matchers_text(rule.matchers), rule)  # type: ignore[arg-type]
     return None
