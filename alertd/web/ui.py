@@ -64,13 +64,13 @@ async def login_submit(request: web.Request) -> web.StreamResponse:
     if access.login(request, str(form.get("token", "")), response) is None:
         request.app[AUTH].failed("api", "wrong token", request, "UI login")
         return page(request, "login.html", 401, next=target, failed=True)
-    return response
+    raise response
 
 
 async def logout(request: web.Request) -> web.StreamResponse:
     response = web.HTTPSeeOther("/ui/login")
     access.logout(response)
-    return response
+    raise response
 
 
 def _safe_next(value: str) -> str:
