@@ -38,7 +38,8 @@ installed() { dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null | grep -q 
 apt_packages() {
   local missing=() p
   # chromium + chromium-driver: the browser tests of the web UI (tests/browser/, selenium).
-  for p in prometheus prometheus-alertmanager postgresql maven curl unzip chromium chromium-driver; do
+  # openssl: the test certificates of the TLS listener; util-linux: mount (tmpfs for the disk-full tests).
+  for p in prometheus prometheus-alertmanager postgresql maven curl unzip chromium chromium-driver openssl util-linux; do
     installed "$p" || missing+=("$p")
   done
   if ! installed openjdk-17-jdk-headless && ! installed default-jdk-headless; then

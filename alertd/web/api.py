@@ -145,6 +145,8 @@ async def perform(request: web.Request, incident_id: str, action: str, actor: st
 
     if action == "silence" and duration not in SILENCE_CHOICES:
         return 400, f"duration must be one of {', '.join(SILENCE_CHOICES)}"
+    if await _svc(request).store.get_incident(incident_id) is None:
+        return 404, f"no incident {incident_id}"
     action_id = {"ack": ACTION_ACK, "resolve": ACTION_RESOLVE, "unsilence": ACTION_UNSILENCE}.get(
         action, ACTION_SILENCE + duration)
     try:

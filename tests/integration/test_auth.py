@@ -125,6 +125,8 @@ async def test_by_is_honoured_for_admin_only_and_actions_are_audited(client):
     assert resp.status == 200
     assert (await client.post(f"/api/v1/incidents/{incident}/resolve", headers=bearer(TOKENS["boss"][1]))).status == 409
     assert (await client.post("/api/v1/incidents/INC-999999/ack", headers=bearer(TOKENS["boss"][1]))).status == 404
+    assert (await client.post("/api/v1/incidents/INC-999999/silence", params={"duration": "1h"},
+                              headers=bearer(TOKENS["boss"][1]))).status == 404
     assert (await client.post("/-/reload", headers=bearer(TOKENS["boss"][1]))).status == 200
     audit = (await (await client.get("/api/v1/audit", headers=bearer(TOKENS["boss"][1]))).json())["entries"]
     got = [(e["actor"], e["action"], e["target"], e["via"], e["outcome"]) for e in reversed(audit)]
