@@ -101,13 +101,23 @@ def _serve(args: argparse.Namespace) -> int:
                  "--log-format", cfg.log_format] + (["--config", args.config] if args.config else []) + \
             (["--insecure-no-auth"] if args.insecure_no_auth else [])
         pool = ReceiverPool(receivers, child)
+        supervisor: list[asyncio.Task] = []
 
         async def start_receivers(_: web.Application) -> None:  # after the engine migrated the store
             assert pool is not None
             pool.start()
 
+            async def supervise() -> None:
+                while True:
+                    await asyncio.sleep(5)
+                    pool.restart_dead()
+
+            supervisor.append(asyncio.get_running_loop().create_task(supervise()))
+
         async def stop_receivers(_: web.Application) -> None:
             assert pool is not None
+            for task in supervisor:
+                task.cancel()
             pool.stop()
 
         app.on_startup.append(start_receivers)
@@ -128,6 +138,8 @@ def _serve(args: argparse.Namespace) -> int:
             log.error("credentials not reloaded, keeping the running ones:\n%s", exc)
         if listener_tls is not None and ssl_context is not None and not listener_tls.reload(ssl_context):
             ok, error = False, error or f"TLS certificate {listener_tls.cert_file} not reloaded"
+        if pool is not None:  # the receiver processes re-read their credentials too
+            pool.signal(signal.SIGHUP)
         asyncio.get_running_loop().create_task(svc.audit("SIGHUP", "reload", "rules", "signal",
                                                          "ok" if ok else "failed", error))
 

@@ -52,6 +52,11 @@ class ReceiverPool:
                 self.procs[i] = subprocess.Popen([sys.executable, "-m", "alertd.cli", *self.argv],
                                                  stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
+    def signal(self, signum: int) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signum)
+
     def stop(self, timeout: float = 15.0) -> None:
         for proc in self.procs:
             if proc.poll() is None:

@@ -14,7 +14,9 @@ notification reaches every replica, from both peers) never show.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,6 +27,7 @@ from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.ha_cluster import (
+    TOKEN,
     Storm,
     alert_all,
     alertmanager_peers,
@@ -147,3 +150,40 @@ def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
             for r in replicas:
                 r.stop()
 
+
+
+def test_paused_leader_is_replaced_and_fenced(tmp_path: Path, postgres) -> None:
+    """A leader that stops answering (SIGSTOP: to the others, as good as partitioned) is replaced
+    within 10 s; resumed, it steps down and the alerts it then receives are processed by the new
+    leader; incident ids stay one sequence."""
+    dsn = fresh_database(postgres.dsn)
+    cfg = replica_config(dsn, write_rules(tmp_path / "rules", hold_down="3s"), log={"level": "info"})
+    replicas = [AlertdProcess(tmp_path / f"replica-{i}", cfg, serve_args=["--receivers", "0"]) for i in range(2)]
+    gen = UniqueWebhooks(run="pause", nodes=3, nodes_per_cluster=3, seed=11)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        for r in replicas:
+            r.start(timeout=60)
+        old = wait_for_leader(replicas)
+        other = next(r for r in replicas if r is not old)
+        assert other.post(gen.next(), auth)[0] == 200
+        wait("the first incident", lambda: len(incidents(other)) == 1, 20, every=0.1)
+        os.kill(old.pid, signal.SIGSTOP)
+        paused_at = time.monotonic()
+        try:
+            assert wait_for_leader([other], timeout=15) is other
+            took = time.monotonic() - paused_at
+            print(f"\nfailover from a paused leader: {took:.2f} s")
+            assert took < 10
+            assert other.post(gen.next(), auth)[0] == 200
+            wait("the second incident", lambda: len(incidents(other)) == 2, 20, every=0.1)
+        finally:
+            os.kill(old.pid, signal.SIGCONT)
+        assert old.post(gen.next(), auth)[0] == 200  # it still receives
+        wait("the old leader stepping down", lambda: role_of(old) == "follower", 10, every=0.1)
+        wait("the third incident, made by the new leader", lambda: len(incidents(other)) == 3, 20, every=0.1)
+        assert sorted(r["id"] for r in incidents(other)) == ["INC-1", "INC-2", "INC-3"]
+        assert "stepping down as engine leader" in old.log_tail(200)
+    finally:
+        for r in replicas:
+            r.stop()

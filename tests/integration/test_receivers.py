@@ -42,7 +42,13 @@ def test_receivers_share_the_port_and_feed_one_engine(tmp_path: Path) -> None:
             assert status == 200, body
         status, data = server.get_json("/api/v1/incidents?status=acknowledged&limit=100")
         assert len(data["incidents"]) == 30
-        children = [int(p) for p in Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()]
+        children = child_pids(server.pid)
+        assert len(children) == 2
+        os.kill(children[0], signal.SIGKILL)  # a receiver dies: the engine process starts another
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and (children[0] in child_pids(server.pid) or len(child_pids(server.pid)) < 2):
+            time.sleep(0.2)
+        children = child_pids(server.pid)
         assert len(children) == 2
         os.kill(server.pid, signal.SIGKILL)  # the engine process alone: its receivers must follow
         deadline = time.monotonic() + 15
@@ -51,6 +57,11 @@ def test_receivers_share_the_port_and_feed_one_engine(tmp_path: Path) -> None:
         assert not any(alive(pid) for pid in children)
     finally:
         server.kill9()
+
+
+def child_pids(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            if alive(int(p))]
 
 
 def alive(pid: int) -> bool:
