@@ -207,6 +207,10 @@ def _audit(args: argparse.Namespace) -> int:
             print(f"--since {args.since!r}: give a duration (24h) or an RFC 3339 time", file=sys.stderr)
             return 2
     data_dir = Path(args.data_dir) if args.data_dir else cfg.data_dir
+    db = Path(cfg.sqlite_path) if cfg.sqlite_path else data_dir / "alertd.sqlite3"
+    if cfg.storage_backend == "sqlite" and not db.exists():
+        print(f"alertd: no store at {db} (give --config or --data-dir of the alertd to audit)", file=sys.stderr)
+        return 2
     store = open_store(cfg.storage_backend, data_dir=data_dir, sqlite_path=cfg.sqlite_path, dsn=cfg.postgres_dsn,
                        password=cfg.postgres_password)
 
