@@ -225,6 +225,24 @@ class StormRun:
         self._bodies = bodies
         return self.collect(result)
 
+    def single(self, node: str = "lone-node", timeout: float = 30.0) -> tuple[float, float]:
+        """One node failing alone: seconds from its webhook to its Slack post and to its page."""
+        body = webhook(node_alerts(node, 0, datetime.now(timezone.utc).replace(microsecond=0)), cluster=CLUSTER, node=node)
+        posted = sum(len(m) for m in self.slack.messages.values())
+        paged = len(self.pd.events)
+        t0 = time.monotonic()
+        status, doc, _ = self.alertd.post(body)
+        assert status == 200, doc
+        post_s = page_s = None
+        while time.monotonic() - t0 < timeout and (post_s is None or page_s is None):
+            if post_s is None and sum(len(m) for m in list(self.slack.messages.values())) > posted:
+                post_s = time.monotonic() - t0
+            if page_s is None and len(self.pd.events) > paged:
+                page_s = time.monotonic() - t0
+            time.sleep(0.005)
+        assert post_s is not None and page_s is not None, "the lone node was never posted and paged"
+        return post_s, page_s
+
     def resolve_all(self, timeout: float = 60.0) -> StormResult:
         """Every alert resolves; wait until every incident is resolved and delivered."""
         now = datetime.now(timezone.utc)
