@@ -149,12 +149,16 @@ class Storms:
     def _fold(self, fleet: Incident, children: list[Incident], now: datetime, *, opening: bool = False) -> None:
         state = self.c.state
         joined: list[str] = []
+        listed = self.c._fleet_nodes.get(fleet.id)
+        if listed is None:  # a set beside the list: fleets list thousands of nodes
+            listed = self.c._fleet_nodes[fleet.id] = set(fleet.nodes)
         for inc in children:
             inc.parent_id = fleet.id
             fleet.children.append(inc.id)
             state.open_children[fleet.id] = state.open_children.get(fleet.id, 0) + 1
             state.storm_key_of.pop(inc.id, None)
-            if inc.node not in fleet.nodes:
+            if inc.node not in listed:
+                listed.add(inc.node)
                 fleet.nodes.append(inc.node)
                 joined.append(inc.node)
             self._absorb(fleet, inc)
