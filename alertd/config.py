@@ -8,6 +8,7 @@ from typing import Any
 
 from alertd.durations import parse_duration
 from alertd.errors import InvalidDocument, Problem
+from alertd.notify import registry
 from alertd.receive.normalize import NormalizeConfig
 from alertd.schemas import problems
 from alertd.secrets import resolve_files
@@ -70,6 +71,7 @@ class Config:
     retry_max_attempts: int = 15
     installation_id: str = ""  # prefixes PagerDuty dedup keys and Slack action values; stored at first start
     ha: HAConfig = field(default_factory=HAConfig)
+    notify: dict[str, Any] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
     raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
     source: str = "<defaults>"
 
@@ -147,6 +149,10 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         raw=doc,
         source=source,
     )
+    am = doc.get("alertmanager") or {}
+    links = registry.Links(runbook_base_url=cfg.runbook_base_url or "",
+                           alertmanager_url=am.get("external_url") or am.get("url") or "", alertd_url=cfg.external_url)
+    cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
     if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
         raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
                                        *mark_for(marks or {}, ("storage",)), "storage")])

@@ -26,7 +26,7 @@ from alertd.ha import commands
 from alertd.ha.elector import Elector, replica_name
 from alertd.metrics import Metrics
 from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change
-from alertd.notify.base import Notifier
+from alertd.notify.integration import Notifier
 from alertd.notify.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter

@@ -34,7 +34,7 @@ from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
 from alertd.config import parse_config  # noqa: E402
 from alertd.enrich import Enricher  # noqa: E402
-from alertd.notify.base import Delivered, Notifier  # noqa: E402
+from alertd.notify.integration import Delivered, Notifier  # noqa: E402
 from alertd.rules import load_rules  # noqa: E402
 from alertd.service import Service  # noqa: E402
 from alertd.store.sqlite import SqliteStore  # noqa: E402
@@ -54,8 +54,8 @@ class Recorder(Notifier):
         self.first: float | None = None
         self.count = 0
 
-    async def deliver(self, item, ref) -> Delivered:
-        self.count += 1
+    async def deliver(self, items, ref) -> Delivered:
+        self.count += len(items)
         if self.first is None:
             self.first = time.monotonic()
         return Delivered()

@@ -117,7 +117,7 @@ def as_json(res: ReplayResult) -> dict[str, Any]:
         "incidents": [inc.to_dict() for inc in run.incidents.values()],
         "notifications": [
             {"at": iso(s.at), "due": iso(s.item.due_at), "incident": s.item.incident_id, "target": s.item.target,
-             "kind": s.item.kind, "change": s.item.payload.get("kinds", []), "sent": not fate, "skipped": fate,
+             "kind": str(s.item.intent), "change": s.item.payload.get("kinds", []), "sent": not fate, "skipped": fate,
              "payload": s.item.payload}
             for s, fate in run.outcomes()
         ],
@@ -153,7 +153,7 @@ def print_text(res: ReplayResult, out: TextIO) -> None:
         notes = [f"queued {_short(s.at).strip()}"] if s.item.due_at != s.at else []
         notes += [fate] if fate else []
         tail = f"  ({'; '.join(notes)})" if notes else ""
-        print(f"  {_short(s.item.due_at)}  {s.item.incident_id:<8} {s.item.target:<{width}}  {s.item.kind:<8} {kinds}{tail}",
+        print(f"  {_short(s.item.due_at)}  {s.item.incident_id:<8} {s.item.target:<{width}}  {str(s.item.intent):<8} {kinds}{tail}",
               file=out)
 
 

@@ -182,7 +182,7 @@ class VirtualRun:
         for sent in sorted(self.sent, key=lambda s: s.item.due_at):
             item = sent.item
             payload = item.payload if isinstance(item.payload, dict) else {}
-            target = (item.incident_id, item.target.split("|", 1)[0])
+            target = (item.incident_id, item.target.main)
             inc = self.incidents.get(item.incident_id)
             if item.due_at > self.now:
                 fate = "not due yet"
@@ -190,7 +190,7 @@ class VirtualRun:
                 fate = "nothing posted there before: skipped"
             elif target not in posted and inc is not None and folded_by(inc, item.due_at):
                 fate = f"folded into fleet incident {inc.parent_id} before it was posted: dropped"
-            elif item.kind == "escalate" and inc is not None and any(
+            elif item.intent == "escalate" and inc is not None and any(
                     e.kind in ("acknowledged", "resolved") and e.at <= item.due_at for e in inc.timeline):
                 fate = "acknowledged or resolved in time: skipped"
             else:
@@ -201,7 +201,7 @@ class VirtualRun:
 
     def delivered_targets(self, incident_id: str) -> set[str]:
         """Targets that would have received something about the incident by now (``|sub`` suffixes dropped)."""
-        return {s.item.target.split("|", 1)[0] for s, fate in self.outcomes() if not fate and s.item.incident_id == incident_id}
+        return {s.item.target.main for s, fate in self.outcomes() if not fate and s.item.incident_id == incident_id}
 
     def open_incidents(self) -> list[Incident]:
         return [inc for inc in self.incidents.values() if inc.is_open]

@@ -1,7 +1,9 @@
 """Delivers stored notifications: retries with exponential backoff, in order per incident and target.
 
-The schedule lives in the store (due_at, attempts), not in memory, so pending
-work survives restarts; in-process retry libraries cannot give that.
+Each due item runs through the shared stages (alertd.notify.stages: coalesce,
+gate, rate limit, deliver, record); a round of deliveries is marked done in
+one commit. The schedule lives in the store (due_at, attempts), not in memory,
+so pending work survives restarts; in-process retry libraries cannot give that.
 """
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import random
 from datetime import datetime, timedelta
 from typing import Callable
 
+from alertd.delivery import OutboxItem
 from alertd.metrics import Metrics
-from alertd.notify.base import DeliveryError, Notifier
-from alertd.store.base import OutboxItem, Store, StoreUnavailable
+from alertd.notify.integration import DeliveryError, Notifier, NotifyStore
+from alertd.notify.stages import Delivery, finished, pipeline, run
+from alertd.store.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
 ROUND_LINGER = 0.01  # seconds between a wake-up and the delivery round it starts
@@ -25,10 +29,11 @@ def backoff(attempts: int, base: float = 1.0, cap: float = 300.0) -> float:
 
 
 class OutboxWorker:
-    def __init__(self, store: Store, notifiers: dict[str, Notifier], metrics: Metrics, clock: Callable[[], datetime], *,
+    def __init__(self, store: NotifyStore, notifiers: dict[str, Notifier], metrics: Metrics, clock: Callable[[], datetime], *,
                  poll: float = 0.5, max_attempts: int = 15, max_backoff: float = 300.0, concurrency: int = 16):
         self.store, self.notifiers, self.metrics, self.clock = store, notifiers, metrics, clock
         self.poll, self.max_attempts, self.max_backoff = poll, max_attempts, max_backoff
+        self.stages = pipeline(store)
         self._wake = asyncio.Event()
         self._limit = asyncio.Semaphore(concurrency)
         self._stopping = False
@@ -69,32 +74,32 @@ class OutboxWorker:
     async def _round(self, items: list[OutboxItem]) -> None:
         """Deliver a round concurrently, then mark every success done in one commit."""
         results = await asyncio.gather(*(self._deliver(item) for item in items))
-        done = [r for r in results if r is not None]
+        done = [row for rows in results for row in rows]
         try:
             await self.store.finish_outbox_batch(done)
         except StoreUnavailable:  # delivered but not marked: delivered again later (notifiers are idempotent)
             log.warning("outbox: could not mark %d deliveries done; they will be retried", len(done))
 
-    async def _deliver(self, item: OutboxItem) -> tuple[int, tuple[str, str, str] | None] | None:
-        kind = item.target.split(":", 1)[0]
+    async def _deliver(self, item: OutboxItem) -> list[tuple[int, tuple[str, str, str] | None]]:
+        """Run one item through the stages; the rows to mark done (none when it failed)."""
+        kind = item.target.kind
         notifier = self.notifiers.get(kind)
         async with self._limit:
             if notifier is None:
                 await self.store.retry_outbox(item.id, self.clock(), f"no notifier for target {item.target!r}", give_up=True)
                 self.metrics.notifications.labels(kind, "no_notifier").inc()
-                return None
+                return []
             try:
-                ref = await self.store.notify_ref(item.incident_id, item.target)
-                result = await notifier.deliver(item, ref)
+                d = await run(self.stages, Delivery(item, notifier))
             except DeliveryError as exc:
                 await self._failed(item, kind, str(exc), exc.retry, exc.after)
-                return None
+                return []
             except Exception as exc:  # a notifier bug must not kill the worker
                 log.exception("notifier %s crashed on outbox item %s", kind, item.id)
                 await self._failed(item, kind, f"{type(exc).__name__}: {exc}", True, None)
-                return None
-            self.metrics.notifications.labels(kind, "delivered").inc()
-            return item.id, ((item.incident_id, item.target, result.ref) if result.ref else None)
+                return []
+            self.metrics.notifications.labels(kind, "skipped" if d.skipped else "delivered").inc()
+            return finished(d)
 
     async def _failed(self, item: OutboxItem, kind: str, error: str, retry: bool, after: float | None) -> None:
         give_up = not retry or item.attempts + 1 >= self.max_attempts

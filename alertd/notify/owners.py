@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Container, Iterable
 
 from alertd.model import Incident
 from alertd.notify.fields import members_in_order
-
-if TYPE_CHECKING:
-    from alertd.notify.routing import Receiver
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +45,7 @@ class Owners:
                 return o["channel"].strip()
         return ""
 
-    def receiver_for(self, inc: Incident, receivers: Mapping[str, Receiver]) -> tuple[str, str]:
+    def receiver_for(self, inc: Incident, receivers: Container[str]) -> tuple[str, str]:
         """(receiver name, team): the team's receiver, a receiver named like the team, the owner's own
         channel (``channel:<name>``, with use_channels), or the default."""
         team = self.team_for(inc)

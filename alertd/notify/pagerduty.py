@@ -6,9 +6,9 @@ the installation id and the incident id (``a1b2c3d4:INC-7``), so a repeated
 trigger (a redelivery after a crash or a failover) folds into the same PagerDuty
 alert, and two installations never share one. The key sent is kept in the ref.
 
-Item kinds:
+Intents:
 
-* ``sync``      bring PagerDuty to the incident's CURRENT state (read from the
+* ``page``, ``resolve``  bring PagerDuty to the incident's CURRENT state (read from the
                 store): trigger when open (again when the severity rose),
                 acknowledge when acknowledged, resolve when resolved. What was
                 last sent is kept as the ref, so repeated items send nothing,
@@ -32,12 +32,14 @@ from typing import Any, Callable
 
 import aiohttp
 
+from alertd.delivery import Intent, OutboxItem, Target
 from alertd.durations import format_duration
 from alertd.ha.installation import scoped
 from alertd.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
-from alertd.notify.base import Delivered, DeliveryError, Notifier, NotifierSettings, folded_unposted
+from alertd.notify.integration import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
+                                       Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
+                                       key_name)
 from alertd.notify.slack_render import ACTION_TEXT, alertmanager_link, runbook_url
-from alertd.store.base import OutboxItem, Store
 
 log = logging.getLogger(__name__)
 DEFAULT_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
@@ -56,7 +58,13 @@ class PagerDutySettings(NotifierSettings):
 
     @classmethod
     def from_config(cls, cfg: Any) -> "PagerDutySettings":
-        doc, shared = cls.read(cfg, "pagerduty")
+        """The settings parsed with the config (``Config.notify``)."""
+        settings: PagerDutySettings = cfg.notify.get("pagerduty") or cls()
+        return settings
+
+    @classmethod
+    def parse(cls, doc: dict[str, Any], links: Links) -> "PagerDutySettings":
+        shared = cls.shared(doc, links)
         return cls(
             events_url=doc.get("events_url") or DEFAULT_EVENTS_URL,
             routing_keys={k: v for k, v in (doc.get("routing_keys") or {}).items() if v},
@@ -76,9 +84,11 @@ def _state(ref: str | None) -> dict:
 
 class PagerDutyNotifier(Notifier):
     kind = "pagerduty"
+    coalesce = frozenset({Intent.PAGE, Intent.RESOLVE})
+    coalesce_groups = (frozenset({Intent.PAGE, Intent.RESOLVE}),)
     installation: Callable[[], str] = staticmethod(lambda: "")  # set by build_notifiers: the installation id
 
-    def __init__(self, settings: PagerDutySettings, store: Store, clock: Callable[[], datetime]):
+    def __init__(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime]):
         self.settings, self.store, self.clock = settings, store, clock
         self._session: aiohttp.ClientSession | None = None
         self.rejected = 0  # 400 answers: malformed events, never retried
@@ -93,25 +103,17 @@ class PagerDutyNotifier(Notifier):
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.settings.timeout))
         return self._session
 
-    async def deliver(self, item: OutboxItem, ref: str | None) -> Delivered:
-        name = item.payload.get("routing_key") or item.target.split(":", 1)[1]
+    async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
+        item = items[0]
+        name = item.payload.get("routing_key") or item.target.address
         key = self.settings.routing_keys.get(name)
         if not key:
             raise DeliveryError(f"no PagerDuty routing key named {name!r} in notify.pagerduty.routing_keys", retry=False)
-        # Pending syncs queued before the incident is read are covered by this one: it sends the CURRENT state.
-        later = await self.store.pending_outbox_for(item.incident_id, item.target, after_id=item.id,
-                                                    kinds=("sync",)) if item.kind == "sync" else []
+        # The outbox coalesced the pages queued before the incident is read: this sends the CURRENT state.
         inc = await self.store.get_incident(item.incident_id)
         if inc is None or folded_unposted(inc, ref):
-            await self._covered(later)
             return Delivered()
-        delivered = await self._sync(item, [item.payload] + [i.payload for i in later], inc, key, ref)
-        await self._covered(later)
-        return delivered
-
-    async def _covered(self, items: list[OutboxItem]) -> None:
-        if items:
-            await self.store.finish_outbox_batch([(i.id, None) for i in items])
+        return await self._sync(item, [i.payload for i in items], inc, key, ref)
 
     async def _sync(self, item: OutboxItem, payloads: list[dict], inc: Incident, key: str, ref: str | None) -> Delivered:
         latest = payloads[-1]
@@ -119,7 +121,7 @@ class PagerDutyNotifier(Notifier):
         # The key this incident's PagerDuty alert already has (bare for alerts opened before installation ids).
         dedup = sent.get("dedup_key") or (inc.id if sent else scoped(self.installation(), inc.id))
         severity = latest.get("severity") or inc.severity
-        if item.kind == "escalate":
+        if item.intent == Intent.ESCALATE:
             if sent or inc.status != OPEN:
                 return Delivered()  # escalated already, or acknowledged/resolved in time
             after = format_duration(_seconds(item.payload.get("after")))
@@ -224,6 +226,42 @@ class PagerDutyNotifier(Notifier):
         if status == 429 or status >= 500:
             raise DeliveryError(f"PagerDuty {status} for {action} {inc.id}", retry=True, after=after)
         raise DeliveryError(f"PagerDuty {status} for {action} {inc.id}: {text[:300]}", retry=False)
+
+
+class PagerDuty(Integration[PagerDutySettings]):
+    name = "pagerduty"
+    intents = frozenset({Intent.PAGE, Intent.RESOLVE, Intent.ESCALATE})
+    receiver_schema = {"type": "object", "additionalProperties": False, "required": ["routing_key"],
+                       "properties": {"routing_key": KEY_REF_SCHEMA}}
+    config_schema = {
+        "type": "object", "additionalProperties": False, "description": "PagerDuty Events API v2.",
+        "properties": {
+            "events_url": {"type": "string", "description": "Default https://events.pagerduty.com/v2/enqueue."},
+            "routing_keys": {
+                "type": "object",
+                "description": "Name -> integration (routing) key, e.g. gpu-infra: ${PD_GPU_INFRA_KEY}. "
+                               "Rules refer to keys by name: routing_key: \"${gpu-infra}\".",
+                "propertyNames": {"pattern": "^[A-Za-z0-9_.-]+$"},
+                "additionalProperties": {"type": "string"}},
+            "timeout": {**DURATION_SCHEMA, "description": "Per request. Default 10s."},
+        },
+    }
+
+    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
+        name = key_name(doc["routing_key"], problem, path + ("routing_key",), "notify.pagerduty.routing_keys")
+        return [self.target(name)] if name else []
+
+    def settings(self, doc: dict[str, Any], links: Links) -> PagerDutySettings:
+        return PagerDutySettings.parse(doc, links)
+
+    def notifier(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier:
+        return PagerDutyNotifier(settings, store, clock)
+
+    def unknown(self, settings: PagerDutySettings, addresses: set[str]) -> list[str]:
+        return sorted(a for a in addresses if a not in settings.routing_keys)
+
+
+INTEGRATION = PagerDuty()
 
 
 def _seconds(value: Any) -> timedelta:

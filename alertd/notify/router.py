@@ -11,19 +11,23 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
-from alertd.model import CLOSED, OPEN, Change, Event, Incident
+from alertd.delivery import Intent, OutboxItem, Target
+from alertd.memory import ESCALATION, SENT, MemoryDelta, RouterMemory
+from alertd.model import CLOSED, OPEN, Change, Incident
+from alertd.notify import registry
 from alertd.notify.decision import Decision, Hit, decide
-from alertd.notify.routing import Receiver, Routing
+from alertd.notify.routing import Receiver, Routing, owner_channel
 from alertd.notify.windows import cordon_since
-from alertd.store.base import ESCALATION, SENT, MemoryDelta, OutboxItem, RouterMemory
 
 log = logging.getLogger(__name__)
 
 # Timeline kinds that are shown by editing the message only; every other kind is also a thread reply.
 QUIET_KINDS = frozenset({"opened", "alert_resolved", "alert_refired", "all_alerts_resolved", "severity_changed",
                          "folded_into_fleet", "nodes_joined", "nodes_resolved", "node_updated"})
-# Changes that matter to a pager once the incident has been sent there.
+# Changes that matter to a pager once the incident has been sent there; the urgent ones bring a page along.
 PAGER_KINDS = frozenset({"opened", "severity_changed", "classification_upgraded", "acknowledged", "resolved"})
+URGENT_KINDS = frozenset({"acknowledged", "resolved"})
+CONSOLE = Target.of("console")
 # A fleet child is not notified on its own; only these changes still reach messages already sent for it.
 CHILD_KINDS = frozenset({"folded_into_fleet", "acknowledged", "resolved"})
 
@@ -53,17 +57,13 @@ class ConsoleRouter:
     def route(self, changes: Iterable[Change], now: datetime) -> list[OutboxItem]:
         if not self.enabled:
             return []
-        return [OutboxItem(c.incident.id, "console", "log", change_payload(c), now) for c in changes]
+        return [OutboxItem(c.incident.id, CONSOLE, Intent.SHOW, change_payload(c), now) for c in changes]
 
     def route_step(self, changes: Iterable[Change], now: datetime) -> tuple[list[OutboxItem], MemoryDelta]:
         return self.route(changes, now), MemoryDelta()
 
     def restore(self, memory: RouterMemory) -> None:
         return None
-
-
-def _event_payload(e: Event) -> dict:
-    return e.to_dict()
 
 
 class Router:
@@ -132,13 +132,14 @@ class Router:
 
     def _receiver(self, name: str) -> Receiver | None:
         if name.startswith("channel:"):  # an owner's own channel
-            return Receiver(name, slack_channels=(name.split(":", 1)[1],))
+            return owner_channel(name.split(":", 1)[1])
         return self.routing.receivers.get(name)
 
-    def _target(self, target: str) -> str:
-        if target.split(":", 1)[0] in self.available:
+    def _target(self, target: Target) -> Target | None:
+        """The target, or the console when its integration is not configured (if the console is)."""
+        if target.kind in self.available:
             return target
-        return "console" if "console" in self.available else ""
+        return CONSOLE if CONSOLE.kind in self.available else None
 
     def route(self, changes: Iterable[Change], now: datetime) -> list[OutboxItem]:
         return self.route_step(changes, now)[0]
@@ -149,10 +150,10 @@ class Router:
         items: list[OutboxItem] = []
         for change in changes:
             try:
-                items.extend(OutboxItem(*spec) for spec in self._route_one(change, now))
+                items.extend(self._route_one(change, now))
             except Exception:  # a routing bug must not stop the engine: the change still reaches the log
                 log.exception("routing failed for %s; logging the change to the console instead", change.incident.id)
-                items.append(OutboxItem(change.incident.id, "console", "log", change_payload(change), now))
+                items.append(OutboxItem(change.incident.id, CONSOLE, Intent.SHOW, change_payload(change), now))
             finally:
                 if change.incident.status == CLOSED:
                     self._targets.pop(change.incident.id, None)
@@ -161,7 +162,7 @@ class Router:
         self._delta = MemoryDelta()
         return items, delta
 
-    def _route_one(self, change: Change, now: datetime) -> list[tuple]:
+    def _route_one(self, change: Change, now: datetime) -> list[OutboxItem]:
         inc = change.incident
         self._track_cordon(inc)
         kinds = set(change.kinds)
@@ -170,9 +171,9 @@ class Router:
             return []
         decision = decide(self.routing, inc, now, cordoned_at=self.cordoned_at(inc))
         known = self._targets.setdefault(inc.id, set())
-        out: list[tuple] = []
+        out: list[OutboxItem] = []
         # Each target once; a target reached through a muted route and a loud one is loud.
-        chosen: dict[str, tuple[Hit, bool]] = {}
+        chosen: dict[Target, tuple[Hit, bool]] = {}
         for hit in decision.hits:
             receiver = self._receiver(hit.receiver)
             if receiver is None:
@@ -183,7 +184,7 @@ class Router:
                 if target and (target not in chosen or (chosen[target][1] and not quiet)):
                     chosen[target] = (hit, quiet)
         seen: set[str] = set(chosen)
-        loud: set[str] = set()
+        loud: set[Target] = set()
         for target, (hit, quiet) in chosen.items():
             why = decision.suppressed or hit.muted
             out.extend(self._items(target, change, now, decision, hit, quiet=quiet, why=why, known=known))
@@ -191,18 +192,23 @@ class Router:
                 self._mark(known, inc.id, SENT, target)
                 loud.add(target)
         # Messages sent earlier to targets this change no longer routes to are still kept current.
-        for target in sorted(known - seen):
-            out.extend(self._items(target, change, now, decision, None, quiet=True, why="", known=known))
-        if self.console_mirror and "console" not in seen:
-            out.append((inc.id, "console", "log", change_payload(change), now))
+        for old in sorted(known - seen):
+            target = self._target(Target(old))
+            if target is not None:
+                out.extend(self._items(target, change, now, decision, None, quiet=True, why="", known=known))
+        if self.console_mirror and CONSOLE not in seen:
+            out.append(OutboxItem(inc.id, CONSOLE, Intent.SHOW, change_payload(change), now))
         if not child and not decision.suppressed:
             out.extend(self._escalations(change, now, decision, loud))
         return out
 
-    def _items(self, target: str, change: Change, now: datetime, decision: Decision, hit: Hit | None, *,
-               quiet: bool, why: str, known: set[str]) -> list[tuple]:
+    def _items(self, target: Target, change: Change, now: datetime, decision: Decision, hit: Hit | None, *,
+               quiet: bool, why: str, known: set[str]) -> list[OutboxItem]:
+        """What one change means for one target, in intents its integration accepts."""
+        integration = registry.get(target.kind)
+        if integration is None or (quiet and not integration.remembers):
+            return []
         inc = change.incident
-        kind = target.split(":", 1)[0]
         common = {
             "kinds": change.kinds,
             "urgent": change.urgent,
@@ -213,44 +219,48 @@ class Router:
             "receiver": hit.receiver if hit else "",
             "team": hit.team if hit else "",
         }
-        if kind == "console":
-            if quiet:
-                return []
-            return [(inc.id, target, "log", {**change_payload(change), "note": decision.note}, now)]
+        out: list[OutboxItem] = []
         first = target not in known and not quiet
         wait = self._group_wait(inc) if first else None
-        if kind == "slack":
-            opening = "opened" in change.kinds or first
-            due = now if (opening or change.urgent or not self.debounce) else now + self.debounce
-            if wait:
-                due = now + wait
-            out = [(inc.id, target, "update", common, due)]
+        opening = "opened" in change.kinds or first
+        if integration.accepts(Intent.SHOW):
+            if not integration.remembers:  # a log line: the change itself, at once
+                out.append(OutboxItem(inc.id, target, Intent.SHOW, {**change_payload(change), **common}, now))
+            else:
+                due = now if (opening or change.urgent or not self.debounce) else now + self.debounce
+                out.append(OutboxItem(inc.id, target, Intent.SHOW, common, now + wait if wait else due))
+        if integration.accepts(Intent.TIMELINE) and not quiet and not opening:
             thread = [e for e in change.events if e.kind not in QUIET_KINDS]
-            if thread and not quiet and not opening:
-                out.append((inc.id, target, "thread", {**common, "events": [_event_payload(e) for e in thread]}, now))
-            return out
-        if kind == "pagerduty":
-            if (target in known or quiet) and not set(change.kinds) & PAGER_KINDS:
-                return []
-            payload = {**common, "routing_key": target.split(":", 1)[1], "severity": decision.severity}
-            return [(inc.id, target, "sync", payload, now + wait if wait else now)]
-        return [(inc.id, target, "update", common, now)]
+            if thread:
+                out.append(OutboxItem(inc.id, target, Intent.TIMELINE,
+                                      {**common, "events": [e.to_dict() for e in thread]}, now))
+        pager_news = set(change.kinds) & PAGER_KINDS
+        if integration.accepts(Intent.PAGE) and (pager_news or first):
+            intent = Intent.RESOLVE if pager_news and pager_news <= URGENT_KINDS else Intent.PAGE
+            payload = {**common, "routing_key": target.address, "severity": decision.severity}
+            out.append(OutboxItem(inc.id, target, intent, payload, now + wait if wait else now))
+        return out
 
     def _group_wait(self, inc: Incident) -> timedelta | None:
         """A node incident's first post and page wait, so a storm can fold it first (fleets post at once)."""
         wait = self.routing.group_wait
         return wait if wait and not inc.fleet and inc.node and inc.status == OPEN else None
 
-    def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[str]) -> list[tuple]:
+    def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[Target]) -> list[OutboxItem]:
         inc = change.incident
         scheduled = self._escalated.setdefault(inc.id, set())
-        out: list[tuple] = []
+        out: list[OutboxItem] = []
         # Escalation targets already paged hear about acknowledge and resolve.
         if change.urgent:
-            for target in sorted(t for t in scheduled if t.startswith("pagerduty:")):
-                out.append((inc.id, target, "sync", {"kinds": change.kinds, "urgent": True, "only_if_posted": True,
-                                                     "routing_key": target.split(":", 1)[1], "escalation": True,
-                                                     "severity": decision.severity, "note": decision.note}, now))
+            for raw in sorted(scheduled):
+                if ":" not in raw or raw.startswith("escalation:"):
+                    continue
+                target = Target(raw)
+                integration = registry.get(target.kind)
+                if integration is not None and integration.accepts(Intent.RESOLVE):
+                    out.append(OutboxItem(inc.id, target, Intent.RESOLVE, {
+                        "kinds": change.kinds, "urgent": True, "only_if_posted": True, "routing_key": target.address,
+                        "escalation": True, "severity": decision.severity, "note": decision.note}, now))
         if inc.status != OPEN:
             return out
         for hit in decision.hits:
@@ -265,11 +275,16 @@ class Router:
             due = now + esc.after
             payload = {"after": esc.after.total_seconds(), "routing_key": esc.routing_key, "escalation": True,
                        "severity": decision.severity, "note": decision.note, "kinds": ["escalated"]}
-            target = self._target(f"pagerduty:{esc.routing_key}")
-            if target.startswith("pagerduty:"):
+            target = self._target(esc.target)
+            if target == esc.target:
                 self._mark(scheduled, inc.id, ESCALATION, target)
-                out.append((inc.id, target, "escalate", payload, due))
-            # The note goes into the thread of the paging receiver's own messages.
-            for st in sorted(t for t in map(self._target, receiver.targets()) if t.startswith("slack:") and t in loud):
-                out.append((inc.id, f"{st}|escalation", "escalate", payload, due))
+                out.append(OutboxItem(inc.id, target, Intent.ESCALATE, payload, due))
+            # The note goes into the conversation the paging receiver's own messages started.
+            for t in sorted(t for t in map(self._target, receiver.targets()) if t in loud and _converses(t)):
+                out.append(OutboxItem(inc.id, t.in_lane("escalation"), Intent.ESCALATE, payload, due))
         return out
+
+
+def _converses(target: Target) -> bool:
+    integration = registry.get(target.kind)
+    return integration is not None and integration.conversation and integration.accepts(Intent.ESCALATE)

@@ -1,7 +1,8 @@
 """The ``routing:`` rule section: its typed form, and the loader that builds it with semantic checks.
 
-The section (schema: schemas/routing.schema.json) names receivers (Slack
-channels, a PagerDuty routing key, the console) and an ordered list of routes
+The section (schema: schemas/routing.schema.json) names receivers (each with
+one section per integration: Slack channels, a PagerDuty routing key, the
+console, a webhook, an Opsgenie key; alertd.notify.registry) and an ordered list of routes
 with Alertmanager matchers over incident fields. The first matching route wins
 unless it says ``continue: true``. On top of that:
 
@@ -30,13 +31,17 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from alertd.delivery import Target
 from alertd.matchers import Matcher
+from alertd.notify import registry
+from alertd.notify.integration import key_name
 from alertd.notify.owners import Owners
 from alertd.notify.windows import CordonPolicy, Maintenance, TimeRange, TimeWindow
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-KEY_REF = re.compile(r"^\$\{([A-Za-z0-9_.-]+)\}$")
 DEFAULT_GROUP_WAIT = timedelta(seconds=2)
+ESCALATION_KIND = "pagerduty"  # route.escalate names a PagerDuty routing key
+OWNER_CHANNEL_KIND = "slack"  # owners.use_channels: the owner's Slack channel
 
 
 # ----- typed rules -----
@@ -44,23 +49,25 @@ DEFAULT_GROUP_WAIT = timedelta(seconds=2)
 @dataclass(frozen=True, slots=True)
 class Receiver:
     name: str
-    slack_channels: tuple[str, ...] = ()
-    pagerduty_key: str = ""  # the NAME of a routing key in notify.pagerduty.routing_keys, never the key itself
-    console: bool = False
+    outputs: tuple[Target, ...] = ()  # in the order the integrations are registered
 
-    def targets(self) -> list[str]:
-        out = [f"slack:{c}" for c in self.slack_channels]
-        if self.pagerduty_key:
-            out.append(f"pagerduty:{self.pagerduty_key}")
-        if self.console:
-            out.append("console")
-        return out
+    def targets(self) -> list[Target]:
+        return list(self.outputs)
 
 
 @dataclass(frozen=True, slots=True)
 class Escalation:
     after: timedelta
     routing_key: str  # routing key name
+
+    @property
+    def target(self) -> Target:
+        return Target.of(ESCALATION_KIND, self.routing_key)
+
+
+def owner_channel(channel: str) -> Receiver:
+    """The receiver for an owner's own channel (routes with owners and ``owners.use_channels``)."""
+    return Receiver(f"channel:{channel}", (Target.of(OWNER_CHANNEL_KIND, channel),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,15 +94,20 @@ class Routing:
     # A new node incident's first notification waits this long, so a storm can form and fold it first.
     group_wait: timedelta = DEFAULT_GROUP_WAIT
 
+    def addresses(self, kind: str) -> set[str]:
+        """Every address of one integration the rules name (receivers and escalations)."""
+        found = {t for r in self.receivers.values() for t in r.outputs if t.kind == kind}
+        found |= {r.escalate.target for r in self.routes if r.escalate}
+        return {t.address for t in found if t.kind == kind}
+
     def key_names(self) -> set[str]:
-        names = {r.pagerduty_key for r in self.receivers.values() if r.pagerduty_key}
-        names |= {r.escalate.routing_key for r in self.routes if r.escalate}
-        return names
+        return self.addresses(ESCALATION_KIND)
 
 
 def default_routing(channel: str) -> Routing:
     """Everything to one Slack channel: used when Slack is configured but no routing section exists."""
-    return Routing(receivers={"default": Receiver("default", slack_channels=(channel,))}, default_receiver="default")
+    return Routing(receivers={"default": Receiver("default", (Target.of("slack", channel),))},
+                   default_receiver="default")
 
 # ----- loading the routing section -----
 
@@ -145,15 +157,6 @@ def _instant(value: Any, check: Any, path: tuple) -> datetime | None:
     return ts.astimezone(timezone.utc)
 
 
-def _key_name(value: str, check: Any, path: tuple) -> str:
-    m = KEY_REF.match(str(value))
-    if not m:
-        check.problem(path, "routing_key must name a key from notify.pagerduty.routing_keys, like \"${gpu-infra}\"; "
-                            "never put the secret key in a rule file")
-        return ""
-    return m.group(1)
-
-
 def load_routing(data: dict, check: Any) -> Routing:
     """Build typed Routing from a schema-valid ``routing`` section; report semantic problems to ``check``."""
     root = ("routing",)
@@ -163,15 +166,11 @@ def load_routing(data: dict, check: Any) -> Routing:
         name = r["name"]
         if name in receivers:
             check.problem(path + ("name",), f"duplicate receiver name {name!r}")
-        slack = r.get("slack")
-        channels: list[str] = []
-        if isinstance(slack, str):
-            channels = [slack]
-        elif isinstance(slack, dict):
-            channels = list(slack.get("channels") or []) + ([slack["channel"]] if slack.get("channel") else [])
-        pd = r.get("pagerduty") or {}
-        key = _key_name(pd["routing_key"], check, path + ("pagerduty", "routing_key")) if pd else ""
-        receivers[name] = Receiver(name, tuple(dict.fromkeys(channels)), key, bool(r.get("console", False)))
+        outputs: list[Target] = []
+        for kind, integration in registry.INTEGRATIONS.items():
+            if kind in r:
+                outputs.extend(integration.targets(r[kind], check.problem, path + (kind,)))
+        receivers[name] = Receiver(name, tuple(dict.fromkeys(outputs)))
 
     windows: dict[str, TimeWindow] = {}
     for i, w in enumerate(data.get("mute_windows") or []):
@@ -239,7 +238,8 @@ def load_routing(data: dict, check: Any) -> Routing:
         if r.get("escalate"):
             e = r["escalate"]
             esc = Escalation(check.duration(e.get("after"), path + ("escalate", "after"), timedelta(minutes=15)),
-                             _key_name(e["routing_key"], check, path + ("escalate", "routing_key")))
+                             key_name(e["routing_key"], check.problem, path + ("escalate", "routing_key"),
+                                      "notify.pagerduty.routing_keys"))
         routes.append(Route(
             name=r.get("name", ""), matchers=check.matchers(r.get("match"), path + ("match",)), receiver=receiver,
             owners=bool(r.get("owners", False)), continue_=bool(r.get("continue", False)),

@@ -1,8 +1,8 @@
-"""Builds the notifiers and the router from the configuration and the rules.
+"""Builds the notifiers and the router from the configuration and the rules, through the registry.
 
-* No Slack token and no PagerDuty keys: the console logs every change (the default).
+* Nothing but the console configured: the console logs every change (the default).
 * A ``routing`` section in the rules: the Router sends each change where the
-  routes say; targets whose notifier is not configured fall back to the console.
+  routes say; targets whose integration is not configured fall back to the console.
 * Slack configured, no routing section: everything goes to ``notify.slack.default_channel``.
 """
 from __future__ import annotations
@@ -12,49 +12,47 @@ from datetime import datetime
 from typing import Any, Callable
 
 from alertd.config import Config
-from alertd.notify.base import Notifier
-from alertd.notify.console import ConsoleNotifier
-from alertd.notify.pagerduty import PagerDutyNotifier, PagerDutySettings
+from alertd.notify import registry
+from alertd.notify.integration import Notifier, NotifyStore
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.notify.routing import Routing, default_routing
-from alertd.notify.slack import SlackNotifier, SlackSettings
+from alertd.notify.slack import SlackSettings
 from alertd.rules import RuleSet
-from alertd.store.base import Store
 
 log = logging.getLogger(__name__)
 
 
-def build_notifiers(cfg: Config, store: Store, clock: Callable[[], datetime]) -> dict[str, Notifier]:
-    notifiers: dict[str, Notifier] = {"console": ConsoleNotifier()}
-    slack = SlackSettings.from_config(cfg)
-    if slack.enabled:
-        notifiers["slack"] = SlackNotifier(slack, store, clock)
-    pagerduty = PagerDutySettings.from_config(cfg)
-    if pagerduty.enabled:
-        notifiers["pagerduty"] = PagerDutyNotifier(pagerduty, store, clock)
+def configured(cfg: Config) -> dict[str, Any]:
+    """name -> settings of every integration the config turns on (the console always)."""
+    out = {}
+    for name, integration in registry.INTEGRATIONS.items():
+        settings = cfg.notify.get(name) or integration.settings({}, registry.Links())
+        if name == "console" or integration.enabled(settings):
+            out[name] = settings
+    return out
+
+
+def build_notifiers(cfg: Config, store: NotifyStore | None, clock: Callable[[], datetime]) -> dict[str, Notifier]:
+    notifiers = {name: registry.INTEGRATIONS[name].notifier(s, store, clock)  # type: ignore[arg-type]
+                 for name, s in configured(cfg).items()}
     for notifier in notifiers.values():  # known once the store is open: read when sending
         notifier.installation = lambda: cfg.installation_id  # type: ignore[attr-defined]
     return notifiers
 
 
 def available_kinds(cfg: Config) -> set[str]:
-    kinds = {"console"}
-    if SlackSettings.from_config(cfg).enabled:
-        kinds.add("slack")
-    if PagerDutySettings.from_config(cfg).enabled:
-        kinds.add("pagerduty")
-    return kinds
+    return set(configured(cfg))
 
 
 def check_keys(cfg: Config, routing: Routing) -> list[str]:
-    """Routing key names the rules use but the config does not define."""
-    pd = PagerDutySettings.from_config(cfg)
-    if not pd.enabled:
-        return []
-    return sorted(n for n in routing.key_names() if n not in pd.routing_keys)
+    """Key/endpoint names the rules use but the config does not define (of integrations that are on)."""
+    out: list[str] = []
+    for name, settings in configured(cfg).items():
+        out += registry.INTEGRATIONS[name].unknown(settings, routing.addresses(name))
+    return sorted(out)
 
 
-def build_router(cfg: Config, rules: RuleSet) -> Any:
+def build_router(cfg: Config, rules: RuleSet) -> ConsoleRouter | Router:
     slack = SlackSettings.from_config(cfg)
     kinds = available_kinds(cfg)
     if cfg.console is False:
@@ -65,7 +63,7 @@ def build_router(cfg: Config, rules: RuleSet) -> Any:
     if routing is None:
         return ConsoleRouter(enabled=cfg.console is not False)
     for name in check_keys(cfg, routing):
-        log.error("routing uses PagerDuty routing key %r, which notify.pagerduty.routing_keys does not define", name)
+        log.error("routing names %r, which the notify section of the config does not define", name)
     if kinds <= {"console"}:
         log.info("no Slack token or PagerDuty keys configured: routed notifications go to the console")
     return Router(routing, debounce=slack.debounce, available=kinds,

@@ -1,42 +1,43 @@
 """Slack: one living message per incident and channel, follow-ups in its thread.
 
-Outbox item kinds for target ``slack:<channel>``:
+Targets ``slack:<channel>``; intents:
 
-* ``update``   render the incident as stored NOW and post it (first time) or
-               ``chat.update`` it; later pending updates of the same incident
-               and channel are covered by this one and marked done.
-* ``thread``   a reply under the message for timeline events (alerts joined,
-               evidence, acknowledged, resolved with a summary); pending
-               replies are coalesced into one.
-* ``escalate`` (target ``slack:<channel>|escalation``) a thread note that the
-               incident was escalated, skipped if it was acknowledged or
-               resolved meanwhile.
+* ``show``     render the incident as stored NOW and post it (first time) or
+               ``chat.update`` it; queued ``show`` items of the same incident
+               and channel are covered by this one (coalesced by the outbox).
+* ``timeline`` a reply under the message for timeline events (alerts joined,
+               evidence, acknowledged, resolved with a summary); queued
+               replies are coalesced into one; skipped while nothing is posted.
+* ``escalate`` (lane ``escalation``) a thread note that the incident was
+               escalated, skipped if it was acknowledged or resolved meanwhile.
 
 The message's channel id and ts are saved with ``store.save_ref`` right after
 ``chat.postMessage`` returns and before anything else, so a crash between the
 post and the outbox commit makes the redelivery ``chat.update`` instead of
-posting twice. Posts are spaced per channel (about one per second); a 429
-pauses the channel for its Retry-After and the item is retried after it.
+posting twice. Posts are spaced per channel (about one per second) by the
+outbox's rate-limit stage; a 429 pauses the channel for its Retry-After and
+the item is retried after it.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
+from alertd.delivery import Intent, OutboxItem, Target
 from alertd.durations import format_duration, parse_duration
 from alertd.model import CLOSED, OPEN
-from alertd.notify.base import Delivered, DeliveryError, Notifier, NotifierSettings, folded_unposted
+from alertd.notify.integration import (DURATION_SCHEMA, Delivered, DeliveryError, Integration, Links, Notifier,
+                                       NotifierSettings, NotifyStore, Problem, folded_unposted)
+from alertd.notify.ratelimit import RateLimiter
 from alertd.notify.slack_render import RenderContext, render_incident, render_thread
-from alertd.store.base import OutboxItem, Store
 
 log = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "https://slack.com/api/"
@@ -66,7 +67,13 @@ class SlackSettings(NotifierSettings):
 
     @classmethod
     def from_config(cls, cfg: Any) -> "SlackSettings":
-        doc, shared = cls.read(cfg, "slack")
+        """The settings parsed with the config (``Config.notify``)."""
+        settings: SlackSettings = cfg.notify.get("slack") or cls()
+        return settings
+
+    @classmethod
+    def parse(cls, doc: dict[str, Any], links: Links) -> "SlackSettings":
+        shared = cls.shared(doc, links)
         rate = doc.get("rate") or {}
         return cls(
             token=doc.get("token", "") or "",
@@ -78,70 +85,6 @@ class SlackSettings(NotifierSettings):
             burst=int(rate.get("burst", 1)),
             **shared,
         )
-
-
-class RateLimiter:
-    """Per-key spacing (GCRA with a burst) plus pauses from 429 answers.
-
-    ``slot`` hands out the next free time in order (a reservation). A caller
-    that would wait long gives its item back to the outbox with that delay and
-    keeps the reservation under ``token``, so a busy channel does not hold up
-    deliveries to other channels, and the item keeps its place when it returns.
-    """
-
-    def __init__(self, rate: float, burst: int = 1, clock: Callable[[], float] = time.monotonic):
-        self.interval = 1.0 / rate if rate > 0 else 0.0
-        self.burst = max(1, burst)
-        self.clock = clock
-        self._tat: dict[Any, float] = {}
-        self._paused: dict[Any, float] = {}
-        self._held: dict[Any, tuple[Any, float]] = {}  # token -> (key, reserved slot)
-        self._sent: dict[Any, list[float]] = {}  # key -> times of the last ``burst`` sends
-
-    def pause(self, key: Any, seconds: float) -> None:
-        until = self.clock() + seconds
-        self._paused[key] = max(self._paused.get(key, 0.0), until)
-        self._tat[key] = max(self._tat.get(key, 0.0), until)  # reservations made later start after it
-
-    def paused_for(self, key: Any) -> float:
-        return max(0.0, self._paused.get(key, 0.0) - self.clock())
-
-    def slot(self, key: Any, token: Any = None) -> float:
-        """The time this send may go (reserved now, or earlier under ``token``)."""
-        now = self.clock()
-        held = self._held.pop(token, None) if token is not None else None
-        if held is not None and held[0] == key:
-            slot = held[1]
-        else:
-            tat = max(self._tat.get(key, now), now)
-            slot = max(now, tat - (self.burst - 1) * self.interval)
-            self._tat[key] = max(tat, slot) + self.interval
-        sent = self._sent.get(key, [])
-        if len(sent) >= self.burst:  # never closer than the rate to what was really sent
-            slot = max(slot, sent[-self.burst] + self.interval * self.burst)
-        return max(slot, self._paused.get(key, 0.0))
-
-    def hold(self, token: Any, key: Any, slot: float) -> None:
-        self._held[token] = (key, slot)
-        if len(self._held) > 100_000:  # tokens of items that never came back (given up, other process)
-            self._held.pop(next(iter(self._held)))
-
-    def sent(self, key: Any) -> None:
-        times = self._sent.setdefault(key, [])
-        times.append(self.clock())
-        del times[:-self.burst]
-
-    async def acquire(self, key: Any) -> None:
-        await self.wait_until(key, self.slot(key))
-
-    async def wait_until(self, key: Any, slot: float) -> None:
-        """Sleep until ``slot`` (or the end of a pause that came meanwhile), then count the send."""
-        while True:
-            wait = max(slot, self._paused.get(key, 0.0)) - self.clock()
-            if wait <= 0:
-                self.sent(key)
-                return
-            await asyncio.sleep(wait)
 
 
 def parse_target(target: str) -> tuple[str, str]:
@@ -164,17 +107,22 @@ class MessageGone(Exception):
 
 class SlackNotifier(Notifier):
     kind = "slack"
+    coalesce = frozenset({Intent.SHOW, Intent.TIMELINE})
+    needs_ref = frozenset({Intent.TIMELINE})
 
     installation: Callable[[], str] = staticmethod(lambda: "")  # set by build_notifiers: the installation id
 
-    def __init__(self, settings: SlackSettings, store: Store, clock: Callable[[], datetime], *,
+    def __init__(self, settings: SlackSettings, store: NotifyStore, clock: Callable[[], datetime], *,
                  client: AsyncWebClient | None = None):
         self.settings, self.store, self.clock = settings, store, clock
         self._client = client
         self._session: aiohttp.ClientSession | None = None
-        self.posts = RateLimiter(settings.per_channel, settings.burst)
-        self.max_wait = 0.5  # longer waits for a busy channel go back to the outbox
+        self.limiter = RateLimiter(settings.per_channel, settings.burst)
         self.calls = 0
+
+    @property
+    def posts(self) -> RateLimiter:
+        return self.limiter
 
     # ----- plumbing -----
 
@@ -197,22 +145,20 @@ class SlackNotifier(Notifier):
         return RenderContext(runbook_base_url=s.runbook_base_url, alertmanager_url=s.alertmanager_url,
                              alertd_url=s.alertd_url, note=note, now=self.clock(), installation_id=self.installation())
 
-    async def _call(self, method: str, limit_channel: str, /, _item: int | None = None, **params: Any) -> dict:
+    def rate_key(self, items: list[OutboxItem], ref: str | None) -> Hashable | None:
+        """Posts are spaced per channel; edits are not (they only honour a 429 pause)."""
+        head = items[0]
+        if head.intent == Intent.SHOW and parse_ref(ref) is not None:
+            return None
+        if head.intent == Intent.ESCALATE and ref:
+            return None  # noted already: nothing is sent
+        return ("post", head.target.address)
+
+    async def _call(self, method: str, limit_channel: str, /, **params: Any) -> dict[str, Any]:
         key = ("post", limit_channel) if method == "chat.postMessage" else ("update", "")
-        if method == "chat.postMessage":
-            slot = self.posts.slot(key, _item)
-            wait = slot - self.posts.clock()
-            if wait > self.max_wait and _item is not None:
-                # The channel is busy: give the item back to the outbox (its place is kept) instead of
-                # holding a delivery slot that other channels could use.
-                self.posts.hold(_item, key, slot)
-                raise DeliveryError(f"Slack channel {limit_channel} busy (about 1 post/s): posting in {wait:.1f}s",
-                                    retry=True, after=wait)
-            await self.posts.wait_until(key, slot)
-        else:
-            wait = self.posts.paused_for(key)
-            if wait > 0:
-                await asyncio.sleep(wait)
+        wait = self.limiter.paused_for(key)
+        if wait > 0:
+            await asyncio.sleep(wait)
         self.calls += 1
         try:
             resp = await self.client().api_call(method, json=params)
@@ -225,7 +171,7 @@ class SlackNotifier(Notifier):
                 headers = {k.lower(): v for k, v in (getattr(response, "headers", None) or {}).items()}
                 raw = headers.get("retry-after", "1")
                 after = float(raw[0] if isinstance(raw, list) else raw)
-                self.posts.pause(key, after)
+                self.limiter.pause(key, after)
                 raise DeliveryError(f"Slack {method} rate limited; Retry-After {after:g}s", retry=True, after=after) from None
             if error in GONE:
                 raise MessageGone(error) from None
@@ -235,32 +181,24 @@ class SlackNotifier(Notifier):
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise DeliveryError(f"Slack {method}: {type(exc).__name__}: {exc}", retry=True) from None
 
-    async def _pending(self, item: OutboxItem, kinds: tuple[str, ...]) -> list[OutboxItem]:
-        return await self.store.pending_outbox_for(item.incident_id, item.target, after_id=item.id, kinds=kinds)
-
-    async def _covered(self, items: list[OutboxItem]) -> None:
-        """Queued items that this delivery made redundant (it rendered the current incident)."""
-        if items:
-            await self.store.finish_outbox_batch([(i.id, None) for i in items])
-
     # ----- delivery -----
 
-    async def deliver(self, item: OutboxItem, ref: str | None) -> Delivered:
-        channel, sub = parse_target(item.target)
-        if sub == "escalation" or item.kind == "escalate":
-            return await self._escalate(item, channel, ref)
-        if item.kind == "thread":
-            return await self._thread(item, channel, ref)
-        return await self._update(item, channel, ref)
+    async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
+        head = items[0]
+        channel = head.target.address
+        if head.target.lane == "escalation" or head.intent == Intent.ESCALATE:
+            return await self._escalate(head, channel, ref)
+        if head.intent == Intent.TIMELINE:
+            return await self._thread(items, channel, ref)
+        return await self._update(items, channel, ref)
 
-    async def _update(self, item: OutboxItem, channel: str, ref: str | None) -> Delivered:
-        # Read what is queued BEFORE reading the incident: everything queued so far is then in what we render.
-        later = await self._pending(item, ("update",))
-        inc = await self.store.get_incident(item.incident_id)
+    async def _update(self, items: list[OutboxItem], channel: str, ref: str | None) -> Delivered:
+        # The outbox read what is queued BEFORE this reads the incident: all of it is in what we render.
+        head = items[0]
+        inc = await self.store.get_incident(head.incident_id)
         if inc is None:
-            await self._covered(later)
             return Delivered()
-        payloads = [item.payload] + [i.payload for i in later]
+        payloads = [i.payload for i in items]
         quiet = all(p.get("only_if_posted") for p in payloads) or folded_unposted(inc, ref)
         note = next((p.get("note") for p in reversed(payloads) if "note" in p), "")
         text, blocks = render_incident(inc, self._render_context(note))
@@ -268,41 +206,35 @@ class SlackNotifier(Notifier):
         if where is not None:
             try:
                 await self._call("chat.update", where[0], channel=where[0], ts=where[1], text=text, blocks=blocks)
-                await self._covered(later)
                 return Delivered(ref=ref)
             except MessageGone:
                 log.warning("Slack message for %s in %s was deleted; posting a new one", inc.id, channel)
         if quiet or (inc.status == CLOSED and where is None and not any("opened" in p.get("kinds", []) for p in payloads)):
             # never posted and nothing to say alone (muted, folded into a fleet, or over before it was sent)
-            await self._covered(later)
             return Delivered()
+        if where is not None:  # the message was deleted: this post was not spaced by the outbox
+            await self.limiter.acquire(("post", channel))
         try:
-            resp = await self._call("chat.postMessage", channel, _item=item.id, channel=channel, text=text, blocks=blocks,
+            resp = await self._call("chat.postMessage", channel, channel=channel, text=text, blocks=blocks,
                                     unfurl_links=False, unfurl_media=False)
         except MessageGone as exc:
             raise DeliveryError(f"Slack chat.postMessage: {exc}", retry=False) from None
         new_ref = f"{resp.get('channel') or channel}|{resp['ts']}"
-        await self.store.save_ref(item.incident_id, item.target, new_ref)  # before anything else: no double post
-        await self._covered(later)
+        await self.store.save_ref(head.incident_id, head.target, new_ref)  # before anything else: no double post
         return Delivered(ref=new_ref)
 
-    async def _thread(self, item: OutboxItem, channel: str, ref: str | None) -> Delivered:
+    async def _thread(self, items: list[OutboxItem], channel: str, ref: str | None) -> Delivered:
         where = parse_ref(ref)
-        later = await self._pending(item, ("thread",))
         if where is None:  # the message was never posted (muted, failed): its thread has nowhere to go
-            await self._covered(later)
             return Delivered()
-        events = list(item.payload.get("events", []))
-        for i in later:
-            events.extend(i.payload.get("events", []))
-        inc = await self.store.get_incident(item.incident_id)
+        events = [e for i in items for e in i.payload.get("events", [])]
+        inc = await self.store.get_incident(items[0].incident_id)
         text, blocks = render_thread(events, inc)
         try:
-            await self._call("chat.postMessage", channel, _item=item.id, channel=where[0], thread_ts=where[1], text=text,
+            await self._call("chat.postMessage", channel, channel=where[0], thread_ts=where[1], text=text,
                              blocks=blocks, unfurl_links=False, unfurl_media=False)
         except MessageGone as exc:
             raise DeliveryError(f"Slack thread reply: {exc}", retry=False) from None
-        await self._covered(later)
         return Delivered()
 
     async def _escalate(self, item: OutboxItem, channel: str, ref: str | None) -> Delivered:
@@ -311,16 +243,60 @@ class SlackNotifier(Notifier):
         inc = await self.store.get_incident(item.incident_id)
         if inc is None or inc.status != OPEN:
             return Delivered()  # acknowledged or resolved in time
-        main = parse_ref(await self.store.notify_ref(item.incident_id, f"slack:{channel}"))
+        main = parse_ref(await self.store.notify_ref(item.incident_id, item.target.main))
         if main is None:
             return Delivered()
         after = format_duration(timedelta(seconds=float(item.payload.get("after", 0))))
         key = item.payload.get("routing_key", "")
         text = f":rotating_light: Not acknowledged within {after}: escalated" + (f" to PagerDuty `{key}`" if key else "") + "."
         try:
-            await self._call("chat.postMessage", channel, _item=item.id, channel=main[0], thread_ts=main[1], text=text,
+            await self._call("chat.postMessage", channel, channel=main[0], thread_ts=main[1], text=text,
                              reply_broadcast=True)
         except MessageGone as exc:
             raise DeliveryError(f"Slack escalation note: {exc}", retry=False) from None
         await self.store.save_ref(item.incident_id, item.target, "posted")
         return Delivered(ref="posted")
+
+
+class Slack(Integration[SlackSettings]):
+    name = "slack"
+    intents = frozenset({Intent.SHOW, Intent.TIMELINE, Intent.ESCALATE})
+    conversation = True
+    receiver_schema = {
+        "description": "One channel (\"#gpu-oncall\" or a channel ID), or {channels: [...]}.",
+        "oneOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "object", "additionalProperties": False, "properties": {
+                "channel": {"type": "string", "minLength": 1},
+                "channels": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}}},
+        ],
+    }
+    config_schema = {
+        "type": "object", "additionalProperties": False,
+        "description": "Slack through the Web API (a bot token with chat:write). Without a token the console is used.",
+        "properties": {
+            "token": {"type": "string", "description": "Bot token, e.g. ${SLACK_BOT_TOKEN}. Empty: Slack is off."},
+            "base_url": {"type": "string", "description": "Web API base URL. Default https://slack.com/api/."},
+            "signing_secret": {"type": "string", "description": "Verifies button clicks at POST /api/v1/slack/actions, e.g. ${SLACK_SIGNING_SECRET}."},
+            "default_channel": {"type": "string", "description": "Where incidents go when the rules have no routing section."},
+            "debounce": {**DURATION_SCHEMA, "description": "Updates to a message wait this long and are coalesced; ack and resolve go at once. Default 2s."},
+            "rate": {"type": "object", "additionalProperties": False, "properties": {
+                "per_channel": {"type": "number", "exclusiveMinimum": 0, "description": "Posts per second per channel. Default 1."},
+                "burst": {"type": "integer", "minimum": 1, "description": "Posts allowed back to back before the rate applies. Default 1."}}},
+            "timeout": {**DURATION_SCHEMA, "description": "Per API call. Default 10s."},
+        },
+    }
+
+    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
+        channels = [doc] if isinstance(doc, str) else list(doc.get("channels") or []) + (
+            [doc["channel"]] if doc.get("channel") else [])
+        return [self.target(c) for c in dict.fromkeys(channels)]
+
+    def settings(self, doc: dict[str, Any], links: Links) -> SlackSettings:
+        return SlackSettings.parse(doc, links)
+
+    def notifier(self, settings: SlackSettings, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier:
+        return SlackNotifier(settings, store, clock)
+
+
+INTEGRATION = Slack()

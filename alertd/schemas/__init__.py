@@ -14,9 +14,18 @@ from alertd.errors import InvalidDocument, Problem
 from alertd.yamlio import format_path, mark_for
 
 
+EXTENDED = ("notify", "routing")  # their per-integration parts come from the integrations themselves
+
+
 @functools.cache
 def schema(name: str) -> dict[str, Any]:
-    return json.loads(resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8"))
+    doc: dict[str, Any] = json.loads(
+        resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8"))
+    if name in EXTENDED:
+        from alertd.notify.registry import extend_schema
+
+        extend_schema(name, doc)
+    return doc
 
 
 @functools.cache
@@ -25,7 +34,7 @@ def registry() -> Registry:
     resources_ = []
     for entry in resources.files(__package__).iterdir():
         if entry.name.endswith(".schema.json"):
-            doc = json.loads(entry.read_text(encoding="utf-8"))
+            doc = schema(entry.name.removesuffix(".schema.json"))
             resources_.append((doc["$id"], Resource.from_contents(doc)))
     return Registry().with_resources(resources_)
 

@@ -12,8 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from alertd.delivery import OutboxItem
+from alertd.memory import ESCALATION, SENT, Cordon, MemoryDelta, RouterMemory
 from alertd.engine.correlate import EngineState
 from alertd.model import Change, Incident
+
+__all__ = ["AppendResult", "Cordon", "ESCALATION", "EngineState", "InboxEntry", "MemoryDelta", "OutboxItem",
+           "RouterMemory", "SENT", "Step", "Store", "StoreUnavailable"]
 
 
 class StoreUnavailable(RuntimeError):
@@ -32,47 +37,6 @@ class AppendResult:
     stored: int
     duplicates: int
     seqs: list[int | None] = field(default_factory=list)  # per entry: its inbox seq, None for a duplicate
-
-
-@dataclass(slots=True)
-class OutboxItem:
-    incident_id: str
-    target: str  # receiver name, e.g. "console", "slack:#gpu-oncall", "pagerduty:infra"
-    kind: str  # what the notifier should do: "upsert", "thread", "trigger", ...
-    payload: dict[str, Any]
-    due_at: datetime
-    id: int = 0
-    attempts: int = 0
-    last_error: str = ""
-
-
-Cordon = tuple[datetime, str]  # (cordoned since, the incident that showed it)
-
-
-@dataclass(slots=True)
-class RouterMemory:
-    """What the router remembers between steps. It is stored with each step, so a failed commit,
-    a restart or another instance taking over carries on from exactly what was committed."""
-
-    sent: dict[str, set[str]] = field(default_factory=dict)  # incident -> targets it went to (loud)
-    escalations: dict[str, set[str]] = field(default_factory=dict)  # incident -> escalations scheduled
-    cordons: dict[tuple[str, str], Cordon] = field(default_factory=dict)  # (cluster, node) -> cordon
-
-
-# Roles of the marks a router keeps per incident (RouterMemory.sent and .escalations).
-SENT, ESCALATION = "sent", "escalation"
-
-
-@dataclass(slots=True)
-class MemoryDelta:
-    """What one routing step changed in RouterMemory: committed in the step's transaction."""
-
-    marks: set[tuple[str, str, str]] = field(default_factory=set)  # (incident, role, value) added
-    forget: set[str] = field(default_factory=set)  # incidents closed: all their marks go
-    cordons: dict[tuple[str, str], Cordon | None] = field(default_factory=dict)  # None: the cordon ended
-
-    def __bool__(self) -> bool:
-        return bool(self.marks or self.forget or self.cordons)
 
 
 @dataclass(slots=True)
@@ -163,7 +127,7 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def pending_outbox_for(self, incident_id: str, target: str, *, after_id: int,
                                  kinds: tuple[str, ...]) -> list[OutboxItem]:
-        """Pending items of these kinds for one incident+target queued after ``after_id``, oldest first."""
+        """Pending items of these intents for one incident+target queued after ``after_id``, oldest first."""
 
     @abc.abstractmethod
     async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None: ...

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from alertd.delivery import LEGACY_KINDS
 from alertd.engine.correlate import EngineState
 from alertd.model import CLOSED, Incident, iso, parse_iso
 from alertd.store import history, sql
@@ -260,10 +261,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
                 cur.executemany(self._q(sql.INSERT_EVENT), [(inc.id, sql.dumps(e.to_dict())) for e in change.events])
             written = history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)
             if step.outbox:
-                cur.executemany(self._q(sql.INSERT_OUTBOX), [
-                    (o.incident_id, o.target, o.kind, sql.dumps(o.payload), iso(o.due_at), iso(o.due_at))
-                    for o in step.outbox
-                ])
+                cur.executemany(self._q(sql.INSERT_OUTBOX), [sql.outbox_row(o) for o in step.outbox])
             if step.next_seq:
                 cur.execute(self._q(sql.UPSERT_META), ("next_seq", str(step.next_seq)))
             if step.heartbeat_at is not None:
@@ -373,7 +371,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
         marks = ", ".join("?" for _ in kinds)
         rows = await self._run(self._query, (
             f"SELECT {sql.OUTBOX_COLUMNS} FROM outbox WHERE incident_id = ? AND target = ? AND state = 'pending' "
-            f"AND id > ? AND kind IN ({marks}) ORDER BY id"), (incident_id, target, after_id, *kinds))
+            f"AND id > ? AND kind IN ({marks}) ORDER BY id"), (incident_id, str(target), after_id, *(str(LEGACY_KINDS.get(k) or k) for k in kinds)))
         return [sql.outbox_item(r) for r in rows]
 
     async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None:

@@ -10,9 +10,9 @@ import zlib
 import orjson
 from typing import Any, Iterable
 
-from alertd.model import Event, Incident, Member, parse_iso
+from alertd.delivery import LEGACY_KINDS, Intent, OutboxItem, Target
+from alertd.model import Event, Incident, Member, iso, parse_iso
 from alertd.store import history
-from alertd.store.base import OutboxItem
 
 # Each migration runs once, in order; the applied count lives in schema_version.
 MIGRATIONS: list[list[str]] = [
@@ -122,6 +122,9 @@ MIGRATIONS: list[list[str]] = [
         "INSERT INTO inbox_bodies (seq, alert) SELECT seq, alert FROM inbox WHERE processed <> 1",
         "UPDATE inbox SET alert = ''",
     ],
+    [  # outbox items name an intent (show, timeline, page, escalate, resolve), not a notifier's verb
+        *(f"UPDATE outbox SET kind = '{intent.value}' WHERE kind = '{old}'" for old, intent in LEGACY_KINDS.items()),
+    ],
 ]
 
 UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)
@@ -184,7 +187,14 @@ def assemble(doc: str, members: Iterable[str | bytes], events: Iterable[str]) ->
     return inc
 
 
-def outbox_item(row: tuple) -> OutboxItem:
+def outbox_row(o: OutboxItem) -> tuple[str, str, str, str, str | None, str | None]:
+    """OutboxItem -> the values of INSERT_OUTBOX (created_at is the due time the router gave it)."""
+    return (o.incident_id, o.target, str(o.intent), dumps(o.payload), iso(o.due_at), iso(o.due_at))
+
+
+def outbox_item(row: tuple[Any, ...]) -> OutboxItem:
     """A row selected as OUTBOX_COLUMNS (or DUE_OUTBOX) -> OutboxItem."""
-    return OutboxItem(incident_id=row[1], target=row[2], kind=row[3], payload=json.loads(row[4]),
-                      due_at=parse_iso(row[5]), id=row[0], attempts=row[6], last_error=row[7])  # type: ignore[arg-type]
+    due = parse_iso(row[5])
+    assert due is not None  # NOT NULL column
+    return OutboxItem(incident_id=row[1], target=Target(row[2]), intent=LEGACY_KINDS.get(row[3]) or Intent(row[3]),
+                      payload=json.loads(row[4]), due_at=due, id=row[0], attempts=row[6], last_error=row[7])

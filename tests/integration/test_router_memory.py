@@ -35,7 +35,7 @@ async def test_a_failed_step_is_replayed_with_its_escalations(tmp_path, slack, p
         await h.post(hook(xid_alert("n1", 0)))
         await wait_for(lambda: failed)
         lost = failed[0]
-        assert {(i.target, i.kind) for i in lost.outbox if i.kind == "escalate"} == {
+        assert {(i.target, i.intent) for i in lost.outbox if i.intent == "escalate"} == {
             ("pagerduty:infra-escalation", "escalate"), ("slack:#gpu-oncall|escalation", "escalate")}
         assert {role for _, role, _ in lost.memory.marks} == {SENT, ESCALATION}
 

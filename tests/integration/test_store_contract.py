@@ -81,7 +81,7 @@ def change(inc: Incident) -> Change:
 
 
 def outbox(incident_id: str, target: str = "console", due: datetime = T0, n: int = 0) -> OutboxItem:
-    return OutboxItem(incident_id=incident_id, target=target, kind="upsert", payload={"n": n, "text": "ü"},
+    return OutboxItem(incident_id=incident_id, target=target, intent="show", payload={"n": n, "text": "ü"},
                       due_at=due)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from alertd.enrich.logs import LogBackend, LogQuery
 from alertd.enrich.settings import LogSettings
-from alertd.notify.base import Delivered, Notifier
+from alertd.notify.integration import Delivered, Notifier
 
 
 class Recorder(Notifier):
@@ -20,8 +20,8 @@ class Recorder(Notifier):
     def __init__(self) -> None:
         self.items: list[tuple[float, dict]] = []
 
-    async def deliver(self, item, ref) -> Delivered:
-        self.items.append((time.monotonic(), item.payload))
+    async def deliver(self, items, ref) -> Delivered:
+        self.items.extend((time.monotonic(), item.payload) for item in items)
         return Delivered()
 
 

@@ -94,7 +94,7 @@ def test_shipped_routing_file_loads_and_is_the_default_loader():
     routing = shipped_rules().routing
     assert isinstance(routing, Routing)
     assert routing.routes[0].owners and routing.default_receiver == "gpu-alerts"
-    assert routing.receivers["gpu-oncall"].pagerduty_key == "gpu-infra"
+    assert routing.receivers["gpu-oncall"].targets() == ["slack:#gpu-oncall", "pagerduty:gpu-infra"]
     assert "gpu-infra-escalation" in routing.key_names()
 
 
@@ -275,7 +275,7 @@ def test_shipped_routing_never_pages_application_xids():
 # ----- router: outbox items -----
 
 def items_by(items):
-    return [(i.target, i.kind, (i.due_at - at(0)).total_seconds()) for i in items]
+    return [(i.target, i.intent, (i.due_at - at(0)).total_seconds()) for i in items]
 
 
 def test_router_holds_the_first_post_debounces_updates_and_not_ack(tmp_path):
@@ -284,18 +284,18 @@ def test_router_holds_the_first_post_debounces_updates_and_not_ack(tmp_path):
     eng = engine()
     first = router.route(eng.ingest([xid(79, node="n1")], at(0)), at(0))
     # group_wait (default 2s): a storm forming meanwhile would fold the node incident first
-    assert ("slack:#gpu-oncall", "update", 2.0) in items_by(first)
-    assert ("pagerduty:infra", "sync", 2.0) in items_by(first)
-    assert not [i for i in first if i.kind == "thread"]  # the first post shows everything
+    assert ("slack:#gpu-oncall", "show", 2.0) in items_by(first)
+    assert ("pagerduty:infra", "page", 2.0) in items_by(first)
+    assert not [i for i in first if i.intent == "timeline"]  # the first post shows everything
     joined = router.route(eng.ingest([xid(79, node="n1", gpu="1")], at(1)), at(1))
     kinds = items_by(joined)
-    assert ("slack:#gpu-oncall", "update", 3.0) in kinds  # debounced: due 2 s after the change
-    assert ("slack:#gpu-oncall", "thread", 1.0) in kinds  # the newly correlated alert, in the thread
+    assert ("slack:#gpu-oncall", "show", 3.0) in kinds  # debounced: due 2 s after the change
+    assert ("slack:#gpu-oncall", "timeline", 1.0) in kinds  # the newly correlated alert, in the thread
     assert not [k for k in kinds if k[0] == "pagerduty:infra"]  # nothing new for the pager
     inc_id = joined[0].incident_id
     acked = router.route(eng.correlator.acknowledge(inc_id, "ana", at(5)), at(5))
-    assert ("slack:#gpu-oncall", "update", 5.0) in items_by(acked)  # urgent: no debounce
-    assert ("pagerduty:infra", "sync", 5.0) in items_by(acked)
+    assert ("slack:#gpu-oncall", "show", 5.0) in items_by(acked)  # urgent: no debounce
+    assert ("pagerduty:infra", "resolve", 5.0) in items_by(acked)
 
 
 def test_router_schedules_escalation_once_with_a_slack_thread_note(tmp_path):
@@ -303,13 +303,13 @@ def test_router_schedules_escalation_once_with_a_slack_thread_note(tmp_path):
     router = Router(routing)
     eng = engine()
     items = router.route(eng.ingest([xid(79, node="n1")], at(0)), at(0))
-    esc = [(i.target, (i.due_at - at(0)).total_seconds()) for i in items if i.kind == "escalate"]
+    esc = [(i.target, (i.due_at - at(0)).total_seconds()) for i in items if i.intent == "escalate"]
     assert sorted(esc) == [("pagerduty:infra-escalation", 600.0), ("slack:#gpu-oncall|escalation", 600.0)]
     more = router.route(eng.ingest([xid(79, node="n1", gpu="2")], at(30)), at(30))
-    assert not [i for i in more if i.kind == "escalate"]
+    assert not [i for i in more if i.intent == "escalate"]
     # once escalated, the escalation service hears about the resolve too
     done = router.route(eng.correlator.resolve(items[0].incident_id, "ana", at(60)), at(60))
-    assert ("pagerduty:infra-escalation", "sync") in [(i.target, i.kind) for i in done]
+    assert ("pagerduty:infra-escalation", "resolve") in [(i.target, i.intent) for i in done]
 
 
 def test_suppressed_incidents_only_keep_sent_messages_current(tmp_path):
@@ -319,7 +319,7 @@ def test_suppressed_incidents_only_keep_sent_messages_current(tmp_path):
     now = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
     items = router.route(eng.ingest([xid(79, node="rack7-n1")], now), now)
     assert items and all(i.payload["only_if_posted"] for i in items)
-    assert not [i for i in items if i.kind in ("thread", "escalate")]
+    assert not [i for i in items if i.intent in ("timeline", "escalate")]
     assert all(i.payload["muted"].startswith("maintenance") for i in items)
 
 
@@ -336,7 +336,7 @@ def test_fleet_children_are_not_notified_separately(tmp_path):
     assert fleet.id in by_incident and not by_incident & {c.id for c in children}
     # a child that was posted before the storm gets its message edited (folded), nothing new
     child_items = [i for i in items if i.incident_id in {c.id for c in children}]
-    assert child_items and all(i.payload["only_if_posted"] and i.kind in ("update", "sync") for i in child_items)
+    assert child_items and all(i.payload["only_if_posted"] and i.intent in ("show", "page", "resolve") for i in child_items)
 
 
 def test_unconfigured_notifiers_fall_back_to_the_console(tmp_path):
@@ -371,7 +371,7 @@ def test_evidence_signal_is_a_thread_follow_up(tmp_path):
     router._targets[inc.id] = {"slack:#gpu-oncall"}
     sig = Signal(kind="xid", severity="critical", category="hardware", xid=79, title="Xid 79: GPU has fallen off the bus")
     items = router.route(eng.correlator.add_evidence(inc.id, sig, at(5), "kernel log"), at(5))
-    thread = [i for i in items if i.kind == "thread" and i.target == "slack:#gpu-oncall"]
+    thread = [i for i in items if i.intent == "timeline" and i.target == "slack:#gpu-oncall"]
     assert thread and "kernel log" in thread[0].payload["events"][0]["text"]
 
 
@@ -421,14 +421,14 @@ def test_group_wait_holds_only_new_node_incidents(tmp_path):
     eng = engine()
     router = Router(load(tmp_path, ROUTING.replace("routing:\n", "routing:\n  group_wait: 500ms\n", 1)))
     first = router.route(eng.ingest([xid(79, node="n0")], at(0)), at(0))
-    assert ("pagerduty:infra", "sync", 0.5) in items_by(first)
+    assert ("pagerduty:infra", "page", 0.5) in items_by(first)
     # five nodes within the window: the fleet incident posts and pages at once
     changes = eng.ingest([xid(79, node=f"n{i}") for i in range(1, 5)], at(0.2))
     fleet = next(c.incident for c in changes if c.incident.fleet)
     items = router.route(changes, at(0.2))
     assert {(i.target, (i.due_at - at(0)).total_seconds()) for i in items if i.incident_id == fleet.id
-            and i.kind in ("update", "sync")} == {("slack:#gpu-oncall", 0.2), ("pagerduty:infra", 0.2), ("slack:#gpu-audit", 0.2)}
+            and i.intent in ("show", "page")} == {("slack:#gpu-oncall", 0.2), ("pagerduty:infra", 0.2), ("slack:#gpu-audit", 0.2)}
     # nodes folded in the same step are never routed a first post
     assert not [i for i in items if i.incident_id != fleet.id and not i.payload["only_if_posted"]]
     off = Router(load(tmp_path, ROUTING.replace("routing:\n", "routing:\n  group_wait: 0s\n", 1)))
-    assert ("pagerduty:infra", "sync", 0.0) in items_by(off.route(engine().ingest([xid(79, node="n1")], at(0)), at(0)))
+    assert ("pagerduty:infra", "page", 0.0) in items_by(off.route(engine().ingest([xid(79, node="n1")], at(0)), at(0)))

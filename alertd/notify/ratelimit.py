@@ -1,0 +1,70 @@
+"""Spacing of sends per key (a Slack channel, a webhook endpoint), shared by the outbox's rate-limit stage."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+
+class RateLimiter:
+    """Per-key spacing (GCRA with a burst) plus pauses from 429 answers.
+
+    ``slot`` hands out the next free time in order (a reservation). A caller
+    that would wait long gives its item back to the outbox with that delay and
+    keeps the reservation under ``token``, so a busy channel does not hold up
+    deliveries to other channels, and the item keeps its place when it returns.
+    """
+
+    def __init__(self, rate: float, burst: int = 1, clock: Callable[[], float] = time.monotonic):
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self.burst = max(1, burst)
+        self.clock = clock
+        self._tat: dict[Any, float] = {}
+        self._paused: dict[Any, float] = {}
+        self._held: dict[Any, tuple[Any, float]] = {}  # token -> (key, reserved slot)
+        self._sent: dict[Any, list[float]] = {}  # key -> times of the last ``burst`` sends
+
+    def pause(self, key: Any, seconds: float) -> None:
+        until = self.clock() + seconds
+        self._paused[key] = max(self._paused.get(key, 0.0), until)
+        self._tat[key] = max(self._tat.get(key, 0.0), until)  # reservations made later start after it
+
+    def paused_for(self, key: Any) -> float:
+        return max(0.0, self._paused.get(key, 0.0) - self.clock())
+
+    def slot(self, key: Any, token: Any = None) -> float:
+        """The time this send may go (reserved now, or earlier under ``token``)."""
+        now = self.clock()
+        held = self._held.pop(token, None) if token is not None else None
+        if held is not None and held[0] == key:
+            slot = held[1]
+        else:
+            tat = max(self._tat.get(key, now), now)
+            slot = max(now, tat - (self.burst - 1) * self.interval)
+            self._tat[key] = max(tat, slot) + self.interval
+        sent = self._sent.get(key, [])
+        if len(sent) >= self.burst:  # never closer than the rate to what was really sent
+            slot = max(slot, sent[-self.burst] + self.interval * self.burst)
+        return max(slot, self._paused.get(key, 0.0))
+
+    def hold(self, token: Any, key: Any, slot: float) -> None:
+        self._held[token] = (key, slot)
+        if len(self._held) > 100_000:  # tokens of items that never came back (given up, other process)
+            self._held.pop(next(iter(self._held)))
+
+    def sent(self, key: Any) -> None:
+        times = self._sent.setdefault(key, [])
+        times.append(self.clock())
+        del times[:-self.burst]
+
+    async def acquire(self, key: Any) -> None:
+        await self.wait_until(key, self.slot(key))
+
+    async def wait_until(self, key: Any, slot: float) -> None:
+        """Sleep until ``slot`` (or the end of a pause that came meanwhile), then count the send."""
+        while True:
+            wait = max(slot, self._paused.get(key, 0.0)) - self.clock()
+            if wait <= 0:
+                self.sent(key)
+                return
+            await asyncio.sleep(wait)
