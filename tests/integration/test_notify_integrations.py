@@ -1,0 +1,138 @@
+"""The two integrations added through the registry alone: the signed webhook and Opsgenie.
+
+Real routing, store (SQLite), outbox stages and HTTP; a webhook receiver that checks the
+signature, and the strict Opsgenie test server (tests/support/opsgenie_server.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from aiohttp import web
+
+from alertd.config import parse_config
+from alertd.engine.pipeline import Engine
+from alertd.metrics import Metrics
+from alertd.model import Alert
+from alertd.notify.outbox import OutboxWorker
+from alertd.notify.setup import build_notifiers, build_router, check_keys
+from alertd.rules import load_rules
+from alertd.store.base import Step
+from alertd.store.sqlite import SqliteStore
+from tests.support.notify_harness import rules_dir, xid_alert
+from tests.support.opsgenie_server import OpsgenieTestServer
+from tests.support.process import free_port
+
+SECRET = "whsec-0123456789abcdef"
+ROUTING = """
+routing:
+  receivers:
+    - name: oncall
+      webhook: {endpoint: "${tickets}"}
+      opsgenie: {api_key: "${gpu-team}"}
+  routes:
+    - match: ['severity="critical"']
+      receiver: oncall
+  group_wait: 0s
+"""
+
+
+class SignedReceiver:
+    """A ticketing endpoint: refuses unsigned, badly signed or stale requests, keeps what it accepted."""
+
+    def __init__(self) -> None:
+        self.accepted: list[tuple[dict[str, str], dict]] = []
+        self.refused = 0
+        self.fail_next: list[int] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        ts = request.headers.get("X-Alertd-Timestamp", "")
+        want = "sha256=" + hmac.new(SECRET.encode(), ts.encode() + b"." + raw, hashlib.sha256).hexdigest()
+        if (request.content_type != "application/json" or not ts.isdigit() or abs(time.time() - int(ts)) > 300
+                or not hmac.compare_digest(want, request.headers.get("X-Alertd-Signature", ""))):
+            self.refused += 1
+            return web.Response(status=401)
+        if self.fail_next:
+            return web.Response(status=self.fail_next.pop(0), headers={"Retry-After": "0"})
+        self.accepted.append((dict(request.headers), json.loads(raw)))
+        return web.json_response({"ok": True})
+
+
+@pytest.fixture
+async def endpoints():
+    receiver, opsgenie = SignedReceiver(), OpsgenieTestServer()
+    app = web.Application()
+    app.router.add_post("/hooks/alertd", receiver.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await opsgenie.start()
+    yield f"http://127.0.0.1:{port}/hooks/alertd", receiver, opsgenie
+    await opsgenie.stop()
+    await runner.cleanup()
+
+
+async def test_webhook_and_opsgenie_follow_an_incident_from_open_to_resolved(tmp_path, endpoints):
+    url, receiver, opsgenie = endpoints
+    cfg = parse_config({"notify": {
+        "webhook": {"endpoints": {"tickets": {"url": url, "secret": SECRET}}},
+        "opsgenie": {"api_url": opsgenie.url, "api_keys": {"gpu-team": OpsgenieTestServer.KEY}},
+    }}, "test")
+    rules = load_rules([rules_dir(tmp_path, ROUTING)])
+    assert check_keys(cfg, rules.routing) == []
+    store = SqliteStore(tmp_path / "alertd.sqlite3")
+    await store.open()
+    clock = [datetime.now(timezone.utc)]
+    notifiers = build_notifiers(cfg, store, lambda: clock[0])
+    worker = OutboxWorker(store, notifiers, Metrics(), lambda: clock[0])
+    eng, router = Engine(rules), build_router(cfg, rules)
+
+    async def step(changes) -> None:
+        items, memory = router.route_step(changes, clock[0])
+        await store.commit_step(Step(changes=changes, outbox=items, next_seq=eng.state.next_seq, memory=memory))
+        clock[0] += timedelta(seconds=5)  # past the debounce
+        await worker.drain()
+
+    try:
+        await step(eng.ingest([Alert.from_wire({**xid_alert("gpu-node-3", 1), "receivedAt": None})], clock[0]))
+        inc_id = next(iter(eng.state.incidents))
+        (headers, first), = receiver.accepted
+        assert first["intent"] == "show" and first["incident"]["id"] == inc_id and first["kinds"] == ["opened"]
+        assert first["incident"]["status"] == "open" and first["incident"]["xids"] == [79]
+        assert headers["X-Alertd-Delivery"].startswith(f"{inc_id}/")
+        (action, create), = opsgenie.requests
+        assert action == "create" and create["alias"] == inc_id and create["priority"] == "P1"
+        assert create["message"].startswith("[CRITICAL] Xid 79") and len(create["message"]) <= 130
+
+        # another GPU joins: the ticket hears of it (show + timeline), Opsgenie does not (nothing new to page)
+        receiver.fail_next = [503]  # retried by the outbox
+        await step(eng.ingest([Alert.from_wire({**xid_alert("gpu-node-3", 2), "receivedAt": None})], clock[0]))
+        clock[0] += timedelta(minutes=10)
+        await worker.drain()
+        assert not receiver.fail_next and sorted(b["intent"] for _, b in receiver.accepted[1:]) == ["show", "timeline"]
+        assert len(opsgenie.requests) == 1
+
+        await step(eng.correlator.acknowledge(inc_id, "ana", clock[0]))
+        await step(eng.correlator.resolve(inc_id, "ana", clock[0]))
+        assert [a for a, _ in opsgenie.requests] == ["create", "acknowledge", "close"]
+        assert opsgenie.alerts[inc_id]["status"] == "closed" and opsgenie.rejected == []
+        assert receiver.accepted[-1][1]["incident"]["status"] == "resolved" and receiver.refused == 0
+    finally:
+        for n in notifiers.values():
+            await n.close()
+        await store.close()
+
+
+def test_rules_naming_undefined_endpoints_and_keys_are_reported(tmp_path):
+    cfg = parse_config({"notify": {"webhook": {"endpoints": {"other": {"url": "http://x.example/", "secret": SECRET}}},
+                                   "opsgenie": {"api_keys": {"someone-else": "k"}}}}, "test")
+    rules = load_rules([rules_dir(tmp_path, ROUTING)])
+    assert check_keys(cfg, rules.routing) == ["gpu-team", "tickets"]
+    with pytest.raises(Exception, match="secret"):
+        parse_config({"notify": {"webhook": {"endpoints": {"t": {"url": "http://x.example/"}}}}}, "test")
