@@ -11,7 +11,7 @@ import signal
 import sys
 import urllib.error
 import urllib.request
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 from pathlib import Path
 from typing import Callable
 

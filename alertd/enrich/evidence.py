@@ -75,7 +75,7 @@ def upgrade_signal(evidence: list[dict[str, Any]], inc: Incident, catalog: Any,
         if not code:
             continue
         if pcis or uuids:  # a GPU-specific incident: only Xids of its GPUs count
-            if e.get("pci") and e["pci"] not in pcis and not (e.get("gpu_uuid") in uuids):
+            if e.get("pci") and e["pci"] not in pcis and e.get("gpu_uuid") not in uuids:
                 continue
         sig = catalog.lookup(int(code)).signal(detail="from kernel log")
         if sig.severity == "info":

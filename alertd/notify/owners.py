@@ -42,7 +42,7 @@ class Owners:
         value = inc.annotations.get("owners")
         for o in value if isinstance(value, list) else [value]:
             if isinstance(o, dict) and isinstance(o.get("channel"), str) and o["channel"].strip():
-                return o["channel"].strip()
+                return str(o["channel"]).strip()
         return ""
 
     def receiver_for(self, inc: Incident, receivers: Container[str]) -> tuple[str, str]:
@@ -70,7 +70,7 @@ def _annotation_teams(value: Any, label_names: Iterable[str]) -> list[str]:
         for key in ("team", "teams", "owner", "owners"):
             if value.get(key):
                 return _annotation_teams(value[key], label_names)
-        labels = value.get("labels") if isinstance(value.get("labels"), dict) else value
+        labels: dict[str, Any] = value["labels"] if isinstance(value.get("labels"), dict) else value
         return [str(labels[n]) for n in label_names if isinstance(labels.get(n), str) and labels.get(n)]
     if isinstance(value, list):
         out: list[str] = []

@@ -72,7 +72,7 @@ class PagerDutySettings(NotifierSettings):
         )
 
 
-def _state(ref: str | None) -> dict:
+def _state(ref: str | None) -> dict[str, Any]:
     if not ref:
         return {}
     try:
@@ -115,7 +115,7 @@ class PagerDutyNotifier(Notifier):
             return Delivered()
         return await self._sync(item, [i.payload for i in items], inc, key, ref)
 
-    async def _sync(self, item: OutboxItem, payloads: list[dict], inc: Incident, key: str, ref: str | None) -> Delivered:
+    async def _sync(self, item: OutboxItem, payloads: list[dict[str, Any]], inc: Incident, key: str, ref: str | None) -> Delivered:
         latest = payloads[-1]
         sent = _state(ref)
         # The key this incident's PagerDuty alert already has (bare for alerts opened before installation ids).

@@ -32,7 +32,7 @@ CONSOLE = Target.of("console")
 CHILD_KINDS = frozenset({"folded_into_fleet", "acknowledged", "resolved"})
 
 
-def change_payload(change: Change) -> dict:
+def change_payload(change: Change) -> dict[str, Any]:
     """What a log line needs. Notifiers that show an incident read its current state from the store,
     so the payload stays small even for a fleet incident listing thousands of nodes."""
     inc = change.incident
@@ -275,10 +275,10 @@ class Router:
             due = now + esc.after
             payload = {"after": esc.after.total_seconds(), "routing_key": esc.routing_key, "escalation": True,
                        "severity": decision.severity, "note": decision.note, "kinds": ["escalated"]}
-            target = self._target(esc.target)
-            if target == esc.target:
-                self._mark(scheduled, inc.id, ESCALATION, target)
-                out.append(OutboxItem(inc.id, target, Intent.ESCALATE, payload, due))
+            pager = self._target(esc.target)
+            if pager is not None and pager == esc.target:
+                self._mark(scheduled, inc.id, ESCALATION, pager)
+                out.append(OutboxItem(inc.id, pager, Intent.ESCALATE, payload, due))
             # The note goes into the conversation the paging receiver's own messages started.
             for t in sorted(t for t in map(self._target, receiver.targets()) if t in loud and _converses(t)):
                 out.append(OutboxItem(inc.id, t.in_lane("escalation"), Intent.ESCALATE, payload, due))

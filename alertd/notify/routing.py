@@ -124,7 +124,7 @@ def _time_of_day(value: Any) -> int | None:
     return minutes if minutes <= 1440 else None
 
 
-def _weekdays(items: Any, check: Any, path: tuple) -> frozenset[int]:
+def _weekdays(items: Any, check: Any, path: tuple[Any, ...]) -> frozenset[int]:
     days: set[int] = set()
     for i, item in enumerate(items or []):
         text = str(item).strip().lower()
@@ -142,7 +142,7 @@ def _weekdays(items: Any, check: Any, path: tuple) -> frozenset[int]:
     return frozenset(days) if items else frozenset(range(7))
 
 
-def _instant(value: Any, check: Any, path: tuple) -> datetime | None:
+def _instant(value: Any, check: Any, path: tuple[Any, ...]) -> datetime | None:
     if isinstance(value, datetime):
         ts = value
     else:
@@ -157,7 +157,7 @@ def _instant(value: Any, check: Any, path: tuple) -> datetime | None:
     return ts.astimezone(timezone.utc)
 
 
-def load_routing(data: dict, check: Any) -> Routing:
+def load_routing(data: dict[str, Any], check: Any) -> Routing:
     """Build typed Routing from a schema-valid ``routing`` section; report semantic problems to ``check``."""
     root = ("routing",)
     receivers: dict[str, Receiver] = {}
@@ -198,13 +198,14 @@ def load_routing(data: dict, check: Any) -> Routing:
     maintenance = []
     for i, m in enumerate(data.get("maintenance") or []):
         path = root + ("maintenance", i)
-        start, end = _instant(m["start"], check, path + ("start",)), _instant(m["end"], check, path + ("end",))
-        if start and end and end <= start:
+        begins = _instant(m["start"], check, path + ("start",))
+        ends = _instant(m["end"], check, path + ("end",))
+        if begins and ends and ends <= begins:
             check.problem(path + ("end",), "end must be after start")
         if not (m.get("nodes") or m.get("clusters") or m.get("match")):
             check.problem(path, "a maintenance window needs nodes, clusters or match (it would mute everything)")
-        if start and end:
-            maintenance.append(Maintenance(m.get("name", f"maintenance[{i}]"), start, end, tuple(m.get("nodes") or ()),
+        if begins and ends:
+            maintenance.append(Maintenance(m.get("name", f"maintenance[{i}]"), begins, ends, tuple(m.get("nodes") or ()),
                                            tuple(m.get("clusters") or ()),
                                            check.matchers(m.get("match"), path + ("match",))))
 

@@ -122,7 +122,8 @@ class SlackNotifier(Notifier):
 
     @property
     def posts(self) -> RateLimiter:
-        return self.limiter
+        limiter: RateLimiter = self.limiter
+        return limiter
 
     # ----- plumbing -----
 

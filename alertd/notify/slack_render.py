@@ -213,7 +213,7 @@ def owner_lines(value: Any) -> list[str]:
     return out
 
 
-def _silence(inc: Incident, now: datetime) -> tuple[dict | None, bool]:
+def _silence(inc: Incident, now: datetime) -> tuple[dict[str, Any] | None, bool]:
     s = inc.annotations.get("silence")
     if not isinstance(s, dict) or not s.get("id"):
         return None, False
@@ -232,11 +232,11 @@ def fallback_text(inc: Incident) -> str:
     return clip(f"[{state.upper()}] {inc.title} ({inc.id})", MAX_FALLBACK)
 
 
-def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[str, list[dict]]:
+def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[str, list[dict[str, Any]]]:
     """(fallback text, blocks) for the incident's one message."""
     ctx = ctx or RenderContext()
     now = ctx.now or datetime.now(timezone.utc)
-    blocks: list[dict] = []
+    blocks: list[dict[str, Any]] = []
     state = {CLOSED: "Resolved", ACKNOWLEDGED: "Acknowledged"}.get(inc.status, "Open")
     header = f"{severity_line(inc).split(' ', 1)[1]}: {inc.title}"
     blocks.append({"type": "header", "text": {"type": "plain_text", "text": clip(header, MAX_HEADER), "emoji": True}})
@@ -303,7 +303,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     if notes:
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": clip(n, MAX_FIELD)} for n in notes[:MAX_CONTEXT]]})
 
-    tail: list[dict] = []  # blocks that must survive truncation: links and buttons
+    tail: list[dict[str, Any]] = []  # blocks that must survive truncation: links and buttons
     links = []
     rb = runbook_url(p.runbook if p else "", ctx.runbook_base_url)
     if rb:
@@ -323,7 +323,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
         tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": buttons})
 
     budget = MAX_BLOCKS - len(blocks) - len(tail)
-    body: list[dict] = []
+    body: list[dict[str, Any]] = []
     if inc.fleet and inc.nodes:
         body.append(_section(f"*Nodes ({len(inc.nodes)})*\n" + join_limited([mrkdwn_escape(n) for n in sorted(inc.nodes)],
                                                                             ", ", MAX_SECTION - 40)))
@@ -351,7 +351,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     return fallback_text(inc), blocks[:MAX_BLOCKS]
 
 
-def _section(text: str) -> dict:
+def _section(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": clip(text, MAX_SECTION)}}
 
 
@@ -373,7 +373,7 @@ def member_line(m: Any) -> str:
     return f"{icon} {link} {mrkdwn_escape(what)}{mrkdwn_escape(gpu + node)} since {since}{tail}{folded}"
 
 
-def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> list[dict]:
+def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> list[dict[str, Any]]:
     if inc.status == CLOSED:
         return []
     out = []
@@ -391,7 +391,7 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> l
     return out
 
 
-def _button(text: str, action_id: str, value: str, *, style: str = "", confirm: tuple[str, str] | None = None) -> dict:
+def _button(text: str, action_id: str, value: str, *, style: str = "", confirm: tuple[str, str] | None = None) -> dict[str, Any]:
     b: dict[str, Any] = {"type": "button", "text": {"type": "plain_text", "text": clip(text, MAX_BUTTON)},
                          "action_id": action_id, "value": value}
     if style:
@@ -413,14 +413,14 @@ EVENT_ICON = {
 }
 
 
-def event_line(e: Event | dict) -> str:
+def event_line(e: Event | dict[str, Any]) -> str:
     ev = e if isinstance(e, Event) else Event.from_dict(e)
     icon = EVENT_ICON.get(ev.kind, ":small_blue_diamond:")
     text = ev.text or ev.kind.replace("_", " ")
     return f"{icon} {mrkdwn_escape(text)}"
 
 
-def render_thread(events: list[dict], inc: Incident | None = None, limit_lines: int = 30) -> tuple[str, list[dict]]:
+def render_thread(events: list[dict[str, Any]], inc: Incident | None = None, limit_lines: int = 30) -> tuple[str, list[dict[str, Any]]]:
     """One reply for a batch of timeline events (coalesced), within the limits."""
     lines = [event_line(e) for e in events]
     shown = lines[:limit_lines]
@@ -443,7 +443,7 @@ def resolution_summary(inc: Incident) -> str:
     return f"*Summary:* open for {dur}; {total} alert{'s' if total != 1 else ''} ({kinds}{xids}){who}{flaps}."
 
 
-def to_text(blocks: list[dict]) -> str:
+def to_text(blocks: list[dict[str, Any]]) -> str:
     """A plain-text picture of a message, for docs and logs."""
     out = []
     for b in blocks:
@@ -465,5 +465,5 @@ def to_text(blocks: list[dict]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def dumps(blocks: list[dict]) -> str:
+def dumps(blocks: list[dict[str, Any]]) -> str:
     return json.dumps(blocks, indent=2, ensure_ascii=False)

@@ -161,7 +161,7 @@ def dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def incident_row(inc: Incident) -> tuple:
+def incident_row(inc: Incident) -> tuple[Any, ...]:
     doc = inc.to_dict(with_members=False)
     return (inc.id, int(inc.id.rsplit("-", 1)[-1]), inc.key, inc.status, inc.severity, inc.cluster, inc.node,
             doc["openedAt"], doc["updatedAt"], doc["resolvedAt"], dumps(doc))

@@ -14,7 +14,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from alertd.ha.commands import CommandTimeout
-from alertd.model import INCIDENT_STATES, parse_iso
+from alertd.model import parse_iso
 from alertd.receive.webhook import BadPayload, decode_body, parse_notification
 from alertd.service import Service
 from alertd.store.base import StoreUnavailable

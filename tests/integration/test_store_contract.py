@@ -9,10 +9,8 @@ without it installed the PostgreSQL half is skipped (failed under CI).
 from __future__ import annotations
 
 import asyncio
-import uuid
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
-from urllib.parse import quote
+from typing import Any
 
 import pytest
 

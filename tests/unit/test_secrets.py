@@ -12,16 +12,16 @@ def test_every_secret_can_come_from_a_file(tmp_path):
     for name, value in {"slack": "xoxb-1", "signing": "sig-2", "pd": "K" * 32, "pg": "pg-pass", "os": "os-pass",
                         "tok": "t" * 20 + "\n" + "u" * 20}.items():
         (tmp_path / name).write_text(value + "\n")
-    cfg = load_config(_write(tmp_path, f"""
-storage: {{postgres_password_file: pg}}
-api: {{auth: {{tokens: [{{name: ops, role: act, token_file: tok}}]}}}}
+    cfg = load_config(_write(tmp_path, """
+storage: {postgres_password_file: pg}
+api: {auth: {tokens: [{name: ops, role: act, token_file: tok}]}}
 notify:
-  slack: {{token_file: slack, signing_secret_file: signing}}
+  slack: {token_file: slack, signing_secret_file: signing}
   pagerduty:
-    routing_keys: {{a: "${{A}}"}}
-    routing_keys_files: {{b: pd}}
+    routing_keys: {a: "${A}"}
+    routing_keys_files: {b: pd}
 enrich:
-  logs: {{backend: opensearch, url: "http://127.0.0.1:9200", auth: {{basic: {{username: r, password_file: os}}}}}}
+  logs: {backend: opensearch, url: "http://127.0.0.1:9200", auth: {basic: {username: r, password_file: os}}}
 """), env={"A": "A" * 32})  # relative paths: next to the config file
     slack = SlackSettings.from_config(cfg)
     assert (slack.token, slack.signing_secret) == ("xoxb-1", "sig-2")
