@@ -37,7 +37,6 @@ def _serve(args: argparse.Namespace) -> int:
     from alertd.config import load_config
     from alertd.logs import setup_logging
     from alertd.rules import load_rules
-    from alertd.service import Service
     from alertd.startup import sqlite_problem
     from alertd.store import open_store
     from alertd.web.app import build_app
@@ -74,8 +73,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     store = open_store(cfg.storage_backend, data_dir=cfg.data_dir, sqlite_path=cfg.sqlite_path,
                        synchronous=cfg.synchronous, dsn=cfg.postgres_dsn, password=cfg.postgres_password)
-    from alertd.notify.setup import build_notifiers, build_router
-    from alertd.service import utcnow
+    from alertd.build import build_service
 
     from alertd.enrich import Enricher
 
@@ -86,8 +84,7 @@ def _serve(args: argparse.Namespace) -> int:
         receivers = 0
     role = args.role or ("replica" if cfg.storage_backend == "postgres" else "engine")
     enricher = Enricher.from_config(cfg.raw.get("enrich")) if role != "receiver" else None
-    svc = Service(cfg, store, rules, notifiers=build_notifiers(cfg, store, utcnow), router=build_router(cfg, rules),
-                  enricher=enricher, role=role, shared_inbox=True if receivers or role != "engine" else False)
+    svc = build_service(cfg, store, rules, enricher=enricher, role=role, shared_inbox=True if receivers or role != "engine" else False)
     if enricher is not None:
         enricher.bind(svc)
     auth.failures = svc.metrics.auth_failures

@@ -36,9 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from alertd.config import parse_config  # noqa: E402
-from alertd.notify.setup import build_notifiers, build_router  # noqa: E402
+from alertd.build import build_service  # noqa: E402
 from alertd.rules import load_rules  # noqa: E402
-from alertd.service import Service, utcnow  # noqa: E402
 from alertd.store.sqlite import SqliteStore  # noqa: E402
 from alertd.web.app import build_app  # noqa: E402
 from tests.support.slack_server import SlackTestServer  # noqa: E402
@@ -82,8 +81,7 @@ class Bench:
     async def start(self) -> None:
         store = SqliteStore(self.cfg.sqlite_path)
         rules = load_rules(self.cfg.rule_paths)
-        self.svc = Service(self.cfg, store, rules, notifiers=build_notifiers(self.cfg, store, utcnow),
-                           router=build_router(self.cfg, rules))
+        self.svc = build_service(self.cfg, store, rules)
         self.client = TestClient(TestServer(build_app(self.svc), host="127.0.0.1"))
         await self.client.start_server()
 

@@ -17,9 +17,8 @@ from urllib.parse import urlencode
 from aiohttp.test_utils import TestClient, TestServer
 
 from alertd.config import parse_config
-from alertd.notify.setup import build_notifiers, build_router
+from alertd.build import build_service
 from alertd.rules import load_rules
-from alertd.service import Service, utcnow
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 from alertd.web.slack_actions import ACTIONS
@@ -108,9 +107,8 @@ class Harness:
     async def start(self) -> "Harness":
         self.store = SqliteStore(self.db)
         self.rules = load_rules(self.cfg.rule_paths)
-        self.notifiers = build_notifiers(self.cfg, self.store, utcnow)
-        self.router = build_router(self.cfg, self.rules)
-        self.svc = Service(self.cfg, self.store, self.rules, notifiers=self.notifiers, router=self.router)
+        self.svc = build_service(self.cfg, self.store, self.rules)
+        self.notifiers, self.router = self.svc.notifiers, self.svc.router
         self.app = build_app(self.svc)
         self.client = TestClient(TestServer(self.app, host="127.0.0.1"))
         await self.client.start_server()
