@@ -63,7 +63,7 @@ class Decision:
 
 
 @lru_cache(maxsize=1024)
-def _matchers_text(matchers: tuple) -> str:
+def _matchers_text(matchers: tuple[Any, ...]) -> str:
     return "labels " + ", ".join(map(str, matchers))
 
 

@@ -310,7 +310,7 @@ class Correlator:
         so a storm does not write a line per alert."""
         change = self._changes.get(inc.id)
         last = change.events[-1] if change and change.events else None
-        if last is None or last.kind != "alert_joined" or last.at != now:
+        if change is None or last is None or last.kind != "alert_joined" or last.at != now:
             return False
         fps = last.data.setdefault("fingerprints", [last.data.pop("fingerprint", "")])
         fps.append(fingerprint)

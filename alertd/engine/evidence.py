@@ -141,11 +141,11 @@ def looks_gpu(name: str, labels: dict[str, str], facts: ExprFacts | None, g: Gpu
 
 
 class Checker(Protocol):
-    def problem(self, path: tuple, message: str) -> None: ...
-    def matchers(self, items: Any, path: tuple) -> tuple[Matcher, ...]: ...
+    def problem(self, path: tuple[Any, ...], message: str) -> None: ...
+    def matchers(self, items: Any, path: tuple[Any, ...]) -> tuple[Matcher, ...]: ...
 
 
-def _regex(check: Checker, text: str | None, path: tuple) -> re.Pattern[str] | None:
+def _regex(check: Checker, text: str | None, path: tuple[Any, ...]) -> re.Pattern[str] | None:
     if text is None:
         return None
     try:

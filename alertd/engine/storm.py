@@ -79,10 +79,10 @@ class Storms:
                     state.fleets[key] = inc.id
                 state.open_children[inc.id] = sum(1 for c in inc.children if c in state.incidents)
             elif inc.node and not inc.parent_id and inc.primary is not None:
-                key = event_key(self.rule, inc, inc.primary)
-                if key is not None:
-                    state.storm_key_of[inc.id] = key
-                    state.recent.setdefault(key, []).append((inc.opened_at, inc.id))
+                storm_key = event_key(self.rule, inc, inc.primary)
+                if storm_key is not None:
+                    state.storm_key_of[inc.id] = storm_key
+                    state.recent.setdefault(storm_key, []).append((inc.opened_at, inc.id))
         state.storm_indexed = True
 
     # ----- after each step -----
