@@ -5,12 +5,12 @@ the HTTP receiver, in ``alertd replay`` and in rule unit tests.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
 
 from alertd.durations import format_duration
 from alertd.engine.classify import severity_label
+from alertd.engine.state import EngineState
 from alertd.engine.storm import Storms
 from alertd.matchers import match_all
 from alertd.model import (
@@ -34,62 +34,6 @@ from alertd.rules import CorrelationRules, GroupRule
 PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
-
-
-@dataclass(slots=True)
-class EngineState:
-    """Everything the engine remembers; the store persists it, the engine never does I/O.
-
-    Besides the incidents it keeps indexes (by key, fingerprint, node, recent
-    signal) so each alert costs the same however many incidents are open.
-    """
-
-    incidents: dict[str, Incident] = field(default_factory=dict)  # open (not yet resolved) incidents
-    by_key: dict[str, str] = field(default_factory=dict)
-    by_fingerprint: dict[str, str] = field(default_factory=dict)
-    last_by_key: dict[str, str] = field(default_factory=dict)  # key -> most recent resolved incident
-    next_seq: int = 1
-    heartbeat_at: datetime | None = None
-    by_node: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (cluster, node) -> open incident ids
-    # Storm indexes (engine/storm.py), rebuilt from the open incidents when storm_indexed is False:
-    fleets: dict[str, str] = field(default_factory=dict)  # event key -> open fleet incident standing for it
-    recent: dict[str, list[tuple[datetime, str]]] = field(default_factory=dict)  # event key -> unfolded node incidents
-    storm_key_of: dict[str, str] = field(default_factory=dict)  # unfolded node incident -> its event key
-    open_children: dict[str, int] = field(default_factory=dict)  # fleet id -> node incidents still open
-    storm_indexed: bool = False
-
-    def add(self, incident: Incident) -> None:
-        self.incidents[incident.id] = incident
-        self.by_key[incident.key] = incident.id
-        for fp in incident.members:
-            self.by_fingerprint[fp] = incident.id
-        self.index_node(incident)
-
-    def index_node(self, incident: Incident) -> None:
-        if incident.node and not incident.fleet:
-            self.by_node.setdefault((incident.cluster, incident.node), set()).add(incident.id)
-
-    def remove(self, incident: Incident) -> None:
-        self.incidents.pop(incident.id, None)
-        if self.by_key.get(incident.key) == incident.id:
-            del self.by_key[incident.key]
-        for fp in incident.members:
-            if self.by_fingerprint.get(fp) == incident.id:
-                del self.by_fingerprint[fp]
-        ids = self.by_node.get((incident.cluster, incident.node))
-        if ids is not None:
-            ids.discard(incident.id)
-            if not ids:
-                del self.by_node[(incident.cluster, incident.node)]
-        self.last_by_key[incident.key] = incident.id
-
-    @classmethod
-    def from_incidents(cls, open_incidents: Iterable[Incident], last_by_key: dict[str, str], next_seq: int,
-                       heartbeat_at: datetime | None) -> "EngineState":
-        state = cls(last_by_key=dict(last_by_key), next_seq=next_seq, heartbeat_at=heartbeat_at)
-        for inc in sorted(open_incidents, key=lambda i: i.opened_at):
-            state.add(inc)
-        return state
 
 
 def fields_of(alert: Alert) -> dict[str, str]:

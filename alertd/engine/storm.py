@@ -23,15 +23,33 @@ node incident resolves. Pure: state and ``now`` in, ``Change``s out.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable, Protocol
 
 from alertd.durations import format_duration
 from alertd.matchers import match_all
-from alertd.model import SEVERITY_RANK, Incident, Signal, signal_rank
-from alertd.rules import StormRule
+from alertd.engine.state import EngineState
+from alertd.model import SEVERITY_RANK, Change, Event, Incident, Signal, signal_rank
+from alertd.rules import CorrelationRules, StormRule
 
-if TYPE_CHECKING:
-    from alertd.engine.correlate import Correlator
+
+
+class StormHost(Protocol):
+    """What storms need from the correlator that owns them (engine/correlate.py's Correlator): its state,
+    rules and change log, and the incident lifecycle steps. A Protocol, so the two modules do not import
+    each other."""
+
+    state: EngineState
+    rules: CorrelationRules
+    _changes: dict[str, Change]
+    _fleet_nodes: dict[str, set[str]]
+
+    def _new_incident(self, key: str, group: str, signal: Signal, now: datetime) -> Incident: ...
+
+    def _close(self, inc: Incident, now: datetime, text: str, actor: str = "") -> None: ...
+
+    def _retitle(self, inc: Incident) -> None: ...
+
+    def _touch(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None: ...
 
 NEVER_STORM = ("other", "watchdog")
 
@@ -56,7 +74,7 @@ def event_key(rule: StormRule, inc: Incident, sig: Signal) -> str | None:
 class Storms:
     """Storm detection and fleet bookkeeping for one Correlator (it owns the state and the change log)."""
 
-    def __init__(self, correlator: "Correlator"):
+    def __init__(self, correlator: StormHost):
         self.c = correlator
 
     @property

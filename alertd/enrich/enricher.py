@@ -35,7 +35,8 @@ from alertd.enrich.annotations import KUBE_NODE, LOG_EVIDENCE, PODS, IncidentSta
 from alertd.enrich.evidence import build_evidence, upgrade_signal
 from alertd.enrich.kube import KubeContext, NodeContext
 from alertd.enrich.kube_api import KubeUnavailable
-from alertd.enrich.logs import LogsUnavailable, build_backend, describe_error
+from alertd.enrich.backends import build_backend
+from alertd.enrich.logs import LogsUnavailable, describe_error
 from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import EnrichSettings
 from alertd.enrich.targets import Target, enriched_before, nodes_of, target_for

@@ -129,23 +129,7 @@ class LogBackend(abc.ABC):
         return None
 
 
-def build_backend(settings: LogSettings) -> LogBackend:
-    if settings.backend == "elasticsearch":
-        from alertd.enrich.elasticsearch import ElasticsearchBackend
-
-        return ElasticsearchBackend(settings)
-    if settings.backend == "opensearch":
-        from alertd.enrich.opensearch import OpenSearchBackend
-
-        return OpenSearchBackend(settings)
-    if settings.backend == "graylog":
-        from alertd.enrich.graylog import GraylogBackend
-
-        return GraylogBackend(settings)
-    raise ValueError(f"unknown log backend {settings.backend!r}")
-
-
 __all__ = [
-    "LogBackend", "LogLine", "LogQuery", "LogResult", "LogsUnavailable", "align_window", "build_backend",
+    "LogBackend", "LogLine", "LogQuery", "LogResult", "LogsUnavailable", "align_window",
     "describe_error", "doc_to_line",
 ]

@@ -5,13 +5,20 @@ Prometheus on the hot path); a collector reads them at scrape time.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from alertd.enrich.enricher import Enricher
+from alertd.enrich.kube import KubeContext
+from alertd.enrich.searcher import LogSearcher
 
 
-def register(enricher: "Enricher", registry: Any) -> Any:
+class Counted(Protocol):
+    """What the collector reads from the enricher (enrich/enricher.py): its searcher and Kubernetes context."""
+
+    searcher: LogSearcher | None
+    kube: KubeContext | None
+
+
+def register(enricher: Counted, registry: Any) -> Any:
     """Register the enricher's metrics; returns the histogram it observes latencies in."""
     from prometheus_client import Histogram
 
@@ -25,7 +32,7 @@ def register(enricher: "Enricher", registry: Any) -> Any:
 class StatsCollector:
     """Exposes the searcher's and the Kubernetes client's counters on /metrics."""
 
-    def __init__(self, enricher: "Enricher"):
+    def __init__(self, enricher: Counted):
         self.enricher = enricher
 
     def collect(self):  # pragma: no cover - exercised through /metrics

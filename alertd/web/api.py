@@ -16,6 +16,7 @@ from alertd.fleet import rma, views
 from alertd.notify.slack_render import ACTION_ACK, ACTION_RESOLVE, ACTION_SILENCE, ACTION_UNSILENCE, SILENCE_CHOICES
 from alertd.store.reads import IncidentQuery
 from alertd.web import access
+from alertd.web.keys import SERVICE
 from alertd.web.auth import actor_for, authorize
 from alertd.web.params import (PAGING, BadParam, decode_cursor, encode_cursor, incident_query, limit_of, reject_unknown,
                                sequence_cursor)
@@ -41,8 +42,6 @@ def guarded(role: str) -> Callable[[Handler], Handler]:
 
 
 def _svc(request: web.Request) -> Any:
-    from alertd.web.app import SERVICE
-
     return request.app[SERVICE]
 
 

@@ -21,9 +21,9 @@ from alertd.store.base import StoreUnavailable
 from alertd.web import api, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 from alertd.web.body import read_body
+from alertd.web.keys import SERVICE
 
 log = logging.getLogger(__name__)
-SERVICE = web.AppKey("service", Service)
 
 
 def _json(data: Any, status: int = 200, **kw: Any) -> web.Response:

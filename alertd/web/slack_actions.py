@@ -39,6 +39,7 @@ from alertd.notify.slack_render import (
 )
 from alertd.store.base import StoreUnavailable
 from alertd.web.body import read_body
+from alertd.web.keys import SERVICE
 
 log = logging.getLogger(__name__)
 PATH = "/api/v1/slack/actions"
@@ -242,8 +243,6 @@ ACTIONS = web.AppKey("slack_actions", SlackActions)
 
 def register(app: web.Application) -> SlackActions:
     """Add the endpoint to an app that already holds the service (alertd.web.app.build_app)."""
-    from alertd.web.app import SERVICE
-
     actions = SlackActions(app[SERVICE])
     app[ACTIONS] = actions
     app.router.add_post(PATH, actions.handle)

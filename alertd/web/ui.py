@@ -19,6 +19,7 @@ from alertd.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.notify.slack_render import SILENCE_CHOICES, alertmanager_link, owner_lines, pod_lines
 from alertd.web import access, api
 from alertd.web.params import PAGING, BadParam, limit_of, reject_unknown, sequence_cursor, window
+from alertd.web.keys import SERVICE
 from alertd.web.auth import AUTH
 from alertd.web.body import read_form
 from alertd.web.render import page
@@ -29,8 +30,6 @@ LIST_LIMIT = 50
 
 
 def _svc(request: web.Request) -> Any:
-    from alertd.web.app import SERVICE
-
     return request.app[SERVICE]
 
 
