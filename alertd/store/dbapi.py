@@ -20,6 +20,7 @@ from alertd.model import CLOSED, Incident, iso, parse_iso
 from alertd.store import history, sql
 from alertd.store.base import (ESCALATION, SENT, AppendResult, AuditEntry, InboxEntry, MemoryDelta, OutboxItem,
                                RouterMemory, Step, Store, StoreUnavailable)
+from alertd.store.compact import compact_member
 from alertd.store.coordination import CoordinationMixin
 from alertd.store.reads import HistoryReads, IncidentQuery
 
@@ -256,7 +257,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
                 cur.execute(self._q(sql.UPSERT_INCIDENT), sql.incident_row(inc))
                 if change.members:
                     cur.executemany(self._q(sql.UPSERT_MEMBER), [
-                        (inc.id, fp, self._member_doc(inc.members[fp].to_dict())) for fp in change.members if fp in inc.members
+                        (inc.id, fp, self._member_doc(compact_member(inc.members[fp].to_dict()))) for fp in change.members if fp in inc.members
                     ])
                 cur.executemany(self._q(sql.INSERT_EVENT), [(inc.id, sql.dumps(e.to_dict())) for e in change.events])
             written = history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)

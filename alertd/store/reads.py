@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from alertd.model import iso
+from alertd.store.sql import incident_doc
 
 
 @dataclass(slots=True)
@@ -86,14 +87,14 @@ class HistoryReads:
 
     async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, dict[str, Any]]]:
         statement, args = incident_sql(q)
-        return [(seq, json.loads(doc)) for seq, doc in await self._run(self._query, statement, args)]
+        return [(seq, incident_doc(doc)) for seq, doc in await self._run(self._query, statement, args)]
 
     async def incident_docs(self, ids: list[str]) -> list[dict[str, Any]]:
         if not ids:
             return []
         marks = ", ".join("?" for _ in ids)
         rows = await self._run(self._query, f"SELECT doc FROM incidents WHERE id IN ({marks}) ORDER BY seq", ids)
-        return [json.loads(r[0]) for r in rows]
+        return [incident_doc(r[0]) for r in rows]
 
     async def find_gpus(self, ident: str) -> list[dict[str, Any]]:
         """GPUs known by this UUID, serial or (normalised) PCI id; a PCI id can name a GPU on many nodes."""

@@ -5,14 +5,14 @@ Placeholders are written as ``?`` and rewritten for drivers that want ``%s``.
 from __future__ import annotations
 
 import json
-import zlib
 
 import orjson
 from typing import Any, Iterable
 
 from alertd.delivery import LEGACY_KINDS, Intent, OutboxItem, Target
 from alertd.model import Event, Incident, Member, iso, parse_iso
-from alertd.store import history
+from alertd.store import compact, history
+from alertd.store.compact import expand_member
 
 # Each migration runs once, in order; the applied count lives in schema_version.
 MIGRATIONS: list[list[str]] = [
@@ -163,23 +163,29 @@ def dumps(value: Any) -> str:
 
 def incident_row(inc: Incident) -> tuple[Any, ...]:
     doc = inc.to_dict(with_members=False)
+    stored = compact.compact_incident(dict(doc))
     return (inc.id, int(inc.id.rsplit("-", 1)[-1]), inc.key, inc.status, inc.severity, inc.cluster, inc.node,
-            doc["openedAt"], doc["updatedAt"], doc["resolvedAt"], dumps(doc))
+            doc["openedAt"], doc["updatedAt"], doc["resolvedAt"], dumps(stored))
 
 
 def packed(value: Any) -> bytes:
-    """A member document compressed (SQLite stores it as a BLOB): about half the bytes of its JSON."""
-    return zlib.compress(orjson.dumps(value), 6)
+    """A member document compressed (SQLite stores it as a BLOB) with a preset dictionary (compact.pack)."""
+    return compact.pack(orjson.dumps(value))
 
 
 def unpacked(raw: str | bytes) -> str | bytes:
     """A member document as stored: JSON text (PostgreSQL, older SQLite rows) or packed()."""
-    return zlib.decompress(raw) if isinstance(raw, (bytes, memoryview)) else raw
+    return compact.unpack(bytes(raw)) if isinstance(raw, (bytes, memoryview)) else raw
+
+
+def incident_doc(raw: str) -> dict[str, Any]:
+    """A stored incident document, as written by any version -> Incident.to_dict() shape."""
+    return compact.expand_incident(json.loads(raw))
 
 
 def assemble(doc: str, members: Iterable[str | bytes], events: Iterable[str]) -> Incident:
-    inc = Incident.from_dict(json.loads(doc))
-    for m in sorted((Member.from_dict(json.loads(unpacked(raw))) for raw in members),
+    inc = Incident.from_dict(incident_doc(doc))
+    for m in sorted((Member.from_dict(expand_member(json.loads(unpacked(raw)))) for raw in members),
                     key=lambda m: (m.starts_at, m.fingerprint)):
         inc.members[m.fingerprint] = m
     inc.count_firing()

@@ -1,0 +1,138 @@
+"""Member and incident documents stored without the Xid catalog's text, members packed small.
+
+Every member of an Xid incident carries its Signal (and each incident its primary one), and most of a Signal is the
+catalog entry's text (title, meaning, action, what to investigate, runbook): the
+same few hundred bytes copied into each of a storm's 80,000 members. Stored, the
+signal keeps only what differs from the shipped catalog's entry for its code
+(usually nothing but kind, code, detail and basis) plus a mark; on read the text
+is rebuilt from the catalog. The encoding is a difference, so it is exact for
+signals from any catalog (a site's own entries differ and are kept in full);
+documents without the mark (earlier versions) load unchanged.
+"""
+from __future__ import annotations
+
+import zlib
+from functools import lru_cache
+from typing import Any
+
+from alertd.config import SHIPPED_RULES
+from alertd.gpu.catalog import XidCatalog
+
+MARK = "fromCatalog"  # the signal's catalog fields were left out where they equal the shipped entry's
+CATALOG_FIELDS = ("severity", "category", "title", "meaning", "action", "investigate", "drain", "runbook",
+                  "fold_into_previous")
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> XidCatalog | None:
+    path = SHIPPED_RULES / "xid-catalog.yml"
+    return XidCatalog.load(path) if path.is_file() else None
+
+
+@lru_cache(maxsize=512)
+def _reference(code: int) -> dict[str, Any] | None:
+    catalog = _catalog()
+    if catalog is None:
+        return None
+    sig = catalog.lookup(code).signal()
+    return {name: getattr(sig, name) for name in CATALOG_FIELDS}
+
+
+def _empty(value: Any) -> Any:
+    return False if isinstance(value, bool) else ""
+
+
+def compact_signal(sig: dict[str, Any]) -> dict[str, Any]:
+    """Signal.to_dict() -> what is stored (the catalog fields that equal the shipped entry's left out)."""
+    code = sig.get("xid")
+    ref = _reference(code) if sig.get("kind") == "xid" and type(code) is int else None
+    if ref is None:
+        return sig
+    out = {k: v for k, v in sig.items() if k not in ref or v != ref[k]}
+    for name, value in ref.items():
+        if name not in sig and value not in ("", None, False):  # empty here, set in the catalog: say so
+            out[name] = _empty(value)
+    out[MARK] = 1
+    return out
+
+
+def expand_signal(sig: dict[str, Any]) -> dict[str, Any]:
+    """What compact_signal stored -> Signal.to_dict() again (unmarked documents pass unchanged)."""
+    if not sig.get(MARK):
+        return sig
+    ref = _reference(sig["xid"])
+    if ref is None:  # written by an install that had the catalog; this one has lost it: keep what is stored
+        ref = {}
+    out = {k: v for k, v in ref.items() if v not in ("", None, False)}
+    out.update((k, v) for k, v in sig.items() if k != MARK)
+    return {k: v for k, v in out.items() if v not in ("", None, False)}
+
+
+def compact_member(doc: dict[str, Any]) -> dict[str, Any]:
+    """Member.to_dict() -> the document stored."""
+    sig = doc.get("signal")
+    return {**doc, "signal": compact_signal(sig)} if sig else doc
+
+
+def expand_member(doc: dict[str, Any]) -> dict[str, Any]:
+    """A stored member document -> Member.to_dict() shape."""
+    sig = doc.get("signal")
+    if sig and sig.get(MARK):
+        doc["signal"] = expand_signal(sig)
+    return doc
+
+
+def compact_incident(doc: dict[str, Any]) -> dict[str, Any]:
+    """Incident.to_dict(with_members=False) -> the document stored (its primary signal compacted)."""
+    sig = doc.get("primary")
+    if sig:
+        doc["primary"] = compact_signal(sig)
+    return doc
+
+
+def expand_incident(doc: dict[str, Any]) -> dict[str, Any]:
+    """A stored incident document -> Incident.to_dict() shape, as the API and Incident.from_dict read it."""
+    sig = doc.get("primary")
+    if sig and sig.get(MARK):
+        doc["primary"] = expand_signal(sig)
+    return doc
+
+
+# A preset zlib dictionary: the key names and label names every member document repeats (Alertmanager's alert
+# fields, Kubernetes and dcgm-exporter labels), which a few hundred bytes of JSON cannot amortise on their own.
+# Rows name their dictionary by its Adler-32 (zlib's FDICT header): NEVER edit this text, add a new one to
+# DICTIONARIES and switch PACK_WITH to it, so rows written with the old one stay readable.
+MEMBER_DICT_V1 = (
+    b'"labels":{"alertname":"","severity":"critical","severity":"warning","cluster":"","namespace":"kube-system",'
+    b'"pod":"","instance":"","job":"kubelet","job":"node-exporter","service":"","endpoint":"metrics",'
+    b'"prometheus":"monitoring/k8s","container":"","exported_namespace":"","exported_pod":"","exported_container":"",'
+    b'"err_code":"","err_msg":"","Hostname":"","hostname":"","UUID":"GPU-","gpu":"","device":"nvidia",'
+    b'"modelName":"NVIDIA A100-SXM4-80GB","modelName":"NVIDIA H100 80GB HBM3","DCGM_FI_DRIVER_VERSION":"",'
+    b'"pci_bus_id":"00000000:","job":"dcgm-exporter","namespace":"gpu-operator","container":"nvidia-dcgm-exporter",'
+    b'"xid":"","startsAt":"","endsAt":null,"lastSeen":"","folded":false,"folded":true,"generatorURL":"http://",'
+    b'/graph?g0.expr=&g0.tab=1","summary":"","status":"resolved","signal":{"kind":"other","kind":"thermal",'
+    b'"kind":"ecc","kind":"row_remap","kind":"nvlink","kind":"metrics_missing","kind":"node_not_ready",'
+    b'"category":"hardware","detail":"","basis":"signals rules/signals.yml: labels alertname=~"; Xid from label xid='
+    b'"fromCatalog":1},"subject":{"cluster":"","node":"","namespace":"","pod":"","container":"",'
+    b'"gpu":{"uuid":"GPU-","index":"","pci_bus_id":"0000:","serial":"","model":"NVIDIA "}},'
+    b'{"fingerprint":"","alertname":"","status":"firing","signal":{"kind":"xid","severity":"error","xid":'
+)
+DICTIONARIES = {zlib.adler32(d): d for d in (MEMBER_DICT_V1,)}
+PACK_WITH = MEMBER_DICT_V1
+
+
+def pack(data: bytes) -> bytes:
+    """Compress a member document with the preset dictionary (zlib format, FDICT set)."""
+    c = zlib.compressobj(6, zdict=PACK_WITH)
+    return c.compress(data) + c.flush()
+
+
+def unpack(raw: bytes) -> bytes:
+    """pack() output, or a plain zlib stream (rows written before the dictionary)."""
+    if len(raw) >= 6 and raw[1] & 0x20:  # FDICT: the dictionary's Adler-32 follows the two header bytes
+        zdict = DICTIONARIES.get(int.from_bytes(raw[2:6], "big"))
+        if zdict is None:
+            raise ValueError("member document packed with an unknown zlib dictionary")
+        d = zlib.decompressobj(zdict=zdict)
+        return d.decompress(raw) + d.flush()
+    return zlib.decompress(raw)

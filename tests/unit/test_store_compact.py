@@ -1,0 +1,89 @@
+"""Member documents are stored without the Xid catalog's text and read back exactly as they were."""
+from __future__ import annotations
+
+import json
+import zlib
+
+import pytest
+from datetime import datetime, timezone
+
+from alertd.config import SHIPPED_RULES
+from alertd.gpu.catalog import XidCatalog
+from alertd.model import Member, Signal, Subject
+from alertd.store import sql
+from alertd.store.compact import MARK, compact_incident, compact_member, expand_member, pack, unpack
+
+CATALOG = XidCatalog.load(SHIPPED_RULES / "xid-catalog.yml")
+
+
+def member(signal: Signal) -> Member:
+    return Member(fingerprint="9473d0f1cbdde427", alertname="GPUXidError", status="firing", signal=signal,
+                  subject=Subject.from_dict({"cluster": "prod-a", "node": "gpu-node-7"}),
+                  labels={"alertname": "GPUXidError", "xid": str(signal.xid), "gpu": "3"},
+                  starts_at=datetime(2026, 11, 30, 22, 4, 11, tzinfo=timezone.utc))
+
+
+def roundtrip(m: Member) -> dict:
+    stored = json.loads(json.dumps(compact_member(m.to_dict())))
+    return Member.from_dict(expand_member(stored)).to_dict()
+
+
+def test_a_catalog_signal_is_stored_without_its_text_and_read_back_whole():
+    m = member(CATALOG.lookup(48).signal(detail="sram", basis="signals rules/signals.yml:47: labels xid=48"))
+    stored = compact_member(m.to_dict())
+    assert stored["signal"] == {"kind": "xid", "xid": 48, "detail": "sram",
+                                "basis": "signals rules/signals.yml:47: labels xid=48", MARK: 1}
+    assert CATALOG.lookup(48).meaning not in json.dumps(stored)
+    assert roundtrip(m) == m.to_dict()
+
+
+def test_a_site_catalog_entry_keeps_what_differs_from_the_shipped_one():
+    shipped = CATALOG.lookup(79).signal()
+    own = Signal(kind="xid", xid=79, severity="warning", category=shipped.category, title=shipped.title,
+                 meaning="Our own words for Xid 79.", action=shipped.action, investigate="", drain=False,
+                 runbook="https://wiki.example/xid79")
+    m = member(own)
+    stored = compact_member(m.to_dict())["signal"]
+    assert stored["meaning"] == "Our own words for Xid 79." and "title" not in stored
+    assert roundtrip(m) == m.to_dict()  # the catalog's investigate text and drain are not put back
+
+
+def test_unknown_codes_and_other_signals_round_trip():
+    for sig in (CATALOG.lookup(99_999).signal(), Signal(kind="thermal", severity="warning", title="GPU too hot",
+                                                        meaning="Clocks are throttled.", detail="hw_slowdown")):
+        m = member(sig)
+        assert roundtrip(m) == m.to_dict()
+    assert MARK not in compact_member(member(Signal(kind="thermal", title="hot")).to_dict())["signal"]
+
+
+def test_documents_written_by_earlier_versions_still_load():
+    m = member(CATALOG.lookup(48).signal(basis="old"))
+    full = m.to_dict()
+    for raw in (json.dumps(full), zlib.compress(json.dumps(full).encode())):  # PostgreSQL text, SQLite blob
+        inc = sql.assemble(json.dumps(incident_doc()), [raw], [])
+        assert inc.members[m.fingerprint].to_dict() == full
+
+
+def incident_doc() -> dict:
+    now = "2026-11-30T22:04:11Z"
+    return {"id": "INC-7", "key": "node|gpu-node-7", "group": "node", "title": "t", "severity": "error",
+            "category": "memory", "status": "open", "openedAt": now, "updatedAt": now}
+
+
+def test_an_incident_is_stored_without_its_primary_signals_text_and_read_back_whole():
+    doc = {**incident_doc(), "primary": CATALOG.lookup(79).signal(basis="b").to_dict()}
+    stored = compact_incident(json.loads(json.dumps(doc)))
+    assert stored["primary"] == {"kind": "xid", "xid": 79, "basis": "b", MARK: 1}
+    assert sql.incident_doc(json.dumps(stored)) == doc
+    assert sql.incident_doc(json.dumps(doc)) == doc  # written by an earlier version
+
+
+def test_members_are_packed_with_a_dictionary_and_earlier_rows_still_unpack():
+    doc = compact_member(member(CATALOG.lookup(48).signal()).to_dict())
+    raw = json.dumps(doc).encode()
+    assert unpack(pack(raw)) == raw and unpack(zlib.compress(raw)) == raw
+    assert len(pack(raw)) < len(zlib.compress(raw, 6))
+    unknown = bytearray(pack(raw))
+    unknown[2:6] = b"\0\0\0\1"
+    with pytest.raises(ValueError, match="unknown zlib dictionary"):
+        unpack(bytes(unknown))
