@@ -15,15 +15,12 @@ from typing import Any
 from alertd.enrich.evidence import cap_evidence
 from alertd.enrich.kube_owners import owners_of
 from alertd.enrich.settings import EnrichSettings
+from alertd.enrichment import LOG_EVIDENCE, LOGS_UNAVAILABLE, OWNERS, PODS
 from alertd.model import Signal
 
-# Annotation keys (documented in docs/enrichment.md; the Slack renderer reads them).
-LOG_EVIDENCE = "log_evidence"
-LOGS_UNAVAILABLE = "logs_unavailable"
+# Annotation keys (documented in docs/enrichment.md; alertd/enrichment.py reads them back for notify and the UI).
 KUBE_NODE = "kube_node"
 KUBE_NODES = "kube_nodes"
-PODS = "pods"
-OWNERS = "owners"
 NODE_EVENTS = "node_events"
 KUBE_UNAVAILABLE = "kube_unavailable"
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from typing import Any, Container, Iterable
+from typing import Container
 
+from alertd import enrichment
 from alertd.model import Incident
 from alertd.notify.fields import members_in_order
 
@@ -28,7 +29,7 @@ class Owners:
             for m in members:
                 if m.labels.get(name):
                     return m.labels[name]
-        for team in _annotation_teams(inc.annotations.get("owners"), self.labels):
+        for team in enrichment.Owners.of(inc.annotations).teams(self.labels):
             return team
         namespaces = {inc.namespace} | {m.subject.namespace for m in members}
         namespaces.discard("")
@@ -39,11 +40,7 @@ class Owners:
         return ""
 
     def channel_for(self, inc: Incident) -> str:
-        value = inc.annotations.get("owners")
-        for o in value if isinstance(value, list) else [value]:
-            if isinstance(o, dict) and isinstance(o.get("channel"), str) and o["channel"].strip():
-                return str(o["channel"]).strip()
-        return ""
+        return enrichment.Owners.of(inc.annotations).channel()
 
     def receiver_for(self, inc: Incident, receivers: Container[str]) -> tuple[str, str]:
         """(receiver name, team): the team's receiver, a receiver named like the team, the owner's own
@@ -58,23 +55,3 @@ class Owners:
         if channel:
             return f"channel:{channel}", team
         return self.default, team
-
-
-def _annotation_teams(value: Any, label_names: Iterable[str]) -> list[str]:
-    """Teams from the ``owners`` annotation, whatever shape enrichment gave it."""
-    if not value:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    if isinstance(value, dict):
-        for key in ("team", "teams", "owner", "owners"):
-            if value.get(key):
-                return _annotation_teams(value[key], label_names)
-        labels: dict[str, Any] = value["labels"] if isinstance(value.get("labels"), dict) else value
-        return [str(labels[n]) for n in label_names if isinstance(labels.get(n), str) and labels.get(n)]
-    if isinstance(value, list):
-        out: list[str] = []
-        for v in value:
-            out.extend(_annotation_teams(v, label_names))
-        return out
-    return []

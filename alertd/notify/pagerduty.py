@@ -34,6 +34,7 @@ import aiohttp
 
 from alertd.delivery import Intent, OutboxItem, Target
 from alertd.durations import format_duration
+from alertd.enrichment import Owners
 from alertd.ha.installation import scoped
 from alertd.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
 from alertd.notify.integration import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
@@ -182,8 +183,9 @@ class PagerDutyNotifier(Notifier):
             details["pod"] = "/".join(x for x in (inc.namespace, inc.pod) if x)
         if note:
             details["note"] = note
-        if inc.annotations.get("owners"):
-            details["owners"] = inc.annotations["owners"]
+        owners = Owners.of(inc.annotations)
+        if owners:
+            details["owners"] = owners.stored
         gpu = inc.gpus[0] if len(inc.gpus) == 1 else {}
         component = (f"GPU {gpu.get('index')}" if gpu.get("index") else gpu.get("uuid", "")) or (p.kind if p else "")
         body["payload"] = {

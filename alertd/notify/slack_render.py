@@ -15,6 +15,7 @@ from typing import Any, Iterable
 from urllib.parse import quote
 
 from alertd.durations import format_duration
+from alertd.enrichment import Evidence, Owners
 from alertd.ha.installation import scoped
 from alertd.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, parse_iso
 
@@ -140,79 +141,6 @@ def gpu_label(g: dict[str, str]) -> str:
     return " · ".join(parts) or "GPU"
 
 
-def _as_lines(value: Any) -> list[str]:
-    """Annotations from enrichment come as text, lists of text or lists of small dicts."""
-    if value is None or value is False:
-        return []
-    if isinstance(value, str):
-        return [line for line in value.splitlines() if line.strip()]
-    if isinstance(value, dict):
-        for key in ("lines", "items", "entries", "hits", "pods", "owners"):
-            if isinstance(value.get(key), list):
-                return _as_lines(value[key])
-        return [", ".join(f"{k}: {v}" for k, v in value.items() if not isinstance(v, (dict, list)))]
-    if isinstance(value, (list, tuple)):
-        out = []
-        for item in value:
-            if isinstance(item, dict):
-                text = item.get("message") or item.get("line") or item.get("text")
-                if text is not None:
-                    at = item.get("timestamp") or item.get("at") or item.get("time") or ""
-                    host = item.get("host") or item.get("source") or ""
-                    out.append(" ".join(str(p) for p in (at, host, text) if p))
-                elif item.get("name") or item.get("pod"):
-                    ns = item.get("namespace", "")
-                    name = item.get("name") or item.get("pod")
-                    extra = ", ".join(f"{k}={v}" for k, v in item.items()
-                                      if k not in ("namespace", "name", "pod") and isinstance(v, (str, int)))
-                    out.append(f"{ns + '/' if ns else ''}{name}" + (f" ({extra})" if extra else ""))
-                else:
-                    out.append(", ".join(f"{k}: {v}" for k, v in item.items() if not isinstance(v, (dict, list))))
-            else:
-                out.append(str(item))
-        return out
-    return [str(value)]
-
-
-def pod_lines(value: Any) -> list[str]:
-    """Pods from enrichment: namespace/name · phase · GPUs · team."""
-    if not isinstance(value, list) or not all(isinstance(p, dict) for p in value):
-        return _as_lines(value)
-    out = []
-    for p in value:
-        name = "/".join(x for x in (p.get("namespace", ""), p.get("name") or p.get("pod", "")) if x)
-        parts = [name or "?"]
-        if p.get("phase"):
-            parts.append(str(p["phase"]))
-        if p.get("gpus"):
-            parts.append(f"{p['gpus']} GPU{'s' if p['gpus'] != 1 else ''}")
-        if p.get("team"):
-            parts.append(f"team {p['team']}")
-        out.append(" · ".join(parts))
-    return out
-
-
-def owner_lines(value: Any) -> list[str]:
-    """Owners from enrichment (the top owner of each pod): kind namespace/name · team · channel · size."""
-    if not isinstance(value, list) or not all(isinstance(o, dict) for o in value):
-        return _as_lines(value)
-    out = []
-    for o in value:
-        name = "/".join(x for x in (o.get("namespace", ""), o.get("name", "")) if x)
-        parts = [" ".join(x for x in (o.get("kind", ""), name) if x) or str(o.get("team", "?"))]
-        if o.get("team"):
-            parts.append(f"team {o['team']}")
-        if o.get("channel"):
-            parts.append(str(o["channel"]))
-        if o.get("pods"):
-            size = f"{o['pods']} pod{'s' if o['pods'] != 1 else ''}"
-            if o.get("gpus"):
-                size += f", {o['gpus']} GPUs"
-            parts.append(size)
-        out.append(" · ".join(parts))
-    return out
-
-
 def _silence(inc: Incident, now: datetime) -> tuple[dict[str, Any] | None, bool]:
     s = inc.annotations.get("silence")
     if not isinstance(s, dict) or not s.get("id"):
@@ -294,11 +222,11 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
         notes.append(f"Folds {len(inc.children)} node incidents")
     if inc.previous_id:
         notes.append(f"Happened before: {inc.previous_id}")
-    owners = owner_lines(inc.annotations.get("owners"))
+    found, owners = Evidence.of(inc.annotations), Owners.of(inc.annotations).lines()
     if owners:
         notes.append("*Owners:* " + mrkdwn_escape("; ".join(owners)))
-    if inc.annotations.get("logs_unavailable"):
-        why = _as_lines(inc.annotations["logs_unavailable"])
+    if found.logs_unavailable:
+        why = found.unavailable_reasons()
         notes.append(":warning: Kernel logs unavailable" + (f": {mrkdwn_escape('; '.join(why))}" if why and why != ["True"] else ""))
     if notes:
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": clip(n, MAX_FIELD)} for n in notes[:MAX_CONTEXT]]})
@@ -327,7 +255,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     if inc.fleet and inc.nodes:
         body.append(_section(f"*Nodes ({len(inc.nodes)})*\n" + join_limited([mrkdwn_escape(n) for n in sorted(inc.nodes)],
                                                                             ", ", MAX_SECTION - 40)))
-    pods = pod_lines(inc.annotations.get("pods"))
+    pods = found.pod_lines()
     if pods:
         body.append(_section("*Pods on the GPU(s)*\n" + "\n".join(pack_lines([mrkdwn_escape(x) for x in pods], MAX_SECTION - 40, 1))))
     member_lines = [member_line(m) for m in _ordered(inc.members.values())]
@@ -337,7 +265,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
         chunks = pack_lines(member_lines, MAX_SECTION - len(title) - 2, MAX_MEMBER_SECTIONS)
         for i, chunk in enumerate(chunks):
             body.append(_section((title + "\n" if i == 0 else "") + chunk))
-    evidence = _as_lines(inc.annotations.get("log_evidence"))
+    evidence = found.log_lines()
     if evidence:
         text = clip("\n".join(mrkdwn_escape(line) for line in evidence), MAX_LOG_CHARS)
         more = len(evidence) - text.count("\n") - 1

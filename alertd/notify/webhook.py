@@ -33,6 +33,7 @@ from typing import Any, Callable
 import aiohttp
 
 from alertd.delivery import Intent, OutboxItem, Target
+from alertd.enrichment import Owners
 from alertd.model import OPEN, Incident, iso
 from alertd.notify.integration import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, key_name)
@@ -83,8 +84,9 @@ def incident_doc(inc: Incident, links: Links) -> dict[str, Any]:
             doc["links"][name] = url
     if links.alertd_url:
         doc["links"]["alertd"] = f"{links.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}"
-    if inc.annotations.get("owners"):
-        doc["owners"] = inc.annotations["owners"]
+    owners = Owners.of(inc.annotations)
+    if owners:
+        doc["owners"] = owners.stored
     return doc
 
 

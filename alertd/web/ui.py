@@ -16,7 +16,8 @@ from aiohttp import web
 
 from alertd.fleet import views
 from alertd.model import CLOSED, INCIDENT_STATES, SEVERITIES
-from alertd.notify.slack_render import SILENCE_CHOICES, alertmanager_link, owner_lines, pod_lines
+from alertd.enrichment import Evidence, Owners
+from alertd.notify.slack_render import SILENCE_CHOICES, alertmanager_link
 from alertd.web import access, api
 from alertd.web.params import PAGING, BadParam, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.keys import SERVICE
@@ -125,8 +126,8 @@ async def incident(request: web.Request) -> web.Response:
     return page(request, "incident.html", inc=inc, doc=inc.to_dict(), members=sorted(
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
         alertmanager=alertmanager_link(inc, am_url), am_base=am_url.rstrip("/"), silence=silence,
-        owners=owner_lines(inc.annotations.get("owners")), pods=pod_lines(inc.annotations.get("pods")),
-        evidence=_lines(inc.annotations.get("log_evidence")),
+        owners=Owners.of(inc.annotations).lines(), pods=Evidence.of(inc.annotations).pod_lines(),
+        evidence=_lines(Evidence.of(inc.annotations).log),
         notifications=_notifications(await svc.store.notification_state(inc.id)),
         children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
         can_act=request[access.PRINCIPAL].can("act") and inc.status != CLOSED, silences=SILENCE_CHOICES,
