@@ -317,7 +317,8 @@ class Incident:
     parent_id: str = ""  # set when folded into a fleet (storm) incident
     fleet: bool = False
     children: list[str] = field(default_factory=list)  # node incidents a fleet incident folded in
-    storm_keys: list[str] = field(default_factory=list)  # fleet: the events it stands for (rules: correlation.storm)
+    # fleet: the events it stands for (rules: correlation.storm); a node-less follower: the event it awaits a fleet of
+    storm_keys: list[str] = field(default_factory=list)
     storm_last: datetime | None = None  # fleet: when its latest node incident folded in (the window runs from it)
     primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)
     annotations: dict[str, Any] = field(default_factory=dict)  # enrichment, silences, notes

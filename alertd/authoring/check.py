@@ -9,6 +9,7 @@ printed as ``file:line:column: message``.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -315,10 +316,43 @@ def _check_groups(loaded: dict[Path, tuple[Any, dict]], report: Report, mentione
                                          f"or known exporter label provides; where it is missing {then}"))
         storm = corr.get("storm")
         if isinstance(storm, dict):
-            for j, kind in enumerate(storm.get("signals") or []):
-                if kind not in SIGNAL_KINDS:
-                    report.warn(_problem(f, marks, ("correlation", "storm", "signals", j),
-                                         f"storm signal {kind!r} is not a signal kind ({', '.join(sorted(SIGNAL_KINDS))})"))
+            _check_storm_kinds(f, storm, marks, report)
+
+
+def _check_storm_kinds(f: Path, storm: dict, marks: dict, report: Report) -> None:
+    """Storm signals, event and follower matchers naming a signal kind that does not exist never match."""
+    kinds = ", ".join(sorted(SIGNAL_KINDS))
+    for j, kind in enumerate(storm.get("signals") or []):
+        if kind not in SIGNAL_KINDS:
+            report.warn(_problem(f, marks, ("correlation", "storm", "signals", j),
+                                 f"storm signal {kind!r} is not a signal kind ({kinds})"))
+    places: list[tuple[tuple, Any]] = [(("correlation", "storm", "followers"), storm.get("followers"))]
+    for i, ev in enumerate(storm.get("events") if isinstance(storm.get("events"), list) else []):
+        if isinstance(ev, dict):
+            places.append((("correlation", "storm", "events", i, "match"), ev.get("match")))
+    for path, items in places:
+        for j, text in enumerate(items if isinstance(items, list) else []):
+            for unknown in _unknown_kinds(text):
+                report.warn(_problem(f, marks, path + (j,),
+                                     f"matcher {text!r} names signal kind {unknown!r}, which does not exist ({kinds})"))
+
+
+def _unknown_kinds(text: Any) -> list[str]:
+    """The signal kinds a ``signal`` matcher names that are no kind: each word of a plain alternation
+    (``xid|ecc``), or the whole pattern when it is another regex that matches no kind."""
+    try:
+        matchers = parse_matchers([text])
+    except (MatcherError, TypeError):
+        return []  # the schema check reports it
+    out: list[str] = []
+    for m in matchers:
+        if m.name != "signal":
+            continue
+        if m.op in ("=", "!=") or re.fullmatch(r"[A-Za-z0-9_]+(\|[A-Za-z0-9_]+)*", m.value):
+            out += [v for v in (m.value.split("|") if m.op in ("=~", "!~") else [m.value]) if v not in SIGNAL_KINDS]
+        elif m.regex is not None and not any(m.regex.fullmatch(k) for k in SIGNAL_KINDS):
+            out.append(m.value)
+    return out
 
 
 def _check_routing(loaded: dict[Path, tuple[Any, dict]], report: Report) -> None:

@@ -28,7 +28,8 @@ class EngineState:
     fleets: dict[str, str] = field(default_factory=dict)  # event key -> open fleet incident standing for it
     recent: dict[str, list[tuple[datetime, str]]] = field(default_factory=dict)  # event key -> unfolded node incidents
     storm_key_of: dict[str, str] = field(default_factory=dict)  # unfolded node incident -> its event key
-    open_children: dict[str, int] = field(default_factory=dict)  # fleet id -> node incidents still open
+    open_children: dict[str, int] = field(default_factory=dict)  # fleet id -> child incidents still open
+    waiting: dict[str, list[str]] = field(default_factory=dict)  # event key -> node-less followers awaiting a fleet
     storm_indexed: bool = False
 
     def add(self, incident: Incident) -> None:

@@ -16,9 +16,16 @@ ready), so a node that only shows a follower joins the fleet instead of
 starting a fleet of its own, while a node led by another fault (thermal, a
 different Xid category, another cluster) is another event and stays apart.
 
+An incident that names a cluster but no node, led by a follower signal (a
+TargetDown aggregated by cluster and job while many exporters are down), joins
+that cluster's open fleet incident for the same event as a child. With no such
+fleet yet it waits ``window`` as a candidate (its ``storm_keys`` name the event;
+routing holds its first post ``group_wait`` like a node's) and a fleet of that
+event forming meanwhile folds it in; with no storm it stays its own incident.
+
 The fleet incident has no alerts of its own: it lists its nodes and children
 and takes its severity, title and signals from them. It resolves when its last
-node incident resolves. Pure: state and ``now`` in, ``Change``s out.
+child incident resolves. Pure: state and ``now`` in, ``Change``s out.
 """
 from __future__ import annotations
 
@@ -71,6 +78,15 @@ def event_key(rule: StormRule, inc: Incident, sig: Signal) -> str | None:
     return None
 
 
+def cluster_follower_key(rule: StormRule, inc: Incident) -> str | None:
+    """The event a node-less incident of one cluster may join a fleet of: its leading signal must be a follower."""
+    sig = inc.primary
+    if inc.node or inc.fleet or not inc.cluster or sig is None \
+            or not match_all(rule.followers, signal_fields(inc, sig)):
+        return None
+    return event_key(rule, inc, sig)
+
+
 class Storms:
     """Storm detection and fleet bookkeeping for one Correlator (it owns the state and the change log)."""
 
@@ -91,8 +107,11 @@ class Storms:
         state.recent.clear()
         state.storm_key_of.clear()
         state.open_children.clear()
+        state.waiting.clear()
         for inc in sorted(state.incidents.values(), key=lambda i: i.opened_at):
-            if inc.fleet:
+            if not inc.node and not inc.fleet and not inc.parent_id and inc.storm_keys:
+                state.waiting.setdefault(inc.storm_keys[0], []).append(inc.id)
+            elif inc.fleet:
                 for key in inc.storm_keys:
                     state.fleets[key] = inc.id
                 state.open_children[inc.id] = sum(1 for c in inc.children if c in state.incidents)
@@ -115,7 +134,10 @@ class Storms:
             if inc.parent_id:
                 self._refresh_parent(inc, now)
                 continue
-            if not rule.enabled or not inc.node or inc.primary is None or now - inc.opened_at > rule.window:
+            if not rule.enabled or inc.primary is None or now - inc.opened_at > rule.window:
+                continue
+            if not inc.node:
+                self._cluster_follower(inc, now)
                 continue
             key = event_key(rule, inc, inc.primary)
             if key is None:
@@ -131,6 +153,31 @@ class Storms:
         if fleet is None or fleet.storm_last is None or now - fleet.storm_last > self.rule.window:
             return None
         return fleet
+
+    def _cluster_follower(self, inc: Incident, now: datetime) -> None:
+        """A node-less follower joins its cluster's fleet for the event, or waits for one (see module doc)."""
+        key = cluster_follower_key(self.rule, inc)
+        if key is None:
+            return
+        fleet = self._joinable(key, now)
+        if fleet is not None:
+            self._fold(fleet, [inc], now)
+        elif not inc.storm_keys:
+            inc.storm_keys = [key]
+            state = self.c.state
+            live = [i for i in state.waiting.get(key, []) if (w := state.incidents.get(i)) is not None
+                    and not w.parent_id and now - w.opened_at <= self.rule.window]
+            state.waiting[key] = live + [inc.id]
+
+    def _adopt_waiting(self, fleet: Incident, now: datetime) -> None:
+        """Node-less followers waiting for a fleet of an event this fleet now stands for fold into it."""
+        state = self.c.state
+        for key in list(fleet.storm_keys):
+            waiting = [state.incidents.get(i) for i in state.waiting.pop(key, [])]
+            fold = [w for w in waiting if w is not None and w.is_open and not w.parent_id
+                    and now - w.opened_at <= self.rule.window]
+            if fold:
+                self._fold(fleet, fold, now)
 
     def _candidate(self, key: str, inc: Incident, now: datetime) -> None:
         state, rule = self.c.state, self.rule
@@ -175,7 +222,10 @@ class Storms:
             fleet.children.append(inc.id)
             state.open_children[fleet.id] = state.open_children.get(fleet.id, 0) + 1
             state.storm_key_of.pop(inc.id, None)
-            if inc.node not in listed:
+            if not inc.node:  # a cluster-wide follower: one timeline line, no node to list
+                self.c._touch(fleet, fleet.add_event(now, "incident_joined", f"{inc.title} ({inc.id})",
+                                                     incident=inc.id))
+            elif inc.node not in listed:
                 listed.add(inc.node)
                 fleet.nodes.append(inc.node)
                 joined.append(inc.node)
@@ -186,6 +236,8 @@ class Storms:
         self.c._retitle(fleet)
         if not opening and joined:
             self._node_event(fleet, now, "nodes_joined", joined, "joined")
+        if any(c.node for c in children):
+            self._adopt_waiting(fleet, now)
 
     def _node_event(self, fleet: Incident, now: datetime, kind: str, nodes: list[str], verb: str) -> None:
         """One timeline line per step however many nodes join (or resolve) in it."""
@@ -246,7 +298,8 @@ class Storms:
         left = state.open_children.get(fleet.id, 1) - 1
         state.open_children[fleet.id] = left
         if left > 0 or fleet.firing > 0:
-            self._node_event(fleet, now, "nodes_resolved", [child.node], "resolved")
+            if child.node:
+                self._node_event(fleet, now, "nodes_resolved", [child.node], "resolved")
             return
         self.c._close(fleet, now, f"all {len(fleet.children)} node incidents resolved")
 

@@ -242,9 +242,10 @@ class Router:
         return out
 
     def _group_wait(self, inc: Incident) -> timedelta | None:
-        """A node incident's first post and page wait, so a storm can fold it first (fleets post at once)."""
+        """A node incident's first post and page wait, so a storm can fold it first (fleets post at once).
+        So does a node-less follower awaiting its cluster's fleet (the engine set its ``storm_keys``)."""
         wait = self.routing.group_wait
-        return wait if wait and not inc.fleet and inc.node and inc.status == OPEN else None
+        return wait if wait and not inc.fleet and (inc.node or inc.storm_keys) and inc.status == OPEN else None
 
     def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[Target]) -> list[OutboxItem]:
         inc = change.incident

@@ -9,7 +9,9 @@ servers. Per style:
 
 - one failing node (Xid 79, then its exporter dies so the Xid alert resolves by
   absence, then a cordon) is ONE incident, ONE Slack message and ONE page;
-- eight exporters dying together fold into one fleet incident naming the eight;
+- eight exporters dying together fold into one fleet incident naming the eight,
+  posted once to Slack: a node-less alert of the cluster (kube-prometheus-stack's
+  TargetDown, aggregated by cluster and job) joins that fleet instead of posting;
 - everything resolves.
 
 The styles run concurrently (one Prometheus, Alertmanager and alertd each).
@@ -58,11 +60,12 @@ class Style:
     name: str
     file: str
     hostname_identity: bool = False  # no `node` target label; dcgm's Hostname is the node's name
+    cluster_alert: bool = False  # the outage also fires an alert naming the cluster but no node (TargetDown)
 
 
 STYLES = (
     Style("nvidia-dcgm", "nvidia-dcgm.yml"),
-    Style("kube-prometheus-stack", "kube-prometheus-stack.yml"),
+    Style("kube-prometheus-stack", "kube-prometheus-stack.yml", cluster_alert=True),
     Style("site-handwritten", "site-handwritten.yml"),
     Style("hostname-identity", "hostname-identity.yml", hostname_identity=True),
 )
@@ -79,6 +82,8 @@ class Outcome:
     fleet_incidents: int = 0
     fleet_nodes: list[str] = field(default_factory=list)
     outage_top_incidents: list[list[str]] = field(default_factory=list)  # [node, title] of incidents not folded
+    fleet_id: str = ""
+    cluster_alert_parents: list[str] = field(default_factory=list)  # parentId of each node-less non-fleet incident
     outage_slack: int = 0
     outage_pages: int = 0
     explain: str = ""  # `alertd explain --incident` on the node incident, against the running alertd
@@ -205,10 +210,15 @@ def outage(style: Style, sim: GPUClusterSim, alertd: AlertdProcess, slack: Slack
         return rows if rows and set(OUTAGE) <= set(rows[0]["nodes"]) else None
 
     rows = wait(f"{style.name}: one fleet incident naming the eight nodes", fleet)
-    time.sleep(3)
+    if style.cluster_alert:  # it may fire before or after the fleet forms: wait until alertd has it
+        wait(f"{style.name}: the node-less TargetDown incident", lambda: [
+            r for r in incidents(alertd) if r["id"] not in before_ids and not r["fleet"] and not r["node"]])
+    time.sleep(3)  # more than group_wait (2 s): a post held for a fold would be out by now
     new = [r for r in incidents(alertd) if r["id"] not in before_ids]
     out.fleet_incidents = sum(1 for r in new if r["fleet"])
     out.fleet_nodes = sorted(rows[0]["nodes"])
+    out.fleet_id = rows[0]["id"]
+    out.cluster_alert_parents = [r["parentId"] for r in new if not r["fleet"] and not r["node"]]
     out.outage_top_incidents = [[r["node"], r["title"]] for r in new if not r["parentId"]]
     out.outage_slack = len(top_level_messages(slack)) - slack_before
     out.outage_pages = pages(pagerduty) - pages_before
@@ -230,8 +240,11 @@ def test_rule_corpus_styles(tmp_path: Path) -> None:
         assert o.node_signals == ["metrics_missing", "node_cordoned", "xid"], vars(o)
         assert o.node_title.startswith(f"Xid 79: GPU has fallen off the bus on {FAILING}"), vars(o)
         assert o.fleet_incidents == 1 and set(OUTAGE) <= set(o.fleet_nodes), vars(o)
-        # no node's incident stands alone next to the fleet (a node-less TargetDown may: it names no node)
-        assert not [t for t in o.outage_top_incidents if t[0] in OUTAGE], vars(o)
+        # nothing stands alone next to the fleet: no node's incident, no node-less TargetDown of the cluster
+        assert [t[0] for t in o.outage_top_incidents] == [""] and "8 nodes" in o.outage_top_incidents[0][1], vars(o)
+        assert o.outage_slack == 1, vars(o)
+        # the node-less TargetDown (kube-prometheus-stack) is a child of the fleet
+        assert o.cluster_alert_parents == ([o.fleet_id] if name == "kube-prometheus-stack" else []), vars(o)
         assert o.outage_pages == 0, vars(o)  # exporters down is a warning: Slack, no page
         assert o.resolved, vars(o)
         # explain on the stored incident: the Xid member decided by its expression, the code found, the node's label

@@ -262,3 +262,18 @@ def test_a_test_file_given_to_check_is_validated_against_the_test_schema(tmp_pat
     f = write(tmp_path, "x.test.yml", "tests:\n  - name: t\n    input: []\n    expect: [{at: soon}]\n")
     report = check([f])
     assert report.test_files == [str(f)] and report.errors and report.errors[0].line == 4
+
+
+def test_storm_matchers_naming_no_signal_kind_are_warnings(site):
+    corr = site / "rules" / "correlation.yml"
+    text = corr.read_text()
+    text = text.replace("""followers: ['signal=~"metrics_missing|node_not_ready|node_cordoned"']""",
+                        """followers: ['signal=~"metrics_missing|node_notready|node_cordoned"', 'signal=~"exp.*"']""")
+    text = text.replace("""match: ['signal="thermal"']""", """match: ['signal="thermals"']""")
+    corr.write_text(text)
+    code, lines = run(site / "rules")
+    assert code == 0, lines  # warnings: the rules still load
+    assert lines[-1] == "SUCCESS: 6 rule files found (3 warnings)", lines
+    found = sorted((p.line, p.column, p.message.split(" names signal kind ")[1].split(",")[0])
+                   for p in check([site / "rules"]).warnings if "names signal kind" in p.message)
+    assert [kind for _, _, kind in found] == ["'thermals'", "'node_notready'", "'exp.*'"], found

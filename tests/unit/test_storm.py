@@ -222,3 +222,68 @@ correlation:
     # no followers: a node with only its exporter down is not part of it, nor does it storm
     run(e, [(10, [alert("DCGMExporterDown", node="x", severity="warning", job="dcgm-exporter")])])
     assert node_incidents(e)["x"].parent_id == ""
+
+
+def target_down(starts: float = 0, cluster: str = "prod"):
+    """kube-prometheus-stack's TargetDown for the dcgm-exporter job: aggregated by (cluster, job, namespace,
+    service), so it names a cluster but no node."""
+    return alert("TargetDown", starts=starts, severity="warning", cluster=cluster, job="dcgm-exporter",
+                 namespace="gpu-operator", service="nvidia-dcgm-exporter",
+                 annotations={"summary": "One or more targets are unreachable."})
+
+
+def exporters_down(nodes: list[str], start: float = 0) -> list[tuple[float, list]]:
+    return [(start + i * 0.2, [alert("DCGMExporterDown", node=n, starts=start, severity="warning",
+                                     job="dcgm-exporter")]) for i, n in enumerate(nodes)]
+
+
+def cluster_wide(e: Engine) -> Incident:
+    [inc] = [i for i in e.state.incidents.values() if not i.fleet and not i.node]
+    assert inc.primary is not None and inc.primary.kind == "metrics_missing"
+    return inc
+
+
+def test_a_node_less_target_down_joins_its_clusters_fleet_whether_it_comes_after_or_before_it():
+    nodes = [f"n{i}" for i in range(8)]
+    # after: the fleet exists, the TargetDown folds into it at once
+    e = engine()
+    run(e, exporters_down(nodes))
+    changes = run(e, [(3, [target_down(3)])])
+    [fleet] = fleets(e)
+    td = cluster_wide(e)
+    assert td.parent_id == fleet.id and td.id in fleet.children
+    assert sorted(fleet.nodes) == nodes  # it names no node: the fleet's node list is unchanged
+    assert any(ev.kind == "incident_joined" for c in changes if c.incident.id == fleet.id for ev in c.events)
+    # before: it waits for a fleet of its cluster's event; the fifth node starts one that takes it in
+    e2 = engine()
+    run(e2, [(0, [target_down(0)])] + exporters_down(nodes, start=0.5))
+    [fleet2] = fleets(e2)
+    td2 = cluster_wide(e2)
+    assert td2.parent_id == fleet2.id and sorted(fleet2.nodes) == nodes
+    # the fleet stays open until the TargetDown (its last child) resolves too
+    run(e2, [(30, [resolved(a, 30) for _, alerts in exporters_down(nodes, start=0.5) for a in alerts])])
+    run(e2, [(30 + 301, [])])
+    assert fleet2.id in e2.state.incidents
+    run(e2, [(400, [resolved(target_down(0), 400)])])
+    run(e2, [(400 + 301, [])])
+    assert not e2.state.incidents
+
+
+def test_a_node_less_target_down_without_a_storm_is_its_own_incident():
+    e = engine()
+    run(e, [(0, [target_down(0)])] + exporters_down(["n0", "n1"], start=1))  # two nodes: no storm
+    assert fleets(e) == []
+    td = cluster_wide(e)
+    assert td.parent_id == "" and td.is_open and td.storm_keys == ["node-lost|cluster=prod"]
+    # a fleet of ANOTHER cluster does not take it, nor does one forming after its window
+    run(e, [(10 + i * 0.1, node_alerts(f"b{i}", cluster="prod-b")) for i in range(6)])
+    run(e, exporters_down([f"late{i}" for i in range(6)], start=400))
+    assert len(fleets(e)) == 2 and td.parent_id == ""
+    # survives a restart as a waiting follower: a fleet forming within its window still takes it
+    e2 = engine()
+    run(e2, [(0, [target_down(0)])])
+    stored = [Incident.from_dict(i.to_dict()) for i in e2.state.incidents.values()]
+    e3 = Engine(shipped_rules(), state=EngineState.from_incidents(stored, {}, e2.state.next_seq, None))
+    run(e3, exporters_down([f"n{i}" for i in range(5)], start=2))
+    [fleet] = fleets(e3)
+    assert cluster_wide(e3).parent_id == fleet.id
