@@ -25,7 +25,7 @@ from alertd.engine.pipeline import Engine
 from alertd.ha import commands
 from alertd.ha.elector import Elector, replica_name
 from alertd.metrics import Metrics
-from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change
+from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident
 from alertd.notify.integration import Notifier
 from alertd.notify.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
@@ -115,6 +115,11 @@ class Service:
     @property
     def leading(self) -> bool:
         return self.engine is not None
+
+    def open_incident(self, incident_id: str) -> Incident | None:
+        """The incident as the engine holds it now; None once it is gone or when this process is not the engine
+        (enrichment reads it here, alertd/enrich/host.py)."""
+        return self.engine.state.incidents.get(incident_id) if self.engine is not None else None
 
     @property
     def role_name(self) -> str:

@@ -32,6 +32,7 @@ from typing import Any, Iterable
 
 from alertd.enrich import metrics
 from alertd.enrich.annotations import KUBE_NODE, LOG_EVIDENCE, PODS, IncidentState, annotation_values, seed_state
+from alertd.enrich.host import EnrichHost
 from alertd.enrich.evidence import build_evidence, upgrade_signal
 from alertd.enrich.kube import KubeContext, NodeContext
 from alertd.enrich.kube_api import KubeUnavailable
@@ -40,7 +41,7 @@ from alertd.enrich.logs import LogsUnavailable, describe_error
 from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import EnrichSettings
 from alertd.enrich.targets import Target, enriched_before, nodes_of, target_for
-from alertd.enrich.writer import AnnotationWriter, engine_incident
+from alertd.enrich.writer import AnnotationWriter
 from alertd.model import Change, Incident, Signal
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class Enricher:
         self.kube = kube
         if self.kube is None and settings.kube is not None:
             self.kube = KubeContext(settings.kube)
-        self.service: Any = None
+        self.service: EnrichHost | None = None
         self._state: dict[str, IncidentState] = {}
         self._seen: dict[str, set[str]] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -83,10 +84,10 @@ class Enricher:
 
     # ----- wiring -----
 
-    def bind(self, service: Any) -> None:
+    def bind(self, service: EnrichHost) -> None:
         """Called once the service exists: results go back through service.annotate/add_evidence."""
         self.service = service
-        registry = getattr(getattr(service, "metrics", None), "registry", None)
+        registry = service.metrics.registry
         if registry is not None and self._histogram is None:
             self._histogram = metrics.register(self, registry)
 
@@ -197,7 +198,7 @@ class Enricher:
         self.writer.forget(incident_id, self._state.pop(incident_id, None))
 
     def _incident(self, incident_id: str) -> Incident | None:
-        return engine_incident(self.service, incident_id)
+        return self.service.open_incident(incident_id) if self.service is not None else None
 
     # ----- jobs -----
 
@@ -310,7 +311,7 @@ class Enricher:
 
     def _upgrade_signal(self, target: Target, evidence: list[dict[str, Any]]) -> Signal | None:
         """The Xid from the log that should classify the incident, or None (see evidence.upgrade_signal)."""
-        catalog = getattr(getattr(self.service, "rules", None), "catalog", None)
+        catalog = self.service.rules.catalog if self.service is not None else None
         inc = self._incident(target.incident_id)
         if catalog is None or inc is None:
             return None

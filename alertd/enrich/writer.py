@@ -14,21 +14,13 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from alertd.enrich.annotations import IncidentState, describe
+from alertd.enrich.host import EnrichHost
 from alertd.enrich.logs import describe_error
-from alertd.model import Incident
 
 log = logging.getLogger(__name__)
 
 EVENT_KIND = "enrichment"
 SOURCE = "kernel log"
-
-
-def engine_incident(service: Any, incident_id: str) -> Incident | None:
-    """The incident as the engine holds it now; None once it is gone (or before bind)."""
-    engine = getattr(service, "engine", None)
-    if engine is None:
-        return None
-    return engine.state.incidents.get(incident_id)
 
 
 class AnnotationWriter:
@@ -41,7 +33,7 @@ class AnnotationWriter:
     ``counts`` gets ``writes`` and ``upgrades``."""
 
     def __init__(self, states: dict[str, IncidentState], values: Callable[[str], dict[str, Any]], *,
-                 service: Callable[[], Any], delay: Callable[[], float], closed: Callable[[], bool],
+                 service: Callable[[], EnrichHost | None], delay: Callable[[], float], closed: Callable[[], bool],
                  later: Callable[[float, Callable[[], Awaitable[None]]], None], counts: dict[str, int]):
         self._service = service
         self._states = states
@@ -135,8 +127,10 @@ class AnnotationWriter:
         self._force.discard(incident_id)
         try:
             svc = self._service()
+            if svc is None:  # not bound (yet): nothing to write through
+                return
             for key, value in self._values(incident_id).items():
-                inc = engine_incident(svc, incident_id)
+                inc = svc.open_incident(incident_id)
                 if inc is None:
                     return
                 current = inc.annotations.get(key)
@@ -147,7 +141,7 @@ class AnnotationWriter:
                 await svc.annotate(incident_id, key, value, EVENT_KIND, describe(key, value))
                 self._counts["writes"] += 1
             while state.signals:
-                if engine_incident(svc, incident_id) is None:
+                if svc.open_incident(incident_id) is None:
                     break
                 changes = await svc.add_evidence(incident_id, state.signals[0], SOURCE)
                 state.signals.pop(0)
@@ -159,4 +153,4 @@ class AnnotationWriter:
                     fut.set_result(None)
 
 
-__all__ = ["AnnotationWriter", "EVENT_KIND", "SOURCE", "engine_incident"]
+__all__ = ["AnnotationWriter", "EVENT_KIND", "SOURCE"]

@@ -462,3 +462,40 @@ async def test_enrichment_pending_at_a_stop_is_resumed_by_the_next_engine(tmp_pa
         assert await again.enricher.wait_idle(10)
         inc = again.incident("n1")
         assert "logs_unavailable" not in inc.annotations and inc.primary.xid == 79
+
+
+class OnlyTheHost:
+    """A Service seen through exactly the members of alertd/enrich/host.py's EnrichHost: enrichment must
+    need nothing else from it (no engine, no state)."""
+
+    __slots__ = ("_svc",)
+
+    def __init__(self, svc: Service):
+        self._svc = svc
+
+    @property
+    def rules(self) -> Any:
+        return self._svc.rules
+
+    @property
+    def metrics(self) -> Any:
+        return self._svc.metrics
+
+    def open_incident(self, incident_id: str) -> Any:
+        return self._svc.open_incident(incident_id)
+
+    async def annotate(self, *args: Any, **kw: Any) -> Any:
+        return await self._svc.annotate(*args, **kw)
+
+    async def add_evidence(self, *args: Any, **kw: Any) -> Any:
+        return await self._svc.add_evidence(*args, **kw)
+
+
+async def test_enrichment_needs_only_the_host_protocol(tmp_path) -> None:
+    async with Harness(tmp_path, lines={"gpu-node-2": [XID79]}) as h:
+        h.enricher.bind(OnlyTheHost(h.svc))
+        await h.send(alert("DCGMExporterDown", "gpu-node-2", datetime.now(timezone.utc) - timedelta(minutes=5)))
+        assert await h.enricher.wait_idle(10)
+        inc = h.incident("gpu-node-2")
+        assert inc.primary.xid == 79 and inc.annotations["log_evidence"][0]["xid"] == 79
+        assert h.svc.open_incident(inc.id) is inc and h.svc.open_incident("INC-none") is None

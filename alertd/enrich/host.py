@@ -1,0 +1,44 @@
+"""What enrichment needs from the service (alertd/service.py's Service): Protocols, so enrich depends on
+this narrow surface instead of the service's insides (its engine and state), and tests or benchmarks can
+hand it anything that has it."""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from alertd.gpu.catalog import XidCatalog
+from alertd.model import Change, Incident, Signal
+
+
+class HasCatalog(Protocol):
+    """The loaded rules: enrichment reads the Xid catalog to classify an Xid found in the kernel log."""
+
+    @property
+    def catalog(self) -> XidCatalog: ...
+
+
+class HasRegistry(Protocol):
+    """The service's metrics: enrichment registers its histogram and counters in the same registry."""
+
+    @property
+    def registry(self) -> Any: ...
+
+
+class EnrichHost(Protocol):
+    """The service as enrichment sees it: read an open incident, write annotations and evidence back."""
+
+    @property
+    def rules(self) -> HasCatalog: ...
+
+    @property
+    def metrics(self) -> HasRegistry: ...
+
+    def open_incident(self, incident_id: str) -> Incident | None:
+        """The incident as the engine holds it now; None once it is gone or when this process is not the engine."""
+
+    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
+                       actor: str = "") -> list[Change]: ...
+
+    async def add_evidence(self, incident_id: str, signal: Signal, source: str) -> list[Change]: ...
+
+
+__all__ = ["EnrichHost", "HasCatalog", "HasRegistry"]
