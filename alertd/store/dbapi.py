@@ -51,8 +51,8 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
     def _begin(self, cur: Any) -> None:
         cur.execute("BEGIN")
 
-    def _member_doc(self, doc: dict[str, Any]) -> Any:
-        """How a member document is stored (backend hook): JSON text here, compressed by SQLite."""
+    def _stored_doc(self, doc: dict[str, Any]) -> Any:
+        """How a member or incident document is stored (backend hook): JSON text here, compressed by SQLite."""
         return sql.dumps(doc)
 
     def _after_write(self) -> None:
@@ -254,10 +254,10 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
                 cur.executemany(self._q("DELETE FROM inbox_bodies WHERE seq = ?"), done)
             for change in step.changes:
                 inc = change.incident
-                cur.execute(self._q(sql.UPSERT_INCIDENT), sql.incident_row(inc))
+                cur.execute(self._q(sql.UPSERT_INCIDENT), sql.incident_row(inc, self._stored_doc))
                 if change.members:
                     cur.executemany(self._q(sql.UPSERT_MEMBER), [
-                        (inc.id, fp, self._member_doc(compact_member(inc.members[fp].to_dict()))) for fp in change.members if fp in inc.members
+                        (inc.id, fp, self._stored_doc(compact_member(inc.members[fp].to_dict()))) for fp in change.members if fp in inc.members
                     ])
                 cur.executemany(self._q(sql.INSERT_EVENT), [(inc.id, sql.dumps(e.to_dict())) for e in change.events])
             written = history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)
@@ -317,7 +317,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
             return EngineState.from_incidents(incidents, last_by_key, next_seq, parse_iso(meta.get("heartbeat_at")))
         return await self._run(do)
 
-    def _assemble(self, cur: Any, inc_id: str, doc: str, recent: int | None = None) -> Incident:
+    def _assemble(self, cur: Any, inc_id: str, doc: str | bytes, recent: int | None = None) -> Incident:
         cur.execute(self._q("SELECT doc FROM members WHERE incident_id = ?"), (inc_id,))
         members = [r[0] for r in cur.fetchall()]
         if recent is None:

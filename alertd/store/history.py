@@ -108,6 +108,12 @@ class Sighting:
     alertnames: set[str] = field(default_factory=set)
 
 
+def history_doc(stored: dict[str, Any]) -> dict[str, Any]:
+    """A gpu_history row's doc as write() stores it (empty fields left out) -> every field present."""
+    return {"xids": [], "signals": [], "alertnames": [], "index": "", "serial": "", "pci_bus_id": "", "first": "",
+            "last": "", **stored}
+
+
 def seq_of(inc: Incident) -> int:
     return int(inc.id.rsplit("-", 1)[-1])
 
@@ -240,6 +246,7 @@ def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | 
             seen[(s.uuid, seq)] = what
             doc = {"xids": sorted(s.xids), "signals": sorted(s.signals), "alertnames": sorted(s.alertnames),
                    "index": s.index, "serial": s.serial, "pci_bus_id": s.pci_bus_id, "first": s.first, "last": s.last}
+            doc = {k: v for k, v in doc.items() if v}  # one row per GPU and incident: empty fields cost bytes
             history_rows.append((s.uuid, inc.id, seq, s.cluster, s.node, opened, updated, inc.status, inc.severity,
                                  inc.title, dumps(doc)))
             gpu_rows.append((s.uuid, s.serial, s.pci_bus_id, s.model, s.cluster, s.node, s.first or opened,

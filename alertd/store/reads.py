@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from alertd.model import iso
+from alertd.store.history import history_doc
 from alertd.store.sql import incident_doc
 
 
@@ -70,7 +71,7 @@ def _gpu(row: tuple) -> dict[str, Any]:
 
 
 def _history(row: tuple) -> dict[str, Any]:
-    doc = json.loads(row[10])
+    doc = history_doc(json.loads(row[10]))
     return {"uuid": row[0], "incident": row[1], "seq": row[2], "cluster": row[3], "node": row[4], "openedAt": row[5],
             "updatedAt": row[6], "status": row[7], "severity": row[8], "title": row[9], **doc}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import orjson
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from alertd.delivery import LEGACY_KINDS, Intent, OutboxItem, Target
 from alertd.model import Event, Incident, Member, iso, parse_iso
@@ -161,29 +161,30 @@ def dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def incident_row(inc: Incident) -> tuple[Any, ...]:
+def incident_row(inc: Incident, encode: Callable[[Any], Any] = dumps) -> tuple[Any, ...]:
+    """The values of UPSERT_INCIDENT; ``encode`` is the backend's way to store a document (text or packed)."""
     doc = inc.to_dict(with_members=False)
     stored = compact.compact_incident(dict(doc))
     return (inc.id, int(inc.id.rsplit("-", 1)[-1]), inc.key, inc.status, inc.severity, inc.cluster, inc.node,
-            doc["openedAt"], doc["updatedAt"], doc["resolvedAt"], dumps(stored))
+            doc["openedAt"], doc["updatedAt"], doc["resolvedAt"], encode(stored))
 
 
 def packed(value: Any) -> bytes:
-    """A member document compressed (SQLite stores it as a BLOB) with a preset dictionary (compact.pack)."""
+    """A member or incident document compressed (SQLite stores it as a BLOB) with a preset dictionary."""
     return compact.pack(orjson.dumps(value))
 
 
 def unpacked(raw: str | bytes) -> str | bytes:
-    """A member document as stored: JSON text (PostgreSQL, older SQLite rows) or packed()."""
+    """A member or incident document as stored: JSON text (PostgreSQL, older SQLite rows) or packed()."""
     return compact.unpack(bytes(raw)) if isinstance(raw, (bytes, memoryview)) else raw
 
 
-def incident_doc(raw: str) -> dict[str, Any]:
+def incident_doc(raw: str | bytes) -> dict[str, Any]:
     """A stored incident document, as written by any version -> Incident.to_dict() shape."""
-    return compact.expand_incident(json.loads(raw))
+    return compact.expand_incident(json.loads(unpacked(raw)))
 
 
-def assemble(doc: str, members: Iterable[str | bytes], events: Iterable[str]) -> Incident:
+def assemble(doc: str | bytes, members: Iterable[str | bytes], events: Iterable[str]) -> Incident:
     inc = Incident.from_dict(incident_doc(doc))
     for m in sorted((Member.from_dict(expand_member(json.loads(unpacked(raw)))) for raw in members),
                     key=lambda m: (m.starts_at, m.fingerprint)):

@@ -89,7 +89,7 @@ class SqliteStore(SqlStore):
     def _begin(self, cur: Any) -> None:
         cur.execute("BEGIN IMMEDIATE")
 
-    def _member_doc(self, doc: dict[str, Any]) -> Any:
+    def _stored_doc(self, doc: dict[str, Any]) -> Any:
         return sql.packed(doc)
 
     def _after_write(self) -> None:

@@ -87,3 +87,20 @@ def test_members_are_packed_with_a_dictionary_and_earlier_rows_still_unpack():
     unknown[2:6] = b"\0\0\0\1"
     with pytest.raises(ValueError, match="unknown zlib dictionary"):
         unpack(bytes(unknown))
+
+
+def test_gpu_history_rows_leave_out_empty_fields_and_read_back_with_all_of_them():
+    from alertd.store.history import history_doc
+    full = {"xids": [48], "signals": ["xid"], "alertnames": ["GPUXidError"], "index": "0", "serial": "",
+            "pci_bus_id": "0000:18:00", "first": "2026-11-30T22:04:11Z", "last": "2026-11-30T22:05:11Z"}
+    assert history_doc({k: v for k, v in full.items() if v}) == full
+    assert history_doc(dict(full)) == full  # rows written by earlier versions
+    assert history_doc({})["xids"] == [] and history_doc({})["xids"] is not history_doc({})["xids"]
+
+
+def test_a_packed_incident_document_reads_back_whole():
+    doc = {**incident_doc(), "primary": CATALOG.lookup(48).signal().to_dict(),
+           "gpus": [{"uuid": f"GPU-{i}", "index": str(i), "model": "NVIDIA H100 80GB HBM3"} for i in range(8)]}
+    stored = sql.packed(compact_incident(json.loads(json.dumps(doc))))
+    assert isinstance(stored, bytes) and len(stored) < len(json.dumps(doc)) / 2
+    assert sql.incident_doc(stored) == doc
