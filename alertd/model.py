@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, overload
 
 SEVERITIES = ("info", "warning", "error", "critical")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
@@ -34,6 +34,12 @@ def max_severity(*levels: str) -> str:
     return max((lvl for lvl in levels if lvl), key=lambda s: SEVERITY_RANK.get(s, 0), default="info")
 
 
+@overload
+def iso(ts: datetime) -> str: ...
+@overload
+def iso(ts: None) -> None: ...
+@overload
+def iso(ts: datetime | None) -> str | None: ...
 def iso(ts: datetime | None) -> str | None:
     """RFC 3339 in UTC with fixed-width microseconds, so stored timestamps sort as text."""
     if ts is None:

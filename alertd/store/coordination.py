@@ -21,7 +21,7 @@ class CoordinationMixin:
     _run: Callable[..., Any]
     _tx: Callable[..., Any]
     _q: Callable[[str], str]
-    _query: Callable[..., list[tuple]]
+    _query: Callable[..., list[tuple[Any, ...]]]
 
     def _db_now(self, cur: Any) -> float:
         """The database's clock (backend hook): replicas with skewed clocks agree on lease expiry."""
@@ -47,7 +47,8 @@ class CoordinationMixin:
                 cur.execute(self._q("UPDATE leases SET holder = ?, token = ?, expires_at = ?, address = ? WHERE name = ?"),
                             (holder, decision.token, decision.expires_at, address, ENGINE))
             return decision, row
-        return await self._run(self._tx, do)
+        result: tuple[Decision, LeaseRow | None] = await self._run(self._tx, do)
+        return result
 
     async def release_lease(self, holder: str, token: int) -> None:
         """Let the lease expire now (a clean shutdown), so a follower takes over without waiting."""
@@ -86,7 +87,8 @@ class CoordinationMixin:
             cur.execute(self._q("INSERT INTO commands (kind, incident_id, args, created_at) VALUES (?, ?, ?, ?) RETURNING id"),
                         (kind, incident_id, json.dumps(args, default=str), iso(datetime.now(timezone.utc))))
             return int(cur.fetchone()[0])
-        return await self._run(self._tx, do)
+        command_id: int = await self._run(self._tx, do)
+        return command_id
 
     async def command_result(self, command_id: int) -> tuple[str, str]:
         rows = await self._run(self._query, "SELECT state, result FROM commands WHERE id = ?", (command_id,))
@@ -109,4 +111,5 @@ class CoordinationMixin:
             cur.execute(self._q("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING"), (key, value))
             cur.execute(self._q("SELECT value FROM meta WHERE key = ?"), (key,))
             return str(cur.fetchone()[0])
-        return await self._run(self._tx, do)
+        stored: str = await self._run(self._tx, do)
+        return stored

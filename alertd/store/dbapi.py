@@ -12,7 +12,7 @@ import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from alertd.delivery import LEGACY_KINDS
 from alertd.engine.correlate import EngineState
@@ -39,7 +39,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
     def __init__(self) -> None:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"alertd-{type(self).__name__}")
         self._conn: Any = None
-        self._queue: list[tuple[list[InboxEntry], asyncio.Future]] = []
+        self._queue: list[tuple[list[InboxEntry], asyncio.Future[AppendResult]]] = []
         self._flushing = False
         self._facets = history.FacetCache()
 
@@ -66,7 +66,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._on_thread, fn, args)
 
-    def _on_thread(self, fn: Callable[..., Any], args: tuple) -> Any:
+    def _on_thread(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         if self._conn is not None and self._lost(self._conn):  # e.g. the database restarted: connect again
             try:
                 conn = self._connect()
@@ -97,12 +97,12 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
         self._after_write()
         return result
 
-    def _query(self, statement: str, args: tuple | list = ()) -> list[tuple]:
+    def _query(self, statement: str, args: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
         """A read on the store thread; ends its implicit transaction so snapshots stay fresh."""
         cur = self._conn.cursor()
         try:
             cur.execute(self._q(statement), args)
-            return cur.fetchall()
+            return cast(list[tuple[Any, ...]], cur.fetchall())
         finally:
             cur.close()
             self._conn.commit()
@@ -158,7 +158,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
                 break
             after = rows[-1][0]
 
-            def fill(cur: Any, rows: list[tuple] = rows) -> None:
+            def fill(cur: Any, rows: list[tuple[Any, ...]] = rows) -> None:
                 incidents = [(self._assemble(cur, inc_id, doc, 0), None) for _, inc_id, doc in rows]
                 history.write(cur, self._q, incidents, sql.dumps)
             self._tx(fill)
@@ -175,7 +175,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
     # ----- inbox, with group commit -----
 
     async def append_inbox(self, entries: list[InboxEntry]) -> AppendResult:
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
         self._queue.append((entries, fut))
         if not self._flushing:
             self._flushing = True
@@ -190,7 +190,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
         finally:
             self._flushing = False
 
-    async def _store_batch(self, batch: list[tuple[list[InboxEntry], asyncio.Future]]) -> None:
+    async def _store_batch(self, batch: list[tuple[list[InboxEntry], asyncio.Future[AppendResult]]]) -> None:
         try:
             results = await self._run(self._tx, lambda cur: [self._insert(cur, e) for e, _ in batch])
         except StoreUnavailable as exc:  # the store itself refuses: every waiter gets 503
@@ -226,9 +226,9 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
         bodies = [(fresh[e.dedup], sql.dumps(e.alert)) for e in {e.dedup: e for e in reversed(entries)}.values()
                   if e.dedup in fresh]  # a key twice in one request: the first is the new one
         for start in range(0, len(bodies), INSERT_CHUNK):
-            chunk = bodies[start:start + INSERT_CHUNK]
-            cur.execute(self._q("INSERT INTO inbox_bodies (seq, alert) VALUES " + ", ".join(["(?, ?)"] * len(chunk))),
-                        [v for row in chunk for v in row])
+            body_chunk = bodies[start:start + INSERT_CHUNK]
+            cur.execute(self._q("INSERT INTO inbox_bodies (seq, alert) VALUES " + ", ".join(["(?, ?)"] * len(body_chunk))),
+                        [v for row in body_chunk for v in row])
         seqs = [fresh.pop(e.dedup, None) for e in entries]  # a key twice in one request: the first is new
         stored = sum(1 for seq in seqs if seq is not None)
         return AppendResult(stored=stored, duplicates=len(entries) - stored, seqs=seqs)
@@ -294,7 +294,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
                     roles[role].setdefault(inc_id, set()).add(value)
             for cluster, node, since, inc_id in self._query(
                     "SELECT cluster, node, since, incident_id FROM router_cordons"):
-                memory.cordons[(cluster, node)] = (parse_iso(since), inc_id)
+                memory.cordons[(cluster, node)] = (cast(datetime, parse_iso(since)), inc_id)  # NOT NULL column
             return memory
         result: RouterMemory = await self._run(do)
         return result
@@ -315,7 +315,8 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
             cur.close()
             next_seq = max(int(meta.get("next_seq", "1")), top + 1)
             return EngineState.from_incidents(incidents, last_by_key, next_seq, parse_iso(meta.get("heartbeat_at")))
-        return await self._run(do)
+        state: EngineState = await self._run(do)
+        return state
 
     def _assemble(self, cur: Any, inc_id: str, doc: str | bytes, recent: int | None = None) -> Incident:
         cur.execute(self._q("SELECT doc FROM members WHERE incident_id = ?"), (inc_id,))
@@ -344,7 +345,8 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
             self._conn.commit()
             cur.close()
             return inc
-        return await self._run(do)
+        found: Incident | None = await self._run(do)
+        return found
 
     # ----- outbox -----
 
@@ -399,23 +401,26 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
         ]
         total = 0
         for statement, arg in statements:
-            total += await self._prune_batches(lambda cur, st=statement, a=arg: self._delete(cur, st, (a, PRUNE_BATCH)))
+            def one(cur: Any, st: str = statement, a: str = arg) -> int:
+                return self._delete(cur, st, (a, PRUNE_BATCH))
+            total += await self._prune_batches(one)
         if resolved_before is not None:
-            total += await self._prune_batches(lambda cur: self._prune_incidents(cur, iso(resolved_before)))
+            resolved_cutoff = iso(resolved_before)
+            total += await self._prune_batches(lambda cur: self._prune_incidents(cur, resolved_cutoff))
         return total
 
     async def _prune_batches(self, one: Callable[[Any], int]) -> int:
         total = 0
         for _ in range(PRUNE_MAX_BATCHES):
-            n = await self._run(self._ftx, one)
+            n: int = await self._run(self._ftx, one)
             total += n
             if n < PRUNE_BATCH:
                 break
         return total
 
-    def _delete(self, cur: Any, statement: str, args: tuple) -> int:
+    def _delete(self, cur: Any, statement: str, args: tuple[Any, ...]) -> int:
         cur.execute(self._q(statement), args)
-        return max(cur.rowcount, 0)
+        return max(cast(int, cur.rowcount), 0)
 
     def _prune_incidents(self, cur: Any, cutoff: str) -> int:
         """Resolved incidents older than the cutoff, with their members, timeline and search facets."""
@@ -433,7 +438,8 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
             out["inbox_pending"] = self._query("SELECT count(*) FROM inbox WHERE processed = 0")[0][0]
             out.update({f"outbox_{s}": n for s, n in self._query("SELECT state, count(*) FROM outbox GROUP BY state")})
             return out
-        return await self._run(do)
+        counts: dict[str, int] = await self._run(do)
+        return counts
 
     # ----- audit trail and replay cache -----
 
@@ -460,7 +466,8 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
             cur.execute(self._q("INSERT INTO seen_once (key, seen_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING "
                                 "RETURNING key"), (key, iso(now)))
             return bool(cur.fetchall())
-        return await self._run(self._tx, do)
+        first: bool = await self._run(self._tx, do)
+        return first
 
 def _changed_incidents(step: Step) -> list[tuple[Incident, set[str]]]:
     """Each changed incident once (a step can change one several times), with the members it changed."""

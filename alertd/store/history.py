@@ -18,10 +18,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeVar
 
 from alertd.model import Incident, iso
 from alertd.notify.owners import Owners
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 MAX_SCANNED_MEMBERS = 256
 MAX_NODE_FACETS = 200  # a fleet incident lists thousands of nodes; the first ones are searchable
@@ -184,7 +187,7 @@ def node_facets(inc: Incident, cache: "FacetCache | None" = None) -> frozenset[t
 @dataclass(slots=True)
 class Written:
     facets: dict[str, frozenset[tuple[str, str]]]
-    sightings: dict[tuple[str, int], tuple]
+    sightings: dict[tuple[str, int], tuple[Any, ...]]
 
 
 class FacetCache:
@@ -194,10 +197,10 @@ class FacetCache:
     def __init__(self, size: int = 20_000):
         self.size = size
         self._known: OrderedDict[str, frozenset[tuple[str, str]]] = OrderedDict()
-        self._sightings: OrderedDict[tuple[str, int], tuple] = OrderedDict()
+        self._sightings: OrderedDict[tuple[str, int], tuple[Any, ...]] = OrderedDict()
         self.nodes: dict[str, tuple[int, frozenset[tuple[str, str]]]] = {}  # node_facets memo
 
-    def same_sighting(self, key: tuple[str, int], what: tuple) -> bool:
+    def same_sighting(self, key: tuple[str, int], what: tuple[Any, ...]) -> bool:
         return self._sightings.get(key) == what
 
     def known(self, incident_id: str) -> frozenset[tuple[str, str]] | None:
@@ -205,12 +208,17 @@ class FacetCache:
 
     def remember(self, written: Written) -> None:
         """Called after the commit succeeded (a rolled-back write must be redone next time)."""
-        for table, items in ((self._known, written.facets), (self._sightings, written.sightings)):
-            for key, value in items.items():
-                table[key] = value  # type: ignore[index]
-                table.move_to_end(key)  # type: ignore[arg-type]
-            while len(table) > self.size * 8:
-                table.popitem(last=False)
+        _remember_into(self._known, written.facets, self.size * 8)
+        _remember_into(self._sightings, written.sightings, self.size * 8)
+
+
+def _remember_into(table: OrderedDict[K, V], items: dict[K, V], limit: int) -> None:
+    """Newest last; the oldest entries go once there are more than ``limit``."""
+    for key, value in items.items():
+        table[key] = value
+        table.move_to_end(key)
+    while len(table) > limit:
+        table.popitem(last=False)
 
 
 def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | None]], dumps: Any,
@@ -219,13 +227,13 @@ def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | 
 
     ``incidents``: (incident, fingerprints changed in this step, or None for all). Returns what was
     written, for FacetCache.remember once the transaction committed."""
-    facet_rows: list[tuple] = []
-    history_rows: list[tuple] = []
-    gpu_rows: list[tuple] = []
+    facet_rows: list[tuple[Any, ...]] = []
+    history_rows: list[tuple[Any, ...]] = []
+    gpu_rows: list[tuple[Any, ...]] = []
     ids = []
     gone: list[tuple[str, str, int]] = []
     written: dict[str, frozenset[tuple[str, str]]] = {}
-    seen: dict[tuple[str, int], tuple] = {}
+    seen: dict[tuple[str, int], tuple[Any, ...]] = {}
     for inc, changed in incidents:
         seq, opened, updated = seq_of(inc), iso(inc.opened_at) or "", iso(inc.updated_at) or ""
         current = frozenset(facets(inc, cache))

@@ -1,7 +1,7 @@
 """PostgreSQL backend (psycopg 3), for deployments that already run a database."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 
@@ -19,7 +19,7 @@ class PostgresStore(SqlStore):
         self.password = password  # from storage.postgres_password(_file): kept out of the DSN and the logs
 
     def _connect(self) -> Any:
-        extra = {"password": self.password} if self.password else {}
+        extra: dict[str, Any] = {"password": self.password} if self.password else {}
         # A partitioned or dead server must fail calls within seconds, not hang them: the engine lease
         # (and the 503 that makes Alertmanager retry) depend on noticing.
         return psycopg.connect(self.dsn, autocommit=False, connect_timeout=5, keepalives=1, keepalives_idle=5,
@@ -39,7 +39,8 @@ class PostgresStore(SqlStore):
         pass  # psycopg opens a transaction on the first statement
 
     def _lost(self, conn: Any) -> bool:
-        return conn.closed or conn.broken
+        return cast(bool, conn.closed or conn.broken)
 
     async def size_bytes(self) -> int | None:
-        return (await self._run(self._query, "SELECT pg_database_size(current_database())"))[0][0]
+        rows: list[tuple[Any, ...]] = await self._run(self._query, "SELECT pg_database_size(current_database())")
+        return cast(int | None, rows[0][0])

@@ -66,11 +66,11 @@ GPU_COLUMNS = ("uuid", "serial", "pci_bus_id", "model", "cluster", "node", "firs
 _GPU_SELECT = "SELECT " + ", ".join(GPU_COLUMNS) + " FROM gpus"
 
 
-def _gpu(row: tuple) -> dict[str, Any]:
+def _gpu(row: tuple[Any, ...]) -> dict[str, Any]:
     return dict(zip(GPU_COLUMNS, row))
 
 
-def _history(row: tuple) -> dict[str, Any]:
+def _history(row: tuple[Any, ...]) -> dict[str, Any]:
     doc = history_doc(json.loads(row[10]))
     return {"uuid": row[0], "incident": row[1], "seq": row[2], "cluster": row[3], "node": row[4], "openedAt": row[5],
             "updatedAt": row[6], "status": row[7], "severity": row[8], "title": row[9], **doc}
@@ -84,7 +84,7 @@ class HistoryReads:
     """Mixed into SqlStore: each method runs on the store thread through ``_run``."""
 
     _run: Callable[..., Any]
-    _query: Callable[..., list[tuple]]
+    _query: Callable[..., list[tuple[Any, ...]]]
 
     async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, dict[str, Any]]]:
         statement, args = incident_sql(q)
