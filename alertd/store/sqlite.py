@@ -126,5 +126,16 @@ class SqliteStore(SqlStore):
         return total
 
     def set_max_pages(self, pages: int) -> None:
-        """Cap the database size from now on (simulates a full disk in tests)."""
-        self._executor.submit(lambda: self._conn.execute(f"PRAGMA max_page_count={int(pages)}")).result()
+        """Cap the database size from now on (simulates a full disk in tests).
+
+        A cap at or below the current size first vacuums the free pages away: pruned
+        inbox bodies leave free pages that SQLite would reuse, so a cap alone would not
+        make the next write fail the way a full disk with no free pages does.
+        """
+        def cap() -> None:
+            current = int(self._conn.execute("PRAGMA page_count").fetchone()[0])
+            if pages <= current:
+                self._conn.execute("VACUUM")
+            self._conn.execute(f"PRAGMA max_page_count={int(pages)}")
+
+        self._executor.submit(cap).result()
