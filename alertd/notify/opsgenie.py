@@ -25,6 +25,8 @@ from urllib.parse import quote
 
 import aiohttp
 
+from alertd.notify.http import LazySession
+
 from alertd.delivery import Intent, OutboxItem, Target
 from alertd.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident
 from alertd.notify.integration import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
@@ -85,12 +87,10 @@ class OpsgenieNotifier(Notifier):
 
     def __init__(self, settings: OpsgenieSettings, store: NotifyStore, clock: Callable[[], datetime]):
         self.settings, self.store, self.clock = settings, store, clock
-        self._session: aiohttp.ClientSession | None = None
+        self._http_session = LazySession(self.settings.timeout)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http_session.close()
 
     async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
         item = items[0]
@@ -122,11 +122,9 @@ class OpsgenieNotifier(Notifier):
         return Delivered(ref=json.dumps({"state": "created", "severity": inc.severity}))
 
     async def _send(self, key: str, path: str, body: dict[str, Any]) -> None:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.settings.timeout))
         url = self.settings.api_url.rstrip("/") + path
         try:
-            async with self._session.post(url, json=body, headers={"Authorization": f"GenieKey {key}"}) as resp:
+            async with self._http_session.get().post(url, json=body, headers={"Authorization": f"GenieKey {key}"}) as resp:
                 status, text = resp.status, await resp.text()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise DeliveryError(f"Opsgenie {path}: {type(exc).__name__}: {exc}", retry=True) from None

@@ -32,6 +32,8 @@ from typing import Any, Callable
 
 import aiohttp
 
+from alertd.notify.http import LazySession
+
 from alertd.delivery import Intent, OutboxItem, Target
 from alertd.durations import format_duration
 from alertd.enrichment import Owners
@@ -91,18 +93,14 @@ class PagerDutyNotifier(Notifier):
 
     def __init__(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime]):
         self.settings, self.store, self.clock = settings, store, clock
-        self._session: aiohttp.ClientSession | None = None
+        self._http_session = LazySession(self.settings.timeout)
         self.rejected = 0  # 400 answers: malformed events, never retried
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http_session.close()
 
     def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.settings.timeout))
-        return self._session
+        return self._http_session.get()
 
     async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
         item = items[0]

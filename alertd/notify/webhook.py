@@ -32,6 +32,8 @@ from typing import Any, Callable
 
 import aiohttp
 
+from alertd.notify.http import LazySession
+
 from alertd.delivery import Intent, OutboxItem, Target
 from alertd.enrichment import Owners
 from alertd.model import OPEN, Incident, iso
@@ -98,12 +100,10 @@ class WebhookNotifier(Notifier):
     def __init__(self, settings: WebhookSettings, store: NotifyStore, clock: Callable[[], datetime]):
         self.settings, self.store, self.clock = settings, store, clock
         self.links = Links(settings.runbook_base_url, settings.alertmanager_url, settings.alertd_url)
-        self._session: aiohttp.ClientSession | None = None
+        self._http_session = LazySession(self.settings.timeout)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._http_session.close()
 
     async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
         head = items[0]
@@ -134,14 +134,12 @@ class WebhookNotifier(Notifier):
         return Delivered(ref=SENT)
 
     async def _post(self, endpoint: Endpoint, doc: dict[str, Any], delivery: str) -> None:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.settings.timeout))
         body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
         ts = str(int(time.time()))
         headers = {**dict(endpoint.headers), "Content-Type": "application/json", "X-Alertd-Timestamp": ts,
                    "X-Alertd-Signature": sign(endpoint.secret, ts, body), "X-Alertd-Delivery": delivery}
         try:
-            async with self._session.post(endpoint.url, data=body, headers=headers) as resp:
+            async with self._http_session.get().post(endpoint.url, data=body, headers=headers) as resp:
                 status, text = resp.status, await resp.text()
                 retry_after = resp.headers.get("Retry-After")
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
