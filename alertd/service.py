@@ -25,14 +25,14 @@ from alertd.engine.pipeline import Engine
 from alertd.ha import commands
 from alertd.ha.elector import Elector, replica_name
 from alertd.metrics import Metrics
-from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident
+from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident, parse_iso
 from alertd.notify.integration import Notifier
 from alertd.notify.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter
-from alertd.receive.webhook import delivery_key
+from alertd.receive.webhook import BadPayload, delivery_key, read_notification, share_strings
 from alertd.rules import RuleSet, load_rules
-from alertd.store.base import AppendResult, AuditEntry, InboxEntry, Step, Store, StoreUnavailable
+from alertd.store.base import AppendResult, AuditEntry, InboxEntry, Pending, Step, Store, StoreUnavailable
 
 log = logging.getLogger(__name__)
 KEEP_EVENTS_IN_MEMORY = 20
@@ -73,6 +73,7 @@ class Service:
         self._handoff: deque[tuple[int, Alert]] = deque()
         self._from_store = True
         self._drained_upto = 0  # highest inbox seq consumed while reading from the store
+        self._pending_counted_at = 0.0
         self._append_failed_at = 0.0
         self._append_ok_at = 0.0
         self.metrics.reload_ok.set(1)
@@ -196,10 +197,14 @@ class Service:
 
     # ----- receive -----
 
-    async def receive(self, alerts: list[Alert]) -> AppendResult:
-        entries = [InboxEntry(self._dedup(a), a.received_at or self.clock(), a.to_wire()) for a in alerts]
+    async def receive(self, alerts: list[Alert], body: bytes | None = None) -> AppendResult:
+        """Store alerts durably; ``body`` is the webhook they were read from (read_notification), stored once
+        instead of each alert's wire form."""
+        now = self.clock()
+        entries = [InboxEntry(self._dedup(a), a.received_at or now, None if body is not None else a.to_wire(), i)
+                   for i, a in enumerate(alerts)]
         try:
-            result = await self.store.append_inbox(entries)
+            result = await self.store.append_inbox(entries, body)
         except StoreUnavailable:
             self.metrics.store_errors.labels("append").inc()
             self._append_failed_at = time.monotonic()
@@ -261,16 +266,18 @@ class Service:
     async def process_pending(self) -> bool:
         """Run one slice of stored alerts through the engine; True when more is waiting."""
         if self._from_store or self.shared_inbox:
-            rows = await self.store.pending_inbox(self.cfg.batch_size)
-            if not rows:
+            pending = await self.store.pending_inbox(self.cfg.batch_size)
+            if not pending.rows:
                 self._from_store = False
                 if self.shared_inbox:
                     return False
             else:
-                batch = [(seq, Alert.from_wire(doc)) for seq, doc in rows]
-                self._drained_upto = max(self._drained_upto, batch[-1][0])
+                batch = await self._read_pending(pending)
+                self._drained_upto = max(self._drained_upto, pending.rows[-1].seq)
                 await self._ingest(batch)
-                self.metrics.inbox_pending.set((await self.store.stats()).get("inbox_pending", 0))
+                if time.monotonic() - self._pending_counted_at > 1.0:  # a count, not on every step
+                    self._pending_counted_at = time.monotonic()
+                    self.metrics.inbox_pending.set((await self.store.stats()).get("inbox_pending", 0))
                 return True
         while self._handoff and self._handoff[0][0] <= self._drained_upto:
             self._handoff.popleft()  # already consumed from the store
@@ -282,8 +289,30 @@ class Service:
         self.metrics.inbox_pending.set(len(self._handoff))
         return bool(self._handoff)
 
+    async def _read_pending(self, pending: Pending) -> list[tuple[int, Alert]]:
+        """Inbox rows back to alerts: a wire form each, or the webhook they came in (read once per body)."""
+        batch: list[tuple[int, Alert]] = []
+        hooks: dict[int, list[Alert] | str] = {}
+        unreadable: dict[str, list[int]] = {}
+        for row in pending.rows:
+            if row.alert is not None:
+                batch.append((row.seq, Alert.from_wire(row.alert)))
+                continue
+            alerts = hooks.get(row.hook) if row.hook is not None else "its webhook body is missing"
+            if alerts is None and row.hook is not None:
+                alerts = hooks[row.hook] = _hook_alerts(pending.hooks.get(row.hook))
+            if isinstance(alerts, str) or row.pos >= len(alerts):
+                unreadable.setdefault(alerts if isinstance(alerts, str) else "no alert at its position", []).append(row.seq)
+            else:
+                batch.append((row.seq, alerts[row.pos]))
+        for why, seqs in unreadable.items():  # stored by an older version, or damaged: set aside, never block
+            self.metrics.store_errors.labels("quarantine").inc(len(seqs))
+            await self.store.quarantine_inbox(seqs, why)
+        return batch
+
     async def _ingest(self, batch: list[tuple[int, Alert]]) -> None:
         alerts = [a for _, a in batch]
+        share_strings(alerts)
         try:
             await self._step(lambda engine, now: engine.ingest(alerts, now), processed=[seq for seq, _ in batch])
         except StoreUnavailable:
@@ -445,3 +474,14 @@ class Service:
         self.metrics.reload_time.set(time.time())
         log.info("rules reloaded from %s", ", ".join(rules.sources))
         return True, ""
+
+
+def _hook_alerts(hook: tuple[str, bytes] | None) -> list[Alert] | str:
+    """A stored webhook's alerts, or why they cannot be read."""
+    if hook is None:
+        return "its webhook body is missing"
+    received, body = hook
+    try:
+        return read_notification(body, parse_iso(received) or datetime.now(timezone.utc)).alerts
+    except BadPayload as exc:
+        return f"its stored webhook no longer reads: {exc}"

@@ -210,7 +210,7 @@ def print_profile(path: Path, top: int = 25) -> None:
     groups = {
         "JSON decode (json.loads)": ("json/decoder.py", "json/__init__.py:299"),
         "JSON encode (json.dumps)": ("json/encoder.py",),
-        "schema validation": ("fastjsonschema", "jsonschema", "validate_https___alertd"),
+        "decoding and validation (msgspec, jsonschema)": ("msgspec", "jsonschema", "alertd/receive/wire.py"),
         "receiver (web/app.py, receive/)": ("alertd/web/app.py", "alertd/receive/webhook.py"),
         "engine (engine/, normalize, classify)": ("alertd/engine/", "alertd/receive/normalize.py", "alertd/gpu/",
                                                   "alertd/matchers.py"),

@@ -1,20 +1,19 @@
 """Alertmanager webhook v4: bytes in, alerts out, or an error naming the field."""
 from __future__ import annotations
 
-import copy
-import functools
 import hashlib
 import json
 import re
 from sys import intern
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
-import fastjsonschema
+import msgspec
 
 from alertd.model import Alert, parse_iso
-from alertd.schemas import describe, schema, validator
+from alertd.receive import wire
+from alertd.schemas import describe, validator
 
 ZERO_TIME_PREFIX = "0001-01-01"
 # Alert times the engine can do arithmetic on (windows, hold-downs) without leaving datetime's range.
@@ -97,50 +96,43 @@ def fingerprint_of(labels: dict[str, str]) -> str:
     return digest[:16]
 
 
-@functools.cache
-def fast_validator() -> Callable[[Any], Any]:
-    """The webhook schema compiled to Python: ~25x faster than interpreting it, on the hot path.
+def read_notification(raw: bytes, received_at: datetime) -> Notification:
+    """The receive path: bytes to alerts, or BadPayload naming the field.
 
-    The schema only uses keywords that mean the same in draft 7, which
-    fastjsonschema compiles; jsonschema still explains rejected input.
+    msgspec decodes and checks the webhook schema's rules in one pass in C
+    (alertd/receive/wire.py); whatever it refuses is decoded again by
+    decode_body and judged by the JSON Schema, so a rejection names the field
+    in the schema's words, and a document only msgspec is stricter about
+    (``1.0`` as an integer, NaN in an unknown field) is still taken.
     """
-    # A deep copy: fastjsonschema writes into the schema it compiles, and schema() is shared and cached.
-    compiled = dict(copy.deepcopy(schema("webhook")), **{"$schema": "http://json-schema.org/draft-07/schema#"})
-    return fastjsonschema.compile(compiled)
+    try:
+        hook = wire.DECODER.decode(raw)
+    except msgspec.DecodeError:  # ValidationError too: not JSON, or not the webhook's shape
+        return parse_notification(decode_body(raw), received_at)
+    if _SUSPECT_ESCAPE_BYTES.search(raw):  # a NUL or lone surrogate, named by the slow path
+        return parse_notification(decode_body(raw), received_at)
+    receiver, external_url = hook.receiver, hook.externalURL
+    alerts = [_alert(i, a.fingerprint, a.status, a.labels, a.annotations, a.startsAt, a.endsAt, a.generatorURL,
+                     receiver, external_url, received_at) for i, a in enumerate(hook.alerts)]
+    return Notification(receiver=receiver, status=hook.status, group_key=hook.groupKey, external_url=external_url,
+                        truncated=hook.truncatedAlerts, alerts=alerts, group_labels=hook.groupLabels)
+
+
+_SUSPECT_ESCAPE_BYTES = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
 
 
 def parse_notification(doc: Any, received_at: datetime) -> Notification:
-    try:
-        fast_validator()(doc)
-    except fastjsonschema.JsonSchemaValueException as fast:  # the slow, message-building path only for bad input
-        errors = list(validator("webhook").iter_errors(doc))
-        if not errors:  # the two validators disagree: still refuse, with the compiled one's words
-            raise BadPayload(fast.message, ".".join(fast.path[1:]) or "document") from None
+    """A decoded document checked against the webhook schema (jsonschema): the path that explains."""
+    errors = list(validator("webhook").iter_errors(doc))
+    if errors:
         error = min(errors, key=lambda e: len(e.absolute_path))
         path = ".".join(str(p) for p in error.absolute_path)
-        raise BadPayload(describe(error), path or "document") from None
+        raise BadPayload(describe(error), path or "document")
     receiver = doc.get("receiver", "")
     external_url = doc.get("externalURL", "")
-    alerts = []
-    for i, item in enumerate(doc["alerts"]):
-        ends_raw = item.get("endsAt") or ""
-        # Label names and values repeat across alerts (cluster, node, model, alertname): one copy each.
-        labels = {intern(k): intern(v) for k, v in item["labels"].items()}
-        alerts.append(
-            Alert(
-                fingerprint=(item.get("fingerprint") or fingerprint_of(labels)).lower(),
-                status=item["status"],
-                labels=labels,
-                annotations=item.get("annotations") or {},
-                starts_at=_timestamp(item["startsAt"], f"alerts.{i}.startsAt"),  # type: ignore[arg-type]
-                ends_at=None if not ends_raw or ends_raw.startswith(ZERO_TIME_PREFIX)
-                else _timestamp(ends_raw, f"alerts.{i}.endsAt"),
-                generator_url=item.get("generatorURL", ""),
-                receiver=receiver,
-                external_url=external_url,
-                received_at=received_at,
-            )
-        )
+    alerts = [_alert(i, item.get("fingerprint") or "", item["status"], item["labels"], item.get("annotations") or {},
+                     item["startsAt"], item.get("endsAt") or "", item.get("generatorURL", ""), receiver,
+                     external_url, received_at) for i, item in enumerate(doc["alerts"])]
     return Notification(
         receiver=receiver,
         status=doc["status"],
@@ -149,6 +141,24 @@ def parse_notification(doc: Any, received_at: datetime) -> Notification:
         truncated=int(doc.get("truncatedAlerts") or 0),
         alerts=alerts,
         group_labels=dict(doc.get("groupLabels") or {}),
+    )
+
+
+def _alert(i: int, fingerprint: str, status: str, raw_labels: dict[str, str], annotations: dict[str, str],
+           starts_raw: str, ends_raw: str, generator_url: str, receiver: str, external_url: str,
+           received_at: datetime) -> Alert:
+    return Alert(
+        fingerprint=(fingerprint or fingerprint_of(raw_labels)).lower(),
+        status=status,
+        labels=raw_labels,
+        annotations=annotations,
+        starts_at=_timestamp(starts_raw, f"alerts.{i}.startsAt"),  # type: ignore[arg-type]
+        ends_at=None if not ends_raw or ends_raw.startswith(ZERO_TIME_PREFIX)
+        else _timestamp(ends_raw, f"alerts.{i}.endsAt"),
+        generator_url=generator_url,
+        receiver=receiver,
+        external_url=external_url,
+        received_at=received_at,
     )
 
 
@@ -161,6 +171,13 @@ def _timestamp(value: str, where: str) -> datetime | None:
     if ts is not None and not EARLIEST <= ts < LATEST:
         raise BadPayload(f"{where}: {value!r} is outside the supported range (1970 to 8999)", where)
     return ts
+
+
+def share_strings(alerts: list[Alert]) -> None:
+    """Label names and values repeat across alerts (cluster, node, model, alertname): one copy each in the
+    engine's memory. Done where alerts enter the engine, not on the receive path."""
+    for a in alerts:
+        a.labels = {intern(k): intern(v) for k, v in a.labels.items()}
 
 
 def delivery_key(alert: Alert) -> str:

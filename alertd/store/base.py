@@ -17,8 +17,8 @@ from alertd.memory import ESCALATION, SENT, Cordon, MemoryDelta, RouterMemory
 from alertd.engine.correlate import EngineState
 from alertd.model import Change, Incident
 
-__all__ = ["AppendResult", "Cordon", "ESCALATION", "EngineState", "InboxEntry", "MemoryDelta", "OutboxItem",
-           "RouterMemory", "SENT", "Step", "Store", "StoreUnavailable"]
+__all__ = ["AppendResult", "Cordon", "ESCALATION", "EngineState", "InboxEntry", "MemoryDelta", "OutboxItem", "Pending",
+           "PendingRow", "RouterMemory", "SENT", "Step", "Store", "StoreUnavailable"]
 
 
 class StoreUnavailable(RuntimeError):
@@ -29,7 +29,24 @@ class StoreUnavailable(RuntimeError):
 class InboxEntry:
     dedup: str
     received_at: datetime
-    alert: dict[str, Any]
+    alert: dict[str, Any] | None = None  # the wire form; None when the webhook's body is stored (see ``pos``)
+    pos: int = 0  # the alert's index in that body
+
+
+@dataclass(slots=True)
+class PendingRow:
+    """An inbox row the engine has not taken: its wire form, or where it is in a stored webhook body."""
+
+    seq: int
+    alert: dict[str, Any] | None
+    hook: int | None = None
+    pos: int = 0
+
+
+@dataclass(slots=True)
+class Pending:
+    rows: list[PendingRow] = field(default_factory=list)
+    hooks: dict[int, tuple[str, bytes]] = field(default_factory=dict)  # id -> (received_at, body as received)
 
 
 @dataclass(slots=True)
@@ -78,11 +95,12 @@ class Store(abc.ABC):
     async def close(self) -> None: ...
 
     @abc.abstractmethod
-    async def append_inbox(self, entries: list[InboxEntry]) -> AppendResult:
-        """Durably store alerts; return only after commit. Raise StoreUnavailable if impossible."""
+    async def append_inbox(self, entries: list[InboxEntry], body: bytes | None = None) -> AppendResult:
+        """Durably store alerts (with ``body``: the webhook as received, stored once for all its entries);
+        return only after commit. Raise StoreUnavailable if impossible."""
 
     @abc.abstractmethod
-    async def pending_inbox(self, limit: int) -> list[tuple[int, dict[str, Any]]]: ...
+    async def pending_inbox(self, limit: int) -> Pending: ...
 
     @abc.abstractmethod
     async def quarantine_inbox(self, seqs: list[int], error: str) -> None:

@@ -8,7 +8,6 @@ commit, so durability costs one fsync per batch, not per webhook.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -18,20 +17,20 @@ from alertd.delivery import LEGACY_KINDS
 from alertd.engine.correlate import EngineState
 from alertd.model import CLOSED, Incident, iso, parse_iso
 from alertd.store import history, sql
-from alertd.store.base import (ESCALATION, SENT, AppendResult, AuditEntry, InboxEntry, MemoryDelta, OutboxItem,
+from alertd.store.base import (ESCALATION, SENT, AuditEntry, MemoryDelta, OutboxItem,
                                RouterMemory, Step, Store, StoreUnavailable)
 from alertd.store.compact import compact_member
 from alertd.store.coordination import CoordinationMixin
+from alertd.store.inbox import InboxMixin, Queued
 from alertd.store.reads import HistoryReads, IncidentQuery
 
 log = logging.getLogger(__name__)
 RECENT_EVENTS = 20
-INSERT_CHUNK = 500
 PRUNE_BATCH = 500  # rows per pruning transaction
 PRUNE_MAX_BATCHES = 200  # per table and housekeeping round (the rest waits for the next round)  # rows per INSERT statement (3 parameters each; SQLite allows 32766)
 
 
-class SqlStore(HistoryReads, CoordinationMixin, Store):
+class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     serial = "INTEGER"
     placeholder = "?"
     unavailable: tuple[type[BaseException], ...] = ()
@@ -39,7 +38,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
     def __init__(self) -> None:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"alertd-{type(self).__name__}")
         self._conn: Any = None
-        self._queue: list[tuple[list[InboxEntry], asyncio.Future[AppendResult]]] = []
+        self._queue: list[Queued] = []
         self._flushing = False
         self._facets = history.FacetCache()
 
@@ -57,6 +56,9 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
 
     def _after_write(self) -> None:
         """Called on the store thread after each committed write transaction (backend hook)."""
+
+    def _end(self) -> None:
+        """Called on the store thread when a write transaction ended, committed or not (backend hook)."""
 
     # ----- plumbing -----
 
@@ -94,6 +96,7 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
             raise
         finally:
             cur.close()
+            self._end()
         self._after_write()
         return result
 
@@ -172,86 +175,12 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
         await asyncio.get_running_loop().run_in_executor(self._executor, do)  # no reconnect just to close
         self._executor.shutdown(wait=True)
 
-    # ----- inbox, with group commit -----
-
-    async def append_inbox(self, entries: list[InboxEntry]) -> AppendResult:
-        fut: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
-        self._queue.append((entries, fut))
-        if not self._flushing:
-            self._flushing = True
-            asyncio.get_running_loop().create_task(self._flush_inbox())
-        return await fut
-
-    async def _flush_inbox(self) -> None:
-        try:
-            while self._queue:
-                batch, self._queue = self._queue, []
-                await self._store_batch(batch)
-        finally:
-            self._flushing = False
-
-    async def _store_batch(self, batch: list[tuple[list[InboxEntry], asyncio.Future[AppendResult]]]) -> None:
-        try:
-            results = await self._run(self._tx, lambda cur: [self._insert(cur, e) for e, _ in batch])
-        except StoreUnavailable as exc:  # the store itself refuses: every waiter gets 503
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
-            return
-        except Exception as exc:
-            if len(batch) > 1:  # one request's bad entry must not cost the others their data
-                for one in batch:
-                    await self._store_batch([one])
-                return
-            _, fut = batch[0]
-            if not fut.done():
-                fut.set_exception(StoreUnavailable(f"{type(exc).__name__}: {exc}"))
-            return
-        for (_, fut), result in zip(batch, results):
-            if not fut.done():
-                fut.set_result(result)
-
-    def _insert(self, cur: Any, entries: list[InboxEntry]) -> AppendResult:
-        """One multi-row INSERT per request; RETURNING names the rows that were new (not redeliveries).
-
-        The bodies of the new rows go to inbox_bodies, deleted once the engine has taken them."""
-        fresh: dict[str, int] = {}
-        for start in range(0, len(entries), INSERT_CHUNK):
-            chunk = entries[start:start + INSERT_CHUNK]
-            values = ", ".join(["(?, ?, '')"] * len(chunk))
-            cur.execute(self._q(f"INSERT INTO inbox (dedup, received_at, alert) VALUES {values} "
-                                "ON CONFLICT (dedup) DO NOTHING RETURNING dedup, seq"),
-                        [v for e in chunk for v in (e.dedup, iso(e.received_at))])
-            fresh.update(cur.fetchall())
-        bodies = [(fresh[e.dedup], sql.dumps(e.alert)) for e in {e.dedup: e for e in reversed(entries)}.values()
-                  if e.dedup in fresh]  # a key twice in one request: the first is the new one
-        for start in range(0, len(bodies), INSERT_CHUNK):
-            body_chunk = bodies[start:start + INSERT_CHUNK]
-            cur.execute(self._q("INSERT INTO inbox_bodies (seq, alert) VALUES " + ", ".join(["(?, ?)"] * len(body_chunk))),
-                        [v for row in body_chunk for v in row])
-        seqs = [fresh.pop(e.dedup, None) for e in entries]  # a key twice in one request: the first is new
-        stored = sum(1 for seq in seqs if seq is not None)
-        return AppendResult(stored=stored, duplicates=len(entries) - stored, seqs=seqs)
-
-    async def pending_inbox(self, limit: int) -> list[tuple[int, dict[str, Any]]]:
-        rows = await self._run(self._query, "SELECT i.seq, b.alert FROM inbox i JOIN inbox_bodies b ON b.seq = i.seq "
-                               "WHERE i.processed = 0 ORDER BY i.seq LIMIT ?", (limit,))
-        return [(seq, json.loads(doc)) for seq, doc in rows]
-
-    async def quarantine_inbox(self, seqs: list[int], error: str) -> None:
-        await self._run(self._ftx, lambda cur: cur.executemany(
-            self._q("UPDATE inbox SET processed = 2 WHERE seq = ?"), [(s,) for s in seqs]))
-        log.error("quarantined inbox rows %s (processed = 2): %s", seqs, error)
-
     # ----- engine steps -----
 
     async def commit_step(self, step: Step) -> None:
         def do(cur: Any) -> history.Written:
             if step.processed:
-                # The body is in the incident's member now: the row stays only as the redelivery dedup key.
-                done = [(s,) for s in step.processed]
-                cur.executemany(self._q("UPDATE inbox SET processed = 1 WHERE seq = ?"), done)
-                cur.executemany(self._q("DELETE FROM inbox_bodies WHERE seq = ?"), done)
+                self._consume(cur, step.processed)
             for change in step.changes:
                 inc = change.incident
                 cur.execute(self._q(sql.UPSERT_INCIDENT), sql.incident_row(inc, self._stored_doc))
@@ -394,6 +323,9 @@ class SqlStore(HistoryReads, CoordinationMixin, Store):
         statements = [
             ("DELETE FROM inbox WHERE seq IN (SELECT seq FROM inbox WHERE processed = 1 AND received_at < ? LIMIT ?)",
              cutoff),
+            # bodies whose rows were all set aside (quarantined) or pruned: kept for inspection until then
+            ("DELETE FROM inbox_hooks WHERE id IN (SELECT h.id FROM inbox_hooks h WHERE h.received_at < ? AND NOT EXISTS "
+             "(SELECT 1 FROM inbox i WHERE i.hook = h.id AND i.processed = 0) LIMIT ?)", cutoff),
             ("DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE state = 'done' AND done_at < ? LIMIT ?)",
              cutoff),
             ("DELETE FROM commands WHERE id IN (SELECT id FROM commands WHERE state = 'done' AND created_at < ? LIMIT ?)",

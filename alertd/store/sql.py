@@ -125,6 +125,14 @@ MIGRATIONS: list[list[str]] = [
     [  # outbox items name an intent (show, timeline, page, escalate, resolve), not a notifier's verb
         *(f"UPDATE outbox SET kind = '{intent.value}' WHERE kind = '{old}'" for old, intent in LEGACY_KINDS.items()),
     ],
+    [  # a webhook's body is stored once, as received; its alerts' inbox rows point at it (hook, pos) and it is
+       # deleted when the engine has taken the last of them (pending counts down). Rows stored before keep their
+       # bodies in inbox_bodies, and alerts alertd makes itself (reconciliation) still go there.
+        "CREATE TABLE inbox_hooks (id {serial} PRIMARY KEY, received_at TEXT NOT NULL, pending INTEGER NOT NULL, "
+        "body TEXT NOT NULL)",
+        "ALTER TABLE inbox ADD COLUMN hook BIGINT",
+        "ALTER TABLE inbox ADD COLUMN pos INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 
 UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)

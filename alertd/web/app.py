@@ -15,7 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from alertd.ha.commands import CommandTimeout
 from alertd.model import parse_iso
-from alertd.receive.webhook import BadPayload, decode_body, parse_notification
+from alertd.receive.webhook import BadPayload, read_notification
 from alertd.service import Service
 from alertd.store.base import StoreUnavailable
 from alertd.web import api, slack_actions, ui
@@ -54,12 +54,12 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
         return _json({"error": f"body exceeds the limit of {svc.cfg.max_body_bytes} bytes"}, 413)
     received_at = svc.clock()
     try:
-        note = parse_notification(decode_body(raw), received_at)
+        note = read_notification(raw, received_at)
     except BadPayload as exc:
         svc.metrics.rejected.labels(exc.reason).inc()
         return _json(exc.to_json(), 400)
     try:
-        result = await svc.receive(note.alerts)
+        result = await svc.receive(note.alerts, raw)
     except StoreUnavailable as exc:
         svc.metrics.rejected.labels("store_unavailable").inc()
         log.error("webhook not stored, answering 503 so Alertmanager retries: %s", exc)

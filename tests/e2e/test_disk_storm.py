@@ -27,6 +27,7 @@ def test_storm_keeps_the_wal_and_the_data_dir_bounded(tmp_path):
         with server.db() as conn:
             assert conn.execute("SELECT count(*) FROM members").fetchone()[0] == NODES * 8
             assert conn.execute("SELECT count(*) FROM inbox_bodies").fetchone()[0] == 0  # each body stored once
+            assert conn.execute("SELECT count(*) FROM inbox_hooks").fetchone()[0] == 0  # and gone once taken
         gauge = server.metrics().get("alertd_store_bytes", 0)
         assert 0 < gauge <= sizes.final_dir * 1.1
     finally:

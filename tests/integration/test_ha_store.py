@@ -8,7 +8,7 @@ import pytest
 
 from alertd.ha.lease import Fenced
 from alertd.store.base import InboxEntry, Step
-from tests.support.stores import make_store, store  # noqa: F401  (fixtures)
+from tests.support.stores import make_store, pending, store  # noqa: F401  (fixtures)
 
 
 async def test_one_holder_at_a_time_and_takeover_after_expiry(store):
@@ -41,11 +41,11 @@ async def test_a_deposed_leader_cannot_write(make_store):
         seqs = (await new.append_inbox([InboxEntry("k2", datetime.now(timezone.utc), {"x": 2})])).seqs
         with pytest.raises(Fenced):
             await old.commit_step(Step(processed=[s for s in seqs if s]))
-        assert [seq for seq, _ in await new.pending_inbox(10)] == seqs  # the refused step changed nothing
+        assert [seq for seq, _ in await pending(new, 10)] == seqs  # the refused step changed nothing
         with pytest.raises(Fenced):
             await old.finish_outbox_batch([(1, None)])
         await new.commit_step(Step(processed=[s for s in seqs if s]))
-        assert await new.pending_inbox(10) == []
+        assert await pending(new, 10) == []
     finally:
         await old.close()
         await new.close()

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from alertd.model import GPU, Change, Event, Incident, Member, Signal, Subject
+from alertd.model import GPU, Change, Event, Incident, Member, Signal, Subject, iso
 from alertd.store import sql
 from alertd.store.base import (ESCALATION, SENT, InboxEntry, MemoryDelta, OutboxItem, RouterMemory, Step, Store,
                                StoreUnavailable)
 from alertd.store.dbapi import RECENT_EVENTS
 from alertd.store.sqlite import SqliteStore
-from tests.support.stores import make_store, store  # noqa: F401  (fixtures)
+from tests.support.stores import make_store, pending, store  # noqa: F401  (fixtures)
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
 SQLITE_DEFAULT_MAX_PAGES = 1_073_741_823
@@ -101,7 +101,7 @@ async def test_migrations_are_idempotent_on_reopen(make_store):
         again = make_store()
         await again.open()
         assert await query(again, "SELECT version FROM schema_version") == [(len(sql.MIGRATIONS),)]
-        assert [seq for seq, _ in await again.pending_inbox(10)] == [1]
+        assert [seq for seq, _ in await pending(again, 10)] == [1]
         assert (await again.append_inbox([entry("a|1|firing")])).duplicates == 1
         await again.close()
 
@@ -132,24 +132,24 @@ async def test_concurrent_appends_share_a_commit_and_each_gets_its_own_counts(st
     assert all(r.stored + r.duplicates == 4 for r in results)
     assert sum(r.stored for r in results) == 42  # c0 .. c41
     assert sum(r.duplicates for r in results) == 20 * 4 - 42
-    rows = await store.pending_inbox(100)
+    rows = await pending(store, 100)
     assert len({doc["fingerprint"] for _, doc in rows}) == 42
 
 
 async def test_pending_inbox_is_oldest_first_and_round_trips_documents(store):
     doc = {"labels": {"node": "gpu-node-ü", "emoji": "🔥", "quote": 'a"b\\c'}, "nested": [1, 2.5, None, True]}
     await store.append_inbox([entry(f"p{i}|1|firing", **doc) for i in range(5)])
-    rows = await store.pending_inbox(3)
+    rows = await pending(store, 3)
     assert [seq for seq, _ in rows] == [1, 2, 3]
     assert rows[0][1] == {"fingerprint": "p0", **doc}
-    assert [d["fingerprint"] for _, d in await store.pending_inbox(100)] == [f"p{i}" for i in range(5)]
+    assert [d["fingerprint"] for _, d in await pending(store, 100)] == [f"p{i}" for i in range(5)]
 
 
 # ----- engine steps -----
 
 async def test_commit_step_is_all_or_nothing(store):
     await store.append_inbox([entry(f"s{i}|1|firing") for i in range(3)])
-    seqs = [seq for seq, _ in await store.pending_inbox(10)]
+    seqs = [seq for seq, _ in await pending(store, 10)]
     good = incident(1, node="gpu-node-1", members=("s0", "s1"))
     bad = incident(2, node="gpu-node-2", members=("s2",))
     bad.members["s2"] = ExplodingMember(**{f: getattr(bad.members["s2"], f) for f in Member.__slots__})
@@ -169,7 +169,7 @@ async def test_commit_step_is_all_or_nothing(store):
     # The store is still usable, and the whole step lands at once.
     await store.commit_step(Step(processed=seqs, changes=[change(good)], outbox=[outbox("INC-1")], next_seq=3,
                                  heartbeat_at=at(5)))
-    assert await store.pending_inbox(10) == []
+    assert await pending(store, 10) == []
     assert [i["id"] for i in await store.list_incidents()] == ["INC-1"]
     assert len(await store.due_outbox(at(60), 10)) == 1
     state = await store.load_state()
@@ -217,7 +217,7 @@ async def test_router_memory_is_committed_with_the_step_or_not_at_all(make_store
 
 
 async def assert_nothing_committed(store: Store, seqs: list[int]) -> None:
-    assert [seq for seq, _ in await store.pending_inbox(10)] == seqs  # still pending: will be replayed
+    assert [seq for seq, _ in await pending(store, 10)] == seqs  # still pending: will be replayed
     assert await store.list_incidents() == []
     assert await store.get_incident("INC-1") is None
     assert await store.due_outbox(at(3600), 10) == []
@@ -357,7 +357,7 @@ async def test_prune_drops_only_processed_inbox_and_delivered_outbox_rows(store)
     old, new = datetime.now(timezone.utc) - timedelta(days=2), datetime.now(timezone.utc)
     await store.append_inbox([entry(f"old{i}|1|firing", old) for i in range(4)]
                              + [entry(f"new{i}|1|firing", new) for i in range(2)])
-    rows = await store.pending_inbox(10)
+    rows = await pending(store, 10)
     processed = [seq for seq, doc in rows if doc["fingerprint"] in ("old0", "old1", "old2", "new0")]
     await store.commit_step(Step(processed=processed, outbox=[outbox("INC-1", n=0), outbox("INC-1", n=1),
                                                               outbox("INC-2", n=0)]))
@@ -518,10 +518,52 @@ async def test_resolved_incidents_past_their_retention_are_pruned_with_members_a
 async def test_an_alert_body_is_kept_only_until_the_engine_took_it(store):
     await store.append_inbox([entry(f"b{i}|1|firing", node="gpu-node-1") for i in range(3)]
                              + [entry("b0|1|firing")])  # a key twice in one request: one row, one body
-    rows = await store.pending_inbox(10)
+    rows = await pending(store, 10)
     assert [doc["fingerprint"] for _, doc in rows] == ["b0", "b1", "b2"] and rows[0][1]["node"] == "gpu-node-1"
     assert (await query(store, "SELECT count(*) FROM inbox_bodies"))[0][0] == 3
     await store.commit_step(Step(processed=[rows[0][0], rows[1][0]]))
-    assert [doc["fingerprint"] for _, doc in await store.pending_inbox(10)] == ["b2"]
+    assert [doc["fingerprint"] for _, doc in await pending(store, 10)] == ["b2"]
     assert (await query(store, "SELECT count(*) FROM inbox_bodies"))[0][0] == 1  # only the pending one
     assert (await store.append_inbox([entry("b0|1|firing")])).duplicates == 1  # the dedup key stays
+
+
+def hook_entries(keys: list[str]) -> list[InboxEntry]:
+    """Entries whose alerts are in a stored webhook body, at their positions."""
+    return [InboxEntry(dedup=k, received_at=T0, pos=i) for i, k in enumerate(keys)]
+
+
+async def test_a_webhook_body_is_stored_once_and_goes_with_its_last_row(store):
+    body = '{"version": "4", "note": "ü 🚀", "alerts": [1, 2, 3]}'.encode()
+    first = await store.append_inbox(hook_entries(["w0|1|firing", "w1|1|firing", "w2|1|firing"]), body)
+    assert first.stored == 3
+    got = await store.pending_inbox(10)
+    assert [(r.alert, r.pos) for r in got.rows] == [(None, 0), (None, 1), (None, 2)]
+    (hook,) = {r.hook for r in got.rows}
+    assert got.hooks == {hook: (iso(T0), body)}  # as received, byte for byte
+    assert await query(store, "SELECT count(*) FROM inbox_bodies") == [(0,)]
+    # A redelivery of part of it stores only the new alert's row, and its body once more for that row.
+    again = await store.append_inbox(hook_entries(["w0|1|firing", "w3|1|firing"]), body)
+    assert (again.stored, again.duplicates) == (1, 1)
+    assert await query(store, "SELECT pending FROM inbox_hooks ORDER BY id") == [(3,), (1,)]
+    # A pure redelivery leaves no body behind.
+    assert (await store.append_inbox(hook_entries(["w1|1|firing"]), body)).duplicates == 1
+    assert await query(store, "SELECT count(*) FROM inbox_hooks") == [(2,)]
+    seqs = [r.seq for r in got.rows]
+    await store.commit_step(Step(processed=seqs[:2]))
+    assert await query(store, "SELECT pending FROM inbox_hooks ORDER BY id") == [(1,), (1,)]
+    await store.commit_step(Step(processed=seqs[2:]))
+    assert await query(store, "SELECT count(*) FROM inbox_hooks") == [(1,)]  # the first body went with its last row
+    rest = await store.pending_inbox(10)
+    assert [r.pos for r in rest.rows] == [1] and len(rest.hooks) == 1
+
+
+async def test_a_quarantined_alerts_body_stays_until_retention(store):
+    await store.append_inbox(hook_entries(["q0|1|firing", "q1|1|firing"]), b'{"alerts": []}')
+    seqs = [r.seq for r in (await store.pending_inbox(10)).rows]
+    await store.commit_step(Step(processed=seqs[:1]))
+    await store.quarantine_inbox(seqs[1:], "cannot be read")
+    assert await query(store, "SELECT count(*) FROM inbox_hooks") == [(1,)]  # kept for inspection
+    await store.prune(T0 - timedelta(days=1))
+    assert await query(store, "SELECT count(*) FROM inbox_hooks") == [(1,)]  # younger than the cutoff
+    await store.prune(T0 + timedelta(days=1))
+    assert await query(store, "SELECT count(*) FROM inbox_hooks") == [(0,)]

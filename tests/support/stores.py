@@ -6,7 +6,7 @@ the DSN). Import the fixtures into a test module: ``from tests.support.stores im
 from __future__ import annotations
 
 import uuid
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import quote
 
 import pytest
@@ -14,6 +14,10 @@ import pytest
 from alertd.store.base import Store
 from alertd.store.sqlite import SqliteStore
 
+
+async def pending(store: Store, limit: int) -> list[tuple[int, dict[str, Any] | None]]:
+    """The pending rows as (seq, wire form); None for an alert whose webhook body is stored."""
+    return [(row.seq, row.alert) for row in (await store.pending_inbox(limit)).rows]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -1,0 +1,84 @@
+"""The receive path's msgspec types never take what the webhook JSON Schema refuses, and take what it
+takes the same way: generated documents go through both paths and must agree."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from alertd.receive import wire
+from alertd.receive.webhook import BadPayload, decode_body, parse_notification, read_notification
+from alertd.schemas import validator
+from tests.support.webhook_strategies import mutated, schema_shaped
+from tests.support.webhooks import gpu_alert, webhook
+
+AT = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def _agree(doc: object) -> None:
+    raw = json.dumps(doc).encode()
+    schema_ok = isinstance(doc, dict) and not list(validator("webhook").iter_errors(doc))
+    try:
+        wire.DECODER.decode(raw)
+        wire_ok = True
+    except msgspec.DecodeError:  # ValidationError too
+        wire_ok = False
+    assert not (wire_ok and not schema_ok), f"msgspec took what the schema refuses: {raw[:300]!r}"
+    try:
+        fast = read_notification(raw, AT)
+    except BadPayload as exc:
+        fast = exc
+    try:
+        slow = parse_notification(decode_body(raw), AT)
+    except BadPayload as exc:
+        slow = exc
+    if isinstance(slow, BadPayload):
+        assert isinstance(fast, BadPayload) and (str(fast), fast.field) == (str(slow), slow.field)
+    else:
+        assert not isinstance(fast, BadPayload), fast
+        assert fast == slow
+
+
+@given(doc=st.one_of(schema_shaped(), mutated()))
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+def test_fast_and_schema_paths_agree_on_generated_webhooks(doc):
+    _agree(doc)
+
+
+def _doc(**changes) -> dict:
+    doc = webhook([gpu_alert("prod", "gpu-node-1", 0, 0, starts_at=AT)], cluster="prod", node="gpu-node-1")
+    alert = doc["alerts"][0]
+    for key, value in changes.items():
+        (alert if key in alert or key in ("endsAt", "fingerprint") else doc)[key] = value
+    return doc
+
+
+@pytest.mark.parametrize("changes", [
+    {"endsAt": ""}, {"fingerprint": ""}, {"endsAt": None}, {"annotations": None}, {"truncatedAlerts": -1},
+    {"truncatedAlerts": True}, {"version": 4}, {"status": "pending"}, {"startsAt": "2026-12-01 12:00:00Z"},
+    {"fingerprint": "xyz"}, {"generatorURL": None},
+])
+def test_what_the_schema_refuses_is_refused_naming_the_field(changes):
+    with pytest.raises(BadPayload) as refused:
+        read_notification(json.dumps(_doc(**changes)).encode(), AT)
+    assert refused.value.field != "document"
+    _agree(_doc(**changes))
+
+
+@pytest.mark.parametrize("changes", [{"truncatedAlerts": 1.0}, {"extraField": float("nan")}])
+def test_what_only_msgspec_is_stricter_about_is_still_taken(changes):
+    raw = json.dumps(_doc(**changes)).encode()
+    with pytest.raises(msgspec.ValidationError if "truncatedAlerts" in changes else msgspec.DecodeError):
+        wire.DECODER.decode(raw)
+    note = read_notification(raw, AT)
+    assert len(note.alerts) == 1 and note.alerts[0].received_at == AT
+
+
+def test_a_nul_escape_is_refused_by_name():
+    raw = json.dumps(_doc(annotations={"summary": "bad \u0000 byte"})).encode()
+    with pytest.raises(BadPayload, match="NUL or a lone UTF-16 surrogate") as refused:
+        read_notification(raw, AT)
+    assert refused.value.field == "alerts.0.annotations.summary"
