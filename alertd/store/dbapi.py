@@ -32,6 +32,7 @@ PRUNE_MAX_BATCHES = 200  # per table and housekeeping round (the rest waits for 
 
 class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     serial = "INTEGER"
+    int_key = "BIGINT"  # an integer primary key given by the writer (SQLite: INTEGER, which is the rowid)
     placeholder = "?"
     unavailable: tuple[type[BaseException], ...] = ()
 
@@ -52,6 +53,10 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
 
     def _stored_doc(self, doc: dict[str, Any]) -> Any:
         """How a member or incident document is stored (backend hook): JSON text here, compressed by SQLite."""
+        return sql.dumps(doc)
+
+    def _stored_event(self, doc: dict[str, Any]) -> Any:
+        """How a timeline event is stored (backend hook): JSON text here, compressed by SQLite."""
         return sql.dumps(doc)
 
     def _after_write(self) -> None:
@@ -137,7 +142,7 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
         for number, statements in enumerate(sql.MIGRATIONS[current:], start=current + 1):
             def apply(c: Any, statements: list[str] = statements, number: int = number) -> None:
                 for statement in statements:
-                    c.execute(statement.format(serial=self.serial))
+                    c.execute(statement.format(serial=self.serial, int_key=self.int_key))
                 c.execute("DELETE FROM schema_version")
                 c.execute(self._q("INSERT INTO schema_version (version) VALUES (?)"), (number,))
             self._tx(apply)
@@ -188,10 +193,11 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
                     cur.executemany(self._q(sql.UPSERT_MEMBER), [
                         (inc.id, fp, self._stored_doc(compact_member(inc.members[fp].to_dict()))) for fp in change.members if fp in inc.members
                     ])
-                cur.executemany(self._q(sql.INSERT_EVENT), [(inc.id, sql.dumps(e.to_dict())) for e in change.events])
+                cur.executemany(self._q(sql.INSERT_EVENT), [(inc.id, self._stored_event(e.to_dict())) for e in change.events])
             written = history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)
-            if step.outbox:
-                cur.executemany(self._q(sql.INSERT_OUTBOX), [sql.outbox_row(o) for o in step.outbox])
+            for o in step.outbox:
+                cur.execute(self._q(sql.INSERT_OUTBOX), sql.outbox_row(o))
+                cur.execute(self._q(sql.INSERT_OUTBOX_PAYLOAD), (cur.fetchone()[0], sql.dumps(o.payload)))
             if step.next_seq:
                 cur.execute(self._q(sql.UPSERT_META), ("next_seq", str(step.next_seq)))
             if step.heartbeat_at is not None:
@@ -248,8 +254,8 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
         return state
 
     def _assemble(self, cur: Any, inc_id: str, doc: str | bytes, recent: int | None = None) -> Incident:
-        cur.execute(self._q("SELECT doc FROM members WHERE incident_id = ?"), (inc_id,))
-        members = [r[0] for r in cur.fetchall()]
+        cur.execute(self._q("SELECT fingerprint, doc FROM members WHERE incident_id = ?"), (inc_id,))
+        members = [(r[0], r[1]) for r in cur.fetchall()]
         if recent is None:
             cur.execute(self._q("SELECT doc FROM events WHERE incident_id = ? ORDER BY id"), (inc_id,))
             events = [r[0] for r in cur.fetchall()]
@@ -293,6 +299,10 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
                 cur.executemany(self._q(sql.UPSERT_REF), refs)
             cur.executemany(self._q("UPDATE outbox SET state = 'done', done_at = ? WHERE id = ? AND state = 'pending'"),
                             [(now, item_id) for item_id, _ in done])
+            # Delivered: the row stays for the incident page (state, attempts, times), the payload is not read again.
+            cur.executemany(self._q("DELETE FROM outbox_payloads WHERE id = ? AND "
+                                    "(SELECT o.state FROM outbox o WHERE o.id = outbox_payloads.id) = 'done'"),
+                            [(item_id,) for item_id, _ in done])
         await self._run(self._ftx, do)
 
     async def save_ref(self, incident_id: str, target: str, ref: str) -> None:
@@ -302,8 +312,8 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
                                  kinds: tuple[str, ...]) -> list[OutboxItem]:
         marks = ", ".join("?" for _ in kinds)
         rows = await self._run(self._query, (
-            f"SELECT {sql.OUTBOX_COLUMNS} FROM outbox WHERE incident_id = ? AND target = ? AND state = 'pending' "
-            f"AND id > ? AND kind IN ({marks}) ORDER BY id"), (incident_id, str(target), after_id, *(str(LEGACY_KINDS.get(k) or k) for k in kinds)))
+            f"{sql.OUTBOX_SELECT} WHERE o.incident_id = ? AND o.target = ? AND o.state = 'pending' "
+            f"AND o.id > ? AND o.kind IN ({marks}) ORDER BY o.id"), (incident_id, str(target), after_id, *(str(LEGACY_KINDS.get(k) or k) for k in kinds)))
         return [sql.outbox_item(r) for r in rows]
 
     async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None:

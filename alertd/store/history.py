@@ -28,7 +28,22 @@ V = TypeVar("V")
 
 MAX_SCANNED_MEMBERS = 256
 MAX_NODE_FACETS = 200  # a fleet incident lists thousands of nodes; the first ones are searchable
-FACET_KINDS = ("signal", "xid", "gpu", "team", "node")
+FACET_KINDS = ("signal", "xid", "team", "node")  # a GPU filter reads gpu_history; an own node, incidents.node
+# gpu_history docs are stored with short keys (and "last" left out when it equals the row's updated_at)
+SHORT_KEYS = {"xids": "x", "signals": "s", "alertnames": "a", "index": "i", "serial": "n", "pci_bus_id": "p",
+              "first": "f", "last": "l"}
+LONG_OF = {short: long for long, short in SHORT_KEYS.items()}
+
+# What the gpus table knows of a GPU besides its UUID (the same in both of its versions)
+_GPU_FIELDS = """
+        serial TEXT NOT NULL DEFAULT '',
+        pci_bus_id TEXT NOT NULL DEFAULT '',
+        model TEXT NOT NULL DEFAULT '',
+        cluster TEXT NOT NULL DEFAULT '',
+        node TEXT NOT NULL DEFAULT '',
+        first_seen TEXT NOT NULL,
+        last_seen TEXT NOT NULL,
+        last_incident TEXT NOT NULL DEFAULT '')"""
 
 MIGRATION = [
     """CREATE TABLE incident_facets (
@@ -41,15 +56,7 @@ MIGRATION = [
     "CREATE INDEX incident_facets_incident ON incident_facets (incident_id)",
     "CREATE INDEX incident_facets_time ON incident_facets (kind, opened_at)",
     """CREATE TABLE gpus (
-        uuid TEXT PRIMARY KEY,
-        serial TEXT NOT NULL DEFAULT '',
-        pci_bus_id TEXT NOT NULL DEFAULT '',
-        model TEXT NOT NULL DEFAULT '',
-        cluster TEXT NOT NULL DEFAULT '',
-        node TEXT NOT NULL DEFAULT '',
-        first_seen TEXT NOT NULL,
-        last_seen TEXT NOT NULL,
-        last_incident TEXT NOT NULL DEFAULT '')""",
+        uuid TEXT PRIMARY KEY,""" + _GPU_FIELDS,
     "CREATE INDEX gpus_serial ON gpus (serial)",
     "CREATE INDEX gpus_pci ON gpus (pci_bus_id)",
     "CREATE INDEX gpus_last_seen ON gpus (last_seen, uuid)",
@@ -71,13 +78,69 @@ MIGRATION = [
     "CREATE INDEX gpu_history_node ON gpu_history (node, seq)",
 ]
 
+# The search facets and GPU rows made smaller (every storm alert pays for them). {int_key} is the backend's
+# integer primary key that needs no index of its own (SQLite: INTEGER, the rowid).
+SLIM_MIGRATION = [
+    # the GPU filter reads gpu_history's (gpu, seq) key, which lists every GPU of an incident already
+    "DELETE FROM incident_facets WHERE kind = 'gpu'",
+    # an incident's own node is its node column, which the node filter reads too
+    "DELETE FROM incident_facets WHERE kind = 'node' AND value = "
+    "(SELECT i.node FROM incidents i WHERE i.id = incident_facets.incident_id)",
+    # only the Xid heatmap reads a facet's opening time (through incident_facets_time)
+    "UPDATE incident_facets SET opened_at = '' WHERE kind <> 'xid'",
+    # GPUs get an integer id, which gpu_history rows name instead of the 40-character UUID
+    """CREATE TABLE gpus_v2 (
+        id {serial} PRIMARY KEY,
+        uuid TEXT NOT NULL UNIQUE,""" + _GPU_FIELDS,
+    """INSERT INTO gpus_v2 (uuid, serial, pci_bus_id, model, cluster, node, first_seen, last_seen, last_incident)
+    SELECT uuid, serial, pci_bus_id, model, cluster, node, first_seen, last_seen, last_incident FROM gpus
+    ORDER BY first_seen, uuid""",
+    # what a history row showed of its incident is kept once per incident (the newest row's values)
+    """CREATE TABLE gpu_incidents (
+        seq {int_key} PRIMARY KEY,
+        incident_id TEXT NOT NULL,
+        opened_at TEXT NOT NULL,
+        status TEXT NOT NULL,
+        severity TEXT NOT NULL,
+        title TEXT NOT NULL)""",
+    "CREATE INDEX gpu_history_upgrade ON gpu_history (seq, updated_at, uuid)",
+    """INSERT INTO gpu_incidents (seq, incident_id, opened_at, status, severity, title)
+    SELECT h.seq, h.incident_id, h.opened_at, h.status, h.severity, h.title FROM gpu_history h
+    WHERE NOT EXISTS (SELECT 1 FROM gpu_history n WHERE n.seq = h.seq
+                      AND (n.updated_at > h.updated_at OR (n.updated_at = h.updated_at AND n.uuid > h.uuid)))""",
+    """CREATE TABLE gpu_history_v2 (
+        gpu BIGINT NOT NULL,
+        seq BIGINT NOT NULL,
+        cluster TEXT NOT NULL,
+        node TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        doc TEXT NOT NULL,
+        PRIMARY KEY (gpu, seq))""",
+    """INSERT INTO gpu_history_v2 (gpu, seq, cluster, node, updated_at, doc)
+    SELECT g.id, h.seq, h.cluster, h.node, h.updated_at, h.doc FROM gpu_history h JOIN gpus_v2 g ON g.uuid = h.uuid""",
+    "DROP TABLE gpu_history",
+    "DROP TABLE gpus",
+    "ALTER TABLE gpu_history_v2 RENAME TO gpu_history",
+    "ALTER TABLE gpus_v2 RENAME TO gpus",
+    # GPUs by node: through gpu_history_node (every node a GPU sat in), then its current node
+    "CREATE INDEX gpu_history_node ON gpu_history (node, seq)",
+    "CREATE INDEX gpu_history_seq ON gpu_history (seq)",
+    "CREATE INDEX gpu_incidents_time ON gpu_incidents (opened_at)",
+    "CREATE INDEX gpus_pci ON gpus (pci_bus_id)",
+    # the list's keyset order needs last_seen; ties are few and sorted on the spot
+    "CREATE INDEX gpus_last_seen ON gpus (last_seen)",
+    # most GPUs alert without a serial: only the ones with one are looked up by it
+    "CREATE INDEX gpus_serial ON gpus (serial) WHERE serial <> ''",
+]
+
 DELETE_FACETS = "DELETE FROM incident_facets WHERE incident_id = ?"
 DELETE_FACET = "DELETE FROM incident_facets WHERE kind = ? AND value = ? AND seq = ?"  # the primary key
 INSERT_FACET = "INSERT INTO incident_facets (incident_id, seq, opened_at, kind, value) VALUES (?, ?, ?, ?, ?)"
-UPSERT_HISTORY = """INSERT INTO gpu_history (uuid, incident_id, seq, cluster, node, opened_at, updated_at, status, severity, title, doc)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (uuid, seq) DO UPDATE SET node = excluded.node, updated_at = excluded.updated_at,
-  status = excluded.status, severity = excluded.severity, title = excluded.title, doc = excluded.doc"""
+UPSERT_HISTORY = """INSERT INTO gpu_history (gpu, seq, cluster, node, updated_at, doc) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (gpu, seq) DO UPDATE SET node = excluded.node, updated_at = excluded.updated_at, doc = excluded.doc"""
+UPSERT_GPU_INCIDENT = """INSERT INTO gpu_incidents (seq, incident_id, opened_at, status, severity, title)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (seq) DO UPDATE SET status = excluded.status, severity = excluded.severity, title = excluded.title"""
 UPSERT_GPU = """INSERT INTO gpus (uuid, serial, pci_bus_id, model, cluster, node, first_seen, last_seen, last_incident)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (uuid) DO UPDATE SET
@@ -111,10 +174,32 @@ class Sighting:
     alertnames: set[str] = field(default_factory=set)
 
 
-def history_doc(stored: dict[str, Any]) -> dict[str, Any]:
-    """A gpu_history row's doc as write() stores it (empty fields left out) -> every field present."""
-    return {"xids": [], "signals": [], "alertnames": [], "index": "", "serial": "", "pci_bus_id": "", "first": "",
-            "last": "", **stored}
+def history_doc(stored: dict[str, Any], updated_at: str = "") -> dict[str, Any]:
+    """A gpu_history row's doc as any version stored it -> every field present.
+
+    Short keys (history_row_doc): empty fields left out, a missing "last" is the row's updated_at. Long keys
+    (earlier versions): all fields, or the non-empty ones."""
+    doc = {"xids": [], "signals": [], "alertnames": [], "index": "", "serial": "", "pci_bus_id": "", "first": "",
+           "last": ""}
+    if any(k in stored for k in LONG_OF):
+        doc["last"] = updated_at
+        doc.update((LONG_OF[k], v) for k, v in stored.items() if k in LONG_OF)
+    else:
+        doc.update(stored)
+    return doc
+
+
+def history_row_doc(s: "Sighting", updated_at: str) -> dict[str, Any]:
+    """What a gpu_history row's doc stores of a sighting: short keys, no empty fields, no "last" equal to
+    updated_at (one row per GPU and incident: every byte counts once per alert)."""
+    doc = {"x": sorted(s.xids), "s": sorted(s.signals), "a": sorted(s.alertnames), "i": s.index, "n": s.serial,
+           "p": s.pci_bus_id, "f": s.first}
+    out = {k: v for k, v in doc.items() if v}
+    if s.last != updated_at:
+        out["l"] = s.last
+    elif not out:  # an empty doc reads as a long-key one: keep one short key
+        out["l"] = s.last
+    return out
 
 
 def seq_of(inc: Incident) -> int:
@@ -154,10 +239,7 @@ def sightings(inc: Incident, changed: Iterable[str] | None = None) -> list[Sight
 def facets(inc: Incident, cache: "FacetCache | None" = None) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = {("signal", s) for s in inc.signals}
     out |= {("xid", str(x)) for x in inc.xids}
-    out |= {("gpu", g["uuid"]) for g in inc.gpus if g.get("uuid")}
-    out |= node_facets(inc, cache)
-    if inc.node:
-        out.add(("node", inc.node))
+    out |= node_facets(inc, cache) - {("node", inc.node)}
     # The owning team is read from the members: a storm incident's thousands of members (whose jobs belong
     # to many teams anyway) would cost a full scan on every step, so only smaller incidents get one.
     team = _OWNERS.team_for(inc) if len(inc.members) <= MAX_SCANNED_MEMBERS else ""
@@ -188,6 +270,7 @@ def node_facets(inc: Incident, cache: "FacetCache | None" = None) -> frozenset[t
 class Written:
     facets: dict[str, frozenset[tuple[str, str]]]
     sightings: dict[tuple[str, int], tuple[Any, ...]]
+    gpu_ids: dict[str, int] = field(default_factory=dict)
 
 
 class FacetCache:
@@ -199,6 +282,7 @@ class FacetCache:
         self._known: OrderedDict[str, frozenset[tuple[str, str]]] = OrderedDict()
         self._sightings: OrderedDict[tuple[str, int], tuple[Any, ...]] = OrderedDict()
         self.nodes: dict[str, tuple[int, frozenset[tuple[str, str]]]] = {}  # node_facets memo
+        self.gpu_ids: OrderedDict[str, int] = OrderedDict()  # UUID -> gpus.id, once committed
 
     def same_sighting(self, key: tuple[str, int], what: tuple[Any, ...]) -> bool:
         return self._sightings.get(key) == what
@@ -210,6 +294,7 @@ class FacetCache:
         """Called after the commit succeeded (a rolled-back write must be redone next time)."""
         _remember_into(self._known, written.facets, self.size * 8)
         _remember_into(self._sightings, written.sightings, self.size * 8)
+        _remember_into(self.gpu_ids, written.gpu_ids, self.size * 8)
 
 
 def _remember_into(table: OrderedDict[K, V], items: dict[K, V], limit: int) -> None:
@@ -229,6 +314,7 @@ def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | 
     written, for FacetCache.remember once the transaction committed."""
     facet_rows: list[tuple[Any, ...]] = []
     history_rows: list[tuple[Any, ...]] = []
+    incident_rows: dict[int, tuple[Any, ...]] = {}
     gpu_rows: list[tuple[Any, ...]] = []
     ids = []
     gone: list[tuple[str, str, int]] = []
@@ -240,10 +326,11 @@ def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | 
         before = cache.known(inc.id) if cache is not None else None
         if before is None:  # not known since the store opened: rewrite them all
             ids.append((inc.id,))
-            facet_rows += [(inc.id, seq, opened, kind, value) for kind, value in sorted(current)]
+            facet_rows += [(inc.id, seq, opened if kind == "xid" else "", kind, value) for kind, value in sorted(current)]
         elif before != current:  # a growing storm adds a few nodes per step: write only the difference
             gone += [(kind, value, seq) for kind, value in sorted(before - current)]
-            facet_rows += [(inc.id, seq, opened, kind, value) for kind, value in sorted(current - before)]
+            facet_rows += [(inc.id, seq, opened if kind == "xid" else "", kind, value)
+                           for kind, value in sorted(current - before)]
         if before != current:
             written[inc.id] = current
         for s in sightings(inc, changed):
@@ -252,11 +339,8 @@ def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | 
             if cache is not None and cache.same_sighting((s.uuid, seq), what):
                 continue  # an alert re-fired: nothing the history shows changed (last seen moves on change)
             seen[(s.uuid, seq)] = what
-            doc = {"xids": sorted(s.xids), "signals": sorted(s.signals), "alertnames": sorted(s.alertnames),
-                   "index": s.index, "serial": s.serial, "pci_bus_id": s.pci_bus_id, "first": s.first, "last": s.last}
-            doc = {k: v for k, v in doc.items() if v}  # one row per GPU and incident: empty fields cost bytes
-            history_rows.append((s.uuid, inc.id, seq, s.cluster, s.node, opened, updated, inc.status, inc.severity,
-                                 inc.title, dumps(doc)))
+            history_rows.append((s.uuid, seq, s.cluster, s.node, updated, dumps(history_row_doc(s, updated))))
+            incident_rows[seq] = (seq, inc.id, opened, inc.status, inc.severity, inc.title)
             gpu_rows.append((s.uuid, s.serial, s.pci_bus_id, s.model, s.cluster, s.node, s.first or opened,
                              max(s.last, opened), inc.id))
     if ids:
@@ -265,8 +349,24 @@ def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | 
         cur.executemany(q(DELETE_FACET), gone)
     if facet_rows:
         cur.executemany(q(INSERT_FACET), facet_rows)
-    if history_rows:
-        cur.executemany(q(UPSERT_HISTORY), history_rows)
+    gpu_ids: dict[str, int] = {}
     if gpu_rows:
         cur.executemany(q(UPSERT_GPU), gpu_rows)
-    return Written(written, seen)
+        gpu_ids = _gpu_ids(cur, q, {r[0] for r in gpu_rows}, cache)
+    if incident_rows:
+        cur.executemany(q(UPSERT_GPU_INCIDENT), list(incident_rows.values()))
+    if history_rows:
+        cur.executemany(q(UPSERT_HISTORY), [(gpu_ids[uuid], *rest) for uuid, *rest in history_rows])
+    return Written(written, seen, gpu_ids)
+
+
+def _gpu_ids(cur: Any, q: Any, uuids: set[str], cache: FacetCache | None) -> dict[str, int]:
+    """gpus.id of these UUIDs (rows upserted in this transaction): from the cache, else looked up."""
+    known = cache.gpu_ids if cache is not None else {}
+    out = {u: known[u] for u in uuids if u in known}
+    missing = sorted(uuids - out.keys())
+    for start in range(0, len(missing), 500):
+        chunk = missing[start:start + 500]
+        cur.execute(q("SELECT uuid, id FROM gpus WHERE uuid IN (" + ", ".join("?" for _ in chunk) + ")"), chunk)
+        out.update((uuid, int(gpu_id)) for uuid, gpu_id in cur.fetchall())
+    return out

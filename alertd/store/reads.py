@@ -47,7 +47,7 @@ def incident_sql(q: IncidentQuery) -> tuple[str, list[Any]]:
             args += [kind, value]
     if q.gpus:
         marks = ", ".join("?" for _ in q.gpus)
-        where.append(f"seq IN (SELECT seq FROM incident_facets WHERE kind = 'gpu' AND value IN ({marks}))")
+        where.append(f"seq IN (SELECT h.seq FROM gpus g JOIN gpu_history h ON h.gpu = g.id WHERE g.uuid IN ({marks}))")
         args += q.gpus
     if q.since:
         where.append("updated_at >= ?")
@@ -71,13 +71,15 @@ def _gpu(row: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def _history(row: tuple[Any, ...]) -> dict[str, Any]:
-    doc = history_doc(json.loads(row[10]))
+    doc = history_doc(json.loads(row[10]), row[6])
     return {"uuid": row[0], "incident": row[1], "seq": row[2], "cluster": row[3], "node": row[4], "openedAt": row[5],
             "updatedAt": row[6], "status": row[7], "severity": row[8], "title": row[9], **doc}
 
 
-HISTORY_SELECT = ("SELECT uuid, incident_id, seq, cluster, node, opened_at, updated_at, status, severity, title, doc "
-                  "FROM gpu_history")
+# A GPU's row per incident, with what it showed of the incident (kept once per incident in gpu_incidents)
+HISTORY_FROM = " FROM gpu_history h JOIN gpu_incidents i ON i.seq = h.seq JOIN gpus g ON g.id = h.gpu"
+HISTORY_SELECT = ("SELECT g.uuid, i.incident_id, h.seq, h.cluster, h.node, i.opened_at, h.updated_at, i.status, "
+                  "i.severity, i.title, h.doc" + HISTORY_FROM)
 
 
 class HistoryReads:
@@ -102,29 +104,32 @@ class HistoryReads:
         from alertd.gpu.pci import normalize_pci
 
         pci = normalize_pci(ident) if ":" in ident else ""
-        rows = await self._run(self._query, _GPU_SELECT + " WHERE uuid = ? OR serial = ? OR pci_bus_id = ? "
-                               "ORDER BY last_seen DESC", (ident, ident, pci or ident))
+        # "serial <> ''" lets the lookup use the partial index of the GPUs that have a serial
+        rows = await self._run(self._query, _GPU_SELECT + " WHERE uuid = ? OR (serial = ? AND serial <> '') "
+                               "OR pci_bus_id = ? ORDER BY last_seen DESC", (ident, ident, pci or ident))
         return [_gpu(r) for r in rows]
 
     async def list_gpus(self, *, node: str = "", before: tuple[str, str] | None = None,
                         limit: int = 100) -> list[dict[str, Any]]:
         where, args = [], []
-        if node:
-            where.append("node = ?")
-            args.append(node)
+        if node:  # the GPUs that ever sat in the node (gpu_history_node), then where each is now
+            where.append("node = ? AND id IN (SELECT gpu FROM gpu_history WHERE node = ?)")
+            args += [node, node]
         if before is not None:
-            where.append("(last_seen < ? OR (last_seen = ? AND uuid < ?))")
+            where.append("last_seen <= ? AND (last_seen < ? OR uuid < ?)")  # a range of the last_seen index
             args += [before[0], before[0], before[1]]
         statement = _GPU_SELECT + (" WHERE " + " AND ".join(where) if where else "")
         rows = await self._run(self._query, statement + " ORDER BY last_seen DESC, uuid DESC LIMIT ?", [*args, limit])
         return [_gpu(r) for r in rows]
 
     async def gpu_history(self, uuid: str) -> list[dict[str, Any]]:
-        rows = await self._run(self._query, HISTORY_SELECT + " WHERE uuid = ? ORDER BY seq", (uuid,))
+        rows = await self._run(self._query, HISTORY_SELECT + " WHERE g.uuid = ? ORDER BY h.seq", (uuid,))
         return [_history(r) for r in rows]
 
     async def gpu_history_since(self, since: datetime) -> list[dict[str, Any]]:
-        rows = await self._run(self._query, HISTORY_SELECT + " WHERE opened_at >= ? ORDER BY seq", (iso(since),))
+        # the incidents opened since (gpu_incidents_time), then their rows (gpu_history_seq), in seq order
+        rows = await self._run(self._query, HISTORY_SELECT + " WHERE h.seq IN (SELECT seq FROM gpu_incidents "
+                               "WHERE opened_at >= ?) ORDER BY h.seq", (iso(since),))
         return [_history(r) for r in rows]
 
     async def gpus_by_uuid(self, uuids: list[str]) -> dict[str, dict[str, Any]]:
@@ -138,14 +143,14 @@ class HistoryReads:
 
     async def node_gpus(self, node: str) -> list[dict[str, Any]]:
         """Every GPU ever seen in this node, with the incidents it had there."""
-        rows = await self._run(self._query, "SELECT uuid, count(*), min(opened_at), max(updated_at) FROM gpu_history "
-                               "WHERE node = ? GROUP BY uuid ORDER BY uuid", (node,))
+        rows = await self._run(self._query, "SELECT g.uuid, count(*), min(i.opened_at), max(h.updated_at)" + HISTORY_FROM
+                               + " WHERE h.node = ? GROUP BY g.uuid ORDER BY g.uuid", (node,))
         return [{"uuid": r[0], "incidents": r[1], "first": r[2], "last": r[3]} for r in rows]
 
     async def ranking(self, since: datetime, limit: int = 20) -> dict[str, list[dict[str, Any]]]:
         """GPUs and nodes with the most incidents opened since ``since``."""
-        gpus = await self._run(self._query, "SELECT uuid, count(*) AS n, max(node) FROM gpu_history WHERE opened_at >= ? "
-                               "GROUP BY uuid ORDER BY n DESC, uuid LIMIT ?", (iso(since), limit))
+        gpus = await self._run(self._query, "SELECT g.uuid, count(*) AS n, max(h.node)" + HISTORY_FROM
+                               + " WHERE i.opened_at >= ? GROUP BY g.uuid ORDER BY n DESC, g.uuid LIMIT ?", (iso(since), limit))
         nodes = await self._run(self._query, "SELECT node, count(*) AS n FROM incidents WHERE opened_at >= ? AND node <> '' "
                                 "GROUP BY node ORDER BY n DESC, node LIMIT ?", (iso(since), limit))
         return {"gpus": [{"uuid": u, "incidents": n, "node": node} for u, n, node in gpus],

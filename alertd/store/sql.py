@@ -133,6 +133,17 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE inbox ADD COLUMN hook BIGINT",
         "ALTER TABLE inbox ADD COLUMN pos INTEGER NOT NULL DEFAULT 0",
     ],
+    [  # fewer and smaller rows per alert (docs/performance.md, "Disk use under an alert storm")
+        *history.SLIM_MIGRATION,
+        # an outbox payload is kept apart until delivered, then deleted (its pages are reused); the row stays
+        # for the incident page (state, attempts, times)
+        "CREATE TABLE outbox_payloads (id {int_key} PRIMARY KEY, payload TEXT NOT NULL)",
+        "INSERT INTO outbox_payloads (id, payload) SELECT id, payload FROM outbox WHERE state <> 'done'",
+        "UPDATE outbox SET payload = ''",
+        # only the rows the engine has not taken yet are looked up by state
+        "DROP INDEX inbox_pending",
+        "CREATE INDEX inbox_pending ON inbox (processed, seq) WHERE processed = 0",
+    ],
 ]
 
 UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)
@@ -143,14 +154,16 @@ UPSERT_MEMBER = """INSERT INTO members (incident_id, fingerprint, doc) VALUES (?
 ON CONFLICT (incident_id, fingerprint) DO UPDATE SET doc = excluded.doc"""
 INSERT_EVENT = "INSERT INTO events (incident_id, doc) VALUES (?, ?)"
 INSERT_OUTBOX = """INSERT INTO outbox (incident_id, target, kind, payload, created_at, due_at)
-VALUES (?, ?, ?, ?, ?, ?)"""
+VALUES (?, ?, ?, '', ?, ?) RETURNING id"""
+INSERT_OUTBOX_PAYLOAD = "INSERT INTO outbox_payloads (id, payload) VALUES (?, ?)"
 UPSERT_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 UPSERT_REF = """INSERT INTO notify_refs (incident_id, target, ref) VALUES (?, ?, ?)
 ON CONFLICT (incident_id, target) DO UPDATE SET ref = excluded.ref"""
 # The oldest pending item of each incident+target, if due: delivery stays in order per incident.
-OUTBOX_COLUMNS = "id, incident_id, target, kind, payload, due_at, attempts, last_error"
-DUE_OUTBOX = """SELECT o.id, o.incident_id, o.target, o.kind, o.payload, o.due_at, o.attempts, o.last_error
-FROM outbox o
+# The payload is in outbox_payloads until delivered (rows written before that table: in outbox.payload).
+OUTBOX_SELECT = """SELECT o.id, o.incident_id, o.target, o.kind, COALESCE(b.payload, o.payload), o.due_at, o.attempts,
+  o.last_error FROM outbox o LEFT JOIN outbox_payloads b ON b.id = o.id"""
+DUE_OUTBOX = OUTBOX_SELECT + """
 WHERE o.state = 'pending' AND o.due_at <= ?
   AND o.id = (SELECT min(p.id) FROM outbox p WHERE p.incident_id = o.incident_id AND p.target = o.target AND p.state = 'pending')
 ORDER BY o.due_at, o.id LIMIT ?"""
@@ -177,13 +190,13 @@ def incident_row(inc: Incident, encode: Callable[[Any], Any] = dumps) -> tuple[A
             doc["openedAt"], doc["updatedAt"], doc["resolvedAt"], encode(stored))
 
 
-def packed(value: Any) -> bytes:
-    """A member or incident document compressed (SQLite stores it as a BLOB) with a preset dictionary."""
-    return compact.pack(orjson.dumps(value))
+def packed(value: Any, tag: int = compact.PACK_WITH) -> bytes:
+    """A member, incident or timeline document compressed (SQLite stores it as a BLOB) with a preset dictionary."""
+    return compact.pack(orjson.dumps(value), tag)
 
 
 def unpacked(raw: str | bytes) -> str | bytes:
-    """A member or incident document as stored: JSON text (PostgreSQL, older SQLite rows) or packed()."""
+    """A member, incident or timeline document as stored: JSON text (PostgreSQL, older SQLite rows) or packed()."""
     return compact.unpack(bytes(raw)) if isinstance(raw, (bytes, memoryview)) else raw
 
 
@@ -192,23 +205,24 @@ def incident_doc(raw: str | bytes) -> dict[str, Any]:
     return compact.expand_incident(json.loads(unpacked(raw)))
 
 
-def assemble(doc: str | bytes, members: Iterable[str | bytes], events: Iterable[str]) -> Incident:
+def assemble(doc: str | bytes, members: Iterable[tuple[str, str | bytes]], events: Iterable[str | bytes]) -> Incident:
+    """An incident from its stored rows: its document, (fingerprint, document) per member, its timeline."""
     inc = Incident.from_dict(incident_doc(doc))
-    for m in sorted((Member.from_dict(expand_member(json.loads(unpacked(raw)))) for raw in members),
+    for m in sorted((Member.from_dict(expand_member(json.loads(unpacked(raw)), fp)) for fp, raw in members),
                     key=lambda m: (m.starts_at, m.fingerprint)):
         inc.members[m.fingerprint] = m
     inc.count_firing()
-    inc.timeline = [Event.from_dict(json.loads(raw)) for raw in events]
+    inc.timeline = [Event.from_dict(json.loads(unpacked(raw))) for raw in events]
     return inc
 
 
-def outbox_row(o: OutboxItem) -> tuple[str, str, str, str, str | None, str | None]:
+def outbox_row(o: OutboxItem) -> tuple[str, str, str, str | None, str | None]:
     """OutboxItem -> the values of INSERT_OUTBOX (created_at is the due time the router gave it)."""
-    return (o.incident_id, o.target, str(o.intent), dumps(o.payload), iso(o.due_at), iso(o.due_at))
+    return (o.incident_id, o.target, str(o.intent), iso(o.due_at), iso(o.due_at))
 
 
 def outbox_item(row: tuple[Any, ...]) -> OutboxItem:
-    """A row selected as OUTBOX_COLUMNS (or DUE_OUTBOX) -> OutboxItem."""
+    """A row selected as OUTBOX_SELECT (or DUE_OUTBOX) -> OutboxItem."""
     due = parse_iso(row[5])
     assert due is not None  # NOT NULL column
     return OutboxItem(incident_id=row[1], target=Target(row[2]), intent=LEGACY_KINDS.get(row[3]) or Intent(row[3]),

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from alertd.store import sql
+from alertd.store import compact, sql
 from alertd.store.dbapi import SqlStore
 
 
@@ -26,6 +26,7 @@ JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024  # what a restarted WAL is cut back to
 
 class SqliteStore(SqlStore):
     serial = "INTEGER"
+    int_key = "INTEGER"
     placeholder = "?"
     unavailable = (sqlite3.OperationalError, sqlite3.DatabaseError)
 
@@ -117,6 +118,9 @@ class SqliteStore(SqlStore):
 
     def _stored_doc(self, doc: dict[str, Any]) -> Any:
         return sql.packed(doc)
+
+    def _stored_event(self, doc: dict[str, Any]) -> Any:
+        return sql.packed(doc, compact.EVENTS_WITH)
 
     def _after_write(self) -> None:
         """Bound the WAL: past TRUNCATE_BYTES, checkpoint and truncate it from the writer, between batches."""

@@ -387,7 +387,9 @@ async def test_store_unavailable_then_recovers(store):
                                        return_exceptions=True)
         assert all(isinstance(r, StoreUnavailable) for r in results), results
         with pytest.raises(StoreUnavailable):
-            await store.commit_step(Step(changes=[change(incident(1, members=("m",), events=50))]))
+            # rows that need new pages (documents are packed small: a few rows could fit in a page's free space)
+            await store.commit_step(Step(changes=[change(incident(1, members=tuple(f"m{i}" for i in range(50)),
+                                                                  events=50))]))
         await asyncio.get_running_loop().run_in_executor(None, store.set_max_pages, SQLITE_DEFAULT_MAX_PAGES)
         results = await asyncio.gather(*(store.append_inbox(big[i:i + 10]) for i in range(0, 50, 10)))
         assert [r.stored for r in results] == [10] * 5
@@ -491,7 +493,7 @@ async def test_history_is_backfilled_for_incidents_stored_before_it(make_store):
     inc.members[m.fingerprint] = m
     inc.xids = [79]
     await s.commit_step(Step(changes=[change(inc)]))
-    wipe = ("DELETE FROM gpu_history", "DELETE FROM incident_facets", "DELETE FROM gpus",
+    wipe = ("DELETE FROM gpu_history", "DELETE FROM gpu_incidents", "DELETE FROM incident_facets", "DELETE FROM gpus",
             "DELETE FROM meta WHERE key = 'history_backfilled'")  # as if stored before the history tables existed
     await s._run(s._tx, lambda cur: [cur.execute(w) for w in wipe])  # type: ignore[attr-defined]
     await s.close()

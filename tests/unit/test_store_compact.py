@@ -11,7 +11,8 @@ from alertd.config import SHIPPED_RULES
 from alertd.gpu.catalog import XidCatalog
 from alertd.model import Member, Signal, Subject
 from alertd.store import sql
-from alertd.store.compact import MARK, compact_incident, compact_member, expand_member, pack, unpack
+from alertd.store.compact import (EVENTS_WITH, MARK, MEMBER_DICT_V1, compact_incident, compact_member, expand_member,
+                                  pack, unpack)
 
 CATALOG = XidCatalog.load(SHIPPED_RULES / "xid-catalog.yml")
 
@@ -25,7 +26,8 @@ def member(signal: Signal) -> Member:
 
 def roundtrip(m: Member) -> dict:
     stored = json.loads(json.dumps(compact_member(m.to_dict())))
-    return Member.from_dict(expand_member(stored)).to_dict()
+    assert "fingerprint" not in stored  # the row's key column
+    return Member.from_dict(expand_member(stored, m.fingerprint)).to_dict()
 
 
 def test_a_catalog_signal_is_stored_without_its_text_and_read_back_whole():
@@ -59,9 +61,15 @@ def test_unknown_codes_and_other_signals_round_trip():
 def test_documents_written_by_earlier_versions_still_load():
     m = member(CATALOG.lookup(48).signal(basis="old"))
     full = m.to_dict()
-    for raw in (json.dumps(full), zlib.compress(json.dumps(full).encode())):  # PostgreSQL text, SQLite blob
-        inc = sql.assemble(json.dumps(incident_doc()), [raw], [])
+    fdict = zlib.compressobj(6, zdict=MEMBER_DICT_V1)
+    for raw in (json.dumps(full), zlib.compress(json.dumps(full).encode()),  # PostgreSQL text, SQLite blob
+                fdict.compress(json.dumps(full).encode()) + fdict.flush()):  # zlib with the dictionary named
+        inc = sql.assemble(json.dumps(incident_doc()), [(m.fingerprint, raw)], [])
         assert inc.members[m.fingerprint].to_dict() == full
+    event = {"at": "2026-11-30T22:04:11.000000Z", "kind": "opened", "text": "GPUXidError: Xid 48 (GPU 3)",
+             "data": {"fingerprint": m.fingerprint}}
+    for raw in (json.dumps(event), sql.packed(event, EVENTS_WITH)):  # timeline rows before and after packing
+        assert sql.assemble(json.dumps(incident_doc()), [], [raw]).timeline[0].to_dict() == event
 
 
 def incident_doc() -> dict:
@@ -81,12 +89,17 @@ def test_an_incident_is_stored_without_its_primary_signals_text_and_read_back_wh
 def test_members_are_packed_with_a_dictionary_and_earlier_rows_still_unpack():
     doc = compact_member(member(CATALOG.lookup(48).signal()).to_dict())
     raw = json.dumps(doc).encode()
-    assert unpack(pack(raw)) == raw and unpack(zlib.compress(raw)) == raw
-    assert len(pack(raw)) < len(zlib.compress(raw, 6))
-    unknown = bytearray(pack(raw))
+    fdict = zlib.compressobj(6, zdict=MEMBER_DICT_V1)
+    earlier = fdict.compress(raw) + fdict.flush()  # zlib, the dictionary named by its Adler-32
+    assert unpack(pack(raw)) == raw and unpack(zlib.compress(raw)) == raw and unpack(earlier) == raw
+    assert len(pack(raw)) == len(earlier) - 9  # a tag byte instead of zlib's header and checksums
+    assert len(earlier) < len(zlib.compress(raw, 6))
+    unknown = bytearray(earlier)
     unknown[2:6] = b"\0\0\0\1"
     with pytest.raises(ValueError, match="unknown zlib dictionary"):
         unpack(bytes(unknown))
+    with pytest.raises(ValueError, match="unknown dictionary tag 3"):
+        unpack(b"\x03" + pack(raw)[1:])
 
 
 def test_gpu_history_rows_leave_out_empty_fields_and_read_back_with_all_of_them():
@@ -96,6 +109,22 @@ def test_gpu_history_rows_leave_out_empty_fields_and_read_back_with_all_of_them(
     assert history_doc({k: v for k, v in full.items() if v}) == full
     assert history_doc(dict(full)) == full  # rows written by earlier versions
     assert history_doc({})["xids"] == [] and history_doc({})["xids"] is not history_doc({})["xids"]
+
+
+def test_gpu_history_rows_are_written_with_short_keys_and_last_seen_from_the_row():
+    from alertd.store.history import Sighting, history_doc, history_row_doc
+    s = Sighting("GPU-1", pci_bus_id="0000:18:00", index="0", first="2026-11-30T22:04:11Z",
+                 last="2026-11-30T22:05:11Z", xids={48}, signals={"xid"}, alertnames={"GPUXidError"})
+    full = {"xids": [48], "signals": ["xid"], "alertnames": ["GPUXidError"], "index": "0", "serial": "",
+            "pci_bus_id": "0000:18:00", "first": "2026-11-30T22:04:11Z", "last": "2026-11-30T22:05:11Z"}
+    stored = history_row_doc(s, updated_at=s.last)
+    assert stored == {"x": [48], "s": ["xid"], "a": ["GPUXidError"], "i": "0", "p": "0000:18:00",
+                      "f": "2026-11-30T22:04:11Z"}  # "last" is the row's updated_at
+    assert history_doc(json.loads(json.dumps(stored)), s.last) == full
+    later = history_row_doc(s, updated_at="2026-11-30T22:09:00Z")  # the incident moved on: "last" is kept
+    assert later["l"] == s.last and history_doc(later, "2026-11-30T22:09:00Z") == full
+    empty = history_row_doc(Sighting("GPU-2"), updated_at="")
+    assert history_doc(empty, "")["last"] == "" and history_doc(empty, "")["xids"] == []
 
 
 def test_a_packed_incident_document_reads_back_whole():

@@ -1,0 +1,135 @@
+"""A database written by the version before the slimmer per-alert rows upgrades in place, on SQLite AND
+PostgreSQL, and every read path returns what it returned before: incident search (GPU, node, Xid filters),
+the GPU pages, the node and fleet views, the outbox and the timeline.
+
+The old rows are written with the old schema's SQL (the migrations up to that version), in the shapes the
+old code wrote: search facets for GPUs and own nodes, per-GPU history rows carrying the incident's fields
+and a long-key document, outbox payloads in the outbox row, timeline documents as JSON text.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+from alertd.model import GPU, Change, Event, Incident, Member, Signal, Subject
+from alertd.store import sql
+from alertd.store.base import Step
+from alertd.store.reads import IncidentQuery
+from tests.support.stores import make_store  # noqa: F401  (fixture)
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
+UUID = "GPU-5d1f0c2e-91aa-4c3b-8e7d-2f60a1b4c9e8"
+OTHER = "GPU-77aa01bb-22cc-33dd-44ee-55ff66aa77bb"
+OLD_VERSION = 9  # the last migration before the slimmer rows
+ISO = "2026-11-30T12:00:00.123456Z"
+LATER = "2026-11-30T12:05:00.000000Z"
+
+
+def old_incident() -> Incident:
+    inc = Incident(id="INC-7", key="node|cluster=prod-a|node=gpu-node-4", group="node",
+                   title="Xid 79: GPU has fallen off the bus on gpu-node-4", severity="critical", category="hardware",
+                   status="open", opened_at=T0, updated_at=T0 + timedelta(minutes=5), cluster="prod-a", node="gpu-node-4")
+    m = Member(fingerprint="a1b2c3d4e5f60718", alertname="GPUXidError", status="firing",
+               signal=Signal(kind="xid", severity="critical", category="hardware", xid=79, title="Xid 79"),
+               subject=Subject(cluster="prod-a", node="gpu-node-4",
+                               gpu=GPU(uuid=UUID, index="2", pci_bus_id="0000:3b:00", serial="1652921003541")),
+               labels={"alertname": "GPUXidError", "UUID": UUID, "xid": "79"}, starts_at=T0, last_seen=T0)
+    inc.members[m.fingerprint] = m
+    inc.signals, inc.xids, inc.gpus = ["xid"], [79], [m.subject.gpu.to_dict()]
+    inc.timeline = [Event(at=T0, kind="opened", text="GPUXidError: Xid 79 (GPU 2)", data={"fingerprint": m.fingerprint})]
+    return inc
+
+
+async def write_old_rows(store) -> None:
+    inc = old_incident()
+    long_doc = {"xids": [79], "signals": ["xid"], "alertnames": ["GPUXidError"], "index": "2",
+                "serial": "1652921003541", "pci_bus_id": "0000:3b:00", "first": ISO, "last": LATER}
+
+    def do(cur) -> None:
+        q = store._q
+        cur.execute(q(sql.UPSERT_INCIDENT), sql.incident_row(inc))  # JSON text, as PostgreSQL and old SQLite
+        member = inc.members["a1b2c3d4e5f60718"]
+        cur.execute(q(sql.UPSERT_MEMBER), (inc.id, member.fingerprint, sql.dumps(member.to_dict())))
+        cur.execute(q(sql.INSERT_EVENT), (inc.id, sql.dumps(inc.timeline[0].to_dict())))
+        for kind, value in (("gpu", UUID), ("node", "gpu-node-4"), ("xid", "79"), ("signal", "xid")):
+            cur.execute(q("INSERT INTO incident_facets (incident_id, seq, opened_at, kind, value) VALUES (?, 7, ?, ?, ?)"),
+                        (inc.id, ISO, kind, value))
+        gpus = "INSERT INTO gpus (uuid, serial, pci_bus_id, model, cluster, node, first_seen, last_seen, last_incident) "
+        cur.execute(q(gpus + "VALUES (?, ?, ?, '', 'prod-a', 'gpu-node-4', ?, ?, 'INC-7')"),
+                    (UUID, "1652921003541", "0000:3b:00", ISO, LATER))
+        cur.execute(q(gpus + "VALUES (?, '', '', '', 'prod-a', 'gpu-node-5', ?, ?, 'INC-3')"), (OTHER, ISO, ISO))
+        history = ("INSERT INTO gpu_history (uuid, incident_id, seq, cluster, node, opened_at, updated_at, status, "
+                   "severity, title, doc) VALUES (?, ?, ?, 'prod-a', ?, ?, ?, ?, 'critical', ?, ?)")
+        cur.execute(q(history), (UUID, "INC-7", 7, "gpu-node-4", ISO, LATER, "open", inc.title, json.dumps(long_doc)))
+        cur.execute(q(history), (OTHER, "INC-3", 3, "gpu-node-5", ISO, ISO, "resolved", "Xid 48 on gpu-node-5",
+                                 json.dumps({"xids": [48], "signals": ["xid"], "alertnames": ["GPUXidError"]})))
+        outbox = ("INSERT INTO outbox (incident_id, target, kind, payload, created_at, due_at, state, done_at) "
+                  "VALUES ('INC-7', ?, 'show', ?, ?, ?, ?, ?)")
+        cur.execute(q(outbox), ("console", json.dumps({"n": 1}), ISO, ISO, "done", LATER))
+        cur.execute(q(outbox), ("slack:#gpu", json.dumps({"n": 2, "text": "ü"}), ISO, ISO, "pending", None))
+        cur.execute(q("INSERT INTO inbox (dedup, received_at, alert, processed) VALUES (?, ?, '', 1)"),
+                    ("a1b2c3d4e5f60718|1796000000.123|firing", ISO))
+        cur.execute(q(sql.UPSERT_META), ("history_backfilled", "1"))
+    await store._run(store._tx, do)
+
+
+async def test_an_old_database_upgrades_in_place_and_reads_the_same(make_store, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(sql, "MIGRATIONS", sql.MIGRATIONS[:OLD_VERSION])
+    old = make_store()
+    await old.open()
+    await write_old_rows(old)
+    await old.close()
+    monkeypatch.undo()
+
+    s = make_store()
+    await s.open()
+    try:
+        assert (await s._run(s._query, "SELECT version FROM schema_version")) == [(len(sql.MIGRATIONS),)]
+        ids = lambda rows: [doc["id"] for _, doc in rows]  # noqa: E731
+        assert ids(await s.query_incidents(IncidentQuery(gpus=[UUID]))) == ["INC-7"]
+        assert ids(await s.query_incidents(IncidentQuery(node="gpu-node-4"))) == ["INC-7"]
+        assert ids(await s.query_incidents(IncidentQuery(xid="79", signal="xid"))) == ["INC-7"]
+        assert [(x, n) for x, _, n in await s.xid_heatmap(T0 - timedelta(days=1))] == [(79, 1)]
+
+        (row, ) = await s.gpu_history(UUID)
+        assert row == {"uuid": UUID, "incident": "INC-7", "seq": 7, "cluster": "prod-a", "node": "gpu-node-4",
+                       "openedAt": ISO, "updatedAt": LATER, "status": "open", "severity": "critical",
+                       "title": "Xid 79: GPU has fallen off the bus on gpu-node-4", "xids": [79], "signals": ["xid"],
+                       "alertnames": ["GPUXidError"], "index": "2", "serial": "1652921003541",
+                       "pci_bus_id": "0000:3b:00", "first": ISO, "last": LATER}
+        assert (await s.gpu_history(OTHER))[0]["last"] == ""  # an old row without "last" still has none
+        assert [r["uuid"] for r in await s.gpu_history_since(T0 - timedelta(days=1))] == [OTHER, UUID]
+        (gpu, ) = await s.find_gpus("1652921003541")
+        assert (gpu["uuid"], gpu["node"], gpu["last_seen"], gpu["last_incident"]) == (UUID, "gpu-node-4", LATER, "INC-7")
+        assert [g["uuid"] for g in await s.find_gpus("0000:3B:00.0")] == [UUID]
+        assert [g["uuid"] for g in await s.list_gpus()] == [UUID, OTHER]
+        assert [g["uuid"] for g in await s.list_gpus(node="gpu-node-5")] == [OTHER]
+        assert await s.node_gpus("gpu-node-4") == [{"uuid": UUID, "incidents": 1, "first": ISO, "last": LATER}]
+        assert (await s.ranking(T0 - timedelta(days=1)))["gpus"][0] == {"uuid": UUID, "incidents": 1,
+                                                                         "node": "gpu-node-4"}
+
+        inc = await s.get_incident("INC-7")
+        assert [e.text for e in inc.timeline] == ["GPUXidError: Xid 79 (GPU 2)"]
+        assert list(inc.members) == ["a1b2c3d4e5f60718"]
+        (due, ) = await s.due_outbox(T0 + timedelta(hours=1), 10)
+        assert (due.target, due.payload) == ("slack:#gpu", {"n": 2, "text": "ü"})
+        state = await s.notification_state("INC-7")
+        assert (state["console"]["state"], state["slack:#gpu"]["pending"]) == ("done", 1)
+        assert (await s.append_inbox([_entry("a1b2c3d4e5f60718|1796000000.123|firing")])).duplicates == 1
+
+        # The upgraded incident changes again: its GPU keeps its id, the history row is rewritten in place.
+        inc.status, inc.updated_at = "resolved", T0 + timedelta(minutes=9)
+        inc.resolved_at = inc.updated_at
+        await s.commit_step(Step(changes=[Change(incident=inc, kinds=["resolved"], events=[], members=list(inc.members))]))
+        (row, ) = await s.gpu_history(UUID)
+        assert (row["status"], row["updatedAt"], row["xids"]) == ("resolved", "2026-11-30T12:09:00.123456Z", [79])
+        assert [g["uuid"] for g in await s.find_gpus(UUID)] == [UUID]
+        assert ids(await s.query_incidents(IncidentQuery(gpus=[UUID], status="resolved"))) == ["INC-7"]
+    finally:
+        await s.close()
+
+
+def _entry(key: str):
+    from alertd.store.base import InboxEntry
+
+    return InboxEntry(dedup=key, received_at=T0, alert={"fingerprint": key.split("|")[0]})
