@@ -183,9 +183,7 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     # ----- engine steps -----
 
     async def commit_step(self, step: Step) -> None:
-        def do(cur: Any) -> history.Written:
-            if step.processed:
-                self._consume(cur, step.processed)
+        def build(cur: Any) -> history.Written:
             for change in step.changes:
                 inc = change.incident
                 cur.execute(self._q(sql.UPSERT_INCIDENT), sql.incident_row(inc, self._stored_doc))
@@ -205,7 +203,21 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
             if step.memory:
                 self._write_memory(cur, step.memory)
             return written
-        self._facets.remember(await self._run(self._ftx, do))
+
+        def do() -> history.Written:
+            # Encoding and packing the documents and building the history rows is CPU work: it is done
+            # before the write lock is taken, which is then held only to run the statements, so receivers
+            # (other processes on SQLite) are not kept waiting by it.
+            batch = StatementBatch()
+            written = build(batch)
+
+            def write(cur: Any) -> None:
+                if step.processed:
+                    self._consume(cur, step.processed)
+                batch.run(cur)
+            self._ftx(write)
+            return written
+        self._facets.remember(await self._run(do))
 
     def _write_memory(self, cur: Any, delta: MemoryDelta) -> None:
         marks = [m for m in delta.marks if m[0] not in delta.forget]
@@ -410,6 +422,23 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
             return bool(cur.fetchall())
         first: bool = await self._run(self._tx, do)
         return first
+
+class StatementBatch:
+    """Stands in for a cursor while a step's statements are built; runs them later on the real one."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[bool, str, Any]] = []
+
+    def execute(self, statement: str, args: Any = ()) -> None:
+        self.calls.append((False, statement, args))
+
+    def executemany(self, statement: str, rows: Any) -> None:
+        self.calls.append((True, statement, list(rows)))
+
+    def run(self, cur: Any) -> None:
+        for many, statement, args in self.calls:
+            (cur.executemany if many else cur.execute)(statement, args)
+
 
 def _changed_incidents(step: Step) -> list[tuple[Incident, set[str]]]:
     """Each changed incident once (a step can change one several times), with the members it changed."""
