@@ -72,7 +72,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"alertd: {problem}", file=sys.stderr)
         return 2
     store = open_store(cfg.storage_backend, data_dir=cfg.data_dir, sqlite_path=cfg.sqlite_path,
-                       synchronous=cfg.synchronous, dsn=cfg.postgres_dsn, password=cfg.postgres_password)
+                       synchronous=cfg.synchronous, dsn=cfg.postgres_dsn, password=cfg.postgres_password,
+                       checkpoints=args.role != "receiver")
     from alertd.build import build_service
 
     from alertd.enrich import Enricher

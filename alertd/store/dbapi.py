@@ -60,7 +60,8 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
         return sql.dumps(doc)
 
     def _after_write(self) -> None:
-        """Called on the store thread after each committed write transaction (backend hook)."""
+        """Called on the store thread after each committed write transaction, before other writers may start
+        (backend hook)."""
 
     def _end(self) -> None:
         """Called on the store thread when a write transaction ended, committed or not (backend hook)."""
@@ -93,6 +94,10 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
             self._begin(cur)
             result = fn(cur)
             self._conn.commit()
+            try:
+                self._after_write()
+            except Exception:  # committed: housekeeping after it must not turn it into a failure
+                log.exception("store housekeeping after a commit failed")
         except self.unavailable as exc:
             self._safe_rollback()
             raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
@@ -102,7 +107,6 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
         finally:
             cur.close()
             self._end()
-        self._after_write()
         return result
 
     def _query(self, statement: str, args: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
@@ -183,7 +187,7 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     # ----- engine steps -----
 
     async def commit_step(self, step: Step) -> None:
-        def build(cur: Any) -> history.Written:
+        def build(cur: Any) -> None:
             for change in step.changes:
                 inc = change.incident
                 cur.execute(self._q(sql.UPSERT_INCIDENT), sql.incident_row(inc, self._stored_doc))
@@ -192,30 +196,30 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
                         (inc.id, fp, self._stored_doc(compact_member(inc.members[fp].to_dict()))) for fp in change.members if fp in inc.members
                     ])
                 cur.executemany(self._q(sql.INSERT_EVENT), [(inc.id, self._stored_event(e.to_dict())) for e in change.events])
-            written = history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)
-            for o in step.outbox:
-                cur.execute(self._q(sql.INSERT_OUTBOX), sql.outbox_row(o))
-                cur.execute(self._q(sql.INSERT_OUTBOX_PAYLOAD), (cur.fetchone()[0], sql.dumps(o.payload)))
             if step.next_seq:
                 cur.execute(self._q(sql.UPSERT_META), ("next_seq", str(step.next_seq)))
             if step.heartbeat_at is not None:
                 cur.execute(self._q(sql.UPSERT_META), ("heartbeat_at", iso(step.heartbeat_at)))
             if step.memory:
                 self._write_memory(cur, step.memory)
-            return written
 
         def do() -> history.Written:
-            # Encoding and packing the documents and building the history rows is CPU work: it is done
-            # before the write lock is taken, which is then held only to run the statements, so receivers
-            # (other processes on SQLite) are not kept waiting by it.
+            # Encoding and packing the documents is CPU work: it is done before the write lock is taken,
+            # which is then held to run the statements, so receivers (other processes on SQLite) wait less.
             batch = StatementBatch()
-            written = build(batch)
+            build(batch)
+            outbox = [(sql.outbox_row(o), sql.dumps(o.payload)) for o in step.outbox]
 
-            def write(cur: Any) -> None:
+            def write(cur: Any) -> history.Written:
                 if step.processed:
                     self._consume(cur, step.processed)
                 batch.run(cur)
-            self._ftx(write)
+                for row, payload in outbox:  # the payload row needs the item's id
+                    cur.execute(self._q(sql.INSERT_OUTBOX), row)
+                    cur.execute(self._q(sql.INSERT_OUTBOX_PAYLOAD), (cur.fetchone()[0], payload))
+                # GPU rows are read back for their ids: in the transaction
+                return history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)
+            written: history.Written = self._ftx(write)
             return written
         self._facets.remember(await self._run(do))
 

@@ -32,8 +32,10 @@ class SqliteStore(SqlStore):
     placeholder = "?"
     unavailable = (sqlite3.OperationalError, sqlite3.DatabaseError)
 
-    def __init__(self, path: Path | str, *, synchronous: str = "FULL", max_pages: int = 0):
+    def __init__(self, path: Path | str, *, synchronous: str = "FULL", max_pages: int = 0, checkpoints: bool = True):
         super().__init__()
+        # Receiver processes (serve --receivers N) leave checkpoints to the engine process: one checkpointer.
+        self.checkpoints = checkpoints
         self.path = Path(path)
         self.synchronous = synchronous
         self.max_pages = max_pages  # a hard size cap; 0 = none (tests use it to simulate a full disk)
@@ -80,7 +82,7 @@ class SqliteStore(SqlStore):
 
     async def open(self) -> None:
         await super().open()
-        if str(self.path) != ":memory:":
+        if str(self.path) != ":memory:" and self.checkpoints:
             self._stop_checkpoints.clear()
             self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="alertd-sqlite-checkpoint",
                                                   daemon=True)
@@ -125,7 +127,10 @@ class SqliteStore(SqlStore):
         return sql.packed(doc, compact.EVENTS_WITH)
 
     def _after_write(self) -> None:
-        """Bound the WAL: past TRUNCATE_BYTES, checkpoint and truncate it from the writer, between batches."""
+        """Bound the WAL: past TRUNCATE_BYTES, checkpoint and truncate it from the writer, between batches
+        (holding the writers' flock, so other processes wait for it instead of polling)."""
+        if not self.checkpoints:
+            return
         try:
             if os.stat(self._wal).st_size <= TRUNCATE_BYTES:
                 return
