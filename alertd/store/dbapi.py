@@ -33,6 +33,7 @@ PRUNE_MAX_BATCHES = 200  # per table and housekeeping round (the rest waits for 
 class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     serial = "INTEGER"
     int_key = "BIGINT"  # an integer primary key given by the writer (SQLite: INTEGER, which is the rowid)
+    last_id = "last_insert_rowid()"  # the id of the row this session inserted last
     placeholder = "?"
     unavailable: tuple[type[BaseException], ...] = ()
 
@@ -187,7 +188,7 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     # ----- engine steps -----
 
     async def commit_step(self, step: Step) -> None:
-        def build(cur: Any) -> None:
+        def build(cur: Any) -> history.Written:
             for change in step.changes:
                 inc = change.incident
                 cur.execute(self._q(sql.UPSERT_INCIDENT), sql.incident_row(inc, self._stored_doc))
@@ -196,30 +197,32 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
                         (inc.id, fp, self._stored_doc(compact_member(inc.members[fp].to_dict()))) for fp in change.members if fp in inc.members
                     ])
                 cur.executemany(self._q(sql.INSERT_EVENT), [(inc.id, self._stored_event(e.to_dict())) for e in change.events])
+            # The history rows name their GPU's id and the payload rows their outbox row's id through SQL
+            # (a lookup by UUID, the session's last inserted id): nothing read back is needed to build them.
+            written = history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)
+            for o in step.outbox:
+                cur.execute(self._q(sql.INSERT_OUTBOX), sql.outbox_row(o))
+                cur.execute(self._q(sql.INSERT_OUTBOX_PAYLOAD.format(last_id=self.last_id)), (sql.dumps(o.payload),))
             if step.next_seq:
                 cur.execute(self._q(sql.UPSERT_META), ("next_seq", str(step.next_seq)))
             if step.heartbeat_at is not None:
                 cur.execute(self._q(sql.UPSERT_META), ("heartbeat_at", iso(step.heartbeat_at)))
             if step.memory:
                 self._write_memory(cur, step.memory)
+            return written
 
         def do() -> history.Written:
-            # Encoding and packing the documents is CPU work: it is done before the write lock is taken,
-            # which is then held to run the statements, so receivers (other processes on SQLite) wait less.
+            # Encoding and packing the documents and building the history rows is CPU work: it is done
+            # before the write lock is taken, which is then held only to run the statements, so receivers
+            # (other processes on SQLite) wait less.
             batch = StatementBatch()
-            build(batch)
-            outbox = [(sql.outbox_row(o), sql.dumps(o.payload)) for o in step.outbox]
+            written = build(batch)
 
-            def write(cur: Any) -> history.Written:
+            def write(cur: Any) -> None:
                 if step.processed:
                     self._consume(cur, step.processed)
                 batch.run(cur)
-                for row, payload in outbox:  # the payload row needs the item's id
-                    cur.execute(self._q(sql.INSERT_OUTBOX), row)
-                    cur.execute(self._q(sql.INSERT_OUTBOX_PAYLOAD), (cur.fetchone()[0], payload))
-                # GPU rows are read back for their ids: in the transaction
-                return history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)
-            written: history.Written = self._ftx(write)
+            self._ftx(write)
             return written
         self._facets.remember(await self._run(do))
 

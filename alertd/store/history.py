@@ -136,7 +136,10 @@ SLIM_MIGRATION = [
 DELETE_FACETS = "DELETE FROM incident_facets WHERE incident_id = ?"
 DELETE_FACET = "DELETE FROM incident_facets WHERE kind = ? AND value = ? AND seq = ?"  # the primary key
 INSERT_FACET = "INSERT INTO incident_facets (incident_id, seq, opened_at, kind, value) VALUES (?, ?, ?, ?, ?)"
-UPSERT_HISTORY = """INSERT INTO gpu_history (gpu, seq, cluster, node, updated_at, doc) VALUES (?, ?, ?, ?, ?, ?)
+# The GPU's id is looked up by UUID in the statement (its gpus row is upserted just before): a step's
+# statements are built before its transaction, so nothing read inside it can be needed to build them.
+UPSERT_HISTORY = """INSERT INTO gpu_history (gpu, seq, cluster, node, updated_at, doc)
+VALUES ((SELECT g.id FROM gpus g WHERE g.uuid = ?), ?, ?, ?, ?, ?)
 ON CONFLICT (gpu, seq) DO UPDATE SET node = excluded.node, updated_at = excluded.updated_at, doc = excluded.doc"""
 UPSERT_GPU_INCIDENT = """INSERT INTO gpu_incidents (seq, incident_id, opened_at, status, severity, title)
 VALUES (?, ?, ?, ?, ?, ?)
@@ -270,7 +273,6 @@ def node_facets(inc: Incident, cache: "FacetCache | None" = None) -> frozenset[t
 class Written:
     facets: dict[str, frozenset[tuple[str, str]]]
     sightings: dict[tuple[str, int], tuple[Any, ...]]
-    gpu_ids: dict[str, int] = field(default_factory=dict)
 
 
 class FacetCache:
@@ -282,7 +284,6 @@ class FacetCache:
         self._known: OrderedDict[str, frozenset[tuple[str, str]]] = OrderedDict()
         self._sightings: OrderedDict[tuple[str, int], tuple[Any, ...]] = OrderedDict()
         self.nodes: dict[str, tuple[int, frozenset[tuple[str, str]]]] = {}  # node_facets memo
-        self.gpu_ids: OrderedDict[str, int] = OrderedDict()  # UUID -> gpus.id, once committed
 
     def same_sighting(self, key: tuple[str, int], what: tuple[Any, ...]) -> bool:
         return self._sightings.get(key) == what
@@ -294,7 +295,6 @@ class FacetCache:
         """Called after the commit succeeded (a rolled-back write must be redone next time)."""
         _remember_into(self._known, written.facets, self.size * 8)
         _remember_into(self._sightings, written.sightings, self.size * 8)
-        _remember_into(self.gpu_ids, written.gpu_ids, self.size * 8)
 
 
 def _remember_into(table: OrderedDict[K, V], items: dict[K, V], limit: int) -> None:
@@ -349,24 +349,10 @@ def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | 
         cur.executemany(q(DELETE_FACET), gone)
     if facet_rows:
         cur.executemany(q(INSERT_FACET), facet_rows)
-    gpu_ids: dict[str, int] = {}
     if gpu_rows:
         cur.executemany(q(UPSERT_GPU), gpu_rows)
-        gpu_ids = _gpu_ids(cur, q, {r[0] for r in gpu_rows}, cache)
     if incident_rows:
         cur.executemany(q(UPSERT_GPU_INCIDENT), list(incident_rows.values()))
     if history_rows:
-        cur.executemany(q(UPSERT_HISTORY), [(gpu_ids[uuid], *rest) for uuid, *rest in history_rows])
-    return Written(written, seen, gpu_ids)
-
-
-def _gpu_ids(cur: Any, q: Any, uuids: set[str], cache: FacetCache | None) -> dict[str, int]:
-    """gpus.id of these UUIDs (rows upserted in this transaction): from the cache, else looked up."""
-    known = cache.gpu_ids if cache is not None else {}
-    out = {u: known[u] for u in uuids if u in known}
-    missing = sorted(uuids - out.keys())
-    for start in range(0, len(missing), 500):
-        chunk = missing[start:start + 500]
-        cur.execute(q("SELECT uuid, id FROM gpus WHERE uuid IN (" + ", ".join("?" for _ in chunk) + ")"), chunk)
-        out.update((uuid, int(gpu_id)) for uuid, gpu_id in cur.fetchall())
-    return out
+        cur.executemany(q(UPSERT_HISTORY), history_rows)
+    return Written(written, seen)

@@ -10,6 +10,7 @@ from alertd.store.dbapi import SqlStore
 
 class PostgresStore(SqlStore):
     serial = "BIGSERIAL"
+    last_id = "lastval()"  # the outbox id sequence's value this session took last
     placeholder = "%s"
     unavailable = (psycopg.OperationalError, psycopg.errors.DiskFull, psycopg.errors.ReadOnlySqlTransaction)
 

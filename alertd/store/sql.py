@@ -154,8 +154,10 @@ UPSERT_MEMBER = """INSERT INTO members (incident_id, fingerprint, doc) VALUES (?
 ON CONFLICT (incident_id, fingerprint) DO UPDATE SET doc = excluded.doc"""
 INSERT_EVENT = "INSERT INTO events (incident_id, doc) VALUES (?, ?)"
 INSERT_OUTBOX = """INSERT INTO outbox (incident_id, target, kind, payload, created_at, due_at)
-VALUES (?, ?, ?, '', ?, ?) RETURNING id"""
-INSERT_OUTBOX_PAYLOAD = "INSERT INTO outbox_payloads (id, payload) VALUES (?, ?)"
+VALUES (?, ?, ?, '', ?, ?)"""
+# Right after INSERT_OUTBOX, in the same session: {last_id} is the backend's id of the row just inserted
+# (statements are built before the transaction runs them, so the id cannot be read back in between).
+INSERT_OUTBOX_PAYLOAD = "INSERT INTO outbox_payloads (id, payload) VALUES ({last_id}, ?)"
 UPSERT_META = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 UPSERT_REF = """INSERT INTO notify_refs (incident_id, target, ref) VALUES (?, ?, ?)
 ON CONFLICT (incident_id, target) DO UPDATE SET ref = excluded.ref"""
