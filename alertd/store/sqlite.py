@@ -20,10 +20,10 @@ CHECKPOINT_BYTES = 4 * 1024 * 1024  # a WAL larger than this is copied back into
 # Past this the writer itself checkpoints (TRUNCATE) between two transactions: the background PASSIVE
 # checkpoints copy pages but cannot restart the log while the writer keeps appending, so under a storm
 # the WAL would grow without end. The writer's checkpoint mostly finds the pages already copied.
-# The WAL counts in the data directory's size: 8 MB keeps it near 100 bytes per alert of an 80,000-alert
-# storm (16 MB was twice that) for no measurable ingest cost (docs/performance.md, disk use under a storm).
-TRUNCATE_BYTES = 8 * 1024 * 1024
-JOURNAL_SIZE_LIMIT = 8 * 1024 * 1024  # what a restarted WAL is cut back to
+# The WAL counts in the data directory's size: 6 MB keeps it under 100 bytes per alert of an 80,000-alert
+# storm (16 MB cost about 220) for no measurable ingest cost (docs/performance.md, disk use under a storm).
+TRUNCATE_BYTES = 6 * 1024 * 1024
+JOURNAL_SIZE_LIMIT = 6 * 1024 * 1024  # what a restarted WAL is cut back to
 
 
 class SqliteStore(SqlStore):
