@@ -9,7 +9,9 @@ a cold storm of 10,000 nodes, and 3 replicas on PostgreSQL with a kill -9 of the
 Nothing is pinned (both systems share every core, as they would in production). The load generator
 is bench/loadgen (Go) with ``-closed``: each of ``--conns`` connections sends its next body as soon as
 the previous one was answered. Both systems get the same alerts: alertd as webhooks (8 GPU alerts
-each), Alertmanager as the same 8 alerts in its API's body. A benchmark: it prints figures and
+each), Alertmanager as the same 8 alerts in its API's body. The compare phase is a fleet of
+``--fleet`` nodes (2,000) firing again and again, after a warm-up that sends every node once; the cold
+storm (every node new, incidents and fleets forming) is its own phase. A benchmark: it prints figures and
 asserts nothing. Bounded: every phase sends a bounded number of bodies for a bounded time.
 """
 from __future__ import annotations
@@ -33,9 +35,13 @@ from tests.support.services import start_alertmanager, start_postgres  # noqa: E
 from tests.support.webhooks import UniqueWebhooks, dumps  # noqa: E402
 
 
-def write_bodies(work: Path, name: str, count: int, *, distinct: bool, run: str) -> tuple[Path, Path]:
-    """The same alerts twice: webhook documents for alertd, API v2 bodies for Alertmanager."""
-    gen = UniqueWebhooks(run=run, nodes=max(count, 1), distinct_nodes=distinct, seed=7)
+def write_bodies(work: Path, name: str, count: int, *, distinct: bool, run: str, fleet: int = 0,
+                 gen: UniqueWebhooks | None = None) -> tuple[Path, Path]:
+    """The same alerts twice: webhook documents for alertd, API v2 bodies for Alertmanager.
+
+    ``fleet``: the nodes cycle through a fleet of this size (each cycle a later startsAt, so every alert
+    is still new to the inbox); 0: every webhook a node never seen. ``gen`` continues another file's."""
+    gen = gen or UniqueWebhooks(run=run, nodes=fleet or max(count, 1), distinct_nodes=distinct, seed=7)
     hooks, api = work / f"{name}.webhooks", work / f"{name}.api"
     with open(hooks, "wb") as wh, open(api, "wb") as am:
         for _ in range(count):
@@ -71,16 +77,21 @@ def alertd(work: Path, receivers: int | None, cfg: dict | None = None) -> Alertd
 
 
 def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
-    count = int(args.seconds * 6000)
-    hooks, api = write_bodies(work, "compare", count, distinct=False, run="cmp")
+    """A fleet of --fleet nodes firing again and again (each webhook's alerts new to the inbox, with a later
+    startsAt): both systems first get every node once (a warm-up, not measured), then the measured run."""
+    gen = UniqueWebhooks(run="cmp", nodes=args.fleet, seed=7)
+    warm, warm_api = write_bodies(work, "warm", args.fleet, distinct=False, run="cmp", gen=gen)
+    hooks, api = write_bodies(work, "compare", int(args.seconds * 6000), distinct=False, run="cmp", gen=gen)
     am_cfg = work / "am.yml"
     am_cfg.write_text("route:\n  receiver: none\nreceivers:\n  - name: none\n")
-    print(f"\nclosed loop, {args.conns} in flight, {args.seconds:.0f} s each, 8 GPU alerts per request, nothing pinned")
+    print(f"\nclosed loop, {args.conns} in flight, {args.seconds:.0f} s each, 8 GPU alerts per request, a fleet of "
+          f"{args.fleet:,} nodes firing again (after a warm-up of one webhook per node), nothing pinned")
     print(HEADER)
     results: dict[str, float] = {}
     for rounds in range(args.rounds):
         am = start_alertmanager(am_cfg, work / f"am{rounds}")
         try:
+            loadgen(binary, am.url + "/api/v2/alerts", warm_api, seconds=60, conns=args.conns)
             r = loadgen(binary, am.url + "/api/v2/alerts", api, seconds=args.seconds, conns=args.conns)
         finally:
             am.stop()
@@ -90,6 +101,8 @@ def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
         for n in [None] + [int(x) for x in args.receivers.split(",") if x]:
             server = alertd(work / f"alertd-{n}-{rounds}", n)
             try:
+                loadgen(binary, server.receiver_url, warm, seconds=120, conns=args.conns)
+                server.wait_drained(timeout=180)
                 r = loadgen(binary, server.receiver_url, hooks, seconds=args.seconds, conns=args.conns)
             finally:
                 server.stop()
@@ -101,13 +114,18 @@ def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
 
 
 def fixed_rate(args: argparse.Namespace, binary: Path, work: Path) -> None:
-    hooks, _ = write_bodies(work, "rate", int(1000 * args.seconds), distinct=False, run="rate")
+    gen = UniqueWebhooks(run="rate", nodes=args.fleet, seed=7)
+    warm, _ = write_bodies(work, "rate-warm", args.fleet, distinct=False, run="rate", gen=gen)
+    hooks, _ = write_bodies(work, "rate", int(1000 * args.seconds), distinct=False, run="rate", gen=gen)
     server = alertd(work / "alertd-rate", None)
     try:
+        loadgen(binary, server.receiver_url, warm, seconds=120, conns=args.conns)
+        server.wait_drained(timeout=180)
         r = loadgen(binary, server.receiver_url, hooks, seconds=args.seconds, conns=64, closed=False, rate=1000)
     finally:
         server.stop()
-    print("\nopen loop at 1,000 webhooks/s, alertd defaults (latency from each request's scheduled start)")
+    print(f"\nopen loop at 1,000 webhooks/s, alertd defaults, the fleet of {args.fleet:,} nodes after its warm-up "
+          "(latency from each request's scheduled start)")
     print(HEADER)
     print(row("alertd defaults", r))
 
@@ -160,6 +178,7 @@ def main() -> int:
     parser.add_argument("--phases", default="compare,rate,storm,postgres")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--conns", type=int, default=16)
+    parser.add_argument("--fleet", type=int, default=2000, help="nodes of the fleet in the compare phase")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--receivers", default="", help="also run alertd with these --receivers counts, e.g. 0,1,2")
     args = parser.parse_args()
