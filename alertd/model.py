@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, overload
 
+import orjson
+
 SEVERITIES = ("info", "warning", "error", "critical")
 SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
 
@@ -41,10 +43,16 @@ def iso(ts: None) -> None: ...
 @overload
 def iso(ts: datetime | None) -> str | None: ...
 def iso(ts: datetime | None) -> str | None:
-    """RFC 3339 in UTC with fixed-width microseconds, so stored timestamps sort as text."""
+    """RFC 3339 in UTC with fixed-width microseconds, so stored timestamps sort as text.
+
+    Called dozens of times per stored alert: orjson formats a datetime several times faster than
+    ``isoformat`` (which calls back into Python for the offset); it leaves out a zero fraction, put back here."""
     if ts is None:
         return None
-    return ts.astimezone(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    if ts.tzinfo is not timezone.utc:
+        ts = ts.astimezone(timezone.utc)
+    text = orjson.dumps(ts, option=orjson.OPT_UTC_Z).decode()
+    return text[1:-1] if ts.microsecond else text[1:-2] + ".000000Z"
 
 
 def parse_iso(value: str | None) -> datetime | None:

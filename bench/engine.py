@@ -2,6 +2,7 @@
 
     python -m bench.engine                 # 30,000 alerts, storm folding off and on
     python -m bench.engine --alerts 100000
+    python -m bench.engine --cold          # a cold storm through engine + router + commit (bench/engine_cold.py)
 
 No store, no HTTP: the cost that every other figure builds on. Alerts mimic a
 fleet: 8 GPUs per node, an Xid on every fifth alert, the other GPU and node
@@ -43,7 +44,15 @@ def run(n: int, storm: bool) -> tuple[float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--alerts", type=int, default=30000)
+    ap.add_argument("--cold", action="store_true", help="the cold storm phase: CPU per webhook, engine/router/store")
+    ap.add_argument("--nodes", type=int, default=10000, help="--cold: never-seen nodes, one webhook each")
+    ap.add_argument("--step", type=int, default=32, help="--cold: webhooks per engine step")
+    ap.add_argument("--profile", default="", help="--cold: write a cProfile of the run here")
     args = ap.parse_args()
+    if args.cold:
+        from bench.engine_cold import report
+        report(args.nodes, args.step, args.profile)
+        return
     for storm in (False, True):
         us, incidents = run(args.alerts, storm)
         print(f"storm folding {'on ' if storm else 'off'}: {us:6.1f} us/alert, {args.alerts} alerts -> {incidents} open incidents")

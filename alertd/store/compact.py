@@ -136,11 +136,15 @@ DICTIONARIES = {zlib.adler32(d): d for d in (MEMBER_DICT_V1,)}  # zlib rows (FDI
 TAGS = {1: MEMBER_DICT_V1, 2: EVENT_DICT_V1}
 PACK_WITH = 1
 EVENTS_WITH = 2
+# A fleet incident's document lists every node and child incident and is rewritten each time a node joins, so
+# its cost grows with the storm: past this size it is packed at level 1 (about 2.5x faster on such lists, some
+# 10% larger; a storm has a few of them). Members, events and node incidents stay far below it.
+BIG_DOC = 8192
 
 
 def pack(data: bytes, tag: int = PACK_WITH) -> bytes:
     """Compress a document with a preset dictionary: the tag byte, then raw deflate."""
-    c = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=TAGS[tag])
+    c = zlib.compressobj(6 if len(data) <= BIG_DOC else 1, zlib.DEFLATED, -15, zdict=TAGS[tag])
     return bytes([tag]) + c.compress(data) + c.flush()
 
 

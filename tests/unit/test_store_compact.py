@@ -5,14 +5,14 @@ import json
 import zlib
 
 import pytest
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from alertd.config import SHIPPED_RULES
 from alertd.gpu.catalog import XidCatalog
-from alertd.model import Member, Signal, Subject
+from alertd.model import Member, Signal, Subject, iso, parse_iso
 from alertd.store import sql
-from alertd.store.compact import (EVENTS_WITH, MARK, MEMBER_DICT_V1, compact_incident, compact_member, expand_member,
-                                  pack, unpack)
+from alertd.store.compact import (BIG_DOC, EVENTS_WITH, MARK, MEMBER_DICT_V1, PACK_WITH, TAGS, compact_incident,
+                                  compact_member, expand_member, pack, unpack)
 
 CATALOG = XidCatalog.load(SHIPPED_RULES / "xid-catalog.yml")
 
@@ -133,3 +133,37 @@ def test_a_packed_incident_document_reads_back_whole():
     stored = sql.packed(compact_incident(json.loads(json.dumps(doc))))
     assert isinstance(stored, bytes) and len(stored) < len(json.dumps(doc)) / 2
     assert sql.incident_doc(stored) == doc
+
+
+def test_a_fleet_document_listing_thousands_of_nodes_is_packed_fast_and_reads_back_whole():
+    doc = {**incident_doc(), "fleet": True, "nodes": [f"gpu-node-{i:05d}" for i in range(3000)],
+           "children": [f"INC-{i + 10}" for i in range(3000)]}
+    raw = json.dumps(doc).encode()
+    assert len(raw) > BIG_DOC
+    packed = pack(raw)
+    assert unpack(packed) == raw and sql.incident_doc(packed) == doc
+    slow = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=TAGS[PACK_WITH])
+    level6 = slow.compress(raw) + slow.flush()
+    assert len(packed) <= (len(level6) + 1) * 1.25  # level 1 on such lists: a little larger, never much
+    small = json.dumps(incident_doc()).encode()
+    fast = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=TAGS[PACK_WITH])
+    assert pack(small) == bytes([PACK_WITH]) + fast.compress(small) + fast.flush()  # small ones: level 6 as ever
+
+
+@pytest.mark.parametrize("ts", [
+    datetime(2026, 11, 30, 22, 4, 11, tzinfo=timezone.utc),  # no fraction: still six digits
+    datetime(2026, 11, 30, 22, 4, 11, 7, tzinfo=timezone.utc),
+    datetime(2026, 11, 30, 23, 4, 11, 250000, tzinfo=timezone(timedelta(hours=1))),  # another offset: to UTC
+    datetime(1, 1, 1, tzinfo=timezone.utc),
+    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
+])
+def test_timestamps_are_stored_in_utc_with_six_digit_fractions(ts):
+    utc = ts.astimezone(timezone.utc)
+    assert iso(ts) == (f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:"
+                       f"{utc.second:02d}.{utc.microsecond:06d}Z")
+    assert parse_iso(iso(ts)) == ts and iso(None) is None
+
+
+def test_stored_timestamps_sort_as_text():
+    times = [datetime(2026, 11, 30, 22, 4, 11, us, tzinfo=timezone.utc) for us in (0, 1, 10, 999999)]
+    assert sorted(iso(t) for t in times) == [iso(t) for t in times]
