@@ -27,7 +27,7 @@ class Matcher:
 
     def matches(self, labels: Mapping[str, object]) -> bool:
         raw = labels.get(self.name)
-        actual = "" if raw is None else str(raw)
+        actual = raw if type(raw) is str else "" if raw is None else str(raw)
         if self.op == "=":
             return actual == self.value
         if self.op == "!=":
@@ -106,7 +106,10 @@ def _split_top_level(body: str) -> list[str]:
 
 
 def match_all(matchers: Iterable[Matcher], labels: Mapping[str, object]) -> bool:
-    return all(m.matches(labels) for m in matchers)
+    for m in matchers:  # a loop, not all() over a generator: called for every rule and alert
+        if not m.matches(labels):
+            return False
+    return True
 
 
 _LITERALS = re.compile(r"^[A-Za-z0-9_:.-]+(\|[A-Za-z0-9_:.-]+)*$")

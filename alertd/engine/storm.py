@@ -267,13 +267,25 @@ class Storms:
         if child.primary is not None and (fleet.primary is None or _rank(child.primary) > _rank(fleet.primary)):
             fleet.primary = child.primary
         leading = [child.primary] if child.primary is not None else []
-        followers = [m.signal for m in child.members.values()
-                     if match_all(self.rule.followers, signal_fields(child, m.signal))]
-        for sig in leading + followers:
+        for sig in leading + self._followers(child):
             key = event_key(self.rule, child, sig)
             if key is not None and key not in fleet.storm_keys:
                 fleet.storm_keys.append(key)
                 state.fleets[key] = fleet.id
+
+    def _followers(self, child: Incident) -> list[Signal]:
+        """The child's member signals that are followers, each distinct one once: a node's alerts mostly
+        share one signal, and matching builds the fields for each."""
+        seen: set[tuple[object, ...]] = set()
+        out = []
+        for m in child.members.values():
+            sig = m.signal
+            what = (sig.kind, sig.category, sig.severity, sig.xid, sig.detail)  # all signal_fields reads of it
+            if what not in seen:
+                seen.add(what)
+                if match_all(self.rule.followers, signal_fields(child, sig)):
+                    out.append(sig)
+        return out
 
     def _refresh_parent(self, child: Incident, now: datetime) -> None:
         fleet = self.c.state.incidents.get(child.parent_id)

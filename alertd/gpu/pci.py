@@ -7,12 +7,14 @@ Kernel (NVRM):  ``0000:3b:00`` (4-digit domain, no function). Both become
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _PCI = re.compile(
     r"^(?:PCI:)?(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})(?:\.(?P<fn>[0-7]))?$"
 )
 
 
+@lru_cache(maxsize=4096)  # every alert of a GPU carries its id, and a fleet has only a few bus numbers
 def normalize_pci(value: str | None) -> str:
     """Return ``dddd:bb:dd`` in lower case, or "" when the value is not a PCI address."""
     if not value:

@@ -20,9 +20,8 @@ def members_in_order(inc: Incident) -> list[Member]:
 def incident_fields(inc: Incident) -> dict[str, str]:
     """What route matchers see: member labels (leading, firing members first) plus incident fields."""
     out: dict[str, str] = {}
-    for m in members_in_order(inc):
-        for k, v in m.labels.items():
-            out.setdefault(k, v)
+    for m in reversed(members_in_order(inc)):  # the first member's labels win: it updates last
+        out.update(m.labels)
     primary = inc.primary
     gpus = [g.get("uuid") or g.get("pci_bus_id") or g.get("index", "") for g in inc.gpus]
     out.update(
