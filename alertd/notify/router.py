@@ -80,6 +80,9 @@ class Router:
         self.console_mirror = console_mirror
         self.memory = RouterMemory()
         self._delta = MemoryDelta()  # what the step being routed changed in memory
+        # incident -> the cordons it shows, built from memory.cordons on first use: a change then costs the
+        # same however many nodes a storm has cordoned, instead of a walk over all of them
+        self._cordon_keys: dict[str, set[tuple[str, str]]] | None = None
 
     # The memory's parts under the names routing code uses.
     @property
@@ -97,6 +100,7 @@ class Router:
     def restore(self, memory: RouterMemory) -> None:
         """Carry on from committed memory (start, failed commit, taking over from another instance)."""
         self.memory = memory
+        self._cordon_keys = None
 
     def set_rules(self, rules: Any) -> None:
         routing = getattr(rules, "routing", None)
@@ -105,16 +109,29 @@ class Router:
 
     # ----- memory -----
 
+    def _cordons_by_incident(self) -> dict[str, set[tuple[str, str]]]:
+        if self._cordon_keys is None:
+            self._cordon_keys = {}
+            for key, (_, source) in self._cordoned.items():
+                self._cordon_keys.setdefault(source, set()).add(key)
+        return self._cordon_keys
+
     def _track_cordon(self, inc: Incident) -> None:
-        for key, (_, source) in list(self._cordoned.items()):
-            if source == inc.id and (inc.status == CLOSED or cordon_since(inc) is None):
-                del self._cordoned[key]
-                self._delta.cordons[key] = None
+        shown = self._cordons_by_incident()
         since = cordon_since(inc)
+        if inc.id in shown and (inc.status == CLOSED or since is None):
+            for key in sorted(shown.pop(inc.id)):
+                if self._cordoned.get(key, (None, ""))[1] == inc.id:
+                    del self._cordoned[key]
+                    self._delta.cordons[key] = None
         if since is not None and inc.status != CLOSED and inc.node:
             key = (inc.cluster, inc.node)
-            if key not in self._cordoned or self._cordoned[key][0] > since:
+            before = self._cordoned.get(key)
+            if before is None or before[0] > since:
+                if before is not None:
+                    shown.get(before[1], set()).discard(key)
                 self._cordoned[key] = (since, inc.id)
+                shown.setdefault(inc.id, set()).add(key)
                 self._delta.cordons[key] = (since, inc.id)
 
     def _mark(self, marks: set[str], inc_id: str, role: str, value: str) -> None:

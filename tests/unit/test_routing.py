@@ -164,6 +164,15 @@ def test_fields_include_member_labels_and_incident_fields(tmp_path):
     assert f["category"] == "hardware" and f["signal"] == "xid" and f["status"] == "open" and f["group"] == "node"
 
 
+def test_member_labels_that_differ_are_taken_from_the_leading_firing_oldest_member(tmp_path):
+    eng, (inc,) = incident(xid(79, node="n1", gpu="0", team="infra", starts=5),
+                           xid(79, node="n1", gpu="1", team="ml", rack="r7", starts=1))
+    f = incident_fields(inc)
+    assert f["team"] == "ml" and f["gpu"] != "" and f["rack"] == "r7"  # the oldest member leads; others fill gaps
+    eng.ingest([resolved(xid(79, node="n1", gpu="1", team="ml", rack="r7", starts=1), 60)], at(60))
+    assert incident_fields(inc)["team"] == "infra" and incident_fields(inc)["rack"] == "r7"  # firing first
+
+
 # ----- time -----
 
 def test_mute_window_in_its_time_zone_wrapping_midnight(tmp_path):
@@ -235,6 +244,20 @@ def test_cordon_mute_policy_and_cordon_seen_on_another_incident(tmp_path):
     # the cordon ends: the next decision is loud again
     router.route(eng.ingest([resolved(alert("KubeNodeCordoned", node="n1", starts=-600), 20)], at(20)), at(20))
     assert router.cordoned_at(inc) is None
+
+
+def test_each_incident_ends_only_its_own_cordons_and_a_restored_router_carries_on(tmp_path):
+    routing = load(tmp_path)
+    router, eng = Router(routing), engine()
+    cordons = [alert("KubeNodeCordoned", node=f"n{i}", starts=-600) for i in range(50)]
+    _, delta = router.route_step(eng.ingest(cordons, at(0)), at(0))
+    assert len(router.memory.cordons) == 50 and all(c is not None for c in delta.cordons.values())
+    _, delta = router.route_step(eng.ingest([resolved(cordons[7], 20)], at(20)), at(20))
+    assert delta.cordons == {("prod", "n7"): None} and len(router.memory.cordons) == 49
+    again = Router(routing)
+    again.restore(router.memory)  # e.g. after a failed commit, or on the next leader
+    _, delta = again.route_step(eng.ingest([resolved(cordons[3], 30)], at(30)), at(30))
+    assert delta.cordons == {("prod", "n3"): None} and ("prod", "n4") in again.memory.cordons
 
 
 # ----- owners -----
