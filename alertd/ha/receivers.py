@@ -21,9 +21,10 @@ PR_SET_PDEATHSIG = 1
 
 def default_receivers() -> int:
     """Measured on this project's 2-core reference machine (docs/performance.md, bench/ha.py): extra
-    receiver processes did not take more webhooks/s than one process (the engine reading the inbox back
-    and the SQLite write lock shared between processes cost what the second core gives), so the default
-    is none. ``--receivers N`` keeps the choice open for machines with more cores."""
+    receiver processes took fewer webhooks/s than one process. On SQLite each commit is an fsync under
+    the one write lock, shared by every process, so they add CPU for receiving but not commits, and the
+    engine must read every row back. ``--receivers N`` keeps the choice open for machines with more cores
+    and faster disks."""
     return 0
 
 
