@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from alertd.config import parse_config
 from alertd.rules import load_rules
 from alertd.service import Service
+from alertd.store.base import InboxEntry
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
+from alertd.web.keys import SERVICE
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = json.loads((ROOT / "examples" / "webhook-gpu-node.json").read_text())
@@ -155,5 +158,27 @@ async def test_metrics_count_unclassified_gpu_looking_alerts_by_alertname(tmp_pa
         text = await wait_for(counted)
         assert 'alertd_unclassified_gpu_alerts_total{alertname="GPUPowerDrawHigh"} 1.0' in text
         assert 'alertname="NodeHighLoad"' not in text and 'alertname="GPUXidSeen"' not in text
+    finally:
+        await client.close()
+
+
+async def test_a_stored_webhook_that_no_longer_reads_is_set_aside_and_the_rest_flows(tmp_path):
+    """Rows whose stored body cannot be read (an older version's, or damaged) are quarantined, never block."""
+    store = SqliteStore(tmp_path / "db.sqlite3")
+    await store.open()
+    now = datetime.now(timezone.utc)
+    await store.append_inbox([InboxEntry("bad|1|firing", now, None, 0), InboxEntry("gone|1|firing", now, None, 5)],
+                             b'{"version": "4", "status": "firing"}')  # no alerts: refused when read back
+    await store.close()
+    client = await started(tmp_path)
+    try:
+        assert (await client.post(HOOK, json=EXAMPLE)).status == 200
+        found = await wait_for(lambda: incidents(client))
+        assert len(found) == 1 and found[0]["memberCount"] == 3
+        svc = client.server.app[SERVICE]
+        rows = await svc.store._run(svc.store._query, "SELECT dedup, processed FROM inbox WHERE dedup IN (?, ?)",
+                                    ("bad|1|firing", "gone|1|firing"))
+        assert sorted(rows) == [("bad|1|firing", 2), ("gone|1|firing", 2)]
+        assert 'alertd_store_errors_total{operation="quarantine"} 2.0' in await (await client.get("/metrics")).text()
     finally:
         await client.close()
