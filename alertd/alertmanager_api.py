@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from alertd.durations import parse_duration
+from alertd.http_session import LazySession
 from alertd.model import FIRING, Incident, iso
 
 GPU_UUID_LABELS = ("UUID", "uuid", "gpu_uuid")
@@ -97,22 +98,14 @@ def _label_for_nodes(members: list[Any], nodes: set[str], node_labels: tuple[str
 class AlertmanagerClient:
     def __init__(self, settings: AlertmanagerSettings):
         self.settings = settings
-        self._session: aiohttp.ClientSession | None = None
+        headers = {"Authorization": f"Bearer {settings.bearer_token}"} if settings.bearer_token else {}
+        self._session = LazySession(settings.timeout, headers=headers, basic=settings.basic)
 
     def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            headers = {}
-            if self.settings.bearer_token:
-                headers["Authorization"] = f"Bearer {self.settings.bearer_token}"
-            auth = aiohttp.BasicAuth(*self.settings.basic) if self.settings.basic else None
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.settings.timeout),
-                                                  headers=headers, auth=auth)
-        return self._session
+        return self._session.get()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._session.close()
 
     async def _request(self, method: str, path: str, body: Any = None) -> Any:
         if not self.settings.url:

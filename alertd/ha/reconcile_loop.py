@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 
 from alertd.durations import parse_duration
+from alertd.http_session import LazySession
 from alertd.ha import reconcile
 from alertd.receive.webhook import parse_notification
 
@@ -44,22 +45,16 @@ class ReconcileSettings:
 class Reconciler:
     def __init__(self, svc: Any, settings: ReconcileSettings):
         self.svc, self.settings = svc, settings
-        self._session: aiohttp.ClientSession | None = None
+        self._session = LazySession(settings.timeout, headers=settings.headers, basic=settings.basic)
         self.rounds = 0
         self.resolved = 0
         self.fetched = 0
 
     def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            auth = aiohttp.BasicAuth(*self.settings.basic) if self.settings.basic else None
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.settings.timeout),
-                                                  headers=self.settings.headers, auth=auth)
-        return self._session
+        return self._session.get()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._session.close()
 
     async def run(self) -> None:
         while True:

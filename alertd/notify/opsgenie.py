@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from alertd.notify.http import LazySession
+from alertd.http_session import LazySession
 
 from alertd.delivery import Intent, OutboxItem, Target
 from alertd.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident

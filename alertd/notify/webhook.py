@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import aiohttp
 
-from alertd.notify.http import LazySession
+from alertd.http_session import LazySession
 
 from alertd.delivery import Intent, OutboxItem, Target
 from alertd.enrichment import Owners
