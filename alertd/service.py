@@ -277,7 +277,7 @@ class Service:
                 await self._ingest(batch)
                 if time.monotonic() - self._pending_counted_at > 1.0:  # a count, not on every step
                     self._pending_counted_at = time.monotonic()
-                    self.metrics.inbox_pending.set((await self.store.stats()).get("inbox_pending", 0))
+                    self.metrics.inbox_pending.set(await self.store.count_pending_inbox())
                 return True
         while self._handoff and self._handoff[0][0] <= self._drained_upto:
             self._handoff.popleft()  # already consumed from the store

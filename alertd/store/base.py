@@ -103,6 +103,10 @@ class Store(abc.ABC):
     async def pending_inbox(self, limit: int) -> Pending: ...
 
     @abc.abstractmethod
+    async def count_pending_inbox(self) -> int:
+        """Inbox rows the engine has not taken yet (the alertd_inbox_pending gauge)."""
+
+    @abc.abstractmethod
     async def quarantine_inbox(self, seqs: list[int], error: str) -> None:
         """Set aside rows the engine cannot process, so they stop blocking the rows behind them."""
 

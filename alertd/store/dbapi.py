@@ -21,7 +21,7 @@ from alertd.store.base import (ESCALATION, SENT, AuditEntry, MemoryDelta, Outbox
                                RouterMemory, Step, Store, StoreUnavailable)
 from alertd.store.compact import compact_member
 from alertd.store.coordination import CoordinationMixin
-from alertd.store.inbox import InboxMixin, Queued
+from alertd.store.inbox import PENDING_COUNT, InboxMixin, Queued
 from alertd.store.reads import HistoryReads, IncidentQuery
 
 log = logging.getLogger(__name__)
@@ -396,7 +396,7 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     async def stats(self) -> dict[str, int]:
         def do() -> dict[str, int]:
             out = {f"incidents_{s}": n for s, n in self._query("SELECT status, count(*) FROM incidents GROUP BY status")}
-            out["inbox_pending"] = self._query("SELECT count(*) FROM inbox WHERE processed = 0")[0][0]
+            out["inbox_pending"] = self._query(PENDING_COUNT)[0][0]
             out.update({f"outbox_{s}": n for s, n in self._query("SELECT state, count(*) FROM outbox GROUP BY state")})
             return out
         counts: dict[str, int] = await self._run(do)

@@ -17,6 +17,7 @@ from alertd.store import sql
 from alertd.store.base import AppendResult, InboxEntry, Pending, PendingRow, StoreUnavailable
 
 log = logging.getLogger(__name__)
+PENDING_COUNT = "SELECT count(*) FROM inbox WHERE processed = 0"
 INSERT_CHUNK = 500  # rows per INSERT statement (a few parameters each; SQLite allows 32766)
 Queued = tuple[list[InboxEntry], bytes | None, "asyncio.Future[AppendResult]"]
 
@@ -116,6 +117,10 @@ class InboxMixin:
             return pending
         result: Pending = await self._run(do)
         return result
+
+    async def count_pending_inbox(self) -> int:
+        rows = await self._run(self._query, PENDING_COUNT)
+        return int(rows[0][0])
 
     async def quarantine_inbox(self, seqs: list[int], error: str) -> None:
         await self._run(self._ftx, lambda cur: cur.executemany(

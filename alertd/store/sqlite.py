@@ -45,29 +45,27 @@ class SqliteStore(SqlStore):
         self._stop_checkpoints = threading.Event()
         self._writer_lock: int | None = None  # fd of <database>-writer, flock()ed around each write
 
-    def _lock_writers(self) -> None:
-        """Serialise writers across processes (``serve --receivers N``) with a kernel lock.
+    def _open_writer_lock(self) -> int | None:
+        """Writers in several processes (``serve --receivers N``) take turns through flock() on this file.
 
         SQLite's own busy handler makes a second writer sleep and poll (1, 2, 5 ... 100 ms), so the
         receivers and the engine waiting on each other took hundreds of milliseconds per webhook; a
         blocking flock() hands the database to the next writer the moment the current one commits."""
-        if self._writer_lock is None:
-            try:
-                self._writer_lock = -1 if str(self.path) == ":memory:" else \
-                    os.open(f"{self.path}-writer", os.O_RDWR | os.O_CREAT, 0o600)
-            except OSError as exc:  # e.g. a read-only directory: SQLite's busy handler still keeps it correct
-                log.warning("writers not serialised by %s-writer (%s); relying on SQLite's busy timeout", self.path, exc)
-                self._writer_lock = -1
-        if self._writer_lock >= 0:
-            fcntl.flock(self._writer_lock, fcntl.LOCK_EX)
+        try:
+            return os.open(f"{self.path}-writer", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:  # e.g. a read-only directory: SQLite's busy handler still keeps it correct
+            log.warning("writers not serialised by %s-writer (%s); relying on SQLite's busy timeout", self.path, exc)
+            return None
 
     def _end(self) -> None:
-        if self._writer_lock is not None and self._writer_lock >= 0:
+        if self._writer_lock is not None:
             fcntl.flock(self._writer_lock, fcntl.LOCK_UN)
 
     def _connect(self) -> Any:
         if str(self.path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self._writer_lock is None:
+                self._writer_lock = self._open_writer_lock()
         conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=10)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
@@ -94,9 +92,9 @@ class SqliteStore(SqlStore):
             self._checkpointer.join(timeout=10)
             self._checkpointer = None
         await super().close()
-        if self._writer_lock is not None and self._writer_lock >= 0:
+        if self._writer_lock is not None:
             os.close(self._writer_lock)
-        self._writer_lock = None
+            self._writer_lock = None
 
     def _checkpoint_loop(self) -> None:
         """PASSIVE checkpoints never block the writer; they copy what readers no longer need."""
@@ -117,7 +115,8 @@ class SqliteStore(SqlStore):
             conn.close()
 
     def _begin(self, cur: Any) -> None:
-        self._lock_writers()
+        if self._writer_lock is not None:
+            fcntl.flock(self._writer_lock, fcntl.LOCK_EX)
         cur.execute("BEGIN IMMEDIATE")
 
     def _stored_doc(self, doc: dict[str, Any]) -> Any:
