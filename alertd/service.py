@@ -292,17 +292,19 @@ class Service:
     async def _read_pending(self, pending: Pending) -> list[tuple[int, Alert]]:
         """Inbox rows back to alerts: a wire form each, or the webhook they came in (read once per body)."""
         batch: list[tuple[int, Alert]] = []
-        hooks: dict[int, list[Alert] | str] = {}
+        hooks: dict[int | None, list[Alert] | str] = {}
         unreadable: dict[str, list[int]] = {}
         for row in pending.rows:
             if row.alert is not None:
                 batch.append((row.seq, Alert.from_wire(row.alert)))
                 continue
-            alerts = hooks.get(row.hook) if row.hook is not None else "its webhook body is missing"
-            if alerts is None and row.hook is not None:
-                alerts = hooks[row.hook] = _hook_alerts(pending.hooks.get(row.hook))
-            if isinstance(alerts, str) or row.pos >= len(alerts):
-                unreadable.setdefault(alerts if isinstance(alerts, str) else "no alert at its position", []).append(row.seq)
+            if row.hook not in hooks:
+                hooks[row.hook] = _hook_alerts(pending.hooks.get(row.hook) if row.hook is not None else None)
+            alerts = hooks[row.hook]
+            if isinstance(alerts, str):
+                unreadable.setdefault(alerts, []).append(row.seq)
+            elif row.pos >= len(alerts):
+                unreadable.setdefault("no alert at its position", []).append(row.seq)
             else:
                 batch.append((row.seq, alerts[row.pos]))
         for why, seqs in unreadable.items():  # stored by an older version, or damaged: set aside, never block
