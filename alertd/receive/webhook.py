@@ -59,7 +59,7 @@ def decode_body(raw: bytes) -> Any:
     except (RecursionError, ValueError) as exc:  # nesting too deep, an integer of thousands of digits
         raise BadPayload(f"malformed JSON: {str(exc).split(';')[0]}") from None
     try:
-        where = _unstorable(doc, "") if _SUSPECT_ESCAPE.search(text) else None
+        where = _unstorable(doc, "") if _SUSPECT_ESCAPE.search(raw) else None
     except RecursionError:
         raise BadPayload("malformed JSON: nested too deeply") from None
     if where is not None:
@@ -68,7 +68,7 @@ def decode_body(raw: bytes) -> Any:
     return doc
 
 
-_SUSPECT_ESCAPE = re.compile(r"\\u(?:[dD][89a-fA-F]|0000)")
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")  # searched in the raw body, by both paths
 
 
 def _unstorable(value: Any, path: str) -> str | None:
@@ -109,16 +109,13 @@ def read_notification(raw: bytes, received_at: datetime) -> Notification:
         hook = wire.DECODER.decode(raw)
     except msgspec.DecodeError:  # ValidationError too: not JSON, or not the webhook's shape
         return parse_notification(decode_body(raw), received_at)
-    if _SUSPECT_ESCAPE_BYTES.search(raw):  # a NUL or lone surrogate, named by the slow path
+    if _SUSPECT_ESCAPE.search(raw):  # a NUL or lone surrogate, named by the slow path
         return parse_notification(decode_body(raw), received_at)
     receiver, external_url = hook.receiver, hook.externalURL
     alerts = [_alert(i, a.fingerprint, a.status, a.labels, a.annotations, a.startsAt, a.endsAt, a.generatorURL,
                      receiver, external_url, received_at) for i, a in enumerate(hook.alerts)]
     return Notification(receiver=receiver, status=hook.status, group_key=hook.groupKey, external_url=external_url,
                         truncated=hook.truncatedAlerts, alerts=alerts, group_labels=hook.groupLabels)
-
-
-_SUSPECT_ESCAPE_BYTES = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
 
 
 def parse_notification(doc: Any, received_at: datetime) -> Notification:
