@@ -18,6 +18,7 @@ from typing import Callable
 from alertd.errors import InvalidDocument
 
 log = logging.getLogger("alertd")
+_held: list[object] = []  # what the process holds until it ends (the SQLite engine lock)
 
 
 def _config(path: str | None):
@@ -67,10 +68,18 @@ def _serve(args: argparse.Namespace) -> int:
     except TLSError as exc:
         print(f"alertd: {exc}", file=sys.stderr)
         return 2
-    if cfg.storage_backend == "sqlite" and (problem := sqlite_problem(
-            Path(cfg.sqlite_path) if cfg.sqlite_path else cfg.data_dir / "alertd.sqlite3")):
+    database = Path(cfg.sqlite_path) if cfg.sqlite_path else cfg.data_dir / "alertd.sqlite3"
+    if cfg.storage_backend == "sqlite" and (problem := sqlite_problem(database)):
         print(f"alertd: {problem}", file=sys.stderr)
         return 2
+    if cfg.storage_backend == "sqlite" and (args.role or "engine") == "engine":
+        from alertd.ha import engine_lock
+
+        try:  # held until the process ends (docs/ha.md "One engine per SQLite database")
+            _held.append(engine_lock.acquire(database, cfg.data_dir.resolve()))
+        except (engine_lock.EngineLocked, OSError) as exc:
+            print(f"alertd: {exc}", file=sys.stderr)
+            return 2
     store = open_store(cfg.storage_backend, data_dir=cfg.data_dir, sqlite_path=cfg.sqlite_path,
                        synchronous=cfg.synchronous, dsn=cfg.postgres_dsn, password=cfg.postgres_password,
                        checkpoints=args.role != "receiver")

@@ -7,30 +7,14 @@ import contextlib
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.alertd_proc import REPO, AlertdProcess
-from tests.support.process import free_port, http
+from tests.support.alertd_proc import AlertdProcess, one_line, serve_once as serve
+from tests.support.process import http
 from tests.support.webhooks import UniqueWebhooks, dumps
-
-
-def serve(data_dir: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "alertd.cli", "serve", "--data-dir", str(data_dir),
-                           "--listen", f"127.0.0.1:{free_port()}", *extra],
-                          cwd=data_dir.parent, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, timeout=60)
-
-
-def one_line(done: subprocess.CompletedProcess) -> str:
-    assert done.returncode == 2, (done.returncode, done.stderr)
-    assert "Traceback" not in done.stderr + done.stdout, done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
-    return lines[0]
 
 
 def test_corrupt_database_names_the_file_and_how_to_move_it_aside(tmp_path):

@@ -220,6 +220,23 @@ class AlertdProcess:
         raise TimeoutError(f"{pending} inbox rows still pending after {timeout:.0f} s:\n{self.log_tail()}")
 
 
+def serve_once(data_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    """``alertd serve`` on ``data_dir`` that is expected to refuse to start: its exit status and output."""
+    return subprocess.run([sys.executable, "-m", "alertd.cli", "serve", "--data-dir", str(data_dir),
+                           "--listen", f"127.0.0.1:{free_port()}", *extra],
+                          cwd=data_dir.parent, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=60)
+
+
+def one_line(done: subprocess.CompletedProcess) -> str:
+    """The one stderr line of a refused start (exit 2, no traceback)."""
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
 def open_readonly(path: Path | str) -> sqlite3.Connection:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10, check_same_thread=False)
     conn.execute("PRAGMA query_only=1")
