@@ -13,9 +13,12 @@ import urllib.error
 import urllib.request
 from urllib.parse import quote
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from alertd.errors import InvalidDocument
+
+if TYPE_CHECKING:
+    from alertd.ha.group import GroupDir
 
 log = logging.getLogger("alertd")
 _held: list[object] = []  # what the process holds until it ends (the SQLite engine lock)
@@ -33,6 +36,23 @@ def _config(path: str | None):
 
 
 def _serve(args: argparse.Namespace) -> int:
+    """With receivers, the engine process first makes the group's directory, and sets the metrics variable in
+    its environment before anything imports prometheus_client (alertd/ha/group.py, alertd/metrics.py)."""
+    from alertd.ha.group import GroupDir
+    from alertd.ha.receivers import default_receivers
+
+    receivers = default_receivers() if args.receivers is None else args.receivers
+    group = GroupDir.create() if receivers > 0 and args.role != "receiver" else None
+    if group is not None:
+        group.enter()
+    try:
+        return _serve_in(args, group, receivers if group is not None else 0)
+    finally:
+        if group is not None:
+            group.remove()
+
+
+def _serve_in(args: argparse.Namespace, group: "GroupDir | None", receivers: int) -> int:
     from aiohttp import web
 
     from alertd.config import load_config
@@ -42,6 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
     from alertd.store import open_store
     from alertd.web.app import build_app
     from alertd.web.auth import Authenticator, exposure_problem
+    from alertd.web.keys import RELOAD
     from alertd.web.tls import ListenerTLS, TLSError
 
     if (cfg := _config(args.config)) is None:
@@ -87,11 +108,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     from alertd.enrich import Enricher
 
-    from alertd.ha.receivers import ReceiverPool, default_receivers
+    from alertd.ha import group as group_control
+    from alertd.ha.receivers import ReceiverPool
 
-    receivers = default_receivers() if args.receivers is None else args.receivers
-    if args.role == "receiver":
-        receivers = 0
     role = args.role or ("replica" if cfg.storage_backend == "postgres" else "engine")
     enricher = Enricher.from_config(cfg.raw.get("enrich")) if role != "receiver" else None
     svc = build_service(cfg, store, rules, enricher=enricher, role=role, shared_inbox=True if receivers or role != "engine" else False)
@@ -103,39 +122,50 @@ def _serve(args: argparse.Namespace) -> int:
     svc.reconciler = build_reconciler(svc)  # runs on the leader; any process fetches truncated groups
     app = build_app(svc, auth)
     pool: ReceiverPool | None = None
-    if receivers:
+    if group is not None:
+        if problem := _port_problem(*cfg.host_port):  # the receivers bind it: say so here, not in a restart loop
+            print(f"alertd: could not start: {problem}", file=sys.stderr)
+            return 2
         child = ["serve", "--role", "receiver", "--listen", cfg.listen, "--data-dir", str(cfg.data_dir),
                  "--log-format", cfg.log_format] + (["--config", args.config] if args.config else []) + \
             (["--insecure-no-auth"] if args.insecure_no_auth else [])
-        pool = ReceiverPool(receivers, child)
-        supervisor: list[asyncio.Task] = []
+        pool = ReceiverPool(receivers, child, env=group.environ())
+        background: list[Any] = []
 
         async def start_receivers(_: web.Application) -> None:  # after the engine migrated the store
-            assert pool is not None
+            assert pool is not None and group is not None
+            background.append(await group_control.serve_control(group.control, reload_group))
             pool.start()
 
             async def supervise() -> None:
                 while True:
                     await asyncio.sleep(5)
                     pool.restart_dead()
+                    svc.metrics.publish()  # the engine's collector-kept counters (enrichment) into the group's files
 
-            supervisor.append(asyncio.get_running_loop().create_task(supervise()))
+            background.append(asyncio.get_running_loop().create_task(supervise()))
 
         async def stop_receivers(_: web.Application) -> None:
             assert pool is not None
-            for task in supervisor:
-                task.cancel()
+            for item in background:
+                if isinstance(item, asyncio.Task):
+                    item.cancel()
+                else:
+                    item.close()
             pool.stop()
 
         app.on_startup.append(start_receivers)
         app.on_shutdown.append(stop_receivers)
+    elif role == "receiver" and (control := os.environ.get(group_control.CONTROL_ENV)):
+        app[RELOAD] = lambda: group_control.ask_reload(control)  # POST /-/reload reaches the engine process
     if args.record:
         from alertd.authoring.record import attach_recorder
 
         attach_recorder(app, svc, args.record)
 
-    def on_sighup() -> None:
-        """Rules, and the credentials (token files are re-read: rotation without a restart)."""
+    def reload_group() -> tuple[bool, str]:
+        """Rules, and the credentials (token files are re-read: rotation without a restart); the receiver
+        processes too. SIGHUP, and POST /-/reload on a receiver (through the control socket)."""
         ok, error = svc.reload_rules()
         try:
             auth.replace(Authenticator.from_config(load_config(args.config)))
@@ -145,32 +175,57 @@ def _serve(args: argparse.Namespace) -> int:
             log.error("credentials not reloaded, keeping the running ones:\n%s", exc)
         if listener_tls is not None and ssl_context is not None and not listener_tls.reload(ssl_context):
             ok, error = False, error or f"TLS certificate {listener_tls.cert_file} not reloaded"
-        if pool is not None:  # the receiver processes re-read their credentials too
+        if pool is not None:  # the receiver processes re-read their rules and credentials too
             pool.signal(signal.SIGHUP)
-        asyncio.get_running_loop().create_task(svc.audit("SIGHUP", "reload", "rules", "signal",
-                                                         "ok" if ok else "failed", error))
+        return ok, error
+
+    def on_sighup() -> None:
+        ok, error = reload_group()
+        if role != "receiver" or RELOAD not in app:  # a group's reload is recorded once, by its engine process
+            asyncio.get_running_loop().create_task(svc.audit("SIGHUP", "reload", "rules", "signal",
+                                                             "ok" if ok else "failed", error))
 
     async def on_startup(_: web.Application) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, on_sighup)
 
     app.on_startup.append(on_startup)
     host, port = cfg.host_port
-    log.info("alertd listening on %s://%s:%d (store: %s, rules: %s)", "https" if ssl_context else "http", host, port,
-             cfg.storage_backend, ", ".join(cfg.rule_paths))
+    log.info("alertd %s on %s://%s:%d (store: %s, rules: %s)",
+             f"engine process; its {receivers} receiver processes listen" if group is not None else "listening",
+             "https" if ssl_context else "http", host, port, cfg.storage_backend, ", ".join(cfg.rule_paths))
     # Everything loaded so far lives as long as the process: keep it out of the cyclic collector,
     # and collect less often (the engine allocates many small, acyclic objects per alert).
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 50)
+    # With receivers the engine process binds nothing (an empty socket list: no site at all), so an engine
+    # step never holds up a webhook that the kernel would have handed to this process's event loop.
+    listen: dict[str, Any] = {"sock": []} if group is not None else {
+        "host": host, "port": port, "reuse_port": role == "receiver", "ssl_context": ssl_context}
     try:
-        web.run_app(app, host=host, port=port, print=None, access_log=None, shutdown_timeout=10,
-                    handle_signals=True, reuse_port=bool(receivers) or role == "receiver", ssl_context=ssl_context)
+        web.run_app(app, print=None, access_log=None, shutdown_timeout=10, handle_signals=True, **listen)
     except Exception as exc:  # e.g. the database went away between the check and the start, a port in use
         log.debug("start-up failed", exc_info=True)
         print(f"alertd: could not start: {type(exc).__name__}: {exc} (run with log.level debug for the traceback)",
               file=sys.stderr)
         return 2
     return 0
+
+
+def _port_problem(host: str, port: int) -> str | None:
+    """Whether the receivers will be able to bind HOST:PORT (bound and closed, never listened on)."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                            flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(address)
+    except OSError as exc:
+        return f"{host}:{port}: {exc}"
+    return None
 
 
 def _api(args: argparse.Namespace, path: str) -> dict:

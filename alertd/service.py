@@ -79,7 +79,7 @@ class Service:
         self.metrics.reload_ok.set(1)
         self.metrics.reload_time.set(time.time())
         if callable(getattr(store, "disk_bytes", None)):  # SQLite: a few stat() calls, so measured at each scrape
-            self.metrics.store_bytes.set_function(store.disk_bytes)
+            self.metrics.measure_store_bytes(store.disk_bytes)
 
     def _outbox_worker(self, store: Store, clock: Callable[[], datetime]) -> OutboxWorker:
         return OutboxWorker(store, self.notifiers, self.metrics, clock, max_attempts=self.cfg.retry_max_attempts,
@@ -270,6 +270,7 @@ class Service:
             if not pending.rows:
                 self._from_store = False
                 if self.shared_inbox:
+                    self.metrics.inbox_pending.set(0)  # drained: the count above is only taken while rows wait
                     return False
             else:
                 batch = await self._read_pending(pending)

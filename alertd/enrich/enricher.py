@@ -87,9 +87,8 @@ class Enricher:
     def bind(self, service: EnrichHost) -> None:
         """Called once the service exists: results go back through service.annotate/add_evidence."""
         self.service = service
-        registry = service.metrics.registry
-        if registry is not None and self._histogram is None:
-            self._histogram = metrics.register(self, registry)
+        if self._histogram is None:
+            self._histogram = metrics.register(self, service.metrics)
 
     def submit(self, changes: Iterable[Change]) -> None:
         """Start enrichment for incidents that opened or gained a node. Never blocks, never raises."""

@@ -3,7 +3,7 @@ this narrow surface instead of the service's insides (its engine and state), and
 hand it anything that has it."""
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Iterable, Protocol
 
 from alertd.gpu.catalog import XidCatalog
 from alertd.model import Change, Incident, Signal
@@ -16,11 +16,12 @@ class HasCatalog(Protocol):
     def catalog(self) -> XidCatalog: ...
 
 
-class HasRegistry(Protocol):
-    """The service's metrics: enrichment registers its histogram and counters in the same registry."""
+class HasMetrics(Protocol):
+    """The service's metrics (alertd/metrics.py): enrichment adds its histogram and counters to them."""
 
-    @property
-    def registry(self) -> Any: ...
+    def histogram(self, name: str, documentation: str, buckets: Iterable[float]) -> Any: ...
+
+    def add_collector(self, collector: Any) -> None: ...
 
 
 class EnrichHost(Protocol):
@@ -30,7 +31,7 @@ class EnrichHost(Protocol):
     def rules(self) -> HasCatalog: ...
 
     @property
-    def metrics(self) -> HasRegistry: ...
+    def metrics(self) -> HasMetrics: ...
 
     def open_incident(self, incident_id: str) -> Incident | None:
         """The incident as the engine holds it now; None once it is gone or when this process is not the engine."""
@@ -41,4 +42,4 @@ class EnrichHost(Protocol):
     async def add_evidence(self, incident_id: str, signal: Signal, source: str) -> list[Change]: ...
 
 
-__all__ = ["EnrichHost", "HasCatalog", "HasRegistry"]
+__all__ = ["EnrichHost", "HasCatalog", "HasMetrics"]

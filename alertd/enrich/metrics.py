@@ -18,14 +18,13 @@ class Counted(Protocol):
     kube: KubeContext | None
 
 
-def register(enricher: Counted, registry: Any) -> Any:
-    """Register the enricher's metrics; returns the histogram it observes latencies in."""
-    from prometheus_client import Histogram
-
-    histogram = Histogram(
+def register(enricher: Counted, metrics: Any) -> Any:
+    """Register the enricher's metrics with the service's (alertd/metrics.py); returns the histogram it
+    observes latencies in."""
+    histogram = metrics.histogram(
         "alertd_enrichment_seconds", "Time from an incident change to its enrichment being written.",
-        buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60), registry=registry)
-    registry.register(StatsCollector(enricher))
+        buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60))
+    metrics.add_collector(StatsCollector(enricher))
     return histogram
 
 

@@ -1,19 +1,24 @@
 """``alertd serve --receivers N``: N receiver processes beside the engine, on one port.
 
-Every process binds the port with SO_REUSEPORT and the kernel spreads the
-connections over them; the receivers validate and write the shared SQLite (WAL)
-inbox, the engine process reads it back. One Python process uses one core: this
+The receivers bind the port with SO_REUSEPORT and the kernel spreads the
+connections over them; they validate and write the shared SQLite (WAL) inbox,
+the engine process reads it back. The engine process itself binds nothing, so
+its engine steps never delay a webhook. One Python process uses one core: this
 is how alertd uses the others. The receivers die with the engine process
-(PR_SET_PDEATHSIG) and are stopped with it.
+(PR_SET_PDEATHSIG) and are stopped with it; they find the group's directory
+(metrics files, control socket: alertd/ha/group.py) in their environment.
 """
 from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import signal
 import subprocess
 import sys
-from typing import Sequence
+from typing import Mapping, Sequence
+
+from alertd.ha.group import MULTIPROC_ENV
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
@@ -36,22 +41,35 @@ def _die_with_parent() -> None:
 
 
 class ReceiverPool:
-    def __init__(self, count: int, argv: Sequence[str]):
+    """``env``: what the receivers add to this process's environment (the group's directory, alertd/ha/group.py)."""
+
+    def __init__(self, count: int, argv: Sequence[str], env: Mapping[str, str] | None = None):
         self.count, self.argv = count, list(argv)
+        self.env = {**os.environ, **(env or {})}
         self.procs: list[subprocess.Popen] = []
+
+    def _spawn(self) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "alertd.cli", *self.argv], env=self.env,
+                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
     def start(self) -> None:
         for _ in range(self.count):
-            self.procs.append(subprocess.Popen([sys.executable, "-m", "alertd.cli", *self.argv],
-                                               stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent))
+            self.procs.append(self._spawn())
         log.info("started %d receiver processes: %s", self.count, ", ".join(str(p.pid) for p in self.procs))
 
     def restart_dead(self) -> None:
         for i, proc in enumerate(self.procs):
             if proc.poll() is not None:
                 log.error("receiver process %d exited with %s; starting another", proc.pid, proc.returncode)
-                self.procs[i] = subprocess.Popen([sys.executable, "-m", "alertd.cli", *self.argv],
-                                                 stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                self._forget(proc.pid)
+                self.procs[i] = self._spawn()
+
+    def _forget(self, pid: int) -> None:
+        """A dead receiver's live gauges leave the group's metrics (its counters stay in the sums)."""
+        if path := self.env.get(MULTIPROC_ENV):
+            from prometheus_client.multiprocess import mark_process_dead
+
+            mark_process_dead(pid, path)
 
     def signal(self, signum: int) -> None:
         for proc in self.procs:
@@ -67,4 +85,6 @@ class ReceiverPool:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
+            self._forget(proc.pid)
         self.procs = []

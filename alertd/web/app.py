@@ -11,9 +11,10 @@ from importlib import resources
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from alertd.ha.commands import CommandTimeout
+from alertd.ha.group import ControlUnavailable
 from alertd.model import parse_iso
 from alertd.receive.webhook import BadPayload, read_notification
 from alertd.service import Service
@@ -21,7 +22,7 @@ from alertd.store.base import StoreUnavailable
 from alertd.web import api, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 from alertd.web.body import read_body
-from alertd.web.keys import SERVICE
+from alertd.web.keys import RELOAD, SERVICE
 
 log = logging.getLogger(__name__)
 
@@ -151,14 +152,21 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[SERVICE].metrics.registry)
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    """This process's metrics, or under ``serve --receivers N`` the whole group's (alertd/metrics.py)."""
+    return web.Response(body=request.app[SERVICE].metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 async def reload(request: web.Request) -> web.Response:
     principal = authorize(request, "admin")
     svc = request.app[SERVICE]
-    ok, error = svc.reload_rules()
+    if (forward := request.app.get(RELOAD)) is not None:
+        try:
+            ok, error = await forward()
+        except ControlUnavailable as exc:
+            await svc.audit(actor_for(principal, request), "reload", "rules", "api", "failed", str(exc))
+            return _json({"error": str(exc)}, 503, headers={"Retry-After": "5"})
+    else:
+        ok, error = svc.reload_rules()
     await svc.audit(actor_for(principal, request), "reload", "rules", "api", "ok" if ok else "failed", error)
     return _json({"status": "reloaded"} if ok else {"error": error}, 200 if ok else 500)
 

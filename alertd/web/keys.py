@@ -2,10 +2,15 @@
 and the handler modules it mounts (api, ui, slack_actions) do not import each other."""
 from __future__ import annotations
 
+from typing import Awaitable, Callable
+
 from aiohttp import web
 
 from alertd.service import Service
 
 SERVICE = web.AppKey("service", Service)
+# Where POST /-/reload goes instead of this process's own rules: a receiver of ``serve --receivers N``
+# asks its engine process, which reloads the whole group (alertd/ha/group.py). Returns (ok, error).
+RELOAD = web.AppKey("reload", Callable[[], Awaitable[tuple[bool, str]]])
 
-__all__ = ["SERVICE"]
+__all__ = ["RELOAD", "SERVICE"]

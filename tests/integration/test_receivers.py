@@ -1,28 +1,30 @@
-"""`alertd serve --receivers 2` on SQLite: three processes on one port (SO_REUSEPORT), one engine.
+"""`alertd serve --receivers 2` on SQLite: two receiver processes on one port (SO_REUSEPORT), one engine
+process that holds no socket on it.
 
-Every acknowledged webhook is processed by the one engine, whichever process took it; actions
-that land on a receiver process are carried out by the engine; the receivers die with it.
+Every acknowledged webhook is processed by the one engine, whichever receiver took it; actions and
+rule reloads sent to the port are carried out by the engine process; /metrics on the port shows the
+whole group, whichever process answers; the receivers die with the engine process.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
-from tests.support.alertd_proc import AlertdProcess
+from tests.support.alertd_proc import REPO, AlertdProcess, parse_metrics
 from tests.support.process import http
-from tests.support.webhooks import UniqueWebhooks, dedup_keys
+from tests.support.webhooks import FIRING_END, UniqueWebhooks, dedup_keys, fingerprint, iso, webhook
 
 
 def test_receivers_share_the_port_and_feed_one_engine(tmp_path: Path) -> None:
     server = AlertdProcess(tmp_path / "alertd", {"log": {"level": "info"}}, serve_args=["--receivers", "2"]).start()
     try:
-        roles: set[str] = set()
-        deadline = time.monotonic() + 20
-        while len(roles) < 2 and time.monotonic() < deadline:  # new connections land on different processes
-            roles.add(http("GET", server.url + "/readyz", timeout=2)[2].decode().strip())
-        assert roles == {"ready: leader", "ready: receiver"}, roles
+        roles = {http("GET", server.url + "/readyz", timeout=2)[2].decode().strip() for _ in range(12)}
+        assert roles == {"ready: receiver"}, roles  # the engine process takes no connection
         gen = UniqueWebhooks(run="rcv", nodes=30, nodes_per_cluster=3, seed=9)
         acked = []
         for _ in range(120):
@@ -50,6 +52,9 @@ def test_receivers_share_the_port_and_feed_one_engine(tmp_path: Path) -> None:
             time.sleep(0.2)
         children = child_pids(server.pid)
         assert len(children) == 2
+        # The dead receiver's counts stay in the group's sums; its live gauges left with it.
+        wait_ready_on(server, children)
+        assert scrape(server)["alertd_webhooks_received_total"] == 120
         os.kill(server.pid, signal.SIGKILL)  # the engine process alone: its receivers must follow
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and any(alive(pid) for pid in children):
@@ -69,3 +74,134 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_the_port_serves_the_whole_group(tmp_path: Path) -> None:
+    """Metrics summed over the processes, no engine socket on the port, /-/reload reaching the engine's rules."""
+    rules = tmp_path / "rules"
+    shutil.copytree(REPO / "rules", rules, ignore=shutil.ignore_patterns("tests"))
+    server = AlertdProcess(tmp_path / "alertd", {"log": {"level": "info"}, "rules": {"paths": [str(rules)]}},
+                           serve_args=["--receivers", "2"]).start()
+    try:
+        children = child_pids(server.pid)
+        assert len(children) == 2
+        wait_ready_on(server, children)  # start() returns when the first receiver answers
+        on_port = port_sockets(server.port)
+        assert on_port.listening <= set().union(*(socket_inodes(c) for c in children))
+
+        gen = UniqueWebhooks(run="met", nodes=12, nodes_per_cluster=3, seed=4)
+        docs = [gen.next() for _ in range(36)]
+        for doc in docs:
+            assert server.post(doc)[0] == 200
+        server.wait_drained(30)
+        expected = {"alertd_webhooks_received_total": 36.0, "alertd_alerts_received_total": float(sum(len(d["alerts"]) for d in docs)),
+                    'alertd_incidents{state="open"}': 12.0, "alertd_incidents_opened_total": 12.0,
+                    "alertd_engine_leader": 1.0, "alertd_inbox_pending": 0.0}
+        deadline = time.monotonic() + 10  # the pending gauge is set by the engine's next round
+        while scrape(server).get("alertd_inbox_pending") != 0.0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for _ in range(8):  # fresh connections: the kernel picks a receiver each time
+            metrics = scrape(server)
+            assert {k: metrics.get(k) for k in expected} == expected
+            assert metrics["alertd_store_bytes"] > 0 and metrics["alertd_webhook_ack_seconds_count"] == 36
+        # No socket of the engine process, listening or accepted, is on the public port.
+        assert not port_sockets(server.port).all & socket_inodes(server.pid)
+
+        # A rule added on disk and reloaded through the port changes how the ENGINE classifies.
+        assert signals_of(server, probe(server, "probe-a")) == ["other"]
+        (rules / "00-site.yml").write_text("signals:\n  - kind: nonsense\n")
+        status, _, body = http("POST", server.url + "/-/reload", b"", timeout=30)
+        assert status == 500 and b"00-site.yml" in body, body
+        (rules / "00-site.yml").write_text(SITE_RULE)
+        status, _, body = http("POST", server.url + "/-/reload", b"", timeout=30)
+        assert status == 200, body
+        assert signals_of(server, probe(server, "probe-b")) == ["thermal"]
+        # SIGHUP to the engine process (what a service manager sends) reloads the group too.
+        (rules / "00-site.yml").write_text(SITE_RULE.replace("thermal", "ecc").replace("hardware", "memory"))
+        os.kill(server.pid, signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while signals_of(server, probe(server, f"probe-c{int(time.monotonic() * 1000)}")) != ["ecc"]:
+            assert time.monotonic() < deadline, "the engine did not reload its rules on SIGHUP"
+            time.sleep(0.5)
+        with server.db() as conn:
+            reloads = conn.execute("SELECT outcome FROM audit WHERE action = 'reload' ORDER BY id").fetchall()
+        assert [r[0] for r in reloads] == ["failed", "ok", "ok"]  # once per request or signal, not once per process
+    finally:
+        server.kill9()
+
+
+SITE_RULE = """signals:
+  - kind: thermal
+    match:
+      - 'alertname="SiteGpuProbe"'
+    severity: warning
+    category: hardware
+    runbook: thermal
+"""
+
+
+def probe(server: AlertdProcess, node: str) -> str:
+    """Send one site alert for ``node``; the id of the incident the engine made of it."""
+    labels = {"alertname": "SiteGpuProbe", "severity": "warning", "cluster": "site", "node": node, "job": "site-probe"}
+    alert = {"status": "firing", "labels": labels, "annotations": {"summary": f"site probe failed on {node}"},
+             "startsAt": iso(datetime.now(timezone.utc)), "endsAt": FIRING_END, "generatorURL": "",
+             "fingerprint": fingerprint(labels)}
+    assert server.post(webhook([alert], cluster="site", node=node))[0] == 200
+    server.wait_drained(30)
+    status, data = server.get_json(f"/api/v1/incidents?node={node}")
+    assert status == 200 and len(data["incidents"]) == 1, data
+    return data["incidents"][0]["id"]
+
+
+def signals_of(server: AlertdProcess, incident_id: str) -> list[str]:
+    status, inc = server.get_json(f"/api/v1/incidents/{incident_id}")
+    assert status == 200, inc
+    return inc["signals"]
+
+
+def scrape(server: AlertdProcess) -> dict[str, float]:
+    status, _, body = http("GET", server.url + "/metrics", timeout=5)
+    assert status == 200
+    return parse_metrics(body.decode())
+
+
+def wait_ready_on(server: AlertdProcess, pids: list[int], timeout: float = 20) -> None:
+    """Until every receiver in ``pids`` listens on the port (a restarted one takes a few seconds to start)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(port_sockets(server.port).listening & socket_inodes(pid) for pid in pids):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"receivers {pids} not listening on {server.port}")
+
+
+@dataclass
+class PortSockets:
+    listening: set[str]
+    all: set[str]
+
+
+def port_sockets(port: int) -> PortSockets:
+    """Socket inodes bound to local ``port`` (IPv4 and IPv6), from the kernel's tables."""
+    out = PortSockets(set(), set())
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                out.all.add(fields[9])
+                if fields[3] == "0A":  # TCP_LISTEN
+                    out.listening.add(fields[9])
+    return out
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """Inodes of the sockets process ``pid`` holds open."""
+    out = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            out.add(target[8:-1])
+    return out

@@ -1,0 +1,100 @@
+"""What the processes of one ``serve --receivers N`` group share on the machine: a private directory.
+
+The engine process creates it at start (a new temporary directory, mode 0700, so it starts empty) and
+removes it when it stops; its receivers find it through their environment. It holds:
+
+- ``metrics/``: prometheus_client's multiprocess files (``PROMETHEUS_MULTIPROC_DIR``), so ``/metrics``
+  on any process shows the whole group (alertd/metrics.py);
+- ``control.sock``: the engine process's control socket. The engine process has no public listener
+  (the receivers serve the port), so what must reach it from a request goes here: ``POST /-/reload``
+  on a receiver asks the engine process to reload the group's rules and answers with its outcome.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+log = logging.getLogger(__name__)
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own variable
+CONTROL_ENV = "ALERTD_CONTROL_SOCKET"
+RELOAD_TIMEOUT = 30.0  # seconds: loading and validating every rule file, on a busy machine
+
+
+class ControlUnavailable(RuntimeError):
+    """The engine process did not answer on its control socket."""
+
+
+@dataclass(frozen=True)
+class GroupDir:
+    root: Path
+
+    @classmethod
+    def create(cls) -> "GroupDir":
+        root = Path(tempfile.mkdtemp(prefix="alertd-group-"))
+        (root / "metrics").mkdir()
+        return cls(root)
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics"
+
+    @property
+    def control(self) -> Path:
+        return self.root / "control.sock"
+
+    def environ(self) -> dict[str, str]:
+        """What a receiver process needs in its environment."""
+        return {MULTIPROC_ENV: str(self.metrics), CONTROL_ENV: str(self.control)}
+
+    def enter(self) -> None:
+        """Make this process write its metrics into the group's files (before prometheus_client is imported:
+        it picks its value class then)."""
+        os.environ[MULTIPROC_ENV] = str(self.metrics)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+async def serve_control(path: Path, reload: Callable[[], tuple[bool, str]]) -> asyncio.AbstractServer:
+    """The engine process's control socket: one JSON answer per line asked (``reload``)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            asked = (await asyncio.wait_for(reader.readline(), 5)).strip()
+            if asked == b"reload":
+                ok, error = reload()
+                answer = {"ok": ok, "error": error}
+            else:
+                answer = {"ok": False, "error": f"unknown control request {asked[:40]!r}"}
+            writer.write(json.dumps(answer).encode() + b"\n")
+            await writer.drain()
+        except (asyncio.TimeoutError, ConnectionError) as exc:
+            log.warning("control request dropped: %s", exc)
+        finally:
+            writer.close()
+
+    return await asyncio.start_unix_server(handle, path=str(path))
+
+
+async def ask_reload(path: str, timeout: float = RELOAD_TIMEOUT) -> tuple[bool, str]:
+    """From a receiver: have the engine process reload the group's rules; its (ok, error)."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(path), 5)
+        try:
+            writer.write(b"reload\n")
+            await writer.drain()
+            answer = json.loads(await asyncio.wait_for(reader.readline(), timeout) or b"null")
+        finally:
+            writer.close()
+    except (OSError, asyncio.TimeoutError, ValueError) as exc:
+        raise ControlUnavailable(f"the engine process did not answer on {path}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(answer, dict):
+        raise ControlUnavailable(f"the engine process closed {path} without an answer")
+    return bool(answer.get("ok")), str(answer.get("error") or "")
