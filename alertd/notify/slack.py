@@ -14,7 +14,11 @@ Targets ``slack:<channel>``; intents:
 The message's channel id and ts are saved with ``store.save_ref`` right after
 ``chat.postMessage`` returns and before anything else, so a crash between the
 post and the outbox commit makes the redelivery ``chat.update`` instead of
-posting twice. Posts are spaced per channel (about one per second) by the
+posting twice. A crash (or a lost answer) DURING the post is covered by
+alertd.notify.slack_lost: a write-ahead ref and message metadata let the next
+attempt find the message in the channel's history and adopt it. Top-level
+posts are never retried by the client itself (a retry after a dropped
+connection is how a post doubles). Posts are spaced per channel (about one per second) by the
 outbox's rate-limit stage; a 429 pauses the channel for its Retry-After and
 the item is retried after it.
 """
@@ -22,12 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Hashable
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -37,6 +43,7 @@ from alertd.model import CLOSED, OPEN
 from alertd.notify.integration import (DURATION_SCHEMA, Delivered, DeliveryError, Integration, Links, Notifier,
                                        NotifierSettings, NotifyStore, Problem, folded_unposted)
 from alertd.notify.ratelimit import RateLimiter
+from alertd.notify.slack_lost import CHANNEL_ID, UNUSABLE, Unconfirmed, find_channel, find_post, metadata
 from alertd.notify.slack_render import RenderContext, render_incident, render_thread
 
 log = logging.getLogger(__name__)
@@ -105,6 +112,14 @@ class MessageGone(Exception):
     pass
 
 
+class SlackCallError(DeliveryError):
+    """A Web API call answered ``ok: false``; ``error`` is Slack's code."""
+
+    def __init__(self, message: str, error: str, *, retry: bool):
+        super().__init__(message, retry=retry)
+        self.error = error
+
+
 class SlackNotifier(Notifier):
     kind = "slack"
     coalesce = frozenset({Intent.SHOW, Intent.TIMELINE})
@@ -116,9 +131,12 @@ class SlackNotifier(Notifier):
                  client: AsyncWebClient | None = None):
         self.settings, self.store, self.clock = settings, store, clock
         self._client = client
+        self._once: AsyncWebClient | None = client  # top-level posts: no retry by the client itself
         self._session: aiohttp.ClientSession | None = None
         self.limiter = RateLimiter(settings.per_channel, settings.burst)
         self.calls = 0
+        self._channel_ids: dict[str, str] = {}  # target address (#name or id) -> channel id, from Slack's answers
+        self._told: set[str] = set()  # history problems already logged (once each)
 
     @property
     def posts(self) -> RateLimiter:
@@ -127,19 +145,21 @@ class SlackNotifier(Notifier):
 
     # ----- plumbing -----
 
-    def client(self) -> AsyncWebClient:
+    def client(self, *, once: bool = False) -> AsyncWebClient:
         if self._client is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.settings.timeout))
-            self._client = AsyncWebClient(
+            retry: AsyncRetryHandler = AsyncConnectionErrorRetryHandler(max_retry_count=1)
+            self._client, self._once = (AsyncWebClient(
                 token=self.settings.token, base_url=self.settings.base_url, timeout=int(max(1, self.settings.timeout)),
-                session=self._session, retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=1)])
-        return self._client
+                session=self._session, retry_handlers=handlers)
+                for handlers in ([retry], []))
+        return (self._once or self._client) if once else self._client
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
-            self._client = None
+            self._client = self._once = None
 
     def _render_context(self, note: str = "") -> RenderContext:
         s = self.settings
@@ -155,15 +175,24 @@ class SlackNotifier(Notifier):
             return None  # noted already: nothing is sent
         return ("post", head.target.address)
 
-    async def _call(self, method: str, limit_channel: str, /, **params: Any) -> dict[str, Any]:
-        key = ("post", limit_channel) if method == "chat.postMessage" else ("update", "")
+    async def _call(self, method: str, limit_channel: str, /, *, once: bool = False, get: bool = False,
+                    **params: Any) -> dict[str, Any]:
+        """``once``: no retry after a dropped connection (the call is not idempotent); ``get``: query arguments."""
+        key = {"chat.postMessage": ("post", limit_channel),
+               "conversations.history": ("history", limit_channel),
+               "conversations.list": ("list", "")}.get(method, ("update", ""))
         wait = self.limiter.paused_for(key)
         if wait > 0:
             await asyncio.sleep(wait)
         self.calls += 1
         try:
-            resp = await self.client().api_call(method, json=params)
-            return dict(resp.data) if isinstance(resp.data, dict) else {}
+            client = self.client(once=once)
+            resp = await (client.api_call(method, http_verb="GET", params=params) if get
+                          else client.api_call(method, json=params))
+            data = dict(resp.data) if isinstance(resp.data, dict) else {}
+            if data.get("channel") and isinstance(data["channel"], str):
+                self._channel_ids[limit_channel] = data["channel"]
+            return data
         except SlackApiError as exc:
             response = exc.response
             status = getattr(response, "status_code", 0)
@@ -177,8 +206,8 @@ class SlackNotifier(Notifier):
             if error in GONE:
                 raise MessageGone(error) from None
             if error in PERMANENT:
-                raise DeliveryError(f"Slack {method}: {error}", retry=False) from None
-            raise DeliveryError(f"Slack {method}: HTTP {status} {error or 'error'}", retry=True) from None
+                raise SlackCallError(f"Slack {method}: {error}", error, retry=False) from None
+            raise SlackCallError(f"Slack {method}: HTTP {status} {error or 'error'}", error, retry=True) from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise DeliveryError(f"Slack {method}: {type(exc).__name__}: {exc}", retry=True) from None
 
@@ -199,6 +228,9 @@ class SlackNotifier(Notifier):
         inc = await self.store.get_incident(head.incident_id)
         if inc is None:
             return Delivered()
+        unconfirmed = Unconfirmed.parse(ref)
+        if unconfirmed is not None:  # a post was started and its answer never kept: is it in the channel?
+            ref = await self._adopt(head, channel, unconfirmed)
         payloads = [i.payload for i in items]
         quiet = all(p.get("only_if_posted") for p in payloads) or folded_unposted(inc, ref)
         note = next((p.get("note") for p in reversed(payloads) if "note" in p), "")
@@ -215,14 +247,69 @@ class SlackNotifier(Notifier):
             return Delivered()
         if where is not None:  # the message was deleted: this post was not spaced by the outbox
             await self.limiter.acquire(("post", channel))
+        if unconfirmed is None:  # write-ahead: from here until the ts is saved, a post may be out there
+            unconfirmed = Unconfirmed(self._channel_ids.get(channel, channel if CHANNEL_ID.match(channel) else ""),
+                                      time.time())
+            await self.store.save_ref(head.incident_id, head.target, unconfirmed.ref)
         try:
-            resp = await self._call("chat.postMessage", channel, channel=channel, text=text, blocks=blocks,
-                                    unfurl_links=False, unfurl_media=False)
+            resp = await self._call("chat.postMessage", channel, once=True, channel=channel, text=text, blocks=blocks,
+                                    unfurl_links=False, unfurl_media=False,
+                                    metadata=metadata(self.installation(), inc.id))
         except MessageGone as exc:
             raise DeliveryError(f"Slack chat.postMessage: {exc}", retry=False) from None
         new_ref = f"{resp.get('channel') or channel}|{resp['ts']}"
         await self.store.save_ref(head.incident_id, head.target, new_ref)  # before anything else: no double post
         return Delivered(ref=new_ref)
+
+    async def _adopt(self, head: OutboxItem, channel: str, lost: Unconfirmed) -> str | None:
+        """The ref of the message an earlier attempt posted (saved at once), or None when there is none (or it
+        cannot be looked for: then it is logged once and the caller posts, as it would without the lookup)."""
+        try:
+            channel_id = lost.channel_id or await self._channel_id(head, channel)
+            if not channel_id:
+                self._tell(f"id:{channel}", "Slack channel %s is not in conversations.list: a post to it whose "
+                           "answer was lost cannot be looked for and is posted again", channel)
+                return None
+
+            async def history(args: dict[str, Any]) -> dict[str, Any]:
+                return await self._call("conversations.history", channel_id, get=True, **args)
+
+            ts = await find_post(history, channel_id, lost.started, self.installation(), head.incident_id)
+        except SlackCallError as exc:
+            if exc.error not in UNUSABLE:
+                raise  # rate limited, Slack down: try again later rather than risk a second post
+            self._tell(f"{exc.error}:{channel}", "%s in %s; alertd cannot look for a post whose answer was lost "
+                       "and posts again. Give the bot token the channels:history and groups:history scopes (and "
+                       "channels:read, groups:read for channels configured by name) and invite the bot to the "
+                       "channel", exc, channel)
+            return None
+        if ts is None:
+            return None
+        ref = f"{channel_id}|{ts}"
+        await self.store.save_ref(head.incident_id, head.target, ref)
+        log.info("Slack: %s in %s was posted by an earlier attempt whose answer was lost; using it (ts %s)",
+                 head.incident_id, channel, ts)
+        return ref
+
+    async def _channel_id(self, head: OutboxItem, channel: str) -> str:
+        """The id of the target's channel: given, learnt from an answer, saved with another incident's message,
+        or, for a name alertd never had an answer for, from conversations.list."""
+        found = self._channel_ids.get(channel) or (channel if CHANNEL_ID.match(channel) else "")
+        if not found and (known := parse_ref(await self.store.any_ref(str(head.target), "%|%"))):
+            found = known[0]
+        if not found and channel.startswith("#"):
+            async def listing(args: dict[str, Any]) -> dict[str, Any]:
+                return await self._call("conversations.list", channel, get=True, **args)
+
+            found = await find_channel(listing, channel) or ""
+        if found:
+            self._channel_ids[channel] = found
+        return found
+
+    def _tell(self, key: str, message: str, *args: Any) -> None:
+        if key not in self._told:
+            self._told.add(key)
+            log.error(message, *args)
 
     async def _thread(self, items: list[OutboxItem], channel: str, ref: str | None) -> Delivered:
         where = parse_ref(ref)
@@ -274,7 +361,7 @@ class Slack(Integration[SlackSettings]):
     }
     config_schema = {
         "type": "object", "additionalProperties": False,
-        "description": "Slack through the Web API (a bot token with chat:write). Without a token the console is used.",
+        "description": "Slack through the Web API (a bot token with chat:write; channels:history and groups:history find a post whose answer was lost). Without a token the console is used.",
         "properties": {
             "token": {"type": "string", "description": "Bot token, e.g. ${SLACK_BOT_TOKEN}. Empty: Slack is off."},
             "base_url": {"type": "string", "description": "Web API base URL. Default https://slack.com/api/."},

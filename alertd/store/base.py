@@ -158,6 +158,10 @@ class Store(abc.ABC):
     async def notify_ref(self, incident_id: str, target: str) -> str | None: ...
 
     @abc.abstractmethod
+    async def any_ref(self, target: str, like: str) -> str | None:
+        """One saved ref of ``target`` (any incident) matching the SQL pattern ``like``, or None."""
+
+    @abc.abstractmethod
     async def prune(self, before: datetime, *, resolved_before: datetime | None = None) -> int:
         """Drop processed inbox rows and delivered outbox rows older than ``before`` and, when given, resolved
         incidents (members, timeline) resolved before ``resolved_before``; in small batches."""

@@ -346,6 +346,11 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
                                (incident_id, target))
         return rows[0][0] if rows else None
 
+    async def any_ref(self, target: str, like: str) -> str | None:
+        rows = await self._run(self._query, "SELECT ref FROM notify_refs WHERE target = ? AND ref LIKE ? LIMIT 1",
+                               (target, like))
+        return rows[0][0] if rows else None
+
     async def prune(self, before: datetime, *, resolved_before: datetime | None = None) -> int:
         """In small transactions (PRUNE_BATCH rows each), so the writer is never held long and the WAL stays small."""
         cutoff = iso(before)

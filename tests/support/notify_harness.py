@@ -49,6 +49,18 @@ routing:
 """
 
 
+def one_channel(channel: str) -> str:
+    """A routing section that sends every incident to one Slack channel at once."""
+    return f"""
+routing:
+  group_wait: 0s
+  receivers:
+    - name: oncall
+      slack: "{channel}"
+  default_receiver: oncall
+"""
+
+
 def rules_dir(tmp_path: Path, routing: str) -> Path:
     d = tmp_path / "rules"
     d.mkdir(exist_ok=True)

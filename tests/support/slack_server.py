@@ -10,7 +10,8 @@ notifier built on the real ``slack_sdk`` client is exercised without Slack:
     server.messages[resp["channel"]][resp["ts"]]["text"] == "Xid 79"
     await server.stop()
 
-Methods: ``chat.postMessage``, ``chat.update``, ``auth.test``, ``conversations.info``
+Methods: ``chat.postMessage``, ``chat.update``, ``conversations.history``, ``conversations.list`` (and message
+``metadata``: tests/support/slack_history.py), ``auth.test``, ``conversations.info``
 and ``api.test``. Anything else answers ``unknown_method``.
 
 Contract, as documented by Slack and as the real API behaves:
@@ -44,7 +45,9 @@ with ``thread_ts``, every message with an ``updates`` count; ``#name`` keys are
 resolved to the ID) and :meth:`replies`.
 
 Faults: :meth:`fail_next` (429 with ``Retry-After``, 5xx, or any Slack error
-code), :meth:`down_for` (every call 5xx for a while), ``delay`` (seconds added to every call) and, off by default,
+code), :meth:`lose_reply_next` (the call takes effect, then the connection drops
+before the answer), ``after_call`` (called with each successful call, e.g. to
+kill the caller before it reads the answer), :meth:`down_for` (every call 5xx for a while), ``delay`` (seconds added to every call) and, off by default,
 ``rate_limit_per_channel_per_s`` (429 when posts to one channel come faster).
 """
 from __future__ import annotations
@@ -56,37 +59,22 @@ import math
 import re
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 from urllib.parse import parse_qsl
 
 from aiohttp import web
 
 from tests.support.loopback import LoopbackServer
+from tests.support.slack_blocks import validate_blocks
+from tests.support.slack_history import DEFAULT_SCOPES, HistoryMethods
 
 TEAM_ID = "T0ALERTD01"
 BOT_USER_ID = "U0ALERTD01"
 BOT_ID = "B0ALERTD01"
 APP_ID = "A0ALERTD01"
 
-MAX_BLOCKS = 50
-MAX_SECTION_TEXT = 3000
-MAX_SECTION_FIELDS = 10
-MAX_FIELD_TEXT = 2000
-MAX_HEADER_TEXT = 150
-MAX_BLOCK_ID = 255
-MAX_CONTEXT_ELEMENTS = 10
-MAX_ACTIONS_ELEMENTS = 25
-MAX_MARKDOWN_BLOCK_TEXT = 12000
-MAX_IMAGE_URL = 3000
-MAX_ALT_TEXT = 2000
 MAX_ATTACHMENTS = 100
 MAX_TEXT = 40000  # chat.postMessage truncates longer text; chat.update refuses it
-
-BLOCK_TYPES = frozenset({
-    "section", "header", "divider", "context", "actions", "image", "rich_text",
-    "input", "file", "video", "markdown",
-})
-TEXT_TYPES = frozenset({"plain_text", "mrkdwn"})
 
 _CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,}$")
 _TS = re.compile(r"^\d+\.\d{6}$")
@@ -110,9 +98,10 @@ class _Fault(NamedTuple):
 
 class SlackError(Exception):
     def __init__(self, error: str, *, status: int = 200, errors: list[str] | None = None,
-                 headers: Mapping[str, str] | None = None):
+                 headers: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None):
         super().__init__(error)
         self.error, self.status, self.errors, self.headers = error, status, errors, headers
+        self.extra = dict(extra or {})  # more top-level fields (missing_scope: needed, provided)
 
 
 def channel_id_for(name: str) -> str:
@@ -143,7 +132,7 @@ class ChannelMessages(dict):
         return super().get(self._key(key), default)
 
 
-class SlackTestServer(LoopbackServer):
+class SlackTestServer(HistoryMethods, LoopbackServer):
     """The Slack Web API subset alertd uses, served on 127.0.0.1."""
 
     url_path = "/api/"
@@ -153,13 +142,24 @@ class SlackTestServer(LoopbackServer):
                  delay: float = 0.0,
                  rate_limit_per_channel_per_s: float | None = None,
                  rate_limit_burst: int = 1,
-                 team: str = "alertd-test"):
+                 team: str = "alertd-test",
+                 scopes: Iterable[str] = DEFAULT_SCOPES,
+                 private: Iterable[str] = (),
+                 not_member: Iterable[str] = (),
+                 max_history_limit: int = 999,
+                 history_per_minute: float | None = None):
         super().__init__(delay=delay)
         self.token = token
         self.signing_secret = signing_secret
         self.rate_limit_per_channel_per_s = rate_limit_per_channel_per_s
         self.rate_limit_burst = rate_limit_burst
         self.team = team
+        self.scopes = frozenset(scopes)
+        self.private, self.not_member = set(private), set(not_member)  # channel ids
+        self.max_history_limit, self.history_per_minute = max_history_limit, history_per_minute
+        self._history_calls: list[float] = []
+        self._lose: list[str] = []  # methods whose next answer is dropped after the call took effect
+        self.after_call: Callable[[str, dict, dict], None] | None = None
         # name ("#x") -> ID, and the set of known IDs; None = any well-formed channel exists
         self._names: dict[str, str] = {}
         self._ids: dict[str, str] = {}  # ID -> name ("" when unnamed)
@@ -230,6 +230,10 @@ class SlackTestServer(LoopbackServer):
         for _ in range(count):
             self._faults.append(_Fault(method, status, retry_after, error, body))
 
+    def lose_reply_next(self, method: str = "chat.postMessage", count: int = 1) -> None:
+        """The next ``count`` calls of ``method`` take effect, then the connection is dropped unanswered."""
+        self._lose.extend([method] * count)
+
     def replies(self, channel: str, parent_ts: str) -> list[dict]:
         """The replies in the thread of ``parent_ts``, oldest first."""
         msgs = self.messages.get(channel) or {}
@@ -279,6 +283,13 @@ class SlackTestServer(LoopbackServer):
             result = handler(self, params)
         except SlackError as exc:
             return self._error(exc, warnings)
+        if self.after_call is not None:
+            self.after_call(method, params, result)
+        if method in self._lose:
+            self._lose.remove(method)
+            if request.transport is not None:
+                request.transport.abort()  # Slack did it; the caller never hears
+            return web.Response(status=204)  # written nowhere
         if warnings:
             result["response_metadata"] = {"warnings": warnings}
         return web.json_response(result)
@@ -363,7 +374,12 @@ class SlackTestServer(LoopbackServer):
             meta["warnings"] = warnings
         if meta:
             body["response_metadata"] = meta
+        body.update(exc.extra)
         return web.json_response(body, status=exc.status, headers=exc.headers)
+
+    def _fail(self, error: str, *, status: int = 200, retry_after: float | None = None, **extra: Any) -> Exception:
+        headers = {"Retry-After": str(max(1, math.ceil(retry_after)))} if retry_after is not None else None
+        return SlackError(error, status=status, headers=headers, extra=extra)
 
     # ------------------------------------------------------------ validation
 
@@ -476,9 +492,12 @@ class SlackTestServer(LoopbackServer):
                 raise SlackError("thread_not_found")
         else:
             thread_ts = None
+        meta = self._metadata(params)
         self._check_rate(cid)
         ts = self._next_ts()
         msg = self._bot_message(ts, (text or "")[:MAX_TEXT], blocks, attachments)
+        if meta is not None:
+            msg["metadata"] = meta
         if thread_ts is not None:
             msg["thread_ts"] = thread_ts
             msg["parent_user_id"] = BOT_USER_ID
@@ -506,7 +525,10 @@ class SlackTestServer(LoopbackServer):
             raise SlackError("no_text")
         if text is not None and len(text) > MAX_TEXT:
             raise SlackError("msg_too_long")
+        meta = self._metadata(params)
         stored = self.messages[cid][ts]
+        if meta is not None:
+            stored["metadata"] = meta
         stored["text"] = text if text is not None else ""
         if blocks is not None:
             stored["blocks"] = blocks
@@ -521,103 +543,8 @@ class SlackTestServer(LoopbackServer):
         "api.test": _api_test,
         "auth.test": _auth_test,
         "conversations.info": _conversations_info,
+        "conversations.history": HistoryMethods._conversations_history,
+        "conversations.list": HistoryMethods._conversations_list,
         "chat.postMessage": _post_message,
         "chat.update": _update,
     }
-
-
-# ---------------------------------------------------------------- Block Kit
-
-
-def _text_errors(obj: Any, ptr: str, *, max_len: int, plain_only: bool = False) -> list[str]:
-    if not isinstance(obj, dict):
-        return [f"must be an object [json-pointer:{ptr}]"]
-    errors = []
-    kind = obj.get("type")
-    allowed = {"plain_text"} if plain_only else TEXT_TYPES
-    if kind not in allowed:
-        errors.append(f"must be one of {sorted(allowed)} [json-pointer:{ptr}/type]")
-    text = obj.get("text")
-    if not isinstance(text, str):
-        errors.append(f"missing required field: text [json-pointer:{ptr}]")
-    elif len(text) == 0:
-        errors.append(f"must be more than 0 characters [json-pointer:{ptr}/text]")
-    elif len(text) > max_len:
-        errors.append(f"must be less than {max_len + 1} characters [json-pointer:{ptr}/text]")
-    return errors
-
-
-def validate_blocks(blocks: list) -> list[str]:
-    """Slack's ``invalid_blocks`` reasons for ``blocks`` (empty when valid)."""
-    if len(blocks) > MAX_BLOCKS:
-        return [f"no more than {MAX_BLOCKS} items allowed [json-pointer:/blocks]"]
-    errors: list[str] = []
-    seen_ids: set[str] = set()
-    for i, block in enumerate(blocks):
-        ptr = f"/blocks/{i}"
-        if not isinstance(block, dict):
-            errors.append(f"must be an object [json-pointer:{ptr}]")
-            continue
-        kind = block.get("type")
-        if kind not in BLOCK_TYPES:
-            errors.append(f"unsupported type: {kind} [json-pointer:{ptr}/type]")
-            continue
-        block_id = block.get("block_id")
-        if block_id is not None:
-            if not isinstance(block_id, str) or not block_id or len(block_id) > MAX_BLOCK_ID:
-                errors.append(f"must be 1..{MAX_BLOCK_ID} characters [json-pointer:{ptr}/block_id]")
-            elif block_id in seen_ids:
-                errors.append(f"duplicate block_id: {block_id} [json-pointer:{ptr}/block_id]")
-            else:
-                seen_ids.add(block_id)
-        if kind == "section":
-            if "text" not in block and "fields" not in block:
-                errors.append(f"must provide either text or fields [json-pointer:{ptr}]")
-            if "text" in block:
-                errors += _text_errors(block["text"], f"{ptr}/text", max_len=MAX_SECTION_TEXT)
-            if "fields" in block:
-                fields = block["fields"]
-                if not isinstance(fields, list) or not fields:
-                    errors.append(f"must be a non-empty array [json-pointer:{ptr}/fields]")
-                elif len(fields) > MAX_SECTION_FIELDS:
-                    errors.append(f"no more than {MAX_SECTION_FIELDS} items allowed [json-pointer:{ptr}/fields]")
-                else:
-                    for j, f in enumerate(fields):
-                        errors += _text_errors(f, f"{ptr}/fields/{j}", max_len=MAX_FIELD_TEXT)
-        elif kind == "header":
-            errors += _text_errors(block.get("text"), f"{ptr}/text", max_len=MAX_HEADER_TEXT, plain_only=True)
-        elif kind == "context":
-            elements = block.get("elements")
-            if not isinstance(elements, list) or not elements:
-                errors.append(f"must be a non-empty array [json-pointer:{ptr}/elements]")
-            elif len(elements) > MAX_CONTEXT_ELEMENTS:
-                errors.append(f"no more than {MAX_CONTEXT_ELEMENTS} items allowed [json-pointer:{ptr}/elements]")
-            else:
-                for j, el in enumerate(elements):
-                    eptr = f"{ptr}/elements/{j}"
-                    if isinstance(el, dict) and el.get("type") == "image":
-                        if not el.get("alt_text") or not (el.get("image_url") or el.get("slack_file")):
-                            errors.append(f"image needs image_url and alt_text [json-pointer:{eptr}]")
-                    else:
-                        errors += _text_errors(el, eptr, max_len=MAX_SECTION_TEXT)
-        elif kind == "actions":
-            elements = block.get("elements")
-            if not isinstance(elements, list) or not elements:
-                errors.append(f"must be a non-empty array [json-pointer:{ptr}/elements]")
-            elif len(elements) > MAX_ACTIONS_ELEMENTS:
-                errors.append(f"no more than {MAX_ACTIONS_ELEMENTS} items allowed [json-pointer:{ptr}/elements]")
-        elif kind == "image":
-            url = block.get("image_url")
-            if not (isinstance(url, str) and 0 < len(url) <= MAX_IMAGE_URL) and not block.get("slack_file"):
-                errors.append(f"missing required field: image_url [json-pointer:{ptr}]")
-            alt = block.get("alt_text")
-            if not isinstance(alt, str) or not alt or len(alt) > MAX_ALT_TEXT:
-                errors.append(f"must be 1..{MAX_ALT_TEXT} characters [json-pointer:{ptr}/alt_text]")
-        elif kind == "markdown":
-            text = block.get("text")
-            if not isinstance(text, str) or not text or len(text) > MAX_MARKDOWN_BLOCK_TEXT:
-                errors.append(f"must be 1..{MAX_MARKDOWN_BLOCK_TEXT} characters [json-pointer:{ptr}/text]")
-        elif kind == "rich_text":
-            if not isinstance(block.get("elements"), list):
-                errors.append(f"missing required field: elements [json-pointer:{ptr}]")
-    return errors

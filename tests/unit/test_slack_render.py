@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from alertd.model import iso
 from alertd.notify import slack_render as R
-from tests.support.slack_server import validate_blocks
+from tests.support.slack_blocks import validate_blocks
 from tests.unit.builders import alert, at, engine, xid
 
 CTX = R.RenderContext(runbook_base_url="https://git.example/runbooks/", alertmanager_url="http://am.example:9093",
