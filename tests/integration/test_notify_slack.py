@@ -70,7 +70,9 @@ async def test_posts_to_one_channel_are_spaced_by_the_rate(tmp_path, slack):
         await wait_for(lambda: len(top_messages(slack, "#gpu-oncall")) == 5)
         times = [c.at for c in posts(slack, "#gpu-oncall", top=True)]
         gaps = [b - a for a, b in zip(times, times[1:])]
-        assert len(times) == 5 and min(gaps) >= 0.24, gaps
+        # slots are 0.25 s apart; each post waits for its write-ahead store write after its slot, whose
+        # time varies on a loaded machine by some milliseconds
+        assert len(times) == 5 and min(gaps) >= 0.2 and times[-1] - times[0] >= 0.95, gaps
     finally:
         await h.stop()
 
