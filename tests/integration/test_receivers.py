@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tests.support.alertd_proc import REPO, AlertdProcess, parse_metrics
+from tests.support.notify_harness import SECRET, Harness
 from tests.support.process import http
 from tests.support.webhooks import FIRING_END, UniqueWebhooks, dedup_keys, fingerprint, iso, webhook
 
@@ -80,8 +81,8 @@ def test_the_port_serves_the_whole_group(tmp_path: Path) -> None:
     """Metrics summed over the processes, no engine socket on the port, /-/reload reaching the engine's rules."""
     rules = tmp_path / "rules"
     shutil.copytree(REPO / "rules", rules, ignore=shutil.ignore_patterns("tests"))
-    server = AlertdProcess(tmp_path / "alertd", {"log": {"level": "info"}, "rules": {"paths": [str(rules)]}},
-                           serve_args=["--receivers", "2"]).start()
+    cfg = {"log": {"level": "info"}, "rules": {"paths": [str(rules)]}, "notify": {"slack": {"signing_secret": SECRET}}}
+    server = AlertdProcess(tmp_path / "alertd", cfg, serve_args=["--receivers", "2"]).start()
     try:
         children = child_pids(server.pid)
         assert len(children) == 2
@@ -115,14 +116,30 @@ def test_the_port_serves_the_whole_group(tmp_path: Path) -> None:
         (rules / "00-site.yml").write_text(SITE_RULE)
         status, _, body = http("POST", server.url + "/-/reload", b"", timeout=30)
         assert status == 200, body
-        assert signals_of(server, probe(server, "probe-b")) == ["thermal"]
+        assert signals_of(server, probe_b := probe(server, "probe-b")) == ["thermal"]
+
+        # The other public routes, from receivers: UI pages, a Slack button, health.
+        for path in (f"/ui/incidents/{probe_b}", "/ui/incidents", "/ui/nodes/probe-b", "/api/v1/gpus", "/healthz"):
+            status, _, body = http("GET", server.url + path, timeout=10)
+            assert status == 200, (path, body[:200])
+        click = Harness.action_body("alertd_ack", probe_b, user=("U0ANA", "ana"))
+        assert http("POST", server.url + "/api/v1/slack/actions", click, Harness.signed(click), timeout=5)[0] == 200
+        deadline = time.monotonic() + 10
+        while server.get_json(f"/api/v1/incidents/{probe_b}")[1]["status"] != "acknowledged":
+            assert time.monotonic() < deadline, "the Slack button did not reach the engine"
+            time.sleep(0.2)
+        assert server.get_json(f"/api/v1/incidents/{probe_b}")[1]["acknowledgedBy"] == "ana (slack:U0ANA)"
         # SIGHUP to the engine process (what a service manager sends) reloads the group too.
         (rules / "00-site.yml").write_text(SITE_RULE.replace("thermal", "ecc").replace("hardware", "memory"))
+        sighup_at = time.time()
         os.kill(server.pid, signal.SIGHUP)
         deadline = time.monotonic() + 20
         while signals_of(server, probe(server, f"probe-c{int(time.monotonic() * 1000)}")) != ["ecc"]:
             assert time.monotonic() < deadline, "the engine did not reload its rules on SIGHUP"
             time.sleep(0.5)
+        while scrape(server)["alertd_rules_last_reload_success_timestamp_seconds"] < sighup_at:  # the oldest
+            assert time.monotonic() < deadline, "a process of the group did not reload on SIGHUP"
+            time.sleep(0.2)
         with server.db() as conn:
             reloads = conn.execute("SELECT outcome FROM audit WHERE action = 'reload' ORDER BY id").fetchall()
         assert [r[0] for r in reloads] == ["failed", "ok", "ok"]  # once per request or signal, not once per process
