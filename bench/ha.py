@@ -5,6 +5,7 @@ a cold storm of 10,000 nodes, and 3 replicas on PostgreSQL with a kill -9 of the
     python bench/ha.py                                  # everything, ~3 minutes
     python bench/ha.py --phases compare --receivers 0,1,2 --seconds 10
     python bench/ha.py --phases postgres
+    python bench/ha.py --phases storm --receivers 2      # the cold storm with and without receivers
 
 Nothing is pinned (both systems share every core, as they would in production). The load generator
 is bench/loadgen (Go) with ``-closed``: each of ``--conns`` connections sends its next body as soon as
@@ -104,10 +105,12 @@ def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
                 loadgen(binary, server.receiver_url, warm, seconds=120, conns=args.conns)
                 server.wait_drained(timeout=180)
                 r = loadgen(binary, server.receiver_url, hooks, seconds=args.seconds, conns=args.conns)
+                scrape = scrapes(server)
             finally:
                 server.stop()
             name = "alertd defaults" if n is None else f"alertd --receivers {n}"
             print(row(f"{name} (SQLite, synchronous=FULL)", r), flush=True)
+            print(f"  GET /metrics after the run: {scrape}", flush=True)
             results[name] = max(results.get(name, 0), r["ok_per_s"])
     best = results.get("alertd defaults", 0)
     print(f"\nratio alertd defaults / Alertmanager: {best / results['am']:.2f}x (best of {args.rounds} rounds each)")
@@ -131,15 +134,31 @@ def fixed_rate(args: argparse.Namespace, binary: Path, work: Path) -> None:
 
 
 def storm(args: argparse.Namespace, binary: Path, work: Path) -> None:
-    hooks, _ = write_bodies(work, "storm", 10_000, distinct=True, run="storm")
-    server = alertd(work / "alertd-storm", None)
-    try:
-        r = loadgen(binary, server.receiver_url, hooks, seconds=60, conns=64)
-    finally:
-        server.stop()
     print("\ncold storm: 10,000 nodes never seen before, one webhook of 8 GPU alerts each, 64 in flight")
     print(HEADER)
-    print(row("alertd defaults", r))
+    for n in [None] + [int(x) for x in args.receivers.split(",") if x]:
+        hooks, _ = write_bodies(work, f"storm-{n}", 10_000, distinct=True, run=f"storm{n}")
+        server = alertd(work / f"alertd-storm-{n}", n)
+        try:
+            r = loadgen(binary, server.receiver_url, hooks, seconds=60, conns=64)
+            scrape = scrapes(server)
+        finally:
+            server.stop()
+        print(row("alertd defaults" if n is None else f"alertd --receivers {n}", r), flush=True)
+        print(f"  GET /metrics after the storm: {scrape}", flush=True)
+
+
+def scrapes(server: AlertdProcess, count: int = 50) -> str:
+    """Median and worst time of ``count`` scrapes, one new connection each (with receivers, the merge of
+    every process's metric files happens in each of them)."""
+    took = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        status, _, body = http("GET", server.url + "/metrics", timeout=10)
+        took.append((time.perf_counter() - t0) * 1000)
+        assert status == 200, status
+    took.sort()
+    return f"median {took[len(took) // 2]:.1f} ms, worst {took[-1]:.1f} ms over {count} scrapes, {len(body):,} bytes"
 
 
 def postgres(args: argparse.Namespace, binary: Path, work: Path) -> None:
