@@ -47,15 +47,19 @@ def test_receivers_share_the_port_and_feed_one_engine(tmp_path: Path) -> None:
         assert len(data["incidents"]) == 30
         children = child_pids(server.pid)
         assert len(children) == 2
-        os.kill(children[0], signal.SIGKILL)  # a receiver dies: the engine process starts another
+        metrics_dir = group_dir(children[0]) / "metrics"
+        dead = children[0]
+        assert list(metrics_dir.glob(f"gauge_live*_{dead}.db"))
+        os.kill(dead, signal.SIGKILL)  # a receiver dies: the engine process starts another
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and (children[0] in child_pids(server.pid) or len(child_pids(server.pid)) < 2):
+        while time.monotonic() < deadline and (dead in child_pids(server.pid) or len(child_pids(server.pid)) < 2):
             time.sleep(0.2)
         children = child_pids(server.pid)
         assert len(children) == 2
         # The dead receiver's counts stay in the group's sums; its live gauges left with it.
         wait_ready_on(server, children)
         assert scrape(server)["alertd_webhooks_received_total"] == 120
+        assert not list(metrics_dir.glob(f"gauge_live*_{dead}.db")) and (metrics_dir / f"counter_{dead}.db").exists()
         os.kill(server.pid, signal.SIGKILL)  # the engine process alone: its receivers must follow
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and any(alive(pid) for pid in children):
@@ -63,6 +67,8 @@ def test_receivers_share_the_port_and_feed_one_engine(tmp_path: Path) -> None:
         assert not any(alive(pid) for pid in children)
     finally:
         server.kill9()
+        if "metrics_dir" in locals():  # killed -9 on purpose: nothing removed the group's directory
+            shutil.rmtree(metrics_dir.parent, ignore_errors=True)
 
 
 def child_pids(pid: int) -> list[int]:
@@ -143,6 +149,9 @@ def test_the_port_serves_the_whole_group(tmp_path: Path) -> None:
         with server.db() as conn:
             reloads = conn.execute("SELECT outcome FROM audit WHERE action = 'reload' ORDER BY id").fetchall()
         assert [r[0] for r in reloads] == ["failed", "ok", "ok"]  # once per request or signal, not once per process
+        group = group_dir(children[0])
+        assert server.terminate() == 0  # a clean stop removes the group's directory
+        assert group.is_dir() is False
     finally:
         server.kill9()
 
@@ -209,6 +218,12 @@ def port_sockets(port: int) -> PortSockets:
                 if fields[3] == "0A":  # TCP_LISTEN
                     out.listening.add(fields[9])
     return out
+
+
+def group_dir(receiver_pid: int) -> Path:
+    """The group's directory, from a receiver's environment (the engine process hands it over there)."""
+    environ = dict(v.split(b"=", 1) for v in Path(f"/proc/{receiver_pid}/environ").read_bytes().split(b"\0") if v)
+    return Path(environ[b"ALERTD_CONTROL_SOCKET"].decode()).parent
 
 
 def socket_inodes(pid: int) -> set[str]:
