@@ -1,6 +1,7 @@
 """kill -9 of a real `alertd serve` the moment Slack has taken its post, before the answer is read: the
-restarted process finds the message in the channel's history by its metadata and edits it; the incident
-is never posted twice. The Slack test server kills the process from inside chat.postMessage."""
+restarted process (SQLite), or the follower that takes over (two replicas on PostgreSQL), finds the message
+in the channel's history by its metadata and edits it; the incident is never posted twice. The Slack test
+server kills the process from inside chat.postMessage."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,10 @@ import signal
 import time
 from pathlib import Path
 
+import psycopg
+
 from tests.support.alertd_proc import AlertdProcess
+from tests.support.ha_cluster import SLACK_TOKEN, TOKEN as WEBHOOK_TOKEN, fresh_database, replica_config, wait_for_leader
 from tests.support.loopback import serving_in_thread
 from tests.support.notify_harness import hook, one_channel, posts, rules_dir, top_messages, xid_alert
 from tests.support.slack_server import SlackTestServer
@@ -25,20 +29,26 @@ def wait(what: str, predicate, timeout: float = 30.0):
     raise AssertionError(f"not in {timeout:.0f} s: {what}")
 
 
+def kill_inside_the_first_post(slack: SlackTestServer, proc: AlertdProcess) -> list[str]:
+    """kill -9 ``proc`` when Slack has stored its first top-level post, before the answer leaves; the ts."""
+    taken: list[str] = []
+
+    def kill(method: str, params: dict, result: dict) -> None:
+        if method == "chat.postMessage" and not params.get("thread_ts") and not taken:
+            taken.append(result["ts"])
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    slack.after_call = kill
+    return taken
+
+
 def test_kill_9_after_slack_took_the_post_does_not_post_twice(tmp_path: Path) -> None:
     slack = SlackTestServer(token=TOKEN)
     with serving_in_thread(slack):
         proc = AlertdProcess(tmp_path / "alertd", {
             "log": {"level": "info"}, "rules": {"paths": [str(rules_dir(tmp_path, one_channel("#gpu-oncall")))]},
             "notify": {"slack": {"token": TOKEN, "base_url": slack.url, "debounce": "0s"}}}).start()
-        taken: list[str] = []
-
-        def die_before_the_answer(method: str, params: dict, result: dict) -> None:
-            if method == "chat.postMessage" and not params.get("thread_ts") and not taken:
-                taken.append(result["ts"])
-                os.killpg(proc.pid, signal.SIGKILL)
-
-        slack.after_call = die_before_the_answer
+        taken = kill_inside_the_first_post(slack, proc)
         try:
             assert proc.post(hook(xid_alert("n1", 0)))[0] == 200
             wait("the kill", lambda: taken and not proc.alive())
@@ -66,3 +76,34 @@ def test_kill_9_after_slack_took_the_post_does_not_post_twice(tmp_path: Path) ->
         finally:
             slack.after_call = None
             proc.kill9()
+
+
+def test_leader_killed_inside_the_post_the_new_leader_adopts_it(tmp_path: Path, postgres) -> None:
+    dsn = fresh_database(postgres.dsn)
+    slack = SlackTestServer(token=SLACK_TOKEN)
+    with serving_in_thread(slack):
+        cfg = replica_config(dsn, rules_dir(tmp_path, one_channel("#gpu-oncall")), slack_url=slack.url,
+                             log={"level": "info"})
+        replicas = [AlertdProcess(tmp_path / f"r{i}", cfg).start() for i in range(2)]
+        try:
+            leader = wait_for_leader(replicas)
+            taken = kill_inside_the_first_post(slack, leader)
+            auth = {"Authorization": f"Bearer {WEBHOOK_TOKEN}"}
+            assert leader.post(hook(xid_alert("n1", 0)), auth)[0] == 200
+            wait("the kill", lambda: taken and not leader.alive())
+            follower = wait_for_leader([r for r in replicas if r is not leader])
+            cid = slack.channel_id("#gpu-oncall")
+
+            def refs() -> list:
+                with psycopg.connect(dsn, connect_timeout=10) as conn:
+                    return conn.execute("SELECT ref FROM notify_refs").fetchall()
+
+            wait("the lost post adopted by the new leader", lambda: refs() == [(f"{cid}|{taken[0]}",)])
+            assert len(top_messages(slack, "#gpu-oncall")) == 1 and len(posts(slack, "#gpu-oncall", top=True)) == 1
+            assert follower.post(hook(xid_alert("n1", 1)), auth)[0] == 200
+            wait("the edit", lambda: slack.messages["#gpu-oncall"][taken[0]]["updates"] >= 1)
+            assert len(posts(slack, "#gpu-oncall", top=True)) == 1 and len(slack.calls_of("conversations.history")) == 1
+        finally:
+            slack.after_call = None
+            for replica in replicas:
+                replica.kill9()
