@@ -13,9 +13,7 @@ notification reaches every replica, from both peers) never show.
 """
 from __future__ import annotations
 
-import json
 import os
-import re
 import signal
 import time
 from collections import Counter
@@ -36,6 +34,7 @@ from tests.support.ha_cluster import (
     pending,
     replica_config,
     role_of,
+    slack_messages_per_incident,
     start_alertmanager_pair,
     wait_for_leader,
     write_alertmanager_config,
@@ -50,7 +49,6 @@ from tests.support.webhooks import UniqueWebhooks
 
 pytestmark = pytest.mark.e2e
 FAILING = ["node-1", "node-2", "node-3", "node-4"]  # below the storm threshold: one incident per node
-INCIDENT_IN_MESSAGE = re.compile(r"alertd:(INC-\d+)")
 
 
 def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
@@ -123,8 +121,7 @@ def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
 
             # Exactly one Slack message per incident and channel, and every incident has one.
             def slack_settled() -> Counter | None:
-                seen = Counter((ch, m) for ch, msgs in list(slack.messages.items()) for top in list(msgs.values())
-                               if not top.get("thread_ts") for m in INCIDENT_IN_MESSAGE.findall(json.dumps(top))[:1])
+                seen = slack_messages_per_incident(slack)
                 return seen if {i for _, i in seen} >= {r["id"] for r in rows} else None
 
             seen = wait("a Slack message for every incident", slack_settled, 90)

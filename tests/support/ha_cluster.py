@@ -5,6 +5,7 @@ acknowledged. Used by the HA end-to-end tests and bench/ha.py-style runs.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -23,6 +24,7 @@ from tests.support.webhooks import UniqueWebhooks, dedup_keys
 
 TOKEN = "ha-webhook-token"
 SLACK_TOKEN = "xoxb-ha"
+INCIDENT_IN_MESSAGE = re.compile(r"alertd:(INC-\d+)")
 
 
 def fresh_database(server_dsn: str) -> str:
@@ -162,3 +164,9 @@ def pending(dsn: str) -> int:
     with psycopg.connect(dsn, connect_timeout=10) as conn:
         row = conn.execute("SELECT count(*) FROM inbox WHERE processed = 0").fetchone()
         return int(row[0]) if row else 0
+
+
+def slack_messages_per_incident(slack: Any) -> Counter:
+    """(channel, incident id) -> top-level Slack messages about it (its button values name it)."""
+    return Counter((ch, m) for ch, msgs in list(slack.messages.items()) for top in list(msgs.values())
+                   if not top.get("thread_ts") for m in INCIDENT_IN_MESSAGE.findall(json.dumps(top))[:1])
