@@ -5,7 +5,8 @@ leader that could not renew for ``ttl / 2`` steps down by itself (stops its
 engine and outbox) well before another replica may take over at ``ttl``; the
 fencing token refuses whatever write was still in flight. A follower tries every
 ``renew_every``, so after a leader's death (kill -9, partition) takeover comes
-within ``ttl + renew_every``.
+within ``ttl + renew_every``. Each round is bounded by the leader's step-down time: a store call
+that hangs on a dead link does not keep a cut-off leader running.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import uuid
 from typing import Any, Awaitable, Callable
 
 log = logging.getLogger(__name__)
+STEP_DOWN_SLACK = 0.01  # seconds: a deadline this close counts as reached
 
 
 def replica_name() -> str:
@@ -48,14 +50,18 @@ class Elector:
 
     async def round(self) -> None:
         try:
-            decision, row = await self.store.acquire_lease(self.holder, self.address, self.ttl, self.token)
+            # Bounded: a store call can hang on a dead link (a partition, a middlebox whose upstream is
+            # gone) long after TCP or the database would notice, and a leader must step down on time.
+            decision, row = await asyncio.wait_for(
+                self.store.acquire_lease(self.holder, self.address, self.ttl, self.token), self._round_deadline())
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if self.leading and time.monotonic() - self._renewed_at > self.ttl / 2:
-                await self._step_down(f"could not renew the engine lease for {self.ttl / 2:.1f}s: {exc}")
+            why = "no answer in time" if isinstance(exc, TimeoutError) else str(exc)
+            if self.leading and time.monotonic() >= self._renewed_at + self.ttl / 2 - STEP_DOWN_SLACK:
+                await self._step_down(f"could not renew the engine lease for {self.ttl / 2:.1f}s: {why}")
             else:
-                log.warning("engine lease round failed: %s", exc)
+                log.warning("engine lease round failed: %s", why)
             return
         if decision.token:
             self._renewed_at = time.monotonic()
@@ -75,6 +81,14 @@ class Elector:
         if self.leading:
             await self._step_down(f"the engine lease is held by {row.holder if row else '?'}")
 
+    def _round_deadline(self) -> float | None:
+        """A leader waits for a renewal until its step-down time (ttl / 2 after the last one). A follower
+        waits as long as it takes: it runs nothing meanwhile, and a round given up while the store still
+        runs it could take the lease without this process knowing."""
+        if not self.leading:
+            return None
+        return max(STEP_DOWN_SLACK, self._renewed_at + self.ttl / 2 - time.monotonic())
+
     async def _step_down(self, why: str) -> None:
         token, self.token = self.token, 0
         log.warning("stepping down as engine leader (token %d): %s", token, why)
@@ -82,7 +96,7 @@ class Elector:
 
     async def _release(self, token: int) -> None:
         try:
-            await self.store.release_lease(self.holder, token)
+            await asyncio.wait_for(self.store.release_lease(self.holder, token), self.ttl)  # cut off: it expires anyway
         except Exception as exc:
             log.warning("could not release the engine lease: %s", exc)
 

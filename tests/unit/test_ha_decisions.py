@@ -1,10 +1,13 @@
 """Pure HA decisions: the engine lease and reconciliation with Alertmanager."""
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import datetime, timedelta, timezone
 
 from alertd.engine.pipeline import Engine
-from alertd.ha.lease import LeaseRow, decide
+from alertd.ha.elector import Elector
+from alertd.ha.lease import Decision, LeaseRow, decide
 from alertd.ha.reconcile import Answer, answer_from, as_webhook, group_filter, held_firing, resolutions, stale
 from alertd.model import RECONCILED_BY
 from alertd.receive.webhook import parse_notification
@@ -91,3 +94,46 @@ def test_installation_scopes_what_leaves_alertd():
     assert unscoped("a1b2c3d4:INC-7", "a1b2c3d4") == "INC-7"
     assert unscoped("INC-7", "a1b2c3d4") == "INC-7"  # a button posted before installation ids
     assert unscoped("ffff0000:INC-7", "a1b2c3d4") is None  # another installation's button
+
+
+class HangingLeaseStore:
+    """A lease store whose calls stop answering once ``cut`` is set, like a database behind a partition."""
+
+    def __init__(self) -> None:
+        self.cut = asyncio.Event()
+        self.calls = 0
+
+    async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[Decision, LeaseRow | None]:
+        self.calls += 1
+        if self.cut.is_set():
+            await asyncio.Event().wait()  # never answers
+        return Decision("renew" if token else "create", token or 1, 0.0), None
+
+
+async def test_a_cut_off_leader_steps_down_at_half_the_ttl_even_if_the_store_never_answers():
+    store, events = HangingLeaseStore(), []
+
+    async def elected(token: int) -> None:
+        events.append(("elected", token))
+
+    async def deposed(why: str) -> None:
+        events.append(("deposed", why))
+
+    elector = Elector(store, holder="a", address="", ttl=0.6, renew_every=0.1, on_elected=elected, on_deposed=deposed)
+    await elector.round()
+    assert elector.leading and events == [("elected", 1)]
+    store.cut.set()
+    cut_at = time.monotonic()
+    runner = asyncio.create_task(elector.run())
+    try:
+        for _ in range(100):  # bounded: 2 s at most
+            if not elector.leading:
+                break
+            await asyncio.sleep(0.02)
+        took = time.monotonic() - cut_at
+    finally:
+        await elector.stop()
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+    assert not elector.leading and events[-1][0] == "deposed" and "no answer in time" in events[-1][1]
+    assert 0.2 <= took <= 0.3 + 0.15, took  # ttl / 2 after the last renewal, plus scheduling
