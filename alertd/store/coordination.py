@@ -32,10 +32,12 @@ class CoordinationMixin:
     async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[Decision, LeaseRow | None]:
         """Create, renew or take over the engine lease if allowed; returns the decision and the row seen."""
         def do(cur: Any) -> tuple[Decision, LeaseRow | None]:
-            now = self._db_now(cur)
             cur.execute(self._q("SELECT holder, token, expires_at, address FROM leases WHERE name = ?" + self.for_update),
                         (ENGINE,))
             found = cur.fetchone()
+            # The clock is read once the row is locked: the wait for a lock (a writer holding the lease row)
+            # must neither make a lease look unexpired nor shorten the one granted now.
+            now = self._db_now(cur)
             row = LeaseRow(found[0], int(found[1]), float(found[2]), found[3]) if found else None
             decision = decide(row, holder, token, now, ttl)
             if decision.action == "create":

@@ -8,6 +8,9 @@ import psycopg
 from alertd.store.dbapi import SqlStore
 
 
+IDLE_IN_TRANSACTION_MS = 5000
+
+
 class PostgresStore(SqlStore):
     serial = "BIGSERIAL"
     last_id = "lastval()"  # the outbox id sequence's value this session took last
@@ -23,8 +26,14 @@ class PostgresStore(SqlStore):
         extra: dict[str, Any] = {"password": self.password} if self.password else {}
         # A partitioned or dead server must fail calls within seconds, not hang them: the engine lease
         # (and the 503 that makes Alertmanager retry) depend on noticing.
-        return psycopg.connect(self.dsn, autocommit=False, connect_timeout=5, keepalives=1, keepalives_idle=5,
+        conn = psycopg.connect(self.dsn, autocommit=False, connect_timeout=5, keepalives=1, keepalives_idle=5,
                                keepalives_interval=2, keepalives_count=2, tcp_user_timeout=5000, **extra)
+        # The server ends a session left inside a transaction: a leader cut off between its fence check and
+        # its commit would otherwise keep the lease row locked (and every takeover waiting) until the
+        # server's own TCP timeouts, minutes or hours. alertd never waits on anything else inside one.
+        conn.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_MS}ms'")
+        conn.commit()
+        return conn
 
     for_update = " FOR UPDATE"
 
