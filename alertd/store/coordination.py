@@ -29,9 +29,13 @@ class CoordinationMixin:
 
     # ----- the engine lease -----
 
+    def _lease_round_begins(self, cur: Any, token: int) -> None:
+        """Backend hook, at the start of a lease round's transaction (``token`` 0: a follower's)."""
+
     async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[Decision, LeaseRow | None]:
         """Create, renew or take over the engine lease if allowed; returns the decision and the row seen."""
         def do(cur: Any) -> tuple[Decision, LeaseRow | None]:
+            self._lease_round_begins(cur, token)
             cur.execute(self._q("SELECT holder, token, expires_at, address FROM leases WHERE name = ?" + self.for_update),
                         (ENGINE,))
             found = cur.fetchone()

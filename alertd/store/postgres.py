@@ -1,14 +1,19 @@
 """PostgreSQL backend (psycopg 3), for deployments that already run a database."""
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Callable, cast
 
 import psycopg
 
+from alertd.ha.lease import Decision, LeaseRow
+from alertd.store.base import StoreUnavailable
 from alertd.store.dbapi import SqlStore
-
+from alertd.store.pg_watchdog import RoundTrip, Watchdog, timed_cursor
 
 IDLE_IN_TRANSACTION_MS = 5000
+STATEMENT_TIMEOUT_S = 25  # the server cancels a statement running longer (migrations at start excepted)
+FOLLOWER_LOCK_WAIT_MS = 200
+ANSWER_DEADLINE_S = 30.0  # no answer this long after a statement was sent: the path to the server is dead
 
 
 class PostgresStore(SqlStore):
@@ -17,32 +22,74 @@ class PostgresStore(SqlStore):
     placeholder = "%s"
     unavailable = (psycopg.OperationalError, psycopg.errors.DiskFull, psycopg.errors.ReadOnlySqlTransaction)
 
-    def __init__(self, dsn: str, password: str = ""):
+    def __init__(self, dsn: str, password: str = "", *, answer_deadline: float = ANSWER_DEADLINE_S):
         super().__init__()
         self.dsn = dsn
         self.password = password  # from storage.postgres_password(_file): kept out of the DSN and the logs
+        self._trip = RoundTrip()
+        self._watchdog = Watchdog(self._trip, lambda: self._conn, answer_deadline)
 
     def _connect(self) -> Any:
         extra: dict[str, Any] = {"password": self.password} if self.password else {}
         # A partitioned or dead server must fail calls within seconds, not hang them: the engine lease
         # (and the 503 that makes Alertmanager retry) depend on noticing.
         conn = psycopg.connect(self.dsn, autocommit=False, connect_timeout=5, keepalives=1, keepalives_idle=5,
-                               keepalives_interval=2, keepalives_count=2, tcp_user_timeout=5000, **extra)
+                               keepalives_interval=2, keepalives_count=2, tcp_user_timeout=5000,
+                               cursor_factory=timed_cursor(self._trip), **extra)
         # The server ends a session left inside a transaction: a leader cut off between its fence check and
         # its commit would otherwise keep the lease row locked (and every takeover waiting) until the
         # server's own TCP timeouts, minutes or hours. alertd never waits on anything else inside one.
         conn.execute(f"SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION_MS}ms'")
+        # ... and bounds every statement, so one unanswered for longer is behind a dead link (pg_watchdog.py).
+        conn.execute(f"SET statement_timeout = '{STATEMENT_TIMEOUT_S}s'")
         conn.commit()
         return conn
 
+    def _on_thread(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        self._trip.stamp()  # a commit is stamped by its call's last statement
+        try:
+            return super()._on_thread(fn, args)
+        finally:
+            self._trip.done()
+
+    async def open(self) -> None:
+        await super().open()  # migrations may take long on a large database: watched only once started
+        self._watchdog.start()
+
+    async def close(self) -> None:
+        self._watchdog.stop()
+        await super().close()
+
     for_update = " FOR UPDATE"
+
+    def _lease_round_begins(self, cur: Any, token: int) -> None:
+        if not token:  # a follower does not wait for the lease row (see acquire_lease)
+            cur.execute(f"SET LOCAL lock_timeout = '{FOLLOWER_LOCK_WAIT_MS}ms'")
+
+    async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[Decision, LeaseRow | None]:
+        """A follower finding the lease row locked waits for its next round instead of for the lock: the row is
+        held by the leader's write in progress (it is alive) or by a cut-off leader's transaction, which the
+        server ends (idle_in_transaction_session_timeout). Meanwhile the follower's store keeps serving its
+        webhooks, which would otherwise queue behind the lock."""
+        try:
+            return await super().acquire_lease(holder, address, ttl, token)
+        except StoreUnavailable as exc:
+            if token or not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
+                raise
+            return Decision("wait", 0), None
 
     def _db_now(self, cur: Any) -> float:
         cur.execute("SELECT extract(epoch FROM clock_timestamp())")
         return float(cur.fetchone()[0])
 
     def _lock_migrations(self, locked: bool) -> None:
-        self._conn.execute("SELECT pg_advisory_lock(4242)" if locked else "SELECT pg_advisory_unlock(4242)")
+        # Migrations (and waiting for another replica's) may take long: no statement timeout meanwhile.
+        if locked:
+            self._conn.execute("SET statement_timeout = 0")
+            self._conn.execute("SELECT pg_advisory_lock(4242)")
+        else:
+            self._conn.execute("SELECT pg_advisory_unlock(4242)")
+            self._conn.execute(f"SET statement_timeout = '{STATEMENT_TIMEOUT_S}s'")
         self._conn.commit()
 
     def _begin(self, cur: Any) -> None:

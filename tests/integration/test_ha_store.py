@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 
 from alertd.ha.lease import Fenced
-from alertd.store.base import InboxEntry, Step
+from alertd.store.base import InboxEntry, Step, StoreUnavailable
 from tests.support.stores import make_store, pending, store  # noqa: F401  (fixtures)
 
 
@@ -67,3 +67,63 @@ async def test_commands_and_shared_settings(store):
     assert await store.pending_commands() == []
     assert await store.meta_setdefault("installation_id", "first") == "first"
     assert await store.meta_setdefault("installation_id", "second") == "first"
+
+
+async def test_postgres_fails_a_call_behind_a_dead_link_and_reconnects_after_it(postgres):
+    """Behind a link that keeps the socket up (a proxy, a pooler) TCP never notices a partition: the
+    store's own deadline fails the call, and the next call after the heal connects again."""
+    import time
+
+    import psycopg
+
+    from alertd.store.postgres import PostgresStore
+    from tests.support.ha_cluster import fresh_database
+    from tests.support.partition_proxy import PartitionProxy
+
+    dsn = fresh_database(postgres.dsn)
+    host, _, port = dsn.split("@", 1)[1].split("/", 1)[0].rpartition(":")
+    with PartitionProxy((host, int(port))) as link:
+        store = PostgresStore(link.dsn(dsn), answer_deadline=1.0)
+        await store.open()
+        try:
+            settings = await store._run(store._query, "SELECT current_setting('statement_timeout'), "
+                                                      "current_setting('idle_in_transaction_session_timeout')")
+            assert settings == [("25s", "5s")]
+            assert (await store.acquire_lease("a", "", 5, 0))[0].action == "create"
+            link.blackhole()
+            cut_at = time.monotonic()
+            with pytest.raises((psycopg.OperationalError, StoreUnavailable)):
+                await asyncio.wait_for(store.lease(), 10)
+            took = time.monotonic() - cut_at
+            assert 1.0 <= took < 3.5, took  # the deadline plus one watchdog period
+            link.heal()
+            assert (await asyncio.wait_for(store.lease(), 10)).holder == "a"
+        finally:
+            await store.close()
+
+
+async def test_postgres_follower_rounds_do_not_wait_for_a_locked_lease_row(postgres):
+    """A cut-off leader's transaction may hold the lease row until the server ends it: followers go on
+    (their store serves webhooks meanwhile) and take over once it is gone."""
+    import time
+
+    import psycopg
+
+    from alertd.store.postgres import PostgresStore
+    from tests.support.ha_cluster import fresh_database
+
+    dsn = fresh_database(postgres.dsn)
+    store = PostgresStore(dsn)
+    await store.open()
+    try:
+        assert (await store.acquire_lease("a", "", 0.5, 0))[0].action == "create"
+        with psycopg.connect(dsn, connect_timeout=10) as zombie:
+            zombie.execute("SELECT * FROM leases FOR UPDATE")  # held, like a write of a cut-off leader
+            await asyncio.sleep(0.6)  # the lease expires
+            started = time.monotonic()
+            decision, _ = await asyncio.wait_for(store.acquire_lease("b", "", 5, 0), 5)
+            assert decision.action == "wait" and time.monotonic() - started < 1.5
+        taken, _ = await store.acquire_lease("b", "", 5, 0)
+        assert (taken.action, taken.token) == ("take", 2)
+    finally:
+        await store.close()
