@@ -117,6 +117,7 @@ class Storm:
     refused: int = 0
     statuses: Counter = field(default_factory=Counter)  # every answer's status (0: no answer)
     retry_after: set = field(default_factory=set)  # Retry-After values seen on 503s
+    slowest: float = 0.0  # seconds: the longest wait for an answer
     on_tick: Callable[[float], None] | None = None
 
     def run(self) -> None:
@@ -128,10 +129,12 @@ class Storm:
                 turn += 1
                 if not replica.alive():
                     continue
+                sent = time.monotonic()
                 try:
                     status, _, headers = replica.post(doc, {"Authorization": f"Bearer {TOKEN}"}, timeout=5)
                 except OSError:
                     status, headers = 0, {}
+                self.slowest = max(self.slowest, time.monotonic() - sent)
                 self.statuses[status] += 1
                 if status == 503:
                     self.retry_after.add(dict(headers).get("Retry-After"))
