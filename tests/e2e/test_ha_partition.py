@@ -141,6 +141,7 @@ def test_partitioned_leader_is_replaced_fenced_and_rejoins(tmp_path: Path, postg
                 assert elected is not None and elected < 10, elected
                 assert stepped_down is not None and stepped_down < TTL / 2 + 2 * RENEW, stepped_down
                 assert stepped_down < elected  # never two engines: it stopped before another could start
+                assert "could not renew the engine lease" in cut.log_tail(400)  # its renewal timed out
                 assert new_leader is not None
                 elected_at = cut_at + elected
                 assert "idle in transaction" not in session_states(dsn, db_link.upstream_ports)  # ended by the server
