@@ -1,21 +1,21 @@
 """The running service: store, engine, processor loop and outbox worker wired together.
 
-Receive path: validate -> inbox commit -> 2xx (nothing else on the request path).
-Processor:    inbox -> engine -> route -> one commit (incidents, events, outbox).
+Receive path: validate -> append the webhook to the inbox log -> 2xx (nothing else on the request path).
+Processor:    log -> drop redelivered alerts -> engine -> route -> one commit (keys taken, incidents,
+              events, outbox).
 Outbox:       due work -> notifiers, with durable retries.
 
 Roles: ``engine`` always runs the engine (one process, the default); ``replica``
 receives and runs the engine only while it holds the engine lease (several
 replicas on PostgreSQL); ``receiver`` only receives (``serve --receivers N``).
-With a shared inbox the engine reads every row back from the store, since other
-processes write there too; actions taken where no engine runs are forwarded.
+The engine reads every webhook back from the log, whichever process received it;
+actions taken where no engine runs are forwarded.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections import deque
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -30,9 +30,9 @@ from alertd.notify.integration import Notifier
 from alertd.notify.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter
-from alertd.receive.webhook import BadPayload, delivery_key, read_notification, share_strings
+from alertd.receive.webhook import BadPayload, delivery_key, encode_webhook, read_notification, share_strings
 from alertd.rules import RuleSet, load_rules
-from alertd.store.base import AppendResult, AuditEntry, InboxEntry, Pending, Step, Store, StoreUnavailable
+from alertd.store.base import AuditEntry, Hook, InboxKey, Step, Store, StoreUnavailable, Taken
 
 log = logging.getLogger(__name__)
 KEEP_EVENTS_IN_MEMORY = 20
@@ -68,11 +68,6 @@ class Service:
         self._stopping = False
         self.ready = False
         self.last_step_error = ""
-        # Stored alerts go to the engine from memory (no second JSON decode). The inbox stays the
-        # source of truth: after a start or a failed step the processor reads it until it is drained.
-        self._handoff: deque[tuple[int, Alert]] = deque()
-        self._from_store = True
-        self._drained_upto = 0  # highest inbox seq consumed while reading from the store
         self._pending_counted_at = 0.0
         self._append_failed_at = 0.0
         self._append_ok_at = 0.0
@@ -136,8 +131,6 @@ class Service:
         state = await self.store.load_state()
         self.engine = Engine(self.rules, self.cfg.normalize, state)
         self.router.restore(await self.store.load_router_memory())
-        self._from_store, self._drained_upto = True, 0
-        self._handoff.clear()
         if self.outbox._stopping:
             self.outbox = self._outbox_worker(self.store, self.clock)
         self._update_gauges()
@@ -197,25 +190,23 @@ class Service:
 
     # ----- receive -----
 
-    async def receive(self, alerts: list[Alert], body: bytes | None = None) -> AppendResult:
-        """Store alerts durably; ``body`` is the webhook they were read from (read_notification), stored once
-        instead of each alert's wire form."""
-        now = self.clock()
-        entries = [InboxEntry(self._dedup(a), a.received_at or now, None if body is not None else a.to_wire(), i)
-                   for i, a in enumerate(alerts)]
+    async def receive(self, body: bytes, alerts: int, received_at: datetime | None = None) -> int:
+        """Append a webhook (already validated, holding ``alerts`` alerts) to the inbox log, durably; its log id.
+        Redelivered alerts are dropped when the engine takes it (alertd_alerts_duplicate_total)."""
         try:
-            result = await self.store.append_inbox(entries, body)
+            hook = await self.store.append_hook(body, received_at or self.clock(), alerts)
         except StoreUnavailable:
             self.metrics.store_errors.labels("append").inc()
             self._append_failed_at = time.monotonic()
             raise
         self._append_ok_at = time.monotonic()
-        if self.leading and not self.shared_inbox:
-            self._handoff.extend((seq, a) for a, seq in zip(alerts, result.seqs) if seq is not None)
-        self.metrics.alerts.inc(result.stored)
-        self.metrics.duplicates.inc(result.duplicates)
+        self.metrics.alerts.inc(alerts)
         self._wake.set()
-        return result
+        return hook
+
+    async def receive_alerts(self, alerts: list[Alert], receiver: str = "alertd") -> int:
+        """Alerts alertd makes itself (reconciliation) enter like any webhook."""
+        return await self.receive(encode_webhook([a.to_wire() for a in alerts], receiver), len(alerts))
 
     def background(self, coro: Any) -> None:
         """Run work off the request path (e.g. reading a truncated group), kept referenced until done."""
@@ -264,71 +255,64 @@ class Service:
                 await asyncio.sleep(STEP_LINGER)
 
     async def process_pending(self) -> bool:
-        """Run one slice of stored alerts through the engine; True when more is waiting."""
-        if self._from_store or self.shared_inbox:
-            pending = await self.store.pending_inbox(self.cfg.batch_size)
-            if not pending.rows:
-                self._from_store = False
-                if self.shared_inbox:
-                    self.metrics.inbox_pending.set(0)  # drained: the count above is only taken while rows wait
-                    return False
-            else:
-                batch = await self._read_pending(pending)
-                self._drained_upto = max(self._drained_upto, pending.rows[-1].seq)
-                await self._ingest(batch)
-                if time.monotonic() - self._pending_counted_at > 1.0:  # a count, not on every step
-                    self._pending_counted_at = time.monotonic()
-                    self.metrics.inbox_pending.set(await self.store.count_pending_inbox())
-                return True
-        while self._handoff and self._handoff[0][0] <= self._drained_upto:
-            self._handoff.popleft()  # already consumed from the store
-        if not self._handoff:
+        """Take the next webhooks from the log through the engine; True when some were taken."""
+        hooks = await self.store.pending_hooks(self.cfg.batch_size)
+        if not hooks:
             self.metrics.inbox_pending.set(0)
             return False
-        batch = [self._handoff.popleft() for _ in range(min(len(self._handoff), self.cfg.batch_size))]
-        await self._ingest(batch)
-        self.metrics.inbox_pending.set(len(self._handoff))
-        return bool(self._handoff)
+        alerts, set_aside = self._read_hooks(hooks)
+        keys = [self._dedup(a) for a in alerts]
+        known = await self.store.known_keys(keys)
+        fresh: dict[str, Alert] = {}
+        for key, alert in zip(keys, alerts):
+            if key not in known:
+                fresh.setdefault(key, alert)  # a key twice in one batch (an HA peer's copy): the first counts
+        self.metrics.duplicates.inc(len(alerts) - len(fresh))
+        await self._ingest(list(fresh.items()), Taken([h.id for h in hooks], set_aside))
+        if time.monotonic() - self._pending_counted_at > 1.0:  # a count, not on every step
+            self._pending_counted_at = time.monotonic()
+            self.metrics.inbox_pending.set(await self.store.count_pending_inbox())
+        return True
 
-    async def _read_pending(self, pending: Pending) -> list[tuple[int, Alert]]:
-        """Inbox rows back to alerts: a wire form each, or the webhook they came in (read once per body)."""
-        batch: list[tuple[int, Alert]] = []
-        hooks: dict[int | None, list[Alert] | str] = {}
-        unreadable: dict[str, list[int]] = {}
-        for row in pending.rows:
-            if row.alert is not None:
-                batch.append((row.seq, Alert.from_wire(row.alert)))
-                continue
-            if row.hook not in hooks:
-                hooks[row.hook] = _hook_alerts(pending.hooks.get(row.hook) if row.hook is not None else None)
-            alerts = hooks[row.hook]
-            if isinstance(alerts, str):
-                unreadable.setdefault(alerts, []).append(row.seq)
-            elif row.pos >= len(alerts):
-                unreadable.setdefault("no alert at its position", []).append(row.seq)
-            else:
-                batch.append((row.seq, alerts[row.pos]))
-        for why, seqs in unreadable.items():  # stored by an older version, or damaged: set aside, never block
-            self.metrics.store_errors.labels("quarantine").inc(len(seqs))
-            await self.store.quarantine_inbox(seqs, why)
-        return batch
+    def _read_hooks(self, hooks: list[Hook]) -> tuple[list[Alert], list[InboxKey]]:
+        """The webhooks' alerts; one that no longer reads (stored by another version, damaged) is set aside."""
+        alerts: list[Alert] = []
+        set_aside: list[InboxKey] = []
+        for hook in hooks:
+            received = parse_iso(hook.received_at) or self.clock()
+            try:
+                alerts.extend(read_notification(hook.body, received).alerts)
+            except BadPayload as exc:
+                self.metrics.store_errors.labels("quarantine").inc()
+                set_aside.append(InboxKey(f"webhook:{hook.id}:{received.timestamp():.6f}", received, 2,
+                                          f"stored webhook no longer reads: {exc}\n{hook.body.decode(errors='replace')}"))
+        return alerts, set_aside
 
-    async def _ingest(self, batch: list[tuple[int, Alert]]) -> None:
+    async def _ingest(self, batch: list[tuple[str, Alert]], taken: Taken) -> None:
+        """One engine step for the batch, committing its keys and ``taken`` with it. An alert the engine cannot
+        take must not block the ones behind it: on failure each goes alone, a failing one is set aside."""
         alerts = [a for _, a in batch]
         share_strings(alerts)
+        keys = [InboxKey(key, a.received_at or self.clock()) for key, a in batch]
         try:
-            await self._step(lambda engine, now: engine.ingest(alerts, now), processed=[seq for seq, _ in batch])
+            await self._step(lambda engine, now: engine.ingest(alerts, now),
+                             inbox=Taken(taken.hooks, keys + taken.keys))
         except StoreUnavailable:
-            self._from_store = True  # the slice is still pending in the inbox: read it back from there
-            raise
-        except Exception as exc:  # an alert the engine cannot take must not block the ones behind it
+            raise  # nothing committed: the webhooks are still in the log
+        except Exception as exc:
             if len(batch) > 1:
                 for one in batch:
-                    await self._ingest([one])
+                    await self._ingest([one], Taken())
+                await self._step(lambda engine, now: [], inbox=taken)
                 return
+            if not batch:
+                raise
             self.metrics.store_errors.labels("quarantine").inc()
-            log.exception("engine failed on inbox row %d; quarantining it", batch[0][0])
-            await self.store.quarantine_inbox([batch[0][0]], f"{type(exc).__name__}: {exc}")
+            log.exception("engine failed on alert %s; setting it aside", batch[0][0])
+            key, alert = batch[0]
+            await self._step(lambda engine, now: [], inbox=Taken(taken.hooks, taken.keys + [InboxKey(
+                key, alert.received_at or self.clock(), 2,
+                f"{type(exc).__name__}: {exc}\n{encode_webhook([alert.to_wire()]).decode()}")]))
             return
         done = self.clock()
         for a in alerts:
@@ -337,17 +321,17 @@ class Service:
             if a.signal.kind == "other" and a.firing and gpu_looking(a, self.rules.evidence):
                 self.metrics.unclassified_gpu.labels(a.name).inc()
 
-    async def _step(self, fn: Callable[[Engine, datetime], list[Change]], processed: list[int] | None = None) -> list[Change]:
+    async def _step(self, fn: Callable[[Engine, datetime], list[Change]], inbox: Taken | None = None) -> list[Change]:
         """One engine mutation and its atomic commit; on a failed commit, reload state from the store."""
         assert self.engine is not None
         async with self._engine_lock:
             now = self.clock()
             changes = fn(self.engine, now)
-            if not changes and not processed:
+            if not changes and not inbox:
                 return []
             state = self.engine.state
             items, memory = self.router.route_step(changes, now)
-            step = Step(processed=processed or [], changes=changes, outbox=items,
+            step = Step(inbox=inbox or Taken(), changes=changes, outbox=items,
                         next_seq=state.next_seq, heartbeat_at=state.heartbeat_at, memory=memory)
             try:
                 await self.store.commit_step(step)
@@ -478,13 +462,3 @@ class Service:
         log.info("rules reloaded from %s", ", ".join(rules.sources))
         return True, ""
 
-
-def _hook_alerts(hook: tuple[str, bytes] | None) -> list[Alert] | str:
-    """A stored webhook's alerts, or why they cannot be read."""
-    if hook is None:
-        return "its webhook body is missing"
-    received, body = hook
-    try:
-        return read_notification(body, parse_iso(received) or datetime.now(timezone.utc)).alerts
-    except BadPayload as exc:
-        return f"its stored webhook no longer reads: {exc}"

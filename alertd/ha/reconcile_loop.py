@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import aiohttp
+import orjson
 
 from alertd.durations import parse_duration
 from alertd.http_session import LazySession
@@ -90,7 +91,7 @@ class Reconciler:
                                self.settings.min_uptime)
         self.rounds += 1
         if gone:
-            await self.svc.receive(reconcile.resolutions(gone, now))
+            await self.svc.receive_alerts(reconcile.resolutions(gone, now), "alertd-reconciliation")
             self.resolved += len(gone)
             log.warning("reconciliation resolved %d alerts no Alertmanager holds any more (incidents %s)", len(gone),
                         ", ".join(sorted({h.incident_id for h in gone})))
@@ -104,15 +105,16 @@ class Reconciler:
         for url in self.settings.urls:
             try:
                 alerts = await self._get(url, "/api/v2/alerts", params)
-                note = parse_notification(reconcile.as_webhook(alerts, receiver, url), self.svc.clock())
+                doc = reconcile.as_webhook(alerts, receiver, url)
+                note = parse_notification(doc, self.svc.clock())
             except Exception as exc:  # BadPayload, HTTP or network errors: try the next one
                 log.warning("truncated group %s: cannot read its alerts from %s: %s", group_labels, url, exc)
                 continue
-            result = await self.svc.receive(note.alerts)
-            self.fetched += result.stored
-            log.info("truncated group %s: %d alerts read from %s, %d new", group_labels, len(note.alerts), url,
-                     result.stored)
-            return result.stored
+            await self.svc.receive(orjson.dumps(doc), len(note.alerts))
+            self.fetched += len(note.alerts)
+            log.info("truncated group %s: %d alerts read from %s and stored (those already taken are dropped)",
+                     group_labels, len(note.alerts), url)
+            return len(note.alerts)
         return 0
 
 

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
+import orjson
 
 from alertd.model import Alert, parse_iso
 from alertd.receive import wire
@@ -168,6 +169,17 @@ def _timestamp(value: str, where: str) -> datetime | None:
     if ts is not None and not EARLIEST <= ts < LATEST:
         raise BadPayload(f"{where}: {value!r} is outside the supported range (1970 to 8999)", where)
     return ts
+
+
+def encode_webhook(alerts: list[dict[str, Any]], receiver: str = "", external_url: str = "") -> bytes:
+    """A webhook (version 4) holding alerts in their wire form (Alert.to_wire): how alerts alertd makes itself
+    (reconciliation), and alerts an earlier version stored one by one, enter the inbox log."""
+    fields = ("status", "labels", "annotations", "startsAt", "endsAt", "generatorURL", "fingerprint")
+    items = [{k: a[k] for k in fields if a.get(k) or k == "labels"} for a in alerts]
+    return orjson.dumps({
+        "version": "4", "groupKey": "", "truncatedAlerts": 0, "receiver": receiver, "externalURL": external_url,
+        "status": "firing" if any(a.get("status") == "firing" for a in alerts) else "resolved",
+        "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {}, "alerts": items})
 
 
 def share_strings(alerts: list[Alert]) -> None:

@@ -1,9 +1,10 @@
 """The storage interface every backend implements, and the records it trades in.
 
-The receiver appends alerts to an inbox (idempotent on the delivery key) and
-answers only after that commit; a processor moves inbox rows through the engine
-and commits the resulting incidents, timeline events, outbox work and engine
-metadata in ONE transaction, so a crash at any point replays, never loses.
+The receiver appends each webhook, as received, to the inbox log and answers only
+after that commit; the engine takes webhooks from the log in order, drops alerts
+whose redelivery key it has seen, and commits what it took (with the new keys),
+the resulting incidents, timeline events, outbox work and engine metadata in ONE
+transaction, so a crash at any point replays, never loses.
 """
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from alertd.memory import ESCALATION, SENT, Cordon, MemoryDelta, RouterMemory
 from alertd.engine.correlate import EngineState
 from alertd.model import Change, Incident
 
-__all__ = ["AppendResult", "Cordon", "ESCALATION", "EngineState", "InboxEntry", "MemoryDelta", "OutboxItem", "Pending",
-           "PendingRow", "RouterMemory", "SENT", "Step", "Store", "StoreUnavailable"]
+__all__ = ["Cordon", "ESCALATION", "EngineState", "Hook", "InboxKey", "MemoryDelta", "OutboxItem", "RouterMemory", "SENT",
+           "Step", "Store", "StoreUnavailable", "Taken"]
 
 
 class StoreUnavailable(RuntimeError):
@@ -26,34 +27,35 @@ class StoreUnavailable(RuntimeError):
 
 
 @dataclass(slots=True)
-class InboxEntry:
+class Hook:
+    """A webhook in the inbox log, as received: what the engine takes, in id order."""
+
+    id: int
+    received_at: str
+    alerts: int
+    body: bytes
+
+
+@dataclass(slots=True)
+class InboxKey:
+    """An alert's redelivery key, recorded when the engine takes it: a later copy with the same key is dropped.
+    ``processed`` 2 sets it aside (the engine could not take it); ``note`` then says why, with the alert."""
+
     dedup: str
     received_at: datetime
-    alert: dict[str, Any] | None = None  # the wire form; None when the webhook's body is stored (see ``pos``)
-    pos: int = 0  # the alert's index in that body
+    processed: int = 1
+    note: str = ""
 
 
 @dataclass(slots=True)
-class PendingRow:
-    """An inbox row the engine has not taken: its wire form, or where it is in a stored webhook body."""
+class Taken:
+    """What an engine step took from the inbox: the webhooks (log ids) and its alerts' keys."""
 
-    seq: int
-    alert: dict[str, Any] | None
-    hook: int | None = None
-    pos: int = 0
+    hooks: list[int] = field(default_factory=list)
+    keys: list[InboxKey] = field(default_factory=list)
 
-
-@dataclass(slots=True)
-class Pending:
-    rows: list[PendingRow] = field(default_factory=list)
-    hooks: dict[int, tuple[str, bytes]] = field(default_factory=dict)  # id -> (received_at, body as received)
-
-
-@dataclass(slots=True)
-class AppendResult:
-    stored: int
-    duplicates: int
-    seqs: list[int | None] = field(default_factory=list)  # per entry: its inbox seq, None for a duplicate
+    def __bool__(self) -> bool:
+        return bool(self.hooks or self.keys)
 
 
 @dataclass(slots=True)
@@ -77,7 +79,7 @@ class AuditEntry:
 class Step:
     """The result of one engine step, committed atomically."""
 
-    processed: list[int] = field(default_factory=list)  # inbox seqs consumed
+    inbox: Taken = field(default_factory=Taken)  # what the step took from the inbox
     changes: list[Change] = field(default_factory=list)
     outbox: list[OutboxItem] = field(default_factory=list)
     next_seq: int = 0
@@ -95,24 +97,26 @@ class Store(abc.ABC):
     async def close(self) -> None: ...
 
     @abc.abstractmethod
-    async def append_inbox(self, entries: list[InboxEntry], body: bytes | None = None) -> AppendResult:
-        """Durably store alerts (with ``body``: the webhook as received, stored once for all its entries);
-        return only after commit. Raise StoreUnavailable if impossible."""
+    async def append_hook(self, body: bytes, received_at: datetime, alerts: int) -> int:
+        """Durably append a webhook as received (``alerts``: how many it holds); return its log id only after
+        commit. Raise StoreUnavailable if impossible."""
 
     @abc.abstractmethod
-    async def pending_inbox(self, limit: int) -> Pending: ...
+    async def pending_hooks(self, limit: int) -> list[Hook]:
+        """Webhooks the engine has not taken, oldest first, about ``limit`` alerts' worth (at least one)."""
 
     @abc.abstractmethod
     async def count_pending_inbox(self) -> int:
-        """Inbox rows the engine has not taken yet (the alertd_inbox_pending gauge)."""
+        """Alerts in webhooks the engine has not taken yet (the alertd_inbox_pending gauge)."""
 
     @abc.abstractmethod
-    async def quarantine_inbox(self, seqs: list[int], error: str) -> None:
-        """Set aside rows the engine cannot process, so they stop blocking the rows behind them."""
+    async def known_keys(self, keys: list[str]) -> set[str]:
+        """Which of these redelivery keys the engine has taken (or set aside) already."""
 
     @abc.abstractmethod
     async def commit_step(self, step: Step) -> None:
-        """Inbox rows done, incidents, events, outbox items, engine meta and router memory: one transaction."""
+        """Webhooks taken and their keys, incidents, events, outbox items, engine meta and router memory: one
+        transaction."""
 
     @abc.abstractmethod
     async def load_state(self) -> EngineState: ...

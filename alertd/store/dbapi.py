@@ -1,9 +1,9 @@
 """A Store over any DB-API connection, run on one dedicated thread.
 
-One writer thread serialises all database work (SQLite allows one writer
-anyway, and it keeps PostgreSQL transactions simple). Inbox appends from
-concurrent requests are coalesced into one transaction per round: a group
-commit, so durability costs one fsync per batch, not per webhook.
+One thread serialises the engine's database work (SQLite allows one writer
+anyway, and it keeps PostgreSQL transactions simple). The inbox log's appends
+run on their own connection and thread (alertd/store/inbox_log.py), so an
+acknowledgement never waits behind an engine commit.
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from alertd.store.base import (ESCALATION, SENT, AuditEntry, MemoryDelta, Outbox
                                RouterMemory, Step, Store, StoreUnavailable)
 from alertd.store.compact import compact_member
 from alertd.store.coordination import CoordinationMixin
-from alertd.store.inbox import PENDING_COUNT, InboxMixin, Queued
+from alertd.store.inbox import InboxMixin
+from alertd.store.inbox_log import InboxLog, LogBackend
 from alertd.store.reads import HistoryReads, IncidentQuery
 
 log = logging.getLogger(__name__)
@@ -40,14 +41,21 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     def __init__(self) -> None:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"alertd-{type(self).__name__}")
         self._conn: Any = None
-        self._queue: list[Queued] = []
-        self._flushing = False
+        self._log = InboxLog(self._log_backend())
         self._facets = history.FacetCache()
 
     # ----- backend hooks -----
 
     def _connect(self) -> Any:
         raise NotImplementedError
+
+    def _log_backend(self) -> LogBackend:
+        """Where and how the inbox log is appended to (backend hook)."""
+        raise NotImplementedError
+
+    def _schema_vars(self) -> dict[str, str]:
+        """Names the migrations' statements use for backend-specific types and tables (backend hook)."""
+        return {"serial": self.serial, "int_key": self.int_key}
 
     def _begin(self, cur: Any) -> None:
         cur.execute("BEGIN")
@@ -147,7 +155,7 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
         for number, statements in enumerate(sql.MIGRATIONS[current:], start=current + 1):
             def apply(c: Any, statements: list[str] = statements, number: int = number) -> None:
                 for statement in statements:
-                    c.execute(statement.format(serial=self.serial, int_key=self.int_key))
+                    c.execute(statement.format(**self._schema_vars()))
                 c.execute("DELETE FROM schema_version")
                 c.execute(self._q("INSERT INTO schema_version (version) VALUES (?)"), (number,))
             self._tx(apply)
@@ -158,6 +166,8 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
             self._conn = self._connect()
             self._migrate()
             self._backfill_history()
+            self._adopt_legacy_inbox()
+        await self._log.open()
         await self._run(do)
 
     def _backfill_history(self) -> None:
@@ -184,6 +194,7 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
                 self._conn = None
         await asyncio.get_running_loop().run_in_executor(self._executor, do)  # no reconnect just to close
         self._executor.shutdown(wait=True)
+        await self._log.close()
 
     # ----- engine steps -----
 
@@ -219,8 +230,8 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
             written = build(batch)
 
             def write(cur: Any) -> None:
-                if step.processed:
-                    self._consume(cur, step.processed)
+                if step.inbox:
+                    self._write_taken(cur, step.inbox)
                 batch.run(cur)
             self._ftx(write)
             return written
@@ -355,11 +366,9 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
         """In small transactions (PRUNE_BATCH rows each), so the writer is never held long and the WAL stays small."""
         cutoff = iso(before)
         statements = [
+            # redelivery keys (set-aside alerts, processed = 2, are kept for inspection)
             ("DELETE FROM inbox WHERE seq IN (SELECT seq FROM inbox WHERE processed = 1 AND received_at < ? LIMIT ?)",
              cutoff),
-            # bodies whose rows were all set aside (quarantined) or pruned: kept for inspection until then
-            ("DELETE FROM inbox_hooks WHERE id IN (SELECT h.id FROM inbox_hooks h WHERE h.received_at < ? AND NOT EXISTS "
-             "(SELECT 1 FROM inbox i WHERE i.hook = h.id AND i.processed = 0) LIMIT ?)", cutoff),
             ("DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE state = 'done' AND done_at < ? LIMIT ?)",
              cutoff),
             ("DELETE FROM commands WHERE id IN (SELECT id FROM commands WHERE state = 'done' AND created_at < ? LIMIT ?)",
@@ -401,7 +410,8 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     async def stats(self) -> dict[str, int]:
         def do() -> dict[str, int]:
             out = {f"incidents_{s}": n for s, n in self._query("SELECT status, count(*) FROM incidents GROUP BY status")}
-            out["inbox_pending"] = self._query(PENDING_COUNT)[0][0]
+            out["inbox_pending"] = self._log_query("SELECT coalesce(sum(alerts), 0) FROM inbox_log WHERE id > ?",
+                                                   (self._taken_upto(),))[0][0]
             out.update({f"outbox_{s}": n for s, n in self._query("SELECT state, count(*) FROM outbox GROUP BY state")})
             return out
         counts: dict[str, int] = await self._run(do)

@@ -1,145 +1,135 @@
-"""The inbox on any DB-API store: group-committed appends, the engine's reads, and consuming rows.
+"""The engine's side of the inbox: webhooks taken from the log in order, their alerts' redelivery keys kept.
 
-Mixed into SqlStore; runs on its store thread. Appends from concurrent requests
-are coalesced into one transaction per round (a group commit): durability costs
-one fsync per batch, not per webhook. A webhook's body is stored once, as
-received; its alerts' rows point at it and only carry the redelivery key.
+Mixed into SqlStore; runs on its store thread. The receive side (alertd/store/inbox_log.py)
+only appends; here the engine reads the log past what it took, asks which keys it has seen
+(``known_keys``: a retry, an HA peer's copy), and its step's transaction records the new
+keys in ``inbox`` and what it took (``_take_hooks``, a backend hook). Webhooks stored by
+versions that kept one inbox row per alert are moved to the log once, at open.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
+from datetime import datetime, timezone
 from typing import Any, Callable
 
-from alertd.model import iso
-from alertd.store import sql
-from alertd.store.base import AppendResult, InboxEntry, Pending, PendingRow, StoreUnavailable
+from alertd.model import iso, parse_iso
+from alertd.receive.webhook import encode_webhook
+from alertd.store.base import Hook, Taken
+from alertd.store.inbox_log import InboxLog
 
 log = logging.getLogger(__name__)
-PENDING_COUNT = "SELECT count(*) FROM inbox WHERE processed = 0"
-INSERT_CHUNK = 500  # rows per INSERT statement (a few parameters each; SQLite allows 32766)
-Queued = tuple[list[InboxEntry], bytes | None, "asyncio.Future[AppendResult]"]
+KEY_CHUNK = 500  # keys per statement (a few parameters each; SQLite allows 32766)
 
 
 class InboxMixin:
-    """Needs SqlStore's ``_run``, ``_tx``, ``_ftx``, ``_q`` and ``_query``."""
+    """Needs SqlStore's ``_run``, ``_tx``, ``_q`` and ``_query``; the backend gives ``_log`` and the hooks below."""
 
-    _queue: list[Queued]
-    _flushing: bool
+    _log: InboxLog
     _run: Callable[..., Any]
     _tx: Callable[..., Any]
-    _ftx: Callable[..., Any]
     _q: Callable[[str], str]
     _query: Callable[..., list[tuple[Any, ...]]]
 
-    async def append_inbox(self, entries: list[InboxEntry], body: bytes | None = None) -> AppendResult:
-        fut: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
-        self._queue.append((entries, body, fut))
-        if not self._flushing:
-            self._flushing = True
-            asyncio.get_running_loop().create_task(self._flush_inbox())
-        return await fut
+    # ----- backend hooks -----
 
-    async def _flush_inbox(self) -> None:
-        try:
-            while self._queue:
-                batch, self._queue = self._queue, []
-                await self._store_batch(batch)
-        finally:
-            self._flushing = False
+    def _log_query(self, statement: str, args: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
+        """A read of the log on the store thread (SQLite: the log's own database file)."""
+        return self._query(statement, args)
 
-    async def _store_batch(self, batch: list[Queued]) -> None:
-        try:
-            results = await self._run(self._tx, lambda cur: [self._insert(cur, e, b) for e, b, _ in batch])
-        except StoreUnavailable as exc:  # the store itself refuses: every waiter gets 503
-            for _, _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
-            return
-        except Exception as exc:
-            if len(batch) > 1:  # one request's bad entry must not cost the others their data
-                for one in batch:
-                    await self._store_batch([one])
-                return
-            _, _, fut = batch[0]
-            if not fut.done():
-                fut.set_exception(StoreUnavailable(f"{type(exc).__name__}: {exc}"))
-            return
-        for (_, _, fut), result in zip(batch, results):
-            if not fut.done():
-                fut.set_result(result)
+    def _taken_upto(self) -> int:
+        """Log ids up to this one are taken (SQLite); 0 where taken rows are deleted in the step (PostgreSQL)."""
+        return 0
 
-    def _insert(self, cur: Any, entries: list[InboxEntry], body: bytes | None = None) -> AppendResult:
-        """One multi-row INSERT per request; RETURNING names the rows that were new (not redeliveries).
+    def _take_hooks(self, cur: Any, ids: list[int]) -> None:
+        """In the step's transaction: these webhooks are taken."""
+        raise NotImplementedError
 
-        A webhook's body goes to inbox_hooks once, for all its new rows (without one, each new row's wire form
-        goes to inbox_bodies); both are deleted once the engine has taken the rows."""
-        hook = None
-        if body is not None and entries:
-            cur.execute(self._q("INSERT INTO inbox_hooks (received_at, pending, body) VALUES (?, ?, ?) RETURNING id"),
-                        (iso(entries[0].received_at), len(entries), body.decode()))
-            hook = cur.fetchone()[0]
-        fresh: dict[str, int] = {}
-        for start in range(0, len(entries), INSERT_CHUNK):
-            chunk = entries[start:start + INSERT_CHUNK]
-            values = ", ".join(["(?, ?, '', ?, ?)"] * len(chunk))
-            cur.execute(self._q(f"INSERT INTO inbox (dedup, received_at, alert, hook, pos) VALUES {values} "
-                                "ON CONFLICT (dedup) DO NOTHING RETURNING dedup, seq"),
-                        [v for e in chunk for v in (e.dedup, iso(e.received_at), hook, e.pos)])
-            fresh.update(cur.fetchall())
-        if hook is None:
-            bodies = [(fresh[e.dedup], sql.dumps(e.alert)) for e in {e.dedup: e for e in reversed(entries)}.values()
-                      if e.dedup in fresh]  # a key twice in one request: the first is the new one
-            for start in range(0, len(bodies), INSERT_CHUNK):
-                body_chunk = bodies[start:start + INSERT_CHUNK]
-                cur.execute(self._q("INSERT INTO inbox_bodies (seq, alert) VALUES " + ", ".join(["(?, ?)"] * len(body_chunk))),
-                            [v for row in body_chunk for v in row])
-        seqs = [fresh.pop(e.dedup, None) for e in entries]  # a key twice in one request: the first is new
-        stored = sum(1 for seq in seqs if seq is not None)
-        if hook is not None and stored < len(entries):  # redeliveries: the body serves only the new rows
-            cur.execute(self._q("DELETE FROM inbox_hooks WHERE id = ?" if not stored else
-                                "UPDATE inbox_hooks SET pending = ? WHERE id = ?"), (hook,) if not stored else (stored, hook))
-        return AppendResult(stored=stored, duplicates=len(entries) - stored, seqs=seqs)
+    # ----- receive -----
 
-    async def pending_inbox(self, limit: int) -> Pending:
-        def do() -> Pending:
-            rows = self._query("SELECT i.seq, b.alert, i.hook, i.pos FROM inbox i LEFT JOIN inbox_bodies b ON b.seq = i.seq "
-                               "WHERE i.processed = 0 ORDER BY i.seq LIMIT ?", (limit,))
-            pending = Pending([PendingRow(seq, json.loads(doc) if doc is not None else None, hook, pos)
-                               for seq, doc, hook, pos in rows])
-            hooks = sorted({r.hook for r in pending.rows if r.hook is not None})
-            for start in range(0, len(hooks), INSERT_CHUNK):
-                chunk = hooks[start:start + INSERT_CHUNK]
-                found = self._query("SELECT id, received_at, body FROM inbox_hooks WHERE id IN (" +
-                                    ", ".join(["?"] * len(chunk)) + ")", chunk)
-                pending.hooks.update((hook_id, (received, body.encode())) for hook_id, received, body in found)
-            return pending
-        result: Pending = await self._run(do)
-        return result
+    async def append_hook(self, body: bytes, received_at: datetime, alerts: int) -> int:
+        return await self._log.append(received_at, alerts, body)
+
+    # ----- engine -----
+
+    async def pending_hooks(self, limit: int) -> list[Hook]:
+        def do() -> list[Hook]:
+            after = self._taken_upto()
+            heads = self._log_query("SELECT id, alerts FROM inbox_log WHERE id > ? ORDER BY id LIMIT ?", (after, limit))
+            if not heads:
+                return []
+            total, last = 0, heads[0][0]
+            for hook_id, alerts in heads:
+                if total and total + alerts > limit:
+                    break
+                total, last = total + alerts, hook_id
+            rows = self._log_query("SELECT id, received_at, alerts, body FROM inbox_log WHERE id > ? AND id <= ? "
+                                   "ORDER BY id", (after, last))
+            return [Hook(hook_id, at, alerts, bytes(body)) for hook_id, at, alerts, body in rows]
+        hooks: list[Hook] = await self._run(do)
+        return hooks
 
     async def count_pending_inbox(self) -> int:
-        rows = await self._run(self._query, PENDING_COUNT)
+        rows = await self._run(lambda: self._log_query("SELECT coalesce(sum(alerts), 0) FROM inbox_log WHERE id > ?",
+                                                       (self._taken_upto(),)))
         return int(rows[0][0])
 
-    async def quarantine_inbox(self, seqs: list[int], error: str) -> None:
-        await self._run(self._ftx, lambda cur: cur.executemany(
-            self._q("UPDATE inbox SET processed = 2 WHERE seq = ?"), [(s,) for s in seqs]))
-        log.error("quarantined inbox rows %s (processed = 2): %s", seqs, error)
+    async def known_keys(self, keys: list[str]) -> set[str]:
+        def do() -> set[str]:
+            found: set[str] = set()
+            unique = sorted(set(keys))
+            for start in range(0, len(unique), KEY_CHUNK):
+                chunk = unique[start:start + KEY_CHUNK]
+                found.update(r[0] for r in self._query(
+                    "SELECT dedup FROM inbox WHERE dedup IN (" + ", ".join(["?"] * len(chunk)) + ")", chunk))
+            return found
+        known: set[str] = await self._run(do)
+        return known
 
-    def _consume(self, cur: Any, seqs: list[int]) -> None:
-        """The alert is in the incident's member now: the row stays only as the redelivery dedup key, and
-        its body goes (a webhook's body with the last of its rows)."""
-        done = [(s,) for s in seqs]
-        cur.executemany(self._q("UPDATE inbox SET processed = 1 WHERE seq = ?"), done)
-        taken: list[tuple[int, int]] = []
-        for start in range(0, len(seqs), INSERT_CHUNK):
-            chunk = seqs[start:start + INSERT_CHUNK]
-            cur.execute(self._q("SELECT hook, count(*) FROM inbox WHERE hook IS NOT NULL AND seq IN (" +
-                                ", ".join(["?"] * len(chunk)) + ") GROUP BY hook"), chunk)
-            taken.extend((n, hook) for hook, n in cur.fetchall())
-        if taken:
-            cur.executemany(self._q("UPDATE inbox_hooks SET pending = pending - ? WHERE id = ?"), taken)
-            cur.executemany(self._q("DELETE FROM inbox_hooks WHERE id = ? AND pending <= 0"), [(h,) for _, h in taken])
-        if sum(n for n, _ in taken) < len(seqs):  # rows stored with their own body
-            cur.executemany(self._q("DELETE FROM inbox_bodies WHERE seq = ?"), done)
+    def _write_taken(self, cur: Any, taken: Taken) -> None:
+        """In the step's transaction: the new keys, and the webhooks taken."""
+        rows = [v for k in taken.keys for v in (k.dedup, iso(k.received_at), k.note, k.processed)]
+        for start in range(0, len(taken.keys), KEY_CHUNK):
+            count = min(KEY_CHUNK, len(taken.keys) - start)
+            cur.execute(self._q("INSERT INTO inbox (dedup, received_at, alert, processed) VALUES " +
+                                ", ".join(["(?, ?, ?, ?)"] * count) + " ON CONFLICT (dedup) DO NOTHING"),
+                        rows[start * 4:(start + count) * 4])
+        if taken.hooks:
+            self._take_hooks(cur, taken.hooks)
+        for k in taken.keys:
+            if k.processed == 2:
+                log.error("inbox: alert %s set aside (inbox.processed = 2): %s", k.dedup, k.note[:500])
+
+    # ----- upgrade -----
+
+    def _adopt_legacy_inbox(self) -> None:
+        """Alerts stored by versions that kept one inbox row per alert, and not yet taken, go to the log as
+        webhooks; then their rows go. Appended first: a crash in between appends them again at the next
+        start, and the engine drops the second copy by its keys."""
+        rows = self._query("SELECT i.seq, i.hook, b.alert, h.received_at, h.body FROM inbox i "
+                           "LEFT JOIN inbox_bodies b ON b.seq = i.seq LEFT JOIN inbox_hooks h ON h.id = i.hook "
+                           "WHERE i.processed = 0 ORDER BY i.seq")
+        if not rows:
+            return
+        hooks: dict[int, tuple[str, str]] = {}
+        singles: list[dict[str, Any]] = []
+        for _, hook, alert, received_at, body in rows:
+            if hook is not None and body is not None:
+                hooks[hook] = (received_at, body)
+            elif alert is not None:
+                singles.append(json.loads(alert))
+        appended = [(parse_iso(at) or datetime.now(timezone.utc), body.encode()) for at, body in hooks.values()]
+        appended += [(parse_iso(a.get("receivedAt")) or datetime.now(timezone.utc),
+                      encode_webhook([a], a.get("receiver", ""), a.get("externalURL", ""))) for a in singles]
+        for at, body in appended:
+            self._log.append_now(at, len(json.loads(body).get("alerts") or []), body)
+        seqs = [(r[0],) for r in rows]
+
+        def forget(cur: Any) -> None:
+            cur.executemany(self._q("DELETE FROM inbox_bodies WHERE seq = ?"), seqs)
+            cur.executemany(self._q("DELETE FROM inbox WHERE seq = ?"), seqs)
+            cur.executemany(self._q("DELETE FROM inbox_hooks WHERE id = ?"), [(h,) for h in hooks])
+        self._tx(forget)
+        log.warning("inbox: %d alerts stored by an earlier version moved to the inbox log (%d webhooks)",
+                    len(rows), len(appended))
+

@@ -6,8 +6,10 @@ from typing import Any, Callable, cast
 import psycopg
 
 from alertd.ha.lease import Decision, LeaseRow
+from alertd.store import sql
 from alertd.store.base import StoreUnavailable
 from alertd.store.dbapi import SqlStore
+from alertd.store.inbox_log import LogBackend
 from alertd.store.pg_watchdog import RoundTrip, Watchdog, timed_cursor
 
 IDLE_IN_TRANSACTION_MS = 5000
@@ -29,13 +31,17 @@ class PostgresStore(SqlStore):
         self._trip = RoundTrip()
         self._watchdog = Watchdog(self._trip, lambda: self._conn, answer_deadline)
 
-    def _connect(self) -> Any:
+    def _connect(self, watched: bool = True) -> Any:
+        """``watched``: the store thread's connection, whose calls the watchdog times; the inbox log's own
+        connection is not (its appends fail on the same timeouts, and a stamp from its thread would look like
+        an unanswered call of the store's)."""
         extra: dict[str, Any] = {"password": self.password} if self.password else {}
+        if watched:
+            extra["cursor_factory"] = timed_cursor(self._trip)
         # A partitioned or dead server must fail calls within seconds, not hang them: the engine lease
         # (and the 503 that makes Alertmanager retry) depend on noticing.
         conn = psycopg.connect(self.dsn, autocommit=False, connect_timeout=5, keepalives=1, keepalives_idle=5,
-                               keepalives_interval=2, keepalives_count=2, tcp_user_timeout=5000,
-                               cursor_factory=timed_cursor(self._trip), **extra)
+                               keepalives_interval=2, keepalives_count=2, tcp_user_timeout=5000, **extra)
         # The server ends a session left inside a transaction: a leader cut off between its fence check and
         # its commit would otherwise keep the lease row locked (and every takeover waiting) until the
         # server's own TCP timeouts, minutes or hours. alertd never waits on anything else inside one.
@@ -77,6 +83,19 @@ class PostgresStore(SqlStore):
             if token or not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
                 raise
             return Decision("wait", 0), None
+
+    def _log_backend(self) -> LogBackend:
+        """The log is a table of the same database, on a connection of its own: every replica appends, and
+        PostgreSQL's row locks let appends and the engine's commits run side by side."""
+        return LogBackend(connect=lambda: self._connect(watched=False), begin=lambda cur: None, end=lambda: None,
+                          unavailable=self.unavailable, lost=self._lost, placeholder=self.placeholder)
+
+    def _schema_vars(self) -> dict[str, str]:
+        return {**super()._schema_vars(), "inbox_log": sql.INBOX_LOG.format(serial=self.serial, blob="BYTEA")}
+
+    def _take_hooks(self, cur: Any, ids: list[int]) -> None:
+        """Ids are not committed in order here (replicas append side by side): each taken row goes, in the step."""
+        cur.execute(self._q("DELETE FROM inbox_log WHERE id IN (" + ", ".join(["?"] * len(ids)) + ")"), ids)
 
     def _db_now(self, cur: Any) -> float:
         cur.execute("SELECT extract(epoch FROM clock_timestamp())")

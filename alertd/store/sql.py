@@ -144,7 +144,13 @@ MIGRATIONS: list[list[str]] = [
         "DROP INDEX inbox_pending",
         "CREATE INDEX inbox_pending ON inbox (processed, seq) WHERE processed = 0",
     ],
+    [  # the receive side appends each webhook, as received, to a log; the engine records its alerts' keys in inbox
+       # when it takes them (alertd/store/inbox.py). SQLite keeps the log in a database file of its own.
+        "{inbox_log}",
+    ],
 ]
+INBOX_LOG = ("CREATE TABLE inbox_log (id {serial} PRIMARY KEY, received_at TEXT NOT NULL, alerts INTEGER NOT NULL, "
+             "body {blob} NOT NULL)")
 
 UPSERT_INCIDENT = """INSERT INTO incidents (id, seq, key, status, severity, cluster, node, opened_at, updated_at, resolved_at, doc)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -7,11 +7,13 @@ import os
 import sqlite3
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 from alertd.store import compact, sql
 from alertd.store.dbapi import SqlStore
+from alertd.store.inbox_log import LogBackend
 
 
 log = logging.getLogger(__name__)
@@ -24,6 +26,8 @@ CHECKPOINT_BYTES = 4 * 1024 * 1024  # a WAL larger than this is copied back into
 # storm (16 MB cost about 220) for no measurable ingest cost (docs/performance.md, disk use under a storm).
 TRUNCATE_BYTES = 6 * 1024 * 1024
 JOURNAL_SIZE_LIMIT = 6 * 1024 * 1024  # what a restarted WAL is cut back to
+RELEASE_ROWS = 1000  # taken webhooks deleted from the inbox log at least every this many ...
+RELEASE_EVERY = 2.0  # ... or seconds
 
 
 class SqliteStore(SqlStore):
@@ -33,7 +37,6 @@ class SqliteStore(SqlStore):
     unavailable = (sqlite3.OperationalError, sqlite3.DatabaseError)
 
     def __init__(self, path: Path | str, *, synchronous: str = "FULL", max_pages: int = 0, checkpoints: bool = True):
-        super().__init__()
         # Receiver processes (serve --receivers N) leave checkpoints to the engine process: one checkpointer.
         self.checkpoints = checkpoints
         self.path = Path(path)
@@ -44,6 +47,14 @@ class SqliteStore(SqlStore):
         self._checkpointer: threading.Thread | None = None
         self._stop_checkpoints = threading.Event()
         self._writer_lock: int | None = None  # fd of <database>-writer, flock()ed around each write
+        self.log_path = Path(f"{self.path}-inbox")
+        self._log_lock: int | None = None  # fd of <log>-writer: the log's writers in every process take turns
+        self._log_reader: sqlite3.Connection | None = None  # the engine's connection to the log (store thread)
+        self._taken = -1  # log ids up to this are taken (meta inbox_taken); -1 until read
+        self._taking = 0  # what the step being committed takes
+        self._released = 0  # log rows up to this are deleted
+        self._released_at = 0.0
+        super().__init__()
 
     def _open_writer_lock(self) -> int | None:
         """Writers in several processes (``serve --receivers N``) take turns through flock() on this file.
@@ -60,6 +71,7 @@ class SqliteStore(SqlStore):
     def _end(self) -> None:
         if self._writer_lock is not None:
             fcntl.flock(self._writer_lock, fcntl.LOCK_UN)
+        self._taking = 0  # committed (then _after_write took it) or rolled back
 
     def _connect(self) -> Any:
         if str(self.path) != ":memory:":
@@ -91,10 +103,16 @@ class SqliteStore(SqlStore):
         if self._checkpointer is not None:
             self._checkpointer.join(timeout=10)
             self._checkpointer = None
+        def close_reader() -> None:
+            if self._log_reader is not None:
+                self._log_reader.close()
+                self._log_reader = None
+        self._executor.submit(close_reader).result()
         await super().close()
-        if self._writer_lock is not None:
-            os.close(self._writer_lock)
-            self._writer_lock = None
+        for fd in (self._writer_lock, self._log_lock):
+            if fd is not None:
+                os.close(fd)
+        self._writer_lock = self._log_lock = None
 
     def _checkpoint_loop(self) -> None:
         """PASSIVE checkpoints never block the writer; they copy what readers no longer need."""
@@ -114,6 +132,94 @@ class SqliteStore(SqlStore):
         finally:
             conn.close()
 
+    # ----- the inbox log: a database file of its own -----
+
+    def _log_backend(self) -> LogBackend:
+        return LogBackend(connect=self._connect_log, begin=self._begin_log, end=self._end_log,
+                          unavailable=self.unavailable)
+
+    def _connect_log(self, synchronous: str | None = None) -> sqlite3.Connection:
+        """The log's writers wait for each other (flock on ``<log>-writer``), never for the engine's commits."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self._log_lock is None:
+            self._log_lock = os.open(f"{self.log_path}-writer", os.O_RDWR | os.O_CREAT, 0o600)
+        conn = sqlite3.connect(str(self.log_path), isolation_level=None, check_same_thread=False, timeout=10)
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # before the first table: taken rows give their pages back
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous or self.synchronous}")
+        conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+        if self.max_pages:
+            conn.execute(f"PRAGMA max_page_count={int(self.max_pages)}")
+        conn.execute("CREATE TABLE IF NOT EXISTS inbox_log (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+                     "received_at TEXT NOT NULL, alerts INTEGER NOT NULL, body BLOB NOT NULL)")
+        conn.execute("CREATE TABLE IF NOT EXISTS log_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("INSERT OR IGNORE INTO log_meta (key, value) VALUES ('id', ?)", (uuid.uuid4().hex,))
+        return conn
+
+    def _begin_log(self, cur: Any) -> None:
+        if self._log_lock is not None:
+            fcntl.flock(self._log_lock, fcntl.LOCK_EX)
+        cur.execute("BEGIN IMMEDIATE")
+
+    def _end_log(self) -> None:
+        if self._log_lock is not None:
+            fcntl.flock(self._log_lock, fcntl.LOCK_UN)
+
+    def _schema_vars(self) -> dict[str, str]:
+        return {**super()._schema_vars(), "inbox_log": "SELECT 1"}  # the log is its own file (above)
+
+    def _log_query(self, statement: str, args: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
+        if self._log_reader is None:
+            self._log_reader = self._connect_log(synchronous="NORMAL")  # its deletes need no fsync (see _release)
+        self._taken_upto()
+        return self._log_reader.execute(statement, args).fetchall()
+
+    def _taken_upto(self) -> int:
+        """Read once: the log's id and how far the engine took it (main database, meta). A log that is not the
+        one the engine took from (deleted, replaced) is taken from its start."""
+        if self._taken >= 0:
+            return self._taken
+        if self._log_reader is None:
+            self._log_reader = self._connect_log(synchronous="NORMAL")
+        log_id = self._log_reader.execute("SELECT value FROM log_meta WHERE key = 'id'").fetchone()[0]
+        meta = dict(self._query("SELECT key, value FROM meta WHERE key IN ('inbox_log', 'inbox_taken')"))
+        if meta.get("inbox_log") == log_id:
+            self._taken = int(meta.get("inbox_taken") or 0)
+        else:
+            if meta.get("inbox_log"):
+                log.warning("inbox log %s is not the one the engine took from; taking it from its start", self.log_path)
+            self._tx(lambda cur: [cur.execute(sql.UPSERT_META, ("inbox_log", log_id)),
+                                  cur.execute(sql.UPSERT_META, ("inbox_taken", "0"))])
+            self._taken = 0
+        self._released = self._taken
+        return self._taken
+
+    def _take_hooks(self, cur: Any, ids: list[int]) -> None:
+        """Ids commit in order (one writer at a time): the engine takes a prefix, and the step names its end."""
+        self._taking = max(ids)
+        cur.execute(sql.UPSERT_META, ("inbox_taken", str(self._taking)))
+
+    def _release(self) -> None:
+        """Taken rows leave the log every few seconds or thousand webhooks, outside any acknowledgement (one
+        short write, no fsync of its own: a lost delete is repeated, the engine's mark keeps them taken)."""
+        if self._log_reader is None or self._taken <= self._released:
+            return
+        if self._taken - self._released < RELEASE_ROWS and time.monotonic() - self._released_at < RELEASE_EVERY:
+            return
+        self._begin_log(self._log_reader.cursor())
+        try:
+            self._log_reader.execute("DELETE FROM inbox_log WHERE id <= ?", (self._taken,))
+            self._log_reader.execute("COMMIT")
+            self._log_reader.execute("PRAGMA incremental_vacuum")
+        except sqlite3.Error as exc:  # e.g. a full disk: the next round tries again
+            if self._log_reader.in_transaction:
+                self._log_reader.execute("ROLLBACK")
+            log.warning("could not delete taken webhooks from the inbox log: %s", exc)
+            return
+        finally:
+            self._end_log()
+        self._released, self._released_at = self._taken, time.monotonic()
+
     def _begin(self, cur: Any) -> None:
         if self._writer_lock is not None:
             fcntl.flock(self._writer_lock, fcntl.LOCK_EX)
@@ -128,6 +234,9 @@ class SqliteStore(SqlStore):
     def _after_write(self) -> None:
         """Bound the WAL: past TRUNCATE_BYTES, checkpoint and truncate it from the writer, between batches
         (holding the writers' flock, so other processes wait for it instead of polling)."""
+        if self._taking:
+            self._taken = self._taking
+            self._release()
         if not self.checkpoints:
             return
         try:
@@ -154,7 +263,8 @@ class SqliteStore(SqlStore):
     def disk_bytes(self) -> int:
         """The database, its WAL and its shared-memory file on disk (alertd_store_bytes)."""
         total = 0
-        for p in (self.path, Path(self._wal), Path(f"{self.path}-shm")):
+        for p in (self.path, Path(self._wal), Path(f"{self.path}-shm"), self.log_path, Path(f"{self.log_path}-wal"),
+                  Path(f"{self.log_path}-shm")):
             try:
                 total += p.stat().st_blocks * 512
             except OSError:
@@ -168,10 +278,11 @@ class SqliteStore(SqlStore):
         inbox bodies leave free pages that SQLite would reuse, so a cap alone would not
         make the next write fail the way a full disk with no free pages does.
         """
-        def cap() -> None:
-            current = int(self._conn.execute("PRAGMA page_count").fetchone()[0])
+        def cap(conn: sqlite3.Connection) -> None:
+            current = int(conn.execute("PRAGMA page_count").fetchone()[0])
             if pages <= current:
-                self._conn.execute("VACUUM")
-            self._conn.execute(f"PRAGMA max_page_count={int(pages)}")
+                conn.execute("VACUUM")
+            conn.execute(f"PRAGMA max_page_count={int(pages)}")
 
-        self._executor.submit(cap).result()
+        self._executor.submit(cap, self._conn).result()
+        self._log.run(cap)

@@ -60,7 +60,7 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
         svc.metrics.rejected.labels(exc.reason).inc()
         return _json(exc.to_json(), 400)
     try:
-        result = await svc.receive(note.alerts, raw)
+        await svc.receive(raw, len(note.alerts), received_at)
     except StoreUnavailable as exc:
         svc.metrics.rejected.labels("store_unavailable").inc()
         log.error("webhook not stored, answering 503 so Alertmanager retries: %s", exc)
@@ -75,8 +75,7 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
         if svc.reconciler is not None:
             svc.background(svc.reconciler.fetch_group(note.group_labels, note.receiver))
     svc.metrics.ack_latency.observe(time.perf_counter() - started)
-    return _json({"status": "stored", "alerts": result.stored, "duplicates": result.duplicates,
-                  "truncatedAlerts": note.truncated})
+    return _json({"status": "stored", "alerts": len(note.alerts), "truncatedAlerts": note.truncated})
 
 
 def _bad_query(field: str, message: str) -> web.HTTPBadRequest:

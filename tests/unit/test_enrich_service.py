@@ -3,6 +3,8 @@ Kubernetes backends: upgrade from the kernel log, deadline, down/slow/garbage ba
 when enrichment runs, fleet incidents, shutdown."""
 from __future__ import annotations
 
+import hashlib
+
 import asyncio
 import time
 from datetime import datetime, timedelta, timezone
@@ -108,7 +110,7 @@ def cluster_objects() -> dict[tuple, dict]:
 
 
 def alert(name: str, node: str, starts: datetime, fp: str = "", **labels: str) -> Alert:
-    return Alert(fingerprint=fp or f"{name}-{node}-{labels.get('gpu', '')}", status="firing",
+    return Alert(fingerprint=fp or hashlib.sha256(f"{name}-{node}-{labels.get('gpu', '')}".encode()).hexdigest()[:16], status="firing",
                  labels={"alertname": name, "node": node, "cluster": "c1", **labels}, annotations={},
                  starts_at=starts, ends_at=None, received_at=datetime.now(timezone.utc))
 
@@ -135,7 +137,7 @@ class Harness:
         await self.svc.stop()
 
     async def send(self, *alerts: Alert) -> None:
-        await self.svc.receive(list(alerts))
+        await self.svc.receive_alerts(list(alerts))
         while await self.svc.process_pending():
             pass
         await self.svc.process_pending()
