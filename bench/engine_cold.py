@@ -32,7 +32,7 @@ from alertd.engine.pipeline import Engine
 from alertd.notify.setup import build_router
 from alertd.receive.webhook import delivery_key, read_notification
 from alertd.rules import load_rules
-from alertd.store.base import InboxEntry, Step
+from alertd.store.base import InboxKey, Step, Taken
 from alertd.store.sqlite import SqliteStore
 from tests.support.webhooks import UniqueWebhooks, dumps
 
@@ -137,9 +137,8 @@ async def cold_storm(nodes: int, step: int, work: Path,
                 now += timedelta(microseconds=500)  # 2,000 webhooks/s
                 hook = read_notification(body, now).alerts
                 alerts += hook
-                appends.append(store.append_inbox([InboxEntry(delivery_key(a), now, None, i)
-                                                   for i, a in enumerate(hook)], body))
-            processed = [s for r in await asyncio.gather(*appends) for s in r.seqs if s is not None]
+                appends.append(store.append_hook(body, now, len(hook)))
+            taken = Taken(list(await asyncio.gather(*appends)), [InboxKey(delivery_key(a), now) for a in alerts])
             if profilers:
                 profilers[0].enable()
             t0 = time.thread_time()
@@ -151,7 +150,7 @@ async def cold_storm(nodes: int, step: int, work: Path,
                 profilers[0].disable()
             state = engine.state
             measuring[0] = True
-            await store.commit_step(Step(processed=processed, changes=changes, outbox=items,
+            await store.commit_step(Step(inbox=taken, changes=changes, outbox=items,
                                          next_seq=state.next_seq, heartbeat_at=state.heartbeat_at, memory=memory))
             measuring[0] = False
             for c in changes:

@@ -205,8 +205,8 @@ class AlertdProcess:
         return open_readonly(self.db_path)
 
     def inbox_pending(self) -> int:
-        with self.db() as conn:
-            return conn.execute("SELECT count(*) FROM inbox WHERE processed = 0").fetchone()[0]
+        """Webhooks in the inbox log the engine has not taken."""
+        return len(untaken_bodies(self.db_path))
 
     def wait_drained(self, timeout: float = 60.0) -> None:
         """Until every stored alert went through the engine (no pending inbox rows)."""
@@ -217,7 +217,7 @@ class AlertdProcess:
             if pending == 0:
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"{pending} inbox rows still pending after {timeout:.0f} s:\n{self.log_tail()}")
+        raise TimeoutError(f"{pending} webhooks still pending after {timeout:.0f} s:\n{self.log_tail()}")
 
 
 def serve_once(data_dir: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -244,8 +244,53 @@ def open_readonly(path: Path | str) -> sqlite3.Connection:
 
 
 def inbox_key_counts(conn: sqlite3.Connection) -> Counter:
-    """How often each idempotency key is in the inbox (the unique index says at most once)."""
+    """How often each idempotency key the engine took is in the inbox (the unique index says at most once)."""
     return Counter(r[0] for r in conn.execute("SELECT dedup FROM inbox"))
+
+
+def stored_key_counts(db_path: Path | str) -> Counter:
+    """Every alert alertd holds, by idempotency key: taken by the engine, or in a webhook still in the log.
+
+    The log is read first, then the engine's keys and mark in one snapshot: a webhook taken in between is
+    counted once (by its keys), and one deleted from the log in between was taken before (so has its keys)."""
+    logged = _log_rows(db_path)
+    with open_readonly(db_path) as conn:
+        conn.execute("BEGIN")
+        keys = inbox_key_counts(conn)
+        taken = _taken_mark(conn, db_path)
+        conn.execute("COMMIT")
+    keys.update(k for row_id, body in logged if row_id > taken for k in _keys_of(json.loads(body)))
+    return keys
+
+
+def _keys_of(doc: dict[str, Any]) -> list[str]:
+    from tests.support.webhooks import dedup_keys
+    return dedup_keys(doc)
+
+
+def _log_rows(db_path: Path | str) -> list[tuple[int, bytes]]:
+    log_path = Path(f"{db_path}-inbox")
+    if not log_path.exists():
+        return []
+    with open_readonly(log_path) as log:
+        return [(r[0], bytes(r[1])) for r in log.execute("SELECT id, body FROM inbox_log ORDER BY id")]
+
+
+def _taken_mark(conn: sqlite3.Connection, db_path: Path | str) -> int:
+    """How far the engine took the log (meta inbox_taken), 0 when the log is not the one it names."""
+    meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('inbox_log', 'inbox_taken')").fetchall())
+    with open_readonly(f"{db_path}-inbox") as log:
+        row = log.execute("SELECT value FROM log_meta WHERE key = 'id'").fetchone()
+    return int(meta.get("inbox_taken") or 0) if row and meta.get("inbox_log") == row[0] else 0
+
+
+def untaken_bodies(db_path: Path | str) -> list[bytes]:
+    """Webhooks in the inbox log (``<db>-inbox``) past what the engine's last step took (meta inbox_taken)."""
+    if not Path(f"{db_path}-inbox").exists() or not Path(db_path).exists():
+        return []
+    with open_readonly(db_path) as main:
+        taken = _taken_mark(main, db_path)
+    return [body for row_id, body in _log_rows(db_path) if row_id > taken]
 
 
 def inbox_fingerprint_counts(conn: sqlite3.Connection) -> Counter:
