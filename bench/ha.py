@@ -99,7 +99,7 @@ def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
         print(row("Alertmanager POST /api/v2/alerts (in memory)", r), flush=True)
         results.setdefault("am", 0)
         results["am"] = max(results["am"], r["ok_per_s"])
-        for n in [None] + [int(x) for x in args.receivers.split(",") if x]:
+        for n in settings(args):
             server = alertd(work / f"alertd-{n}-{rounds}", n)
             try:
                 loadgen(binary, server.receiver_url, warm, seconds=120, conns=args.conns)
@@ -108,7 +108,7 @@ def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
                 scrape = scrapes(server)
             finally:
                 server.stop()
-            name = "alertd defaults" if n is None else f"alertd --receivers {n}"
+            name = name_of(n)
             print(row(f"{name} (SQLite, synchronous=FULL)", r), flush=True)
             print(f"  GET /metrics after the run: {scrape}", flush=True)
             results[name] = max(results.get(name, 0), r["ok_per_s"])
@@ -120,23 +120,24 @@ def fixed_rate(args: argparse.Namespace, binary: Path, work: Path) -> None:
     gen = UniqueWebhooks(run="rate", nodes=args.fleet, seed=7)
     warm, _ = write_bodies(work, "rate-warm", args.fleet, distinct=False, run="rate", gen=gen)
     hooks, _ = write_bodies(work, "rate", int(1000 * args.seconds), distinct=False, run="rate", gen=gen)
-    server = alertd(work / "alertd-rate", None)
-    try:
-        loadgen(binary, server.receiver_url, warm, seconds=120, conns=args.conns)
-        server.wait_drained(timeout=180)
-        r = loadgen(binary, server.receiver_url, hooks, seconds=args.seconds, conns=64, closed=False, rate=1000)
-    finally:
-        server.stop()
-    print(f"\nopen loop at 1,000 webhooks/s, alertd defaults, the fleet of {args.fleet:,} nodes after its warm-up "
+    print(f"\nopen loop at 1,000 webhooks/s, the fleet of {args.fleet:,} nodes after its warm-up "
           "(latency from each request's scheduled start)")
     print(HEADER)
-    print(row("alertd defaults", r))
+    for n in settings(args):
+        server = alertd(work / f"alertd-rate-{n}", n)
+        try:
+            loadgen(binary, server.receiver_url, warm, seconds=120, conns=args.conns)
+            server.wait_drained(timeout=180)
+            r = loadgen(binary, server.receiver_url, hooks, seconds=args.seconds, conns=64, closed=False, rate=1000)
+        finally:
+            server.stop()
+        print(row(name_of(n), r), flush=True)
 
 
 def storm(args: argparse.Namespace, binary: Path, work: Path) -> None:
     print("\ncold storm: 10,000 nodes never seen before, one webhook of 8 GPU alerts each, 64 in flight")
     print(HEADER)
-    for n in [None] + [int(x) for x in args.receivers.split(",") if x]:
+    for n in settings(args):
         hooks, _ = write_bodies(work, f"storm-{n}", 10_000, distinct=True, run=f"storm{n}")
         server = alertd(work / f"alertd-storm-{n}", n)
         try:
@@ -144,7 +145,7 @@ def storm(args: argparse.Namespace, binary: Path, work: Path) -> None:
             scrape = scrapes(server)
         finally:
             server.stop()
-        print(row("alertd defaults" if n is None else f"alertd --receivers {n}", r), flush=True)
+        print(row(name_of(n), r), flush=True)
         print(f"  GET /metrics after the storm: {scrape}", flush=True)
 
 
@@ -159,6 +160,15 @@ def scrapes(server: AlertdProcess, count: int = 50) -> str:
         assert status == 200, status
     took.sort()
     return f"median {took[len(took) // 2]:.1f} ms, worst {took[-1]:.1f} ms over {count} scrapes, {len(body):,} bytes"
+
+
+def settings(args: argparse.Namespace) -> list[int | None]:
+    """alertd's defaults (None), then each --receivers count asked for."""
+    return [None] + [int(x) for x in args.receivers.split(",") if x]
+
+
+def name_of(receivers: int | None) -> str:
+    return "alertd defaults" if receivers is None else f"alertd --receivers {receivers}"
 
 
 def postgres(args: argparse.Namespace, binary: Path, work: Path) -> None:
@@ -199,7 +209,8 @@ def main() -> int:
     parser.add_argument("--conns", type=int, default=16)
     parser.add_argument("--fleet", type=int, default=2000, help="nodes of the fleet in the compare phase")
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--receivers", default="", help="also run alertd with these --receivers counts, e.g. 0,1,2")
+    parser.add_argument("--receivers", default="", help="also run alertd with these --receivers counts, e.g. 0,1,2 "
+                        "(compare, rate and storm phases)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="alertd-bench-ha-"))
     try:
