@@ -206,8 +206,8 @@ class SqliteStore(SqlStore):
             return
         if self._taken - self._released < RELEASE_ROWS and time.monotonic() - self._released_at < RELEASE_EVERY:
             return
-        self._begin_log(self._log_reader.cursor())
         try:
+            self._begin_log(self._log_reader.cursor())  # in the try: the lock is released if BEGIN fails
             self._log_reader.execute("DELETE FROM inbox_log WHERE id <= ?", (self._taken,))
             self._log_reader.execute("COMMIT")
             self._log_reader.execute("PRAGMA incremental_vacuum")
