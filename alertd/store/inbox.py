@@ -111,16 +111,17 @@ class InboxMixin:
                            "WHERE i.processed = 0 ORDER BY i.seq")
         if not rows:
             return
-        hooks: dict[int, tuple[str, str]] = {}
-        singles: list[dict[str, Any]] = []
+        hooks: set[int] = set()
+        appended: list[tuple[datetime, bytes]] = []  # in the order they were received (a resolution after its firing)
         for _, hook, alert, received_at, body in rows:
             if hook is not None and body is not None:
-                hooks[hook] = (received_at, body)
+                if hook not in hooks:
+                    hooks.add(hook)
+                    appended.append((parse_iso(received_at) or datetime.now(timezone.utc), body.encode()))
             elif alert is not None:
-                singles.append(json.loads(alert))
-        appended = [(parse_iso(at) or datetime.now(timezone.utc), body.encode()) for at, body in hooks.values()]
-        appended += [(parse_iso(a.get("receivedAt")) or datetime.now(timezone.utc),
-                      encode_webhook([a], a.get("receiver", ""), a.get("externalURL", ""))) for a in singles]
+                a = json.loads(alert)
+                appended.append((parse_iso(a.get("receivedAt")) or datetime.now(timezone.utc),
+                                 encode_webhook([a], a.get("receiver", ""), a.get("externalURL", ""))))
         for at, body in appended:
             self._log.append_now(at, len(json.loads(body).get("alerts") or []), body)
         seqs = [(r[0],) for r in rows]
