@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 import pytest
 
 from alertd.ha.lease import Fenced
-from alertd.store.base import InboxEntry, Step, StoreUnavailable
-from tests.support.stores import make_store, pending, store  # noqa: F401  (fixtures)
+from alertd.store.base import Step, StoreUnavailable
+from tests.support.stores import gpu_hook, keys_of, make_store, pending, store, taking  # noqa: F401  (fixtures)
 
 
 async def test_one_holder_at_a_time_and_takeover_after_expiry(store):
@@ -32,20 +32,28 @@ async def test_a_deposed_leader_cannot_write(make_store):
     try:
         (await old.acquire_lease("old", "", 0.3, 0))
         old.set_fence("old", 1)
-        seqs = (await old.append_inbox([InboxEntry("k1", datetime.now(timezone.utc), {"x": 1})])).seqs
-        await old.commit_step(Step(processed=[s for s in seqs if s]))  # holds the lease: accepted
+        now = datetime.now(timezone.utc)
+        first = gpu_hook("gpu-node-1", 2, starts=now)
+        await old.append_hook(first, now, 2)
+        await old.commit_step(Step(inbox=taking(await old.pending_hooks(10))))  # holds the lease: accepted
         await asyncio.sleep(0.4)
         decision, _ = await new.acquire_lease("new", "", 5, 0)
         assert decision.token == 2
         new.set_fence("new", 2)
-        seqs = (await new.append_inbox([InboxEntry("k2", datetime.now(timezone.utc), {"x": 2})])).seqs
+        second = gpu_hook("gpu-node-2", 3, starts=now)
+        hook = await old.append_hook(second, now, 3)  # a deposed instance still receives: appends are not fenced
+        hooks = await old.pending_hooks(10)
+        assert [h.id for h in hooks] == [hook]
         with pytest.raises(Fenced):
-            await old.commit_step(Step(processed=[s for s in seqs if s]))
-        assert [seq for seq, _ in await pending(new, 10)] == seqs  # the refused step changed nothing
+            await old.commit_step(Step(inbox=taking(hooks)))
+        assert await pending(new) == [(hook, second)]  # the refused step took nothing, and recorded no key
+        assert await new.known_keys(keys_of(second, now)) == set()
+        assert await new.known_keys(keys_of(first, now)) == set(keys_of(first, now))
         with pytest.raises(Fenced):
             await old.finish_outbox_batch([(1, None)])
-        await new.commit_step(Step(processed=[s for s in seqs if s]))
-        assert await pending(new, 10) == []
+        await new.commit_step(Step(inbox=taking(await new.pending_hooks(10))))
+        assert await pending(new) == []
+        assert await new.known_keys(keys_of(second, now)) == set(keys_of(second, now))
     finally:
         await old.close()
         await new.close()

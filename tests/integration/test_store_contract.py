@@ -3,7 +3,8 @@
 Every test gets a fresh store: a new SQLite file, or a new PostgreSQL schema in
 the session's database (``search_path`` set through the DSN). The PostgreSQL
 server comes from the session ``postgres`` fixture (tests.support.fixtures);
-without it installed the PostgreSQL half is skipped (failed under CI).
+without it installed the PostgreSQL half is skipped (failed under CI). The inbox log's own
+contract (appends, the order of taking, taken webhooks never handed out again) is in test_store_inbox.py.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from alertd.model import GPU, Change, Event, Incident, Member, Signal, Subject, iso
+from alertd.model import GPU, Change, Event, Incident, Member, Signal, Subject
 from alertd.store import sql
-from alertd.store.base import (ESCALATION, SENT, InboxEntry, MemoryDelta, OutboxItem, RouterMemory, Step, Store,
-                               StoreUnavailable)
+from alertd.store.base import (ESCALATION, SENT, Hook, InboxKey, MemoryDelta, OutboxItem, RouterMemory, Step, Store,
+                               StoreUnavailable, Taken)
 from alertd.store.dbapi import RECENT_EVENTS
-from alertd.store.sqlite import SqliteStore
-from tests.support.stores import make_store, pending, store  # noqa: F401  (fixtures)
+from tests.support.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
+                                  taking)
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
 SQLITE_DEFAULT_MAX_PAGES = 1_073_741_823
@@ -33,20 +34,7 @@ def at(seconds: float) -> datetime:
 # ----- one fresh store per test, on each backend: tests/support/stores.py -----
 
 
-def backend(store: Store) -> str:
-    return "sqlite" if isinstance(store, SqliteStore) else "postgres"
-
-
-async def query(store: Store, statement: str, args: tuple = ()) -> list[tuple]:
-    """A read on the store's own thread and connection (DB-API stores only)."""
-    return await store._run(store._query, statement, args)  # type: ignore[attr-defined]
-
-
 # ----- builders -----
-
-def entry(key: str, received: datetime = T0, **doc: Any) -> InboxEntry:
-    return InboxEntry(dedup=key, received_at=received, alert={"fingerprint": key.split("|")[0], **doc})
-
 
 def member(fp: str, node: str = "gpu-node-1", *, status: str = "firing", starts: datetime = T0) -> Member:
     return Member(fingerprint=fp, alertname="GPUXidError", status=status,
@@ -95,85 +83,69 @@ class ExplodingMember(Member):
 async def test_migrations_are_idempotent_on_reopen(make_store):
     first = make_store()
     await first.open()
-    assert (await first.append_inbox([entry("a|1|firing")])).stored == 1
+    body = gpu_hook("gpu-node-1", 2, starts=T0)
+    hook = await first.append_hook(body, T0, 2)
     await first.close()
     for _ in range(2):  # reopening finds the schema current and runs nothing again
         again = make_store()
         await again.open()
         assert await query(again, "SELECT version FROM schema_version") == [(len(sql.MIGRATIONS),)]
-        assert [seq for seq, _ in await pending(again, 10)] == [1]
-        assert (await again.append_inbox([entry("a|1|firing")])).duplicates == 1
+        assert await pending(again) == [(hook, body)]
         await again.close()
-
-
-# ----- inbox -----
-
-async def test_append_inbox_is_idempotent_with_exact_counts(store):
-    keys = [f"fp{i}|1796000000.{i:03d}|firing" for i in range(8)]
-    r = await store.append_inbox([entry(k) for k in keys[:5]])
-    assert (r.stored, r.duplicates) == (5, 0)
-    r = await store.append_inbox([entry(k) for k in keys[:5]])
-    assert (r.stored, r.duplicates) == (0, 5)
-    r = await store.append_inbox([entry(k) for k in keys[3:8]])
-    assert (r.stored, r.duplicates) == (3, 2)
-    r = await store.append_inbox([entry("twice|1|firing"), entry("twice|1|firing")])
-    assert (r.stored, r.duplicates) == (1, 1)
-    r = await store.append_inbox([])
-    assert (r.stored, r.duplicates) == (0, 0)
-    # The same alert resolved is a new state, not a duplicate.
-    r = await store.append_inbox([entry(keys[0].replace("firing", "resolved"))])
-    assert (r.stored, r.duplicates) == (1, 0)
-    assert (await store.stats())["inbox_pending"] == 10
-
-
-async def test_concurrent_appends_share_a_commit_and_each_gets_its_own_counts(store):
-    batches = [[entry(f"c{j}|1|firing") for j in range(i, i + 4)] for i in range(0, 40, 2)]  # overlapping
-    results = await asyncio.gather(*(store.append_inbox(b) for b in batches))
-    assert all(r.stored + r.duplicates == 4 for r in results)
-    assert sum(r.stored for r in results) == 42  # c0 .. c41
-    assert sum(r.duplicates for r in results) == 20 * 4 - 42
-    rows = await pending(store, 100)
-    assert len({doc["fingerprint"] for _, doc in rows}) == 42
-
-
-async def test_pending_inbox_is_oldest_first_and_round_trips_documents(store):
-    doc = {"labels": {"node": "gpu-node-ü", "emoji": "🔥", "quote": 'a"b\\c'}, "nested": [1, 2.5, None, True]}
-    await store.append_inbox([entry(f"p{i}|1|firing", **doc) for i in range(5)])
-    rows = await pending(store, 3)
-    assert [seq for seq, _ in rows] == [1, 2, 3]
-    assert rows[0][1] == {"fingerprint": "p0", **doc}
-    assert [d["fingerprint"] for _, d in await pending(store, 100)] == [f"p{i}" for i in range(5)]
 
 
 # ----- engine steps -----
 
-async def test_commit_step_is_all_or_nothing(store):
-    await store.append_inbox([entry(f"s{i}|1|firing") for i in range(3)])
-    seqs = [seq for seq, _ in await pending(store, 10)]
+async def test_commit_step_is_all_or_nothing_with_the_webhooks_and_keys_it_takes(store):
+    for node, n in (("gpu-node-1", 2), ("gpu-node-2", 1)):
+        await store.append_hook(gpu_hook(node, n, starts=T0), T0, n)
+    hooks = await store.pending_hooks(10)
+    took = taking(hooks)
+    keys = [k.dedup for k in took.keys]
     good = incident(1, node="gpu-node-1", members=("s0", "s1"))
     bad = incident(2, node="gpu-node-2", members=("s2",))
     bad.members["s2"] = ExplodingMember(**{f: getattr(bad.members["s2"], f) for f in Member.__slots__})
-    step = Step(processed=seqs, changes=[change(good), change(bad)], outbox=[outbox("INC-1"), outbox("INC-2")],
+    step = Step(inbox=took, changes=[change(good), change(bad)], outbox=[outbox("INC-1"), outbox("INC-2")],
                 next_seq=3, heartbeat_at=at(5))
     with pytest.raises(RuntimeError, match="serialisation"):
         await store.commit_step(step)
-    await assert_nothing_committed(store, seqs)
+    await assert_nothing_committed(store, hooks, keys)
 
-    # A failure inside the database (a NOT NULL column) after incidents and members were written: same.
+    # A failure inside the database (a NOT NULL column) after the keys, the taken mark, incidents and members
+    # were written: same.
     no_target = outbox(None)  # type: ignore[arg-type]
-    broken = Step(processed=seqs, changes=[change(good)], outbox=[outbox("INC-1"), no_target], next_seq=3)
+    broken = Step(inbox=took, changes=[change(good)], outbox=[outbox("INC-1"), no_target], next_seq=3)
     with pytest.raises(Exception):
         await store.commit_step(broken)
-    await assert_nothing_committed(store, seqs)
+    await assert_nothing_committed(store, hooks, keys)
+    await store.commit_step(Step(inbox=Taken(keys=[InboxKey("other|1|firing", T0)])))  # a later step took nothing
+    assert await pending(store) == [(h.id, h.body) for h in hooks]
 
     # The store is still usable, and the whole step lands at once.
-    await store.commit_step(Step(processed=seqs, changes=[change(good)], outbox=[outbox("INC-1")], next_seq=3,
+    await store.commit_step(Step(inbox=took, changes=[change(good)], outbox=[outbox("INC-1")], next_seq=3,
                                  heartbeat_at=at(5)))
-    assert await pending(store, 10) == []
+    assert await pending(store) == [] and await store.count_pending_inbox() == 0
+    assert await store.known_keys(keys) == set(keys)
     assert [i["id"] for i in await store.list_incidents()] == ["INC-1"]
     assert len(await store.due_outbox(at(60), 10)) == 1
     state = await store.load_state()
     assert (state.next_seq, state.heartbeat_at) == (3, at(5))
+
+
+async def assert_nothing_committed(store: Store, hooks: list[Hook], keys: list[str]) -> None:
+    assert await pending(store) == [(h.id, h.body) for h in hooks]  # still pending: will be taken again
+    assert await store.count_pending_inbox() == 3
+    assert await store.known_keys(keys) == set()
+    assert await query(store, "SELECT count(*) FROM inbox") == [(0,)]
+    assert await log_ids(store) == [h.id for h in hooks]
+    assert await query(store, "SELECT value FROM meta WHERE key = 'inbox_taken' AND value <> '0'") == []
+    assert await store.list_incidents() == []
+    assert await store.get_incident("INC-1") is None
+    assert await store.due_outbox(at(3600), 10) == []
+    assert await query(store, "SELECT count(*) FROM members") == [(0,)]
+    assert await query(store, "SELECT count(*) FROM events") == [(0,)]
+    state = await store.load_state()
+    assert (state.incidents, state.next_seq, state.heartbeat_at) == ({}, 1, None)
 
 
 async def test_router_memory_is_committed_with_the_step_or_not_at_all(make_store):
@@ -214,17 +186,6 @@ async def test_router_memory_is_committed_with_the_step_or_not_at_all(make_store
             cordons={("prod-a", "gpu-node-1"): (at(-120), "INC-1")})
     finally:
         await reopened.close()
-
-
-async def assert_nothing_committed(store: Store, seqs: list[int]) -> None:
-    assert [seq for seq, _ in await pending(store, 10)] == seqs  # still pending: will be replayed
-    assert await store.list_incidents() == []
-    assert await store.get_incident("INC-1") is None
-    assert await store.due_outbox(at(3600), 10) == []
-    assert await query(store, "SELECT count(*) FROM members") == [(0,)]
-    assert await query(store, "SELECT count(*) FROM events") == [(0,)]
-    state = await store.load_state()
-    assert (state.incidents, state.next_seq, state.heartbeat_at) == ({}, 1, None)
 
 
 async def test_load_state_restores_open_incidents_last_by_key_and_next_seq(make_store):
@@ -353,61 +314,75 @@ async def test_time_filters_compare_instants_within_one_second(store):
 
 # ----- retention -----
 
-async def test_prune_drops_only_processed_inbox_and_delivered_outbox_rows(store):
-    old, new = datetime.now(timezone.utc) - timedelta(days=2), datetime.now(timezone.utc)
-    await store.append_inbox([entry(f"old{i}|1|firing", old) for i in range(4)]
-                             + [entry(f"new{i}|1|firing", new) for i in range(2)])
-    rows = await pending(store, 10)
-    processed = [seq for seq, doc in rows if doc["fingerprint"] in ("old0", "old1", "old2", "new0")]
-    await store.commit_step(Step(processed=processed, outbox=[outbox("INC-1", n=0), outbox("INC-1", n=1),
-                                                              outbox("INC-2", n=0)]))
+async def test_prune_drops_old_taken_keys_and_delivered_outbox_rows_and_keeps_set_aside_ones(store):
+    now = datetime.now(timezone.utc)
+    old, new = now - timedelta(days=2), now
+    old_keys = keys_of(gpu_hook("gpu-node-1", 3, starts=old), old)
+    new_keys = keys_of(gpu_hook("gpu-node-2", 1, starts=new), new)
+    aside = InboxKey(f"webhook:7:{old.timestamp():.6f}", old, 2, "stored webhook no longer reads: alerts.0.labels")
+    untaken = await store.append_hook(gpu_hook("gpu-node-3", 2, starts=old), old, 2)
+    await store.commit_step(Step(inbox=Taken(keys=[InboxKey(k, old) for k in old_keys] + [aside]
+                                             + [InboxKey(k, new) for k in new_keys]),
+                                 outbox=[outbox("INC-1", n=0), outbox("INC-1", n=1), outbox("INC-2", n=0)]))
     first = (await store.due_outbox(datetime.now(timezone.utc), 10))[0]
     await store.finish_outbox(first.id)
 
-    assert await store.prune(datetime.now(timezone.utc) - timedelta(days=1)) == 3  # old0..old2
-    left = {r[0] for r in await query(store, "SELECT dedup FROM inbox")}
-    assert left == {"old3|1|firing", "new0|1|firing", "new1|1|firing"}  # old3 was never processed: kept
-    # Past the retention window a redelivery is new again (the dedup window is the retention).
-    assert (await store.append_inbox([entry("old0|1|firing", old)])).stored == 1
-    assert (await store.append_inbox([entry("old3|1|firing", old)])).duplicates == 1
+    assert await store.prune(now - timedelta(days=1)) == 3  # the old taken keys
+    everything = old_keys + new_keys + [aside.dedup]
+    assert await store.known_keys(everything) == {*new_keys, aside.dedup}  # a redelivery of old ones is new again
+    assert [i for i, _ in await pending(store)] == [untaken]  # a webhook not taken is never pruned
 
-    assert await store.prune(datetime.now(timezone.utc) + timedelta(minutes=1)) == 2  # new0 + the delivered item
+    assert await store.prune(datetime.now(timezone.utc) + timedelta(minutes=1)) == 2  # new key + the delivered item
+    assert await store.known_keys(everything) == {aside.dedup}  # set aside: kept for inspection, with why
+    assert await query(store, "SELECT processed, alert FROM inbox") == [(2, aside.note)]
     assert sorted(r[0] for r in await query(store, "SELECT state FROM outbox")) == ["pending", "pending"]
-    assert await store.prune(datetime.now(timezone.utc) + timedelta(minutes=1)) == 0
+    assert await store.prune(datetime.now(timezone.utc) + timedelta(days=365)) == 0
+    assert [i for i, _ in await pending(store)] == [untaken]
 
 
 # ----- a store that cannot write -----
 
 async def test_store_unavailable_then_recovers(store):
-    assert (await store.append_inbox([entry("before|1|firing")])).stored == 1
+    before_body = gpu_hook("gpu-node-1", 1, starts=T0)
+    before = await store.append_hook(before_body, T0, 1)
     if backend(store) == "sqlite":
         await asyncio.get_running_loop().run_in_executor(None, store.set_max_pages, 1)  # the disk is full
-        big = [entry(f"full{i}|1|firing", blob="x" * 2000) for i in range(50)]
-        results = await asyncio.gather(*(store.append_inbox(big[i:i + 10]) for i in range(0, 50, 10)),
-                                       return_exceptions=True)
-        assert all(isinstance(r, StoreUnavailable) for r in results), results
+        big = [gpu_hook(f"gpu-node-{i}", 8, starts=at(i)) for i in range(5)]  # several pages each
+        results = await asyncio.gather(*(store.append_hook(b, T0, 8) for b in big), return_exceptions=True)
+        assert all(isinstance(r, StoreUnavailable) for r in results), results  # the log's file is capped too
         with pytest.raises(StoreUnavailable):
             # rows that need new pages (documents are packed small: a few rows could fit in a page's free space)
-            await store.commit_step(Step(changes=[change(incident(1, members=tuple(f"m{i}" for i in range(50)),
-                                                                  events=50))]))
+            await store.commit_step(Step(inbox=taking(await store.pending_hooks(10)), changes=[
+                change(incident(1, members=tuple(f"m{i}" for i in range(50)), events=50))]))
+        assert await pending(store) == [(before, before_body)]  # the failed step took nothing
         await asyncio.get_running_loop().run_in_executor(None, store.set_max_pages, SQLITE_DEFAULT_MAX_PAGES)
-        results = await asyncio.gather(*(store.append_inbox(big[i:i + 10]) for i in range(0, 50, 10)))
-        assert [r.stored for r in results] == [10] * 5
+        ids = await asyncio.gather(*(store.append_hook(b, T0, 8) for b in big))
+        assert await pending(store) == [(before, before_body), *zip(ids, big)]  # the refused ones left nothing
     else:
         import psycopg
 
         dsn = store.dsn  # type: ignore[attr-defined]
-        for attempt in range(2):  # the database restarts (or fails over): the store's connection is gone
+        for attempt in range(2):  # the database restarts (or fails over): both of the store's connections are gone
             with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
-                killed = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                                      "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall()
-            assert killed
-            key = f"lost{attempt}|1|firing"
-            with pytest.raises(StoreUnavailable):  # the write in flight: 503, Alertmanager retries
-                await store.append_inbox([entry(key)])
-            r = await store.append_inbox([entry(key)])  # the retry: reconnected, stored once
-            assert (r.stored, r.duplicates) == (1, 0)
-            assert key in {row[0] for row in await query(store, "SELECT dedup FROM inbox")}
+                killed = [pid for pid, done in conn.execute(
+                    "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()").fetchall() if done]
+                assert len(killed) >= 2  # the engine's connection and the inbox log's
+                for _ in range(100):
+                    if not conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = ANY(%s)", (killed,)).fetchall():
+                        break
+                    await asyncio.sleep(0.05)
+            body = gpu_hook(f"lost-{attempt}", 2, starts=at(attempt))
+            with pytest.raises(StoreUnavailable):  # the append in flight: 503, Alertmanager retries
+                await store.append_hook(body, T0, 2)
+            retried = await store.append_hook(body, T0, 2)  # the retry: the log reconnected, stored once
+            with pytest.raises(StoreUnavailable):  # the engine's connection was gone too
+                await store.commit_step(Step(heartbeat_at=at(attempt)))
+            hooks = await store.pending_hooks(100)  # reconnected
+            waiting = [(before, before_body)] if attempt == 0 else []  # taken in the first round
+            assert [(h.id, h.body) for h in hooks] == [*waiting, (retried, body)]  # the refused append left nothing
+            await store.commit_step(Step(inbox=taking(hooks)))
+            assert await pending(store) == []
     await store.commit_step(Step(changes=[change(incident(1, members=("m",)))]))
     assert [i["id"] for i in await store.list_incidents()] == ["INC-1"]
 
@@ -515,57 +490,3 @@ async def test_resolved_incidents_past_their_retention_are_pruned_with_members_a
     assert {r[0] for r in await query(store, "SELECT incident_id FROM members")} == {"INC-2", "INC-3"}
     assert {r[0] for r in await query(store, "SELECT incident_id FROM events")} == {"INC-2", "INC-3"}
     assert set((await store.get_incident("INC-2")).members) == {"fc"}
-
-
-async def test_an_alert_body_is_kept_only_until_the_engine_took_it(store):
-    await store.append_inbox([entry(f"b{i}|1|firing", node="gpu-node-1") for i in range(3)]
-                             + [entry("b0|1|firing")])  # a key twice in one request: one row, one body
-    rows = await pending(store, 10)
-    assert [doc["fingerprint"] for _, doc in rows] == ["b0", "b1", "b2"] and rows[0][1]["node"] == "gpu-node-1"
-    assert (await query(store, "SELECT count(*) FROM inbox_bodies"))[0][0] == 3
-    await store.commit_step(Step(processed=[rows[0][0], rows[1][0]]))
-    assert [doc["fingerprint"] for _, doc in await pending(store, 10)] == ["b2"]
-    assert (await query(store, "SELECT count(*) FROM inbox_bodies"))[0][0] == 1  # only the pending one
-    assert (await store.append_inbox([entry("b0|1|firing")])).duplicates == 1  # the dedup key stays
-
-
-def hook_entries(keys: list[str]) -> list[InboxEntry]:
-    """Entries whose alerts are in a stored webhook body, at their positions."""
-    return [InboxEntry(dedup=k, received_at=T0, pos=i) for i, k in enumerate(keys)]
-
-
-async def test_a_webhook_body_is_stored_once_and_goes_with_its_last_row(store):
-    body = '{"version": "4", "note": "ü 🚀", "alerts": [1, 2, 3]}'.encode()
-    first = await store.append_inbox(hook_entries(["w0|1|firing", "w1|1|firing", "w2|1|firing"]), body)
-    assert first.stored == 3
-    got = await store.pending_inbox(10)
-    assert [(r.alert, r.pos) for r in got.rows] == [(None, 0), (None, 1), (None, 2)]
-    (hook,) = {r.hook for r in got.rows}
-    assert got.hooks == {hook: (iso(T0), body)}  # as received, byte for byte
-    assert await query(store, "SELECT count(*) FROM inbox_bodies") == [(0,)]
-    # A redelivery of part of it stores only the new alert's row, and its body once more for that row.
-    again = await store.append_inbox(hook_entries(["w0|1|firing", "w3|1|firing"]), body)
-    assert (again.stored, again.duplicates) == (1, 1)
-    assert await query(store, "SELECT pending FROM inbox_hooks ORDER BY id") == [(3,), (1,)]
-    # A pure redelivery leaves no body behind.
-    assert (await store.append_inbox(hook_entries(["w1|1|firing"]), body)).duplicates == 1
-    assert await query(store, "SELECT count(*) FROM inbox_hooks") == [(2,)]
-    seqs = [r.seq for r in got.rows]
-    await store.commit_step(Step(processed=seqs[:2]))
-    assert await query(store, "SELECT pending FROM inbox_hooks ORDER BY id") == [(1,), (1,)]
-    await store.commit_step(Step(processed=seqs[2:]))
-    assert await query(store, "SELECT count(*) FROM inbox_hooks") == [(1,)]  # the first body went with its last row
-    rest = await store.pending_inbox(10)
-    assert [r.pos for r in rest.rows] == [1] and len(rest.hooks) == 1
-
-
-async def test_a_quarantined_alerts_body_stays_until_retention(store):
-    await store.append_inbox(hook_entries(["q0|1|firing", "q1|1|firing"]), b'{"alerts": []}')
-    seqs = [r.seq for r in (await store.pending_inbox(10)).rows]
-    await store.commit_step(Step(processed=seqs[:1]))
-    await store.quarantine_inbox(seqs[1:], "cannot be read")
-    assert await query(store, "SELECT count(*) FROM inbox_hooks") == [(1,)]  # kept for inspection
-    await store.prune(T0 - timedelta(days=1))
-    assert await query(store, "SELECT count(*) FROM inbox_hooks") == [(1,)]  # younger than the cutoff
-    await store.prune(T0 + timedelta(days=1))
-    assert await query(store, "SELECT count(*) FROM inbox_hooks") == [(0,)]

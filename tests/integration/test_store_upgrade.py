@@ -9,13 +9,17 @@ and a long-key document, outbox payloads in the outbox row, timeline documents a
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
-from alertd.model import GPU, Change, Event, Incident, Member, Signal, Subject
+from alertd.model import GPU, Alert, Change, Event, Incident, Member, Signal, Subject, iso
+from alertd.receive.webhook import delivery_key, encode_webhook, read_notification
 from alertd.store import sql
-from alertd.store.base import Step
+from alertd.store.base import Hook, Step
 from alertd.store.reads import IncidentQuery
-from tests.support.stores import make_store  # noqa: F401  (fixture)
+from alertd.store.sqlite import SqliteStore
+from tests.support.stores import gpu_hook, keys_of, make_store, query, received, take_all  # noqa: F401  (fixture)
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
 UUID = "GPU-5d1f0c2e-91aa-4c3b-8e7d-2f60a1b4c9e8"
@@ -115,7 +119,7 @@ async def test_an_old_database_upgrades_in_place_and_reads_the_same(make_store, 
         assert (due.target, due.payload) == ("slack:#gpu", {"n": 2, "text": "ü"})
         state = await s.notification_state("INC-7")
         assert (state["console"]["state"], state["slack:#gpu"]["pending"]) == ("done", 1)
-        assert (await s.append_inbox([_entry("a1b2c3d4e5f60718|1796000000.123|firing")])).duplicates == 1
+        assert await s.known_keys(["a1b2c3d4e5f60718|1796000000.123|firing"]) == {"a1b2c3d4e5f60718|1796000000.123|firing"}
 
         # The upgraded incident changes again: its GPU keeps its id, the history row is rewritten in place.
         inc.status, inc.updated_at = "resolved", T0 + timedelta(minutes=9)
@@ -129,7 +133,145 @@ async def test_an_old_database_upgrades_in_place_and_reads_the_same(make_store, 
         await s.close()
 
 
-def _entry(key: str):
-    from alertd.store.base import InboxEntry
+# ----- the inbox of the version before the inbox log: one row per alert -----
 
-    return InboxEntry(dedup=key, received_at=T0, alert={"fingerprint": key.split("|")[0]})
+LOG_VERSION = next(n for n, m in enumerate(sql.MIGRATIONS) if "{inbox_log}" in m)  # migrations before the log
+
+
+@dataclass
+class Legacy:
+    """What the previous inbox held: webhook bodies in inbox_hooks, wire forms in inbox_bodies, one row per alert."""
+
+    partly: bytes  # a webhook of which the engine took two alerts of four
+    whole: bytes  # a webhook none of whose alerts were taken
+    singles: list[Alert]  # alerts alertd made itself (reconciliation), stored one by one, not taken
+    taken: list[str]  # keys of alerts taken (processed = 1)
+    aside: str  # the key of an alert set aside (processed = 2)
+
+
+def legacy_inbox() -> Legacy:
+    partly = gpu_hook("gpu-node-4", 4, starts=T0)
+    whole = gpu_hook("gpu-node-5", 3, starts=T0 + timedelta(minutes=1), kind=6)
+    resolutions = [gpu_hook(f"gpu-node-{n}", 1, starts=T0 - timedelta(hours=1), status="resolved") for n in (6, 7)]
+    singles = [read_notification(b, T0 + timedelta(seconds=30 * i)).alerts[0] for i, b in enumerate(resolutions)]
+    return Legacy(partly, whole, singles, keys_of(partly, T0)[:2] + ["0f1e2d3c4b5a6978|1795990000.000|resolved"],
+                  "9a8b7c6d5e4f3021|1795990100.000|firing")
+
+
+async def write_legacy_inbox(store, legacy: Legacy) -> None:
+    """Rows in the shapes the previous version's receive path and engine wrote, in the order they arrived."""
+    def do(cur) -> None:
+        q = store._q
+
+        def hook(body: bytes, received: datetime, pending: int) -> int:
+            cur.execute(q("INSERT INTO inbox_hooks (received_at, pending, body) VALUES (?, ?, ?) RETURNING id"),
+                        (iso(received), pending, body.decode()))
+            return int(cur.fetchone()[0])
+
+        def row(key: str, received: datetime, processed: int, hook: int | None = None, pos: int = 0) -> int:
+            cur.execute(q("INSERT INTO inbox (dedup, received_at, alert, processed, hook, pos) VALUES (?, ?, '', ?, ?, ?) "
+                          "RETURNING seq"), (key, iso(received), processed, hook, pos))
+            return int(cur.fetchone()[0])
+
+        def single(alert: Alert, processed: int = 0) -> None:
+            seq = row(delivery_key(alert), alert.received_at, processed)
+            cur.execute(q("INSERT INTO inbox_bodies (seq, alert) VALUES (?, ?)"), (seq, sql.dumps(alert.to_wire())))
+
+        partly = hook(legacy.partly, T0, 2)
+        for pos, key in enumerate(keys_of(legacy.partly, T0)):
+            row(key, T0, 1 if pos < 2 else 0, partly, pos)
+        single(legacy.singles[0])
+        whole = hook(legacy.whole, T0 + timedelta(minutes=1), 3)
+        for pos, key in enumerate(keys_of(legacy.whole, T0)):
+            row(key, T0 + timedelta(minutes=1), 0, whole, pos)
+        single(legacy.singles[1])
+        row(legacy.taken[2], T0, 1)  # taken: its body went
+        aside = read_notification(gpu_hook("gpu-node-9", 1, starts=T0), T0).alerts[0]
+        seq = row(legacy.aside, T0, 2)
+        cur.execute(q("INSERT INTO inbox_bodies (seq, alert) VALUES (?, ?)"), (seq, sql.dumps(aside.to_wire())))
+    await store._run(store._tx, do)
+
+
+async def open_legacy(make_store, monkeypatch, legacy: Legacy) -> None:
+    """A database as the version before the inbox log left it (SQLite: no log file next to it)."""
+    monkeypatch.setattr(sql, "MIGRATIONS", sql.MIGRATIONS[:LOG_VERSION])
+    old = make_store()
+    await old.open()
+    await write_legacy_inbox(old, legacy)
+    await old.close()
+    monkeypatch.undo()
+    if isinstance(old, SqliteStore):
+        for suffix in ("", "-wal", "-shm", "-writer"):
+            Path(f"{old.log_path}{suffix}").unlink(missing_ok=True)
+
+
+def alerts_of(hooks: list[Hook]) -> list[Alert]:
+    return [a for h in hooks for a in read_notification(h.body, received(h)).alerts]
+
+
+async def test_pending_alerts_of_the_previous_inbox_move_to_the_log_once_in_order(make_store, monkeypatch):  # noqa: F811
+    legacy = legacy_inbox()
+    await open_legacy(make_store, monkeypatch, legacy)
+    pending_keys = keys_of(legacy.partly, T0)[2:] + [delivery_key(legacy.singles[0])] + keys_of(legacy.whole, T0) + [
+        delivery_key(legacy.singles[1])]
+    for _ in range(2):  # moved once: opening again finds nothing left to move
+        s = make_store()
+        await s.open()
+        try:
+            assert await query(s, "SELECT version FROM schema_version") == [(len(sql.MIGRATIONS),)]
+            hooks = await s.pending_hooks(100)
+            assert [(h.alerts, h.received_at) for h in hooks] == [
+                (4, iso(T0)), (1, iso(T0)), (3, iso(T0 + timedelta(minutes=1))), (1, iso(T0 + timedelta(seconds=30)))]
+            assert (hooks[0].body, hooks[2].body) == (legacy.partly, legacy.whole)  # webhooks as received
+            for hook, alert in ((hooks[1], legacy.singles[0]), (hooks[3], legacy.singles[1])):
+                (again,) = read_notification(hook.body, received(hook)).alerts
+                assert (delivery_key(again), again.labels, again.annotations, again.status, again.received_at) == (
+                    delivery_key(alert), alert.labels, alert.annotations, "resolved", alert.received_at)
+            assert await s.count_pending_inbox() == 9
+            # The partly taken webhook's taken alerts are recognised; those not taken, and the rest, are not.
+            every = [delivery_key(a) for a in alerts_of(hooks)]
+            assert await s.known_keys(every) == set(legacy.taken[:2])
+            assert await s.known_keys(legacy.taken + [legacy.aside]) == {*legacy.taken, legacy.aside}
+            # The previous rows are gone but for the keys (and the set-aside alert's body, kept for inspection).
+            assert await query(s, "SELECT dedup, processed FROM inbox ORDER BY seq") == [
+                (legacy.taken[0], 1), (legacy.taken[1], 1), (legacy.taken[2], 1), (legacy.aside, 2)]
+            assert await query(s, "SELECT count(*) FROM inbox_hooks") == [(0,)]
+            assert await query(s, "SELECT count(*) FROM inbox_bodies") == [(1,)]
+        finally:
+            await s.close()
+
+    s = make_store()
+    await s.open()
+    try:
+        assert await take_all(s, 3) == (pending_keys, 2)  # what the engine takes: each pending alert, once
+        assert await s.pending_hooks(100) == []
+    finally:
+        await s.close()
+
+
+async def test_a_crash_between_moving_and_deleting_the_previous_rows_leaves_copies_the_engine_drops(
+        make_store, monkeypatch):  # noqa: F811
+    legacy = legacy_inbox()
+    await open_legacy(make_store, monkeypatch, legacy)
+    crashed = make_store()  # the run that appended the first webhooks to the log and died before deleting the rows
+    crashed._adopt_legacy_inbox = lambda: None
+    await crashed.open()
+    await crashed.append_hook(legacy.partly, T0, 4)
+    single = legacy.singles[0]
+    wire = single.to_wire()
+    await crashed.append_hook(encode_webhook([wire], wire["receiver"], wire["externalURL"]), single.received_at, 1)
+    await crashed.close()
+
+    s = make_store()
+    await s.open()
+    try:
+        hooks = await s.pending_hooks(100)
+        assert [h.alerts for h in hooks] == [4, 1, 4, 1, 3, 1]  # the copies, then every pending webhook again
+        assert hooks[0].body == hooks[2].body == legacy.partly
+        fresh, dropped = await take_all(s, 5)
+        assert sorted(fresh) == sorted(keys_of(legacy.partly, T0)[2:] + keys_of(legacy.whole, T0)
+                                       + [delivery_key(a) for a in legacy.singles])
+        assert len(fresh) == len(set(fresh)) == 7  # each alert once
+        assert dropped == 2 + 4 + 1  # the taken ones of the first copy, and the whole second copies
+    finally:
+        await s.close()

@@ -1,0 +1,226 @@
+"""The inbox log's contract, on SQLite AND a real PostgreSQL: webhooks appended as received (group-committed),
+taken by the engine in order and never handed out again, and the redelivery keys its steps record.
+
+The all-or-nothing commit of what a step takes, the retention of keys and a store that cannot write are in
+test_store_contract.py, with the rest of the engine step; a database written by the previous inbox in
+test_store_upgrade.py.
+"""
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from alertd.model import iso
+from alertd.receive.webhook import read_notification
+from alertd.store.base import InboxKey, Step, Taken
+from alertd.store.sqlite import SqliteStore
+from tests.support.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
+                                  taking)
+from tests.support.webhooks import node_webhook
+
+T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+async def test_pending_hooks_are_oldest_first_about_limit_alerts_and_bytes_as_received(store):
+    assert await store.pending_hooks(10) == [] and await store.count_pending_inbox() == 0
+    doc = node_webhook("prod-a", "gpu-node-ü", starts_at=T0, gpus=3)
+    doc["alerts"][0]["annotations"]["summary"] = 'Xid 79 "fallen off the bus" ü 🚀 \\ end'
+    bodies = [json.dumps(doc, indent=2, ensure_ascii=False).encode(),  # raw UTF-8, indented
+              json.dumps(doc).encode(),  # the same webhook again (\u escapes): no dedup at receive, its own bytes
+              gpu_hook("gpu-node-2", 8, starts=T0), gpu_hook("gpu-node-3", 1, starts=T0)]
+    alerts = [3, 3, 8, 1]
+    eastern = timezone(timedelta(hours=-5))
+    received = [at(0), at(1), at(2).astimezone(eastern), at(3)]
+    ids = [await store.append_hook(b, r, n) for b, r, n in zip(bodies, received, alerts)]
+    assert ids == sorted(set(ids))
+
+    hooks = await store.pending_hooks(100)
+    assert [(h.id, h.received_at, h.alerts, h.body) for h in hooks] == [
+        (ids[0], "2026-11-30T12:00:00.123456Z", 3, bodies[0]), (ids[1], "2026-11-30T12:00:01.123456Z", 3, bodies[1]),
+        (ids[2], "2026-11-30T12:00:02.123456Z", 8, bodies[2]), (ids[3], "2026-11-30T12:00:03.123456Z", 1, bodies[3])]
+    assert {type(h.body) for h in hooks} == {bytes}
+    assert read_notification(hooks[0].body, T0).alerts[0].annotations["summary"] == doc["alerts"][0]["annotations"]["summary"]
+    # About ``limit`` alerts' worth, whole webhooks, at least one.
+    assert [h.id for h in await store.pending_hooks(6)] == ids[:2]
+    assert [h.id for h in await store.pending_hooks(5)] == ids[:1]
+    assert [h.id for h in await store.pending_hooks(1)] == ids[:1]
+    assert [h.id for h in await store.pending_hooks(14)] == ids[:3]
+    assert [h.id for h in await store.pending_hooks(15)] == ids
+    assert await store.count_pending_inbox() == 15
+    assert (await store.stats())["inbox_pending"] == 15
+
+    await store.commit_step(Step(inbox=taking(hooks[:2])))
+    assert [h.id for h in await store.pending_hooks(5)] == [ids[2]]  # 8 alerts: more than asked, still handed out
+    assert await store.count_pending_inbox() == 9
+    assert (await store.stats())["inbox_pending"] == 9
+
+
+async def test_concurrent_appends_share_a_commit_and_each_gets_its_own_id_in_order(store):
+    log = store._log  # type: ignore[attr-defined]
+    real, rounds = log._insert, []
+    gate, entered = threading.Event(), threading.Event()
+
+    def counted(rows: list) -> list[int]:  # runs on the log's thread: one call is one transaction
+        rounds.append(len(rows))
+        entered.set()
+        gate.wait(10)
+        return real(rows)
+    log._insert = counted
+    bodies = [gpu_hook(f"gpu-node-{i}", 1 + i % 8, starts=at(i)) for i in range(32)]
+
+    first = asyncio.gather(*(store.append_hook(b, T0, 1 + i % 8) for i, b in enumerate(bodies[:5])))
+    for _ in range(500):  # the first round is being written ...
+        if entered.is_set():
+            break
+        await asyncio.sleep(0.01)
+    second = asyncio.gather(*(store.append_hook(b, T0, 1 + (i + 5) % 8) for i, b in enumerate(bodies[5:12])))
+    await asyncio.sleep(0.05)  # ... while seven more arrive: they wait for the next round, together
+    gate.set()
+    ids = await first + await second
+    ids += await asyncio.gather(*(store.append_hook(b, T0, 1 + (i + 12) % 8) for i, b in enumerate(bodies[12:])))
+    assert rounds == [5, 7, 20]
+    assert ids == sorted(set(ids))  # each its own id, in the order the requests came
+    assert await pending(store) == list(zip(ids, bodies))
+    assert await store.count_pending_inbox() == sum(1 + i % 8 for i in range(32))
+    if backend(store) == "postgres":  # one transaction per round, as the database saw it
+        xmins = await query(store, "SELECT count(*) FROM inbox_log GROUP BY xmin::text ORDER BY 1")
+        assert xmins == [(5,), (7,), (20,)]
+
+
+async def test_taken_webhooks_are_never_handed_out_again_even_after_reopening(make_store):
+    bodies = [gpu_hook(f"gpu-node-{i}", 2, starts=at(i)) for i in range(4)]
+    s = make_store()
+    await s.open()
+    ids = [await s.append_hook(b, at(i), 2) for i, b in enumerate(bodies)]
+    hooks = await s.pending_hooks(4)
+    assert [h.id for h in hooks] == ids[:2]
+    await s.commit_step(Step(inbox=taking(hooks)))
+    assert await pending(s) == list(zip(ids[2:], bodies[2:]))
+    assert await log_ids(s) == ids[2:]  # taken webhooks leave the log (SQLite: after the step, PostgreSQL: in it)
+    if backend(s) == "sqlite":
+        assert await query(s, "SELECT value FROM meta WHERE key = 'inbox_taken'") == [(str(ids[1]),)]
+    await s.close()
+    for _ in range(2):
+        s = make_store()
+        await s.open()
+        assert await pending(s) == list(zip(ids[2:], bodies[2:]))
+        assert await s.count_pending_inbox() == 4
+        await s.close()
+
+    s = make_store()
+    await s.open()
+    again = await s.append_hook(bodies[0], at(9), 2)  # Alertmanager sends the first one again: a new webhook
+    hooks = await s.pending_hooks(100)
+    assert [h.id for h in hooks] == [*ids[2:], again]
+    assert await s.known_keys(keys_of(bodies[0], T0)) == set(keys_of(bodies[0], T0))  # the engine drops its alerts
+    await s.commit_step(Step(inbox=Taken([h.id for h in hooks], taking(hooks[:2]).keys)))
+    assert await pending(s) == [] and await s.count_pending_inbox() == 0
+    assert await log_ids(s) == []
+    await s.close()
+    s = make_store()
+    await s.open()
+    try:
+        assert await pending(s) == []
+        assert await s.known_keys([k for b in bodies for k in keys_of(b, T0)]) == {
+            k for b in bodies for k in keys_of(b, T0)}
+        late = await s.append_hook(bodies[1], at(10), 2)  # into an empty log: ids go on, past the engine's mark
+        assert late > again
+        assert await pending(s) == [(late, bodies[1])]
+    finally:
+        await s.close()
+
+
+async def test_a_deleted_or_replaced_sqlite_log_is_taken_from_its_start(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, "alertd.store.sqlite")
+    path = tmp_path / "alertd.sqlite3"
+    s = SqliteStore(path)
+    await s.open()
+    for i in range(3):
+        await s.append_hook(gpu_hook(f"gpu-node-{i}", 1, starts=at(i)), at(i), 1)
+    await s.commit_step(Step(inbox=taking(await s.pending_hooks(10))))
+    await s.close()
+
+    def remove_log() -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}-inbox{suffix}").unlink(missing_ok=True)
+    remove_log()  # an operator deleted it (or restored the database without it)
+    s = SqliteStore(path)
+    await s.open()
+    body = gpu_hook("gpu-node-7", 2, starts=at(7))
+    assert await s.append_hook(body, at(7), 2) == 1  # a new log numbers from 1 again ...
+    assert await pending(s) == [(1, body)]  # ... and is not hidden behind the old log's mark (3)
+    assert "is not the one the engine took from" in caplog.text
+    await s.commit_step(Step(inbox=taking(await s.pending_hooks(10))))
+    await s.close()
+    s = SqliteStore(path)
+    await s.open()
+    assert await pending(s) == []  # the new log is the one the mark names now
+    await s.close()
+
+    other = SqliteStore(tmp_path / "other.sqlite3")  # another installation's log, two webhooks not taken
+    await other.open()
+    others = [gpu_hook(f"gpu-node-{i}", 1, starts=at(20 + i)) for i in range(2)]
+    for i, b in enumerate(others):
+        await other.append_hook(b, at(20 + i), 1)
+    await other.close()
+    remove_log()
+    shutil.copy(tmp_path / "other.sqlite3-inbox", f"{path}-inbox")
+    s = SqliteStore(path)
+    await s.open()
+    try:
+        assert await pending(s) == [(1, others[0]), (2, others[1])]  # id 1 is past the mark, but another log's
+    finally:
+        await s.close()
+
+
+async def test_a_failed_release_of_taken_webhooks_leaves_the_log_writers_lock_free(tmp_path):
+    s = SqliteStore(tmp_path / "alertd.sqlite3")
+    await s.open()
+    blocker = sqlite3.connect(f"{s.log_path}", isolation_level=None)
+    lock = os.open(f"{s.log_path}-writer", os.O_RDWR)
+    try:
+        for i in range(2):
+            await s.append_hook(gpu_hook(f"gpu-node-{i}", 1, starts=at(i)), at(i), 1)
+        hooks = await s.pending_hooks(1)
+        await s._run(lambda: s._log_reader.execute("PRAGMA busy_timeout=0"))  # type: ignore[union-attr]
+        blocker.execute("BEGIN IMMEDIATE")  # a writer that does not take the flock holds the log
+        await s.commit_step(Step(inbox=taking(hooks)))  # committed; deleting the taken row from the log fails
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other processes' appenders are not locked out
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        blocker.execute("ROLLBACK")
+        assert await log_ids(s) == [h.id for h in hooks] + [hooks[0].id + 1]  # still there ...
+        assert [h.id for h in await s.pending_hooks(10)] == [hooks[0].id + 1]  # ... but taken
+        await s.commit_step(Step(inbox=taking(await s.pending_hooks(10))))
+        assert await log_ids(s) == []  # the next step deletes both
+    finally:
+        blocker.close()
+        os.close(lock)
+        await s.close()
+
+
+async def test_known_keys_are_what_steps_recorded_and_the_first_record_stays(store):
+    keys = keys_of(gpu_hook("gpu-node-1", 1200, starts=T0), T0)  # more than one statement's worth
+    assert len(set(keys)) == 1200
+    await store.commit_step(Step(inbox=Taken(keys=[InboxKey(k, T0) for k in keys[:1100]])))
+    assert await store.known_keys(keys + keys[:50]) == set(keys[:1100])  # asked twice: found once
+    assert await store.known_keys([]) == set()
+    assert await store.known_keys(keys[1100:]) == set()
+    # Recording a known key again (an HA peer's copy), or one twice in a step, is no error: the first record stays.
+    await store.commit_step(Step(inbox=Taken(keys=[InboxKey(keys[0], at(60), 2, "second copy"),
+                                                   InboxKey(keys[1150], at(60)), InboxKey(keys[1150], at(61))])))
+    assert await store.known_keys(keys) == set(keys[:1100]) | {keys[1150]}
+    assert await query(store, "SELECT received_at, processed, alert FROM inbox WHERE dedup = ?", (keys[0],)) == [
+        (iso(T0), 1, "")]
+    assert await query(store, "SELECT received_at FROM inbox WHERE dedup = ?", (keys[1150],)) == [(iso(at(60)),)]
