@@ -99,6 +99,27 @@ async def test_concurrent_appends_share_a_commit_and_each_gets_its_own_id_in_ord
         assert xmins == [(5,), (7,), (20,)]
 
 
+async def test_appends_from_several_processes_interleave_without_loss(make_store):
+    """Receiver processes (SQLite: each with its own connection and flock on the log) or replicas (PostgreSQL)."""
+    stores = [make_store() for _ in range(3)]
+    for s in stores:
+        await s.open()
+    try:
+        bodies = [[gpu_hook(f"gpu-node-{p}-{i}", 1, starts=at(i)) for i in range(30)] for p in range(3)]
+        results = await asyncio.gather(*(s.append_hook(b, at(i), 1) for i in range(30) for s, b in zip(
+            stores, (bodies[0][i], bodies[1][i], bodies[2][i]))))
+        assert len(set(results)) == 90
+        sent = dict(zip(results, [(bodies[p][i]) for i in range(30) for p in range(3)]))
+        for s in stores:  # every process sees every webhook, under the id its appender was given
+            assert dict(await pending(s)) == sent
+        await stores[1].commit_step(Step(inbox=taking(await stores[1].pending_hooks(1000))))
+        assert await stores[1].pending_hooks(1000) == []
+        assert await stores[1].known_keys(keys_of(bodies[2][29], T0)) == set(keys_of(bodies[2][29], T0))
+    finally:
+        for s in stores:
+            await s.close()
+
+
 async def test_taken_webhooks_are_never_handed_out_again_even_after_reopening(make_store):
     bodies = [gpu_hook(f"gpu-node-{i}", 2, starts=at(i)) for i in range(4)]
     s = make_store()
