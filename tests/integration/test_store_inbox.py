@@ -163,6 +163,21 @@ async def test_taken_webhooks_are_never_handed_out_again_even_after_reopening(ma
         await s.close()
 
 
+async def test_a_step_that_takes_webhooks_before_any_read_of_the_log_keeps_them_taken(make_store):
+    body = gpu_hook("gpu-node-1", 2, starts=T0)
+    s = make_store()
+    await s.open()
+    hook = await s.append_hook(body, T0, 2)  # the id the receive side was given is all the step names
+    await s.commit_step(Step(inbox=Taken([hook], [InboxKey(k, T0) for k in keys_of(body, T0)])))
+    await s.close()
+    s = make_store()
+    await s.open()
+    try:
+        assert await pending(s) == []
+    finally:
+        await s.close()
+
+
 async def test_a_deleted_or_replaced_sqlite_log_is_taken_from_its_start(tmp_path, caplog):
     caplog.set_level(logging.WARNING, "alertd.store.sqlite")
     path = tmp_path / "alertd.sqlite3"
