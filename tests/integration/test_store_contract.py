@@ -31,9 +31,7 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-# ----- one fresh store per test, on each backend: tests/support/stores.py -----
-
-
+# ----- one fresh store per test, on each backend, and reads on its connection: tests/support/stores.py -----
 # ----- builders -----
 
 def member(fp: str, node: str = "gpu-node-1", *, status: str = "firing", starts: datetime = T0) -> Member:
@@ -118,7 +116,8 @@ async def test_commit_step_is_all_or_nothing_with_the_webhooks_and_keys_it_takes
     with pytest.raises(Exception):
         await store.commit_step(broken)
     await assert_nothing_committed(store, hooks, keys)
-    await store.commit_step(Step(inbox=Taken(keys=[InboxKey("other|1|firing", T0)])))  # a later step took nothing
+    # The next step, which takes no webhook, does not take what the failed one meant to either.
+    await store.commit_step(Step(inbox=Taken(keys=[InboxKey("other|1|firing", T0)])))
     assert await pending(store) == [(h.id, h.body) for h in hooks]
 
     # The store is still usable, and the whole step lands at once.
