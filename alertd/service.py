@@ -204,9 +204,13 @@ class Service:
         self._wake.set()
         return hook
 
-    async def receive_alerts(self, alerts: list[Alert], receiver: str = "alertd") -> int:
-        """Alerts alertd makes itself (reconciliation) enter like any webhook."""
-        return await self.receive(encode_webhook([a.to_wire() for a in alerts], receiver), len(alerts))
+    async def receive_alerts(self, alerts: list[Alert]) -> int:
+        """Alerts alertd makes itself (reconciliation) enter like any webhook, from the first one's receiver
+        (which marks them: model.RECONCILED_BY)."""
+        first = alerts[0] if alerts else None
+        body = encode_webhook([a.to_wire() for a in alerts], first.receiver if first else "",
+                              first.external_url if first else "")
+        return await self.receive(body, len(alerts))
 
     def background(self, coro: Any) -> None:
         """Run work off the request path (e.g. reading a truncated group), kept referenced until done."""

@@ -91,7 +91,7 @@ class Reconciler:
                                self.settings.min_uptime)
         self.rounds += 1
         if gone:
-            await self.svc.receive_alerts(reconcile.resolutions(gone, now), "alertd-reconciliation")
+            await self.svc.receive_alerts(reconcile.resolutions(gone, now))
             self.resolved += len(gone)
             log.warning("reconciliation resolved %d alerts no Alertmanager holds any more (incidents %s)", len(gone),
                         ", ".join(sorted({h.incident_id for h in gone})))

@@ -45,6 +45,9 @@ class InboxMixin:
         """In the step's transaction: these webhooks are taken."""
         raise NotImplementedError
 
+    def _log_idle(self) -> None:
+        """The engine found nothing to take: a moment for the log's housekeeping (backend hook)."""
+
     # ----- receive -----
 
     async def append_hook(self, body: bytes, received_at: datetime, alerts: int) -> int:
@@ -57,6 +60,7 @@ class InboxMixin:
             after = self._taken_upto()
             heads = self._log_query("SELECT id, alerts FROM inbox_log WHERE id > ? ORDER BY id LIMIT ?", (after, limit))
             if not heads:
+                self._log_idle()
                 return []
             total, last = 0, heads[0][0]
             for hook_id, alerts in heads:

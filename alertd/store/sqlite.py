@@ -54,6 +54,7 @@ class SqliteStore(SqlStore):
         self._taking = 0  # what the step being committed takes
         self._released = 0  # log rows up to this are deleted
         self._released_at = 0.0
+        self._untidy = True  # the log may hold free pages or a WAL since it was last tidied (see _release)
         super().__init__()
 
     def _open_writer_lock(self) -> int | None:
@@ -151,6 +152,7 @@ class SqliteStore(SqlStore):
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={synchronous or self.synchronous}")
         conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # never on an acknowledgement's path: see _release
         if self.max_pages:
             conn.execute(f"PRAGMA max_page_count={int(self.max_pages)}")
         conn.execute("CREATE TABLE IF NOT EXISTS inbox_log (id INTEGER PRIMARY KEY AUTOINCREMENT, "
@@ -197,31 +199,49 @@ class SqliteStore(SqlStore):
         self._released = self._taken
         return self._taken
 
+    def _log_idle(self) -> None:
+        self._release(idle=True)
+
     def _take_hooks(self, cur: Any, ids: list[int]) -> None:
         """Ids commit in order (one writer at a time): the engine takes a prefix, and the step names its end."""
         self._taking = max(ids)
         cur.execute(sql.UPSERT_META, ("inbox_taken", str(self._taking)))
 
-    def _release(self) -> None:
-        """Taken rows leave the log every few seconds or thousand webhooks, outside any acknowledgement (one
-        short write, no fsync of its own: a lost delete is repeated, the engine's mark keeps them taken)."""
-        if self._log_reader is None or self._taken <= self._released:
+    def _release(self, idle: bool = False) -> None:
+        """Taken rows leave the log every few seconds or thousand webhooks, and whenever the engine finds it
+        empty, outside any acknowledgement (no fsync of its own: a lost delete is repeated, the engine's mark
+        keeps them taken). The log's WAL is copied back here too, never by an appending writer: PASSIVE
+        alongside the writers, TRUNCATE (holding their lock) past TRUNCATE_BYTES or when idle; and once the
+        log is drained its free pages go back to the file system, so neither keeps a storm's size."""
+        if self._log_reader is None:
             return
-        if self._taken - self._released < RELEASE_ROWS and time.monotonic() - self._released_at < RELEASE_EVERY:
+        due = self._taken > self._released and (idle or self._taken - self._released >= RELEASE_ROWS or
+                                                 time.monotonic() - self._released_at >= RELEASE_EVERY)
+        tidy = idle and self._untidy  # once drained: free pages and the WAL go back
+        if not due and not tidy:
             return
+        conn = self._log_reader
         try:
-            self._begin_log(self._log_reader.cursor())  # in the try: the lock is released if BEGIN fails
-            self._log_reader.execute("DELETE FROM inbox_log WHERE id <= ?", (self._taken,))
-            self._log_reader.execute("COMMIT")
-            self._log_reader.execute("PRAGMA incremental_vacuum")
+            self._begin_log(conn.cursor())  # in the try: the lock is released if BEGIN fails
+            conn.execute("DELETE FROM inbox_log WHERE id <= ?", (self._taken,))
+            conn.execute("COMMIT")
+            if tidy:  # under load the freed pages are reused by the next appends
+                conn.executescript("PRAGMA incremental_vacuum;")  # (sqlite3_exec: steps it to the end)
+            if tidy or _size(f"{self.log_path}-wal") > TRUNCATE_BYTES:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as exc:  # e.g. a full disk: the next round tries again
-            if self._log_reader.in_transaction:
-                self._log_reader.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             log.warning("could not delete taken webhooks from the inbox log: %s", exc)
             return
         finally:
             self._end_log()
-        self._released, self._released_at = self._taken, time.monotonic()
+        if not idle:
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error as exc:
+                log.warning("inbox log checkpoint failed: %s", exc)
+        self._released, self._released_at, self._untidy = self._taken, time.monotonic(), not idle
 
     def _begin(self, cur: Any) -> None:
         if self._writer_lock is not None:
@@ -289,3 +309,10 @@ class SqliteStore(SqlStore):
 
         self._executor.submit(cap, self._conn).result()
         self._log.run(cap)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0

@@ -73,7 +73,11 @@ async def test_alertmanager_to_slack_and_pagerduty_through_resolution(tmp_path, 
         await am_post(am.url, n1 + n2)
         await wait_for(lambda: len(top_messages(slack, "#gpu-oncall")) == 2, timeout=20)
         await wait_for(lambda: len(pd.events) == 2, timeout=10)
-        incidents = await h.incidents()
+
+        async def both_members() -> list[dict]:  # Alertmanager may deliver node 1's two alerts in two webhooks
+            found = await h.incidents()
+            return found if sum(i["memberCount"] for i in found) == 3 else []
+        incidents = await wait_for(both_members, timeout=10)
         assert sorted(i["node"] for i in incidents) == ["gpu-node-1", "gpu-node-2"]
         by_node = {i["node"]: i for i in incidents}
         assert by_node["gpu-node-1"]["memberCount"] == 2

@@ -392,6 +392,7 @@ async def test_redelivery_and_ha_peer_copies_are_dropped_as_duplicates(server):
         status, _, again = await post(server.receiver_url, body, headers)
         assert (status, again["alerts"]) == (200, 8), again
     # The same notification, concurrently (a retry racing the original).
+    server.wait_drained(30)
     dropped = server.metrics().get("alertd_alerts_duplicate_total", 0.0)
     answers = await asyncio.gather(*(post(server.receiver_url, dumps(doc), BEARER) for _ in range(8)))
     assert all(a[0] == 200 and a[2]["alerts"] == 8 for a in answers), answers
