@@ -41,7 +41,12 @@ def _serve(args: argparse.Namespace) -> int:
     from alertd.ha.group import GroupDir
     from alertd.ha.receivers import default_receivers
 
-    receivers = default_receivers() if args.receivers is None else args.receivers
+    if args.receivers is None and args.role is None:  # the default depends on the store (and the cores)
+        if (cfg := _config(args.config)) is None:
+            return 2
+        receivers = default_receivers(cfg.storage_backend)
+    else:
+        receivers = args.receivers or 0
     group = GroupDir.create() if receivers > 0 and args.role != "receiver" else None
     if group is not None:
         group.enter()
@@ -334,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--record", metavar="FILE", help="append every accepted webhook to FILE (JSON lines) for `alertd replay`")
     serve.add_argument("--receivers", type=int, metavar="N",
                        help="receiver processes beside the engine on the same port (SO_REUSEPORT); "
-                            "default: one per core beyond the first (0 on one core)")
+                            "default: 1 on SQLite with two or more cores, else 0")
     serve.add_argument("--role", choices=["engine", "replica", "receiver"],
                        help="engine: always run the engine; replica: run it while holding the lease (the default on "
                             "PostgreSQL); receiver: only receive (started by --receivers)")

@@ -24,13 +24,16 @@ log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 
 
-def default_receivers() -> int:
-    """Measured on this project's 2-core reference machine (docs/performance.md, bench/ha.py): extra
-    receiver processes took fewer webhooks/s than one process. On SQLite each commit is an fsync under
-    the one write lock, shared by every process, so they add CPU for receiving but not commits, and the
-    engine must read every row back. ``--receivers N`` keeps the choice open for machines with more cores
-    and faster disks."""
-    return 0
+def default_receivers(backend: str, cores: int | None = None) -> int:
+    """One receiver process beside the engine where there is a second core, on SQLite.
+
+    Measured on this project's 2-core reference machine (docs/performance.md, bench/ha.py): with the
+    inbox log, acknowledging no longer waits for the engine's commits, so the engine's CPU is what slows
+    webhooks in a single process; one receiver took 1.6-1.9x the webhooks/s of a single process at a
+    lower p99, and a second one did not add on 2 cores. PostgreSQL replicas stay one process each (they
+    scale by replicas). ``--receivers N`` keeps the choice open."""
+    cores = os.cpu_count() if cores is None else cores
+    return 1 if backend == "sqlite" and (cores or 1) >= 2 else 0
 
 
 def _die_with_parent() -> None:
