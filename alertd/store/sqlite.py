@@ -26,8 +26,13 @@ CHECKPOINT_BYTES = 4 * 1024 * 1024  # a WAL larger than this is copied back into
 # storm (16 MB cost about 220) for no measurable ingest cost (docs/performance.md, disk use under a storm).
 TRUNCATE_BYTES = 6 * 1024 * 1024
 JOURNAL_SIZE_LIMIT = 6 * 1024 * 1024  # what a restarted WAL is cut back to
-RELEASE_ROWS = 1000  # taken webhooks deleted from the inbox log at least every this many ...
-RELEASE_EVERY = 2.0  # ... or seconds
+# The log's WAL is copied back PASSIVE, alongside its writers (a blocking checkpoint copying megabytes would
+# hold every acknowledgement waiting); SQLite restarts it from its start whenever a PASSIVE round caught up.
+# Only past this size, or once drained, is it copied back and truncated holding the writers' lock.
+LOG_WAL_LIMIT = 64 * 1024 * 1024
+RELEASE_CHUNK = 128  # taken webhooks deleted per transaction
+RELEASE_ROWS = 256  # taken webhooks deleted from the inbox log at least every this many ...
+RELEASE_EVERY = 0.25  # ... or seconds
 
 
 class SqliteStore(SqlStore):
@@ -211,7 +216,7 @@ class SqliteStore(SqlStore):
         """Taken rows leave the log every few seconds or thousand webhooks, and whenever the engine finds it
         empty, outside any acknowledgement (no fsync of its own: a lost delete is repeated, the engine's mark
         keeps them taken). The log's WAL is copied back here too, never by an appending writer: PASSIVE
-        alongside the writers, TRUNCATE (holding their lock) past TRUNCATE_BYTES or when idle; and once the
+        alongside the writers, TRUNCATE (holding their lock) past LOG_WAL_LIMIT or when idle; and once the
         log is drained its free pages go back to the file system, so neither keeps a storm's size."""
         if self._log_reader is None:
             return
@@ -221,27 +226,34 @@ class SqliteStore(SqlStore):
         if not due and not tidy:
             return
         conn = self._log_reader
-        try:
-            self._begin_log(conn.cursor())  # in the try: the lock is released if BEGIN fails
-            conn.execute("DELETE FROM inbox_log WHERE id <= ?", (self._taken,))
-            conn.execute("COMMIT")
-            if tidy:  # under load the freed pages are reused by the next appends
-                conn.executescript("PRAGMA incremental_vacuum;")  # (sqlite3_exec: steps it to the end)
-            if tidy or _size(f"{self.log_path}-wal") > TRUNCATE_BYTES:
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error as exc:  # e.g. a full disk: the next round tries again
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            log.warning("could not delete taken webhooks from the inbox log: %s", exc)
-            return
-        finally:
-            self._end_log()
+        start = self._released
+        while True:  # in chunks, letting the writers in between: each chunk holds them a few ms
+            upto = min(self._taken, start + RELEASE_CHUNK)
+            last = upto >= self._taken
+            try:
+                self._begin_log(conn.cursor())  # in the try: the lock is released if BEGIN fails
+                conn.execute("DELETE FROM inbox_log WHERE id > ? AND id <= ?", (start, upto))
+                conn.execute("COMMIT")
+                if last and tidy:  # under load the freed pages are reused by the next appends
+                    conn.executescript("PRAGMA incremental_vacuum;")  # (sqlite3_exec: steps it to the end)
+                if last and (tidy or _size(f"{self.log_path}-wal") > LOG_WAL_LIMIT):
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:  # e.g. a full disk: the next round tries again
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                log.warning("could not delete taken webhooks from the inbox log: %s", exc)
+                return
+            finally:
+                self._end_log()
+            self._released = start = upto
+            if last:
+                break
         if not idle:
             try:
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             except sqlite3.Error as exc:
                 log.warning("inbox log checkpoint failed: %s", exc)
-        self._released, self._released_at, self._untidy = self._taken, time.monotonic(), not idle
+        self._released_at, self._untidy = time.monotonic(), not idle
 
     def _begin(self, cur: Any) -> None:
         if self._writer_lock is not None:
