@@ -235,6 +235,7 @@ class Service:
         # With a shared inbox, other processes' rows are only seen by reading the store: poll it.
         idle_wait = self.cfg.ha.poll_interval if self.shared_inbox else 1.0
         while not self._stopping:
+            self._wake.clear()  # before the read: a webhook stored while it runs wakes the wait below at once
             try:
                 more = await self.process_pending()
                 if self.shared_inbox and await commands.run_pending(self.store, self):
@@ -249,7 +250,6 @@ class Service:
                 more = False
                 await asyncio.sleep(1)
             if not more:
-                self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), idle_wait)
                 except asyncio.TimeoutError:
