@@ -133,7 +133,8 @@ def _serve_in(args: argparse.Namespace, group: "GroupDir | None", receivers: int
             return 2
         child = ["serve", "--role", "receiver", "--listen", cfg.listen, "--data-dir", str(cfg.data_dir),
                  "--log-format", cfg.log_format] + (["--config", args.config] if args.config else []) + \
-            (["--insecure-no-auth"] if args.insecure_no_auth else [])
+            (["--insecure-no-auth"] if args.insecure_no_auth else []) + \
+            (["--record", args.record] if args.record else [])  # they take the webhooks: each appends whole lines
         pool = ReceiverPool(receivers, child, env=group.environ())
         background: list[Any] = []
 
