@@ -46,6 +46,11 @@ class Notification:
     truncated: int
     alerts: list[Alert]
     group_labels: dict[str, str] = field(default_factory=dict)
+    count: int = -1  # alerts in the webhook (``alerts`` is left empty by read_notification(build=False))
+
+    def __post_init__(self) -> None:
+        if self.count < 0:
+            self.count = len(self.alerts)
 
 
 def decode_body(raw: bytes) -> Any:
@@ -97,7 +102,7 @@ def fingerprint_of(labels: dict[str, str]) -> str:
     return digest[:16]
 
 
-def read_notification(raw: bytes, received_at: datetime) -> Notification:
+def read_notification(raw: bytes, received_at: datetime, *, build: bool = True) -> Notification:
     """The receive path: bytes to alerts, or BadPayload naming the field.
 
     msgspec decodes and checks the webhook schema's rules in one pass in C
@@ -105,6 +110,8 @@ def read_notification(raw: bytes, received_at: datetime) -> Notification:
     decode_body and judged by the JSON Schema, so a rejection names the field
     in the schema's words, and a document only msgspec is stricter about
     (``1.0`` as an integer, NaN in an unknown field) is still taken.
+    ``build=False`` (the receive path: the engine reads the stored body again)
+    checks the alerts' times but builds no Alert: ``count`` says how many.
     """
     try:
         hook = wire.DECODER.decode(raw)
@@ -113,10 +120,18 @@ def read_notification(raw: bytes, received_at: datetime) -> Notification:
     if _SUSPECT_ESCAPE.search(raw):  # a NUL or lone surrogate, named by the slow path
         return parse_notification(decode_body(raw), received_at)
     receiver, external_url = hook.receiver, hook.externalURL
-    alerts = [_alert(i, a.fingerprint, a.status, a.labels, a.annotations, a.startsAt, a.endsAt, a.generatorURL,
-                     receiver, external_url, received_at) for i, a in enumerate(hook.alerts)]
+    if build:
+        alerts = [_alert(i, a.fingerprint, a.status, a.labels, a.annotations, a.startsAt, a.endsAt, a.generatorURL,
+                         receiver, external_url, received_at) for i, a in enumerate(hook.alerts)]
+    else:
+        alerts = []
+        for i, a in enumerate(hook.alerts):
+            _timestamp(a.startsAt, f"alerts.{i}.startsAt")
+            if a.endsAt and not a.endsAt.startswith(ZERO_TIME_PREFIX):
+                _timestamp(a.endsAt, f"alerts.{i}.endsAt")
     return Notification(receiver=receiver, status=hook.status, group_key=hook.groupKey, external_url=external_url,
-                        truncated=hook.truncatedAlerts, alerts=alerts, group_labels=hook.groupLabels)
+                        truncated=hook.truncatedAlerts, alerts=alerts, group_labels=hook.groupLabels,
+                        count=len(hook.alerts))
 
 
 def parse_notification(doc: Any, received_at: datetime) -> Notification:

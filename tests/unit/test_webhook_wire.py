@@ -32,14 +32,21 @@ def _agree(doc: object) -> None:
     except BadPayload as exc:
         fast = exc
     try:
+        checked = read_notification(raw, AT, build=False)  # the receive path: checked, no Alert built
+    except BadPayload as exc:
+        checked = exc
+    try:
         slow = parse_notification(decode_body(raw), AT)
     except BadPayload as exc:
         slow = exc
     if isinstance(slow, BadPayload):
-        assert isinstance(fast, BadPayload) and (str(fast), fast.field) == (str(slow), slow.field)
+        for got in (fast, checked):
+            assert isinstance(got, BadPayload) and (str(got), got.field) == (str(slow), slow.field)
     else:
         assert not isinstance(fast, BadPayload), fast
         assert fast == slow
+        assert not isinstance(checked, BadPayload), checked
+        assert checked.count == len(slow.alerts) and (checked.truncated, checked.receiver) == (slow.truncated, slow.receiver)
 
 
 @given(doc=st.one_of(schema_shaped(), mutated()))
@@ -75,6 +82,18 @@ def test_what_only_msgspec_is_stricter_about_is_still_taken(changes):
         wire.DECODER.decode(raw)
     note = read_notification(raw, AT)
     assert len(note.alerts) == 1 and note.alerts[0].received_at == AT
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"startsAt": "2026-13-01T12:00:00Z"}, "alerts.0.startsAt"), ({"endsAt": "2026-02-30T00:00:00Z"}, "alerts.0.endsAt"),
+    ({"startsAt": "0001-01-01T00:00:00Z"}, "alerts.0.startsAt"),
+])
+def test_the_receive_path_checks_the_calendar_without_building_alerts(changes, field):
+    raw = json.dumps(_doc(**changes)).encode()
+    with pytest.raises(BadPayload) as refused:
+        read_notification(raw, AT, build=False)
+    assert refused.value.field == field
+    _agree(_doc(**changes))
 
 
 def test_a_nul_escape_is_refused_by_name():
