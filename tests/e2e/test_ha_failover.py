@@ -26,6 +26,7 @@ from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.ha_cluster import (
     TOKEN,
+    check_pages,
     Storm,
     alert_all,
     alertmanager_peers,
@@ -131,9 +132,7 @@ def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
             critical = [r["id"] for r in rows if r["severity"] == "critical"]
             assert critical
             wait("a page for every critical incident", lambda: all(pagerduty.status_of(i) == "triggered" for i in critical), 60)
-            pages = {pagerduty.key_for(i): pagerduty.alerts[pagerduty.key_for(i)] for i in critical}
-            assert all(len(alerts) == 1 for alerts in pages.values()), {k: len(a) for k, a in pages.items() if len(a) > 1}
-            assert len(pagerduty.alerts) == len(critical)
+            check_pages(pagerduty, rows, critical)
 
             # The Alertmanager peers did deliver duplicates (every replica, both peers): all dropped.
             dups = sum(r.metrics().get("alertd_alerts_duplicate_total", 0) for r in survivors)

@@ -31,6 +31,7 @@ import pytest
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.ha_cluster import (
     TOKEN,
+    check_pages,
     Storm,
     fresh_database,
     inbox_state,
@@ -213,5 +214,4 @@ def test_partitioned_leader_is_replaced_fenced_and_rejoins(tmp_path: Path, postg
         assert per_node and all(n == 1 for n in per_node.values()), {n: c for n, c in per_node.items() if c != 1}
         seen = slack_messages_per_incident(slack)
         assert all(n == 1 for n in seen.values()), {k: n for k, n in seen.items() if n > 1}
-        pages = {i: len(pagerduty.alerts[pagerduty.key_for(i)]) for i in critical}
-        assert all(n == 1 for n in pages.values()) and len(pagerduty.alerts) == len(critical), pages
+        check_pages(pagerduty, rows, critical)

@@ -158,14 +158,15 @@ class Storm:
 
 
 def inbox_state(dsn: str) -> dict[str, int]:
-    """dedup key -> processed flag, for every inbox row."""
+    """dedup key -> processed flag, for every alert the engine took (inbox keys)."""
     with psycopg.connect(dsn, connect_timeout=10) as conn:
         return dict(conn.execute("SELECT dedup, processed FROM inbox").fetchall())
 
 
 def pending(dsn: str) -> int:
+    """Webhooks in the inbox log the engine has not taken (each taken row is deleted in its step)."""
     with psycopg.connect(dsn, connect_timeout=10) as conn:
-        row = conn.execute("SELECT count(*) FROM inbox WHERE processed = 0").fetchone()
+        row = conn.execute("SELECT count(*) FROM inbox_log").fetchone()
         return int(row[0]) if row else 0
 
 
@@ -173,3 +174,14 @@ def slack_messages_per_incident(slack: Any) -> Counter:
     """(channel, incident id) -> top-level Slack messages about it (its button values name it)."""
     return Counter((ch, m) for ch, msgs in list(slack.messages.items()) for top in list(msgs.values())
                    if not top.get("thread_ts") for m in INCIDENT_IN_MESSAGE.findall(json.dumps(top))[:1])
+
+
+def check_pages(pagerduty: Any, rows: list[dict], critical: list[str]) -> None:
+    """One page per paged incident: every critical one, and errors outside the routing's night and weekend
+    mute windows (rules/routing.yml), nothing else."""
+    assert all(len(alerts) == 1 for alerts in pagerduty.alerts.values()), \
+        {k: len(a) for k, a in pagerduty.alerts.items() if len(a) > 1}
+    severity = {r["id"]: r["severity"] for r in rows}
+    paged = {k.rpartition(":")[2] for k in pagerduty.alerts}
+    assert set(critical) <= paged and all(severity.get(i) in ("critical", "error") for i in paged), \
+        {i: severity.get(i) for i in paged}
