@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -104,13 +105,16 @@ def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
             try:
                 loadgen(binary, server.receiver_url, warm, seconds=120, conns=args.conns)
                 server.wait_drained(timeout=180)
+                before = process_use(server.pid)
                 r = loadgen(binary, server.receiver_url, hooks, seconds=args.seconds, conns=args.conns)
+                use = per_webhook(before, process_use(server.pid), r)
                 scrape = scrapes(server)
             finally:
                 server.stop()
             name = name_of(n)
             print(row(f"{name} (SQLite, synchronous=FULL)", r), flush=True)
             print(f"  GET /metrics after the run: {scrape}", flush=True)
+            print(f"  per process (engine first): {use}", flush=True)
             results[name] = max(results.get(name, 0), r["ok_per_s"])
     best = results.get("alertd defaults", 0)
     print(f"\nratio alertd defaults / Alertmanager: {best / results['am']:.2f}x (best of {args.rounds} rounds each)")
@@ -160,6 +164,31 @@ def scrapes(server: AlertdProcess, count: int = 50) -> str:
         assert status == 200, status
     took.sort()
     return f"median {took[len(took) // 2]:.1f} ms, worst {took[-1]:.1f} ms over {count} scrapes, {len(body):,} bytes"
+
+
+def process_use(pid: int) -> dict[int, tuple[float, int, int]]:
+    """CPU seconds, bytes written and write calls of the process and its children (the receivers)."""
+    out = {}
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    for p in [pid, *map(int, children)]:
+        try:
+            stat = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            io = dict(line.split(": ") for line in Path(f"/proc/{p}/io").read_text().splitlines())
+        except OSError:
+            continue
+        out[p] = ((int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK"), int(io["write_bytes"]), int(io["syscw"]))
+    return out
+
+
+def per_webhook(before: dict[int, tuple[float, int, int]], after: dict[int, tuple[float, int, int]], r: dict) -> str:
+    """Each process's share of a core, and its disk bytes and write calls per webhook, over the measured run."""
+    taken, seconds = max(1, r["ok"]), max(1e-3, r["elapsed_s"])
+    parts = []
+    for p, (cpu, wb, calls) in after.items():
+        cpu0, wb0, calls0 = before.get(p, (0.0, 0, 0))
+        parts.append(f"{(cpu - cpu0) / seconds:.2f} core, {(wb - wb0) / 1024 / taken:.1f} KB and "
+                     f"{(calls - calls0) / taken:.1f} writes per webhook")
+    return "; ".join(parts)
 
 
 def settings(args: argparse.Namespace) -> list[int | None]:
