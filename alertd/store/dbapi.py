@@ -23,6 +23,7 @@ from alertd.store.compact import compact_member
 from alertd.store.coordination import CoordinationMixin
 from alertd.store.inbox import InboxMixin
 from alertd.store.inbox_log import InboxLog, LogBackend
+from alertd.store.transaction import transaction
 from alertd.store.reads import HistoryReads, IncidentQuery
 
 log = logging.getLogger(__name__)
@@ -98,25 +99,8 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
         return False
 
     def _tx(self, fn: Callable[[Any], Any]) -> Any:
-        cur = self._conn.cursor()
-        try:
-            self._begin(cur)
-            result = fn(cur)
-            self._conn.commit()
-            try:
-                self._after_write()
-            except Exception:  # committed: housekeeping after it must not turn it into a failure
-                log.exception("store housekeeping after a commit failed")
-        except self.unavailable as exc:
-            self._safe_rollback()
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        except BaseException:
-            self._safe_rollback()
-            raise
-        finally:
-            cur.close()
-            self._end()
-        return result
+        return transaction(self._conn, fn, begin=self._begin, end=self._end, unavailable=self.unavailable,
+                           after=self._after_write)
 
     def _query(self, statement: str, args: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
         """A read on the store thread; ends its implicit transaction so snapshots stay fresh."""
@@ -127,12 +111,6 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
         finally:
             cur.close()
             self._conn.commit()
-
-    def _safe_rollback(self) -> None:
-        try:
-            self._conn.rollback()
-        except Exception:  # the connection itself may be gone
-            log.exception("rollback failed")
 
     def _lock_migrations(self, locked: bool) -> None:
         """Backend hook: keep replicas that start together from migrating at the same time."""
@@ -410,8 +388,7 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     async def stats(self) -> dict[str, int]:
         def do() -> dict[str, int]:
             out = {f"incidents_{s}": n for s, n in self._query("SELECT status, count(*) FROM incidents GROUP BY status")}
-            out["inbox_pending"] = self._log_query("SELECT coalesce(sum(alerts), 0) FROM inbox_log WHERE id > ?",
-                                                   (self._taken_upto(),))[0][0]
+            out["inbox_pending"] = self._pending_alerts()
             out.update({f"outbox_{s}": n for s, n in self._query("SELECT state, count(*) FROM outbox GROUP BY state")})
             return out
         counts: dict[str, int] = await self._run(do)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from alertd.model import iso
 from alertd.store.base import StoreUnavailable
+from alertd.store.transaction import transaction
 
 log = logging.getLogger(__name__)
 INSERT_CHUNK = 200  # rows per INSERT statement
@@ -109,10 +110,9 @@ class InboxLog:
                 self._conn = self.backend.connect()
             except self.backend.unavailable as exc:
                 raise StoreUnavailable(f"reconnecting: {type(exc).__name__}: {exc}") from exc
-        cur = self._conn.cursor()
-        ids: list[int] = []
-        try:
-            self.backend.begin(cur)
+
+        def insert(cur: Any) -> list[int]:
+            ids: list[int] = []
             for start in range(0, len(rows), INSERT_CHUNK):
                 chunk = rows[start:start + INSERT_CHUNK]
                 values = ", ".join([f"({p}, {p}, {p})"] * len(chunk))
@@ -120,20 +120,7 @@ class InboxLog:
                             [v for row in chunk for v in row])
                 # RETURNING gives no order guarantee across rows: ids are given in insertion order, so sort them
                 ids.extend(sorted(r[0] for r in cur.fetchall()))
-            self._conn.commit()
-        except self.backend.unavailable as exc:
-            self._rollback()
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
-        except BaseException:
-            self._rollback()
-            raise
-        finally:
-            cur.close()
-            self.backend.end()
-        return ids
-
-    def _rollback(self) -> None:
-        try:
-            self._conn.rollback()
-        except Exception:  # the connection itself may be gone
-            log.exception("inbox log rollback failed")
+            return ids
+        inserted: list[int] = transaction(self._conn, insert, begin=self.backend.begin, end=self.backend.end,
+                                          unavailable=self.backend.unavailable)
+        return inserted
