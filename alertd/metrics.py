@@ -52,7 +52,7 @@ class Metrics:
         self._mirrors: dict[str, Counter | Gauge] = {}
         self._mirror_seen: dict[tuple[str, tuple[str, ...]], float] = {}
         self.webhooks = Counter("alertd_webhooks_received_total", "Webhook notifications accepted and stored.", registry=own)
-        self.alerts = Counter("alertd_alerts_received_total", "Alerts accepted and stored (after dedup).", registry=own)
+        self.alerts = Counter("alertd_alerts_received_total", "Alerts accepted and stored (redeliveries included: the engine drops them, alertd_alerts_duplicate_total).", registry=own)
         self.rejected = Counter("alertd_webhooks_rejected_total", "Webhook requests refused, by reason.", ["reason"], registry=own)
         self.duplicates = Counter("alertd_alerts_duplicate_total", "Redelivered alerts dropped by the idempotency key.", registry=own)
         self.truncated = Counter("alertd_alerts_truncated_total", "Alerts Alertmanager left out (truncatedAlerts).", registry=own)

@@ -74,8 +74,12 @@ class InboxMixin:
         return hooks
 
     async def count_pending_inbox(self) -> int:
-        rows = await self._run(lambda: self._log_query("SELECT coalesce(sum(alerts), 0) FROM inbox_log WHERE id > ?",
-                                                       (self._taken_upto(),)))
+        pending: int = await self._run(self._pending_alerts)
+        return pending
+
+    def _pending_alerts(self) -> int:
+        """Alerts in webhooks not taken yet (store thread)."""
+        rows = self._log_query("SELECT coalesce(sum(alerts), 0) FROM inbox_log WHERE id > ?", (self._taken_upto(),))
         return int(rows[0][0])
 
     async def known_keys(self, keys: list[str]) -> set[str]:

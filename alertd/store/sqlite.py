@@ -55,7 +55,7 @@ class SqliteStore(SqlStore):
         self.log_path = Path(f"{self.path}-inbox")
         self._log_lock: int | None = None  # fd of <log>-writer: the log's writers in every process take turns
         self._log_reader: sqlite3.Connection | None = None  # the engine's connection to the log (store thread)
-        self._taken = -1  # log ids up to this are taken (meta inbox_taken); -1 until read
+        self._taken = 0  # log ids up to this are taken (meta inbox_taken, read at open)
         self._taking = 0  # what the step being committed takes
         self._released = 0  # log rows up to this are deleted
         self._released_at = 0.0
@@ -75,8 +75,7 @@ class SqliteStore(SqlStore):
             return None
 
     def _end(self) -> None:
-        if self._writer_lock is not None:
-            fcntl.flock(self._writer_lock, fcntl.LOCK_UN)
+        _unlock(self._writer_lock)
         self._taking = 0  # committed (then _after_write took it) or rolled back
 
     def _connect(self) -> Any:
@@ -100,7 +99,7 @@ class SqliteStore(SqlStore):
         await super().open()
         # The engine's mark is read (and tied to this log) before any step: a step naming the webhooks it takes
         # must not be the first to set it, or the mark is not tied to a log and a restart takes them again.
-        await self._run(self._taken_upto)
+        await self._run(self._read_mark)
         if str(self.path) != ":memory:" and self.checkpoints:
             self._stop_checkpoints.clear()
             self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="alertd-sqlite-checkpoint",
@@ -167,30 +166,26 @@ class SqliteStore(SqlStore):
         return conn
 
     def _begin_log(self, cur: Any) -> None:
-        if self._log_lock is not None:
-            fcntl.flock(self._log_lock, fcntl.LOCK_EX)
-        cur.execute("BEGIN IMMEDIATE")
+        _locked_begin(self._log_lock, cur)
 
     def _end_log(self) -> None:
-        if self._log_lock is not None:
-            fcntl.flock(self._log_lock, fcntl.LOCK_UN)
+        _unlock(self._log_lock)
 
     def _schema_vars(self) -> dict[str, str]:
         return {**super()._schema_vars(), "inbox_log": "SELECT 1"}  # the log is its own file (above)
 
     def _log_query(self, statement: str, args: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
-        if self._log_reader is None:
-            self._log_reader = self._connect_log(synchronous="NORMAL")  # its deletes need no fsync (see _release)
-        self._taken_upto()
+        assert self._log_reader is not None, "the store is not open"
         return self._log_reader.execute(statement, args).fetchall()
 
     def _taken_upto(self) -> int:
-        """Read once: the log's id and how far the engine took it (main database, meta). A log that is not the
-        one the engine took from (deleted, replaced) is taken from its start."""
-        if self._taken >= 0:
-            return self._taken
-        if self._log_reader is None:
-            self._log_reader = self._connect_log(synchronous="NORMAL")
+        return self._taken
+
+    def _read_mark(self) -> None:
+        """At open: the engine's connection to the log (its deletes need no fsync, see _release), the log's id
+        and how far the engine took it (main database, meta). A log that is not the one the engine took from
+        (deleted, replaced) is taken from its start."""
+        self._log_reader = self._connect_log(synchronous="NORMAL")
         log_id = self._log_reader.execute("SELECT value FROM log_meta WHERE key = 'id'").fetchone()[0]
         meta = dict(self._query("SELECT key, value FROM meta WHERE key IN ('inbox_log', 'inbox_taken')"))
         if meta.get("inbox_log") == log_id:
@@ -202,7 +197,6 @@ class SqliteStore(SqlStore):
                                   cur.execute(sql.UPSERT_META, ("inbox_taken", "0"))])
             self._taken = 0
         self._released = self._taken
-        return self._taken
 
     def _log_idle(self) -> None:
         self._release(idle=True)
@@ -213,8 +207,8 @@ class SqliteStore(SqlStore):
         cur.execute(sql.UPSERT_META, ("inbox_taken", str(self._taking)))
 
     def _release(self, idle: bool = False) -> None:
-        """Taken rows leave the log every few seconds or thousand webhooks, and whenever the engine finds it
-        empty, outside any acknowledgement (no fsync of its own: a lost delete is repeated, the engine's mark
+        """Taken rows leave the log every RELEASE_EVERY seconds or RELEASE_ROWS webhooks, RELEASE_CHUNK per
+        transaction, and whenever the engine finds it empty, outside any acknowledgement (no fsync of its own: a lost delete is repeated, the engine's mark
         keeps them taken). The log's WAL is copied back here too, never by an appending writer: PASSIVE
         alongside the writers, TRUNCATE (holding their lock) past LOG_WAL_LIMIT or when idle; and once the
         log is drained its free pages go back to the file system, so neither keeps a storm's size."""
@@ -256,9 +250,7 @@ class SqliteStore(SqlStore):
         self._released_at, self._untidy = time.monotonic(), not idle
 
     def _begin(self, cur: Any) -> None:
-        if self._writer_lock is not None:
-            fcntl.flock(self._writer_lock, fcntl.LOCK_EX)
-        cur.execute("BEGIN IMMEDIATE")
+        _locked_begin(self._writer_lock, cur)
 
     def _stored_doc(self, doc: dict[str, Any]) -> Any:
         return sql.packed(doc)
@@ -328,3 +320,16 @@ def _size(path: str) -> int:
         return os.stat(path).st_size
     except OSError:
         return 0
+
+
+def _locked_begin(lock: int | None, cur: Any) -> None:
+    """A write transaction after the writers' flock (when there is a lock file): waiting writers in other
+    processes are woken when it is released, where SQLite's busy handler sleeps and polls."""
+    if lock is not None:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    cur.execute("BEGIN IMMEDIATE")
+
+
+def _unlock(lock: int | None) -> None:
+    if lock is not None:
+        fcntl.flock(lock, fcntl.LOCK_UN)
