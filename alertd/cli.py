@@ -19,6 +19,7 @@ from alertd.errors import InvalidDocument
 
 if TYPE_CHECKING:
     from alertd.ha.group import GroupDir
+    from alertd.config import Config
 
 log = logging.getLogger("alertd")
 _held: list[object] = []  # what the process holds until it ends (the SQLite engine lock)
@@ -41,9 +42,9 @@ def _serve(args: argparse.Namespace) -> int:
     from alertd.ha.group import GroupDir
     from alertd.ha.receivers import default_receivers
 
+    if (cfg := _config(args.config)) is None:  # (the config module does not import prometheus_client)
+        return 2
     if args.receivers is None and args.role is None:  # the default depends on the store (and the cores)
-        if (cfg := _config(args.config)) is None:
-            return 2
         receivers = default_receivers(cfg.storage_backend)
     else:
         receivers = args.receivers or 0
@@ -51,13 +52,13 @@ def _serve(args: argparse.Namespace) -> int:
     if group is not None:
         group.enter()
     try:
-        return _serve_in(args, group, receivers if group is not None else 0)
+        return _serve_in(args, cfg, group, receivers if group is not None else 0)
     finally:
         if group is not None:
             group.remove()
 
 
-def _serve_in(args: argparse.Namespace, group: "GroupDir | None", receivers: int) -> int:
+def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None", receivers: int) -> int:
     from aiohttp import web
 
     from alertd.config import load_config
@@ -70,8 +71,6 @@ def _serve_in(args: argparse.Namespace, group: "GroupDir | None", receivers: int
     from alertd.web.keys import RELOAD
     from alertd.web.tls import ListenerTLS, TLSError
 
-    if (cfg := _config(args.config)) is None:
-        return 2
     if args.listen:
         cfg.listen = args.listen
     if args.data_dir:
