@@ -122,11 +122,20 @@ def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
 
 def fixed_rate(args: argparse.Namespace, binary: Path, work: Path) -> None:
     gen = UniqueWebhooks(run="rate", nodes=args.fleet, seed=7)
-    warm, _ = write_bodies(work, "rate-warm", args.fleet, distinct=False, run="rate", gen=gen)
-    hooks, _ = write_bodies(work, "rate", int(1000 * args.seconds), distinct=False, run="rate", gen=gen)
+    warm, warm_api = write_bodies(work, "rate-warm", args.fleet, distinct=False, run="rate", gen=gen)
+    hooks, api = write_bodies(work, "rate", int(1000 * args.seconds), distinct=False, run="rate", gen=gen)
     print(f"\nopen loop at 1,000 webhooks/s, the fleet of {args.fleet:,} nodes after its warm-up "
           "(latency from each request's scheduled start)")
     print(HEADER)
+    am_cfg = work / "am-rate.yml"
+    am_cfg.write_text("route:\n  receiver: none\nreceivers:\n  - name: none\n")
+    am = start_alertmanager(am_cfg, work / "am-rate")
+    try:  # the same machine's reference: Alertmanager's in-memory API at the same rate and connections
+        loadgen(binary, am.url + "/api/v2/alerts", warm_api, seconds=60, conns=args.conns)
+        r = loadgen(binary, am.url + "/api/v2/alerts", api, seconds=args.seconds, conns=64, closed=False, rate=1000)
+    finally:
+        am.stop()
+    print(row("Alertmanager POST /api/v2/alerts (in memory)", r), flush=True)
     for n in settings(args):
         server = alertd(work / f"alertd-rate-{n}", n)
         try:

@@ -27,10 +27,15 @@ CHECKPOINT_BYTES = 4 * 1024 * 1024  # a WAL larger than this is copied back into
 TRUNCATE_BYTES = 6 * 1024 * 1024
 JOURNAL_SIZE_LIMIT = 6 * 1024 * 1024  # what a restarted WAL is cut back to
 # The log's WAL is copied back PASSIVE, alongside its writers (a blocking checkpoint copying megabytes would
-# hold every acknowledgement waiting); SQLite restarts it from its start whenever a PASSIVE round caught up.
-# Only past this size, or once drained, is it copied back and truncated holding the writers' lock.
+# hold every acknowledgement waiting). SQLite restarts a WAL from its start only when a writer begins after a
+# round that caught up, which under steady appends never happens by itself: past LOG_WAL_RESTART a second
+# PASSIVE round holding the writers' lock copies the few frames appended since the first, so the next append
+# restarts it. Only past LOG_WAL_LIMIT, or once quiet, is it truncated holding the lock.
+LOG_WAL_RESTART = 4 * 1024 * 1024
+LOG_PAGE = 4096  # the log's page size (SQLite's default)
 LOG_WAL_LIMIT = 64 * 1024 * 1024
-RELEASE_CHUNK = 128  # taken webhooks deleted per transaction
+LOG_QUIET = 2.0  # seconds without a webhook taken before the log is tidied (free pages back, WAL truncated)
+RELEASE_CHUNK = 32  # taken webhooks deleted per transaction (each holds the appending writers ~1 ms)
 RELEASE_ROWS = 256  # taken webhooks deleted from the inbox log at least every this many ...
 RELEASE_EVERY = 0.25  # ... or seconds
 
@@ -59,6 +64,7 @@ class SqliteStore(SqlStore):
         self._taking = 0  # what the step being committed takes
         self._released = 0  # log rows up to this are deleted
         self._released_at = 0.0
+        self._took_at = 0.0  # when the engine last took webhooks (monotonic): the log is tidied once quiet
         self._untidy = True  # the log may hold free pages or a WAL since it was last tidied (see _release)
         super().__init__()
 
@@ -203,20 +209,23 @@ class SqliteStore(SqlStore):
 
     def _take_hooks(self, cur: Any, ids: list[int]) -> None:
         """Ids commit in order (one writer at a time): the engine takes a prefix, and the step names its end."""
-        self._taking = max(ids)
+        self._taking, self._took_at = max(ids), time.monotonic()
         cur.execute(sql.UPSERT_META, ("inbox_taken", str(self._taking)))
 
     def _release(self, idle: bool = False) -> None:
         """Taken rows leave the log every RELEASE_EVERY seconds or RELEASE_ROWS webhooks, RELEASE_CHUNK per
-        transaction, and whenever the engine finds it empty, outside any acknowledgement (no fsync of its own: a lost delete is repeated, the engine's mark
-        keeps them taken). The log's WAL is copied back here too, never by an appending writer: PASSIVE
-        alongside the writers, TRUNCATE (holding their lock) past LOG_WAL_LIMIT or when idle; and once the
-        log is drained its free pages go back to the file system, so neither keeps a storm's size."""
+        transaction, and whenever the engine finds it empty, outside any acknowledgement (no fsync of its own:
+        a lost delete is repeated, the engine's mark keeps them taken). The log's WAL is copied back here too,
+        never by an appending writer (see LOG_WAL_RESTART), and truncated past LOG_WAL_LIMIT; once the log is
+        drained and quiet (LOG_QUIET) its free pages go back to the file system and its WAL is truncated, so
+        neither keeps a storm's size."""
         if self._log_reader is None:
             return
         due = self._taken > self._released and (idle or self._taken - self._released >= RELEASE_ROWS or
                                                  time.monotonic() - self._released_at >= RELEASE_EVERY)
-        tidy = idle and self._untidy  # once drained: free pages and the WAL go back
+        # Once drained and quiet: free pages and the WAL go back. Not each time the engine merely catches up
+        # (many times a second under a steady load): truncating holds every appending writer waiting.
+        tidy = idle and self._untidy and time.monotonic() - self._took_at >= LOG_QUIET
         if not due and not tidy:
             return
         conn = self._log_reader
@@ -242,12 +251,24 @@ class SqliteStore(SqlStore):
             self._released = start = upto
             if last:
                 break
-        if not idle:
-            try:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except sqlite3.Error as exc:
-                log.warning("inbox log checkpoint failed: %s", exc)
-        self._released_at, self._untidy = time.monotonic(), not idle
+        if not tidy:
+            self._checkpoint_log(conn)
+        self._released_at, self._untidy = time.monotonic(), not tidy
+
+    def _checkpoint_log(self, conn: sqlite3.Connection) -> None:
+        """PASSIVE alongside the writers; past LOG_WAL_RESTART once more holding their lock (see LOG_WAL_RESTART)."""
+        try:
+            # Caught up or not: a writer that began during this round restarts nothing (it read from the WAL)
+            _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if frames * LOG_PAGE > LOG_WAL_RESTART:
+                if self._log_lock is not None:
+                    fcntl.flock(self._log_lock, fcntl.LOCK_EX)
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                finally:
+                    self._end_log()
+        except sqlite3.Error as exc:
+            log.warning("inbox log checkpoint failed: %s", exc)
 
     def _begin(self, cur: Any) -> None:
         _locked_begin(self._writer_lock, cur)

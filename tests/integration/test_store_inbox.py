@@ -260,3 +260,56 @@ async def test_known_keys_are_what_steps_recorded_and_the_first_record_stays(sto
     assert await query(store, "SELECT received_at, processed, alert FROM inbox WHERE dedup = ?", (keys[0],)) == [
         (iso(T0), 1, "")]
     assert await query(store, "SELECT received_at FROM inbox WHERE dedup = ?", (keys[1150],)) == [(iso(at(60)),)]
+
+
+async def test_the_sqlite_log_wal_stays_small_under_steady_appends_and_is_truncated_once_quiet(tmp_path, monkeypatch):
+    """A receiver process appending without pause (its own store object: its own writers' lock) while the
+    engine takes and releases: the log's WAL is restarted from its start every few MB instead of growing to
+    the truncation limit (a truncation holds every appending writer waiting); once drained and quiet, the
+    WAL is truncated and the free pages go back."""
+    import alertd.store.sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "LOG_QUIET", 0.3)
+    path = tmp_path / "alertd.sqlite3"
+    engine, receiver = SqliteStore(path), SqliteStore(path)
+    await engine.open()
+    body = gpu_hook("gpu-node-1", 8, starts=T0) + b" " * 12_000  # ~16 KB: 100 MB in ~6,000 webhooks
+    total, wal = 100 * 1024 * 1024, Path(f"{engine.log_path}-wal")
+    done = threading.Event()
+    appended = 0
+
+    def receive() -> None:
+        async def run() -> None:
+            nonlocal appended
+            await receiver.open()
+            try:
+                while appended * len(body) < total:
+                    await asyncio.gather(*[receiver.append_hook(body, T0, 8) for _ in range(8)])
+                    appended += 8
+            finally:
+                await receiver.close()
+                done.set()
+        asyncio.run(run())
+
+    thread = threading.Thread(target=receive, daemon=True)
+    thread.start()
+    biggest = 0
+    try:
+        while not done.is_set() or await engine.pending_hooks(1):
+            hooks = await engine.pending_hooks(2000)
+            if hooks:
+                await engine.commit_step(Step(inbox=taking(hooks)))
+            biggest = max(biggest, wal.stat().st_size if wal.exists() else 0)
+            await asyncio.sleep(0.005)
+        thread.join(10)
+        assert appended * len(body) >= total
+        assert biggest < sqlite_store.LOG_WAL_LIMIT / 3, f"the log's WAL grew to {biggest / 2**20:.1f} MB"
+        assert await log_ids(engine) == []
+        assert wal.stat().st_size > 0  # not truncated while the engine was busy (below) ...
+        await asyncio.sleep(0.4)
+        assert await engine.pending_hooks(10) == []  # ... only once drained and quiet
+        assert wal.stat().st_size == 0
+        assert Path(engine.log_path).stat().st_size < 1024 * 1024  # the storm's pages went back
+    finally:
+        done.wait(30)
+        await engine.close()
