@@ -1,7 +1,9 @@
 """What the processes of one ``serve --receivers N`` group share on the machine: a private directory.
 
-The engine process creates it at start (a new temporary directory, mode 0700, so it starts empty) and
-removes it when it stops; its receivers find it through their environment. It holds:
+The engine process creates it at start (a new temporary directory, mode 0700, so it starts empty, named
+after the engine's pid) and removes it when it stops; a group whose engine process died without stopping
+(kill -9) is removed by the next group that starts on the machine. The receivers find it through their
+environment. It holds:
 
 - ``metrics/``: prometheus_client's multiprocess files (``PROMETHEUS_MULTIPROC_DIR``), so ``/metrics``
   on any process shows the whole group (alertd/metrics.py);
@@ -27,6 +29,30 @@ CONTROL_ENV = "ALERTD_CONTROL_SOCKET"
 RELOAD_TIMEOUT = 30.0  # seconds: loading and validating every rule file, on a busy machine
 
 
+PREFIX = "alertd-group-"
+
+
+def remove_dead_groups(tmp: Path) -> list[Path]:
+    """Group directories of this user whose engine process is gone (a kill -9 skips the removal at stop).
+    A live one is left alone, and so is one whose pid was reused: it is removed once that process is gone."""
+    removed = []
+    for path in tmp.glob(f"{PREFIX}*-*"):
+        pid = path.name[len(PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or path.is_symlink() or path.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except (OSError, OverflowError):  # alive under another user (EPERM), gone meanwhile, or no pid at all
+            continue
+    if removed:
+        log.info("removed %d group directories left by engine processes that were killed: %s",
+                 len(removed), ", ".join(str(p) for p in removed))
+    return removed
+
+
 class ControlUnavailable(RuntimeError):
     """The engine process did not answer on its control socket."""
 
@@ -37,7 +63,8 @@ class GroupDir:
 
     @classmethod
     def create(cls) -> "GroupDir":
-        root = Path(tempfile.mkdtemp(prefix="alertd-group-"))
+        remove_dead_groups(Path(tempfile.gettempdir()))
+        root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         (root / "metrics").mkdir()
         return cls(root)
 

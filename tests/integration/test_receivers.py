@@ -237,3 +237,28 @@ def socket_inodes(pid: int) -> set[str]:
         if target.startswith("socket:["):
             out.add(target[8:-1])
     return out
+
+
+def test_a_killed_groups_directory_is_removed_by_the_next_group(tmp_path: Path) -> None:
+    """kill -9 skips the engine process's removal of its group directory (metrics files, control socket):
+    the next group started on the machine removes it, and leaves a live group's alone."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    first = AlertdProcess(tmp_path / "first", {}, env=env, serve_args=["--receivers", "1"]).start()
+    killed = [p.name for p in tmp.iterdir()]
+    assert killed == [f"alertd-group-{first.pid}-{killed[0].rsplit('-', 1)[1]}"], killed
+    first.kill9()
+    assert (tmp / killed[0] / "metrics").is_dir()  # left behind
+    live = AlertdProcess(tmp_path / "live", {}, env=env, serve_args=["--receivers", "1"]).start()
+    try:
+        live_dir = {p.name for p in tmp.iterdir()} - set(killed)
+        assert len(live_dir) == 1 and not (tmp / killed[0]).exists()
+        third = AlertdProcess(tmp_path / "third", {}, env=env, serve_args=["--receivers", "1"]).start()
+        try:
+            assert live_dir < {p.name for p in tmp.iterdir()}  # the live group's directory is kept
+        finally:
+            third.terminate()
+    finally:
+        live.terminate()
+    assert list(tmp.iterdir()) == []  # both removed their own at a graceful stop
