@@ -58,6 +58,7 @@ class Config:
     incident_retention: timedelta = timedelta(days=400)  # resolved incidents; 0 keeps them forever
     max_body_bytes: int = 10 * 1024 * 1024
     body_timeout: float = 30.0  # seconds a request body may take to arrive
+    max_backlog: int = 100_000  # webhooks stored and not yet through the engine before new ones get 503; 0 = none
     receiver_auth: Credentials = field(default_factory=Credentials)
     api_auth: Credentials = field(default_factory=Credentials)
     postgres_password: str = ""
@@ -127,6 +128,7 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         incident_retention=parse_duration(storage.get("incident_retention", "400d")),
         max_body_bytes=doc.get("receiver", {}).get("max_body_bytes", defaults.max_body_bytes),
         body_timeout=parse_duration(doc.get("receiver", {}).get("body_timeout", "30s")).total_seconds(),
+        max_backlog=doc.get("receiver", {}).get("max_backlog", defaults.max_backlog),
         receiver_auth=receiver_auth,
         api_auth=api_auth,
         postgres_password=storage.get("postgres_password", ""),

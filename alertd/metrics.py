@@ -29,8 +29,9 @@ ENGINE_ONLY = "livemax"
 # Every process loads the rules and reloads them on SIGHUP: the group's worst (0 = a process's last reload
 # failed; the oldest success time = every live process has rules at least this recent).
 EVERY_PROCESS = "livemin"
-# One shared file measured by whichever process answers the scrape (or the leader's housekeeping on
-# PostgreSQL): the freshest measurement wins.
+# One shared quantity measured by several processes: the store's size by whichever process answers the
+# scrape (or the leader's housekeeping on PostgreSQL), the inbox backlog by every receiving process about
+# once a second. The freshest measurement wins.
 LATEST_MEASUREMENT = "livemostrecent"
 
 
@@ -72,6 +73,10 @@ class Metrics:
         self.incidents_resolved = Counter("alertd_incidents_resolved_total", "Incidents resolved.", registry=own)
         self.inbox_pending = Gauge("alertd_inbox_pending", "Stored alerts not yet through the engine.", registry=own,
                                    multiprocess_mode=ENGINE_ONLY)
+        # Every receiving process counts the same store about once a second: the freshest count wins.
+        self.inbox_backlog = Gauge("alertd_inbox_backlog_webhooks", "Webhooks stored and not yet taken by the engine "
+                                   "(receiver.max_backlog refuses more at its limit).", registry=own,
+                                   multiprocess_mode=LATEST_MEASUREMENT)
         self.store_errors = Counter("alertd_store_errors_total", "Store operations that failed.", ["operation"], registry=own)
         self.notifications = Counter("alertd_notifications_total", "Notification deliveries, by target kind and outcome.",
                                      ["target", "outcome"], registry=own)

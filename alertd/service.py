@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 KEEP_EVENTS_IN_MEMORY = 20
 UNREADY_AFTER_STORE_FAILURE = 30.0  # seconds a refused inbox write keeps /readyz failing
 STEP_LINGER = 0.005  # seconds the processor waits after a wake-up to gather a larger step
+BACKLOG_EVERY = 1.0  # seconds between counts of the inbox backlog (receiver.max_backlog)
+BACKLOG_WARN_EVERY = 10.0  # seconds between warnings about webhooks refused for the backlog
 
 
 def utcnow() -> datetime:
@@ -71,6 +73,8 @@ class Service:
         self._pending_counted_at = 0.0
         self._append_failed_at = 0.0
         self._append_ok_at = 0.0
+        self.backlog = 0  # webhooks not yet taken, as last counted (_backlog_loop)
+        self._backlog_warned_at = -BACKLOG_WARN_EVERY
         self.metrics.reload_ok.set(1)
         self.metrics.reload_time.set(time.time())
         if callable(getattr(store, "disk_bytes", None)):  # SQLite: a few stat() calls, so measured at each scrape
@@ -85,6 +89,7 @@ class Service:
     async def start(self) -> None:
         await self.store.open()
         await self._installation_id()
+        self._tasks.append(asyncio.get_running_loop().create_task(self._backlog_loop(), name="alertd-backlog"))
         if self.role == "engine":
             await self._lead(0)
         elif self.role == "replica":
@@ -217,6 +222,30 @@ class Service:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.append(task)
         task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    async def _backlog_loop(self) -> None:
+        """Count the webhooks not yet taken about once a second, off the request path: the handler compares the
+        last count with receiver.max_backlog. A failed count keeps the last good one (a store that is down
+        fails the append anyway)."""
+        while not self._stopping:
+            try:
+                self.backlog = await self.store.count_backlog_hooks()
+                self.metrics.inbox_backlog.set(self.backlog)
+            except Exception as exc:
+                log.debug("could not count the inbox backlog, keeping %d: %s", self.backlog, exc)
+            await asyncio.sleep(BACKLOG_EVERY)
+
+    def backlog_refusal(self) -> str | None:
+        """Why a webhook is refused now, or None: the inbox backlog (last count) is at receiver.max_backlog.
+        Refused before it is read or stored, so a sustained overload cannot fill the disk; Alertmanager retries."""
+        limit = self.cfg.max_backlog
+        if not limit or self.backlog < limit:
+            return None
+        if time.monotonic() - self._backlog_warned_at >= BACKLOG_WARN_EVERY:
+            self._backlog_warned_at = time.monotonic()
+            log.warning("inbox backlog of %d webhooks is at receiver.max_backlog %d: webhooks are answered 503 "
+                        "until the engine catches up (Alertmanager retries them)", self.backlog, limit)
+        return f"the inbox holds {self.backlog:,} webhooks not yet processed (receiver.max_backlog {limit}); retry later"
 
     def store_refusing_writes(self) -> bool:
         """True while the latest inbox write failed recently and none succeeded since (for /readyz)."""

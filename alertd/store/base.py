@@ -110,6 +110,11 @@ class Store(abc.ABC):
         """Alerts in webhooks the engine has not taken yet (the alertd_inbox_pending gauge)."""
 
     @abc.abstractmethod
+    async def count_backlog_hooks(self) -> int:
+        """Webhooks appended and not yet taken by the engine, as the store holds them now (another process's
+        engine included), at the cost of a few index lookups whatever the backlog (receiver.max_backlog)."""
+
+    @abc.abstractmethod
     async def known_keys(self, keys: list[str]) -> set[str]:
         """Which of these redelivery keys the engine has taken (or set aside) already."""
 

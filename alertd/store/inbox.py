@@ -82,6 +82,18 @@ class InboxMixin:
         rows = self._log_query("SELECT coalesce(sum(alerts), 0) FROM inbox_log WHERE id > ?", (self._taken_upto(),))
         return int(rows[0][0])
 
+    async def count_backlog_hooks(self) -> int:
+        backlog: int = await self._run(self._backlog_hooks)
+        return backlog
+
+    def _backlog_hooks(self) -> int:
+        """Webhooks appended and not taken (store thread; backend hook). Where a step deletes what it takes
+        (PostgreSQL) that is the span of ids left in the log: two index lookups whatever its size, where a
+        count(*) would read every row. An upper bound: ids skipped by rolled-back appends, and rows taken past
+        one another replica had not committed yet, count too."""
+        rows = self._log_query("SELECT coalesce(max(id) - min(id) + 1, 0) FROM inbox_log")
+        return int(rows[0][0])
+
     async def known_keys(self, keys: list[str]) -> set[str]:
         def do() -> set[str]:
             found: set[str] = set()

@@ -204,6 +204,20 @@ class SqliteStore(SqlStore):
             self._taken = 0
         self._released = self._taken
 
+    def _backlog_hooks(self) -> int:
+        """Ids commit in order here: the log's last id less the engine's mark. The mark is read again from the
+        main database (a receiver process's own ``_taken`` is the one read at its open), and before the log, so
+        the log read sees every id it names; a log the mark is not tied to (see _read_mark) counts whole."""
+        meta = dict(self._query("SELECT key, value FROM meta WHERE key IN ('inbox_log', 'inbox_taken')"))
+        log_id, first, last = self._log_query(
+            "SELECT (SELECT value FROM log_meta WHERE key = 'id'), (SELECT min(id) FROM inbox_log), "
+            "(SELECT max(id) FROM inbox_log)")[0]
+        if last is None:
+            return 0
+        if meta.get("inbox_log") != log_id:
+            return int(last) - int(first) + 1
+        return max(0, int(last) - int(meta.get("inbox_taken") or 0))
+
     def _log_idle(self) -> None:
         self._release(idle=True)
 

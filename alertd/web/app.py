@@ -42,6 +42,9 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
     if request.content_length is not None and request.content_length > svc.cfg.max_body_bytes:
         svc.metrics.rejected.labels("too_large").inc()
         return _json({"error": f"body of {request.content_length} bytes exceeds the limit of {svc.cfg.max_body_bytes}"}, 413)
+    if (refusal := svc.backlog_refusal()) is not None:  # before the body is read: shedding load costs little
+        svc.metrics.rejected.labels("backlog").inc()
+        return _json({"error": refusal}, 503, headers={"Retry-After": "5"})
     try:
         raw = await read_body(request, svc.cfg.body_timeout)
         if len(raw) > svc.cfg.max_body_bytes:  # chunked: aiohttp's own cap lets a body of limit + 1 through

@@ -136,6 +136,38 @@ async def test_health_ready_and_bad_body(tmp_path):
         await client.close()
 
 
+async def test_backlog_limit_refuses_only_authenticated_webhooks_and_nothing_else(tmp_path, caplog):
+    """A receiver (no engine takes anything): at receiver.max_backlog webhooks get 503 after the auth check,
+    the API and /readyz are untouched, one warning is logged, and 0 turns the limit off."""
+    token = {"Authorization": "Bearer t0k"}
+    cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, "receiver": {"max_backlog": 2, "auth": {
+        "bearer_token": "t0k"}}}, "test")
+    svc = Service(cfg, SqliteStore(tmp_path / "db.sqlite3"), load_rules(cfg.rule_paths), role="receiver")
+    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+    await client.start_server()
+    try:
+        for _ in range(2):
+            assert (await client.post(HOOK, json=EXAMPLE, headers=token)).status == 200
+
+        async def counted() -> bool:
+            return svc.backlog == 2
+        await wait_for(counted)
+        assert (await client.post(HOOK, json=EXAMPLE)).status == 401  # who may not send learns nothing
+        for _ in range(3):
+            resp = await client.post(HOOK, json=EXAMPLE, headers=token)
+            assert resp.status == 503 and resp.headers["Retry-After"] == "5"
+            assert "holds 2 webhooks not yet processed (receiver.max_backlog 2)" in (await resp.json())["error"]
+        assert caplog.text.count("is at receiver.max_backlog 2") == 1
+        assert (await client.get("/readyz")).status == 200 and (await client.get("/api/v1/incidents")).status == 200
+        metrics = await (await client.get("/metrics")).text()
+        assert 'alertd_webhooks_rejected_total{reason="backlog"} 3.0' in metrics
+        assert "alertd_inbox_backlog_webhooks 2.0" in metrics
+        svc.cfg.max_backlog = 0
+        assert (await client.post(HOOK, json=EXAMPLE, headers=token)).status == 200
+    finally:
+        await client.close()
+
+
 async def test_metrics_count_unclassified_gpu_looking_alerts_by_alertname(tmp_path):
     def one(name: str, labels: dict, expr: str) -> dict:
         from urllib.parse import quote_plus

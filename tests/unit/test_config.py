@@ -60,6 +60,14 @@ def test_schema_errors_name_the_key_and_line(tmp_path):
     assert "unknown key(s) 'bogus'" in text
 
 
+def test_max_backlog_defaults_to_100000_and_0_turns_it_off():
+    assert load_config(None).max_backlog == 100_000
+    assert parse_config({"receiver": {"max_backlog": 0}}, "x.yml").max_backlog == 0
+    assert parse_config({"receiver": {"max_backlog": 5}}, "x.yml").max_backlog == 5
+    with pytest.raises(InvalidDocument, match="receiver.max_backlog"):
+        parse_config({"receiver": {"max_backlog": -1}}, "x.yml")
+
+
 def test_postgres_needs_a_dsn():
     with pytest.raises(InvalidDocument, match="postgres_dsn"):
         parse_config({"storage": {"backend": "postgres"}}, "x.yml")
