@@ -1,7 +1,8 @@
 """receiver.max_backlog with real processes: a receiver process (``serve --role receiver``) on a data directory
 whose engine is not running yet stores webhooks until the backlog reaches the limit, then answers 503 with
-Retry-After naming the backlog and the limit; once an engine started on the same directory has taken them,
-the receiver takes webhooks again. Nothing the receiver refused is stored."""
+Retry-After naming the backlog and the limit; once an engine started on the same directory (with a receiver
+process of its own: the group's gauge is one merged sample) has taken them, the receiver takes webhooks
+again. Nothing the receiver refused is stored."""
 from __future__ import annotations
 
 import time
@@ -27,7 +28,8 @@ def wait_for(what: str, ok: Callable[[], bool], timeout: float = 20.0) -> None:
 def test_webhooks_past_the_backlog_limit_get_503_until_the_engine_catches_up(tmp_path: Path) -> None:
     config = {"log": {"level": "warning"}, "receiver": {"max_backlog": LIMIT}}
     receiver = AlertdProcess(tmp_path / "receiver", config, serve_args=["--role", "receiver"])
-    engine = AlertdProcess(tmp_path / "engine", config, serve_args=["--receivers", "0"])
+    # The engine with a receiver process of its own: its port's /metrics merges the group's backlog counts.
+    engine = AlertdProcess(tmp_path / "engine", config, serve_args=["--receivers", "1"])
     engine.data_dir = receiver.data_dir
     gen = UniqueWebhooks(run="backlog", nodes=20, nodes_per_cluster=2, seed=3)
     try:
@@ -52,6 +54,7 @@ def test_webhooks_past_the_backlog_limit_get_503_until_the_engine_catches_up(tmp
         engine.start()  # takes the backlog; the receiver reads the engine's mark again
         engine.wait_drained(30)
         wait_for("the receiver sees the backlog taken", lambda: receiver.metrics().get(BACKLOG) == 0)
+        wait_for("the group's freshest count, one sample", lambda: engine.metrics().get(BACKLOG) == 0)
         status, doc, _ = receiver.post(refused)
         assert status == 200, doc
         assert receiver.metrics().get("alertd_webhooks_received_total") == LIMIT + 1
