@@ -16,6 +16,7 @@ from pathlib import Path
 
 import aiohttp
 
+from alertd.store.sqlite import LOG_QUIET
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.webhooks import UniqueWebhooks, dumps
 
@@ -120,7 +121,9 @@ def run_storm(server: AlertdProcess, nodes: int, *, conns: int = 16, interval: f
         out.posted_s = time.monotonic() - started
         server.wait_drained(max(1.0, timeout - out.posted_s))
         out.drained_s = time.monotonic() - started
-        time.sleep(2 * interval)  # a checkpoint round after the last step
+        # The engine tidies the inbox log (its free pages back, its WAL truncated) once it has been quiet
+        # for LOG_QUIET, at its next idle round (about once a second): wait for that, then a sample.
+        time.sleep(LOG_QUIET + 1.0 + 2 * interval)
     finally:
         sampler.stop.set()
         sampler.join(5)
