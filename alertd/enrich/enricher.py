@@ -31,7 +31,8 @@ from collections import deque
 from typing import Any, Iterable
 
 from alertd.enrich import metrics
-from alertd.enrich.annotations import KUBE_NODE, LOG_EVIDENCE, PODS, IncidentState, annotation_values, seed_state
+from alertd.enrich.annotations import (KUBE_NODE, KUBE_UNAVAILABLE, LOG_EVIDENCE, LOGS_UNAVAILABLE, PODS, IncidentState,
+                                      annotation_values, seed_state)
 from alertd.enrich.host import EnrichHost
 from alertd.enrich.evidence import build_evidence, upgrade_signal
 from alertd.enrich.kube import KubeContext, NodeContext
@@ -45,6 +46,13 @@ from alertd.enrich.writer import AnnotationWriter
 from alertd.model import Change, Incident, Signal
 
 log = logging.getLogger(__name__)
+
+
+def _unfinished(inc: Incident) -> bool:
+    """Nothing stored yet, or a source recorded as unavailable (its retry lived in the engine's memory)."""
+    ann = inc.annotations
+    return bool(ann.get(LOGS_UNAVAILABLE) or ann.get(KUBE_UNAVAILABLE)) or \
+        not any(ann.get(k) for k in (LOG_EVIDENCE, PODS, KUBE_NODE))
 
 
 class Enricher:
@@ -107,15 +115,20 @@ class Enricher:
                 log.exception("could not start enrichment for %s", change.incident.id)
 
     def resume(self, incidents: Iterable[Incident], limit: int = 500) -> int:
-        """On becoming the engine (a start, a failover): enrich again the open incidents that have no
-        enrichment stored, whose first attempt or retries may have been pending in another process's
-        memory. The incidents' annotations in the store are the durable record of what was done."""
-        pending = [inc for inc in incidents
-                   if inc.is_open and not inc.fleet and inc.node and not any(inc.annotations.get(k) for k in (LOG_EVIDENCE, PODS, KUBE_NODE))]
+        """On becoming the engine (a start, a failover): enrich again the open incidents whose first attempt
+        or retries may have been pending in another process's memory: those with no enrichment stored, and
+        those whose stored annotations say the kernel log or Kubernetes was unavailable (a retry was due).
+        The incidents' annotations in the store are the durable record of what was done; what they already
+        show is kept (the state is seeded from them), so a source still down costs nothing shown."""
+        pending = [inc for inc in incidents if inc.is_open and not inc.fleet and inc.node and _unfinished(inc)]
         pending = sorted(pending, key=lambda inc: inc.opened_at, reverse=True)[:limit]
+        for inc in pending:
+            self._seen.pop(inc.id, None)
+            seed_state(self._state.setdefault(inc.id, IncidentState(fleet=inc.fleet)), inc.annotations)
         self.submit(Change(incident=inc, kinds=["opened"]) for inc in pending)
         if pending:
-            log.info("enrichment resumed for %d open incidents without stored enrichment", len(pending))
+            log.info("enrichment resumed for %d open incidents without stored enrichment or with a retry due",
+                     len(pending))
         return len(pending)
 
     async def close(self) -> None:

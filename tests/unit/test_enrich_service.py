@@ -466,6 +466,29 @@ async def test_enrichment_pending_at_a_stop_is_resumed_by_the_next_engine(tmp_pa
         assert "logs_unavailable" not in inc.annotations and inc.primary.xid == 79
 
 
+async def test_a_kube_retry_pending_at_a_stop_is_resumed_and_the_stored_evidence_kept(tmp_path) -> None:
+    """The kernel log was found, Kubernetes was down and its retry waited in the stopped engine's memory: the
+    next engine asks Kubernetes again, and keeps the log evidence even with the log backend down by then."""
+    from alertd.enrich.kube_api import KubeUnavailable
+
+    down = MemoryKube(cluster_objects())
+    down.fail = KubeUnavailable("Kubernetes API: HTTP 503: unavailable")
+    async with Harness(tmp_path, lines={"gpu-node-2": [XID79]}, kube=down, retry=(60,)) as h:
+        await h.send(alert("DCGMExporterDown", "gpu-node-2", datetime.now(timezone.utc) - timedelta(minutes=5)))
+        await asyncio.sleep(0.3)
+        ann = h.incident("gpu-node-2").annotations
+        assert ann["kube_unavailable"].endswith("unavailable") and ann["log_evidence"][0]["xid"] == 79
+    async with Harness(tmp_path, lines={"gpu-node-2": [XID79]}, kube=MemoryKube(cluster_objects())) as again:
+        again.backend.fail = LogsUnavailable("ConnectionError: connection refused")
+        assert await again.enricher.wait_idle(10)
+        inc = again.incident("gpu-node-2")
+        assert "kube_unavailable" not in inc.annotations and inc.annotations["owners"][0]["team"] == "ml-infra"
+        assert inc.annotations["log_evidence"][0]["xid"] == 79 and "logs_unavailable" not in inc.annotations
+        assert inc.primary.xid == 79
+        stored = await again.svc.store.get_incident(inc.id)
+        assert "kube_unavailable" not in stored.annotations and stored.annotations["log_evidence"][0]["xid"] == 79
+
+
 class OnlyTheHost:
     """A Service seen through exactly the members of alertd/enrich/host.py's EnrichHost: enrichment must
     need nothing else from it (no engine, no state)."""
