@@ -59,6 +59,8 @@ class SqliteStore(SqlStore):
         self._writer_lock: int | None = None  # fd of <database>-writer, flock()ed around each write
         self.log_path = Path(f"{self.path}-inbox")
         self._log_lock: int | None = None  # fd of <log>-writer: the log's writers in every process take turns
+        # ... and this process's threads too (the receive path, the engine's housekeeping: one flock between them)
+        self._log_mutex = threading.Lock()
         self._log_reader: sqlite3.Connection | None = None  # the engine's connection to the log (store thread)
         self._taken = 0  # log ids up to this are taken (meta inbox_taken, read at open)
         self._taking = 0  # what the step being committed takes
@@ -172,10 +174,14 @@ class SqliteStore(SqlStore):
         return conn
 
     def _begin_log(self, cur: Any) -> None:
+        self._log_mutex.acquire()  # released by _end_log, which the caller runs whatever happens
         _locked_begin(self._log_lock, cur)
 
     def _end_log(self) -> None:
-        _unlock(self._log_lock)
+        try:
+            _unlock(self._log_lock)
+        finally:
+            self._log_mutex.release()
 
     def _schema_vars(self) -> dict[str, str]:
         return {**super()._schema_vars(), "inbox_log": "SELECT 1"}  # the log is its own file (above)
@@ -275,9 +281,10 @@ class SqliteStore(SqlStore):
             # Caught up or not: a writer that began during this round restarts nothing (it read from the WAL)
             _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             if frames * LOG_PAGE > LOG_WAL_RESTART:
-                if self._log_lock is not None:
-                    fcntl.flock(self._log_lock, fcntl.LOCK_EX)
+                self._log_mutex.acquire()
                 try:
+                    if self._log_lock is not None:
+                        fcntl.flock(self._log_lock, fcntl.LOCK_EX)
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 finally:
                     self._end_log()

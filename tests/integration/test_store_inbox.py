@@ -18,6 +18,8 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from alertd.model import iso
 from alertd.receive.webhook import read_notification
 from alertd.store.base import InboxKey, Step, Taken
@@ -262,37 +264,46 @@ async def test_known_keys_are_what_steps_recorded_and_the_first_record_stays(sto
     assert await query(store, "SELECT received_at FROM inbox WHERE dedup = ?", (keys[1150],)) == [(iso(at(60)),)]
 
 
-async def test_the_sqlite_log_wal_stays_small_under_steady_appends_and_is_truncated_once_quiet(tmp_path, monkeypatch):
-    """A receiver process appending without pause (its own store object: its own writers' lock) while the
-    engine takes and releases: the log's WAL is restarted from its start every few MB instead of growing to
-    the truncation limit (a truncation holds every appending writer waiting); once drained and quiet, the
-    WAL is truncated and the free pages go back."""
+@pytest.mark.parametrize("appender", ["receiver process", "same process"])
+async def test_the_sqlite_log_wal_stays_small_under_steady_appends_and_is_truncated_once_quiet(
+        tmp_path, monkeypatch, appender):
+    """Webhooks appended without pause while the engine takes and releases, from a receiver process (its own
+    store object: its own writers' lock) or from the engine's own process (its receive thread): the log's WAL
+    is restarted from its start every few MB instead of growing to the truncation limit (a truncation holds
+    every appending writer waiting); once drained and quiet, the WAL is truncated and the free pages go back."""
     import alertd.store.sqlite as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "LOG_QUIET", 0.3)
     path = tmp_path / "alertd.sqlite3"
-    engine, receiver = SqliteStore(path), SqliteStore(path)
+    engine = SqliteStore(path)
     await engine.open()
     body = gpu_hook("gpu-node-1", 8, starts=T0) + b" " * 12_000  # ~16 KB: 100 MB in ~6,000 webhooks
     total, wal = 100 * 1024 * 1024, Path(f"{engine.log_path}-wal")
     done = threading.Event()
     appended = 0
 
-    def receive() -> None:
-        async def run() -> None:
-            nonlocal appended
-            await receiver.open()
-            try:
-                while appended * len(body) < total:
-                    await asyncio.gather(*[receiver.append_hook(body, T0, 8) for _ in range(8)])
-                    appended += 8
-            finally:
-                await receiver.close()
-                done.set()
-        asyncio.run(run())
+    async def append_all(store: SqliteStore) -> None:
+        nonlocal appended
+        try:
+            while appended * len(body) < total:
+                await asyncio.gather(*[store.append_hook(body, T0, 8) for _ in range(8)])
+                appended += 8
+        finally:
+            done.set()
 
-    thread = threading.Thread(target=receive, daemon=True)
-    thread.start()
+    async def in_receiver_process() -> None:
+        receiver = SqliteStore(path)
+        await receiver.open()
+        try:
+            await append_all(receiver)
+        finally:
+            await receiver.close()
+
+    if appender == "same process":
+        task = asyncio.get_running_loop().create_task(append_all(engine))
+    else:
+        thread = threading.Thread(target=lambda: asyncio.run(in_receiver_process()), daemon=True)
+        thread.start()
     biggest = 0
     try:
         while not done.is_set() or await engine.pending_hooks(1):
@@ -301,7 +312,10 @@ async def test_the_sqlite_log_wal_stays_small_under_steady_appends_and_is_trunca
                 await engine.commit_step(Step(inbox=taking(hooks)))
             biggest = max(biggest, wal.stat().st_size if wal.exists() else 0)
             await asyncio.sleep(0.005)
-        thread.join(10)
+        if appender == "same process":
+            await task
+        else:
+            thread.join(10)
         assert appended * len(body) >= total
         assert biggest < sqlite_store.LOG_WAL_LIMIT / 3, f"the log's WAL grew to {biggest / 2**20:.1f} MB"
         assert await log_ids(engine) == []
@@ -313,45 +327,3 @@ async def test_the_sqlite_log_wal_stays_small_under_steady_appends_and_is_trunca
     finally:
         done.wait(30)
         await engine.close()
-
-
-async def test_backlog_counts_webhooks_not_taken_as_the_engine_marks_them(make_store):
-    """What receiver.max_backlog compares: 0 empty, one per append, less what a step took; a second store
-    object on the same database (a receiver process, or another replica) sees the engine's new mark."""
-    engine, receiver = make_store(), make_store()
-    await engine.open()
-    await receiver.open()
-    try:
-        assert await engine.count_backlog_hooks() == 0 and await receiver.count_backlog_hooks() == 0
-        for i in range(5):
-            await receiver.append_hook(gpu_hook(f"gpu-node-{i}", 3, starts=at(i)), at(i), 3)
-        assert await engine.count_backlog_hooks() == 5 and await receiver.count_backlog_hooks() == 5
-        await engine.commit_step(Step(inbox=taking(await engine.pending_hooks(6))))  # two webhooks of 3 alerts
-        assert await engine.count_backlog_hooks() == 3
-        assert await receiver.count_backlog_hooks() == 3  # read again, not the mark the receiver read at its open
-        await engine.commit_step(Step(inbox=taking(await engine.pending_hooks(100))))
-        assert await engine.count_backlog_hooks() == 0 and await receiver.count_backlog_hooks() == 0
-        await receiver.append_hook(gpu_hook("gpu-node-9", 1, starts=at(9)), at(9), 1)  # ids go on past the mark
-        assert await receiver.count_backlog_hooks() == 1
-    finally:
-        await receiver.close()
-        await engine.close()
-
-
-async def test_backlog_of_a_sqlite_log_the_mark_is_not_tied_to_counts_the_whole_log(tmp_path):
-    path = tmp_path / "alertd.sqlite3"
-    s = SqliteStore(path)
-    await s.open()
-    try:
-        for i in range(4):
-            await s.append_hook(gpu_hook(f"gpu-node-{i}", 1, starts=at(i)), at(i), 1)
-        await s.commit_step(Step(inbox=taking(await s.pending_hooks(3))))
-        for i in range(2):
-            await s.append_hook(gpu_hook(f"gpu-node-{5 + i}", 1, starts=at(5 + i)), at(5 + i), 1)
-        assert await s.count_backlog_hooks() == 3 and await log_ids(s) == [4, 5, 6]
-        # The mark names another log (this one was deleted or replaced meanwhile): mark 5 says nothing of it.
-        await s._run(s._tx, lambda cur: cur.executemany("UPDATE meta SET value = ? WHERE key = ?",
-                                                        [("another", "inbox_log"), ("5", "inbox_taken")]))
-        assert await s.count_backlog_hooks() == 3
-    finally:
-        await s.close()
