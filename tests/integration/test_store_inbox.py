@@ -327,3 +327,45 @@ async def test_the_sqlite_log_wal_stays_small_under_steady_appends_and_is_trunca
     finally:
         done.wait(30)
         await engine.close()
+
+
+async def test_backlog_counts_webhooks_not_taken_as_the_engine_marks_them(make_store):
+    """What receiver.max_backlog compares: 0 empty, one per append, less what a step took; a second store
+    object on the same database (a receiver process, or another replica) sees the engine's new mark."""
+    engine, receiver = make_store(), make_store()
+    await engine.open()
+    await receiver.open()
+    try:
+        assert await engine.count_backlog_hooks() == 0 and await receiver.count_backlog_hooks() == 0
+        for i in range(5):
+            await receiver.append_hook(gpu_hook(f"gpu-node-{i}", 3, starts=at(i)), at(i), 3)
+        assert await engine.count_backlog_hooks() == 5 and await receiver.count_backlog_hooks() == 5
+        await engine.commit_step(Step(inbox=taking(await engine.pending_hooks(6))))  # two webhooks of 3 alerts
+        assert await engine.count_backlog_hooks() == 3
+        assert await receiver.count_backlog_hooks() == 3  # read again, not the mark the receiver read at its open
+        await engine.commit_step(Step(inbox=taking(await engine.pending_hooks(100))))
+        assert await engine.count_backlog_hooks() == 0 and await receiver.count_backlog_hooks() == 0
+        await receiver.append_hook(gpu_hook("gpu-node-9", 1, starts=at(9)), at(9), 1)  # ids go on past the mark
+        assert await receiver.count_backlog_hooks() == 1
+    finally:
+        await receiver.close()
+        await engine.close()
+
+
+async def test_backlog_of_a_sqlite_log_the_mark_is_not_tied_to_counts_the_whole_log(tmp_path):
+    path = tmp_path / "alertd.sqlite3"
+    s = SqliteStore(path)
+    await s.open()
+    try:
+        for i in range(4):
+            await s.append_hook(gpu_hook(f"gpu-node-{i}", 1, starts=at(i)), at(i), 1)
+        await s.commit_step(Step(inbox=taking(await s.pending_hooks(3))))
+        for i in range(2):
+            await s.append_hook(gpu_hook(f"gpu-node-{5 + i}", 1, starts=at(5 + i)), at(5 + i), 1)
+        assert await s.count_backlog_hooks() == 3 and await log_ids(s) == [4, 5, 6]
+        # The mark names another log (this one was deleted or replaced meanwhile): mark 5 says nothing of it.
+        await s._run(s._tx, lambda cur: cur.executemany("UPDATE meta SET value = ? WHERE key = ?",
+                                                        [("another", "inbox_log"), ("5", "inbox_taken")]))
+        assert await s.count_backlog_hooks() == 3
+    finally:
+        await s.close()
