@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -84,20 +85,12 @@ def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
     gen = UniqueWebhooks(run="cmp", nodes=args.fleet, seed=7)
     warm, warm_api = write_bodies(work, "warm", args.fleet, distinct=False, run="cmp", gen=gen)
     hooks, api = write_bodies(work, "compare", int(args.seconds * 6000), distinct=False, run="cmp", gen=gen)
-    am_cfg = work / "am.yml"
-    am_cfg.write_text("route:\n  receiver: none\nreceivers:\n  - name: none\n")
     print(f"\nclosed loop, {args.conns} in flight, {args.seconds:.0f} s each, 8 GPU alerts per request, a fleet of "
           f"{args.fleet:,} nodes firing again (after a warm-up of one webhook per node), nothing pinned")
     print(HEADER)
     results: dict[str, float] = {}
     for rounds in range(args.rounds):
-        am = start_alertmanager(am_cfg, work / f"am{rounds}")
-        try:
-            loadgen(binary, am.url + "/api/v2/alerts", warm_api, seconds=60, conns=args.conns)
-            r = loadgen(binary, am.url + "/api/v2/alerts", api, seconds=args.seconds, conns=args.conns)
-        finally:
-            am.stop()
-        print(row("Alertmanager POST /api/v2/alerts (in memory)", r), flush=True)
+        r = alertmanager_run(binary, work / f"am{rounds}", warm_api, api, args, conns=args.conns)
         results.setdefault("am", 0)
         results["am"] = max(results["am"], r["ok_per_s"])
         for n in settings(args):
@@ -120,6 +113,23 @@ def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
     print(f"\nratio alertd defaults / Alertmanager: {best / results['am']:.2f}x (best of {args.rounds} rounds each)")
 
 
+def alertmanager_run(binary: Path, work: Path, warm_api: Path, api: Path, args: argparse.Namespace,
+                     **load: Any) -> dict:
+    """A fresh Alertmanager (no receiver: its API in memory) warmed with the fleet, then the measured load;
+    its row printed, its figures returned."""
+    work.mkdir(parents=True, exist_ok=True)
+    cfg = work / "am.yml"
+    cfg.write_text("route:\n  receiver: none\nreceivers:\n  - name: none\n")
+    am = start_alertmanager(cfg, work)
+    try:
+        loadgen(binary, am.url + "/api/v2/alerts", warm_api, seconds=60, conns=args.conns)
+        r = loadgen(binary, am.url + "/api/v2/alerts", api, seconds=args.seconds, **load)
+    finally:
+        am.stop()
+    print(row("Alertmanager POST /api/v2/alerts (in memory)", r), flush=True)
+    return r
+
+
 def fixed_rate(args: argparse.Namespace, binary: Path, work: Path) -> None:
     gen = UniqueWebhooks(run="rate", nodes=args.fleet, seed=7)
     warm, warm_api = write_bodies(work, "rate-warm", args.fleet, distinct=False, run="rate", gen=gen)
@@ -127,15 +137,8 @@ def fixed_rate(args: argparse.Namespace, binary: Path, work: Path) -> None:
     print(f"\nopen loop at 1,000 webhooks/s, the fleet of {args.fleet:,} nodes after its warm-up "
           "(latency from each request's scheduled start)")
     print(HEADER)
-    am_cfg = work / "am-rate.yml"
-    am_cfg.write_text("route:\n  receiver: none\nreceivers:\n  - name: none\n")
-    am = start_alertmanager(am_cfg, work / "am-rate")
-    try:  # the same machine's reference: Alertmanager's in-memory API at the same rate and connections
-        loadgen(binary, am.url + "/api/v2/alerts", warm_api, seconds=60, conns=args.conns)
-        r = loadgen(binary, am.url + "/api/v2/alerts", api, seconds=args.seconds, conns=64, closed=False, rate=1000)
-    finally:
-        am.stop()
-    print(row("Alertmanager POST /api/v2/alerts (in memory)", r), flush=True)
+    # The same machine's reference: Alertmanager's in-memory API at the same rate and connections.
+    alertmanager_run(binary, work / "am-rate", warm_api, api, args, conns=64, closed=False, rate=1000)
     for n in settings(args):
         server = alertd(work / f"alertd-rate-{n}", n)
         try:

@@ -32,7 +32,6 @@ JOURNAL_SIZE_LIMIT = 6 * 1024 * 1024  # what a restarted WAL is cut back to
 # PASSIVE round holding the writers' lock copies the few frames appended since the first, so the next append
 # restarts it. Only past LOG_WAL_LIMIT, or once quiet, is it truncated holding the lock.
 LOG_WAL_RESTART = 4 * 1024 * 1024
-LOG_PAGE = 4096  # the log's page size (SQLite's default)
 LOG_WAL_LIMIT = 64 * 1024 * 1024
 LOG_QUIET = 2.0  # seconds without a webhook taken before the log is tidied (free pages back, WAL truncated)
 RELEASE_CHUNK = 32  # taken webhooks deleted per transaction (each holds the appending writers ~1 ms)
@@ -62,6 +61,8 @@ class SqliteStore(SqlStore):
         # ... and this process's threads too (the receive path, the engine's housekeeping: one flock between them)
         self._log_mutex = threading.Lock()
         self._log_reader: sqlite3.Connection | None = None  # the engine's connection to the log (store thread)
+        self._log_id = ""  # the log file's own id (log_meta): the engine's mark names the log it belongs to
+        self._log_page = 4096  # the log's page size, read at open (a WAL frame holds one page)
         self._taken = 0  # log ids up to this are taken (meta inbox_taken, read at open)
         self._taking = 0  # what the step being committed takes
         self._released = 0  # log rows up to this are deleted
@@ -173,9 +174,15 @@ class SqliteStore(SqlStore):
         conn.execute("INSERT OR IGNORE INTO log_meta (key, value) VALUES ('id', ?)", (uuid.uuid4().hex,))
         return conn
 
+    def _hold_log(self) -> None:
+        """The log writers' turn: this process's threads (they share one flock), then the other processes'.
+        Released by _end_log, which the caller runs whatever happens."""
+        self._log_mutex.acquire()
+        _lock(self._log_lock)
+
     def _begin_log(self, cur: Any) -> None:
-        self._log_mutex.acquire()  # released by _end_log, which the caller runs whatever happens
-        _locked_begin(self._log_lock, cur)
+        self._hold_log()
+        cur.execute("BEGIN IMMEDIATE")
 
     def _end_log(self) -> None:
         try:
@@ -198,31 +205,34 @@ class SqliteStore(SqlStore):
         and how far the engine took it (main database, meta). A log that is not the one the engine took from
         (deleted, replaced) is taken from its start."""
         self._log_reader = self._connect_log(synchronous="NORMAL")
-        log_id = self._log_reader.execute("SELECT value FROM log_meta WHERE key = 'id'").fetchone()[0]
-        meta = dict(self._query("SELECT key, value FROM meta WHERE key IN ('inbox_log', 'inbox_taken')"))
-        if meta.get("inbox_log") == log_id:
-            self._taken = int(meta.get("inbox_taken") or 0)
+        self._log_id = self._log_reader.execute("SELECT value FROM log_meta WHERE key = 'id'").fetchone()[0]
+        self._log_page = self._log_reader.execute("PRAGMA page_size").fetchone()[0]
+        marked, taken = self._stored_mark()
+        if marked == self._log_id:
+            self._taken = taken
         else:
-            if meta.get("inbox_log"):
+            if marked:
                 log.warning("inbox log %s is not the one the engine took from; taking it from its start", self.log_path)
-            self._tx(lambda cur: [cur.execute(sql.UPSERT_META, ("inbox_log", log_id)),
+            self._tx(lambda cur: [cur.execute(sql.UPSERT_META, ("inbox_log", self._log_id)),
                                   cur.execute(sql.UPSERT_META, ("inbox_taken", "0"))])
             self._taken = 0
         self._released = self._taken
+
+    def _stored_mark(self) -> tuple[str | None, int]:
+        """The engine's mark as stored (main database, meta): the log it belongs to and how far it took it."""
+        meta = dict(self._query("SELECT key, value FROM meta WHERE key IN ('inbox_log', 'inbox_taken')"))
+        return meta.get("inbox_log"), int(meta.get("inbox_taken") or 0)
 
     def _backlog_hooks(self) -> int:
         """Ids commit in order here: the log's last id less the engine's mark. The mark is read again from the
         main database (a receiver process's own ``_taken`` is the one read at its open), and before the log, so
         the log read sees every id it names; a log the mark is not tied to (see _read_mark) counts whole."""
-        meta = dict(self._query("SELECT key, value FROM meta WHERE key IN ('inbox_log', 'inbox_taken')"))
-        log_id, first, last = self._log_query(
-            "SELECT (SELECT value FROM log_meta WHERE key = 'id'), (SELECT min(id) FROM inbox_log), "
-            "(SELECT max(id) FROM inbox_log)")[0]
+        marked, taken = self._stored_mark()
+        # One subquery each: SQLite answers a lone min() or max() from the index, both together by a scan
+        first, last = self._log_query("SELECT (SELECT min(id) FROM inbox_log), (SELECT max(id) FROM inbox_log)")[0]
         if last is None:
             return 0
-        if meta.get("inbox_log") != log_id:
-            return int(last) - int(first) + 1
-        return max(0, int(last) - int(meta.get("inbox_taken") or 0))
+        return int(last) - int(first) + 1 if marked != self._log_id else max(0, int(last) - taken)
 
     def _log_idle(self) -> None:
         self._release(idle=True)
@@ -280,11 +290,9 @@ class SqliteStore(SqlStore):
         try:
             # Caught up or not: a writer that began during this round restarts nothing (it read from the WAL)
             _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            if frames * LOG_PAGE > LOG_WAL_RESTART:
-                self._log_mutex.acquire()
+            if frames * self._log_page > LOG_WAL_RESTART:
                 try:
-                    if self._log_lock is not None:
-                        fcntl.flock(self._log_lock, fcntl.LOCK_EX)
+                    self._hold_log()
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 finally:
                     self._end_log()
@@ -367,9 +375,13 @@ def _size(path: str) -> int:
 def _locked_begin(lock: int | None, cur: Any) -> None:
     """A write transaction after the writers' flock (when there is a lock file): waiting writers in other
     processes are woken when it is released, where SQLite's busy handler sleeps and polls."""
+    _lock(lock)
+    cur.execute("BEGIN IMMEDIATE")
+
+
+def _lock(lock: int | None) -> None:
     if lock is not None:
         fcntl.flock(lock, fcntl.LOCK_EX)
-    cur.execute("BEGIN IMMEDIATE")
 
 
 def _unlock(lock: int | None) -> None:
