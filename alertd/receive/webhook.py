@@ -205,5 +205,8 @@ def share_strings(alerts: list[Alert]) -> None:
 
 
 def delivery_key(alert: Alert) -> str:
-    """Idempotency key: a retry or an HA peer's copy of the same alert state has the same key."""
-    return f"{alert.fingerprint}|{alert.starts_at.timestamp():.3f}|{alert.status}"
+    """Idempotency key: a retry or an HA peer's copy of the same alert state has the same key.
+
+    The start time leads: new keys land at the end of the unique index, in a few pages per engine step, where
+    a fingerprint first scattered each step's keys over the whole index (half the engine's disk writes)."""
+    return f"{alert.starts_at.timestamp():.3f}|{alert.status}|{alert.fingerprint}"

@@ -35,6 +35,7 @@ PRUNE_MAX_BATCHES = 200  # per table and housekeeping round (the rest waits for 
 class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
     serial = "INTEGER"
     int_key = "BIGINT"  # an integer primary key given by the writer (SQLite: INTEGER, which is the rowid)
+    strpos = "strpos"  # the position of a substring (SQLite: instr)
     last_id = "last_insert_rowid()"  # the id of the row this session inserted last
     placeholder = "?"
     unavailable: tuple[type[BaseException], ...] = ()
@@ -56,7 +57,7 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
 
     def _schema_vars(self) -> dict[str, str]:
         """Names the migrations' statements use for backend-specific types and tables (backend hook)."""
-        return {"serial": self.serial, "int_key": self.int_key}
+        return {"serial": self.serial, "int_key": self.int_key, "strpos": self.strpos}
 
     def _begin(self, cur: Any) -> None:
         cur.execute("BEGIN")

@@ -148,6 +148,12 @@ MIGRATIONS: list[list[str]] = [
        # when it takes them (alertd/store/inbox.py). SQLite keeps the log in a database file of its own.
         "{inbox_log}",
     ],
+    [  # redelivery keys lead with the start time (alertd.receive.webhook.delivery_key): fingerprint|start|status
+       # becomes start|status|fingerprint. Only keys whose first part has no "." (a start time always has one).
+        "UPDATE inbox SET dedup = substr(dedup, {strpos}(dedup, '|') + 1) || '|' || "
+        "substr(dedup, 1, {strpos}(dedup, '|') - 1) "
+        "WHERE {strpos}(dedup, '|') > 0 AND {strpos}(substr(dedup, 1, {strpos}(dedup, '|')), '.') = 0",
+    ],
 ]
 INBOX_LOG = ("CREATE TABLE inbox_log (id {serial} PRIMARY KEY, received_at TEXT NOT NULL, alerts INTEGER NOT NULL, "
              "body {blob} NOT NULL)")

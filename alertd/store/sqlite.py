@@ -42,6 +42,7 @@ RELEASE_EVERY = 0.25  # ... or seconds
 class SqliteStore(SqlStore):
     serial = "INTEGER"
     int_key = "INTEGER"
+    strpos = "instr"
     placeholder = "?"
     unavailable = (sqlite3.OperationalError, sqlite3.DatabaseError)
 

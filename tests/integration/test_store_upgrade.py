@@ -119,7 +119,9 @@ async def test_an_old_database_upgrades_in_place_and_reads_the_same(make_store, 
         assert (due.target, due.payload) == ("slack:#gpu", {"n": 2, "text": "ü"})
         state = await s.notification_state("INC-7")
         assert (state["console"]["state"], state["slack:#gpu"]["pending"]) == ("done", 1)
-        assert await s.known_keys(["a1b2c3d4e5f60718|1796000000.123|firing"]) == {"a1b2c3d4e5f60718|1796000000.123|firing"}
+        # The redelivery key now leads with the start time: a redelivery of the alert is still recognised.
+        assert await s.known_keys(["1796000000.123|firing|a1b2c3d4e5f60718", "a1b2c3d4e5f60718|1796000000.123|firing"]
+                                  ) == {"1796000000.123|firing|a1b2c3d4e5f60718"}
 
         # The upgraded incident changes again: its GPU keeps its id, the history row is rewritten in place.
         inc.status, inc.updated_at = "resolved", T0 + timedelta(minutes=9)
@@ -154,8 +156,14 @@ def legacy_inbox() -> Legacy:
     whole = gpu_hook("gpu-node-5", 3, starts=T0 + timedelta(minutes=1), kind=6)
     resolutions = [gpu_hook(f"gpu-node-{n}", 1, starts=T0 - timedelta(hours=1), status="resolved") for n in (6, 7)]
     singles = [read_notification(b, T0 + timedelta(seconds=30 * i)).alerts[0] for i, b in enumerate(resolutions)]
-    return Legacy(partly, whole, singles, keys_of(partly, T0)[:2] + ["0f1e2d3c4b5a6978|1795990000.000|resolved"],
-                  "9a8b7c6d5e4f3021|1795990100.000|firing")
+    return Legacy(partly, whole, singles, keys_of(partly, T0)[:2] + ["1795990000.000|resolved|0f1e2d3c4b5a6978"],
+                  "1795990100.000|firing|9a8b7c6d5e4f3021")
+
+
+def as_stored_before(key: str) -> str:
+    """A redelivery key as the versions before start-led keys wrote it: fingerprint|start|status."""
+    start, status, fingerprint = key.split("|")
+    return f"{fingerprint}|{start}|{status}"
 
 
 async def write_legacy_inbox(store, legacy: Legacy) -> None:
@@ -170,7 +178,7 @@ async def write_legacy_inbox(store, legacy: Legacy) -> None:
 
         def row(key: str, received: datetime, processed: int, hook: int | None = None, pos: int = 0) -> int:
             cur.execute(q("INSERT INTO inbox (dedup, received_at, alert, processed, hook, pos) VALUES (?, ?, '', ?, ?, ?) "
-                          "RETURNING seq"), (key, iso(received), processed, hook, pos))
+                          "RETURNING seq"), (as_stored_before(key), iso(received), processed, hook, pos))
             return int(cur.fetchone()[0])
 
         def single(alert: Alert, processed: int = 0) -> None:

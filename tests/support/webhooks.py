@@ -137,11 +137,11 @@ def fingerprints(doc: dict[str, Any]) -> list[str]:
 
 
 def dedup_keys(doc: dict[str, Any]) -> list[str]:
-    """alertd's idempotency keys (fingerprint|startsAt seconds to 3 places|status) for a webhook's alerts."""
+    """alertd's idempotency keys (startsAt seconds to 3 places|status|fingerprint) for a webhook's alerts."""
     out = []
     for a in doc["alerts"]:
         ts = datetime.fromisoformat(a["startsAt"].replace("Z", "+00:00")).timestamp()
-        out.append(f"{a['fingerprint']}|{ts:.3f}|{a['status']}")
+        out.append(f"{ts:.3f}|{a['status']}|{a['fingerprint']}")
     return out
 
 
