@@ -12,7 +12,10 @@ async def read_body(request: web.Request, timeout: float) -> bytes:
 
     Answer 408 with ``Connection: close``: aiohttp then waits at most its lingering
     time (10 s) for the rest of the body and closes the connection."""
-    return await asyncio.wait_for(request.read(), timeout)
+    if request.content.is_eof():  # it came with the headers (most webhooks do): no timer, no task
+        return await request.read()
+    async with asyncio.timeout(timeout):
+        return await request.read()
 
 
 async def read_form(request: web.Request, timeout: float) -> Any:
