@@ -141,7 +141,6 @@ def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None",
             assert pool is not None and group is not None
             background.append(await group_control.serve_control(group.control, reload_group))
             pool.start()
-            pool.lower_engine(cfg.engine_nice)
 
             async def supervise() -> None:
                 while True:

@@ -66,7 +66,6 @@ class Config:
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
     batch_size: int = 256
-    engine_nice: int = 5  # with receiver processes: the engine's CPU priority this much below theirs (Linux nice)
     tick_interval: timedelta = timedelta(seconds=1)
     console: bool | None = None
     retry_max_backoff: timedelta = timedelta(minutes=5)
@@ -143,7 +142,6 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         ),
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
         batch_size=doc.get("processing", {}).get("batch_size", defaults.batch_size),
-        engine_nice=doc.get("processing", {}).get("engine_nice", defaults.engine_nice),
         tick_interval=parse_duration(doc.get("processing", {}).get("tick_interval", "1s")),
         console=doc.get("notify", {}).get("console", {}).get("enabled"),
         retry_max_backoff=parse_duration(doc.get("notify", {}).get("retry", {}).get("max_backoff", "5m")),

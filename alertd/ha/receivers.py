@@ -7,10 +7,6 @@ its engine steps never delay a webhook. One Python process uses one core: this
 is how alertd uses the others. The receivers die with the engine process
 (PR_SET_PDEATHSIG) and are stopped with it; they find the group's directory
 (metrics files, control socket: alertd/ha/group.py) in their environment.
-
-Once they run, the engine process lowers its own CPU priority (processing.engine_nice):
-when the cores are busy, answering Alertmanager comes first and processing catches up
-in larger steps. The inbox is durable, so nothing waits on the engine but the pages.
 """
 from __future__ import annotations
 
@@ -47,14 +43,6 @@ def _die_with_parent() -> None:
         pass
 
 
-def _thread_ids() -> list[int]:
-    """This process's threads (Linux keeps a nice value per thread); elsewhere the calling thread alone."""
-    try:
-        return [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return [0]
-
-
 class ReceiverPool:
     """``env``: what the receivers add to this process's environment (the group's directory, alertd/ha/group.py)."""
 
@@ -62,34 +50,10 @@ class ReceiverPool:
         self.count, self.argv = count, list(argv)
         self.env = {**os.environ, **(env or {})}
         self.procs: list[subprocess.Popen] = []
-        self.nice = os.getpriority(os.PRIO_PROCESS, 0)  # the receivers': this process's before it lowers its own
 
     def _spawn(self) -> subprocess.Popen:
-        nice = self.nice
-
-        def prepare() -> None:  # in the child, before exec
-            _die_with_parent()
-            try:  # started again by an engine that lowered its priority: back to the receivers' (CAP_SYS_NICE)
-                os.setpriority(os.PRIO_PROCESS, 0, nice)
-            except OSError:
-                pass
-
         return subprocess.Popen([sys.executable, "-m", "alertd.cli", *self.argv], env=self.env,
-                                stdin=subprocess.DEVNULL, preexec_fn=prepare)
-
-    def lower_engine(self, by: int) -> None:
-        """This (the engine) process's threads go ``by`` nice steps below the receivers; threads started later
-        inherit it from the thread that starts them. Measured on 2 cores (docs/performance.md): more webhooks
-        acknowledged per second and a lower p99, the engine keeping up in larger steps."""
-        if by <= 0:
-            return
-        nice = min(19, self.nice + by)
-        for tid in _thread_ids():
-            try:
-                os.setpriority(os.PRIO_PROCESS, tid, nice)
-            except OSError as exc:  # a thread that just ended, or a system that refuses
-                log.debug("could not lower the priority of thread %d: %s", tid, exc)
-        log.info("engine process at nice %d, its receiver processes at %d (processing.engine_nice)", nice, self.nice)
+                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
     def start(self) -> None:
         for _ in range(self.count):
@@ -102,10 +66,6 @@ class ReceiverPool:
                 log.error("receiver process %d exited with %s; starting another", proc.pid, proc.returncode)
                 self._forget(proc.pid)
                 self.procs[i] = self._spawn()
-                if (nice := os.getpriority(os.PRIO_PROCESS, self.procs[i].pid)) != self.nice:
-                    log.warning("receiver process %d runs at the engine's priority (nice %d, not %d): raising a "
-                                "priority needs CAP_SYS_NICE; restart alertd to give it back", self.procs[i].pid,
-                                nice, self.nice)
 
     def _forget(self, pid: int) -> None:
         """A dead receiver's live gauges leave the group's metrics (its counters stay in the sums)."""
