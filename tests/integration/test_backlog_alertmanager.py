@@ -13,12 +13,10 @@ out until the next flush, an hour later, and fails the test.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from contextlib import closing
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import yaml
@@ -26,6 +24,7 @@ import yaml
 from tests.support import services
 from tests.support.alertd_proc import AlertdProcess, inbox_key_counts, parse_metrics
 from tests.support.fixtures import require
+from tests.support.pipeline import wait
 from tests.support.process import http
 from tests.support.webhooks import dcgm_labels
 
@@ -42,14 +41,6 @@ WEBHOOK = '{integration="webhook"}'
 SENT, FAILED = "alertmanager_notifications_total" + WEBHOOK, "alertmanager_notifications_failed_total" + WEBHOOK
 REQUESTS = "alertmanager_notification_requests_total" + WEBHOOK
 FAILED_REQUESTS = "alertmanager_notification_requests_failed_total" + WEBHOOK
-
-
-def wait_for(what: str, ok: Callable[[], bool], timeout: float, detail: Callable[[], object] = lambda: "") -> None:
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}\n{detail()}")
-        time.sleep(0.2)
 
 
 def counts(metrics: dict[str, float]) -> dict[str, float]:
@@ -112,15 +103,15 @@ def test_alertmanager_retries_webhooks_refused_at_the_backlog_limit_and_none_is_
         starts_at = now.replace(microsecond=now.microsecond // 1000 * 1000)  # alertd keys startsAt to the ms
 
         am_post(am, xid_alerts(FIRST, starts_at))
-        wait_for("the first groups fill the backlog", lambda: receiver.metrics().get(BACKLOG) == LIMIT, 20,
-                 receiver.log_tail)
+        wait("the first groups fill the backlog", lambda: receiver.metrics().get(BACKLOG) == LIMIT, 20, 0.2,
+             receiver.log_tail)
         am_post(am, xid_alerts(LATER, starts_at))
 
         def refused_and_retried() -> bool:  # every later group refused, and at least one again on a retry
             return (receiver.metrics().get(REFUSED, 0) > len(LATER)
                     and am_metrics(am).get(FAILED_REQUESTS, 0) > len(LATER))
-        wait_for("Alertmanager's webhooks refused with 503, and retried", refused_and_retried, 30,
-                 lambda: (counts(receiver.metrics()), counts(am_metrics(am)), am.log_tail(3)))
+        wait("Alertmanager's webhooks refused with 503, and retried", refused_and_retried, 30, 0.2,
+             lambda: (counts(receiver.metrics()), counts(am_metrics(am)), am.log_tail(3)))
         assert receiver.metrics().get("alertd_webhooks_received_total") == len(FIRST)
 
         posted = am_fingerprints(am)
@@ -138,11 +129,11 @@ def test_alertmanager_retries_webhooks_refused_at_the_backlog_limit_and_none_is_
             with closing(engine.db()) as conn:
                 return inbox_key_counts(conn)
 
-        wait_for("every node's incident", lambda: set(incident_nodes()) == {n for _, n, _ in NODES}, 90,
-                 lambda: (incident_nodes(), counts(receiver.metrics()), counts(am_metrics(am)), am.log_tail(3)))
+        wait("every node's incident", lambda: set(incident_nodes()) == {n for _, n, _ in NODES}, 90, 0.2,
+             lambda: (incident_nodes(), counts(receiver.metrics()), counts(am_metrics(am)), am.log_tail(3)))
         engine.wait_drained(30)
-        wait_for("every posted alert in the inbox", lambda: set(stored()) >= expected, 30,
-                 lambda: sorted(expected - set(stored())))
+        wait("every posted alert in the inbox", lambda: set(stored()) >= expected, 30, 0.2,
+             lambda: sorted(expected - set(stored())))
 
         keys = stored()
         assert set(keys) == expected and all(n == 1 for n in keys.values()), keys  # each alert once, nothing else

@@ -5,24 +5,15 @@ process of its own: the group's gauge is one merged sample) has taken them, the 
 again. Nothing the receiver refused is stored."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Callable
 
 from tests.support.alertd_proc import AlertdProcess
+from tests.support.pipeline import wait
 from tests.support.webhooks import UniqueWebhooks
 
 LIMIT = 5
 BACKLOG = "alertd_inbox_backlog_webhooks"
 REFUSED = 'alertd_webhooks_rejected_total{reason="backlog"}'
-
-
-def wait_for(what: str, ok: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}")
-        time.sleep(0.1)
 
 
 def test_webhooks_past_the_backlog_limit_get_503_until_the_engine_catches_up(tmp_path: Path) -> None:
@@ -37,7 +28,7 @@ def test_webhooks_past_the_backlog_limit_get_503_until_the_engine_catches_up(tmp
         for _ in range(LIMIT):
             status, doc, _ = receiver.post(gen.next())
             assert status == 200, doc
-        wait_for("the receiver counts the backlog", lambda: receiver.metrics().get(BACKLOG) == LIMIT)
+        wait("the receiver counts the backlog", lambda: receiver.metrics().get(BACKLOG) == LIMIT, 20, every=0.1)
 
         refused = gen.next()
         status, doc, headers = receiver.post(refused)
@@ -53,8 +44,8 @@ def test_webhooks_past_the_backlog_limit_get_503_until_the_engine_catches_up(tmp
 
         engine.start()  # takes the backlog; the receiver reads the engine's mark again
         engine.wait_drained(30)
-        wait_for("the receiver sees the backlog taken", lambda: receiver.metrics().get(BACKLOG) == 0)
-        wait_for("the group's freshest count, one sample", lambda: engine.metrics().get(BACKLOG) == 0)
+        wait("the receiver sees the backlog taken", lambda: receiver.metrics().get(BACKLOG) == 0, 20, every=0.1)
+        wait("the group's freshest count, one sample", lambda: engine.metrics().get(BACKLOG) == 0, 20, every=0.1)
         status, doc, _ = receiver.post(refused)
         assert status == 200, doc
         assert receiver.metrics().get("alertd_webhooks_received_total") == LIMIT + 1

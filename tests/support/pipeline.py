@@ -15,7 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "e2e-webhook-token"
 
 
-def wait(what: str, probe: Callable[[], Any], timeout: float = 90.0, every: float = 0.5) -> Any:
+def wait(what: str, probe: Callable[[], Any], timeout: float = 90.0, every: float = 0.5,
+         detail: Callable[[], Any] | None = None) -> Any:
+    """Until ``probe`` returns something true (returned); else an AssertionError naming ``what``, the last
+    value, and ``detail()`` (what else to show, e.g. counters or a log tail)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -26,7 +29,8 @@ def wait(what: str, probe: Callable[[], Any], timeout: float = 90.0, every: floa
         if last:
             return last
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+    more = f"\n{detail()}" if detail is not None else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}{more}")
 
 
 def write_rules(dst: Path, hold_down: str) -> Path:
