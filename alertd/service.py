@@ -89,7 +89,7 @@ class Service:
     async def start(self) -> None:
         await self.store.open()
         await self._installation_id()
-        if self.receives_webhooks:
+        if not (self.role == "engine" and self.shared_inbox):  # a --receivers group's engine takes no webhook
             self._tasks.append(asyncio.get_running_loop().create_task(self._backlog_loop(), name="alertd-backlog"))
         if self.role == "engine":
             await self._lead(0)
@@ -235,12 +235,6 @@ class Service:
             except Exception as exc:
                 log.debug("could not count the inbox backlog, keeping %d: %s", self.backlog, exc)
             await asyncio.sleep(BACKLOG_EVERY)
-
-    @property
-    def receives_webhooks(self) -> bool:
-        """False only for the engine process of a ``serve --receivers N`` group (the engine role over a shared
-        inbox), which binds no port: its receivers take the webhooks and count the backlog."""
-        return not (self.role == "engine" and self.shared_inbox)
 
     def backlog_refusal(self) -> str | None:
         """Why a webhook is refused now, or None: the inbox backlog (last count) is at receiver.max_backlog.
