@@ -162,6 +162,7 @@ class Service:
         await asyncio.gather(*self._leader_tasks, return_exceptions=True)
         self._leader_tasks = []
         self.engine = None
+        self.last_step_error = ""  # the failing engine is gone: a follower is ready (its /readyz must say so)
         self.metrics.leader.set(0)
         self.store.set_fence(None)  # type: ignore[attr-defined]
         log.warning("engine stopped on this replica: %s", why)

@@ -180,7 +180,8 @@ def test_paused_leader_is_replaced_and_fenced(tmp_path: Path, postgres) -> None:
         finally:
             os.kill(old.pid, signal.SIGCONT)
         assert old.post(gen.next(), auth)[0] == 200  # it still receives
-        wait("the old leader stepping down", lambda: role_of(old) == "follower", 10, every=0.1)
+        wait("the old leader stepping down", lambda: role_of(old) == "follower", 10, every=0.1,
+             detail=lambda: f"{role_of(old)}\n{old.log_tail(20)}")
         wait("the third incident, made by the new leader", lambda: len(incidents(other)) == 3, 20, every=0.1)
         assert sorted(r["id"] for r in incidents(other)) == ["INC-1", "INC-2", "INC-3"]
         assert "stepping down as engine leader" in old.log_tail(200)

@@ -217,3 +217,38 @@ async def test_a_stored_webhook_that_no_longer_reads_is_set_aside_and_the_rest_f
         assert 'alertd_store_errors_total{operation="quarantine"} 2.0' in await (await client.get("/metrics")).text()
     finally:
         await client.close()
+
+
+async def test_a_deposed_leader_whose_step_was_fenced_is_a_ready_follower(tmp_path):
+    """A leader that stalled past its lease resumes: its next engine step is fenced (another replica leads), then
+    its lease round deposes it. /readyz must then say follower with 200: the fenced step's error belonged to the
+    engine this replica no longer runs, and an unready follower would be taken out of its Service."""
+    cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]},
+                        "ha": {"lease_ttl": "1s", "renew_interval": "200ms"}}, "test")
+    path = tmp_path / "db.sqlite3"
+    old = Service(cfg, SqliteStore(path), load_rules(cfg.rule_paths), role="replica")
+    new = Service(cfg, SqliteStore(path), load_rules(cfg.rule_paths), role="replica")
+    client = TestClient(TestServer(build_app(old), host="127.0.0.1"))
+    await client.start_server()
+    try:
+        assert old.leading and old.elector is not None
+        next(t for t in old._tasks if t.get_name() == "alertd-elector").cancel()  # stalls: renews no more
+        await asyncio.sleep(1.2)
+        await new.start()
+        assert new.leading
+        assert (await client.post(HOOK, json=EXAMPLE)).status == 200  # a deposed leader still receives
+        async def fenced() -> bool:
+            return "Fenced" in old.last_step_error
+
+        async def taken_by_the_new_leader() -> bool:
+            return new.engine is not None and len(new.engine.state.incidents) == 1
+
+        await wait_for(fenced)
+        assert (await client.get("/readyz")).status == 503  # still believes it leads, and its engine fails
+        await old.elector.round()
+        resp = await client.get("/readyz")
+        assert (resp.status, await resp.text()) == (200, "ready: follower\n")
+        await wait_for(taken_by_the_new_leader)
+    finally:
+        await client.close()
+        await new.stop()
