@@ -6,9 +6,15 @@ from typing import Iterable
 
 from alertd.engine.classify import classify
 from alertd.engine.correlate import Correlator, EngineState
-from alertd.model import Alert, Change
-from alertd.receive.normalize import NormalizeConfig, normalize
+from alertd.model import Alert, Change, Signal, Subject
+from alertd.receive.normalize import NormalizeConfig, subject_of
 from alertd.rules import RuleSet
+
+# Alerts remembered by fingerprint (a fleet's firing alerts, each re-sent by Alertmanager at every
+# repeat): about 140 bytes each while the alert is a member of an open incident (which holds the same
+# subject and signal), some 650 once it is not; past the limit the oldest are forgotten.
+PREPARED_LIMIT = 65_536
+Prepared = tuple[int, Subject, Signal]  # the digest of what they were worked out from
 
 
 class Engine:
@@ -18,6 +24,7 @@ class Engine:
         self.ncfg = ncfg or NormalizeConfig()
         self.rules = rules
         self.correlator = Correlator(rules.correlation, state)
+        self._prepared: dict[str, Prepared] = {}
 
     @property
     def state(self) -> EngineState:
@@ -26,10 +33,21 @@ class Engine:
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
         self.correlator.rules = rules.correlation
+        self._prepared.clear()
 
     def prepare(self, alert: Alert) -> Alert:
-        normalize(alert, self.ncfg)
-        alert.signal = classify(alert, self.rules, self.ncfg)
+        """Subject and signal depend on nothing but the alert's labels, annotations and expression (and the
+        rules): an alert sent again with the same ones gets what was worked out the first time, about 50 µs
+        saved per alert. The digest is Python's keyed hash: two different contents under one fingerprint
+        agree on it about once in 2^64 changes, and nobody outside the process can aim for it."""
+        digest = hash((tuple(alert.labels.items()), tuple(alert.annotations.items()), alert.generator_url))
+        known = self._prepared.get(alert.fingerprint)
+        if known is None or known[0] != digest:
+            known = digest, subject_of(alert.labels, self.ncfg), classify(alert, self.rules, self.ncfg)
+            if len(self._prepared) >= PREPARED_LIMIT and alert.fingerprint not in self._prepared:
+                del self._prepared[next(iter(self._prepared))]
+            self._prepared[alert.fingerprint] = known
+        _, alert.subject, alert.signal = known
         return alert
 
     def ingest(self, alerts: Iterable[Alert], now: datetime) -> list[Change]:
