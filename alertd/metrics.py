@@ -59,7 +59,7 @@ class Metrics:
         self.truncated = Counter("alertd_alerts_truncated_total", "Alerts Alertmanager left out (truncatedAlerts).", registry=own)
         self.ack_latency = Histogram("alertd_webhook_ack_seconds", "Time from request to stored answer.", buckets=LATENCY_BUCKETS, registry=own)
         self.processing_latency = Histogram(
-            "alertd_processing_latency_seconds", "Time from receipt of an alert to its engine step being committed.",
+            "alertd_processing_latency_seconds", "Time from receipt of a webhook to the engine step that took its alerts being committed.",
             buckets=LATENCY_BUCKETS, registry=own)
         self.unclassified_gpu = Counter(
             "alertd_unclassified_gpu_alerts_total",

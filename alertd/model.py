@@ -6,6 +6,7 @@ serialise it as JSON without knowing the engine.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, overload
@@ -175,8 +176,8 @@ class Alert:
     receiver: str = ""
     external_url: str = ""
     received_at: datetime | None = None
-    subject: Subject = field(default_factory=Subject)
-    signal: Signal = field(default_factory=Signal)
+    subject: Subject = Subject()  # frozen: one shared "not worked out yet" each, not two objects per alert
+    signal: Signal = Signal()
 
     @property
     def name(self) -> str:
@@ -215,6 +216,13 @@ class Alert:
             external_url=data.get("externalURL", ""),
             received_at=parse_iso(data.get("receivedAt")),
         )
+
+
+def interned(labels: dict[str, str]) -> dict[str, str]:
+    """Label names and values repeat across members (cluster, node, model, alertname): one copy each in the
+    engine's memory. Done where the engine keeps them (a member's labels, a worked-out subject), not for every
+    alert received again."""
+    return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ from alertd.notify.integration import Notifier
 from alertd.notify.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter
-from alertd.receive.webhook import BadPayload, delivery_key, encode_webhook, read_notification, share_strings
+from alertd.receive.webhook import BadPayload, delivery_key, encode_webhook, read_notification
 from alertd.rules import RuleSet, load_rules
 from alertd.store.base import AuditEntry, Hook, InboxKey, Step, Store, StoreUnavailable, Taken
 
@@ -327,7 +327,6 @@ class Service:
         """One engine step for the batch, committing its keys and ``taken`` with it. An alert the engine cannot
         take must not block the ones behind it: on failure each goes alone, a failing one is set aside."""
         alerts = [a for _, a in batch]
-        share_strings(alerts)
         keys = [InboxKey(key, a.received_at or self.clock()) for key, a in batch]
         try:
             await self._step(lambda engine, now: engine.ingest(alerts, now),
@@ -350,9 +349,9 @@ class Service:
                 f"{type(exc).__name__}: {exc}\n{encode_webhook([alert.to_wire()]).decode()}")]))
             return
         done = self.clock()
+        for received in {a.received_at for a in alerts if a.received_at}:  # a webhook's alerts share it
+            self.metrics.processing_latency.observe(max(0.0, (done - received).total_seconds()))
         for a in alerts:
-            if a.received_at:
-                self.metrics.processing_latency.observe(max(0.0, (done - a.received_at).total_seconds()))
             if a.signal.kind == "other" and a.firing and gpu_looking(a, self.rules.evidence):
                 self.metrics.unclassified_gpu.labels(a.name).inc()
 

@@ -27,6 +27,7 @@ from alertd.model import (
     Incident,
     Member,
     Signal,
+    interned,
     signal_rank,
 )
 from alertd.rules import CorrelationRules, GroupRule
@@ -221,7 +222,7 @@ class Correlator:
     def _join(self, inc: Incident, alert: Alert, now: datetime, *, opening: bool = False, folded: bool = False) -> None:
         member = Member(
             fingerprint=alert.fingerprint, alertname=alert.name, status=alert.status, signal=alert.signal,
-            subject=alert.subject, labels=alert.labels, starts_at=alert.starts_at, ends_at=alert.ends_at,
+            subject=alert.subject, labels=interned(alert.labels), starts_at=alert.starts_at, ends_at=alert.ends_at,
             last_seen=now, folded=folded, generator_url=alert.generator_url,
             summary=alert.annotations.get("summary", ""),
         )

@@ -6,7 +6,7 @@ from typing import Iterable
 
 from alertd.engine.classify import classify
 from alertd.engine.correlate import Correlator, EngineState
-from alertd.model import Alert, Change, Signal, Subject
+from alertd.model import Alert, Change, Signal, Subject, interned
 from alertd.receive.normalize import NormalizeConfig, subject_of
 from alertd.rules import RuleSet
 
@@ -43,6 +43,7 @@ class Engine:
         digest = hash((tuple(alert.labels.items()), tuple(alert.annotations.items()), alert.generator_url))
         known = self._prepared.get(alert.fingerprint)
         if known is None or known[0] != digest:
+            alert.labels = interned(alert.labels)  # the subject keeps some of them
             known = digest, subject_of(alert.labels, self.ncfg), classify(alert, self.rules, self.ncfg)
             if len(self._prepared) >= PREPARED_LIMIT and alert.fingerprint not in self._prepared:
                 del self._prepared[next(iter(self._prepared))]

@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from sys import intern
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -195,13 +194,6 @@ def encode_webhook(alerts: list[dict[str, Any]], receiver: str = "", external_ur
         "version": "4", "groupKey": "", "truncatedAlerts": 0, "receiver": receiver, "externalURL": external_url,
         "status": "firing" if any(a.get("status") == "firing" for a in alerts) else "resolved",
         "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {}, "alerts": items})
-
-
-def share_strings(alerts: list[Alert]) -> None:
-    """Label names and values repeat across alerts (cluster, node, model, alertname): one copy each in the
-    engine's memory. Done where alerts enter the engine, not on the receive path."""
-    for a in alerts:
-        a.labels = {intern(k): intern(v) for k, v in a.labels.items()}
 
 
 def delivery_key(alert: Alert) -> str:
