@@ -24,6 +24,7 @@ from alertd.engine.evidence import gpu_looking
 from alertd.engine.pipeline import Engine
 from alertd.ha import commands
 from alertd.ha.elector import Elector, replica_name
+from alertd.health import StoreHealth
 from alertd.metrics import Metrics
 from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident, parse_iso
 from alertd.notify.integration import Notifier
@@ -36,7 +37,6 @@ from alertd.store.base import AuditEntry, Hook, InboxKey, Step, Store, StoreUnav
 
 log = logging.getLogger(__name__)
 KEEP_EVENTS_IN_MEMORY = 20
-UNREADY_AFTER_STORE_FAILURE = 30.0  # seconds a refused inbox write keeps /readyz failing
 STEP_LINGER = 0.005  # seconds the processor waits after a wake-up to gather a larger step
 BACKLOG_EVERY = 1.0  # seconds between counts of the inbox backlog (receiver.max_backlog)
 BACKLOG_WARN_EVERY = 10.0  # seconds between warnings about webhooks refused for the backlog
@@ -69,10 +69,8 @@ class Service:
         self._tasks: list[asyncio.Task] = []
         self._stopping = False
         self.ready = False
-        self.last_step_error = ""
+        self.health = StoreHealth()  # for /readyz
         self._pending_counted_at = 0.0
-        self._append_failed_at = 0.0
-        self._append_ok_at = 0.0
         self.backlog = 0  # webhooks not yet taken, as last counted (_backlog_loop)
         self._backlog_warned_at = -BACKLOG_WARN_EVERY
         self.metrics.reload_ok.set(1)
@@ -162,7 +160,7 @@ class Service:
         await asyncio.gather(*self._leader_tasks, return_exceptions=True)
         self._leader_tasks = []
         self.engine = None
-        self.last_step_error = ""  # the failing engine is gone: a follower is ready (its /readyz must say so)
+        self.health.step_ok()  # the failing engine is gone: a follower is ready (its /readyz must say so)
         self.metrics.leader.set(0)
         self.store.set_fence(None)  # type: ignore[attr-defined]
         log.warning("engine stopped on this replica: %s", why)
@@ -204,9 +202,9 @@ class Service:
             hook = await self.store.append_hook(body, received_at or self.clock(), alerts)
         except StoreUnavailable:
             self.metrics.store_errors.labels("append").inc()
-            self._append_failed_at = time.monotonic()
+            self.health.append_failed()
             raise
-        self._append_ok_at = time.monotonic()
+        self.health.append_ok()
         self.metrics.alerts.inc(alerts)
         self._wake.set()
         return hook
@@ -248,11 +246,6 @@ class Service:
             log.warning("inbox backlog of %d webhooks is at receiver.max_backlog %d: webhooks are answered 503 "
                         "until the engine catches up (Alertmanager retries them)", self.backlog, limit)
         return f"the inbox holds {self.backlog:,} webhooks not yet processed (receiver.max_backlog {limit}); retry later"
-
-    def store_refusing_writes(self) -> bool:
-        """True while the latest inbox write failed recently and none succeeded since (for /readyz)."""
-        failed = self._append_failed_at
-        return failed > self._append_ok_at and time.monotonic() - failed < UNREADY_AFTER_STORE_FAILURE
 
     def _dedup(self, alert: Alert) -> str:
         key = delivery_key(alert)
@@ -378,7 +371,7 @@ class Service:
                     self.metrics.incidents_opened.inc()
                 if "resolved" in c.kinds:
                     self.metrics.incidents_resolved.inc()
-            self.last_step_error = ""
+            self.health.step_ok()
         self._update_gauges()
         if step.outbox:
             self.outbox.wake()
@@ -401,8 +394,8 @@ class Service:
 
     def _step_failed(self, operation: str, exc: Exception) -> None:
         self.metrics.store_errors.labels(operation).inc()
-        self.last_step_error = f"{type(exc).__name__}: {exc}"
-        log.warning("%s failed: %s", operation, self.last_step_error)
+        self.health.step_failed(f"{type(exc).__name__}: {exc}")
+        log.warning("%s failed: %s", operation, self.health.step_error)
 
     async def _tick_loop(self) -> None:
         interval = self.cfg.tick_interval.total_seconds()

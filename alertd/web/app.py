@@ -148,10 +148,8 @@ async def readyz(request: web.Request) -> web.Response:
     role = {"X-Alertd-Role": svc.role_name}
     if not svc.ready:
         return web.Response(status=503, text="starting or stopping\n", headers=role)
-    if svc.last_step_error:
-        return web.Response(status=503, text=f"store failing: {svc.last_step_error}\n", headers=role)
-    if svc.store_refusing_writes():
-        return web.Response(status=503, text="store refusing writes: webhooks are answered 503\n", headers=role)
+    if failure := svc.health.failure():
+        return web.Response(status=503, text=f"{failure}\n", headers=role)
     return web.Response(text=f"ready: {svc.role_name}\n", headers=role)
 
 

@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from alertd.config import parse_config
 from alertd.rules import load_rules
 from alertd.service import Service
+from alertd.store.base import StoreUnavailable
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 from alertd.web.keys import SERVICE
@@ -238,7 +239,7 @@ async def test_a_deposed_leader_whose_step_was_fenced_is_a_ready_follower(tmp_pa
         assert new.leading
         assert (await client.post(HOOK, json=EXAMPLE)).status == 200  # a deposed leader still receives
         async def fenced() -> bool:
-            return "Fenced" in old.last_step_error
+            return "Fenced" in old.health.step_error
 
         async def taken_by_the_new_leader() -> bool:
             return new.engine is not None and len(new.engine.state.incidents) == 1
@@ -252,3 +253,55 @@ async def test_a_deposed_leader_whose_step_was_fenced_is_a_ready_follower(tmp_pa
     finally:
         await client.close()
         await new.stop()
+
+
+async def test_readyz_forgets_a_store_failure_nothing_retries_but_not_one_that_persists(tmp_path):
+    """A housekeeping query that failed once is not retried for a minute: /readyz must not stay 503 for it (a
+    lone replica out of its Service's endpoints would never get the webhook that clears it). An engine step
+    that keeps failing (retried while its webhook waits) keeps /readyz 503 past the window."""
+    cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}}, "test")
+    store = SqliteStore(tmp_path / "db.sqlite3")
+    stats, commit = store.stats, store.commit_step
+
+    async def locked(*_args):
+        raise StoreUnavailable("database is locked")
+
+    async def failing_disk(*_args):
+        raise StoreUnavailable("disk I/O error")
+
+    store.stats = locked  # type: ignore[method-assign]  # the first housekeeping round runs at start
+    svc = Service(cfg, store, load_rules(cfg.rule_paths))
+    svc.health.window = 3.0
+    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+    await client.start_server()
+
+    async def readyz() -> tuple[int, str]:
+        resp = await client.get("/readyz")
+        return resp.status, await resp.text()
+
+    async def ready() -> bool:
+        return (await readyz())[0] == 200
+
+    async def unready() -> bool:
+        return (await readyz())[0] == 503
+
+    async def step_failing() -> bool:
+        return "disk I/O error" in svc.health.step_error
+
+    try:
+        await wait_for(unready)
+        assert await readyz() == (503, "store failing: StoreUnavailable: database is locked\n")
+        store.stats = stats  # type: ignore[method-assign]
+        await wait_for(ready, timeout=8)
+
+        store.commit_step = failing_disk  # type: ignore[method-assign]
+        assert (await client.post(HOOK, json=EXAMPLE)).status == 200  # appended to the log; the engine fails on it
+        await wait_for(step_failing)
+        for _ in range(22):  # 4.4 s, past the 3 s window: each retry refreshes the failure
+            assert (await readyz())[0] == 503
+            await asyncio.sleep(0.2)
+        store.commit_step = commit  # type: ignore[method-assign]
+        await wait_for(ready, timeout=8)
+        assert len(await incidents(client)) == 1
+    finally:
+        await client.close()
