@@ -186,14 +186,20 @@ async def test_dcgm_pod_labels_name_the_pod(tmp_path, e2e_logs, kube) -> None:
         await st.incident(predicate=lambda i: (i.get("primary") or {}).get("xid") == 79)
 
 
-async def test_backend_down_marks_then_recovers(tmp_path, kube) -> None:
-    server, names, kubeconfig = kube
+async def down_backend(kubeconfig: Path, retry: str) -> tuple[str, dict[str, Any]]:
+    """A log backend URL where nothing listens any more, and the enrich config that points at it."""
     compat = SearchCompatServer("opensearch")
     await compat.start()
     url = compat.url
-    await compat.stop()  # nothing listens there now
+    await compat.stop()
     cfg = enrich_config(url, kubeconfig)
-    cfg["retry"] = ["1s"]
+    cfg["retry"] = [retry]
+    return url, cfg
+
+
+async def test_backend_down_marks_then_recovers(tmp_path, kube) -> None:
+    server, names, kubeconfig = kube
+    url, cfg = await down_backend(kubeconfig, "1s")
     async with Stack(tmp_path, cfg) as st:
         t0 = await st.post(webhook([exporter_down("gpu-node-2", "x", T)], cluster="prod-gpu-1", node="gpu-node-2"))
         inc = await st.incident(predicate=lambda i: "logs_unavailable" in i["annotations"])
@@ -220,6 +226,23 @@ async def test_backend_down_marks_then_recovers(tmp_path, kube) -> None:
             assert [e["line"] for e in inc["annotations"]["log_evidence"]] == WANT["gpu-node-2"]
         finally:
             await runner.cleanup()
+
+
+async def test_a_restart_resumes_enrichment_against_the_real_backend(tmp_path, e2e_logs, kube) -> None:
+    """The log backend was down and the retry waited in the stopped engine's memory (60 s away): the next engine on
+    the same store asks the real OpenSearch again at its start and finds the node's kernel lines."""
+    _, names, kubeconfig = kube
+    _, down = await down_backend(kubeconfig, "60s")
+    exporter_pod = names["daemonset"]["pods"][1]
+    async with Stack(tmp_path, down) as st:
+        await st.post(webhook([exporter_down("gpu-node-2", exporter_pod, T)], cluster="prod-gpu-1", node="gpu-node-2"))
+        inc = await st.incident(predicate=lambda i: "logs_unavailable" in i["annotations"] and "owners" in i["annotations"])
+        assert inc["primary"]["kind"] == "metrics_missing"
+    async with Stack(tmp_path, enrich_config(e2e_logs, kubeconfig)) as again:
+        inc = await again.incident(timeout=20, predicate=lambda i: (i.get("primary") or {}).get("xid") == 79
+                                   and "logs_unavailable" not in i["annotations"])
+        assert [e["line"] for e in inc["annotations"]["log_evidence"]] == WANT["gpu-node-2"]
+        assert inc["annotations"]["owners"] and again.enricher.searcher.stats.queries == 1
 
 
 @pytest.mark.parametrize("mode", ["slow", "garbage"])
