@@ -37,8 +37,8 @@ class Engine:
 
     def prepare(self, alert: Alert) -> Alert:
         """Subject and signal depend on nothing but the alert's labels, annotations and expression (and the
-        rules): an alert sent again with the same ones gets what was worked out the first time, about 50 µs
-        saved per alert. The digest is Python's keyed hash: two different contents under one fingerprint
+        rules): an alert sent again with the same ones gets what was worked out the first time, 15-40 µs
+        saved per alert on the reference machine. The digest is Python's keyed hash: two different contents under one fingerprint
         agree on it about once in 2^64 changes, and nobody outside the process can aim for it."""
         digest = hash((tuple(alert.labels.items()), tuple(alert.annotations.items()), alert.generator_url))
         known = self._prepared.get(alert.fingerprint)
