@@ -220,7 +220,7 @@ class Alert:
 
 def interned(labels: dict[str, str]) -> dict[str, str]:
     """Label names and values repeat across members (cluster, node, model, alertname): one copy each in the
-    engine's memory. Done where the engine keeps them (a member's labels, a worked-out subject), not for every
+    engine's memory. Done where an alert becomes a member (a subject interns its own strings), not for every
     alert received again."""
     return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
 

@@ -178,6 +178,7 @@ class Correlator:
             return
         if alert.status != FIRING:
             return  # resolved alert we never saw firing (or whose incident is closed): nothing to do
+        alert.labels = interned(alert.labels)  # from here kept: by the member, and by the incident's fields
         fields = fields_of(alert)
         folded = False
         target = None
@@ -222,7 +223,7 @@ class Correlator:
     def _join(self, inc: Incident, alert: Alert, now: datetime, *, opening: bool = False, folded: bool = False) -> None:
         member = Member(
             fingerprint=alert.fingerprint, alertname=alert.name, status=alert.status, signal=alert.signal,
-            subject=alert.subject, labels=interned(alert.labels), starts_at=alert.starts_at, ends_at=alert.ends_at,
+            subject=alert.subject, labels=alert.labels, starts_at=alert.starts_at, ends_at=alert.ends_at,
             last_seen=now, folded=folded, generator_url=alert.generator_url,
             summary=alert.annotations.get("summary", ""),
         )

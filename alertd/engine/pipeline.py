@@ -6,7 +6,7 @@ from typing import Iterable
 
 from alertd.engine.classify import classify
 from alertd.engine.correlate import Correlator, EngineState
-from alertd.model import Alert, Change, Signal, Subject, interned
+from alertd.model import Alert, Change, Signal, Subject
 from alertd.receive.normalize import NormalizeConfig, subject_of
 from alertd.rules import RuleSet
 
@@ -38,12 +38,12 @@ class Engine:
     def prepare(self, alert: Alert) -> Alert:
         """Subject and signal depend on nothing but the alert's labels, annotations and expression (and the
         rules): an alert sent again with the same ones gets what was worked out the first time, 15-40 µs
-        saved per alert on the reference machine. The digest is Python's keyed hash: two different contents under one fingerprint
-        agree on it about once in 2^64 changes, and nobody outside the process can aim for it."""
+        saved per alert on the reference machine. The digest is Python's keyed hash: two different contents
+        under one fingerprint agree on it about once in 2^64 changes, and nobody outside the process can aim
+        for it."""
         digest = hash((tuple(alert.labels.items()), tuple(alert.annotations.items()), alert.generator_url))
         known = self._prepared.get(alert.fingerprint)
         if known is None or known[0] != digest:
-            alert.labels = interned(alert.labels)  # the subject keeps some of them
             known = digest, subject_of(alert.labels, self.ncfg), classify(alert, self.rules, self.ncfg)
             if len(self._prepared) >= PREPARED_LIMIT and alert.fingerprint not in self._prepared:
                 del self._prepared[next(iter(self._prepared))]

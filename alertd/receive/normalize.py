@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from sys import intern
 from dataclasses import dataclass, field
 
 from alertd.gpu.pci import normalize_pci
@@ -48,6 +49,8 @@ def source_label(labels: dict[str, str], names: tuple[str, ...]) -> str:
 
 
 def subject_of(labels: dict[str, str], cfg: NormalizeConfig) -> Subject:
+    """Interned: the engine keeps a subject per alert, and their strings repeat across alerts (cluster, node,
+    GPU model)."""
     source, node = _first(labels, cfg.node_labels)
     if source == "instance":
         node = strip_port(node)
@@ -55,15 +58,15 @@ def subject_of(labels: dict[str, str], cfg: NormalizeConfig) -> Subject:
     index = labels.get("gpu", "")
     pci = normalize_pci(labels.get("pci_bus_id") or labels.get("pci") or "")
     serial = labels.get("serial") or labels.get("gpu_serial") or ""
-    gpu = GPU(uuid=uuid, index=index, pci_bus_id=pci, model=labels.get("modelName", ""),
-              serial=serial) if (uuid or index or pci) else None
+    gpu = GPU(uuid=intern(uuid), index=intern(index), pci_bus_id=intern(pci), model=intern(labels.get("modelName", "")),
+              serial=intern(serial)) if (uuid or index or pci) else None
     return Subject(
-        cluster=labels.get(cfg.cluster_label) or cfg.cluster_default,
-        node=node,
+        cluster=intern(labels.get(cfg.cluster_label) or cfg.cluster_default),
+        node=intern(node),
         gpu=gpu,
-        namespace=_first(labels, cfg.namespace_labels)[1],
-        pod=_first(labels, cfg.pod_labels)[1],
-        container=_first(labels, cfg.container_labels)[1],
+        namespace=intern(_first(labels, cfg.namespace_labels)[1]),
+        pod=intern(_first(labels, cfg.pod_labels)[1]),
+        container=intern(_first(labels, cfg.container_labels)[1]),
     )
 
 
