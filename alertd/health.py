@@ -2,7 +2,7 @@
 
 A failure counts for ``window`` seconds after it, unless one of the same kind
 succeeded since. A failure that keeps happening keeps refreshing itself (the
-processor retries a failed step every second while webhooks wait); one that
+processor retries a failed step every second or two while webhooks wait); one that
 nothing retries (a housekeeping query, a tick) stops counting, so a lone replica
 that its Kubernetes Service stopped sending webhooks to becomes ready again.
 """

@@ -231,6 +231,13 @@ async def test_a_deposed_leader_whose_step_was_fenced_is_a_ready_follower(tmp_pa
     new = Service(cfg, SqliteStore(path), load_rules(cfg.rule_paths), role="replica")
     client = TestClient(TestServer(build_app(old), host="127.0.0.1"))
     await client.start_server()
+
+    async def fenced() -> bool:
+        return "Fenced" in old.health.step_error
+
+    async def taken_by_the_new_leader() -> bool:
+        return new.engine is not None and len(new.engine.state.incidents) == 1
+
     try:
         assert old.leading and old.elector is not None
         next(t for t in old._tasks if t.get_name() == "alertd-elector").cancel()  # stalls: renews no more
@@ -238,12 +245,6 @@ async def test_a_deposed_leader_whose_step_was_fenced_is_a_ready_follower(tmp_pa
         await new.start()
         assert new.leading
         assert (await client.post(HOOK, json=EXAMPLE)).status == 200  # a deposed leader still receives
-        async def fenced() -> bool:
-            return "Fenced" in old.health.step_error
-
-        async def taken_by_the_new_leader() -> bool:
-            return new.engine is not None and len(new.engine.state.incidents) == 1
-
         await wait_for(fenced)
         assert (await client.get("/readyz")).status == 503  # still believes it leads, and its engine fails
         await old.elector.round()
