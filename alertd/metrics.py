@@ -35,6 +35,13 @@ EVERY_PROCESS = "livemin"
 LATEST_MEASUREMENT = "livemostrecent"
 
 
+# Label values known in advance start at 0: a series first scraped at 1 shows no increase() to an alert
+# rule (deploy/prometheus/alertd-alerts.yml), so the first refusal after a start would go unnoticed.
+REJECT_REASONS = ("unauthorized", "too_large", "body_timeout", "schema", "json", "backlog", "store_unavailable")
+STORE_OPERATIONS = ("process", "tick", "housekeeping", "append", "audit", "quarantine")
+DELIVERY_OUTCOMES = ("delivered", "skipped", "retry", "failed")
+
+
 def multiprocess_dir() -> str | None:
     """The directory of the group's metric files, or None: plain per-instance registries."""
     return os.environ.get(MULTIPROC_ENV) or None
@@ -90,6 +97,16 @@ class Metrics:
                                      ["surface", "reason"], registry=own)
         self.store_bytes = Gauge("alertd_store_bytes", "Bytes the store takes on disk (SQLite: database, WAL and "
                                  "shared memory; PostgreSQL: the database).", registry=own, multiprocess_mode=LATEST_MEASUREMENT)
+        for reason in REJECT_REASONS:
+            self.rejected.labels(reason)
+        for operation in STORE_OPERATIONS:
+            self.store_errors.labels(operation)
+
+    def expect_deliveries(self, kinds: Iterable[str]) -> None:
+        """Each configured notifier's delivery outcomes start at 0 (see REJECT_REASONS)."""
+        for kind in kinds:
+            for outcome in DELIVERY_OUTCOMES:
+                self.notifications.labels(kind, outcome)
 
     @staticmethod
     def _multiprocess_registry(path: str) -> CollectorRegistry:

@@ -32,6 +32,7 @@ class OutboxWorker:
     def __init__(self, store: NotifyStore, notifiers: dict[str, Notifier], metrics: Metrics, clock: Callable[[], datetime], *,
                  poll: float = 0.5, max_attempts: int = 15, max_backoff: float = 300.0, concurrency: int = 16):
         self.store, self.notifiers, self.metrics, self.clock = store, notifiers, metrics, clock
+        metrics.expect_deliveries(notifiers)
         self.poll, self.max_attempts, self.max_backoff = poll, max_attempts, max_backoff
         self.stages = pipeline(store)
         self._wake = asyncio.Event()

@@ -141,9 +141,9 @@ def test_fast_rules_differ_only_in_for_and_windows(tmp_path: Path) -> None:
 def test_example_prometheus_config(tmp_path: Path) -> None:
     """Debian's promtool lacks Kubernetes SD: check everything else with static targets."""
     config = yaml.safe_load(EXAMPLE_PROM_CONFIG.read_text())
-    assert config["rule_files"] == ["gpu-alerts.yml"]
+    assert config["rule_files"] == ["gpu-alerts.yml", "alertd-alerts.yml"]
     jobs = {sc["job_name"]: sc for sc in config["scrape_configs"]}
-    assert {"dcgm-exporter", "node-exporter", "kube-state-metrics"} <= set(jobs)
+    assert {"dcgm-exporter", "node-exporter", "kube-state-metrics", "alertd"} <= set(jobs)
     assert jobs["dcgm-exporter"]["honor_labels"] is True
     node_relabel = [
         r for r in jobs["dcgm-exporter"]["relabel_configs"]
@@ -159,7 +159,8 @@ def test_example_prometheus_config(tmp_path: Path) -> None:
                     placeholder = tmp_path / f"{sc['job_name']}-{field}"
                     placeholder.write_text("placeholder\n")
                     sc[key][field] = str(placeholder)
-    (tmp_path / "gpu-alerts.yml").write_text(RULES.read_text())
+    for rules in config["rule_files"]:
+        (tmp_path / rules).write_text((PROM_DIR / rules).read_text())
     checked = tmp_path / "prometheus.yml"
     checked.write_text(yaml.safe_dump(config, sort_keys=False))
     _ok(run_tool([PROMTOOL, "check", "config", str(checked)]))
