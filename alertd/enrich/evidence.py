@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from alertd.enrich.logs import LogLine
-from alertd.enrich.nvrm import parse_xid, pci_to_uuid, split_lines
+from alertd.enrich.nvrm import FALLEN_OFF, XidLine, lost_gpu, lost_gpu_address, parse_xid, pci_to_uuid, split_lines
 from alertd.enrich.timestamps import iso_millis
 from alertd.gpu.pci import normalize_pci
 from alertd.model import Incident, Signal, signal_rank
@@ -23,12 +23,9 @@ def build_evidence(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str,
     lines = list(lines)
     uuids = pci_to_uuid((ln.message for ln in lines), gpus)
     out: list[dict[str, Any]] = []
-    for ln in lines:
-        xid = None
-        for part in split_lines(ln.message):
-            xid = parse_xid(part)
-            if xid is not None:
-                break
+    lost: dict[str, tuple[str, int]] = {}  # host -> (PCI address, line number) of a lost-GPU report's first line
+    for number, ln in enumerate(lines):
+        xid = _xid_in(ln, number, lost)
         entry: dict[str, Any] = {
             "time": iso_millis(ln.time) if ln.time else None,  # fixed width: sorts as text
             "host": ln.host or node,
@@ -47,6 +44,30 @@ def build_evidence(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str,
             entry["pod"] = pod
         out.append(entry)
     return cap_evidence(out, limit)
+
+
+LOST_GPU_SPAN = 3  # lines within which a split lost-GPU report's last line follows its first (same host)
+
+
+def _xid_in(ln: LogLine, number: int, lost: dict[str, tuple[str, int]]) -> XidLine | None:
+    """The Xid a log line reports: its own ``NVRM: Xid`` line, or a lost-GPU report without one, whole in this
+    message or ending here after its first line arrived as an earlier message of the same host."""
+    parts = split_lines(ln.message)
+    for part in parts:
+        if (xid := parse_xid(part)) is not None:
+            return xid
+    fallen = any(FALLEN_OFF in part for part in parts)
+    for part in parts:
+        if (pci := lost_gpu_address(part)) is not None:
+            if fallen:
+                return lost_gpu(pci)
+            lost[ln.host] = (pci, number)
+            return None
+    if fallen and ln.host in lost:
+        pci, first = lost.pop(ln.host)
+        if number - first < LOST_GPU_SPAN:
+            return lost_gpu(pci)
+    return None
 
 
 def cap_evidence(entries: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:

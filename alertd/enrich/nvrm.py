@@ -10,6 +10,16 @@ journald, RFC 5424 headers)::
     NVRM: Xid (PCI:0000:3b:00 GPU-I:02 GPU-CI:01): 43, pid=1234, name=python, Ch 00000008   (MIG)
     NVRM: GPU at PCI:0000:3b:00: GPU-8f6e1b4c-6d1a-2b7e-3f4d-0123456789ab
 
+Newer drivers also report a GPU lost from the PCIe bus with no Xid line at all,
+in one kernel record of three lines (a log pipeline may keep it whole or split
+it into three messages)::
+
+    NVRM: The NVIDIA GPU 0000:b3:00.0
+    NVRM: (PCI ID: 10de:26b5) installed in this system has
+    NVRM: fallen off the bus and is not responding to commands.
+
+That is the fault Xid 79 names, and it is read as Xid 79 (:func:`lost_gpu`).
+
 PCI addresses are normalised with :func:`alertd.gpu.pci.normalize_pci`, so
 they compare equal to dcgm-exporter's ``pci_bus_id`` labels.
 """
@@ -35,6 +45,11 @@ _PID_NAME = re.compile(
 _GPU_AT = re.compile(
     r"NVRM:\s+GPU\s+at\s+(?:PCI:)?(?P<pci>" + _PCI + r")\s*:\s*(?P<uuid>GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})"
 )
+
+
+_LOST_GPU = re.compile(r"NVRM:\s+The NVIDIA GPU\s+(?:PCI:)?(?P<pci>" + _PCI + r")(?![0-9a-fA-F:.])")
+FALLEN_OFF = "fallen off the bus"
+XID_FALLEN_OFF = 79  # what the driver's Xid line says for the same fault
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +107,19 @@ def parse_gpu_at(line: str) -> tuple[str, str] | None:
     return normalize_pci(m.group("pci")), m.group("uuid")
 
 
+def lost_gpu_address(line: str) -> str | None:
+    """``NVRM: The NVIDIA GPU 0000:b3:00.0`` (the first line of a lost-GPU report) -> its PCI address."""
+    if "The NVIDIA GPU" not in line:
+        return None
+    m = _LOST_GPU.search(line)
+    return normalize_pci(m.group("pci")) if m is not None else None
+
+
+def lost_gpu(pci: str, text: str = "") -> XidLine:
+    """A lost-GPU report without an Xid line, as the Xid 79 the same fault is reported as."""
+    return XidLine(XID_FALLEN_OFF, pci, text=text or "GPU has fallen off the bus (reported without an Xid line)")
+
+
 def split_lines(message: str) -> list[str]:
     """A stored message may hold several kernel lines (multi-line full_message); keep the non-empty ones."""
     return [part for part in message.splitlines() if part.strip()] or [message]
@@ -116,4 +144,4 @@ def pci_to_uuid(messages: Iterable[str], gpus: Iterable[dict[str, Any]] = ()) ->
     return out
 
 
-__all__ = ["XidLine", "parse_xid", "parse_gpu_at", "pci_to_uuid", "split_lines"]
+__all__ = ["XidLine", "parse_xid", "parse_gpu_at", "pci_to_uuid", "split_lines", "lost_gpu", "lost_gpu_address"]

@@ -105,3 +105,71 @@ def test_multi_line_messages_are_split() -> None:
     msg = "first\nNVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n\n"
     parts = split_lines(msg)
     assert parts[0] == "first" and parse_xid(parts[1]).xid == 79 and len(parts) == 2
+
+
+# ------------------------------------------------- a lost GPU reported without an Xid line
+
+# Newer drivers print this record of three lines for a GPU gone from the bus, with no Xid line (dmesg shape
+# as reported from a fleet: the continuation lines indented, without a timestamp of their own).
+LOST_RECORD = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"
+               "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+               "               NVRM: fallen off the bus and is not responding to commands.")
+LOST_SPLIT = [  # the same record where a log pipeline made one message per line (syslog prefix)
+    "Feb 14 05:03:42 gpu-node-7 kernel: NVRM: The NVIDIA GPU 0000:b3:00.0",
+    "Feb 14 05:03:42 gpu-node-7 kernel: NVRM: (PCI ID: 10de:26b5) installed in this system has",
+    "Feb 14 05:03:42 gpu-node-7 kernel: NVRM: fallen off the bus and is not responding to commands.",
+]
+AFTER = "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s)."
+H100 = {"gpu": "4", "pci_bus_id": "00000000:B3:00.0", "uuid": "GPU-5d2b8f1c-3a47-4e0e-9c61-0d8a1f2b3c44"}
+
+
+def _lines(*messages: str, host: str = "gpu-node-7") -> list:
+    from datetime import datetime, timezone
+
+    from alertd.enrich.logs import LogLine
+    t = datetime(2026, 2, 14, 5, 3, 42, tzinfo=timezone.utc)
+    return [LogLine(t, host, m) for m in messages]
+
+
+def test_lost_gpu_first_line_names_its_address() -> None:
+    from alertd.enrich.nvrm import lost_gpu_address
+    assert lost_gpu_address(LOST_SPLIT[0]) == "0000:b3:00"
+    assert lost_gpu_address("NVRM: The NVIDIA GPU PCI:0000:3B:00.0 installed") == "0000:3b:00"
+    assert lost_gpu_address(AFTER) is None
+    assert lost_gpu_address("NVRM: The NVIDIA GPU driver version 570.158.01") is None
+
+
+def test_a_lost_gpu_record_kept_whole_reads_as_xid_79_of_its_gpu() -> None:
+    from alertd.enrich.evidence import build_evidence
+    evidence = build_evidence(_lines(LOST_RECORD, AFTER), "gpu-node-7", [H100])
+    assert [(e["xid"], e["pci"], e["gpu_uuid"]) for e in evidence] == [
+        (79, "0000:b3:00", H100["uuid"]), (None, None, None)]
+
+
+def test_a_lost_gpu_record_split_into_messages_reads_as_xid_79_on_its_last_line() -> None:
+    from alertd.enrich.evidence import build_evidence
+    evidence = build_evidence(_lines(*LOST_SPLIT, AFTER), "gpu-node-7", [H100])
+    assert [(e["xid"], e["pci"]) for e in evidence] == [(None, None), (None, None), (79, "0000:b3:00"), (None, None)]
+    assert evidence[2]["gpu_uuid"] == H100["uuid"]
+
+
+def test_fallen_off_text_far_from_its_first_line_or_on_another_host_names_no_gpu() -> None:
+    from alertd.enrich.evidence import build_evidence
+    far = _lines(LOST_SPLIT[0], "kernel: mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE",
+                 "kernel: EXT4-fs (md127p3): re-mounted r/w.", "kernel: bridge: filtering via arp/ip/ip6tables",
+                 LOST_SPLIT[2])
+    assert [e["xid"] for e in build_evidence(far, "gpu-node-7")] == [None] * 5
+    other = _lines(LOST_SPLIT[0]) + _lines(LOST_SPLIT[2], host="gpu-node-8")
+    assert [e["xid"] for e in build_evidence(other, "gpu-node-7")] == [None, None]
+
+
+def test_a_lost_gpu_in_the_kernel_log_upgrades_a_missing_metrics_incident() -> None:
+    """The exporter stops answering for the node; the kernel log has only the new-style report."""
+    from alertd.enrich.evidence import build_evidence, upgrade_signal
+    from tests.unit.builders import alert, at, engine
+    e = engine()
+    inc = e.ingest([alert("DCGMExporterDown", node="gpu-node-7")], at(0))[0].incident
+    evidence = build_evidence(_lines(*LOST_SPLIT), "gpu-node-7")
+    signal = upgrade_signal(evidence, inc, e.rules.catalog, inc.gpus)
+    assert inc.signals == ["metrics_missing"]
+    assert signal is not None and signal.xid == 79
