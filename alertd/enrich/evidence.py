@@ -23,7 +23,7 @@ def build_evidence(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str,
     lines = list(lines)
     uuids = pci_to_uuid((ln.message for ln in lines), gpus)
     out: list[dict[str, Any]] = []
-    lost: dict[str, tuple[str, int]] = {}  # host -> (PCI address, line number) of a lost-GPU report's first line
+    lost: dict[str, tuple[str | None, int]] = {}  # host -> one part of a split lost-GPU report, waiting
     for number, ln in enumerate(lines):
         xid = _xid_in(ln, number, lost)
         entry: dict[str, Any] = {
@@ -46,27 +46,28 @@ def build_evidence(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str,
     return cap_evidence(out, limit)
 
 
-LOST_GPU_SPAN = 3  # lines within which a split lost-GPU report's last line follows its first (same host)
+LOST_GPU_SPAN = 3  # lines within which the parts of a split lost-GPU report follow each other (same host)
 
 
-def _xid_in(ln: LogLine, number: int, lost: dict[str, tuple[str, int]]) -> XidLine | None:
+def _xid_in(ln: LogLine, number: int, pending: dict[str, tuple[str | None, int]]) -> XidLine | None:
     """The Xid a log line reports: its own ``NVRM: Xid`` line, or a lost-GPU report without one, whole in this
-    message or ending here after its first line arrived as an earlier message of the same host."""
+    message, or split into messages of one host that end here. Split lines share their kernel timestamp, so
+    a search may return them in either order: the line naming the GPU and the "fallen off" line pair up
+    whichever comes first."""
     parts = split_lines(ln.message)
     for part in parts:
         if (xid := parse_xid(part)) is not None:
             return xid
     fallen = any(FALLEN_OFF in part for part in parts)
-    for part in parts:
-        if (pci := lost_gpu_address(part)) is not None:
-            if fallen:
-                return lost_gpu(pci)
-            lost[ln.host] = (pci, number)
-            return None
-    if fallen and ln.host in lost:
-        pci, first = lost.pop(ln.host)
-        if number - first < LOST_GPU_SPAN:
-            return lost_gpu(pci)
+    pci = next((found for part in parts if (found := lost_gpu_address(part)) is not None), None)
+    if pci is not None and fallen:
+        return lost_gpu(pci)
+    if pci is None and not fallen:
+        return None
+    earlier = pending.pop(ln.host, None)
+    if earlier is not None and number - earlier[1] < LOST_GPU_SPAN and (earlier[0] is None) != (pci is None):
+        return lost_gpu(pci or earlier[0] or "")
+    pending[ln.host] = (pci, number)  # the GPU's address, or None for a "fallen off" line waiting for it
     return None
 
 

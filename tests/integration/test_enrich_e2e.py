@@ -168,6 +168,21 @@ async def test_metrics_missing_upgraded_to_xid79_with_owner_named(tmp_path, e2e_
         assert "alertd_enrichment_seconds_count 1.0" in metrics
 
 
+async def test_a_gpu_lost_without_an_xid_line_upgrades_to_xid79(tmp_path, e2e_logs) -> None:
+    """Newer drivers report a GPU gone from the bus without an Xid line, in three kernel lines the log pipeline
+    stored as three messages: read back from the real OpenSearch, they upgrade the exporter-down incident."""
+    async with Stack(tmp_path, enrich_config(e2e_logs, None)) as st:
+        await st.post(webhook([exporter_down("gpu-node-5", "dcgm-exporter-q8d2n", T)], cluster="prod-gpu-1",
+                              node="gpu-node-5"))
+        inc = await st.incident(predicate=lambda i: (i.get("primary") or {}).get("xid") == 79)
+        assert inc["title"] == "Xid 79: GPU has fallen off the bus on gpu-node-5"
+        assert inc["primary"]["detail"] == "from kernel log" and "metrics_missing" in inc["signals"]
+        evidence = inc["annotations"]["log_evidence"]
+        assert [e["line"] for e in evidence] == WANT["gpu-node-5"]
+        assert [(e["xid"], e["pci"]) for e in evidence if e["xid"]] == [(79, "0000:b3:00")]
+        assert evidence[2]["line"].startswith("NVRM: fallen off the bus")
+
+
 async def test_dcgm_pod_labels_name_the_pod(tmp_path, e2e_logs, kube) -> None:
     server, names, kubeconfig = kube
     worker = next(p for p in names["pytorchjob"]["pods"] if "worker" in p)

@@ -401,6 +401,15 @@ def kernel_log_corpus(t: datetime) -> tuple[list[tuple[str, dict[str, Any]]], di
         "gpu-node-1", facility="daemon", level=6)
     add("graylog_1", "gpu-node-20", -60, "NVRM: Xid (PCI:0000:3b:00): 31, pid=77, name=train, Ch 00000010, "
                                          "intr 10000000. MMU Fault", "gpu-node-20")
+    # gpu-node-5: a GPU lost from the bus as newer drivers report it, with no Xid line; one kernel record of
+    # three lines that the log pipeline stored as three messages (milliseconds apart), then the probe failing
+    n5 = "gpu-node-5"
+    add("graylog_1", n5, -90.000, "NVRM: The NVIDIA GPU 0000:b3:00.0", n5, level=4)
+    add("graylog_1", n5, -89.999, "NVRM: (PCI ID: 10de:2330) installed in this system has", n5, level=4)
+    add("graylog_1", n5, -89.998, "NVRM: fallen off the bus and is not responding to commands.", n5, level=4)
+    add("graylog_1", n5, -89.869, "NVRM: The NVIDIA probe routine failed for 1 device(s).", n5, level=4)
+    add("graylog_1", n5, -70, "kubelet[1893]: Error getting device plugin health: GPU-9c1e rpc error", facility="daemon",
+        level=4)
     # gpu-node-3 logs under its short host name; Kubernetes knows it by its FQDN
     add("graylog_1", "gpu-node-3", -10, "NVRM: Xid (PCI:0000:3b:00): 119, pid=310, name=nvidia-smi, "
                                         "Timeout after 6s of waiting for RPC response from GPU0 GSP!",

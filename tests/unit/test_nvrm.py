@@ -153,6 +153,14 @@ def test_a_lost_gpu_record_split_into_messages_reads_as_xid_79_on_its_last_line(
     assert evidence[2]["gpu_uuid"] == H100["uuid"]
 
 
+def test_split_parts_returned_in_the_other_order_still_pair_up() -> None:
+    """The split lines share their kernel timestamp: a search may return "fallen off" first."""
+    from alertd.enrich.evidence import build_evidence
+    evidence = build_evidence(_lines(LOST_SPLIT[2], LOST_SPLIT[1], LOST_SPLIT[0]), "gpu-node-7", [H100])
+    assert [(e["xid"], e["pci"], e["gpu_uuid"]) for e in evidence] == [
+        (None, None, None), (None, None, None), (79, "0000:b3:00", H100["uuid"])]
+
+
 def test_fallen_off_text_far_from_its_first_line_or_on_another_host_names_no_gpu() -> None:
     from alertd.enrich.evidence import build_evidence
     far = _lines(LOST_SPLIT[0], "kernel: mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE",
