@@ -181,3 +181,32 @@ def test_a_lost_gpu_in_the_kernel_log_upgrades_a_missing_metrics_incident() -> N
     signal = upgrade_signal(evidence, inc, e.rules.catalog, inc.gpus)
     assert inc.signals == ["metrics_missing"]
     assert signal is not None and signal.xid == 79
+
+
+@pytest.mark.parametrize(("line", "code", "pci", "pid", "process"), [
+    # `dmesg --ctime` prefix, a process the driver could not name
+    ("[Fri Aug 30 11:43:09 2024] NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp "
+     "Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter", 13, "0000:cb:00", None, ""),
+    ("[Fri Aug 30 11:43:14 2024] NVRM: Xid (PCI:0000:cb:00): 109, pid=1797828, name=pt_main_thread, Ch 00000008, "
+     "errorString CTX SWITCH TIMEOUT, Info 0x58005", 109, "0000:cb:00", 1797828, "pt_main_thread"),
+    # a consequence naming its cause
+    ("kernel: NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149",
+     45, "0000:dc:00", 1818990, "python3"),
+    # NVLink fabric errors on a multi-domain (Grace) system: the PCI domain is not 0000
+    ("NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 0x00000000 0x00000000 0x00000000 "
+     "0x00000000 0x00000000)", 149, "0019:01:00", None, ""),
+    ("NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 0x00000008 0x00000001 "
+     "0x00000000 0x00100000 0x00000004)", 145, "0018:01:00", None, ""),
+    # old drivers: no pid/name, "Channel ID"
+    ("[24128.828315] NVRM: Xid (PCI:0000:01:00): 32, Channel ID 00000000 intr 00004000", 32, "0000:01:00", None, ""),
+])
+def test_xid_lines_as_fleets_reported_them(line: str, code: int, pci: str, pid: int | None, process: str) -> None:
+    parsed = parse_xid(line)
+    assert parsed is not None
+    assert (parsed.xid, parsed.pci, parsed.pid, parsed.process) == (code, pci, pid, process)
+
+
+def test_a_multi_domain_address_matches_dcgm_label_form() -> None:
+    """dcgm-exporter writes the domain in 8 digits; the kernel in 4: both must name one GPU."""
+    from alertd.gpu.pci import normalize_pci
+    assert normalize_pci("00000019:01:00.0") == parse_xid("NVRM: Xid (PCI:0019:01:00): 149, NETIR").pci
