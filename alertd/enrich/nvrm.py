@@ -115,9 +115,9 @@ def lost_gpu_address(line: str) -> str | None:
     return normalize_pci(m.group("pci")) if m is not None else None
 
 
-def lost_gpu(pci: str, text: str = "") -> XidLine:
+def lost_gpu(pci: str) -> XidLine:
     """A lost-GPU report without an Xid line, as the Xid 79 the same fault is reported as."""
-    return XidLine(XID_FALLEN_OFF, pci, text=text or "GPU has fallen off the bus (reported without an Xid line)")
+    return XidLine(XID_FALLEN_OFF, pci, text=FALLEN_OFF)
 
 
 def split_lines(message: str) -> list[str]:
