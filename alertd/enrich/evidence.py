@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from alertd.enrich.logs import LogLine
-from alertd.enrich.nvrm import FALLEN_OFF, XidLine, lost_gpu, lost_gpu_address, parse_xid, pci_to_uuid, split_lines
+from alertd.enrich.nvrm import line_xids, pci_to_uuid
 from alertd.enrich.timestamps import iso_millis
 from alertd.gpu.pci import normalize_pci
 from alertd.model import Incident, Signal, signal_rank
@@ -23,9 +23,8 @@ def build_evidence(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str,
     lines = list(lines)
     uuids = pci_to_uuid((ln.message for ln in lines), gpus)
     out: list[dict[str, Any]] = []
-    lost: dict[str, tuple[str | None, int]] = {}  # host -> one part of a split lost-GPU report, waiting
-    for number, ln in enumerate(lines):
-        xid = _xid_in(ln, number, lost)
+    xids = line_xids((ln.host, ln.message) for ln in lines)
+    for ln, xid in zip(lines, xids):
         entry: dict[str, Any] = {
             "time": iso_millis(ln.time) if ln.time else None,  # fixed width: sorts as text
             "host": ln.host or node,
@@ -44,31 +43,6 @@ def build_evidence(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str,
             entry["pod"] = pod
         out.append(entry)
     return cap_evidence(out, limit)
-
-
-LOST_GPU_SPAN = 3  # lines within which the parts of a split lost-GPU report follow each other (same host)
-
-
-def _xid_in(ln: LogLine, number: int, pending: dict[str, tuple[str | None, int]]) -> XidLine | None:
-    """The Xid a log line reports: its own ``NVRM: Xid`` line, or a lost-GPU report without one, whole in this
-    message, or split into messages of one host that end here. Split lines share their kernel timestamp, so
-    a search may return them in either order: the line naming the GPU and the "fallen off" line pair up
-    whichever comes first."""
-    parts = split_lines(ln.message)
-    for part in parts:
-        if (xid := parse_xid(part)) is not None:
-            return xid
-    fallen = any(FALLEN_OFF in part for part in parts)
-    pci = next((found for part in parts if (found := lost_gpu_address(part)) is not None), None)
-    if pci is not None and fallen:
-        return lost_gpu(pci)
-    if pci is None and not fallen:
-        return None
-    earlier = pending.pop(ln.host, None)
-    if earlier is not None and number - earlier[1] < LOST_GPU_SPAN and (earlier[0] is None) != (pci is None):
-        return lost_gpu(pci or earlier[0] or "")
-    pending[ln.host] = (pci, number)  # the GPU's address, or None for a "fallen off" line waiting for it
-    return None
 
 
 def cap_evidence(entries: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ it into three messages)::
     NVRM: (PCI ID: 10de:26b5) installed in this system has
     NVRM: fallen off the bus and is not responding to commands.
 
-That is the fault Xid 79 names, and it is read as Xid 79 (:func:`lost_gpu`).
+That is the fault Xid 79 names, and it is read as Xid 79 (:func:`line_xids`).
 
 PCI addresses are normalised with :func:`alertd.gpu.pci.normalize_pci`, so
 they compare equal to dcgm-exporter's ``pci_bus_id`` labels.
@@ -115,9 +115,41 @@ def lost_gpu_address(line: str) -> str | None:
     return normalize_pci(m.group("pci")) if m is not None else None
 
 
-def lost_gpu(pci: str) -> XidLine:
+def _lost_gpu(pci: str) -> XidLine:
     """A lost-GPU report without an Xid line, as the Xid 79 the same fault is reported as."""
     return XidLine(XID_FALLEN_OFF, pci, text=FALLEN_OFF)
+
+
+LOST_GPU_SPAN = 3  # messages within which the parts of a split lost-GPU report follow each other (same host)
+
+
+def line_xids(messages: Iterable[tuple[str, str]]) -> list[XidLine | None]:
+    """The Xid each (host, message) of a log answer reports, in order: its own ``NVRM: Xid`` line, or a
+    lost-GPU report without one, whole in the message or split into messages of one host that end there."""
+    waiting: dict[str, tuple[str | None, int]] = {}  # host -> one part of a split report (its GPU or None)
+    out: list[XidLine | None] = []
+    for number, (host, message) in enumerate(messages):
+        parts = split_lines(message)
+        own = next((xid for part in parts if (xid := parse_xid(part)) is not None), None)
+        out.append(own or _lost_gpu_report(parts, host, number, waiting))
+    return out
+
+
+def _lost_gpu_report(parts: list[str], host: str, number: int,
+                     waiting: dict[str, tuple[str | None, int]]) -> XidLine | None:
+    """Split parts share their kernel timestamp, so a search may return them in either order: the part naming
+    the GPU and the "fallen off" part pair up whichever comes first."""
+    fallen = any(FALLEN_OFF in part for part in parts)
+    pci = next((found for part in parts if (found := lost_gpu_address(part)) is not None), None)
+    if pci is not None and fallen:
+        return _lost_gpu(pci)
+    if pci is None and not fallen:
+        return None
+    earlier = waiting.pop(host, None)
+    if earlier is not None and number - earlier[1] < LOST_GPU_SPAN and (earlier[0] is None) != (pci is None):
+        return _lost_gpu(pci or earlier[0] or "")
+    waiting[host] = (pci, number)
+    return None
 
 
 def split_lines(message: str) -> list[str]:
@@ -144,4 +176,4 @@ def pci_to_uuid(messages: Iterable[str], gpus: Iterable[dict[str, Any]] = ()) ->
     return out
 
 
-__all__ = ["XidLine", "parse_xid", "parse_gpu_at", "pci_to_uuid", "split_lines", "lost_gpu", "lost_gpu_address"]
+__all__ = ["XidLine", "parse_xid", "parse_gpu_at", "pci_to_uuid", "split_lines", "line_xids", "lost_gpu_address"]
