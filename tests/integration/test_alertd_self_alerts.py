@@ -6,6 +6,7 @@ binary is missing, and fail under CI.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -21,19 +22,10 @@ from prometheus_client.metrics import MetricWrapperBase
 from alertd.metrics import REJECT_REASONS, STORE_OPERATIONS, Metrics
 from alertd.receive.promql import facts_of_expr
 from alertd.receive.webhook import BadPayload
-from tests.integration.test_prometheus_rules import (
-    AM_CONFIG,
-    AMTOOL,
-    PROMTOOL,
-    _ok,
-    needs_amtool,
-    needs_prometheus,
-    needs_promtool,
-)
 from tests.support import prom as prom_api
 from tests.support.alertd_proc import AlertdProcess, parse_metrics
 from tests.support.fixtures import require
-from tests.support.prom import run_tool
+from tests.support.prom import AMTOOL, PROMTOOL, needs_amtool, needs_prometheus, needs_promtool, run_tool
 from tests.support.services import start_prometheus
 from tests.support.webhooks import UniqueWebhooks
 
@@ -41,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alertd-alerts.yml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "tests" / "alertd-alerts.test.yml"
 RUNBOOK = ROOT / "runbooks" / "alertd.md"
+AM_CONFIG = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 RUNBOOK_URL = "https://github.com/alertd/alertd/blob/main/runbooks/alertd.md#"
 SUFFIXES = {"counter": ("_total",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count")}
 SCRAPE_LABELS = {"job", "instance"}
@@ -52,8 +45,8 @@ def _rules() -> list[dict[str, Any]]:
 
 @needs_promtool
 def test_promtool_checks_and_unit_tests_pass() -> None:
-    assert "SUCCESS" in _ok(run_tool([PROMTOOL, "check", "rules", str(RULES)]))
-    assert "SUCCESS" in _ok(run_tool([PROMTOOL, "test", "rules", str(RULE_TESTS)], cwd=RULE_TESTS.parent, timeout=120))
+    assert "SUCCESS" in run_tool([PROMTOOL, "check", "rules", str(RULES)]).stdout
+    assert "SUCCESS" in run_tool([PROMTOOL, "test", "rules", str(RULE_TESTS)], cwd=RULE_TESTS.parent, timeout=120).stdout
 
 
 def test_every_alert_is_labelled_documented_and_tested() -> None:
@@ -84,13 +77,15 @@ def _exported() -> dict[str, MetricWrapperBase]:
     return out
 
 
+@functools.cache
+def _code() -> str:
+    return "\n".join(path.read_text() for path in (ROOT / "alertd").rglob("*.py"))
+
+
 def _label_values_in_code() -> set[str]:
     """String literals passed where alertd sets a metric's labels (``.labels(...)`` calls)."""
-    found: set[str] = set()
-    for path in (ROOT / "alertd").rglob("*.py"):
-        for call in re.findall(r"\.labels\(([^)]*)\)", path.read_text()):
-            found.update(re.findall(r'"([a-z_]+)"', call))
-    return found
+    return {value for call in re.findall(r"\.labels\(([^)]*)\)", _code())
+            for value in re.findall(r'"([a-z_]+)"', call)}
 
 
 def test_rules_name_only_metrics_labels_and_values_alertd_exports() -> None:
@@ -129,9 +124,7 @@ def test_the_metric_check_catches_a_renamed_label_value(monkeypatch: pytest.Monk
 @needs_amtool
 def test_alertd_alerts_go_past_alertd_and_gpu_alerts_to_it() -> None:
     def route(*labels: str) -> str:
-        result = run_tool([AMTOOL, "config", "routes", "test", f"--config.file={AM_CONFIG}", *labels])
-        _ok(result)
-        return str(result.stdout).strip()
+        return run_tool([AMTOOL, "config", "routes", "test", f"--config.file={AM_CONFIG}", *labels]).stdout.strip()
 
     for rule in _rules():
         assert route(f"alertname={rule['alert']}", "component=alertd", "severity=critical") == "alertd-health"
@@ -143,7 +136,7 @@ def test_alertd_alerts_go_past_alertd_and_gpu_alerts_to_it() -> None:
 def test_label_values_alertd_sets_start_at_zero() -> None:
     """increase() sees no change in a series first scraped at 1: every reason and operation alertd's code
     sets must be exported at 0 from the start, or the first refusal after a start raises no alert."""
-    code = "\n".join(p.read_text() for p in (ROOT / "alertd").rglob("*.py"))
+    code = _code()
     reasons = set(re.findall(r'rejected\.labels\("([a-z_]+)"\)', code))
     reasons |= {BadPayload("x").reason, BadPayload("x", "field").reason}
     operations = set(re.findall(r'store_errors\.labels\("([a-z_]+)"\)', code))

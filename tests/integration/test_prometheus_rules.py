@@ -6,7 +6,6 @@ prometheus-alertmanager (amtool); tests skip when a binary is missing.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +31,14 @@ from tests.sim.gpu_cluster import (  # noqa: E402
 from tests.support import prom as prom_api  # noqa: E402
 from tests.support.fixtures import require  # noqa: E402
 from tests.support.process import RunningService  # noqa: E402
-from tests.support.prom import run_tool, which  # noqa: E402
+from tests.support.prom import (  # noqa: E402
+    AMTOOL,
+    PROMTOOL,
+    needs_amtool,
+    needs_prometheus,
+    needs_promtool,
+    run_tool,
+)
 from tests.support.services import start_prometheus  # noqa: E402
 
 PROM_DIR = ROOT / "deploy" / "prometheus"
@@ -41,14 +47,6 @@ RULE_TESTS = PROM_DIR / "tests" / "gpu-alerts.test.yml"
 EXAMPLE_PROM_CONFIG = PROM_DIR / "prometheus.yml"
 AM_CONFIG = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
 
-PROMTOOL = which("promtool")
-AMTOOL = which("amtool")
-PROMETHEUS = which("prometheus")
-
-# Without CI a missing binary skips; under CI it fails (tests.support.fixtures.missing_service).
-needs_promtool = pytest.mark.skipif(PROMTOOL is None and not os.environ.get("CI"), reason="promtool not installed")
-needs_amtool = pytest.mark.skipif(AMTOOL is None and not os.environ.get("CI"), reason="amtool not installed")
-needs_prometheus = pytest.mark.skipif(PROMETHEUS is None and not os.environ.get("CI"), reason="prometheus not installed")
 
 ALERT_NAMES = {
     "GPUXidError",
@@ -71,24 +69,18 @@ RUNBOOK_PAGES = {
 }
 
 
-def _ok(result: Any) -> str:
-    out = f"$ {' '.join(result.args)}\n{result.stdout}\n{result.stderr}"
-    assert result.returncode == 0, out
-    return out
-
-
 # ------------------------------------------------------------- static checks
 
 
 @needs_promtool
 def test_promtool_check_rules() -> None:
-    out = _ok(run_tool([PROMTOOL, "check", "rules", str(RULES)]))
+    out = run_tool([PROMTOOL, "check", "rules", str(RULES)]).stdout
     assert "SUCCESS" in out
 
 
 @needs_promtool
 def test_promtool_rule_unit_tests() -> None:
-    out = _ok(run_tool([PROMTOOL, "test", "rules", str(RULE_TESTS)], cwd=RULE_TESTS.parent, timeout=120))
+    out = run_tool([PROMTOOL, "test", "rules", str(RULE_TESTS)], cwd=RULE_TESTS.parent, timeout=120).stdout
     assert "SUCCESS" in out
 
 
@@ -122,7 +114,7 @@ def test_rule_pack_shape() -> None:
 @needs_promtool
 def test_fast_rules_differ_only_in_for_and_windows(tmp_path: Path) -> None:
     fast = derive_fast_rules(tmp_path / "fast.yml")
-    _ok(run_tool([PROMTOOL, "check", "rules", str(fast)]))
+    run_tool([PROMTOOL, "check", "rules", str(fast)])
     orig = yaml.safe_load(RULES.read_text())
     derived = yaml.safe_load(fast.read_text())
     for g0, g1 in zip(orig["groups"], derived["groups"], strict=True):
@@ -163,12 +155,12 @@ def test_example_prometheus_config(tmp_path: Path) -> None:
         (tmp_path / rules).write_text((PROM_DIR / rules).read_text())
     checked = tmp_path / "prometheus.yml"
     checked.write_text(yaml.safe_dump(config, sort_keys=False))
-    _ok(run_tool([PROMTOOL, "check", "config", str(checked)]))
+    run_tool([PROMTOOL, "check", "config", str(checked)])
 
 
 @needs_amtool
 def test_amtool_check_config() -> None:
-    out = _ok(run_tool([AMTOOL, "check-config", str(AM_CONFIG)]))
+    out = run_tool([AMTOOL, "check-config", str(AM_CONFIG)]).stdout
     assert "SUCCESS" in out
     am = yaml.safe_load(AM_CONFIG.read_text())
     hook = am["receivers"][0]["webhook_configs"][0]
@@ -183,7 +175,7 @@ def test_amtool_routes_watchdog_every_minute() -> None:
     am = yaml.safe_load(AM_CONFIG.read_text())
     watchdog = [r for r in am["route"]["routes"] if 'alertname="Watchdog"' in r.get("matchers", [])]
     assert watchdog and watchdog[0]["repeat_interval"] == "1m" and watchdog[0]["receiver"] == "alertd"
-    out = _ok(run_tool([AMTOOL, "config", "routes", "test", f"--config.file={AM_CONFIG}", "alertname=Watchdog"]))
+    out = run_tool([AMTOOL, "config", "routes", "test", f"--config.file={AM_CONFIG}", "alertname=Watchdog"]).stdout
     assert "alertd" in out
 
 

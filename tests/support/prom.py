@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import urllib.parse
 from pathlib import Path
 from typing import Any, Sequence
+
+import pytest
 
 from tests.support.process import http_get
 
@@ -35,5 +38,16 @@ def alerts(url: str) -> list[dict[str, Any]]:
 
 
 def run_tool(args: Sequence[str], cwd: str | Path | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """Run promtool or amtool and capture its output as text."""
-    return subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    """Run promtool or amtool, its output captured as text; a failing run fails the test with that output."""
+    result = subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"$ {' '.join(result.args)}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+PROMTOOL = which("promtool")
+AMTOOL = which("amtool")
+PROMETHEUS = which("prometheus")
+# Without CI a missing binary skips; under CI it fails (tests.support.fixtures.missing_service).
+needs_promtool = pytest.mark.skipif(PROMTOOL is None and not os.environ.get("CI"), reason="promtool not installed")
+needs_amtool = pytest.mark.skipif(AMTOOL is None and not os.environ.get("CI"), reason="amtool not installed")
+needs_prometheus = pytest.mark.skipif(PROMETHEUS is None and not os.environ.get("CI"), reason="prometheus not installed")
