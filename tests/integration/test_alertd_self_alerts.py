@@ -25,7 +25,15 @@ from alertd.receive.webhook import BadPayload
 from tests.support import prom as prom_api
 from tests.support.alertd_proc import AlertdProcess, parse_metrics
 from tests.support.fixtures import require
-from tests.support.prom import AMTOOL, PROMTOOL, needs_amtool, needs_prometheus, needs_promtool, run_tool
+from tests.support.prom import (
+    AMTOOL,
+    PROMTOOL,
+    alerting_rules,
+    needs_amtool,
+    needs_prometheus,
+    needs_promtool,
+    run_tool,
+)
 from tests.support.services import start_prometheus
 from tests.support.webhooks import UniqueWebhooks
 
@@ -40,7 +48,7 @@ SCRAPE_LABELS = {"job", "instance"}
 
 
 def _rules() -> list[dict[str, Any]]:
-    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+    return alerting_rules(RULES.read_text())
 
 
 @needs_promtool
@@ -116,7 +124,7 @@ def test_the_metric_check_catches_a_renamed_label_value(monkeypatch: pytest.Monk
     original = RULES.read_text()
     broken = original.replace('reason=~"backlog|store_unavailable"', 'reason=~"backlog|store_down"', 1)
     assert broken != original
-    monkeypatch.setattr(f"{__name__}._rules", lambda: [r for g in yaml.safe_load(broken)["groups"] for r in g["rules"]])
+    monkeypatch.setattr(f"{__name__}._rules", lambda: alerting_rules(broken))
     with pytest.raises(AssertionError, match="store_down"):
         test_rules_name_only_metrics_labels_and_values_alertd_exports()
 

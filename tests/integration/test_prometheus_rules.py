@@ -34,6 +34,7 @@ from tests.support.process import RunningService  # noqa: E402
 from tests.support.prom import (  # noqa: E402
     AMTOOL,
     PROMTOOL,
+    alerting_rules,
     needs_amtool,
     needs_prometheus,
     needs_promtool,
@@ -84,14 +85,10 @@ def test_promtool_rule_unit_tests() -> None:
     assert "SUCCESS" in out
 
 
-def _alerting_rules(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    return [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
-
-
 def test_rule_pack_shape() -> None:
     """Names alertd keys on, severity, annotations and runbook pages on every alert,
     and every alert is tested by the promtool unit tests."""
-    rules = _alerting_rules(yaml.safe_load(RULES.read_text()))
+    rules = alerting_rules(RULES.read_text())
     assert {r["alert"] for r in rules} == ALERT_NAMES
     for r in rules:
         assert "for" in r, r["alert"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
+import yaml
 
 from tests.support.process import http_get
 
@@ -35,6 +36,11 @@ def query(url: str, expr: str) -> list[dict[str, Any]]:
 
 def alerts(url: str) -> list[dict[str, Any]]:
     return api(url, "alerts")["alerts"]
+
+
+def alerting_rules(text: str) -> list[dict[str, Any]]:
+    """The alerting rules (not the recording rules) of a Prometheus rule file's text, in file order."""
+    return [r for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r]
 
 
 def run_tool(args: Sequence[str], cwd: str | Path | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
