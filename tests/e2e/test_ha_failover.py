@@ -4,12 +4,14 @@ three `alertd serve` replicas on one real PostgreSQL; two real Alertmanagers clu
 over loopback, each delivering to every replica; the simulated GPU cluster scraped by the real
 Prometheus (shipped GPU alert rules, windows shortened); the Slack and PagerDuty test servers.
 A storm of unique webhooks goes to the replicas in turn while four nodes fail in the simulator;
-the leader is killed with SIGKILL in the middle.
+the leader is killed with SIGKILL in the middle. Prometheus also scrapes the replicas with the shipped
+alerts on alertd itself.
 
 Asserts: a follower leads within 10 s (the time is printed); every acknowledged alert is stored
 once and processed; exactly one incident per failing node; exactly one Slack message per incident
 and channel; one PagerDuty alert per paged incident; the Alertmanager peers' duplicates (each
-notification reaches every replica, from both peers) never show.
+notification reaches every replica, from both peers) never show; on the replicas' real metrics, the
+shipped alertd rules see one engine before and after, and the killed replica down, not alertd.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.ha_cluster import (
+    ALERTD_RULES,
     TOKEN,
     check_pages,
     Storm,
@@ -35,6 +38,7 @@ from tests.support.ha_cluster import (
     pending,
     replica_config,
     role_of,
+    scrape_replicas,
     slack_messages_per_incident,
     start_alertmanager_pair,
     wait_for_leader,
@@ -43,7 +47,7 @@ from tests.support.ha_cluster import (
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.pipeline import incidents, wait, write_rules
-from tests.support.prom import query
+from tests.support.prom import alerting_rules, query
 from tests.support.services import start_prometheus
 from tests.support.slack_server import SlackTestServer
 from tests.support.webhooks import UniqueWebhooks
@@ -72,9 +76,12 @@ def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
                 wait("the Alertmanagers to see each other", lambda: all(alertmanager_peers(a) == 2 for a in ams), 30)
                 prom_cfg = sim.write_prometheus_config(tmp_path / "prometheus.yml", alertmanager_url=ams[0].url,
                                                        rule_files=[derive_fast_rules(tmp_path / "fast.yml")])
-                alert_all(prom_cfg, ams)
+                scrape_replicas(alert_all(prom_cfg, ams), replicas)
                 prom = require(start_prometheus, prom_cfg, tmp_path / "prom")
-                wait("every target up", lambda: len(query(prom.url, "up == 1")) == 2 * 6 + 1, 60)
+                wait("every target up", lambda: len(query(prom.url, "up == 1")) == 2 * 6 + 1 + len(replicas), 60)
+                on_alertd = {r["alert"]: r["expr"] for r in alerting_rules(ALERTD_RULES.read_text())}
+                wait("one engine among the scraped replicas",
+                     lambda: query(prom.url, 'sum(alertd_engine_leader{job="alertd"})')[0]["value"][1] == "1", 30)
 
                 # 8 storm nodes re-firing (every webhook new work, 8 incidents: Slack takes ~1 post/s per channel).
                 storm = Storm(replicas, rate=60, seconds=14,
@@ -106,6 +113,13 @@ def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
 
                 wait("an incident for every failing simulated node", sim_incidents, 60)
                 wait("the inbox drained", lambda: pending(dsn) == 0, 60)
+                # The shipped rules on the replicas' own metrics: the killed one down, one engine again.
+                killed = leader.url.split("//", 1)[1]
+                wait("AlertdReplicaDown to name the killed replica", lambda: [
+                    x["metric"]["instance"] for x in query(prom.url, on_alertd["AlertdReplicaDown"])] == [killed], 30)
+                assert query(prom.url, on_alertd["AlertdNoEngine"]) == []
+                assert query(prom.url, on_alertd["AlertdDown"]) == []
+                assert query(prom.url, 'ALERTS{alertname="AlertdNoEngine",alertstate="firing"}') == []
                 time.sleep(3)  # a few more Alertmanager rounds: redeliveries must stay duplicates
 
             # 0 acknowledged alerts lost: each one stored once and through the engine.
