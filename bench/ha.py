@@ -59,10 +59,30 @@ def loadgen(binary: Path, url: str, bodies: Path, *, seconds: float, conns: int,
             rate: float = 100000) -> dict:
     cmd = [str(binary), "-url", url, "-bodies", str(bodies), "-duration", f"{seconds}s", "-conns", str(conns),
            "-rate", str(rate), "-timeout", "30s"] + (["-closed"] if closed else [])
+    before = machine_ticks()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 90)
     if done.returncode != 0:
         raise RuntimeError(f"loadgen failed: {done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict = json.loads(done.stdout.strip().splitlines()[-1])
+    result["machine"] = machine_share(before, machine_ticks())
+    return result
+
+
+def machine_ticks() -> list[int]:
+    """The whole machine's CPU time by kind since boot (/proc/stat): user nice system idle iowait irq softirq
+    steal."""
+    return [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+
+
+def machine_share(before: list[int], after: list[int]) -> str:
+    """How the machine's cores were spent over a run. Steal is time the hypervisor gave this virtual machine's
+    cores to others: on a shared host it varies from hour to hour, and every figure of the run moves with it."""
+    spent = [b - a for a, b in zip(before, after)]
+    total = max(1, sum(spent))
+    idle, iowait, steal = spent[3], spent[4], spent[7]
+    busy = total - idle - iowait - steal
+    return (f"machine over the run: {100 * busy / total:.0f}% busy, {100 * idle / total:.0f}% idle, "
+            f"{100 * iowait / total:.0f}% iowait, {100 * steal / total:.0f}% stolen by the hypervisor")
 
 
 def row(name: str, r: dict) -> str:
@@ -107,6 +127,7 @@ def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
                 server.stop()
             name = name_of(n)
             print(row(f"{name} (SQLite, synchronous=FULL)", r), flush=True)
+            print(f"  {r['machine']}", flush=True)
             print(f"  GET /metrics after the run: {scrape}", flush=True)
             print(f"  per process (engine first): {use}", flush=True)
             print(f"  processed by the engine meanwhile: {(r['ok'] - behind) / max(1e-3, r['elapsed_s']):,.0f} "
@@ -130,6 +151,7 @@ def alertmanager_run(binary: Path, work: Path, warm_api: Path, api: Path, args: 
     finally:
         am.stop()
     print(row("Alertmanager POST /api/v2/alerts (in memory)", r), flush=True)
+    print(f"  {r['machine']}", flush=True)
     return r
 
 
@@ -152,6 +174,7 @@ def fixed_rate(args: argparse.Namespace, binary: Path, work: Path) -> None:
         finally:
             server.stop()
         print(row(name_of(n), r), flush=True)
+        print(f"  {r['machine']}", flush=True)
         print(f"  still pending at the end: {behind:,} webhooks", flush=True)
 
 
@@ -167,6 +190,7 @@ def storm(args: argparse.Namespace, binary: Path, work: Path) -> None:
         finally:
             server.stop()
         print(row(name_of(n), r), flush=True)
+        print(f"  {r['machine']}", flush=True)
         print(f"  GET /metrics after the storm: {scrape}", flush=True)
 
 
@@ -224,14 +248,17 @@ def postgres(args: argparse.Namespace, binary: Path, work: Path) -> None:
     try:
         per = max(1, args.conns // 3)
         hooks = [write_bodies(work, f"pg{i}", int(args.seconds * 3000), distinct=False, run=f"pg{i}")[0] for i in range(3)]
+        before = machine_ticks()
         procs = [subprocess.Popen([str(binary), "-url", r.receiver_url, "-bodies", str(h), "-duration", f"{args.seconds}s",
                                    "-conns", str(per), "-rate", "100000", "-timeout", "30s", "-closed"],
                                   stdout=subprocess.PIPE, text=True) for r, h in zip(replicas, hooks)]
         outs = [json.loads(p.communicate(timeout=args.seconds + 90)[0].strip().splitlines()[-1]) for p in procs]
+        machine = machine_share(before, machine_ticks())
         total = sum(o["ok_per_s"] for o in outs)
         p99 = max(o["latency_ms"]["p99"] for o in outs)
         print(f"\n3 replicas on one PostgreSQL, closed loop, {per} in flight per replica, {args.seconds:.0f} s")
         print(f"| replicas | webhooks/s (sum) | worst p99 ms |\n|---|---:|---:|\n| 3 | {total:,.0f} | {p99:.1f} |")
+        print(f"  {machine}")
         leader = next(r for r in replicas if b"leader" in http("GET", r.url + "/readyz")[2])
         t0 = time.monotonic()
         leader.kill9()
