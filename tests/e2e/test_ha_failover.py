@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
+from tests.sim.fast_rules import derive_fast_rules
+from tests.sim.gpu_cluster import GPUClusterSim
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.ha_cluster import (

@@ -30,7 +30,8 @@ import yaml
 
 from alertd.authoring import explain
 from alertd.authoring.promrules import rule_groups
-from tests.sim.gpu_cluster import GPUClusterSim, derive_fast_rules
+from tests.sim.fast_rules import derive_fast_rules
+from tests.sim.gpu_cluster import GPUClusterSim
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread

@@ -22,12 +22,8 @@ if str(ROOT) not in sys.path:  # plain `pytest` without the repo on sys.path
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from tests.sim.gpu_cluster import (  # noqa: E402
-    FAST_RANGES,
-    GPUClusterSim,
-    derive_fast_rules,
-    fast_expr,
-)
+from tests.sim.fast_rules import FAST_RANGES, derive_fast_rules, fast_expr  # noqa: E402
+from tests.sim.gpu_cluster import GPUClusterSim  # noqa: E402
 from tests.support import prom as prom_api  # noqa: E402
 from tests.support.fixtures import require  # noqa: E402
 from tests.support.process import RunningService  # noqa: E402

@@ -28,8 +28,8 @@ or, from synchronous code, with the server on its own thread::
 
 or over HTTP: ``POST /control/xid {"node": "node-1", "gpu": 3, "code": 79}``.
 
-Also here: `write_prometheus_config` (a scrape config for the simulator) and
-`derive_fast_rules` (a copy of the shipped alert rules that fires in seconds).
+Beside it: tests/sim/prometheus_config.py (a scrape config for the simulator)
+and tests/sim/fast_rules.py (a copy of the shipped alert rules that fires in seconds).
 """
 from __future__ import annotations
 
@@ -37,21 +37,19 @@ import asyncio
 import contextlib
 import json
 import random
-import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from aiohttp import web
 
+from tests.sim.cluster_state import DCGM_FIELDS, GPU, Node, PodRef, UnknownNode
+from tests.sim.exposition import Exposition
+from tests.sim.kube_state import ksm_text, node_exporter_text
+from tests.sim.prometheus_config import write_prometheus_config
 from tests.support.loopback import LoopbackServer, serving_in_thread
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_RULES = REPO_ROOT / "deploy" / "prometheus" / "gpu-alerts.yml"
 
 DEFAULT_MODEL = "NVIDIA H100 80GB HBM3"
 DEFAULT_DRIVER = "550.90.07"
@@ -59,156 +57,6 @@ DEFAULT_DRIVER = "550.90.07"
 HGX_PCI_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 # Kubernetes' random-suffix alphabet (no vowels, no look-alikes).
 _K8S_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-# Clock-event reasons of a healthy GPU: idle when nothing runs, otherwise none
-# (a busy GPU often shows 0x4 power cap, which is just as benign).
-CLOCKS_IDLE = 0x1
-CLOCKS_BUSY = 0x0
-
-
-# --------------------------------------------------------------------- state
-
-
-@dataclass
-class PodRef:
-    namespace: str
-    pod: str
-    container: str
-
-
-@dataclass
-class GPU:
-    index: int
-    uuid: str
-    pci_bus_id: str
-    pod: PodRef | None = None
-    present: bool = True
-    xid: int = 0
-    xid_events: list[tuple[float, int]] = field(default_factory=list)
-    temp: float = 38.0
-    clocks_event_reasons: int | None = None  # None = healthy baseline (idle/busy)
-    ecc_dbe_vol_total: int = 0
-    row_remap_failure: int = 0
-    row_remap_pending: int = 0
-    nvlink_crc_flit_total: int = 0
-
-    @property
-    def device(self) -> str:
-        return f"nvidia{self.index}"
-
-    def reasons(self) -> int:
-        if self.clocks_event_reasons is not None:
-            return self.clocks_event_reasons
-        return CLOCKS_BUSY if self.pod else CLOCKS_IDLE
-
-    def util(self) -> int:
-        return 97 if self.pod else 0
-
-    def reset(self) -> None:
-        """What a driver reload does: volatile state and the sticky Xid go back to 0."""
-        self.present = True
-        self.xid = 0
-        self.xid_events.clear()
-        self.temp = 38.0
-        self.clocks_event_reasons = None
-        self.ecc_dbe_vol_total = 0
-        self.row_remap_failure = 0
-        self.row_remap_pending = 0
-        self.nvlink_crc_flit_total = 0
-
-
-@dataclass
-class Node:
-    name: str
-    index: int
-    exporter_pod: str
-    gpus: list[GPU]
-    internal_ip: str
-    exporter_down: bool = False
-    node_down: bool = False
-    cordoned: bool = False
-    ready: str = "true"  # Ready condition: "true" | "false" | "unknown"
-
-    def reset(self) -> None:
-        self.exporter_down = False
-        self.node_down = False
-        self.cordoned = False
-        self.ready = "true"
-        for gpu in self.gpus:
-            gpu.reset()
-
-
-class UnknownNode(KeyError):
-    pass
-
-
-# ------------------------------------------------------------ text exposition
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels(pairs: Iterable[tuple[str, str]]) -> str:
-    return ",".join(f'{k}="{_escape(str(v))}"' for k, v in pairs)
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-class _Exposition:
-    def __init__(self) -> None:
-        self._lines: list[str] = []
-
-    def family(self, name: str, kind: str, help_text: str) -> None:
-        self._lines.append(f"# HELP {name} {help_text}")
-        self._lines.append(f"# TYPE {name} {kind}")
-
-    def sample(self, name: str, labels: Iterable[tuple[str, str]], value: float) -> None:
-        self._lines.append(f"{name}{{{_labels(labels)}}} {_num(value)}")
-
-    def text(self) -> str:
-        return "\n".join(self._lines) + "\n"
-
-
-# dcgm-exporter field, Prometheus type, help text and how to read it from a GPU.
-_DCGM_FIELDS: tuple[tuple[str, str, str, Any], ...] = (
-    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", lambda g: g.temp),
-    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", lambda g: g.util()),
-    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", lambda g: g.xid),
-    (
-        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-        "gauge",
-        "Current clock event reasons (bitmask of DCGM_CLOCKS_EVENT_REASON_*)",
-        lambda g: g.reasons(),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        "counter",
-        "Total number of double-bit volatile ECC errors.",
-        lambda g: g.ecc_dbe_vol_total,
-    ),
-    (
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-        "gauge",
-        "Whether remapping of rows has failed",
-        lambda g: g.row_remap_failure,
-    ),
-    (
-        "DCGM_FI_DEV_ROW_REMAP_PENDING",
-        "gauge",
-        "Whether remapping of rows is pending",
-        lambda g: g.row_remap_pending,
-    ),
-    (
-        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-        "counter",
-        "Total number of NVLink flow-control CRC errors.",
-        lambda g: g.nvlink_crc_flit_total,
-    ),
-)
-
 
 # ------------------------------------------------------------------ simulator
 
@@ -438,8 +286,8 @@ class GPUClusterSim(LoopbackServer):
         with self._lock:
             n = self._node(node)
             gpus = [g for g in n.gpus if g.present]
-            out = _Exposition()
-            for name, kind, help_text, read in _DCGM_FIELDS:
+            out = Exposition()
+            for name, kind, help_text, read in DCGM_FIELDS:
                 out.family(name, kind, help_text)
                 for g in gpus:
                     out.sample(name, self._gpu_labels(n, g), read(g))
@@ -461,7 +309,7 @@ class GPUClusterSim(LoopbackServer):
             labels += [("container", g.pod.container), ("namespace", g.pod.namespace), ("pod", g.pod.pod)]
         return labels
 
-    def _render_xid_count(self, out: _Exposition, n: Node, gpus: list[GPU]) -> None:
+    def _render_xid_count(self, out: Exposition, n: Node, gpus: list[GPU]) -> None:
         name = "DCGM_EXP_XID_ERRORS_COUNT"
         out.family(name, "gauge", "Count of XID Errors within user-specified time window (see xid-count-window-size param).")
         horizon = time.monotonic() - self.xid_count_window_s
@@ -479,85 +327,11 @@ class GPUClusterSim(LoopbackServer):
 
     def render_node_exporter(self, node: str) -> str:
         with self._lock:
-            n = self._node(node)
-            out = _Exposition()
-            out.family("node_uname_info", "gauge", "Labeled system information as provided by the uname system call.")
-            out.sample(
-                "node_uname_info",
-                [("machine", "x86_64"), ("nodename", n.name), ("release", "5.15.0-105-generic"), ("sysname", "Linux")],
-                1,
-            )
-            out.family("node_boot_time_seconds", "gauge", "Node boot time, in unixtime.")
-            out.sample("node_boot_time_seconds", [], 1_700_000_000 + n.index)
-            return out.text()
+            return node_exporter_text(self._node(node))
 
     def render_ksm(self) -> str:
         with self._lock:
-            out = _Exposition()
-            nodes = list(self.nodes.values())
-            out.family("kube_node_info", "gauge", "Information about a cluster node.")
-            for n in nodes:
-                out.sample(
-                    "kube_node_info",
-                    [
-                        ("node", n.name),
-                        ("kernel_version", "5.15.0-105-generic"),
-                        ("os_image", "Ubuntu 22.04.4 LTS"),
-                        ("container_runtime_version", "containerd://1.7.13"),
-                        ("kubelet_version", "v1.29.4"),
-                        ("kubeproxy_version", "deprecated"),
-                        ("provider_id", f"sim://{self.cluster}/{n.name}"),
-                        ("pod_cidr", f"10.244.{n.index}.0/24"),
-                        ("system_uuid", "%08x-0000-4000-8000-%012x" % (n.index, n.index)),
-                        ("internal_ip", n.internal_ip),
-                    ],
-                    1,
-                )
-            out.family("kube_node_spec_unschedulable", "gauge", "Whether a node can schedule new pods.")
-            for n in nodes:
-                out.sample("kube_node_spec_unschedulable", [("node", n.name)], int(n.cordoned))
-            out.family("kube_node_spec_taint", "gauge", "The taint of a cluster node.")
-            for n in nodes:
-                for key, value, effect in self._taints(n):
-                    out.sample(
-                        "kube_node_spec_taint",
-                        [("node", n.name), ("key", key), ("value", value), ("effect", effect)],
-                        1,
-                    )
-            out.family(
-                "kube_node_status_condition", "gauge", "The condition of a cluster node."
-            )
-            for n in nodes:
-                conditions = {"Ready": n.ready, "MemoryPressure": "false", "DiskPressure": "false", "PIDPressure": "false"}
-                if n.ready == "unknown":
-                    conditions = dict.fromkeys(conditions, "unknown")
-                for condition, current in conditions.items():
-                    for status in ("true", "false", "unknown"):
-                        out.sample(
-                            "kube_node_status_condition",
-                            [("node", n.name), ("condition", condition), ("status", status)],
-                            int(status == current),
-                        )
-            for family in ("kube_node_status_capacity", "kube_node_status_allocatable"):
-                out.family(family, "gauge", "The resources of a node.")
-                for n in nodes:
-                    out.sample(
-                        family,
-                        [("node", n.name), ("resource", "nvidia_com_gpu"), ("unit", "integer")],
-                        len(n.gpus),
-                    )
-            return out.text()
-
-    @staticmethod
-    def _taints(n: Node) -> list[tuple[str, str, str]]:
-        taints = [("nvidia.com/gpu", "present", "NoSchedule")]
-        if n.cordoned:
-            taints.append(("node.kubernetes.io/unschedulable", "", "NoSchedule"))
-        if n.ready == "false":
-            taints += [("node.kubernetes.io/not-ready", "", "NoSchedule"), ("node.kubernetes.io/not-ready", "", "NoExecute")]
-        elif n.ready == "unknown":
-            taints += [("node.kubernetes.io/unreachable", "", "NoSchedule"), ("node.kubernetes.io/unreachable", "", "NoExecute")]
-        return taints
+            return ksm_text(list(self.nodes.values()), self.cluster)
 
     # ------------------------------------------------------------------- HTTP
 
@@ -665,154 +439,6 @@ CONTROL_ACTIONS: dict[str, tuple[str, frozenset[str]]] = {
     "unassign_pod": ("unassign_pod", frozenset({"node", "gpu"})),
     "clear": ("clear", frozenset({"node"})),
 }
-
-
-# ----------------------------------------------------------- Prometheus config
-
-
-def write_prometheus_config(
-    path: str | Path,
-    sim_address: str,
-    nodes: Iterable[str],
-    *,
-    cluster: str = "sim",
-    alertmanager_url: str | None = None,
-    rule_files: Iterable[str | Path] = (),
-    scrape_interval: str = "1s",
-    evaluation_interval: str = "1s",
-    node_label: bool = True,
-) -> Path:
-    """Write a prometheus.yml that scrapes the simulator at sim_address (host:port).
-
-    Jobs as on a real cluster: `dcgm-exporter` and `node-exporter` with one static
-    target per node (labels node, cluster; __metrics_path__ per target), and
-    `kube-state-metrics`. honor_labels on dcgm-exporter (keeps pod/namespace/
-    container of the GPU's workload) and on kube-state-metrics.
-    node_label=False: no `node` target label; `instance` is "<node>:<port>" instead
-    (sites whose only node identity is the instance or dcgm's Hostname).
-    """
-    nodes = list(nodes)
-
-    def per_node(suffix: str) -> list[dict[str, Any]]:
-        port = 9400 if suffix == "metrics" else 9100
-        return [
-            {
-                "targets": [sim_address],
-                "labels": {**({"node": n} if node_label else {"instance": f"{n}:{port}"}), "cluster": cluster,
-                           "__metrics_path__": f"/nodes/{n}/{suffix}"},
-            }
-            for n in nodes
-        ]
-
-    config: dict[str, Any] = {
-        "global": {
-            "scrape_interval": scrape_interval,
-            "scrape_timeout": scrape_interval,
-            "evaluation_interval": evaluation_interval,
-            "external_labels": {"cluster": cluster},
-        },
-        "rule_files": [str(Path(p).resolve()) for p in rule_files],
-        "scrape_configs": [
-            {"job_name": "dcgm-exporter", "honor_labels": True, "static_configs": per_node("metrics")},
-            {"job_name": "node-exporter", "static_configs": per_node("node-metrics")},
-            {
-                "job_name": "kube-state-metrics",
-                "honor_labels": True,
-                "metrics_path": "/ksm/metrics",
-                "static_configs": [{"targets": [sim_address], "labels": {"cluster": cluster}}],
-            },
-        ],
-    }
-    if alertmanager_url:
-        m = re.match(r"^(https?)://([^/]+)(/.*)?$", alertmanager_url)
-        if not m:
-            raise ValueError(f"bad Alertmanager URL {alertmanager_url!r}")
-        am: dict[str, Any] = {"scheme": m.group(1), "static_configs": [{"targets": [m.group(2)]}]}
-        if m.group(3) and m.group(3) != "/":
-            am["path_prefix"] = m.group(3)
-        config["alerting"] = {"alertmanagers": [am]}
-    path = Path(path)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    return path
-
-
-# ------------------------------------------------------------------ fast rules
-
-# Range windows of the shipped rules, shrunk so alerts fire and resolve within
-# seconds at a 1 s scrape/evaluation interval. Unlisted durations are divided by 20
-# (at least 5 s).
-FAST_RANGES: dict[str, str] = {
-    "1m": "5s",
-    "2m": "10s",
-    "5m": "15s",
-    "10m": "30s",
-    "15m": "30s",
-    "30m": "1m",
-    "1h": "1m",
-}
-
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-_DURATION = r"(?:\d+(?:ms|[smhdwy]))+"
-# A range selector [5m] or a subquery range [1h:] / [1h:1m].
-_RANGE_RE = re.compile(rf"\[({_DURATION})(?::({_DURATION})?)?\]")
-
-
-def _seconds(duration: str) -> float:
-    return sum(int(n) * _DURATION_UNITS[u] for n, u in re.findall(r"(\d+)(ms|[smhdwy])", duration))
-
-
-def _fast_duration(duration: str, ranges: Mapping[str, str]) -> str:
-    if duration in ranges:
-        return ranges[duration]
-    return f"{max(5, int(_seconds(duration) // 20))}s"
-
-
-def fast_expr(expr: str, ranges: Mapping[str, str] = FAST_RANGES) -> str:
-    """Shrink every range/subquery window in a PromQL expression; nothing else changes."""
-
-    def sub(m: re.Match[str]) -> str:
-        rng = _fast_duration(m.group(1), ranges)
-        if ":" not in m.group(0):
-            return f"[{rng}]"
-        step = m.group(2)
-        return f"[{rng}:{'1s' if step else ''}]"
-
-    return _RANGE_RE.sub(sub, expr)
-
-
-def derive_fast_rules(
-    dst: str | Path,
-    src: str | Path = SHIPPED_RULES,
-    *,
-    for_duration: str = "0s",
-    ranges: Mapping[str, str] = FAST_RANGES,
-) -> Path:
-    """Write a copy of the alert rules for tests: every `for:` set to for_duration,
-    range windows shrunk (see FAST_RANGES), group `interval` removed (the global
-    evaluation interval applies). Expressions are otherwise identical."""
-    doc = yaml.safe_load(Path(src).read_text())
-    for group in doc.get("groups", []):
-        group.pop("interval", None)
-        for rule in group.get("rules", []):
-            rule["expr"] = fast_expr(str(rule["expr"]), ranges)
-            if "alert" in rule:
-                rule["for"] = for_duration
-                rule.pop("keep_firing_for", None)
-    dst = Path(dst)
-    dst.write_text(yaml.dump(doc, Dumper=_BlockDumper, sort_keys=False, width=1000))
-    return dst
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """Multi-line strings (expressions) as `|` blocks, so the copy stays readable."""
-
-
-def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockDumper.add_representer(str, _str_representer)
 
 
 # ----------------------------------------------------------------------- main
