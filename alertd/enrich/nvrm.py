@@ -120,35 +120,54 @@ def _lost_gpu(pci: str) -> XidLine:
     return XidLine(XID_FALLEN_OFF, pci, text=FALLEN_OFF)
 
 
-LOST_GPU_SPAN = 3  # messages within which the parts of a split lost-GPU report follow each other (same host)
+LOST_GPU_SPAN = 3  # messages within which the parts of split lost-GPU reports follow each other (same host)
+LOST_GPU_MIDDLE = "installed in this system has"  # the report's middle line: names neither GPU nor fault
+
+
+@dataclass
+class _SplitReports:
+    """One host's split lost-GPU report parts not paired yet. Several GPUs lost at once (a baseboard or PCIe
+    switch failure) give several reports with one kernel timestamp, which a search may return interleaved."""
+
+    last: int  # the message number of the latest part: a part further than LOST_GPU_SPAN starts afresh
+    addresses: list[str]  # first parts (each names a GPU), oldest first
+    fallen: int = 0  # "fallen off" parts that came before any first part
 
 
 def line_xids(messages: Iterable[tuple[str, str]]) -> list[XidLine | None]:
     """The Xid each (host, message) of a log answer reports, in order: its own ``NVRM: Xid`` line, or a
     lost-GPU report without one, whole in the message or split into messages of one host that end there."""
-    waiting: dict[str, tuple[str | None, int]] = {}  # host -> one part of a split report (its GPU or None)
+    pending: dict[str, _SplitReports] = {}
     out: list[XidLine | None] = []
     for number, (host, message) in enumerate(messages):
         parts = split_lines(message)
         own = next((xid for part in parts if (xid := parse_xid(part)) is not None), None)
-        out.append(own or _lost_gpu_report(parts, host, number, waiting))
+        out.append(own or _lost_gpu_report(parts, host, number, pending))
     return out
 
 
-def _lost_gpu_report(parts: list[str], host: str, number: int,
-                     waiting: dict[str, tuple[str | None, int]]) -> XidLine | None:
-    """Split parts share their kernel timestamp, so a search may return them in either order: the part naming
-    the GPU and the "fallen off" part pair up whichever comes first."""
+def _lost_gpu_report(parts: list[str], host: str, number: int, pending: dict[str, _SplitReports]) -> XidLine | None:
+    """Split parts share their kernel timestamp, so a search may return them in any order: each "fallen off"
+    part pairs with the oldest unpaired part naming a GPU, whichever comes first."""
     fallen = any(FALLEN_OFF in part for part in parts)
     pci = next((found for part in parts if (found := lost_gpu_address(part)) is not None), None)
     if pci is not None and fallen:
         return _lost_gpu(pci)
-    if pci is None and not fallen:
+    if pci is None and not fallen and not any(LOST_GPU_MIDDLE in part for part in parts):
         return None
-    earlier = waiting.pop(host, None)
-    if earlier is not None and number - earlier[1] < LOST_GPU_SPAN and (earlier[0] is None) != (pci is None):
-        return _lost_gpu(pci or earlier[0] or "")
-    waiting[host] = (pci, number)
+    reports = pending.get(host)
+    if reports is None or number - reports.last >= LOST_GPU_SPAN:
+        reports = pending[host] = _SplitReports(number, [])
+    reports.last = number
+    if pci is not None:
+        if reports.fallen:
+            reports.fallen -= 1
+            return _lost_gpu(pci)
+        reports.addresses.append(pci)
+    elif fallen:
+        if reports.addresses:
+            return _lost_gpu(reports.addresses.pop(0))
+        reports.fallen += 1
     return None
 
 

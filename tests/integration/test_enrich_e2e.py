@@ -183,6 +183,19 @@ async def test_a_gpu_lost_without_an_xid_line_upgrades_to_xid79(tmp_path, e2e_lo
         assert evidence[2]["line"].startswith("NVRM: fallen off the bus")
 
 
+async def test_two_gpus_lost_at_once_with_interleaved_reports_are_both_in_the_evidence(tmp_path, e2e_logs) -> None:
+    """Two GPUs behind one PCIe switch fall off the bus together; the real OpenSearch returns their split
+    reports interleaved line by line, and each "fallen off" line is read with the GPU its report names."""
+    async with Stack(tmp_path, enrich_config(e2e_logs, None)) as st:
+        await st.post(webhook([exporter_down("gpu-node-6", "dcgm-exporter-w4k9t", T)], cluster="prod-gpu-1",
+                              node="gpu-node-6"))
+        inc = await st.incident(predicate=lambda i: (i.get("primary") or {}).get("xid") == 79)
+        assert inc["title"] == "Xid 79: GPU has fallen off the bus on gpu-node-6"
+        evidence = inc["annotations"]["log_evidence"]
+        assert [e["line"] for e in evidence] == WANT["gpu-node-6"]
+        assert [(e["xid"], e["pci"]) for e in evidence if e["xid"]] == [(79, "0000:18:00"), (79, "0000:2a:00")]
+
+
 async def test_dcgm_pod_labels_name_the_pod(tmp_path, e2e_logs, kube) -> None:
     server, names, kubeconfig = kube
     worker = next(p for p in names["pytorchjob"]["pods"] if "worker" in p)

@@ -410,6 +410,13 @@ def kernel_log_corpus(t: datetime) -> tuple[list[tuple[str, dict[str, Any]]], di
     add("graylog_1", n5, -89.869, "NVRM: The NVIDIA probe routine failed for 1 device(s).", n5, level=4)
     add("graylog_1", n5, -70, "kubelet[1893]: Error getting device plugin health: GPU-9c1e rpc error", facility="daemon",
         level=4)
+    # gpu-node-6: two GPUs behind one PCIe switch lost at once; their split reports reached the index
+    # interleaved line by line, a millisecond apart
+    n6 = "gpu-node-6"
+    first, middle, last = ("NVRM: The NVIDIA GPU {}", "NVRM: (PCI ID: 10de:2330) installed in this system has",
+                           "NVRM: fallen off the bus and is not responding to commands.")
+    for i, line in enumerate([first.format("0000:18:00.0"), first.format("0000:2a:00.0"), middle, middle, last, last]):
+        add("graylog_1", n6, -45 + i / 1000, line, n6, level=4)
     # gpu-node-3 logs under its short host name; Kubernetes knows it by its FQDN
     add("graylog_1", "gpu-node-3", -10, "NVRM: Xid (PCI:0000:3b:00): 119, pid=310, name=nvidia-smi, "
                                         "Timeout after 6s of waiting for RPC response from GPU0 GSP!",

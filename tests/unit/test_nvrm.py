@@ -161,6 +161,27 @@ def test_split_parts_returned_in_the_other_order_still_pair_up() -> None:
         (None, None, None), (None, None, None), (79, "0000:b3:00", H100["uuid"])]
 
 
+def _lost(pci: str) -> list[str]:
+    return [line.replace("0000:b3:00.0", pci) for line in LOST_SPLIT]
+
+
+@pytest.mark.parametrize("order", [
+    pytest.param((0, 1, 2, 3, 4, 5), id="one-report-after-the-other"),
+    pytest.param((0, 3, 1, 4, 2, 5), id="interleaved-line-by-line"),
+    pytest.param((2, 5, 1, 4, 0, 3), id="interleaved-last-line-first"),
+])
+def test_two_gpus_lost_at_once_are_both_read_whatever_order_the_search_returns(order: tuple[int, ...]) -> None:
+    """A baseboard or PCIe switch failure drops several GPUs at one kernel timestamp: their split reports
+    tie on time, and a search may return their lines in any order."""
+    from alertd.enrich.evidence import build_evidence
+    second = {"gpu": "5", "pci_bus_id": "00000000:DB:00.0", "uuid": "GPU-0a6c2e51-77d4-4c1b-8e2f-5b9a3c7d1e06"}
+    lines = _lost("0000:b3:00.0") + _lost("0000:db:00.0")
+    evidence = build_evidence(_lines(*(lines[i] for i in order)), "gpu-node-7", [H100, second])
+    found = sorted((e["pci"], e["gpu_uuid"]) for e in evidence if e["xid"] == 79)
+    assert found == [("0000:b3:00", H100["uuid"]), ("0000:db:00", second["uuid"])]
+    assert [e["xid"] for e in evidence].count(None) == 4
+
+
 def test_fallen_off_text_far_from_its_first_line_or_on_another_host_names_no_gpu() -> None:
     from alertd.enrich.evidence import build_evidence
     far = _lines(LOST_SPLIT[0], "kernel: mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE",
