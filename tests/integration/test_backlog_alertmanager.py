@@ -97,15 +97,21 @@ def test_alertmanager_retries_webhooks_refused_at_the_backlog_limit_and_none_is_
         cfg = tmp_path / "alertmanager.yml"
         cfg.write_text(am_config(receiver.receiver_url))
         am = require(services.start_alertmanager, cfg, tmp_path / "am")
-        # Now, not in the past: Alertmanager flushes a new group at once when its first alert started more than
-        # group_wait ago, possibly before the node's other alerts joined it (they would wait for the next flush).
-        now = datetime.now(timezone.utc)
-        starts_at = now.replace(microsecond=now.microsecond // 1000 * 1000)  # alertd keys startsAt to the ms
+        # Each post starts its alerts now, not in the past: Alertmanager flushes a new group at once when its
+        # first alert started more than group_wait ago, possibly before the node's other alerts joined it (they
+        # would wait for the next flush, an hour later). The later nodes are posted after the backlog filled.
+        starts: dict[str, datetime] = {}
 
-        am_post(am, xid_alerts(FIRST, starts_at))
+        def post(nodes: list[tuple[str, str, int]]) -> None:
+            now = datetime.now(timezone.utc)
+            starts_at = now.replace(microsecond=now.microsecond // 1000 * 1000)  # alertd keys startsAt to the ms
+            starts.update((node, starts_at) for _, node, _ in nodes)
+            am_post(am, xid_alerts(nodes, starts_at))
+
+        post(FIRST)
         wait("the first groups fill the backlog", lambda: receiver.metrics().get(BACKLOG) == LIMIT, 20, 0.2,
              receiver.log_tail)
-        am_post(am, xid_alerts(LATER, starts_at))
+        post(LATER)
 
         def refused_and_retried() -> bool:  # every later group refused, and at least one again on a retry
             return (receiver.metrics().get(REFUSED, 0) > len(LATER)
@@ -116,7 +122,7 @@ def test_alertmanager_retries_webhooks_refused_at_the_backlog_limit_and_none_is_
 
         posted = am_fingerprints(am)
         assert Counter(posted.values()) == {node: gpus for _, node, gpus in NODES}
-        expected = {f"{starts_at.timestamp():.3f}|firing|{fp}" for fp in posted}
+        expected = {f"{starts[node].timestamp():.3f}|firing|{fp}" for fp, node in posted.items()}
 
         engine.start()  # takes the backlog; the receiver takes webhooks again, Alertmanager's retries land
 
