@@ -28,7 +28,6 @@ from tests.sim.gpu_cluster import GPUClusterSim
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.ha_cluster import (
-    ALERTD_RULES,
     TOKEN,
     check_pages,
     Storm,
@@ -39,7 +38,6 @@ from tests.support.ha_cluster import (
     pending,
     replica_config,
     role_of,
-    scrape_replicas,
     slack_messages_per_incident,
     start_alertmanager_pair,
     wait_for_leader,
@@ -48,7 +46,7 @@ from tests.support.ha_cluster import (
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.pipeline import incidents, wait, write_rules
-from tests.support.prom import alerting_rules, query
+from tests.support.prom import ALERTD_RULES, alerting_rules, query, scrape_alertd
 from tests.support.services import start_prometheus
 from tests.support.slack_server import SlackTestServer
 from tests.support.webhooks import UniqueWebhooks
@@ -77,7 +75,7 @@ def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
                 wait("the Alertmanagers to see each other", lambda: all(alertmanager_peers(a) == 2 for a in ams), 30)
                 prom_cfg = sim.write_prometheus_config(tmp_path / "prometheus.yml", alertmanager_url=ams[0].url,
                                                        rule_files=[derive_fast_rules(tmp_path / "fast.yml")])
-                scrape_replicas(alert_all(prom_cfg, ams), replicas)
+                scrape_alertd(alert_all(prom_cfg, ams), [r.address for r in replicas])
                 prom = require(start_prometheus, prom_cfg, tmp_path / "prom")
                 wait("every target up", lambda: len(query(prom.url, "up == 1")) == 2 * 6 + 1 + len(replicas), 60)
                 on_alertd = {r["alert"]: r["expr"] for r in alerting_rules(ALERTD_RULES.read_text())}
@@ -115,9 +113,8 @@ def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
                 wait("an incident for every failing simulated node", sim_incidents, 60)
                 wait("the inbox drained", lambda: pending(dsn) == 0, 60)
                 # The shipped rules on the replicas' own metrics: the killed one down, one engine again.
-                killed = leader.url.split("//", 1)[1]
                 wait("AlertdReplicaDown to name the killed replica", lambda: [
-                    x["metric"]["instance"] for x in query(prom.url, on_alertd["AlertdReplicaDown"])] == [killed], 30)
+                    x["metric"]["instance"] for x in query(prom.url, on_alertd["AlertdReplicaDown"])] == [leader.address], 30)
                 assert query(prom.url, on_alertd["AlertdNoEngine"]) == []
                 assert query(prom.url, on_alertd["AlertdDown"]) == []
                 assert query(prom.url, 'ALERTS{alertname="AlertdNoEngine",alertstate="firing"}') == []

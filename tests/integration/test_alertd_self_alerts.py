@@ -25,20 +25,22 @@ from alertd.receive.webhook import BadPayload
 from tests.support import prom as prom_api
 from tests.support.alertd_proc import AlertdProcess, parse_metrics
 from tests.support.fixtures import require
+from tests.support.pipeline import wait
 from tests.support.prom import (
+    ALERTD_RULES as RULES,
     AMTOOL,
-    PROMTOOL,
     alerting_rules,
     needs_amtool,
     needs_prometheus,
     needs_promtool,
+    promtool_rules,
     run_tool,
+    scrape_alertd,
 )
 from tests.support.services import start_prometheus
 from tests.support.webhooks import UniqueWebhooks
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = ROOT / "deploy" / "prometheus" / "alertd-alerts.yml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "tests" / "alertd-alerts.test.yml"
 RUNBOOK = ROOT / "runbooks" / "alertd.md"
 AM_CONFIG = ROOT / "deploy" / "alertmanager" / "alertmanager.yml"
@@ -53,8 +55,8 @@ def _rules() -> list[dict[str, Any]]:
 
 @needs_promtool
 def test_promtool_checks_and_unit_tests_pass() -> None:
-    assert "SUCCESS" in run_tool([PROMTOOL, "check", "rules", str(RULES)]).stdout
-    assert "SUCCESS" in run_tool([PROMTOOL, "test", "rules", str(RULE_TESTS)], cwd=RULE_TESTS.parent, timeout=120).stdout
+    checked, tested = promtool_rules(RULES, RULE_TESTS)
+    assert "SUCCESS" in checked and "SUCCESS" in tested
 
 
 def test_every_alert_is_labelled_documented_and_tested() -> None:
@@ -179,31 +181,27 @@ def test_a_real_prometheus_scraping_alertd_fires_on_rejected_webhooks(tmp_path: 
     engine runs and nothing else fires."""
     alertd = AlertdProcess(tmp_path / "alertd", {"receiver": {"auth": {"bearer_token": "right-token"}}}).start()
     try:
-        (tmp_path / "alertd-alerts.yml").write_text(RULES.read_text())
-        config = tmp_path / "prometheus.yml"
-        config.write_text(yaml.safe_dump({
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": ["alertd-alerts.yml"],
-            "scrape_configs": [{"job_name": "alertd", "static_configs": [{"targets": [alertd.url.split("//")[1]]}]}],
-        }))
+        config = scrape_alertd(tmp_path / "prometheus.yml", [alertd.address])
         prom = require(start_prometheus, config, tmp_path / "prom")
         try:
             body = UniqueWebhooks(run="self", nodes=1, seed=3).next()
             raw = json.dumps(body).encode()
             assert _post(alertd.receiver_url, raw, "right-token") == 200
-            deadline = time.monotonic() + 20  # two scrapes at 0 first: the increase is what fires
-            while time.monotonic() < deadline and not prom_api.query(prom.url, 'alertd_webhooks_rejected_total{reason="unauthorized"}'):
-                time.sleep(0.5)
-            time.sleep(2.5)
+            wait("the refusal counter scraped at 0", lambda: prom_api.query(
+                prom.url, 'alertd_webhooks_rejected_total{reason="unauthorized"}'), 20, 0.5)
+            time.sleep(2.5)  # two scrapes at 0 first: the increase is what fires
             for _ in range(3):
                 assert _post(alertd.receiver_url, raw, "wrong-token") == 401
-            firing: dict[str, dict[str, str]] = {}
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and "AlertdWebhooksRejected" not in firing:
-                time.sleep(0.5)
-                firing = {a["labels"]["alertname"]: a["labels"] for a in prom_api.alerts(prom.url) if a["state"] == "firing"}
-            assert firing.get("AlertdWebhooksRejected", {}).get("reason") == "unauthorized", firing
-            assert set(firing) == {"AlertdWebhooksRejected"}, firing
+
+            def firing() -> dict[str, dict[str, str]]:
+                return {a["labels"]["alertname"]: a["labels"] for a in prom_api.alerts(prom.url) if a["state"] == "firing"}
+
+            def once_rejected_fires() -> dict[str, dict[str, str]] | None:
+                now = firing()
+                return now if "AlertdWebhooksRejected" in now else None
+            fired = wait("AlertdWebhooksRejected firing", once_rejected_fires, 30, 0.5, firing)
+            assert fired["AlertdWebhooksRejected"].get("reason") == "unauthorized", fired
+            assert set(fired) == {"AlertdWebhooksRejected"}, fired
             assert prom_api.query(prom.url, "sum(alertd_engine_leader)")[0]["value"][1] == "1"
         finally:
             prom.stop()

@@ -34,6 +34,7 @@ from tests.support.prom import (  # noqa: E402
     needs_amtool,
     needs_prometheus,
     needs_promtool,
+    promtool_rules,
     run_tool,
 )
 from tests.support.services import start_prometheus  # noqa: E402
@@ -70,15 +71,9 @@ RUNBOOK_PAGES = {
 
 
 @needs_promtool
-def test_promtool_check_rules() -> None:
-    out = run_tool([PROMTOOL, "check", "rules", str(RULES)]).stdout
-    assert "SUCCESS" in out
-
-
-@needs_promtool
-def test_promtool_rule_unit_tests() -> None:
-    out = run_tool([PROMTOOL, "test", "rules", str(RULE_TESTS)], cwd=RULE_TESTS.parent, timeout=120).stdout
-    assert "SUCCESS" in out
+def test_promtool_checks_and_unit_tests_pass() -> None:
+    checked, tested = promtool_rules(RULES, RULE_TESTS)
+    assert "SUCCESS" in checked and "SUCCESS" in tested
 
 
 def test_rule_pack_shape() -> None:

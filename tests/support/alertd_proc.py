@@ -73,8 +73,13 @@ class AlertdProcess:
     # ----- addresses -----
 
     @property
+    def address(self) -> str:
+        """host:port, as a Prometheus scrape target names it."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.address}"
 
     @property
     def receiver_url(self) -> str:

@@ -98,21 +98,6 @@ def alert_all(prometheus_config: Path, alertmanagers: list[RunningService]) -> P
     return prometheus_config
 
 
-ALERTD_RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "alertd-alerts.yml"
-
-
-def scrape_replicas(prometheus_config: Path, replicas: list[AlertdProcess]) -> Path:
-    """Prometheus also scrapes every replica as job `alertd` and evaluates the shipped alerts on alertd
-    (deploy/prometheus/alertd-alerts.yml, unchanged), as deploy/prometheus/prometheus.yml sets it up."""
-    doc = yaml.safe_load(prometheus_config.read_text())
-    doc["scrape_configs"].append({"job_name": "alertd",
-                                  "static_configs": [{"targets": [r.url.split("//", 1)[1] for r in replicas]}]})
-    (prometheus_config.parent / ALERTD_RULES.name).write_text(ALERTD_RULES.read_text())
-    doc["rule_files"] = [*doc.get("rule_files", []), ALERTD_RULES.name]
-    prometheus_config.write_text(yaml.safe_dump(doc))
-    return prometheus_config
-
-
 def alertmanager_peers(am: RunningService) -> int:
     _, _, body = http("GET", am.url + "/api/v2/status")
     return len(json.loads(body).get("cluster", {}).get("peers") or [])

@@ -43,11 +43,35 @@ def alerting_rules(text: str) -> list[dict[str, Any]]:
     return [r for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r]
 
 
+ALERTD_RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "alertd-alerts.yml"
+
+
+def scrape_alertd(config: Path, targets: Sequence[str]) -> Path:
+    """The Prometheus config at ``config`` (created, 1 s scrape and evaluation, when absent) also scrapes
+    ``targets`` (host:port) as job `alertd` and evaluates the shipped alerts on alertd unchanged, as
+    deploy/prometheus/prometheus.yml sets them up."""
+    doc = yaml.safe_load(config.read_text()) if config.exists() else {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"}}
+    doc.setdefault("scrape_configs", []).append({"job_name": "alertd", "static_configs": [{"targets": list(targets)}]})
+    (config.parent / ALERTD_RULES.name).write_text(ALERTD_RULES.read_text())
+    doc["rule_files"] = [*(doc.get("rule_files") or []), ALERTD_RULES.name]
+    config.write_text(yaml.safe_dump(doc))
+    return config
+
+
 def run_tool(args: Sequence[str], cwd: str | Path | None = None, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run promtool or amtool, its output captured as text; a failing run fails the test with that output."""
     result = subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"$ {' '.join(result.args)}\n{result.stdout}\n{result.stderr}"
     return result
+
+
+def promtool_rules(rules: Path, tests: Path) -> tuple[str, str]:
+    """``promtool check rules`` of a rule file and ``promtool test rules`` of its unit tests (run where the tests
+    name their rule files from); both outputs, each run having succeeded."""
+    assert PROMTOOL is not None, "promtool not installed"
+    checked = run_tool([PROMTOOL, "check", "rules", str(rules)]).stdout
+    return checked, run_tool([PROMTOOL, "test", "rules", str(tests)], cwd=tests.parent, timeout=120).stdout
 
 
 PROMTOOL = which("promtool")
