@@ -125,8 +125,7 @@ async def test_metrics_missing_upgraded_to_xid79_with_owner_named(tmp_path, e2e_
     async with Stack(tmp_path, enrich_config(e2e_logs, kubeconfig)) as st:
         doc = webhook([exporter_down("gpu-node-2", exporter_pod, T)], cluster="prod-gpu-1", node="gpu-node-2")
         await st.post(doc)
-        inc = await st.incident(predicate=lambda i: (i.get("primary") or {}).get("xid") == 79
-                                and "owners" in i["annotations"])
+        inc = await st.incident(predicate=lambda i: xid79_with_evidence(i) and "owners" in i["annotations"])
         assert inc["primary"]["title"] == "Xid 79: GPU has fallen off the bus"
         assert inc["title"] == "Xid 79: GPU has fallen off the bus on gpu-node-2"
         assert inc["primary"]["detail"] == "from kernel log" and inc["severity"] == "critical"
@@ -174,7 +173,7 @@ async def test_a_gpu_lost_without_an_xid_line_upgrades_to_xid79(tmp_path, e2e_lo
     async with Stack(tmp_path, enrich_config(e2e_logs, None)) as st:
         await st.post(webhook([exporter_down("gpu-node-5", "dcgm-exporter-q8d2n", T)], cluster="prod-gpu-1",
                               node="gpu-node-5"))
-        inc = await st.incident(predicate=lambda i: (i.get("primary") or {}).get("xid") == 79)
+        inc = await st.incident(predicate=xid79_with_evidence)
         assert inc["title"] == "Xid 79: GPU has fallen off the bus on gpu-node-5"
         assert inc["primary"]["detail"] == "from kernel log" and "metrics_missing" in inc["signals"]
         evidence = inc["annotations"]["log_evidence"]
@@ -189,7 +188,7 @@ async def test_two_gpus_lost_at_once_with_interleaved_reports_are_both_in_the_ev
     async with Stack(tmp_path, enrich_config(e2e_logs, None)) as st:
         await st.post(webhook([exporter_down("gpu-node-6", "dcgm-exporter-w4k9t", T)], cluster="prod-gpu-1",
                               node="gpu-node-6"))
-        inc = await st.incident(predicate=lambda i: (i.get("primary") or {}).get("xid") == 79)
+        inc = await st.incident(predicate=xid79_with_evidence)
         assert inc["title"] == "Xid 79: GPU has fallen off the bus on gpu-node-6"
         evidence = inc["annotations"]["log_evidence"]
         assert [e["line"] for e in evidence] == WANT["gpu-node-6"]
@@ -212,6 +211,12 @@ async def test_dcgm_pod_labels_name_the_pod(tmp_path, e2e_logs, kube) -> None:
         assert inc["annotations"]["owners"][0]["kind"] == "PyTorchJob"
         # the log's Xid 79 on the same GPU (0000:3b:00) outranks the alert's Xid 48
         await st.incident(predicate=lambda i: (i.get("primary") or {}).get("xid") == 79)
+
+
+def xid79_with_evidence(inc: dict[str, Any]) -> bool:
+    """Read as Xid 79 from the kernel log, with the evidence written: the upgrade and each annotation key are
+    separate engine steps, so the incident can be seen upgraded before its log_evidence is."""
+    return (inc.get("primary") or {}).get("xid") == 79 and "log_evidence" in inc["annotations"]
 
 
 async def down_backend(kubeconfig: Path, retry: str) -> tuple[str, dict[str, Any]]:
@@ -249,8 +254,8 @@ async def test_backend_down_marks_then_recovers(tmp_path, kube) -> None:
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", port).start()
         try:
-            inc = await st.incident(predicate=lambda i: (i.get("primary") or {}).get("xid") == 79
-                                    and "logs_unavailable" not in i["annotations"])
+            inc = await st.incident(
+                predicate=lambda i: xid79_with_evidence(i) and "logs_unavailable" not in i["annotations"])
             assert [e["line"] for e in inc["annotations"]["log_evidence"]] == WANT["gpu-node-2"]
         finally:
             await runner.cleanup()
@@ -267,8 +272,8 @@ async def test_a_restart_resumes_enrichment_against_the_real_backend(tmp_path, e
         inc = await st.incident(predicate=lambda i: "logs_unavailable" in i["annotations"] and "owners" in i["annotations"])
         assert inc["primary"]["kind"] == "metrics_missing"
     async with Stack(tmp_path, enrich_config(e2e_logs, kubeconfig)) as again:
-        inc = await again.incident(timeout=20, predicate=lambda i: (i.get("primary") or {}).get("xid") == 79
-                                   and "logs_unavailable" not in i["annotations"])
+        inc = await again.incident(
+            timeout=20, predicate=lambda i: xid79_with_evidence(i) and "logs_unavailable" not in i["annotations"])
         assert [e["line"] for e in inc["annotations"]["log_evidence"]] == WANT["gpu-node-2"]
         assert inc["annotations"]["owners"] and again.enricher.searcher.stats.queries == 1
 
