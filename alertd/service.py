@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from alertd.config import Config
 from alertd.engine.evidence import gpu_looking
@@ -26,7 +26,7 @@ from alertd.ha import commands
 from alertd.ha.elector import Elector, replica_name
 from alertd.health import StoreHealth
 from alertd.metrics import Metrics
-from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident, parse_iso
+from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident, Signal, parse_iso
 from alertd.notify.integration import Notifier
 from alertd.notify.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
@@ -61,7 +61,7 @@ class Service:
         self.notifiers = notifiers if notifiers is not None else {"console": ConsoleNotifier()}
         self.router = router or ConsoleRouter(enabled=cfg.console is not False)
         self.outbox = self._outbox_worker(store, clock)
-        # Enrichment runs after commit and off the request path; it reports back through annotate/add_evidence.
+        # Enrichment runs after commit and off the request path; it reports back through enrich().
         self.enricher = enricher
         self.watchdog_names = set(rules.correlation.watchdog.alertnames)
         self._engine_lock = asyncio.Lock()
@@ -463,10 +463,12 @@ class Service:
                                           {"key": key, "value": value, "kind": kind, "text": text, "actor": actor})
         return await self._step(lambda e, now: e.correlator.annotate(incident_id, key, value, now, kind, text, actor))
 
-    async def add_evidence(self, incident_id: str, signal: Any, source: str) -> list[Change]:
+    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[Any, str]], signals: Sequence[Signal],
+                     source: str) -> list[Change]:
+        """What enrichment found, in one engine step (Correlator.enrich)."""
         if not self.leading:
             return []  # enrichment runs on the leader only; a deposed leader's late results are dropped
-        return await self._step(lambda e, now: e.correlator.add_evidence(incident_id, signal, now, source))
+        return await self._step(lambda e, now: e.correlator.enrich(incident_id, now, source, annotations, signals))
 
     # ----- rules -----
 

@@ -6,7 +6,7 @@ the HTTP receiver, in ``alertd replay`` and in rule unit tests.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 from alertd.durations import format_duration
 from alertd.engine.classify import severity_label
@@ -132,34 +132,47 @@ class Correlator:
 
     def annotate(self, incident_id: str, key: str, value: Any, now: datetime, kind: str, text: str = "",
                  actor: str = "") -> list[Change]:
-        """Attach data (evidence, owners, a silence) to an open incident and log it."""
+        """Attach data (owners, a silence) to an open incident and log it."""
         inc = self.state.incidents.get(incident_id)
         if inc is not None:
-            if value is None:
-                inc.annotations.pop(key, None)
-            else:
-                inc.annotations[key] = value
-            self._touch(inc, inc.add_event(now, kind, text, actor), urgent=kind.startswith("silence"))
+            self._annotate(inc, key, value, now, kind, text, actor)
         return self._flush()
 
-    def add_evidence(self, incident_id: str, signal: Signal, now: datetime, source: str) -> list[Change]:
-        """A signal found outside Alertmanager (e.g. an Xid in the kernel log) can upgrade an incident."""
+    def enrich(self, incident_id: str, now: datetime, source: str, annotations: Mapping[str, tuple[Any, str]],
+               signals: Sequence[Signal] = (), kind: str = "enrichment") -> list[Change]:
+        """What enrichment found for an incident, in one step: its annotations (key -> value and the event's
+        text; None removes the key) and the signals it read outside Alertmanager (an Xid in the kernel log),
+        which can upgrade the incident. One step, so no reader sees an upgrade without the log lines behind
+        it, and notifiers get one update rather than one per key."""
         inc = self.state.incidents.get(incident_id)
         if inc is None:
             return []
-        known = inc.annotations.setdefault(EVIDENCE, [])
-        if any(Signal.from_dict(s) == signal for s in known):
-            return []
-        before = (inc.severity, inc.title)
-        known.append(signal.to_dict())
-        self._refresh(inc)
-        text = f"{signal.title} (from {source})"
-        event = inc.add_event(now, "classification_upgraded" if (inc.severity, inc.title) != before else "evidence", text)
-        self._touch(inc, event)
-        self._settle(now)
+        for key, (value, text) in annotations.items():
+            self._annotate(inc, key, value, now, kind, text, "")
+        if [signal for signal in signals if self._add_signal(inc, signal, now, source)]:
+            self._settle(now)
         return self._flush()
 
     # ----- internals -----
+
+    def _annotate(self, inc: Incident, key: str, value: Any, now: datetime, kind: str, text: str, actor: str) -> None:
+        if value is None:
+            inc.annotations.pop(key, None)
+        else:
+            inc.annotations[key] = value
+        self._touch(inc, inc.add_event(now, kind, text, actor), urgent=kind.startswith("silence"))
+
+    def _add_signal(self, inc: Incident, signal: Signal, now: datetime, source: str) -> bool:
+        """Evidence the incident did not have yet; False when it had it."""
+        known = inc.annotations.setdefault(EVIDENCE, [])
+        if any(Signal.from_dict(s) == signal for s in known):
+            return False
+        before = (inc.severity, inc.title)
+        known.append(signal.to_dict())
+        self._refresh(inc)
+        kind = "classification_upgraded" if (inc.severity, inc.title) != before else "evidence"
+        self._touch(inc, inc.add_event(now, kind, f"{signal.title} (from {source})"))
+        return True
 
     def _heartbeat(self, alert: Alert, now: datetime) -> None:
         if alert.status != FIRING:

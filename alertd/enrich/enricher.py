@@ -8,14 +8,15 @@ Flow::
         one job per incident+node:
             logs:  LogSearcher.fetch(node, window around the alert's startsAt)
                    deadline (default 3s): not answered yet -> logs_unavailable, keep waiting
-                   answer -> log_evidence (+ Xid upgrade via Service.add_evidence)
+                   answer -> log_evidence (+ an Xid upgrade)
                    failure -> logs_unavailable: reason, retried later
             kube:  KubeContext.node_context(node) -> kube_node, pods, owners, node_events
-        results land in per-incident state; a writer turns that state into annotations
-        (Service.annotate, one step per changed key), coalescing bursts.
+        results land in per-incident state; a writer turns that state into the changed
+        annotations and the upgrade, written in one engine step (Service.enrich),
+        coalescing bursts.
 
 Notifications never wait for any of this: the outbox already has the change;
-each annotation is a later change that notifiers see as an update.
+what enrichment writes is a later change that notifiers see as an update.
 
 This module holds the service-facing object and its jobs; which nodes to
 enrich is :mod:`~alertd.enrich.targets`, evidence and the Xid upgrade
@@ -93,7 +94,7 @@ class Enricher:
     # ----- wiring -----
 
     def bind(self, service: EnrichHost) -> None:
-        """Called once the service exists: results go back through service.annotate/add_evidence."""
+        """Called once the service exists: results go back through service.enrich."""
         self.service = service
         if self._histogram is None:
             self._histogram = metrics.register(self, service.metrics)

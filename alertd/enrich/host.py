@@ -3,7 +3,7 @@ this narrow surface instead of the service's insides (its engine and state), and
 hand it anything that has it."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from alertd.gpu.catalog import XidCatalog
 from alertd.model import Change, Incident, Signal
@@ -25,7 +25,7 @@ class HasMetrics(Protocol):
 
 
 class EnrichHost(Protocol):
-    """The service as enrichment sees it: read an open incident, write annotations and evidence back."""
+    """The service as enrichment sees it: read an open incident, write what was found back."""
 
     @property
     def rules(self) -> HasCatalog: ...
@@ -36,10 +36,9 @@ class EnrichHost(Protocol):
     def open_incident(self, incident_id: str) -> Incident | None:
         """The incident as the engine holds it now; None once it is gone or when this process is not the engine."""
 
-    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
-                       actor: str = "") -> list[Change]: ...
-
-    async def add_evidence(self, incident_id: str, signal: Signal, source: str) -> list[Change]: ...
+    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[Any, str]], signals: Sequence[Signal],
+                     source: str) -> list[Change]:
+        """Write annotations (key -> value and the event's text; None removes) and evidence in one step."""
 
 
 __all__ = ["EnrichHost", "HasCatalog", "HasMetrics"]

@@ -1,11 +1,12 @@
 """Writes what enrichment found back to its incidents, off the enrichment jobs' path.
 
 A result only marks its incident dirty; one background task turns each dirty
-incident's state into annotation values and writes those that changed
-(``Service.annotate``, one step per key), then any queued Xid upgrade
-(``Service.add_evidence``). After a wake-up it waits ``write_delay`` so a
-burst of results for one incident becomes one pass. Notifications never wait
-for this: each annotation is a later change that notifiers see as an update.
+incident's state into annotation values and writes those that changed,
+together with any queued Xid upgrade, in one engine step (``Service.enrich``):
+nobody reads an upgrade without its log lines, and a pass is one update to the
+notifiers. After a wake-up it waits ``write_delay`` so a burst of results for
+one incident becomes one pass. Notifications never wait for this: what
+enrichment writes is a later change that notifiers see as an update.
 """
 from __future__ import annotations
 
@@ -129,24 +130,18 @@ class AnnotationWriter:
             svc = self._service()
             if svc is None:  # not bound (yet): nothing to write through
                 return
-            for key, value in self._values(incident_id).items():
-                inc = svc.open_incident(incident_id)
-                if inc is None:
-                    return
-                current = inc.annotations.get(key)
-                if value is None and key not in inc.annotations:
-                    continue
-                if value == current and not force:
-                    continue
-                await svc.annotate(incident_id, key, value, EVENT_KIND, describe(key, value))
-                self._counts["writes"] += 1
-            while state.signals:
-                if svc.open_incident(incident_id) is None:
-                    break
-                changes = await svc.add_evidence(incident_id, state.signals[0], SOURCE)
-                state.signals.pop(0)
-                if changes:
-                    self._counts["upgrades"] += 1
+            inc = svc.open_incident(incident_id)
+            if inc is None:
+                return
+            annotations = {key: (value, describe(key, value)) for key, value in self._values(incident_id).items()
+                           if (force or value != inc.annotations.get(key)) and (value is not None or key in inc.annotations)}
+            signals = list(state.signals)
+            if not annotations and not signals:
+                return
+            changes = await svc.enrich(incident_id, annotations, signals, SOURCE)
+            del state.signals[:len(signals)]
+            self._counts["writes"] += len(annotations)
+            self._counts["upgrades"] += sum(e.kind != EVENT_KIND for c in changes for e in c.events)
         finally:
             for fut in waiters:
                 if not fut.done():

@@ -175,10 +175,24 @@ def test_evidence_from_logs_upgrades_classification():
     e = engine()
     inc = only(e.ingest([alert("DCGMExporterDown", node="n1", severity="warning")], at(0)))
     sig = e.rules.catalog.lookup(79).signal()
-    up = only(e.correlator.add_evidence(inc.id, sig, at(3), "kernel log"))
+    up = only(e.correlator.enrich(inc.id, at(3), "kernel log", {}, [sig]))
     assert up.title.startswith("Xid 79") and up.severity == "critical" and up.xids == [79]
     assert up.timeline[-1].kind == "classification_upgraded"
-    assert e.correlator.add_evidence(inc.id, sig, at(4), "kernel log") == []  # same evidence twice: no change
+    assert e.correlator.enrich(inc.id, at(4), "kernel log", {}, [sig]) == []  # same evidence twice: no change
+
+
+def test_enrichment_annotations_and_upgrade_are_one_change():
+    e = engine()
+    inc = only(e.ingest([alert("DCGMExporterDown", node="n1", severity="warning")], at(0)))
+    sig = e.rules.catalog.lookup(79).signal()
+    found = {"log_evidence": ([{"xid": 79}], "kernel log: 1 line(s)"), "logs_unavailable": (None, "available again")}
+    inc.annotations["logs_unavailable"] = "timeout"
+    changes = e.correlator.enrich(inc.id, at(3), "kernel log", found, [sig, sig])
+    assert [c.kinds for c in changes] == [["enrichment", "enrichment", "classification_upgraded"]]
+    assert inc.annotations["log_evidence"] == [{"xid": 79}] and "logs_unavailable" not in inc.annotations
+    assert inc.xids == [79] and len(inc.annotations["evidence_signals"]) == 1  # a signal twice counts once
+    assert changes[0].incident.version == 2
+    assert e.correlator.enrich("INC-none", at(4), "kernel log", found, [sig]) == []
 
 
 def test_benign_clock_bits_are_not_a_thermal_incident():

@@ -26,6 +26,7 @@ from alertd.store.base import StoreUnavailable
 from alertd.service import Service
 from alertd.store.sqlite import SqliteStore
 from tests.support.fakes import Recorder, ScriptedLogBackend
+from tests.support.notify_harness import wait_for
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
@@ -182,6 +183,25 @@ async def test_metrics_missing_upgraded_to_xid79_with_owner(tmp_path) -> None:
         # the stored incident (what GET /api/v1/incidents/{id} returns) has it too
         stored = await h.svc.store.get_incident(inc.id)
         assert stored.primary.xid == 79 and stored.annotations["owners"][0]["team"] == "ml-infra"
+
+
+async def test_the_upgrade_and_the_log_lines_behind_it_are_one_change(tmp_path) -> None:
+    """What enrichment found is written in one engine step: the stored incident and every notification show
+    the Xid upgrade together with its log evidence, and the notifiers get one update, not one per key."""
+    now = datetime.now(timezone.utc) - timedelta(minutes=5)
+    async with Harness(tmp_path, lines={"gpu-node-2": [XID79]}, kube=MemoryKube(cluster_objects())) as h:
+        await h.send(alert("DCGMExporterDown", "gpu-node-2", now))
+        assert await h.enricher.wait_idle(10)
+        inc = h.incident("gpu-node-2")
+        steps = [e for e in inc.timeline if e.kind in ("enrichment", "classification_upgraded")]
+        assert {e.kind for e in steps} == {"enrichment", "classification_upgraded"}
+        assert len({e.at for e in steps}) == 1, [(e.at, e.kind, e.text) for e in steps]
+        await wait_for(lambda: any("classification_upgraded" in p["kinds"] for _, p in h.recorder.items))
+        updates = [p for _, p in h.recorder.items if p["incident"]["id"] == inc.id and "opened" not in p["kinds"]]
+        assert len(updates) == 1, [p["kinds"] for p in updates]
+        assert {"enrichment", "classification_upgraded"} <= set(updates[0]["kinds"])
+        assert updates[0]["incident"]["xids"] == [79]
+        assert any(e["text"].startswith("kernel log: 1 line(s) from gpu-node-2") for e in updates[0]["events"])
 
 
 async def test_code_unknown_xid_upgraded_from_the_kernel_log(tmp_path) -> None:
@@ -509,11 +529,8 @@ class OnlyTheHost:
     def open_incident(self, incident_id: str) -> Any:
         return self._svc.open_incident(incident_id)
 
-    async def annotate(self, *args: Any, **kw: Any) -> Any:
-        return await self._svc.annotate(*args, **kw)
-
-    async def add_evidence(self, *args: Any, **kw: Any) -> Any:
-        return await self._svc.add_evidence(*args, **kw)
+    async def enrich(self, *args: Any, **kw: Any) -> Any:
+        return await self._svc.enrich(*args, **kw)
 
 
 async def test_enrichment_needs_only_the_host_protocol(tmp_path) -> None:

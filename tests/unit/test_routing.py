@@ -393,7 +393,7 @@ def test_evidence_signal_is_a_thread_follow_up(tmp_path):
     router.route([], at(0))
     router._targets[inc.id] = {"slack:#gpu-oncall"}
     sig = Signal(kind="xid", severity="critical", category="hardware", xid=79, title="Xid 79: GPU has fallen off the bus")
-    items = router.route(eng.correlator.add_evidence(inc.id, sig, at(5), "kernel log"), at(5))
+    items = router.route(eng.correlator.enrich(inc.id, at(5), "kernel log", {}, [sig]), at(5))
     thread = [i for i in items if i.intent == "timeline" and i.target == "slack:#gpu-oncall"]
     assert thread and "kernel log" in thread[0].payload["events"][0]["text"]
 

@@ -70,6 +70,6 @@ def test_the_kernel_log_upgrades_a_code_unknown_xid():
     evidence = [{"xid": 79, "pci": "0000:5d:00", "line": "NVRM: Xid (PCI:0000:5d:00): 79, GPU has fallen off the bus."}]
     signal = upgrade_signal(evidence, inc, e.rules.catalog, inc.gpus)
     assert signal is not None and signal.xid == 79
-    changes = e.correlator.add_evidence(inc.id, signal, at(40), "kernel log")
+    changes = e.correlator.enrich(inc.id, at(40), "kernel log", {}, [signal])
     assert changes and "classification_upgraded" in changes[0].kinds
     assert inc.xids == [79] and inc.title.startswith("Xid 79: GPU has fallen off the bus on n1")
