@@ -68,7 +68,7 @@ def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None",
     from alertd.store import open_store
     from alertd.web.app import build_app
     from alertd.web.auth import Authenticator, exposure_problem
-    from alertd.web.keys import RELOAD
+    from alertd.web.keys import ENGINE_FAILURE, RELOAD
     from alertd.web.tls import ListenerTLS, TLSError
 
     if args.listen:
@@ -140,7 +140,10 @@ def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None",
         async def start_receivers(_: web.Application) -> None:  # after the engine migrated the store
             assert pool is not None and group is not None
             background.append(await group_control.serve_control(group.control, reload_group))
+            reporting = group_control.HealthReport(group.health, svc.health.failure)
+            reporting.write()  # before any receiver asks: the receivers answer /readyz for the group
             pool.start()
+            background.append(asyncio.get_running_loop().create_task(reporting.run()))
 
             async def supervise() -> None:
                 while True:
@@ -163,6 +166,8 @@ def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None",
         app.on_shutdown.append(stop_receivers)
     elif role == "receiver" and (control := os.environ.get(group_control.CONTROL_ENV)):
         app[RELOAD] = lambda: group_control.ask_reload(control)  # POST /-/reload reaches the engine process
+        if health := os.environ.get(group_control.HEALTH_ENV):
+            app[ENGINE_FAILURE] = lambda: group_control.engine_failure(health)
     if args.record:
         from alertd.authoring.record import attach_recorder
 

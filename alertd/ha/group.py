@@ -10,6 +10,9 @@ environment. It holds:
 - ``control.sock``: the engine process's control socket. The engine process has no public listener
   (the receivers serve the port), so what must reach it from a request goes here: ``POST /-/reload``
   on a receiver asks the engine process to reload the group's rules and answers with its outcome.
+- ``engine-health``: what would make the engine process unready (its engine steps failing), rewritten
+  every second. The receivers answer ``/readyz`` for the group, so they read it: a failure in it, or a
+  report older than ``HEALTH_STALE`` (the engine process stalled), makes them unready too.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -26,6 +30,9 @@ from typing import Callable
 log = logging.getLogger(__name__)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own variable
 CONTROL_ENV = "ALERTD_CONTROL_SOCKET"
+HEALTH_ENV = "ALERTD_ENGINE_HEALTH"
+HEALTH_EVERY = 1.0  # seconds between the engine process's reports
+HEALTH_STALE = 10.0  # seconds without one: the engine process is stalled (a step is at most a second or so)
 RELOAD_TIMEOUT = 30.0  # seconds: loading and validating every rule file, on a busy machine
 
 
@@ -76,9 +83,13 @@ class GroupDir:
     def control(self) -> Path:
         return self.root / "control.sock"
 
+    @property
+    def health(self) -> Path:
+        return self.root / "engine-health"
+
     def environ(self) -> dict[str, str]:
         """What a receiver process needs in its environment."""
-        return {MULTIPROC_ENV: str(self.metrics), CONTROL_ENV: str(self.control)}
+        return {MULTIPROC_ENV: str(self.metrics), CONTROL_ENV: str(self.control), HEALTH_ENV: str(self.health)}
 
     def enter(self) -> None:
         """Make this process write its metrics into the group's files (before prometheus_client is imported:
@@ -87,6 +98,41 @@ class GroupDir:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """The engine process's word for the receivers' /readyz: ``failure()`` ("" when ready), written every
+    ``HEALTH_EVERY`` seconds and replaced whole, so a reader never sees half of it and the file's
+    modification time says when it was last written."""
+
+    path: Path
+    failure: Callable[[], str]
+
+    def write(self) -> None:
+        fresh = self.path.with_name(self.path.name + ".new")
+        try:
+            fresh.write_text(self.failure(), encoding="utf-8")
+            os.replace(fresh, self.path)
+        except OSError as exc:  # the receivers see the report age and say so
+            log.warning("could not report the engine's health to the receivers at %s: %s", self.path, exc)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(HEALTH_EVERY)
+            self.write()
+
+
+def engine_failure(path: str, stale_after: float = HEALTH_STALE) -> str:
+    """On a receiver: why the group's engine process makes it unready, or ""."""
+    try:
+        age = time.time() - os.stat(path).st_mtime
+        failure = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        return f"engine process health not readable at {path}: {exc.strerror or exc}"
+    if age > stale_after:
+        return f"engine process has not reported for {age:.0f}s: stalled or stopped"
+    return f"engine process: {failure}" if failure else ""
 
 
 async def serve_control(path: Path, reload: Callable[[], tuple[bool, str]]) -> asyncio.AbstractServer:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tests.support.alertd_proc import REPO, AlertdProcess, parse_metrics
 from tests.support.notify_harness import SECRET, Harness
+from tests.support.pipeline import wait
 from tests.support.process import http
 from tests.support.webhooks import FIRING_END, UniqueWebhooks, dedup_keys, fingerprint, iso, webhook
 
@@ -81,6 +82,41 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_the_receivers_answer_readyz_for_the_engine_process(tmp_path: Path) -> None:
+    """The engine process binds no port, so its receivers answer /readyz for the group: a failure the engine
+    reports, or an engine process that stopped reporting (stopped with SIGSTOP here), makes them unready
+    while they keep taking webhooks; once it runs again they are ready and what they took is processed."""
+    server = AlertdProcess(tmp_path / "alertd", {"log": {"level": "warning"}}, serve_args=["--receivers", "1"]).start()
+    stopped = False
+    try:
+        assert http("GET", server.url + "/readyz", timeout=2)[:3:2] == (200, b"ready: receiver\n")
+        health = group_dir(child_pids(server.pid)[0]) / "engine-health"
+        os.kill(server.pid, signal.SIGSTOP)
+        stopped = True
+        health.write_text("store failing: OperationalError: disk I/O error")  # as the engine would write it
+        status, _, body = http("GET", server.url + "/readyz", timeout=2)
+        assert (status, body) == (503, b"engine process: store failing: OperationalError: disk I/O error\n")
+        gen = UniqueWebhooks(run="stall", nodes=3, nodes_per_cluster=3, seed=5)
+        docs = [gen.next() for _ in range(3)]
+        for doc in docs:  # unready is not refusing: the receiver still stores what it is sent
+            assert server.post(doc)[0] == 200
+        body = wait("the receiver to see the engine's report go stale",
+                    lambda: (r := http("GET", server.url + "/readyz", timeout=2))[0] == 503
+                    and b"has not reported" in r[2] and r[2], timeout=25)
+        assert body.startswith(b"engine process has not reported for 1") and b"stalled or stopped" in body, body
+        os.kill(server.pid, signal.SIGCONT)
+        stopped = False
+        wait("the receiver ready again", lambda: http("GET", server.url + "/readyz", timeout=2)[0] == 200, timeout=10)
+        server.wait_drained(30)
+        with server.db() as conn:
+            done = dict(conn.execute("SELECT dedup, processed FROM inbox").fetchall())
+        assert all(done.get(k) == 1 for d in docs for k in dedup_keys(d))
+    finally:
+        if stopped:
+            os.kill(server.pid, signal.SIGCONT)
+        server.stop()
 
 
 def test_the_port_serves_the_whole_group(tmp_path: Path) -> None:

@@ -1,0 +1,62 @@
+"""How a ``serve --receivers N`` group's engine process tells its receivers whether to answer /readyz 503."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from alertd.ha import group
+from alertd.ha.group import HealthReport, engine_failure
+
+
+def test_a_failure_reported_by_the_engine_process_makes_the_receivers_unready(tmp_path: Path) -> None:
+    path = tmp_path / "engine-health"
+    failure = ""
+    report = HealthReport(path, lambda: failure)
+    report.write()
+    assert engine_failure(str(path)) == ""
+    failure = "store failing: OperationalError: disk I/O error"
+    report.write()
+    assert engine_failure(str(path)) == "engine process: store failing: OperationalError: disk I/O error"
+    assert not path.with_name("engine-health.new").exists()
+
+
+def test_a_report_that_stopped_coming_is_a_stalled_engine_process(tmp_path: Path) -> None:
+    path = tmp_path / "engine-health"
+    HealthReport(path, lambda: "").write()
+    old = time.time() - 30
+    os.utime(path, (old, old))
+    assert engine_failure(str(path)) == "engine process has not reported for 30s: stalled or stopped"
+    assert engine_failure(str(path), stale_after=60) == ""
+
+
+def test_no_report_at_all_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "gone" / "engine-health"
+    assert engine_failure(str(missing)).startswith(f"engine process health not readable at {missing}: ")
+
+
+def test_a_report_that_cannot_be_written_is_logged_not_raised(tmp_path: Path, caplog) -> None:
+    HealthReport(tmp_path / "gone" / "engine-health", lambda: "").write()
+    assert "could not report the engine's health" in caplog.text
+
+
+async def test_the_engine_process_keeps_reporting(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(group, "HEALTH_EVERY", 0.01)
+    path = tmp_path / "engine-health"
+    state = {"failure": ""}
+    task = asyncio.get_running_loop().create_task(HealthReport(path, lambda: state["failure"]).run())
+    try:
+        for _ in range(200):  # bounded: 2 s
+            if path.exists():
+                break
+            await asyncio.sleep(0.01)
+        assert engine_failure(str(path)) == ""
+        state["failure"] = "store failing: boom"
+        for _ in range(200):
+            if engine_failure(str(path)):
+                break
+            await asyncio.sleep(0.01)
+        assert engine_failure(str(path)) == "engine process: store failing: boom"
+    finally:
+        task.cancel()
