@@ -149,7 +149,8 @@ class Correlator:
             return []
         for key, (value, text) in annotations.items():
             self._annotate(inc, key, value, now, kind, text, "")
-        if [signal for signal in signals if self._add_signal(inc, signal, now, source)]:
+        added = [signal for signal in signals if self._add_signal(inc, signal, now, source)]  # each one: no any()
+        if added:
             self._settle(now)
         return self._flush()
 

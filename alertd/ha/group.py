@@ -100,7 +100,7 @@ class GroupDir:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-@dataclass(frozen=True)
+@dataclass
 class HealthReport:
     """The engine process's word for the receivers' /readyz: ``failure()`` ("" when ready), written every
     ``HEALTH_EVERY`` seconds and replaced whole, so a reader never sees half of it and the file's
@@ -108,14 +108,21 @@ class HealthReport:
 
     path: Path
     failure: Callable[[], str]
+    failing: bool = False  # the last write failed (logged once, not every second)
 
     def write(self) -> None:
         fresh = self.path.with_name(self.path.name + ".new")
         try:
             fresh.write_text(self.failure(), encoding="utf-8")
             os.replace(fresh, self.path)
-        except OSError as exc:  # the receivers see the report age and say so
-            log.warning("could not report the engine's health to the receivers at %s: %s", self.path, exc)
+        except OSError as exc:  # the receivers see the report's age and say so
+            if not self.failing:
+                log.warning("could not report the engine's health to the receivers at %s: %s", self.path, exc)
+            self.failing = True
+        else:
+            if self.failing:
+                log.info("the engine's health reaches the receivers again at %s", self.path)
+            self.failing = False
 
     async def run(self) -> None:
         while True:

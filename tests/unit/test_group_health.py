@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from pathlib import Path
@@ -36,9 +37,15 @@ def test_no_report_at_all_is_named(tmp_path: Path) -> None:
     assert engine_failure(str(missing)).startswith(f"engine process health not readable at {missing}: ")
 
 
-def test_a_report_that_cannot_be_written_is_logged_not_raised(tmp_path: Path, caplog) -> None:
-    HealthReport(tmp_path / "gone" / "engine-health", lambda: "").write()
-    assert "could not report the engine's health" in caplog.text
+def test_a_report_that_cannot_be_written_is_logged_once_not_raised(tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="alertd.ha.group")
+    report = HealthReport(tmp_path / "gone" / "engine-health", lambda: "")
+    for _ in range(3):
+        report.write()
+    assert caplog.text.count("could not report the engine's health") == 1
+    (tmp_path / "gone").mkdir()
+    report.write()
+    assert "reaches the receivers again" in caplog.text and engine_failure(str(report.path)) == ""
 
 
 async def test_the_engine_process_keeps_reporting(tmp_path: Path, monkeypatch) -> None:
