@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own variable
 CONTROL_ENV = "ALERTD_CONTROL_SOCKET"
 HEALTH_ENV = "ALERTD_ENGINE_HEALTH"
-HEALTH_EVERY = 1.0  # seconds between the engine process's reports
+HEALTH_EVERY = 1.0  # seconds between the engine process's reports when nothing changes
+HEALTH_POLL = 0.1  # seconds between looks at the engine's health: a change is reported this soon
 HEALTH_STALE = 10.0  # seconds without one: the engine process is stalled (a step is at most a second or so)
 RELOAD_TIMEOUT = 30.0  # seconds: loading and validating every rule file, on a busy machine
 
@@ -102,18 +103,21 @@ class GroupDir:
 
 @dataclass
 class HealthReport:
-    """The engine process's word for the receivers' /readyz: ``failure()`` ("" when ready), written every
-    ``HEALTH_EVERY`` seconds and replaced whole, so a reader never sees half of it and the file's
-    modification time says when it was last written."""
+    """The engine process's word for the receivers' /readyz: ``failure()`` ("" when ready), written within
+    ``HEALTH_POLL`` seconds of a change and every ``HEALTH_EVERY`` seconds otherwise, replaced whole, so a
+    reader never sees half of it and the file's modification time says when it was last written."""
 
     path: Path
     failure: Callable[[], str]
     failing: bool = False  # the last write failed (logged once, not every second)
+    written: str = ""
+    written_at: float = 0.0
 
     def write(self) -> None:
         fresh = self.path.with_name(self.path.name + ".new")
+        self.written, self.written_at = self.failure(), time.monotonic()
         try:
-            fresh.write_text(self.failure(), encoding="utf-8")
+            fresh.write_text(self.written, encoding="utf-8")
             os.replace(fresh, self.path)
         except OSError as exc:  # the receivers see the report's age and say so
             if not self.failing:
@@ -126,8 +130,9 @@ class HealthReport:
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(HEALTH_EVERY)
-            self.write()
+            await asyncio.sleep(HEALTH_POLL)
+            if self.failure() != self.written or time.monotonic() - self.written_at >= HEALTH_EVERY:
+                self.write()
 
 
 def engine_failure(path: str, stale_after: float = HEALTH_STALE) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.alertd_proc import AlertdProcess, one_line, serve_once as serve
+from tests.support.pipeline import wait
 from tests.support.process import http
 from tests.support.webhooks import UniqueWebhooks, dumps
 
@@ -97,7 +98,9 @@ def test_full_disk_answers_503_then_recovers(tmp_path):
                 assert status == 503 and time.monotonic() < deadline, status
                 time.sleep(0.5)
             server.wait_drained(30)
-            assert http("GET", server.url + "/readyz")[0] == 200
+            # With receivers, the engine process's recovery reaches their /readyz within its next report.
+            wait("/readyz 200 once the engine's steps commit again",
+                 lambda: http("GET", server.url + "/readyz")[0] == 200, timeout=5, every=0.05)
             metrics = server.metrics()
             assert metrics['alertd_webhooks_rejected_total{reason="store_unavailable"}'] >= 1
         finally:

@@ -48,22 +48,29 @@ def test_a_report_that_cannot_be_written_is_logged_once_not_raised(tmp_path: Pat
     assert "reaches the receivers again" in caplog.text and engine_failure(str(report.path)) == ""
 
 
-async def test_the_engine_process_keeps_reporting(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(group, "HEALTH_EVERY", 0.01)
+async def until(probe, what: str) -> None:
+    for _ in range(300):  # bounded: 3 s
+        if probe():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not in time: {what}")
+
+
+async def test_a_change_is_reported_at_once_and_no_change_every_second(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(group, "HEALTH_POLL", 0.01)
+    monkeypatch.setattr(group, "HEALTH_EVERY", 3600.0)
     path = tmp_path / "engine-health"
     state = {"failure": ""}
-    task = asyncio.get_running_loop().create_task(HealthReport(path, lambda: state["failure"]).run())
+    report = HealthReport(path, lambda: state["failure"])
+    report.write()
+    task = asyncio.get_running_loop().create_task(report.run())
     try:
-        for _ in range(200):  # bounded: 2 s
-            if path.exists():
-                break
-            await asyncio.sleep(0.01)
-        assert engine_failure(str(path)) == ""
-        state["failure"] = "store failing: boom"
-        for _ in range(200):
-            if engine_failure(str(path)):
-                break
-            await asyncio.sleep(0.01)
-        assert engine_failure(str(path)) == "engine process: store failing: boom"
+        state["failure"] = "store failing: boom"  # reported long before HEALTH_EVERY
+        await until(lambda: engine_failure(str(path)) == "engine process: store failing: boom", "the failure")
+        state["failure"] = ""
+        await until(lambda: engine_failure(str(path)) == "", "the recovery")
+        written = path.stat().st_mtime_ns
+        monkeypatch.setattr(group, "HEALTH_EVERY", 0.05)  # nothing changes: the report is still refreshed
+        await until(lambda: path.stat().st_mtime_ns != written, "a refresh without a change")
     finally:
         task.cancel()
