@@ -26,7 +26,7 @@ they compare equal to dcgm-exporter's ``pci_bus_id`` labels.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from alertd.gpu.pci import normalize_pci
@@ -125,49 +125,59 @@ LOST_GPU_MIDDLE = "installed in this system has"  # the report's middle line: na
 
 
 @dataclass
-class _SplitReports:
-    """One host's split lost-GPU report parts not paired yet. Several GPUs lost at once (a baseboard or PCIe
-    switch failure) give several reports with one kernel timestamp, which a search may return interleaved."""
+class _SplitRun:
+    """One host's split lost-GPU report parts that follow each other within LOST_GPU_SPAN messages. Several
+    GPUs lost at once (a baseboard or PCIe switch failure) give several reports with one kernel timestamp,
+    which a search may return interleaved, in any order, and with a line cut off by its size limit."""
 
-    last: int  # the message number of the latest part: a part further than LOST_GPU_SPAN starts afresh
-    addresses: list[str]  # first parts (each names a GPU), oldest first
-    fallen: int = 0  # "fallen off" parts that came before any first part
+    last: int  # the message number of the latest part: a part further than LOST_GPU_SPAN starts a new run
+    addresses: list[tuple[int, str]] = field(default_factory=list)  # (message number, PCI address), in order
+    fallen: list[int] = field(default_factory=list)  # message numbers of the "fallen off" parts, in order
+
+    def resolve(self, out: list[XidLine | None]) -> None:
+        """Every GPU the run names is lost once the run holds a "fallen off" part: the first line of the
+        report names a GPU only in that report, so a GPU whose "fallen off" line a search left out is lost
+        too. Each is read on the later of its two lines, pairing in order (the order reports interleave
+        in); a GPU left without one, on its own line. "Fallen off" parts with no GPU named name none."""
+        if not self.fallen:
+            return
+        for i, (number, pci) in enumerate(self.addresses):
+            out[max(number, self.fallen[i]) if i < len(self.fallen) else number] = _lost_gpu(pci)
 
 
 def line_xids(messages: Iterable[tuple[str, str]]) -> list[XidLine | None]:
     """The Xid each (host, message) of a log answer reports, in order: its own ``NVRM: Xid`` line, or a
-    lost-GPU report without one, whole in the message or split into messages of one host that end there."""
-    pending: dict[str, _SplitReports] = {}
+    lost-GPU report without one, whole in the message or split into messages of one host."""
+    runs: dict[str, _SplitRun] = {}
     out: list[XidLine | None] = []
     for number, (host, message) in enumerate(messages):
         parts = split_lines(message)
         own = next((xid for part in parts if (xid := parse_xid(part)) is not None), None)
-        out.append(own or _lost_gpu_report(parts, host, number, pending))
+        out.append(own or _lost_gpu_part(parts, host, number, runs, out))
+    for run in runs.values():
+        run.resolve(out)
     return out
 
 
-def _lost_gpu_report(parts: list[str], host: str, number: int, pending: dict[str, _SplitReports]) -> XidLine | None:
-    """Split parts share their kernel timestamp, so a search may return them in any order: each "fallen off"
-    part pairs with the oldest unpaired part naming a GPU, whichever comes first."""
+def _lost_gpu_part(parts: list[str], host: str, number: int, runs: dict[str, _SplitRun],
+                   out: list[XidLine | None]) -> XidLine | None:
+    """A whole lost-GPU report; or a part of a split one, kept in its host's run (None until the run ends)."""
     fallen = any(FALLEN_OFF in part for part in parts)
     pci = next((found for part in parts if (found := lost_gpu_address(part)) is not None), None)
     if pci is not None and fallen:
         return _lost_gpu(pci)
     if pci is None and not fallen and not any(LOST_GPU_MIDDLE in part for part in parts):
         return None
-    reports = pending.get(host)
-    if reports is None or number - reports.last >= LOST_GPU_SPAN:
-        reports = pending[host] = _SplitReports(number, [])
-    reports.last = number
+    run = runs.get(host)
+    if run is None or number - run.last >= LOST_GPU_SPAN:
+        if run is not None:
+            run.resolve(out)
+        run = runs[host] = _SplitRun(number)
+    run.last = number
     if pci is not None:
-        if reports.fallen:
-            reports.fallen -= 1
-            return _lost_gpu(pci)
-        reports.addresses.append(pci)
+        run.addresses.append((number, pci))
     elif fallen:
-        if reports.addresses:
-            return _lost_gpu(reports.addresses.pop(0))
-        reports.fallen += 1
+        run.fallen.append(number)
     return None
 
 

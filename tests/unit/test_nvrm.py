@@ -182,6 +182,43 @@ def test_two_gpus_lost_at_once_are_both_read_whatever_order_the_search_returns(o
     assert [e["xid"] for e in evidence].count(None) == 4
 
 
+@pytest.mark.parametrize("order", [
+    pytest.param((0, 3, 1, 4, 2), id="interleaved-the-second-fallen-off-line-cut"),
+    pytest.param((2, 1, 4, 0, 3), id="last-line-first-the-second-fallen-off-line-cut"),
+    pytest.param((0, 3, 1, 4, 5), id="interleaved-the-first-fallen-off-line-cut"),
+    pytest.param((0, 1, 2, 3, 4), id="one-after-the-other-the-last-line-cut"),
+])
+def test_a_gpu_whose_fallen_off_line_the_search_cut_is_still_read_as_lost(order: tuple[int, ...]) -> None:
+    """A search's size limit can cut a line out of reports that tie on time. The first line names its GPU
+    only in a lost-GPU report, so both GPUs are lost whichever "fallen off" line is missing."""
+    from alertd.enrich.evidence import build_evidence
+    second = {"gpu": "5", "pci_bus_id": "00000000:DB:00.0", "uuid": "GPU-0a6c2e51-77d4-4c1b-8e2f-5b9a3c7d1e06"}
+    lines = _lost("0000:b3:00.0") + _lost("0000:db:00.0")
+    evidence = build_evidence(_lines(*(lines[i] for i in order)), "gpu-node-7", [H100, second])
+    found = sorted((e["pci"], e["gpu_uuid"]) for e in evidence if e["xid"] == 79)
+    assert found == [("0000:b3:00", H100["uuid"]), ("0000:db:00", second["uuid"])]
+
+
+def test_three_gpus_and_one_fallen_off_line_are_three_gpus_lost() -> None:
+    from alertd.enrich.nvrm import line_xids
+    lines = _lost("0000:1b:00.0") + _lost("0000:3b:00.0") + _lost("0000:5b:00.0")
+    messages = [("gpu-node-7", lines[i]) for i in (0, 3, 6, 1, 4, 7, 2)]  # only the first report's last line
+    read = line_xids(messages)
+    assert sorted(x.pci for x in read if x is not None) == ["0000:1b:00", "0000:3b:00", "0000:5b:00"]
+    assert {x.xid for x in read if x is not None} == {79}
+
+
+def test_first_lines_without_any_fallen_off_line_name_no_lost_gpu() -> None:
+    """The same first line also starts other driver messages (a GPU the driver does not support): without a
+    "fallen off" part near it, it says nothing about a lost GPU."""
+    from alertd.enrich.nvrm import line_xids
+    lines = _lost("0000:b3:00.0") + _lost("0000:db:00.0")
+    assert line_xids([("gpu-node-7", lines[i]) for i in (0, 3, 1, 4)]) == [None] * 4
+    unsupported = ["NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:1db4)",
+                   "NVRM: installed in this system is not supported by the", "NVRM: NVIDIA 470.82.01 driver release."]
+    assert line_xids([("gpu-node-7", m) for m in unsupported]) == [None] * 3
+
+
 def test_fallen_off_text_far_from_its_first_line_or_on_another_host_names_no_gpu() -> None:
     from alertd.enrich.evidence import build_evidence
     far = _lines(LOST_SPLIT[0], "kernel: mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE",
