@@ -1,154 +1,21 @@
 """The enricher inside a real Service (SQLite store, shipped rules), with in-process log and
 Kubernetes backends: upgrade from the kernel log, deadline, down/slow/garbage backends,
-when enrichment runs, fleet incidents, shutdown."""
+when enrichment runs, fleet incidents. Across stops and restarts: test_enrich_resume.py."""
 from __future__ import annotations
-
-import hashlib
 
 import asyncio
 import time
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from alertd.config import Config
 from alertd.enrich.enricher import Enricher
-from alertd.enrich.kube import KubeContext
-from alertd.enrich.kube_api import NotFound
-from alertd.enrich.logs import LogLine, LogsUnavailable
-from alertd.enrich.searcher import LogSearcher
-from alertd.enrich.settings import EnrichSettings, KubeSettings, LogSettings
-from alertd.model import Alert
-from alertd.rules import load_rules
-from alertd.store.base import StoreUnavailable
+from alertd.enrich.logs import LogsUnavailable
+from alertd.enrich.settings import EnrichSettings, LogSettings
 from alertd.service import Service
-from alertd.store.sqlite import SqliteStore
-from tests.support.fakes import Recorder, ScriptedLogBackend
+from tests.support.enrich_harness import XID79, Harness, MemoryKube, alert, cluster_objects
 from tests.support.notify_harness import wait_for
-
-RULES = Path(__file__).resolve().parents[2] / "rules"
-XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
-
-
-class MemoryLogs(ScriptedLogBackend):
-    """Answers from a dict node -> [message], each line three minutes before the window end."""
-
-    name = "memory"
-
-    def __init__(self, settings: LogSettings, lines: dict[str, list[str]] | None = None):
-        super().__init__(settings)
-        self.lines = lines or {}
-        self.garbage = False
-
-    def respond(self, queries):
-        if self.garbage:
-            return {"hits": "<html>oops</html>"}
-        return [[LogLine(q.end - timedelta(minutes=3), q.node, m) for m in self.lines.get(q.node, [])] for q in queries]
-
-
-class MemoryKube(KubeContext):
-    """KubeContext whose API requests are answered from dicts in the API's JSON shape."""
-
-    def __init__(self, objects: dict[tuple, dict], **settings: Any):
-        super().__init__(KubeSettings(**settings), api_client=object())
-        self.objects = objects
-        self.fail: Exception | None = None
-
-    async def _get(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> dict:
-        self.stats.calls += 1
-        if self.fail is not None:
-            raise self.fail
-        if method == "list_pod_for_all_namespaces":
-            node = kwargs["field_selector"].split(",")[0].split("=", 1)[1]
-            return {"items": [o for k, o in self.objects.items() if k[0] == "Pod" and o["spec"].get("nodeName") == node]}
-        if method == "list_event_for_all_namespaces":
-            node = kwargs["field_selector"].rsplit("=", 1)[1]
-            return {"items": [o for k, o in self.objects.items() if k[0] == "Event" and o["involvedObject"]["name"] == node]}
-        if method == "read_node":
-            key = ("Node", args[0])
-        elif method == "read_namespace":
-            key = ("Namespace", args[0])
-        elif method == "get_namespaced_custom_object":
-            group, version, ns, plural, name = args
-            key = (plural, ns, name)
-        else:  # read_namespaced_<kind>(name, namespace)
-            key = (method.removeprefix("read_namespaced_"), args[1], args[0])
-        if key not in self.objects:
-            raise NotFound(method)
-        return self.objects[key]
-
-
-def cluster_objects() -> dict[tuple, dict]:
-    def owner(kind, api, name):
-        return [{"apiVersion": api, "kind": kind, "name": name, "controller": True, "uid": name}]
-
-    objs: dict[tuple, dict] = {
-        ("Node", "gpu-node-2"): {"metadata": {"name": "gpu-node-2",
-                                              "labels": {"node.kubernetes.io/instance-type": "p4d.24xlarge"}},
-                                 "spec": {"unschedulable": True},
-                                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}},
-        ("Namespace", "ml"): {"metadata": {"name": "ml", "labels": {"team": "ml-infra"},
-                                           "annotations": {"alertd.io/slack-channel": "#ml-oncall"}}},
-        ("pytorchjobs", "ml", "llama"): {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-                                          "metadata": {"name": "llama", "namespace": "ml"}},
-        ("Event", "1"): {"involvedObject": {"kind": "Node", "name": "gpu-node-2"}, "reason": "NodeNotSchedulable",
-                         "type": "Normal", "message": "Node gpu-node-2 status is now: NodeNotSchedulable",
-                         "source": {"component": "kubelet"},
-                         "lastTimestamp": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")},
-    }
-    for i in range(2):
-        objs[("Pod", f"llama-worker-{i}")] = {
-            "metadata": {"name": f"llama-worker-{i}", "namespace": "ml",
-                         "ownerReferences": owner("PyTorchJob", "kubeflow.org/v1", "llama")},
-            "spec": {"nodeName": "gpu-node-2", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "4"}}}]},
-            "status": {"phase": "Running"},
-        }
-    objs[("Pod", "cpu-only")] = {"metadata": {"name": "cpu-only", "namespace": "ml"},
-                                 "spec": {"nodeName": "gpu-node-2", "containers": [{}]}, "status": {"phase": "Running"}}
-    return objs
-
-
-def alert(name: str, node: str, starts: datetime, fp: str = "", **labels: str) -> Alert:
-    return Alert(fingerprint=fp or hashlib.sha256(f"{name}-{node}-{labels.get('gpu', '')}".encode()).hexdigest()[:16], status="firing",
-                 labels={"alertname": name, "node": node, "cluster": "c1", **labels}, annotations={},
-                 starts_at=starts, ends_at=None, received_at=datetime.now(timezone.utc))
-
-
-class Harness:
-    def __init__(self, tmp_path: Path, *, lines=None, kube: MemoryKube | None = None, **enrich: Any):
-        self.settings = LogSettings(linger=0.01, timeout=enrich.pop("timeout", 2.0), failure_ttl=0.05)
-        self.backend = MemoryLogs(self.settings, lines)
-        self.searcher = LogSearcher(self.backend, self.settings)
-        opts = dict(deadline=0.5, write_delay=0.02, retry=(), logs=self.settings,
-                    kube=kube.settings if kube else None)
-        opts.update(enrich)
-        self.enricher = Enricher(EnrichSettings(**opts), searcher=self.searcher, kube=kube)
-        self.recorder = Recorder()
-        self.svc = Service(Config(data_dir=tmp_path, rule_paths=[str(RULES)]), SqliteStore(tmp_path / "a.sqlite3"),
-                           load_rules([str(RULES)]), notifiers={"console": self.recorder}, enricher=self.enricher)
-        self.enricher.bind(self.svc)
-
-    async def __aenter__(self) -> "Harness":
-        await self.svc.start()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.svc.stop()
-
-    async def send(self, *alerts: Alert) -> None:
-        await self.svc.receive_alerts(list(alerts))
-        while await self.svc.process_pending():
-            pass
-        await self.svc.process_pending()
-
-    def incident(self, node: str | None = None):
-        incs = list(self.svc.engine.state.incidents.values())
-        if node:
-            incs = [i for i in incs if i.node == node and not i.fleet]
-        assert incs, "no incident"
-        return incs[0]
 
 
 async def test_metrics_missing_upgraded_to_xid79_with_owner(tmp_path) -> None:
@@ -184,7 +51,6 @@ async def test_metrics_missing_upgraded_to_xid79_with_owner(tmp_path) -> None:
         stored = await h.svc.store.get_incident(inc.id)
         assert stored.primary.xid == 79 and stored.annotations["owners"][0]["team"] == "ml-infra"
 
-
 async def test_the_upgrade_and_the_log_lines_behind_it_are_one_change(tmp_path) -> None:
     """What enrichment found is written in one engine step: the stored incident and every notification show
     the Xid upgrade together with its log evidence, and the notifiers get one update, not one per key."""
@@ -203,7 +69,6 @@ async def test_the_upgrade_and_the_log_lines_behind_it_are_one_change(tmp_path) 
         assert updates[0]["incident"]["xids"] == [79]
         assert any(e["text"].startswith("kernel log: 1 line(s) from gpu-node-2") for e in updates[0]["events"])
 
-
 async def test_code_unknown_xid_upgraded_from_the_kernel_log(tmp_path) -> None:
     """A site's Xid alert without a code ("Xid (code unknown)") gets its code from the node's kernel log."""
     async with Harness(tmp_path, lines={"n1": [XID79]}) as h:
@@ -221,7 +86,6 @@ async def test_code_unknown_xid_upgraded_from_the_kernel_log(tmp_path) -> None:
         assert "classification_upgraded" in [e.kind for e in inc.timeline]
         stored = await h.svc.store.get_incident(inc.id)
         assert stored.primary.xid == 79
-
 
 async def test_slow_backend_does_not_hold_the_notification(tmp_path) -> None:
     now = datetime.now(timezone.utc) - timedelta(minutes=5)
@@ -246,14 +110,12 @@ async def test_slow_backend_does_not_hold_the_notification(tmp_path) -> None:
         assert "kernel log available again" in texts
         assert h.enricher.latencies and max(h.enricher.latencies) >= 1.0
 
-
 async def test_search_timeout_marks_reason(tmp_path) -> None:
     async with Harness(tmp_path, lines={"n1": [XID79]}, deadline=0.1, timeout=0.3) as h:
         h.backend.delay = 5.0
         await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc)))
         assert await h.enricher.wait_idle(10)
         assert h.incident("n1").annotations["logs_unavailable"] == "memory: no answer within 0.3s"
-
 
 async def test_down_backend_marks_then_retries(tmp_path) -> None:
     async with Harness(tmp_path, lines={"n1": [XID79]}, retry=(0.3,)) as h:
@@ -271,7 +133,6 @@ async def test_down_backend_marks_then_retries(tmp_path) -> None:
         assert "logs_unavailable" not in inc.annotations
         assert inc.primary.xid == 79
 
-
 async def test_garbage_answer_marks_unavailable(tmp_path) -> None:
     async with Harness(tmp_path, lines={"n1": [XID79]}) as h:
         h.backend.garbage = True
@@ -280,7 +141,6 @@ async def test_garbage_answer_marks_unavailable(tmp_path) -> None:
         inc = h.incident("n1")
         assert inc.annotations["logs_unavailable"] == "memory: backend answered the wrong number of results"
         assert inc.primary.kind == "metrics_missing"
-
 
 async def test_kube_down_is_marked_and_logs_still_arrive(tmp_path) -> None:
     kube = MemoryKube(cluster_objects())
@@ -293,7 +153,6 @@ async def test_kube_down_is_marked_and_logs_still_arrive(tmp_path) -> None:
         inc = h.incident("gpu-node-2")
         assert inc.annotations["kube_unavailable"] == "Kubernetes API: HTTP 403: forbidden"
         assert inc.primary.xid == 79 and "owners" not in inc.annotations
-
 
 async def test_only_opened_and_new_nodes_are_enriched(tmp_path) -> None:
     now = datetime.now(timezone.utc) - timedelta(minutes=1)
@@ -312,7 +171,6 @@ async def test_only_opened_and_new_nodes_are_enriched(tmp_path) -> None:
         assert await h.enricher.wait_idle(10)
         assert h.searcher.stats.queries == queries and h.backend.requests == 1
 
-
 async def test_gpu_specific_incident_ignores_other_gpus(tmp_path) -> None:
     other = "NVRM: Xid (PCI:0000:86:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
     async with Harness(tmp_path, lines={"n1": [other]}) as h:
@@ -323,7 +181,6 @@ async def test_gpu_specific_incident_ignores_other_gpus(tmp_path) -> None:
         assert inc.primary.kind == "thermal" and not inc.xids
         assert inc.annotations["log_evidence"][0]["pci"] == "0000:86:00"  # still shown as context
 
-
 async def test_no_upgrade_for_an_xid_the_incident_has(tmp_path) -> None:
     async with Harness(tmp_path, lines={"n1": [XID79]}) as h:
         await h.send(alert("GPUXidError", "n1", datetime.now(timezone.utc), xid="79", gpu="0",
@@ -333,7 +190,6 @@ async def test_no_upgrade_for_an_xid_the_incident_has(tmp_path) -> None:
         assert inc.primary.xid == 79 and inc.primary.detail == ""
         assert "evidence_signals" not in inc.annotations
         assert inc.annotations["log_evidence"][0]["xid"] == 79
-
 
 async def test_fleet_incident_gets_each_joining_node(tmp_path) -> None:
     now = datetime.now(timezone.utc) - timedelta(minutes=2)
@@ -350,19 +206,6 @@ async def test_fleet_incident_gets_each_joining_node(tmp_path) -> None:
         for n in nodes[:4]:
             assert h.incident(n).annotations["log_evidence"][0]["host"] == n
 
-
-async def test_stop_cancels_background_work(tmp_path) -> None:
-    h = Harness(tmp_path, lines={"n1": [XID79]}, retry=(30.0,))
-    await h.svc.start()
-    h.backend.fail = LogsUnavailable("down")
-    await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc)))
-    await asyncio.sleep(0.2)
-    assert h.enricher._tasks  # the retry is waiting
-    await h.svc.stop()
-    assert not h.enricher._tasks
-    h.enricher.submit([])  # after close: ignored, no error
-
-
 def test_from_config() -> None:
     assert Enricher.from_config(None) is None
     assert Enricher.from_config({"enabled": False, "logs": {"backend": "opensearch"}}) is None
@@ -371,32 +214,12 @@ def test_from_config() -> None:
     assert e is not None and e.settings.deadline == 2.0 and e.searcher.backend.name == "graylog"
     assert e.kube is None
 
-
 @pytest.mark.parametrize("backend", ["elasticsearch", "opensearch"])
+
 def test_from_config_search_backends(backend) -> None:
     e = Enricher.from_config({"logs": {"backend": backend, "urls": ["http://127.0.0.1:9200"]},
                               "kube": {"kubeconfig": "/nonexistent"}})
     assert e.searcher.backend.name == backend and e.kube is not None
-
-
-async def test_restart_enriches_only_the_node_that_joins(tmp_path) -> None:
-    now = datetime.now(timezone.utc) - timedelta(minutes=5)
-    nodes = [f"n{i}" for i in range(7)]
-    lines = {n: [XID79] for n in nodes}
-    async with Harness(tmp_path, lines=lines) as h:
-        for n in nodes[:6]:
-            await h.send(alert("DCGMExporterDown", n, now))
-        assert await h.enricher.wait_idle(10)
-        fleet = next(i for i in h.svc.engine.state.incidents.values() if i.fleet)
-        assert {e["host"] for e in fleet.annotations["log_evidence"]} == set(nodes[:6])
-    async with Harness(tmp_path, lines=lines) as h2:  # same database: a restart
-        await h2.send(alert("DCGMExporterDown", "n6", now))
-        assert await h2.enricher.wait_idle(10)
-        # n6's own node incident and the fleet it joins both ask for n6: one search serves both
-        assert h2.searcher.stats.searched == 1 and h2.backend.batches == [["n6"]]
-        fleet = next(i for i in h2.svc.engine.state.incidents.values() if i.fleet)
-        assert {e["host"] for e in fleet.annotations["log_evidence"]} == set(nodes)
-
 
 async def test_open_window_is_searched_again_when_it_closes(tmp_path) -> None:
     async with Harness(tmp_path, lines={}) as h:
@@ -415,7 +238,6 @@ async def test_open_window_is_searched_again_when_it_closes(tmp_path) -> None:
         assert inc.annotations["log_evidence"][0]["xid"] == 79 and inc.primary.xid == 79
         assert h.enricher.counts["rechecks"] == 1 and h.backend.requests == 2
 
-
 async def test_kube_failure_is_retried(tmp_path) -> None:
     from alertd.enrich.kube_api import KubeUnavailable
 
@@ -431,7 +253,6 @@ async def test_kube_failure_is_retried(tmp_path) -> None:
         assert await h.enricher.wait_idle(10)
         assert "kube_unavailable" not in inc.annotations and inc.annotations["owners"][0]["team"] == "ml-infra"
 
-
 async def test_exporter_pod_label_does_not_name_the_workload(tmp_path) -> None:
     objs = cluster_objects()
     objs[("Pod", "dcgm-exporter-abcde")] = {"metadata": {"name": "dcgm-exporter-abcde", "namespace": "gpu-operator"},
@@ -445,7 +266,6 @@ async def test_exporter_pod_label_does_not_name_the_workload(tmp_path) -> None:
         pods = h.incident("gpu-node-2").annotations["pods"]
         assert {p["name"] for p in pods} == {"llama-worker-0", "llama-worker-1"}
 
-
 def test_shipped_deployment_example_config_is_valid(tmp_path) -> None:
     from tests.unit.test_deploy_defaults import deployment_config
 
@@ -453,61 +273,6 @@ def test_shipped_deployment_example_config_is_valid(tmp_path) -> None:
     e = Enricher.from_config(cfg.raw["enrich"])
     assert e.settings.logs.backend == "opensearch" and e.settings.logs.index == "graylog_*"
     assert e.kube is not None and e.settings.deadline == 3.0
-
-
-async def test_failed_write_is_retried(tmp_path, caplog) -> None:
-    async with Harness(tmp_path, lines={"n1": [XID79]}) as h:
-        h.backend.delay = 0.3
-        await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc) - timedelta(minutes=5)))
-        await h.svc.outbox.drain()
-        real_commit = h.svc.store.commit_step
-
-        async def disk_full(step):
-            raise StoreUnavailable("OperationalError: database or disk is full")
-        h.svc.store.commit_step = disk_full  # every engine commit fails for a while
-        await asyncio.sleep(0.8)
-        assert "could not write enrichment for INC-1, retrying" in caplog.text
-        h.svc.store.commit_step = real_commit
-        await asyncio.sleep(2.5)
-        assert await h.enricher.wait_idle(10)
-        stored = await h.svc.store.get_incident(h.incident("n1").id)
-        assert stored.primary.xid == 79 and stored.annotations["log_evidence"][0]["xid"] == 79
-
-
-async def test_enrichment_pending_at_a_stop_is_resumed_by_the_next_engine(tmp_path) -> None:
-    async with Harness(tmp_path, lines={"n1": [XID79]}, retry=(60,)) as h:
-        h.backend.fail = LogsUnavailable("ConnectionError: connection refused")
-        await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc) - timedelta(minutes=5)))
-        await asyncio.sleep(0.15)
-        assert "logs_unavailable" in h.incident("n1").annotations  # its retry waits in this process's memory
-    async with Harness(tmp_path, lines={"n1": [XID79]}) as again:  # a restart, or a new leader
-        assert await again.enricher.wait_idle(10)
-        inc = again.incident("n1")
-        assert "logs_unavailable" not in inc.annotations and inc.primary.xid == 79
-
-
-async def test_a_kube_retry_pending_at_a_stop_is_resumed_and_the_stored_evidence_kept(tmp_path) -> None:
-    """The kernel log was found, Kubernetes was down and its retry waited in the stopped engine's memory: the
-    next engine asks Kubernetes again, and keeps the log evidence even with the log backend down by then."""
-    from alertd.enrich.kube_api import KubeUnavailable
-
-    down = MemoryKube(cluster_objects())
-    down.fail = KubeUnavailable("Kubernetes API: HTTP 503: unavailable")
-    async with Harness(tmp_path, lines={"gpu-node-2": [XID79]}, kube=down, retry=(60,)) as h:
-        await h.send(alert("DCGMExporterDown", "gpu-node-2", datetime.now(timezone.utc) - timedelta(minutes=5)))
-        await asyncio.sleep(0.3)
-        ann = h.incident("gpu-node-2").annotations
-        assert ann["kube_unavailable"].endswith("unavailable") and ann["log_evidence"][0]["xid"] == 79
-    async with Harness(tmp_path, lines={"gpu-node-2": [XID79]}, kube=MemoryKube(cluster_objects())) as again:
-        again.backend.fail = LogsUnavailable("ConnectionError: connection refused")
-        assert await again.enricher.wait_idle(10)
-        inc = again.incident("gpu-node-2")
-        assert "kube_unavailable" not in inc.annotations and inc.annotations["owners"][0]["team"] == "ml-infra"
-        assert inc.annotations["log_evidence"][0]["xid"] == 79 and "logs_unavailable" not in inc.annotations
-        assert inc.primary.xid == 79
-        stored = await again.svc.store.get_incident(inc.id)
-        assert "kube_unavailable" not in stored.annotations and stored.annotations["log_evidence"][0]["xid"] == 79
-
 
 class OnlyTheHost:
     """A Service seen through exactly the members of alertd/enrich/host.py's EnrichHost: enrichment must
@@ -531,7 +296,6 @@ class OnlyTheHost:
 
     async def enrich(self, *args: Any, **kw: Any) -> Any:
         return await self._svc.enrich(*args, **kw)
-
 
 async def test_enrichment_needs_only_the_host_protocol(tmp_path) -> None:
     async with Harness(tmp_path, lines={"gpu-node-2": [XID79]}) as h:
