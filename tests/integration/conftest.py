@@ -1,4 +1,5 @@
 """Fixtures of the notification tests: the Slack and PagerDuty test servers and a service wired to them."""
+import aiohttp
 import pytest
 
 from tests.support.notify_harness import ESCALATION_KEY, ROUTING_ESC, SECRET, TOKEN, Harness, keys
@@ -36,3 +37,8 @@ async def paging(tmp_path, slack, pd):
     await h.stop()
 
 
+@pytest.fixture
+async def session():
+    """An aiohttp client session, for requests the tests make by hand."""
+    async with aiohttp.ClientSession() as client:
+        yield client
