@@ -68,7 +68,7 @@ def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None",
     from alertd.store import open_store
     from alertd.web.app import build_app
     from alertd.web.auth import Authenticator, exposure_problem
-    from alertd.web.keys import ENGINE_FAILURE, RELOAD
+    from alertd.web.keys import RELOAD
     from alertd.web.tls import ListenerTLS, TLSError
 
     if args.listen:
@@ -164,10 +164,9 @@ def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None",
 
         app.on_startup.append(start_receivers)
         app.on_shutdown.append(stop_receivers)
-    elif role == "receiver" and (control := os.environ.get(group_control.CONTROL_ENV)):
-        app[RELOAD] = lambda: group_control.ask_reload(control)  # POST /-/reload reaches the engine process
-        if health := os.environ.get(group_control.HEALTH_ENV):
-            app[ENGINE_FAILURE] = lambda: group_control.engine_failure(health)
+    elif role == "receiver" and (joined := group_control.GroupDir.joined()) is not None:
+        app[RELOAD] = lambda: group_control.ask_reload(str(joined.control))  # POST /-/reload reaches the engine
+        svc.health.engine_report = lambda: group_control.engine_failure(joined.health)  # /readyz answers for it
     if args.record:
         from alertd.authoring.record import attach_recorder
 

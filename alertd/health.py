@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 UNREADY_AFTER_STORE_FAILURE = 30.0  # seconds
 
@@ -21,6 +22,9 @@ class StoreHealth:
     step_failed_at: float = 0.0
     append_failed_at: float = 0.0
     append_ok_at: float = 0.0
+    # On a receiver of ``serve --receivers N``: its engine process's report (alertd/ha/group.py), which the
+    # receiver's /readyz answers for, since the engine process takes no connection.
+    engine_report: Callable[[], str] | None = None
 
     def step_failed(self, error: str) -> None:
         self.step_error, self.step_failed_at = error, time.monotonic()
@@ -42,4 +46,4 @@ class StoreHealth:
             return f"store failing: {self.step_error}"
         if self.append_failed_at > self.append_ok_at and now - self.append_failed_at < self.window:
             return "store refusing writes: webhooks are answered 503"
-        return ""
+        return self.engine_report() if self.engine_report is not None else ""

@@ -149,7 +149,7 @@ class Correlator:
             return []
         for key, (value, text) in annotations.items():
             self._annotate(inc, key, value, now, kind, text, "")
-        added = [signal for signal in signals if self._add_signal(inc, signal, now, source)]  # each one: no any()
+        added = [signal for signal in signals if self._add_signal(inc, signal, now, source)]  # all, not any()
         if added:
             self._settle(now)
         return self._flush()

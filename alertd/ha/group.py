@@ -11,8 +11,9 @@ environment. It holds:
   (the receivers serve the port), so what must reach it from a request goes here: ``POST /-/reload``
   on a receiver asks the engine process to reload the group's rules and answers with its outcome.
 - ``engine-health``: what would make the engine process unready (its engine steps failing), rewritten
-  every second. The receivers answer ``/readyz`` for the group, so they read it: a failure in it, or a
-  report older than ``HEALTH_STALE`` (the engine process stalled), makes them unready too.
+  within ``HEALTH_POLL`` seconds of a change and every ``HEALTH_EVERY`` seconds otherwise. The receivers
+  answer ``/readyz`` for the group, so they read it: a failure in it, or a report older than
+  ``HEALTH_STALE`` (the engine process stalled), makes them unready too.
 """
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ from typing import Callable
 log = logging.getLogger(__name__)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own variable
 CONTROL_ENV = "ALERTD_CONTROL_SOCKET"
-HEALTH_ENV = "ALERTD_ENGINE_HEALTH"
 HEALTH_EVERY = 1.0  # seconds between the engine process's reports when nothing changes
 HEALTH_POLL = 0.1  # seconds between looks at the engine's health: a change is reported this soon
 HEALTH_STALE = 10.0  # seconds without one: the engine process is stalled (a step is at most a second or so)
@@ -90,7 +90,14 @@ class GroupDir:
 
     def environ(self) -> dict[str, str]:
         """What a receiver process needs in its environment."""
-        return {MULTIPROC_ENV: str(self.metrics), CONTROL_ENV: str(self.control), HEALTH_ENV: str(self.health)}
+        return {MULTIPROC_ENV: str(self.metrics), CONTROL_ENV: str(self.control)}
+
+    @classmethod
+    def joined(cls) -> "GroupDir | None":
+        """In a receiver process: the group it was started in (its control socket lies in the group's
+        directory), or None outside a group."""
+        control = os.environ.get(CONTROL_ENV)
+        return cls(Path(control).parent) if control else None
 
     def enter(self) -> None:
         """Make this process write its metrics into the group's files (before prometheus_client is imported:
@@ -135,7 +142,7 @@ class HealthReport:
                 self.write()
 
 
-def engine_failure(path: str, stale_after: float = HEALTH_STALE) -> str:
+def engine_failure(path: Path | str, stale_after: float = HEALTH_STALE) -> str:
     """On a receiver: why the group's engine process makes it unready, or ""."""
     try:
         age = time.time() - os.stat(path).st_mtime

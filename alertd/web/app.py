@@ -22,7 +22,7 @@ from alertd.store.base import StoreUnavailable
 from alertd.web import api, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 from alertd.web.body import read_body
-from alertd.web.keys import ENGINE_FAILURE, RELOAD, SERVICE
+from alertd.web.keys import RELOAD, SERVICE
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +148,7 @@ async def readyz(request: web.Request) -> web.Response:
     role = {"X-Alertd-Role": svc.role_name}
     if not svc.ready:
         return web.Response(status=503, text="starting or stopping\n", headers=role)
-    engine = request.app.get(ENGINE_FAILURE)
-    if failure := svc.health.failure() or (engine() if engine is not None else ""):
+    if failure := svc.health.failure():
         return web.Response(status=503, text=f"{failure}\n", headers=role)
     return web.Response(text=f"ready: {svc.role_name}\n", headers=role)
 

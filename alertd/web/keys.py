@@ -12,8 +12,5 @@ SERVICE = web.AppKey("service", Service)
 # Where POST /-/reload goes instead of this process's own rules: a receiver of ``serve --receivers N``
 # asks its engine process, which reloads the whole group (alertd/ha/group.py). Returns (ok, error).
 RELOAD = web.AppKey("reload", Callable[[], Awaitable[tuple[bool, str]]])
-# What else makes /readyz fail: on such a receiver, its engine process's steps failing or stalling. Returns the
-# reason, or "".
-ENGINE_FAILURE = web.AppKey("engine_failure", Callable[[], str])
 
-__all__ = ["ENGINE_FAILURE", "RELOAD", "SERVICE"]
+__all__ = ["RELOAD", "SERVICE"]

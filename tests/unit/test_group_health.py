@@ -9,6 +9,7 @@ from pathlib import Path
 
 from alertd.ha import group
 from alertd.ha.group import HealthReport, engine_failure
+from tests.support.notify_harness import wait_for
 
 
 def test_a_failure_reported_by_the_engine_process_makes_the_receivers_unready(tmp_path: Path) -> None:
@@ -48,14 +49,6 @@ def test_a_report_that_cannot_be_written_is_logged_once_not_raised(tmp_path: Pat
     assert "reaches the receivers again" in caplog.text and engine_failure(str(report.path)) == ""
 
 
-async def until(probe, what: str) -> None:
-    for _ in range(300):  # bounded: 3 s
-        if probe():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"not in time: {what}")
-
-
 async def test_a_change_is_reported_at_once_and_no_change_every_second(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(group, "HEALTH_POLL", 0.01)
     monkeypatch.setattr(group, "HEALTH_EVERY", 3600.0)
@@ -66,11 +59,11 @@ async def test_a_change_is_reported_at_once_and_no_change_every_second(tmp_path:
     task = asyncio.get_running_loop().create_task(report.run())
     try:
         state["failure"] = "store failing: boom"  # reported long before HEALTH_EVERY
-        await until(lambda: engine_failure(str(path)) == "engine process: store failing: boom", "the failure")
+        await wait_for(lambda: engine_failure(path) == "engine process: store failing: boom", 3, 0.01)
         state["failure"] = ""
-        await until(lambda: engine_failure(str(path)) == "", "the recovery")
+        await wait_for(lambda: engine_failure(path) == "", 3, 0.01)
         written = path.stat().st_mtime_ns
         monkeypatch.setattr(group, "HEALTH_EVERY", 0.05)  # nothing changes: the report is still refreshed
-        await until(lambda: path.stat().st_mtime_ns != written, "a refresh without a change")
+        await wait_for(lambda: path.stat().st_mtime_ns != written, 3, 0.01)
     finally:
         task.cancel()
