@@ -1,4 +1,5 @@
-"""Fixtures of the notification tests: the Slack and PagerDuty test servers and a service wired to them."""
+"""Fixtures of the notification tests: the Slack and PagerDuty test servers, a service wired to them, and a
+client session for requests made by hand."""
 import aiohttp
 import pytest
 

@@ -214,8 +214,8 @@ async def test_dcgm_pod_labels_name_the_pod(tmp_path, e2e_logs, kube) -> None:
 
 
 def xid79_with_evidence(inc: dict[str, Any]) -> bool:
-    """Read as Xid 79 from the kernel log, with the evidence written: the upgrade and each annotation key are
-    separate engine steps, so the incident can be seen upgraded before its log_evidence is."""
+    """Read as Xid 79 from the kernel log, with the log lines behind it (both are written in one engine step;
+    the lines are what the tests go on to check)."""
     return (inc.get("primary") or {}).get("xid") == 79 and "log_evidence" in inc["annotations"]
 
 

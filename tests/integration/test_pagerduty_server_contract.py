@@ -9,13 +9,6 @@ import pytest
 
 from tests.support.pagerduty_server import PagerDutyTestServer
 
-@pytest.fixture
-async def pd():
-    server = PagerDutyTestServer()
-    await server.start()
-    yield server
-    await server.stop()
-
 
 def trigger(dedup_key: str | None = "incident-42", **payload) -> dict:
     event = {

@@ -17,15 +17,7 @@ TS = re.compile(r"^\d{10}\.\d{6}$")
 
 
 @pytest.fixture
-async def slack():
-    server = SlackTestServer()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-def web(slack):
+def web(slack):  # slack: the test server from conftest.py
     return AsyncWebClient(token="xoxb-test", base_url=slack.base_url)
 
 
