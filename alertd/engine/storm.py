@@ -15,6 +15,8 @@ their follower signals (``storm.followers``: exporter down, cordon, not
 ready), so a node that only shows a follower joins the fleet instead of
 starting a fleet of its own, while a node led by another fault (thermal, a
 different Xid category, another cluster) is another event and stays apart.
+When a fleet comes to stand for another event (its exporter-down nodes now
+show the Xid), the nodes of that event still waiting as candidates fold in.
 
 An incident that names a cluster but no node, led by a follower signal (a
 TargetDown aggregated by cluster and job while many exporters are down), joins
@@ -150,9 +152,11 @@ class Storms:
 
     def _joinable(self, key: str, now: datetime) -> Incident | None:
         fleet = self.c.state.incidents.get(self.c.state.fleets.get(key, ""))
-        if fleet is None or fleet.storm_last is None or now - fleet.storm_last > self.rule.window:
-            return None
-        return fleet
+        return fleet if fleet is not None and self._takes_nodes(fleet, now) else None
+
+    def _takes_nodes(self, fleet: Incident, now: datetime) -> bool:
+        """Open, and its latest node folded in less than ``window`` ago."""
+        return fleet.is_open and fleet.storm_last is not None and now - fleet.storm_last <= self.rule.window
 
     def _cluster_follower(self, inc: Incident, now: datetime) -> None:
         """A node-less follower joins its cluster's fleet for the event, or waits for one (see module doc)."""
@@ -169,13 +173,19 @@ class Storms:
                     and not w.parent_id and now - w.opened_at <= self.rule.window]
             state.waiting[key] = live + [inc.id]
 
-    def _adopt_waiting(self, fleet: Incident, now: datetime) -> None:
-        """Node-less followers waiting for a fleet of an event this fleet now stands for fold into it."""
-        state = self.c.state
+    def _adopt(self, fleet: Incident, now: datetime) -> None:
+        """Incidents waiting for a fleet of an event this fleet now stands for fold into it: node-less
+        followers, and node incidents of that event too few to start a fleet of their own. A fleet comes to
+        stand for an event when a node joins or one of its nodes is led by another signal (its exporter's
+        alert came first, the Xid from the kernel log after): the nodes already led by that signal within
+        the window are the same storm, not another incident each."""
+        state, window = self.c.state, self.rule.window
         for key in list(fleet.storm_keys):
             waiting = [state.incidents.get(i) for i in state.waiting.pop(key, [])]
+            waiting += [state.incidents.get(i) for _, i in state.recent.pop(key, [])
+                        if state.storm_key_of.get(i) == key]
             fold = [w for w in waiting if w is not None and w.is_open and not w.parent_id
-                    and now - w.opened_at <= self.rule.window]
+                    and now - w.opened_at <= window]
             if fold:
                 self._fold(fleet, fold, now)
 
@@ -236,8 +246,7 @@ class Storms:
         self.c._retitle(fleet)
         if not opening and joined:
             self._node_event(fleet, now, "nodes_joined", joined, "joined")
-        if any(c.node for c in children):
-            self._adopt_waiting(fleet, now)
+        self._adopt(fleet, now)
 
     def _node_event(self, fleet: Incident, now: datetime, kind: str, nodes: list[str], verb: str) -> None:
         """One timeline line per step however many nodes join (or resolve) in it."""
@@ -292,12 +301,15 @@ class Storms:
         if fleet is None:
             return
         before = (fleet.severity, fleet.title, list(fleet.signals))
+        events = len(fleet.storm_keys)
         self._absorb(fleet, child)
         self.c._retitle(fleet)
         if SEVERITY_RANK.get(fleet.severity, 0) > SEVERITY_RANK.get(before[0], 0):
             self.c._touch(fleet, fleet.add_event(now, "severity_changed", f"{before[0]} -> {fleet.severity}"))
         elif (fleet.title, fleet.signals) != before[1:]:
             self.c._touch(fleet, fleet.add_event(now, "node_updated", f"{child.node}: {child.title}"))
+        if len(fleet.storm_keys) > events and self._takes_nodes(fleet, now):
+            self._adopt(fleet, now)
 
     # ----- lifecycle -----
 

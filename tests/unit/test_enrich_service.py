@@ -206,6 +206,25 @@ async def test_fleet_incident_gets_each_joining_node(tmp_path) -> None:
         for n in nodes[:4]:
             assert h.incident(n).annotations["log_evidence"][0]["host"] == n
 
+async def test_nodes_the_kernel_log_upgraded_before_the_storm_formed_are_in_the_fleet(tmp_path) -> None:
+    """The first nodes' searches answer (Xid 79: each node incident upgraded) before the other nodes' exporters
+    go down: the node-lost storm those start stands for the Xid once its own nodes are upgraded, and the
+    first three join it, with their lines."""
+    now = datetime.now(timezone.utc) - timedelta(minutes=2)
+    nodes = [f"n{i}" for i in range(8)]
+    async with Harness(tmp_path, lines={n: [XID79] for n in nodes}) as h:
+        for i, n in enumerate(nodes):
+            await h.send(alert("DCGMExporterDown", n, now))
+            if i == 2:
+                assert await h.enricher.wait_idle(10)
+                assert all(h.incident(n).primary.xid == 79 for n in nodes[:3])
+        assert await h.enricher.wait_idle(10)
+        [fleet] = [i for i in h.svc.engine.state.incidents.values() if i.fleet]
+        assert sorted(fleet.nodes) == nodes
+        assert {e["host"] for e in fleet.annotations["log_evidence"]} == set(nodes)
+        assert fleet.primary.xid == 79
+
+
 def test_from_config() -> None:
     assert Enricher.from_config(None) is None
     assert Enricher.from_config({"enabled": False, "logs": {"backend": "opensearch"}}) is None

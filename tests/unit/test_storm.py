@@ -103,6 +103,36 @@ def test_exporters_dying_first_start_the_fleet_that_the_xids_then_lead():
     assert_one_fleet(e, nodes + ["n8"])
 
 
+def test_nodes_led_by_the_xid_before_the_fleet_stood_for_it_fold_in_when_it_does():
+    e = engine()
+    early, late = ["n0", "n1", "n2"], [f"n{i}" for i in range(3, 8)]
+    # three nodes report the Xid first: too few for a storm, each its own incident for now
+    run(e, [(i * 0.2, [node_alerts(n)[0]]) for i, n in enumerate(early)])
+    assert fleets(e) == []
+    # five more lose their exporters before reporting anything: a node-lost storm
+    run(e, [(1 + i * 0.2, [node_alerts(n)[1]]) for i, n in enumerate(late)])
+    [fleet] = fleets(e)
+    assert sorted(fleet.nodes) == late
+    # their Xids arrive: the fleet stands for the Xid event now, so the three nodes it leads are the same storm
+    changes = run(e, [(3 + i * 0.2, [node_alerts(n)[0]]) for i, n in enumerate(late)])
+    [fleet] = fleets(e)
+    assert sorted(fleet.nodes) == early + late
+    assert all(inc.parent_id == fleet.id for inc in node_incidents(e).values())
+    joined = [ev for c in changes if c.incident.id == fleet.id for ev in c.events if ev.kind == "nodes_joined"]
+    assert [ev.data["nodes"] for ev in joined] == [early]
+    assert fleet.title.startswith("Xid 79: GPU has fallen off the bus on 8 nodes")
+
+
+def test_a_node_showing_only_a_follower_joins_once_the_fleet_stands_for_that_event():
+    e = engine()
+    run(e, [(i * 0.1, [node_alerts(f"n{i}")[0]]) for i in range(5)])  # Xids alone: a gpu-fault fleet
+    run(e, [(1, [node_alerts("n9")[1]])])  # another node's exporter dies: the fleet stands for no such event yet
+    [fleet] = fleets(e)
+    assert "n9" not in fleet.nodes
+    run(e, [(2, [node_alerts("n0")[1]])])  # a fleet node's exporter dies too: now it does
+    assert fleet.nodes[-1] == "n9" and node_incidents(e)["n9"].parent_id == fleet.id
+
+
 def test_a_node_showing_only_a_follower_signal_joins_the_fleet():
     e = engine()
     run(e, [(i * 0.1, node_alerts(f"n{i}")) for i in range(6)])
