@@ -16,7 +16,9 @@ ready), so a node that only shows a follower joins the fleet instead of
 starting a fleet of its own, while a node led by another fault (thermal, a
 different Xid category, another cluster) is another event and stays apart.
 When a fleet comes to stand for another event (its exporter-down nodes now
-show the Xid), the nodes of that event still waiting as candidates fold in.
+show the Xid), the nodes of that event still waiting as candidates fold in,
+and a second fleet already standing for it is the same storm: the younger
+closes ("merged into fleet incident ...") and its nodes fold into the elder.
 
 An incident that names a cluster but no node, led by a follower signal (a
 TargetDown aggregated by cluster and job while many exporters are down), joins
@@ -209,6 +211,11 @@ class Storms:
             self._start(key, live, now)
 
     def _start(self, key: str, children: list[Incident], now: datetime) -> None:
+        for child in children:  # their exporters are down too, and a fleet stands for that: the same storm
+            for k in self._keys(child):
+                if (fleet := self._joinable(k, now)) is not None:
+                    self._fold(fleet, children, now)
+                    return
         lead = max(children, key=lambda i: _rank(i.primary))
         assert lead.primary is not None
         fleet = self.c._new_incident(f"fleet|{key}", "storm", lead.primary, now)
@@ -227,6 +234,7 @@ class Storms:
         listed = self.c._fleet_nodes.get(fleet.id)
         if listed is None:  # a set beside the list: fleets list thousands of nodes
             listed = self.c._fleet_nodes[fleet.id] = set(fleet.nodes)
+        others: list[Incident] = []
         for inc in children:
             inc.parent_id = fleet.id
             fleet.children.append(inc.id)
@@ -239,14 +247,16 @@ class Storms:
                 listed.add(inc.node)
                 fleet.nodes.append(inc.node)
                 joined.append(inc.node)
-            self._absorb(fleet, inc)
+            others += self._absorb(fleet, inc, now)
             self.c._touch(inc, inc.add_event(now, "folded_into_fleet", f"part of fleet incident {fleet.id}",
                                              fleet=fleet.id))
         fleet.storm_last = now
         self.c._retitle(fleet)
         if not opening and joined:
             self._node_event(fleet, now, "nodes_joined", joined, "joined")
-        self._adopt(fleet, now)
+        self._merge(fleet, others, now)
+        if fleet.is_open:  # else it merged into an elder fleet, which adopted what waits for it
+            self._adopt(fleet, now)
 
     def _node_event(self, fleet: Incident, now: datetime, kind: str, nodes: list[str], verb: str) -> None:
         """One timeline line per step however many nodes join (or resolve) in it."""
@@ -262,9 +272,11 @@ class Storms:
         shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         last.text = f"{shown} {verb} ({len(fleet.nodes)} nodes)"
 
-    def _absorb(self, fleet: Incident, child: Incident) -> None:
-        """Fold one child's signals into what the fleet shows and the events it stands for."""
+    def _absorb(self, fleet: Incident, child: Incident, now: datetime) -> list[Incident]:
+        """Fold one child's signals into what the fleet shows and the events it stands for; returns the other
+        open fleets that already stand for one of those events (the same storm, to merge)."""
         state = self.c.state
+        others: list[Incident] = []
         for kind in child.signals:
             if kind not in fleet.signals:
                 fleet.signals = sorted(fleet.signals + [kind])
@@ -275,12 +287,40 @@ class Storms:
             fleet.severity = child.severity
         if child.primary is not None and (fleet.primary is None or _rank(child.primary) > _rank(fleet.primary)):
             fleet.primary = child.primary
-        leading = [child.primary] if child.primary is not None else []
-        for sig in leading + self._followers(child):
-            key = event_key(self.rule, child, sig)
-            if key is not None and key not in fleet.storm_keys:
+        for key in self._keys(child):
+            if key not in fleet.storm_keys:
+                other = self._joinable(key, now)
+                if other is not None and other is not fleet:
+                    others.append(other)
                 fleet.storm_keys.append(key)
                 state.fleets[key] = fleet.id
+        return others
+
+    def _keys(self, child: Incident) -> list[str]:
+        """The events a node incident stands for: its leading signal's and its followers'."""
+        leading = [child.primary] if child.primary is not None else []
+        keys = (event_key(self.rule, child, sig) for sig in leading + self._followers(child))
+        return [k for k in keys if k is not None]
+
+    def _merge(self, fleet: Incident, others: list[Incident], now: datetime) -> None:
+        """Fleets found to stand for one event are one storm: the younger closes, its open nodes fold into the
+        elder (which keeps its posts and pages)."""
+        for other in others:
+            if not other.is_open or not fleet.is_open or other is fleet:  # closed: met before in this loop
+                continue
+            elder, younger = (fleet, other) if (fleet.opened_at, fleet.id) <= (other.opened_at, other.id) \
+                else (other, fleet)
+            children = self.open_children(younger)
+            self.c.state.open_children[younger.id] = 0
+            self.c._close(younger, now, f"merged into fleet incident {elder.id}: the same storm")
+            for key in younger.storm_keys:
+                if key not in elder.storm_keys:
+                    elder.storm_keys.append(key)
+            for key in elder.storm_keys:
+                self.c.state.fleets[key] = elder.id
+            if children:
+                self._fold(elder, children, now)
+            fleet = elder
 
     def _followers(self, child: Incident) -> list[Signal]:
         """The child's member signals that are followers, each distinct one once: a node's alerts mostly
@@ -302,14 +342,16 @@ class Storms:
             return
         before = (fleet.severity, fleet.title, list(fleet.signals))
         events = len(fleet.storm_keys)
-        self._absorb(fleet, child)
+        others = self._absorb(fleet, child, now)
         self.c._retitle(fleet)
         if SEVERITY_RANK.get(fleet.severity, 0) > SEVERITY_RANK.get(before[0], 0):
             self.c._touch(fleet, fleet.add_event(now, "severity_changed", f"{before[0]} -> {fleet.severity}"))
         elif (fleet.title, fleet.signals) != before[1:]:
             self.c._touch(fleet, fleet.add_event(now, "node_updated", f"{child.node}: {child.title}"))
         if len(fleet.storm_keys) > events and self._takes_nodes(fleet, now):
-            self._adopt(fleet, now)
+            self._merge(fleet, others, now)
+            if fleet.is_open:  # else it merged into an elder fleet, which adopted what waits for it
+                self._adopt(fleet, now)
 
     # ----- lifecycle -----
 

@@ -133,6 +133,34 @@ def test_a_node_showing_only_a_follower_joins_once_the_fleet_stands_for_that_eve
     assert fleet.nodes[-1] == "n9" and node_incidents(e)["n9"].parent_id == fleet.id
 
 
+def test_two_fleets_found_to_be_one_storm_merge_into_the_elder():
+    e = engine()
+    lost, faulted = [f"n{i}" for i in range(5)], [f"n{i}" for i in range(5, 10)]
+    run(e, [(i * 0.1, [node_alerts(n)[1]]) for i, n in enumerate(lost)])  # exporters down: a node-lost fleet
+    run(e, [(1 + i * 0.1, [node_alerts(n)[0]]) for i, n in enumerate(faulted)])  # Xids alone: a gpu-fault fleet
+    elder, younger = sorted(fleets(e), key=lambda f: f.opened_at)
+    assert sorted(elder.nodes) == lost and sorted(younger.nodes) == faulted
+    # a node of the first shows the Xid: both fleets stand for the Xid event now, so they are one storm
+    changes = run(e, [(2, [node_alerts("n0")[0]])])
+    assert fleets(e) == [elder] and sorted(elder.nodes) == sorted(lost + faulted)
+    assert all(inc.parent_id == elder.id for inc in node_incidents(e).values())
+    [closed] = [c for c in changes if c.incident is younger]
+    assert younger.status == CLOSED and "resolved" in closed.kinds
+    assert f"merged into fleet incident {elder.id}" in closed.events[-1].text
+    # later nodes of either event join the one fleet
+    run(e, [(3, [node_alerts("n10")[0]]), (3.1, [node_alerts("n11")[1]])])
+    assert fleets(e) == [elder] and {"n10", "n11"} <= set(elder.nodes)
+
+
+def test_nodes_showing_the_xid_and_a_follower_join_the_fleet_of_that_follower_instead_of_starting_another():
+    e = engine()
+    run(e, [(i * 0.1, [node_alerts(f"n{i}")[1]]) for i in range(5)])  # exporters down: a node-lost fleet
+    run(e, [(1 + i * 0.1, node_alerts(f"n{i}")[:2]) for i in range(5, 10)])  # the Xid and the exporter down
+    [fleet] = fleets(e)
+    assert sorted(fleet.nodes) == sorted(f"n{i}" for i in range(10))
+    assert fleet.title.startswith("Xid 79: GPU has fallen off the bus on 10 nodes")
+
+
 def test_a_node_showing_only_a_follower_signal_joins_the_fleet():
     e = engine()
     run(e, [(i * 0.1, node_alerts(f"n{i}")) for i in range(6)])
