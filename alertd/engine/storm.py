@@ -17,8 +17,10 @@ starting a fleet of its own, while a node led by another fault (thermal, a
 different Xid category, another cluster) is another event and stays apart.
 When a fleet comes to stand for another event (its exporter-down nodes now
 show the Xid), the nodes of that event still waiting as candidates fold in,
-and a second fleet already standing for it is the same storm: the younger
-closes ("merged into fleet incident ...") and its nodes fold into the elder.
+and a second fleet already standing for it is the same storm when a node of
+either is led by that event: the younger closes ("merged into fleet incident
+...") and its nodes fold into the elder. Two storms that share an event only
+through followers (thermal and Xid nodes, all cordoned) stay two.
 
 An incident that names a cluster but no node, led by a follower signal (a
 TargetDown aggregated by cluster and job while many exporters are down), joins
@@ -211,9 +213,9 @@ class Storms:
             self._start(key, live, now)
 
     def _start(self, key: str, children: list[Incident], now: datetime) -> None:
-        for child in children:  # their exporters are down too, and a fleet stands for that: the same storm
+        for child in children:  # their exporters are down too, in a fleet led by exporters down: the same storm
             for k in self._keys(child):
-                if (fleet := self._joinable(k, now)) is not None:
+                if (fleet := self._joinable(k, now)) is not None and self._leads(fleet, k):
                     self._fold(fleet, children, now)
                     return
         lead = max(children, key=lambda i: _rank(i.primary))
@@ -287,14 +289,22 @@ class Storms:
             fleet.severity = child.severity
         if child.primary is not None and (fleet.primary is None or _rank(child.primary) > _rank(fleet.primary)):
             fleet.primary = child.primary
+        lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
             if key not in fleet.storm_keys:
                 other = self._joinable(key, now)
-                if other is not None and other is not fleet:
+                if other is not None and other is not fleet and (key == lead or self._leads(other, key)):
                     others.append(other)
                 fleet.storm_keys.append(key)
                 state.fleets[key] = fleet.id
         return others
+
+    def _leads(self, fleet: Incident, key: str) -> bool:
+        """Whether a node of the fleet is led by the event ``key`` names. Two fleets that stand for one event
+        only through followers (a thermal storm and an Xid storm whose nodes were both cordoned) are two
+        storms; one led by it and one that follows it (exporters down first, Xids first) are one."""
+        return any(c.primary is not None and event_key(self.rule, c, c.primary) == key
+                   for c in self.open_children(fleet))
 
     def _keys(self, child: Incident) -> list[str]:
         """The events a node incident stands for: its leading signal's and its followers'."""
@@ -306,7 +316,7 @@ class Storms:
         """Fleets found to stand for one event are one storm: the younger closes, its open nodes fold into the
         elder (which keeps its posts and pages)."""
         for other in others:
-            if not other.is_open or not fleet.is_open or other is fleet:  # closed: met before in this loop
+            if other is fleet or not other.is_open or not fleet.is_open:  # met before in this loop
                 continue
             elder, younger = (fleet, other) if (fleet.opened_at, fleet.id) <= (other.opened_at, other.id) \
                 else (other, fleet)

@@ -152,6 +152,17 @@ def test_two_fleets_found_to_be_one_storm_merge_into_the_elder():
     assert fleets(e) == [elder] and {"n10", "n11"} <= set(elder.nodes)
 
 
+def test_two_storms_whose_nodes_were_all_cordoned_stay_two():
+    e = engine()
+    run(e, [(i * 0.1, node_alerts(f"n{i}")) for i in range(6)])  # an Xid storm, its nodes cordoned
+    hot = [f"hot-{i}" for i in range(5)]
+    run(e, [(1 + i * 0.1, [alert("GPUTemperatureHigh", node=n, gpu="0", severity="warning")]) for i, n in enumerate(hot)])
+    run(e, [(3 + i * 0.1, [alert("KubeNodeCordoned", node=n, severity="info")]) for i, n in enumerate(hot)])
+    xids, thermal = sorted(fleets(e), key=lambda f: f.opened_at)
+    assert sorted(thermal.nodes) == hot and thermal.is_open and thermal.key == "fleet|thermal|cluster=prod"
+    assert "hot-0" not in xids.nodes and len(xids.nodes) == 6
+
+
 def test_nodes_showing_the_xid_and_a_follower_join_the_fleet_of_that_follower_instead_of_starting_another():
     e = engine()
     run(e, [(i * 0.1, [node_alerts(f"n{i}")[1]]) for i in range(5)])  # exporters down: a node-lost fleet
