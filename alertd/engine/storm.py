@@ -18,8 +18,9 @@ different Xid category, another cluster) is another event and stays apart.
 When a fleet comes to stand for another event (its exporter-down nodes now
 show the Xid), the nodes of that event still waiting as candidates fold in,
 and a second fleet already standing for it is the same storm when a node of
-either is led by that event: the younger closes ("merged into fleet incident
-...") and its nodes fold into the elder. Two storms that share an event only
+either is led by that event: the one that was less severe (the younger on a
+tie) closes as the other's child ("merged into fleet incident ...") and its
+nodes fold into the other. Two storms that share an event only
 through followers (thermal and Xid nodes, all cordoned) stay two.
 
 An incident that names a cluster but no node, led by a follower signal (a
@@ -237,6 +238,7 @@ class Storms:
         if listed is None:  # a set beside the list: fleets list thousands of nodes
             listed = self.c._fleet_nodes[fleet.id] = set(fleet.nodes)
         others: list[Incident] = []
+        was = fleet.severity
         for inc in children:
             inc.parent_id = fleet.id
             fleet.children.append(inc.id)
@@ -256,8 +258,8 @@ class Storms:
         self.c._retitle(fleet)
         if not opening and joined:
             self._node_event(fleet, now, "nodes_joined", joined, "joined")
-        self._merge(fleet, others, now)
-        if fleet.is_open:  # else it merged into an elder fleet, which adopted what waits for it
+        self._merge(fleet, others, now, was)
+        if fleet.is_open:  # else it merged into another fleet, which adopted what waits for it
             self._adopt(fleet, now)
 
     def _node_event(self, fleet: Incident, now: datetime, kind: str, nodes: list[str], verb: str) -> None:
@@ -312,25 +314,27 @@ class Storms:
         keys = (event_key(self.rule, child, sig) for sig in leading + self._followers(child))
         return [k for k in keys if k is not None]
 
-    def _merge(self, fleet: Incident, others: list[Incident], now: datetime) -> None:
-        """Fleets found to stand for one event are one storm: the younger closes, its open nodes fold into the
-        elder (which keeps its posts and pages)."""
+    def _merge(self, fleet: Incident, others: list[Incident], now: datetime, was: str) -> None:
+        """Fleets found to stand for one event are one storm: one closes, its open nodes fold into the one that
+        stays. The one that was the more severe before this step stays (it is the one paged, if either is),
+        the elder on a tie. ``was``: ``fleet``'s severity before this step."""
         for other in others:
             if other is fleet or not other.is_open or not fleet.is_open:  # met before in this loop
                 continue
-            elder, younger = (fleet, other) if (fleet.opened_at, fleet.id) <= (other.opened_at, other.id) \
-                else (other, fleet)
-            children = self.open_children(younger)
-            self.c.state.open_children[younger.id] = 0
-            self.c._close(younger, now, f"merged into fleet incident {elder.id}: the same storm")
-            for key in younger.storm_keys:
-                if key not in elder.storm_keys:
-                    elder.storm_keys.append(key)
-            for key in elder.storm_keys:
-                self.c.state.fleets[key] = elder.id
+            standing = {fleet.id: _standing(fleet, was), other.id: _standing(other, other.severity)}
+            kept, merged = sorted((fleet, other), key=lambda f: standing[f.id])
+            children = self.open_children(merged)
+            self.c.state.open_children[merged.id] = 0
+            merged.parent_id = kept.id  # what was sent for it points there, and nothing new is (a fleet child)
+            self.c._close(merged, now, f"merged into fleet incident {kept.id}: the same storm")
+            for key in merged.storm_keys:
+                if key not in kept.storm_keys:
+                    kept.storm_keys.append(key)
+            for key in kept.storm_keys:
+                self.c.state.fleets[key] = kept.id
             if children:
-                self._fold(elder, children, now)
-            fleet = elder
+                self._fold(kept, children, now)
+            fleet, was = kept, kept.severity
 
     def _followers(self, child: Incident) -> list[Signal]:
         """The child's member signals that are followers, each distinct one once: a node's alerts mostly
@@ -359,8 +363,8 @@ class Storms:
         elif (fleet.title, fleet.signals) != before[1:]:
             self.c._touch(fleet, fleet.add_event(now, "node_updated", f"{child.node}: {child.title}"))
         if len(fleet.storm_keys) > events and self._takes_nodes(fleet, now):
-            self._merge(fleet, others, now)
-            if fleet.is_open:  # else it merged into an elder fleet, which adopted what waits for it
+            self._merge(fleet, others, now, before[0])
+            if fleet.is_open:  # else it merged into another fleet, which adopted what waits for it
                 self._adopt(fleet, now)
 
     # ----- lifecycle -----
@@ -388,6 +392,11 @@ class Storms:
 
     def open_children(self, fleet: Incident) -> list[Incident]:
         return [c for c in (self.c.state.incidents.get(i) for i in fleet.children) if c is not None]
+
+
+def _standing(fleet: Incident, severity: str) -> tuple[int, datetime, int]:
+    """Which of two merging fleets stays (the lower): the more severe, then the elder."""
+    return -SEVERITY_RANK.get(severity, 0), fleet.opened_at, int(fleet.id.rsplit("-", 1)[-1])
 
 
 def _rank(sig: Signal | None) -> tuple[int, int]:

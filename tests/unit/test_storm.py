@@ -134,23 +134,41 @@ def test_a_node_showing_only_a_follower_joins_once_the_fleet_stands_for_that_eve
     assert fleet.nodes[-1] == "n9" and node_incidents(e)["n9"].parent_id == fleet.id
 
 
-def test_two_fleets_found_to_be_one_storm_merge_into_the_elder():
+def two_fleets_then_one_node_shows_both(code: int) -> tuple[Engine, Incident, Incident, list]:
+    """Exporters down on n0-n4 (a node-lost fleet), Xid ``code`` alone on n5-n9 (an Xid fleet), then n0 shows
+    the Xid too: both fleets stand for the Xid event, they are one storm. Returns both fleets, elder first,
+    and the last step's changes."""
     e = engine()
     lost, faulted = [f"n{i}" for i in range(5)], [f"n{i}" for i in range(5, 10)]
-    run(e, [(i * 0.1, [node_alerts(n)[1]]) for i, n in enumerate(lost)])  # exporters down: a node-lost fleet
-    run(e, [(1 + i * 0.1, [node_alerts(n)[0]]) for i, n in enumerate(faulted)])  # Xids alone: a gpu-fault fleet
+    run(e, [(i * 0.1, [node_alerts(n)[1]]) for i, n in enumerate(lost)])
+    run(e, [(1 + i * 0.1, [node_alerts(n, code=code)[0]]) for i, n in enumerate(faulted)])
     elder, younger = sorted(fleets(e), key=lambda f: f.opened_at)
     assert sorted(elder.nodes) == lost and sorted(younger.nodes) == faulted
-    # a node of the first shows the Xid: both fleets stand for the Xid event now, so they are one storm
-    changes = run(e, [(2, [node_alerts("n0")[0]])])
-    assert fleets(e) == [elder] and sorted(elder.nodes) == sorted(lost + faulted)
-    assert all(inc.parent_id == elder.id for inc in node_incidents(e).values())
-    [closed] = [c for c in changes if c.incident is younger]
-    assert younger.status == CLOSED and "resolved" in closed.kinds
-    assert f"merged into fleet incident {elder.id}" in closed.events[-1].text
+    return e, elder, younger, run(e, [(2, [node_alerts("n0", code=code)[0]])])
+
+
+def assert_merged(e: Engine, kept: Incident, merged: Incident, changes: list) -> None:
+    assert fleets(e) == [kept] and sorted(kept.nodes) == sorted(f"n{i}" for i in range(10))
+    assert all(inc.parent_id == kept.id for inc in node_incidents(e).values())
+    [closed] = [c for c in changes if c.incident is merged]
+    assert merged.status == CLOSED and "resolved" in closed.kinds and merged.parent_id == kept.id
+    assert f"merged into fleet incident {kept.id}" in closed.events[-1].text
     # later nodes of either event join the one fleet
     run(e, [(3, [node_alerts("n10")[0]]), (3.1, [node_alerts("n11")[1]])])
-    assert fleets(e) == [elder] and {"n10", "n11"} <= set(elder.nodes)
+    assert fleets(e) == [kept] and {"n10", "n11"} <= set(kept.nodes)
+
+
+def test_two_fleets_found_to_be_one_storm_merge_into_the_one_that_was_more_severe():
+    # the exporters' fleet (warning, posted, not paged) goes; the Xid 79 fleet (critical, paged) stays
+    e, elder, younger, changes = two_fleets_then_one_node_shows_both(79)
+    assert (elder.severity, younger.severity) == ("critical", "critical")  # n0's Xid raised the elder too
+    assert_merged(e, younger, elder, changes)
+
+
+def test_two_fleets_as_severe_as_each_other_merge_into_the_elder():
+    e, elder, younger, changes = two_fleets_then_one_node_shows_both(93)  # InfoROM wear: a warning
+    assert (elder.severity, younger.severity) == ("warning", "warning")
+    assert_merged(e, elder, younger, changes)
 
 
 def test_two_storms_whose_nodes_were_all_cordoned_stay_two():
