@@ -66,7 +66,7 @@ DEFAULT_FOLLOWERS = parse_matchers(['signal=~"metrics_missing|node_not_ready|nod
 class StormRule:
     enabled: bool = True
     min_nodes: int = 5
-    window: timedelta = timedelta(minutes=5)
+    window: timedelta = timedelta(minutes=15)
     signals: tuple[str, ...] = ()
     events: tuple[StormEvent, ...] = DEFAULT_STORM_EVENTS
     followers: tuple[Matcher, ...] = DEFAULT_FOLLOWERS
@@ -82,6 +82,7 @@ class WatchdogRule:
 DEFAULT_GROUPS = (
     GroupRule("application-xid", ("cluster", "namespace", "pod"), parse_matchers(['signal="xid"', 'category="application"'])),
     GroupRule("node", ("cluster", "node"), parse_matchers(['signal!="other"'])),
+    GroupRule("node-unknown", ("cluster", "alertname", "fingerprint"), parse_matchers(['signal!~"other|watchdog"', 'node=""'])),
     GroupRule("other", ("alertname", "cluster", "node"), (), True),
 )
 
@@ -90,6 +91,7 @@ DEFAULT_GROUPS = (
 class CorrelationRules:
     groups: tuple[GroupRule, ...] = DEFAULT_GROUPS
     hold_down: timedelta = timedelta(minutes=5)
+    reopen_window: timedelta = timedelta(minutes=30)
     fold_window: timedelta = timedelta(minutes=10)
     storm: StormRule = StormRule()
     watchdog: WatchdogRule = WatchdogRule()
@@ -289,6 +291,7 @@ def _correlation(doc: dict, check: _Checker) -> CorrelationRules:
     return CorrelationRules(
         groups=tuple(groups) or base.groups,
         hold_down=check.duration(doc.get("hold_down"), ("correlation", "hold_down"), base.hold_down),
+        reopen_window=check.duration(doc.get("reopen_window"), ("correlation", "reopen_window"), base.reopen_window),
         fold_window=check.duration(doc.get("fold_window"), ("correlation", "fold_window"), base.fold_window),
         storm=storm,
         watchdog=watchdog,

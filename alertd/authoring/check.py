@@ -26,7 +26,7 @@ from alertd.authoring.virtual import load_rule_set
 
 # Fields every alert has after normalization (alertd.engine.correlate.fields_of).
 DERIVED_FIELDS = frozenset({"cluster", "node", "gpu", "namespace", "pod", "container", "signal", "category",
-                            "severity", "xid", "alertname"})
+                            "severity", "xid", "alertname", "fingerprint"})
 # Labels the exporters our Prometheus rules read put on alerts (dcgm-exporter, kube-state-metrics, Prometheus).
 KNOWN_LABELS = frozenset({
     "instance", "job", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "hostname", "DCGM_FI_DRIVER_VERSION",

@@ -44,7 +44,7 @@ def fields_of(alert: Alert) -> dict[str, str]:
     out.update(
         cluster=s.cluster, node=s.node, namespace=s.namespace, pod=s.pod, container=s.container,
         gpu=s.gpu.key() if s.gpu else "", signal=sig.kind, category=sig.category,
-        severity=sig.severity, xid=str(sig.xid or ""), alertname=alert.name,
+        severity=sig.severity, xid=str(sig.xid or ""), alertname=alert.name, fingerprint=alert.fingerprint,
     )
     return out
 
@@ -98,6 +98,7 @@ class Correlator:
             if inc.fleet and any(c in self.state.incidents for c in inc.children):
                 continue
             self._close(inc, now, f"all alerts resolved for {format_duration(now - inc.quiet_since)} (hold-down passed)")
+        self._forget_closed(now)
         wd = self.rules.watchdog
         hb = self.state.heartbeat_at
         if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.state.by_key:
@@ -190,8 +191,8 @@ class Correlator:
         if inc_id is not None:
             self._update_member(self.state.incidents[inc_id], alert, now)
             return
-        if alert.status != FIRING:
-            return  # resolved alert we never saw firing (or whose incident is closed): nothing to do
+        if alert.status != FIRING and self._known_resolution(alert):
+            return  # a late copy of an alert whose incident has resolved since
         alert.labels = interned(alert.labels)  # from here kept: by the member, and by the incident's fields
         fields = fields_of(alert)
         folded = False
@@ -199,18 +200,93 @@ class Correlator:
         if alert.signal.fold_into_previous:
             target = self._fold_target(alert, now)
             folded = target is not None
+        if target is None and alert.signal.kind == "other":
+            target = self._node_incident(alert)  # unclassified: it joins what its node already has
         if target is None:
             found = group_for(fields, self.rules.groups)
             if found is None:  # rule set without a catch-all group: never drop an alert
                 found = (GroupRule("unmatched", ("alertname",), (), True), f"unmatched|alertname={alert.name}")
             group, key = found
             target_id = self.state.by_key.get(key)
-            target = self.state.incidents[target_id] if target_id else None
+            target = self.state.incidents[target_id] if target_id else self._reopen(key, alert, now)
             if target is None:
+                if alert.status != FIRING and not self._opens_resolved(alert):
+                    return  # a resolved follower or unclassified alert alone says nothing happened
                 target = self._new_incident(key, group.name, alert.signal, now)
                 self._join(target, alert, now, opening=True)
                 return
         self._join(target, alert, now, folded=folded)
+
+    def _known_resolution(self, alert: Alert) -> bool:
+        """Whether a resolved alert is one an incident had (open, or resolved lately): not news."""
+        closed = self.state.recently_closed(alert.fingerprint)
+        return closed is not None and alert.starts_at <= closed.members[alert.fingerprint].starts_at
+
+    def _opens_resolved(self, alert: Alert) -> bool:
+        """A resolved alert never seen firing is evidence that its fault happened (an Xid that fired and
+        resolved between two deliveries is still an Xid): it opens an incident, which resolves after the
+        hold-down. Followers (exporter down, cordon, not ready) and unclassified alerts do not."""
+        sig = alert.signal
+        if sig.kind in ("other", "watchdog"):
+            return False
+        return not match_all(self.rules.storm.followers, {"signal": sig.kind, "category": sig.category,
+                                                          "severity": sig.severity, "xid": str(sig.xid or "")})
+
+    def _node_incident(self, alert: Alert) -> Incident | None:
+        """The open incident of the alert's node (the most recently changed, fleets aside), if any."""
+        s = alert.subject
+        ids = self.state.by_node.get((s.cluster, s.node)) if s.node else None
+        found = [self.state.incidents[i] for i in ids or () if i in self.state.incidents]
+        found = [i for i in found if not i.fleet and i.group != "other"]
+        return max(found, key=lambda i: (i.updated_at, i.opened_at)) if found else None
+
+    def _reopen(self, key: str, alert: Alert, now: datetime) -> Incident | None:
+        """The incident of ``key`` resolved within the reopen window, opened again: a fault that comes back
+        (a flapping GPU, Alertmanager's 5-minute batches, the operator's cordon after a short Xid) is one
+        incident that says it flaps, not a chain."""
+        inc = self.state.closed.get(key)
+        window = self.rules.reopen_window
+        if inc is None or inc.resolved_at is None or not window or now - inc.resolved_at > window:
+            return None
+        if inc.fleet and inc.parent_id:
+            return None  # a fleet merged into another one: the other stands for it
+        gone = now - inc.resolved_at
+        self.state.reopened(inc)
+        fleet = self._reopen_parent(inc, now) if inc.parent_id else None
+        if inc.parent_id and fleet is None:
+            inc.parent_id = ""  # its fleet is gone for good: it stands alone again
+        inc.status, inc.resolved_at, inc.quiet_since = OPEN, None, None
+        inc.acknowledged_by, inc.acknowledged_at = "", None
+        inc.flaps += 1
+        self.state.add(inc)
+        self.state.storm_indexed = False  # the storm indexes are rebuilt with it open
+        self._touch(inc, inc.add_event(now, "reopened", f"{alert.name}: {alert.signal.title} again "
+                                                        f"{format_duration(gone)} after it resolved (flap {inc.flaps})",
+                                       flap=inc.flaps), urgent=True)
+        return inc
+
+    def _reopen_parent(self, child: Incident, now: datetime) -> Incident | None:
+        fleet = self.state.incidents.get(child.parent_id)
+        if fleet is not None:
+            return fleet
+        closed = [c for c in self.state.closed.values() if c.id == child.parent_id]
+        if not closed or closed[0].resolved_at is None or now - closed[0].resolved_at > self.rules.reopen_window:
+            return None
+        fleet = closed[0]
+        self.state.reopened(fleet)
+        fleet.status, fleet.resolved_at, fleet.quiet_since = OPEN, None, None
+        fleet.flaps += 1
+        self.state.add(fleet)
+        self._touch(fleet, fleet.add_event(now, "reopened", f"{child.node or child.id} failing again (flap {fleet.flaps})",
+                                           flap=fleet.flaps), urgent=True)
+        return fleet
+
+    def _forget_closed(self, now: datetime) -> None:
+        window = self.rules.reopen_window
+        old = [inc for inc in self.state.closed.values()
+               if inc.resolved_at is None or now - inc.resolved_at > max(window, self.rules.hold_down)]
+        for inc in old:
+            self.state.reopened(inc)
 
     def _fold_target(self, alert: Alert, now: datetime) -> Incident | None:
         best: tuple[datetime, Incident] | None = None
@@ -242,7 +318,9 @@ class Correlator:
             summary=alert.annotations.get("summary", ""),
         )
         inc.members[alert.fingerprint] = member
-        inc.firing += 1  # only firing alerts join
+        firing = alert.status == FIRING
+        if firing:
+            inc.firing += 1
         self.state.by_fingerprint[alert.fingerprint] = inc.id
         if inc.fleet and alert.subject.node:
             seen = self._fleet_nodes.get(inc.id)
@@ -256,7 +334,13 @@ class Correlator:
         if opening:
             self.state.add(inc)  # now that it has a node and a primary signal: index it
         what = f"{alert.name}: {alert.signal.title}" + (f" (GPU {alert.subject.gpu.index})" if alert.subject.gpu and alert.subject.gpu.index else "")
-        if not opening and inc.quiet_since is not None:
+        if alert.signal.kind == "other":
+            what += " (unclassified)"
+        if not firing:
+            what += " (fired and resolved before it reached alertd)"
+            if inc.firing == 0 and inc.quiet_since is None:
+                inc.quiet_since = now
+        elif not opening and inc.quiet_since is not None:
             inc.quiet_since = None
             inc.flaps += 1
         kind = "opened" if opening else "alert_folded" if folded else "alert_joined"
@@ -345,6 +429,8 @@ class Correlator:
             inc.namespace, inc.pod = inc.namespace or s.namespace, inc.pod or s.pod
         if sig.xid is not None and _code_unknown(inc.primary):
             self._refresh(inc)  # the code-unknown Xid gives way to the one that names its code
+        elif sig.kind == "other" and inc.primary is not None and inc.primary.kind != "other":
+            pass  # an unclassified alert on the node is shown, but does not decide what the incident is
         elif not m.folded or inc.primary is None:
             if inc.primary is None or len(inc.members) == 1:
                 inc.severity = sig.severity
@@ -373,7 +459,10 @@ class Correlator:
         if primary is None:
             return
         inc.category = primary.category
-        where = f"{len(inc.nodes)} nodes in {inc.cluster or 'the fleet'}" if inc.fleet else (inc.node or inc.pod or inc.cluster)
+        if inc.fleet:
+            inc.title = self.storms.title(inc)
+            return
+        where = inc.node or inc.pod or inc.cluster
         single = not inc.fleet and len(inc.gpus) == 1 and inc.gpus[0].get("index")
         gpu = f" GPU {inc.gpus[0]['index']}" if single else ""
         inc.title = f"{primary.title} on {where}{gpu}" if where else primary.title

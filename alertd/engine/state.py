@@ -21,6 +21,10 @@ class EngineState:
     by_key: dict[str, str] = field(default_factory=dict)
     by_fingerprint: dict[str, str] = field(default_factory=dict)
     last_by_key: dict[str, str] = field(default_factory=dict)  # key -> most recent resolved incident
+    # Incidents resolved lately, which a re-fire of their key within the reopen window reopens; and the
+    # fingerprints of their alerts, so a late copy of an alert they resolved is known as theirs:
+    closed: dict[str, Incident] = field(default_factory=dict)  # key -> the incident
+    closed_fps: dict[str, str] = field(default_factory=dict)  # fingerprint -> key in ``closed``
     next_seq: int = 1
     heartbeat_at: datetime | None = None
     by_node: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (cluster, node) -> open incident ids
@@ -56,13 +60,36 @@ class EngineState:
             if not ids:
                 del self.by_node[(incident.cluster, incident.node)]
         self.last_by_key[incident.key] = incident.id
+        if incident.resolved_at is not None:
+            self.closed[incident.key] = incident
+            for fp in incident.members:
+                self.closed_fps[fp] = incident.key
+
+    def reopened(self, incident: Incident) -> None:
+        """``incident`` leaves the recently closed ones (it is open again, or too old to reopen)."""
+        if self.closed.get(incident.key) is incident:
+            del self.closed[incident.key]
+        for fp in incident.members:
+            if self.closed_fps.get(fp) == incident.key:
+                del self.closed_fps[fp]
+
+    def recently_closed(self, fingerprint: str) -> Incident | None:
+        key = self.closed_fps.get(fingerprint)
+        return self.closed.get(key) if key is not None else None
 
     @classmethod
     def from_incidents(cls, open_incidents: Iterable[Incident], last_by_key: dict[str, str], next_seq: int,
-                       heartbeat_at: datetime | None) -> "EngineState":
+                       heartbeat_at: datetime | None, closed: Iterable[Incident] = ()) -> "EngineState":
+        """``closed``: incidents resolved lately (the store's choice of how far back; the engine keeps those
+        inside its reopen window)."""
         state = cls(last_by_key=dict(last_by_key), next_seq=next_seq, heartbeat_at=heartbeat_at)
         for inc in sorted(open_incidents, key=lambda i: i.opened_at):
             state.add(inc)
+        for inc in sorted(closed, key=lambda i: i.resolved_at or i.opened_at):
+            if inc.resolved_at is not None and state.last_by_key.get(inc.key) == inc.id:
+                state.closed[inc.key] = inc
+                for fp in inc.members:
+                    state.closed_fps[fp] = inc.key
         return state
 
 

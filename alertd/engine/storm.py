@@ -66,6 +66,27 @@ class StormHost(Protocol):
     def _touch(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None: ...
 
 NEVER_STORM = ("other", "watchdog")
+COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
+COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
+SHORT = {"metrics_missing": "exporter down", "node_not_ready": "NotReady", "node_cordoned": "cordoned",
+         "thermal": "thermal", "ecc": "ECC", "row_remap": "row remap", "nvlink": "NVLink", "xid": "Xid (code unknown)"}
+
+
+def signal_keys(inc: Incident) -> set[str]:
+    """What a node incident shows, as fleet counts name it: each Xid code apart, other signals by kind."""
+    keys = {k for k in inc.signals if k not in ("xid", "other", "watchdog")}
+    keys.update(f"xid:{x}" for x in inc.xids)
+    if "xid" in inc.signals and not inc.xids:
+        keys.add("xid")
+    return keys
+
+
+def _count_key(sig: Signal) -> str:
+    return f"xid:{sig.xid}" if sig.kind == "xid" and sig.xid else sig.kind
+
+
+def _label(key: str) -> str:
+    return f"Xid {key[4:]}" if key.startswith("xid:") else SHORT.get(key, key)
 
 
 def signal_fields(inc: Incident, sig: Signal) -> dict[str, str]:
@@ -219,7 +240,7 @@ class Storms:
                 if (fleet := self._joinable(k, now)) is not None and self._leads(fleet, k):
                     self._fold(fleet, children, now)
                     return
-        lead = max(children, key=lambda i: _rank(i.primary))
+        lead = max(children, key=lambda i: self._fleet_rank(i.primary) if i.primary else (-1, -1, -1))
         assert lead.primary is not None
         fleet = self.c._new_incident(f"fleet|{key}", "storm", lead.primary, now)
         fleet.fleet, fleet.cluster, fleet.primary = True, lead.cluster, lead.primary
@@ -289,8 +310,9 @@ class Storms:
                 fleet.xids = sorted(fleet.xids + [xid])
         if SEVERITY_RANK.get(child.severity, 0) > SEVERITY_RANK.get(fleet.severity, 0):
             fleet.severity = child.severity
-        if child.primary is not None and (fleet.primary is None or _rank(child.primary) > _rank(fleet.primary)):
+        if child.primary is not None and (fleet.primary is None or self._fleet_rank(child.primary) > self._fleet_rank(fleet.primary)):
             fleet.primary = child.primary
+        self._count(fleet, child)
         lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
             if key not in fleet.storm_keys:
@@ -300,6 +322,44 @@ class Storms:
                 fleet.storm_keys.append(key)
                 state.fleets[key] = fleet.id
         return others
+
+    def _fleet_rank(self, sig: Signal) -> tuple[int, int, int]:
+        """What names a fleet: a fault before any follower (exporter down, cordon, not ready follow a fault,
+        so 3 of 12 thermal nodes losing their exporters leave it a thermal fleet), then the usual rank."""
+        follower = match_all(self.rule.followers, {"signal": sig.kind, "category": sig.category,
+                                                   "severity": sig.severity, "xid": str(sig.xid or "")})
+        return (0 if follower else 1, *signal_rank(sig))
+
+    def _count(self, fleet: Incident, child: Incident) -> None:
+        """Nodes per signal, kept on the fleet as its nodes show more (resolved nodes stay counted)."""
+        if not child.node:
+            return
+        counted = child.annotations.get(COUNTED)
+        had = set(counted["keys"]) if isinstance(counted, dict) and counted.get("fleet") == fleet.id else set()
+        new = signal_keys(child) - had
+        if not new:
+            return
+        counts = fleet.annotations.setdefault(COUNTS, {})
+        for key in new:
+            counts[key] = counts.get(key, 0) + 1
+        child.annotations[COUNTED] = {"fleet": fleet.id, "keys": sorted(had | new)}
+
+    def title(self, fleet: Incident) -> str:
+        """What is true of the whole fleet: the fault that leads it with the nodes that show it, and each
+        other signal with its own node count ("Xid 119: ... on 37 nodes in prod-a (exporter down on 12; 40
+        nodes in all)"), never one node's signal with every node's count."""
+        primary = fleet.primary
+        assert primary is not None
+        counts: dict[str, int] = fleet.annotations.get(COUNTS) or {}
+        total = len(fleet.nodes)
+        main = _count_key(primary)
+        shown = counts.get(main) or total
+        where = fleet.cluster or "the fleet"
+        parts = [f"{_label(k)} on {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+                 if k != main][:3]
+        if shown != total:
+            parts.append(f"{total} nodes in all")
+        return f"{primary.title} on {shown} nodes in {where}" + (f" ({'; '.join(parts)})" if parts else "")
 
     def _leads(self, fleet: Incident, key: str) -> bool:
         """Whether a node of the fleet is led by the event ``key`` names. Two fleets that stand for one event

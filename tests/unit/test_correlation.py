@@ -80,7 +80,7 @@ def test_severity_is_max_of_members_and_change_is_logged():
     assert "severity_changed" in [ev.kind for ev in inc.timeline]
 
 
-def test_hold_down_then_resolve_and_reopen_links_previous():
+def test_hold_down_then_resolve_and_after_the_reopen_window_a_new_incident_links_previous():
     e = engine()
     a = xid(79, node="n1")
     inc = only(e.ingest([a], at(0)))
@@ -90,9 +90,70 @@ def test_hold_down_then_resolve_and_reopen_links_previous():
     closed = only(e.tick(at(60 + 300)))
     assert closed.status == CLOSED and closed.resolved_at == at(360)
     b = xid(79, node="n1")
-    b.starts_at = at(1000)
-    again = only(e.ingest([b], at(1000)))
+    b.starts_at = at(360 + 1801)  # reopen window 30m passed
+    again = only(e.ingest([b], at(360 + 1801)))
     assert again.id != inc.id and again.previous_id == inc.id
+
+
+def test_a_fault_back_within_the_reopen_window_reopens_its_incident():
+    e = engine()
+    a = xid(79, node="n1")
+    inc = only(e.ingest([a], at(0)))
+    e.ingest([resolved(a, 60)], at(60))
+    only(e.tick(at(360)))
+    assert inc.status == CLOSED
+    b = xid(79, node="n1")
+    b.starts_at = at(900)  # Alertmanager's next batches: 9 minutes after it resolved
+    again = only(e.ingest([b], at(900)))
+    assert again is inc and inc.status == OPEN and inc.resolved_at is None and inc.flaps == 1
+    assert inc.firing == 1 and inc.timeline[-2].kind == "reopened"
+    e.ingest([resolved(b, 960)], at(960))
+    only(e.tick(at(1260)))
+    c = alert("KubeNodeCordoned", node="n1", starts=1500)  # the operator's cordon, after it resolved again
+    assert only(e.ingest([c], at(1500))) is inc and inc.flaps == 2
+
+
+def test_a_late_copy_of_a_resolved_alert_does_not_reopen():
+    e = engine()
+    a = xid(79, node="n1")
+    e.ingest([a], at(0))
+    e.ingest([resolved(a, 60)], at(60))
+    e.tick(at(360))
+    late = resolved(a, 60)  # an HA peer's or a later batch's copy of the same resolve
+    assert e.ingest([late], at(400)) == []
+
+
+def test_a_reopened_incident_survives_a_reload():
+    from alertd.engine.state import EngineState
+
+    e = engine()
+    a = xid(79, node="n1")
+    inc = only(e.ingest([a], at(0)))
+    e.ingest([resolved(a, 60)], at(60))
+    e.tick(at(360))
+    state = e.correlator.state
+    reloaded = EngineState.from_incidents([], state.last_by_key, state.next_seq, None, closed=[inc])
+    e.correlator.state = reloaded
+    b = xid(79, node="n1")
+    b.starts_at = at(600)
+    assert only(e.ingest([b], at(600))).id == inc.id
+
+
+def test_unclassified_alert_joins_its_nodes_incident():
+    e = engine()
+    inc = only(e.ingest([xid(79, node="n1")], at(0)))
+    same = only(e.ingest([alert("NodeGPUWeird", node="n1", severity="critical")], at(30)))
+    assert same is inc and "other" in inc.signals and len(inc.members) == 2
+    assert inc.title.startswith("Xid 79") and "(unclassified)" in inc.timeline[-1].text
+    elsewhere = only(e.ingest([alert("NodeGPUWeird", node="n2")], at(40)))
+    assert elsewhere.id != inc.id and elsewhere.group == "other"
+
+
+def test_gpu_alerts_without_a_node_never_share_an_incident():
+    e = engine()
+    changes = e.ingest([alert("GPUXidError", xid="79", gpu="0"), alert("GPUXidError", xid="13", gpu="1", UUID="GPU-b")], at(0))
+    assert len({c.incident.id for c in changes}) == 2
+    assert {c.incident.group for c in changes} == {"node-unknown"}
 
 
 def test_refire_during_hold_down_keeps_incident_and_counts_a_flap():
@@ -118,9 +179,24 @@ def test_stale_and_duplicate_deliveries_change_nothing():
     assert e.ingest([old], at(6)) == []
 
 
-def test_resolved_alert_never_seen_firing_is_ignored():
+def test_resolved_xid_never_seen_firing_opens_an_incident_that_resolves_after_the_hold_down():
     e = engine()
-    assert e.ingest([resolved(xid(79), 10)], at(10)) == []
+    inc = only(e.ingest([resolved(xid(79, node="n1"), 10)], at(10)))
+    assert inc.status == OPEN and inc.firing == 0 and inc.xids == [79] and inc.severity == "critical"
+    assert "before it reached alertd" in inc.timeline[0].text
+    assert only(e.tick(at(10 + 300))).status == CLOSED
+
+
+def test_resolved_xid_never_seen_firing_joins_its_nodes_open_incident():
+    e = engine()
+    inc = only(e.ingest([alert("DCGMExporterDown", node="n1")], at(0)))
+    same = only(e.ingest([resolved(xid(79, node="n1"), 10)], at(10)))
+    assert same is inc and inc.xids == [79] and inc.title.startswith("Xid 79") and inc.firing == 1
+
+
+def test_resolved_follower_never_seen_firing_opens_nothing():
+    e = engine()
+    assert e.ingest([resolved(alert("DCGMExporterDown", node="n1"), 10)], at(10)) == []
 
 
 def test_acknowledge_then_manual_resolve():
