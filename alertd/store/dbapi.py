@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, cast
 
 from alertd.delivery import LEGACY_KINDS
@@ -28,6 +28,10 @@ from alertd.store.reads import HistoryReads, IncidentQuery
 
 log = logging.getLogger(__name__)
 RECENT_EVENTS = 20
+# Incidents resolved this long before the newest resolution are loaded with the open ones, so the engine
+# can reopen them after a restart or a takeover (it keeps those inside its reopen window, 30m by default).
+REOPEN_LOOKBACK = timedelta(hours=6)
+REOPEN_LOAD_LIMIT = 20000
 PRUNE_BATCH = 500  # rows per pruning transaction
 PRUNE_MAX_BATCHES = 200  # per table and housekeeping round (the rest waits for the next round)  # rows per INSERT statement (3 parameters each; SQLite allows 32766)
 
@@ -251,6 +255,7 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
             incidents = [self._assemble(cur, inc_id, doc, RECENT_EVENTS) for inc_id, doc in docs]
             cur.execute(sql.LAST_BY_KEY)
             last_by_key = dict(cur.fetchall())
+            closed = self._recently_closed(cur)
             cur.execute("SELECT key, value FROM meta")
             meta = dict(cur.fetchall())
             cur.execute("SELECT max(seq) FROM incidents")
@@ -258,9 +263,19 @@ class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, Store):
             self._conn.commit()
             cur.close()
             next_seq = max(int(meta.get("next_seq", "1")), top + 1)
-            return EngineState.from_incidents(incidents, last_by_key, next_seq, parse_iso(meta.get("heartbeat_at")))
+            return EngineState.from_incidents(incidents, last_by_key, next_seq, parse_iso(meta.get("heartbeat_at")),
+                                              closed)
         state: EngineState = await self._run(do)
         return state
+
+    def _recently_closed(self, cur: Any) -> list[Incident]:
+        cur.execute(self._q("SELECT max(resolved_at) FROM incidents WHERE status = ?"), (CLOSED,))
+        newest = parse_iso(cur.fetchone()[0])
+        if newest is None:
+            return []
+        cur.execute(self._q("SELECT id, doc FROM incidents WHERE status = ? AND resolved_at >= ? ORDER BY seq DESC LIMIT ?"),
+                    (CLOSED, iso(newest - REOPEN_LOOKBACK), REOPEN_LOAD_LIMIT))
+        return [self._assemble(cur, inc_id, doc, RECENT_EVENTS) for inc_id, doc in cur.fetchall()]
 
     def _assemble(self, cur: Any, inc_id: str, doc: str | bytes, recent: int | None = None) -> Incident:
         cur.execute(self._q("SELECT fingerprint, doc FROM members WHERE incident_id = ?"), (inc_id,))

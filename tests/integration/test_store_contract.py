@@ -222,6 +222,22 @@ async def test_load_state_restores_open_incidents_last_by_key_and_next_seq(make_
     assert inc.members["b1"].labels["note"] == "ü 🚀"
     assert inc.members["b1"].signal.xid == 79
     assert [e.text for e in inc.timeline] == [f"event {i}" for i in range(5, RECENT_EVENTS + 5)]
+    # the last resolved incident of each key comes back too, so the engine can reopen it after a restart
+    assert sorted(state.closed) == [key_a, key_c] and state.closed[key_c].id == "INC-5"
+    assert state.closed[key_a].id == "INC-2" and state.closed[key_a].resolved_at == at(20)
+
+
+async def test_load_state_leaves_out_incidents_resolved_long_before_the_newest(make_store):
+    store = make_store()
+    await store.open()
+    old, new = incident(1, node="a", status="resolved", updated=at(0), members=("a1",)), \
+        incident(2, node="b", status="resolved", updated=at(7 * 3600), members=("b1",))
+    await store.commit_step(Step(changes=[change(old), change(new)]))
+    try:
+        state = await store.load_state()
+    finally:
+        await store.close()
+    assert [inc.id for inc in state.closed.values()] == ["INC-2"] and state.closed_fps == {"b1": new.key}
 
 
 # ----- outbox -----
