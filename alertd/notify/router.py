@@ -237,7 +237,9 @@ class Router:
             "team": hit.team if hit else "",
         }
         out: list[OutboxItem] = []
-        first = target not in known and not quiet
+        # A reopened incident (the same key back within the reopen window) was sent before it resolved: its
+        # message is updated where it is and nothing pages again for a flap.
+        first = target not in known and not quiet and "reopened" not in change.kinds
         wait = self._group_wait(inc) if first else None
         opening = "opened" in change.kinds or first
         if integration.accepts(Intent.SHOW):

@@ -174,3 +174,34 @@ async def test_the_webhook_handler_records_accepted_webhooks_only(tmp_path):
     rec = read_recording(recording)
     res = replay(rec, load_rule_set([RULES]))
     assert [i.key for i in res.run.incidents.values()] == ["node|cluster=prod-a|node=gpu-node-17"]
+
+
+def _webhook(at: datetime, status: str, starts: datetime, ends: datetime | None) -> tuple[datetime, dict]:
+    alert = {"status": status, "labels": {"alertname": "GPUXidError", "cluster": "prod-a", "node": "n1",
+                                          "xid": "79", "gpu": "0", "severity": "critical"},
+             "annotations": {}, "startsAt": starts.isoformat(), "fingerprint": "f1",
+             "endsAt": (ends or datetime(1, 1, 1, tzinfo=timezone.utc)).isoformat(),
+             "generatorURL": ""}
+    body = {"version": "4", "status": status, "receiver": "alertd", "groupKey": "{}:{alertname=\"GPUXidError\"}",
+            "groupLabels": {"alertname": "GPUXidError"}, "commonLabels": {}, "commonAnnotations": {},
+            "externalURL": "http://am", "truncatedAlerts": 0, "alerts": [alert]}
+    return at, body
+
+
+def test_a_flapping_gpu_is_one_incident_one_post_and_one_page():
+    from alertd.authoring.replay import Recording
+
+    rec = Recording()
+    start = T0
+    for n in range(4):  # fires, resolves, back 10 minutes later: Alertmanager's batches 5 minutes apart
+        fired = start + timedelta(minutes=20 * n)
+        rec.webhooks.append(_webhook(fired + timedelta(seconds=30), "firing", fired, None))
+        rec.webhooks.append(_webhook(fired + timedelta(minutes=5, seconds=30), "resolved", fired,
+                                     fired + timedelta(minutes=4)))
+    res = replay(rec, load_rule_set([RULES]))
+    assert list(res.run.incidents) == ["INC-1"]
+    inc = res.run.incidents["INC-1"]
+    assert inc.flaps == 3 and [e.kind for e in inc.timeline].count("reopened") == 3
+    sent = [s.item for s, fate in res.run.outcomes() if not fate]
+    pages = [i for i in sent if i.target.startswith("pagerduty:gpu-infra|") or i.target == "pagerduty:gpu-infra"]
+    assert [str(i.intent) for i in pages].count("page") == 1, [(str(i.intent), i.payload.get("kinds")) for i in pages]
