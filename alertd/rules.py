@@ -57,9 +57,9 @@ class StormEvent:
 DEFAULT_STORM_EVENTS = (
     StormEvent("gpu-fault", ("cluster", "category"), parse_matchers(['signal=~"xid|ecc|row_remap|nvlink"'])),
     StormEvent("thermal", ("cluster",), parse_matchers(['signal="thermal"'])),
-    StormEvent("node-lost", ("cluster",), parse_matchers(['signal=~"metrics_missing|node_not_ready|node_cordoned"'])),
+    StormEvent("node-lost", ("cluster",), parse_matchers(['signal=~"metrics_missing|node_not_ready"'])),
 )
-DEFAULT_FOLLOWERS = parse_matchers(['signal=~"metrics_missing|node_not_ready|node_cordoned"'])
+DEFAULT_FOLLOWERS = parse_matchers(['signal=~"metrics_missing|node_not_ready"'])
 
 
 @dataclass(frozen=True, slots=True)

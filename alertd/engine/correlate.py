@@ -225,9 +225,9 @@ class Correlator:
     def _opens_resolved(self, alert: Alert) -> bool:
         """A resolved alert never seen firing is evidence that its fault happened (an Xid that fired and
         resolved between two deliveries is still an Xid): it opens an incident, which resolves after the
-        hold-down. Followers (exporter down, cordon, not ready) and unclassified alerts do not."""
+        hold-down. Followers (exporter down, not ready), cordons and unclassified alerts do not."""
         sig = alert.signal
-        if sig.kind in ("other", "watchdog"):
+        if sig.kind in ("other", "watchdog", "node_cordoned"):
             return False
         return not match_all(self.rules.storm.followers, {"signal": sig.kind, "category": sig.category,
                                                           "severity": sig.severity, "xid": str(sig.xid or "")})

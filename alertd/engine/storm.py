@@ -11,8 +11,9 @@ later ones join it while it is open and its latest node folded in less than
 ``window`` ago.
 
 A fleet incident stands for the events of its nodes' leading signals and of
-their follower signals (``storm.followers``: exporter down, cordon, not
-ready), so a node that only shows a follower joins the fleet instead of
+their follower signals (``storm.followers``: exporter down, not ready; a
+cordon is a person's decision, not a follower, so a node only cordoned never
+storms), so a node that only shows a follower joins the fleet instead of
 starting a fleet of its own, while a node led by another fault (thermal, a
 different Xid category, another cluster) is another event and stays apart.
 When a fleet comes to stand for another event (its exporter-down nodes now
@@ -324,7 +325,7 @@ class Storms:
         return others
 
     def _fleet_rank(self, sig: Signal) -> tuple[int, int, int]:
-        """What names a fleet: a fault before any follower (exporter down, cordon, not ready follow a fault,
+        """What names a fleet: a fault before any follower (exporter down and not ready follow a fault,
         so 3 of 12 thermal nodes losing their exporters leave it a thermal fleet), then the usual rank."""
         follower = match_all(self.rule.followers, {"signal": sig.kind, "category": sig.category,
                                                    "severity": sig.severity, "xid": str(sig.xid or "")})

@@ -267,8 +267,8 @@ def test_a_test_file_given_to_check_is_validated_against_the_test_schema(tmp_pat
 def test_storm_matchers_naming_no_signal_kind_are_warnings(site):
     corr = site / "rules" / "correlation.yml"
     text = corr.read_text()
-    text = text.replace("""followers: ['signal=~"metrics_missing|node_not_ready|node_cordoned"']""",
-                        """followers: ['signal=~"metrics_missing|node_notready|node_cordoned"', 'signal=~"exp.*"']""")
+    text = text.replace("""followers: ['signal=~"metrics_missing|node_not_ready"']""",
+                        """followers: ['signal=~"metrics_missing|node_notready"', 'signal=~"exp.*"']""")
     text = text.replace("""match: ['signal="thermal"']""", """match: ['signal="thermals"']""")
     corr.write_text(text)
     code, lines = run(site / "rules")
