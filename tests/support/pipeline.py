@@ -41,15 +41,17 @@ def write_rules(dst: Path, hold_down: str) -> Path:
     return dst
 
 
-def write_alertmanager_config(path: Path, alertd_url: str, token_file: Path) -> Path:
+def write_alertmanager_config(path: Path, alertd_url: str, token_file: Path, *,
+                              group_by: tuple[str, ...] = ("cluster", "node", "alertname"),
+                              group_wait: str = "1s", group_interval: str = "1s") -> Path:
     token_file.write_text(TOKEN)
     receiver = {"name": "alertd", "webhook_configs": [{
         "url": f"{alertd_url}/api/v1/alerts/alertmanager", "send_resolved": True, "max_alerts": 0,
         "http_config": {"authorization": {"type": "Bearer", "credentials_file": str(token_file)}},
     }]}
     path.write_text(yaml.safe_dump({
-        "route": {"receiver": "alertd", "group_by": ["cluster", "node", "alertname"], "group_wait": "1s",
-                  "group_interval": "1s", "repeat_interval": "1h",
+        "route": {"receiver": "alertd", "group_by": list(group_by), "group_wait": group_wait,
+                  "group_interval": group_interval, "repeat_interval": "1h",
                   "routes": [{"matchers": ['alertname="Watchdog"'], "receiver": "alertd", "repeat_interval": "5s"}]},
         "receivers": [receiver],
     }))

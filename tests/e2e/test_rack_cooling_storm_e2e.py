@@ -1,0 +1,110 @@
+"""A rack's cooling fails, through the real Prometheus and Alertmanager, alerts grouped by name.
+
+A site's own thermal rules (a temperature threshold and the usual PromQL bit test on the clock-event
+reasons, not the shipped names), a real Alertmanager whose route groups by ``[alertname, cluster]`` (so
+each webhook carries every node's alert of one name, and later nodes come in later batches a group
+interval apart), twelve nodes of one rack heating up a few seconds apart, and ``alertd serve`` with the
+shipped rules. One event: one fleet incident naming the twelve nodes with a true title, one Slack post,
+no second incident beside it, at most one page; everything resolves once the rack cools.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.sim.fast_rules import derive_fast_rules
+from tests.sim.gpu_cluster import GPUClusterSim
+from tests.support.alertd_proc import AlertdProcess
+from tests.support.fixtures import require
+from tests.support.loopback import serving_in_thread
+from tests.support.pagerduty_server import PagerDutyTestServer
+from tests.support.pipeline import TOKEN, incidents, top_level_messages, wait, write_alertmanager_config, write_rules
+from tests.support.prom import query
+from tests.support.services import start_alertmanager, start_prometheus
+from tests.support.slack_server import SlackTestServer
+
+pytestmark = pytest.mark.e2e
+SLACK_TOKEN = "xoxb-rack"
+NODES = 16
+RACK = [f"node-{i}" for i in range(1, 13)]
+HW_THERMAL = 0x40
+
+# Shaped like a site's own file: its own alert names, a threshold and the bit test people write for
+# "thermal slowdown" (bit 0x20 software, 0x40 hardware), evaluated per GPU with the node label kept.
+SITE_RULES = {"groups": [{"name": "site-gpu-thermal", "rules": [
+    {"alert": "GpuTooHot", "expr": "DCGM_FI_DEV_GPU_TEMP > 88", "for": "2m",
+     "labels": {"severity": "warning"},
+     "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.node }} at {{ $value }} C"}},
+    {"alert": "GpuThermalSlowdown",
+     "expr": "floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 64) % 2 == 1 or floor(DCGM_FI_DEV_CLOCKS_EVENT_REASONS / 32) % 2 == 1",
+     "for": "1m", "labels": {"severity": "warning"},
+     "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.node }} slowed down by heat"}},
+]}]}
+
+
+def pages(pd: PagerDutyTestServer) -> int:
+    return sum(1 for e in list(pd.events) if e.get("event_action") == "trigger")
+
+
+def test_rack_cooling_failure_grouped_by_alertname_is_one_fleet_incident(tmp_path: Path) -> None:
+    slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
+    sim = GPUClusterSim(nodes=NODES, cluster="sim")
+    with serving_in_thread(slack, pagerduty, sim):
+        alertd = AlertdProcess(tmp_path / "alertd", {
+            "rules": {"paths": [str(write_rules(tmp_path / "alertd-rules", hold_down="4s"))]},
+            "receiver": {"auth": {"bearer_token": TOKEN}},
+            "notify": {
+                "slack": {"token": SLACK_TOKEN, "base_url": slack.url, "debounce": "0s"},
+                "pagerduty": {"events_url": pagerduty.url, "routing_keys": {
+                    "gpu-infra": PagerDutyTestServer.ROUTING_KEY,
+                    "gpu-infra-escalation": PagerDutyTestServer.ROUTING_KEY}},
+            },
+        }).start()
+        am = prom = None
+        try:
+            am = require(start_alertmanager, write_alertmanager_config(
+                tmp_path / "alertmanager.yml", alertd.url, tmp_path / "token", group_by=("alertname", "cluster"),
+                group_wait="2s", group_interval="5s"), tmp_path / "am")
+            site = tmp_path / "site-rules.yml"
+            site.write_text(yaml.safe_dump(SITE_RULES, sort_keys=False))
+            fast = derive_fast_rules(tmp_path / "rules.fast.yml", site)
+            prom = require(start_prometheus, sim.write_prometheus_config(
+                tmp_path / "prometheus.yml", alertmanager_url=am.url, rule_files=[fast]), tmp_path / "prom")
+            wait("all targets up", lambda: len(query(prom.url, "up == 1")) == 2 * NODES + 1)
+            for i, node in enumerate(RACK):  # the rack heats up over ~12 s: three or more of Alertmanager's batches
+                for gpu in range(8):
+                    sim.set_temperature(node, gpu, 94.0)
+                    sim.throttle(node, gpu, HW_THERMAL)
+                time.sleep(1.0 if i % 3 == 2 else 0.2)
+
+            def fleet() -> dict | None:
+                rows = [r for r in incidents(alertd, status="open") if r["fleet"]]
+                return rows[0] if rows and set(RACK) <= set(rows[0]["nodes"]) else None
+
+            found = wait("one fleet incident naming the rack's twelve nodes", fleet, timeout=90)
+            time.sleep(8)  # more than a group interval: a late second incident, post or page would show
+            rows = incidents(alertd)
+            assert [r["id"] for r in rows if r["fleet"]] == [found["id"]], [r["title"] for r in rows]
+            assert [r for r in rows if not r["fleet"] and not r["parentId"]] == [], \
+                [(r["node"], r["title"]) for r in rows if not r["parentId"]]
+            detail = [alertd.get_json(f"/api/v1/incidents/{r['id']}")[1] for r in rows if r["parentId"]]
+            kinds = sorted({(m["alertname"], m["signal"]["kind"]) for d in detail for m in d["members"]})
+            assert sorted(found["nodes"]) == sorted(RACK) and found["signals"] == ["thermal"], kinds
+            assert found["title"].endswith("on 12 nodes in sim"), found["title"]
+            assert "thermal" in found["title"].lower() or "heat" in found["title"].lower(), found["title"]
+            assert len(top_level_messages(slack)) == 1
+            assert pages(pagerduty) <= 1
+            for node in RACK:
+                for gpu in range(8):
+                    sim.set_temperature(node, gpu, 45.0)
+                    sim.throttle(node, gpu, None)
+            wait("the fleet and its nodes resolved", lambda: not incidents(alertd, status="open"), timeout=120)
+            assert len(top_level_messages(slack)) == 1
+        finally:
+            for svc in (prom, am):
+                if svc is not None:
+                    svc.stop()
+            alertd.stop()
