@@ -5,7 +5,7 @@ the HTTP receiver, in ``alertd replay`` and in rule unit tests.
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, Sequence
 
 from alertd.durations import format_duration
@@ -35,6 +35,7 @@ from alertd.rules import CorrelationRules, GroupRule
 PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
+CLOCK_SLACK = timedelta(minutes=1)  # Prometheus' clock against alertd's, for an incident resolved by hand
 
 
 def fields_of(alert: Alert) -> dict[str, str]:
@@ -57,6 +58,14 @@ def group_for(fields: dict[str, str], groups: Iterable[GroupRule]) -> tuple[Grou
         if all(values) or group.allow_empty:
             return group, group.name + "|" + "|".join(f"{b}={v}" for b, v in zip(group.by, values))
     return None
+
+
+def _last_end(inc: Incident) -> datetime:
+    """When a resolved incident's trouble ended: its last alert's end (the alerts' own clock, so a late or
+    backlogged delivery is judged by when things happened), or its resolution when none ended (resolved by
+    hand)."""
+    ends = [m.ends_at for m in inc.members.values() if m.ends_at is not None]
+    return max(ends) if ends else inc.resolved_at or inc.opened_at
 
 
 def _code_unknown(sig: Signal | None) -> bool:
@@ -246,11 +255,11 @@ class Correlator:
         incident that says it flaps, not a chain."""
         inc = self.state.closed.get(key)
         window = self.rules.reopen_window
-        if inc is None or inc.resolved_at is None or not window or now - inc.resolved_at > window:
-            return None
-        if inc.fleet and inc.parent_id:
-            return None  # a fleet merged into another one: the other stands for it
-        gone = now - inc.resolved_at
+        if inc is None or inc.resolved_at is None or not window or (inc.fleet and inc.parent_id):
+            return None  # (a fleet merged into another one: the other stands for it)
+        gone = alert.starts_at - _last_end(inc)
+        if not -CLOCK_SLACK <= gone <= window:
+            return None  # back after the window, or an occurrence older than the incident's end (a backfill)
         self.state.reopened(inc)
         fleet = self._reopen_parent(inc, now) if inc.parent_id else None
         if inc.parent_id and fleet is None:
@@ -261,7 +270,8 @@ class Correlator:
         self.state.add(inc)
         self.state.storm_indexed = False  # the storm indexes are rebuilt with it open
         self._touch(inc, inc.add_event(now, "reopened", f"{alert.name}: {alert.signal.title} again "
-                                                        f"{format_duration(gone)} after it resolved (flap {inc.flaps})",
+                                                        f"{format_duration(max(gone, timedelta(0)))} after it "
+                                                        f"resolved (flap {inc.flaps})",
                                        flap=inc.flaps), urgent=True)
         return inc
 

@@ -303,3 +303,21 @@ def test_alerts_joining_in_one_step_make_one_timeline_line():
     joined = inc.timeline[1]
     assert len(joined.data["fingerprints"]) == 7 and joined.text.startswith("7 alerts joined, first GPUXidError")
     assert len(inc.members) == 8
+
+
+def test_reopening_is_judged_by_the_alerts_own_times_not_by_their_arrival():
+    e = engine()
+    a = xid(79, node="n1")
+    inc = only(e.ingest([a], at(0)))
+    e.correlator.resolve(inc.id, "ops", at(10))  # resolved by hand while the alert still fired
+    older = xid(79, node="n1")
+    older.starts_at = at(-3600 * 20)  # a backfilled occurrence from before: another incident, not a flap
+    assert only(e.ingest([older], at(20))).id != inc.id
+    e2 = engine()
+    b = xid(79, node="n1")
+    inc2 = only(e2.ingest([b], at(0)))
+    e2.ingest([resolved(b, 60)], at(60))
+    e2.tick(at(360))
+    late = xid(79, node="n1")
+    late.starts_at = at(60 + 2400)  # started 40 minutes after the last end, delivered only now
+    assert only(e2.ingest([late], at(60 + 2400 + 5))).id != inc2.id
