@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from alertd.durations import format_duration
 from alertd.engine.classify import severity_label
+from alertd.engine.grouping import fields_of, group_for
 from alertd.engine.state import EngineState
 from alertd.engine.storm import Storms
 from alertd.matchers import match_all
@@ -36,28 +37,6 @@ PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
 CLOCK_SLACK = timedelta(minutes=1)  # Prometheus' clock against alertd's, for an incident resolved by hand
-
-
-def fields_of(alert: Alert) -> dict[str, str]:
-    """Labels plus the derived fields that matchers and group keys may name."""
-    s, sig = alert.subject, alert.signal
-    out = dict(alert.labels)
-    out.update(
-        cluster=s.cluster, node=s.node, namespace=s.namespace, pod=s.pod, container=s.container,
-        gpu=s.gpu.key() if s.gpu else "", signal=sig.kind, category=sig.category,
-        severity=sig.severity, xid=str(sig.xid or ""), alertname=alert.name, fingerprint=alert.fingerprint,
-    )
-    return out
-
-
-def group_for(fields: dict[str, str], groups: Iterable[GroupRule]) -> tuple[GroupRule, str] | None:
-    for group in groups:
-        if not match_all(group.matchers, fields):
-            continue
-        values = [fields.get(b, "") for b in group.by]
-        if all(values) or group.allow_empty:
-            return group, group.name + "|" + "|".join(f"{b}={v}" for b, v in zip(group.by, values))
-    return None
 
 
 def _last_end(inc: Incident) -> datetime:
