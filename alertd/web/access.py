@@ -34,6 +34,7 @@ SESSION_MAX_AGE = 12 * 3600
 PRINCIPAL = web.RequestKey("principal", Principal)  # set by the API and UI guards
 SESSION = web.RequestKey("session", Principal)  # the session cookie's principal, found by ``sessions``
 API_PATHS = ("/api/", "/-/")
+NO_SESSION = ("/ui/static/", "/healthz", "/readyz", "/metrics")  # open anyway: no store read for their cookie
 
 
 def session_key(session_id: str) -> str:
@@ -57,7 +58,7 @@ def session_middleware(clock: Callable[[], float] = time.time) -> Middleware:
         auth = request.app[AUTH]
         api = request.path.startswith(API_PATHS)
         if raw and auth.api.enabled and "Authorization" not in request.headers and (
-                not api or fetched_same_origin(request)):
+                not api or fetched_same_origin(request)) and not request.path.startswith(NO_SESSION):
             try:
                 found = await request.app[SERVICE].store.find_session(session_key(raw), clock())
             except StoreUnavailable:

@@ -19,6 +19,7 @@ from alertd.fleet import views
 from alertd.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.enrichment import Evidence, Owners
 from alertd.notify.slack_render import SILENCE_CHOICES, alertmanager_link
+from alertd.store.base import StoreUnavailable
 from alertd.web import access, api
 from alertd.web.params import PAGING, BadParam, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.keys import SERVICE
@@ -66,7 +67,11 @@ async def login_submit(request: web.Request) -> web.StreamResponse:
     auth = request.app[AUTH]
     auth.check_throttle(request, token)
     response = web.HTTPSeeOther(target)
-    if await access.login(request, token, response) is None:
+    try:
+        principal = await access.login(request, token, response)
+    except StoreUnavailable:
+        return page(request, "error.html", 503, title="Try again", message="Sessions cannot be stored right now.")
+    if principal is None:
         auth.throttle.failed(auth.client_of(request), token)
         auth.failed("api", "wrong token", request, "UI login")
         return page(request, "login.html", 401, next=target, failed=True)
@@ -75,7 +80,10 @@ async def login_submit(request: web.Request) -> web.StreamResponse:
 
 async def logout(request: web.Request) -> web.StreamResponse:
     response = web.HTTPSeeOther("/ui/login")
-    await access.logout(request, response)
+    try:
+        await access.logout(request, response)
+    except StoreUnavailable:
+        return page(request, "error.html", 503, title="Try again", message="The session could not be ended; try again.")
     raise response
 
 
