@@ -1,6 +1,7 @@
 """Who may see and do what in the web UI: token login -> session cookie, roles, the trusted proxy header."""
 from __future__ import annotations
 
+import asyncio
 from urllib.parse import unquote
 
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from alertd.config import parse_config
 from alertd.web.auth import AUTH, Authenticator
 from tests.support import ui_scenario as sc
-from tests.support.notify_harness import Harness
+from tests.support.notify_harness import Harness, hook, xid_alert
 
 READER, ACTOR = "r3ader-t0ken-0123456789", "act0r-t0ken-0123456789"
 
@@ -92,11 +93,34 @@ async def test_trusted_proxy_header_needs_no_login(secured):
 
 # ----- sessions: server-side, revocable, shared by every process over one store -----
 
+@pytest.fixture
+async def locked(tmp_path):
+    """The API locked with two tokens, no history posted (these tests need at most one incident)."""
+    h = Harness(tmp_path)
+    doc = dict(h.cfg.raw)
+    doc["api"] = {"auth": {"tokens": [{"name": "viewer", "role": "read", "token": READER},
+                                      {"name": "oncall", "role": "act", "token": ACTOR}]}}
+    h.cfg = parse_config(doc, "test")
+    await h.start()
+    yield h, {}
+    await h.stop()
+
+
+async def one_incident(h: Harness) -> str:
+    await h.post(hook(xid_alert("gpu-n1", 3), node="gpu-n1"))
+    for _ in range(200):
+        resp = await h.client.get("/api/v1/incidents", headers={"Authorization": f"Bearer {READER}"})
+        if rows := (await resp.json())["incidents"]:
+            return str(rows[0]["id"])
+        await asyncio.sleep(0.05)
+    raise AssertionError("no incident")
+
+
 SAME = {"Sec-Fetch-Site": "same-origin"}
 
 
-async def test_a_logged_out_cookie_replayed_is_refused(secured):
-    h, _ = secured
+async def test_a_logged_out_cookie_replayed_is_refused(locked):
+    h, _ = locked
     resp = await login(h, READER)
     stolen = resp.cookies["alertd_session"].value
     await h.client.post("/ui/logout", headers=SAME)
@@ -105,8 +129,8 @@ async def test_a_logged_out_cookie_replayed_is_refused(secured):
         assert resp.status in (303, 401), (path, resp.status)
 
 
-async def test_the_cookie_is_random_and_reveals_nothing_about_the_token(secured):
-    h, _ = secured
+async def test_the_cookie_is_random_and_reveals_nothing_about_the_token(locked):
+    h, _ = locked
     values = []
     for _ in range(2):
         resp = await login(h, READER)
@@ -120,8 +144,8 @@ async def test_the_cookie_is_random_and_reveals_nothing_about_the_token(secured)
     assert all(READER not in r[2] for r in rows)
 
 
-async def test_rotating_a_token_away_ends_its_sessions(secured):
-    h, _ = secured
+async def test_rotating_a_token_away_ends_its_sessions(locked):
+    h, _ = locked
     await login(h, READER)
     assert (await h.client.get("/ui/fleet", allow_redirects=False)).status == 200
     doc = dict(h.cfg.raw)
@@ -130,8 +154,8 @@ async def test_rotating_a_token_away_ends_its_sessions(secured):
     assert (await h.client.get("/ui/fleet", allow_redirects=False)).status == 303
 
 
-async def test_a_session_opened_on_one_process_counts_and_ends_on_another(secured, tmp_path):
-    h, _ = secured
+async def test_a_session_opened_on_one_process_counts_and_ends_on_another(locked, tmp_path):
+    h, _ = locked
     other = Harness(h.tmp_path, db=h.db)  # a second receiver process over the same database
     other.cfg = h.cfg
     await other.start()
@@ -173,10 +197,10 @@ async def test_sessions_on_two_replicas_over_postgresql(postgres, tmp_path):
             await c.close()
 
 
-async def test_cookie_on_the_api_needs_a_same_origin_request(secured):
-    h, ids = secured
+async def test_cookie_on_the_api_needs_a_same_origin_request(locked):
+    h, _ = locked
+    path = f"/api/v1/incidents/{await one_incident(h)}/ack"
     await login(h, ACTOR)
-    path = f"/api/v1/incidents/{ids['b07']}/ack"
     for headers in ({}, {"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "same-site"},
                     {"Sec-Fetch-Site": "cross-site"}):
         assert (await h.client.get("/api/v1/gpus", headers=headers)).status in (401, 403), headers
@@ -187,8 +211,8 @@ async def test_cookie_on_the_api_needs_a_same_origin_request(secured):
 
 # ----- login: throttling, next=, Secure -----
 
-async def test_wrong_tokens_are_throttled_per_client_with_retry_after(secured):
-    h, _ = secured
+async def test_wrong_tokens_are_throttled_per_client_with_retry_after(locked):
+    h, _ = locked
     statuses = [(await login(h, f"guess-{n:04d}-0123456789")).status for n in range(12)]
     assert statuses[:10] == [401] * 10 and statuses[10:] == [429, 429], statuses
     resp = await login(h, READER)  # even the right token waits: a throttled guess must not be recognised
@@ -197,8 +221,8 @@ async def test_wrong_tokens_are_throttled_per_client_with_retry_after(secured):
     assert resp.status == 429 and "Retry-After" in resp.headers  # the API's bearer tokens share the budget
 
 
-async def test_one_value_tried_from_many_clients_is_throttled(secured):
-    h, _ = secured
+async def test_one_value_tried_from_many_clients_is_throttled(locked):
+    h, _ = locked
     throttle = h.app[AUTH].throttle
     for n in range(5):
         throttle.failed(f"10.0.0.{n}", "the-same-guess-000000")
@@ -208,16 +232,16 @@ async def test_one_value_tried_from_many_clients_is_throttled(secured):
 
 @pytest.mark.parametrize("target", ["/%09/evil.example", "/\t/evil.example", "//evil.example", "/\\evil.example",
                                     "javascript:alert(1)", "https://evil.example/", "/%5Cevil.example", " //evil"])
-async def test_login_never_redirects_off_the_site(secured, target):
-    h, _ = secured
+async def test_login_never_redirects_off_the_site(locked, target):
+    h, _ = locked
     page = await h.client.get("/ui/login", params={"next": target})
     assert "evil" not in await page.text() and "javascript" not in await page.text()
     resp = await login(h, READER, target)
     assert resp.status == 303 and resp.headers["Location"] == "/ui/incidents", resp.headers["Location"]
 
 
-async def test_cookie_is_secure_behind_a_trusted_tls_proxy_only(secured, tmp_path):
-    h, _ = secured
+async def test_cookie_is_secure_behind_a_trusted_tls_proxy_only(locked, tmp_path):
+    h, _ = locked
     resp = await h.client.post("/ui/login", data={"token": READER}, headers={"X-Forwarded-Proto": "https"},
                                allow_redirects=False)
     assert not resp.cookies["alertd_session"]["secure"]  # 127.0.0.1 is no configured proxy: not believed
@@ -230,5 +254,27 @@ async def test_cookie_is_secure_behind_a_trusted_tls_proxy_only(secured, tmp_pat
         resp = await proxied.client.post("/ui/login", data={"token": READER}, headers={"X-Forwarded-Proto": "https"},
                                          allow_redirects=False)
         assert resp.cookies["alertd_session"]["secure"]
+    finally:
+        await proxied.stop()
+
+
+async def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_budget(locked):
+    h, _ = locked
+
+    async def attempt(client: Harness, forwarded: str) -> int:
+        resp = await client.client.post("/ui/login", data={"token": "wrong-guess-0123456789"},
+                                        headers={"X-Forwarded-For": forwarded}, allow_redirects=False)
+        return resp.status
+    # not a configured proxy: X-Forwarded-For is the client's own claim and changes nothing
+    assert [await attempt(h, f"203.0.113.{n}") for n in range(11)][-1] == 429
+    proxied = Harness(h.tmp_path, db=h.tmp_path / "proxied.sqlite3")
+    doc = dict(h.cfg.raw)
+    doc["api"] = {**doc["api"], "trusted_proxies": ["127.0.0.1"]}
+    proxied.cfg = parse_config(doc, "test")
+    await proxied.start()
+    try:
+        proxied.app[AUTH].throttle.values.capacity = 1000  # this test is about the client budget only
+        assert [await attempt(proxied, "198.51.100.7, 203.0.113.7") for _ in range(11)][-1] == 429
+        assert await attempt(proxied, "198.51.100.7, 203.0.113.8") == 401  # another client behind the proxy
     finally:
         await proxied.stop()
