@@ -188,9 +188,17 @@ def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None",
             pool.signal(signal.SIGHUP)
         return ok, error
 
+    forwarded = RELOAD in app  # a group's receiver: its engine process reloads the group
+    if not forwarded:  # POST /-/reload: rules, credentials and certificate, as SIGHUP does
+
+        async def reload_here() -> tuple[bool, str]:
+            return reload_group()
+
+        app[RELOAD] = reload_here
+
     def on_sighup() -> None:
         ok, error = reload_group()
-        if role != "receiver" or RELOAD not in app:  # a group's reload is recorded once, by its engine process
+        if role != "receiver" or not forwarded:  # a group's reload is recorded once, by its engine process
             asyncio.get_running_loop().create_task(svc.audit("SIGHUP", "reload", "rules", "signal",
                                                              "ok" if ok else "failed", error))
 

@@ -13,6 +13,7 @@ from alertd.receive.normalize import NormalizeConfig
 from alertd.schemas import problems
 from alertd.secrets import resolve_files
 from alertd.web.auth import Credentials
+from alertd.web.guard import trusted_networks
 from alertd.yamlio import format_path, interpolate_env, load_yaml, mark_for
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -111,6 +112,10 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         api_auth = Credentials.from_doc(doc.get("api", {}).get("auth"))
     except ValueError as exc:  # e.g. trusted_proxy.from: not an address or network
         raise InvalidDocument([Problem(source, f"auth: {exc}")]) from None
+    try:
+        trusted_networks(doc.get("api", {}).get("trusted_proxies"))  # alertd.web.guard reads them; checked here
+    except ValueError as exc:
+        raise InvalidDocument([Problem(source, f"api.trusted_proxies: {exc}")]) from None
     norm = doc.get("normalize", {})
     base = NormalizeConfig()
     defaults = Config()

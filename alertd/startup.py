@@ -11,6 +11,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+from alertd.store.sqlite import private_file
+
 log = logging.getLogger(__name__)
 CORRUPT = ("file is not a database", "malformed", "file is encrypted", "not a database")
 
@@ -19,7 +21,7 @@ def sqlite_problem(path: Path) -> str:
     """Why the SQLite store at ``path`` cannot be used (one line with what to do), or ""."""
     directory = path.parent
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_file(path)  # 0600 in a 0700 directory when created here (alertd/store/sqlite.py)
     except OSError as exc:
         return f"cannot create the data directory {directory}: {exc.strerror or exc}; {_writable_hint(directory)}"
     if os.statvfs(directory).f_flag & os.ST_RDONLY:

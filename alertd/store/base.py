@@ -193,3 +193,15 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def remember_once(self, key: str, now: datetime, forget_before: datetime) -> bool:
         """True the first time ``key`` is seen (kept until ``forget_before`` passes it): a durable replay cache."""
+
+    @abc.abstractmethod
+    async def create_session(self, key: str, name: str, token: str, now: float, expires_at: float) -> None:
+        """A browser session (alertd/store/sessions.py): ``key`` hashes its id, ``token`` fingerprints its token."""
+
+    @abc.abstractmethod
+    async def find_session(self, key: str, now: float) -> tuple[str, str] | None:
+        """(name, token fingerprint) of a live session, or None."""
+
+    @abc.abstractmethod
+    async def end_session(self, key: str) -> bool:
+        """Delete a session; False when there was none."""

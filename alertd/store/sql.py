@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 
 from alertd.delivery import LEGACY_KINDS, Intent, OutboxItem, Target
 from alertd.model import Event, Incident, Member, iso, parse_iso
-from alertd.store import compact, history
+from alertd.store import compact, history, sessions
 from alertd.store.compact import expand_member
 
 # Each migration runs once, in order; the applied count lives in schema_version.
@@ -154,6 +154,7 @@ MIGRATIONS: list[list[str]] = [
         "substr(dedup, 1, {strpos}(dedup, '|') - 1) "
         "WHERE {strpos}(dedup, '|') > 0 AND {strpos}(substr(dedup, 1, {strpos}(dedup, '|')), '.') = 0",
     ],
+    sessions.MIGRATION,  # browser sessions: revocable, seen by every process (alertd/store/sessions.py)
 ]
 INBOX_LOG = ("CREATE TABLE inbox_log (id {serial} PRIMARY KEY, received_at TEXT NOT NULL, alerts INTEGER NOT NULL, "
              "body {blob} NOT NULL)")

@@ -90,7 +90,7 @@ class SqliteStore(SqlStore):
 
     def _connect(self) -> Any:
         if str(self.path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
             if self._writer_lock is None:
                 self._writer_lock = self._open_writer_lock()
         conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=10)
@@ -158,7 +158,7 @@ class SqliteStore(SqlStore):
 
     def _connect_log(self, synchronous: str | None = None) -> sqlite3.Connection:
         """The log's writers wait for each other (flock on ``<log>-writer``), never for the engine's commits."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(self.log_path)
         if self._log_lock is None:
             self._log_lock = os.open(f"{self.log_path}-writer", os.O_RDWR | os.O_CREAT, 0o600)
         conn = sqlite3.connect(str(self.log_path), isolation_level=None, check_same_thread=False, timeout=10)
@@ -388,3 +388,26 @@ def _lock(lock: int | None) -> None:
 def _unlock(lock: int | None) -> None:
     if lock is not None:
         fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def private_file(path: Path) -> None:
+    """Create a database file (and its directory) readable by alertd's user only: 0600 in a 0700 directory.
+
+    They hold incidents, the audit trail and session rows. SQLite gives the -wal and -shm files it creates
+    later the database file's mode, so creating the file first, with os.open's mode, covers them too.
+    Existing files keep the mode they have (an operator may have chosen it)."""
+    private_dir(path.parent)
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    except OSError:  # read-only or unwritable: sqlite3.connect says so, with the file's name (alertd/startup.py)
+        pass
+
+
+def private_dir(directory: Path) -> None:
+    """mkdir -p with 0700 for the directories it creates (the data directory)."""
+    if not directory.exists():
+        private_dir(directory.parent)
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            pass

@@ -22,6 +22,7 @@ from alertd.store.base import StoreUnavailable
 from alertd.web import api, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 from alertd.web.body import read_body
+from alertd.web.guard import EDGE, SMALL_BODY, EdgePolicy, client_address, edge
 from alertd.web.keys import RELOAD, SERVICE
 
 log = logging.getLogger(__name__)
@@ -41,21 +42,21 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
         raise
     if request.content_length is not None and request.content_length > svc.cfg.max_body_bytes:
         svc.metrics.rejected.labels("too_large").inc()
-        return _json({"error": f"body of {request.content_length} bytes exceeds the limit of {svc.cfg.max_body_bytes}"}, 413)
+        return _json({"error": f"body of {request.content_length} bytes exceeds the limit of {svc.cfg.max_body_bytes}"}, 413,
+                     headers={"Connection": "close"})
     if (refusal := svc.backlog_refusal()) is not None:  # before the body is read: shedding load costs little
         svc.metrics.rejected.labels("backlog").inc()
         return _json({"error": refusal}, 503, headers={"Retry-After": "5"})
     try:
-        raw = await read_body(request, svc.cfg.body_timeout)
-        if len(raw) > svc.cfg.max_body_bytes:  # chunked: aiohttp's own cap lets a body of limit + 1 through
-            raise web.HTTPRequestEntityTooLarge(svc.cfg.max_body_bytes, len(raw))
+        raw = await read_body(request, svc.cfg.body_timeout, svc.cfg.max_body_bytes)  # stops past the limit
     except asyncio.TimeoutError:
         svc.metrics.rejected.labels("body_timeout").inc()
         return _json({"error": f"the body did not arrive within {svc.cfg.body_timeout:g} s"}, 408,
                      headers={"Connection": "close"})
     except web.HTTPRequestEntityTooLarge:
         svc.metrics.rejected.labels("too_large").inc()
-        return _json({"error": f"body exceeds the limit of {svc.cfg.max_body_bytes} bytes"}, 413)
+        return _json({"error": f"body exceeds the limit of {svc.cfg.max_body_bytes} bytes"}, 413,
+                     headers={"Connection": "close"})
     received_at = svc.clock()
     try:
         note = read_notification(raw, received_at, build=False)
@@ -184,10 +185,13 @@ async def list_audit(request: web.Request) -> web.Response:
 
 def build_app(svc: Service, auth: Authenticator | None = None) -> web.Application:
     """``auth`` defaults to the configuration's credentials (``alertd serve`` passes its own for --insecure-no-auth)."""
-    # The body limit is enforced in the handler (413 with a JSON reason); aiohttp's own cap sits above it.
-    app = web.Application(client_max_size=svc.cfg.max_body_bytes + 1)
+    # Bodies are read by alertd.web.body with each route's limit (alertd.web.guard); aiohttp's own cap, for
+    # anything that would call request.read(), is the small one.
+    app = web.Application(client_max_size=SMALL_BODY, middlewares=[edge])
     app[SERVICE] = svc
+    app[EDGE] = EdgePolicy.from_config(svc.cfg)
     app[AUTH] = auth or Authenticator.from_config(svc.cfg, failures=svc.metrics.auth_failures)
+    app[AUTH].client_of = client_address
     app.router.add_post("/api/v1/alerts/alertmanager", receive_alertmanager)
     api.register(app)
     app.router.add_get("/api/v1/incidents/{id}", get_incident)

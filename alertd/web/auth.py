@@ -23,6 +23,8 @@ most once a minute per surface and peer.
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -32,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from aiohttp import web
+
+from alertd.web.throttle import LoginThrottle
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +183,8 @@ class Authenticator:
         self.insecure_no_auth = insecure_no_auth
         self.failures = failures  # a prometheus Counter labelled (surface, reason), or None
         self.clock = clock
+        self.throttle = LoginThrottle.default(clock)  # wrong API tokens, here and at the UI login
+        self.client_of: Callable[[web.Request], str] = lambda request: request.remote or ""  # build_app: guard's
         self._identifiers: list[Identifier] = []
         self._last_log: dict[tuple[str, str], tuple[float, int]] = {}
 
@@ -210,9 +216,14 @@ class Authenticator:
         return principal, why
 
     def authorize(self, request: web.Request, role: str) -> Principal:
-        """The caller if it holds ``role``; else raise 401/403 with a JSON reason."""
+        """The caller if it holds ``role``; else raise 401/403 (429 while throttled) with a JSON reason."""
+        presented = request.headers.get("Authorization", "") if self.api.enabled else ""
+        if presented:
+            self.check_throttle(request, presented)
         principal, why = self.identify(request)
         if principal is None:
+            if presented:
+                self.throttle.failed(self.client_of(request), presented)
             self.failed("api", why, request)
             raise _error(web.HTTPUnauthorized, "missing or wrong credentials",
                          {"WWW-Authenticate": self.api.challenge()})
@@ -220,6 +231,13 @@ class Authenticator:
             self.failed("api", "role", request, f"{principal.name} ({principal.role}) needs {role}")
             raise _error(web.HTTPForbidden, f"{principal.name} has role {principal.role}; this needs {role}")
         return principal
+
+    def check_throttle(self, request: web.Request, value: str) -> None:
+        """429 with Retry-After when this client, or this value, failed too often lately (alertd.web.throttle)."""
+        if wait := self.throttle.retry_after(self.client_of(request), value):
+            self.failed("api", "throttled", request, f"too many failed attempts; {wait} s to wait")
+            raise _error(web.HTTPTooManyRequests, f"too many failed attempts; retry in {wait} s",
+                         {"Retry-After": str(wait)})
 
     def authorize_receiver(self, request: web.Request) -> Principal:
         if not self.receiver.enabled:
@@ -269,11 +287,28 @@ def is_loopback(host: str) -> bool:
 
 
 def exposure_problem(host: str, auth: Authenticator) -> str:
-    """Why serving on ``host`` is refused (one line), or "" when it is fine."""
-    if is_loopback(host) or auth.insecure_no_auth or auth.api.enabled:
+    """Why serving on ``host`` is refused (one line), or "" when it is fine.
+
+    Off loopback both surfaces need credentials: an open receiver lets anyone on the network open and
+    resolve alert state (and so pages) even while the API is locked."""
+    if is_loopback(host) or auth.insecure_no_auth:
         return ""
-    return (f"refusing to listen on {host or '*'} without API authentication: set api.auth.tokens "
-            "(see docs/security.md), listen on 127.0.0.1, or pass --insecure-no-auth")
+    missing = [(what, fix) for what, fix, creds in (
+        ("API authentication", "api.auth.tokens", auth.api),
+        ("receiver authentication", "receiver.auth.bearer_token_file (what Alertmanager's http_config sends)",
+         auth.receiver)) if not creds.enabled]
+    if not missing:
+        return ""
+    return (f"refusing to listen on {host or '*'} without {' and '.join(w for w, _ in missing)}: set "
+            f"{' and '.join(f for _, f in missing)} (see docs/security.md), listen on 127.0.0.1, "
+            "or pass --insecure-no-auth")
+
+
+@functools.lru_cache(maxsize=256)
+def token_fingerprint(secret: bytes) -> str:
+    """What a stored session keeps of the token that opened it: PBKDF2, so a copy of the sessions table is
+    no fast oracle for guessing the token. Cached: computed once per token, not per request."""
+    return hashlib.pbkdf2_hmac("sha256", secret, b"alertd-session-token", 20_000).hex()
 
 
 def _error(cls: type[web.HTTPException], message: str, headers: dict[str, str] | None = None) -> web.HTTPException:

@@ -7,10 +7,11 @@ here and a click in Slack do the same thing and leave the same timeline entry.
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from importlib import resources
 from typing import Any, Awaitable, Callable
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 from aiohttp import web
 
@@ -18,6 +19,7 @@ from alertd.fleet import views
 from alertd.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.enrichment import Evidence, Owners
 from alertd.notify.slack_render import SILENCE_CHOICES, alertmanager_link
+from alertd.store.base import StoreUnavailable
 from alertd.web import access, api
 from alertd.web.params import PAGING, BadParam, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.keys import SERVICE
@@ -58,24 +60,45 @@ async def login_form(request: web.Request) -> web.Response:
 
 
 async def login_submit(request: web.Request) -> web.StreamResponse:
+    """A wrong token costs the client and the value tried a unit of their throttle (alertd.web.throttle)."""
     form = await read_form(request, _svc(request).cfg.body_timeout)
     target = _safe_next(str(form.get("next", "")))
+    token = str(form.get("token", ""))
+    auth = request.app[AUTH]
+    auth.check_throttle(request, token)
     response = web.HTTPSeeOther(target)
-    if access.login(request, str(form.get("token", "")), response) is None:
-        request.app[AUTH].failed("api", "wrong token", request, "UI login")
+    try:
+        principal = await access.login(request, token, response)
+    except StoreUnavailable:
+        return page(request, "error.html", 503, title="Try again", message="Sessions cannot be stored right now.")
+    if principal is None:
+        auth.throttle.failed(auth.client_of(request), token)
+        auth.failed("api", "wrong token", request, "UI login")
         return page(request, "login.html", 401, next=target, failed=True)
     raise response
 
 
 async def logout(request: web.Request) -> web.StreamResponse:
     response = web.HTTPSeeOther("/ui/login")
-    access.logout(response)
+    try:
+        await access.logout(request, response)
+    except StoreUnavailable:
+        return page(request, "error.html", 503, title="Try again", message="The session could not be ended; try again.")
     raise response
+
+
+# A path on this site: "/" then no second "/" or "\\" (browsers read "/\\x" as "//x"), and no whitespace or
+# control character anywhere (browsers drop tab and newline from URLs: "/\t/evil.example" becomes "//evil.example").
+SAFE_NEXT = re.compile(r"/(?![/\\])[^\s\\\x00-\x1f\x7f]*")
+DECODED_NEXT = re.compile(r"/(?![/\\])[^\x00-\x1f\x7f]*")  # the same once percent-decoded ("/%09/x")
 
 
 def _safe_next(value: str) -> str:
     """Only a local path: a login link must not bounce the user to another site."""
-    return value if value.startswith("/") and not value.startswith("//") else "/ui/incidents"
+    if not (SAFE_NEXT.fullmatch(value) and DECODED_NEXT.fullmatch(unquote(value))):
+        return "/ui/incidents"
+    parts = urlsplit(value)
+    return value if not parts.scheme and not parts.netloc else "/ui/incidents"
 
 
 # ----- incidents -----

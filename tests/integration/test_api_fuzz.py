@@ -125,9 +125,11 @@ def test_edge_query_parameters_are_400_naming_the_field(live, path, field):
 
 
 def test_a_malformed_form_is_400(live):
-    status, _, raw = http("POST", live.url + "/ui/login", b"token=x",
-                          {"Content-Type": "multipart/form-data", "Authorization": f"Bearer {API_TOKEN}"})
+    status, _, raw = http("POST", live.url + "/ui/login", b"token=\xff\xfe",  # not UTF-8
+                          {"Content-Type": "application/x-www-form-urlencoded", "Authorization": f"Bearer {API_TOKEN}"})
     assert status == 400, raw
+    status, _, raw = http("POST", live.url + "/ui/login", b"token=x", {"Content-Type": "multipart/form-data"})
+    assert status == 415, raw  # alertd's forms are urlencoded
 
 
 def test_the_engine_took_everything_that_was_stored(live):

@@ -224,7 +224,7 @@ async def test_a_stalled_body_gets_408_and_the_connection_is_closed(tmp_path):
     c = await start(tmp_path, {"receiver": {"body_timeout": "1s"}})
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", c.port)
-        writer.write(b"POST /api/v1/alerts/alertmanager HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        writer.write(b"POST /api/v1/alerts/alertmanager HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 5000\r\n\r\n{\"version\": \"4\"")  # ... and nothing more
         await writer.drain()
         started = time.monotonic()

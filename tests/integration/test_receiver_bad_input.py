@@ -345,7 +345,7 @@ async def test_credentials_are_checked_before_the_body_is_read(server):
 async def _post_raw_unauth(port: int) -> tuple[int, Any]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
-        writer.write((f"POST /api/v1/alerts/alertmanager HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        writer.write((f"POST /api/v1/alerts/alertmanager HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                       f"Content-Length: {MAX_BODY}\r\nConnection: close\r\n\r\n").encode())
         await writer.drain()
         status, payload = await asyncio.wait_for(_read_response(reader), 10)  # without a byte of the body sent
