@@ -166,3 +166,12 @@ def test_an_answer_arriving_later_is_used_for_the_alert_sent_again() -> None:
     assert eng.prepare(a).subject.node == ""  # same generation: the remembered subject
     index.generation += 1
     assert eng.prepare(a).subject.node == "gpu-node-17"
+
+
+def test_a_log_alert_with_the_line_in_a_label_is_an_xid_with_its_code() -> None:
+    a = alert("KernelLogAlert", hostname="gpu-node-3", line="Dec  2 03:04:05 gpu-node-3 kernel: " + NVRM_79,
+              annotations={"summary": "kernel log alert"})
+    eng = Engine(shipped_rules())
+    prepared = eng.prepare(a)
+    assert prepared.signal.kind == "xid" and prepared.signal.xid == 79, prepared.signal
+    assert prepared.subject.gpu is not None and prepared.subject.gpu.pci_bus_id == "0000:3b:00"
