@@ -91,6 +91,7 @@ def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
+@lru_cache(maxsize=65_536)  # node, pod and host names repeat across a fleet's alerts
 def is_exporter_pod(value: str, pattern: str) -> bool:
     return bool(pattern) and _compiled(pattern).fullmatch(value) is not None
 
@@ -143,32 +144,35 @@ def pointers(labels: Mapping[str, str], node_labels: tuple[str, ...], pattern: s
 
 def find_node(labels: Mapping[str, str], cluster: str, cfg: IdentitySettings,
               lookup: NodeLookup | None = None) -> NodeFound:
-    """The first of ``cfg.node_labels`` that names a node, resolving exporter pods and addresses."""
-    exporter = exporter_pod(labels, cfg.node_labels, cfg.exporter_pod_pattern)
-    mapped = _mapped(labels, cfg, exporter)
-    if mapped.node:
-        return mapped
+    """The first of ``cfg.node_labels`` that names a node, resolving exporter pods and addresses. The
+    exporter pod is worked out only when needed: most alerts have a node label, and this runs for each."""
+    pattern = cfg.exporter_pod_pattern
+    if cfg.node_map:
+        mapped = _mapped(labels, cfg, exporter_pod(labels, cfg.node_labels, pattern))
+        if mapped.node:
+            return mapped
     for name in cfg.node_labels:
         value = labels.get(name, "")
         if not value:
-            continue
-        if name != "instance" and is_exporter_pod(value, cfg.exporter_pod_pattern):
-            pod = exporter if exporter is not None and exporter.name == value else Pointer("pod", "", value)
-            found = _pod_node(pod, cluster, lookup)
-            if found.node:
-                return found
             continue
         if name == "instance":
             host = strip_port(value)
             node = lookup.node_of_address(cluster, host) if lookup is not None else ""
             if node:
                 return NodeFound(node, f"instance {value} (node address or exporter pod IP)")
-            if exporter is not None and is_address(host):
+            if is_address(host) and exporter_pod(labels, cfg.node_labels, pattern) is not None:
                 continue  # the exporter's pod IP: not a node name
             return NodeFound(host, f"label instance{' (port stripped)' if host != value else ''}")
+        if is_exporter_pod(value, pattern):
+            found = _pod_node(Pointer("pod", labels.get("namespace", "") if labels.get(POD_LABEL) == value else "",
+                                      value), cluster, lookup)
+            if found.node:
+                return found
+            continue
         if name in cfg.log_host_labels:
             return NodeFound(value, f"log host (label {name})")
         return NodeFound(value, f"label {name}")
+    exporter = exporter_pod(labels, cfg.node_labels, pattern)
     if exporter is not None:
         found = _pod_node(exporter, cluster, lookup)
         return found if found.node else NodeFound(origin=found.origin)
@@ -228,13 +232,15 @@ def nvrm_line(labels: Mapping[str, str], annotations: Mapping[str, str],
     for kind, source in (("annotation", annotations), ("label", labels)):
         for name in fields:
             text = source.get(name, "")
-            if "NVRM" not in text:
-                continue
-            for part in split_lines(text):
-                found = parse_xid(part)
-                if found is not None:
-                    return found, f"{kind} {name}"
+            found = _xid_line_in(text) if "NVRM" in text else None
+            if found is not None:
+                return found, f"{kind} {name}"
     return None
+
+
+@lru_cache(maxsize=4096)  # a log alert's text repeats at every delivery, and subject and Xid code both read it
+def _xid_line_in(text: str) -> XidLine | None:
+    return next((found for part in split_lines(text) if (found := parse_xid(part)) is not None), None)
 
 
 __all__ = ["EXPORTER_POD_PATTERN", "IdentitySettings", "NodeFound", "NodeLookup", "Pointer", "exporter_pod",
