@@ -89,7 +89,7 @@ def test_explain_shows_where_the_node_came_from_and_warns(tmp_path: Path, capsys
     assert cli_main(["explain", str(path)]) == 0
     assert "WARNING: Hostname/pod name the dcgm-exporter pod (dcgm-exporter-4mzrt), not a node: add a node label" in \
         capsys.readouterr().out
-    assert "group   node-unknown" in first
+    assert "group   origin  key origin|cluster=default|origin=exporter pod gpu-operator/" in first
     assert "node    gpu-node-3  from log host (label host)" in second
     assert "gpu     pci 0000:3b:00  from PCI address of the NVRM line in annotation description" in second
     assert "Xid 79 from NVRM line in annotation description" in second or "Xid 79 from annotation" in second
