@@ -49,7 +49,8 @@ def node_from(s: Subject) -> str:
 def node_advice(alert: Alert, ncfg: NormalizeConfig) -> list[str]:
     """Why this alert (and its rule) names no node of its own, and what to add."""
     s = alert.subject
-    carry = node_warning(expr_of_url(alert.generator_url), alert.labels, ncfg.node_labels)
+    named = s.node and s.node_source.startswith(("label ", "log host", "map "))  # the labels name it: no doubt
+    carry = "" if named else node_warning(expr_of_url(alert.generator_url), alert.labels, ncfg.node_labels)
     if carry:
         return ["its rule: " + carry]
     if not s.node and s.origin.startswith("exporter pod"):

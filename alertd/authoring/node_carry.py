@@ -158,10 +158,10 @@ def node_warning(expr: str, static_labels: dict[str, str], node_labels: tuple[st
                 f"a node and never join their node's incident; keep the node in the aggregation, {fix}")
     if result.only is None:
         return ""  # the series may well carry node: decided by the scrape, not by the expression
-    return (f"its expression{by} keeps only {', '.join(kept)} of the node labels: with stock dcgm-exporter on "
-            f"Kubernetes these name the exporter pod or its address, not the node; add node to the aggregation "
-            f"(and relabel __meta_kubernetes_pod_node_name to node in the scrape), or alertd resolves them "
-            f"through the Kubernetes API / normalize.node_map and files them under 'node unknown' otherwise")
+    return (f"its expression{by} keeps only {', '.join(kept)} of the node labels: right for an exporter on the "
+            f"host network, but stock dcgm-exporter on Kubernetes puts its own pod's name and address there, which "
+            f"alertd must resolve (Kubernetes API, normalize.node_map) or files under 'node unknown'; add node to "
+            f"the aggregation (relabel __meta_kubernetes_pod_node_name to node in the scrape)")
 
 
 __all__ = ["Carried", "WEAK_NODE_LABELS", "carried", "node_warning"]
