@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from alertd.config import Config
+from alertd.enrich.node_index import NodeIndex
 from alertd.notify.setup import build_notifiers, build_router
 from alertd.rules import RuleSet, load_rules
 from alertd.service import Service, utcnow
@@ -16,5 +17,7 @@ def build_service(cfg: Config, store: Store, rules: RuleSet | None = None, *,
     """The service with the notifiers and router the config and rules call for (``options``: role,
     enricher, ... as Service takes them)."""
     rules = rules if rules is not None else load_rules(cfg.rule_paths)
-    return Service(cfg, store, rules, clock=clock, notifiers=build_notifiers(cfg, store, clock),
-                   router=build_router(cfg, rules), **options)
+    svc = Service(cfg, store, rules, clock=clock, notifiers=build_notifiers(cfg, store, clock),
+                  router=build_router(cfg, rules), **options)
+    svc.nodes = NodeIndex.from_config(cfg.raw, cfg.normalize)
+    return svc

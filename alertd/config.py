@@ -1,6 +1,7 @@
 """Service configuration: one YAML file, ${ENV} interpolation, validated by JSON Schema."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -144,6 +145,10 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
             node_labels=tuple(norm.get("node_labels", base.node_labels)),
             xid_labels=tuple(norm.get("xid_labels", base.xid_labels)),
             xid_annotation=norm.get("xid_annotation", base.xid_annotation),
+            exporter_pod_pattern=norm.get("exporter_pod_pattern", base.exporter_pod_pattern),
+            node_map=dict(norm.get("node_map") or {}),
+            log_host_labels=tuple(norm.get("log_host_labels", base.log_host_labels)),
+            log_line_fields=tuple(norm.get("log_line_fields", base.log_line_fields)),
         ),
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
         batch_size=doc.get("processing", {}).get("batch_size", defaults.batch_size),
@@ -163,6 +168,12 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
     if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
         raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
                                        *mark_for(marks or {}, ("storage",)), "storage")])
+    try:
+        re.compile(cfg.normalize.exporter_pod_pattern)
+    except re.error as exc:
+        raise InvalidDocument([Problem(source, f"normalize.exporter_pod_pattern is not a regular expression: {exc}",
+                                       *mark_for(marks or {}, ("normalize", "exporter_pod_pattern")),
+                                       "normalize.exporter_pod_pattern")]) from None
     if cfg.ha.renew_interval * 2 > cfg.ha.lease_ttl:
         raise InvalidDocument([Problem(source, "ha.renew_interval must be at most half of ha.lease_ttl, or a healthy "
                                        "leader would lose its lease", *mark_for(marks or {}, ("ha",)), "ha")])

@@ -100,10 +100,16 @@ class Subject:
     namespace: str = ""
     pod: str = ""
     container: str = ""
+    # Where the node came from ("label node", "kubernetes pod ns/name", ...: alertd/receive/identity.py), and,
+    # when no node was found, what the alert pointed at instead (an unresolved exporter pod, a GPU UUID), so
+    # node-less alerts of different nodes never share an incident.
+    node_source: str = ""
+    origin: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            k: getattr(self, k) for k in ("cluster", "node", "namespace", "pod", "container") if getattr(self, k)
+            k: getattr(self, k) for k in ("cluster", "node", "namespace", "pod", "container", "node_source", "origin")
+            if getattr(self, k)
         }
         if self.gpu is not None:
             out["gpu"] = self.gpu.to_dict()
@@ -119,6 +125,8 @@ class Subject:
             namespace=data.get("namespace", ""),
             pod=data.get("pod", ""),
             container=data.get("container", ""),
+            node_source=data.get("node_source", ""),
+            origin=data.get("origin", ""),
         )
 
 

@@ -82,6 +82,7 @@ class WatchdogRule:
 DEFAULT_GROUPS = (
     GroupRule("application-xid", ("cluster", "namespace", "pod"), parse_matchers(['signal="xid"', 'category="application"'])),
     GroupRule("node", ("cluster", "node"), parse_matchers(['signal!="other"'])),
+    GroupRule("origin", ("cluster", "origin"), parse_matchers(['node=""', 'signal!="watchdog"'])),
     GroupRule("node-unknown", ("cluster", "alertname", "fingerprint"), parse_matchers(['signal!~"other|watchdog"', 'node=""'])),
     GroupRule("other", ("alertname", "cluster", "node"), (), True),
 )

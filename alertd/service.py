@@ -56,6 +56,7 @@ class Service:
         self.elector: Elector | None = None
         self._leader_tasks: list[asyncio.Task] = []
         self.reconciler: Any = None  # set by the service builder when Alertmanager URLs are configured
+        self.nodes: Any = None  # exporter pod / address -> node (enrich/node_index.py), set by the service builder
         self.metrics = Metrics()
         self.engine: Engine | None = None
         self.notifiers = notifiers if notifiers is not None else {"console": ConsoleNotifier()}
@@ -133,7 +134,7 @@ class Service:
         if token:
             self.store.set_fence(self.elector.holder if self.elector else None, token)  # type: ignore[attr-defined]
         state = await self.store.load_state()
-        self.engine = Engine(self.rules, self.cfg.normalize, state)
+        self.engine = Engine(self.rules, self.cfg.normalize, state, nodes=self.nodes)
         self.router.restore(await self.store.load_router_memory())
         if self.outbox._stopping:
             self.outbox = self._outbox_worker(self.store, self.clock)
@@ -178,6 +179,8 @@ class Service:
             await self.enricher.close()
         if self.reconciler is not None:
             await self.reconciler.close()
+        if self.nodes is not None:
+            await self.nodes.close()
         if self.leading:
             try:
                 deadline = time.monotonic() + 10
@@ -296,6 +299,8 @@ class Service:
             if key not in known:
                 fresh.setdefault(key, alert)  # a key twice in one batch (an HA peer's copy): the first counts
         self.metrics.duplicates.inc(len(alerts) - len(fresh))
+        if self.nodes is not None:  # the Kubernetes lookups the step's alerts need, bounded in time
+            await self.nodes.prepare(fresh.values())
         await self._ingest(list(fresh.items()), Taken([h.id for h in hooks], set_aside))
         if time.monotonic() - self._pending_counted_at > 1.0:  # a count, not on every step
             self._pending_counted_at = time.monotonic()

@@ -25,7 +25,7 @@ from alertd.yamlio import format_path, load_yaml, mark_for
 from alertd.authoring.virtual import load_rule_set
 
 # Fields every alert has after normalization (alertd.engine.grouping.fields_of).
-DERIVED_FIELDS = frozenset({"cluster", "node", "gpu", "namespace", "pod", "container", "signal", "category",
+DERIVED_FIELDS = frozenset({"cluster", "node", "origin", "gpu", "namespace", "pod", "container", "signal", "category",
                             "severity", "xid", "alertname", "fingerprint"})
 # Labels the exporters our Prometheus rules read put on alerts (dcgm-exporter, kube-state-metrics, Prometheus).
 KNOWN_LABELS = frozenset({

@@ -14,11 +14,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+from alertd.authoring.node_carry import node_warning
 from alertd.engine.classify import Decision, decide
 from alertd.engine.correlate import fields_of, group_for
 from alertd.errors import InvalidDocument
-from alertd.model import Alert, Signal, parse_iso
-from alertd.receive.normalize import NormalizeConfig, normalize, source_label
+from alertd.model import Alert, Signal, Subject, parse_iso
+from alertd.receive.identity import NodeLookup, nvrm_line
+from alertd.receive.normalize import NormalizeConfig, normalize
 from alertd.receive.promql import expr_of_url
 from alertd.receive.webhook import BadPayload, parse_notification
 from alertd.rules import RuleSet
@@ -34,25 +36,53 @@ class Explained:
     key: str
     group_rule: str
     stored: Signal | None = None  # what the engine decided when the alert arrived (--incident)
+    node_warnings: tuple[str, ...] = ()  # why its alerts cannot carry a node, and what to add
+    stored_node_from: str = ""  # where the node came from when the alert arrived (--incident)
 
 
-def explain(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig, stored: Signal | None = None) -> Explained:
-    normalize(alert, ncfg)
+def node_from(s: Subject) -> str:
+    if s.node:
+        return s.node_source or "labels"
+    return f"node unknown: {s.origin}" if s.origin else "node unknown: no node label"
+
+
+def node_advice(alert: Alert, ncfg: NormalizeConfig) -> list[str]:
+    """Why this alert (and its rule) names no node of its own, and what to add."""
+    s = alert.subject
+    named = s.node and s.node_source.startswith(("label ", "log host", "map "))  # the labels name it: no doubt
+    carry = "" if named else node_warning(expr_of_url(alert.generator_url), alert.labels, ncfg.node_labels)
+    if carry:
+        return ["its rule: " + carry]
+    if not s.node and s.origin.startswith("exporter pod"):
+        return [f"Hostname/pod name the dcgm-exporter pod ({s.origin.removeprefix('exporter pod ')}), not a node: "
+                "add a node label (relabel __meta_kubernetes_pod_node_name to node), map it in "
+                "normalize.node_map, or let alertd serve ask Kubernetes (enrich.kube)"]
+    if not s.node:
+        return [f"no node label ({', '.join(ncfg.node_labels)}): its incident names no node"]
+    return []
+
+
+def explain(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig, stored: Signal | None = None,
+            lookup: NodeLookup | None = None, stored_node_from: str = "") -> Explained:
+    normalize(alert, ncfg, lookup)
     decision = decide(alert, rules, ncfg)
     alert.signal = decision.signal
-    node_label = source_label(alert.labels, ncfg.node_labels)
     gpu_labels = [n for n in ("UUID", "uuid", "gpu_uuid", "gpu", "pci_bus_id", "pci") if alert.labels.get(n)]
+    line = None if "pci_bus_id" in gpu_labels or "pci" in gpu_labels else nvrm_line(
+        alert.labels, alert.annotations, ncfg.log_line_fields)
+    gpu_from = ", ".join(filter(None, ["labels " + ", ".join(gpu_labels) if gpu_labels else "",
+                                       f"PCI address of the NVRM line in {line[1]}" if line else ""]))
     found = group_for(fields_of(alert), rules.correlation.groups)
     group, key = (found[0].name, found[1]) if found else ("unmatched", f"unmatched|alertname={alert.name}")
     matchers = ", ".join(map(str, found[0].matchers)) if found else ""
     by = ", ".join(found[0].by) if found else "alertname"
     return Explained(
         alert, decision,
-        node_from=f"label {node_label}" + (" (port stripped)" if node_label == "instance" else "") if node_label else "no node label",
-        gpu_from="labels " + ", ".join(gpu_labels) if gpu_labels else "no GPU labels",
+        node_from=node_from(alert.subject),
+        gpu_from=gpu_from or "no GPU labels",
         group=group, key=key,
         group_rule=f"first group matching [{matchers}] by ({by})" if matchers else f"group by ({by})",
-        stored=stored,
+        stored=stored, node_warnings=tuple(node_advice(alert, ncfg)), stored_node_from=stored_node_from,
     )
 
 
@@ -144,6 +174,10 @@ def print_explained(rows: list[Explained], out: TextIO) -> None:
         elif expr and d.stage != "expression":
             print(f"          expression: {' '.join(expr.split())}", file=out)
         print(f"  node    {s.node or '-'}  from {e.node_from}", file=out)
+        if e.stored_node_from and e.stored_node_from != e.node_from:
+            print(f"          when received: from {e.stored_node_from}", file=out)
+        for warning in e.node_warnings:
+            print(f"          WARNING: {warning}", file=out)
         if s.gpu is not None:
             gpu = "  ".join(f"{k} {v}" for k, v in (("index", s.gpu.index), ("uuid", s.gpu.uuid), ("pci", s.gpu.pci_bus_id)) if v)
             print(f"  gpu     {gpu}  from {e.gpu_from}", file=out)
@@ -152,6 +186,27 @@ def print_explained(rows: list[Explained], out: TextIO) -> None:
         print(f"  group   {e.group}  key {e.key}", file=out)
         print(f"          {e.group_rule}", file=out)
         print("", file=out)
+
+
+def _kubernetes_answers(cfg: Any, alerts: list[Alert]) -> NodeLookup | None:
+    """With enrich.kube configured, ask Kubernetes for the exporter pods and addresses the alerts point at,
+    as alertd serve does before each step (bounded by normalize.kubernetes.wait)."""
+    import asyncio
+
+    from alertd.enrich.node_index import NodeIndex
+
+    index = NodeIndex.from_config(cfg.raw, cfg.normalize)
+    if index is None:
+        return None
+
+    async def ask() -> None:
+        try:
+            await index.prepare(alerts)
+        finally:
+            await index.close()
+
+    asyncio.run(ask())
+    return index
 
 
 def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None, config: str | None,
@@ -175,13 +230,16 @@ def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None
         except (OSError, ValueError) as exc:
             print(f"cannot explain {file}: {exc}", file=err)
             return 1
-        rows = [explain(a, rules, cfg.normalize) for a in alerts]
+        lookup = _kubernetes_answers(cfg, alerts)
+        rows = [explain(a, rules, cfg.normalize, lookup=lookup) for a in alerts]
     else:
         assert fetch is not None and incident is not None
         data = fetch(incident)
         print(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}", file=out)
         print(f"  key {data['key']}  group {data['group']}  signals {','.join(data.get('signals') or [])}\n", file=out)
-        rows = [explain(a, rules, cfg.normalize, stored) for a, stored in alerts_of_incident(data)]
+        sources = [((m.get("subject") or {}).get("node_source") or "") for m in data.get("members") or []]
+        rows = [explain(a, rules, cfg.normalize, stored, stored_node_from=source)
+                for (a, stored), source in zip(alerts_of_incident(data), sources)]
     print_explained(rows, out)
     return 0
 

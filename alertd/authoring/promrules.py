@@ -18,10 +18,11 @@ from urllib.parse import quote_plus
 
 import yaml
 
+from alertd.authoring.node_carry import node_warning
 from alertd.engine.classify import Decision, decide
 from alertd.model import Alert
 from alertd.receive.normalize import NormalizeConfig
-from alertd.receive.promql import drops_labels, facts_of_expr
+from alertd.receive.promql import facts_of_expr
 from alertd.rules import RuleSet
 
 _COUNT_VALUES_XID = re.compile(r'count_values\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*"(xid|err_code)"')
@@ -106,10 +107,9 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
                 res.xid_from, more = _xid_source(rule, decision)
                 res.warnings.extend(more)
             expr = str(rule.get("expr", ""))
-            if (decision.signal.kind not in ("other", "watchdog") or res.runtime) and expr and \
-                    drops_labels(expr, ncfg.node_labels) and not set(ncfg.node_labels) & set(alert.labels):
-                res.warnings.append(f"its aggregation keeps none of the node labels ({', '.join(ncfg.node_labels)}): "
-                                    "its alerts name no node and cannot join a node's incident")
+            if decision.signal.kind not in ("other", "watchdog") or res.runtime:
+                carry = node_warning(expr, alert.labels, ncfg.node_labels)
+                res.warnings.extend([carry] if carry else [])
             facts = facts_of_expr(expr) if expr else None
             used = sorted({s.metric for s in facts.selectors} & records) if facts else []
             if used and decision.stage in ("none", "alertname", "label", "annotation"):

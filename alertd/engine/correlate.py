@@ -452,8 +452,9 @@ class Correlator:
             inc.title = self.storms.title(inc)
             return
         where = inc.node or inc.pod or inc.cluster
-        single = not inc.fleet and len(inc.gpus) == 1 and inc.gpus[0].get("index")
-        gpu = f" GPU {inc.gpus[0]['index']}" if single else ""
+        # By index; a GPU known only from a kernel line's PCI address (a log alert) by that address.
+        single = len(inc.gpus) == 1 and (inc.gpus[0].get("index") or inc.gpus[0].get("pci_bus_id"))
+        gpu = f" GPU {single}" if single else ""
         inc.title = f"{primary.title} on {where}{gpu}" if where else primary.title
 
     def _touch(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None:

@@ -13,7 +13,7 @@ def fields_of(alert: Alert) -> dict[str, str]:
     s, sig = alert.subject, alert.signal
     out = dict(alert.labels)
     out.update(
-        cluster=s.cluster, node=s.node, namespace=s.namespace, pod=s.pod, container=s.container,
+        cluster=s.cluster, node=s.node, namespace=s.namespace, pod=s.pod, container=s.container, origin=s.origin,
         gpu=s.gpu.key() if s.gpu else "", signal=sig.kind, category=sig.category,
         severity=sig.severity, xid=str(sig.xid or ""), alertname=alert.name, fingerprint=alert.fingerprint,
     )

@@ -7,6 +7,7 @@ from typing import Iterable
 from alertd.engine.classify import classify
 from alertd.engine.correlate import Correlator, EngineState
 from alertd.model import Alert, Change, Signal, Subject
+from alertd.receive.identity import NodeLookup
 from alertd.receive.normalize import NormalizeConfig, subject_of
 from alertd.rules import RuleSet
 
@@ -20,8 +21,10 @@ Prepared = tuple[int, Subject, Signal]  # the digest of what they were worked ou
 class Engine:
     """The whole pure engine; swap ``rules`` to hot-reload without losing state."""
 
-    def __init__(self, rules: RuleSet, ncfg: NormalizeConfig | None = None, state: EngineState | None = None):
+    def __init__(self, rules: RuleSet, ncfg: NormalizeConfig | None = None, state: EngineState | None = None,
+                 nodes: NodeLookup | None = None):
         self.ncfg = ncfg or NormalizeConfig()
+        self.nodes = nodes  # the service's pod/address -> node index, filled before each step (no I/O here)
         self.rules = rules
         self.correlator = Correlator(rules.correlation, state)
         self._prepared: dict[str, Prepared] = {}
@@ -41,10 +44,12 @@ class Engine:
         saved per alert on the reference machine. The digest is Python's keyed hash: two different contents
         under one fingerprint agree on it about once in 2^64 changes, and nobody outside the process can aim
         for it."""
-        digest = hash((tuple(alert.labels.items()), tuple(alert.annotations.items()), alert.generator_url))
+        digest = hash((tuple(alert.labels.items()), tuple(alert.annotations.items()), alert.generator_url,
+                       self.nodes.generation if self.nodes is not None else 0))
         known = self._prepared.get(alert.fingerprint)
         if known is None or known[0] != digest:
-            known = digest, subject_of(alert.labels, self.ncfg), classify(alert, self.rules, self.ncfg)
+            known = (digest, subject_of(alert.labels, self.ncfg, alert.annotations, self.nodes),
+                     classify(alert, self.rules, self.ncfg))
             if len(self._prepared) >= PREPARED_LIMIT and alert.fingerprint not in self._prepared:
                 del self._prepared[next(iter(self._prepared))]
             self._prepared[alert.fingerprint] = known

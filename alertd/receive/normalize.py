@@ -1,14 +1,22 @@
-"""Labels -> Subject: which cluster, node, GPU and pod an alert is about."""
+"""Labels -> Subject: which cluster, node, GPU and pod an alert is about (the rules: receive/identity.py)."""
 from __future__ import annotations
 
-import re
-from sys import intern
 from dataclasses import dataclass, field
+from sys import intern
+from typing import Mapping
 
 from alertd.gpu.pci import normalize_pci
 from alertd.model import GPU, Alert, Subject
-
-_PORT = re.compile(r"^(?P<host>\[[^\]]+\]|[^:]+):\d+$")
+from alertd.receive.identity import (
+    EXPORTER_POD_PATTERN,
+    LOG_HOST_LABELS,
+    LOG_LINE_FIELDS,
+    NodeLookup,
+    find_node,
+    nvrm_line,
+    strip_port,
+    workload,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,22 +25,19 @@ class NormalizeConfig:
     # Alerts without the label belong to this cluster, so grouping by cluster still works
     # for a single-cluster setup whose alerts carry no cluster label.
     cluster_default: str = "default"
-    # First non-empty wins. Hostname comes after node: dcgm-exporter may set it to its own pod's name.
-    node_labels: tuple[str, ...] = ("node", "kubernetes_node", "Hostname", "hostname", "instance")
+    # First one naming a node wins. Hostname comes after node: dcgm-exporter may set it to its own pod's name,
+    # which is never taken as a node (exporter_pod_pattern). host and source: log alerts (Loki, Graylog).
+    node_labels: tuple[str, ...] = ("node", "kubernetes_node", "Hostname", "hostname", "host", "instance", "source")
     xid_labels: tuple[str, ...] = ("xid", "err_code")
     xid_annotation: str = "xid"
     pod_labels: tuple[str, ...] = ("pod", "exported_pod")
     namespace_labels: tuple[str, ...] = ("namespace", "exported_namespace")
     container_labels: tuple[str, ...] = ("container", "exported_container")
+    exporter_pod_pattern: str = EXPORTER_POD_PATTERN  # anchored regex; "" turns the check off
+    node_map: Mapping[str, str] = field(default_factory=dict)  # exporter pod, instance or address -> node
+    log_host_labels: tuple[str, ...] = LOG_HOST_LABELS  # node labels shown as "log host"
+    log_line_fields: tuple[str, ...] = LOG_LINE_FIELDS  # annotations, then labels, read for an NVRM Xid line
     extra: dict[str, str] = field(default_factory=dict)
-
-
-def strip_port(instance: str) -> str:
-    m = _PORT.match(instance)
-    if not m:
-        return instance
-    host = m.group("host")
-    return host[1:-1] if host.startswith("[") else host
 
 
 def _first(labels: dict[str, str], names: tuple[str, ...]) -> tuple[str, str]:
@@ -48,25 +53,38 @@ def source_label(labels: dict[str, str], names: tuple[str, ...]) -> str:
     return _first(labels, names)[0]
 
 
-def subject_of(labels: dict[str, str], cfg: NormalizeConfig) -> Subject:
-    """Interned: the engine keeps a subject per alert, and their strings repeat across alerts (cluster, node,
-    GPU model)."""
-    source, node = _first(labels, cfg.node_labels)
-    if source == "instance":
-        node = strip_port(node)
+def _gpu(labels: dict[str, str], annotations: Mapping[str, str], cfg: NormalizeConfig) -> GPU | None:
+    """The GPU from dcgm-exporter's labels; the PCI address of an NVRM Xid line in the text fills a gap."""
     uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""
     index = labels.get("gpu", "")
     pci = normalize_pci(labels.get("pci_bus_id") or labels.get("pci") or "")
-    serial = labels.get("serial") or labels.get("gpu_serial") or ""
-    gpu = GPU(uuid=intern(uuid), index=intern(index), pci_bus_id=intern(pci), model=intern(labels.get("modelName", "")),
-              serial=intern(serial)) if (uuid or index or pci) else None
+    if not pci:
+        line = nvrm_line(labels, annotations, cfg.log_line_fields)
+        pci = line[0].pci if line is not None else ""
+    if not (uuid or index or pci):
+        return None
+    return GPU(uuid=intern(uuid), index=intern(index), pci_bus_id=intern(pci), model=intern(labels.get("modelName", "")),
+               serial=intern(labels.get("serial") or labels.get("gpu_serial") or ""))
+
+
+def subject_of(labels: dict[str, str], cfg: NormalizeConfig, annotations: Mapping[str, str] | None = None,
+               lookup: NodeLookup | None = None) -> Subject:
+    """Interned: the engine keeps a subject per alert, and their strings repeat across alerts (cluster, node,
+    GPU model). ``lookup`` is the service's Kubernetes index (already filled: no I/O here)."""
+    cluster = labels.get(cfg.cluster_label) or cfg.cluster_default
+    found = find_node(labels, cluster, cfg, lookup)
+    gpu = _gpu(labels, annotations or {}, cfg)
+    origin = found.origin or (f"gpu {gpu.uuid}" if not found.node and gpu is not None and gpu.uuid else "")
+    namespace, pod, container = workload(labels, cfg)
     return Subject(
-        cluster=intern(labels.get(cfg.cluster_label) or cfg.cluster_default),
-        node=intern(node),
+        cluster=intern(cluster),
+        node=intern(found.node),
         gpu=gpu,
-        namespace=intern(_first(labels, cfg.namespace_labels)[1]),
-        pod=intern(_first(labels, cfg.pod_labels)[1]),
-        container=intern(_first(labels, cfg.container_labels)[1]),
+        namespace=intern(namespace),
+        pod=intern(pod),
+        container=intern(container),
+        node_source=intern(found.source),
+        origin=intern(origin),
     )
 
 
@@ -77,6 +95,10 @@ def xid_source(alert: Alert, cfg: NormalizeConfig) -> tuple[int | None, str]:
     if not raw:
         raw = alert.annotations.get(cfg.xid_annotation, "")
         where = f"annotation {cfg.xid_annotation}={raw}"
+    if not raw:
+        line = nvrm_line(alert.labels, alert.annotations, cfg.log_line_fields)
+        if line is not None:
+            return line[0].xid, f"NVRM line in {line[1]}"
     try:
         code = int(float(raw))
     except (TypeError, ValueError, OverflowError):
@@ -88,6 +110,9 @@ def xid_of(alert: Alert, cfg: NormalizeConfig) -> int | None:
     return xid_source(alert, cfg)[0]
 
 
-def normalize(alert: Alert, cfg: NormalizeConfig) -> Alert:
-    alert.subject = subject_of(alert.labels, cfg)
+def normalize(alert: Alert, cfg: NormalizeConfig, lookup: NodeLookup | None = None) -> Alert:
+    alert.subject = subject_of(alert.labels, cfg, alert.annotations, lookup)
     return alert
+
+
+__all__ = ["NormalizeConfig", "normalize", "source_label", "strip_port", "subject_of", "xid_of", "xid_source"]

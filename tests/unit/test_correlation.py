@@ -153,7 +153,9 @@ def test_gpu_alerts_without_a_node_never_share_an_incident():
     e = engine()
     changes = e.ingest([alert("GPUXidError", xid="79", gpu="0"), alert("GPUXidError", xid="13", gpu="1", UUID="GPU-b")], at(0))
     assert len({c.incident.id for c in changes}) == 2
-    assert {c.incident.group for c in changes} == {"node-unknown"}
+    # The one with a GPU UUID is keyed by it (origin: it stands in for the node), the other by its alert.
+    assert {c.incident.group for c in changes} == {"node-unknown", "origin"}
+    assert "origin|cluster=prod|origin=gpu GPU-b" in {c.incident.key for c in changes}
 
 
 def test_refire_during_hold_down_keeps_incident_and_counts_a_flap():

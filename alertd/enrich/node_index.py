@@ -1,0 +1,223 @@
+"""Exporter pod -> node and address -> node, from the Kubernetes API, for the engine to read.
+
+Stock dcgm-exporter on Kubernetes names its own pod in ``Hostname`` and its pod
+IP in ``instance``. The engine is pure, so it cannot ask Kubernetes; the
+service does, at its edge, before each engine step (:meth:`NodeIndex.prepare`):
+for the step's alerts it finds what they point at (alertd/receive/identity.py's
+``pointers``), looks up what it does not know yet, and waits at most ``wait``
+seconds. The engine then reads the answers through the small
+:class:`~alertd.receive.identity.NodeLookup` interface, without I/O.
+
+Bounded on every side: at most ``max_lookups`` lookups per step, the API's
+concurrency and timeout from ``enrich.kube`` (the same client,
+:class:`~alertd.enrich.kube_api.KubeApi`), a lookup that found nothing or failed
+is not tried again for ``failure_ttl``, answers are refreshed after ``ttl``, the
+nodes' addresses are listed at most every ``refresh``, and at most
+``MAX_ENTRIES`` answers are kept. A lookup still running when the step goes on
+keeps running: its answer serves the alert when Alertmanager sends it again.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from alertd.durations import parse_duration
+from alertd.enrich.kube_api import KubeApi, KubeUnavailable, NotFound, meta
+from alertd.enrich.settings import KubeSettings
+from alertd.model import Alert
+from alertd.receive.identity import Pointer, is_address, pointers
+from alertd.receive.normalize import NormalizeConfig
+
+log = logging.getLogger(__name__)
+MAX_ENTRIES = 65_536
+MAX_NODE_PAGES = 200  # of 500 nodes each
+
+
+@dataclass(frozen=True, slots=True)
+class NodeIndexSettings:
+    """The ``normalize.kubernetes`` config section, parsed."""
+
+    enabled: bool = True
+    refresh: float = 300.0
+    ttl: float = 600.0
+    failure_ttl: float = 30.0
+    wait: float = 2.0
+    max_lookups: int = 64
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any] | None) -> "NodeIndexSettings":
+        doc, d = doc or {}, cls()
+        def secs(key: str, default: float) -> float:
+            return parse_duration(doc[key]).total_seconds() if key in doc else default
+
+        return cls(enabled=doc.get("enabled", True), refresh=secs("refresh", d.refresh), ttl=secs("ttl", d.ttl),
+                   failure_ttl=secs("failure_ttl", d.failure_ttl), wait=secs("wait", d.wait),
+                   max_lookups=int(doc.get("max_lookups", d.max_lookups)))
+
+
+class NodeIndex(KubeApi):
+    """One cluster's pod -> node and address -> node answers (the engine's NodeLookup)."""
+
+    def __init__(self, kube: KubeSettings, settings: NodeIndexSettings, ncfg: NormalizeConfig,
+                 api_client: Any = None, **kw: Any):
+        super().__init__(kube, api_client, **kw)
+        self.index_settings, self.ncfg = settings, ncfg
+        self.generation = 0
+        self._pods: dict[tuple[str, str], str] = {}  # (namespace or "", pod) -> node
+        self._node_addresses: dict[str, str] = {}  # InternalIP / ExternalIP / Hostname / node name -> node
+        self._pod_ips: dict[str, str] = {}  # pod IP -> node
+        self._next_try: dict[Pointer, float] = {}  # not looked up again before this monotonic time
+        self._stale_at: dict[Any, float] = {}  # answer -> when it is looked up again (pod IPs are reused)
+        self._nodes_due = float("-inf")
+        self._nodes_task: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any], ncfg: NormalizeConfig) -> "NodeIndex | None":
+        """Built when enrich.kube is configured and normalize.kubernetes is not disabled."""
+        kube_doc = (raw.get("enrich") or {}).get("kube")
+        settings = NodeIndexSettings.from_doc((raw.get("normalize") or {}).get("kubernetes"))
+        if kube_doc is None or not kube_doc.get("enabled", True) or not settings.enabled:
+            return None
+        return cls(KubeSettings.from_doc(kube_doc), settings, ncfg)
+
+    # ----- NodeLookup: what the engine reads -----
+
+    def applies_to(self, cluster: str) -> bool:
+        return not self.settings.cluster or not cluster or cluster == self.settings.cluster
+
+    def node_of_pod(self, cluster: str, namespace: str, pod: str) -> str:
+        if not self.applies_to(cluster):
+            return ""
+        return self._pods.get((namespace, pod)) or self._pods.get(("", pod)) or ""
+
+    def node_of_address(self, cluster: str, address: str) -> str:
+        if not self.applies_to(cluster):
+            return ""
+        return self._node_addresses.get(address) or self._pod_ips.get(address) or ""
+
+    # ----- the edge: look up what a step's alerts point at -----
+
+    async def prepare(self, alerts: Iterable[Alert]) -> None:
+        """Start the lookups the alerts need and wait for them at most ``wait`` seconds. Never raises: an
+        alert whose node stays unknown is still processed ("node unknown", its origin named)."""
+        try:
+            tasks = self._start(alerts)
+            if tasks:
+                await asyncio.wait(tasks, timeout=self.index_settings.wait)
+        except Exception:  # a bug here must not stop the engine
+            log.exception("node lookups failed")
+
+    def _start(self, alerts: Iterable[Alert]) -> list[asyncio.Task[None]]:
+        now, s, n = self.monotonic(), self.index_settings, self.ncfg
+        wanted: list[Pointer] = []
+        for alert in alerts:
+            if not self.applies_to(alert.labels.get(n.cluster_label) or n.cluster_default):
+                continue
+            for p in pointers(alert.labels, n.node_labels, n.exporter_pod_pattern):
+                if p not in wanted and self._next_try.get(p, float("-inf")) <= now and not self._known(p):
+                    wanted.append(p)
+        tasks: list[asyncio.Task[None]] = []
+        if any(p.kind == "address" for p in wanted):
+            tasks.append(self._nodes_refreshed())
+        for p in wanted[: s.max_lookups]:
+            self._next_try[p] = now + s.failure_ttl
+            task = asyncio.get_running_loop().create_task(self._lookup(p))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+            tasks.append(task)
+        if len(self._next_try) > MAX_ENTRIES:
+            self._next_try = {p: t for p, t in self._next_try.items() if t > now}
+        return tasks
+
+    def _known(self, p: Pointer) -> bool:
+        """Answered, and the answer not older than ``ttl`` (node addresses: listed within ``refresh``)."""
+        now = self.monotonic()
+        if p.kind == "pod":
+            return any(self._stale_at.get(k, now) > now for k in ((p.namespace, p.name), ("", p.name)))
+        return (p.name in self._node_addresses and self._nodes_due > now) or self._stale_at.get(p.name, now) > now
+
+    def _nodes_refreshed(self) -> asyncio.Task[None]:
+        """The running (or a new, when due) listing of the nodes' addresses."""
+        if self._nodes_task is None or (self._nodes_task.done() and self.monotonic() >= self._nodes_due):
+            self._nodes_due = self.monotonic() + self.index_settings.refresh
+            self._nodes_task = asyncio.get_running_loop().create_task(self._list_nodes())
+        return self._nodes_task
+
+    async def _list_nodes(self) -> None:
+        found: dict[str, str] = {}
+        cont = ""
+        try:
+            for _ in range(MAX_NODE_PAGES):
+                page = await self._get("CoreV1Api", "list_node", limit=500, **({"_continue": cont} if cont else {}))
+                for node in page.get("items") or []:
+                    name = meta(node).get("name", "")
+                    found[name] = name
+                    for addr in (node.get("status") or {}).get("addresses") or []:
+                        if addr.get("address"):
+                            found[addr["address"]] = name
+                cont = meta(page).get("continue") or ""
+                if not cont:
+                    break
+        except (KubeUnavailable, NotFound) as exc:
+            self._nodes_due = self.monotonic() + self.index_settings.failure_ttl
+            log.info("node addresses not listed: %s", exc)
+            return
+        if found != self._node_addresses:
+            self._node_addresses = found
+            self.generation += 1
+
+    async def _lookup(self, p: Pointer) -> None:
+        try:
+            if p.kind == "pod":
+                await self._lookup_pod(p)
+            else:
+                await self._lookup_address(p.name)
+        except (KubeUnavailable, NotFound) as exc:
+            log.debug("node of %s %s not found: %s", p.kind, p.name, exc)
+
+    async def _lookup_pod(self, p: Pointer) -> None:
+        if p.namespace:
+            pod = await self._get("CoreV1Api", "read_namespaced_pod", p.name, p.namespace)
+        else:
+            items = (await self._get("CoreV1Api", "list_pod_for_all_namespaces",
+                                     field_selector=f"metadata.name={p.name}")).get("items") or []
+            if not items:
+                return
+            pod = items[0]
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        if node:
+            self._remember(self._pods, (p.namespace, p.name), node)
+            self._remember(self._pods, ("", p.name), node)
+
+    async def _lookup_address(self, address: str) -> None:
+        await self._nodes_refreshed()
+        if address in self._node_addresses or not is_address(address):
+            return
+        items = (await self._get("CoreV1Api", "list_pod_for_all_namespaces",
+                                 field_selector=f"status.podIP={address}")).get("items") or []
+        live = [pod for pod in items if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        node = next(((pod.get("spec") or {}).get("nodeName") for pod in live if (pod.get("spec") or {}).get("nodeName")), "")
+        if node:
+            self._remember(self._pod_ips, address, node)
+
+    def _remember(self, table: dict[Any, str], key: Any, node: str) -> None:
+        self._stale_at[key] = self.monotonic() + self.index_settings.ttl
+        if table.get(key) == node:
+            return
+        if len(table) >= MAX_ENTRIES:
+            oldest = next(iter(table))
+            del table[oldest]
+            self._stale_at.pop(oldest, None)
+        table[key] = node
+        self.generation += 1
+
+    async def close(self) -> None:
+        for task in [*self._running, *([self._nodes_task] if self._nodes_task else [])]:
+            task.cancel()
+        await super().close()
+
+
+__all__ = ["NodeIndex", "NodeIndexSettings"]
