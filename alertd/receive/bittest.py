@@ -1,0 +1,223 @@
+"""Which clock-event reason bits an alert's PromQL expression tests.
+
+PromQL has no bitwise operators, so sites test one reason of the
+DCGM_FI_DEV_CLOCKS_EVENT_REASONS bitmask (old name ..._CLOCK_THROTTLE_REASONS)
+with arithmetic: ``floor(X / 32) % 2 == 1``, ``X % 64 >= 32``,
+``X % 256 >= 128``, ``(floor(X / 64) % 2) != bool 0`` or simply ``X > 0``.
+Reading those shapes one by one would miss the next variant, so the
+expression is compiled into a small function of the mask value and run for
+every value of the nine documented bits (512 runs): the bits *tested* are those
+of the smallest masks that make the alert fire. That reads any
+arithmetic a site writes, through recording rules too (a selector naming a
+recorded series is replaced by its expression, bounded in depth).
+
+What cannot be read (another metric in the arithmetic, a rate of the mask)
+gives None: the alert is then classified from its metric name alone.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+import promql_parser as pp
+
+from alertd.receive.promql import too_complex
+from alertd.receive.recording import EMPTY, RecordedRules
+
+# Every spelling dcgm-exporter and DCGM have used: CLOCK_THROTTLE_REASONS (DCGM < 3.3),
+# CLOCKS_EVENT_REASONS (DCGM's field name since), CLOCK_EVENT_REASONS (newer exporter counters files).
+MASK_METRIC = re.compile(r"DCGM_FI_DEV_CLOCKS?_(?:THROTTLE|EVENT)_REASONS?")
+MASK_BITS = 9  # 0x1 .. 0x100, NVML's documented reasons
+MAX_RECORDED_DEPTH = 8
+CACHE_SIZE = 1024
+
+Value = float | None  # None: the series is absent (filtered out), so the alert does not fire
+Fn = Callable[[int], Value]
+
+
+class Unreadable(Exception):
+    """The expression does something with the mask (or around it) this reader does not model."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClockTest:
+    """What an alert expression tests of the clock-event reasons mask."""
+
+    bits: frozenset[int]  # bit values (0x20, ...) that, set, make the alert fire (see _triggering_bits)
+    fires_on_zero: bool  # the alert fires with no reason set at all
+
+    @property
+    def mask(self) -> int:
+        return sum(self.bits)
+
+    def describe(self) -> str:
+        shown = ", ".join(f"0x{b:x}" for b in sorted(self.bits)) or "none"
+        return f"clock-event reason bits tested: {shown}"
+
+
+_ARITH: dict[str, Callable[[float, float], float]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b if b else (math.copysign(math.inf, a) if a else math.nan),
+    "%": lambda a, b: math.fmod(a, b) if b else math.nan,
+    "^": lambda a, b: a ** b if (a or b > 0) else math.inf,
+}
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, ">": lambda a, b: a > b,
+    "<": lambda a, b: a < b, ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b,
+}
+_ONE_ARG: dict[str, Callable[[float], float]] = {
+    "floor": math.floor, "ceil": math.ceil, "abs": abs,
+    "round": lambda v: math.floor(v + 0.5), "sgn": lambda v: float((v > 0) - (v < 0)),
+}
+# Over a window of a mask that holds still, these give the mask itself.
+_OVER_TIME_SAME = frozenset({"max_over_time", "min_over_time", "avg_over_time", "last_over_time",
+                             "quantile_over_time"})
+# Aggregations of one series: the value itself, or 1 for the counting ones.
+_AGG_SAME = frozenset({"sum", "min", "max", "avg", "topk", "bottomk", "quantile", "limitk", "limit_ratio"})
+_AGG_ONE = frozenset({"count", "group", "count_values"})
+
+
+class _Compiler:
+    """PromQL tree -> function of the mask value; records whether the mask was read at all."""
+
+    def __init__(self, recorded: Mapping[str, str]):
+        self.recorded = recorded
+        self.reads_mask = False
+        self.depth = 0
+
+    def compile(self, node: object) -> Fn:
+        if isinstance(node, pp.NumberLiteral):
+            val = float(node.val)
+            return lambda m: val
+        if isinstance(node, pp.ParenExpr):
+            return self.compile(node.expr)
+        if isinstance(node, pp.UnaryExpr):
+            inner = self.compile(node.expr)
+            return lambda m: None if (v := inner(m)) is None else -v
+        if isinstance(node, pp.VectorSelector):
+            return self._selector(node)
+        if isinstance(node, pp.Call):
+            return self._call(node)
+        if isinstance(node, pp.AggregateExpr):
+            return self._aggregate(node)
+        if isinstance(node, pp.BinaryExpr):
+            return self._binary(node)
+        raise Unreadable(type(node).__name__)
+
+    def _selector(self, node: pp.VectorSelector) -> Fn:
+        name = node.name or ""
+        if MASK_METRIC.fullmatch(name):
+            self.reads_mask = True
+            return lambda m: float(m)
+        expr = self.recorded.get(name)
+        if expr is None or self.depth >= MAX_RECORDED_DEPTH or too_complex(expr):
+            raise Unreadable(f"series {name}")
+        self.depth += 1
+        try:
+            return self.compile(pp.parse(expr))
+        except (ValueError, TypeError) as exc:
+            raise Unreadable(str(exc)) from None
+        finally:
+            self.depth -= 1
+
+    def _call(self, node: pp.Call) -> Fn:
+        name, args = node.func.name, list(node.args)
+        if name in _ONE_ARG and args:
+            fn, inner = _ONE_ARG[name], self.compile(args[0])
+            return lambda m: None if (v := inner(m)) is None else float(fn(v))
+        if name in _OVER_TIME_SAME and args:
+            window = args[-1]
+            target = window.vector_selector if isinstance(window, pp.MatrixSelector) else getattr(window, "expr", None)
+            return self.compile(target)
+        if name in ("label_replace", "label_join", "vector", "scalar") and args:
+            return self.compile(args[0])
+        if name in ("clamp_min", "clamp_max") and len(args) == 2:
+            inner, bound = self.compile(args[0]), self.compile(args[1])
+            pick = max if name == "clamp_min" else min
+            return lambda m: None if (v := inner(m)) is None or (b := bound(m)) is None else pick(v, b)
+        raise Unreadable(f"function {name}")
+
+    def _aggregate(self, node: pp.AggregateExpr) -> Fn:
+        op = str(node.op).strip()
+        inner = self.compile(node.expr)
+        if op in _AGG_SAME:
+            return inner
+        if op in _AGG_ONE:
+            return lambda m: None if inner(m) is None else 1.0
+        if op in ("stddev", "stdvar"):
+            return lambda m: None if inner(m) is None else 0.0
+        raise Unreadable(f"aggregation {op}")
+
+    def _binary(self, node: pp.BinaryExpr) -> Fn:
+        op = str(node.op).strip()
+        if op in ("and", "unless", "or"):
+            return self._set_op(op, node)
+        lhs, rhs = self.compile(node.lhs), self.compile(node.rhs)
+        if op in _ARITH:
+            fn = _ARITH[op]
+            return lambda m: None if (a := lhs(m)) is None or (b := rhs(m)) is None else fn(a, b)
+        test = _COMPARE.get(op)
+        if test is None:
+            raise Unreadable(f"operator {op}")
+        if node.modifier is not None and node.modifier.return_bool:
+            return lambda m: None if (a := lhs(m)) is None or (b := rhs(m)) is None else float(test(a, b))
+        return lambda m: None if (a := lhs(m)) is None or (b := rhs(m)) is None or not test(a, b) else a
+
+    def _set_op(self, op: str, node: pp.BinaryExpr) -> Fn:
+        lhs = self.compile(node.lhs)
+        try:
+            rhs: Fn | None = self.compile(node.rhs)
+        except Unreadable:  # another series filtering: assume it lets the mask's alert through
+            rhs = None
+        if op == "and":
+            return lhs if rhs is None else (lambda m: lhs(m) if rhs(m) is not None else None)
+        if op == "unless":
+            return lhs if rhs is None else (lambda m: lhs(m) if rhs(m) is None else None)
+        other = rhs or (lambda m: None)
+        return lambda m: a if (a := lhs(m)) is not None else other(m)
+
+
+def clock_test(expr: str, recorded: Mapping[str, str] | None = None) -> ClockTest | None:
+    """The reason bits ``expr`` tests; None when it reads no clock-event mask or cannot be read."""
+    if not expr or too_complex(expr):
+        return None
+    if recorded is None or isinstance(recorded, RecordedRules):
+        return _clock_test(expr, recorded or EMPTY)  # identity-hashed: cached per expression and rule set
+    return _clock_test.__wrapped__(expr, recorded)
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _clock_test(expr: str, recorded: Mapping[str, str]) -> ClockTest | None:
+    compiler = _Compiler(recorded)
+    try:
+        fn = compiler.compile(pp.parse(expr))
+    except (Unreadable, ValueError, TypeError, RecursionError):
+        return None
+    if not compiler.reads_mask:
+        return None
+    values = [fn(mask) for mask in range(1 << MASK_BITS)]
+    fires = [v is not None for v in values]
+    if all(fires) or not any(fires):  # a `bool` comparison keeps every series: its 0 / 1 says what is meant
+        fires = [v is not None and v != 0 for v in values]
+    return ClockTest(bits=_triggering_bits(fires), fires_on_zero=fires[0])
+
+
+def _triggering_bits(fires: list[bool]) -> frozenset[int]:
+    """The bits of the minimal firing masks (firing, and no longer firing without any one of their bits):
+    ``X % 256 >= 128`` -> {0x80}; ``X == 4`` -> {0x4}; ``X > 0`` -> every bit."""
+    bits: set[int] = set()
+    for mask, fire in enumerate(fires):
+        if not fire:
+            continue
+        own = [1 << b for b in range(MASK_BITS) if mask & (1 << b)]
+        if not any(fires[mask & ~bit] for bit in own):
+            bits.update(own)
+    return frozenset(bits)
+
+
+__all__ = ["ClockTest", "MASK_METRIC", "clock_test"]
