@@ -32,6 +32,7 @@ from alertd.notify.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter
 from alertd.receive.webhook import BadPayload, delivery_key, encode_webhook, read_notification
+from alertd.recording_fetch import RulesApiSettings, RulesFetcher, with_site_recordings
 from alertd.rules import RuleSet, load_rules
 from alertd.store.base import AuditEntry, Hook, InboxKey, Step, Store, StoreUnavailable, Taken
 
@@ -64,6 +65,8 @@ class Service:
         # Enrichment runs after commit and off the request path; it reports back through enrich().
         self.enricher = enricher
         self.watchdog_names = set(rules.correlation.watchdog.alertnames)
+        self.rules_fetcher = RulesFetcher(RulesApiSettings.from_config(cfg), lambda: self.rules.recorded,
+                                          on_change=self._recorded_changed)
         self._engine_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
@@ -190,6 +193,7 @@ class Service:
             await self.elector.stop()
         for notifier in self.notifiers.values():
             await notifier.close()
+        await self.rules_fetcher.close()
         await self.store.close()
         log.info("alertd stopped: pending work finished or left in the store for the next start")
 
@@ -296,6 +300,8 @@ class Service:
             if key not in known:
                 fresh.setdefault(key, alert)  # a key twice in one batch (an HA peer's copy): the first counts
         self.metrics.duplicates.inc(len(alerts) - len(fresh))
+        if not self._stopping:  # recording rules the alerts read, from their Prometheus (bounded wait)
+            await self.rules_fetcher.prepare(fresh.values())
         await self._ingest(list(fresh.items()), Taken([h.id for h in hooks], set_aside))
         if time.monotonic() - self._pending_counted_at > 1.0:  # a count, not on every step
             self._pending_counted_at = time.monotonic()
@@ -472,10 +478,15 @@ class Service:
 
     # ----- rules -----
 
+    def _recorded_changed(self) -> None:
+        """A Prometheus's recording rules arrived or changed: alerts already worked out are read again."""
+        if self.engine is not None:
+            self.engine.set_rules(self.rules)
+
     def reload_rules(self) -> tuple[bool, str]:
         """Swap in a new rule set; an invalid one is refused and the running one stays."""
         try:
-            rules = load_rules(self.cfg.rule_paths)
+            rules = with_site_recordings(load_rules(self.cfg.rule_paths), self.cfg, previous=self.rules.recorded)
         except Exception as exc:  # InvalidDocument names file:line; anything else is reported too
             self.metrics.reload_ok.set(0)
             log.error("rule reload failed, keeping the running rules:\n%s", exc)

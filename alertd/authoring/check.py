@@ -200,7 +200,20 @@ def _check_config(path: Path, doc: Any, marks: dict, report: Report) -> tuple[li
             report.error(Problem(source, f"rules.paths[{i}]: {raw} does not exist", *mark_for(marks, ("rules", "paths", i))))
         else:
             out.append(found)
+    _check_site_prometheus_rules(path, doc, marks, report)
     return out, cfg
+
+
+def _check_site_prometheus_rules(path: Path, doc: Any, marks: dict, report: Report) -> None:
+    """classify.prometheus_rules: each path or glob must name rule files that read."""
+    from alertd.receive.recording import load_files
+
+    classify = (doc or {}).get("classify") if isinstance(doc, dict) else None
+    for i, raw in enumerate((classify or {}).get("prometheus_rules") or []):
+        if isinstance(raw, str):
+            for p in load_files([raw], path.parent)[1]:
+                report.error(Problem(str(path), f"classify.prometheus_rules[{i}]: {p.source}: {p.message.split(': ', 1)[-1]}",
+                                     *mark_for(marks, ("classify", "prometheus_rules", i))))
 
 
 def _check_rules(files: list[Path], docs: dict[Path, tuple[Any, dict]], report: Report, runbooks: str | Path | None,
@@ -468,6 +481,7 @@ def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool
     """Map a site's Prometheus alerting rules to signals with the rules (and normalization) in ``paths``."""
     from alertd.authoring import promrules
     from alertd.config import Config, default_rule_paths, load_config
+    from alertd.recording_fetch import with_site_recordings
     from alertd.rules import load_rules
 
     def is_config(p: str) -> bool:
@@ -480,7 +494,7 @@ def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool
     try:
         cfg = load_config(configs[0]) if configs else Config()
         rule_paths = [p for p in paths if p not in configs] or (cfg.rule_paths if configs else default_rule_paths())
-        rules = load_rules(rule_paths)
+        rules = with_site_recordings(load_rules(rule_paths), cfg)  # and the files' own, in promrules
     except InvalidDocument as exc:
         print(f"invalid configuration or rules:\n{exc}", file=out)
         return 1

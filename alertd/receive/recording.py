@@ -175,6 +175,10 @@ class RecordingIndex:
         self._merged.pop(base, None)
         return old is None or dict(old) != dict(rules)
 
+    def adopt(self, previous: "RecordingIndex") -> None:
+        """Keep what the rules API told ``previous`` (a rule reload must not forget it)."""
+        self._fetched.update(previous._fetched)
+
     def forget(self, keep: Iterable[str]) -> None:
         """Drop every Prometheus but ``keep`` (the fetcher's bounded cache decides)."""
         kept = set(keep)
