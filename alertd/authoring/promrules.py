@@ -21,6 +21,7 @@ import yaml
 from alertd.engine.classify import Decision, decide
 from alertd.model import Alert
 from alertd.receive.normalize import NormalizeConfig
+from alertd.receive.bittest import bitwise_hint
 from alertd.receive.promql import drops_labels, facts_of_expr
 from alertd.receive.recording import RecordingIndex, collect, recording_pairs, rule_groups, unknown_recorded
 from alertd.rules import RuleSet
@@ -96,7 +97,8 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
             decision = decide(alert, rules, ncfg)
             res = RuleResult(str(path), str(group.get("name", "")), alert.name, decision)
             if decision.expr_error:
-                res.warnings.append(f"expression does not parse: {decision.expr_error}")
+                hint = bitwise_hint(str(rule.get("expr", "")))
+                res.warnings.append(f"expression does not parse: {decision.expr_error}" + (f"; {hint}" if hint else ""))
             if decision.signal.kind == "other":
                 res.runtime = _decided_at_runtime(alert, rules)
             if decision.signal.kind == "other" and decision.gpu_looking and not res.runtime:

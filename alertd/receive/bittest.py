@@ -220,4 +220,20 @@ def _triggering_bits(fires: list[bool]) -> frozenset[int]:
     return frozenset(bits)
 
 
-__all__ = ["ClockTest", "MASK_METRIC", "clock_test"]
+_BITWISE = re.compile(r"(?:&|\band\s+(?:0x[0-9a-fA-F]+|[0-9]+)\b)\s*(0x[0-9a-fA-F]+|[0-9]+)?")
+
+
+def bitwise_hint(expr: str) -> str:
+    """For a mask test written with a bitwise AND PromQL does not have (``X & 0x40``, ``X and 128``): how to
+    write it ("" when the expression does not look like one)."""
+    if not MASK_METRIC.search(expr or "") or not (m := _BITWISE.search(expr)):
+        return ""
+    digits = re.search(r"0x[0-9a-fA-F]+|[0-9]+", m.group(0))
+    bit = int(digits.group(0), 0) if digits else 0
+    if bit <= 0 or bit & (bit - 1):
+        return "PromQL has no bitwise AND (Prometheus refuses this rule too): test one bit with floor(X / 2^n) % 2 == 1"
+    return (f"PromQL has no bitwise AND (Prometheus refuses this rule too): test bit 0x{bit:x} with "
+            f"floor(X / {bit}) % 2 == 1")
+
+
+__all__ = ["ClockTest", "MASK_METRIC", "bitwise_hint", "clock_test"]
