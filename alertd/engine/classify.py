@@ -17,8 +17,7 @@ from alertd.gpu.clocks import clock_reasons
 from alertd.matchers import match_all
 from alertd.model import SEVERITIES, Alert, Signal
 from alertd.receive.normalize import NormalizeConfig, xid_source
-from alertd.receive.promql import facts_of_url
-from alertd.receive.recording import EMPTY, expand_facts
+from alertd.receive.recording import EMPTY, facts_of_url_expanded
 from alertd.rules import RuleSet
 
 KIND_TITLES = {
@@ -84,9 +83,7 @@ def decide(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Decision:
     found = _signals_rule(alert, rules)
     recorded = rules.recorded.for_url(alert.generator_url) if alert.generator_url else EMPTY
     if found is None and alert.generator_url:
-        facts = facts_of_url(alert.generator_url)
-        if facts is not None and recorded:
-            facts = expand_facts(facts, recorded)  # a selector of a recorded series reads as its expression
+        facts = facts_of_url_expanded(alert.generator_url, recorded)  # a recorded series reads as its expression
         found = by_expression(facts, ev)
     found = found or by_alertname(alert, ev) or by_labels(alert, ev)
     text_xid = None

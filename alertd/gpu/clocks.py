@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
-from alertd.receive.bittest import clock_test
+from alertd.receive.bittest import ClockTest, clock_test
 from alertd.receive.promql import expr_of_url
+from alertd.receive.recording import EMPTY, RecordedRules
 
 # Bits from NVML's nvmlClocksEventReasons; only the harmful ones raise a signal.
 CLOCK_EVENT_BITS: dict[int, tuple[str, bool]] = {
@@ -61,6 +63,12 @@ class ClockReasons:
         return ",".join(self.harmful)
 
 
+@lru_cache(maxsize=4096)
+def _tested(generator_url: str, recorded: RecordedRules) -> ClockTest | None:
+    """The bits tested by a generatorURL's expression; cached per URL (one per rule in real traffic)."""
+    return clock_test(expr_of_url(generator_url), recorded)
+
+
 def clock_reasons(labels: Mapping[str, str], annotations: Mapping[str, str], generator_url: str,
                   recorded: Mapping[str, str] | None = None) -> ClockReasons:
     """Reasons from the ``clock_event_reasons`` label or annotation (a decimal mask, as the shipped rules set
@@ -70,7 +78,12 @@ def clock_reasons(labels: Mapping[str, str], annotations: Mapping[str, str], gen
     if raw:
         harmful, benign = decode_clock_events(raw)
         return ClockReasons(tuple(harmful), tuple(benign), f"clock_event_reasons={raw}")
-    test = clock_test(expr_of_url(generator_url), recorded) if generator_url else None
+    if not generator_url:
+        return ClockReasons()
+    if recorded is None or isinstance(recorded, RecordedRules):
+        test = _tested(generator_url, recorded or EMPTY)
+    else:
+        test = clock_test(expr_of_url(generator_url), recorded)
     if test is None or not test.bits:
         return ClockReasons()
     harmful, benign = decode_clock_events(test.mask)

@@ -15,6 +15,7 @@ at the service's edge). The engine only reads what is already known, through
 from __future__ import annotations
 
 import glob
+from functools import lru_cache
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from alertd.errors import Problem
-from alertd.receive.promql import ExprFacts, Selector, facts_of_expr
+from alertd.receive.promql import ExprFacts, Selector, facts_of_expr, facts_of_url
 
 MAX_DEPTH = 8  # recording rules over recording rules: real chains are 2-3 deep
 MAX_RULES = 20_000  # recorded names kept per source
@@ -207,6 +208,14 @@ def expand_facts(facts: ExprFacts, recorded: Mapping[str, str], depth: int = 0) 
     return ExprFacts(expr=facts.expr, selectors=tuple(out), error=facts.error)
 
 
+@lru_cache(maxsize=4096)
+def facts_of_url_expanded(url: str, recorded: RecordedRules) -> ExprFacts | None:
+    """:func:`facts_of_url` with recording rules expanded; cached per URL and rule set (Alertmanager repeats
+    one generatorURL per rule, and a RecordedRules is replaced, never changed)."""
+    facts = facts_of_url(url)
+    return expand_facts(facts, recorded) if facts is not None and recorded else facts
+
+
 def unknown_recorded(facts: ExprFacts | None, recorded: Mapping[str, str]) -> list[str]:
     """Selectors named like recorded series (``level:metric:operations``) that ``recorded`` does not know."""
     if facts is None:
@@ -215,4 +224,4 @@ def unknown_recorded(facts: ExprFacts | None, recorded: Mapping[str, str]) -> li
 
 
 __all__ = ["EMPTY", "MAX_DEPTH", "RecordedRules", "RecordingIndex", "base_url", "collect", "expand_facts",
-           "expand_paths", "load_files", "recording_pairs", "rule_groups", "unknown_recorded"]
+           "expand_paths", "facts_of_url_expanded", "load_files", "recording_pairs", "rule_groups", "unknown_recorded"]
