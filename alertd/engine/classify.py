@@ -8,6 +8,7 @@ rule and which evidence did, for `alertd explain`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -17,6 +18,7 @@ from alertd.gpu.clocks import clock_reasons
 from alertd.matchers import match_all
 from alertd.model import SEVERITIES, Alert, Signal
 from alertd.receive.normalize import NormalizeConfig, xid_source
+from alertd.receive.promql import facts_of_url
 from alertd.receive.recording import EMPTY, facts_of_url_expanded
 from alertd.rules import RuleSet
 
@@ -84,7 +86,7 @@ def decide(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Decision:
     recorded = rules.recorded.for_url(alert.generator_url) if alert.generator_url else EMPTY
     if found is None and alert.generator_url:
         facts = facts_of_url_expanded(alert.generator_url, recorded)  # a recorded series reads as its expression
-        found = by_expression(facts, ev)
+        found = _through_recorded(by_expression(facts, ev), alert.generator_url, recorded)
     found = found or by_alertname(alert, ev) or by_labels(alert, ev)
     text_xid = None
     if found is None:
@@ -105,6 +107,17 @@ def decide(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Decision:
         signal = _xid_signal(alert, rules, code, rule, basis)
         return Decision(signal, found.stage, where, found.evidence, xid_from, expr_error)
     return Decision(_signal(alert, rule, kind, basis, recorded), found.stage, where, found.evidence, "", expr_error)
+
+
+def _through_recorded(found: Found | None, url: str, recorded: Mapping[str, str]) -> Found | None:
+    """Name the recording rules an expression verdict went through, for `alertd explain`."""
+    if found is None or not recorded:
+        return found
+    facts = facts_of_url(url)
+    names = sorted({s.metric for s in facts.selectors if s.metric in recorded}) if facts else []
+    if not names:
+        return found
+    return Found(found.stage, f"{found.evidence} (through recording rule {', '.join(names)})", found.rule)
 
 
 def classify(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Signal:

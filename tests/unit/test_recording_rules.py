@@ -7,11 +7,14 @@ from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
+import yaml
 
+from alertd.authoring import promrules
 from alertd.config import load_config
 from alertd.engine.pipeline import Engine
 from alertd.errors import InvalidDocument
 from alertd.model import Alert
+from alertd.receive.normalize import NormalizeConfig
 from alertd.receive.recording import RecordingIndex, base_url, collect, expand_facts, load_files
 from alertd.receive.promql import facts_of_expr
 from alertd.recording_fetch import RulesApiSettings, RulesFetcher, parse_rules_response, with_site_recordings
@@ -173,3 +176,17 @@ async def test_rules_that_arrive_late_reclassify_the_next_delivery() -> None:
     assert engine.prepare(a).signal.kind == "other"
     await fetcher.prepare([a])
     assert changed and engine.prepare(reading("node:dcgm_up:min == 0")).signal.detail == "exporter_down"
+
+
+def test_check_and_the_service_agree(tmp_path: Path) -> None:
+    """`check --prometheus-rules FILE` and the service configured with the same file decide alike."""
+    checked = {r.alert: r for r in promrules.classify_rules(SITE, shipped_rules(), NormalizeConfig())}
+    (tmp_path / "alertd.yml").write_text(f"classify:\n  prometheus_rules: ['{SITE}']\n")
+    engine = Engine(with_site_recordings(shipped_rules(), load_config(tmp_path / "alertd.yml")))
+    rules = [r for g in promrules.rule_groups(yaml.safe_load(SITE.read_text())) for r in g["rules"] if "alert" in r]
+    assert len(rules) == len(checked) == 4
+    for rule in rules:
+        served = engine.prepare(promrules.synthetic_alert(rule)).signal
+        decided = checked[rule["alert"]].decision.signal
+        assert (served.kind, served.detail) == (decided.kind, decided.detail) != ("other", ""), rule["alert"]
+    assert "(through recording rule node:dcgm_up:min)" in checked["GpuTelemetryLost"].decision.evidence
