@@ -33,11 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from alertd.durations import parse_duration
-from alertd.errors import InvalidDocument
 from alertd.http_session import LazySession
 from alertd.model import Alert
 from alertd.receive.promql import facts_of_url
-from alertd.receive.recording import RecordedRules, RecordingIndex, base_url, collect, load_files, unknown_recorded
+from alertd.receive.recording import RecordedRules, RecordingIndex, base_url, collect, load_index, unknown_recorded
 from alertd.rules import RuleSet
 
 log = logging.getLogger("alertd.recording")
@@ -61,10 +60,7 @@ def with_site_recordings(rules: RuleSet, cfg: Any, extra: Iterable[str] = (), *,
     patterns += list(extra)
     if not patterns and previous is None:
         return rules
-    files, problems = load_files(patterns, base)
-    if problems:
-        raise InvalidDocument(problems)
-    index = RecordingIndex(files)
+    index = load_index(patterns, base)
     if previous is not None:
         index.adopt(previous)
     return replace(rules, recorded=index)

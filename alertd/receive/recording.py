@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from alertd.errors import Problem
+from alertd.errors import InvalidDocument, Problem
 from alertd.receive.promql import ExprFacts, Selector, facts_of_expr, facts_of_url
 
 MAX_DEPTH = 8  # recording rules over recording rules: real chains are 2-3 deep
@@ -130,6 +130,14 @@ def load_files(patterns: Iterable[str], base: Path | None = None) -> tuple[Recor
     return collect(pairs, tuple(str(f) for f in files)), problems
 
 
+def load_index(patterns: Iterable[str], base: Path | None = None) -> "RecordingIndex":
+    """A RecordingIndex of the rule files' recording rules; InvalidDocument naming every bad file or glob."""
+    files, problems = load_files(patterns, base)
+    if problems:
+        raise InvalidDocument(problems)
+    return RecordingIndex(files)
+
+
 def base_url(generator_url: str) -> str:
     """The Prometheus a generatorURL points at: ``http://prom:9090/prefix/graph?...`` -> ``http://prom:9090/prefix``."""
     try:
@@ -224,4 +232,4 @@ def unknown_recorded(facts: ExprFacts | None, recorded: Mapping[str, str]) -> li
 
 
 __all__ = ["EMPTY", "MAX_DEPTH", "RecordedRules", "RecordingIndex", "base_url", "collect", "expand_facts",
-           "expand_paths", "facts_of_url_expanded", "load_files", "recording_pairs", "rule_groups", "unknown_recorded"]
+           "expand_paths", "facts_of_url_expanded", "load_files", "load_index", "recording_pairs", "rule_groups", "unknown_recorded"]

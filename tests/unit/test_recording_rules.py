@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from alertd.authoring import promrules
+from alertd.authoring.ruletest import run_file
 from alertd.config import load_config
 from alertd.engine.pipeline import Engine
 from alertd.errors import InvalidDocument
@@ -190,3 +191,25 @@ def test_check_and_the_service_agree(tmp_path: Path) -> None:
         decided = checked[rule["alert"]].decision.signal
         assert (served.kind, served.detail) == (decided.kind, decided.detail) != ("other", ""), rule["alert"]
     assert "(through recording rule node:dcgm_up:min)" in checked["GpuTelemetryLost"].decision.evidence
+
+
+def test_rule_tests_read_the_sites_recording_rules(tmp_path: Path) -> None:
+    body = f"""rule_files: [{ROOT / 'rules'}]
+prometheus_rules: [{SITE}]
+tests:
+  - name: telemetry lost through node:dcgm_up:min
+    input:
+      - at: 0s
+        labels: {{alertname: GpuTelemetryLost, node: n1, cluster: c}}
+        expr: node:dcgm_up:min == 0
+    expect:
+      - at: 1s
+        incidents:
+          - {{node: n1, signals: [metrics_missing], detail: exporter_down}}
+"""
+    (tmp_path / "site.test.yml").write_text(body)
+    result = run_file(tmp_path / "site.test.yml")
+    assert result.ok and result.passed == 1, [str(p) for p in result.problems + result.failures]
+    (tmp_path / "site.test.yml").write_text(body.replace(str(SITE), "missing/*.yml"))
+    result = run_file(tmp_path / "site.test.yml")
+    assert any("matches no file" in p.message for p in result.problems), result.problems
