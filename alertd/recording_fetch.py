@@ -122,7 +122,8 @@ class RulesFetcher:
         return bool(self.settings.prometheus)
 
     def allowed(self, base: str) -> bool:
-        return bool(base) and any(base == p or base.startswith(p + "/") for p in self.settings.prometheus)
+        """Only a listed base URL, exactly: a generatorURL is input and must not steer requests elsewhere."""
+        return bool(base) and base in self.settings.prometheus
 
     async def prepare(self, alerts: Iterable[Alert]) -> None:
         """Before an engine step: ask for what the alerts need, wait at most ``wait`` for it."""
@@ -176,7 +177,7 @@ class RulesFetcher:
                 self._on_change()
 
     async def _http_get(self, url: str) -> bytes:
-        async with self._session.get().get(url, headers={"Accept": "application/json"}) as resp:
+        async with self._session.get().get(url, headers={"Accept": "application/json"}, allow_redirects=False) as resp:
             if resp.status != 200:
                 raise ValueError(f"HTTP {resp.status}")
             body = await resp.content.read(self.settings.max_bytes + 1)

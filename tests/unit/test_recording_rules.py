@@ -159,6 +159,7 @@ async def test_only_listed_prometheus_servers_are_asked() -> None:
     fetcher = fetcher_for(prom, index, now)
     await fetcher.prepare([reading("node:dcgm_up:min == 0", prom="http://169.254.169.254"),
                            reading("node:dcgm_up:min == 0", prom=PROM + ".evil.example"),
+                           reading("node:dcgm_up:min == 0", prom=PROM + "/../admin"),
                            reading("up == 0")])
     await asyncio.sleep(0)  # the listed one is asked in the background: nothing it reads is missing
     assert prom.asked == [f"{PROM}/api/v1/rules?type=record"]
