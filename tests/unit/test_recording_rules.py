@@ -11,6 +11,7 @@ import yaml
 
 from alertd.authoring import promrules
 from alertd.authoring.ruletest import run_file
+from alertd.cli import main as cli_main
 from alertd.config import load_config
 from alertd.engine.pipeline import Engine
 from alertd.errors import InvalidDocument
@@ -214,3 +215,20 @@ tests:
     (tmp_path / "site.test.yml").write_text(body.replace(str(SITE), "missing/*.yml"))
     result = run_file(tmp_path / "site.test.yml")
     assert any("matches no file" in p.message for p in result.problems), result.problems
+
+
+def test_check_reads_the_configured_recording_rules(tmp_path: Path, capsys) -> None:
+    """Alerts in one file, recording rules in another that only the config names."""
+    doc = yaml.safe_load(SITE.read_text())
+    alerts = {"groups": [g for g in doc["groups"] if g["name"] == "gpu-alerts"]}
+    records = {"groups": [g for g in doc["groups"] if g["name"] == "gpu-recording"]}
+    (tmp_path / "alerts.yml").write_text(yaml.safe_dump(alerts))
+    (tmp_path / "prom").mkdir()
+    (tmp_path / "prom" / "records.yml").write_text(yaml.safe_dump(records))
+    (tmp_path / "alertd.yml").write_text(f"rules:\n  paths: ['{ROOT / 'rules'}']\n"
+                                         "classify:\n  prometheus_rules: ['prom/*.yml']\n")
+    assert cli_main(["check", "--prometheus-rules", str(tmp_path / "alerts.yml")]) == 0
+    alone = capsys.readouterr().out
+    assert "4 alerting rules: 0 classified, 4 other, 4 with warnings" in alone and "whose recording rule is in none" in alone
+    assert cli_main(["check", str(tmp_path / "alertd.yml"), "--prometheus-rules", str(tmp_path / "alerts.yml")]) == 0
+    assert "4 alerting rules: 4 classified, 0 other, 0 with warnings" in capsys.readouterr().out
