@@ -11,6 +11,7 @@ import yaml
 
 from alertd.authoring import promrules
 from alertd.authoring.ruletest import run_file
+from alertd.build import build_service
 from alertd.cli import main as cli_main
 from alertd.config import load_config
 from alertd.engine.pipeline import Engine
@@ -19,6 +20,7 @@ from alertd.model import Alert
 from alertd.receive.normalize import NormalizeConfig
 from alertd.receive.recording import RecordingIndex, base_url, collect, expand_facts, load_files
 from alertd.receive.promql import facts_of_expr
+from alertd.store.sqlite import SqliteStore
 from alertd.recording_fetch import RulesApiSettings, RulesFetcher, parse_rules_response, with_site_recordings
 from tests.unit.builders import ROOT, alert, at, shipped_rules
 
@@ -232,3 +234,18 @@ def test_check_reads_the_configured_recording_rules(tmp_path: Path, capsys) -> N
     assert "4 alerting rules: 0 classified, 4 other, 4 with warnings" in alone and "whose recording rule is in none" in alone
     assert cli_main(["check", str(tmp_path / "alertd.yml"), "--prometheus-rules", str(tmp_path / "alerts.yml")]) == 0
     assert "4 alerting rules: 4 classified, 0 other, 0 with warnings" in capsys.readouterr().out
+
+
+def test_a_reload_rereads_the_files_and_keeps_what_prometheus_told(tmp_path: Path) -> None:
+    (tmp_path / "records.yml").write_text("groups: [{name: g, rules: [{record: 'a:b:c', expr: 'up'}]}]\n")
+    (tmp_path / "alertd.yml").write_text(f"rules:\n  paths: ['{ROOT / 'rules'}']\n"
+                                         "classify:\n  prometheus_rules: [records.yml]\n")
+    svc = build_service(load_config(tmp_path / "alertd.yml"), SqliteStore(tmp_path / "db.sqlite3"))
+    assert dict(svc.rules.recorded.files) == {"a:b:c": "up"}
+    svc.rules.recorded.set_fetched(PROM, collect([("x:y:z", "DCGM_FI_DEV_GPU_TEMP")]))
+    (tmp_path / "records.yml").write_text("groups: [{name: g, rules: [{record: 'a:b:c', expr: 'min(up)'}]}]\n")
+    assert svc.reload_rules() == (True, "")
+    assert dict(svc.rules.recorded.for_url(f"{PROM}/graph?g0.expr=x")) == {"a:b:c": "min(up)", "x:y:z": "DCGM_FI_DEV_GPU_TEMP"}
+    (tmp_path / "records.yml").write_text("groups: [\n")
+    ok, error = svc.reload_rules()
+    assert not ok and "records.yml" in error and svc.rules.recorded.files["a:b:c"] == "min(up)"  # the old ones stay
