@@ -191,4 +191,14 @@ class RulesFetcher:
         await self._session.close()
 
 
-__all__ = ["RulesApiSettings", "RulesFetcher", "parse_rules_response", "site_rule_files", "with_site_recordings"]
+def fetcher_for(service: Any) -> RulesFetcher:
+    """The service's fetcher: it fills the index of the service's current rules, and rules that arrive or
+    change make the engine read its alerts again (Engine.set_rules forgets what it worked out)."""
+    def changed() -> None:
+        if service.engine is not None:
+            service.engine.set_rules(service.rules)
+
+    return RulesFetcher(RulesApiSettings.from_config(service.cfg), lambda: service.rules.recorded, on_change=changed)
+
+
+__all__ = ["RulesApiSettings", "fetcher_for", "RulesFetcher", "parse_rules_response", "site_rule_files", "with_site_recordings"]

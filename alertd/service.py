@@ -27,12 +27,12 @@ from alertd.ha.elector import Elector, replica_name
 from alertd.health import StoreHealth
 from alertd.metrics import Metrics
 from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident, Signal, parse_iso
-from alertd.notify.integration import Notifier
 from alertd.notify.console import ConsoleNotifier
+from alertd.notify.integration import Notifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter
 from alertd.receive.webhook import BadPayload, delivery_key, encode_webhook, read_notification
-from alertd.recording_fetch import RulesApiSettings, RulesFetcher, with_site_recordings
+from alertd.recording_fetch import fetcher_for, with_site_recordings
 from alertd.rules import RuleSet, load_rules
 from alertd.store.base import AuditEntry, Hook, InboxKey, Step, Store, StoreUnavailable, Taken
 
@@ -65,8 +65,7 @@ class Service:
         # Enrichment runs after commit and off the request path; it reports back through enrich().
         self.enricher = enricher
         self.watchdog_names = set(rules.correlation.watchdog.alertnames)
-        self.rules_fetcher = RulesFetcher(RulesApiSettings.from_config(cfg), lambda: self.rules.recorded,
-                                          on_change=self._recorded_changed)
+        self.rules_fetcher = fetcher_for(self)  # recording rules from the alerts' Prometheus (rules API)
         self._engine_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
@@ -477,11 +476,6 @@ class Service:
         return await self._step(lambda e, now: e.correlator.enrich(incident_id, now, source, annotations, signals))
 
     # ----- rules -----
-
-    def _recorded_changed(self) -> None:
-        """A Prometheus's recording rules arrived or changed: alerts already worked out are read again."""
-        if self.engine is not None:
-            self.engine.set_rules(self.rules)
 
     def reload_rules(self) -> tuple[bool, str]:
         """Swap in a new rule set; an invalid one is refused and the running one stays."""

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from alertd.authoring.virtual import load_rule_set
 from alertd.config import default_rule_paths, parse_config
 from alertd.errors import InvalidDocument, Problem
 from alertd.matchers import MatcherError, parse_matchers
+from alertd.receive.recording import config_problems
 from alertd.rules import SECTIONS, rule_files
 from alertd.schemas import problems as schema_problems
 from alertd.schemas import schema
 from alertd.yamlio import format_path, load_yaml, mark_for
-
-from alertd.authoring.virtual import load_rule_set
 
 # Fields every alert has after normalization (alertd.engine.correlate.fields_of).
 DERIVED_FIELDS = frozenset({"cluster", "node", "gpu", "namespace", "pod", "container", "signal", "category",
@@ -200,20 +200,9 @@ def _check_config(path: Path, doc: Any, marks: dict, report: Report) -> tuple[li
             report.error(Problem(source, f"rules.paths[{i}]: {raw} does not exist", *mark_for(marks, ("rules", "paths", i))))
         else:
             out.append(found)
-    _check_site_prometheus_rules(path, doc, marks, report)
+    for problem in config_problems(doc, path, marks):  # classify.prometheus_rules
+        report.error(problem)
     return out, cfg
-
-
-def _check_site_prometheus_rules(path: Path, doc: Any, marks: dict, report: Report) -> None:
-    """classify.prometheus_rules: each path or glob must name rule files that read."""
-    from alertd.receive.recording import load_files
-
-    classify = (doc or {}).get("classify") if isinstance(doc, dict) else None
-    for i, raw in enumerate((classify or {}).get("prometheus_rules") or []):
-        if isinstance(raw, str):
-            for p in load_files([raw], path.parent)[1]:
-                report.error(Problem(str(path), f"classify.prometheus_rules[{i}]: {p.source}: {p.message.split(': ', 1)[-1]}",
-                                     *mark_for(marks, ("classify", "prometheus_rules", i))))
 
 
 def _check_rules(files: list[Path], docs: dict[Path, tuple[Any, dict]], report: Report, runbooks: str | Path | None,

@@ -15,8 +15,8 @@ at the service's edge). The engine only reads what is already known, through
 from __future__ import annotations
 
 import glob
-from functools import lru_cache
 from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,6 +25,7 @@ import yaml
 
 from alertd.errors import InvalidDocument, Problem
 from alertd.receive.promql import ExprFacts, Selector, facts_of_expr, facts_of_url
+from alertd.yamlio import mark_for
 
 MAX_DEPTH = 8  # recording rules over recording rules: real chains are 2-3 deep
 MAX_RULES = 20_000  # recorded names kept per source
@@ -130,6 +131,18 @@ def load_files(patterns: Iterable[str], base: Path | None = None) -> tuple[Recor
     return collect(pairs, tuple(str(f) for f in files)), problems
 
 
+def config_problems(doc: Any, path: Path, marks: dict[Any, Any]) -> list[Problem]:
+    """For `alertd check CONFIG`: each path or glob of classify.prometheus_rules must name rule files that read."""
+    classify = doc.get("classify") if isinstance(doc, dict) else None
+    out: list[Problem] = []
+    for i, raw in enumerate((classify if isinstance(classify, dict) else {}).get("prometheus_rules") or []):
+        if isinstance(raw, str):
+            out.extend(Problem(str(path), f"classify.prometheus_rules[{i}]: {p.source}: {p.message.split(': ', 1)[-1]}",
+                               *mark_for(marks, ("classify", "prometheus_rules", i)))
+                       for p in load_files([raw], path.parent)[1])
+    return out
+
+
 def load_index(patterns: Iterable[str], base: Path | None = None) -> "RecordingIndex":
     """A RecordingIndex of the rule files' recording rules; InvalidDocument naming every bad file or glob."""
     files, problems = load_files(patterns, base)
@@ -231,5 +244,5 @@ def unknown_recorded(facts: ExprFacts | None, recorded: Mapping[str, str]) -> li
     return sorted({s.metric for s in facts.selectors if ":" in s.metric and s.metric not in recorded})
 
 
-__all__ = ["EMPTY", "MAX_DEPTH", "RecordedRules", "RecordingIndex", "base_url", "collect", "expand_facts",
+__all__ = ["EMPTY", "MAX_DEPTH", "RecordedRules", "RecordingIndex", "base_url", "collect", "config_problems", "expand_facts",
            "expand_paths", "facts_of_url_expanded", "load_files", "load_index", "recording_pairs", "rule_groups", "unknown_recorded"]

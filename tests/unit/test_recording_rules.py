@@ -249,3 +249,9 @@ def test_a_reload_rereads_the_files_and_keeps_what_prometheus_told(tmp_path: Pat
     (tmp_path / "records.yml").write_text("groups: [\n")
     ok, error = svc.reload_rules()
     assert not ok and "records.yml" in error and svc.rules.recorded.files["a:b:c"] == "min(up)"  # the old ones stay
+
+
+def test_check_config_names_a_glob_that_matches_nothing(tmp_path: Path, capsys) -> None:
+    (tmp_path / "alertd.yml").write_text("classify:\n  prometheus_rules: ['prom/*.yml']\n")
+    assert cli_main(["check", str(ROOT / "rules"), str(tmp_path / "alertd.yml")]) == 1
+    assert "alertd.yml:2:22: classify.prometheus_rules[0]: prom/*.yml: matches no file" in capsys.readouterr().out
