@@ -7,6 +7,7 @@ from typing import Any, Callable
 from alertd.config import Config
 from alertd.enrich.node_index import NodeIndex
 from alertd.notify.setup import build_notifiers, build_router
+from alertd.recording_fetch import with_site_recordings
 from alertd.rules import RuleSet, load_rules
 from alertd.service import Service, utcnow
 from alertd.store.base import Store
@@ -16,8 +17,6 @@ def build_service(cfg: Config, store: Store, rules: RuleSet | None = None, *,
                   clock: Callable[[], datetime] = utcnow, **options: Any) -> Service:
     """The service with the notifiers and router the config and rules call for (``options``: role,
     enricher, ... as Service takes them)."""
-    rules = rules if rules is not None else load_rules(cfg.rule_paths)
-    svc = Service(cfg, store, rules, clock=clock, notifiers=build_notifiers(cfg, store, clock),
-                  router=build_router(cfg, rules), **options)
-    svc.nodes = NodeIndex.from_config(cfg.raw, cfg.normalize)
-    return svc
+    rules = rules if rules is not None else with_site_recordings(load_rules(cfg.rule_paths), cfg)
+    return Service(cfg, store, rules, clock=clock, notifiers=build_notifiers(cfg, store, clock),
+                   router=build_router(cfg, rules), nodes=NodeIndex.from_config(cfg.raw, cfg.normalize), **options)

@@ -63,6 +63,7 @@ def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None",
 
     from alertd.config import load_config
     from alertd.logs import setup_logging
+    from alertd.recording_fetch import with_site_recordings
     from alertd.rules import load_rules
     from alertd.startup import sqlite_problem
     from alertd.store import open_store
@@ -79,7 +80,7 @@ def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None",
         cfg.log_format = args.log_format
     setup_logging(cfg.log_format, cfg.log_level)
     try:
-        rules = load_rules(cfg.rule_paths)
+        rules = with_site_recordings(load_rules(cfg.rule_paths), cfg)
     except InvalidDocument as exc:
         print(f"invalid rules:\n{exc}", file=sys.stderr)
         return 2

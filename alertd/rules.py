@@ -16,6 +16,7 @@ from alertd.engine.evidence import EvidenceRules, build_evidence, merge
 from alertd.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XidCatalog, XidEntry
 from alertd.matchers import Matcher, MatcherError, literal_values, parse_matchers
+from alertd.receive.recording import RecordingIndex
 from alertd.schemas import problems as schema_problems
 from alertd.yamlio import format_path, load_yaml, mark_for
 
@@ -107,6 +108,8 @@ class RuleSet:
     routing: Any = None  # alertd.route.Routing once a routing section is loaded
     rma: tuple[Any, ...] = ()  # alertd.fleet.rma.RmaRule: the RMA candidate policy
     sources: tuple[str, ...] = ()
+    # Recording rules expanded before classification (config classify.prometheus_rules, rules API).
+    recorded: RecordingIndex = field(default_factory=RecordingIndex)
 
 
 class _Checker:

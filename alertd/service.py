@@ -17,7 +17,7 @@ import asyncio
 import logging
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from alertd.config import Config
 from alertd.engine.evidence import gpu_looking
@@ -27,19 +27,32 @@ from alertd.ha.elector import Elector, replica_name
 from alertd.health import StoreHealth
 from alertd.metrics import Metrics
 from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident, Signal, parse_iso
-from alertd.notify.integration import Notifier
 from alertd.notify.console import ConsoleNotifier
+from alertd.notify.integration import Notifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter
 from alertd.receive.webhook import BadPayload, delivery_key, encode_webhook, read_notification
+from alertd.recording_fetch import fetcher_for, with_site_recordings
 from alertd.rules import RuleSet, load_rules
 from alertd.store.base import AuditEntry, Hook, InboxKey, Step, Store, StoreUnavailable, Taken
+
+if TYPE_CHECKING:
+    from alertd.enrich.node_index import NodeIndex
 
 log = logging.getLogger(__name__)
 KEEP_EVENTS_IN_MEMORY = 20
 STEP_LINGER = 0.005  # seconds the processor waits after a wake-up to gather a larger step
 BACKLOG_EVERY = 1.0  # seconds between counts of the inbox backlog (receiver.max_backlog)
 BACKLOG_WARN_EVERY = 10.0  # seconds between warnings about webhooks refused for the backlog
+
+
+class EdgeLookup(Protocol):
+    """Something the engine reads that lives outside (Kubernetes, Prometheus' rules API): filled for a step's
+    alerts before the step, within its own time bound, so the engine itself does no I/O."""
+
+    async def prepare(self, alerts: Iterable[Alert]) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 def utcnow() -> datetime:
@@ -49,14 +62,14 @@ def utcnow() -> datetime:
 class Service:
     def __init__(self, cfg: Config, store: Store, rules: RuleSet, *, clock: Callable[[], datetime] = utcnow,
                  notifiers: dict[str, Notifier] | None = None, router: Any = None, enricher: Any = None,
-                 role: str = "engine", shared_inbox: bool | None = None):
+                 role: str = "engine", shared_inbox: bool | None = None, nodes: NodeIndex | None = None):
         self.cfg, self.store, self.rules, self.clock = cfg, store, rules, clock
         self.role = role
         self.shared_inbox = role != "engine" if shared_inbox is None else shared_inbox
         self.elector: Elector | None = None
         self._leader_tasks: list[asyncio.Task] = []
         self.reconciler: Any = None  # set by the service builder when Alertmanager URLs are configured
-        self.nodes: Any = None  # exporter pod / address -> node (enrich/node_index.py), set by the service builder
+        self.nodes = nodes  # exporter pod / address -> node, from Kubernetes (enrich/node_index.py)
         self.metrics = Metrics()
         self.engine: Engine | None = None
         self.notifiers = notifiers if notifiers is not None else {"console": ConsoleNotifier()}
@@ -65,6 +78,9 @@ class Service:
         # Enrichment runs after commit and off the request path; it reports back through enrich().
         self.enricher = enricher
         self.watchdog_names = set(rules.correlation.watchdog.alertnames)
+        self.rules_fetcher = fetcher_for(self)  # recording rules from the alerts' Prometheus (rules API)
+        # What an engine step's alerts need from outside, asked before the step, each bounded in time.
+        self._lookups: list[EdgeLookup] = [x for x in (self.nodes, self.rules_fetcher) if x is not None]
         self._engine_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
@@ -179,8 +195,6 @@ class Service:
             await self.enricher.close()
         if self.reconciler is not None:
             await self.reconciler.close()
-        if self.nodes is not None:
-            await self.nodes.close()
         if self.leading:
             try:
                 deadline = time.monotonic() + 10
@@ -193,6 +207,8 @@ class Service:
             await self.elector.stop()
         for notifier in self.notifiers.values():
             await notifier.close()
+        for lookup in self._lookups:
+            await lookup.close()
         await self.store.close()
         log.info("alertd stopped: pending work finished or left in the store for the next start")
 
@@ -299,8 +315,8 @@ class Service:
             if key not in known:
                 fresh.setdefault(key, alert)  # a key twice in one batch (an HA peer's copy): the first counts
         self.metrics.duplicates.inc(len(alerts) - len(fresh))
-        if self.nodes is not None:  # the Kubernetes lookups the step's alerts need, bounded in time
-            await self.nodes.prepare(fresh.values())
+        for lookup in self._lookups if not self._stopping else ():  # nodes from Kubernetes, recording rules
+            await lookup.prepare(fresh.values())
         await self._ingest(list(fresh.items()), Taken([h.id for h in hooks], set_aside))
         if time.monotonic() - self._pending_counted_at > 1.0:  # a count, not on every step
             self._pending_counted_at = time.monotonic()
@@ -480,7 +496,7 @@ class Service:
     def reload_rules(self) -> tuple[bool, str]:
         """Swap in a new rule set; an invalid one is refused and the running one stays."""
         try:
-            rules = load_rules(self.cfg.rule_paths)
+            rules = with_site_recordings(load_rules(self.cfg.rule_paths), self.cfg, previous=self.rules.recorded)
         except Exception as exc:  # InvalidDocument names file:line; anything else is reported too
             self.metrics.reload_ok.set(0)
             log.error("rule reload failed, keeping the running rules:\n%s", exc)

@@ -6,10 +6,13 @@
 Cases: a shipped name (signals.yml decides); a site's rule whose generatorURL
 repeats (the parsed expression comes from the cache, as with real Alertmanager
 traffic: one URL per rule); the same with every URL new (a PromQL parse per
-alert: the worst case); the Xid code read from the summary text; and an alert
-nothing classifies (every source tried); stock dcgm-exporter labels on Kubernetes (the node found
-through the exporter pod's answer in the Kubernetes index); a log alert (node in host, Xid code and GPU
-from the NVRM line). Normalize included, correlation not.
+alert: the worst case); an alert reading a recording rule (expanded from the
+site's rules) and a clock-event bit test (its bits read by 512 runs of the
+expression), cached and new each; the Xid code read from the summary text; an
+alert nothing classifies (every source tried); stock dcgm-exporter labels on
+Kubernetes (the node found through the exporter pod's answer in the Kubernetes
+index); a log alert (node in host, Xid code and GPU from the NVRM line).
+Normalize included, correlation not.
 """
 from __future__ import annotations
 
@@ -17,12 +20,18 @@ import argparse
 import time
 from urllib.parse import quote_plus
 
+from dataclasses import replace
+
 from alertd.engine.classify import decide
-from alertd.receive import promql
+from alertd.gpu import clocks
+from alertd.receive import bittest, promql, recording
+from alertd.receive.recording import RecordingIndex, collect
 from alertd.receive.normalize import NormalizeConfig, normalize
 from tests.unit.builders import alert, shipped_rules
 
 XID_EXPR = "DCGM_FI_DEV_XID_ERRORS != 0 and on (node) kube_node_spec_unschedulable == 0"
+RECORDED = collect([("node:dcgm_up:min", 'min by (cluster, node) (up{job="dcgm-exporter"})'),
+                    ("gpu:clock_reasons:max", "max without (pod, namespace) (DCGM_FI_DEV_CLOCKS_EVENT_REASONS)")])
 
 
 def url(expr: str) -> str:
@@ -35,6 +44,13 @@ def make(case: str, n: int) -> list:
         node, gpu = f"gpu-node-{i // 8}", str(i % 8)
         if case == "shipped name":
             a = alert("GPUXidError", node=node, gpu=gpu, xid="79", UUID=f"GPU-{i}")
+        elif case == "recording rule, cached URL":
+            a = alert("GpuTelemetryLost", node=node)
+            a.generator_url = url("node:dcgm_up:min == 0")
+        elif case.startswith("bit test"):
+            a = alert("GpuThermalSlowdown", node=node, gpu=gpu, UUID=f"GPU-{i}")
+            extra = f" > {-i - 1}" if case.endswith("new URL each") else ""
+            a.generator_url = url(f"(floor(gpu:clock_reasons:max / 32) % 2 == 1){extra}")
         elif case == "stock dcgm labels":
             pod = f"nvidia-dcgm-exporter-{i // 8:05d}"
             a = alert("GPUXidError", Hostname=pod, pod=pod, namespace="gpu-operator", gpu=gpu, xid="79",
@@ -61,10 +77,14 @@ def make(case: str, n: int) -> list:
 def run(case: str, n: int, repeat: int) -> tuple[float, str]:
     """The best of ``repeat`` runs (the machine's other load only ever adds time)."""
     rules, ncfg, index = shipped_rules(), NormalizeConfig(), PodIndex()
+    rules = replace(rules, recorded=RecordingIndex(RECORDED))
     best = float("inf")
     for _ in range(repeat):
         promql.facts_of_url.cache_clear()
         promql.facts_of_expr.cache_clear()
+        bittest._clock_test.cache_clear()
+        clocks._tested.cache_clear()
+        recording.facts_of_url_expanded.cache_clear()
         alerts = make(case, n)
         started = time.perf_counter()
         for a in alerts:
@@ -74,7 +94,8 @@ def run(case: str, n: int, repeat: int) -> tuple[float, str]:
     return best / n * 1e6, f"{d.stage} -> {d.signal.kind}"
 
 
-CASES = ("shipped name", "expression, cached URL", "expression, new URL each", "annotation text", "no rule matches",
+CASES = ("shipped name", "expression, cached URL", "expression, new URL each", "recording rule, cached URL",
+         "bit test, cached URL", "bit test, new URL each", "annotation text", "no rule matches",
          "stock dcgm labels", "log alert, NVRM line")
 
 

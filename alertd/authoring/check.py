@@ -14,15 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from alertd.authoring.virtual import load_rule_set
 from alertd.config import default_rule_paths, parse_config
 from alertd.errors import InvalidDocument, Problem
 from alertd.matchers import MatcherError, parse_matchers
+from alertd.receive.recording import config_problems
 from alertd.rules import SECTIONS, rule_files
 from alertd.schemas import problems as schema_problems
 from alertd.schemas import schema
 from alertd.yamlio import format_path, load_yaml, mark_for
 
-from alertd.authoring.virtual import load_rule_set
 
 # Fields every alert has after normalization (alertd.engine.grouping.fields_of).
 DERIVED_FIELDS = frozenset({"cluster", "node", "origin", "gpu", "namespace", "pod", "container", "signal", "category",
@@ -200,6 +201,8 @@ def _check_config(path: Path, doc: Any, marks: dict, report: Report) -> tuple[li
             report.error(Problem(source, f"rules.paths[{i}]: {raw} does not exist", *mark_for(marks, ("rules", "paths", i))))
         else:
             out.append(found)
+    for problem in config_problems(doc, path, marks):  # classify.prometheus_rules
+        report.error(problem)
     return out, cfg
 
 
@@ -468,6 +471,7 @@ def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool
     """Map a site's Prometheus alerting rules to signals with the rules (and normalization) in ``paths``."""
     from alertd.authoring import promrules
     from alertd.config import Config, default_rule_paths, load_config
+    from alertd.recording_fetch import with_site_recordings
     from alertd.rules import load_rules
 
     def is_config(p: str) -> bool:
@@ -480,7 +484,7 @@ def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool
     try:
         cfg = load_config(configs[0]) if configs else Config()
         rule_paths = [p for p in paths if p not in configs] or (cfg.rule_paths if configs else default_rule_paths())
-        rules = load_rules(rule_paths)
+        rules = with_site_recordings(load_rules(rule_paths), cfg)  # and the files' own, in promrules
     except InvalidDocument as exc:
         print(f"invalid configuration or rules:\n{exc}", file=out)
         return 1

@@ -212,6 +212,7 @@ def _kubernetes_answers(cfg: Any, alerts: list[Alert]) -> NodeLookup | None:
 def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None, config: str | None,
          out: TextIO, err: TextIO, fetch: Callable[[str], dict] | None = None) -> int:
     from alertd.config import Config, default_rule_paths, load_config
+    from alertd.recording_fetch import with_site_recordings
     from alertd.rules import load_rules
 
     if bool(file) == bool(incident):
@@ -219,7 +220,8 @@ def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None
         return 2
     try:
         cfg = load_config(config) if config else Config()
-        rules = load_rules(list(rule_paths or (cfg.rule_paths if config else default_rule_paths())))
+        rules = with_site_recordings(load_rules(list(rule_paths or (cfg.rule_paths if config else default_rule_paths()))),
+                                     cfg)  # the site's recording rules (classify.prometheus_rules)
     except InvalidDocument as exc:
         print(f"invalid {'configuration or ' if config else ''}rules:\n{exc}", file=err)
         return 1

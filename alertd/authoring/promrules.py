@@ -10,7 +10,7 @@ GPU alerts but map to nothing, or whose Xid code alertd will not find.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,7 +22,9 @@ from alertd.authoring.node_carry import node_warning
 from alertd.engine.classify import Decision, decide
 from alertd.model import Alert
 from alertd.receive.normalize import NormalizeConfig
+from alertd.receive.bittest import bitwise_hint
 from alertd.receive.promql import facts_of_expr
+from alertd.receive.recording import RecordingIndex, collect, recording_pairs, rule_groups, unknown_recorded
 from alertd.rules import RuleSet
 
 _COUNT_VALUES_XID = re.compile(r'count_values\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*"(xid|err_code)"')
@@ -47,16 +49,6 @@ def _decided_at_runtime(alert: Alert, rules: RuleSet) -> str:
             kind = rule.kind + (f"/{rule.detail}" if rule.detail else "")
             return f"{kind} when {', '.join(map(str, rule.matchers))} (labels of the firing alert; {rule.where})"
     return ""
-
-
-def rule_groups(doc: Any) -> list[dict[str, Any]]:
-    """The rule groups of a Prometheus rule file or of a PrometheusRule resource."""
-    if not isinstance(doc, dict):
-        return []
-    if isinstance(doc.get("spec"), dict):
-        doc = doc["spec"]
-    groups = doc.get("groups")
-    return [g for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
 
 
 def synthetic_alert(rule: dict[str, Any]) -> Alert:
@@ -85,9 +77,18 @@ def _xid_source(rule: dict[str, Any], decision: Decision) -> tuple[str, list[str
                 "names it; add an xid label (count_values) or the code to the summary"]
 
 
+def with_recorded(rules: RuleSet, docs: list[Any]) -> RuleSet:
+    """``rules`` whose recording rules also hold those of ``docs`` (the rule files being checked): the service
+    reads the same from classify.prometheus_rules or from Prometheus's rules API."""
+    pairs = [p for doc in docs for p in recording_pairs(doc) if p[0] not in rules.recorded.files]
+    if not pairs:
+        return rules
+    return replace(rules, recorded=RecordingIndex(rules.recorded.files.merged(collect(pairs))))
+
+
 def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[RuleResult]:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    records = {str(r["record"]) for g in rule_groups(doc) for r in g.get("rules") or [] if isinstance(r, dict) and "record" in r}
+    rules = with_recorded(rules, [doc])
     out: list[RuleResult] = []
     for group in rule_groups(doc):
         for rule in group.get("rules") or []:
@@ -97,7 +98,8 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
             decision = decide(alert, rules, ncfg)
             res = RuleResult(str(path), str(group.get("name", "")), alert.name, decision)
             if decision.expr_error:
-                res.warnings.append(f"expression does not parse: {decision.expr_error}")
+                hint = bitwise_hint(str(rule.get("expr", "")))
+                res.warnings.append(f"expression does not parse: {decision.expr_error}" + (f"; {hint}" if hint else ""))
             if decision.signal.kind == "other":
                 res.runtime = _decided_at_runtime(alert, rules)
             if decision.signal.kind == "other" and decision.gpu_looking and not res.runtime:
@@ -110,11 +112,10 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
             if decision.signal.kind not in ("other", "watchdog") or res.runtime:
                 carry = node_warning(expr, alert.labels, ncfg.node_labels)
                 res.warnings.extend([carry] if carry else [])
-            facts = facts_of_expr(expr) if expr else None
-            used = sorted({s.metric for s in facts.selectors} & records) if facts else []
-            if used and decision.stage in ("none", "alertname", "label", "annotation"):
-                res.warnings.append(f"uses recording rule {', '.join(used)}: alertd sees only that name in the "
-                                    "expression, not the metrics behind it")
+            unknown = unknown_recorded(facts_of_expr(expr) if expr else None, rules.recorded.files)
+            if unknown and decision.stage in ("none", "alertname", "label", "annotation"):
+                res.warnings.append(f"reads recorded series {', '.join(unknown)} whose recording rule is in none of "
+                                    "the files given nor in classify.prometheus_rules: alertd sees only the name")
             out.append(res)
     return out
 
@@ -122,8 +123,8 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
 def _mapped(d: Decision) -> str:
     sig = d.signal
     if sig.kind == "other":
-        return "other"
-    return sig.kind + (f"/{sig.detail}" if sig.detail and sig.kind == "metrics_missing" else "")
+        return f"other/info ({sig.detail})" if sig.detail else "other"  # benign clock reasons only
+    return sig.kind + (f"/{sig.detail}" if sig.detail and sig.kind in ("metrics_missing", "thermal") else "")
 
 
 def print_results(results: list[RuleResult], out: TextIO) -> None:
@@ -148,6 +149,13 @@ def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *
     """Print the mapping; 1 when a file cannot be read (or, with strict, when any rule has a warning)."""
     results: list[RuleResult] = []
     failed = False
+    docs = []
+    for name in files:  # recording rules of every file given, so an alert may read another file's rules
+        try:
+            docs.append(yaml.safe_load(Path(name).read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            pass  # reported below
+    rules = with_recorded(rules, docs)
     for name in files:
         try:
             results.extend(classify_rules(Path(name), rules, ncfg))
@@ -162,4 +170,4 @@ def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *
     return 1 if failed or (strict and warned) else 0
 
 
-__all__ = ["RuleResult", "classify_rules", "main", "print_results", "rule_groups", "synthetic_alert"]
+__all__ = ["RuleResult", "classify_rules", "main", "print_results", "rule_groups", "synthetic_alert", "with_recorded"]

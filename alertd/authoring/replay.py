@@ -162,10 +162,12 @@ def main(path: str, *, rule_paths: list[str] | None, config: str | None, as_json
     from alertd.config import default_rule_paths, load_config
 
     from alertd.authoring.virtual import load_rule_set
+    from alertd.recording_fetch import with_site_recordings
 
     try:
         cfg = load_config(config) if config else Config()
-        rules = load_rule_set(rule_paths or (cfg.rule_paths if config else default_rule_paths()))
+        rules = with_site_recordings(load_rule_set(rule_paths or (cfg.rule_paths if config else default_rule_paths())),
+                                     cfg)  # the site's recording rules (classify.prometheus_rules)
     except InvalidDocument as exc:
         print(f"invalid {'configuration or ' if config else ''}rules:\n{exc}", file=err)
         return 1

@@ -9,7 +9,7 @@ described in docs/rules.md.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -18,6 +18,7 @@ from urllib.parse import quote_plus
 from alertd.durations import parse_duration
 from alertd.errors import InvalidDocument, Problem
 from alertd.model import Alert, Incident, parse_iso
+from alertd.receive.recording import load_index
 from alertd.receive.webhook import fingerprint_of
 from alertd.rules import RuleSet
 from alertd.schemas import problems as schema_problems
@@ -351,6 +352,8 @@ def run_file(path: Path | str, *, select: re.Pattern[str] | None = None) -> File
         return result
     try:
         rules = load_rule_set(rule_paths)
+        if doc.get("prometheus_rules"):  # read as the service reads classify.prometheus_rules
+            rules = replace(rules, recorded=load_index(doc["prometheus_rules"], path.parent))
     except InvalidDocument as exc:
         result.problems = exc.problems
         return result

@@ -8,16 +8,18 @@ rule and which evidence did, for `alertd explain`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from alertd.engine.evidence import Found, by_alertname, by_expression, by_labels, gpu_looking, xid_in_text
-from alertd.gpu.clocks import decode_clock_events
+from alertd.gpu.clocks import clock_reasons
 from alertd.matchers import match_all
 from alertd.model import SEVERITIES, Alert, Signal
 from alertd.receive.normalize import NormalizeConfig, xid_source
 from alertd.receive.promql import facts_of_url
+from alertd.receive.recording import EMPTY, facts_of_url_expanded
 from alertd.rules import RuleSet
 
 KIND_TITLES = {
@@ -81,9 +83,10 @@ def decide(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Decision:
     ev = rules.evidence
     facts = None
     found = _signals_rule(alert, rules)
+    recorded = rules.recorded.for_url(alert.generator_url) if alert.generator_url else EMPTY
     if found is None and alert.generator_url:
-        facts = facts_of_url(alert.generator_url)
-        found = by_expression(facts, ev)
+        facts = facts_of_url_expanded(alert.generator_url, recorded)  # a recorded series reads as its expression
+        found = _through_recorded(by_expression(facts, ev), alert.generator_url, recorded)
     found = found or by_alertname(alert, ev) or by_labels(alert, ev)
     text_xid = None
     if found is None:
@@ -103,7 +106,18 @@ def decide(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Decision:
             basis += f"; Xid from {xid_from}"
         signal = _xid_signal(alert, rules, code, rule, basis)
         return Decision(signal, found.stage, where, found.evidence, xid_from, expr_error)
-    return Decision(_signal(alert, rule, kind, basis), found.stage, where, found.evidence, "", expr_error)
+    return Decision(_signal(alert, rule, kind, basis, recorded), found.stage, where, found.evidence, "", expr_error)
+
+
+def _through_recorded(found: Found | None, url: str, recorded: Mapping[str, str]) -> Found | None:
+    """Name the recording rules an expression verdict went through, for `alertd explain`."""
+    if found is None or not recorded:
+        return found
+    facts = facts_of_url(url)
+    names = sorted({s.metric for s in facts.selectors if s.metric in recorded}) if facts else []
+    if not names:
+        return found
+    return Found(found.stage, f"{found.evidence} (through recording rule {', '.join(names)})", found.rule)
 
 
 def classify(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Signal:
@@ -128,17 +142,18 @@ def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: Any, basis
                   meaning=UNKNOWN_XID_MEANING, runbook=(rule.runbook if rule else "") or "xid-hardware", basis=basis)
 
 
-def _signal(alert: Alert, rule: Any, kind: str, basis: str) -> Signal:
+def _signal(alert: Alert, rule: Any, kind: str, basis: str, recorded: Any = EMPTY) -> Signal:
     labels = alert.labels
     severity = severity_label(labels.get("severity")) or rule.severity or "warning"
     detail = rule.detail
-    if kind == "thermal":
-        raw = labels.get("clock_event_reasons") or alert.annotations.get("clock_event_reasons")
-        harmful, benign = decode_clock_events(raw)
-        if harmful:
-            detail = ",".join(harmful)
-        elif benign:  # idle / power cap only: the GPU is fine, the alert still flows as information
-            kind, severity, detail = "other", "info", ",".join(benign)
+    if kind == "thermal" and not detail:
+        reasons = clock_reasons(alert.labels, alert.annotations, alert.generator_url, recorded)
+        if reasons.harmful:
+            detail = reasons.detail
+            basis += f"; {reasons.basis}"
+        elif reasons.benign:  # idle / power cap / sync boost only: the GPU is fine, the alert flows as information
+            kind, severity, detail = "other", "info", ",".join(reasons.benign)
+            basis += f"; {reasons.basis}: benign reasons only"
     title = DETAIL_TITLES.get(detail) or KIND_TITLES.get(kind) or alert.annotations.get("summary") or alert.name or "alert"
     return Signal(
         kind=kind,
