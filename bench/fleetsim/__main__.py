@@ -1,0 +1,79 @@
+"""``python -m bench.fleetsim``: seeds x routes, one line of figures each (or --json)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from bench.fleetsim.alertmanager import ROUTES
+from bench.fleetsim.run import RunResult, run_one
+from bench.fleetsim.rules import SHIPPED
+
+HEADER = (f"{'seed':>4} {'route':<9} {'probs':>5} {'worthy':>6} {'inc/prob':>8} {'split':>5} {'gap':>3} "
+          f"{'mixed':>5} {'recall':>6} {'<=5m':>6} {'false':>5} {'pg/wrth':>7} {'posts/p':>7} "
+          f"{'storms inc/pages':<18} {'sim s':>6} {'replay s':>8}")
+
+
+def line(r: RunResult) -> str:
+    s = r.score
+    storms = " ".join(f"{st.incidents}/{st.pages}" for st in s.storms)
+    return (f"{r.seed:>4} {r.route:<9} {s.problems:>5} {s.page_worthy:>6} {s.incidents_per_problem:>8.3f} "
+            f"{s.split:>5} {s.split_by_gap:>3} {s.mixed:>5} {s.recall:>6.1%} {s.recall_5m:>6.1%} "
+            f"{s.false_pages:>5} {s.pages_per_page_worthy:>7.3f} {s.posts_per_problem:>7.3f} {storms:<18} "
+            f"{r.simulate_s:>6.1f} {r.replay_s:>8.1f}")
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench.fleetsim", description=__doc__)
+    ap.add_argument("--nodes", type=int, default=2048)
+    ap.add_argument("--days", type=float, default=30.0)
+    ap.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
+    ap.add_argument("--route", choices=[*ROUTES, "both"], default="both",
+                    help="Alertmanager group_by: alertname=[alertname, cluster], node=[alertname, cluster, node]")
+    ap.add_argument("--interval", type=float, default=30.0, help="rule evaluation interval, seconds")
+    ap.add_argument("--prometheus-rules", default=str(SHIPPED), help="the Prometheus rule file to evaluate")
+    ap.add_argument("--rules", action="append", help="alertd rule files (default: the shipped rules/)")
+    ap.add_argument("--dup-probability", type=float, default=None,
+                    help="chance that the second Alertmanager peer sends a flush too (default 0.02)")
+    ap.add_argument("--json", action="store_true", help="one JSON document with every run's figures")
+    ap.add_argument("--details", action="store_true", help="with --json: list missed, late and false pages")
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    try:
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        print(f"--seeds: not a comma-separated list of integers: {args.seeds!r}", file=sys.stderr)
+        return 2
+    routes = list(ROUTES) if args.route == "both" else [args.route]
+    results = []
+    if not args.json:
+        print(HEADER)
+    for seed in seeds:
+        for route in routes:
+            r = run_one(nodes=args.nodes, days=args.days, seed=seed, route=route, interval=args.interval,
+                        rule_paths=args.rules, prometheus_rules=args.prometheus_rules,
+                        dup_probability=args.dup_probability)
+            results.append(r)
+            if not args.json:
+                print(line(r), flush=True)
+    if args.json:
+        out = []
+        for r in results:
+            d = r.score.as_dict()
+            if not args.details:
+                for k in ("missed", "late", "false"):
+                    d[k] = len(d[k])
+            out.append({"seed": r.seed, "route": r.route, "nodes": args.nodes, "days": args.days,
+                        "simulate_s": round(r.simulate_s, 2), "replay_s": round(r.replay_s, 2),
+                        "webhooks": len(r.delivery.webhooks), **d})
+        json.dump(out, sys.stdout, indent=2)
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
