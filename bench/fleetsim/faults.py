@@ -107,6 +107,7 @@ class Builder:
         back = self.reboot(node, p, reboot)
         uncordon = back + self.u(10 * MIN, 60 * MIN)
         self.fact(node, p, m.CORDON, cordon, uncordon)
+        p.acted_at = cordon
         return reboot
 
 
@@ -156,7 +157,8 @@ def network(b: Builder, p: m.Problem, node: m.Node, t: float, long: bool) -> Non
     b.fact(node, p, m.NODE_DOWN, t, back)
     b.fact(node, p, m.NOT_READY, t + 40.0, back + b.u(10.0, 30.0))
     if long:  # the NIC is replaced: cordoned while it is out, uncordoned after
-        b.fact(node, p, m.CORDON, t + b.u(10 * MIN, 30 * MIN), back + b.u(10 * MIN, 30 * MIN))
+        p.acted_at = t + b.u(10 * MIN, 30 * MIN)
+        b.fact(node, p, m.CORDON, p.acted_at, back + b.u(10 * MIN, 30 * MIN))
 
 
 def maintenance(b: Builder, p: m.Problem, node: m.Node, t: float) -> float:
@@ -234,23 +236,36 @@ def planned(b: Builder, rates: Rates, scale: float) -> None:
             b.fact(node, q, m.GPU_GONE, found + b.u(20.0, 90.0), found + b.u(HOUR, 3 * HOUR), gpu=gpu)
     for _ in range(_poisson(b.rng, rates.flaps * scale)):
         t = b.when()
-        node = b.free_node(t, 4 * HOUR)
-        nvlink = b.rng.random() < 0.5
-        p = b.problem("flap_nvlink" if nvlink else "flap_thermal", [node], t, "error" if nvlink else "warning", nvlink)
-        gpu, at = b.rng.randrange(m.GPUS_PER_NODE), t
-        for _ in range(b.rng.randint(3, 8)):
-            if nvlink:
-                b.fact(node, p, m.NVLINK, at, gpu=gpu, value=1)
-                at += b.u(6 * MIN, 30 * MIN)
-            else:
-                end = at + b.u(3 * MIN, 10 * MIN)
-                b.fact(node, p, m.THROTTLE, at, end, gpu=gpu, value=32)
-                at = end + b.u(2 * MIN, 15 * MIN)
+        flap(b, b.rng.choice(("flap_thermal", "flap_nvlink", "flap_xid")), t, b.free_node(t, 4 * HOUR))
     for _ in range(_poisson(b.rng, rates.exporter_hangs * scale)):
         t = b.when()
         node = b.free_node(t, HOUR)
         p = b.problem("exporter_hang", [node], t, "warning", False)
         b.fact(node, p, m.EXPORTER_DOWN, t, t + b.u(8 * MIN, 60 * MIN))
+
+
+def flap(b: Builder, cause: str, t: float, node: m.Node) -> None:
+    """A GPU whose trouble comes and goes, nobody acting on it: 3-8 spells.
+
+    Thermal: harmful clock-event reasons for 3-10 min, 2-15 min apart
+    (warning). NVLink: recovery errors 6-30 min apart (the rule says
+    warning). Xid: a failing HBM row, Xid 48 then Xid 63 (row remapped),
+    again and again, 10-40 min apart (error: page-worthy, once).
+    """
+    severity = {"flap_thermal": "warning", "flap_nvlink": "warning", "flap_xid": "error"}[cause]
+    p = b.problem(cause, [node], t, severity, severity == "error")
+    gpu, at = b.rng.randrange(m.GPUS_PER_NODE), t
+    for i in range(b.rng.randint(3, 8)):
+        if cause == "flap_nvlink":
+            b.fact(node, p, m.NVLINK, at, gpu=gpu, value=1)
+            at += b.u(6 * MIN, 30 * MIN)
+        elif cause == "flap_xid":
+            b.fact(node, p, m.XID, at, gpu=gpu, value=48 if i % 2 == 0 else 63)
+            at += b.u(10 * MIN, 40 * MIN)
+        else:
+            end = at + b.u(3 * MIN, 10 * MIN)
+            b.fact(node, p, m.THROTTLE, at, end, gpu=gpu, value=32)
+            at = end + b.u(2 * MIN, 15 * MIN)
 
 
 # ----- storms -----

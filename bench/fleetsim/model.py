@@ -59,6 +59,7 @@ class Problem:
     alerts: list[tuple[str, float]] = field(default_factory=list)  # (fingerprint, startsAt) it caused
     spells: list[tuple[float, float]] = field(default_factory=list)  # when those alerts fired: (startsAt, resolved)
     first_received: float | None = None  # when its first alert reached alertd
+    acted_at: float | None = None  # when the operator first acted on it (cordon); later alerts are the repair's
 
 
 @dataclass(slots=True)
