@@ -117,9 +117,9 @@ class Dispatcher:
             if kind == "put":
                 self._put(now, *payload)
             else:
-                group, version = payload
-                if self.groups.get(group.key) is group and group.version == version:
-                    self._flush(now, group)
+                flushing: _Group = payload[0]
+                if self.groups.get(flushing.key) is flushing and flushing.version == payload[1]:
+                    self._flush(now, flushing)
         self.flushes.sort(key=lambda f: f.at)
         return self.flushes
 
@@ -131,8 +131,10 @@ class Dispatcher:
 
     def _cleaned(self, since: float, now: float) -> bool:
         """Did a dispatcher cleanup tick fall in (since, now]?"""
-        k = lambda t: math.floor((t - self.cleanup_offset) / CLEANUP)  # noqa: E731
-        return k(now) > k(since)
+        return self._cleanup_tick(now) > self._cleanup_tick(since)
+
+    def _cleanup_tick(self, t: float) -> int:
+        return math.floor((t - self.cleanup_offset) / CLEANUP)
 
     def _put(self, now: float, inst: Instance, resolved: bool) -> None:
         r = self.route
@@ -194,7 +196,7 @@ class Dispatcher:
         ordered = sorted(snapshot, key=lambda a: alert_sort_key(a.inst.labels))
         if not r.send_resolved:
             ordered = [a for a in ordered if id(a) not in gone]
-        alerts = []
+        alerts: list[dict[str, Any]] = []
         for a in ordered:
             done = id(a) in gone
             alerts.append({

@@ -30,9 +30,9 @@ def label_string(labels: Mapping[str, str]) -> str:
     return "{" + ", ".join(f"{k}={json.dumps(labels[k], ensure_ascii=False)}" for k in sorted(labels)) + "}"
 
 
-def alert_sort_key(labels: Mapping[str, str]) -> tuple:
+def alert_sort_key(labels: Mapping[str, str]) -> tuple[object, ...]:
     """types.AlertSlice.Less: job, then instance (present before absent), then LabelSet.Before."""
-    key: list = []
+    key: list[object] = []
     for name in ("job", "instance"):
         value = labels.get(name)
         key.append((0, value) if value is not None else (1, ""))

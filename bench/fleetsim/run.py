@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from datetime import timedelta
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,9 @@ def reopen_window(rules: RuleSet) -> float:
     """The correlation's reopen window when the rules have one, else the hold-down."""
     corr = rules.correlation
     window = getattr(corr, "reopen_window", None) or getattr(corr, "reopen", None) or corr.hold_down
-    return float(window.total_seconds()) if hasattr(window, "total_seconds") else float(window)
+    if isinstance(window, timedelta):
+        return window.total_seconds()
+    return float(window)
 
 
 def run_one(*, nodes: int, days: float, seed: int, route: str, interval: float = 30.0,

@@ -116,9 +116,9 @@ def related(a: Problem, b: Problem) -> bool:
     return a.id == b.id or bool(set(a.nodes) & set(b.nodes))
 
 
-def firsts(report: dict[str, Any], incidents: dict[str, dict], kind: str, target_kind: str) -> dict[str, float]:
+def firsts(report: dict[str, Any], kind: str, target_kind: str) -> dict[str, str]:
     """Incident id -> when the first notification of ``kind`` was sent to a ``target_kind`` target."""
-    out: dict[str, float] = {}
+    out: dict[str, str] = {}
     for n in report["notifications"]:
         target = str(n["target"])
         if not n["sent"] or n["kind"] != kind or not target.startswith(target_kind) or "|" in target:
@@ -160,7 +160,7 @@ def score(report: dict[str, Any], problems: dict[str, Problem], start: datetime,
                 s.split += 1
 
     pages: dict[str, float] = {}  # top-level incident -> first page
-    for key, due in firsts(report, incidents, "page", "pagerduty").items():
+    for key, due in firsts(report, "page", "pagerduty").items():
         tid = parent.get(key.split("\0")[0], key.split("\0")[0])
         t = _secs(start, due)
         s.pages += 1
@@ -185,13 +185,13 @@ def score(report: dict[str, Any], problems: dict[str, Problem], start: datetime,
     s.recall = paged / max(1, len(worthy))
     s.recall_5m = prompt / max(1, len(worthy))
     s.pages_per_page_worthy = s.pages / max(1, len(worthy))
-    posts = firsts(report, incidents, "show", "slack")
+    posts = firsts(report, "show", "slack")
     s.posts_per_problem = len(posts) / max(1, len(delivered))
     for p in problems.values():
         if p.storm:
             held = holders[p.id]
             s.storms.append(StormScore(p.id, p.cause, len(p.nodes), len(held),
-                                       sum(1 for k in firsts(report, incidents, "page", "pagerduty")
+                                       sum(1 for k in firsts(report, "page", "pagerduty")
                                            if parent.get(k.split("\0")[0]) in held)))
     return s
 

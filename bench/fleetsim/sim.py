@@ -5,6 +5,7 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from bench.fleetsim import model as m
 from bench.fleetsim.alertmanager import Dispatcher, Flush, RouteConfig
@@ -24,7 +25,7 @@ class MissingPredicate(LookupError):
 class Delivery:
     """What one run hands to alertd, and how it came about."""
 
-    webhooks: list[tuple[datetime, dict]]
+    webhooks: list[tuple[datetime, dict[str, Any]]]
     flushes: list[Flush]
     instances: list[Instance]
     rules: list[AlertRule]
