@@ -36,6 +36,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--rules", action="append", help="alertd rule files (default: the shipped rules/)")
     ap.add_argument("--dup-probability", type=float, default=None,
                     help="chance that the second Alertmanager peer sends a flush too (default 0.02)")
+    ap.add_argument("--reopen-window", type=float, default=None,
+                    help="seconds: a problem split across a longer gap is not counted as split "
+                         "(default: the rules' correlation reopen window, else the hold-down)")
     ap.add_argument("--json", action="store_true", help="one JSON document with every run's figures")
     ap.add_argument("--details", action="store_true", help="with --json: list missed, late and false pages")
     return ap.parse_args(argv)
@@ -56,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for route in routes:
             r = run_one(nodes=args.nodes, days=args.days, seed=seed, route=route, interval=args.interval,
                         rule_paths=args.rules, prometheus_rules=args.prometheus_rules,
-                        dup_probability=args.dup_probability)
+                        dup_probability=args.dup_probability, reopen_window=args.reopen_window)
             results.append(r)
             if not args.json:
                 print(line(r), flush=True)
@@ -67,9 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not args.details:
                 for k in ("missed", "late", "false"):
                     d[k] = len(d[k])
+                del d["late_by"]
             out.append({"seed": r.seed, "route": r.route, "nodes": args.nodes, "days": args.days,
                         "simulate_s": round(r.simulate_s, 2), "replay_s": round(r.replay_s, 2),
-                        "webhooks": len(r.delivery.webhooks), **d})
+                        "delivery": r.delivery.stats(), **d})
         json.dump(out, sys.stdout, indent=2)
         print()
     return 0

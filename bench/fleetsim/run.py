@@ -46,7 +46,7 @@ def unmuted(rules: RuleSet) -> RuleSet:
     return dataclasses.replace(rules, routing=dataclasses.replace(routing, routes=routes))
 
 
-def reopen_window(rules: RuleSet) -> float:
+def rules_reopen_window(rules: RuleSet) -> float:
     """The correlation's reopen window when the rules have one, else the hold-down."""
     corr = rules.correlation
     window = getattr(corr, "reopen_window", None) or getattr(corr, "reopen", None) or corr.hold_down
@@ -57,7 +57,8 @@ def reopen_window(rules: RuleSet) -> float:
 
 def run_one(*, nodes: int, days: float, seed: int, route: str, interval: float = 30.0,
             rule_paths: list[str] | None = None, prometheus_rules: str = str(SHIPPED),
-            rates: Rates = Rates(), dup_probability: float | None = None) -> RunResult:
+            rates: Rates = Rates(), dup_probability: float | None = None,
+            reopen_window: float | None = None) -> RunResult:
     t0 = time.perf_counter()
     fleet = build_fleet(nodes, days, seed, rates)
     cfg = ROUTES[route]
@@ -69,5 +70,6 @@ def run_one(*, nodes: int, days: float, seed: int, route: str, interval: float =
     res = replay(Recording(webhooks=delivery.webhooks), rules, router=build_router(rules), source=f"seed {seed}")
     report = as_json(res)
     t2 = time.perf_counter()
-    sc = score(report, fleet.problems, START, reopen_window(rules))
+    window = reopen_window if reopen_window is not None else rules_reopen_window(rules)
+    sc = score(report, fleet.problems, START, window)
     return RunResult(seed, route, sc, fleet, delivery, report, t1 - t0, t2 - t1)

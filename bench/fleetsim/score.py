@@ -49,6 +49,7 @@ class Score:
     storms: list[StormScore] = field(default_factory=list)
     missed: list[str] = field(default_factory=list)   # page-worthy problems never paged
     late: list[str] = field(default_factory=list)     # paged later than PROMPT after their first alert arrived
+    late_by: dict[str, float] = field(default_factory=dict)  # seconds from the first alert received to the page
     false: list[str] = field(default_factory=list)    # incidents paged for no page-worthy problem
 
     def as_dict(self) -> dict[str, Any]:
@@ -182,6 +183,8 @@ def score(report: dict[str, Any], problems: dict[str, Problem], start: datetime,
             prompt += 1
         else:
             s.late.append(p.id)
+            if p.first_received is not None:
+                s.late_by[p.id] = round(when - p.first_received, 1)
     s.recall = paged / max(1, len(worthy))
     s.recall_5m = prompt / max(1, len(worthy))
     s.pages_per_page_worthy = s.pages / max(1, len(worthy))

@@ -30,6 +30,21 @@ class Delivery:
     instances: list[Instance]
     rules: list[AlertRule]
 
+    def stats(self) -> dict[str, int]:
+        """How Alertmanager's cadence treated the alerts Prometheus fired."""
+        first: dict[tuple[str, str], str] = {}
+        for f in self.flushes:
+            for a in f.body["alerts"]:
+                first.setdefault((a["fingerprint"], a["startsAt"]), a["status"])
+        return {
+            "alerts_fired": len(self.instances),
+            "alerts_delivered": len(first),
+            "first_seen_resolved": sum(1 for status in first.values() if status == "resolved"),
+            "never_delivered": max(0, len(self.instances) - len(first)),
+            "webhooks": len(self.webhooks),
+            "ha_copies": sum(1 for f in self.flushes if f.peer),
+        }
+
 
 def check_rules(rules: list[AlertRule]) -> None:
     missing = sorted({r.name for r in rules} - set(PREDICATES))
