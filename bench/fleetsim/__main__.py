@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     routes = list(ROUTES) if args.route == "both" else [args.route]
     results = []
     if not args.json:
+        print(f"# {args.nodes} nodes x {args.days:g} days, evaluation every {args.interval:g} s; "
+              f"columns: docs/fleet-simulation.md")
         print(HEADER)
     for seed in seeds:
         for route in routes:

@@ -32,6 +32,7 @@ class StormScore:
 
 @dataclass(slots=True)
 class Score:
+    reopen_window: float = 0.0     # seconds: a split across a longer gap in a problem's alerts is allowed
     problems: int = 0              # problems whose alerts reached alertd
     page_worthy: int = 0
     incidents: int = 0             # top-level incidents
@@ -131,7 +132,7 @@ def firsts(report: dict[str, Any], kind: str, target_kind: str) -> dict[str, str
 
 
 def score(report: dict[str, Any], problems: dict[str, Problem], start: datetime, reopen_window: float) -> Score:
-    s = Score()
+    s = Score(reopen_window=reopen_window)
     incidents = {inc["id"]: inc for inc in report["incidents"]}
     tops = credited(report, problems, start)
     parent = {iid: iid for iid in tops}
