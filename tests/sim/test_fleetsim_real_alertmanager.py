@@ -42,6 +42,7 @@ TIMELINE = [
     (4.6, "SimXid", "n1", "resolve", 0.0),    # sent as resolved at the next group interval
     (7.5, "SimXid", "n4", "fire", 0.0),       # fires and resolves between two flushes:
     (8.3, "SimXid", "n4", "resolve", 0.0),    # rides along as resolved with the firing ones
+    (8.6, "SimXid", "n1", "resend", 0.0),     # Prometheus sends the resolved n1 again: back in the group
     (12.0, "SimOld", "n5", "fire", -60.0),    # started a minute ago: a new group flushes at once
 ]
 END = 25.0  # the repeat_interval (10 s) sends the unchanged SimXid group again at ~22 s
@@ -97,7 +98,8 @@ def emulate(start: datetime, posted: list[tuple[float, str, str, str, float]]) -
             puts.append((at, inst, False))
         else:
             inst = instances[(name, node)]
-            inst.resolved_at = at
+            if event == "resolve":
+                inst.resolved_at = at
             puts.append((at, inst, True))
     d = Dispatcher(ROUTE, start, random.Random(0), cleanup_offset=0.0)
     return [(f.at, f.body) for f in d.run(puts, END)]
@@ -109,10 +111,17 @@ def shape(body: dict) -> tuple:
 
 
 async def post(session: aiohttp.ClientSession, url: str, start: datetime, at: float, name: str, node: str,
-               event: str, offset: float) -> None:
+               event: str, offset: float, sent: dict[tuple[str, str], tuple[str, str]]) -> None:
+    """As Prometheus sends: a firing alert valid for an hour; resolved with endsAt; a resend repeats the last."""
+    if event == "resend":
+        starts, ends = sent[(name, node)]
+    elif event == "resolve":
+        starts, ends = sent[(name, node)][0], rfc3339(start, at)
+    else:
+        starts, ends = rfc3339(start, at + offset), rfc3339(start, at + 3600)
+    sent[(name, node)] = (starts, ends)
     alert = {"labels": labels(name, node), "annotations": {"summary": node}, "generatorURL": "",
-             "startsAt": rfc3339(start, at + offset)}
-    alert["endsAt"] = rfc3339(start, at) if event == "resolve" else rfc3339(start, at + 3600)
+             "startsAt": starts, "endsAt": ends}
     async with session.post(url + "/api/v2/alerts", json=[alert]) as resp:
         assert resp.status == 200, await resp.text()
 
@@ -126,6 +135,7 @@ async def test_emulated_dispatcher_sends_what_alertmanager_sends(tmp_path):
         am = require(services.start_alertmanager, cfg, tmp_path / "am")
         try:
             posted = []
+            sent: dict[tuple[str, str], tuple[str, str]] = {}
             async with aiohttp.ClientSession() as session:
                 now = datetime.now(timezone.utc)
                 start = now.replace(microsecond=now.microsecond // 1000 * 1000)
@@ -133,7 +143,7 @@ async def test_emulated_dispatcher_sends_what_alertmanager_sends(tmp_path):
                 for at, name, node, event, offset in TIMELINE:
                     await asyncio.sleep(max(0.0, at - (time.monotonic() - capture.t0)))
                     sent_at = round(time.monotonic() - capture.t0, 3)
-                    await post(session, am.url, start, sent_at, name, node, event, offset)
+                    await post(session, am.url, start, sent_at, name, node, event, offset, sent)
                     posted.append((sent_at, name, node, event, offset))
                 await asyncio.sleep(max(0.0, END - (time.monotonic() - capture.t0)))
         finally:
