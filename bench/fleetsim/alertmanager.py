@@ -153,6 +153,9 @@ class Dispatcher:
 
     def _flush(self, now: float, group: _Group) -> None:
         r = self.route
+        if not group.alerts and self._cleaned(group.emptied_at, now):
+            del self.groups[group.key]  # the cleanup stopped it: no more timers
+            return
         self._schedule(group, now + r.group_interval)
         group.has_flushed = True
         if not group.alerts:
