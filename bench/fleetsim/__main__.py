@@ -39,6 +39,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--reopen-window", type=float, default=None,
                     help="seconds: a problem split across a longer gap is not counted as split "
                          "(default: the rules' correlation reopen window, else the hold-down)")
+    ap.add_argument("--record", metavar="DIR",
+                    help="also write each run's webhooks (for `alertd replay FILE`) and ground truth to DIR")
+    ap.add_argument("--rescore", nargs=2, metavar=("TRUTH", "REPORT"),
+                    help="only score REPORT (alertd replay FILE --json) against TRUTH (written by --record)")
     ap.add_argument("--json", action="store_true", help="one JSON document with every run's figures")
     ap.add_argument("--details", action="store_true", help="with --json: list missed, late and false pages")
     return ap.parse_args(argv)
@@ -51,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:
         print(f"--seeds: not a comma-separated list of integers: {args.seeds!r}", file=sys.stderr)
         return 2
+    if args.rescore:
+        return rescore_main(args)
     routes = list(ROUTES) if args.route == "both" else [args.route]
     results = []
     if not args.json:
@@ -63,6 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         rule_paths=args.rules, prometheus_rules=args.prometheus_rules,
                         dup_probability=args.dup_probability, reopen_window=args.reopen_window)
             results.append(r)
+            if args.record:
+                from bench.fleetsim.record import write_run
+
+                write_run(r, args.record)
             if not args.json:
                 print(line(r), flush=True)
     if args.json:
@@ -78,6 +88,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "delivery": r.delivery.stats(), **d})
         json.dump(out, sys.stdout, indent=2)
         print()
+    return 0
+
+
+def rescore_main(args: argparse.Namespace) -> int:
+    from bench.fleetsim.record import rescore
+
+    try:
+        truth, report = args.rescore
+        s = rescore(truth, report, args.reopen_window if args.reopen_window is not None else 1800.0)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    json.dump(s.as_dict(), sys.stdout, indent=2)
+    print()
     return 0
 
 
