@@ -32,6 +32,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--route", choices=[*ROUTES, "both"], default="both",
                     help="Alertmanager group_by: alertname=[alertname, cluster], node=[alertname, cluster, node]")
     ap.add_argument("--interval", type=float, default=30.0, help="rule evaluation interval, seconds")
+    ap.add_argument("--no-staleness-markers", action="store_true",
+                    help="series of a failed scrape stay visible for the 5-minute lookback instead of going stale")
     ap.add_argument("--prometheus-rules", default=str(SHIPPED), help="the Prometheus rule file to evaluate")
     ap.add_argument("--rules", action="append", help="alertd rule files (default: the shipped rules/)")
     ap.add_argument("--dup-probability", type=float, default=None,
@@ -67,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for route in routes:
             r = run_one(nodes=args.nodes, days=args.days, seed=seed, route=route, interval=args.interval,
                         rule_paths=args.rules, prometheus_rules=args.prometheus_rules,
-                        dup_probability=args.dup_probability, reopen_window=args.reopen_window)
+                        dup_probability=args.dup_probability, reopen_window=args.reopen_window,
+                        lookback=300.0 if args.no_staleness_markers else 0.0)
             results.append(r)
             if args.record:
                 from bench.fleetsim.record import write_run

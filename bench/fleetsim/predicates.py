@@ -9,7 +9,10 @@ How the expressions read the state:
 
 * dcgm-exporter series exist while the exporter is scraped (not down, node up)
   and the GPU is on the bus. A failed scrape makes them stale at once
-  (staleness markers), so an instant selector stops returning them.
+  (staleness markers), so an instant selector stops returning them. With
+  ``lookback`` (a setup that loses the markers, e.g. a query layer in front
+  of several Prometheus servers) an instant selector keeps returning the last
+  sample for that long; range functions see only the samples taken.
 * ``changes(X[5m]) > 0`` and ``increase(X[5m]) > 0`` are true from the first
   sample after the step until the sample before it leaves the 5-minute
   window: for ``5m - scrape interval``. Both need a sample before the step:
@@ -52,8 +55,8 @@ class Series:
 class NodeView:
     """A node's facts, indexed for the predicates."""
 
-    def __init__(self, node: m.Node):
-        self.node = node
+    def __init__(self, node: m.Node, lookback: float = 0.0):
+        self.node, self.lookback = node, lookback
         by: dict[tuple[str, int], list[m.Fact]] = defaultdict(list)
         for f in node.facts:
             by[(f.kind, f.gpu)].append(f)
@@ -64,8 +67,18 @@ class NodeView:
     def facts(self, kind: str, gpu: int = -1) -> list[m.Fact]:
         return self.by.get((kind, gpu), [])
 
-    def gpu_absent(self, gpu: int) -> list[tuple[float, float]]:
+    def gpu_unsampled(self, gpu: int) -> list[tuple[float, float]]:
+        """When no sample of the GPU's series is taken."""
         return merge([*self.scrape_down, *((f.start, f.end) for f in self.facts(m.GPU_GONE, gpu))])
+
+    def gpu_absent(self, gpu: int) -> list[tuple[float, float]]:
+        """When an instant selector returns nothing for the GPU's series."""
+        return self.hidden(self.gpu_unsampled(gpu))
+
+    def hidden(self, unsampled: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        if not self.lookback:
+            return unsampled
+        return [(s + self.lookback, e) for s, e in unsampled if e - s > self.lookback]
 
     def gpus(self, kind: str) -> list[int]:
         return sorted({g for (k, g) in self.by if k == kind and g >= 0})
@@ -73,11 +86,11 @@ class NodeView:
 
 def _step_spans(view: NodeView, grid: Grid, kind: str, gpu: int) -> list[Span]:
     """changes()/increase() over [5m] > 0 after each step of a counter or gauge (see the module doc)."""
-    absent = view.gpu_absent(gpu)
+    unsampled = view.gpu_unsampled(gpu)
     out: list[Span] = []
     for f in view.facts(kind, gpu):
         seen = grid.ceil(f.start)
-        if covers(absent, seen) or covers(absent, seen - grid.interval):
+        if covers(unsampled, seen) or covers(unsampled, seen - grid.interval):
             continue  # no sample at the step, or none before it to compare with
         out.append((seen, seen + WINDOW - grid.interval, f.problem))
     return out
@@ -91,7 +104,7 @@ def gpu_xid_error(view: NodeView, grid: Grid) -> list[Series]:
     """
     out = []
     for gpu in view.gpus(m.XID):
-        absent = view.gpu_absent(gpu)
+        absent, unsampled = view.gpu_absent(gpu), view.gpu_unsampled(gpu)
         last, last_at = 0.0, -math.inf
         found: list[tuple[float, m.Fact]] = []
         for f in sorted(view.facts(m.XID, gpu), key=lambda f: f.start):
@@ -101,7 +114,7 @@ def gpu_xid_error(view: NodeView, grid: Grid) -> list[Series]:
                 continue
             last, last_at = f.value, f.start
             seen = grid.ceil(f.start)
-            if covers(absent, seen) or covers(absent, seen - grid.interval):
+            if covers(unsampled, seen) or covers(unsampled, seen - grid.interval):
                 continue
             found.append((seen, f))
         for i, (seen, f) in enumerate(found):
@@ -176,7 +189,7 @@ def gpu_count_dropped(view: NodeView, grid: Grid) -> list[Series]:
     for gpu in view.gpus(m.GPU_GONE):
         for f in view.facts(m.GPU_GONE, gpu):
             spans.append((f.start, min(f.end, f.start + REMEMBER), f.problem))
-    spans = subtract(sorted(spans), view.scrape_down)
+    spans = subtract(sorted(spans), view.hidden(view.scrape_down))
     return [Series(_node_labels(view), spans, 7.0)] if spans else []
 
 

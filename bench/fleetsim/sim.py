@@ -52,7 +52,7 @@ def check_rules(rules: list[AlertRule]) -> None:
         raise MissingPredicate(f"alerting rules without a predicate in bench/fleetsim/predicates.py: {', '.join(missing)}")
 
 
-def evaluate(fleet: m.Fleet, rules: list[AlertRule], interval: float) -> list[Instance]:
+def evaluate(fleet: m.Fleet, rules: list[AlertRule], interval: float, lookback: float = 0.0) -> list[Instance]:
     """Every alert Prometheus would fire over the run, each credited to its problem."""
     check_rules(rules)
     out: list[Instance] = []
@@ -60,7 +60,7 @@ def evaluate(fleet: m.Fleet, rules: list[AlertRule], interval: float) -> list[In
     for node in fleet.nodes:
         if not node.facts:
             continue
-        view = NodeView(node)
+        view = NodeView(node, lookback)
         for rule in rules:
             if rule.name in LEFT_OUT:
                 continue
@@ -75,9 +75,10 @@ def evaluate(fleet: m.Fleet, rules: list[AlertRule], interval: float) -> list[In
 
 
 def deliver(fleet: m.Fleet, route: RouteConfig, seed: int, *, interval: float = 30.0,
-            rule_file: Path | str = SHIPPED, start: datetime = START) -> Delivery:
+            rule_file: Path | str = SHIPPED, start: datetime = START, lookback: float = 0.0) -> Delivery:
+    """``lookback``: seconds series of a failed scrape stay visible (0: staleness markers end them at once)."""
     rules = load_alert_rules(rule_file)
-    instances = evaluate(fleet, rules, interval)
+    instances = evaluate(fleet, rules, interval, lookback)
     grids = {r.group: group_grid(r.group, interval) for r in rules}
     puts = [(at, inst, resolved) for inst in instances for at, resolved in sends(inst, grids[inst.rule.group])]
     puts.sort(key=lambda x: x[0])

@@ -99,3 +99,11 @@ def test_resolved_alerts_are_sent_again_for_15_minutes():
     times = [round(t - 0.004, 3) for t, resolved in sends(inst, GRID) if resolved]
     # needsSending: LastSentAt + 1m < ts, so every 90 s at a 30 s evaluation interval, for 15 minutes.
     assert times == [1410.0 + 90.0 * k for k in range(11)]
+
+
+def test_without_staleness_markers_a_hung_exporters_xid_stays_visible_for_the_lookback():
+    n = m.Node("h100-a-r000-n00", "h100-a", 0, 0)
+    n.facts += [m.Fact(m.XID, 1000.0, 1000.0, "P", 3, 79), m.Fact(m.EXPORTER_DOWN, 1075.0, 5000.0, "P")]
+    # changes() counts only samples taken: the window still holds the step for 270 s after it was seen.
+    assert fired("GPUXidError", NodeView(n, lookback=300.0)) == [(1020.0, 1020.0 + 270.0)]
+    assert fired("GPUXidError", NodeView(n)) == [(1020.0, 1080.0)]
