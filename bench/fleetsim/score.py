@@ -84,21 +84,26 @@ def _secs(start: datetime, text: str | None) -> float | None:
     return round((datetime.fromisoformat(text.replace("Z", "+00:00")) - start).total_seconds(), 3)
 
 
+def top_level(incidents: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Incident id -> the top-level incident it is folded into (itself when none)."""
+    out = {}
+    for iid in incidents:
+        cur, seen = iid, set()
+        while incidents.get(cur, {}).get("parentId") and cur not in seen:
+            seen.add(cur)
+            cur = incidents[cur]["parentId"]
+        out[iid] = cur
+    return out
+
+
 def credited(report: dict[str, Any], problems: dict[str, Problem], start: datetime) -> dict[str, set[str]]:
     """Top-level incident id -> the problems whose alerts it (or a node incident folded into it) holds."""
     alerts = _Alerts(problems.values())
     incidents = {inc["id"]: inc for inc in report["incidents"]}
-
-    def top(iid: str) -> str:
-        seen = set()
-        while incidents.get(iid, {}).get("parentId") and iid not in seen:
-            seen.add(iid)
-            iid = incidents[iid]["parentId"]
-        return iid
-
+    top = top_level(incidents)
     out: dict[str, set[str]] = defaultdict(set)
     for iid, inc in incidents.items():
-        found = out[top(iid)]
+        found = out[top[iid]]
         for mem in inc.get("members") or []:
             t = _secs(start, mem.get("startsAt"))
             pid = alerts.exact.get((mem["fingerprint"], t)) if t is not None else None
@@ -133,15 +138,21 @@ def firsts(report: dict[str, Any], kind: str, target_kind: str) -> dict[str, str
 
 def score(report: dict[str, Any], problems: dict[str, Problem], start: datetime, reopen_window: float) -> Score:
     s = Score(reopen_window=reopen_window)
-    incidents = {inc["id"]: inc for inc in report["incidents"]}
+    top = top_level({inc["id"]: inc for inc in report["incidents"]})
     tops = credited(report, problems, start)
-    parent = {iid: iid for iid in tops}
-    for iid, inc in incidents.items():  # every incident -> its top-level incident
-        cur, seen = iid, set()
-        while incidents.get(cur, {}).get("parentId") and cur not in seen:
-            seen.add(cur)
-            cur = incidents[cur]["parentId"]
-        parent[iid] = cur
+    holders = _incident_figures(s, tops, problems, reopen_window)
+    pages = _page_figures(s, report, problems, start, top, tops, holders)
+    s.posts_per_problem = len(firsts(report, "show", "slack")) / max(1, s.problems)
+    for p in problems.values():
+        if p.storm:
+            held = holders[p.id]
+            s.storms.append(StormScore(p.id, p.cause, len(p.nodes), len(held), sum(pages.get(t, 0) for t in held)))
+    return s
+
+
+def _incident_figures(s: Score, tops: dict[str, set[str]], problems: dict[str, Problem],
+                      reopen_window: float) -> dict[str, set[str]]:
+    """Incidents, splits, mixes; returns problem -> the top-level incidents holding it."""
     delivered = {pid: p for pid, p in problems.items() if p.first_received is not None}
     holders: dict[str, set[str]] = defaultdict(set)
     for tid, pids in tops.items():
@@ -160,22 +171,30 @@ def score(report: dict[str, Any], problems: dict[str, Problem], start: datetime,
                 s.split_by_gap += 1
             else:
                 s.split += 1
+    return holders
 
-    pages: dict[str, float] = {}  # top-level incident -> first page
+
+def _page_figures(s: Score, report: dict[str, Any], problems: dict[str, Problem], start: datetime,
+                  top: dict[str, str], tops: dict[str, set[str]], holders: dict[str, set[str]]) -> dict[str, int]:
+    """Pages, false pages, recall; returns top-level incident -> pages sent for it or its folded incidents."""
+    first: dict[str, float] = {}  # top-level incident -> its first page
+    count: dict[str, int] = defaultdict(int)
     for key, due in firsts(report, "page", "pagerduty").items():
-        tid = parent.get(key.split("\0")[0], key.split("\0")[0])
+        iid = key.split("\0")[0]
+        tid = top.get(iid, iid)
         t = _secs(start, due)
         s.pages += 1
-        if t is not None and (tid not in pages or t < pages[tid]):
-            pages[tid] = t
+        count[tid] += 1
+        if t is not None and (tid not in first or t < first[tid]):
+            first[tid] = t
         if not any(problems[pid].page_worthy for pid in tops.get(tid, ())):
             s.false_pages += 1
             s.false.append(tid)
-    worthy = [p for p in problems.values() if p.page_worthy and p.cause not in ("nccl_watchdog", "silent_data_corruption")]
+    worthy = [p for p in problems.values() if p.page_worthy]
     s.page_worthy = len(worthy)
     paged = prompt = 0
     for p in worthy:
-        when = min((pages[t] for t in holders[p.id] if t in pages), default=None)
+        when = min((first[t] for t in holders[p.id] if t in first), default=None)
         if when is None:
             s.missed.append(p.id)
             continue
@@ -189,15 +208,7 @@ def score(report: dict[str, Any], problems: dict[str, Problem], start: datetime,
     s.recall = paged / max(1, len(worthy))
     s.recall_5m = prompt / max(1, len(worthy))
     s.pages_per_page_worthy = s.pages / max(1, len(worthy))
-    posts = firsts(report, "show", "slack")
-    s.posts_per_problem = len(posts) / max(1, len(delivered))
-    for p in problems.values():
-        if p.storm:
-            held = holders[p.id]
-            s.storms.append(StormScore(p.id, p.cause, len(p.nodes), len(held),
-                                       sum(1 for k in firsts(report, "page", "pagerduty")
-                                           if parent.get(k.split("\0")[0]) in held)))
-    return s
+    return count
 
 
 def _largest_gap(p: Problem) -> float:
