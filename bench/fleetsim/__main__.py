@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in results:
             d = r.score.as_dict()
             if not args.details:
-                for k in ("missed", "late", "false"):
+                for k in ("missed", "late", "false", "splits", "mixes"):
                     d[k] = len(d[k])
                 del d["late_by"]
             out.append({"seed": r.seed, "route": r.route, "nodes": args.nodes, "days": args.days,

@@ -52,6 +52,8 @@ class Score:
     late: list[str] = field(default_factory=list)     # paged later than PROMPT after their first alert arrived
     late_by: dict[str, float] = field(default_factory=dict)  # seconds from the first alert received to the page
     false: list[str] = field(default_factory=list)    # incidents paged for no page-worthy problem
+    splits: list[str] = field(default_factory=list)   # the problems counted in split
+    mixes: list[str] = field(default_factory=list)    # the incidents counted in mixed
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,6 +164,7 @@ def _incident_figures(s: Score, tops: dict[str, set[str]], problems: dict[str, P
             s.orphans += 1
         elif any(not related(problems[a], problems[b]) for a in pids for b in pids if a < b):
             s.mixed += 1
+            s.mixes.append(tid)
     s.problems = len(delivered)
     s.incidents = sum(1 for pids in tops.values() if pids)
     s.incidents_per_problem = sum(len(holders[pid]) for pid in delivered) / max(1, len(delivered))
@@ -171,6 +174,7 @@ def _incident_figures(s: Score, tops: dict[str, set[str]], problems: dict[str, P
                 s.split_by_gap += 1
             else:
                 s.split += 1
+                s.splits.append(pid)
     return holders
 
 

@@ -82,7 +82,7 @@ def test_scores_a_known_case(case):
     assert s.incidents == 6
     assert s.incidents_per_problem == pytest.approx((2 + 1 + 2 + 1 + 1) / 5)
     assert (s.split, s.split_by_gap) == (1, 1)  # P1 over INC-1 and INC-8 with no gap; P3 after a 2,700 s gap
-    assert s.mixed == 1 and s.orphans == 0
+    assert s.mixed == 1 and s.mixes == ["INC-8"] and s.orphans == 0 and s.splits == ["P1"]
     assert s.pages == 5 and s.false_pages == 1 and s.false == ["INC-2"]
     assert s.recall == 1.0 and s.recall_5m == pytest.approx(2 / 3) and s.late == ["P3"]
     assert s.pages_per_page_worthy == pytest.approx(5 / 3)
