@@ -14,12 +14,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
+import msgspec
+
 from alertd.config import Config
 from alertd.durations import DurationError, parse_duration
 from alertd.errors import InvalidDocument, Problem
 from alertd.model import iso, parse_iso
 from alertd.receive.normalize import NormalizeConfig
-from alertd.receive.webhook import BadPayload, parse_notification
+from alertd.receive.webhook import BadPayload, Notification, parse_notification, read_notification
 from alertd.rules import RuleSet
 
 from alertd.authoring.virtual import VirtualRun, build_router
@@ -76,7 +78,7 @@ def replay(rec: Recording, rules: RuleSet, *, router: Any = None, tail: timedelt
         if until is not None and received > until:
             break
         try:
-            note = parse_notification(body, received)
+            note = _notification(body, received)
         except BadPayload as exc:
             res.rejected.append(Problem(source, f"webhook {index + 1} would be rejected with 400: {exc}"))
             continue
@@ -87,6 +89,18 @@ def replay(rec: Recording, rules: RuleSet, *, router: Any = None, tail: timedelt
     run.advance(end)
     res.end = end
     return res
+
+
+def _notification(body: Any, received: datetime) -> Notification:
+    """The body as the receiver reads it: encoded, then msgspec's one-pass check (the JSON Schema explains a refusal).
+
+    Validating a month of webhooks with jsonschema alone took most of a replay's time.
+    """
+    try:
+        raw = msgspec.json.encode(body)
+    except (TypeError, msgspec.EncodeError):
+        return parse_notification(body, received)
+    return read_notification(raw, received)
 
 
 # ----- output -----

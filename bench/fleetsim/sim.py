@@ -1,0 +1,105 @@
+"""From the fleet's state to the webhooks alertd receives, with the ground truth filled in."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from bench.fleetsim import model as m
+from bench.fleetsim.alertmanager import Dispatcher, Flush, RouteConfig
+from bench.fleetsim.predicates import PREDICATES, NodeView
+from bench.fleetsim.prometheus import Instance, alert_instances, group_grid, sends
+from bench.fleetsim.rules import SHIPPED, AlertRule, load_alert_rules
+
+START = datetime(2026, 11, 2, tzinfo=timezone.utc)  # a Monday
+LEFT_OUT = frozenset({"Watchdog"})  # always firing, about no node: its own route at real sites
+
+
+class MissingPredicate(LookupError):
+    """An alerting rule of the rule file has no predicate in predicates.PREDICATES."""
+
+
+@dataclass(slots=True)
+class Delivery:
+    """What one run hands to alertd, and how it came about."""
+
+    webhooks: list[tuple[datetime, dict[str, Any]]]
+    flushes: list[Flush]
+    instances: list[Instance]
+    rules: list[AlertRule]
+
+    def stats(self) -> dict[str, int]:
+        """How Alertmanager's cadence treated the alerts Prometheus fired."""
+        first: dict[tuple[str, str], str] = {}
+        for f in self.flushes:
+            for a in f.body["alerts"]:
+                first.setdefault((a["fingerprint"], a["startsAt"]), a["status"])
+        return {
+            "alerts_fired": len(self.instances),
+            "alerts_delivered": len(first),
+            "first_seen_resolved": sum(1 for status in first.values() if status == "resolved"),
+            "never_delivered": max(0, len(self.instances) - len(first)),
+            "webhooks": len(self.webhooks),
+            "ha_copies": sum(1 for f in self.flushes if f.peer),
+        }
+
+
+def check_rules(rules: list[AlertRule]) -> None:
+    missing = sorted({r.name for r in rules} - set(PREDICATES))
+    if missing:
+        raise MissingPredicate(f"alerting rules without a predicate in bench/fleetsim/predicates.py: {', '.join(missing)}")
+
+
+def evaluate(fleet: m.Fleet, rules: list[AlertRule], interval: float, lookback: float = 0.0) -> list[Instance]:
+    """Every alert Prometheus would fire over the run, each credited to its problem."""
+    check_rules(rules)
+    out: list[Instance] = []
+    grids = {r.group: group_grid(r.group, interval) for r in rules}
+    for node in fleet.nodes:
+        if not node.facts:
+            continue
+        view = NodeView(node, lookback)
+        for rule in rules:
+            if rule.name in LEFT_OUT:
+                continue
+            grid = grids[rule.group]
+            for series in PREDICATES[rule.name](view, grid):
+                out.extend(alert_instances(rule, series.labels, series.spans, series.value, grid, fleet.horizon))
+    for inst in out:
+        p = fleet.problems[inst.problem]
+        p.alerts.append((inst.fingerprint, inst.starts_at))
+        p.spells.append((inst.starts_at, inst.resolved_at if inst.resolved_at is not None else fleet.horizon))
+    return out
+
+
+def deliver(fleet: m.Fleet, route: RouteConfig, seed: int, *, interval: float = 30.0,
+            rule_file: Path | str = SHIPPED, start: datetime = START, lookback: float = 0.0) -> Delivery:
+    """``lookback``: seconds series of a failed scrape stay visible (0: staleness markers end them at once)."""
+    rules = load_alert_rules(rule_file)
+    instances = evaluate(fleet, rules, interval, lookback)
+    grids = {r.group: group_grid(r.group, interval) for r in rules}
+    puts = [(at, inst, resolved) for inst in instances for at, resolved in sends(inst, grids[inst.rule.group])]
+    puts.sort(key=lambda x: x[0])
+    rng = random.Random(f"{seed}/{route.name}")
+    dispatcher = Dispatcher(route, start, rng, cleanup_offset=rng.uniform(0.0, 30.0))
+    flushes = dispatcher.run(puts, fleet.horizon + 3600.0)
+    webhooks = []
+    by_alert = {(fp, round(t, 3)): p.id for p in fleet.problems.values() for fp, t in p.alerts}
+    for f in flushes:
+        received = f.at + rng.uniform(0.003, 0.040)
+        webhooks.append((start + timedelta(seconds=received), f.body))
+        for a in f.body["alerts"]:
+            at = _seconds(start, a["startsAt"])
+            pid = by_alert.get((a["fingerprint"], at))
+            if pid is not None:
+                p = fleet.problems[pid]
+                if p.first_received is None or received < p.first_received:
+                    p.first_received = received
+    return Delivery(webhooks, flushes, instances, rules)
+
+
+def _seconds(start: datetime, text: str) -> float:
+    when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return round((when - start).total_seconds(), 3)

@@ -1,0 +1,47 @@
+"""The simulation's page-worthy flags agree with what alertd's shipped rules make of the alerts.
+
+The site's intent is alertd's rules: the Xid catalog, rules/signals.yml and
+the alert rules' severity labels decide a signal's severity, and
+rules/routing.yml pages critical and error. A problem is page-worthy when one
+of the alerts it causes by itself (before anybody acts on it) is classified
+critical or error. Maintenance is never page-worthy, whatever its reboot raises.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from alertd.authoring.virtual import load_rule_set
+from alertd.config import default_rule_paths
+from alertd.engine.classify import classify
+from alertd.model import Alert
+from alertd.receive.normalize import NormalizeConfig
+
+from bench.fleetsim.faults import UNOBSERVED, Rates, build_fleet
+from bench.fleetsim.rules import load_alert_rules
+from bench.fleetsim.sim import evaluate
+
+PLANNED = {"maintenance", "host_maintenance"}
+START = datetime(2026, 11, 2, tzinfo=timezone.utc)
+
+
+def test_page_worthy_means_a_critical_or_error_signal_of_the_problem_itself():
+    fleet = build_fleet(512, 14, 5, Rates(flaps=400, exporter_hangs=100))
+    rules, ncfg = load_rule_set(default_rule_paths()), NormalizeConfig()
+    own: dict[str, set[str]] = {}
+    for inst in evaluate(fleet, load_alert_rules(), 30.0):
+        p = fleet.problems[inst.problem]
+        if p.acted_at is not None and inst.starts_at >= p.acted_at:
+            continue
+        alert = Alert(inst.fingerprint, "firing", inst.labels, inst.annotations,
+                      START + timedelta(seconds=inst.starts_at), None, inst.rule.generator_url)
+        own.setdefault(p.id, set()).add(classify(alert, rules, ncfg).severity)
+    causes = {p.cause for p in fleet.problems.values()}
+    assert {"faulty_gpu", "gpu_hbm3", "flap_xid", "flap_nvlink", "storm_driver_rollout"} <= causes
+    wrong = []
+    for p in fleet.problems.values():
+        if p.cause in UNOBSERVED or p.id not in own:
+            continue
+        worthy = p.cause not in PLANNED and bool(own[p.id] & {"critical", "error"})
+        if worthy != p.page_worthy:
+            wrong.append(f"{p.id}: page_worthy={p.page_worthy}, its alerts classify as {sorted(own[p.id])}")
+    assert not wrong, "\n".join(wrong)
