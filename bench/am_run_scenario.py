@@ -9,6 +9,8 @@ Four problems run side by side in one 24-node cluster, so one ~45 minute run rec
                exporter down (an exporter upgrade) -> back -> uncordon. No fault.
   control      one ordinary fault: Xid 48 with a double-bit ECC error on one GPU, cordoned ten minutes later
 
+and, not a problem of the cluster, the first Alertmanager peer of each pair stalls for two minutes (``PEER_STALL_S``).
+
 At ``END_CLEAR_S`` every node is back to healthy (driver reload, uncordon), so the resolutions are recorded too.
 Times are seconds from the scenario's start; ``scale`` shrinks them for a quick check of the plumbing (the
 Prometheus `for:` and Alertmanager timers do not shrink, so a scaled run is not a fixture).
@@ -28,12 +30,15 @@ STORM_CORDONED = (0, 1, 3, 4, 6, 9)  # indexes into STORM_NODES: cordoned 240 s 
 REBOOT_NODE, EXPORTER_UPGRADE_NODE = "gpu-node-22", "gpu-node-23"
 CONTROL_NODE, CONTROL_GPU, CONTROL_XID, CONTROL_AT_S = "gpu-node-05", 2, 48, 660
 END_CLEAR_S = 2040  # 34 minutes: every node back to healthy
+# The first peer of each Alertmanager pair stalls (SIGSTOP, as in a long GC pause or a frozen VM) for two minutes:
+# with healthy gossip the second peer only ever takes over the Watchdog, so this is where HA duplicates come from.
+PEER_STALL_S = (1320, 1440)
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
     at_s: float
-    action: str  # a GPUClusterSim method name
+    action: str  # a GPUClusterSim method name, or stall_peer / resume_peer (the harness's)
     kwargs: dict[str, Any]
     problem: str  # the ground-truth problem it belongs to
     note: str
@@ -102,7 +107,9 @@ def schedule(scale: float = 1.0) -> list[Step]:
     node that had a fault or a cordon."""
     touched = sorted({FLAP_NODE, *STORM_NODES, REBOOT_NODE, EXPORTER_UPGRADE_NODE, CONTROL_NODE})
     end = [Step(END_CLEAR_S, "clear", {"node": n}, "end", "repaired: driver reload, uncordoned") for n in touched]
-    steps = _flap() + _storm() + _maintenance() + _control() + end
+    stall = [Step(PEER_STALL_S[0], "stall_peer", {"peer": 1}, "alertmanager", "SIGSTOP the first peer of each pair"),
+             Step(PEER_STALL_S[1], "resume_peer", {"peer": 1}, "alertmanager", "SIGCONT")]
+    steps = _flap() + _storm() + _maintenance() + _control() + stall + end
     steps.sort(key=lambda s: s.at_s)
     return [Step(s.at_s * scale, s.action, s.kwargs, s.problem, s.note) for s in steps]
 

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -107,12 +109,17 @@ def version(binary: str) -> str:
     return (out.stdout + out.stderr).strip().splitlines()[0]
 
 
-def run_schedule(sim: GPUClusterSim, t0: float, log: list[dict[str, Any]], scale: float) -> None:
+def run_schedule(sim: GPUClusterSim, pairs: list[list[Any]], t0: float, log: list[dict[str, Any]], scale: float) -> None:
+    """Apply each step at its time; stall_peer/resume_peer signal the given peer of every Alertmanager pair."""
     for step in schedule(scale):
         delay = t0 + step.at_s - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        getattr(sim, step.action)(**step.kwargs)
+        if step.action in ("stall_peer", "resume_peer"):
+            for pair in pairs:
+                os.kill(pair[step.kwargs["peer"] - 1].pid, signal.SIGSTOP if step.action == "stall_peer" else signal.SIGCONT)
+        else:
+            getattr(sim, step.action)(**step.kwargs)
         log.append({"at": utcnow(), "t_s": round(time.monotonic() - t0, 1), "planned_t_s": step.at_s,
                     "problem": step.problem, "action": step.action, **step.kwargs, "note": step.note})
         print(f"{log[-1]['at']} t={log[-1]['t_s']:7.1f}s {step.problem:22} {step.action} {step.kwargs}", flush=True)
@@ -133,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     token_file.write_text(TOKEN)
     run: dict[str, Any] = {"started": utcnow(), "command": " ".join(["python", *sys.argv]), "scale": args.scale,
                            "prometheus": version("prometheus"),
-                           "alertmanager": version("prometheus-alertmanager"), "routes": {}}
+                           "alertmanager": version("prometheus-alertmanager"), "configs": "config/"}
     with GPUClusterSim(NODES, 8, cluster="sim").running_in_thread() as sim:
         recorders, targets = {}, []
         for name, group_by in ROUTES.items():
@@ -147,14 +154,12 @@ def main(argv: list[str] | None = None) -> int:
             peers = start_pair(name, cfg_path, work)
             targets.append([a.url.split("//", 1)[1] for a in peers])
             recorders[name] = (alertd, recording, peers)
-            run["routes"][name] = {"alertmanager.yml": am_config}
         prom_cfg = sim.write_prometheus_config(work / "prometheus.yml", alertmanager_url="http://127.0.0.1:1",
                                                rule_files=[REPO / "deploy/prometheus/gpu-alerts.yml"],
                                                scrape_interval=SCRAPE, evaluation_interval=SCRAPE)
         doc = yaml.safe_load(prom_cfg.read_text())
         doc["alerting"]["alertmanagers"] = [{"static_configs": [{"targets": t}]} for t in targets]
         prom_cfg.write_text(yaml.safe_dump(doc, sort_keys=False))
-        run["prometheus.yml"] = doc
         prom = start_prometheus(prom_cfg, work / "prometheus")
         print(f"{utcnow()} running; work dir {work}; prometheus {prom.url}", flush=True)
         time.sleep(WARMUP_S)
@@ -162,10 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         run["t0"] = utcnow()
         steps: list[dict[str, Any]] = []
         try:
-            run_schedule(sim, t0, steps, args.scale)
+            run_schedule(sim, [peers for _, _, peers in recorders.values()], t0, steps, args.scale)
             time.sleep(args.tail)
         finally:
             run["ended"] = utcnow()
+            for _, _, peers in recorders.values():
+                os.kill(peers[0].pid, signal.SIGCONT)  # never leave a stalled peer behind
             for alertd, _, _ in recorders.values():
                 alertd.stop()
             prom.stop()
