@@ -118,6 +118,8 @@ class SlackActions:
                 raise ValueError("payload is not an object")
         except (KeyError, IndexError, ValueError, UnicodeDecodeError) as exc:
             return web.json_response({"error": f"no usable payload: {exc}"}, status=400)
+        except RecursionError:  # a signed payload nested a thousand deep: still not a usable one
+            return web.json_response({"error": "no usable payload: nested too deeply"}, status=400)
         if payload.get("type") == "block_actions":
             task = asyncio.get_running_loop().create_task(self.process(payload), name="alertd-slack-action")
             self._tasks.add(task)
