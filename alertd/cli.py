@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import urllib.error
 import urllib.request
@@ -224,7 +225,11 @@ def _serve_in(args: argparse.Namespace, cfg: "Config", group: "GroupDir | None",
         web.run_app(app, print=None, access_log=None, shutdown_timeout=10, handle_signals=True, **listen)
     except Exception as exc:  # e.g. the database went away between the check and the start, a port in use
         log.debug("start-up failed", exc_info=True)
-        print(f"alertd: could not start: {type(exc).__name__}: {exc} (run with log.level debug for the traceback)",
+        from alertd.startup import damaged  # a page read only now (the state, the inbox) may be the damaged one
+
+        problem = damaged(database) if cfg.storage_backend == "sqlite" and isinstance(exc, sqlite3.DatabaseError) else ""
+        print(f"alertd: {problem}" if problem else
+              f"alertd: could not start: {type(exc).__name__}: {exc} (run with log.level debug for the traceback)",
               file=sys.stderr)
         return 2
     return 0

@@ -42,6 +42,31 @@ STORE_OPERATIONS = ("process", "tick", "housekeeping", "append", "audit", "quara
 DELIVERY_OUTCOMES = ("delivered", "skipped", "retry", "failed")
 
 
+# Label values that come from alerts (alert names) are bounded: each new value is a new series in every
+# scrape, and a site that names alerts per node or per job would otherwise grow /metrics without end.
+MAX_ALERTNAMES = 50
+OTHER = "other"
+
+
+class BoundedLabel:
+    """A one-label metric that keeps its first ``limit`` values and counts the rest under ``other``."""
+
+    def __init__(self, metric: Counter, limit: int):
+        self.metric, self.limit = metric, limit
+        self.known: set[str] = set()
+
+    def labels(self, value: str) -> Any:
+        if value not in self.known:
+            if len(self.known) >= self.limit:
+                if OTHER not in self.known:
+                    log.warning("%s: more than %d label values; later ones are counted as %r",
+                                self.metric._name, self.limit, OTHER)
+                    self.known.add(OTHER)
+                return self.metric.labels(OTHER)
+            self.known.add(value)
+        return self.metric.labels(value)
+
+
 def multiprocess_dir() -> str | None:
     """The directory of the group's metric files, or None: plain per-instance registries."""
     return os.environ.get(MULTIPROC_ENV) or None
@@ -68,10 +93,11 @@ class Metrics:
         self.processing_latency = Histogram(
             "alertd_processing_latency_seconds", "Time from receipt of a webhook to the engine step that took its alerts being committed.",
             buckets=LATENCY_BUCKETS, registry=own)
-        self.unclassified_gpu = Counter(
+        self.unclassified_gpu = BoundedLabel(Counter(
             "alertd_unclassified_gpu_alerts_total",
-            "Firing alerts that look like GPU alerts (DCGM metric, GPU labels or name) but match no classification rule.",
-            ["alertname"], registry=own)
+            "Firing alerts that look like GPU alerts (DCGM metric, GPU labels or name) but match no classification "
+            f"rule, by alert name (the first {MAX_ALERTNAMES} names; later ones as \"{OTHER}\").",
+            ["alertname"], registry=own), MAX_ALERTNAMES)
         self.incidents = Gauge("alertd_incidents", "Incidents held by the engine, by state.", ["state"], registry=own,
                                multiprocess_mode=ENGINE_ONLY)
         self.leader = Gauge("alertd_engine_leader", "1 while this process runs the engine (leader), else 0.", registry=own,

@@ -43,13 +43,44 @@ def sqlite_problem(path: Path) -> str:
         log.debug("store check failed", exc_info=True)
         text = str(exc)
         if any(word in text for word in CORRUPT):
-            return (f"the database {path} is corrupt ({text}); move it aside to start with an empty store "
-                    f"(mv {path} {path}.corrupt, and its -wal and -shm files if present) or restore a backup")
+            return corrupt_advice(path, text)
         if "readonly" in text or "read-only" in text:
             return f"the database {path} is read-only ({text}); {_writable_hint(path)}"
         if "locked" in text:
             return f"the database {path} is locked ({text}): is another alertd running on this data directory?"
         return f"cannot open the database {path}: {text}"
+    return ""
+
+
+def corrupt_advice(path: Path, why: str) -> str:
+    """One line: which file is damaged, and the three ways on (restore, recover, start empty)."""
+    return (f"the database {path} is corrupt ({why}); stop alertd, then restore it from a backup, or keep what is "
+            f"readable with sqlite3's .recover (sqlite3 {path} .recover | sqlite3 {path}.recovered, then "
+            f"mv {path}.recovered {path}), or move it aside to start with an empty store (mv {path} {path}.corrupt); "
+            "in each case remove its -wal and -shm files if present")
+
+
+def damaged(database: Path) -> str:
+    """After a start-up failure: the advice for the first of the store's files (the database and its inbox
+    log) that SQLite's quick_check finds damaged, or "". Read-only; it reads every page, so it runs only
+    once something failed, never on an ordinary start."""
+    for path in (database, Path(f"{database}-inbox")):
+        if not path.exists():
+            continue
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+            try:
+                rows = conn.execute("PRAGMA quick_check(3)").fetchall()
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            if any(word in str(exc) for word in CORRUPT):
+                return corrupt_advice(path, str(exc))
+            continue
+        found = [str(r[0]) for r in rows if r and r[0] != "ok"]
+        if found:
+            why = "; ".join(line for text in found for line in text.splitlines())
+            return corrupt_advice(path, why if len(why) <= 200 else why[:199] + "…")
     return ""
 
 

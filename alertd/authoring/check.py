@@ -172,8 +172,9 @@ def _check_config(path: Path, doc: Any, marks: dict, report: Report) -> tuple[li
     """Validate a config file; return the rule paths it names (to check them too) and the parsed config."""
     source = str(path)
     cfg = None
+    base = path.resolve().parent  # relative *_file paths: against the config file, as alertd serve reads them
     try:
-        cfg = parse_config(doc, source, marks)
+        cfg = parse_config(doc, source, marks, base=base)
     except InvalidDocument as exc:
         unset = [p for p in exc.problems if p.message.startswith("environment variable")]
         for p in unset:  # the checking machine need not have the deployment's secrets
@@ -183,7 +184,7 @@ def _check_config(path: Path, doc: Any, marks: dict, report: Report) -> tuple[li
         for p in unset:
             env[p.message.split("${", 1)[1].split("}", 1)[0]] = "placeholder"
         try:
-            cfg = parse_config(doc, source, marks, env) if unset else None
+            cfg = parse_config(doc, source, marks, env, base=base) if unset else None
             rest = [] if unset else exc.problems
         except InvalidDocument as again:
             rest = again.problems

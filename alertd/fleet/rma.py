@@ -117,16 +117,27 @@ CSV_COLUMNS = ("uuid", "serial", "pci_bus_id", "model", "cluster", "node", "rule
                "first_evidence", "last_evidence")
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP "CSV Injection").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> str:
+    """A cell no spreadsheet runs: text that would start a formula gets a leading ``'`` (OWASP's advice), which
+    spreadsheets show as text. Labels come from alerts, so a node named ``=HYPERLINK(...)`` is only text."""
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
 def to_csv(candidates: list[Candidate]) -> str:
-    """One line per GPU, for a vendor ticket."""
+    """One line per GPU, for a vendor ticket; every cell passes csv_cell."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")
     w.writerow(CSV_COLUMNS)
     for c in candidates:
         g = c.gpu
         xids = sorted({x for r in c.evidence for x in r.get("xids", ())})
-        w.writerow([g.get("uuid", ""), g.get("serial", ""), g.get("pci_bus_id", ""), g.get("model", ""),
+        w.writerow(map(csv_cell, [g.get("uuid", ""), g.get("serial", ""), g.get("pci_bus_id", ""), g.get("model", ""),
                     g.get("cluster", ""), g.get("node", ""), ";".join(c.rules), "; ".join(c.reasons),
                     ";".join(r["incident"] for r in c.evidence), ";".join(map(str, xids)),
-                    c.evidence[0]["openedAt"] if c.evidence else "", c.evidence[-1]["openedAt"] if c.evidence else ""])
+                    c.evidence[0]["openedAt"] if c.evidence else "", c.evidence[-1]["openedAt"] if c.evidence else ""]))
     return buf.getvalue()

@@ -31,7 +31,7 @@ from alertd.delivery import Intent, OutboxItem, Target
 from alertd.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident
 from alertd.notify.integration import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, key_name)
-from alertd.notify.slack_render import ACTION_TEXT, runbook_url
+from alertd.notify.presentation import ACTION_TEXT, runbook_url, web_url
 
 DEFAULT_API_URL = "https://api.opsgenie.com"
 PRIORITY = {"critical": "P1", "error": "P2", "warning": "P3", "info": "P5"}
@@ -60,7 +60,7 @@ def create_body(inc: Incident, settings: OpsgenieSettings, note: str = "") -> di
     details = {"incident": inc.id, "cluster": inc.cluster, "node": where, "severity": inc.severity,
                "xids": ",".join(map(str, inc.xids)), "signals": ",".join(inc.signals),
                "action": ACTION_TEXT.get(p.action, p.action) if p and p.action else ""}
-    if settings.alertd_url:
+    if web_url(settings.alertd_url):
         details["alertd"] = f"{settings.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}"
     rb = runbook_url(p.runbook if p else "", settings.runbook_base_url)
     if rb:

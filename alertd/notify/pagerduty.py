@@ -42,7 +42,7 @@ from alertd.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, is
 from alertd.notify.integration import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
                                        key_name)
-from alertd.notify.slack_render import ACTION_TEXT, alertmanager_link, runbook_url
+from alertd.notify.presentation import ACTION_TEXT, alertmanager_link, first_web_url, runbook_url, web_url
 
 log = logging.getLogger(__name__)
 DEFAULT_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
@@ -156,13 +156,13 @@ class PagerDutyNotifier(Notifier):
         rb = runbook_url(p.runbook if p else "", s.runbook_base_url)
         if rb:
             links.append({"href": rb, "text": "Runbook"})
-        prom = next((m.generator_url for m in inc.members.values() if m.generator_url), "")
+        prom = first_web_url([m.generator_url for m in inc.members.values()])  # links: http(s) only
         if prom:
             links.append({"href": prom, "text": "Prometheus"})
         am = alertmanager_link(inc, s.alertmanager_url)
         if am:
             links.append({"href": am, "text": "Alertmanager"})
-        if s.alertd_url:
+        if web_url(s.alertd_url):
             links.append({"href": f"{s.alertd_url.rstrip('/')}/ui/incidents/{inc.id}", "text": f"alertd {inc.id}"})
         details: dict[str, Any] = {
             "incident": inc.id,
@@ -198,7 +198,7 @@ class PagerDutyNotifier(Notifier):
         }
         body["links"] = links
         body["client"] = "alertd"
-        if s.alertd_url:
+        if web_url(s.alertd_url):
             body["client_url"] = f"{s.alertd_url.rstrip('/')}/ui/incidents/{inc.id}"
         return body
 

@@ -194,22 +194,40 @@ class SlackNotifier(Notifier):
                 self._channel_ids[limit_channel] = data["channel"]
             return data
         except SlackApiError as exc:
-            response = exc.response
-            status = getattr(response, "status_code", 0)
-            error = (response.get("error") if hasattr(response, "get") else None) or ""
-            if status == 429 or error == "ratelimited":
-                headers = {k.lower(): v for k, v in (getattr(response, "headers", None) or {}).items()}
-                raw = headers.get("retry-after", "1")
-                after = float(raw[0] if isinstance(raw, list) else raw)
-                self.limiter.pause(key, after)
-                raise DeliveryError(f"Slack {method} rate limited; Retry-After {after:g}s", retry=True, after=after) from None
-            if error in GONE:
-                raise MessageGone(error) from None
-            if error in PERMANENT:
-                raise SlackCallError(f"Slack {method}: {error}", error, retry=False) from None
-            raise SlackCallError(f"Slack {method}: HTTP {status} {error or 'error'}", error, retry=True) from None
+            raise self._failure(method, key, exc.response) from None
+        except AttributeError:
+            # slack_sdk reads every answer as a JSON object: a text/plain or non-object JSON body (a proxy's
+            # or load balancer's error page, an nginx 405) fails inside it with "'str' object has no attribute
+            # 'get'". Nothing was taken by Slack's API: retried like a 5xx.
+            raise SlackCallError(f"Slack {method}: the answer is not Slack's JSON (an error page from a proxy or "
+                                 "load balancer in front of Slack?); retrying", "not_json", retry=True) from None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise DeliveryError(f"Slack {method}: {type(exc).__name__}: {exc}", retry=True) from None
+
+    def _failure(self, method: str, key: tuple[str, str], response: Any) -> DeliveryError | MessageGone:
+        """What a failed call means: rate limited (the key pauses), gone, permanent, or worth a retry. The answer
+        may be Slack's JSON or, through a proxy, any other body (then ``error`` is empty and it is retried)."""
+        status = getattr(response, "status_code", None) or getattr(response, "status", 0)
+        data = getattr(response, "data", None)
+        error = str(data.get("error") or "") if isinstance(data, dict) else ""
+        if status == 429 or error == "ratelimited":
+            headers = {k.lower(): v for k, v in (getattr(response, "headers", None) or {}).items()}
+            raw = headers.get("retry-after", "1")
+            try:
+                after = max(0.0, min(3600.0, float(raw[0] if isinstance(raw, list) else raw)))
+            except ValueError:
+                after = 1.0
+            self.limiter.pause(key, after)
+            return DeliveryError(f"Slack {method} rate limited; Retry-After {after:g}s", retry=True, after=after)
+        if error in GONE:
+            return MessageGone(error)
+        if error in PERMANENT:
+            return SlackCallError(f"Slack {method}: {error}", error, retry=False)
+        if not isinstance(data, dict) or "ok" not in data:  # every answer of Slack's API says ok: true or false
+            return SlackCallError(f"Slack {method}: HTTP {status} with an answer that is not Slack's JSON (an error "
+                                  "page from a proxy or load balancer in front of Slack?); retrying", "not_json",
+                                  retry=True)
+        return SlackCallError(f"Slack {method}: HTTP {status} {error or 'error'}", error, retry=True)
 
     # ----- delivery -----
 

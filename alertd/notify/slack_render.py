@@ -12,12 +12,14 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
-from urllib.parse import quote
 
 from alertd.durations import format_duration
 from alertd.enrichment import Evidence, Owners
 from alertd.ha.installation import scoped
 from alertd.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, parse_iso
+from alertd.notify.presentation import ACTION_TEXT, alertmanager_link, runbook_url, web_url
+
+__all__ = ["ACTION_TEXT", "alertmanager_link", "runbook_url"]  # shared presentation, imported from here too
 
 MAX_BLOCKS = 50
 MAX_SECTION = 3000
@@ -38,14 +40,6 @@ SILENCE_CHOICES = ("1h", "4h", "24h")
 
 SEVERITY_ICON = {"critical": ":red_circle:", "error": ":large_orange_circle:", "warning": ":large_yellow_circle:",
                  "info": ":large_blue_circle:"}
-ACTION_TEXT = {
-    "restart_app": "Restart the job: the application faulted; the GPU is healthy.",
-    "reset_gpu": "Drain the GPU and reset it (nvidia-smi -r), then run diagnostics before returning it.",
-    "reboot_node": "Drain and reboot the node (often a power cycle); save dmesg and the BMC log first.",
-    "contact_support": "Drain the GPU and open a case with the hardware vendor.",
-    "watch": "Nothing now; repeats need a look.",
-    "ignore": "No action needed.",
-}
 
 
 @dataclass(slots=True)
@@ -59,7 +53,25 @@ class RenderContext:
 
 
 def mrkdwn_escape(text: Any) -> str:
+    """Text from alerts as Slack shows it, never as markup: Slack's three control characters as entities
+    (its documented escaping), so no text makes a link, a ``<!channel>``, ``<!here>``, ``<@U…>`` or ``<#C…>``."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def link(url: str, label: str) -> str:
+    """``<url|label>`` when ``url`` is an http(s) URL (alertd.notify.presentation.web_url), else the label as
+    text. In the URL, ``&`` is written as Slack's entity and ``<``, ``>``, ``|``, spaces percent-encoded: none
+    of them can end the link or start a label."""
+    if not web_url(url):
+        return mrkdwn_escape(label)
+    target = url.replace("&", "&amp;").replace("<", "%3C").replace(">", "%3E").replace("|", "%7C").replace(" ", "%20")
+    return f"<{target}|{mrkdwn_escape(label)}>"
+
+
+def mrkdwn(text: str) -> dict[str, Any]:
+    """A mrkdwn text object. ``verbatim``: Slack does not turn names, channels or bare URLs in it into links
+    or mentions; only the explicit ``<url|label>`` links built by ``link`` are links."""
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
 
 
 def clip(text: str, limit: int) -> str:
@@ -68,27 +80,6 @@ def clip(text: str, limit: int) -> str:
 
 def _ts(value: datetime | None) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if value else "-"
-
-
-def runbook_url(page: str, base: str) -> str:
-    if not page:
-        return ""
-    if page.startswith(("http://", "https://")):
-        return page
-    if not base:
-        return ""
-    return base.rstrip("/") + "/" + page.lstrip("/") + ("" if page.endswith(".md") else ".md")
-
-
-def alertmanager_link(inc: Incident, base: str) -> str:
-    if not base:
-        return ""
-    if inc.fleet:
-        matcher = f'cluster="{inc.cluster}"' if inc.cluster else ""
-    else:
-        matcher = f'node="{inc.node}"' if inc.node else (f'pod="{inc.pod}"' if inc.pod else "")
-    url = base.rstrip("/") + "/#/alerts"
-    return url + ("?filter=" + quote("{" + matcher + "}", safe="") if matcher else "")
 
 
 def pack_lines(lines: list[str], limit: int, max_chunks: int, more: str = "…and {n} more") -> list[str]:
@@ -131,13 +122,13 @@ def join_limited(items: list[str], sep: str, limit: int) -> str:
 def gpu_label(g: dict[str, str]) -> str:
     parts = []
     if g.get("index"):
-        parts.append(f"GPU {g['index']}")
+        parts.append(f"GPU {mrkdwn_escape(g['index'])}")
     if g.get("model"):
-        parts.append(g["model"])
+        parts.append(mrkdwn_escape(g["model"]))
     if g.get("pci_bus_id"):
-        parts.append(g["pci_bus_id"])
+        parts.append(mrkdwn_escape(g["pci_bus_id"]))
     if g.get("uuid"):
-        parts.append(f"`{g['uuid']}`")
+        parts.append(f"`{mrkdwn_escape(g['uuid'])}`")
     return " · ".join(parts) or "GPU"
 
 
@@ -157,7 +148,7 @@ def severity_line(inc: Incident) -> str:
 
 def fallback_text(inc: Incident) -> str:
     state = inc.status if inc.status != "open" else inc.severity
-    return clip(f"[{state.upper()}] {inc.title} ({inc.id})", MAX_FALLBACK)
+    return clip(f"[{state.upper()}] {mrkdwn_escape(inc.title)} ({inc.id})", MAX_FALLBACK)
 
 
 def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[str, list[dict[str, Any]]]:
@@ -170,7 +161,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     blocks.append({"type": "header", "text": {"type": "plain_text", "text": clip(header, MAX_HEADER), "emoji": True}})
 
     # Facts as fields.
-    fields = [f"*Severity*\n{SEVERITY_ICON.get(inc.severity, '')} {inc.severity}",
+    fields = [f"*Severity*\n{SEVERITY_ICON.get(inc.severity, '')} {mrkdwn_escape(inc.severity)}",
               f"*Status*\n{state}" + (f" by {mrkdwn_escape(inc.acknowledged_by)}" if inc.status == ACKNOWLEDGED and inc.acknowledged_by else "")]
     if inc.fleet:
         fields.append(f"*Nodes*\n{len(inc.nodes)} in {mrkdwn_escape(inc.cluster or 'the fleet')}")
@@ -190,7 +181,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     else:
         fields.append(f"*Opened*\n{_ts(inc.opened_at)} ({format_duration(now - inc.opened_at)} ago)")
     fields.append(f"*Incident*\n{inc.id}" + (f" · {inc.flaps} flaps" if inc.flaps else ""))
-    blocks.append({"type": "section", "fields": [{"type": "mrkdwn", "text": clip(f, MAX_FIELD)} for f in fields[:MAX_FIELDS]]})
+    blocks.append({"type": "section", "fields": [mrkdwn(clip(f, MAX_FIELD)) for f in fields[:MAX_FIELDS]]})
 
     # What it means and what to do.
     p = inc.primary
@@ -204,7 +195,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
         if p.investigate:
             lines.append(f"*Investigate*\n{mrkdwn_escape(p.investigate)}")
         if lines:
-            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": clip("\n\n".join(lines), MAX_SECTION)}})
+            blocks.append({"type": "section", "text": mrkdwn(clip("\n\n".join(lines), MAX_SECTION))})
 
     # State notes: suppression, silence, fleet membership, owners.
     notes: list[str] = []
@@ -229,23 +220,23 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
         why = found.unavailable_reasons()
         notes.append(":warning: Kernel logs unavailable" + (f": {mrkdwn_escape('; '.join(why))}" if why and why != ["True"] else ""))
     if notes:
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": clip(n, MAX_FIELD)} for n in notes[:MAX_CONTEXT]]})
+        blocks.append({"type": "context", "elements": [mrkdwn(clip(n, MAX_FIELD)) for n in notes[:MAX_CONTEXT]]})
 
     tail: list[dict[str, Any]] = []  # blocks that must survive truncation: links and buttons
     links = []
     rb = runbook_url(p.runbook if p else "", ctx.runbook_base_url)
     if rb:
-        links.append(f"<{rb}|Runbook>")
-    prom = next((m.generator_url for m in _ordered(inc.members.values()) if m.generator_url), "")
+        links.append(link(rb, "Runbook"))
+    prom = next((m.generator_url for m in _ordered(inc.members.values()) if web_url(m.generator_url)), "")
     if prom:
-        links.append(f"<{prom}|Prometheus>")
+        links.append(link(prom, "Prometheus"))
     am = alertmanager_link(inc, ctx.alertmanager_url)
     if am:
-        links.append(f"<{am}|Alertmanager>")
-    if ctx.alertd_url:
-        links.append(f"<{ctx.alertd_url.rstrip('/')}/ui/incidents/{inc.id}|Incident>")
+        links.append(link(am, "Alertmanager"))
+    if web_url(ctx.alertd_url):
+        links.append(link(f"{ctx.alertd_url.rstrip('/')}/ui/incidents/{inc.id}", "Incident"))
     if links:
-        tail.append({"type": "context", "elements": [{"type": "mrkdwn", "text": " · ".join(links)}]})
+        tail.append({"type": "context", "elements": [mrkdwn(" · ".join(links))]})
     buttons = action_buttons(inc, now, ctx.installation_id)
     if buttons:
         tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": buttons})
@@ -280,7 +271,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
 
 
 def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": clip(text, MAX_SECTION)}}
+    return {"type": "section", "text": mrkdwn(clip(text, MAX_SECTION))}
 
 
 def _ordered(members: Iterable[Any]) -> list[Any]:
@@ -297,8 +288,8 @@ def member_line(m: Any) -> str:
     since = m.starts_at.astimezone(timezone.utc).strftime("%H:%M")
     tail = f" (resolved {m.ends_at.astimezone(timezone.utc).strftime('%H:%M')})" if m.status != FIRING and m.ends_at else ""
     folded = " _(fallout)_" if m.folded else ""
-    link = f"<{m.generator_url}|{mrkdwn_escape(m.alertname)}>" if m.generator_url else f"`{mrkdwn_escape(m.alertname)}`"
-    return f"{icon} {link} {mrkdwn_escape(what)}{mrkdwn_escape(gpu + node)} since {since}{tail}{folded}"
+    name = link(m.generator_url, m.alertname) if web_url(m.generator_url) else f"`{mrkdwn_escape(m.alertname)}`"
+    return f"{icon} {name} {mrkdwn_escape(what)}{mrkdwn_escape(gpu + node)} since {since}{tail}{folded}"
 
 
 def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> list[dict[str, Any]]:
@@ -364,7 +355,7 @@ def render_thread(events: list[dict[str, Any]], inc: Incident | None = None, lim
 def resolution_summary(inc: Incident) -> str:
     dur = format_duration((inc.resolved_at or inc.updated_at) - inc.opened_at)
     total = len(inc.members)
-    kinds = ", ".join(inc.signals) or "-"
+    kinds = mrkdwn_escape(", ".join(inc.signals) or "-")
     xids = f"; Xid {', '.join(map(str, inc.xids))}" if inc.xids else ""
     who = f"; acknowledged by {mrkdwn_escape(inc.acknowledged_by)}" if inc.acknowledged_by else ""
     flaps = f"; {inc.flaps} flaps" if inc.flaps else ""

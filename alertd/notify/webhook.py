@@ -39,7 +39,7 @@ from alertd.enrichment import Owners
 from alertd.model import OPEN, Incident, iso
 from alertd.notify.integration import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, key_name)
-from alertd.notify.slack_render import alertmanager_link, runbook_url
+from alertd.notify.presentation import alertmanager_link, runbook_url, web_url
 
 VERSION = "1"
 SENT = "sent"  # the ref once anything reached the endpoint: later quiet changes keep it current
@@ -84,7 +84,7 @@ def incident_doc(inc: Incident, links: Links) -> dict[str, Any]:
     for name, url in (("runbook", rb), ("alertmanager", am)):
         if url:
             doc["links"][name] = url
-    if links.alertd_url:
+    if web_url(links.alertd_url):  # every link: http(s) only (alertd.notify.presentation)
         doc["links"]["alertd"] = f"{links.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}"
     owners = Owners.of(inc.annotations)
     if owners:

@@ -66,7 +66,7 @@ def decode_body(raw: bytes) -> Any:
     try:
         where = _unstorable(doc, "") if _SUSPECT_ESCAPE.search(raw) else None
     except RecursionError:
-        raise BadPayload("malformed JSON: nested too deeply") from None
+        raise BadPayload(TOO_DEEP) from None
     if where is not None:
         raise BadPayload(f"{where or 'document'}: a \\u escape encodes a NUL or a lone UTF-16 surrogate, "
                          "which no label or annotation can hold", where or "document")
@@ -115,9 +115,11 @@ def read_notification(raw: bytes, received_at: datetime, *, build: bool = True) 
     try:
         hook = wire.DECODER.decode(raw)
     except msgspec.DecodeError:  # ValidationError too: not JSON, or not the webhook's shape
-        return parse_notification(decode_body(raw), received_at)
+        return _explained(raw, received_at)
+    except RecursionError:  # msgspec skipping an unknown field nested about a thousand deep
+        raise BadPayload(TOO_DEEP) from None
     if _SUSPECT_ESCAPE.search(raw):  # a NUL or lone surrogate, named by the slow path
-        return parse_notification(decode_body(raw), received_at)
+        return _explained(raw, received_at)
     receiver, external_url = hook.receiver, hook.externalURL
     if build:
         alerts = [_alert(i, a.fingerprint, a.status, a.labels, a.annotations, a.startsAt, a.endsAt, a.generatorURL,
@@ -131,6 +133,18 @@ def read_notification(raw: bytes, received_at: datetime, *, build: bool = True) 
     return Notification(receiver=receiver, status=hook.status, group_key=hook.groupKey, external_url=external_url,
                         truncated=hook.truncatedAlerts, alerts=alerts, group_labels=hook.groupLabels,
                         count=len(hook.alerts))
+
+
+TOO_DEEP = "malformed JSON: nested too deeply"
+
+
+def _explained(raw: bytes, received_at: datetime) -> Notification:
+    """The schema's path. A document just shallow enough to decode can still be too deep to validate or
+    describe (jsonschema and repr recurse): that is the same 400 as one too deep to decode."""
+    try:
+        return parse_notification(decode_body(raw), received_at)
+    except RecursionError:
+        raise BadPayload(TOO_DEEP) from None
 
 
 def parse_notification(doc: Any, received_at: datetime) -> Notification:

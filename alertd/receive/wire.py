@@ -18,6 +18,7 @@ from msgspec import Meta, Struct
 Timestamp = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")]
 Fingerprint = Annotated[str, Meta(pattern=r"^[0-9a-fA-F]{1,32}$")]
 Status = Literal["firing", "resolved"]
+MAX_TRUNCATED = 2**53 - 1  # the schema's maximum: exact as a JSON number and as a float (the metric)
 
 
 class WireAlert(Struct):
@@ -35,7 +36,7 @@ class WireWebhook(Struct):
     status: Status
     alerts: list[WireAlert]
     groupKey: str = ""
-    truncatedAlerts: Annotated[int, Meta(ge=0)] = 0
+    truncatedAlerts: Annotated[int, Meta(ge=0, le=MAX_TRUNCATED)] = 0
     receiver: str = ""
     groupLabels: dict[str, str] = {}
     commonLabels: dict[str, str] = {}

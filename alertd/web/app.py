@@ -79,7 +79,7 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
         if svc.reconciler is not None:
             svc.background(svc.reconciler.fetch_group(note.group_labels, note.receiver))
     svc.metrics.ack_latency.observe(time.perf_counter() - started)
-    # Formatted here: the hottest answer alertd gives, and truncatedAlerts may exceed 64 bits (the schema allows it).
+    # Formatted here: the hottest answer alertd gives.
     return web.Response(body=b'{"status": "stored", "alerts": %d, "truncatedAlerts": %d}' % (note.count, note.truncated),
                         content_type="application/json")
 

@@ -1,7 +1,9 @@
 """HTML rendering with Jinja2: autoescaping on, templates compiled once and cached.
 
 Jinja2 because it is the well-kept server-side template engine of the Python
-world (Pallets: Flask's), escapes by default, and compiles templates to Python
+world (Pallets: Flask's), escapes by default (every template here is .html, so
+autoescape is on for all; a URL from an alert goes into ``href`` only through
+the ``weburl`` filter: http(s) or nothing), and compiles templates to Python
 code, so a 100-row page renders in a few milliseconds; there is no JavaScript
 build step anywhere.
 """
@@ -16,6 +18,7 @@ import jinja2
 from aiohttp import web
 
 from alertd.model import parse_iso
+from alertd.notify.presentation import web_url
 
 
 def when(value: Any) -> str:
@@ -70,7 +73,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("alertd.web", "templates"),
                              autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, auto_reload=False)
-    env.filters.update(when=when, ago=ago, slack_link=slack_link, urlpart=urlpart)
+    env.filters.update(when=when, ago=ago, slack_link=slack_link, urlpart=urlpart, weburl=web_url)  # weburl: http(s) or ""
     env.globals.update(with_query=with_query)
     return env
 

@@ -1,9 +1,11 @@
 """Slack interactivity: POST /api/v1/slack/actions (buttons on incident messages).
 
-Every request is checked before anything happens: the ``X-Slack-Signature``
-over the raw body with the signing secret (slack_sdk's SignatureVerifier, which
-also refuses timestamps more than 5 minutes off), and a signature seen before
-inside that window is a replay. Anything else gets 401 and has no effect.
+Every request is checked before anything happens: its timestamp (Unix seconds,
+at most 5 minutes in the past or the future), the ``X-Slack-Signature`` over
+the raw body with the signing secret (slack_sdk's SignatureVerifier), and a
+signature seen before is a replay: it is remembered until its timestamp's
+window has passed, a timestamp ahead of the clock too. Anything else gets 401
+and has no effect.
 
 Slack wants an answer within 3 seconds, so the handler answers 200 at once and
 does the work in a background task: acknowledge, resolve, silence (an
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -46,6 +49,16 @@ PATH = "/api/v1/slack/actions"
 REPLAY_WINDOW = 5 * 60
 
 
+# Slack's X-Slack-Request-Timestamp: Unix seconds. Twelve digits reach the year 33658; more is not a time
+# (and a 400-digit one cannot be compared with a float clock at all).
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+
+
+def sent_at(header: str) -> int | None:
+    """The request's timestamp in Unix seconds, or None when the header is not one."""
+    return int(header) if _TIMESTAMP.fullmatch(header) else None
+
+
 class _WallClock(Clock):
     def __init__(self, now: Any = time.time):
         self._now = now
@@ -60,7 +73,7 @@ class SlackActions:
         self.settings = SlackSettings.from_config(svc.cfg)
         self.wall_clock = wall_clock
         secret = self.settings.signing_secret.strip()
-        self.verifier = SignatureVerifier(secret, _WallClock(wall_clock)) if secret else None
+        self.verifier = SignatureVerifier(secret, _WallClock(lambda: self.wall_clock())) if secret else None
         self.am = AlertmanagerClient(AlertmanagerSettings.from_config(svc.cfg))
         self._tasks: set[asyncio.Task] = set()
         self._http: aiohttp.ClientSession | None = None
@@ -81,10 +94,11 @@ class SlackActions:
         signature = request.headers.get("X-Slack-Signature", "")
         if not timestamp or not signature:
             return _denied("unsigned request")
-        try:
-            int(timestamp)
-        except ValueError:
+        sent = sent_at(timestamp)
+        if sent is None:
             return _denied("bad timestamp")
+        if abs(self.wall_clock() - sent) > REPLAY_WINDOW:
+            return _denied("timestamp more than 5 minutes off")
         try:
             valid = self.verifier.is_valid(raw, timestamp, signature)
         except UnicodeDecodeError:
@@ -92,7 +106,7 @@ class SlackActions:
         if not valid:
             return _denied("bad signature or expired timestamp")
         try:
-            first = await self._first_time(signature)
+            first = await self._first_time(signature, sent)
         except StoreUnavailable:
             return web.json_response({"error": "cannot check for replays now; try again"}, status=503)
         if not first:
@@ -104,17 +118,23 @@ class SlackActions:
                 raise ValueError("payload is not an object")
         except (KeyError, IndexError, ValueError, UnicodeDecodeError) as exc:
             return web.json_response({"error": f"no usable payload: {exc}"}, status=400)
+        except RecursionError:  # a signed payload nested a thousand deep: still not a usable one
+            return web.json_response({"error": "no usable payload: nested too deeply"}, status=400)
         if payload.get("type") == "block_actions":
             task = asyncio.get_running_loop().create_task(self.process(payload), name="alertd-slack-action")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return web.Response(status=200)
 
-    async def _first_time(self, signature: str) -> bool:
-        """Signatures seen are kept in the store past the timestamp window, so a restart does not forget them."""
-        now = datetime.fromtimestamp(self.wall_clock(), timezone.utc)
-        return await self.svc.store.remember_once("slack:" + signature, now,
-                                                  now - timedelta(seconds=REPLAY_WINDOW + 60))
+    async def _first_time(self, signature: str, sent: int) -> bool:
+        """Signatures seen are kept in the store past the timestamp window, so a restart does not forget them.
+
+        A signature is kept as seen at the later of now and its own timestamp: one sent up to 5 minutes ahead
+        stays valid until 5 minutes after that timestamp, and is remembered until 6 minutes after it."""
+        now = self.wall_clock()
+        seen = datetime.fromtimestamp(max(now, sent), timezone.utc)
+        return await self.svc.store.remember_once(
+            "slack:" + signature, seen, datetime.fromtimestamp(now, timezone.utc) - timedelta(seconds=REPLAY_WINDOW + 60))
 
     # ----- the work -----
 

@@ -3,6 +3,8 @@
 - Schemathesis generates requests for every operation in docs/openapi.yaml (valid
   and invalid: wrong types, missing fields, odd strings, in bodies, paths, queries
   and headers) and checks that none is answered with a server error.
+- Hypothesis generates signed Slack actions (schemathesis cannot sign, so it only
+  reaches the 401): arbitrary JSON payloads and bodies, none answered 5xx.
 - Hypothesis generates webhooks from the webhook JSON Schema and from mutations of
   a real Alertmanager notification; each must be stored (200) or refused (400
   naming the field), and what is stored must go through the engine (no row
@@ -12,12 +14,16 @@ Both are bounded in examples (and so in time); the counts are printed.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, settings, strategies as st
 from schemathesis.checks import not_a_server_error
 
 from tests.support.alertd_proc import AlertdProcess
@@ -31,7 +37,10 @@ HOOK_TOKEN = "fuzz-hook-token-2d8b6e0c4a"
 SCHEMA = schemathesis.openapi.from_path(str(ROOT / "docs" / "openapi.yaml"))
 EXAMPLES_PER_OPERATION = 40
 WEBHOOK_EXAMPLES = 150
-counts = {"schemathesis": 0, "hypothesis": 0, "stored": 0, "refused": 0}
+SLACK_EXAMPLES = 150
+SIGNING_SECRET = "fuzz-signing-secret-000"
+counts = {"schemathesis": 0, "operations": 0, "hypothesis": 0, "stored": 0, "refused": 0, "slack_signed": 0}
+seen_operations: set[str] = set()
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +48,7 @@ def live(tmp_path_factory):
     proc = AlertdProcess(tmp_path_factory.mktemp("fuzz"), {
         "api": {"auth": {"tokens": [{"name": "fuzzer", "role": "admin", "token": API_TOKEN}]}},
         "receiver": {"auth": {"bearer_token": HOOK_TOKEN}, "max_body_bytes": 65536},
-        "notify": {"slack": {"signing_secret": "fuzz-signing-secret-000"}},
+        "notify": {"slack": {"signing_secret": SIGNING_SECRET}},
     })
     proc.start()
     status, _, _ = proc.post(webhook([_alert("gpu-node-1", 0, 0)], cluster="prod", node="gpu-node-1"),
@@ -61,8 +70,41 @@ def _assert_engine_clean(proc: AlertdProcess) -> None:
 def test_no_request_gets_a_server_error(case, live):
     token = HOOK_TOKEN if case.path == "/api/v1/alerts/alertmanager" else API_TOKEN
     counts["schemathesis"] += 1
+    seen_operations.add(case.operation.label)
+    counts["operations"] = len(seen_operations)
     case.call_and_validate(base_url=live.url, headers={"Authorization": f"Bearer {token}"},
                            checks=[not_a_server_error], timeout=30)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+                    max_leaves=20)
+ACTION = st.fixed_dictionaries({
+    "action_id": st.sampled_from(["alertd_ack", "alertd_resolve", "alertd_silence_1h", "alertd_unsilence", "other"])
+    | st.text(max_size=30),
+    "value": st.sampled_from(["INC-1", "INC-999999", "x:INC-1", ""]) | st.text(max_size=30) | JSON,
+})
+SLACK_PAYLOAD = st.one_of(
+    JSON,
+    st.fixed_dictionaries({"type": st.sampled_from(["block_actions", "view_submission"]) | JSON,
+                           "user": st.fixed_dictionaries({"id": JSON, "username": JSON}) | JSON,
+                           "actions": st.lists(ACTION | JSON, max_size=3) | JSON}),
+)
+
+
+@given(payload=SLACK_PAYLOAD, raw=st.booleans(), junk=st.binary(max_size=60))
+@settings(max_examples=SLACK_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+def test_signed_slack_actions_never_get_a_server_error(live, payload, raw, junk):
+    """Schemathesis cannot sign a request, so it only reaches the 401: these are signed, and reach the
+    payload's parsing and the actions (on real and unknown incidents)."""
+    counts["slack_signed"] += 1
+    body = junk if raw else urlencode({"payload": json.dumps(payload)}).encode()
+    ts = str(int(time.time()))
+    sig = "v0=" + hmac.new(SIGNING_SECRET.encode(), b"v0:" + ts.encode() + b":" + body, hashlib.sha256).hexdigest()
+    status, _, answer = http("POST", live.url + "/api/v1/slack/actions", body,
+                             {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sig,
+                              "Content-Type": "application/x-www-form-urlencoded"})
+    assert 200 <= status < 500, (status, answer, body[:200])
 
 
 def _post(proc: AlertdProcess, doc) -> tuple[int, object]:

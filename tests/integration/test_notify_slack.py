@@ -86,14 +86,24 @@ async def test_429_waits_for_retry_after_then_posts_once(harness, slack):
     assert len(top_messages(slack, "#gpu-oncall")) == 1
 
 
-async def test_a_non_json_5xx_is_retried_and_named(harness, slack, caplog):
-    """A proxy's HTML error page in front of Slack: a retryable delivery error, not an AttributeError."""
-    slack.fail_next("chat.postMessage", status=502, body=b"<html><body>502 Bad Gateway</body></html>")
-    slack.fail_next("chat.postMessage", status=200, body=b"<html>maintenance</html>")
+@pytest.mark.parametrize("status,body,content_type", [
+    (502, b"<html><body>502 Bad Gateway</body></html>", "text/html"),
+    (200, b"<html>maintenance</html>", "text/html"),
+    (502, b"<html><body>502 Bad Gateway</body></html>", "text/plain"),  # read as text by slack_sdk
+    (405, b"405 Method Not Allowed", "text/plain"),  # nginx in front of Slack
+    (200, b"accepted", "text/plain"),
+    (503, b'"unavailable"', "application/json"),  # JSON, but not an object
+    (500, b"[]", "application/json"),
+], ids=["html-502", "html-200", "text-502", "text-405", "text-200", "json-string-503", "json-list-500"])
+async def test_a_non_json_answer_is_retried_and_named(harness, slack, caplog, status, body, content_type):
+    """A proxy's error page in front of Slack: a retryable delivery error with a clear line, not an AttributeError
+    inside slack_sdk (a notifier crash)."""
+    slack.fail_next("chat.postMessage", status=status, body=body, content_type=content_type, count=2)
     await harness.post(hook(xid_alert("n1", 0)))
     await wait_for(lambda: top_messages(slack, "#gpu-oncall"), timeout=15)
     assert len(posts(slack, "#gpu-oncall", top=True)) == 3 and len(top_messages(slack, "#gpu-oncall")) == 1
-    assert "AttributeError" not in caplog.text
+    assert "AttributeError" not in caplog.text and "crashed" not in caplog.text, caplog.text
+    assert caplog.text.count("is not Slack's JSON") == 2, caplog.text
 
 
 async def test_bursts_are_coalesced_but_acknowledge_is_immediate(tmp_path, slack):

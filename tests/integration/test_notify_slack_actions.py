@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import time
 
 import pytest
 
+from alertd.web.slack_actions import ACTIONS
 from tests.support.notify_harness import SECRET, Harness, hook, top_messages, wait_for, xid_alert
 
 
@@ -161,3 +164,30 @@ async def test_without_a_signing_secret_the_endpoint_is_closed(tmp_path, slack):
         assert await post_action(h, body, h.signed(body)) == 503
     finally:
         await h.stop()
+
+
+async def test_a_click_signed_ahead_of_the_clock_cannot_be_replayed_later(opened):
+    """A timestamp up to 5 minutes ahead is valid until 5 minutes after it: its signature is remembered that long."""
+    h, inc_id = opened
+    actions = h.app[ACTIONS]
+    start = time.time()
+    actions.wall_clock = lambda: start
+    body = h.action_body("alertd_ack", inc_id)
+    headers = h.signed(body, timestamp=int(start) + 290)
+    assert await post_action(h, body, headers) == 200
+    await h.actions_idle()
+    for later in (100, 370, 585):  # past the old 360 s memory, still inside the timestamp's own window
+        actions.wall_clock = lambda later=later: start + later
+        assert await post_action(h, body, headers) == 401, later
+    inc = await h.incident(inc_id)
+    assert sum(1 for e in inc["timeline"] if e["kind"] == "acknowledged") == 1
+
+
+@pytest.mark.parametrize("timestamp", ["9" * 400, "-" + "9" * 30, "1e9", " 17", "१७००००००००"])
+async def test_timestamps_that_are_not_unix_seconds_get_401(opened, timestamp):
+    h, inc_id = opened
+    body = h.action_body("alertd_ack", inc_id)
+    headers = {**h.signed(body), "X-Slack-Request-Timestamp": timestamp}
+    headers["X-Slack-Signature"] = "v0=" + hmac.new(SECRET.encode(), f"v0:{timestamp}:".encode() + body,
+                                                    hashlib.sha256).hexdigest()
+    assert await post_action(h, body, headers) == 401

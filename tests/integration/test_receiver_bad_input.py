@@ -170,6 +170,7 @@ BAD_PAYLOADS = [
     ("fingerprint-not-hex", _mutated(lambda d: d["alerts"][0].update(fingerprint="not-hex!")),
      "alerts.0.fingerprint", ""),
     ("negative-truncatedAlerts", _mutated(lambda d: d.update(truncatedAlerts=-1)), "truncatedAlerts", ""),
+    ("huge-truncatedAlerts", _mutated(lambda d: d.update(truncatedAlerts=10**400)), "truncatedAlerts", ""),
     ("non-utf8", lambda run: dumps(_doc(run)).replace(b"prod-bad", b"prod-\xff\xfe", 1), None, "UTF-8"),
     ("latin1-body", lambda run: json.dumps(_doc(run)).replace("prod-bad", "prod-b\u00e4d", 1).encode("latin-1"),
      None, "UTF-8"),

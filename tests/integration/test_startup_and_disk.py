@@ -41,6 +41,39 @@ def test_truncated_database_is_reported_as_corrupt(tmp_path):
     assert "is corrupt" in one_line(serve(data))
 
 
+def test_a_damaged_data_page_names_the_file_and_the_ways_on(tmp_path):
+    """The schema page is intact, so opening works; the damage is found when the engine reads its state.
+    The line still names the file and what to do (restore, sqlite3 .recover, move aside): no traceback."""
+    server = AlertdProcess(tmp_path, {"log": {"level": "warning"}})
+    data = server.data_dir
+    server.start()
+    try:
+        gen = UniqueWebhooks(run="damaged", distinct_nodes=True)
+        for _ in range(150):
+            assert server.post(dumps(gen.next()))[0] == 200
+        server.wait_drained(30)
+    finally:
+        server.stop()
+    db = data / "alertd.sqlite3"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = [p for (p,) in conn.execute("SELECT pageno FROM dbstat WHERE name = 'incidents' AND pagetype = 'leaf'")]
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    assert len(pages) >= 3, pages
+    with open(db, "r+b") as f:
+        for page in pages:
+            f.seek((page - 1) * size + 8)
+            f.write(os.urandom(size - 8))
+    done = serve(data)  # logs its start first: the failure comes once the engine reads the damaged pages
+    assert done.returncode == 2 and "Traceback" not in done.stderr + done.stdout, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("alertd: ")]
+    assert len(lines) == 1, done.stderr
+    line = lines[0]
+    assert f"the database {db} is corrupt" in line, line
+    assert f"sqlite3 {db} .recover" in line and "backup" in line and f"mv {db} {db}.corrupt" in line, line
+
+
 @contextlib.contextmanager
 def tmpfs(where: Path, size: str):
     where.mkdir(parents=True, exist_ok=True)

@@ -94,6 +94,7 @@ class _Fault(NamedTuple):
     retry_after: float | None
     error: str | None
     body: bytes | None = None  # a non-JSON answer (a proxy's HTML error page) instead of Slack's JSON
+    content_type: str = "text/html"  # of ``body``
 
 
 class SlackError(Exception):
@@ -217,7 +218,8 @@ class SlackTestServer(HistoryMethods, LoopbackServer):
         return self.add_channel(channel)
 
     def fail_next(self, method: str = "*", status: int = 429, retry_after: float | None = 1,
-                  *, error: str | None = None, count: int = 1, body: bytes | None = None) -> None:
+                  *, error: str | None = None, count: int = 1, body: bytes | None = None,
+                  content_type: str = "text/html") -> None:
         """Make the next ``count`` calls of ``method`` (``"*"``: any) fail.
 
         429 answers ``Retry-After: <retry_after rounded up to whole seconds>`` and
@@ -225,10 +227,11 @@ class SlackTestServer(HistoryMethods, LoopbackServer):
         answers ``internal_error`` (or ``error``); any other status answers
         ``{"ok": false, "error": error}`` with that status (200 for a plain
         Slack error such as ``fatal_error``). ``body`` answers those bytes as
-        text/html instead, like a load balancer in front of Slack does.
+        ``content_type`` (text/html by default) instead, like a load balancer or
+        proxy in front of Slack does (nginx's 405 is text/plain).
         """
         for _ in range(count):
-            self._faults.append(_Fault(method, status, retry_after, error, body))
+            self._faults.append(_Fault(method, status, retry_after, error, body, content_type))
 
     def lose_reply_next(self, method: str = "chat.postMessage", count: int = 1) -> None:
         """The next ``count`` calls of ``method`` take effect, then the connection is dropped unanswered."""
@@ -350,7 +353,7 @@ class SlackTestServer(HistoryMethods, LoopbackServer):
             if fault.method in ("*", method):
                 del self._faults[i]
                 if fault.body is not None:
-                    return web.Response(body=fault.body, status=fault.status, content_type="text/html")
+                    return web.Response(body=fault.body, status=fault.status, content_type=fault.content_type)
                 if fault.status == 429:
                     return self._ratelimited(fault.retry_after if fault.retry_after is not None else 1)
                 error = fault.error or ("internal_error" if fault.status >= 500 else "fatal_error")

