@@ -171,13 +171,24 @@ class Storms:
                 self._cluster_follower(inc, now)
                 continue
             key = event_key(rule, inc, inc.primary)
-            if key is None:
+            if key is None or self._planned(inc):
                 continue
             fleet = self._joinable(key, now)
             if fleet is not None:
                 self._fold(fleet, [inc], now)
             else:
                 self._candidate(key, inc, now)
+
+    def _planned(self, inc: Incident) -> bool:
+        """Planned work: a node led by a follower (exporter down, not ready) whose cordon came first, as in
+        cordon -> reboot -> uncordon. Nothing links it to a storm of its cluster, so it joins none."""
+        followers = self.rule.followers
+        if not followers or inc.primary is None or not match_all(followers, signal_fields(inc, inc.primary)):
+            return False
+        cordons = [m.starts_at for m in inc.members.values() if m.signal.kind == "node_cordoned"]
+        follows = [m.starts_at for m in inc.members.values()
+                   if m.signal.kind != "node_cordoned" and match_all(followers, signal_fields(inc, m.signal))]
+        return bool(cordons and follows) and min(cordons) <= min(follows)
 
     def _joinable(self, key: str, now: datetime) -> Incident | None:
         fleet = self.c.state.incidents.get(self.c.state.fleets.get(key, ""))

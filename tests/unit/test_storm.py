@@ -426,3 +426,19 @@ def test_a_node_failing_like_others_within_the_window_is_marked_as_a_possible_st
     second = node_incidents(e)["n1"]
     assert second.storm_keys == ["gpu-fault|cluster=prod|category=hardware"]
     assert fleets(e) == []
+
+
+def test_a_node_cordoned_before_its_exporter_went_down_is_planned_work_not_part_of_a_storm():
+    e = engine()
+    run(e, [(i * 0.1, node_alerts(f"n{i}")) for i in range(6)])
+    [fleet] = fleets(e)
+    cordon = alert("KubeNodeCordoned", node="maint", starts=10, severity="info")
+    run(e, [(10, [cordon])])
+    run(e, [(40, [alert("DCGMExporterDown", node="maint", severity="warning", job="dcgm-exporter", starts=40),
+                  alert("KubeNodeNotReady", node="maint", starts=45)])])
+    maint = node_incidents(e)["maint"]
+    assert maint.parent_id == "" and "maint" not in fleet.nodes
+    # its exporter dying first (a fault the operator then cordoned) still joins
+    run(e, [(50, [alert("DCGMExporterDown", node="dead", severity="warning", job="dcgm-exporter", starts=50)])])
+    run(e, [(60, [alert("KubeNodeCordoned", node="dead", starts=60, severity="info")])])
+    assert "dead" in fleet.nodes
