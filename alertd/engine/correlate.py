@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from alertd.durations import format_duration
 from alertd.engine.classify import severity_label
+from alertd.engine.fleet_summary import fleet_title
 from alertd.engine.grouping import fields_of, group_for
 from alertd.engine.state import EngineState
 from alertd.engine.storm import Storms
@@ -449,7 +450,7 @@ class Correlator:
             return
         inc.category = primary.category
         if inc.fleet:
-            inc.title = self.storms.title(inc)
+            inc.title = fleet_title(inc)
             return
         where = inc.node or inc.pod or inc.cluster
         # By index; a GPU known only from a kernel line's PCI address (a log alert) by that address.

@@ -44,6 +44,7 @@ from typing import Iterable, Protocol
 
 from alertd.durations import format_duration
 from alertd.matchers import match_all
+from alertd.engine.fleet_summary import count_signals, uncount_signals
 from alertd.engine.state import EngineState
 from alertd.model import SEVERITY_RANK, Change, Event, Incident, Signal, signal_rank
 from alertd.rules import CorrelationRules, StormRule
@@ -69,29 +70,6 @@ class StormHost(Protocol):
     def _touch(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None: ...
 
 NEVER_STORM = ("other", "watchdog")
-COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
-COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
-SHORT = {"metrics_missing": "exporter down", "node_not_ready": "NotReady", "node_cordoned": "cordoned",
-         "thermal": "thermal", "ecc": "ECC", "row_remap": "row remap", "nvlink": "NVLink", "xid": "Xid (code unknown)"}
-
-
-def signal_keys(inc: Incident) -> set[str]:
-    """What a node incident shows, as fleet counts name it: each Xid code apart, other signals by kind."""
-    keys = {k for k in inc.signals if k not in ("xid", "other", "watchdog")}
-    keys.update(f"xid:{x}" for x in inc.xids)
-    if "xid" in inc.signals and not inc.xids:
-        keys.add("xid")
-    return keys
-
-
-def _count_key(sig: Signal) -> str:
-    return f"xid:{sig.xid}" if sig.kind == "xid" and sig.xid else sig.kind
-
-
-def _label(key: str) -> str:
-    return f"Xid {key[4:]}" if key.startswith("xid:") else SHORT.get(key, key)
-
-
 def signal_fields(inc: Incident, sig: Signal) -> dict[str, str]:
     """What storm event matchers and keys may name."""
     return {"cluster": inc.cluster, "node": inc.node, "group": inc.group, "signal": sig.kind,
@@ -329,7 +307,7 @@ class Storms:
             fleet.severity = child.severity
         if child.primary is not None and (fleet.primary is None or self._fleet_rank(child.primary) > self._fleet_rank(fleet.primary)):
             fleet.primary = child.primary
-        self._count(fleet, child)
+        count_signals(fleet, child)
         lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
             if key not in fleet.storm_keys:
@@ -346,37 +324,6 @@ class Storms:
         follower = match_all(self.rule.followers, {"signal": sig.kind, "category": sig.category,
                                                    "severity": sig.severity, "xid": str(sig.xid or "")})
         return (0 if follower else 1, *signal_rank(sig))
-
-    def _count(self, fleet: Incident, child: Incident) -> None:
-        """Nodes per signal, kept on the fleet as its nodes show more (resolved nodes stay counted)."""
-        if not child.node:
-            return
-        counted = child.annotations.get(COUNTED)
-        had = set(counted["keys"]) if isinstance(counted, dict) and counted.get("fleet") == fleet.id else set()
-        new = signal_keys(child) - had
-        if not new:
-            return
-        counts = fleet.annotations.setdefault(COUNTS, {})
-        for key in new:
-            counts[key] = counts.get(key, 0) + 1
-        child.annotations[COUNTED] = {"fleet": fleet.id, "keys": sorted(had | new)}
-
-    def title(self, fleet: Incident) -> str:
-        """What is true of the whole fleet: the fault that leads it with the nodes that show it, and each
-        other signal with its own node count ("Xid 119: ... on 37 nodes in prod-a (exporter down on 12; 40
-        nodes in all)"), never one node's signal with every node's count."""
-        primary = fleet.primary
-        assert primary is not None
-        counts: dict[str, int] = fleet.annotations.get(COUNTS) or {}
-        total = len(fleet.nodes)
-        main = _count_key(primary)
-        shown = counts.get(main) or total
-        where = fleet.cluster or "the fleet"
-        parts = [f"{_label(k)} on {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-                 if k != main][:3]
-        if shown != total:
-            parts.append(f"{total} nodes in all")
-        return f"{primary.title} on {shown} nodes in {where}" + (f" ({'; '.join(parts)})" if parts else "")
 
     def _leads(self, fleet: Incident, key: str) -> bool:
         """Whether a node of the fleet is led by the event ``key`` names. Two fleets that stand for one event
@@ -431,6 +378,9 @@ class Storms:
         fleet = self.c.state.incidents.get(child.parent_id)
         if fleet is None:
             return
+        if child.node and self._planned(child):
+            self._unfold(fleet, child, now)
+            return
         before = (fleet.severity, fleet.title, list(fleet.signals))
         events = len(fleet.storm_keys)
         others = self._absorb(fleet, child, now)
@@ -443,6 +393,26 @@ class Storms:
             self._merge(fleet, others, now, before[0])
             if fleet.is_open:  # else it merged into another fleet, which adopted what waits for it
                 self._adopt(fleet, now)
+
+    def _unfold(self, fleet: Incident, child: Incident, now: datetime) -> None:
+        """A node that joined as a follower turns out to be planned work (its cordon, which started first,
+        arrived after its exporter's alert, as Alertmanager's batches by alert name deliver them): it leaves
+        the fleet and stands alone, where routing judges it as the maintenance it is."""
+        state = self.c.state
+        child.parent_id = ""
+        fleet.children = [c for c in fleet.children if c != child.id]
+        state.open_children[fleet.id] = max(0, state.open_children.get(fleet.id, 1) - 1)
+        if child.node in fleet.nodes:
+            fleet.nodes = [n for n in fleet.nodes if n != child.node]
+            self.c._fleet_nodes.pop(fleet.id, None)  # rebuilt from the list on the next fold
+        uncount_signals(fleet, child)
+        self.c._touch(child, child.add_event(now, "left_fleet", f"not part of fleet incident {fleet.id}: cordoned "
+                                                                "before its other signals (planned work)", fleet=fleet.id))
+        if state.open_children[fleet.id] == 0:
+            self.c._close(fleet, now, f"its last node ({child.node}) was planned work, not part of it")
+            return
+        self.c._retitle(fleet)
+        self._node_event(fleet, now, "nodes_left", [child.node], "left: planned work")
 
     # ----- lifecycle -----
 

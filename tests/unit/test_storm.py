@@ -442,3 +442,18 @@ def test_a_node_cordoned_before_its_exporter_went_down_is_planned_work_not_part_
     run(e, [(50, [alert("DCGMExporterDown", node="dead", severity="warning", job="dcgm-exporter", starts=50)])])
     run(e, [(60, [alert("KubeNodeCordoned", node="dead", starts=60, severity="info")])])
     assert "dead" in fleet.nodes
+
+
+def test_planned_work_whose_cordon_arrives_after_its_exporter_alert_leaves_the_fleet():
+    e = engine()
+    run(e, [(i * 0.1, node_alerts(f"n{i}")) for i in range(6)])
+    [fleet] = fleets(e)
+    # grouped by alert name, the exporter's webhook comes first; the cordon, which started earlier, later
+    run(e, [(300, [alert("DCGMExporterDown", node="maint", severity="warning", job="dcgm-exporter", starts=240)])])
+    maint = node_incidents(e)["maint"]
+    assert maint.parent_id == fleet.id and "maint" in fleet.nodes
+    run(e, [(600, [alert("KubeNodeCordoned", node="maint", starts=200, severity="info")])])
+    assert maint.parent_id == "" and maint.is_open and "maint" not in fleet.nodes
+    assert maint.id not in fleet.children and fleet.title.endswith("(exporter down on 6; cordoned on 6)")
+    assert maint.timeline[-1].kind == "left_fleet"
+    assert_storm_state(e)
