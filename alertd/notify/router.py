@@ -27,6 +27,9 @@ QUIET_KINDS = frozenset({"opened", "alert_resolved", "alert_refired", "all_alert
 # Changes that matter to a pager once the incident has been sent there; the urgent ones bring a page along.
 PAGER_KINDS = frozenset({"opened", "severity_changed", "classification_upgraded", "acknowledged", "resolved"})
 URGENT_KINDS = frozenset({"acknowledged", "resolved"})
+# A change made only of these is no news to a target that has heard nothing of the incident: it never opens
+# a message or a page there (a cordon that resolves is not a first notification of the maintenance).
+RESOLUTION_KINDS = frozenset({"alert_resolved", "all_alerts_resolved", "nodes_resolved", "acknowledged", "resolved"})
 CONSOLE = Target.of("console")
 # A fleet child is not notified on its own; only these changes still reach messages already sent for it.
 CHILD_KINDS = frozenset({"folded_into_fleet", "acknowledged", "resolved"})
@@ -83,6 +86,9 @@ class Router:
         # incident -> the cordons it shows, built from memory.cordons on first use: a change then costs the
         # same however many nodes a storm has cordoned, instead of a walk over all of them
         self._cordon_keys: dict[str, set[tuple[str, str]]] | None = None
+        # fleet -> its node incidents as routed (the engine's own objects, kept current by it): what makes a
+        # fleet cordon-aware. Derived, not remembered: after a restore a fleet knows the nodes routed since.
+        self._children: dict[str, dict[str, Incident]] = {}
 
     # The memory's parts under the names routing code uses.
     @property
@@ -101,6 +107,7 @@ class Router:
         """Carry on from committed memory (start, failed commit, taking over from another instance)."""
         self.memory = memory
         self._cordon_keys = None
+        self._children = {}
 
     def set_rules(self, rules: Any) -> None:
         routing = getattr(rules, "routing", None)
@@ -138,6 +145,16 @@ class Router:
         if value not in marks:
             marks.add(value)
             self._delta.marks.add((inc_id, role, value))
+
+    def _track_child(self, inc: Incident) -> None:
+        if inc.parent_id:
+            self._children.setdefault(inc.parent_id, {})[inc.id] = inc
+        if inc.status == CLOSED and inc.fleet:
+            self._children.pop(inc.id, None)
+
+    def _fleet_children(self, inc: Incident) -> list[tuple[Incident, datetime | None]] | None:
+        known = self._children.get(inc.id) if inc.fleet else None
+        return [(c, self.cordoned_at(c)) for c in known.values()] if known else None
 
     def cordoned_at(self, inc: Incident) -> datetime | None:
         if inc.fleet or not inc.node:
@@ -182,12 +199,15 @@ class Router:
     def _route_one(self, change: Change, now: datetime) -> list[OutboxItem]:
         inc = change.incident
         self._track_cordon(inc)
+        self._track_child(inc)
         kinds = set(change.kinds)
         child = bool(inc.parent_id)
         if child and not kinds & CHILD_KINDS:
             return []
-        decision = decide(self.routing, inc, now, cordoned_at=self.cordoned_at(inc))
+        decision = decide(self.routing, inc, now, cordoned_at=self.cordoned_at(inc),
+                          children=self._fleet_children(inc))
         known = self._targets.setdefault(inc.id, set())
+        news = not kinds <= RESOLUTION_KINDS
         out: list[OutboxItem] = []
         # Each target once; a target reached through a muted route and a loud one is loud.
         chosen: dict[Target, tuple[Hit, bool]] = {}
@@ -195,9 +215,10 @@ class Router:
             receiver = self._receiver(hit.receiver)
             if receiver is None:
                 continue
-            quiet = child or bool(hit.muted or decision.suppressed)
+            audible = not (child or hit.muted or decision.suppressed)
             for raw in receiver.targets():
                 target = self._target(raw)
+                quiet = not audible or (not news and target not in known)
                 if target and (target not in chosen or (chosen[target][1] and not quiet)):
                     chosen[target] = (hit, quiet)
         seen: set[str] = set(chosen)
@@ -215,7 +236,7 @@ class Router:
                 out.extend(self._items(target, change, now, decision, None, quiet=True, why="", known=known))
         if self.console_mirror and CONSOLE not in seen:
             out.append(OutboxItem(inc.id, CONSOLE, Intent.SHOW, change_payload(change), now))
-        if not child and not decision.suppressed:
+        if not child and not decision.suppressed and (news or change.urgent):
             out.extend(self._escalations(change, now, decision, loud))
         return out
 

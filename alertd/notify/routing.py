@@ -25,6 +25,7 @@ escalate anew.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -36,7 +37,7 @@ from alertd.matchers import Matcher
 from alertd.notify import registry
 from alertd.notify.integration import key_name
 from alertd.notify.owners import Owners
-from alertd.notify.windows import CordonPolicy, Maintenance, TimeRange, TimeWindow
+from alertd.notify.windows import CordonPolicy, Maintenance, Pending, TimeRange, TimeWindow
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 DEFAULT_GROUP_WAIT = timedelta(seconds=2)
@@ -249,12 +250,26 @@ def load_routing(data: dict[str, Any], check: Any) -> Routing:
     default = data.get("default_receiver", "")
     if default and default not in receivers:
         check.problem(root + ("default_receiver",), f"unknown receiver {default!r}")
-    cordon = data.get("cordoned") or {}
+    cordon = _cordon_policy(data.get("cordoned") or {}, check, root + ("cordoned",))
     return Routing(
         receivers=receivers, routes=tuple(routes), default_receiver=default, windows=windows,
         maintenance=tuple(maintenance),
-        cordoned=CordonPolicy(cordon.get("action", "downgrade"), cordon.get("severity", "info")),
+        cordoned=cordon,
         owners=owners,
         group_wait=check.duration(data.get("group_wait"), root + ("group_wait",), DEFAULT_GROUP_WAIT),
     )
 
+
+
+def _cordon_policy(doc: dict[str, Any], check: Any, path: tuple[Any, ...]) -> CordonPolicy:
+    """The cordon section; ``expected`` and ``pending`` default to the shipped rules' (windows.py)."""
+    policy = CordonPolicy(doc.get("action", "downgrade"), doc.get("severity", "info"))
+    if "expected" in doc:
+        expected = tuple(check.matchers(m, path + ("expected", i)) for i, m in enumerate(doc["expected"] or []))
+        policy = dataclasses.replace(policy, expected=expected)
+    if "pending" in doc:
+        pending = tuple(Pending(check.matchers(p.get("match"), path + ("pending", i, "match")),
+                                check.duration(p.get("for"), path + ("pending", i, "for"), timedelta(0)))
+                        for i, p in enumerate(doc["pending"] or []))
+        policy = dataclasses.replace(policy, pending=pending)
+    return policy

@@ -1,0 +1,123 @@
+"""Paging that matches the problem: resolutions never page, planned work on cordoned nodes is not paged
+(judged by when things really started), fleets are cordon-aware, a storm pages once."""
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+from alertd.model import Change
+from alertd.notify.decision import decide
+from alertd.notify.router import Router
+from bench import paging
+from bench.amcadence import Life
+from tests.unit.builders import alert, at, engine, resolved, shipped_rules, xid
+from tests.unit.test_routing import ROUTING, load
+
+
+def pages(items):
+    return [i for i in items if i.target.kind == "pagerduty" and i.intent == "page" and not i.payload["only_if_posted"]]
+
+
+def test_a_change_that_only_reports_resolutions_never_pages_a_target_not_paged_before(tmp_path):
+    router = Router(load(tmp_path))
+    eng = engine()
+    node_down = alert("NodeDown", node="n1", starts=0)
+    inc = eng.ingest([node_down, xid(79, node="n1", starts=0)], at(0))[0].incident
+    # the pager has not heard of it (say the first post was held, or routing changed since): a resolution is no news
+    items = router.route([Change(incident=inc, kinds=["alert_resolved"])], at(60))
+    assert not pages(items) and not [i for i in items if not i.payload["only_if_posted"]]
+    assert not [i for i in items if i.intent == "escalate"]
+    assert pages(router.route([Change(incident=inc, kinds=["alert_joined"])], at(61)))  # news pages
+
+
+def test_planned_maintenance_is_not_paged_before_during_or_after_the_uncordon(tmp_path):
+    router = Router(load(tmp_path))
+    eng = engine()
+    cordon = alert("KubeNodeCordoned", node="n1", starts=0)
+    node_down = alert("NodeDown", node="n1", starts=300)  # rebooted at 180, fired after its 2m for:
+    exporter = alert("DCGMExporterDown", node="n1", starts=900, severity="critical")
+    sent = []
+    for batch, now in (([cordon], 0), ([node_down], 330), ([exporter], 930), ([resolved(node_down, 600)], 1200),
+                       ([resolved(exporter, 1210)], 1230), ([resolved(cordon, 1500)], 1530)):
+        sent += router.route(eng.ingest(batch, at(now)), at(now))
+    sent += router.route(eng.tick(at(1530 + 301)), at(1530 + 301))
+    assert not pages(sent) and not [i for i in sent if i.target == "slack:#gpu-oncall"]
+    assert not [i for i in sent if i.intent == "escalate"]
+
+
+def test_a_cordon_within_the_exporters_for_window_is_not_planned(tmp_path):
+    """The exporter died at 0 with its GPU; DCGMExporterDown fired at 300 (for: 5m); the operator had cordoned
+    the node at 120. Compared by startsAt the cordon came first; by when things began it did not."""
+    text = ROUTING.replace("""    - name: rest
+""", """    - name: blind
+      match: ['signal="metrics_missing"']
+      receiver: oncall
+    - name: rest
+""")
+    routing = load(tmp_path, text)
+    eng = engine()
+    inc = eng.ingest([alert("KubeNodeCordoned", node="n1", starts=120),
+                      alert("DCGMExporterDown", node="n1", starts=300)], at(330))[0].incident
+    d = decide(routing, inc, at(330))
+    assert not d.planned and "oncall" in d.receivers
+    # an exporter that went down after the cordon (the maintenance reboot) is planned
+    late = engine().ingest([alert("KubeNodeCordoned", node="n2", starts=120),
+                            alert("DCGMExporterDown", node="n2", starts=500)], at(530))[0].incident
+    assert decide(routing, late, at(530)).planned
+
+
+def test_planned_work_does_not_lend_its_severity_to_a_fault_found_during_it(tmp_path):
+    routing = load(tmp_path)
+    eng = engine()
+    inc = eng.ingest([alert("KubeNodeCordoned", node="n1", starts=0), alert("NodeDown", node="n1", starts=300),
+                      alert("GPUEccDoubleBitErrors", node="n1", starts=400)], at(400))[0].incident
+    assert inc.severity == "critical"  # the NodeDown of the reboot
+    d = decide(routing, inc, at(400))
+    assert not d.planned and d.severity == "error" and "oncall" in d.receivers  # the error route, not critical's
+    assert not [h for h in d.hits if h.route == "page"]
+
+
+def test_kernel_log_evidence_on_a_cordoned_node_is_a_fault(tmp_path):
+    routing = load(tmp_path)
+    inc = engine().ingest([alert("KubeNodeCordoned", node="n1", starts=0),
+                           alert("NodeDown", node="n1", starts=300)], at(300))[0].incident
+    assert decide(routing, inc, at(300)).planned
+    inc.annotations["evidence_signals"] = [{"kind": "xid", "xid": 79, "severity": "critical"}]
+    assert not decide(routing, inc, at(300)).planned
+    inc.annotations["evidence_signals"] = "not a list"  # read defensively
+    assert decide(routing, inc, at(300)).planned
+
+
+def test_pending_times_are_rules_data_and_match_the_shipped_prometheus_rules(tmp_path):
+    import yaml
+    doc = yaml.safe_load((paging.ROOT / "deploy/prometheus/gpu-alerts.yml").read_text())
+    fors = {r["alert"]: r.get("for", "0m") for g in doc["groups"] for r in g["rules"] if "alert" in r}
+    policy = shipped_rules().routing.cordoned
+    for name, detail, kind in (("DCGMExporterDown", "exporter_down", "metrics_missing"),
+                               ("NodeDown", "node_down", "metrics_missing"), ("KubeNodeNotReady", "", "node_not_ready")):
+        assert policy.lag({"signal": kind, "detail": detail, "alertname": name}).total_seconds() == \
+            int(fors[name].rstrip("m")) * 60, name
+    routing = load(tmp_path, ROUTING.replace("    severity: warning\n", """    severity: warning
+    pending: [{match: ['alertname="DCGMExporterDown"'], for: 10m}]
+""", 1))
+    assert routing.cordoned.lag({"alertname": "DCGMExporterDown"}) == timedelta(minutes=10)
+    assert routing.cordoned.lag({"alertname": "NodeDown"}) == timedelta(0)
+
+
+def test_replayed_maintenance_and_faults_page_as_they_should():
+    rules = paging.rules_with(timedelta(seconds=30))
+    for seed in range(3):
+        for route in paging.ROUTES.values():
+            assert paging.score(paging.maintenance(random.Random(seed)), rules, route).triggers == 0
+            fault = paging.score(paging.xid_fault(random.Random(seed)), rules, route)
+            assert fault.triggers == 1 and fault.delay is not None and fault.delay <= 300
+
+
+def test_story_delivery_follows_alertmanagers_cadence():
+    from bench.amcadence import deliver
+    lives = [Life.of("NodeDown", 0, 400, node="n1"), Life.of("NodeDown", 100, None, node="n2"),
+             Life.of("NodeDown", 10, 20, node="n3")]  # resolved within group_wait: never sent
+    sent = deliver(lives, group_by=("alertname", "cluster"))
+    assert [(t - at(0)).total_seconds() for t, _ in sent] == [30, 330, 630]
+    assert [[(a["labels"]["node"], a["status"]) for a in b["alerts"]] for _, b in sent] == [
+        [("n1", "firing")], [("n1", "firing"), ("n2", "firing")], [("n2", "firing"), ("n1", "resolved")]]
