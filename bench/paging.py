@@ -60,8 +60,9 @@ def score(lives: list[Life], rules: RuleSet, group_by: tuple[str, ...]) -> Score
     for (inc_id, target), item in first_target.items():
         inc = run.incidents[inc_id]
         closed_first = inc.resolved_at is not None and inc.resolved_at <= item.due_at
-        if target.startswith("pagerduty:") and item.intent == "page" and not closed_first \
-                and not item.payload.get("adopt"):
+        adopted = first_target.get((str(item.payload.get("adopt", "")), target))  # as the PagerDuty notifier:
+        adopts = adopted is not None and adopted.intent == "page" and adopted.due_at <= item.due_at  # a page sent
+        if target.startswith("pagerduty:") and item.intent == "page" and not closed_first and not adopts:
             triggers += 1
             first_page = min(first_page or item.due_at, item.due_at)
         if target.startswith("slack:") and not item.payload.get("only_if_posted"):

@@ -89,6 +89,8 @@ class Router:
         # fleet -> its node incidents as routed (the engine's own objects, kept current by it): what makes a
         # fleet cordon-aware. Derived, not remembered: after a restore a fleet knows the nodes routed since.
         self._children: dict[str, dict[str, Incident]] = {}
+        # (cluster, category) -> node incidents that opened within routing.storm_wait (derived, like _children)
+        self._recent: dict[tuple[str, str], list[Incident]] = {}
 
     # The memory's parts under the names routing code uses.
     @property
@@ -108,6 +110,7 @@ class Router:
         self.memory = memory
         self._cordon_keys = None
         self._children = {}
+        self._recent = {}
 
     def set_rules(self, rules: Any) -> None:
         routing = getattr(rules, "routing", None)
@@ -261,7 +264,7 @@ class Router:
         # A reopened incident (the same key back within the reopen window) was sent before it resolved: its
         # message is updated where it is and nothing pages again for a flap.
         first = target not in known and not quiet and "reopened" not in change.kinds
-        wait = self._group_wait(inc) if first else None
+        wait = self._group_wait(inc, now) if first else None
         opening = "opened" in change.kinds or first
         if integration.accepts(Intent.SHOW):
             if not integration.remembers:  # a log line: the change itself, at once
@@ -278,14 +281,40 @@ class Router:
         if integration.accepts(Intent.PAGE) and (pager_news or first):
             intent = Intent.RESOLVE if pager_news and pager_news <= URGENT_KINDS else Intent.PAGE
             payload = {**common, "routing_key": target.address, "severity": decision.severity}
+            adopt = self._adoptable(inc, target) if first else ""
+            if adopt:
+                payload["adopt"] = adopt
             out.append(OutboxItem(inc.id, target, intent, payload, now + wait if wait else now))
         return out
 
-    def _group_wait(self, inc: Incident) -> timedelta | None:
+    def _adoptable(self, inc: Incident, target: Target) -> str:
+        """The first of a fleet's node incidents already paged on ``target``: the fleet's first page takes its
+        PagerDuty alert over instead of triggering a second one (a storm pages once, however Alertmanager's
+        batches split it). Read from the fleet's children and the committed memory, so it holds after a
+        restart too."""
+        if not inc.fleet:
+            return ""
+        return next((c for c in inc.children if target in self._targets.get(c, ())), "")
+
+    def _group_wait(self, inc: Incident, now: datetime) -> timedelta | None:
         """A node incident's first post and page wait, so a storm can fold it first (fleets post at once).
-        So does a node-less follower awaiting its cluster's fleet (the engine set its ``storm_keys``)."""
+        So does a node-less follower awaiting its cluster's fleet (the engine set its ``storm_keys``).
+        A node incident of the same kind as another on its cluster opened within ``storm_wait`` waits that
+        long instead: Alertmanager sends the rest of a storm in its next batch, a group interval later, and
+        the fleet that forms then takes over the first node's page (``_adoptable``)."""
         wait = self.routing.group_wait
-        return wait if wait and not inc.fleet and (inc.node or inc.storm_keys) and inc.status == OPEN else None
+        if inc.fleet or not (inc.node or inc.storm_keys) or inc.status != OPEN:
+            return None
+        return max(wait, self._peer_wait(inc, now)) or None
+
+    def _peer_wait(self, inc: Incident, now: datetime) -> timedelta:
+        hold = self.routing.storm_wait
+        if not hold or inc.primary is None:
+            return timedelta(0)
+        kind = (inc.cluster, inc.primary.category)
+        peers = [p for p in self._recent.get(kind, []) if now - p.opened_at < hold and p.is_open and p.id != inc.id]
+        self._recent[kind] = peers + [inc]
+        return hold if any(not p.parent_id for p in peers) else timedelta(0)
 
     def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[Target]) -> list[OutboxItem]:
         inc = change.incident

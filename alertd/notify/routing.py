@@ -41,6 +41,7 @@ from alertd.notify.windows import CordonPolicy, Maintenance, Pending, TimeRange,
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 DEFAULT_GROUP_WAIT = timedelta(seconds=2)
+DEFAULT_STORM_WAIT = timedelta(minutes=5, seconds=10)  # Alertmanager's group_interval (5m) and a margin
 ESCALATION_KIND = "pagerduty"  # route.escalate names a PagerDuty routing key
 OWNER_CHANNEL_KIND = "slack"  # owners.use_channels: the owner's Slack channel
 
@@ -94,6 +95,8 @@ class Routing:
     owners: Owners = Owners()
     # A new node incident's first notification waits this long, so a storm can form and fold it first.
     group_wait: timedelta = DEFAULT_GROUP_WAIT
+    # A node incident like another opened on its cluster this recently waits this long: a storm's next batch.
+    storm_wait: timedelta = DEFAULT_STORM_WAIT
 
     def addresses(self, kind: str) -> set[str]:
         """Every address of one integration the rules name (receivers and escalations)."""
@@ -257,6 +260,7 @@ def load_routing(data: dict[str, Any], check: Any) -> Routing:
         cordoned=cordon,
         owners=owners,
         group_wait=check.duration(data.get("group_wait"), root + ("group_wait",), DEFAULT_GROUP_WAIT),
+        storm_wait=check.duration(data.get("storm_wait"), root + ("storm_wait",), DEFAULT_STORM_WAIT),
     )
 
 

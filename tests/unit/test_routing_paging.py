@@ -121,3 +121,90 @@ def test_story_delivery_follows_alertmanagers_cadence():
     assert [(t - at(0)).total_seconds() for t, _ in sent] == [30, 330, 630]
     assert [[(a["labels"]["node"], a["status"]) for a in b["alerts"]] for _, b in sent] == [
         [("n1", "firing")], [("n1", "firing"), ("n2", "firing")], [("n2", "firing"), ("n1", "resolved")]]
+
+
+# ----- fleets -----
+
+def test_a_fleet_of_nodes_cordoned_before_they_went_down_is_planned_work(tmp_path):
+    router = Router(load(tmp_path))
+    eng = engine()
+    nodes = [f"n{i}" for i in range(6)]
+    sent = router.route(eng.ingest([alert("KubeNodeCordoned", node=n, starts=i) for i, n in enumerate(nodes)],
+                                   at(10)), at(10))
+    changes = eng.ingest([alert("NodeDown", node=n, starts=300 + i) for i, n in enumerate(nodes)], at(330))
+    fleet = next(c.incident for c in changes if c.incident.fleet)
+    assert fleet.severity == "critical"
+    sent += router.route(changes, at(330))
+    d = decide(router.routing, fleet, at(330), children=router._fleet_children(fleet))
+    assert d.planned and d.severity == "warning"
+    assert not pages(sent) and not [i for i in sent if i.target == "slack:#gpu-oncall"]
+    # one node of the rollout shows a real fault: the fleet is not planned any more, and pages
+    later = router.route(eng.ingest([xid(79, node="n3", starts=400)], at(400)), at(400))
+    assert pages(later) and all(i.incident_id == fleet.id for i in pages(later))
+
+
+# ----- storms -----
+
+def test_a_storm_pages_once_when_its_fleet_forms_after_a_node_was_paged(tmp_path):
+    router = Router(load(tmp_path))
+    eng = engine()
+    first = router.route(eng.ingest([xid(119, node="n0")], at(0)), at(0))
+    (page,) = pages(first)
+    assert (page.due_at - at(0)).total_seconds() == 2  # group_wait: a lone fault pages at once
+    # Alertmanager's next batch (grouped by alertname: 4 more nodes 300 s later) makes the fleet
+    second = router.route(eng.ingest([xid(119, node=f"n{i}") for i in range(1, 5)], at(299)), at(299))
+    fleet = next(i.incident_id for i in second if i.payload.get("kinds", [None])[0] == "opened"
+                 and i.incident_id != page.incident_id and not i.payload["only_if_posted"])
+    fleet_pages = [i for i in pages(second) if i.incident_id == fleet]
+    assert len(fleet_pages) == 1 and fleet_pages[0].payload["adopt"] == page.incident_id
+    assert not [i for i in pages(second) if i.incident_id != fleet]  # folded nodes never page
+
+
+def test_nodes_like_one_just_opened_wait_for_the_next_batch(tmp_path):
+    router = Router(load(tmp_path))
+    eng = engine()
+    router.route(eng.ingest([xid(119, node="n0")], at(0)), at(0))
+    items = router.route(eng.ingest([xid(119, node="n1"), xid(119, node="n2")], at(30)), at(30))
+    assert sorted((i.due_at - at(30)).total_seconds() for i in pages(items)) == [310, 310]  # storm_wait 5m10s
+    lone = router.route(eng.ingest([alert("GPUEccDoubleBitErrors", node="n9")], at(40)), at(40))
+    assert [(i.due_at - at(40)).total_seconds() for i in pages(lone)] == [2]  # another kind: not held
+
+
+class FakeStore:
+    def __init__(self, incidents):
+        self.incidents, self.refs = incidents, {}
+
+    async def get_incident(self, inc_id):
+        return self.incidents.get(inc_id)
+
+    async def notify_ref(self, inc_id, target):
+        return self.refs.get((inc_id, str(target)))
+
+
+def test_pagerduty_fleet_takes_over_the_node_alert_and_the_node_leaves_it():
+    import asyncio
+    import json
+
+    from alertd.delivery import Intent, OutboxItem, Target
+    from alertd.notify.pagerduty import PagerDutyNotifier, PagerDutySettings
+    eng = engine()
+    changes = eng.ingest([xid(119, node=f"n{i}") for i in range(5)], at(0))
+    fleet = next(c.incident for c in changes if c.incident.fleet)
+    child = eng.state.incidents[fleet.children[0]]
+    store = FakeStore({fleet.id: fleet, child.id: child})
+    target = Target.of("pagerduty", "infra")
+    store.refs[(child.id, target)] = json.dumps({"state": "triggered", "severity": "error", "dedup_key": "i:" + child.id})
+    pd = PagerDutyNotifier(PagerDutySettings(routing_keys={"infra": "k" * 32}), store, lambda: at(0))
+    sent = []
+
+    async def send(key, action, inc, severity, dedup, note=""):
+        sent.append((action, inc.id, dedup))
+    pd._send = send
+    item = OutboxItem(fleet.id, target, Intent.PAGE, {"routing_key": "infra", "adopt": child.id}, at(0))
+    done = asyncio.run(pd.deliver([item], None))
+    assert sent == [("trigger", fleet.id, "i:" + child.id)]  # the node's alert, now the fleet's: no new alert
+    store.refs[(fleet.id, target)] = done.ref
+    eng.correlator._close(child, at(60), "node resolved")  # the node resolves alone: the storm's page stays
+    child_item = OutboxItem(child.id, target, Intent.RESOLVE, {"routing_key": "infra"}, at(60))
+    asyncio.run(pd.deliver([child_item], store.refs[(child.id, target)]))
+    assert sent == [("trigger", fleet.id, "i:" + child.id)]
