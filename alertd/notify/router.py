@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from alertd.delivery import Intent, OutboxItem, Target
 from alertd.memory import ESCALATION, SENT, MemoryDelta, RouterMemory
-from alertd.model import CLOSED, OPEN, Change, Incident
+from alertd.model import CLOSED, OPEN, Change, Incident, iso
 from alertd.notify import registry
 from alertd.notify.decision import Decision, Hit, decide
 from alertd.notify.routing import Receiver, Routing, owner_channel
@@ -31,6 +31,8 @@ URGENT_KINDS = frozenset({"acknowledged", "resolved"})
 # a message or a page there (a cordon that resolves is not a first notification of the maintenance).
 RESOLUTION_KINDS = frozenset({"alert_resolved", "all_alerts_resolved", "nodes_resolved", "acknowledged", "resolved"})
 CONSOLE = Target.of("console")
+# Changes after which routes may name new targets: a conversation already posted elsewhere hears of it.
+ROUTE_CHANGING = frozenset({"severity_changed", "classification_upgraded"})
 # A fleet child is not notified on its own; only these changes still reach messages already sent for it.
 CHILD_KINDS = frozenset({"folded_into_fleet", "acknowledged", "resolved"})
 
@@ -226,12 +228,15 @@ class Router:
                     chosen[target] = (hit, quiet)
         seen: set[str] = set(chosen)
         loud: set[Target] = set()
+        moved = self._one_post(chosen, known)
         for target, (hit, quiet) in chosen.items():
-            why = decision.suppressed or hit.muted
+            why = decision.suppressed or hit.muted or (f"posted in {', '.join(moved[target])}" if target in moved else "")
             out.extend(self._items(target, change, now, decision, hit, quiet=quiet, why=why, known=known))
             if not quiet:
                 self._mark(known, inc.id, SENT, target)
                 loud.add(target)
+        if moved and kinds & ROUTE_CHANGING:
+            out.extend(self._moved_note(change, now, decision, moved))
         # Messages sent earlier to targets this change no longer routes to are still kept current.
         for old in sorted(known - seen):
             target = self._target(Target(old))
@@ -242,6 +247,32 @@ class Router:
         if not child and not decision.suppressed and (news or change.urgent):
             out.extend(self._escalations(change, now, decision, loud))
         return out
+
+    def _one_post(self, chosen: dict[Target, tuple[Hit, bool]], known: set[str]) -> dict[Target, list[str]]:
+        """Conversations (Slack) newly routed for an incident already posted in another of its kind: one
+        top-level post per problem, so they stay quiet (the fleet that turned critical is not posted again as
+        if new); returns them with the conversations that speak for them, which hear of it in their thread."""
+        moved: dict[Target, list[str]] = {}
+        for target, (hit, quiet) in list(chosen.items()):
+            integration = registry.get(target.kind)
+            if quiet or target in known or integration is None or not integration.conversation:
+                continue
+            posted = sorted(t for t in known if Target(t).kind == target.kind and Target(t).lane == "")
+            if posted:
+                chosen[target] = (hit, True)
+                moved[target] = posted
+        return moved
+
+    def _moved_note(self, change: Change, now: datetime, decision: Decision,
+                    moved: dict[Target, list[str]]) -> list[OutboxItem]:
+        """A thread reply where the incident was posted, naming the conversations it is now routed to too."""
+        inc = change.incident
+        names = ", ".join(sorted(t.address or str(t) for t in moved))
+        event = {"at": iso(now), "kind": "routed", "text": f"now {decision.severity}: routed to {names} too"}
+        payload = {"kinds": change.kinds, "urgent": change.urgent, "only_if_posted": True, "note": decision.note,
+                   "muted": "", "route": "", "receiver": "", "team": "", "events": [event]}
+        where = sorted({p for posted in moved.values() for p in posted})
+        return [OutboxItem(inc.id, Target(t), Intent.TIMELINE, payload, now) for t in where]
 
     def _items(self, target: Target, change: Change, now: datetime, decision: Decision, hit: Hit | None, *,
                quiet: bool, why: str, known: set[str]) -> list[OutboxItem]:

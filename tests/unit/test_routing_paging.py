@@ -208,3 +208,23 @@ def test_pagerduty_fleet_takes_over_the_node_alert_and_the_node_leaves_it():
     child_item = OutboxItem(child.id, target, Intent.RESOLVE, {"routing_key": "infra"}, at(60))
     asyncio.run(pd.deliver([child_item], store.refs[(child.id, target)]))
     assert sent == [("trigger", fleet.id, "i:" + child.id)]
+
+
+# ----- one top-level post -----
+
+def test_an_incident_posted_in_one_channel_is_not_posted_again_when_its_severity_routes_it_to_another(tmp_path):
+    router = Router(load(tmp_path, ROUTING.replace("""    - name: audit-everything
+      receiver: audit
+      continue: true
+""", "")))
+    eng = engine()
+    opened = router.route(eng.ingest([alert("DCGMExporterDown", node="n1", starts=0)], at(0)), at(0))
+    assert [i.target for i in opened if not i.payload["only_if_posted"]] == ["slack:#gpu-alerts"]
+    worse = router.route(eng.ingest([alert("NodeDown", node="n1", starts=60)], at(60)), at(60))
+    assert "severity_changed" in worse[0].payload["kinds"]
+    assert not [i for i in worse if i.target == "slack:#gpu-oncall" and not i.payload["only_if_posted"]]
+    assert pages(worse)  # the pager is a first notification: critical pages
+    (note,) = [i for i in worse if i.intent == "timeline"]
+    assert note.target == "slack:#gpu-alerts" and "#gpu-oncall" in note.payload["events"][0]["text"]
+    again = router.route(eng.ingest([alert("KubeNodeNotReady", node="n1", starts=70)], at(70)), at(70))
+    assert not [i for i in again if i.target == "slack:#gpu-oncall" and not i.payload["only_if_posted"]]
