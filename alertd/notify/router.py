@@ -91,8 +91,8 @@ class Router:
         # fleet -> its node incidents as routed (the engine's own objects, kept current by it): what makes a
         # fleet cordon-aware. Derived, not remembered: after a restore a fleet knows the nodes routed since.
         self._children: dict[str, dict[str, Incident]] = {}
-        # (cluster, category) -> node incidents that opened within routing.storm_wait (derived, like _children)
-        self._recent: dict[tuple[str, str], list[Incident]] = {}
+        # (cluster, kind, Xid/detail/category) -> node incidents opened within routing.storm_wait (derived)
+        self._recent: dict[tuple[str, str, str], list[Incident]] = {}
 
     # The memory's parts under the names routing code uses.
     @property
@@ -330,7 +330,7 @@ class Router:
     def _group_wait(self, inc: Incident, now: datetime) -> timedelta | None:
         """A node incident's first post and page wait, so a storm can fold it first (fleets post at once).
         So does a node-less follower awaiting its cluster's fleet (the engine set its ``storm_keys``).
-        A node incident of the same kind as another on its cluster opened within ``storm_wait`` waits that
+        A node incident like another on its cluster (same signal and Xid) opened within ``storm_wait`` waits that
         long instead: Alertmanager sends the rest of a storm in its next batch, a group interval later, and
         the fleet that forms then takes over the first node's page (``_adoptable``)."""
         wait = self.routing.group_wait
@@ -342,7 +342,8 @@ class Router:
         hold = self.routing.storm_wait
         if not hold or inc.primary is None:
             return timedelta(0)
-        kind = (inc.cluster, inc.primary.category)
+        sig = inc.primary  # a storm repeats one thing: one Xid code, one kind of node loss, one category
+        kind = (inc.cluster, sig.kind, str(sig.xid or sig.detail or sig.category))
         peers = [p for p in self._recent.get(kind, []) if now - p.opened_at < hold and p.is_open and p.id != inc.id]
         self._recent[kind] = peers + [inc]
         return hold if any(not p.parent_id for p in peers) else timedelta(0)

@@ -41,7 +41,7 @@ from alertd.notify.windows import CordonPolicy, Maintenance, Pending, TimeRange,
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 DEFAULT_GROUP_WAIT = timedelta(seconds=2)
-DEFAULT_STORM_WAIT = timedelta(minutes=5, seconds=10)  # Alertmanager's group_interval (5m) and a margin
+DEFAULT_STORM_WAIT = timedelta(0)  # off; a little above Alertmanager's group_interval (5m10s) turns it on
 ESCALATION_KIND = "pagerduty"  # route.escalate names a PagerDuty routing key
 OWNER_CHANNEL_KIND = "slack"  # owners.use_channels: the owner's Slack channel
 

@@ -161,7 +161,8 @@ def test_a_storm_pages_once_when_its_fleet_forms_after_a_node_was_paged(tmp_path
 
 
 def test_nodes_like_one_just_opened_wait_for_the_next_batch(tmp_path):
-    router = Router(load(tmp_path))
+    assert not load(tmp_path).storm_wait  # off unless the routing turns it on
+    router = Router(load(tmp_path, ROUTING.replace("routing:\n", "routing:\n  storm_wait: 5m10s\n", 1)))
     eng = engine()
     router.route(eng.ingest([xid(119, node="n0")], at(0)), at(0))
     items = router.route(eng.ingest([xid(119, node="n1"), xid(119, node="n2")], at(30)), at(30))
