@@ -239,13 +239,15 @@ def test_cordon_after_the_problem_changes_nothing(tmp_path):
 
 
 def test_cordon_mute_policy_and_cordon_seen_on_another_incident(tmp_path):
-    routing = load(tmp_path, ROUTING.replace("action: downgrade", "action: mute"))
+    # a site that expects its jobs to crash on a node being drained
+    routing = load(tmp_path, ROUTING.replace("action: downgrade", """action: mute
+    expected: [['signal="node_cordoned"'], ['category="application"']]"""))
     router = Router(routing)
     eng = engine()
-    # the cordon is its own incident here (different group), then an alert alertd cannot classify on the node
+    # the cordon is its own incident here (different group), then an application Xid on the node
     changes = eng.ingest([alert("KubeNodeCordoned", node="n1", starts=-600)], at(0))
     router.route(changes, at(0))
-    changes = eng.ingest([alert("NodeFilesystemFull", node="n1", severity="critical")], at(10))
+    changes = eng.ingest([xid(13, node="n1", namespace="ml-a", pod="p1")], at(10))
     inc = changes[-1].incident
     assert inc.id != changes[0].incident.id or len(changes) == 1
     d = decide(routing, inc, at(10), cordoned_at=router.cordoned_at(inc))
