@@ -93,3 +93,11 @@ def _group(key: tuple[str, ...], lives: list[Life], wait: float, interval: float
         if t > last_event and not changed:  # nothing more will change (a firing alert is only re-sent at
             return out                        # repeat_interval, which these stories do not reach)
         t += interval
+
+
+def write_recording(path: str, deliveries: list[tuple[datetime, dict[str, Any]]]) -> None:
+    """The deliveries as ``alertd replay FILE`` reads them (what ``serve --record`` writes)."""
+    import json
+    with open(path, "w", encoding="utf-8") as fh:
+        for at, body in deliveries:
+            fh.write(json.dumps({"received_at": at.isoformat().replace("+00:00", "Z"), "body": body}) + "\n")

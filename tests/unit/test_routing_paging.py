@@ -229,3 +229,18 @@ def test_an_incident_posted_in_one_channel_is_not_posted_again_when_its_severity
     assert note.target == "slack:#gpu-alerts" and "#gpu-oncall" in note.payload["events"][0]["text"]
     again = router.route(eng.ingest([alert("KubeNodeNotReady", node="n1", starts=70)], at(70)), at(70))
     assert not [i for i in again if i.target == "slack:#gpu-oncall" and not i.payload["only_if_posted"]]
+
+
+def test_alertd_replay_of_a_planned_reboot_sends_no_page(tmp_path, capsys):
+    """The whole story through the command line, as a site would check its own recording."""
+    import json
+
+    from alertd.cli import main as cli_main
+    from bench.amcadence import deliver, write_recording
+    path = tmp_path / "maintenance.jsonl"
+    write_recording(str(path), deliver(paging.maintenance(random.Random(3)), group_by=paging.ROUTES["name"]))
+    assert cli_main(["replay", str(path), "--json", "--tail", "1h"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["webhooks"] >= 4 and out["incidents"]
+    sent = [n for n in out["notifications"] if n["sent"]]
+    assert sent and not [n for n in sent if n["target"].startswith("pagerduty:") or n["target"] == "slack:#gpu-oncall"]
