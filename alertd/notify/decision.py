@@ -54,20 +54,20 @@ def cordon_severity(policy: CordonPolicy, inc: Incident, cordoned_at: datetime |
     return unplanned_severity(inc, cordon, policy) or ""
 
 
-def fleet_severity(policy: CordonPolicy, children: Sequence[tuple[Incident, datetime | None]]) -> str | None:
+def fleet_severity(children: Sequence[tuple[str, str | None]]) -> str | None:
     """A fleet is planned work when every node incident of it is (a rollout draining nodes that then show
-    exporters down); otherwise the severity of its nodes' unplanned parts. None: no node was cordoned."""
-    judged = [(child, cordon_severity(policy, child, at)) for child, at in children]
-    if all(j is None for _, j in judged):
+    exporters down); otherwise the severity of its nodes' unplanned parts. ``children``: each node
+    incident's severity and its ``cordon_severity``. None: no node was cordoned."""
+    if all(j is None for _, j in children):
         return None
-    return max_severity(*(child.severity if j is None else j for child, j in judged if j != "")) \
-        if any(j != "" for _, j in judged) else ""
+    rest = [severity if j is None else j for severity, j in children if j != ""]
+    return max_severity(*rest) if rest else ""
 
 
 def decide(routing: Routing, inc: Incident, now: datetime, *, cordoned_at: datetime | None = None,
-           children: Sequence[tuple[Incident, datetime | None]] | None = None) -> Decision:
+           children: Sequence[tuple[str, str | None]] | None = None) -> Decision:
     """Route one incident at ``now``. ``cordoned_at``: when its node was cordoned, if known from elsewhere;
-    ``children``: a fleet's node incidents with theirs (what makes a fleet cordon-aware)."""
+    ``children``: a fleet's node incidents as ``fleet_severity`` takes them (what makes a fleet cordon-aware)."""
     fields = incident_fields(inc)
     decision = Decision(severity=inc.severity)
     for m in routing.maintenance:
@@ -77,7 +77,7 @@ def decide(routing: Routing, inc: Incident, now: datetime, *, cordoned_at: datet
     policy = routing.cordoned
     judged = None
     if policy.action != "notify":
-        judged = fleet_severity(policy, children) if inc.fleet and children else \
+        judged = fleet_severity(children) if inc.fleet and children else \
             None if inc.fleet else cordon_severity(policy, inc, cordoned_at)
     where = inc.node or ("its nodes" if inc.fleet else "the node")
     if judged == "":

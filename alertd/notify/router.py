@@ -15,9 +15,9 @@ from alertd.delivery import Intent, OutboxItem, Target
 from alertd.memory import ESCALATION, SENT, MemoryDelta, RouterMemory
 from alertd.model import CLOSED, OPEN, Change, Incident, iso
 from alertd.notify import registry
-from alertd.notify.decision import Decision, Hit, decide
+from alertd.notify.decision import Decision, Hit, cordon_severity, decide
 from alertd.notify.routing import Receiver, Routing, owner_channel
-from alertd.notify.windows import cordon_since
+from alertd.notify.windows import CORDON_KIND, cordon_since
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class Router:
         self._children: dict[str, dict[str, Incident]] = {}
         # (cluster, kind, Xid/detail/category) -> node incidents opened within routing.storm_wait (derived)
         self._recent: dict[tuple[str, str, str], list[Incident]] = {}
+        self._judged: dict[str, tuple[int, datetime | None, str | None]] = {}  # node incident -> judgment
 
     # The memory's parts under the names routing code uses.
     @property
@@ -113,11 +114,13 @@ class Router:
         self._cordon_keys = None
         self._children = {}
         self._recent = {}
+        self._judged = {}
 
     def set_rules(self, rules: Any) -> None:
         routing = getattr(rules, "routing", None)
         if isinstance(routing, Routing):
             self.routing = routing
+            self._judged = {}  # judged by the rules before
 
     # ----- memory -----
 
@@ -155,11 +158,25 @@ class Router:
         if inc.parent_id:
             self._children.setdefault(inc.parent_id, {})[inc.id] = inc
         if inc.status == CLOSED and inc.fleet:
-            self._children.pop(inc.id, None)
+            for child in self._children.pop(inc.id, {}):
+                self._judged.pop(child, None)
 
-    def _fleet_children(self, inc: Incident) -> list[tuple[Incident, datetime | None]] | None:
+    def _fleet_children(self, inc: Incident) -> list[tuple[str, str | None]] | None:
+        """The fleet's node incidents as ``fleet_severity`` takes them. Each node's judgment is kept until the
+        node incident or its cordon changes, so a fleet change costs a lookup per node, not a walk of its
+        alerts."""
         known = self._children.get(inc.id) if inc.fleet else None
-        return [(c, self.cordoned_at(c)) for c in known.values()] if known else None
+        if not known or (CORDON_KIND not in inc.signals and not self._cordoned):
+            return None  # no node of it cordoned: a storm of thousands of nodes costs nothing here
+        out = []
+        for child in known.values():
+            at = self.cordoned_at(child)
+            kept = self._judged.get(child.id)
+            if kept is None or kept[:2] != (child.version, at):
+                kept = self._judged[child.id] = (child.version, at,
+                                                 cordon_severity(self.routing.cordoned, child, at))
+            out.append((child.severity, kept[2]))
+        return out
 
     def cordoned_at(self, inc: Incident) -> datetime | None:
         if inc.fleet or not inc.node:

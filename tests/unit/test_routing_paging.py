@@ -136,6 +136,7 @@ def test_a_fleet_of_nodes_cordoned_before_they_went_down_is_planned_work(tmp_pat
     assert fleet.severity == "critical"
     sent += router.route(changes, at(330))
     d = decide(router.routing, fleet, at(330), children=router._fleet_children(fleet))
+    assert router._fleet_children(fleet) == [("critical", "")] * 6  # each node: planned work
     assert d.planned and d.severity == "warning"
     assert not pages(sent) and not [i for i in sent if i.target == "slack:#gpu-oncall"]
     # one node of the rollout shows a real fault: the fleet is not planned any more, and pages
