@@ -262,7 +262,9 @@ class Router:
         if self.console_mirror and CONSOLE not in seen:
             out.append(OutboxItem(inc.id, CONSOLE, Intent.SHOW, change_payload(change), now))
         if not child and not decision.suppressed and (news or change.urgent):
-            out.extend(self._escalations(change, now, decision, loud))
+            # a conversation kept to the message already posted elsewhere: the note goes there
+            loud |= {Target(p) for posted in moved.values() for p in posted}
+            out.extend(self._escalations(change, now, decision, loud, moved))
         return out
 
     def _one_post(self, chosen: dict[Target, tuple[Hit, bool]], known: set[str]) -> dict[Target, list[str]]:
@@ -365,7 +367,8 @@ class Router:
         self._recent[kind] = peers + [inc]
         return hold if any(not p.parent_id for p in peers) else timedelta(0)
 
-    def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[Target]) -> list[OutboxItem]:
+    def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[Target],
+                     moved: dict[Target, list[str]]) -> list[OutboxItem]:
         inc = change.incident
         scheduled = self._escalated.setdefault(inc.id, set())
         out: list[OutboxItem] = []
@@ -399,7 +402,9 @@ class Router:
                 self._mark(scheduled, inc.id, ESCALATION, pager)
                 out.append(OutboxItem(inc.id, pager, Intent.ESCALATE, payload, due))
             # The note goes into the conversation the paging receiver's own messages started.
-            for t in sorted(t for t in map(self._target, receiver.targets()) if t in loud and _converses(t)):
+            talks = {t for t in map(self._target, receiver.targets()) if t is not None}
+            talks = {Target(p) for t in talks & set(moved) for p in moved[t]} | talks  # posted elsewhere: there
+            for t in sorted(t for t in talks if t in loud and _converses(t)):
                 out.append(OutboxItem(inc.id, t.in_lane("escalation"), Intent.ESCALATE, payload, due))
         return out
 

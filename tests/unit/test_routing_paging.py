@@ -245,3 +245,15 @@ def test_alertd_replay_of_a_planned_reboot_sends_no_page(tmp_path, capsys):
     assert out["summary"]["webhooks"] >= 4 and out["incidents"]
     sent = [n for n in out["notifications"] if n["sent"]]
     assert sent and not [n for n in sent if n["target"].startswith("pagerduty:") or n["target"] == "slack:#gpu-oncall"]
+
+
+def test_the_escalation_note_goes_to_the_message_already_posted(tmp_path):
+    router = Router(load(tmp_path, ROUTING.replace("""    - name: audit-everything
+      receiver: audit
+      continue: true
+""", "")))
+    eng = engine()
+    router.route(eng.ingest([alert("DCGMExporterDown", node="n1", starts=0)], at(0)), at(0))
+    worse = router.route(eng.ingest([alert("NodeDown", node="n1", starts=60)], at(60)), at(60))
+    notes = sorted(i.target for i in worse if i.intent == "escalate")
+    assert notes == ["pagerduty:infra-escalation", "slack:#gpu-alerts|escalation"]
