@@ -257,3 +257,13 @@ def test_the_escalation_note_goes_to_the_message_already_posted(tmp_path):
     worse = router.route(eng.ingest([alert("NodeDown", node="n1", starts=60)], at(60)), at(60))
     notes = sorted(i.target for i in worse if i.intent == "escalate")
     assert notes == ["pagerduty:infra-escalation", "slack:#gpu-alerts|escalation"]
+
+
+def test_replayed_rollouts_and_storms_as_alertmanager_delivers_them():
+    quick = paging.rules_with(timedelta(seconds=2))
+    held = paging.rules_with(timedelta(seconds=2), timedelta(minutes=5, seconds=10))
+    for seed in range(2):
+        assert paging.score(paging.rollout(random.Random(seed)), quick, paging.ROUTES["node"]).triggers == 0
+        for route in paging.ROUTES.values():
+            storm = paging.score(paging.storm(random.Random(seed)), held, route)
+            assert storm.triggers == 1 and storm.delays[0] <= 2.0, storm
