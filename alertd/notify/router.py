@@ -315,6 +315,9 @@ class Router:
         # message is updated where it is and nothing pages again for a flap.
         first = target not in known and not quiet and "reopened" not in change.kinds
         wait = self._group_wait(inc, now) if first else None
+        adopt = self._adoptable(inc, target) if first else ""
+        if adopt:  # PagerDuty takes the node's alert over; a conversation may take its message over
+            common["adopt"] = adopt
         opening = "opened" in change.kinds or first
         if integration.accepts(Intent.SHOW):
             if not integration.remembers:  # a log line: the change itself, at once
@@ -331,17 +334,15 @@ class Router:
         if integration.accepts(Intent.PAGE) and (pager_news or first):
             intent = Intent.RESOLVE if pager_news and pager_news <= URGENT_KINDS else Intent.PAGE
             payload = {**common, "routing_key": target.address, "severity": decision.severity}
-            adopt = self._adoptable(inc, target) if first else ""
-            if adopt:
-                payload["adopt"] = adopt
             out.append(OutboxItem(inc.id, target, intent, payload, now + wait if wait else now))
         return out
 
     def _adoptable(self, inc: Incident, target: Target) -> str:
-        """The first of a fleet's node incidents already paged on ``target``: the fleet's first page takes its
+        """The first of a fleet's node incidents already sent to ``target``: the fleet's first page takes its
         PagerDuty alert over instead of triggering a second one (a storm pages once, however Alertmanager's
-        batches split it). Read from the fleet's children and the committed memory, so it holds after a
-        restart too."""
+        batches split it); on a Slack target it names the node's message, which a notifier may take over
+        (Slack does not yet: the fleet posts its own). Read from the fleet's children and the committed
+        memory, so it holds after a restart too."""
         if not inc.fleet:
             return ""
         return next((c for c in inc.children if target in self._targets.get(c, ())), "")

@@ -158,6 +158,8 @@ def test_a_storm_pages_once_when_its_fleet_forms_after_a_node_was_paged(tmp_path
                  and i.incident_id != page.incident_id and not i.payload["only_if_posted"])
     fleet_pages = [i for i in pages(second) if i.incident_id == fleet]
     assert len(fleet_pages) == 1 and fleet_pages[0].payload["adopt"] == page.incident_id
+    posts = [i for i in second if i.incident_id == fleet and i.intent == "show" and i.target == "slack:#gpu-oncall"]
+    assert [i.payload.get("adopt") for i in posts] == [page.incident_id]  # a notifier may take the message over
     assert not [i for i in pages(second) if i.incident_id != fleet]  # folded nodes never page
 
 
