@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Sequence
 
 from alertd.matchers import match_all
-from alertd.model import SEVERITY_RANK, Incident, iso
+from alertd.model import SEVERITY_RANK, Incident, iso, max_severity
 from alertd.notify.fields import incident_fields
 from alertd.notify.routing import Escalation, Routing
-from alertd.notify.windows import cordon_since, first_problem_at
+from alertd.notify.windows import Cordon, CordonPolicy, cordon_of, unplanned_severity
 
 
 @dataclass(slots=True)
@@ -31,6 +32,7 @@ class Decision:
     suppressed: str = ""  # why everything is muted (maintenance, cordon)
     note: str = ""  # shown on the message, e.g. a downgrade
     severity: str = ""  # effective severity (after a cordon downgrade)
+    planned: bool = False  # everything it shows is planned work on cordoned nodes
 
     @property
     def receivers(self) -> list[str]:
@@ -41,24 +43,55 @@ class Decision:
         return [h.receiver for h in self.hits if not h.muted and not self.suppressed]
 
 
-def decide(routing: Routing, inc: Incident, now: datetime, *, cordoned_at: datetime | None = None) -> Decision:
-    """Route one incident at ``now``. ``cordoned_at``: when its node was cordoned, if known from elsewhere."""
+def cordon_severity(policy: CordonPolicy, inc: Incident, cordoned_at: datetime | None) -> str | None:
+    """How a node incident stands to its node's cordon: None (no cordon: route as it is), "" (planned
+    work only) or the severity of what is not planned. ``cordoned_at``: a cordon known from elsewhere."""
+    cordon = cordon_of(inc)
+    if cordoned_at is not None and (cordon is None or cordoned_at < cordon.since):
+        cordon = Cordon(cordoned_at)  # shown by another incident of the node: its end is not known here
+    if cordon is None:
+        return None
+    return unplanned_severity(inc, cordon, policy) or ""
+
+
+def fleet_severity(children: Sequence[tuple[str, str | None]]) -> str | None:
+    """A fleet is planned work when every node incident of it is (a rollout draining nodes that then show
+    exporters down); otherwise the severity of its nodes' unplanned parts. ``children``: each node
+    incident's severity and its ``cordon_severity``. None: no node was cordoned."""
+    if all(j is None for _, j in children):
+        return None
+    rest = [severity if j is None else j for severity, j in children if j != ""]
+    return max_severity(*rest) if rest else ""
+
+
+def decide(routing: Routing, inc: Incident, now: datetime, *, cordoned_at: datetime | None = None,
+           children: Sequence[tuple[str, str | None]] | None = None) -> Decision:
+    """Route one incident at ``now``. ``cordoned_at``: when its node was cordoned, if known from elsewhere;
+    ``children``: a fleet's node incidents as ``fleet_severity`` takes them (what makes a fleet cordon-aware)."""
     fields = incident_fields(inc)
     decision = Decision(severity=inc.severity)
     for m in routing.maintenance:
         if m.covers(inc, fields, now):
             decision.suppressed = f"maintenance window {m.name!r} until {iso(m.end)}"
             break
-    since = min((t for t in (cordon_since(inc), cordoned_at) if t is not None), default=None)
     policy = routing.cordoned
-    if since is not None and since <= first_problem_at(inc) and policy.action != "notify":
-        where = inc.node or "the node"
+    judged = None
+    if policy.action != "notify":
+        judged = fleet_severity(children) if inc.fleet and children else \
+            None if inc.fleet else cordon_severity(policy, inc, cordoned_at)
+    where = inc.node or ("its nodes" if inc.fleet else "the node")
+    if judged == "":
+        decision.planned = True
         if policy.action == "mute":
-            decision.suppressed = decision.suppressed or f"{where} is cordoned"
+            decision.suppressed = decision.suppressed or f"{where} {'were' if inc.fleet else 'is'} cordoned"
         elif SEVERITY_RANK.get(policy.severity, 0) < SEVERITY_RANK.get(inc.severity, 0):
             decision.note = f"severity {inc.severity} downgraded to {policy.severity}: {where} was cordoned first"
             decision.severity = policy.severity
             fields["severity"] = policy.severity
+    elif judged is not None and SEVERITY_RANK.get(judged, 0) < SEVERITY_RANK.get(inc.severity, 0):
+        decision.note = f"severity {inc.severity} is planned work on a cordoned node; the rest is {judged}"
+        decision.severity = judged
+        fields["severity"] = judged
     matched = False
     for i, route in enumerate(routing.routes):
         if not match_all(route.matchers, fields):

@@ -17,6 +17,13 @@ def members_in_order(inc: Incident) -> list[Member]:
     return sorted(members, key=lambda m: (m.folded, m.status != FIRING, m.starts_at, m.fingerprint))
 
 
+def member_fields(m: Member) -> dict[str, str]:
+    """What cordon rules (expected signals, pending times) match one alert of an incident on."""
+    sig = m.signal
+    return {**m.labels, "signal": sig.kind, "detail": sig.detail, "category": sig.category,
+            "severity": sig.severity, "xid": str(sig.xid or ""), "alertname": m.alertname}
+
+
 def incident_fields(inc: Incident) -> dict[str, str]:
     """What route matchers see: member labels (leading, firing members first) plus incident fields."""
     out: dict[str, str] = {}

@@ -112,7 +112,29 @@ class PagerDutyNotifier(Notifier):
         inc = await self.store.get_incident(item.incident_id)
         if inc is None or folded_unposted(inc, ref):
             return Delivered()
+        if ref and inc.parent_id and await self._taken_over(inc, item.target, ref):
+            return Delivered()  # its fleet took its PagerDuty alert over and keeps it current
+        if not ref:
+            ref = await self._adopted(items)
         return await self._sync(item, [i.payload for i in items], inc, key, ref)
+
+    async def _adopted(self, items: list[OutboxItem]) -> str | None:
+        """A fleet's first page takes over the alert of a node incident already paged (``adopt`` names it,
+        router.py): the storm stays ONE PagerDuty alert, updated to the fleet, instead of a second trigger."""
+        child = next((i.payload["adopt"] for i in reversed(items) if i.payload.get("adopt")), "")
+        if not child:
+            return None
+        sent = _state(await self.store.notify_ref(str(child), items[0].target))
+        if sent.get("state") != "triggered" or not sent.get("dedup_key"):
+            return None  # acknowledged or resolved meanwhile: the fleet pages on its own
+        return json.dumps({"state": "adopting", "severity": sent.get("severity", ""), "dedup_key": sent["dedup_key"]})
+
+    async def _taken_over(self, inc: Incident, target: Target, ref: str) -> bool:
+        """Whether the node incident's alert now belongs to its fleet (same dedup key): the node resolving or
+        being acknowledged alone must not resolve the storm's page."""
+        mine = _state(ref).get("dedup_key")
+        fleet = _state(await self.store.notify_ref(inc.parent_id, target))
+        return bool(mine) and fleet.get("dedup_key") == mine
 
     async def _sync(self, item: OutboxItem, payloads: list[dict[str, Any]], inc: Incident, key: str, ref: str | None) -> Delivered:
         latest = payloads[-1]
@@ -121,25 +143,28 @@ class PagerDutyNotifier(Notifier):
         dedup = sent.get("dedup_key") or (inc.id if sent else scoped(self.installation(), inc.id))
         severity = latest.get("severity") or inc.severity
         if item.intent == Intent.ESCALATE:
-            if sent or inc.status != OPEN:
-                return Delivered()  # escalated already, or acknowledged/resolved in time
+            if sent or inc.status != OPEN or inc.parent_id:
+                return Delivered()  # escalated already, acknowledged/resolved in time, or its fleet escalates
             after = format_duration(_seconds(item.payload.get("after")))
             await self._send(key, "trigger", inc, severity, dedup, note=f"escalated: not acknowledged within {after}")
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
         last = sent.get("state", "")
         if inc.status == CLOSED:
-            if last in ("triggered", "acknowledged"):
+            if last in ("triggered", "acknowledged", "adopting"):
                 await self._send(key, "resolve", inc, severity, dedup)
                 return Delivered(ref=json.dumps({"state": "resolved", "severity": severity, "dedup_key": dedup}))
             return Delivered()
         if inc.status == ACKNOWLEDGED:
-            if last == "triggered":
+            if last in ("triggered", "adopting"):
                 await self._send(key, "acknowledge", inc, severity, dedup)
                 return Delivered(ref=json.dumps({"state": "acknowledged", "severity": severity, "dedup_key": dedup}))
             return Delivered()
         # open
         if all(p.get("only_if_posted") for p in payloads) and not last:
             return Delivered()
+        if last == "adopting":  # the same PagerDuty alert, now saying what the fleet is: no new page
+            await self._send(key, "trigger", inc, severity, dedup, note=latest.get("note", ""))
+            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
         if not last or (last == "triggered" and SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(sent.get("severity", ""), 0)):
             await self._send(key, "trigger", inc, severity, dedup, note=latest.get("note", ""))
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))

@@ -13,11 +13,11 @@ from typing import Any, Iterable
 
 from alertd.delivery import Intent, OutboxItem, Target
 from alertd.memory import ESCALATION, SENT, MemoryDelta, RouterMemory
-from alertd.model import CLOSED, OPEN, Change, Incident
+from alertd.model import CLOSED, OPEN, Change, Incident, iso
 from alertd.notify import registry
-from alertd.notify.decision import Decision, Hit, decide
+from alertd.notify.decision import Decision, Hit, cordon_severity, decide
 from alertd.notify.routing import Receiver, Routing, owner_channel
-from alertd.notify.windows import cordon_since
+from alertd.notify.windows import CORDON_KIND, cordon_since
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,12 @@ QUIET_KINDS = frozenset({"opened", "alert_resolved", "alert_refired", "all_alert
 # Changes that matter to a pager once the incident has been sent there; the urgent ones bring a page along.
 PAGER_KINDS = frozenset({"opened", "severity_changed", "classification_upgraded", "acknowledged", "resolved"})
 URGENT_KINDS = frozenset({"acknowledged", "resolved"})
+# A change made only of these is no news to a target that has heard nothing of the incident: it never opens
+# a message or a page there (a cordon that resolves is not a first notification of the maintenance).
+RESOLUTION_KINDS = frozenset({"alert_resolved", "all_alerts_resolved", "nodes_resolved", "acknowledged", "resolved"})
 CONSOLE = Target.of("console")
+# Changes after which routes may name new targets: a conversation already posted elsewhere hears of it.
+ROUTE_CHANGING = frozenset({"severity_changed", "classification_upgraded"})
 # A fleet child is not notified on its own; only these changes still reach messages already sent for it.
 CHILD_KINDS = frozenset({"folded_into_fleet", "acknowledged", "resolved"})
 
@@ -83,6 +88,12 @@ class Router:
         # incident -> the cordons it shows, built from memory.cordons on first use: a change then costs the
         # same however many nodes a storm has cordoned, instead of a walk over all of them
         self._cordon_keys: dict[str, set[tuple[str, str]]] | None = None
+        # fleet -> its node incidents as routed (the engine's own objects, kept current by it): what makes a
+        # fleet cordon-aware. Derived, not remembered: after a restore a fleet knows the nodes routed since.
+        self._children: dict[str, dict[str, Incident]] = {}
+        # (cluster, kind, Xid/detail/category) -> node incidents opened within routing.storm_wait (derived)
+        self._recent: dict[tuple[str, str, str], list[Incident]] = {}
+        self._judged: dict[str, tuple[int, datetime | None, str | None]] = {}  # node incident -> judgment
 
     # The memory's parts under the names routing code uses.
     @property
@@ -101,11 +112,15 @@ class Router:
         """Carry on from committed memory (start, failed commit, taking over from another instance)."""
         self.memory = memory
         self._cordon_keys = None
+        self._children = {}
+        self._recent = {}
+        self._judged = {}
 
     def set_rules(self, rules: Any) -> None:
         routing = getattr(rules, "routing", None)
         if isinstance(routing, Routing):
             self.routing = routing
+            self._judged = {}  # judged by the rules before
 
     # ----- memory -----
 
@@ -138,6 +153,30 @@ class Router:
         if value not in marks:
             marks.add(value)
             self._delta.marks.add((inc_id, role, value))
+
+    def _track_child(self, inc: Incident) -> None:
+        if inc.parent_id:
+            self._children.setdefault(inc.parent_id, {})[inc.id] = inc
+        if inc.status == CLOSED and inc.fleet:
+            for child in self._children.pop(inc.id, {}):
+                self._judged.pop(child, None)
+
+    def _fleet_children(self, inc: Incident) -> list[tuple[str, str | None]] | None:
+        """The fleet's node incidents as ``fleet_severity`` takes them. Each node's judgment is kept until the
+        node incident or its cordon changes, so a fleet change costs a lookup per node, not a walk of its
+        alerts."""
+        known = self._children.get(inc.id) if inc.fleet else None
+        if not known or (CORDON_KIND not in inc.signals and not self._cordoned):
+            return None  # no node of it cordoned: a storm of thousands of nodes costs nothing here
+        out = []
+        for child in known.values():
+            at = self.cordoned_at(child)
+            kept = self._judged.get(child.id)
+            if kept is None or kept[:2] != (child.version, at):
+                kept = self._judged[child.id] = (child.version, at,
+                                                 cordon_severity(self.routing.cordoned, child, at))
+            out.append((child.severity, kept[2]))
+        return out
 
     def cordoned_at(self, inc: Incident) -> datetime | None:
         if inc.fleet or not inc.node:
@@ -182,12 +221,15 @@ class Router:
     def _route_one(self, change: Change, now: datetime) -> list[OutboxItem]:
         inc = change.incident
         self._track_cordon(inc)
+        self._track_child(inc)
         kinds = set(change.kinds)
         child = bool(inc.parent_id)
         if child and not kinds & CHILD_KINDS:
             return []
-        decision = decide(self.routing, inc, now, cordoned_at=self.cordoned_at(inc))
+        decision = decide(self.routing, inc, now, cordoned_at=self.cordoned_at(inc),
+                          children=self._fleet_children(inc))
         known = self._targets.setdefault(inc.id, set())
+        news = not kinds <= RESOLUTION_KINDS
         out: list[OutboxItem] = []
         # Each target once; a target reached through a muted route and a loud one is loud.
         chosen: dict[Target, tuple[Hit, bool]] = {}
@@ -195,19 +237,23 @@ class Router:
             receiver = self._receiver(hit.receiver)
             if receiver is None:
                 continue
-            quiet = child or bool(hit.muted or decision.suppressed)
+            audible = not (child or hit.muted or decision.suppressed)
             for raw in receiver.targets():
                 target = self._target(raw)
+                quiet = not audible or (not news and target not in known)
                 if target and (target not in chosen or (chosen[target][1] and not quiet)):
                     chosen[target] = (hit, quiet)
         seen: set[str] = set(chosen)
         loud: set[Target] = set()
+        moved = self._one_post(chosen, known)
         for target, (hit, quiet) in chosen.items():
-            why = decision.suppressed or hit.muted
+            why = decision.suppressed or hit.muted or (f"posted in {', '.join(moved[target])}" if target in moved else "")
             out.extend(self._items(target, change, now, decision, hit, quiet=quiet, why=why, known=known))
             if not quiet:
                 self._mark(known, inc.id, SENT, target)
                 loud.add(target)
+        if moved and kinds & ROUTE_CHANGING:
+            out.extend(self._moved_note(change, now, decision, moved))
         # Messages sent earlier to targets this change no longer routes to are still kept current.
         for old in sorted(known - seen):
             target = self._target(Target(old))
@@ -215,9 +261,37 @@ class Router:
                 out.extend(self._items(target, change, now, decision, None, quiet=True, why="", known=known))
         if self.console_mirror and CONSOLE not in seen:
             out.append(OutboxItem(inc.id, CONSOLE, Intent.SHOW, change_payload(change), now))
-        if not child and not decision.suppressed:
-            out.extend(self._escalations(change, now, decision, loud))
+        if not child and not decision.suppressed and (news or change.urgent):
+            # a conversation kept to the message already posted elsewhere: the note goes there
+            loud |= {Target(p) for posted in moved.values() for p in posted}
+            out.extend(self._escalations(change, now, decision, loud, moved))
         return out
+
+    def _one_post(self, chosen: dict[Target, tuple[Hit, bool]], known: set[str]) -> dict[Target, list[str]]:
+        """Conversations (Slack) newly routed for an incident already posted in another of its kind: one
+        top-level post per problem, so they stay quiet (the fleet that turned critical is not posted again as
+        if new); returns them with the conversations that speak for them, which hear of it in their thread."""
+        moved: dict[Target, list[str]] = {}
+        for target, (hit, quiet) in list(chosen.items()):
+            integration = registry.get(target.kind)
+            if quiet or target in known or integration is None or not integration.conversation:
+                continue
+            posted = sorted(t for t in known if Target(t).kind == target.kind and Target(t).lane == "")
+            if posted:
+                chosen[target] = (hit, True)
+                moved[target] = posted
+        return moved
+
+    def _moved_note(self, change: Change, now: datetime, decision: Decision,
+                    moved: dict[Target, list[str]]) -> list[OutboxItem]:
+        """A thread reply where the incident was posted, naming the conversations it is now routed to too."""
+        inc = change.incident
+        names = ", ".join(sorted(t.address or str(t) for t in moved))
+        event = {"at": iso(now), "kind": "routed", "text": f"now {decision.severity}: routed to {names} too"}
+        payload = {"kinds": change.kinds, "urgent": change.urgent, "only_if_posted": True, "note": decision.note,
+                   "muted": "", "route": "", "receiver": "", "team": "", "events": [event]}
+        where = sorted({p for posted in moved.values() for p in posted})
+        return [OutboxItem(inc.id, Target(t), Intent.TIMELINE, payload, now) for t in where]
 
     def _items(self, target: Target, change: Change, now: datetime, decision: Decision, hit: Hit | None, *,
                quiet: bool, why: str, known: set[str]) -> list[OutboxItem]:
@@ -240,7 +314,10 @@ class Router:
         # A reopened incident (the same key back within the reopen window) was sent before it resolved: its
         # message is updated where it is and nothing pages again for a flap.
         first = target not in known and not quiet and "reopened" not in change.kinds
-        wait = self._group_wait(inc) if first else None
+        wait = self._group_wait(inc, now) if first else None
+        adopt = self._adoptable(inc, target) if first else ""
+        if adopt:  # PagerDuty takes the node's alert over; a conversation may take its message over
+            common["adopt"] = adopt
         opening = "opened" in change.kinds or first
         if integration.accepts(Intent.SHOW):
             if not integration.remembers:  # a log line: the change itself, at once
@@ -260,13 +337,39 @@ class Router:
             out.append(OutboxItem(inc.id, target, intent, payload, now + wait if wait else now))
         return out
 
-    def _group_wait(self, inc: Incident) -> timedelta | None:
-        """A node incident's first post and page wait, so a storm can fold it first (fleets post at once).
-        So does a node-less follower awaiting its cluster's fleet (the engine set its ``storm_keys``)."""
-        wait = self.routing.group_wait
-        return wait if wait and not inc.fleet and (inc.node or inc.storm_keys) and inc.status == OPEN else None
+    def _adoptable(self, inc: Incident, target: Target) -> str:
+        """The first of a fleet's node incidents already sent to ``target``: the fleet's first page takes its
+        PagerDuty alert over instead of triggering a second one (a storm pages once, however Alertmanager's
+        batches split it); on a Slack target it names the node's message, which a notifier may take over
+        (Slack does not yet: the fleet posts its own). Read from the fleet's children and the committed
+        memory, so it holds after a restart too."""
+        if not inc.fleet:
+            return ""
+        return next((c for c in inc.children if target in self._targets.get(c, ())), "")
 
-    def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[Target]) -> list[OutboxItem]:
+    def _group_wait(self, inc: Incident, now: datetime) -> timedelta | None:
+        """A node incident's first post and page wait, so a storm can fold it first (fleets post at once).
+        So does a node-less follower awaiting its cluster's fleet (the engine set its ``storm_keys``).
+        A node incident like another on its cluster (same signal and Xid) opened within ``storm_wait`` waits that
+        long instead: Alertmanager sends the rest of a storm in its next batch, a group interval later, and
+        the fleet that forms then takes over the first node's page (``_adoptable``)."""
+        wait = self.routing.group_wait
+        if inc.fleet or not (inc.node or inc.storm_keys) or inc.status != OPEN:
+            return None
+        return max(wait, self._peer_wait(inc, now)) or None
+
+    def _peer_wait(self, inc: Incident, now: datetime) -> timedelta:
+        hold = self.routing.storm_wait
+        if not hold or inc.primary is None:
+            return timedelta(0)
+        sig = inc.primary  # a storm repeats one thing: one Xid code, one kind of node loss, one category
+        kind = (inc.cluster, sig.kind, str(sig.xid or sig.detail or sig.category))
+        peers = [p for p in self._recent.get(kind, []) if now - p.opened_at < hold and p.is_open and p.id != inc.id]
+        self._recent[kind] = peers + [inc]
+        return hold if any(not p.parent_id for p in peers) else timedelta(0)
+
+    def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[Target],
+                     moved: dict[Target, list[str]]) -> list[OutboxItem]:
         inc = change.incident
         scheduled = self._escalated.setdefault(inc.id, set())
         out: list[OutboxItem] = []
@@ -300,7 +403,9 @@ class Router:
                 self._mark(scheduled, inc.id, ESCALATION, pager)
                 out.append(OutboxItem(inc.id, pager, Intent.ESCALATE, payload, due))
             # The note goes into the conversation the paging receiver's own messages started.
-            for t in sorted(t for t in map(self._target, receiver.targets()) if t in loud and _converses(t)):
+            talks = {t for t in map(self._target, receiver.targets()) if t is not None}
+            talks = {Target(p) for t in talks & set(moved) for p in moved[t]} | talks  # posted elsewhere: there
+            for t in sorted(t for t in talks if t in loud and _converses(t)):
                 out.append(OutboxItem(inc.id, t.in_lane("escalation"), Intent.ESCALATE, payload, due))
         return out
 

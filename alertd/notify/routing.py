@@ -25,6 +25,7 @@ escalate anew.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -36,10 +37,11 @@ from alertd.matchers import Matcher
 from alertd.notify import registry
 from alertd.notify.integration import key_name
 from alertd.notify.owners import Owners
-from alertd.notify.windows import CordonPolicy, Maintenance, TimeRange, TimeWindow
+from alertd.notify.windows import CordonPolicy, Maintenance, Pending, TimeRange, TimeWindow
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 DEFAULT_GROUP_WAIT = timedelta(seconds=2)
+DEFAULT_STORM_WAIT = timedelta(0)  # off; a little above Alertmanager's group_interval (5m10s) turns it on
 ESCALATION_KIND = "pagerduty"  # route.escalate names a PagerDuty routing key
 OWNER_CHANNEL_KIND = "slack"  # owners.use_channels: the owner's Slack channel
 
@@ -93,6 +95,8 @@ class Routing:
     owners: Owners = Owners()
     # A new node incident's first notification waits this long, so a storm can form and fold it first.
     group_wait: timedelta = DEFAULT_GROUP_WAIT
+    # A node incident like another opened on its cluster this recently waits this long: a storm's next batch.
+    storm_wait: timedelta = DEFAULT_STORM_WAIT
 
     def addresses(self, kind: str) -> set[str]:
         """Every address of one integration the rules name (receivers and escalations)."""
@@ -249,12 +253,27 @@ def load_routing(data: dict[str, Any], check: Any) -> Routing:
     default = data.get("default_receiver", "")
     if default and default not in receivers:
         check.problem(root + ("default_receiver",), f"unknown receiver {default!r}")
-    cordon = data.get("cordoned") or {}
+    cordon = _cordon_policy(data.get("cordoned") or {}, check, root + ("cordoned",))
     return Routing(
         receivers=receivers, routes=tuple(routes), default_receiver=default, windows=windows,
         maintenance=tuple(maintenance),
-        cordoned=CordonPolicy(cordon.get("action", "downgrade"), cordon.get("severity", "info")),
+        cordoned=cordon,
         owners=owners,
         group_wait=check.duration(data.get("group_wait"), root + ("group_wait",), DEFAULT_GROUP_WAIT),
+        storm_wait=check.duration(data.get("storm_wait"), root + ("storm_wait",), DEFAULT_STORM_WAIT),
     )
 
+
+
+def _cordon_policy(doc: dict[str, Any], check: Any, path: tuple[Any, ...]) -> CordonPolicy:
+    """The cordon section; ``expected`` and ``pending`` default to the shipped rules' (windows.py)."""
+    policy = CordonPolicy(doc.get("action", "downgrade"), doc.get("severity", "info"))
+    if "expected" in doc:
+        expected = tuple(check.matchers(m, path + ("expected", i)) for i, m in enumerate(doc["expected"] or []))
+        policy = dataclasses.replace(policy, expected=expected)
+    if "pending" in doc:
+        pending = tuple(Pending(check.matchers(p.get("match"), path + ("pending", i, "match")),
+                                check.duration(p.get("for"), path + ("pending", i, "for"), timedelta(0)))
+                        for i, p in enumerate(doc["pending"] or []))
+        policy = dataclasses.replace(policy, pending=pending)
+    return policy

@@ -2,19 +2,22 @@
 
 Mute windows recur (weekdays and times of day in a time zone) and apply per
 route. Maintenance windows are absolute (start/end) and cover nodes or
-clusters. A node cordoned before its problem started is expected to misbehave:
-its incidents are muted or downgraded, as the cordon policy says.
+clusters. A node cordoned before its problem started is planned work: what a
+node being worked on shows (not ready, node or exporter down) that really began
+after the cordon is muted or downgraded, as the cordon policy says; a fault
+signal is never planned.
 """
 from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Mapping
 from zoneinfo import ZoneInfo
 
-from alertd.matchers import Matcher, match_all
-from alertd.model import FIRING, Incident
+from alertd.matchers import Matcher, match_all, parse_matchers
+from alertd.model import FIRING, Incident, max_severity
+from alertd.notify.fields import member_fields
 
 CORDON_KIND = "node_cordoned"
 
@@ -76,19 +79,95 @@ class Maintenance:
         return all(self.covers_node(inc.cluster, n, fields, now) for n in nodes)
 
 
+# Signals a node being worked on shows: planned when they really start after its cordon (any of these
+# matcher lists). A fault signal (Xid, ECC, thermal, a GPU missing after the reboot) is never planned.
+DEFAULT_EXPECTED = (('signal=~"node_cordoned|node_not_ready|other"',),
+                    ('signal="metrics_missing"', 'detail=~"exporter_down|node_down"'))
+# How long an alert's startsAt lags the moment its condition began: its rule's `for:` in
+# deploy/prometheus/gpu-alerts.yml (DCGMExporterDown 5m, NodeDown 2m, KubeNodeNotReady 2m).
+DEFAULT_PENDING = ((('signal="metrics_missing"', 'detail="exporter_down"'), timedelta(minutes=5)),
+                   (('signal="metrics_missing"', 'detail="node_down"'), timedelta(minutes=2)),
+                   (('signal="node_not_ready"',), timedelta(minutes=2)))
+
+
+def _parsed(items: tuple[str, ...]) -> tuple[Matcher, ...]:
+    return tuple(parse_matchers(list(items)))
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """Alerts matching ``matchers`` started ``lag`` before their startsAt (their rule's ``for:``)."""
+
+    matchers: tuple[Matcher, ...]
+    lag: timedelta
+
+
 @dataclass(frozen=True, slots=True)
 class CordonPolicy:
     action: str = "downgrade"  # mute | downgrade | notify
     severity: str = "info"
+    expected: tuple[tuple[Matcher, ...], ...] = tuple(_parsed(m) for m in DEFAULT_EXPECTED)
+    pending: tuple[Pending, ...] = tuple(Pending(_parsed(m), lag) for m, lag in DEFAULT_PENDING)
+
+    def lag(self, fields: Mapping[str, str]) -> timedelta:
+        return next((p.lag for p in self.pending if match_all(p.matchers, fields)), timedelta(0))
+
+    def is_expected(self, fields: Mapping[str, str]) -> bool:
+        return any(match_all(m, fields) for m in self.expected)
+
+
+@dataclass(frozen=True, slots=True)
+class Cordon:
+    """When a node was cordoned (the earliest cordon alert's start) and, once every cordon alert of the
+    incident resolved, when that ended. An incident remembers its cordon while it lives."""
+
+    since: datetime
+    until: datetime | None = None
+
+
+def cordon_of(inc: Incident) -> Cordon | None:
+    """The incident's own cordon, resolved or not: planned work stays planned after the uncordon."""
+    if CORDON_KIND not in inc.signals:  # the common case, without walking a fleet incident's members
+        return None
+    cordons = [m for m in inc.members.values() if m.signal.kind == CORDON_KIND]
+    if not cordons:
+        return None
+    firing = any(m.status == FIRING for m in cordons)
+    ends = [m.ends_at for m in cordons if m.ends_at is not None]
+    return Cordon(min(m.starts_at for m in cordons), None if firing or not ends else max(ends))
 
 
 def cordon_since(inc: Incident) -> datetime | None:
-    if CORDON_KIND not in inc.signals:  # the common case, without walking a fleet incident's members
-        return None
-    starts = [m.starts_at for m in inc.members.values() if m.signal.kind == CORDON_KIND and m.status == FIRING]
-    return min(starts) if starts else None
+    cordon = cordon_of(inc)
+    return cordon.since if cordon else None
 
 
-def first_problem_at(inc: Incident) -> datetime:
-    starts = [m.starts_at for m in inc.members.values() if m.signal.kind != CORDON_KIND]
-    return min(starts) if starts else inc.opened_at
+def unplanned_severity(inc: Incident, cordon: Cordon, policy: CordonPolicy) -> str | None:
+    """None when all the incident shows is planned work; else the highest severity of what is not.
+
+    Planned: a signal expected while a node is worked on that really started after the cordon (and
+    before it ended). Anything else (a fault signal, or a node lost before the cordon) is not, and
+    neither is a signal enrichment found (the kernel log's Xid). Planned members do not count toward
+    the severity: a NodeDown of the planned reboot does not make a later fault critical."""
+    found: list[str] = []
+    folded: list[str] = []
+    for m in inc.members.values():
+        if m.signal.kind == CORDON_KIND:
+            continue
+        fields = member_fields(m)
+        start = m.starts_at - policy.lag(fields)
+        within = cordon.since < start and (cordon.until is None or start <= cordon.until)
+        if not (within and policy.is_expected(fields)):
+            (folded if m.folded else found).append(m.signal.severity)
+    found += [str(s.get("severity") or "") for s in _evidence(inc)]
+    found = found or folded
+    return max_severity(*found) if found else None
+
+
+def _evidence(inc: Incident) -> list[dict[str, object]]:
+    """Signals enrichment found (the kernel log's Xids), read defensively from the annotations."""
+    found = inc.annotations.get(EVIDENCE_KEY)
+    return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
+
+
+EVIDENCE_KEY = "evidence_signals"  # the engine's annotation of signals found by enrichment

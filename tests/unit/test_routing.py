@@ -213,13 +213,22 @@ def test_maintenance_window_mutes_its_nodes_only_while_it_lasts(tmp_path):
 
 # ----- cordon -----
 
-def test_cordon_before_the_problem_downgrades(tmp_path):
+def test_cordon_before_the_node_goes_down_is_planned_work_and_downgrades(tmp_path):
+    routing = load(tmp_path)
+    # cordon, then the reboot: NodeDown fires 2m (its rule's for:) after the node went down at -300
+    _, (inc,) = incident(alert("KubeNodeCordoned", node="n1", starts=-600), alert("NodeDown", node="n1", starts=-180))
+    assert inc.severity == "critical"
+    d = decide(routing, inc, at(0))
+    assert d.planned and d.severity == "warning" and "cordoned first" in d.note
+    assert "oncall" not in d.receivers  # the page route matched on severity critical: no page
+    assert d.receivers == ["audit", "alerts"]
+
+
+def test_a_fault_that_starts_during_maintenance_still_pages(tmp_path):
     routing = load(tmp_path)
     _, (inc,) = incident(alert("KubeNodeCordoned", node="n1", starts=-600), xid(79, node="n1"))
     d = decide(routing, inc, at(0))
-    assert d.severity == "warning" and "cordoned first" in d.note
-    assert "oncall" not in d.receivers  # the page route matched on severity critical: no page
-    assert d.receivers == ["audit", "alerts"]
+    assert not d.planned and d.severity == "critical" and "oncall" in d.receivers
 
 
 def test_cordon_after_the_problem_changes_nothing(tmp_path):
@@ -230,7 +239,9 @@ def test_cordon_after_the_problem_changes_nothing(tmp_path):
 
 
 def test_cordon_mute_policy_and_cordon_seen_on_another_incident(tmp_path):
-    routing = load(tmp_path, ROUTING.replace("action: downgrade", "action: mute"))
+    # a site that expects its jobs to crash on a node being drained
+    routing = load(tmp_path, ROUTING.replace("action: downgrade", """action: mute
+    expected: [['signal="node_cordoned"'], ['category="application"']]"""))
     router = Router(routing)
     eng = engine()
     # the cordon is its own incident here (different group), then an application Xid on the node
@@ -241,8 +252,10 @@ def test_cordon_mute_policy_and_cordon_seen_on_another_incident(tmp_path):
     assert inc.id != changes[0].incident.id or len(changes) == 1
     d = decide(routing, inc, at(10), cordoned_at=router.cordoned_at(inc))
     assert d.suppressed == "n1 is cordoned"
-    # the cordon ends: the next decision is loud again
+    # the cordon ends: it is remembered while the incident that showed it lives, and forgotten when it closes
     router.route(eng.ingest([resolved(alert("KubeNodeCordoned", node="n1", starts=-600), 20)], at(20)), at(20))
+    assert router.cordoned_at(inc) == at(-600)
+    router.route(eng.tick(at(20 + 301)), at(20 + 301))
     assert router.cordoned_at(inc) is None
 
 
@@ -253,10 +266,13 @@ def test_each_incident_ends_only_its_own_cordons_and_a_restored_router_carries_o
     _, delta = router.route_step(eng.ingest(cordons, at(0)), at(0))
     assert len(router.memory.cordons) == 50 and all(c is not None for c in delta.cordons.values())
     _, delta = router.route_step(eng.ingest([resolved(cordons[7], 20)], at(20)), at(20))
+    assert delta.cordons == {} and len(router.memory.cordons) == 50  # remembered while its incident lives
+    _, delta = router.route_step(eng.tick(at(321)), at(321))  # the hold-down is over: it closes
     assert delta.cordons == {("prod", "n7"): None} and len(router.memory.cordons) == 49
     again = Router(routing)
     again.restore(router.memory)  # e.g. after a failed commit, or on the next leader
-    _, delta = again.route_step(eng.ingest([resolved(cordons[3], 30)], at(30)), at(30))
+    again.route_step(eng.ingest([resolved(cordons[3], 330)], at(330)), at(330))
+    _, delta = again.route_step(eng.tick(at(631)), at(631))
     assert delta.cordons == {("prod", "n3"): None} and ("prod", "n4") in again.memory.cordons
 
 
