@@ -347,8 +347,7 @@ class Incident:
     parent_id: str = ""  # set when folded into a fleet (storm) incident
     fleet: bool = False
     children: list[str] = field(default_factory=list)  # node incidents a fleet incident folded in
-    # fleet: the events it stands for (rules: correlation.storm); a node-less follower: the event it awaits a fleet of;
-    # a node incident: the event other nodes within the storm window fail alike with (a storm may be forming)
+    # fleet: the events it stands for (rules: correlation.storm); a node-less follower: the event it awaits a fleet of
     storm_keys: list[str] = field(default_factory=list)
     storm_last: datetime | None = None  # fleet: when its latest node incident folded in (the window runs from it)
     primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)

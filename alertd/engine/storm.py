@@ -8,9 +8,7 @@ severe, best-explaining one; exporter down, cordon and not ready rank lowest)
 names the node's event by its ``by`` fields. Node incidents of one event that
 open on ``min_nodes`` nodes within ``window`` fold into a new fleet incident;
 later ones join it while it is open and its latest node folded in less than
-``window`` ago. A node incident that fails like other candidates within the
-window, too few yet for a storm, names the event in its ``storm_keys``: a storm
-may be forming, and routing may hold its first page for it.
+``window`` ago.
 
 A fleet incident stands for the events of its nodes' leading signals and of
 their follower signals (``storm.followers``: exporter down, not ready; a
@@ -222,12 +220,9 @@ class Storms:
                 kept.append((opened, inc_id))
                 live.append(peer)
         state.recent[key] = kept
-        nodes = len({p.node for p in live})
-        if nodes >= rule.min_nodes:
+        if len({p.node for p in live}) >= rule.min_nodes:
             del state.recent[key]
             self._start(key, live, now)
-        elif nodes > 1 and not inc.storm_keys:
-            inc.storm_keys = [key]  # other nodes fail alike: a storm may be forming (routing may hold its page)
 
     def _start(self, key: str, children: list[Incident], now: datetime) -> None:
         for child in children:  # their exporters are down too, in a fleet led by exporters down: the same storm

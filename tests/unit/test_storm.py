@@ -417,17 +417,6 @@ def test_random_storms_never_leave_two_fleets_for_one_event():
         assert fleets(e) == [], seed
 
 
-def test_a_node_failing_like_others_within_the_window_is_marked_as_a_possible_storm():
-    e = engine()
-    run(e, [(0, node_alerts("n0"))])
-    first = node_incidents(e)["n0"]
-    assert first.storm_keys == []  # alone: nothing says a storm is forming
-    run(e, [(30, node_alerts("n1"))])
-    second = node_incidents(e)["n1"]
-    assert second.storm_keys == ["gpu-fault|cluster=prod|category=hardware"]
-    assert fleets(e) == []
-
-
 def test_a_node_cordoned_before_its_exporter_went_down_is_planned_work_not_part_of_a_storm():
     e = engine()
     run(e, [(i * 0.1, node_alerts(f"n{i}")) for i in range(6)])
