@@ -360,8 +360,8 @@ class Router:
 
     def _peer_wait(self, inc: Incident, now: datetime) -> timedelta:
         hold = self.routing.storm_wait
-        if not hold or inc.primary is None:
-            return timedelta(0)
+        if not hold or inc.primary is None or inc.category == "application":
+            return timedelta(0)  # (application Xids are their job's owners', never paged: nothing to hold)
         sig = inc.primary  # a storm repeats one thing: one Xid code, one kind of node loss, one category
         kind = (inc.cluster, sig.kind, str(sig.xid or sig.detail or sig.category))
         peers = [p for p in self._recent.get(kind, []) if now - p.opened_at < hold and p.is_open and p.id != inc.id]

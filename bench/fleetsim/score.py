@@ -132,6 +132,9 @@ def firsts(report: dict[str, Any], kind: str, target_kind: str) -> dict[str, str
         target = str(n["target"])
         if not n["sent"] or n["kind"] != kind or not target.startswith(target_kind) or "|" in target:
             continue
+        adopted = (n.get("payload") or {}).get("adopt")
+        if adopted and f"{adopted}\0{target}" in out:
+            continue  # a fleet taking over the PagerDuty alert of its node already paged: no new page
         key = f"{n['incident']}\0{target}"
         if key not in out:
             out[key] = n["due"]

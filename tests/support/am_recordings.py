@@ -91,8 +91,15 @@ def own_incidents(out: dict[str, Any], nodes: list[str]) -> list[dict[str, Any]]
 def pages(out: dict[str, Any], incident_ids: set[str]) -> list[dict[str, Any]]:
     """The first sent PagerDuty page of each of these incidents, in time order."""
     first: dict[str, dict[str, Any]] = {}
+    paged: set[tuple[str, str]] = set()  # (incident, target) triggered, whichever incidents are asked about
     for n in sorted(out["notifications"], key=lambda n: n["due"]):
-        if n["sent"] and n["kind"] == "page" and n["target"].startswith("pagerduty:") and n["incident"] in incident_ids:
+        if not (n["sent"] and n["kind"] == "page" and n["target"].startswith("pagerduty:")):
+            continue
+        adopted = (n.get("payload") or {}).get("adopt")
+        if adopted and (adopted, n["target"]) in paged:
+            continue  # a fleet taking over the PagerDuty alert of its node already paged: no new page
+        paged.add((n["incident"], n["target"]))
+        if n["incident"] in incident_ids:
             first.setdefault(n["incident"], n)
     return list(first.values())
 

@@ -33,11 +33,15 @@ def wait(what: str, probe: Callable[[], Any], timeout: float = 90.0, every: floa
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}{more}")
 
 
-def write_rules(dst: Path, hold_down: str) -> Path:
+def write_rules(dst: Path, hold_down: str, storm_wait: str | None = None) -> Path:
     shutil.copytree(ROOT / "rules", dst, ignore=shutil.ignore_patterns("tests"))
     corr = yaml.safe_load((dst / "correlation.yml").read_text())
     corr["correlation"]["hold_down"] = hold_down
     (dst / "correlation.yml").write_text(yaml.safe_dump(corr))
+    if storm_wait is not None:
+        routing = yaml.safe_load((dst / "routing.yml").read_text())
+        routing["routing"]["storm_wait"] = storm_wait
+        (dst / "routing.yml").write_text(yaml.safe_dump(routing))
     return dst
 
 
