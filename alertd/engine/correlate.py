@@ -37,7 +37,10 @@ from alertd.rules import CorrelationRules, GroupRule
 PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
-CLOCK_SLACK = timedelta(minutes=1)  # Prometheus' clock against alertd's, for an incident resolved by hand
+CLOCK_SLACK = timedelta(minutes=1)
+# How long a resolved incident is remembered as the owner of its alerts' late resolves: Prometheus re-sends a
+# resolved alert for 15 minutes, and Alertmanager carries it to a group's next flush.
+LATE_RESOLVES = timedelta(minutes=30)  # Prometheus' clock against alertd's, for an incident resolved by hand
 
 
 def _last_end(inc: Incident) -> datetime:
@@ -273,8 +276,8 @@ class Correlator:
 
     def _forget_closed(self, now: datetime) -> None:
         window = self.rules.reopen_window
-        old = [inc for inc in self.state.closed.values()
-               if inc.resolved_at is None or now - inc.resolved_at > max(window, self.rules.hold_down)]
+        old = [inc for inc in self.state.resolved_lately()
+               if inc.resolved_at is None or now - inc.resolved_at > max(window, LATE_RESOLVES)]
         for inc in old:
             self.state.reopened(inc)
 

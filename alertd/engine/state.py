@@ -23,8 +23,8 @@ class EngineState:
     last_by_key: dict[str, str] = field(default_factory=dict)  # key -> most recent resolved incident
     # Incidents resolved lately, which a re-fire of their key within the reopen window reopens; and the
     # fingerprints of their alerts, so a late copy of an alert they resolved is known as theirs:
-    closed: dict[str, Incident] = field(default_factory=dict)  # key -> the incident
-    closed_fps: dict[str, str] = field(default_factory=dict)  # fingerprint -> key in ``closed``
+    closed: dict[str, Incident] = field(default_factory=dict)  # key -> its latest resolved incident
+    closed_fps: dict[str, Incident] = field(default_factory=dict)  # fingerprint -> the resolved incident that had it
     next_seq: int = 1
     heartbeat_at: datetime | None = None
     by_node: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (cluster, node) -> open incident ids
@@ -63,19 +63,22 @@ class EngineState:
         if incident.resolved_at is not None:
             self.closed[incident.key] = incident
             for fp in incident.members:
-                self.closed_fps[fp] = incident.key
+                self.closed_fps[fp] = incident
 
     def reopened(self, incident: Incident) -> None:
         """``incident`` leaves the recently closed ones (it is open again, or too old to reopen)."""
         if self.closed.get(incident.key) is incident:
             del self.closed[incident.key]
         for fp in incident.members:
-            if self.closed_fps.get(fp) == incident.key:
+            if self.closed_fps.get(fp) is incident:
                 del self.closed_fps[fp]
 
     def recently_closed(self, fingerprint: str) -> Incident | None:
-        key = self.closed_fps.get(fingerprint)
-        return self.closed.get(key) if key is not None else None
+        return self.closed_fps.get(fingerprint)
+
+    def resolved_lately(self) -> list[Incident]:
+        """Every resolved incident still remembered (for reopening, or as the owner of a late resolve)."""
+        return list({id(i): i for i in [*self.closed.values(), *self.closed_fps.values()]}.values())
 
     @classmethod
     def from_incidents(cls, open_incidents: Iterable[Incident], last_by_key: dict[str, str], next_seq: int,
@@ -86,10 +89,12 @@ class EngineState:
         for inc in sorted(open_incidents, key=lambda i: i.opened_at):
             state.add(inc)
         for inc in sorted(closed, key=lambda i: i.resolved_at or i.opened_at):
-            if inc.resolved_at is not None and state.last_by_key.get(inc.key) == inc.id:
+            if inc.resolved_at is None:
+                continue
+            if state.last_by_key.get(inc.key) == inc.id:
                 state.closed[inc.key] = inc
-                for fp in inc.members:
-                    state.closed_fps[fp] = inc.key
+            for fp in inc.members:
+                state.closed_fps[fp] = inc
         return state
 
 

@@ -237,7 +237,8 @@ async def test_load_state_leaves_out_incidents_resolved_long_before_the_newest(m
         state = await store.load_state()
     finally:
         await store.close()
-    assert [inc.id for inc in state.closed.values()] == ["INC-2"] and state.closed_fps == {"b1": new.key}
+    assert [inc.id for inc in state.closed.values()] == ["INC-2"]
+    assert {fp: inc.id for fp, inc in state.closed_fps.items()} == {"b1": "INC-2"}
 
 
 # ----- outbox -----

@@ -323,3 +323,27 @@ def test_reopening_is_judged_by_the_alerts_own_times_not_by_their_arrival():
     late = xid(79, node="n1")
     late.starts_at = at(60 + 2400)  # started 40 minutes after the last end, delivered only now
     assert only(e2.ingest([late], at(60 + 2400 + 5))).id != inc2.id
+
+
+def test_a_late_resolve_is_known_while_its_incident_is_remembered_and_forgotten_after():
+    import dataclasses
+    from datetime import timedelta
+
+    from alertd.engine.pipeline import Engine
+    from tests.unit.builders import shipped_rules
+
+    rules = shipped_rules()
+    rules = dataclasses.replace(rules, correlation=dataclasses.replace(rules.correlation,
+                                                                       reopen_window=timedelta(0)))
+    e = Engine(rules)
+    a = xid(79, node="n1")
+    e.ingest([a], at(0))
+    e.ingest([resolved(a, 60)], at(60))
+    e.tick(at(360))
+    c = alert("KubeNodeCordoned", node="n1", starts=400)  # no reopening: a new incident of the same key
+    e.ingest([c], at(400))
+    e.ingest([resolved(c, 420)], at(420))
+    e.tick(at(720))
+    assert e.ingest([resolved(a, 60)], at(730)) == []  # the first incident's alert, resolved before: not news
+    e.tick(at(720 + 1801))
+    assert e.correlator.state.closed_fps == {} and e.correlator.state.closed == {}
