@@ -215,7 +215,8 @@ class SqliteStore(SqlStore):
             if marked:
                 log.warning("inbox log %s is not the one the engine took from; taking it from its start", self.log_path)
             self._tx(lambda cur: [cur.execute(sql.UPSERT_META, ("inbox_log", self._log_id)),
-                                  cur.execute(sql.UPSERT_META, ("inbox_taken", "0"))])
+                                  cur.execute(sql.UPSERT_META, ("inbox_taken", "0")),
+                                  cur.execute("DELETE FROM inbox_attempts")])  # counts of the old log's ids
             self._taken = 0
         self._released = self._taken
 
