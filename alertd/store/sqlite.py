@@ -214,9 +214,10 @@ class SqliteStore(SqlStore):
         else:
             if marked:
                 log.warning("inbox log %s is not the one the engine took from; taking it from its start", self.log_path)
+            counted = self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'inbox_attempts'")
             self._tx(lambda cur: [cur.execute(sql.UPSERT_META, ("inbox_log", self._log_id)),
                                   cur.execute(sql.UPSERT_META, ("inbox_taken", "0")),
-                                  cur.execute("DELETE FROM inbox_attempts")])  # counts of the old log's ids
+                                  counted and cur.execute("DELETE FROM inbox_attempts")])  # the old log's ids
             self._taken = 0
         self._released = self._taken
 
