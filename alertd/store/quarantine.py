@@ -78,8 +78,12 @@ class QuarantineMixin:
             return chosen, max((prior.get(h, 0) for h in chosen), default=0)
         if not ids:
             return [], 0
-        result: tuple[list[int], int] = await self._run(self._tx, do)
+        result: tuple[list[int], int] = await self._run(self._attempt_tx, do)
         return result
+
+    def _attempt_tx(self, fn: Callable[[Any], Any]) -> Any:
+        """The transaction an attempt is counted in (backend hook: SQLite spares it an fsync)."""
+        return self._tx(fn)
 
     async def uncount_attempt(self, ids: list[int]) -> None:
         """Take back the attempts of a step the store refused (StoreUnavailable): not the webhooks' fault."""
