@@ -101,11 +101,24 @@ async def test_a_stuck_webhook_is_set_aside_alone_and_replayed_after_the_fix(tmp
         page = await client.get("/ui/quarantine", headers=AUTH)
         assert page.status == 200 and "did not finish within" in await page.text()
 
+        replay = f"/ui/quarantine/{items[0]['id']}/replay"
+        evil = await client.post(replay, headers={**AUTH, "Origin": "http://evil.example"}, allow_redirects=False)
+        assert evil.status == 403 and [i["state"] for i in await quarantine(client)] == ["set aside"]
+
         release.set()  # the rule is fixed
         monkeypatch.undo()
-        resp = await client.post(f"/api/v1/quarantine/{items[0]['id']}/replay", headers=AUTH)
-        assert resp.status == 202, await resp.text()
+        own = {**AUTH, "Origin": str(client.make_url("/")).rstrip("/")}
+        resp = await client.post(replay, headers=own, allow_redirects=False)
+        assert resp.status == 303 and "replayed" in resp.headers["Location"], resp.headers
         assert await wait_for(lambda: _nodes_are(client, {"gpu-node-1", "gpu-node-2", "gpu-node-3"}))
+        assert [i["state"] for i in await quarantine(client)] == ["replayed"]
+        again = await client.post(f"/api/v1/quarantine/{items[0]['id']}/replay", headers=AUTH)  # harmless twice
+        assert again.status == 202 and (await again.json())["item"]["state"] == "replayed"
+
+        async def dropped() -> bool:  # the second copy's alerts were taken already: dropped as redeliveries
+            return "alertd_alerts_duplicate_total 3.0" in await (await client.get("/metrics")).text()
+        assert await wait_for(dropped)
+        assert await nodes(client) == {"gpu-node-1", "gpu-node-2", "gpu-node-3"}
         assert [i["state"] for i in await quarantine(client)] == ["replayed"]
         assert (await client.post("/api/v1/quarantine/999999/replay", headers=AUTH)).status == 404
         assert (await client.post("/api/v1/quarantine/x1/replay", headers=AUTH)).status == 404
