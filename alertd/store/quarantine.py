@@ -18,7 +18,8 @@ from typing import Any, Callable
 from alertd.model import iso
 
 SET_ASIDE, REPLAYED = 2, 3
-BODY_SHOWN = 65_536  # characters of a set-aside body a listing carries
+BODY_SHOWN = 16_384  # characters of a set-aside body a listing carries (a webhook may be megabytes)
+LISTED_CHARS = 4096 + BODY_SHOWN  # characters of a note read for a listing: the reason, then the body
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,7 @@ class SetAside:
     reason: str
     body: str
     replayed: bool
+    size: int = -1  # characters of the whole body (a listing reads only its start); -1: ``body`` is whole
 
     @property
     def kind(self) -> str:
@@ -39,7 +41,7 @@ class SetAside:
     def to_dict(self, body_chars: int = BODY_SHOWN) -> dict[str, Any]:
         return {"id": self.id, "key": self.key, "kind": self.kind, "received_at": self.received_at,
                 "reason": self.reason, "state": "replayed" if self.replayed else "set aside",
-                "body_chars": len(self.body), "body": self.body[:body_chars]}
+                "body_chars": len(self.body) if self.size < 0 else self.size, "body": self.body[:body_chars]}
 
 
 def note(reason: str, body: str) -> str:
@@ -100,12 +102,14 @@ class QuarantineMixin:
         """Set-aside webhooks and alerts, newest first (``before``: ids below this one, for paging)."""
         bound = "AND seq < ? " if before is not None else ""
         args: list[Any] = [before] if before is not None else []
-        rows = await self._run(self._query, "SELECT seq, dedup, received_at, alert, processed FROM inbox "
-                               f"WHERE processed >= {SET_ASIDE} {bound}ORDER BY seq DESC LIMIT ?", args + [limit])
+        rows = await self._run(self._query, f"SELECT seq, dedup, received_at, substr(alert, 1, {LISTED_CHARS}), "
+                               f"length(alert), processed FROM inbox WHERE processed >= {SET_ASIDE} {bound}"
+                               "ORDER BY seq DESC LIMIT ?", args + [limit])
         out = []
-        for seq, key, received_at, text, processed in rows:
+        for seq, key, received_at, text, length, processed in rows:
             reason, body = split_note(text or "")
-            out.append(SetAside(int(seq), key, received_at, reason, body, int(processed) == REPLAYED))
+            out.append(SetAside(int(seq), key, received_at, reason, body, int(processed) == REPLAYED,
+                                int(length or 0) - len(reason) - 1))
         return out
 
     async def take_for_replay(self, item_id: int) -> SetAside | None:

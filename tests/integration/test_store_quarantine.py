@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from alertd.store.base import InboxKey, Step, Taken
-from alertd.store.quarantine import note
+from alertd.store.quarantine import BODY_SHOWN, note
 from tests.support.stores import gpu_hook, make_store, query, store, taking  # noqa: F401
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
@@ -60,3 +60,12 @@ async def test_set_aside_rows_list_newest_first_and_replay_renames_the_key(store
     assert again is not None and again.key == taken.key
     assert (await store.list_set_aside(limit=1))[0].to_dict()["state"] == "replayed"
     assert await store.take_for_replay(listed[0].id + 1000) is None
+
+
+async def test_a_listing_reads_only_the_start_of_a_large_body(store):
+    big = '{"alerts": []}' + " " * 200_000
+    await store.commit_step(Step(inbox=Taken([], [InboxKey("webhook:1:1.0", T0, 2, note("too big to show", big))])))
+    shown = (await store.list_set_aside(limit=1))[0].to_dict()
+    assert shown["body_chars"] == len(big) and len(shown["body"]) == BODY_SHOWN
+    whole = await store.take_for_replay(shown["id"])
+    assert whole is not None and whole.body == big  # a replay sends all of it
