@@ -7,9 +7,9 @@ the same stream alone: does hostile input delay good webhooks, fail /readyz or l
 Each phase runs twice on a fresh store: good webhooks only, then good webhooks plus the corpus. Good webhooks
 are one node's 8 GPU alerts each, every one a node never seen (4 nodes per cluster, so each keeps an incident
 of its own), sent open loop at ``--rate`` per second for ``--seconds``; on PostgreSQL they alternate between
-the replicas. The corpus is cycled by one sender with ``--corpus-pause`` between requests; every pass gives the
-taken cases' alerts new fingerprints and nodes, so the engine classifies them again instead of dropping them
-as redeliveries. Printed per run: the delay from sending a good webhook to its incident being opened (the
+the replicas. The corpus is sent ``--corpus-passes`` times, the passes spread evenly over the run, by one sender
+with ``--corpus-pause`` between requests; every pass gives the taken cases' alerts new fingerprints and nodes,
+so the engine classifies them again instead of dropping them as redeliveries. Printed per run: the delay from sending a good webhook to its incident being opened (the
 incident's openedAt, same clock), /readyz answers other than 200 (polled every 100 ms on every replica), good
 webhooks acknowledged but with no complete incident (lost), the worst CPU time one alert's classification took
 (alertd_classify_seconds_max), what was set aside, and the corpus answers by status. A benchmark: it prints
@@ -94,12 +94,13 @@ async def good_stream(session: aiohttp.ClientSession, urls: list[str], run: Run,
     await asyncio.gather(*tasks)
 
 
-async def corpus_stream(session: aiohttp.ClientSession, urls: list[str], run: Run, pause: float, until: float) -> None:
-    n = 0
-    while time.monotonic() < until:
+async def corpus_stream(session: aiohttp.ClientSession, urls: list[str], run: Run, pause: float, passes: int,
+                        seconds: float) -> None:
+    """``passes`` passes over the corpus, started evenly over the run."""
+    start = time.monotonic()
+    for n in range(passes):
+        await asyncio.sleep(max(0.0, start + n * seconds / passes - time.monotonic()))
         for case in CORPUS:
-            if time.monotonic() >= until:
-                return
             url = urls[n % len(urls)] + case["path"]
             async with session.request(case["method"], url, data=varied(case, n), headers=case["headers"]) as resp:
                 await resp.read()
@@ -107,7 +108,6 @@ async def corpus_stream(session: aiohttp.ClientSession, urls: list[str], run: Ru
                 if resp.status >= 500:
                     run.corpus_5xx[case["name"]] += 1
             await asyncio.sleep(pause)
-        n += 1
 
 
 async def poll_ready(session: aiohttp.ClientSession, urls: list[str], run: Run, done: asyncio.Event) -> None:
@@ -182,7 +182,7 @@ async def measure(urls: list[str], args: argparse.Namespace, with_corpus: bool) 
         poller = asyncio.create_task(poll_ready(session, urls, run, done))
         jobs = [good_stream(session, urls, run, args.rate, args.seconds)]
         if with_corpus:
-            jobs.append(corpus_stream(session, urls, run, args.corpus_pause, time.monotonic() + args.seconds))
+            jobs.append(corpus_stream(session, urls, run, args.corpus_pause, args.corpus_passes, args.seconds))
         await asyncio.gather(*jobs)
         await settle(session, urls, run)
         done.set()
@@ -249,6 +249,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--rate", type=float, default=200.0, help="good webhooks per second")
     ap.add_argument("--corpus-pause", type=float, default=0.05, help="seconds between corpus requests")
+    ap.add_argument("--corpus-passes", type=int, default=6, help="passes over the corpus, spread over the run")
     args = ap.parse_args()
     args.seconds = min(args.seconds, 120.0)  # bounded
     with tempfile.TemporaryDirectory(prefix="alertd-adversarial-") as tmp:
