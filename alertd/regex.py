@@ -21,6 +21,7 @@ import re2
 
 _FAST: Any = getattr(getattr(re2, "_re2", None), "RE2", None)
 _BOTH: Any = _FAST.Anchor.ANCHOR_BOTH if _FAST is not None else None
+_SEARCH: Any = _FAST.Anchor.UNANCHORED if _FAST is not None else None
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_:-")
 
 # What RE2 refuses that Python's re accepts, said in words a rule author can act on.
@@ -85,10 +86,24 @@ class Regex:
 
     def search(self, text: str) -> Any:
         """The first match (an ``re``-like match object) or None."""
-        return self._re.search(text)
+        return next(self.finditer(text), None)
 
     def finditer(self, text: str) -> Iterator[Any]:
-        return iter(self._re.finditer(text))
+        """Matches left to right, as ``re.finditer``; each answers ``group(name or number)``. The text is
+        encoded once and matched in bytes; only what a caller asks for is decoded."""
+        if self._raw is None:
+            yield from self._re.finditer(text)
+            return
+        data = text.encode()
+        pos, end = 0, len(data)
+        names = self._re.groupindex
+        while pos <= end:
+            spans = self._raw.Match(_SEARCH, data, pos, end)
+            first, last = spans[0]
+            if first < 0:
+                return
+            yield Found(data, spans, names)
+            pos = last if last > first else _next_char(data, last)
 
     def __repr__(self) -> str:
         return f"Regex({self.pattern!r})"
@@ -100,9 +115,30 @@ class Regex:
         return hash(self.pattern)
 
 
+class Found:
+    """One match: its groups decoded from the UTF-8 text on demand."""
+
+    __slots__ = ("_data", "_spans", "_names")
+
+    def __init__(self, data: bytes, spans: list[tuple[int, int]], names: Any):
+        self._data, self._spans, self._names = data, spans, names
+
+    def group(self, which: int | str = 0) -> str | None:
+        first, last = self._spans[self._names[which] if isinstance(which, str) else which]
+        return None if first < 0 else self._data[first:last].decode()
+
+
+def _next_char(data: bytes, pos: int) -> int:
+    """The offset after the character at ``pos`` (an empty match moves on by one character, as re does)."""
+    pos += 1
+    while pos < len(data) and data[pos] & 0xC0 == 0x80:
+        pos += 1
+    return pos
+
+
 def compile(pattern: str) -> Regex:  # noqa: A001 - the name re users expect
     """Compile ``pattern`` for linear-time matching; RegexError says why it cannot be."""
     return Regex(pattern)
 
 
-__all__ = ["Regex", "RegexError", "compile"]
+__all__ = ["Found", "Regex", "RegexError", "compile"]

@@ -106,3 +106,16 @@ def test_real_alerting_rules_are_well_within_the_budget():
     assert len(exprs) > 20
     for expr in exprs:
         assert over_regex_budget(str(expr)) == "", expr
+
+
+def test_finditer_answers_as_re2s_own_wrapper():
+    """Matching in bytes and decoding only the groups asked for gives what RE2's wrapper gives, Unicode too."""
+    rng = random.Random(11)
+    patterns = [r"(?i)\bxids?\b\s*(?P<xid>\d{1,4})", "x*", r"(?P<a>é+)|(?P<b>\d)", r"\s+"]
+    alphabet = ["x", "X", "i", "d", "é", "ü", " ", "7", "9", "\u2028", "😀"]
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        for pattern in patterns:
+            ours = [(m.group(0), [m.group(i) for i in range(1, 3) if i <= pattern.count("(?P")]) for m in Regex(pattern).finditer(text)]
+            theirs = [(m.group(0), [m.group(i) for i in range(1, 3) if i <= pattern.count("(?P")]) for m in re2.finditer(pattern, text)]
+            assert ours == theirs, (pattern, text)
