@@ -40,6 +40,8 @@ LATEST_MEASUREMENT = "livemostrecent"
 REJECT_REASONS = ("unauthorized", "too_large", "body_timeout", "schema", "json", "backlog", "store_unavailable")
 STORE_OPERATIONS = ("process", "tick", "housekeeping", "append", "audit", "quarantine")
 DELIVERY_OUTCOMES = ("delivered", "skipped", "retry", "failed")
+# Why the engine set a webhook or alert aside (alertd/budget.py, Service.process_pending).
+SET_ASIDE_CAUSES = ("unreadable", "failed", "overran", "stuck", "attempts")
 
 
 # Label values that come from alerts (alert names) are bounded: each new value is a new series in every
@@ -123,6 +125,12 @@ class Metrics:
                                      ["surface", "reason"], registry=own)
         self.store_bytes = Gauge("alertd_store_bytes", "Bytes the store takes on disk (SQLite: database, WAL and "
                                  "shared memory; PostgreSQL: the database).", registry=own, multiprocess_mode=LATEST_MEASUREMENT)
+        self.set_aside = Counter("alertd_set_aside_total", "Webhooks and alerts the engine set aside (GET "
+                                 "/api/v1/quarantine), by cause.", ["cause"], registry=own)
+        self.classify_max = Gauge("alertd_classify_seconds_max", "The most CPU seconds one alert's classification "
+                                  "took since the engine started.", registry=own, multiprocess_mode=ENGINE_ONLY)
+        for cause in SET_ASIDE_CAUSES:
+            self.set_aside.labels(cause)
         for reason in REJECT_REASONS:
             self.rejected.labels(reason)
         for operation in STORE_OPERATIONS:

@@ -19,22 +19,23 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence
 
+from alertd.budget import Budget
 from alertd.config import Config
-from alertd.engine.evidence import gpu_looking
 from alertd.engine.pipeline import Engine
 from alertd.ha import commands
 from alertd.ha.elector import Elector, replica_name
 from alertd.health import StoreHealth
+from alertd.intake import Intake
 from alertd.metrics import Metrics
-from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident, Signal, parse_iso
+from alertd.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident, Signal
 from alertd.notify.console import ConsoleNotifier
 from alertd.notify.integration import Notifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter
-from alertd.receive.webhook import BadPayload, delivery_key, encode_webhook, read_notification
+from alertd.receive.webhook import encode_webhook
 from alertd.recording_fetch import fetcher_for, with_site_recordings
 from alertd.rules import RuleSet, load_rules
-from alertd.store.base import AuditEntry, Hook, InboxKey, Step, Store, StoreUnavailable, Taken
+from alertd.store.base import AuditEntry, Step, Store, StoreUnavailable, Taken
 
 if TYPE_CHECKING:
     from alertd.enrich.node_index import NodeIndex
@@ -59,7 +60,7 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class Service:
+class Service(Intake):
     def __init__(self, cfg: Config, store: Store, rules: RuleSet, *, clock: Callable[[], datetime] = utcnow,
                  notifiers: dict[str, Notifier] | None = None, router: Any = None, enricher: Any = None,
                  role: str = "engine", shared_inbox: bool | None = None, nodes: NodeIndex | None = None):
@@ -72,6 +73,8 @@ class Service:
         self.nodes = nodes  # exporter pod / address -> node, from Kubernetes (enrich/node_index.py)
         self.metrics = Metrics()
         self.engine: Engine | None = None
+        self.budget = Budget()  # classification off the event loop, within a budget per alert
+        self.worst_classify = 0.0  # the most CPU seconds one alert's classification took (alertd_classify_seconds_max)
         self.notifiers = notifiers if notifiers is not None else {"console": ConsoleNotifier()}
         self.router = router or ConsoleRouter(enabled=cfg.console is not False)
         self.outbox = self._outbox_worker(store, clock)
@@ -203,6 +206,7 @@ class Service:
                 await asyncio.wait_for(self.outbox.drain(), 5)
             except Exception:  # shutting down: what is left stays in the store for the next start
                 log.exception("could not finish pending work before shutdown")
+        self.budget.close()
         if self.elector is not None:
             await self.elector.stop()
         for notifier in self.notifiers.values():
@@ -266,12 +270,6 @@ class Service:
                         "until the engine catches up (Alertmanager retries them)", self.backlog, limit)
         return f"the inbox holds {self.backlog:,} webhooks not yet processed (receiver.max_backlog {limit}); retry later"
 
-    def _dedup(self, alert: Alert) -> str:
-        key = delivery_key(alert)
-        if alert.name in self.watchdog_names:  # heartbeats repeat with the same state: each one counts
-            key += f"|{(alert.received_at or self.clock()).timestamp():.6f}"
-        return key
-
     # ----- processing -----
 
     async def _process_loop(self) -> None:
@@ -300,74 +298,6 @@ class Service:
                 # Let a few more webhooks arrive: under load one step per webhook would spend more
                 # on per-step commits than on the alerts themselves.
                 await asyncio.sleep(STEP_LINGER)
-
-    async def process_pending(self) -> bool:
-        """Take the next webhooks from the log through the engine; True when some were taken."""
-        hooks = await self.store.pending_hooks(self.cfg.batch_size)
-        if not hooks:
-            self.metrics.inbox_pending.set(0)
-            return False
-        alerts, set_aside = self._read_hooks(hooks)
-        keys = [self._dedup(a) for a in alerts]
-        known = await self.store.known_keys(keys)
-        fresh: dict[str, Alert] = {}
-        for key, alert in zip(keys, alerts):
-            if key not in known:
-                fresh.setdefault(key, alert)  # a key twice in one batch (an HA peer's copy): the first counts
-        self.metrics.duplicates.inc(len(alerts) - len(fresh))
-        for lookup in self._lookups if not self._stopping else ():  # nodes from Kubernetes, recording rules
-            await lookup.prepare(fresh.values())
-        await self._ingest(list(fresh.items()), Taken([h.id for h in hooks], set_aside))
-        if time.monotonic() - self._pending_counted_at > 1.0:  # a count, not on every step
-            self._pending_counted_at = time.monotonic()
-            self.metrics.inbox_pending.set(await self.store.count_pending_inbox())
-        return True
-
-    def _read_hooks(self, hooks: list[Hook]) -> tuple[list[Alert], list[InboxKey]]:
-        """The webhooks' alerts; one that no longer reads (stored by another version, damaged) is set aside."""
-        alerts: list[Alert] = []
-        set_aside: list[InboxKey] = []
-        for hook in hooks:
-            received = parse_iso(hook.received_at) or self.clock()
-            try:
-                alerts.extend(read_notification(hook.body, received).alerts)
-            except BadPayload as exc:
-                self.metrics.store_errors.labels("quarantine").inc()
-                set_aside.append(InboxKey(f"webhook:{hook.id}:{received.timestamp():.6f}", received, 2,
-                                          f"stored webhook no longer reads: {exc}\n{hook.body.decode(errors='replace')}"))
-        return alerts, set_aside
-
-    async def _ingest(self, batch: list[tuple[str, Alert]], taken: Taken) -> None:
-        """One engine step for the batch, committing its keys and ``taken`` with it. An alert the engine cannot
-        take must not block the ones behind it: on failure each goes alone, a failing one is set aside."""
-        alerts = [a for _, a in batch]
-        keys = [InboxKey(key, a.received_at or self.clock()) for key, a in batch]
-        try:
-            await self._step(lambda engine, now: engine.ingest(alerts, now),
-                             inbox=Taken(taken.hooks, keys + taken.keys))
-        except StoreUnavailable:
-            raise  # nothing committed: the webhooks are still in the log
-        except Exception as exc:
-            if len(batch) > 1:
-                for one in batch:
-                    await self._ingest([one], Taken())
-                await self._step(lambda engine, now: [], inbox=taken)
-                return
-            if not batch:
-                raise
-            self.metrics.store_errors.labels("quarantine").inc()
-            log.exception("engine failed on alert %s; setting it aside", batch[0][0])
-            key, alert = batch[0]
-            await self._step(lambda engine, now: [], inbox=Taken(taken.hooks, taken.keys + [InboxKey(
-                key, alert.received_at or self.clock(), 2,
-                f"{type(exc).__name__}: {exc}\n{encode_webhook([alert.to_wire()]).decode()}")]))
-            return
-        done = self.clock()
-        for received in {a.received_at for a in alerts if a.received_at}:  # a webhook's alerts share it
-            self.metrics.processing_latency.observe(max(0.0, (done - received).total_seconds()))
-        for a in alerts:
-            if a.signal.kind == "other" and a.firing and gpu_looking(a, self.rules.evidence):
-                self.metrics.unclassified_gpu.labels(a.name).inc()
 
     async def _step(self, fn: Callable[[Engine, datetime], list[Change]], inbox: Taken | None = None) -> list[Change]:
         """One engine mutation and its atomic commit; on a failed commit, reload state from the store."""

@@ -3,16 +3,17 @@
 Each finder returns the rule that matched and the evidence it matched on, so
 `alertd explain` can say why an alert got its signal. Pure functions over the
 alert; the expression comes from :mod:`alertd.receive.promql` (parsed once per
-generatorURL).
+generatorURL). Every pattern is compiled for RE2 (alertd/regex.py): annotation text
+and label values come from whoever can send a webhook, so matching must stay linear.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from alertd.matchers import Matcher, match_all
 from alertd.model import Alert
+from alertd.regex import Regex, RegexError
 from alertd.receive.promql import ExprFacts, Selector, facts_of_url
 
 
@@ -29,9 +30,9 @@ class EvidenceRule:
     runbook: str = ""
     matchers: tuple[Matcher, ...] = ()
     names: frozenset[str] = frozenset()
-    metric: re.Pattern[str] | None = None
-    inside: re.Pattern[str] | None = None
-    compare: re.Pattern[str] | None = None
+    metric: Regex | None = None
+    inside: Regex | None = None
+    compare: Regex | None = None
 
     def matches_selector(self, sel: Selector) -> bool:
         if self.metric is None or not self.metric.fullmatch(sel.metric):
@@ -45,9 +46,9 @@ class EvidenceRule:
 
 @dataclass(frozen=True, slots=True)
 class GpuLooking:
-    metrics: re.Pattern[str] | None = None
+    metrics: Regex | None = None
     labels: frozenset[str] = frozenset()
-    alertnames: re.Pattern[str] | None = None
+    alertnames: Regex | None = None
 
 
 TEXT_FIELDS = ("summary", "description", "message")
@@ -60,7 +61,7 @@ class EvidenceRules:
     labels: tuple[EvidenceRule, ...] = ()
     text_fields: tuple[str, ...] = TEXT_FIELDS
     field_labels: tuple[str, ...] = ()  # labels whose value names a DCGM field / metric (label_replace'd __name__)
-    xid_patterns: tuple[re.Pattern[str], ...] = ()
+    xid_patterns: tuple[Regex, ...] = ()
     gpu_looking: GpuLooking = field(default_factory=GpuLooking)
 
 
@@ -145,12 +146,12 @@ class Checker(Protocol):
     def matchers(self, items: Any, path: tuple[Any, ...]) -> tuple[Matcher, ...]: ...
 
 
-def _regex(check: Checker, text: str | None, path: tuple[Any, ...]) -> re.Pattern[str] | None:
+def _regex(check: Checker, text: str | None, path: tuple[Any, ...]) -> Regex | None:
     if text is None:
         return None
     try:
-        return re.compile(text)
-    except re.error as exc:
+        return Regex(text)
+    except RegexError as exc:
         check.problem(path, f"invalid regex {text!r}: {exc}")
         return None
 

@@ -36,23 +36,25 @@ class Engine:
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
         self.correlator.rules = rules.correlation
-        self._prepared.clear()
+        self._prepared = {}  # a new dict, not clear(): a classification on the worker thread may be using the old
 
     def prepare(self, alert: Alert) -> Alert:
         """Subject and signal depend on nothing but the alert's labels, annotations and expression (and the
         rules): an alert sent again with the same ones gets what was worked out the first time, 15-40 µs
-        saved per alert on the reference machine. The digest is Python's keyed hash: two different contents
+        saved per alert on the reference machine. Runs on the service's classification thread
+        (alertd/budget.py), one alert at a time. The digest is Python's keyed hash: two different contents
         under one fingerprint agree on it about once in 2^64 changes, and nobody outside the process can aim
         for it."""
         digest = hash((tuple(alert.labels.items()), tuple(alert.annotations.items()), alert.generator_url,
                        self.nodes.generation if self.nodes is not None else 0))
-        known = self._prepared.get(alert.fingerprint)
+        prepared, rules = self._prepared, self.rules  # as of now: a reload (set_rules) may swap both meanwhile
+        known = prepared.get(alert.fingerprint)
         if known is None or known[0] != digest:
             known = (digest, subject_of(alert.labels, self.ncfg, alert.annotations, self.nodes),
-                     classify(alert, self.rules, self.ncfg))
-            if len(self._prepared) >= PREPARED_LIMIT and alert.fingerprint not in self._prepared:
-                del self._prepared[next(iter(self._prepared))]
-            self._prepared[alert.fingerprint] = known
+                     classify(alert, rules, self.ncfg))
+            if len(prepared) >= PREPARED_LIMIT and alert.fingerprint not in prepared:
+                del prepared[next(iter(prepared))]
+            prepared[alert.fingerprint] = known  # into the old dict after a reload: forgotten with it
         _, alert.subject, alert.signal = known
         return alert
 

@@ -99,9 +99,47 @@ def too_complex(expr: str) -> str:
     return ""
 
 
+# What compiling an expression's regex matchers may cost. The parser compiles each one with Rust's regex
+# crate, whose Unicode classes are large: `\w{100}` alone takes some 60 ms, 140 of them in a 2.4 KB URL
+# 18 s, under the length and nesting limits above. Units are about 5 µs on the reference machine: an
+# atom weighs 1, 2 for `.`, `\s`, `\S` and negated sets, 8 for `\d`, 100 for `\w`, `\W`, `\p{..}`, times
+# the product of the counted repetitions in its matcher; each matcher costs 10 more. A site's rules use a few
+# dozen units per matcher (`job=~".*dcgm.*"` is 20); refused expressions are not used for classification.
+MAX_REGEX_MATCHERS = 64
+MAX_REGEX_COST = 4000
+_REGEX_LITERAL = re.compile(r"""([=!]~)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)""")
+_HEAVY_ATOM = re.compile(r"\\[wWpP]|\\d|\\D")
+_REPEAT = re.compile(r"\{(\d{1,6})(?:,(\d{0,6}))?\}")
+
+
+def regex_cost(pattern: str) -> int:
+    """Estimated units to compile one regex matcher (see MAX_REGEX_COST)."""
+    weight = len(pattern)
+    for atom in _HEAVY_ATOM.findall(pattern):
+        weight += 99 if atom[1] in "wWpP" else 7
+    weight += pattern.count(".") + pattern.count("\\s") + pattern.count("\\S") + pattern.count("[^")
+    times = 1
+    for low, high in _REPEAT.findall(pattern):
+        times = min(times * max(1, int(high or low or 1)), 1_000_000)
+    return 10 + weight * times
+
+
+def over_regex_budget(expr: str) -> str:
+    """Why the expression's regex matchers cost too much to parse ("" when they do not). Linear in the
+    text: read before the parser compiles anything."""
+    literals = _REGEX_LITERAL.findall(expr)
+    if len(literals) > MAX_REGEX_MATCHERS:
+        return f"expression with {len(literals)} regex matchers (budget {MAX_REGEX_MATCHERS}): not read"
+    cost = sum(regex_cost(text[1:-1]) for _, text in literals)
+    if cost > MAX_REGEX_COST:
+        return (f"expression whose regex matchers would cost about {cost} units to compile (budget "
+                f"{MAX_REGEX_COST}, see receive/promql.py): not read")
+    return ""
+
+
 @lru_cache(maxsize=CACHE_SIZE)
 def facts_of_expr(expr: str) -> ExprFacts:
-    refused = too_complex(expr)
+    refused = too_complex(expr) or over_regex_budget(expr)
     if refused:
         return ExprFacts(expr=expr, error=refused)
     try:
@@ -174,7 +212,7 @@ def _selectors(node: pp.VectorSelector, inside: tuple[str, ...], compare: str) -
 def drops_labels(expr: str, labels: tuple[str, ...]) -> bool:
     """Whether every result series of ``expr`` loses all of ``labels`` to an aggregation
     (``sum by (job) (...)``, ``count(...)``): its alerts then name no node. False when unsure."""
-    if too_complex(expr):
+    if too_complex(expr) or over_regex_budget(expr):
         return False
     try:
         tree = pp.parse(expr)
@@ -215,4 +253,5 @@ def cache_info() -> tuple[int, int]:
     return info.hits, info.misses
 
 
-__all__ = ["ExprFacts", "Selector", "cache_info", "drops_labels", "expr_of_url", "facts_of_expr", "facts_of_url"]
+__all__ = ["ExprFacts", "Selector", "cache_info", "drops_labels", "expr_of_url", "facts_of_expr", "facts_of_url",
+           "over_regex_budget", "regex_cost"]

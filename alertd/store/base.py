@@ -17,6 +17,7 @@ from alertd.delivery import OutboxItem
 from alertd.memory import ESCALATION, SENT, Cordon, MemoryDelta, RouterMemory
 from alertd.engine.correlate import EngineState
 from alertd.model import Change, Incident
+from alertd.store.quarantine import SetAside
 
 __all__ = ["Cordon", "ESCALATION", "EngineState", "Hook", "InboxKey", "MemoryDelta", "OutboxItem", "RouterMemory", "SENT",
            "Step", "Store", "StoreUnavailable", "Taken"]
@@ -117,6 +118,23 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def known_keys(self, keys: list[str]) -> set[str]:
         """Which of these redelivery keys the engine has taken (or set aside) already."""
+
+    @abc.abstractmethod
+    async def count_attempt(self, ids: list[int], now: datetime) -> tuple[list[int], int]:
+        """Count an attempt at webhooks about to be run, committed first (alertd/store/quarantine.py): the ones
+        to take (only the first once any was tried before) and the most tries any of them had."""
+
+    @abc.abstractmethod
+    async def uncount_attempt(self, ids: list[int]) -> None:
+        """Take back an attempt the store itself made fail."""
+
+    @abc.abstractmethod
+    async def list_set_aside(self, *, limit: int = 100, before: int | None = None) -> list[SetAside]:
+        """Set-aside webhooks and alerts (``inbox.processed`` 2, replayed 3), newest first."""
+
+    @abc.abstractmethod
+    async def take_for_replay(self, item_id: int) -> SetAside | None:
+        """Mark a set-aside row replayed under a renamed key and return it, for the caller to append again."""
 
     @abc.abstractmethod
     async def commit_step(self, step: Step) -> None:

@@ -22,6 +22,7 @@ from alertd.store.base import (ESCALATION, SENT, AuditEntry, MemoryDelta, Outbox
 from alertd.store.compact import compact_member
 from alertd.store.coordination import CoordinationMixin
 from alertd.store.inbox import InboxMixin
+from alertd.store.quarantine import QuarantineMixin
 from alertd.store.inbox_log import InboxLog, LogBackend
 from alertd.store.transaction import transaction
 from alertd.store.reads import HistoryReads, IncidentQuery
@@ -37,7 +38,7 @@ PRUNE_BATCH = 500  # rows per pruning transaction
 PRUNE_MAX_BATCHES = 200  # per table and housekeeping round (the rest waits for the next round)  # rows per INSERT statement (3 parameters each; SQLite allows 32766)
 
 
-class SqlStore(InboxMixin, HistoryReads, CoordinationMixin, SessionsMixin, Store):
+class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, SessionsMixin, Store):
     serial = "INTEGER"
     int_key = "BIGINT"  # an integer primary key given by the writer (SQLite: INTEGER, which is the rowid)
     strpos = "strpos"  # the position of a substring (SQLite: instr)

@@ -30,6 +30,7 @@ class InboxMixin:
     _tx: Callable[..., Any]
     _q: Callable[[str], str]
     _query: Callable[..., list[tuple[Any, ...]]]
+    _forget_attempts: Callable[[Any, list[int]], None]  # alertd/store/quarantine.py
 
     # ----- backend hooks -----
 
@@ -116,6 +117,7 @@ class InboxMixin:
                         rows[start * 4:(start + count) * 4])
         if taken.hooks:
             self._take_hooks(cur, taken.hooks)
+            self._forget_attempts(cur, taken.hooks)
         for k in taken.keys:
             if k.processed == 2:
                 log.error("inbox: alert %s set aside (inbox.processed = 2): %s", k.dedup, k.note[:500])

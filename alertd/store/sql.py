@@ -155,6 +155,11 @@ MIGRATIONS: list[list[str]] = [
         "WHERE {strpos}(dedup, '|') > 0 AND {strpos}(substr(dedup, 1, {strpos}(dedup, '|')), '.') = 0",
     ],
     sessions.MIGRATION,  # browser sessions: revocable, seen by every process (alertd/store/sessions.py)
+    [  # poison webhooks (alertd/store/quarantine.py): attempts counted before the engine runs a webhook, and
+       # the set-aside rows (processed 2, replayed 3) listed newest first
+        "CREATE TABLE inbox_attempts (hook BIGINT PRIMARY KEY, attempts INTEGER NOT NULL, last_at TEXT NOT NULL)",
+        "CREATE INDEX inbox_set_aside ON inbox (seq) WHERE processed >= 2",
+    ],
 ]
 INBOX_LOG = ("CREATE TABLE inbox_log (id {serial} PRIMARY KEY, received_at TEXT NOT NULL, alerts INTEGER NOT NULL, "
              "body {blob} NOT NULL)")

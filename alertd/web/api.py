@@ -14,6 +14,7 @@ from aiohttp import web
 from alertd.alertmanager_api import AlertmanagerError
 from alertd.fleet import rma, views
 from alertd.notify.slack_render import ACTION_ACK, ACTION_RESOLVE, ACTION_SILENCE, ACTION_UNSILENCE, SILENCE_CHOICES
+from alertd.store.base import StoreUnavailable
 from alertd.store.reads import IncidentQuery
 from alertd.web import access
 from alertd.web.keys import SERVICE
@@ -173,7 +174,38 @@ async def silence_incident(request: web.Request) -> web.Response:
     return _json(inc.to_dict(with_members=False) if inc else {})
 
 
+@guarded("admin")
+async def list_quarantine(request: web.Request) -> web.Response:
+    """Webhooks and alerts the engine set aside (poison, failures), newest first, with the reason and body."""
+    reject_unknown(request.query, PAGING)
+    limit, cursor = limit_of(request.query), sequence_cursor(request.query)
+    rows = await _svc(request).store.list_set_aside(limit=limit + 1, before=cursor)
+    page = rows[:limit]
+    return _json({"items": [r.to_dict() for r in page],
+                  "next": encode_cursor(page[-1].id) if len(rows) > limit else None})
+
+
+@guarded("admin")
+async def replay_quarantined(request: web.Request) -> web.Response:
+    """Send a set-aside webhook or alert through the engine again (after a rule fix); audited."""
+    reject_unknown(request.query, ())
+    raw = request.match_info["id"]
+    svc = _svc(request)
+    try:
+        found = await svc.replay(int(raw)) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+    except StoreUnavailable as exc:  # marked replayed but not appended: replaying it again appends it
+        return _json({"error": f"the store refused the replay, retry: {exc}"}, 503, headers={"Retry-After": "5"})
+    actor = actor_for(request[access.PRINCIPAL], request)
+    if found is None:
+        return _json({"error": f"nothing set aside with id {raw}"}, 404)
+    item, hook_id = found
+    await svc.audit(actor, "replay", f"quarantine:{item.id}", "api", "ok", f"appended as webhook {hook_id}")
+    return _json({"item": item.to_dict(body_chars=0), "webhook": hook_id}, 202)
+
+
 def register(app: web.Application) -> None:
+    app.router.add_get("/api/v1/quarantine", list_quarantine)
+    app.router.add_post("/api/v1/quarantine/{id}/replay", replay_quarantined)
     app.router.add_get("/api/v1/incidents", list_incidents)
     app.router.add_post("/api/v1/incidents/{id}/{action:silence|unsilence}", silence_incident)
     app.router.add_get("/api/v1/gpus", list_gpus)

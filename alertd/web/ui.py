@@ -1,7 +1,8 @@
 """The web UI: server-rendered pages under /ui/ on the service's own port, with the API's access rules.
 
 Pages: incidents (filters, live refresh), one incident (timeline, members,
-evidence, notifications, actions), node, GPU, fleet, RMA candidates. Actions go
+evidence, notifications, actions), node, GPU, fleet, RMA candidates, and (admin)
+what the engine set aside, with a replay button. Actions go
 through the code the Slack buttons use (alertd.web.slack_actions), so a click
 here and a click in Slack do the same thing and leave the same timeline entry.
 """
@@ -21,7 +22,7 @@ from alertd.enrichment import Evidence, Owners
 from alertd.notify.slack_render import SILENCE_CHOICES, alertmanager_link
 from alertd.store.base import StoreUnavailable
 from alertd.web import access, api
-from alertd.web.params import PAGING, BadParam, limit_of, reject_unknown, sequence_cursor, window
+from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.keys import SERVICE
 from alertd.web.auth import AUTH
 from alertd.web.body import read_form
@@ -238,6 +239,33 @@ async def rma_page(request: web.Request) -> web.StreamResponse:
     return page(request, "rma.html", candidates=candidates, rules=svc.rules.rma)
 
 
+# ----- quarantine -----
+
+@login_required("admin")
+async def quarantine(request: web.Request) -> web.Response:
+    """What the engine set aside, with the reason; each can be replayed after a rule fix."""
+    reject_unknown(request.query, PAGING + ("done", "problem"))
+    limit, cursor = limit_of(request.query, LIST_LIMIT), sequence_cursor(request.query)
+    rows = await _svc(request).store.list_set_aside(limit=limit + 1, before=cursor)
+    return page(request, "quarantine.html", items=[r.to_dict(body_chars=4096) for r in rows[:limit]],
+                next=encode_cursor(rows[limit - 1].id) if len(rows) > limit else None,
+                done=request.query.get("done", ""), problem=request.query.get("problem", ""))
+
+
+@login_required("admin")
+async def quarantine_replay(request: web.Request) -> web.StreamResponse:
+    if not access.same_origin(request):
+        return page(request, "error.html", 403, title="Not allowed", message="Cross-site request refused.")
+    raw = request.match_info["id"]
+    found = await _svc(request).replay(int(raw)) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+    if found is None:
+        raise web.HTTPSeeOther("/ui/quarantine?problem=" + quote(f"nothing set aside with id {raw}"))
+    item, hook_id = found
+    await _svc(request).audit(request[access.PRINCIPAL].name, "replay", f"quarantine:{item.id}", "web", "ok",
+                              f"appended as webhook {hook_id}")
+    raise web.HTTPSeeOther("/ui/quarantine?done=" + quote(f"{item.kind} {item.id} replayed as webhook {hook_id}"))
+
+
 async def static(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     if name not in STATIC:
@@ -266,5 +294,7 @@ def register(app: web.Application) -> None:
     app.router.add_get("/ui/gpus/{ident}", gpu)
     app.router.add_get("/ui/fleet", fleet)
     app.router.add_get(r"/ui/rma{fmt:(\.csv|\.json)?}", rma_page)
+    app.router.add_get("/ui/quarantine", quarantine)
+    app.router.add_post("/ui/quarantine/{id}/replay", quarantine_replay)
     app.router.add_get("/ui/static/{name}", static)
 
