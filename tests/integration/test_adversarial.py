@@ -3,9 +3,6 @@ ReDoS-shaped annotations, expensive PromQL, deep and wide JSON, huge numbers, od
 cross-origin requests. Each request must answer 4xx, or be taken (stored, then an incident or set aside) within
 the engine's budget, while a steady stream of good webhooks becomes incidents on time, /readyz never fails and
 no response is a 5xx.
-
-Cases that wait on the web-layer fixes of the same issue (origin checks, JSON depth, number bounds) are strict
-xfails: they turn into failures the moment those fixes land, so the marks cannot outlive them.
 """
 from __future__ import annotations
 
@@ -27,23 +24,8 @@ CORPUS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "adversarial"
 CORPUS = {p.stem: json.loads(p.read_text()) for p in sorted(CORPUS_DIR.glob("*.json"))}
 SLACK_SECRET = "adversarial-signing-secret"
 TIMEOUT = aiohttp.ClientTimeout(total=60)
-# Refused at the door only once the browser-facing edges and the receiver's input bounds of issue 23 are closed.
-WAITING_ON_WEB_FIXES: dict[str, str] = {
-    "cross-origin-resolve": "origin checks on the loopback default",
-    "cross-origin-reload": "origin checks on the loopback default",
-    "dns-rebinding-read": "Host checks on the loopback default",
-    "json-deep-nesting-1000": "a JSON depth bound (RecursionError answers 500)",
-    "number-huge-truncated": "a bound on truncatedAlerts (OverflowError after the webhook was stored)",
-    "slack-huge-timestamp": "a bound on X-Slack-Request-Timestamp (answers 500)",
-}
-
-
 def cases() -> list[Any]:
-    out = []
-    for name in CORPUS:
-        marks = [pytest.mark.xfail(reason=WAITING_ON_WEB_FIXES[name], strict=True)] if name in WAITING_ON_WEB_FIXES else []
-        out.append(pytest.param(name, marks=marks, id=name))
-    return out
+    return [pytest.param(name, id=name) for name in CORPUS]
 
 
 @pytest.fixture(scope="module")
@@ -160,8 +142,7 @@ async def test_good_webhooks_flow_on_time_beside_the_whole_corpus(server):
         async with session.get(server.url + "/metrics") as resp:
             metrics = parse_metrics(await resp.text())
     assert not missing, f"{len(missing)} good webhooks' nodes have no incident"
-    # the cases waiting on the web-layer fixes are checked (strict xfail) above
-    assert [(n, s) for n, s in statuses if s >= 500 and n not in WAITING_ON_WEB_FIXES] == []
+    assert [(n, s) for n, s in statuses if s >= 500] == []
     assert unready == []
     count = metrics["alertd_processing_latency_seconds_count"]
     assert metrics['alertd_processing_latency_seconds_bucket{le="2.5"}'] == count, "a webhook waited over 2.5 s"
