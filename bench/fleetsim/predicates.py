@@ -97,14 +97,18 @@ def _step_spans(view: NodeView, grid: Grid, kind: str, gpu: int) -> list[Span]:
 
 
 def gpu_xid_error(view: NodeView, grid: Grid) -> list[Series]:
-    """count_values("xid", DCGM_FI_DEV_XID_ERRORS > 0 and changes(DCGM_FI_DEV_XID_ERRORS[5m]) > 0).
+    """count_values("xid", last_over_time(DCGM_FI_DEV_XID_ERRORS[5m]) > 0 and changes(...[5m]) > 0).
 
     The gauge keeps its last code (the same code again is no change) until the
-    driver reloads with the node; a new code ends the old code's series.
+    driver reloads with the node; a new code ends the old code's series. Both
+    sides read the samples inside the 5-minute range, staleness markers or not:
+    an exporter that hangs right after the Xid leaves the alert firing for the
+    whole window instead of ending it (the GPU that fell off the bus took the
+    exporter with it). A code never sampled never fires.
     """
     out = []
     for gpu in view.gpus(m.XID):
-        absent, unsampled = view.gpu_absent(gpu), view.gpu_unsampled(gpu)
+        unsampled = view.gpu_unsampled(gpu)
         last, last_at = 0.0, -math.inf
         found: list[tuple[float, m.Fact]] = []
         for f in sorted(view.facts(m.XID, gpu), key=lambda f: f.start):
@@ -121,9 +125,7 @@ def gpu_xid_error(view: NodeView, grid: Grid) -> list[Series]:
             end = seen + WINDOW - grid.interval
             if i + 1 < len(found):
                 end = min(end, found[i + 1][0])
-            spans = subtract([(seen, end, f.problem)], absent)
-            if spans:
-                out.append(Series({**view.node.gpu_labels(gpu), "xid": str(int(f.value))}, spans, f.value))
+            out.append(Series({**view.node.gpu_labels(gpu), "xid": str(int(f.value))}, [(seen, end, f.problem)], f.value))
     return out
 
 
