@@ -12,7 +12,7 @@ from bench.fleetsim.rules import SHIPPED
 
 HEADER = (f"{'seed':>4} {'route':<9} {'probs':>5} {'worthy':>6} {'inc/prob':>8} {'split':>5} {'gap':>3} "
           f"{'mixed':>5} {'recall':>6} {'<=5m':>6} {'false':>5} {'pg/wrth':>7} {'posts/p':>7} "
-          f"{'storms inc/pages':<18} {'sim s':>6} {'replay s':>8}")
+          f"{'storms inc/pages':<18} {'unseen':>6} {'sim s':>6} {'replay s':>8}")
 
 
 def line(r: RunResult) -> str:
@@ -21,7 +21,7 @@ def line(r: RunResult) -> str:
     return (f"{r.seed:>4} {r.route:<9} {s.problems:>5} {s.page_worthy:>6} {s.incidents_per_problem:>8.3f} "
             f"{s.split:>5} {s.split_by_gap:>3} {s.mixed:>5} {s.recall:>6.1%} {s.recall_5m:>6.1%} "
             f"{s.false_pages:>5} {s.pages_per_page_worthy:>7.3f} {s.posts_per_problem:>7.3f} {storms:<18} "
-            f"{r.simulate_s:>6.1f} {r.replay_s:>8.1f}")
+            f"{len(s.unseen):>6} {r.simulate_s:>6.1f} {r.replay_s:>8.1f}")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -295,9 +295,13 @@ def storms(b: Builder, day_hours: list[float]) -> None:
             b.fact(node, p, m.THROTTLE, at + b.u(0.0, 60.0), end, gpu=gpu, value=64)
             b.fact(node, p, m.HOT, at + b.u(0.0, 120.0), end, gpu=gpu, value=b.u(86, 95))
 
+    # An exporter rollout updates one cluster's DaemonSet: alertd decides storms per cluster, and a rollout
+    # pushed to two clusters at once is one fleet incident in each (docs/fleet-simulation.md).
     t = day_hours[2]
-    count = max(5, len(nodes) // 12)
-    hit = b.rng.sample(nodes, count)
+    rolled = b.rng.choice(sorted({n.cluster for n in nodes}))
+    members = [n for n in nodes if n.cluster == rolled]
+    count = max(5, len(members) // 12)
+    hit = b.rng.sample(members, min(count, len(members)))
     p = b.problem("storm_exporter_rollout", hit, t, "warning", False, storm=True)
     for node in hit:
         at = t + b.u(0.0, 10 * MIN)

@@ -54,6 +54,8 @@ class Score:
     false: list[str] = field(default_factory=list)    # incidents paged for no page-worthy problem
     splits: list[str] = field(default_factory=list)   # the problems counted in split
     mixes: list[str] = field(default_factory=list)    # the incidents counted in mixed
+    unseen: list[str] = field(default_factory=list)   # page-worthy, but no alert of it reached alertd before the
+    #                                                   operator acted (a cordon, then the repair's reboot): left out
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,7 +199,8 @@ def _page_figures(s: Score, report: dict[str, Any], problems: dict[str, Problem]
         if not any(problems[pid].page_worthy for pid in tops.get(tid, ())):
             s.false_pages += 1
             s.false.append(tid)
-    worthy = [p for p in problems.values() if p.page_worthy]
+    worthy = [p for p in problems.values() if p.page_worthy and seen_before_acted(p)]
+    s.unseen = sorted(p.id for p in problems.values() if p.page_worthy and not seen_before_acted(p))
     s.page_worthy = len(worthy)
     paged = prompt = 0
     for p in worthy:
@@ -216,6 +219,13 @@ def _page_figures(s: Score, report: dict[str, Any], problems: dict[str, Problem]
     s.recall_5m = prompt / max(1, len(worthy))
     s.pages_per_page_worthy = s.pages / max(1, len(worthy))
     return count
+
+
+def seen_before_acted(p: Problem) -> bool:
+    """Whether an alert of the fault itself reached alertd before the operator acted on it. When the first one
+    to arrive is the operator's cordon (the fault's own alerts never fired or never left Alertmanager), all
+    alertd sees is a cordon and a reboot, which is how planned work looks: no page can be asked for it."""
+    return p.first_received is not None and (p.acted_at is None or p.first_received < p.acted_at)
 
 
 def _largest_gap(p: Problem) -> float:

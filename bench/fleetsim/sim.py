@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.fleetsim import model as m
 from bench.fleetsim.alertmanager import Dispatcher, Flush, RouteConfig
-from bench.fleetsim.predicates import PREDICATES, NodeView
+from bench.fleetsim.predicates import PREDICATES, NodeView, Series
 from bench.fleetsim.prometheus import Instance, alert_instances, group_grid, sends
 from bench.fleetsim.rules import SHIPPED, AlertRule, load_alert_rules
 
@@ -65,7 +65,7 @@ def evaluate(fleet: m.Fleet, rules: list[AlertRule], interval: float, lookback: 
             if rule.name in LEFT_OUT:
                 continue
             grid = grids[rule.group]
-            for series in PREDICATES[rule.name](view, grid):
+            for series in _one_per_label_set(PREDICATES[rule.name](view, grid)):
                 out.extend(alert_instances(rule, series.labels, series.spans, series.value, grid, fleet.horizon))
     for inst in out:
         p = fleet.problems[inst.problem]
@@ -98,6 +98,20 @@ def deliver(fleet: m.Fleet, route: RouteConfig, seed: int, *, interval: float = 
                 if p.first_received is None or received < p.first_received:
                     p.first_received = received
     return Delivery(webhooks, flushes, instances, rules)
+
+
+def _one_per_label_set(found: list[Series]) -> list[Series]:
+    """A predicate may give one label set several series (two problems heating one GPU); Prometheus has one
+    alert per label set (rules/alerting.go: ``active`` keyed by the labels' hash), whose spells all of them
+    make, so their spans are evaluated together: a new spell ends the resolved re-sends of the one before."""
+    merged: dict[tuple[tuple[str, str], ...], Series] = {}
+    for series in found:
+        key = tuple(sorted(series.labels.items()))
+        if key in merged:
+            merged[key] = Series(merged[key].labels, sorted(merged[key].spans + series.spans), merged[key].value)
+        else:
+            merged[key] = series
+    return list(merged.values())
 
 
 def _seconds(start: datetime, text: str) -> float:

@@ -102,3 +102,24 @@ def test_an_unpaged_page_worthy_problem_is_missed(case):
     report["notifications"] = [n for n in report["notifications"] if n["incident"] != "INC-1"]
     s = score(report, problems, START, reopen_window=300.0)
     assert s.missed == ["P1"] and s.recall == pytest.approx(2 / 3)
+
+
+def test_a_fault_seen_only_after_the_operator_acted_is_left_out_of_recall(case):
+    report, problems = case
+    report["notifications"] = [n for n in report["notifications"] if n["incident"] != "INC-1"]
+    problems["P1"].acted_at = 120.0  # cordoned before anything of it reached alertd (first received at 130)
+    s = score(report, problems, START, reopen_window=300.0)
+    assert s.unseen == ["P1"] and s.missed == [] and s.page_worthy == 2 and s.recall == 1.0
+    problems["P1"].acted_at = 140.0  # its alert arrived first: a page was due, and none came
+    s = score(report, problems, START, reopen_window=300.0)
+    assert s.unseen == [] and s.missed == ["P1"]
+
+
+def test_a_fleet_taking_over_its_nodes_page_is_no_second_page(case):
+    report, problems = case
+    for n in report["notifications"]:
+        if n["incident"] == "INC-5" and n["kind"] == "page":
+            n["payload"] = {"adopt": "INC-6"}  # the fleet's trigger goes to its node's PagerDuty alert
+    s = score(report, problems, START, reopen_window=300.0)
+    [storm] = s.storms
+    assert storm.pages == 1 and s.pages == 4
