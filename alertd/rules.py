@@ -93,7 +93,7 @@ DEFAULT_GROUPS = (
 class CorrelationRules:
     groups: tuple[GroupRule, ...] = DEFAULT_GROUPS
     hold_down: timedelta = timedelta(minutes=5)
-    reopen_window: timedelta = timedelta(minutes=30)
+    reopen_window: timedelta = timedelta(hours=1)
     fold_window: timedelta = timedelta(minutes=10)
     storm: StormRule = StormRule()
     watchdog: WatchdogRule = WatchdogRule()
