@@ -90,8 +90,8 @@ def test_hold_down_then_resolve_and_after_the_reopen_window_a_new_incident_links
     closed = only(e.tick(at(60 + 300)))
     assert closed.status == CLOSED and closed.resolved_at == at(360)
     b = xid(79, node="n1")
-    b.starts_at = at(360 + 1801)  # reopen window 30m passed
-    again = only(e.ingest([b], at(360 + 1801)))
+    b.starts_at = at(60 + 3601)  # the reopen window (1h) after its last alert ended has passed
+    again = only(e.ingest([b], at(60 + 3601)))
     assert again.id != inc.id and again.previous_id == inc.id
 
 
@@ -321,8 +321,8 @@ def test_reopening_is_judged_by_the_alerts_own_times_not_by_their_arrival():
     e2.ingest([resolved(b, 60)], at(60))
     e2.tick(at(360))
     late = xid(79, node="n1")
-    late.starts_at = at(60 + 2400)  # started 40 minutes after the last end, delivered only now
-    assert only(e2.ingest([late], at(60 + 2400 + 5))).id != inc2.id
+    late.starts_at = at(60 + 4200)  # started 70 minutes after the last end, delivered only now
+    assert only(e2.ingest([late], at(60 + 4200 + 5))).id != inc2.id
 
 
 def test_a_late_resolve_is_known_while_its_incident_is_remembered_and_forgotten_after():
