@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install the real services that the integration and end-to-end tests run
-# against: Prometheus, Alertmanager, PostgreSQL (Debian packages), and the
+# against: Prometheus, Alertmanager, PostgreSQL, etcd (Debian packages), the
 # OpenSearch and Elasticsearch distributions (fetched from Maven Central with
-# mvn, unpacked into a cache directory, run with the machine's JDK).
+# mvn, unpacked into a cache directory, run with the machine's JDK), and
+# kube-apiserver, kubectl and helm (built from the Go module proxy by
+# scripts/build-kube.sh, cached).
 #
 # Idempotent and fast on a warm machine: apt is skipped when every package is
 # installed, a distribution is skipped when it is already unpacked and was
@@ -13,6 +15,7 @@
 #   ALERTD_OPENSEARCH_VERSION     default 2.19.6
 #   ALERTD_ELASTICSEARCH_VERSION  default 8.19.21
 #   ALERTD_SKIP_ELASTICSEARCH=1   do not fetch Elasticsearch
+#   ALERTD_SKIP_KUBE=1            do not build kube-apiserver (its tests then skip, or fail under CI)
 #   ALERTD_SKIP_START_CHECK=1     do not start a freshly unpacked distribution
 #   PYTHON                        interpreter for the start check (default python3)
 set -euo pipefail
@@ -39,7 +42,8 @@ apt_packages() {
   local missing=() p
   # chromium + chromium-driver: the browser tests of the web UI (tests/browser/, selenium).
   # openssl: the test certificates of the TLS listener; util-linux: mount (tmpfs for the disk-full tests).
-  for p in prometheus prometheus-alertmanager postgresql maven curl unzip chromium chromium-driver openssl util-linux; do
+  # etcd-server: the store of the kube-apiserver the Kubernetes tests run against.
+  for p in prometheus prometheus-alertmanager postgresql etcd-server maven curl unzip chromium chromium-driver openssl util-linux; do
     installed "$p" || missing+=("$p")
   done
   if ! installed openjdk-17-jdk-headless && ! installed default-jdk-headless; then
@@ -145,6 +149,9 @@ main() {
   fetch_dist opensearch org.opensearch.distribution.integ-test-zip opensearch "$OPENSEARCH_VERSION"
   if [ "${ALERTD_SKIP_ELASTICSEARCH:-0}" != 1 ]; then
     fetch_dist elasticsearch org.elasticsearch.distribution.integ-test-zip elasticsearch "$ELASTICSEARCH_VERSION"
+  fi
+  if [ "${ALERTD_SKIP_KUBE:-0}" != 1 ]; then
+    ALERTD_CACHE="$CACHE" bash "$REPO_ROOT/scripts/build-kube.sh"
   fi
   log "done in $((SECONDS - t0)) s (cache: $CACHE)"
 }

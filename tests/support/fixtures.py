@@ -84,3 +84,15 @@ def opensearch(tmp_path_factory) -> Iterator[RunningService]:
 def elasticsearch(tmp_path_factory) -> Iterator[RunningService]:
     """Elasticsearch 8.x, security off, single node; ``elasticsearch.url``."""
     yield from _session_service(tmp_path_factory, "elasticsearch", services.start_elasticsearch)
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver(tmp_path_factory):
+    """A real kube-apiserver with etcd, RBAC and static tokens (tests/support/kube_apiserver.py)."""
+    from tests.support.kube_apiserver import start_kube_apiserver
+
+    server = require(start_kube_apiserver, tmp_path_factory.mktemp("kube"))
+    try:
+        yield server
+    finally:
+        server.stop()
