@@ -37,7 +37,17 @@ DETAIL_TITLES = {
     "exporter_down": "GPU metrics missing: dcgm-exporter down",
     "node_down": "Node down: no metrics from the node",
     "gpu_missing": "GPU missing from the node",
+    "temperature": "GPU temperature high",
+    "thermal_violation": "GPU held back by heat (thermal violation)",
+    "power_violation": "GPU held back at its power limit (power violation)",
+    "any_clock_event_reason": "GPU clocks throttled (any reason)",
 }
+# Harmful clock-event reasons (alertd/gpu/clocks.py), most telling first: what a thermal alert's title says
+CLOCK_TITLES = (
+    ("thermal_slowdown", "GPU thermal slowdown: clocks cut by heat"),
+    ("power_brake", "GPU power brake: clocks cut"),
+    ("hw_slowdown", "GPU hardware slowdown: clocks cut"),
+)
 UNKNOWN_XID_MEANING = ("The alert reports an Xid but carries no code (no xid label, no code in its text). "
                        "Treated as a GPU hardware signal until a later alert or the kernel log names the code.")
 _SEVERITY_ALIASES = {"high": "error", "page": "critical", "warn": "warning", "low": "info", "none": "info", "notice": "info"}
@@ -154,7 +164,8 @@ def _signal(alert: Alert, rule: Any, kind: str, basis: str, recorded: Any = EMPT
         elif reasons.benign:  # idle / power cap / sync boost only: the GPU is fine, the alert flows as information
             kind, severity, detail = "other", "info", ",".join(reasons.benign)
             basis += f"; {reasons.basis}: benign reasons only"
-    title = DETAIL_TITLES.get(detail) or KIND_TITLES.get(kind) or alert.annotations.get("summary") or alert.name or "alert"
+    title = DETAIL_TITLES.get(detail) or _clock_title(detail) or KIND_TITLES.get(kind) or \
+        alert.annotations.get("summary") or alert.name or "alert"
     return Signal(
         kind=kind,
         severity=severity,
@@ -165,6 +176,11 @@ def _signal(alert: Alert, rule: Any, kind: str, basis: str, recorded: Any = EMPT
         detail=detail,
         basis=basis,
     )
+
+
+def _clock_title(detail: str) -> str:
+    """A thermal signal's title from the clock-event reasons in its detail (``hw_thermal_slowdown,...``)."""
+    return next((title for reason, title in CLOCK_TITLES if reason in detail), "") if detail else ""
 
 
 def _other(alert: Alert) -> Signal:

@@ -283,7 +283,7 @@ def _classify(signals: dict, labels: dict[str, str]) -> dict | None:
         ({"alertname": "GPUXidError", "xid": "79", "gpu": "3"}, "xid", None),
         ({"alertname": "DCGMXidErrors", "xid": "13"}, "xid", None),
         ({"alertname": "GPUClockEventThrottling", "clock_event_reasons": "72"}, "thermal", None),
-        ({"alertname": "GPUTemperatureHigh"}, "thermal", None),
+        ({"alertname": "GPUTemperatureHigh"}, "thermal", "temperature"),
         ({"alertname": "GPUEccDoubleBitErrors"}, "ecc", None),
         ({"alertname": "GPURowRemapFailure"}, "row_remap", None),
         ({"alertname": "GPURowRemapPending"}, "row_remap", None),
