@@ -22,7 +22,7 @@ from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import TOKEN, incidents, top_level_messages, wait, write_alertmanager_config, write_rules
+from tests.support.pipeline import incidents, sink_config, top_level_messages, wait, write_alertmanager_config
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
 from tests.support.slack_server import SlackTestServer
@@ -54,16 +54,8 @@ def test_rack_cooling_failure_grouped_by_alertname_is_one_fleet_incident(tmp_pat
     slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
     sim = GPUClusterSim(nodes=NODES, cluster="sim")
     with serving_in_thread(slack, pagerduty, sim):
-        alertd = AlertdProcess(tmp_path / "alertd", {
-            "rules": {"paths": [str(write_rules(tmp_path / "alertd-rules", hold_down="4s"))]},
-            "receiver": {"auth": {"bearer_token": TOKEN}},
-            "notify": {
-                "slack": {"token": SLACK_TOKEN, "base_url": slack.url, "debounce": "0s"},
-                "pagerduty": {"events_url": pagerduty.url, "routing_keys": {
-                    "gpu-infra": PagerDutyTestServer.ROUTING_KEY,
-                    "gpu-infra-escalation": PagerDutyTestServer.ROUTING_KEY}},
-            },
-        }).start()
+        alertd = AlertdProcess(tmp_path / "alertd", sink_config(
+            tmp_path, slack.url, SLACK_TOKEN, pagerduty.url, PagerDutyTestServer.ROUTING_KEY)).start()
         am = prom = None
         try:
             am = require(start_alertmanager, write_alertmanager_config(

@@ -36,14 +36,7 @@ from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import (
-    TOKEN,
-    incidents,
-    top_level_messages,
-    wait,
-    write_alertmanager_config,
-    write_rules,
-)
+from tests.support.pipeline import incidents, sink_config, top_level_messages, wait, write_alertmanager_config
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
 from tests.support.slack_server import SlackTestServer
@@ -113,16 +106,8 @@ def run_style(style: Style, tmp: Path) -> Outcome:
     slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
     sim = GPUClusterSim(nodes=NODES, cluster="sim", hostname_is_node=style.hostname_identity)
     with serving_in_thread(slack, pagerduty, sim):
-        alertd = AlertdProcess(tmp / "alertd", {
-            "rules": {"paths": [str(write_rules(tmp / "alertd-rules", hold_down="4s"))]},
-            "receiver": {"auth": {"bearer_token": TOKEN}},
-            "notify": {
-                "slack": {"token": SLACK_TOKEN, "base_url": slack.url, "debounce": "0s"},
-                "pagerduty": {"events_url": pagerduty.url, "routing_keys": {
-                    "gpu-infra": PagerDutyTestServer.ROUTING_KEY,
-                    "gpu-infra-escalation": PagerDutyTestServer.ROUTING_KEY}},
-            },
-        }).start()
+        alertd = AlertdProcess(tmp / "alertd", sink_config(
+            tmp, slack.url, SLACK_TOKEN, pagerduty.url, PagerDutyTestServer.ROUTING_KEY)).start()
         am = prom = None
         try:
             am = require(start_alertmanager, write_alertmanager_config(tmp / "alertmanager.yml", alertd.url,

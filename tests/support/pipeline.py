@@ -78,3 +78,19 @@ def by_node(rows: list[dict]) -> dict[str, list[dict]]:
 
 def top_level_messages(slack: SlackTestServer) -> list[dict]:
     return [m for channel in list(slack.messages.values()) for m in list(channel.values()) if not m.get("thread_ts")]
+
+
+def sink_config(tmp: Path, slack_url: str, slack_token: str, pagerduty_url: str, routing_key: str,
+                **extra: Any) -> dict[str, Any]:
+    """``alertd serve``'s config for an end-to-end run: the shipped rules (hold-down 4 s), the receiver's
+    bearer token, Slack and PagerDuty at their test servers (both of the shipped routes' keys on one)."""
+    return {
+        "rules": {"paths": [str(write_rules(tmp / "alertd-rules", hold_down="4s"))]},
+        "receiver": {"auth": {"bearer_token": TOKEN}},
+        "notify": {
+            "slack": {"token": slack_token, "base_url": slack_url, "debounce": "0s"},
+            "pagerduty": {"events_url": pagerduty_url, "routing_keys": {
+                "gpu-infra": routing_key, "gpu-infra-escalation": routing_key}},
+        },
+        **extra,
+    }
