@@ -26,6 +26,7 @@ from tests.support.pipeline import incidents, sink_config, top_level_messages, w
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
 from tests.support.slack_server import SlackTestServer
+from tests.support.storm import _all_text
 
 pytestmark = pytest.mark.e2e
 SLACK_TOKEN = "xoxb-rack"
@@ -92,7 +93,7 @@ def test_rack_cooling_failure_grouped_by_alertname_is_one_fleet_incident(tmp_pat
             # one post for the fleet; a node posted alone before the fleet formed (the first, with nothing like
             # it yet) is edited to point at the fleet, not posted again
             posts = wait("every top-level message pointing at the fleet", lambda: (
-                ms if (ms := top_level_messages(slack)) and all(found["id"] in m["text"] for m in ms) else None))
+                ms if (ms := top_level_messages(slack)) and all(found["id"] in _all_text(m) for m in ms) else None))
             assert len(posts) <= 2 and sum(1 for m in posts if "on 12 nodes" in m["text"]) == 1, [m["text"] for m in posts]
             assert pages(pagerduty) <= 1
             for node in RACK:
