@@ -4,7 +4,6 @@ reason while the webhooks behind them flow; the quarantine is listed (API and UI
 replayed after the rules are fixed."""
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import threading
@@ -20,6 +19,7 @@ from alertd.service import Service
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 from alertd.web.keys import SERVICE
+from tests.support.notify_harness import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = json.loads((ROOT / "examples" / "webhook-gpu-node.json").read_text())
@@ -47,15 +47,6 @@ async def started(tmp_path: Path) -> TestClient:
     await client.start_server()
     return client
 
-
-async def wait_for(predicate, timeout=10.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        result = await predicate()
-        if result:
-            return result
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 async def nodes(client: TestClient) -> set[str]:

@@ -17,6 +17,7 @@ from alertd.store.base import StoreUnavailable
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 from alertd.web.keys import SERVICE
+from tests.support.notify_harness import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = json.loads((ROOT / "examples" / "webhook-gpu-node.json").read_text())
@@ -30,15 +31,6 @@ async def started(tmp_path: Path, doc: dict | None = None) -> TestClient:
     await client.start_server()
     return client
 
-
-async def wait_for(predicate, timeout=5.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        result = await predicate()
-        if result:
-            return result
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 async def incidents(client: TestClient, **query) -> list[dict]:
