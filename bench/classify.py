@@ -24,9 +24,11 @@ from dataclasses import replace
 
 from alertd.engine.classify import decide
 from alertd.gpu import clocks
-from alertd.receive import bittest, promql, recording
-from alertd.receive.recording import RecordingIndex, collect
-from alertd.receive.normalize import NormalizeConfig, normalize
+from alertd.promql import bittest
+from alertd.promql import expr as promql
+from alertd.promql import recording
+from alertd.promql.recording import RecordingIndex, collect
+from alertd.engine.normalize import NormalizeConfig, normalize
 from tests.unit.builders import alert, shipped_rules
 
 XID_EXPR = "DCGM_FI_DEV_XID_ERRORS != 0 and on (node) kube_node_spec_unschedulable == 0"

@@ -27,17 +27,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from alertd.config import parse_config
+from alertd.config.settings import parse_config
 from alertd.engine.pipeline import Engine
-from alertd.notify.setup import build_router
-from alertd.receive.webhook import delivery_key, read_notification
-from alertd.rules import load_rules
+from alertd.app.notifiers import build_router
+from alertd.receive.payload import delivery_key, read_notification
+from alertd.rules.ruleset import load_rules
 from alertd.store.base import InboxKey, Step, Taken
 from alertd.store.sqlite import SqliteStore
 from tests.support.webhooks import UniqueWebhooks, dumps
 
 PARTS = ("engine", "router", "store", "sqlite")
-KEEP_EVENTS_IN_MEMORY = 20  # as alertd/service.py trims each committed incident's timeline
+KEEP_EVENTS_IN_MEMORY = 20  # as alertd/app/service.py trims each committed incident's timeline
 WINDOW = 1000  # nodes in the first and last slices reported
 
 
@@ -133,7 +133,7 @@ async def cold_storm(nodes: int, step: int, work: Path,
             chunk = docs[k:k + step]
             alerts = []
             appends = []
-            for body in chunk:  # what the receiver does (alertd/service.py receive), untimed
+            for body in chunk:  # what the receiver does (alertd/app/service.py receive), untimed
                 now += timedelta(microseconds=500)  # 2,000 webhooks/s
                 hook = read_notification(body, now).alerts
                 alerts += hook
@@ -180,7 +180,7 @@ def _table_bytes(store: SqliteStore, table: str) -> float:
 def report(nodes: int, step: int, profile: str = "") -> None:
     with tempfile.TemporaryDirectory(prefix="alertd-bench-cold-") as tmp:
         profilers = (cProfile.Profile(), cProfile.Profile()) if profile else None
-        gc.collect()  # the collector as `alertd serve` sets it (alertd/cli.py)
+        gc.collect()  # the collector as `alertd serve` sets it (alertd/cli/main.py)
         gc.freeze()
         gc.set_threshold(50_000, 20, 50)
         started = time.perf_counter()

@@ -32,11 +32,11 @@ sys.path.insert(0, str(ROOT))
 
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
-from alertd.config import parse_config  # noqa: E402
+from alertd.config.settings import parse_config  # noqa: E402
 from alertd.enrich import Enricher  # noqa: E402
-from alertd.notify.integration import Delivered, Notifier  # noqa: E402
-from alertd.rules import load_rules  # noqa: E402
-from alertd.service import Service  # noqa: E402
+from alertd.integrations.base import Delivered, Notifier  # noqa: E402
+from alertd.rules.ruleset import load_rules  # noqa: E402
+from alertd.app.service import Service  # noqa: E402
 from alertd.store.sqlite import SqliteStore  # noqa: E402
 from tests.support.es_compat_server import SearchCompatServer  # noqa: E402
 from tests.support.graylog_server import graylog_message, load_graylog_indices  # noqa: E402

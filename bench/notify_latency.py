@@ -35,9 +35,9 @@ from aiohttp.test_utils import TestClient, TestServer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from alertd.config import parse_config  # noqa: E402
-from alertd.build import build_service  # noqa: E402
-from alertd.rules import load_rules  # noqa: E402
+from alertd.config.settings import parse_config  # noqa: E402
+from alertd.app.assemble import build_service  # noqa: E402
+from alertd.rules.ruleset import load_rules  # noqa: E402
 from alertd.store.sqlite import SqliteStore  # noqa: E402
 from alertd.web.app import build_app  # noqa: E402
 from tests.support.slack_server import SlackTestServer  # noqa: E402

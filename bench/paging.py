@@ -24,8 +24,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from alertd.authoring.replay import Recording, replay  # noqa: E402
-from alertd.durations import parse_duration  # noqa: E402
-from alertd.rules import RuleSet, load_rules  # noqa: E402
+from alertd.core.durations import parse_duration  # noqa: E402
+from alertd.rules.ruleset import RuleSet, load_rules  # noqa: E402
 from bench.amcadence import Life, deliver  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from alertd.receive.webhook import decode_body, delivery_key, parse_notification, read_notification  # noqa: E402
+from alertd.receive.payload import decode_body, delivery_key, parse_notification, read_notification  # noqa: E402
 from alertd.store.sqlite import SqliteStore  # noqa: E402
 from tests.support.webhooks import UniqueWebhooks, dumps  # noqa: E402
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from alertd.config import SHIPPED_RULES  # noqa: E402
-from alertd.delivery import Intent  # noqa: E402
+from alertd.rules.shipped import SHIPPED_RULES  # noqa: E402
+from alertd.core.outbox_items import Intent  # noqa: E402
 from alertd.gpu.catalog import XidCatalog  # noqa: E402
-from alertd.model import GPU, Change, Event, Incident, Member, Subject  # noqa: E402
+from alertd.core.model import GPU, Change, Event, Incident, Member, Subject  # noqa: E402
 from alertd.store.base import OutboxItem, Step  # noqa: E402
 from alertd.store.sqlite import SqliteStore  # noqa: E402
 

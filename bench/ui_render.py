@@ -27,10 +27,10 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from alertd.config import parse_config
-from alertd.model import GPU, Change, Event, Incident, Member, Signal, Subject
-from alertd.rules import load_rules
-from alertd.service import Service
+from alertd.config.settings import parse_config
+from alertd.core.model import GPU, Change, Event, Incident, Member, Signal, Subject
+from alertd.rules.ruleset import load_rules
+from alertd.app.service import Service
 from alertd.store.base import Step
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app

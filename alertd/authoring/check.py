@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from alertd.authoring.virtual import load_rule_set
-from alertd.config import default_rule_paths, parse_config
-from alertd.errors import InvalidDocument, Problem
-from alertd.matchers import MatcherError, parse_matchers
-from alertd.receive.recording import config_problems
-from alertd.rules import SECTIONS, rule_files
+from alertd.config.settings import parse_config
+from alertd.rules.shipped import default_rule_paths
+from alertd.core.errors import InvalidDocument, Problem
+from alertd.core.matchers import MatcherError, parse_matchers
+from alertd.promql.recording import config_problems
+from alertd.rules.ruleset import SECTIONS, rule_files
 from alertd.schemas import problems as schema_problems
 from alertd.schemas import schema
-from alertd.yamlio import format_path, load_yaml, mark_for
+from alertd.core.yamlio import format_path, load_yaml, mark_for
 
 
 # Fields every alert has after normalization (alertd.engine.grouping.fields_of).
@@ -396,7 +397,7 @@ def _check_routing(loaded: dict[Path, tuple[Any, dict]], report: Report) -> None
 
 def _check_keys(loaded: dict[Path, tuple[Any, dict]], report: Report, cfg: Any, config_source: str) -> None:
     """PagerDuty routing key names the rules use but the config does not define."""
-    from alertd.notify.pagerduty import PagerDutySettings
+    from alertd.integrations.pagerduty import PagerDutySettings
 
     pd = PagerDutySettings.from_config(cfg)
     if not pd.enabled:
@@ -471,9 +472,10 @@ def main(paths: list[str], out: Any, *, runbooks: str | None = None, strict: boo
 def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool) -> int:
     """Map a site's Prometheus alerting rules to signals with the rules (and normalization) in ``paths``."""
     from alertd.authoring import promrules
-    from alertd.config import Config, default_rule_paths, load_config
-    from alertd.recording_fetch import with_site_recordings
-    from alertd.rules import load_rules
+    from alertd.config.settings import Config, load_config
+    from alertd.rules.shipped import default_rule_paths
+    from alertd.app.recording_rules import with_site_recordings
+    from alertd.rules.ruleset import load_rules
 
     def is_config(p: str) -> bool:
         try:

@@ -17,13 +17,13 @@ from typing import Any, Callable, TextIO
 from alertd.authoring.node_carry import node_warning
 from alertd.engine.classify import Decision, decide
 from alertd.engine.correlate import fields_of, group_for
-from alertd.errors import InvalidDocument
-from alertd.model import Alert, Signal, Subject, parse_iso
-from alertd.receive.identity import NodeLookup, nvrm_line
-from alertd.receive.normalize import NormalizeConfig, normalize
-from alertd.receive.promql import expr_of_url
-from alertd.receive.webhook import BadPayload, parse_notification
-from alertd.rules import RuleSet
+from alertd.core.errors import InvalidDocument
+from alertd.core.model import Alert, Signal, Subject, parse_iso
+from alertd.engine.identity import NodeLookup, nvrm_line
+from alertd.engine.normalize import NormalizeConfig, normalize
+from alertd.promql.expr import expr_of_url
+from alertd.receive.payload import BadPayload, parse_notification
+from alertd.rules.ruleset import RuleSet
 
 
 @dataclass(slots=True)
@@ -211,9 +211,10 @@ def _kubernetes_answers(cfg: Any, alerts: list[Alert]) -> NodeLookup | None:
 
 def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None, config: str | None,
          out: TextIO, err: TextIO, fetch: Callable[[str], dict] | None = None) -> int:
-    from alertd.config import Config, default_rule_paths, load_config
-    from alertd.recording_fetch import with_site_recordings
-    from alertd.rules import load_rules
+    from alertd.config.settings import Config, load_config
+    from alertd.rules.shipped import default_rule_paths
+    from alertd.app.recording_rules import with_site_recordings
+    from alertd.rules.ruleset import load_rules
 
     if bool(file) == bool(incident):
         print("explain needs a FILE (webhook or recording) or --incident ID", file=err)

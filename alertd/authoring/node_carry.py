@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import promql_parser as pp
 
-from alertd.receive.promql import too_complex
+from alertd.promql.expr import too_complex
 
 WEAK_NODE_LABELS = frozenset({"Hostname", "hostname", "instance"})  # may name the exporter pod or its address
 _KEEP_ALL_AGGREGATIONS = frozenset({"topk", "bottomk", "limitk", "limit_ratio"})

@@ -20,12 +20,12 @@ import yaml
 
 from alertd.authoring.node_carry import node_warning
 from alertd.engine.classify import Decision, decide
-from alertd.model import Alert
-from alertd.receive.normalize import NormalizeConfig
-from alertd.receive.bittest import bitwise_hint
-from alertd.receive.promql import facts_of_expr
-from alertd.receive.recording import RecordingIndex, collect, recording_pairs, rule_groups, unknown_recorded
-from alertd.rules import RuleSet
+from alertd.core.model import Alert
+from alertd.engine.normalize import NormalizeConfig
+from alertd.promql.bittest import bitwise_hint
+from alertd.promql.expr import facts_of_expr
+from alertd.promql.recording import RecordingIndex, collect, recording_pairs, rule_groups, unknown_recorded
+from alertd.rules.ruleset import RuleSet
 
 _COUNT_VALUES_XID = re.compile(r'count_values\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*"(xid|err_code)"')
 _TEMPLATE_XID = re.compile(r"(?i)xid[^{}]{0,40}\{\{[^}]*(\$value|\$labels\.(xid|err_code))")

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from alertd.model import iso
+from alertd.core.model import iso
 
 log = logging.getLogger(__name__)
 FLUSH_SECONDS = 1.0

@@ -16,13 +16,13 @@ from typing import Any, TextIO
 
 import msgspec
 
-from alertd.config import Config
-from alertd.durations import DurationError, parse_duration
-from alertd.errors import InvalidDocument, Problem
-from alertd.model import iso, parse_iso
-from alertd.receive.normalize import NormalizeConfig
-from alertd.receive.webhook import BadPayload, Notification, parse_notification, read_notification
-from alertd.rules import RuleSet
+from alertd.config.settings import Config
+from alertd.core.durations import DurationError, parse_duration
+from alertd.core.errors import InvalidDocument, Problem
+from alertd.core.model import iso, parse_iso
+from alertd.engine.normalize import NormalizeConfig
+from alertd.receive.payload import BadPayload, Notification, parse_notification, read_notification
+from alertd.rules.ruleset import RuleSet
 
 from alertd.authoring.virtual import VirtualRun, build_router
 
@@ -173,10 +173,11 @@ def print_text(res: ReplayResult, out: TextIO) -> None:
 
 def main(path: str, *, rule_paths: list[str] | None, config: str | None, as_json_output: bool,
          tail: str | None, until: str | None, out: TextIO, err: TextIO) -> int:
-    from alertd.config import default_rule_paths, load_config
+    from alertd.config.settings import load_config
+    from alertd.rules.shipped import default_rule_paths
 
     from alertd.authoring.virtual import load_rule_set
-    from alertd.recording_fetch import with_site_recordings
+    from alertd.app.recording_rules import with_site_recordings
 
     try:
         cfg = load_config(config) if config else Config()

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 from urllib.parse import quote_plus
 
-from alertd.durations import parse_duration
-from alertd.errors import InvalidDocument, Problem
-from alertd.model import Alert, Incident, parse_iso
-from alertd.receive.recording import load_index
-from alertd.receive.webhook import fingerprint_of
-from alertd.rules import RuleSet
+from alertd.core.durations import parse_duration
+from alertd.core.errors import InvalidDocument, Problem
+from alertd.core.model import Alert, Incident, parse_iso
+from alertd.promql.recording import load_index
+from alertd.receive.payload import fingerprint_of
+from alertd.rules.ruleset import RuleSet
 from alertd.schemas import problems as schema_problems
-from alertd.yamlio import format_path, load_yaml, mark_for
+from alertd.core.yamlio import format_path, load_yaml, mark_for
 
 from alertd.authoring.virtual import VirtualRun, build_router, has_routing, load_rule_set
 
@@ -382,7 +382,7 @@ def find_test_files(args: Iterable[str]) -> list[Path]:
 
 
 def default_test_files() -> list[Path]:
-    from alertd.config import SHIPPED_RULES
+    from alertd.rules.shipped import SHIPPED_RULES
 
     for base in (Path("rules/tests"), SHIPPED_RULES / "tests"):
         if base.is_dir():

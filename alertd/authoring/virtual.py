@@ -19,13 +19,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Iterable
 
-from alertd.config import Config
+from alertd.config.settings import Config
 from alertd.engine.correlate import PIPELINE_KEY
 from alertd.engine.pipeline import Engine
-from alertd.model import Alert, Change, Incident
-from alertd.receive.normalize import NormalizeConfig
-from alertd.receive.webhook import delivery_key
-from alertd.rules import RuleSet, load_rules
+from alertd.core.model import Alert, Change, Incident
+from alertd.engine.normalize import NormalizeConfig
+from alertd.receive.payload import delivery_key
+from alertd.rules.ruleset import RuleSet, load_rules
 from alertd.store.base import OutboxItem
 
 STEP = timedelta(seconds=1)
@@ -48,7 +48,7 @@ def build_router(rules: RuleSet, cfg: Config | None = None) -> Any:
     names the real targets; the console router when there is no routing section.
     """
     if cfg is not None:
-        from alertd.notify.setup import build_router as build
+        from alertd.app.notifiers import build_router as build
 
         return build(cfg, rules)
     if has_routing(rules):

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from alertd.engine.evidence import Found, by_alertname, by_expression, by_labels, gpu_looking, xid_in_text
+from alertd.rules.evidence import Found, by_alertname, by_expression, by_labels, gpu_looking, xid_in_text
 from alertd.gpu.clocks import clock_reasons
-from alertd.matchers import match_all
-from alertd.model import SEVERITIES, Alert, Signal
-from alertd.receive.normalize import NormalizeConfig, xid_source
-from alertd.receive.promql import facts_of_url
-from alertd.receive.recording import EMPTY, facts_of_url_expanded
-from alertd.rules import RuleSet
+from alertd.core.matchers import match_all
+from alertd.core.model import SEVERITIES, Alert, Signal
+from alertd.engine.normalize import NormalizeConfig, xid_source
+from alertd.promql.expr import facts_of_url
+from alertd.promql.recording import EMPTY, facts_of_url_expanded
+from alertd.rules.ruleset import RuleSet
 
 KIND_TITLES = {
     "xid": "Xid (code unknown)",

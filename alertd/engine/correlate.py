@@ -8,14 +8,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, Sequence
 
-from alertd.durations import format_duration
+from alertd.core.durations import format_duration
 from alertd.engine.classify import severity_label
 from alertd.engine.fleet_summary import fleet_title
 from alertd.engine.grouping import fields_of, group_for
 from alertd.engine.state import EngineState
 from alertd.engine.storm import Storms
-from alertd.matchers import match_all
-from alertd.model import (
+from alertd.core.matchers import match_all
+from alertd.core.model import (
     ACKNOWLEDGED,
     CLOSED,
     FIRING,
@@ -32,7 +32,7 @@ from alertd.model import (
     interned,
     signal_rank,
 )
-from alertd.rules import CorrelationRules, GroupRule
+from alertd.rules.ruleset import CorrelationRules, GroupRule
 
 PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones

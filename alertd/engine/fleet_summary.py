@@ -6,7 +6,7 @@ leaves the fleet (planned work found late) is taken off again.
 """
 from __future__ import annotations
 
-from alertd.model import Incident, Signal
+from alertd.core.model import Incident, Signal
 
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
 COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from alertd.matchers import match_all
-from alertd.model import Alert
-from alertd.rules import GroupRule
+from alertd.core.matchers import match_all
+from alertd.core.model import Alert
+from alertd.rules.ruleset import GroupRule
 
 
 def fields_of(alert: Alert) -> dict[str, str]:

@@ -6,10 +6,10 @@ from typing import Iterable
 
 from alertd.engine.classify import classify
 from alertd.engine.correlate import Correlator, EngineState
-from alertd.model import Alert, Change, Signal, Subject
-from alertd.receive.identity import NodeLookup
-from alertd.receive.normalize import NormalizeConfig, subject_of
-from alertd.rules import RuleSet
+from alertd.core.model import Alert, Change, Signal, Subject
+from alertd.engine.identity import NodeLookup
+from alertd.engine.normalize import NormalizeConfig, subject_of
+from alertd.rules.ruleset import RuleSet
 
 # Alerts remembered by fingerprint (a fleet's firing alerts, each re-sent by Alertmanager at every
 # repeat): about 140 bytes each while the alert is a member of an open incident (which holds the same
@@ -42,7 +42,7 @@ class Engine:
         """Subject and signal depend on nothing but the alert's labels, annotations and expression (and the
         rules): an alert sent again with the same ones gets what was worked out the first time, 15-40 µs
         saved per alert on the reference machine. Runs on the service's classification thread
-        (alertd/budget.py), one alert at a time. The digest is Python's keyed hash: two different contents
+        (alertd/app/budget.py), one alert at a time. The digest is Python's keyed hash: two different contents
         under one fingerprint agree on it about once in 2^64 changes, and nobody outside the process can aim
         for it."""
         digest = hash((tuple(alert.labels.items()), tuple(alert.annotations.items()), alert.generator_url,

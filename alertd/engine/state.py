@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable
 
-from alertd.model import Incident
+from alertd.core.model import Incident
 
 
 @dataclass(slots=True)

@@ -40,12 +40,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Iterable, Protocol
 
-from alertd.durations import format_duration
-from alertd.matchers import match_all
+from alertd.core.durations import format_duration
+from alertd.core.matchers import match_all
 from alertd.engine.fleet_summary import count_signals, uncount_signals
 from alertd.engine.state import EngineState
-from alertd.model import SEVERITY_RANK, Change, Event, Incident, Signal, signal_rank
-from alertd.rules import CorrelationRules, StormRule
+from alertd.core.model import SEVERITY_RANK, Change, Event, Incident, Signal, signal_rank
+from alertd.rules.ruleset import CorrelationRules, StormRule
 
 
 

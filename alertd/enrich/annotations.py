@@ -12,13 +12,13 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from alertd.enrich.evidence import cap_evidence
+from alertd.enrich.log_evidence import cap_evidence
 from alertd.enrich.kube_owners import owners_of
 from alertd.enrich.settings import EnrichSettings
-from alertd.enrichment import LOG_EVIDENCE, LOGS_UNAVAILABLE, OWNERS, PODS
-from alertd.model import Signal
+from alertd.core.findings import LOG_EVIDENCE, LOGS_UNAVAILABLE, OWNERS, PODS
+from alertd.core.model import Signal
 
-# Annotation keys (documented in docs/enrichment.md; alertd/enrichment.py reads them back for notify and the UI).
+# Annotation keys (documented in docs/enrichment.md; alertd/core/findings.py reads them back for notify and the UI).
 KUBE_NODE = "kube_node"
 KUBE_NODES = "kube_nodes"
 NODE_EVENTS = "node_events"

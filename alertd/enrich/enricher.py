@@ -20,7 +20,7 @@ what enrichment writes is a later change that notifiers see as an update.
 
 This module holds the service-facing object and its jobs; which nodes to
 enrich is :mod:`~alertd.enrich.targets`, evidence and the Xid upgrade
-:mod:`~alertd.enrich.evidence`, annotation values :mod:`~alertd.enrich.annotations`
+:mod:`~alertd.enrich.log_evidence`, annotation values :mod:`~alertd.enrich.annotations`
 and the writing :mod:`~alertd.enrich.writer`.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from alertd.enrich import metrics
 from alertd.enrich.annotations import (KUBE_NODE, KUBE_UNAVAILABLE, LOG_EVIDENCE, LOGS_UNAVAILABLE, PODS, IncidentState,
                                       annotation_values, seed_state)
 from alertd.enrich.host import EnrichHost
-from alertd.enrich.evidence import build_evidence, upgrade_signal
+from alertd.enrich.log_evidence import build_evidence, upgrade_signal
 from alertd.enrich.kube import KubeContext, NodeContext
 from alertd.enrich.kube_api import KubeUnavailable
 from alertd.enrich.backends import build_backend
@@ -44,7 +44,7 @@ from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import EnrichSettings
 from alertd.enrich.targets import Target, enriched_before, nodes_of, target_for
 from alertd.enrich.writer import AnnotationWriter
-from alertd.model import Change, Incident, Signal
+from alertd.core.model import Change, Incident, Signal
 
 log = logging.getLogger(__name__)
 

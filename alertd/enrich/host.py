@@ -1,4 +1,4 @@
-"""What enrichment needs from the service (alertd/service.py's Service): Protocols, so enrich depends on
+"""What enrichment needs from the service (alertd/app/service.py's Service): Protocols, so enrich depends on
 this narrow surface instead of the service's insides (its engine and state), and tests or benchmarks can
 hand it anything that has it."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from alertd.gpu.catalog import XidCatalog
-from alertd.model import Change, Incident, Signal
+from alertd.core.model import Change, Incident, Signal
 
 
 class HasCatalog(Protocol):
@@ -17,7 +17,7 @@ class HasCatalog(Protocol):
 
 
 class HasMetrics(Protocol):
-    """The service's metrics (alertd/metrics.py): enrichment adds its histogram and counters to them."""
+    """The service's metrics (alertd/core/service_metrics.py): enrichment adds its histogram and counters to them."""
 
     def histogram(self, name: str, documentation: str, buckets: Iterable[float]) -> Any: ...
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from alertd.enrich.kube_api import KubeUnavailable, NotFound, meta
 from alertd.enrich.kube_owners import KubeOwners
-from alertd.model import parse_iso
+from alertd.core.model import parse_iso
 
 log = logging.getLogger(__name__)
 

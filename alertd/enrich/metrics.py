@@ -19,7 +19,7 @@ class Counted(Protocol):
 
 
 def register(enricher: Counted, metrics: Any) -> Any:
-    """Register the enricher's metrics with the service's (alertd/metrics.py); returns the histogram it
+    """Register the enricher's metrics with the service's (alertd/core/service_metrics.py); returns the histogram it
     observes latencies in."""
     histogram = metrics.histogram(
         "alertd_enrichment_seconds", "Time from an incident change to its enrichment being written.",

@@ -3,10 +3,10 @@
 Stock dcgm-exporter on Kubernetes names its own pod in ``Hostname`` and its pod
 IP in ``instance``. The engine is pure, so it cannot ask Kubernetes; the
 service does, at its edge, before each engine step (:meth:`NodeIndex.prepare`):
-for the step's alerts it finds what they point at (alertd/receive/identity.py's
+for the step's alerts it finds what they point at (alertd/engine/identity.py's
 ``pointers``), looks up what it does not know yet, and waits at most ``wait``
 seconds. The engine then reads the answers through the small
-:class:`~alertd.receive.identity.NodeLookup` interface, without I/O.
+:class:`~alertd.engine.identity.NodeLookup` interface, without I/O.
 
 Bounded on every side: at most ``max_lookups`` lookups per step, the API's
 concurrency and timeout from ``enrich.kube`` (the same client,
@@ -23,12 +23,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from alertd.durations import parse_duration
+from alertd.core.durations import parse_duration
 from alertd.enrich.kube_api import KubeApi, KubeUnavailable, NotFound, meta
 from alertd.enrich.settings import KubeSettings
-from alertd.model import Alert
-from alertd.receive.identity import Pointer, is_address, pointers
-from alertd.receive.normalize import NormalizeConfig
+from alertd.core.model import Alert
+from alertd.engine.identity import Pointer, is_address, pointers
+from alertd.engine.normalize import NormalizeConfig
 
 log = logging.getLogger(__name__)
 MAX_ENTRIES = 65_536

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from alertd.durations import parse_duration
+from alertd.core.durations import parse_duration
 
 DEFAULT_PATTERNS = ("NVRM", "Xid", "nvidia", "kernel")
 

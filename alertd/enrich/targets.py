@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Callable, Iterable
 
 from alertd.enrich.annotations import KUBE_NODE, LOG_EVIDENCE, PODS
-from alertd.model import Incident
+from alertd.core.model import Incident
 
 
 @dataclass(slots=True)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from alertd.model import Signal
+from alertd.core.model import Signal
 from alertd.schemas import validate_document
 
 
@@ -70,6 +70,6 @@ class XidCatalog:
 
     @classmethod
     def load(cls, path: Path) -> "XidCatalog":
-        from alertd.yamlio import load_yaml
+        from alertd.core.yamlio import load_yaml
 
         return cls.from_document(load_yaml(path), str(path))

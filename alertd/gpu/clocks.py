@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from alertd.receive.bittest import ClockTest, clock_test
-from alertd.receive.promql import expr_of_url
-from alertd.receive.recording import EMPTY, RecordedRules
+from alertd.promql.bittest import ClockTest, clock_test
+from alertd.promql.expr import expr_of_url
+from alertd.promql.recording import EMPTY, RecordedRules
 
 # Bits from NVML's nvmlClocksEventReasons; only the harmful ones raise a signal.
 CLOCK_EVENT_BITS: dict[int, tuple[str, bool]] = {

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any
 
-from alertd.model import Change
+from alertd.core.model import Change
 
 log = logging.getLogger(__name__)
 FORWARD_TIMEOUT = 2.5  # seconds: Slack wants an answer within 3

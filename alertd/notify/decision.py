@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
-from alertd.matchers import match_all
-from alertd.model import SEVERITY_RANK, Incident, iso, max_severity
-from alertd.notify.fields import incident_fields
-from alertd.notify.routing import Escalation, Routing
-from alertd.notify.windows import Cordon, CordonPolicy, cordon_of, unplanned_severity
+from alertd.core.matchers import match_all
+from alertd.core.model import SEVERITY_RANK, Incident, iso, max_severity
+from alertd.rules.fields import incident_fields
+from alertd.rules.routing import Escalation, Routing
+from alertd.rules.windows import Cordon, CordonPolicy, cordon_of, unplanned_severity
 
 
 @dataclass(slots=True)

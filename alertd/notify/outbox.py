@@ -13,9 +13,9 @@ import random
 from datetime import datetime, timedelta
 from typing import Callable
 
-from alertd.delivery import OutboxItem
-from alertd.metrics import Metrics
-from alertd.notify.integration import DeliveryError, Notifier, NotifyStore
+from alertd.core.outbox_items import OutboxItem
+from alertd.core.service_metrics import Metrics
+from alertd.integrations.base import DeliveryError, Notifier, NotifyStore
 from alertd.notify.stages import Delivery, finished, pipeline, run
 from alertd.store.base import StoreUnavailable
 

@@ -11,13 +11,13 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
-from alertd.delivery import Intent, OutboxItem, Target
-from alertd.memory import ESCALATION, SENT, MemoryDelta, RouterMemory
-from alertd.model import CLOSED, OPEN, Change, Incident, iso
-from alertd.notify import registry
+from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.router_memory import ESCALATION, SENT, MemoryDelta, RouterMemory
+from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
+from alertd.integrations import registry
 from alertd.notify.decision import Decision, Hit, cordon_severity, decide
-from alertd.notify.routing import Receiver, Routing, owner_channel
-from alertd.notify.windows import CORDON_KIND, cordon_since
+from alertd.rules.routing import Receiver, Routing, owner_channel
+from alertd.rules.windows import CORDON_KIND, cordon_since
 
 log = logging.getLogger(__name__)
 

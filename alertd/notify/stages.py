@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from alertd.delivery import OutboxItem
-from alertd.notify.integration import Delivered, DeliveryError, Notifier, NotifyStore
+from alertd.core.outbox_items import OutboxItem
+from alertd.integrations.base import Delivered, DeliveryError, Notifier, NotifyStore
 
 MAX_RATE_WAIT = 0.5  # seconds; a longer wait for a busy key gives the item back to the outbox
 

@@ -4,7 +4,7 @@ These types say what alertd/schemas/webhook.schema.json says, never less: a
 document they take, the schema takes too (tests/unit/test_webhook_wire.py
 checks the two agree on generated documents). They may be stricter (an
 integer written ``1.0``, ``NaN`` in an unknown field): such a document falls
-back to the schema's own path in alertd.receive.webhook. No field is Optional:
+back to the schema's own path in alertd.receive.payload. No field is Optional:
 the schema refuses ``null`` everywhere.
 """
 from __future__ import annotations

@@ -10,8 +10,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
-from alertd.errors import InvalidDocument, Problem
-from alertd.yamlio import format_path, mark_for
+from alertd.core.errors import InvalidDocument, Problem
+from alertd.core.yamlio import format_path, mark_for
 
 
 EXTENDED = ("notify", "routing")  # their per-integration parts come from the integrations themselves
@@ -22,7 +22,7 @@ def schema(name: str) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(
         resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8"))
     if name in EXTENDED:
-        from alertd.notify.registry import extend_schema
+        from alertd.integrations.registry import extend_schema
 
         extend_schema(name, doc)
     return doc

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from alertd.delivery import OutboxItem
-from alertd.memory import ESCALATION, SENT, Cordon, MemoryDelta, RouterMemory
+from alertd.core.outbox_items import OutboxItem
+from alertd.core.router_memory import ESCALATION, SENT, Cordon, MemoryDelta, RouterMemory
 from alertd.engine.correlate import EngineState
-from alertd.model import Change, Incident
+from alertd.core.model import Change, Incident
 from alertd.store.quarantine import SetAside
 
 __all__ = ["Cordon", "ESCALATION", "EngineState", "Hook", "InboxKey", "MemoryDelta", "OutboxItem", "RouterMemory", "SENT",

@@ -15,7 +15,7 @@ import zlib
 from functools import lru_cache
 from typing import Any
 
-from alertd.config import SHIPPED_RULES
+from alertd.rules.shipped import SHIPPED_RULES
 from alertd.gpu.catalog import XidCatalog
 
 MARK = "fromCatalog"  # the signal's catalog fields were left out where they equal the shipped entry's

@@ -8,8 +8,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from alertd.ha.lease import ENGINE, Decision, Fenced, LeaseRow, decide
-from alertd.model import iso
+from alertd.store.lease import ENGINE, Decision, Fenced, LeaseRow, decide
+from alertd.core.model import iso
 
 
 class CoordinationMixin:

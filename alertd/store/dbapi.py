@@ -13,9 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, cast
 
-from alertd.delivery import LEGACY_KINDS
+from alertd.core.outbox_items import LEGACY_KINDS
 from alertd.engine.correlate import EngineState
-from alertd.model import CLOSED, Incident, iso, parse_iso
+from alertd.core.model import CLOSED, Incident, iso, parse_iso
 from alertd.store import history, sql
 from alertd.store.base import (ESCALATION, SENT, AuditEntry, MemoryDelta, OutboxItem,
                                RouterMemory, Step, Store, StoreUnavailable)

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Iterable, TypeVar
 
-from alertd.model import Incident, iso
-from alertd.notify.owners import Owners
+from alertd.core.model import Incident, iso
+from alertd.rules.owners import Owners
 
 K = TypeVar("K")
 V = TypeVar("V")

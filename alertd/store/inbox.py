@@ -13,8 +13,8 @@ import logging
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from alertd.model import iso, parse_iso
-from alertd.receive.webhook import encode_webhook
+from alertd.core.model import iso, parse_iso
+from alertd.receive.payload import encode_webhook
 from alertd.store.base import Hook, Taken
 from alertd.store.inbox_log import InboxLog
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
-from alertd.model import iso
+from alertd.core.model import iso
 from alertd.store.base import StoreUnavailable
 from alertd.store.transaction import transaction
 

@@ -5,7 +5,7 @@ from typing import Any, Callable, cast
 
 import psycopg
 
-from alertd.ha.lease import Decision, LeaseRow
+from alertd.store.lease import Decision, LeaseRow
 from alertd.store import sql
 from alertd.store.base import StoreUnavailable
 from alertd.store.dbapi import SqlStore

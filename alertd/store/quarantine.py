@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
-from alertd.model import iso
+from alertd.core.model import iso
 
 SET_ASIDE, REPLAYED = 2, 3
 BODY_SHOWN = 16_384  # characters of a set-aside body a listing carries (a webhook may be megabytes)

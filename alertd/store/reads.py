@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from alertd.model import iso
+from alertd.core.model import iso
 from alertd.store.history import history_doc
 from alertd.store.sql import incident_doc
 

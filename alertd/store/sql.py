@@ -9,8 +9,8 @@ import json
 import orjson
 from typing import Any, Callable, Iterable
 
-from alertd.delivery import LEGACY_KINDS, Intent, OutboxItem, Target
-from alertd.model import Event, Incident, Member, iso, parse_iso
+from alertd.core.outbox_items import LEGACY_KINDS, Intent, OutboxItem, Target
+from alertd.core.model import Event, Incident, Member, iso, parse_iso
 from alertd.store import compact, history, sessions
 from alertd.store.compact import expand_member
 
@@ -148,7 +148,7 @@ MIGRATIONS: list[list[str]] = [
        # when it takes them (alertd/store/inbox.py). SQLite keeps the log in a database file of its own.
         "{inbox_log}",
     ],
-    [  # redelivery keys lead with the start time (alertd.receive.webhook.delivery_key): fingerprint|start|status
+    [  # redelivery keys lead with the start time (alertd.receive.payload.delivery_key): fingerprint|start|status
        # becomes start|status|fingerprint. Only keys whose first part has no "." (a start time always has one).
         "UPDATE inbox SET dedup = substr(dedup, {strpos}(dedup, '|') + 1) || '|' || "
         "substr(dedup, 1, {strpos}(dedup, '|') - 1) "

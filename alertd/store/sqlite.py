@@ -413,7 +413,7 @@ def private_file(path: Path) -> None:
     private_dir(path.parent)
     try:
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-    except OSError:  # read-only or unwritable: sqlite3.connect says so, with the file's name (alertd/startup.py)
+    except OSError:  # read-only or unwritable: sqlite3.connect says so, with the file's name (alertd/app/preflight.py)
         pass
 
 

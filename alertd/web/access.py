@@ -25,7 +25,8 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from alertd.store.base import StoreUnavailable
-from alertd.web.auth import AUTH, Authenticator, Principal, token_fingerprint
+from alertd.config.credentials import Principal
+from alertd.web.auth import AUTH, Authenticator, token_fingerprint
 from alertd.web.guard import Handler, fetched_same_origin
 from alertd.web.keys import SERVICE
 

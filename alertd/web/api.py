@@ -11,9 +11,10 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
-from alertd.alertmanager_api import AlertmanagerError
-from alertd.fleet import rma, views
-from alertd.notify.slack_render import ACTION_ACK, ACTION_RESOLVE, ACTION_SILENCE, ACTION_UNSILENCE, SILENCE_CHOICES
+from alertd.alertmanager.silences import AlertmanagerError
+from alertd.rules import rma
+from alertd.web import fleet_views as views
+from alertd.integrations.slack.render import ACTION_ACK, ACTION_RESOLVE, ACTION_SILENCE, ACTION_UNSILENCE, SILENCE_CHOICES
 from alertd.store.base import StoreUnavailable
 from alertd.store.reads import IncidentQuery
 from alertd.web import access

@@ -14,10 +14,10 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from alertd.ha.commands import CommandTimeout
-from alertd.ha.group import ControlUnavailable
-from alertd.model import parse_iso
-from alertd.receive.webhook import BadPayload, read_notification
-from alertd.service import Service
+from alertd.app.receiver_group import ControlUnavailable
+from alertd.core.model import parse_iso
+from alertd.receive.payload import BadPayload, read_notification
+from alertd.app.service import Service
 from alertd.store.base import StoreUnavailable
 from alertd.web import api, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
@@ -155,7 +155,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """This process's metrics, or under ``serve --receivers N`` the whole group's (alertd/metrics.py)."""
+    """This process's metrics, or under ``serve --receivers N`` the whole group's (alertd/core/service_metrics.py)."""
     return web.Response(body=request.app[SERVICE].metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -33,9 +33,9 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from alertd.config.credentials import Network, trusted_networks
 from alertd.web.auth import AUTH
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 WEBHOOK = "/api/v1/alerts/alertmanager"
@@ -102,11 +102,6 @@ class EdgePolicy:
         if route == WEBHOOK:
             return None
         return SLACK_BODY if route == SLACK else SMALL_BODY
-
-
-def trusted_networks(values: Any) -> tuple[Network, ...]:
-    """``api.trusted_proxies``: addresses or CIDR networks (ValueError names a bad one)."""
-    return tuple(ipaddress.ip_network(str(v), strict=False) for v in values or ())
 
 
 EDGE = web.AppKey("edge", EdgePolicy)

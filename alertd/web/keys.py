@@ -6,11 +6,11 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from alertd.service import Service
+from alertd.app.service import Service
 
 SERVICE = web.AppKey("service", Service)
 # Where POST /-/reload goes instead of this process's own rules: a receiver of ``serve --receivers N``
-# asks its engine process, which reloads the whole group (alertd/ha/group.py). Returns (ok, error).
+# asks its engine process, which reloads the whole group (alertd/app/receiver_group.py). Returns (ok, error).
 RELOAD = web.AppKey("reload", Callable[[], Awaitable[tuple[bool, str]]])
 
 __all__ = ["RELOAD", "SERVICE"]

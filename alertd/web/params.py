@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
-from alertd.durations import DurationError, parse_duration
-from alertd.model import INCIDENT_STATES, SEVERITIES, parse_iso
+from alertd.core.durations import DurationError, parse_duration
+from alertd.core.model import INCIDENT_STATES, SEVERITIES, parse_iso
 from alertd.store.reads import IncidentQuery
 
 INCIDENT_FILTERS = ("status", "severity", "cluster", "node", "gpu", "signal", "xid", "team", "since", "until")

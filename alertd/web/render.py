@@ -17,8 +17,8 @@ from urllib.parse import quote, urlencode
 import jinja2
 from aiohttp import web
 
-from alertd.model import parse_iso
-from alertd.notify.presentation import web_url
+from alertd.core.model import parse_iso
+from alertd.integrations.presentation import web_url
 
 
 def when(value: Any) -> str:

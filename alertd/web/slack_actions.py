@@ -28,12 +28,12 @@ import aiohttp
 from aiohttp import web
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from alertd.alertmanager_api import AlertmanagerClient, AlertmanagerError, AlertmanagerSettings
-from alertd.durations import parse_duration
-from alertd.ha.installation import unscoped
-from alertd.model import CLOSED
-from alertd.notify.slack import SlackSettings
-from alertd.notify.slack_render import (
+from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, AlertmanagerSettings
+from alertd.core.durations import parse_duration
+from alertd.core.installation import unscoped
+from alertd.core.model import CLOSED
+from alertd.integrations.slack.integration import SlackSettings
+from alertd.integrations.slack.render import (
     ACTION_ACK,
     ACTION_RESOLVE,
     ACTION_SILENCE,

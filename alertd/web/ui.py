@@ -16,10 +16,10 @@ from urllib.parse import quote, unquote, urlsplit
 
 from aiohttp import web
 
-from alertd.fleet import views
-from alertd.model import CLOSED, INCIDENT_STATES, SEVERITIES
-from alertd.enrichment import Evidence, Owners
-from alertd.notify.slack_render import SILENCE_CHOICES, alertmanager_link
+from alertd.web import fleet_views as views
+from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
+from alertd.core.findings import Evidence, Owners
+from alertd.integrations.slack.render import SILENCE_CHOICES, alertmanager_link
 from alertd.store.base import StoreUnavailable
 from alertd.web import access, api
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window

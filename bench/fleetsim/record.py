@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from alertd.model import iso, parse_iso
+from alertd.core.model import iso, parse_iso
 
 from bench.fleetsim.model import Problem
 from bench.fleetsim.score import Score, score

@@ -14,7 +14,7 @@ from urllib.parse import quote_plus
 
 import yaml
 
-from alertd.durations import parse_duration
+from alertd.core.durations import parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "deploy" / "prometheus" / "gpu-alerts.yml"

@@ -9,8 +9,8 @@ from typing import Any
 
 from alertd.authoring.replay import Recording, as_json, replay
 from alertd.authoring.virtual import build_router, load_rule_set
-from alertd.config import default_rule_paths
-from alertd.rules import RuleSet
+from alertd.rules.shipped import default_rule_paths
+from alertd.rules.ruleset import RuleSet
 
 from bench.fleetsim.alertmanager import ROUTES
 from bench.fleetsim.faults import Rates, build_fleet

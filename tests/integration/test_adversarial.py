@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from alertd.budget import CPU_PER_ALERT
+from alertd.app.budget import CPU_PER_ALERT
 from tests.support.alertd_proc import AlertdProcess, parse_metrics
 from tests.support.process import http
 from tests.support.webhooks import UniqueWebhooks

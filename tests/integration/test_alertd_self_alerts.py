@@ -19,9 +19,9 @@ import pytest
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
-from alertd.metrics import REJECT_REASONS, STORE_OPERATIONS, BoundedLabel, Metrics
-from alertd.receive.promql import facts_of_expr
-from alertd.receive.webhook import BadPayload
+from alertd.core.service_metrics import REJECT_REASONS, STORE_OPERATIONS, BoundedLabel, Metrics
+from alertd.promql.expr import facts_of_expr
+from alertd.receive.payload import BadPayload
 from tests.support import prom as prom_api
 from tests.support.alertd_proc import AlertdProcess, parse_metrics
 from tests.support.fixtures import require

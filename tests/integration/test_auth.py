@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from alertd.config import parse_config
-from alertd.rules import load_rules
-from alertd.service import Service
+from alertd.config.settings import parse_config
+from alertd.rules.ruleset import load_rules
+from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 from tests.integration.test_service_inprocess import EXAMPLE, HOOK, ROOT, wait_for
@@ -190,7 +190,7 @@ async def test_alertd_audit_prints_the_trail_from_the_store(client, tmp_path, ca
     import asyncio
     import json
 
-    from alertd.cli import main
+    from alertd.cli.main import main
 
     incident = await open_incident(client)
     await client.post(f"/api/v1/incidents/{incident}/ack", headers=bearer(TOKENS["oncall"][1]))
@@ -204,7 +204,7 @@ async def test_alertd_audit_prints_the_trail_from_the_store(client, tmp_path, ca
 async def test_cli_encodes_its_parameters(client, capsys):
     import asyncio
 
-    from alertd.cli import main
+    from alertd.cli.main import main
 
     await open_incident(client)
     url = str(client.make_url("")).rstrip("/")

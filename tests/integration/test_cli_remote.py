@@ -9,8 +9,8 @@ from argparse import Namespace
 
 import pytest
 
-from alertd.cli import main
-from alertd.remote import token_of
+from alertd.cli.main import main
+from alertd.cli.api_client import token_of
 from tests.support import ui_scenario as sc
 from tests.support.notify_harness import Harness
 

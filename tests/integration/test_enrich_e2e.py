@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from alertd.config import parse_config
+from alertd.config.settings import parse_config
 from alertd.enrich import Enricher
-from alertd.rules import load_rules
-from alertd.service import Service
+from alertd.rules.ruleset import load_rules
+from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 from tests.support.es_compat_server import SearchCompatServer

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from alertd.ha.lease import Fenced
+from alertd.store.lease import Fenced
 from alertd.store.base import Step, StoreUnavailable
 from tests.support.stores import gpu_hook, keys_of, make_store, pending, store, taking  # noqa: F401  (fixtures)
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from alertd.build import build_service
-from alertd.config import parse_config
+from alertd.app.assemble import build_service
+from alertd.config.settings import parse_config
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 from tests.support.kube_server import KubeTestServer

@@ -14,8 +14,8 @@ import yaml
 from alertd.engine.pipeline import Engine
 from alertd.enrich.node_index import NodeIndex, NodeIndexSettings
 from alertd.enrich.settings import KubeSettings
-from alertd.model import Alert
-from alertd.receive.normalize import NormalizeConfig
+from alertd.core.model import Alert
+from alertd.engine.normalize import NormalizeConfig
 from tests.support.kube_apiserver import KubeAPIServer
 from tests.unit.builders import shipped_rules
 

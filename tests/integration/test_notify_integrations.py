@@ -14,13 +14,13 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from aiohttp import web
 
-from alertd.config import parse_config
+from alertd.config.settings import parse_config
 from alertd.engine.pipeline import Engine
-from alertd.metrics import Metrics
-from alertd.model import Alert
+from alertd.core.service_metrics import Metrics
+from alertd.core.model import Alert
 from alertd.notify.outbox import OutboxWorker
-from alertd.notify.setup import build_notifiers, build_router, check_keys
-from alertd.rules import load_rules
+from alertd.app.notifiers import build_notifiers, build_router, check_keys
+from alertd.rules.ruleset import load_rules
 from alertd.store.base import Step
 from alertd.store.sqlite import SqliteStore
 from tests.support.notify_harness import rules_dir, xid_alert

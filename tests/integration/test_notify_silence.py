@@ -9,7 +9,7 @@ from urllib.parse import quote
 import aiohttp
 import pytest
 
-from alertd.model import parse_iso
+from alertd.core.model import parse_iso
 from tests.support.notify_harness import Harness, hook, top_messages, wait_for, xid_alert
 from tests.support import services
 from tests.support.fixtures import require

@@ -15,15 +15,15 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from alertd.config import parse_config
+from alertd.config.settings import parse_config
 from alertd.engine.pipeline import Engine
-from alertd.metrics import Metrics
-from alertd.model import Alert
+from alertd.core.service_metrics import Metrics
+from alertd.core.model import Alert
 from alertd.notify.outbox import OutboxWorker
-from alertd.notify.setup import build_router
-from alertd.notify.slack import SlackNotifier, SlackSettings
-from alertd.rules import load_rules
-from alertd.service import utcnow
+from alertd.app.notifiers import build_router
+from alertd.integrations.slack.integration import SlackNotifier, SlackSettings
+from alertd.rules.ruleset import load_rules
+from alertd.app.service import utcnow
 from alertd.store.base import Step
 from alertd.store.sqlite import SqliteStore
 from tests.support.slack_server import SlackTestServer

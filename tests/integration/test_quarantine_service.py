@@ -12,10 +12,10 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from alertd.config import parse_config
+from alertd.config.settings import parse_config
 from alertd.engine.pipeline import Engine
-from alertd.rules import load_rules
-from alertd.service import Service
+from alertd.rules.ruleset import load_rules
+from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 from alertd.web.keys import SERVICE

@@ -468,9 +468,9 @@ async def inproc(tmp_path):
     """alertd in-process on a real loopback socket, with its SqliteStore at hand to fill the 'disk'."""
     from aiohttp.test_utils import TestServer
 
-    from alertd.config import Config
-    from alertd.rules import load_rules
-    from alertd.service import Service
+    from alertd.config.settings import Config
+    from alertd.rules.ruleset import load_rules
+    from alertd.app.service import Service
     from alertd.store.sqlite import SqliteStore
     from alertd.web.app import build_app
 

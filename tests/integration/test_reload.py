@@ -89,7 +89,7 @@ def alertd(tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "alertd.cli", "serve", "--config", str(config), "--listen", f"127.0.0.1:{port}",
+            [sys.executable, "-m", "alertd.cli.main", "serve", "--config", str(config), "--listen", f"127.0.0.1:{port}",
              "--data-dir", str(tmp_path / "data"), "--record", str(tmp_path / "recorded.jsonl")],
             stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, env=env)
     svc = Alertd(proc, f"http://127.0.0.1:{port}", log)
@@ -173,7 +173,7 @@ def test_recorded_traffic_replays_to_the_same_incidents(alertd, tmp_path):
     first = json.loads(lines[0])
     assert first["body"]["alerts"][0]["labels"]["alertname"] == "GPUFanFailure" and first["received_at"].endswith("Z")
 
-    out = subprocess.run([sys.executable, "-m", "alertd.cli", "replay", str(tmp_path / "recorded.jsonl"),
+    out = subprocess.run([sys.executable, "-m", "alertd.cli.main", "replay", str(tmp_path / "recorded.jsonl"),
                           "--rules", str(rules), "--json"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     replayed = {inc["key"] for inc in json.loads(out.stdout)["incidents"]}

@@ -17,7 +17,7 @@ from tests.support.slack_server import SlackTestServer
 
 
 def serve(*args: str, cwd) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "alertd.cli", "serve", "--data-dir", str(cwd / "data"), *args],
+    return subprocess.Popen([sys.executable, "-m", "alertd.cli.main", "serve", "--data-dir", str(cwd / "data"), *args],
                             cwd=cwd, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from alertd.config import parse_config
-from alertd.rules import load_rules
-from alertd.service import Service
+from alertd.config.settings import parse_config
+from alertd.rules.ruleset import load_rules
+from alertd.app.service import Service
 from alertd.store.base import StoreUnavailable
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app

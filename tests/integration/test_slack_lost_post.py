@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from alertd.notify.slack_lost import EVENT_TYPE
+from alertd.integrations.slack.lost import EVENT_TYPE
 from tests.support.notify_harness import Harness, hook, one_channel, posts, top_messages, wait_for, xid_alert
 from tests.support.slack_server import SlackTestServer
 
@@ -74,7 +74,7 @@ async def test_without_the_history_scope_it_says_so_once_and_posts(tmp_path, cap
     server = SlackTestServer(token="xoxb-test", signing_secret="x", scopes={"chat:write", "channels:read", "groups:read"})
     await server.start()
     h = await Harness(tmp_path, slack=server).start()
-    caplog.set_level(logging.ERROR, logger="alertd.notify.slack")
+    caplog.set_level(logging.ERROR, logger="alertd.integrations.slack.integration")
     try:
         server.lose_reply_next("chat.postMessage", count=2)
         await h.post(hook(xid_alert("n1", 0)))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from alertd.model import GPU, Change, Event, Incident, Member, Signal, Subject
+from alertd.core.model import GPU, Change, Event, Incident, Member, Signal, Subject
 from alertd.store import sql
 from alertd.store.base import (ESCALATION, SENT, Hook, InboxKey, MemoryDelta, OutboxItem, RouterMemory, Step, Store,
                                StoreUnavailable, Taken)

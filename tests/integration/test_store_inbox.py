@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from alertd.model import iso
-from alertd.receive.webhook import read_notification
+from alertd.core.model import iso
+from alertd.receive.payload import read_notification
 from alertd.store.base import InboxKey, Step, Taken
 from alertd.store.sqlite import SqliteStore
 from tests.support.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from alertd.model import GPU, Alert, Change, Event, Incident, Member, Signal, Subject, iso
-from alertd.receive.webhook import delivery_key, encode_webhook, read_notification
+from alertd.core.model import GPU, Alert, Change, Event, Incident, Member, Signal, Subject, iso
+from alertd.receive.payload import delivery_key, encode_webhook, read_notification
 from alertd.store import sql
 from alertd.store.base import Hook, Step
 from alertd.store.reads import IncidentQuery

@@ -82,7 +82,7 @@ def test_https_listener_with_alertmanager_and_certificate_reload(tmp_path):
         "receiver": {"auth": {"bearer_token": HOOK_TOKEN}},
     }))
     log = open(tmp_path / "alertd.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "alertd.cli", "serve", "--config", str(config),
+    proc = subprocess.Popen([sys.executable, "-m", "alertd.cli.main", "serve", "--config", str(config),
                              "--data-dir", str(tmp_path / "data")], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
                             env={"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"]})
     am = None
@@ -152,7 +152,7 @@ def test_https_listener_with_alertmanager_and_certificate_reload(tmp_path):
 
 def test_unusable_certificate_is_one_line_at_start(tmp_path):
     (tmp_path / "alertd.yml").write_text(yaml.safe_dump({"tls": {"cert_file": "missing.crt", "key_file": "x.key"}}))
-    done = subprocess.run([sys.executable, "-m", "alertd.cli", "serve", "--config", str(tmp_path / "alertd.yml"),
+    done = subprocess.run([sys.executable, "-m", "alertd.cli.main", "serve", "--config", str(tmp_path / "alertd.yml"),
                            "--data-dir", str(tmp_path / "data")], cwd=tmp_path, env={"PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr

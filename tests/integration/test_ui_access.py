@@ -6,7 +6,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from alertd.config import parse_config
+from alertd.config.settings import parse_config
 from alertd.web.auth import AUTH, Authenticator
 from tests.support import ui_scenario as sc
 from tests.support.notify_harness import Harness, hook, xid_alert
@@ -171,8 +171,8 @@ async def test_a_session_opened_on_one_process_counts_and_ends_on_another(locked
 async def test_sessions_on_two_replicas_over_postgresql(postgres, tmp_path):
     from aiohttp.test_utils import TestClient, TestServer
 
-    from alertd.build import build_service
-    from alertd.rules import load_rules
+    from alertd.app.assemble import build_service
+    from alertd.rules.ruleset import load_rules
     from alertd.store.postgres import PostgresStore
     from alertd.web.app import build_app
     from tests.support.ha_cluster import fresh_database

@@ -100,7 +100,7 @@ class AlertdProcess:
     # ----- lifecycle -----
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, *self.python_args, "-m", "alertd.cli", "serve", "--config", str(self.config_path),
+        cmd = [sys.executable, *self.python_args, "-m", "alertd.cli.main", "serve", "--config", str(self.config_path),
                "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), *self.serve_args]
         return (["taskset", "-c", self.cpus] if self.cpus else []) + cmd
 
@@ -227,7 +227,7 @@ class AlertdProcess:
 
 def serve_once(data_dir: Path, *extra: str) -> subprocess.CompletedProcess:
     """``alertd serve`` on ``data_dir`` that is expected to refuse to start: its exit status and output."""
-    return subprocess.run([sys.executable, "-m", "alertd.cli", "serve", "--data-dir", str(data_dir),
+    return subprocess.run([sys.executable, "-m", "alertd.cli.main", "serve", "--data-dir", str(data_dir),
                            "--listen", f"127.0.0.1:{free_port()}", *extra],
                           cwd=data_dir.parent, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True, timeout=60)

@@ -22,7 +22,7 @@ from typing import Any
 
 from alertd.authoring.replay import as_json, read_recording, replay
 from alertd.authoring.virtual import load_rule_set
-from alertd.model import parse_iso
+from alertd.core.model import parse_iso
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "fixtures" / "alertmanager-runs"

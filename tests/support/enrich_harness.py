@@ -7,16 +7,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from alertd.config import Config
+from alertd.config.settings import Config
 from alertd.enrich.enricher import Enricher
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.kube_api import NotFound
 from alertd.enrich.logs import LogLine
 from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import EnrichSettings, KubeSettings, LogSettings
-from alertd.model import Alert
-from alertd.rules import load_rules
-from alertd.service import Service
+from alertd.core.model import Alert
+from alertd.rules.ruleset import load_rules
+from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
 from tests.support.fakes import Recorder, ScriptedLogBackend
 

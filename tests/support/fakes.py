@@ -9,7 +9,7 @@ from typing import Any
 
 from alertd.enrich.logs import LogBackend, LogQuery
 from alertd.enrich.settings import LogSettings
-from alertd.notify.integration import Delivered, Notifier
+from alertd.integrations.base import Delivered, Notifier
 
 
 class Recorder(Notifier):

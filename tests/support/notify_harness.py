@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from alertd.config import parse_config
-from alertd.build import build_service
-from alertd.rules import load_rules
+from alertd.config.settings import parse_config
+from alertd.app.assemble import build_service
+from alertd.rules.ruleset import load_rules
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 from alertd.web.slack_actions import ACTIONS

@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 import pytest
 
-from alertd.model import parse_iso
-from alertd.receive.webhook import delivery_key, read_notification
+from alertd.core.model import parse_iso
+from alertd.receive.payload import delivery_key, read_notification
 from alertd.store.base import Hook, InboxKey, Step, Store, Taken
 from alertd.store.sqlite import SqliteStore
 from tests.support.webhooks import dumps, node_webhook

@@ -5,9 +5,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from alertd.engine.pipeline import Engine
-from alertd.model import Alert
-from alertd.receive.webhook import fingerprint_of
-from alertd.rules import RuleSet, load_rules
+from alertd.core.model import Alert
+from alertd.receive.payload import fingerprint_of
+from alertd.rules.ruleset import RuleSet, load_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)

@@ -269,7 +269,7 @@ def test_schema_rejects_bad_signal_rules(signals_schema):
 
 def _classify(signals: dict, labels: dict[str, str]) -> dict | None:
     """First-match classification with the project's own matcher parser."""
-    from alertd.matchers import match_all, parse_matchers
+    from alertd.core.matchers import match_all, parse_matchers
 
     for rule in signals["signals"]:
         if match_all(parse_matchers(rule["match"]), labels):

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from alertd.authoring.check import check, main
-from alertd.config import load_config
-from alertd.cli import build_parser
-from alertd.cli import main as cli_main
+from alertd.config.settings import load_config
+from alertd.cli.main import build_parser
+from alertd.cli.main import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[2]
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<msg>.*)$")
@@ -282,7 +282,7 @@ def test_storm_matchers_naming_no_signal_kind_are_warnings(site):
 
 
 def test_relative_secret_files_are_read_from_the_config_files_directory(tmp_path, monkeypatch):
-    """As ``alertd serve`` reads them (alertd.config.load_config): ``check`` run from any directory agrees."""
+    """As ``alertd serve`` reads them (alertd.config.settings.load_config): ``check`` run from any directory agrees."""
     site = tmp_path / "etc"
     site.mkdir()
     (site / "secrets").mkdir()

@@ -14,9 +14,9 @@ from urllib.parse import quote_plus
 import pytest
 
 from alertd.engine.classify import decide
-from alertd.model import Alert
-from alertd.receive.normalize import NormalizeConfig, normalize
-from alertd.receive.webhook import fingerprint_of
+from alertd.core.model import Alert
+from alertd.engine.normalize import NormalizeConfig, normalize
+from alertd.receive.payload import fingerprint_of
 from tests.unit.builders import at, shipped_rules
 
 PROM = "http://prometheus-k8s-0:9090"

@@ -9,10 +9,10 @@ import pytest
 
 from alertd.authoring import promrules
 from alertd.engine.classify import decide
-from alertd.model import Alert
-from alertd.receive.bittest import clock_test
-from alertd.receive.normalize import NormalizeConfig
-from alertd.receive.recording import RecordingIndex, collect
+from alertd.core.model import Alert
+from alertd.promql.bittest import clock_test
+from alertd.engine.normalize import NormalizeConfig
+from alertd.promql.recording import RecordingIndex, collect
 from tests.unit.builders import ROOT, shipped_rules
 
 CORPUS = ROOT / "tests" / "fixtures" / "prometheus-rules"

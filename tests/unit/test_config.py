@@ -2,9 +2,9 @@ import textwrap
 
 import pytest
 
-from alertd.config import load_config, parse_config
-from alertd.errors import InvalidDocument
-from alertd.rules import load_rules
+from alertd.config.settings import load_config, parse_config
+from alertd.core.errors import InvalidDocument
+from alertd.rules.ruleset import load_rules
 
 
 def write(tmp_path, name, text):

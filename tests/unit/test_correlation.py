@@ -1,7 +1,7 @@
 """Correlation and lifecycle on the shipped rules, on a virtual clock."""
 from __future__ import annotations
 
-from alertd.model import ACKNOWLEDGED, CLOSED, OPEN
+from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN
 
 from tests.unit.builders import alert, at, engine, resolved, xid
 

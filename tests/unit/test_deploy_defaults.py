@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from alertd.config import Config, parse_config
+from alertd.config.settings import Config, parse_config
 from alertd.web.auth import Authenticator, exposure_problem, is_loopback
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def test_docker_image_default_config_locks_the_api(tmp_path):
 def test_docker_default_without_its_secret_files_names_the_missing_file():
     import pytest
 
-    from alertd.errors import InvalidDocument
+    from alertd.core.errors import InvalidDocument
 
     with pytest.raises(InvalidDocument) as exc:
         parse_config(yaml.safe_load((ROOT / "deploy/docker/alertd.yml").read_text()), "alertd.yml")

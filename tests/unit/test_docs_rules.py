@@ -81,7 +81,7 @@ def test_the_replay_example_output_is_real():
 ])
 def test_bring_your_own_rules_output_is_real(command, capsys, monkeypatch):
     """The section "Bring your own alert rules" shows what the commands print, line for line."""
-    from alertd.cli import main as cli_main
+    from alertd.cli.main import main as cli_main
 
     (block,) = [b for b in code_blocks("console") if b.startswith(f"$ {command}\n")]
     monkeypatch.chdir(ROOT)

@@ -13,7 +13,7 @@ import pytest
 from alertd.enrich.enricher import Enricher
 from alertd.enrich.logs import LogsUnavailable
 from alertd.enrich.settings import EnrichSettings, LogSettings
-from alertd.service import Service
+from alertd.app.service import Service
 from tests.support.enrich_harness import XID79, Harness, MemoryKube, alert, cluster_objects
 from tests.support.notify_harness import wait_for
 

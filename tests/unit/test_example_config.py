@@ -4,7 +4,7 @@ from pathlib import Path
 
 import yaml
 
-from alertd.config import load_config, parse_config
+from alertd.config.settings import load_config, parse_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "alertd.yml"
 ENV = {name: "x" * 32 for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "PD_GPU_INFRA_KEY", "PD_GPU_ESCALATION_KEY",

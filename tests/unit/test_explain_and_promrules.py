@@ -9,8 +9,8 @@ from urllib.parse import quote_plus
 import pytest
 
 from alertd.authoring import explain, promrules
-from alertd.cli import main as cli_main
-from alertd.receive.normalize import NormalizeConfig
+from alertd.cli.main import main as cli_main
+from alertd.engine.normalize import NormalizeConfig
 from tests.unit.builders import ROOT, shipped_rules
 
 CORPUS = ROOT / "tests" / "fixtures" / "prometheus-rules"
@@ -166,7 +166,7 @@ def test_bad_evidence_rules_are_named_with_file_and_line(tmp_path: Path):
     ("DCGM_FI_DEV_GPU_TEMP{", False),
 ])
 def test_aggregations_that_drop_the_node(expr, drops):
-    from alertd.receive.promql import drops_labels
+    from alertd.promql.expr import drops_labels
 
     assert drops_labels(expr, ("node", "kubernetes_node", "Hostname", "hostname", "instance")) is drops
 
@@ -175,7 +175,7 @@ def test_aggregations_that_drop_the_node(expr, drops):
                                   "(" * 65 + "x" + ")" * 65, "-" * 40 + "x", "x" + " or x" * 600])
 def test_absurd_expressions_are_an_error_not_a_crash(expr):
     """Refused before parsing: the parser's time grows steeply with nesting (seconds for these)."""
-    from alertd.receive.promql import drops_labels, facts_of_expr
+    from alertd.promql.expr import drops_labels, facts_of_expr
 
     facts = facts_of_expr(expr)
     assert facts.error and not facts.selectors

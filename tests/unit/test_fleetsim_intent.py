@@ -11,10 +11,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from alertd.authoring.virtual import load_rule_set
-from alertd.config import default_rule_paths
+from alertd.rules.shipped import default_rule_paths
 from alertd.engine.classify import classify
-from alertd.model import Alert
-from alertd.receive.normalize import NormalizeConfig
+from alertd.core.model import Alert
+from alertd.engine.normalize import NormalizeConfig
 
 from bench.fleetsim.faults import UNOBSERVED, Rates, build_fleet
 from bench.fleetsim.rules import load_alert_rules

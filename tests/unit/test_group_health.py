@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from alertd.ha import group
-from alertd.ha.group import HealthReport, engine_failure
+from alertd.app import receiver_group as group
+from alertd.app.receiver_group import HealthReport, engine_failure
 from tests.support.notify_harness import wait_for
 
 
@@ -39,7 +39,7 @@ def test_no_report_at_all_is_named(tmp_path: Path) -> None:
 
 
 def test_a_report_that_cannot_be_written_is_logged_once_not_raised(tmp_path: Path, caplog) -> None:
-    caplog.set_level(logging.INFO, logger="alertd.ha.group")
+    caplog.set_level(logging.INFO, logger="alertd.app.receiver_group")
     report = HealthReport(tmp_path / "gone" / "engine-health", lambda: "")
     for _ in range(3):
         report.write()

@@ -7,12 +7,12 @@ from datetime import datetime, timedelta, timezone
 
 from alertd.engine.pipeline import Engine
 from alertd.ha.elector import Elector
-from alertd.ha.lease import Decision, LeaseRow, decide
-from alertd.ha.reconcile import Answer, answer_from, as_webhook, group_filter, held_firing, resolutions, stale
-from alertd.model import RECONCILED_BY
-from alertd.receive.webhook import parse_notification
-from alertd.rules import load_rules
-from alertd.config import SHIPPED_RULES
+from alertd.store.lease import Decision, LeaseRow, decide
+from alertd.alertmanager.reconcile import Answer, answer_from, as_webhook, group_filter, held_firing, resolutions, stale
+from alertd.core.model import RECONCILED_BY
+from alertd.receive.payload import parse_notification
+from alertd.rules.ruleset import load_rules
+from alertd.rules.shipped import SHIPPED_RULES
 
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
@@ -88,7 +88,7 @@ def test_alertmanager_answers_and_truncated_groups():
 
 
 def test_installation_scopes_what_leaves_alertd():
-    from alertd.ha.installation import scoped, unscoped
+    from alertd.core.installation import scoped, unscoped
 
     assert scoped("a1b2c3d4", "INC-7") == "a1b2c3d4:INC-7" and scoped("", "INC-7") == "INC-7"
     assert unscoped("a1b2c3d4:INC-7", "a1b2c3d4") == "INC-7"

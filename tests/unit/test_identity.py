@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from alertd.engine.pipeline import Engine
-from alertd.model import Alert
-from alertd.receive.identity import Pointer, is_exporter_pod, pointers
-from alertd.receive.normalize import NormalizeConfig, subject_of, xid_source
+from alertd.core.model import Alert
+from alertd.engine.identity import Pointer, is_exporter_pod, pointers
+from alertd.engine.normalize import NormalizeConfig, subject_of, xid_source
 from tests.unit.builders import alert, at, shipped_rules
 
 # One series of DCGM_FI_DEV_XID_ERRORS as the GPU Operator's ServiceMonitor scrapes it (no node relabel):

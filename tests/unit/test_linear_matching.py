@@ -11,14 +11,14 @@ import re2
 import yaml
 
 from alertd.engine.classify import decide
-from alertd.matchers import MatcherError, parse_matcher
+from alertd.core.matchers import MatcherError, parse_matcher
 from datetime import datetime, timezone
 
-from alertd.model import Alert
-from alertd.receive.normalize import NormalizeConfig
-from alertd.receive.promql import MAX_REGEX_COST, facts_of_expr, over_regex_budget, regex_cost
-from alertd.regex import Regex, RegexError
-from alertd.rules import load_rules
+from alertd.core.model import Alert
+from alertd.engine.normalize import NormalizeConfig
+from alertd.promql.expr import MAX_REGEX_COST, facts_of_expr, over_regex_budget, regex_cost
+from alertd.core.regex import Regex, RegexError
+from alertd.rules.ruleset import load_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)

@@ -2,8 +2,8 @@ from datetime import timedelta
 
 import pytest
 
-from alertd.durations import DurationError, format_duration, parse_duration
-from alertd.matchers import MatcherError, parse_matcher, parse_matchers
+from alertd.core.durations import DurationError, format_duration, parse_duration
+from alertd.core.matchers import MatcherError, parse_matcher, parse_matchers
 
 
 @pytest.mark.parametrize("text,labels,expected", [

@@ -1,7 +1,7 @@
 """Label values that come from alerts cannot grow /metrics without end."""
 from __future__ import annotations
 
-from alertd.metrics import MAX_ALERTNAMES, Metrics
+from alertd.core.service_metrics import MAX_ALERTNAMES, Metrics
 
 
 def _series(metrics: Metrics) -> dict[str, float]:

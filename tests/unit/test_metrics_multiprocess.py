@@ -1,4 +1,4 @@
-"""alertd/metrics.py: one view of several processes (serve --receivers N), and per-instance registries without.
+"""alertd/core/service_metrics.py: one view of several processes (serve --receivers N), and per-instance registries without.
 
 Multiprocess mode changes prometheus_client's value class for the whole interpreter, so each process of
 the group here is a real subprocess, as in ``serve``.
@@ -13,12 +13,12 @@ from pathlib import Path
 
 from prometheus_client.multiprocess import mark_process_dead
 
-from alertd.metrics import Metrics
+from alertd.core.service_metrics import Metrics
 from tests.support.alertd_proc import REPO, parse_metrics
 
 ENGINE = """
 from prometheus_client.core import CounterMetricFamily
-from alertd.metrics import Metrics
+from alertd.core.service_metrics import Metrics
 
 class Searches:  # a collector keeping its counts as plain ints, like enrichment's
     value = 7
@@ -42,7 +42,7 @@ m.ack_latency.observe(0.002)
 """
 RECEIVER = """
 import os
-from alertd.metrics import Metrics
+from alertd.core.service_metrics import Metrics
 
 m = Metrics()
 m.webhooks.inc(4)
@@ -52,7 +52,7 @@ m.leader.set(0)
 """
 SCRAPER = """
 import sys
-from alertd.metrics import Metrics
+from alertd.core.service_metrics import Metrics
 
 m = Metrics()
 m.reload_ok.set(1)

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from alertd.authoring.node_carry import carried, node_warning
-from alertd.cli import main as cli_main
-from alertd.receive.normalize import NormalizeConfig
+from alertd.cli.main import main as cli_main
+from alertd.engine.normalize import NormalizeConfig
 from tests.unit.test_explain_and_promrules import one, webhook
 
 NODE_LABELS = NormalizeConfig().node_labels

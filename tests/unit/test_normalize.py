@@ -1,6 +1,6 @@
 from alertd.gpu.clocks import decode_clock_events
 from alertd.gpu.pci import normalize_pci
-from alertd.receive.normalize import NormalizeConfig, strip_port, subject_of
+from alertd.engine.normalize import NormalizeConfig, strip_port, subject_of
 
 
 def test_pci_forms_from_dcgm_and_kernel_are_equal():

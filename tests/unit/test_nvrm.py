@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from alertd.enrich.nvrm import XidLine, parse_gpu_at, parse_xid, pci_to_uuid, split_lines
+from alertd.gpu.nvrm import XidLine, parse_gpu_at, parse_xid, pci_to_uuid, split_lines
 
 UUID = "GPU-8f6e1b4c-6d1a-2b7e-3f4d-0123456789ab"
 
@@ -132,7 +132,7 @@ def _lines(*messages: str, host: str = "gpu-node-7") -> list:
 
 
 def test_lost_gpu_first_line_names_its_address() -> None:
-    from alertd.enrich.nvrm import lost_gpu_address
+    from alertd.gpu.nvrm import lost_gpu_address
     assert lost_gpu_address(LOST_SPLIT[0]) == "0000:b3:00"
     assert lost_gpu_address("NVRM: The NVIDIA GPU PCI:0000:3B:00.0 installed") == "0000:3b:00"
     assert lost_gpu_address(AFTER) is None
@@ -140,14 +140,14 @@ def test_lost_gpu_first_line_names_its_address() -> None:
 
 
 def test_a_lost_gpu_record_kept_whole_reads_as_xid_79_of_its_gpu() -> None:
-    from alertd.enrich.evidence import build_evidence
+    from alertd.enrich.log_evidence import build_evidence
     evidence = build_evidence(_lines(LOST_RECORD, AFTER), "gpu-node-7", [H100])
     assert [(e["xid"], e["pci"], e["gpu_uuid"]) for e in evidence] == [
         (79, "0000:b3:00", H100["uuid"]), (None, None, None)]
 
 
 def test_a_lost_gpu_record_split_into_messages_reads_as_xid_79_on_its_last_line() -> None:
-    from alertd.enrich.evidence import build_evidence
+    from alertd.enrich.log_evidence import build_evidence
     evidence = build_evidence(_lines(*LOST_SPLIT, AFTER), "gpu-node-7", [H100])
     assert [(e["xid"], e["pci"]) for e in evidence] == [(None, None), (None, None), (79, "0000:b3:00"), (None, None)]
     assert evidence[2]["gpu_uuid"] == H100["uuid"]
@@ -155,7 +155,7 @@ def test_a_lost_gpu_record_split_into_messages_reads_as_xid_79_on_its_last_line(
 
 def test_split_parts_returned_in_the_other_order_still_pair_up() -> None:
     """The split lines share their kernel timestamp: a search may return "fallen off" first."""
-    from alertd.enrich.evidence import build_evidence
+    from alertd.enrich.log_evidence import build_evidence
     evidence = build_evidence(_lines(LOST_SPLIT[2], LOST_SPLIT[1], LOST_SPLIT[0]), "gpu-node-7", [H100])
     assert [(e["xid"], e["pci"], e["gpu_uuid"]) for e in evidence] == [
         (None, None, None), (None, None, None), (79, "0000:b3:00", H100["uuid"])]
@@ -173,7 +173,7 @@ def _lost(pci: str) -> list[str]:
 def test_two_gpus_lost_at_once_are_both_read_whatever_order_the_search_returns(order: tuple[int, ...]) -> None:
     """A baseboard or PCIe switch failure drops several GPUs at one kernel timestamp: their split reports
     tie on time, and a search may return their lines in any order."""
-    from alertd.enrich.evidence import build_evidence
+    from alertd.enrich.log_evidence import build_evidence
     second = {"gpu": "5", "pci_bus_id": "00000000:DB:00.0", "uuid": "GPU-0a6c2e51-77d4-4c1b-8e2f-5b9a3c7d1e06"}
     lines = _lost("0000:b3:00.0") + _lost("0000:db:00.0")
     evidence = build_evidence(_lines(*(lines[i] for i in order)), "gpu-node-7", [H100, second])
@@ -191,7 +191,7 @@ def test_two_gpus_lost_at_once_are_both_read_whatever_order_the_search_returns(o
 def test_a_gpu_whose_fallen_off_line_the_search_cut_is_still_read_as_lost(order: tuple[int, ...]) -> None:
     """A search's size limit can cut a line out of reports that tie on time. The first line names its GPU
     only in a lost-GPU report, so both GPUs are lost whichever "fallen off" line is missing."""
-    from alertd.enrich.evidence import build_evidence
+    from alertd.enrich.log_evidence import build_evidence
     second = {"gpu": "5", "pci_bus_id": "00000000:DB:00.0", "uuid": "GPU-0a6c2e51-77d4-4c1b-8e2f-5b9a3c7d1e06"}
     lines = _lost("0000:b3:00.0") + _lost("0000:db:00.0")
     evidence = build_evidence(_lines(*(lines[i] for i in order)), "gpu-node-7", [H100, second])
@@ -200,7 +200,7 @@ def test_a_gpu_whose_fallen_off_line_the_search_cut_is_still_read_as_lost(order:
 
 
 def test_three_gpus_and_one_fallen_off_line_are_three_gpus_lost() -> None:
-    from alertd.enrich.nvrm import line_xids
+    from alertd.gpu.nvrm import line_xids
     lines = _lost("0000:1b:00.0") + _lost("0000:3b:00.0") + _lost("0000:5b:00.0")
     messages = [("gpu-node-7", lines[i]) for i in (0, 3, 6, 1, 4, 7, 2)]  # only the first report's last line
     read = line_xids(messages)
@@ -211,7 +211,7 @@ def test_three_gpus_and_one_fallen_off_line_are_three_gpus_lost() -> None:
 def test_first_lines_without_any_fallen_off_line_name_no_lost_gpu() -> None:
     """The same first line also starts other driver messages (a GPU the driver does not support): without a
     "fallen off" part near it, it says nothing about a lost GPU."""
-    from alertd.enrich.nvrm import line_xids
+    from alertd.gpu.nvrm import line_xids
     lines = _lost("0000:b3:00.0") + _lost("0000:db:00.0")
     assert line_xids([("gpu-node-7", lines[i]) for i in (0, 3, 1, 4)]) == [None] * 4
     unsupported = ["NVRM: The NVIDIA GPU 0000:b3:00.0 (PCI ID: 10de:1db4)",
@@ -220,7 +220,7 @@ def test_first_lines_without_any_fallen_off_line_name_no_lost_gpu() -> None:
 
 
 def test_fallen_off_text_far_from_its_first_line_or_on_another_host_names_no_gpu() -> None:
-    from alertd.enrich.evidence import build_evidence
+    from alertd.enrich.log_evidence import build_evidence
     far = _lines(LOST_SPLIT[0], "kernel: mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE",
                  "kernel: EXT4-fs (md127p3): re-mounted r/w.", "kernel: bridge: filtering via arp/ip/ip6tables",
                  LOST_SPLIT[2])
@@ -231,7 +231,7 @@ def test_fallen_off_text_far_from_its_first_line_or_on_another_host_names_no_gpu
 
 def test_a_lost_gpu_in_the_kernel_log_upgrades_a_missing_metrics_incident() -> None:
     """The exporter stops answering for the node; the kernel log has only the new-style report."""
-    from alertd.enrich.evidence import build_evidence, upgrade_signal
+    from alertd.enrich.log_evidence import build_evidence, upgrade_signal
     from tests.unit.builders import alert, at, engine
     e = engine()
     inc = e.ingest([alert("DCGMExporterDown", node="gpu-node-7")], at(0))[0].incident

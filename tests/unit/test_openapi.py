@@ -8,10 +8,10 @@ from pathlib import Path
 import yaml
 from jsonschema import Draft202012Validator
 
-from alertd.config import parse_config
-from alertd.rules import load_rules
+from alertd.config.settings import parse_config
+from alertd.rules.ruleset import load_rules
 from alertd.schemas import schema
-from alertd.service import Service
+from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
 from alertd.web.app import build_app
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from alertd.notify import slack_render as R
-from alertd.notify.integration import Links
-from alertd.notify.opsgenie import OpsgenieSettings, create_body
-from alertd.notify.pagerduty import PagerDutyNotifier, PagerDutySettings
-from alertd.notify.presentation import runbook_url, web_url
-from alertd.notify.webhook import incident_doc
+from alertd.integrations.slack import render as R
+from alertd.integrations.base import Links
+from alertd.integrations.opsgenie import OpsgenieSettings, create_body
+from alertd.integrations.pagerduty import PagerDutyNotifier, PagerDutySettings
+from alertd.integrations.presentation import runbook_url, web_url
+from alertd.integrations.outgoing_webhook import incident_doc
 from tests.support.sinks import (HOSTILE_TEXT, SCRIPT_URL, TRICKY_WEB_URL, mrkdwn_problems, mrkdwn_texts,
                                  web_only)
 from tests.unit.builders import alert, at, engine

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import alertd.engine.pipeline as pipeline
-from alertd.rules import load_rules
+from alertd.rules.ruleset import load_rules
 from tests.unit.builders import ROOT, alert, at, engine, shipped_rules, xid
 
 SITE_RULE = """signals:

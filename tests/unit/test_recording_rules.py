@@ -11,17 +11,17 @@ import yaml
 
 from alertd.authoring import promrules
 from alertd.authoring.ruletest import run_file
-from alertd.build import build_service
-from alertd.cli import main as cli_main
-from alertd.config import load_config
+from alertd.app.assemble import build_service
+from alertd.cli.main import main as cli_main
+from alertd.config.settings import load_config
 from alertd.engine.pipeline import Engine
-from alertd.errors import InvalidDocument
-from alertd.model import Alert
-from alertd.receive.normalize import NormalizeConfig
-from alertd.receive.recording import RecordingIndex, base_url, collect, expand_facts, load_files
-from alertd.receive.promql import facts_of_expr
+from alertd.core.errors import InvalidDocument
+from alertd.core.model import Alert
+from alertd.engine.normalize import NormalizeConfig
+from alertd.promql.recording import RecordingIndex, base_url, collect, expand_facts, load_files
+from alertd.promql.expr import facts_of_expr
 from alertd.store.sqlite import SqliteStore
-from alertd.recording_fetch import RulesApiSettings, RulesFetcher, parse_rules_response, with_site_recordings
+from alertd.app.recording_rules import RulesApiSettings, RulesFetcher, parse_rules_response, with_site_recordings
 from tests.unit.builders import ROOT, alert, at, shipped_rules
 
 SITE = ROOT / "tests" / "fixtures" / "prometheus-rules" / "site-recording-rules.yml"

@@ -11,8 +11,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from alertd.authoring.record import Recorder, attach_recorder
 from alertd.authoring.replay import main, read_recording, replay
 from alertd.authoring.virtual import load_rule_set
-from alertd.cli import main as cli_main
-from alertd.config import Config
+from alertd.cli.main import main as cli_main
+from alertd.config.settings import Config
 from alertd.notify.router import ConsoleRouter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,8 +152,8 @@ def test_recorder_flushes_at_most_once_a_second(tmp_path):
 
 
 async def test_the_webhook_handler_records_accepted_webhooks_only(tmp_path):
-    from alertd.rules import load_rules
-    from alertd.service import Service
+    from alertd.rules.ruleset import load_rules
+    from alertd.app.service import Service
     from alertd.store import open_store
     from alertd.web.app import build_app
 

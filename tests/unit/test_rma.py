@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from alertd.authoring.check import check
-from alertd.errors import InvalidDocument
-from alertd.fleet.rma import evaluate, to_csv
-from alertd.model import iso
-from alertd.rules import load_rules
+from alertd.core.errors import InvalidDocument
+from alertd.rules.rma import evaluate, to_csv
+from alertd.core.model import iso
+from alertd.rules.ruleset import load_rules
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 POLICY = """

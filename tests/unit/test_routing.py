@@ -7,13 +7,13 @@ from textwrap import dedent
 
 import pytest
 
-from alertd.errors import InvalidDocument
-from alertd.model import Change, Signal
+from alertd.core.errors import InvalidDocument
+from alertd.core.model import Change, Signal
 from alertd.notify.decision import decide
-from alertd.notify.fields import incident_fields
+from alertd.rules.fields import incident_fields
 from alertd.notify.router import Router
-from alertd.notify.routing import Routing
-from alertd.rules import load_rules
+from alertd.rules.routing import Routing
+from alertd.rules.ruleset import load_rules
 from tests.unit.builders import ROOT, alert, at, engine, resolved, shipped_rules, xid
 
 ROUTING = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from alertd.model import Change
+from alertd.core.model import Change
 from alertd.notify.decision import decide
 from alertd.notify.router import Router
 from bench import paging
@@ -187,8 +187,8 @@ def test_pagerduty_fleet_takes_over_the_node_alert_and_the_node_leaves_it():
     import asyncio
     import json
 
-    from alertd.delivery import Intent, OutboxItem, Target
-    from alertd.notify.pagerduty import PagerDutyNotifier, PagerDutySettings
+    from alertd.core.outbox_items import Intent, OutboxItem, Target
+    from alertd.integrations.pagerduty import PagerDutyNotifier, PagerDutySettings
     eng = engine()
     changes = eng.ingest([xid(119, node=f"n{i}") for i in range(5)], at(0))
     fleet = next(c.incident for c in changes if c.incident.fleet)
@@ -236,7 +236,7 @@ def test_alertd_replay_of_a_planned_reboot_sends_no_page(tmp_path, capsys):
     """The whole story through the command line, as a site would check its own recording."""
     import json
 
-    from alertd.cli import main as cli_main
+    from alertd.cli.main import main as cli_main
     from bench.amcadence import deliver, write_recording
     path = tmp_path / "maintenance.jsonl"
     write_recording(str(path), deliver(paging.maintenance(random.Random(3)), group_by=paging.ROUTES["name"]))

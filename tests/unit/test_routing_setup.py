@@ -5,17 +5,17 @@ from datetime import timedelta
 
 import pytest
 
-from alertd.alertmanager_api import AlertmanagerError, silence_matchers
-from alertd.config import parse_config
-from alertd.errors import InvalidDocument
-from alertd.notify.console import ConsoleNotifier
-from alertd.notify.pagerduty import PagerDutyNotifier
+from alertd.alertmanager.silences import AlertmanagerError, silence_matchers
+from alertd.config.settings import parse_config
+from alertd.core.errors import InvalidDocument
+from alertd.integrations.console import ConsoleNotifier
+from alertd.integrations.pagerduty import PagerDutyNotifier
 from alertd.notify.router import ConsoleRouter, Router
-from alertd.notify.routing import default_routing
-from alertd.notify.setup import build_notifiers, build_router, check_keys
-from alertd.notify.slack import SlackNotifier, SlackSettings
-from alertd.rules import RuleSet
-from alertd.service import utcnow
+from alertd.rules.routing import default_routing
+from alertd.app.notifiers import build_notifiers, build_router, check_keys
+from alertd.integrations.slack.integration import SlackNotifier, SlackSettings
+from alertd.rules.ruleset import RuleSet
+from alertd.app.service import utcnow
 from tests.unit.builders import alert, at, engine, shipped_rules, xid
 
 

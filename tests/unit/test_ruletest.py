@@ -10,10 +10,10 @@ import pytest
 
 from alertd.authoring.ruletest import expand_input, main, run_file
 from alertd.authoring.virtual import VirtualRun, load_rule_set
-from alertd.cli import main as cli_main
+from alertd.cli.main import main as cli_main
 from alertd.engine.pipeline import Engine
-from alertd.model import Alert
-from alertd.receive.webhook import fingerprint_of
+from alertd.core.model import Alert
+from alertd.receive.payload import fingerprint_of
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules"

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from alertd.config import load_config, parse_config
-from alertd.errors import InvalidDocument
-from alertd.notify.slack import SlackSettings
+from alertd.config.settings import load_config, parse_config
+from alertd.core.errors import InvalidDocument
+from alertd.integrations.slack.integration import SlackSettings
 
 
 def test_every_secret_can_come_from_a_file(tmp_path):

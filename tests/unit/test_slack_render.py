@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from alertd.model import iso
-from alertd.notify import slack_render as R
+from alertd.core.model import iso
+from alertd.integrations.slack import render as R
 from tests.support.slack_blocks import validate_blocks
 from tests.unit.builders import alert, at, engine, xid
 

@@ -7,9 +7,9 @@ import zlib
 import pytest
 from datetime import datetime, timedelta, timezone
 
-from alertd.config import SHIPPED_RULES
+from alertd.rules.shipped import SHIPPED_RULES
 from alertd.gpu.catalog import XidCatalog
-from alertd.model import Member, Signal, Subject, iso, parse_iso
+from alertd.core.model import Member, Signal, Subject, iso, parse_iso
 from alertd.store import sql
 from alertd.store.compact import (BIG_DOC, EVENTS_WITH, MARK, MEMBER_DICT_V1, PACK_WITH, TAGS, compact_incident,
                                   compact_member, expand_member, pack, unpack)

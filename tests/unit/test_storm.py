@@ -6,7 +6,7 @@ import random
 from alertd.engine.correlate import EngineState
 from alertd.engine.pipeline import Engine
 from alertd.engine.storm import event_key
-from alertd.model import ACKNOWLEDGED, CLOSED, Incident
+from alertd.core.model import ACKNOWLEDGED, CLOSED, Incident
 
 from tests.unit.builders import alert, at, engine, resolved, shipped_rules, xid
 
@@ -287,7 +287,7 @@ def test_storms_survive_a_restart():
 def test_storm_rules_are_data(tmp_path):
     import shutil
 
-    from alertd.rules import load_rules
+    from alertd.rules.ruleset import load_rules
 
     from tests.unit.builders import ROOT
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from alertd.receive.webhook import BadPayload, decode_body, delivery_key, parse_notification, read_notification
+from alertd.receive.payload import BadPayload, decode_body, delivery_key, parse_notification, read_notification
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "webhook-gpu-node.json"
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from alertd.receive import wire
-from alertd.receive.webhook import BadPayload, decode_body, parse_notification, read_notification
+from alertd.receive.payload import BadPayload, decode_body, parse_notification, read_notification
 from alertd.schemas import validator
 from tests.support.webhook_strategies import mutated, schema_shaped
 from tests.support.webhooks import gpu_alert, webhook

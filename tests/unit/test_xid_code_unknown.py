@@ -2,8 +2,8 @@
 its own severity, and upgraded when a later alert or the kernel log names the code."""
 from __future__ import annotations
 
-from alertd.enrich.evidence import upgrade_signal
-from alertd.model import Alert
+from alertd.enrich.log_evidence import upgrade_signal
+from alertd.core.model import Alert
 
 from tests.unit.builders import alert, at, engine
 

@@ -1,0 +1,123 @@
+"""Reconciliation with Alertmanager, the I/O: asks every configured Alertmanager, feeds the decisions
+(alertd/alertmanager/reconcile.py) back through the inbox. Runs on the engine leader: at its start and every
+``alertmanager.reconcile_interval``; a webhook with ``truncatedAlerts`` asks for its group's full set.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+import orjson
+
+from alertd.core.durations import parse_duration
+from alertd.core.http_session import LazySession
+from alertd.alertmanager import reconcile
+from alertd.receive.payload import parse_notification
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ReconcileSettings:
+    urls: list[str] = field(default_factory=list)
+    interval: timedelta = timedelta(minutes=3)
+    min_uptime: timedelta = timedelta(minutes=3)
+    timeout: float = 10.0
+    headers: dict[str, str] = field(default_factory=dict)
+    basic: tuple[str, str] | None = None
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "ReconcileSettings":
+        doc = (getattr(cfg, "raw", None) or {}).get("alertmanager") or {}
+        urls = list(doc.get("urls") or ([doc["url"]] if doc.get("url") else []))
+        basic = doc.get("basic")
+        return cls(urls=[u.rstrip("/") for u in urls],
+                   interval=parse_duration(doc.get("reconcile_interval", "3m")),
+                   min_uptime=parse_duration(doc.get("reconcile_min_uptime", "3m")),
+                   timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
+                   headers={"Authorization": f"Bearer {doc['bearer_token']}"} if doc.get("bearer_token") else {},
+                   basic=(basic["username"], basic["password"]) if basic else None)
+
+
+class Reconciler:
+    def __init__(self, svc: Any, settings: ReconcileSettings):
+        self.svc, self.settings = svc, settings
+        self._session = LazySession(settings.timeout, headers=settings.headers, basic=settings.basic)
+        self.rounds = 0
+        self.resolved = 0
+        self.fetched = 0
+
+    def session(self) -> aiohttp.ClientSession:
+        return self._session.get()
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.reconcile_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("reconciliation round failed")
+            await asyncio.sleep(self.settings.interval.total_seconds())
+
+    async def _get(self, url: str, path: str, params: list[tuple[str, str]] | None = None) -> Any:
+        async with self.session().get(url + path, params=params) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"GET {url}{path}: HTTP {resp.status}")
+            return await resp.json(content_type=None)
+
+    async def _ask(self, url: str) -> reconcile.Answer | None:
+        try:
+            return reconcile.answer_from(await self._get(url, "/api/v2/alerts"), await self._get(url, "/api/v2/status"))
+        except Exception as exc:  # one silent Alertmanager: decide nothing this round
+            log.warning("reconciliation: cannot ask Alertmanager %s: %s", url, exc)
+            return None
+
+    async def reconcile_once(self) -> int:
+        """One round; returns how many held alerts were resolved."""
+        engine = self.svc.engine
+        if engine is None or not self.settings.urls:
+            return 0
+        answers = await asyncio.gather(*(self._ask(u) for u in self.settings.urls))
+        now = self.svc.clock()
+        gone = reconcile.stale(reconcile.held_firing(list(engine.state.incidents.values())), list(answers), now,
+                               self.settings.min_uptime)
+        self.rounds += 1
+        if gone:
+            await self.svc.receive_alerts(reconcile.resolutions(gone, now))
+            self.resolved += len(gone)
+            log.warning("reconciliation resolved %d alerts no Alertmanager holds any more (incidents %s)", len(gone),
+                        ", ".join(sorted({h.incident_id for h in gone})))
+        return len(gone)
+
+    async def fetch_group(self, group_labels: dict[str, str], receiver: str) -> int:
+        """A truncated webhook: read the group's full set from the first Alertmanager that answers and store it."""
+        params = reconcile.group_filter(group_labels) + [("silenced", "false"), ("inhibited", "false")]
+        if receiver:
+            params.append(("receiver", receiver))
+        for url in self.settings.urls:
+            try:
+                alerts = await self._get(url, "/api/v2/alerts", params)
+                doc = reconcile.as_webhook(alerts, receiver, url)
+                note = parse_notification(doc, self.svc.clock())
+            except Exception as exc:  # BadPayload, HTTP or network errors: try the next one
+                log.warning("truncated group %s: cannot read its alerts from %s: %s", group_labels, url, exc)
+                continue
+            await self.svc.receive(orjson.dumps(doc), len(note.alerts))
+            self.fetched += len(note.alerts)
+            log.info("truncated group %s: %d alerts read from %s and stored (those already taken are dropped)",
+                     group_labels, len(note.alerts), url)
+            return len(note.alerts)
+        return 0
+
+
+def build_reconciler(svc: Any) -> Reconciler | None:
+    settings = ReconcileSettings.from_config(svc.cfg)
+    return Reconciler(svc, settings) if settings.urls else None

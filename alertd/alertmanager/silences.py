@@ -1,0 +1,153 @@
+"""A small client for Alertmanager's API v2: silences for incidents.
+
+``POST /api/v2/silences`` with ``{matchers, startsAt, endsAt, createdBy,
+comment}`` answers ``{"silenceID": ...}``; ``DELETE /api/v2/silence/{id}``
+expires one. The matchers for an incident are built here: its node (with the
+label name its alerts actually carry), its cluster when the alerts carry one,
+and its GPU (the UUID label) when the incident is about one GPU.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import aiohttp
+
+from alertd.core.durations import parse_duration
+from alertd.core.http_session import LazySession
+from alertd.core.model import FIRING, Incident, iso
+
+GPU_UUID_LABELS = ("UUID", "uuid", "gpu_uuid")
+
+
+class AlertmanagerError(RuntimeError):
+    pass
+
+
+@dataclass(slots=True)
+class AlertmanagerSettings:
+    url: str = ""
+    timeout: float = 10.0
+    bearer_token: str = ""
+    basic: tuple[str, str] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url)
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "AlertmanagerSettings":
+        doc = (getattr(cfg, "raw", None) or {}).get("alertmanager") or {}
+        basic = doc.get("basic")
+        return cls(url=(doc.get("url") or "").rstrip("/"),
+                   timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
+                   bearer_token=doc.get("bearer_token", "") or "",
+                   basic=(basic["username"], basic["password"]) if basic else None)
+
+
+def _matcher(name: str, value: str, regex: bool = False) -> dict[str, Any]:
+    return {"name": name, "value": value, "isRegex": regex, "isEqual": True}
+
+
+def silence_matchers(inc: Incident, node_labels: tuple[str, ...] = ("node", "kubernetes_node", "Hostname", "hostname", "instance"),
+                     cluster_label: str = "cluster") -> list[dict[str, Any]]:
+    """Matchers that select the incident's alerts: node (or nodes), cluster, and the GPU for GPU-level incidents."""
+    members = list(inc.members.values())
+    leading = [m for m in members if not m.folded] or members
+    out: list[dict[str, Any]] = []
+    if inc.fleet and inc.nodes:
+        label = _label_for_nodes(members, set(inc.nodes), node_labels)
+        out.append(_matcher(label, "|".join(re.escape(n) for n in sorted(inc.nodes)), regex=True))
+    elif inc.node:
+        label = _label_for_nodes(members, {inc.node}, node_labels)
+        value = inc.node
+        if label == "instance":  # the node came from host:port; match any port
+            out.append(_matcher(label, re.escape(value) + "(:[0-9]+)?", regex=True))
+        else:
+            out.append(_matcher(label, value))
+    elif inc.pod:
+        out.append(_matcher("pod", inc.pod))
+        if inc.namespace:
+            out.append(_matcher("namespace", inc.namespace))
+    if inc.cluster and any(m.labels.get(cluster_label) == inc.cluster for m in members):
+        out.append(_matcher(cluster_label, inc.cluster))
+    uuids = {m.subject.gpu.uuid for m in leading if m.subject.gpu is not None and m.subject.gpu.uuid}
+    gpu_level = len(uuids) == 1 and all(m.subject.gpu is not None for m in leading) and not inc.fleet
+    if gpu_level:
+        uuid = uuids.pop()
+        label = next((n for m in leading for n in GPU_UUID_LABELS if m.labels.get(n) == uuid), "UUID")
+        out.append(_matcher(label, uuid))
+    if not out:
+        raise AlertmanagerError(f"incident {inc.id} has no node, pod or GPU to silence")
+    return out
+
+
+def _label_for_nodes(members: list[Any], nodes: set[str], node_labels: tuple[str, ...]) -> str:
+    firing = [m for m in members if m.status == FIRING] or members
+    for name in node_labels:
+        for m in firing:
+            value = m.labels.get(name, "")
+            if value in nodes or (name == "instance" and value.rsplit(":", 1)[0] in nodes):
+                return name
+    return node_labels[0] if node_labels else "node"
+
+
+class AlertmanagerClient:
+    def __init__(self, settings: AlertmanagerSettings):
+        self.settings = settings
+        headers = {"Authorization": f"Bearer {settings.bearer_token}"} if settings.bearer_token else {}
+        self._session = LazySession(settings.timeout, headers=headers, basic=settings.basic)
+
+    def session(self) -> aiohttp.ClientSession:
+        return self._session.get()
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def _request(self, method: str, path: str, body: Any = None) -> Any:
+        if not self.settings.url:
+            raise AlertmanagerError("alertmanager.url is not configured")
+        url = self.settings.url + path
+        try:
+            async with self.session().request(method, url, json=body) as resp:
+                text = await resp.text()
+                if resp.status >= 300:
+                    raise AlertmanagerError(f"Alertmanager {method} {path}: HTTP {resp.status}: {text[:300]}")
+                if not text.strip():
+                    return None
+                try:
+                    return await resp.json(content_type=None)
+                except ValueError:
+                    return text
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise AlertmanagerError(f"Alertmanager {method} {path}: {type(exc).__name__}: {exc}") from None
+
+    async def create_silence(self, matchers: list[dict[str, Any]], starts_at: datetime, ends_at: datetime,
+                             created_by: str, comment: str) -> str:
+        body = {"matchers": matchers, "startsAt": iso(starts_at), "endsAt": iso(ends_at),
+                "createdBy": created_by or "alertd", "comment": comment or "silenced from alertd"}
+        answer = await self._request("POST", "/api/v2/silences", body)
+        if not isinstance(answer, dict) or not answer.get("silenceID"):
+            raise AlertmanagerError(f"Alertmanager did not return a silenceID: {answer!r}")
+        return str(answer["silenceID"])
+
+    async def expire_silence(self, silence_id: str) -> None:
+        await self._request("DELETE", f"/api/v2/silence/{silence_id}")
+
+    async def get_silence(self, silence_id: str) -> dict[str, Any]:
+        return await self._request("GET", f"/api/v2/silence/{silence_id}")
+
+    async def silence_incident(self, inc: Incident, duration: timedelta, created_by: str, now: datetime, *,
+                               node_labels: tuple[str, ...] | None = None, cluster_label: str = "cluster",
+                               alertd_url: str = "") -> dict[str, Any]:
+        """Create a silence for the incident; returns what alertd records on it (annotation ``silence``)."""
+        matchers = silence_matchers(inc, node_labels or ("node", "kubernetes_node", "Hostname", "hostname", "instance"),
+                                    cluster_label)
+        link = f" {alertd_url.rstrip('/')}/ui/incidents/{inc.id}" if alertd_url else ""
+        comment = f"alertd incident {inc.id}: {inc.title}{link}"
+        ends = now + duration
+        sid = await self.create_silence(matchers, now, ends, created_by, comment)
+        return {"id": sid, "startsAt": iso(now), "endsAt": iso(ends), "createdBy": created_by, "matchers": matchers}

@@ -1,0 +1,193 @@
+"""Taking webhooks from the inbox log through the engine, and setting poison aside (mixed into Service).
+
+Each round counts an attempt at the webhooks it takes before running them (in the store,
+so a crash, a kill or a replica that loses its lease mid-step counts too); after a failed
+or unfinished round the engine goes one webhook at a time, and a webhook tried
+MAX_ATTEMPTS times is set aside unread. Alerts are classified off the event loop within
+a budget (alertd/app/budget.py); an alert that raises or overruns is set aside alone. What is
+set aside (``inbox.processed = 2``) is listed by GET /api/v1/quarantine, counted by
+``alertd_set_aside_total{cause}``, and replayed by an admin after a rule fix (``replay``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from datetime import datetime
+from typing import Any, Callable
+
+from alertd.app.budget import Budget, Stuck
+from alertd.config.settings import Config
+from alertd.rules.evidence import gpu_looking
+from alertd.engine.pipeline import Engine
+from alertd.core.service_metrics import Metrics
+from alertd.core.model import Alert, parse_iso
+from alertd.receive.payload import BadPayload, delivery_key, encode_webhook, read_notification
+from alertd.rules.ruleset import RuleSet
+from alertd.store.base import Hook, InboxKey, Store, StoreUnavailable, Taken
+from alertd.store.quarantine import SetAside, note
+
+log = logging.getLogger(__name__)
+# Attempts at one webhook (counted in the store before each, so a crash or a stuck step counts, on any
+# replica) before it is set aside: GET /api/v1/quarantine lists it, an admin replays it after a rule fix.
+MAX_ATTEMPTS = 3
+
+
+class Intake:
+    """Needs the Service's store, config, clock, metrics, rules, engine and ``_step``."""
+
+    cfg: Config
+    store: Store
+    clock: Callable[[], datetime]
+    metrics: Metrics
+    rules: RuleSet
+    engine: Engine | None
+    watchdog_names: set[str]
+    budget: Budget
+    worst_classify: float
+    _pending_counted_at: float
+    _lookups: list[Any]  # Service's EdgeLookup list: asked before each step
+    _stopping: bool
+    _step: Callable[..., Any]
+    receive: Callable[..., Any]
+
+    def _dedup(self, alert: Alert) -> str:
+        key = delivery_key(alert)
+        if alert.name in self.watchdog_names:  # heartbeats repeat with the same state: each one counts
+            key += f"|{(alert.received_at or self.clock()).timestamp():.6f}"
+        return key
+
+    async def process_pending(self) -> bool:
+        """Take the next webhooks from the log through the engine; True when some were taken."""
+        hooks = await self.store.pending_hooks(self.cfg.batch_size)
+        if not hooks:
+            self.metrics.inbox_pending.set(0)
+            return False
+        chosen, tried = await self.store.count_attempt([h.id for h in hooks], self.clock())
+        hooks = [h for h in hooks if h.id in chosen]  # after a failure: one webhook at a time
+        if tried >= MAX_ATTEMPTS:
+            await self._set_aside_hook(hooks[0], "attempts", f"{tried} attempts at this webhook did not finish "
+                                       "(the engine failed on it, overran, or was stopped while on it)")
+            return True
+        try:
+            await self._take(hooks)
+        except StoreUnavailable:
+            await self._uncount(chosen)  # the store refused the step: not the webhooks' fault
+            raise
+        except Stuck as exc:
+            if len(hooks) == 1:
+                await self._set_aside_hook(hooks[0], "stuck", str(exc))
+            else:
+                log.error("%s; its webhooks are retried one at a time", exc)
+        if time.monotonic() - self._pending_counted_at > 1.0:  # a count, not on every step
+            self._pending_counted_at = time.monotonic()
+            self.metrics.inbox_pending.set(await self.store.count_pending_inbox())
+        return True
+
+    async def _take(self, hooks: list[Hook]) -> None:
+        """The webhooks' alerts, less those taken before, through the engine in one step."""
+        alerts, set_aside = self._read_hooks(hooks)
+        keys = [self._dedup(a) for a in alerts]
+        known = await self.store.known_keys(keys)
+        fresh: dict[str, Alert] = {}
+        for key, alert in zip(keys, alerts):
+            if key not in known:
+                fresh.setdefault(key, alert)  # a key twice in one batch (an HA peer's copy): the first counts
+        self.metrics.duplicates.inc(len(alerts) - len(fresh))
+        for lookup in self._lookups if not self._stopping else ():  # nodes from Kubernetes, recording rules
+            await lookup.prepare(fresh.values())
+        await self._ingest(list(fresh.items()), Taken([h.id for h in hooks], set_aside))
+
+    async def _uncount(self, ids: list[int]) -> None:
+        try:
+            await self.store.uncount_attempt(ids)
+        except Exception as exc:  # the store is failing anyway; the count may stay one too high
+            log.debug("could not take back the attempt at webhooks %s: %s", ids, exc)
+
+    def _aside(self, cause: str) -> None:
+        self.metrics.store_errors.labels("quarantine").inc()
+        self.metrics.set_aside.labels(cause).inc()
+
+    async def _set_aside_hook(self, hook: Hook, cause: str, reason: str) -> None:
+        """Take a webhook without running it: its body and the reason go to the quarantine (GET
+        /api/v1/quarantine), from where an admin can replay it."""
+        self._aside(cause)
+        received = parse_iso(hook.received_at) or self.clock()
+        key = InboxKey(f"webhook:{hook.id}:{received.timestamp():.6f}", received, 2,
+                       note(reason, hook.body.decode(errors="replace")))
+        await self._step(lambda engine, now: [], inbox=Taken([hook.id], [key]))
+
+    def _read_hooks(self, hooks: list[Hook]) -> tuple[list[Alert], list[InboxKey]]:
+        """The webhooks' alerts; one that no longer reads (stored by another version, damaged) is set aside."""
+        alerts: list[Alert] = []
+        set_aside: list[InboxKey] = []
+        for hook in hooks:
+            received = parse_iso(hook.received_at) or self.clock()
+            try:
+                alerts.extend(read_notification(hook.body, received).alerts)
+            except BadPayload as exc:
+                self._aside("unreadable")
+                set_aside.append(InboxKey(f"webhook:{hook.id}:{received.timestamp():.6f}", received, 2,
+                                          note(f"stored webhook no longer reads: {exc}", hook.body.decode(errors="replace"))))
+        return alerts, set_aside
+
+    async def _ingest(self, batch: list[tuple[str, Alert]], taken: Taken) -> None:
+        """One engine step for the batch, committing its keys and ``taken`` with it. An alert the engine cannot
+        take must not block the ones behind it: on failure each goes alone, a failing one is set aside.
+        Classification runs first, off the event loop and within its budget (alertd/app/budget.py)."""
+        assert self.engine is not None
+        classified = await self.budget.classify(self.engine, batch)
+        if classified.worst > self.worst_classify:
+            self.worst_classify = classified.worst
+            self.metrics.classify_max.set(classified.worst)
+        batch = classified.ok
+        aside = [self._aside_alert(key, alert, cause, reason) for key, alert, cause, reason in classified.aside]
+        taken = Taken(taken.hooks, taken.keys + aside)
+        alerts = [a for _, a in batch]
+        keys = [InboxKey(key, a.received_at or self.clock()) for key, a in batch]
+        try:
+            await self._step(lambda engine, now: engine.ingest(alerts, now),
+                             inbox=Taken(taken.hooks, keys + taken.keys))
+        except StoreUnavailable:
+            raise  # nothing committed: the webhooks are still in the log
+        except Exception as exc:
+            if len(batch) > 1:
+                for one in batch:
+                    await self._ingest([one], Taken())
+                await self._step(lambda engine, now: [], inbox=taken)
+                return
+            if not batch:
+                raise
+            log.exception("engine failed on alert %s; setting it aside", batch[0][0])
+            key, alert = batch[0]
+            await self._step(lambda engine, now: [], inbox=Taken(taken.hooks, taken.keys + [
+                self._aside_alert(key, alert, "failed", f"{type(exc).__name__}: {exc}")]))
+            return
+        done = self.clock()
+        for received in {a.received_at for a in alerts if a.received_at}:  # a webhook's alerts share it
+            self.metrics.processing_latency.observe(max(0.0, (done - received).total_seconds()))
+        for a in alerts:
+            if a.signal.kind == "other" and a.firing and gpu_looking(a, self.rules.evidence):
+                self.metrics.unclassified_gpu.labels(a.name).inc()
+
+    def _aside_alert(self, key: str, alert: Alert, cause: str, reason: str) -> InboxKey:
+        """An alert set aside: its key, with the reason and the alert as a webhook of its own to replay."""
+        self._aside(cause)
+        log.error("alert %s set aside (%s): %s", key, cause, reason)
+        return InboxKey(key, alert.received_at or self.clock(), 2,
+                        note(reason, encode_webhook([alert.to_wire()], alert.receiver, alert.external_url).decode()))
+
+
+    async def replay(self, item_id: int) -> tuple[SetAside, int] | None:
+        """Append a set-aside webhook or alert to the inbox log again (after a rule fix); its row is marked
+        replayed first, under a renamed key, so the engine takes the copy. (row, new log id), or None."""
+        item = await self.store.take_for_replay(item_id)
+        if item is None:
+            return None
+        try:
+            alerts = len(json.loads(item.body).get("alerts") or [])
+        except (ValueError, AttributeError):  # a body that never read: it is set aside again, with the reason
+            alerts = 0
+        hook_id: int = await self.receive(item.body.encode(), alerts)
+        log.warning("set-aside %s %s replayed as webhook %d", item.kind, item.key, hook_id)
+        return item, hook_id

@@ -1,0 +1,148 @@
+"""Who may call alertd, as configured: roles, named tokens, basic users and a trusted proxy header.
+
+Parsed once from the configuration (``api.auth`` and ``receiver.auth``); the web layer
+(alertd.web.auth) asks these objects on every request.
+"""
+from __future__ import annotations
+
+import base64
+import hmac
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+ROLES = ("read", "act", "admin")
+DEFAULT_PROXY_FROM = ("127.0.0.1/32", "::1/128")
+
+
+def role_rank(role: str) -> int:
+    return ROLES.index(role)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller: ``name`` is the actor written to timelines and the audit trail."""
+
+    name: str
+    role: str
+    via: str  # "token", "basic", "proxy", "session", "none" (auth off), ...
+
+    def can(self, role: str) -> bool:
+        return role_rank(self.role) >= role_rank(role)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedToken:
+    name: str
+    role: str
+    secret: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedProxy:
+    """A user name in ``header``, believed only when the TCP peer is in ``networks``."""
+
+    header: str
+    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+    users: dict[str, str] = field(default_factory=dict)  # name -> role
+    default_role: str = "read"
+
+    def trusts(self, peer: str | None) -> bool:
+        if not peer:
+            return False
+        try:
+            addr = ipaddress.ip_address(peer.split("%", 1)[0])
+        except ValueError:
+            return False
+        return any(addr in net for net in self.networks)
+
+
+@dataclass(slots=True)
+class Credentials:
+    """One surface's accepted credentials (the API, or the Alertmanager receiver)."""
+
+    tokens: list[NamedToken] = field(default_factory=list)
+    basic: list[tuple[str, str, str]] = field(default_factory=list)  # (username, password, role)
+    proxy: TrustedProxy | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tokens or self.basic or self.proxy)
+
+    def challenge(self) -> str:
+        return "Bearer" if self.tokens or not self.basic else 'Basic realm="alertd"'
+
+    @classmethod
+    def from_doc(cls, doc: dict | None, *, default_name: str = "api") -> "Credentials":
+        """``api.auth`` / ``receiver.auth`` after ``*_file`` resolution (alertd.config.secrets).
+
+        The single ``bearer_token`` / ``basic`` of older configs stay valid, with the admin role."""
+        doc = doc or {}
+        tokens: list[NamedToken] = []
+        if doc.get("bearer_token"):
+            tokens += _tokens(default_name, "admin", doc["bearer_token"])
+        for entry in doc.get("tokens") or []:
+            tokens += _tokens(entry["name"], entry.get("role", "read"), entry["token"])
+        basic = []
+        if doc.get("basic"):
+            b = doc["basic"]
+            basic.append((b["username"], b["password"], b.get("role", "admin")))
+        proxy = None
+        if doc.get("trusted_proxy"):
+            p = doc["trusted_proxy"]
+            proxy = TrustedProxy(
+                header=p.get("header", "X-Forwarded-User"),
+                networks=tuple(ipaddress.ip_network(n, strict=False) for n in p.get("from", DEFAULT_PROXY_FROM)),
+                users=dict(p.get("users") or {}), default_role=p.get("default_role", "read"))
+        return cls(tokens, basic, proxy)
+
+    def check_token(self, value: str) -> NamedToken | None:
+        """Constant-time comparison against every token (no early exit that would time the match)."""
+        given = value.strip().encode()
+        found = None
+        for tok in self.tokens:
+            if hmac.compare_digest(given, tok.secret) and found is None:
+                found = tok
+        return found
+
+    def identify(self, headers: Any, peer: str | None) -> tuple[Principal | None, str]:
+        """(principal, "") or (None, why) from a request's headers and TCP peer address."""
+        header = headers.get("Authorization", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() == "bearer" and self.tokens:
+            tok = self.check_token(value)
+            return (Principal(tok.name, tok.role, "token"), "") if tok else (None, "wrong token")
+        if scheme.lower() == "basic" and self.basic:
+            return self._check_basic(value)
+        user = headers.get(self.proxy.header, "").strip() if self.proxy is not None else ""
+        if self.proxy is not None and user:
+            if not self.proxy.trusts(peer):
+                return None, f"{self.proxy.header} from an untrusted address"
+            return Principal(user[:200], self.proxy.users.get(user, self.proxy.default_role), "proxy"), ""
+        if header:
+            return None, f"unsupported authorization scheme {scheme[:20]!r}"
+        return None, "no credentials"
+
+    def _check_basic(self, value: str) -> tuple[Principal | None, str]:
+        try:
+            user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return None, "malformed basic credentials"
+        found = None
+        for name, secret, role in self.basic:
+            ok = hmac.compare_digest(user.encode(), name.encode()) & hmac.compare_digest(password.encode(), secret.encode())
+            if ok and found is None:
+                found = Principal(name, role, "basic")
+        return (found, "") if found else (None, "wrong username or password")
+
+
+def _tokens(name: str, role: str, text: str) -> list[NamedToken]:
+    """A token value (or file) may hold several tokens, one per line: old and new during a rotation."""
+    return [NamedToken(name, role, line.strip().encode()) for line in text.splitlines() if line.strip()]
+
+
+def trusted_networks(values: Any) -> tuple[Network, ...]:
+    """``api.trusted_proxies``: addresses or CIDR networks (ValueError names a bad one)."""
+    return tuple(ipaddress.ip_network(str(v), strict=False) for v in values or ())

@@ -1,0 +1,104 @@
+"""Secrets from files: ``<key>_file: PATH`` in the configuration becomes ``<key>: <contents>`` for a secret key.
+
+Environment variables show up in /proc/<pid>/environ and in a pod spec; a file
+(a Kubernetes Secret volume, a Docker secret) does not. ``<key>_files: {name: PATH}``
+does the same for a mapping of secrets (PagerDuty routing keys). The file is read
+at start-up and on SIGHUP, its trailing newline dropped. A value never appears in
+an error message: errors name the key and the file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alertd.core.errors import Problem
+from alertd.core.yamlio import format_path, mark_for
+
+SUFFIX = "_file"
+MAP_SUFFIX = "_files"
+# The keys that hold secrets; other *_file keys (tls.cert_file) are plain paths and stay as they are.
+SECRET_KEYS = frozenset({"token", "bearer_token", "password", "signing_secret", "api_key", "postgres_password",
+                         "postgres_dsn", "credentials", "routing_key", "routing_keys"})
+
+
+def read_secret(path: str | Path) -> str:
+    """The file's text without its trailing newline (``echo token > file`` adds one)."""
+    return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
+
+
+def resolve_files(doc: Any, source: str, marks: dict | None = None, base: Path | None = None,
+                  path: tuple = ()) -> tuple[Any, list[Problem], set[tuple]]:
+    """Replace ``*_file`` keys by the files' contents; returns (doc, problems, paths that hold secrets).
+
+    Relative file paths are relative to ``base`` (the configuration file's directory)."""
+    problems: list[Problem] = []
+    secret_paths: set[tuple] = set()
+    if isinstance(doc, list):
+        out_list = []
+        for i, item in enumerate(doc):
+            value, found, paths = resolve_files(item, source, marks, base, path + (i,))
+            out_list.append(value)
+            problems += found
+            secret_paths |= paths
+        return out_list, problems, secret_paths
+    if not isinstance(doc, dict):
+        return doc, problems, secret_paths
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        where = path + (key,)
+        if isinstance(key, str) and key.endswith(MAP_SUFFIX) and key[: -len(MAP_SUFFIX)] in SECRET_KEYS \
+                and isinstance(value, dict):
+            target = key[: -len(MAP_SUFFIX)]
+            merged = dict(doc.get(target) or {})
+            for name, file in value.items():
+                secret = _read(file, source, marks, base, where + (name,), problems)
+                if secret is not None:
+                    merged[name] = secret
+                    secret_paths.add(path + (target, name))
+            out[target] = merged
+            continue
+        if isinstance(key, str) and key.endswith(SUFFIX) and key[: -len(SUFFIX)] in SECRET_KEYS \
+                and isinstance(value, str):
+            target = key[: -len(SUFFIX)]
+            if target in doc:
+                problems.append(Problem(source, f"{format_path(where)}: give {target} or {key}, not both",
+                                        *mark_for(marks or {}, where), format_path(where)))
+                continue
+            secret = _read(value, source, marks, base, where, problems)
+            if secret is not None:
+                out[target] = secret
+                secret_paths.add(path + (target,))
+            continue
+        if key in out:  # already filled from <key>_files
+            continue
+        resolved, found, paths = resolve_files(value, source, marks, base, where)
+        out[key] = resolved
+        problems += found
+        secret_paths |= paths
+    return out, problems, secret_paths
+
+
+def _read(file: Any, source: str, marks: dict | None, base: Path | None, where: tuple,
+          problems: list[Problem]) -> str | None:
+    if not isinstance(file, str) or not file:
+        problems.append(Problem(source, f"{format_path(where)}: must be a file path",
+                                *mark_for(marks or {}, where), format_path(where)))
+        return None
+    target = Path(file)
+    if base is not None and not target.is_absolute():
+        target = base / target
+    try:
+        secret = read_secret(target)
+    except OSError as exc:
+        problems.append(Problem(source, f"{format_path(where)}: cannot read secret file {target}: {exc.strerror or exc}",
+                                *mark_for(marks or {}, where), format_path(where)))
+        return None
+    except UnicodeDecodeError:
+        problems.append(Problem(source, f"{format_path(where)}: secret file {target} is not UTF-8 text",
+                                *mark_for(marks or {}, where), format_path(where)))
+        return None
+    if not secret.strip():
+        problems.append(Problem(source, f"{format_path(where)}: secret file {target} is empty",
+                                *mark_for(marks or {}, where), format_path(where)))
+        return None
+    return secret

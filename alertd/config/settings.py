@@ -1,0 +1,190 @@
+"""Service configuration: one YAML file, ${ENV} interpolation, validated by JSON Schema."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from alertd.core.durations import parse_duration
+from alertd.core.errors import InvalidDocument, Problem
+from alertd.integrations import registry
+from alertd.engine.normalize import NormalizeConfig
+from alertd.schemas import problems
+from alertd.config.secrets import resolve_files
+from alertd.config.credentials import Credentials, trusted_networks
+from alertd.core.yamlio import format_path, interpolate_env, load_yaml, mark_for
+
+from alertd.rules.shipped import default_rule_paths
+
+
+@dataclass(slots=True)
+class HAConfig:
+    """Several processes over one store (docs/ha.md)."""
+
+    lease_ttl: float = 5.0  # seconds a leader's lease lasts without renewal
+    renew_interval: float = 1.0  # seconds between lease rounds (renewal, or a follower's attempt)
+    poll_interval: float = 0.02  # seconds between the leader's reads of a shared inbox when idle
+    advertise: str = ""  # this replica's address, shown to the others (default: listen)
+
+    @classmethod
+    def from_doc(cls, doc: dict | None) -> "HAConfig":
+        doc, base = doc or {}, cls()
+        secs = lambda key, default: parse_duration(doc[key]).total_seconds() if key in doc else default  # noqa: E731
+        return cls(lease_ttl=secs("lease_ttl", base.lease_ttl), renew_interval=secs("renew_interval", base.renew_interval),
+                   poll_interval=secs("poll_interval", base.poll_interval), advertise=doc.get("advertise", ""))
+
+
+@dataclass(slots=True)
+class Config:
+    listen: str = "127.0.0.1:9095"
+    data_dir: Path = Path("data")
+    external_url: str = ""
+    log_format: str = "text"
+    log_level: str = "info"
+    storage_backend: str = "sqlite"
+    sqlite_path: str = ""
+    synchronous: str = "FULL"
+    postgres_dsn: str = ""
+    retention: timedelta = timedelta(hours=24)
+    incident_retention: timedelta = timedelta(days=400)  # resolved incidents; 0 keeps them forever
+    max_body_bytes: int = 10 * 1024 * 1024
+    body_timeout: float = 30.0  # seconds a request body may take to arrive
+    max_backlog: int = 100_000  # webhooks stored and not yet through the engine before new ones get 503; 0 = none
+    receiver_auth: Credentials = field(default_factory=Credentials)
+    api_auth: Credentials = field(default_factory=Credentials)
+    postgres_password: str = ""
+    rule_paths: list[str] = field(default_factory=default_rule_paths)
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
+    runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
+    batch_size: int = 256
+    tick_interval: timedelta = timedelta(seconds=1)
+    console: bool | None = None
+    retry_max_backoff: timedelta = timedelta(minutes=5)
+    retry_max_attempts: int = 15
+    installation_id: str = ""  # prefixes PagerDuty dedup keys and Slack action values; stored at first start
+    ha: HAConfig = field(default_factory=HAConfig)
+    notify: dict[str, Any] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
+    raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
+    source: str = "<defaults>"
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
+def _drop_empty(value: Any) -> Any:
+    """A section left with only comments loads as null: treat it as absent."""
+    if isinstance(value, dict):
+        return {k: _drop_empty(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str, str] | None = None,
+                 base: Path | None = None) -> Config:
+    doc = {} if doc is None else _drop_empty(doc)
+    if not isinstance(doc, dict):
+        raise InvalidDocument([Problem(source, "the configuration must be a YAML mapping", 1, 1)])
+    missing: list = []
+    doc = interpolate_env(doc, env, missing=missing)
+    found = [
+        Problem(source, f"environment variable ${{{name}}} is not set", *mark_for(marks or {}, path), format_path(path))
+        for path, name in missing
+    ]
+    doc, from_files, secret_paths = resolve_files(doc, source, marks, base)
+    found += from_files
+    found += [_redacted(p, secret_paths) for p in problems("config", doc, source, marks)]
+    if found:
+        raise InvalidDocument(found)
+    storage = doc.get("storage", {})
+    try:
+        receiver_auth = Credentials.from_doc(doc.get("receiver", {}).get("auth"), default_name="alertmanager")
+        api_auth = Credentials.from_doc(doc.get("api", {}).get("auth"))
+    except ValueError as exc:  # e.g. trusted_proxy.from: not an address or network
+        raise InvalidDocument([Problem(source, f"auth: {exc}")]) from None
+    try:
+        trusted_networks(doc.get("api", {}).get("trusted_proxies"))  # alertd.web.guard reads them; checked here
+    except ValueError as exc:
+        raise InvalidDocument([Problem(source, f"api.trusted_proxies: {exc}")]) from None
+    norm = doc.get("normalize", {})
+    base = NormalizeConfig()
+    defaults = Config()
+    cfg = Config(
+        listen=doc.get("listen", defaults.listen),
+        data_dir=Path(doc.get("data_dir", "data")),
+        external_url=doc.get("external_url", ""),
+        log_format=doc.get("log", {}).get("format", "text"),
+        log_level=doc.get("log", {}).get("level", "info"),
+        storage_backend=storage.get("backend", "sqlite"),
+        sqlite_path=storage.get("sqlite_path", ""),
+        synchronous=storage.get("synchronous", "FULL"),
+        postgres_dsn=storage.get("postgres_dsn", ""),
+        retention=parse_duration(storage.get("retention", "24h")),
+        incident_retention=parse_duration(storage.get("incident_retention", "400d")),
+        max_body_bytes=doc.get("receiver", {}).get("max_body_bytes", defaults.max_body_bytes),
+        body_timeout=parse_duration(doc.get("receiver", {}).get("body_timeout", "30s")).total_seconds(),
+        max_backlog=doc.get("receiver", {}).get("max_backlog", defaults.max_backlog),
+        receiver_auth=receiver_auth,
+        api_auth=api_auth,
+        postgres_password=storage.get("postgres_password", ""),
+        rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()),
+        normalize=NormalizeConfig(
+            cluster_label=norm.get("cluster_label", base.cluster_label),
+            cluster_default=norm.get("cluster", base.cluster_default),
+            node_labels=tuple(norm.get("node_labels", base.node_labels)),
+            xid_labels=tuple(norm.get("xid_labels", base.xid_labels)),
+            xid_annotation=norm.get("xid_annotation", base.xid_annotation),
+            exporter_pod_pattern=norm.get("exporter_pod_pattern", base.exporter_pod_pattern),
+            node_map=dict(norm.get("node_map") or {}),
+            log_host_labels=tuple(norm.get("log_host_labels", base.log_host_labels)),
+            log_line_fields=tuple(norm.get("log_line_fields", base.log_line_fields)),
+        ),
+        runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
+        batch_size=doc.get("processing", {}).get("batch_size", defaults.batch_size),
+        tick_interval=parse_duration(doc.get("processing", {}).get("tick_interval", "1s")),
+        console=doc.get("notify", {}).get("console", {}).get("enabled"),
+        retry_max_backoff=parse_duration(doc.get("notify", {}).get("retry", {}).get("max_backoff", "5m")),
+        retry_max_attempts=doc.get("notify", {}).get("retry", {}).get("max_attempts", defaults.retry_max_attempts),
+        installation_id=doc.get("installation_id", ""),
+        ha=HAConfig.from_doc(doc.get("ha")),
+        raw=doc,
+        source=source,
+    )
+    am = doc.get("alertmanager") or {}
+    links = registry.Links(runbook_base_url=cfg.runbook_base_url or "",
+                           alertmanager_url=am.get("external_url") or am.get("url") or "", alertd_url=cfg.external_url)
+    cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
+    if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
+        raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
+                                       *mark_for(marks or {}, ("storage",)), "storage")])
+    try:
+        re.compile(cfg.normalize.exporter_pod_pattern)
+    except re.error as exc:
+        raise InvalidDocument([Problem(source, f"normalize.exporter_pod_pattern is not a regular expression: {exc}",
+                                       *mark_for(marks or {}, ("normalize", "exporter_pod_pattern")),
+                                       "normalize.exporter_pod_pattern")]) from None
+    if cfg.ha.renew_interval * 2 > cfg.ha.lease_ttl:
+        raise InvalidDocument([Problem(source, "ha.renew_interval must be at most half of ha.lease_ttl, or a healthy "
+                                       "leader would lose its lease", *mark_for(marks or {}, ("ha",)), "ha")])
+    return cfg
+
+
+def _redacted(problem: Problem, secret_paths: set[tuple]) -> Problem:
+    """A schema error about a value read from a secret file must not print the secret."""
+    if not any(problem.path == format_path(p) for p in secret_paths):
+        return problem
+    return Problem(problem.source, f"{problem.path}: the value read from its secret file is not valid",
+                   problem.line, problem.column, problem.path)
+
+
+def load_config(path: Path | str | None, env: dict[str, str] | None = None) -> Config:
+    if path is None:
+        return parse_config({}, "<defaults>", env=env)
+    doc, marks = load_yaml(path, with_marks=True)
+    cfg = parse_config(doc, str(path), marks, env, base=Path(path).resolve().parent)
+    if cfg.raw.get("rules", {}).get("paths"):
+        # Like Prometheus's rule_files: relative rule paths are relative to the config file.
+        cfg.rule_paths = [str(Path(path).parent / p) for p in cfg.rule_paths]
+    return cfg

@@ -1,0 +1,466 @@
+"""Domain model shared by every stage: alerts, their GPU subject, incidents.
+
+Everything here is plain data so the engine can stay pure and the store can
+serialise it as JSON without knowing the engine.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, overload
+
+import orjson
+
+SEVERITIES = ("info", "warning", "error", "critical")
+SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+
+# When severities tie, the signal that best explains a node's trouble leads (names the incident).
+KIND_PRIORITY = {
+    "xid": 9, "ecc": 8, "row_remap": 7, "nvlink": 6, "thermal": 5, "metrics_missing": 4,
+    "node_not_ready": 3, "node_cordoned": 2, "watchdog": 1, "other": 0,
+}
+
+FIRING = "firing"
+RESOLVED = "resolved"
+RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/alertmanager/reconcile.py)
+
+# Incident states, in lifecycle order.
+OPEN = "open"
+ACKNOWLEDGED = "acknowledged"
+CLOSED = "resolved"
+INCIDENT_STATES = (OPEN, ACKNOWLEDGED, CLOSED)
+
+
+def max_severity(*levels: str) -> str:
+    return max((lvl for lvl in levels if lvl), key=lambda s: SEVERITY_RANK.get(s, 0), default="info")
+
+
+@overload
+def iso(ts: datetime) -> str: ...
+@overload
+def iso(ts: None) -> None: ...
+@overload
+def iso(ts: datetime | None) -> str | None: ...
+def iso(ts: datetime | None) -> str | None:
+    """RFC 3339 in UTC with fixed-width microseconds, so stored timestamps sort as text.
+
+    Called dozens of times per stored alert: orjson formats a datetime several times faster than
+    ``isoformat`` (which calls back into Python for the offset); it leaves out a zero fraction, put back here."""
+    if ts is None:
+        return None
+    if ts.tzinfo is not timezone.utc:
+        ts = ts.astimezone(timezone.utc)
+    text = orjson.dumps(ts, option=orjson.OPT_UTC_Z).decode()
+    return text[1:-1] if ts.microsecond else text[1:-2] + ".000000Z"
+
+
+def parse_iso(value: str | None) -> datetime | None:
+    """RFC 3339 -> an aware datetime in UTC; ValueError also for an instant UTC cannot hold
+    (9999-12-31T23:59:59-01:00 is in year 10000)."""
+    if not value:
+        return None
+    ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if ts.tzinfo is None:
+        return ts.replace(tzinfo=timezone.utc)
+    if ts.utcoffset():
+        try:
+            return ts.astimezone(timezone.utc)
+        except OverflowError:
+            raise ValueError("the instant is outside the years 1..9999 in UTC") from None
+    return ts
+
+
+@dataclass(frozen=True, slots=True)
+class GPU:
+    """One GPU, identified by whatever the alert carried; PCI id is normalised."""
+
+    uuid: str = ""
+    index: str = ""
+    pci_bus_id: str = ""
+    model: str = ""
+    serial: str = ""  # board serial, when the exporter is configured to label it
+
+    def key(self) -> str:
+        return self.uuid or self.pci_bus_id or self.index
+
+    def to_dict(self) -> dict[str, str]:
+        return {k: v for k, v in (("uuid", self.uuid), ("index", self.index), ("pci_bus_id", self.pci_bus_id),
+                                  ("model", self.model), ("serial", self.serial)) if v}
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What an alert is about, in fleet terms."""
+
+    cluster: str = ""
+    node: str = ""
+    gpu: GPU | None = None
+    namespace: str = ""
+    pod: str = ""
+    container: str = ""
+    # Where the node came from ("label node", "kubernetes pod ns/name", ...: alertd/engine/identity.py), and,
+    # when no node was found, what the alert pointed at instead (an unresolved exporter pod, a GPU UUID), so
+    # node-less alerts of different nodes never share an incident.
+    node_source: str = ""
+    origin: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            k: getattr(self, k) for k in ("cluster", "node", "namespace", "pod", "container", "node_source", "origin")
+            if getattr(self, k)
+        }
+        if self.gpu is not None:
+            out["gpu"] = self.gpu.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Subject":
+        gpu = data.get("gpu")
+        return cls(
+            cluster=data.get("cluster", ""),
+            node=data.get("node", ""),
+            gpu=GPU(**gpu) if gpu else None,
+            namespace=data.get("namespace", ""),
+            pod=data.get("pod", ""),
+            container=data.get("container", ""),
+            node_source=data.get("node_source", ""),
+            origin=data.get("origin", ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """What kind of problem an alert reports, decided by rules/ data."""
+
+    kind: str = "other"  # xid, thermal, ecc, row_remap, nvlink, metrics_missing, node_cordoned, ...
+    severity: str = "warning"
+    category: str = "other"
+    xid: int | None = None
+    title: str = ""
+    meaning: str = ""
+    action: str = ""
+    investigate: str = ""
+    drain: bool = False
+    runbook: str = ""
+    detail: str = ""  # e.g. exporter_down / node_down, or decoded clock-event reasons
+    fold_into_previous: bool = False
+    basis: str = ""  # which rule and evidence decided it (alertd explain), e.g. "expression metric DCGM_FI_DEV_XID_ERRORS"
+
+    def to_dict(self) -> dict[str, Any]:
+        # Written for every member of every stored step: a plain loop, not dataclasses.asdict's deep copy.
+        out = {}
+        for name in _SIGNAL_FIELDS:
+            value = getattr(self, name)
+            if value not in ("", None, False):
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Signal":
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+_SIGNAL_FIELDS = tuple(f.name for f in dataclasses.fields(Signal))
+
+
+def signal_rank(sig: Signal) -> tuple[int, int]:
+    """Severity first, then how well the kind explains the trouble: the highest leads an incident."""
+    return SEVERITY_RANK.get(sig.severity, 0), KIND_PRIORITY.get(sig.kind, 0)
+
+
+@dataclass(slots=True)
+class Alert:
+    """One Alertmanager alert as received, plus what normalize/classify made of it."""
+
+    fingerprint: str
+    status: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    starts_at: datetime
+    ends_at: datetime | None
+    generator_url: str = ""
+    receiver: str = ""
+    external_url: str = ""
+    received_at: datetime | None = None
+    subject: Subject = Subject()  # frozen: one shared "not worked out yet" each, not two objects per alert
+    signal: Signal = Signal()
+
+    @property
+    def name(self) -> str:
+        return self.labels.get("alertname", "")
+
+    @property
+    def firing(self) -> bool:
+        return self.status == FIRING
+
+    def to_wire(self) -> dict[str, Any]:
+        """The received form, as stored in the inbox (normalisation is redone on replay)."""
+        return {
+            "fingerprint": self.fingerprint,
+            "status": self.status,
+            "labels": self.labels,
+            "annotations": self.annotations,
+            "startsAt": iso(self.starts_at),
+            "endsAt": iso(self.ends_at),
+            "generatorURL": self.generator_url,
+            "receiver": self.receiver,
+            "externalURL": self.external_url,
+            "receivedAt": iso(self.received_at),
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> "Alert":
+        return cls(
+            fingerprint=data["fingerprint"],
+            status=data["status"],
+            labels=dict(data.get("labels") or {}),
+            annotations=dict(data.get("annotations") or {}),
+            starts_at=parse_iso(data["startsAt"]),  # type: ignore[arg-type]
+            ends_at=parse_iso(data.get("endsAt")),
+            generator_url=data.get("generatorURL", ""),
+            receiver=data.get("receiver", ""),
+            external_url=data.get("externalURL", ""),
+            received_at=parse_iso(data.get("receivedAt")),
+        )
+
+
+def interned(labels: dict[str, str]) -> dict[str, str]:
+    """Label names and values repeat across members (cluster, node, model, alertname): one copy each in the
+    engine's memory. Done where an alert becomes a member (a subject interns its own strings), not for every
+    alert received again."""
+    return {sys.intern(k): sys.intern(v) for k, v in labels.items()}
+
+
+@dataclass(slots=True)
+class Member:
+    """An alert's membership in an incident."""
+
+    fingerprint: str
+    alertname: str
+    status: str
+    signal: Signal
+    subject: Subject
+    labels: dict[str, str]
+    starts_at: datetime
+    ends_at: datetime | None = None
+    last_seen: datetime | None = None
+    folded: bool = False  # fallout (e.g. Xid 45): shown, but does not drive severity or title
+    generator_url: str = ""
+    summary: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fingerprint": self.fingerprint,
+            "alertname": self.alertname,
+            "status": self.status,
+            "signal": self.signal.to_dict(),
+            "subject": self.subject.to_dict(),
+            "labels": self.labels,
+            "startsAt": iso(self.starts_at),
+            "endsAt": iso(self.ends_at),
+            "lastSeen": iso(self.last_seen),
+            "folded": self.folded,
+            "generatorURL": self.generator_url,
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Member":
+        return cls(
+            fingerprint=data["fingerprint"],
+            alertname=data.get("alertname", ""),
+            status=data["status"],
+            signal=Signal.from_dict(data.get("signal") or {}),
+            subject=Subject.from_dict(data.get("subject") or {}),
+            labels=dict(data.get("labels") or {}),
+            starts_at=parse_iso(data["startsAt"]),  # type: ignore[arg-type]
+            ends_at=parse_iso(data.get("endsAt")),
+            last_seen=parse_iso(data.get("lastSeen")),
+            folded=bool(data.get("folded")),
+            generator_url=data.get("generatorURL", ""),
+            summary=data.get("summary", ""),
+        )
+
+
+@dataclass(slots=True)
+class Event:
+    """One line of an incident's timeline."""
+
+    at: datetime
+    kind: str  # opened, alert_joined, alert_resolved, alert_refired, severity_changed, acknowledged, ...
+    text: str = ""
+    actor: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"at": iso(self.at), "kind": self.kind}
+        if self.text:
+            out["text"] = self.text
+        if self.actor:
+            out["actor"] = self.actor
+        if self.data:
+            out["data"] = self.data
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Event":
+        return cls(
+            at=parse_iso(data["at"]),  # type: ignore[arg-type]
+            kind=data["kind"],
+            text=data.get("text", ""),
+            actor=data.get("actor", ""),
+            data=dict(data.get("data") or {}),
+        )
+
+
+@dataclass(slots=True)
+class Incident:
+    """A real problem: one or more alerts folded together by a correlation group."""
+
+    id: str
+    key: str
+    group: str
+    title: str
+    severity: str
+    category: str
+    status: str
+    opened_at: datetime
+    updated_at: datetime
+    cluster: str = ""
+    node: str = ""
+    nodes: list[str] = field(default_factory=list)  # fleet incidents list every node
+    namespace: str = ""
+    pod: str = ""
+    gpus: list[dict[str, str]] = field(default_factory=list)
+    signals: list[str] = field(default_factory=list)
+    xids: list[int] = field(default_factory=list)
+    members: dict[str, Member] = field(default_factory=dict)
+    timeline: list[Event] = field(default_factory=list)
+    acknowledged_by: str = ""
+    acknowledged_at: datetime | None = None
+    resolved_at: datetime | None = None
+    quiet_since: datetime | None = None  # every member resolved since then: hold-down running
+    flaps: int = 0
+    previous_id: str = ""
+    parent_id: str = ""  # set when folded into a fleet (storm) incident
+    fleet: bool = False
+    children: list[str] = field(default_factory=list)  # node incidents a fleet incident folded in
+    # fleet: the events it stands for (rules: correlation.storm); a node-less follower: the event it awaits a fleet of
+    storm_keys: list[str] = field(default_factory=list)
+    storm_last: datetime | None = None  # fleet: when its latest node incident folded in (the window runs from it)
+    primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)
+    annotations: dict[str, Any] = field(default_factory=dict)  # enrichment, silences, notes
+    version: int = 0
+    firing: int = 0  # members firing now, kept by the engine (a fleet incident can hold thousands)
+
+    @property
+    def is_open(self) -> bool:
+        return self.status != CLOSED
+
+    def firing_members(self) -> list[Member]:
+        return [m for m in self.members.values() if m.status == FIRING]
+
+    def count_firing(self) -> int:
+        """Recount after loading; the engine keeps ``firing`` up to date as members change."""
+        self.firing = sum(1 for m in self.members.values() if m.status == FIRING)
+        return self.firing
+
+    def add_event(self, at: datetime, kind: str, text: str = "", actor: str = "", **data: Any) -> Event:
+        event = Event(at=at, kind=kind, text=text, actor=actor, data=data)
+        self.timeline.append(event)
+        self.updated_at = at
+        return event
+
+    def to_dict(self, *, with_members: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "key": self.key,
+            "group": self.group,
+            "title": self.title,
+            "severity": self.severity,
+            "category": self.category,
+            "status": self.status,
+            "openedAt": iso(self.opened_at),
+            "updatedAt": iso(self.updated_at),
+            "resolvedAt": iso(self.resolved_at),
+            "acknowledgedBy": self.acknowledged_by,
+            "acknowledgedAt": iso(self.acknowledged_at),
+            "quietSince": iso(self.quiet_since),
+            "cluster": self.cluster,
+            "node": self.node,
+            "nodes": self.nodes,
+            "namespace": self.namespace,
+            "pod": self.pod,
+            "gpus": self.gpus,
+            "signals": self.signals,
+            "xids": self.xids,
+            "flaps": self.flaps,
+            "previousId": self.previous_id,
+            "parentId": self.parent_id,
+            "fleet": self.fleet,
+            "children": self.children,
+            "stormKeys": self.storm_keys,
+            "stormLast": iso(self.storm_last),
+            "primary": self.primary.to_dict() if self.primary else None,
+            "annotations": self.annotations,
+            "version": self.version,
+            "firing": self.firing,
+            "memberCount": len(self.members),
+        }
+        if with_members:
+            out["members"] = [m.to_dict() for m in self.members.values()]
+            out["timeline"] = [e.to_dict() for e in self.timeline]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Incident":
+        members = [Member.from_dict(m) for m in data.get("members") or []]
+        return cls(
+            id=data["id"],
+            key=data["key"],
+            group=data.get("group", ""),
+            title=data.get("title", ""),
+            severity=data.get("severity", "warning"),
+            category=data.get("category", "other"),
+            status=data["status"],
+            opened_at=parse_iso(data["openedAt"]),  # type: ignore[arg-type]
+            updated_at=parse_iso(data["updatedAt"]),  # type: ignore[arg-type]
+            resolved_at=parse_iso(data.get("resolvedAt")),
+            acknowledged_by=data.get("acknowledgedBy", ""),
+            acknowledged_at=parse_iso(data.get("acknowledgedAt")),
+            quiet_since=parse_iso(data.get("quietSince")),
+            cluster=data.get("cluster", ""),
+            node=data.get("node", ""),
+            nodes=list(data.get("nodes") or []),
+            namespace=data.get("namespace", ""),
+            pod=data.get("pod", ""),
+            gpus=list(data.get("gpus") or []),
+            signals=list(data.get("signals") or []),
+            xids=list(data.get("xids") or []),
+            members={m.fingerprint: m for m in members},
+            timeline=[Event.from_dict(e) for e in data.get("timeline") or []],
+            flaps=int(data.get("flaps") or 0),
+            previous_id=data.get("previousId", ""),
+            parent_id=data.get("parentId", ""),
+            fleet=bool(data.get("fleet")),
+            children=list(data.get("children") or []),
+            storm_keys=list(data.get("stormKeys") or []),
+            storm_last=parse_iso(data.get("stormLast")),
+            primary=Signal.from_dict(data["primary"]) if data.get("primary") else None,
+            annotations=dict(data.get("annotations") or {}),
+            version=int(data.get("version") or 0),
+            firing=int(data.get("firing") or 0),
+        )
+
+
+@dataclass(slots=True)
+class Change:
+    """What the engine did to one incident in one step: the input of routing and notify."""
+
+    incident: Incident
+    kinds: list[str]  # timeline event kinds produced in this step, e.g. ["opened"], ["alert_joined"]
+    events: list[Event] = field(default_factory=list)
+    members: list[str] = field(default_factory=list)  # fingerprints whose membership changed
+    urgent: bool = False  # ack / resolve: notifiers skip their debounce

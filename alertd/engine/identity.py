@@ -1,0 +1,247 @@
+"""Which node, GPU and workload pod an alert is about, and where each came from.
+
+Stock dcgm-exporter on Kubernetes sets ``Hostname`` to its own pod's name
+(``dcgm-exporter-x7k2p``) and ``instance`` to the pod's address; the exporter's
+``pod``/``namespace`` are the exporter pod, the workload is ``exported_pod``.
+Log alerts (Loki, Graylog) name the node only in ``host``/``source`` and carry
+the kernel's NVRM line as text. This module reads all of that without I/O:
+
+* a node label naming a node is taken as it is;
+* an exporter pod's name (``exporter_pod_pattern``) is never a node: it is
+  looked up in ``node_map``, then in a :class:`NodeLookup` (the Kubernetes
+  pod -> node index the service fills at its edge, alertd/enrich/node_index.py);
+* ``instance`` is looked up (map, then node addresses and pod IPs); an address
+  nothing resolves stays the node only when no exporter pod is in sight (a
+  bare-metal site's node-exporter), never for the exporter's own pod IP;
+* an NVRM Xid line in the text gives the GPU's PCI address and the Xid code,
+  through the kernel-log parser enrichment uses (alertd/gpu/nvrm.py).
+
+When nothing names the node, the node stays unknown and ``origin`` says what
+the alert pointed at, so two nodes' node-less alerts never share an incident.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Mapping, Protocol
+
+from alertd.gpu.nvrm import XidLine, parse_xid, split_lines
+
+# DaemonSet pods of NVIDIA's Helm chart (dcgm-exporter-x7k2p), of the GPU Operator
+# (nvidia-dcgm-exporter-x7k2p) and of releases named otherwise (<release>-dcgm-exporter-x7k2p).
+EXPORTER_POD_PATTERN = r"(?:[a-z0-9.-]+-)?dcgm-exporter-[a-z0-9]{5}"
+LOG_HOST_LABELS = ("host", "source")
+LOG_LINE_FIELDS = ("description", "message", "summary", "line", "msg", "log")
+POD_LABEL = "pod"  # the scrape target's pod: the exporter itself when it is one
+
+
+class NodeLookup(Protocol):
+    """What the engine reads from the service's Kubernetes index: answers already fetched, no I/O."""
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever an answer does: subjects worked out before are worked out again."""
+
+    def node_of_pod(self, cluster: str, namespace: str, pod: str) -> str:
+        """The node the pod runs on; "" when not known (yet)."""
+
+    def node_of_address(self, cluster: str, address: str) -> str:
+        """The node with this address (InternalIP, ExternalIP, Hostname) or running the pod with this IP; ""."""
+
+
+class IdentitySettings(Protocol):
+    """The identity part of the ``normalize`` config section (alertd/engine/normalize.py's NormalizeConfig)."""
+
+    @property
+    def node_labels(self) -> tuple[str, ...]: ...
+    @property
+    def exporter_pod_pattern(self) -> str: ...
+    @property
+    def node_map(self) -> Mapping[str, str]: ...
+    @property
+    def log_host_labels(self) -> tuple[str, ...]: ...
+    @property
+    def pod_labels(self) -> tuple[str, ...]: ...
+    @property
+    def namespace_labels(self) -> tuple[str, ...]: ...
+    @property
+    def container_labels(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Pointer:
+    """Something in an alert's labels that names a node only through a lookup."""
+
+    kind: str  # "pod" | "address"
+    namespace: str  # pods: "" when the labels do not say
+    name: str  # pod name, or address without port
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFound:
+    node: str = ""
+    source: str = ""  # "label node", "log host (label host)", "map Hostname=...", "instance ...", "kubernetes pod ..."
+    origin: str = ""  # node unknown: what the alert pointed at instead
+
+
+@lru_cache(maxsize=8)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+@lru_cache(maxsize=65_536)  # node, pod and host names repeat across a fleet's alerts
+def is_exporter_pod(value: str, pattern: str) -> bool:
+    return bool(pattern) and _compiled(pattern).fullmatch(value) is not None
+
+
+def strip_port(instance: str) -> str:
+    """``10.0.3.17:9400`` -> ``10.0.3.17``; ``[::1]:9400`` -> ``::1``; a bare host or IPv6 address unchanged."""
+    host, sep, port = instance.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return instance
+    if host.startswith("[") and host.endswith("]"):
+        return host[1:-1]
+    return instance if ":" in host else host  # a bare IPv6 address has colons of its own
+
+
+def is_address(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def exporter_pod(labels: Mapping[str, str], node_labels: tuple[str, ...], pattern: str) -> Pointer | None:
+    """The dcgm-exporter pod the labels name (Hostname or the target's pod), with its namespace if known."""
+    pod = labels.get(POD_LABEL, "")
+    if pod and is_exporter_pod(pod, pattern):
+        return Pointer("pod", labels.get("namespace", ""), pod)
+    for name in node_labels:
+        value = labels.get(name, "")
+        if name != "instance" and value and is_exporter_pod(value, pattern):
+            return Pointer("pod", "", value)
+    return None
+
+
+def pointers(labels: Mapping[str, str], node_labels: tuple[str, ...], pattern: str) -> list[Pointer]:
+    """What the service's index must know to place this alert: its exporter pod and its ``instance``
+    address, unless a node label already names the node (then nothing)."""
+    exporter = exporter_pod(labels, node_labels, pattern)
+    out: list[Pointer] = [exporter] if exporter is not None else []
+    for name in node_labels:
+        value = labels.get(name, "")
+        if not value or (exporter is not None and value == exporter.name):
+            continue
+        if name != "instance":
+            return [] if exporter is None or not is_exporter_pod(value, pattern) else out
+        out.append(Pointer("address", "", strip_port(value)))
+        break
+    return out
+
+
+def find_node(labels: Mapping[str, str], cluster: str, cfg: IdentitySettings,
+              lookup: NodeLookup | None = None) -> NodeFound:
+    """The first of ``cfg.node_labels`` that names a node, resolving exporter pods and addresses. The
+    exporter pod is worked out only when needed: most alerts have a node label, and this runs for each."""
+    pattern = cfg.exporter_pod_pattern
+    if cfg.node_map:
+        mapped = _mapped(labels, cfg, exporter_pod(labels, cfg.node_labels, pattern))
+        if mapped.node:
+            return mapped
+    for name in cfg.node_labels:
+        value = labels.get(name, "")
+        if not value:
+            continue
+        if name == "instance":
+            host = strip_port(value)
+            node = lookup.node_of_address(cluster, host) if lookup is not None else ""
+            if node:
+                return NodeFound(node, f"instance {value} (node address or exporter pod IP)")
+            if is_address(host) and exporter_pod(labels, cfg.node_labels, pattern) is not None:
+                continue  # the exporter's pod IP: not a node name
+            return NodeFound(host, f"label instance{' (port stripped)' if host != value else ''}")
+        if is_exporter_pod(value, pattern):
+            found = _pod_node(Pointer("pod", labels.get("namespace", "") if labels.get(POD_LABEL) == value else "",
+                                      value), cluster, lookup)
+            if found.node:
+                return found
+            continue
+        if name in cfg.log_host_labels:
+            return NodeFound(value, f"log host (label {name})")
+        return NodeFound(value, f"label {name}")
+    exporter = exporter_pod(labels, cfg.node_labels, pattern)
+    if exporter is not None:
+        found = _pod_node(exporter, cluster, lookup)
+        return found if found.node else NodeFound(origin=found.origin)
+    return NodeFound()
+
+
+def _mapped(labels: Mapping[str, str], cfg: IdentitySettings, exporter: Pointer | None) -> NodeFound:
+    """``node_map`` first, whatever else the labels say: the site's own word on its exporters."""
+    if not cfg.node_map:
+        return NodeFound()
+    for name in cfg.node_labels:
+        value = labels.get(name, "")
+        mapped = cfg.node_map.get(value) or (cfg.node_map.get(strip_port(value)) if name == "instance" else "")
+        if value and mapped:
+            return NodeFound(mapped, f"map {name}={value}")
+    if exporter is not None and cfg.node_map.get(exporter.name):
+        return NodeFound(cfg.node_map[exporter.name], f"map {POD_LABEL}={exporter.name}")
+    return NodeFound()
+
+
+def _pod_node(pod: Pointer, cluster: str, lookup: NodeLookup | None) -> NodeFound:
+    where = f"{pod.namespace}/{pod.name}" if pod.namespace else pod.name
+    node = lookup.node_of_pod(cluster, pod.namespace, pod.name) if lookup is not None else ""
+    if node:
+        return NodeFound(node, f"kubernetes pod {where}")
+    return NodeFound(origin=f"exporter pod {where}")
+
+
+def workload(labels: Mapping[str, str], cfg: IdentitySettings) -> tuple[str, str, str]:
+    """(namespace, pod, container) of the workload: the first pod label that is not an exporter pod, with
+    the namespace and container labels at the same place in their lists (``exported_pod`` goes with
+    ``exported_namespace``), so the exporter's own namespace is never read as the workload's."""
+    skipped = False
+    for i, name in enumerate(cfg.pod_labels):
+        pod = labels.get(name, "")
+        if not pod:
+            continue
+        if is_exporter_pod(pod, cfg.exporter_pod_pattern):
+            skipped = True
+            continue
+        ns = labels.get(cfg.namespace_labels[i], "") if i < len(cfg.namespace_labels) else ""
+        ctr = labels.get(cfg.container_labels[i], "") if i < len(cfg.container_labels) else ""
+        return ns or _first(labels, cfg.namespace_labels), pod, ctr or _first(labels, cfg.container_labels)
+    if skipped:
+        return "", "", ""
+    return _first(labels, cfg.namespace_labels), "", _first(labels, cfg.container_labels)
+
+
+def _first(labels: Mapping[str, str], names: tuple[str, ...]) -> str:
+    return next((v for n in names if (v := labels.get(n, ""))), "")
+
+
+def nvrm_line(labels: Mapping[str, str], annotations: Mapping[str, str],
+              fields: tuple[str, ...]) -> tuple[XidLine, str] | None:
+    """The first ``NVRM: Xid`` report in the alert's text (annotations first, then labels of those names),
+    and where it was ("annotation description")."""
+    for kind, source in (("annotation", annotations), ("label", labels)):
+        for name in fields:
+            text = source.get(name, "")
+            found = _xid_line_in(text) if "NVRM" in text else None
+            if found is not None:
+                return found, f"{kind} {name}"
+    return None
+
+
+@lru_cache(maxsize=4096)  # a log alert's text repeats at every delivery, and subject and Xid code both read it
+def _xid_line_in(text: str) -> XidLine | None:
+    return next((found for part in split_lines(text) if (found := parse_xid(part)) is not None), None)
+
+
+__all__ = ["EXPORTER_POD_PATTERN", "IdentitySettings", "NodeFound", "NodeLookup", "Pointer", "exporter_pod",
+           "find_node", "is_exporter_pod", "nvrm_line", "pointers", "strip_port", "workload"]

@@ -1,0 +1,94 @@
+"""Kernel log lines -> incident evidence, and the Xid in them that should classify the incident.
+
+Each line becomes one ``log_evidence`` entry (time, host, the line, and the
+parsed NVRM Xid with its GPU when there is one). Lines with an Xid are what
+people need, so they are kept first when an incident has more lines than it
+may show. An Xid found in the log can upgrade the incident (a missing-metrics
+alert that turns out to be an Xid 79), see :func:`upgrade_signal`.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from alertd.enrich.logs import LogLine
+from alertd.gpu.nvrm import line_xids, pci_to_uuid
+from alertd.enrich.timestamps import iso_millis
+from alertd.gpu.pci import normalize_pci
+from alertd.core.model import Incident, Signal, signal_rank
+
+
+def build_evidence(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str, str]] = (),
+                   limit: int = 50) -> list[dict[str, Any]]:
+    """Log lines -> evidence entries; Xid lines are kept first when there are more than ``limit``."""
+    lines = list(lines)
+    uuids = pci_to_uuid((ln.message for ln in lines), gpus)
+    out: list[dict[str, Any]] = []
+    xids = line_xids((ln.host, ln.message) for ln in lines)
+    for ln, xid in zip(lines, xids):
+        entry: dict[str, Any] = {
+            "time": iso_millis(ln.time) if ln.time else None,  # fixed width: sorts as text
+            "host": ln.host or node,
+            "node": node,
+            "line": ln.message if len(ln.message) <= 500 else ln.message[:499] + "…",
+            "xid": xid.xid if xid else None,
+            "pci": xid.pci if xid else None,
+            "gpu_uuid": uuids.get(xid.pci) if xid and xid.pci else None,
+            "pid": xid.pid if xid else None,
+            "process": (xid.process or None) if xid else None,
+        }
+        if xid and xid.gpu_instance is not None:
+            entry["mig"] = {"gpu_instance": xid.gpu_instance, "compute_instance": xid.compute_instance}
+        pod = ln.fields.get("kubernetes_pod_name")
+        if pod:
+            entry["pod"] = pod
+        out.append(entry)
+    return cap_evidence(out, limit)
+
+
+def cap_evidence(entries: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """At most ``limit`` entries, Xid lines first, then in time order."""
+    if len(entries) <= limit:
+        return entries
+    xids = [e for e in entries if e.get("xid")]
+    rest = [e for e in entries if not e.get("xid")]
+    keep = xids[:limit] + rest[: max(0, limit - len(xids))]
+    return sorted(keep, key=lambda e: e.get("time") or "")
+
+
+def upgrade_signal(evidence: list[dict[str, Any]], inc: Incident, catalog: Any,
+                   gpus: Iterable[dict[str, str]]) -> Signal | None:
+    """The Xid from the log that should classify the incident, or None.
+
+    ``gpus`` are the GPUs the incident's alerts named on the node: when there are
+    any, only Xids of those GPUs count. An Xid the incident already has, or one
+    that does not outrank its current primary signal, changes nothing."""
+    gpus = list(gpus)
+    pcis = {normalize_pci(g.get("pci_bus_id", "")) for g in gpus} - {""}
+    uuids = {g.get("uuid") for g in gpus} - {None, ""}
+    best: Signal | None = None
+    for e in evidence:
+        code = e.get("xid")
+        if not code:
+            continue
+        if pcis or uuids:  # a GPU-specific incident: only Xids of its GPUs count
+            if e.get("pci") and e["pci"] not in pcis and e.get("gpu_uuid") not in uuids:
+                continue
+        sig = catalog.lookup(int(code)).signal(detail="from kernel log")
+        if sig.severity == "info":
+            continue
+        rank = (signal_rank(sig), not sig.fold_into_previous)
+        if best is None or rank > (signal_rank(best), not best.fold_into_previous):
+            best = sig
+    if best is None:
+        return None
+    if not inc.xids:
+        return best
+    if best.xid in inc.xids:
+        return None
+    current = inc.primary
+    if current is None or signal_rank(best) > signal_rank(current):
+        return best
+    return None
+
+
+__all__ = ["build_evidence", "cap_evidence", "upgrade_signal"]

@@ -1,1 +1,0 @@
-"""Fleet views over incident history: GPU identity, rankings, RMA candidates."""

@@ -1,0 +1,180 @@
+"""The contract every integration implements, and what it may use of the store.
+
+An integration (Slack, PagerDuty, the console, a webhook, Opsgenie) is one
+module with one ``Integration`` subclass. It declares
+
+* ``name``: the integration's key in rule files (``receivers[].<name>``), in
+  the config (``notify.<name>``) and in targets (``<name>:<address>``);
+* ``receiver_schema`` and ``config_schema``: JSON Schema fragments that the
+  routing and config schemas take in (alertd.integrations.registry);
+* ``intents``: what it accepts (show, timeline, page, escalate, resolve);
+  the router never gives it anything else;
+* ``coalesce``/``needs_ref``: what the shared outbox stages do for it
+  (alertd.notify.stages): queued items of a coalesced intent are delivered as
+  one batch; an intent that needs a ref (a thread reply needs its message) is
+  skipped when nothing was delivered before;
+* ``targets(doc)``: the targets a receiver's section names;
+* ``settings(section, links)`` and ``notifier(settings, store, clock)``.
+
+The notifier's only job is ``deliver(items, ref) -> Delivered`` (raise
+``DeliveryError(retry=..., after=...)`` on failure): everything around it
+(coalescing, gating, rate limits, retries, recording) is shared.
+"""
+from __future__ import annotations
+
+import abc
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable, ClassVar, Generic, Hashable, Protocol, TypeVar
+
+from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.model import Incident
+
+Problem = Callable[[tuple[Any, ...], str], None]  # report a problem at a path of the rule file
+KEY_REF = re.compile(r"^\$\{([A-Za-z0-9_.-]+)\}$")
+KEY_REF_SCHEMA = {"type": "string", "pattern": r"^\$\{[A-Za-z0-9_.-]+\}$",
+                  "description": "The NAME of a key from the service config, like \"${gpu-infra}\"; never the key."}
+DURATION_SCHEMA = {"type": "string", "pattern": "^(0|([0-9]+(ms|s|m|h|d|w|y))+)$"}
+
+
+class DeliveryError(Exception):
+    """Delivery failed; ``retry`` says whether trying again can help, ``after`` how long to wait."""
+
+    def __init__(self, message: str, *, retry: bool = True, after: float | None = None):
+        super().__init__(message)
+        self.retry = retry
+        self.after = after
+
+
+def folded_unposted(inc: Incident, ref: str | None) -> bool:
+    """A node incident folded into a fleet incident before anything was sent for it: its first post or
+    page is dropped, never delivered (the fleet incident speaks for it, even after an outage)."""
+    return bool(inc.parent_id) and not ref
+
+
+@dataclass(slots=True)
+class Delivered:
+    ref: str | None = None  # an external id to remember (Slack ts, PagerDuty state), kept per incident+target
+
+
+class NotifyStore(Protocol):
+    """What delivery needs of the store."""
+
+    async def get_incident(self, incident_id: str) -> Incident | None: ...
+
+    async def notify_ref(self, incident_id: str, target: str) -> str | None: ...
+
+    async def save_ref(self, incident_id: str, target: str, ref: str) -> None: ...
+
+    async def any_ref(self, target: str, like: str) -> str | None: ...
+
+    async def pending_outbox_for(self, incident_id: str, target: str, *, after_id: int,
+                                 kinds: tuple[str, ...]) -> list[OutboxItem]: ...
+
+    async def finish_outbox_batch(self, done: list[tuple[int, tuple[str, str, str] | None]]) -> None: ...
+
+    async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None: ...
+
+    async def due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """Where message links point; shared by every integration (from the top of the config)."""
+
+    runbook_base_url: str = ""
+    alertmanager_url: str = ""
+    alertd_url: str = ""
+
+
+@dataclass(slots=True)
+class NotifierSettings:
+    """What every notifier's settings share: the request timeout and where message links point."""
+
+    timeout: float = 10.0
+    runbook_base_url: str = ""
+    alertmanager_url: str = ""
+    alertd_url: str = ""
+
+    @staticmethod
+    def shared(doc: dict[str, Any], links: Links) -> dict[str, Any]:
+        from alertd.core.durations import parse_duration
+
+        return {"timeout": parse_duration(doc.get("timeout", "10s")).total_seconds(),
+                "runbook_base_url": links.runbook_base_url, "alertmanager_url": links.alertmanager_url,
+                "alertd_url": links.alertd_url}
+
+    @property
+    def enabled(self) -> bool:
+        return False
+
+
+S = TypeVar("S", bound=NotifierSettings)
+
+
+class Notifier(abc.ABC):
+    """Delivers the items of one incident+target; everything around it is the outbox's stages."""
+
+    kind: str = ""
+    coalesce: frozenset[Intent] = frozenset()
+    coalesce_groups: tuple[frozenset[Intent], ...] = ()  # intents coalesced together (default: each alone)
+    needs_ref: frozenset[Intent] = frozenset()
+
+    @abc.abstractmethod
+    async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
+        """Deliver ``items`` (the first is due; the rest are queued items it covers). ``ref`` is what an
+        earlier delivery for this incident+target saved. Raise DeliveryError when it failed."""
+
+    def rate_key(self, items: list[OutboxItem], ref: str | None) -> Hashable | None:
+        """The key whose sends are spaced by ``limiter`` (e.g. a Slack channel), or None."""
+        return None
+
+    limiter: Any = None  # alertd.integrations.ratelimit.RateLimiter, when rate_key is used
+
+    async def close(self) -> None:
+        return None
+
+
+class Integration(abc.ABC, Generic[S]):
+    """One kind of target. See the module docstring; registered in alertd.integrations.registry."""
+
+    name: ClassVar[str]
+    intents: ClassVar[frozenset[Intent]]
+    receiver_schema: ClassVar[dict[str, Any]]
+    config_schema: ClassVar[dict[str, Any]] = {"type": "object", "additionalProperties": False, "properties": {}}
+    conversation: ClassVar[bool] = False  # keeps a conversation per incident: escalations are noted there
+    remembers: ClassVar[bool] = True  # False: a delivery leaves nothing to keep current (quiet items are dropped)
+
+    def accepts(self, intent: Intent) -> bool:
+        return intent in self.intents
+
+    @abc.abstractmethod
+    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
+        """The targets a receiver's ``<name>:`` section names (schema-valid; report semantic problems)."""
+
+    @abc.abstractmethod
+    def settings(self, doc: dict[str, Any], links: Links) -> S:
+        """The ``notify.<name>`` section (schema-valid, maybe empty) as typed settings."""
+
+    @abc.abstractmethod
+    def notifier(self, settings: S, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier: ...
+
+    def enabled(self, settings: S) -> bool:
+        return settings.enabled
+
+    def unknown(self, settings: S, addresses: set[str]) -> list[str]:
+        """Target addresses the rules use that the config does not define (secrets named by the rules)."""
+        return []
+
+    def target(self, address: str = "", lane: str = "") -> Target:
+        return Target.of(self.name, address, lane)
+
+
+def key_name(value: Any, problem: Problem, path: tuple[Any, ...], section: str) -> str:
+    """'${gpu-infra}' -> 'gpu-infra': rule files name secrets that the config holds."""
+    m = KEY_REF.match(str(value))
+    if not m:
+        problem(path, f"must name a key from {section}, like \"${{gpu-infra}}\"; never put the secret in a rule file")
+        return ""
+    return m.group(1)

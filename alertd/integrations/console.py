@@ -1,0 +1,64 @@
+"""The console: one log line per incident change, for the embedded setup and for tests.
+
+Targets ``console``; accepts ``show`` only. A log line cannot be edited, so
+items that would only keep a message current are never queued for it.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.integrations.base import Delivered, Integration, Links, Notifier, NotifierSettings, NotifyStore, Problem
+
+log = logging.getLogger("alertd.incidents")
+
+
+class ConsoleNotifier(Notifier):
+    kind = "console"
+
+    async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
+        if not log.isEnabledFor(logging.INFO):
+            return Delivered()
+        for item in items:
+            inc = item.payload.get("incident", {})
+            events = "; ".join(f"{e['kind']}: {e.get('text', '')}".rstrip(": ") for e in item.payload.get("events", []))
+            log.info(
+                "%s [%s %s] %s — %s",
+                inc.get("id"), inc.get("status"), inc.get("severity"), inc.get("title"), events,
+                extra={"incident": inc, "change": item.payload.get("kinds", [])},  # JSON logs carry the incident
+            )
+        return Delivered()
+
+
+@dataclass(slots=True)
+class ConsoleSettings(NotifierSettings):
+    on: bool | None = None  # None: on unless another integration is configured
+
+    @property
+    def enabled(self) -> bool:
+        return self.on is not False
+
+
+class Console(Integration[ConsoleSettings]):
+    name = "console"
+    intents = frozenset({Intent.SHOW})
+    remembers = False
+    receiver_schema = {"type": "boolean", "description": "Also log to the console."}
+    config_schema = {"type": "object", "additionalProperties": False, "properties": {
+        "enabled": {"type": "boolean",
+                    "description": "Log every incident change (default true when no other notifier is configured)."}}}
+
+    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
+        return [self.target()] if doc else []
+
+    def settings(self, doc: dict[str, Any], links: Links) -> ConsoleSettings:
+        return ConsoleSettings(on=doc.get("enabled"))
+
+    def notifier(self, settings: ConsoleSettings, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier:
+        return ConsoleNotifier()
+
+
+INTEGRATION = Console()

@@ -1,0 +1,197 @@
+"""A generic webhook: signed JSON for ticketing systems and ChatOps bots.
+
+Rules name an endpoint (``webhook: {endpoint: "${ticketing}"}``); its URL and
+secret live in the config (``notify.webhook.endpoints``). Target
+``webhook:<endpoint>``; intents ``show`` (the incident as it is now; queued
+ones are coalesced), ``timeline`` (new timeline events) and ``escalate`` (an
+escalation note, lane ``escalation``).
+
+Every request is ``POST`` with a JSON body (``version``, ``intent``,
+``incident``, ``events``, ``kinds``, ``note``, ``muted``, ``sequence``) and:
+
+* ``X-Alertd-Timestamp``: Unix seconds;
+* ``X-Alertd-Signature``: ``sha256=`` + hex HMAC-SHA256 of
+  ``<timestamp>.<body>`` with the endpoint's secret (the receiver checks it
+  and refuses old timestamps, against replays);
+* ``X-Alertd-Delivery``: ``<incident>/<sequence>``, the same on a retry, so
+  the receiver can drop duplicates.
+
+2xx is done; 408, 429 and 5xx (and network errors) are retried, honouring
+Retry-After; any other status is a permanent failure.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable
+
+import aiohttp
+
+from alertd.core.http_session import LazySession
+
+from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.findings import Owners
+from alertd.core.model import OPEN, Incident, iso
+from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
+                                       Notifier, NotifierSettings, NotifyStore, Problem, key_name)
+from alertd.integrations.presentation import alertmanager_link, runbook_url, web_url
+
+VERSION = "1"
+SENT = "sent"  # the ref once anything reached the endpoint: later quiet changes keep it current
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    url: str
+    secret: str
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(slots=True)
+class WebhookSettings(NotifierSettings):
+    endpoints: dict[str, Endpoint] = field(default_factory=dict)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.endpoints)
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    """The X-Alertd-Signature value for ``body`` sent at ``timestamp``."""
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def incident_doc(inc: Incident, links: Links) -> dict[str, Any]:
+    """The incident as the webhook shows it: enough for a ticket, without every member of a fleet."""
+    p = inc.primary
+    doc: dict[str, Any] = {
+        "id": inc.id, "key": inc.key, "status": inc.status, "severity": inc.severity, "category": inc.category,
+        "title": inc.title, "cluster": inc.cluster, "node": inc.node, "nodes": inc.nodes[:50],
+        "nodeCount": len(inc.nodes), "namespace": inc.namespace, "pod": inc.pod, "gpus": inc.gpus,
+        "xids": inc.xids, "signals": inc.signals, "firing": inc.firing, "memberCount": len(inc.members),
+        "openedAt": iso(inc.opened_at), "updatedAt": iso(inc.updated_at), "resolvedAt": iso(inc.resolved_at),
+        "acknowledgedBy": inc.acknowledged_by, "action": p.action if p else "", "meaning": p.meaning if p else "",
+        "links": {},
+    }
+    rb = runbook_url(p.runbook if p else "", links.runbook_base_url)
+    am = alertmanager_link(inc, links.alertmanager_url)
+    for name, url in (("runbook", rb), ("alertmanager", am)):
+        if url:
+            doc["links"][name] = url
+    if web_url(links.alertd_url):  # every link: http(s) only (alertd.integrations.presentation)
+        doc["links"]["alertd"] = f"{links.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}"
+    owners = Owners.of(inc.annotations)
+    if owners:
+        doc["owners"] = owners.stored
+    return doc
+
+
+class WebhookNotifier(Notifier):
+    kind = "webhook"
+    coalesce = frozenset({Intent.SHOW, Intent.TIMELINE})
+    needs_ref = frozenset({Intent.TIMELINE})
+
+    def __init__(self, settings: WebhookSettings, store: NotifyStore, clock: Callable[[], datetime]):
+        self.settings, self.store, self.clock = settings, store, clock
+        self.links = Links(settings.runbook_base_url, settings.alertmanager_url, settings.alertd_url)
+        self._http_session = LazySession(self.settings.timeout)
+
+    async def close(self) -> None:
+        await self._http_session.close()
+
+    async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
+        head = items[0]
+        endpoint = self.settings.endpoints.get(head.target.address)
+        if endpoint is None:
+            raise DeliveryError(f"no webhook endpoint named {head.target.address!r} in notify.webhook.endpoints",
+                                retry=False)
+        inc = await self.store.get_incident(head.incident_id)
+        if inc is None:
+            return Delivered()
+        if head.intent == Intent.ESCALATE:
+            if ref or inc.status != OPEN:
+                return Delivered()  # noted already, or acknowledged/resolved in time
+        payloads = [i.payload for i in items]
+        body = {
+            "version": VERSION,
+            "intent": str(head.intent),
+            "sequence": items[-1].id,
+            "kinds": [k for p in payloads for k in p.get("kinds", [])],
+            "events": [e for p in payloads for e in p.get("events", [])],
+            "note": next((p["note"] for p in reversed(payloads) if p.get("note")), ""),
+            "muted": payloads[-1].get("muted", ""),
+            "incident": incident_doc(inc, self.links),
+        }
+        if head.intent == Intent.ESCALATE:
+            body["escalation"] = {"after": head.payload.get("after", 0), "routingKey": head.payload.get("routing_key", "")}
+        await self._post(endpoint, body, f"{inc.id}/{items[-1].id}")
+        return Delivered(ref=SENT)
+
+    async def _post(self, endpoint: Endpoint, doc: dict[str, Any], delivery: str) -> None:
+        body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+        ts = str(int(time.time()))
+        headers = {**dict(endpoint.headers), "Content-Type": "application/json", "X-Alertd-Timestamp": ts,
+                   "X-Alertd-Signature": sign(endpoint.secret, ts, body), "X-Alertd-Delivery": delivery}
+        try:
+            async with self._http_session.get().post(endpoint.url, data=body, headers=headers) as resp:
+                status, text = resp.status, await resp.text()
+                retry_after = resp.headers.get("Retry-After")
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise DeliveryError(f"webhook {delivery}: {type(exc).__name__}: {exc}", retry=True) from None
+        if 200 <= status < 300:
+            return
+        after = float(retry_after) if retry_after and retry_after.isdigit() else None
+        retry = status in (408, 429) or status >= 500
+        raise DeliveryError(f"webhook {delivery}: HTTP {status} {text[:200]}", retry=retry, after=after)
+
+
+class Webhook(Integration[WebhookSettings]):
+    name = "webhook"
+    intents = frozenset({Intent.SHOW, Intent.TIMELINE, Intent.ESCALATE})
+    conversation = True
+    receiver_schema = {"type": "object", "additionalProperties": False, "required": ["endpoint"],
+                       "description": "A webhook endpoint from notify.webhook.endpoints, by name.",
+                       "properties": {"endpoint": KEY_REF_SCHEMA}}
+    config_schema = {
+        "type": "object", "additionalProperties": False,
+        "description": "Generic webhooks: signed JSON for ticketing and ChatOps (docs/notifications.md).",
+        "properties": {
+            "endpoints": {
+                "type": "object", "propertyNames": {"pattern": "^[A-Za-z0-9_.-]+$"},
+                "description": "Name -> endpoint. Rules refer to endpoints by name: endpoint: \"${ticketing}\".",
+                "additionalProperties": {
+                    "type": "object", "additionalProperties": False, "required": ["url", "secret"],
+                    "properties": {
+                        "url": {"type": "string", "pattern": "^https?://", "description": "Where to POST."},
+                        "secret": {"type": "string", "minLength": 16,
+                                   "description": "HMAC-SHA256 key for X-Alertd-Signature, e.g. ${TICKETS_SECRET}."},
+                        "headers": {"type": "object", "additionalProperties": {"type": "string"},
+                                    "description": "Extra request headers (e.g. an Authorization the receiver wants)."},
+                    }}},
+            "timeout": {**DURATION_SCHEMA, "description": "Per request. Default 10s."},
+        },
+    }
+
+    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
+        name = key_name(doc["endpoint"], problem, path + ("endpoint",), "notify.webhook.endpoints")
+        return [self.target(name)] if name else []
+
+    def settings(self, doc: dict[str, Any], links: Links) -> WebhookSettings:
+        endpoints = {name: Endpoint(e["url"], e["secret"], tuple(sorted((e.get("headers") or {}).items())))
+                     for name, e in (doc.get("endpoints") or {}).items()}
+        return WebhookSettings(endpoints=endpoints, **WebhookSettings.shared(doc, links))
+
+    def notifier(self, settings: WebhookSettings, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier:
+        return WebhookNotifier(settings, store, clock)
+
+    def unknown(self, settings: WebhookSettings, addresses: set[str]) -> list[str]:
+        return sorted(a for a in addresses if a not in settings.endpoints)
+
+
+INTEGRATION = Webhook()

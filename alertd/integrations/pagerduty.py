@@ -1,0 +1,300 @@
+"""PagerDuty Events API v2: trigger, acknowledge and resolve one alert per incident.
+
+Target ``pagerduty:<key name>``; the key itself comes from the service config
+(``notify.pagerduty.routing_keys``), never from rule files. ``dedup_key`` is
+the installation id and the incident id (``a1b2c3d4:INC-7``), so a repeated
+trigger (a redelivery after a crash or a failover) folds into the same PagerDuty
+alert, and two installations never share one. The key sent is kept in the ref.
+
+Intents:
+
+* ``page``, ``resolve``  bring PagerDuty to the incident's CURRENT state (read from the
+                store): trigger when open (again when the severity rose),
+                acknowledge when acknowledged, resolve when resolved. What was
+                last sent is kept as the ref, so repeated items send nothing,
+                and the syncs queued behind it (a backlog after an outage) are
+                covered by it. A node incident folded into a fleet incident
+                before it was paged is never paged alone.
+* ``escalate``  due when the escalation time is up: trigger on the escalation
+                routing key unless the incident was acknowledged or resolved.
+
+202 is done; 400 is never retried (the event is malformed: logged, counted as
+failed); 429, 5xx and network errors are retried with backoff by the outbox.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+import aiohttp
+
+from alertd.core.http_session import LazySession
+
+from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.durations import format_duration
+from alertd.core.findings import Owners
+from alertd.core.installation import scoped
+from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
+from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
+                                       Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
+                                       key_name)
+from alertd.integrations.presentation import ACTION_TEXT, alertmanager_link, first_web_url, runbook_url, web_url
+
+log = logging.getLogger(__name__)
+DEFAULT_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
+PD_SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
+MAX_SUMMARY = 1024
+
+
+@dataclass(slots=True)
+class PagerDutySettings(NotifierSettings):
+    events_url: str = DEFAULT_EVENTS_URL
+    routing_keys: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def enabled(self) -> bool:
+        return any(v.strip() for v in self.routing_keys.values())
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "PagerDutySettings":
+        """The settings parsed with the config (``Config.notify``)."""
+        settings: PagerDutySettings = cfg.notify.get("pagerduty") or cls()
+        return settings
+
+    @classmethod
+    def parse(cls, doc: dict[str, Any], links: Links) -> "PagerDutySettings":
+        shared = cls.shared(doc, links)
+        return cls(
+            events_url=doc.get("events_url") or DEFAULT_EVENTS_URL,
+            routing_keys={k: v for k, v in (doc.get("routing_keys") or {}).items() if v},
+            **shared,
+        )
+
+
+def _state(ref: str | None) -> dict[str, Any]:
+    if not ref:
+        return {}
+    try:
+        value = json.loads(ref)
+        return value if isinstance(value, dict) else {}
+    except ValueError:
+        return {}
+
+
+class PagerDutyNotifier(Notifier):
+    kind = "pagerduty"
+    coalesce = frozenset({Intent.PAGE, Intent.RESOLVE})
+    coalesce_groups = (frozenset({Intent.PAGE, Intent.RESOLVE}),)
+    installation: Callable[[], str] = staticmethod(lambda: "")  # set by build_notifiers: the installation id
+
+    def __init__(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime]):
+        self.settings, self.store, self.clock = settings, store, clock
+        self._http_session = LazySession(self.settings.timeout)
+        self.rejected = 0  # 400 answers: malformed events, never retried
+
+    async def close(self) -> None:
+        await self._http_session.close()
+
+    def session(self) -> aiohttp.ClientSession:
+        return self._http_session.get()
+
+    async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
+        item = items[0]
+        name = item.payload.get("routing_key") or item.target.address
+        key = self.settings.routing_keys.get(name)
+        if not key:
+            raise DeliveryError(f"no PagerDuty routing key named {name!r} in notify.pagerduty.routing_keys", retry=False)
+        # The outbox coalesced the pages queued before the incident is read: this sends the CURRENT state.
+        inc = await self.store.get_incident(item.incident_id)
+        if inc is None or folded_unposted(inc, ref):
+            return Delivered()
+        if ref and inc.parent_id and await self._taken_over(inc, item.target, ref):
+            return Delivered()  # its fleet took its PagerDuty alert over and keeps it current
+        if not ref:
+            ref = await self._adopted(items)
+        return await self._sync(item, [i.payload for i in items], inc, key, ref)
+
+    async def _adopted(self, items: list[OutboxItem]) -> str | None:
+        """A fleet's first page takes over the alert of a node incident already paged (``adopt`` names it,
+        router.py): the storm stays ONE PagerDuty alert, updated to the fleet, instead of a second trigger."""
+        child = next((i.payload["adopt"] for i in reversed(items) if i.payload.get("adopt")), "")
+        if not child:
+            return None
+        sent = _state(await self.store.notify_ref(str(child), items[0].target))
+        if sent.get("state") != "triggered" or not sent.get("dedup_key"):
+            return None  # acknowledged or resolved meanwhile: the fleet pages on its own
+        return json.dumps({"state": "adopting", "severity": sent.get("severity", ""), "dedup_key": sent["dedup_key"]})
+
+    async def _taken_over(self, inc: Incident, target: Target, ref: str) -> bool:
+        """Whether the node incident's alert now belongs to its fleet (same dedup key): the node resolving or
+        being acknowledged alone must not resolve the storm's page."""
+        mine = _state(ref).get("dedup_key")
+        fleet = _state(await self.store.notify_ref(inc.parent_id, target))
+        return bool(mine) and fleet.get("dedup_key") == mine
+
+    async def _sync(self, item: OutboxItem, payloads: list[dict[str, Any]], inc: Incident, key: str, ref: str | None) -> Delivered:
+        latest = payloads[-1]
+        sent = _state(ref)
+        # The key this incident's PagerDuty alert already has (bare for alerts opened before installation ids).
+        dedup = sent.get("dedup_key") or (inc.id if sent else scoped(self.installation(), inc.id))
+        severity = latest.get("severity") or inc.severity
+        if item.intent == Intent.ESCALATE:
+            if sent or inc.status != OPEN or inc.parent_id:
+                return Delivered()  # escalated already, acknowledged/resolved in time, or its fleet escalates
+            after = format_duration(_seconds(item.payload.get("after")))
+            await self._send(key, "trigger", inc, severity, dedup, note=f"escalated: not acknowledged within {after}")
+            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
+        last = sent.get("state", "")
+        if inc.status == CLOSED:
+            if last in ("triggered", "acknowledged", "adopting"):
+                await self._send(key, "resolve", inc, severity, dedup)
+                return Delivered(ref=json.dumps({"state": "resolved", "severity": severity, "dedup_key": dedup}))
+            return Delivered()
+        if inc.status == ACKNOWLEDGED:
+            if last in ("triggered", "adopting"):
+                await self._send(key, "acknowledge", inc, severity, dedup)
+                return Delivered(ref=json.dumps({"state": "acknowledged", "severity": severity, "dedup_key": dedup}))
+            return Delivered()
+        # open
+        if all(p.get("only_if_posted") for p in payloads) and not last:
+            return Delivered()
+        if last == "adopting":  # the same PagerDuty alert, now saying what the fleet is: no new page
+            await self._send(key, "trigger", inc, severity, dedup, note=latest.get("note", ""))
+            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
+        if not last or (last == "triggered" and SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(sent.get("severity", ""), 0)):
+            await self._send(key, "trigger", inc, severity, dedup, note=latest.get("note", ""))
+            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
+        return Delivered()
+
+    def event(self, key: str, action: str, inc: Incident, severity: str, note: str = "", dedup: str = "") -> dict[str, Any]:
+        body: dict[str, Any] = {"routing_key": key, "event_action": action, "dedup_key": dedup or inc.id}
+        if action != "trigger":
+            return body
+        p = inc.primary
+        s = self.settings
+        where = ", ".join(inc.nodes[:20]) + (" …" if len(inc.nodes) > 20 else "") if inc.fleet else inc.node
+        links = []
+        rb = runbook_url(p.runbook if p else "", s.runbook_base_url)
+        if rb:
+            links.append({"href": rb, "text": "Runbook"})
+        prom = first_web_url([m.generator_url for m in inc.members.values()])  # links: http(s) only
+        if prom:
+            links.append({"href": prom, "text": "Prometheus"})
+        am = alertmanager_link(inc, s.alertmanager_url)
+        if am:
+            links.append({"href": am, "text": "Alertmanager"})
+        if web_url(s.alertd_url):
+            links.append({"href": f"{s.alertd_url.rstrip('/')}/ui/incidents/{inc.id}", "text": f"alertd {inc.id}"})
+        details: dict[str, Any] = {
+            "incident": inc.id,
+            "status": inc.status,
+            "cluster": inc.cluster,
+            "node": where,
+            "gpus": [g.get("uuid") or g.get("pci_bus_id") or g.get("index") for g in inc.gpus],
+            "xid": inc.xids,
+            "signals": inc.signals,
+            "action": ACTION_TEXT.get(p.action, p.action) if p and p.action else "",
+            "meaning": p.meaning if p else "",
+            "firing": [f"{m.alertname} {m.signal.title}".strip() for m in inc.firing_members()][:20],
+            "links": {link["text"]: link["href"] for link in links},
+        }
+        if inc.namespace or inc.pod:
+            details["pod"] = "/".join(x for x in (inc.namespace, inc.pod) if x)
+        if note:
+            details["note"] = note
+        owners = Owners.of(inc.annotations)
+        if owners:
+            details["owners"] = owners.stored
+        gpu = inc.gpus[0] if len(inc.gpus) == 1 else {}
+        component = (f"GPU {gpu.get('index')}" if gpu.get("index") else gpu.get("uuid", "")) or (p.kind if p else "")
+        body["payload"] = {
+            "summary": _clip(f"[{severity.upper()}] {inc.title}" + (f" ({note})" if note else ""), MAX_SUMMARY),
+            "source": where or inc.cluster or "alertd",
+            "severity": PD_SEVERITY.get(severity, "error"),
+            "timestamp": iso(inc.opened_at),
+            "component": component or "gpu",
+            "group": inc.cluster or inc.group,
+            "class": (f"xid {inc.xids[0]}" if inc.xids else (p.kind if p else inc.category)),
+            "custom_details": details,
+        }
+        body["links"] = links
+        body["client"] = "alertd"
+        if web_url(s.alertd_url):
+            body["client_url"] = f"{s.alertd_url.rstrip('/')}/ui/incidents/{inc.id}"
+        return body
+
+    async def _send(self, key: str, action: str, inc: Incident, severity: str, dedup: str, note: str = "") -> None:
+        body = self.event(key, action, inc, severity, note, dedup)
+        try:
+            async with self.session().post(self.settings.events_url, json=body) as resp:
+                text = await resp.text()
+                status = resp.status
+                retry_after = resp.headers.get("Retry-After")
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            raise DeliveryError(f"PagerDuty {action} for {inc.id}: {type(exc).__name__}: {exc}", retry=True) from None
+        if status == 202 or 200 <= status < 300:
+            return
+        if status == 400:
+            self.rejected += 1
+            log.error("PagerDuty rejected %s for %s (never retried): %s", action, inc.id, text[:500])
+            raise DeliveryError(f"PagerDuty 400 for {action} {inc.id}: {text[:300]}", retry=False)
+        after = None
+        if retry_after:
+            try:
+                after = float(retry_after)
+            except ValueError:
+                after = None
+        if status == 429 or status >= 500:
+            raise DeliveryError(f"PagerDuty {status} for {action} {inc.id}", retry=True, after=after)
+        raise DeliveryError(f"PagerDuty {status} for {action} {inc.id}: {text[:300]}", retry=False)
+
+
+class PagerDuty(Integration[PagerDutySettings]):
+    name = "pagerduty"
+    intents = frozenset({Intent.PAGE, Intent.RESOLVE, Intent.ESCALATE})
+    receiver_schema = {"type": "object", "additionalProperties": False, "required": ["routing_key"],
+                       "properties": {"routing_key": KEY_REF_SCHEMA}}
+    config_schema = {
+        "type": "object", "additionalProperties": False, "description": "PagerDuty Events API v2.",
+        "properties": {
+            "events_url": {"type": "string", "description": "Default https://events.pagerduty.com/v2/enqueue."},
+            "routing_keys": {
+                "type": "object",
+                "description": "Name -> integration (routing) key, e.g. gpu-infra: ${PD_GPU_INFRA_KEY}. "
+                               "Rules refer to keys by name: routing_key: \"${gpu-infra}\".",
+                "propertyNames": {"pattern": "^[A-Za-z0-9_.-]+$"},
+                "additionalProperties": {"type": "string"}},
+            "timeout": {**DURATION_SCHEMA, "description": "Per request. Default 10s."},
+        },
+    }
+
+    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
+        name = key_name(doc["routing_key"], problem, path + ("routing_key",), "notify.pagerduty.routing_keys")
+        return [self.target(name)] if name else []
+
+    def settings(self, doc: dict[str, Any], links: Links) -> PagerDutySettings:
+        return PagerDutySettings.parse(doc, links)
+
+    def notifier(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier:
+        return PagerDutyNotifier(settings, store, clock)
+
+    def unknown(self, settings: PagerDutySettings, addresses: set[str]) -> list[str]:
+        return sorted(a for a in addresses if a not in settings.routing_keys)
+
+
+INTEGRATION = PagerDuty()
+
+
+def _seconds(value: Any) -> timedelta:
+    try:
+        return timedelta(seconds=float(value or 0))
+    except (TypeError, ValueError):
+        return timedelta(0)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,68 @@
+"""What every integration shows the same way: action texts, and the links of an incident (runbook,
+Alertmanager), with the one rule for URLs that come from alerts.
+
+Alert labels and annotations are written by whoever writes Prometheus rules, and a generatorURL or
+``runbook_url`` annotation can hold anything: ``javascript:``, ``data:``, text made to look like a link.
+Only an absolute http(s) URL with a host becomes a link anywhere alertd sends or shows one (Slack,
+PagerDuty, Opsgenie, the signed webhook, the web UI); anything else is text or left out.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urlsplit
+
+if TYPE_CHECKING:
+    from alertd.core.model import Incident
+
+ACTION_TEXT = {
+    "restart_app": "Restart the job: the application faulted; the GPU is healthy.",
+    "reset_gpu": "Drain the GPU and reset it (nvidia-smi -r), then run diagnostics before returning it.",
+    "reboot_node": "Drain and reboot the node (often a power cycle); save dmesg and the BMC log first.",
+    "contact_support": "Drain the GPU and open a case with the hardware vendor.",
+    "watch": "Nothing now; repeats need a look.",
+    "ignore": "No action needed.",
+}
+
+WEB_SCHEMES = ("http", "https")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # control characters (line breaks too): never inside a URL
+
+
+def web_url(url: str) -> str:
+    """``url`` when it is an absolute http(s) URL with a host, else "" (not to be made a link)."""
+    if not url or _CONTROL.search(url):
+        return ""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an invalid IPv6 host, for one
+        return ""
+    return url if parts.scheme.lower() in WEB_SCHEMES and parts.netloc else ""
+
+
+def runbook_url(page: str, base: str) -> str:
+    """The runbook link: an http(s) page as it is, a relative page under ``base`` (``.md`` added), else ""."""
+    if not page:
+        return ""
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", page):  # has a scheme: only the web's become links
+        return web_url(page)
+    if not base:
+        return ""
+    path = quote(page.lstrip("/"), safe="/-._~#")
+    return web_url(base.rstrip("/") + "/" + path + ("" if page.endswith(".md") else ".md"))
+
+
+def alertmanager_link(inc: "Incident", base: str) -> str:
+    """The incident's alerts in Alertmanager's UI (filtered by node, pod or cluster), or "" without a base."""
+    if not web_url(base):
+        return ""
+    if inc.fleet:
+        matcher = f'cluster="{inc.cluster}"' if inc.cluster else ""
+    else:
+        matcher = f'node="{inc.node}"' if inc.node else (f'pod="{inc.pod}"' if inc.pod else "")
+    url = base.rstrip("/") + "/#/alerts"
+    return url + ("?filter=" + quote("{" + matcher + "}", safe="") if matcher else "")
+
+
+def first_web_url(urls: "list[str]") -> str:
+    """The first of ``urls`` that may become a link (a member's generatorURL), or ""."""
+    return next((u for u in urls if web_url(u)), "")

@@ -1,0 +1,388 @@
+"""Incident -> Slack Block Kit: one message that always shows the incident's current state.
+
+Pure functions, no I/O: the Slack notifier renders the incident as stored at
+delivery time. Everything is kept inside Block Kit's limits (50 blocks per
+message, 3000 characters per section text, 150 per header, 10 fields of 2000,
+10 context elements, 75 characters of button text) by truncating with
+"... and N more" rather than letting Slack reject the message.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable
+
+from alertd.core.durations import format_duration
+from alertd.core.findings import Evidence, Owners
+from alertd.core.installation import scoped
+from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, parse_iso
+from alertd.integrations.presentation import ACTION_TEXT, alertmanager_link, runbook_url, web_url
+
+__all__ = ["ACTION_TEXT", "alertmanager_link", "runbook_url"]  # shared presentation, imported from here too
+
+MAX_BLOCKS = 50
+MAX_SECTION = 3000
+MAX_HEADER = 150
+MAX_FIELD = 2000
+MAX_FIELDS = 10
+MAX_CONTEXT = 10
+MAX_BUTTON = 75
+MAX_FALLBACK = 3000  # the notification text; Slack's hard limit is far above, but phones show little
+MAX_MEMBER_SECTIONS = 4
+MAX_LOG_CHARS = 1500
+
+ACTION_ACK = "alertd_ack"
+ACTION_RESOLVE = "alertd_resolve"
+ACTION_SILENCE = "alertd_silence_"  # + 1h | 4h | 24h
+ACTION_UNSILENCE = "alertd_unsilence"
+SILENCE_CHOICES = ("1h", "4h", "24h")
+
+SEVERITY_ICON = {"critical": ":red_circle:", "error": ":large_orange_circle:", "warning": ":large_yellow_circle:",
+                 "info": ":large_blue_circle:"}
+
+
+@dataclass(slots=True)
+class RenderContext:
+    runbook_base_url: str = ""
+    alertmanager_url: str = ""
+    alertd_url: str = ""
+    note: str = ""  # routing note, e.g. a cordon downgrade
+    now: datetime | None = None
+    installation_id: str = ""  # prefixes button values (alertd/core/installation.py)
+
+
+def mrkdwn_escape(text: Any) -> str:
+    """Text from alerts as Slack shows it, never as markup: Slack's three control characters as entities
+    (its documented escaping), so no text makes a link, a ``<!channel>``, ``<!here>``, ``<@U…>`` or ``<#C…>``."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def link(url: str, label: str) -> str:
+    """``<url|label>`` when ``url`` is an http(s) URL (alertd.integrations.presentation.web_url), else the label as
+    text. In the URL, ``&`` is written as Slack's entity and ``<``, ``>``, ``|``, spaces percent-encoded: none
+    of them can end the link or start a label."""
+    if not web_url(url):
+        return mrkdwn_escape(label)
+    target = url.replace("&", "&amp;").replace("<", "%3C").replace(">", "%3E").replace("|", "%7C").replace(" ", "%20")
+    return f"<{target}|{mrkdwn_escape(label)}>"
+
+
+def mrkdwn(text: str) -> dict[str, Any]:
+    """A mrkdwn text object. ``verbatim``: Slack does not turn names, channels or bare URLs in it into links
+    or mentions; only the explicit ``<url|label>`` links built by ``link`` are links."""
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def _ts(value: datetime | None) -> str:
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") if value else "-"
+
+
+def pack_lines(lines: list[str], limit: int, max_chunks: int, more: str = "…and {n} more") -> list[str]:
+    """Lines -> at most ``max_chunks`` texts of at most ``limit`` chars; what does not fit is counted."""
+    chunks: list[str] = []
+    current: list[str] = []
+    size = 0
+    reserve = len(more.format(n=len(lines))) + 1
+    for i, line in enumerate(lines):
+        line = clip(line, limit - reserve - 1)
+        last_chunk = len(chunks) == max_chunks - 1
+        budget = limit - (reserve if last_chunk else 0)
+        if size + len(line) + 1 > budget:
+            if last_chunk:
+                current.append(more.format(n=len(lines) - i))
+                chunks.append("\n".join(current))
+                return chunks
+            chunks.append("\n".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += len(line) + 1
+    if current:
+        chunks.append("\n".join(current))
+    return chunks
+
+
+def join_limited(items: list[str], sep: str, limit: int) -> str:
+    """Join as many items as fit in ``limit`` characters, then "…and N more"."""
+    out: list[str] = []
+    size = 0
+    for i, item in enumerate(items):
+        tail = f"{sep}…and {len(items) - i} more"
+        if size + len(sep) + len(item) + len(tail) > limit and i < len(items) - 1 or size + len(item) > limit:
+            return sep.join(out) + (tail if out else tail.lstrip(sep))
+        out.append(item)
+        size += len(item) + len(sep)
+    return sep.join(out)
+
+
+def gpu_label(g: dict[str, str]) -> str:
+    parts = []
+    if g.get("index"):
+        parts.append(f"GPU {mrkdwn_escape(g['index'])}")
+    if g.get("model"):
+        parts.append(mrkdwn_escape(g["model"]))
+    if g.get("pci_bus_id"):
+        parts.append(mrkdwn_escape(g["pci_bus_id"]))
+    if g.get("uuid"):
+        parts.append(f"`{mrkdwn_escape(g['uuid'])}`")
+    return " · ".join(parts) or "GPU"
+
+
+def _silence(inc: Incident, now: datetime) -> tuple[dict[str, Any] | None, bool]:
+    s = inc.annotations.get("silence")
+    if not isinstance(s, dict) or not s.get("id"):
+        return None, False
+    ends = parse_iso(s.get("endsAt"))
+    return s, ends is None or ends > now
+
+
+def severity_line(inc: Incident) -> str:
+    icon = ":white_check_mark:" if inc.status == CLOSED else SEVERITY_ICON.get(inc.severity, ":white_circle:")
+    state = {CLOSED: "RESOLVED", ACKNOWLEDGED: "ACKNOWLEDGED"}.get(inc.status, inc.severity.upper())
+    return f"{icon} {state}"
+
+
+def fallback_text(inc: Incident) -> str:
+    state = inc.status if inc.status != "open" else inc.severity
+    return clip(f"[{state.upper()}] {mrkdwn_escape(inc.title)} ({inc.id})", MAX_FALLBACK)
+
+
+def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """(fallback text, blocks) for the incident's one message."""
+    ctx = ctx or RenderContext()
+    now = ctx.now or datetime.now(timezone.utc)
+    blocks: list[dict[str, Any]] = []
+    state = {CLOSED: "Resolved", ACKNOWLEDGED: "Acknowledged"}.get(inc.status, "Open")
+    header = f"{severity_line(inc).split(' ', 1)[1]}: {inc.title}"
+    blocks.append({"type": "header", "text": {"type": "plain_text", "text": clip(header, MAX_HEADER), "emoji": True}})
+
+    # Facts as fields.
+    fields = [f"*Severity*\n{SEVERITY_ICON.get(inc.severity, '')} {mrkdwn_escape(inc.severity)}",
+              f"*Status*\n{state}" + (f" by {mrkdwn_escape(inc.acknowledged_by)}" if inc.status == ACKNOWLEDGED and inc.acknowledged_by else "")]
+    if inc.fleet:
+        fields.append(f"*Nodes*\n{len(inc.nodes)} in {mrkdwn_escape(inc.cluster or 'the fleet')}")
+    else:
+        where = " / ".join(mrkdwn_escape(x) for x in (inc.cluster, inc.node) if x)
+        if where:
+            fields.append(f"*Cluster / node*\n{where}")
+    if inc.gpus:
+        fields.append("*GPUs*\n" + clip("\n".join(gpu_label(g) for g in inc.gpus[:8])
+                                        + (f"\n…and {len(inc.gpus) - 8} more" if len(inc.gpus) > 8 else ""), MAX_FIELD - 8))
+    if inc.xids:
+        fields.append("*Xid*\n" + ", ".join(map(str, inc.xids)))
+    if inc.namespace or inc.pod:
+        fields.append("*Pod*\n" + mrkdwn_escape("/".join(x for x in (inc.namespace, inc.pod) if x)))
+    if inc.status == CLOSED and inc.resolved_at:
+        fields.append(f"*Open for*\n{format_duration(inc.resolved_at - inc.opened_at)}")
+    else:
+        fields.append(f"*Opened*\n{_ts(inc.opened_at)} ({format_duration(now - inc.opened_at)} ago)")
+    fields.append(f"*Incident*\n{inc.id}" + (f" · {inc.flaps} flaps" if inc.flaps else ""))
+    blocks.append({"type": "section", "fields": [mrkdwn(clip(f, MAX_FIELD)) for f in fields[:MAX_FIELDS]]})
+
+    # What it means and what to do.
+    p = inc.primary
+    if p is not None:
+        lines = []
+        if p.meaning:
+            lines.append(f"*What happened*\n{mrkdwn_escape(p.meaning)}")
+        action = ACTION_TEXT.get(p.action, p.action.replace("_", " ")) if p.action else ""
+        if action:
+            lines.append(f"*Recommended action*\n{mrkdwn_escape(action)}" + (" *Drain the GPU first.*" if p.drain and p.action != "reboot_node" else ""))
+        if p.investigate:
+            lines.append(f"*Investigate*\n{mrkdwn_escape(p.investigate)}")
+        if lines:
+            blocks.append({"type": "section", "text": mrkdwn(clip("\n\n".join(lines), MAX_SECTION))})
+
+    # State notes: suppression, silence, fleet membership, owners.
+    notes: list[str] = []
+    if ctx.note:
+        notes.append(f":arrow_down: {mrkdwn_escape(ctx.note)}")
+    silence, active = _silence(inc, now)
+    if silence:
+        until = _ts(parse_iso(silence.get("endsAt")))
+        who = mrkdwn_escape(silence.get("createdBy", ""))
+        notes.append(f":no_bell: Silenced until {until}" + (f" by {who}" if who else "") if active
+                     else f":bell: Silence expired at {until}")
+    if inc.parent_id:
+        notes.append(f":link: Part of fleet incident {inc.parent_id}: follow it there.")
+    if inc.fleet and inc.children:
+        notes.append(f"Folds {len(inc.children)} node incidents")
+    if inc.previous_id:
+        notes.append(f"Happened before: {inc.previous_id}")
+    found, owners = Evidence.of(inc.annotations), Owners.of(inc.annotations).lines()
+    if owners:
+        notes.append("*Owners:* " + mrkdwn_escape("; ".join(owners)))
+    if found.logs_unavailable:
+        why = found.unavailable_reasons()
+        notes.append(":warning: Kernel logs unavailable" + (f": {mrkdwn_escape('; '.join(why))}" if why and why != ["True"] else ""))
+    if notes:
+        blocks.append({"type": "context", "elements": [mrkdwn(clip(n, MAX_FIELD)) for n in notes[:MAX_CONTEXT]]})
+
+    tail: list[dict[str, Any]] = []  # blocks that must survive truncation: links and buttons
+    links = []
+    rb = runbook_url(p.runbook if p else "", ctx.runbook_base_url)
+    if rb:
+        links.append(link(rb, "Runbook"))
+    prom = next((m.generator_url for m in _ordered(inc.members.values()) if web_url(m.generator_url)), "")
+    if prom:
+        links.append(link(prom, "Prometheus"))
+    am = alertmanager_link(inc, ctx.alertmanager_url)
+    if am:
+        links.append(link(am, "Alertmanager"))
+    if web_url(ctx.alertd_url):
+        links.append(link(f"{ctx.alertd_url.rstrip('/')}/ui/incidents/{inc.id}", "Incident"))
+    if links:
+        tail.append({"type": "context", "elements": [mrkdwn(" · ".join(links))]})
+    buttons = action_buttons(inc, now, ctx.installation_id)
+    if buttons:
+        tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": buttons})
+
+    budget = MAX_BLOCKS - len(blocks) - len(tail)
+    body: list[dict[str, Any]] = []
+    if inc.fleet and inc.nodes:
+        body.append(_section(f"*Nodes ({len(inc.nodes)})*\n" + join_limited([mrkdwn_escape(n) for n in sorted(inc.nodes)],
+                                                                            ", ", MAX_SECTION - 40)))
+    pods = found.pod_lines()
+    if pods:
+        body.append(_section("*Pods on the GPU(s)*\n" + "\n".join(pack_lines([mrkdwn_escape(x) for x in pods], MAX_SECTION - 40, 1))))
+    member_lines = [member_line(m) for m in _ordered(inc.members.values())]
+    if member_lines:
+        firing = sum(1 for m in inc.members.values() if m.status == FIRING)
+        title = f"*Alerts* ({firing} firing, {len(member_lines) - firing} resolved)"
+        chunks = pack_lines(member_lines, MAX_SECTION - len(title) - 2, MAX_MEMBER_SECTIONS)
+        for i, chunk in enumerate(chunks):
+            body.append(_section((title + "\n" if i == 0 else "") + chunk))
+    evidence = found.log_lines()
+    if evidence:
+        text = clip("\n".join(mrkdwn_escape(line) for line in evidence), MAX_LOG_CHARS)
+        more = len(evidence) - text.count("\n") - 1
+        suffix = f"\n…and {more} more lines" if more > 0 and text.endswith("…") else ""
+        body.append(_section("*Kernel log*\n```" + text.replace("```", "'''") + "```" + suffix))
+    if len(body) > budget:
+        dropped = len(body) - budget + 1
+        body = body[: budget - 1] + [_section(f"…and {dropped} more sections")]
+    blocks.extend(body)
+    blocks.extend(tail)
+    return fallback_text(inc), blocks[:MAX_BLOCKS]
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": mrkdwn(clip(text, MAX_SECTION))}
+
+
+def _ordered(members: Iterable[Any]) -> list[Any]:
+    return sorted(members, key=lambda m: (m.status != FIRING, m.folded, m.starts_at, m.fingerprint))
+
+
+def member_line(m: Any) -> str:
+    icon = ":fire:" if m.status == FIRING else ":white_check_mark:"
+    what = m.signal.title or m.alertname
+    if m.signal.xid and f"Xid {m.signal.xid}" not in what:
+        what = f"Xid {m.signal.xid}: {what}"
+    gpu = f" GPU {m.subject.gpu.index}" if m.subject.gpu and m.subject.gpu.index else ""
+    node = f" on {m.subject.node}" if m.subject.node else ""
+    since = m.starts_at.astimezone(timezone.utc).strftime("%H:%M")
+    tail = f" (resolved {m.ends_at.astimezone(timezone.utc).strftime('%H:%M')})" if m.status != FIRING and m.ends_at else ""
+    folded = " _(fallout)_" if m.folded else ""
+    name = link(m.generator_url, m.alertname) if web_url(m.generator_url) else f"`{mrkdwn_escape(m.alertname)}`"
+    return f"{icon} {name} {mrkdwn_escape(what)}{mrkdwn_escape(gpu + node)} since {since}{tail}{folded}"
+
+
+def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> list[dict[str, Any]]:
+    if inc.status == CLOSED:
+        return []
+    out = []
+    value = scoped(installation_id, inc.id)
+    if inc.status != ACKNOWLEDGED:
+        out.append(_button("Acknowledge", ACTION_ACK, value, style="primary"))
+    out.append(_button("Resolve", ACTION_RESOLVE, value, confirm=("Resolve this incident?",
+                                                                    "It closes now, even if alerts still fire.")))
+    silence, active = _silence(inc, now)
+    if silence and active:
+        out.append(_button("Unsilence", ACTION_UNSILENCE, value))
+    else:
+        for d in SILENCE_CHOICES:
+            out.append(_button(f"Silence {d}", ACTION_SILENCE + d, value))
+    return out
+
+
+def _button(text: str, action_id: str, value: str, *, style: str = "", confirm: tuple[str, str] | None = None) -> dict[str, Any]:
+    b: dict[str, Any] = {"type": "button", "text": {"type": "plain_text", "text": clip(text, MAX_BUTTON)},
+                         "action_id": action_id, "value": value}
+    if style:
+        b["style"] = style
+    if confirm:
+        b["confirm"] = {"title": {"type": "plain_text", "text": confirm[0]},
+                        "text": {"type": "plain_text", "text": confirm[1]},
+                        "confirm": {"type": "plain_text", "text": "Resolve"},
+                        "deny": {"type": "plain_text", "text": "Cancel"}}
+    return b
+
+
+# ----- thread replies -----
+
+EVENT_ICON = {
+    "alert_joined": ":heavy_plus_sign:", "alert_folded": ":heavy_plus_sign:", "acknowledged": ":eyes:",
+    "resolved": ":white_check_mark:", "evidence": ":mag:", "classification_upgraded": ":arrow_up:",
+    "silenced": ":no_bell:", "silence_removed": ":bell:", "escalated": ":rotating_light:",
+}
+
+
+def event_line(e: Event | dict[str, Any]) -> str:
+    ev = e if isinstance(e, Event) else Event.from_dict(e)
+    icon = EVENT_ICON.get(ev.kind, ":small_blue_diamond:")
+    text = ev.text or ev.kind.replace("_", " ")
+    return f"{icon} {mrkdwn_escape(text)}"
+
+
+def render_thread(events: list[dict[str, Any]], inc: Incident | None = None, limit_lines: int = 30) -> tuple[str, list[dict[str, Any]]]:
+    """One reply for a batch of timeline events (coalesced), within the limits."""
+    lines = [event_line(e) for e in events]
+    shown = lines[:limit_lines]
+    if len(lines) > limit_lines:
+        shown.append(f"…and {len(lines) - limit_lines} more")
+    if inc is not None and inc.status == CLOSED and any((e.get("kind") if isinstance(e, dict) else e.kind) == "resolved" for e in events):
+        shown.append(resolution_summary(inc))
+    chunks = pack_lines(shown, MAX_SECTION, 3)
+    blocks = [_section(c) for c in chunks]
+    return clip(shown[0] if shown else "update", MAX_FALLBACK), blocks
+
+
+def resolution_summary(inc: Incident) -> str:
+    dur = format_duration((inc.resolved_at or inc.updated_at) - inc.opened_at)
+    total = len(inc.members)
+    kinds = mrkdwn_escape(", ".join(inc.signals) or "-")
+    xids = f"; Xid {', '.join(map(str, inc.xids))}" if inc.xids else ""
+    who = f"; acknowledged by {mrkdwn_escape(inc.acknowledged_by)}" if inc.acknowledged_by else ""
+    flaps = f"; {inc.flaps} flaps" if inc.flaps else ""
+    return f"*Summary:* open for {dur}; {total} alert{'s' if total != 1 else ''} ({kinds}{xids}){who}{flaps}."
+
+
+def to_text(blocks: list[dict[str, Any]]) -> str:
+    """A plain-text picture of a message, for docs and logs."""
+    out = []
+    for b in blocks:
+        t = b["type"]
+        if t == "header":
+            out.append(f"== {b['text']['text']} ==")
+        elif t == "section":
+            if "text" in b:
+                out.append(b["text"]["text"])
+            for f in b.get("fields", []):
+                out.append("  " + f["text"].replace("\n", ": ", 1))
+        elif t == "context":
+            out.append("  " + " | ".join(e.get("text", "") for e in b["elements"]))
+        elif t == "actions":
+            out.append("  " + " ".join(f"[{e['text']['text']}]" for e in b["elements"]))
+        elif t == "divider":
+            out.append("-" * 40)
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def dumps(blocks: list[dict[str, Any]]) -> str:
+    return json.dumps(blocks, indent=2, ensure_ascii=False)

@@ -1,0 +1,215 @@
+"""Evidence rules (rules/evidence.yml): how an alert no signals rule names is classified.
+
+Each finder returns the rule that matched and the evidence it matched on, so
+`alertd explain` can say why an alert got its signal. Pure functions over the
+alert; the expression comes from :mod:`alertd.promql.expr` (parsed once per
+generatorURL). Every pattern is compiled for RE2 (alertd/core/regex.py): annotation text
+and label values come from whoever can send a webhook, so matching must stay linear.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from alertd.core.matchers import Matcher, match_all
+from alertd.core.model import Alert
+from alertd.core.regex import Regex, RegexError
+from alertd.promql.expr import ExprFacts, Selector, facts_of_url
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRule:
+    """One entry of an evidence list: what it matches and the signal it means."""
+
+    stage: str  # expressions | alertnames | labels
+    kind: str
+    where: str = ""  # file:line of the entry
+    detail: str = ""
+    severity: str = ""
+    category: str = ""
+    runbook: str = ""
+    matchers: tuple[Matcher, ...] = ()
+    names: frozenset[str] = frozenset()
+    metric: Regex | None = None
+    inside: Regex | None = None
+    compare: Regex | None = None
+
+    def matches_selector(self, sel: Selector) -> bool:
+        if self.metric is None or not self.metric.fullmatch(sel.metric):
+            return False
+        if self.inside is not None and not any(self.inside.fullmatch(fn) for fn in sel.inside):
+            return False
+        if self.compare is not None and not self.compare.fullmatch(sel.compare):
+            return False
+        return not self.matchers or match_all(self.matchers, sel.label_values())
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLooking:
+    metrics: Regex | None = None
+    labels: frozenset[str] = frozenset()
+    alertnames: Regex | None = None
+
+
+TEXT_FIELDS = ("summary", "description", "message")
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRules:
+    expressions: tuple[EvidenceRule, ...] = ()
+    alertnames: tuple[EvidenceRule, ...] = ()
+    labels: tuple[EvidenceRule, ...] = ()
+    text_fields: tuple[str, ...] = TEXT_FIELDS
+    field_labels: tuple[str, ...] = ()  # labels whose value names a DCGM field / metric (label_replace'd __name__)
+    xid_patterns: tuple[Regex, ...] = ()
+    gpu_looking: GpuLooking = field(default_factory=GpuLooking)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What decided: the rule (None for annotation text) and the evidence, in words."""
+
+    stage: str
+    evidence: str
+    rule: EvidenceRule | None = None
+
+
+def by_expression(facts: ExprFacts | None, rules: EvidenceRules) -> Found | None:
+    if facts is None or not facts.selectors:
+        return None
+    for rule in rules.expressions:
+        for sel in facts.selectors:
+            if rule.matches_selector(sel):
+                return Found("expression", f"metric {sel.metric} in {sel.describe()}", rule)
+    return None
+
+
+def by_alertname(alert: Alert, rules: EvidenceRules) -> Found | None:
+    name = alert.name
+    for rule in rules.alertnames:
+        if name in rule.names and match_all(rule.matchers, alert.labels):
+            extra = "".join(f", {m}" for m in rule.matchers)
+            return Found("alertname", f"alertname {name}{extra}", rule)
+    return None
+
+
+def by_labels(alert: Alert, rules: EvidenceRules) -> Found | None:
+    for name in rules.field_labels:  # e.g. metric="DCGM_FI_DEV_XID_ERRORS": read as the expression's metric
+        value = alert.labels.get(name)
+        if value:
+            sel = Selector(metric=value, labels=(), inside=(), compare="")
+            for rule in rules.expressions:
+                if rule.matches_selector(sel):
+                    return Found("label", f'label {name}="{value}" names the metric', rule)
+    for rule in rules.labels:
+        if match_all(rule.matchers, alert.labels):
+            shown = ", ".join(f'{m.name}="{alert.labels.get(m.name, "")}"' for m in rule.matchers)
+            return Found("label", f"labels {shown}", rule)
+    return None
+
+
+def xid_in_text(alert: Alert, rules: EvidenceRules) -> tuple[int, str] | None:
+    """(code, "annotation <field> '<snippet>'") of the first Xid code in the annotation text."""
+    for name in rules.text_fields:
+        text = alert.annotations.get(name)
+        if not text:
+            continue
+        for pattern in rules.xid_patterns:
+            for m in pattern.finditer(text):
+                code = int(m.group("xid"))
+                if code > 0:
+                    return code, f"annotation {name} {m.group(0).strip()!r}"
+    return None
+
+
+def gpu_looking(alert: Alert, rules: EvidenceRules) -> str:
+    """Why the alert looks like a GPU alert ("" if it does not): for unclassified-alert reports."""
+    g = rules.gpu_looking
+    facts = facts_of_url(alert.generator_url) if alert.generator_url else None
+    return looks_gpu(alert.name, alert.labels, facts, g)
+
+
+def looks_gpu(name: str, labels: dict[str, str], facts: ExprFacts | None, g: GpuLooking) -> str:
+    if facts is not None and g.metrics is not None:
+        for sel in facts.selectors:
+            if g.metrics.fullmatch(sel.metric):
+                return f"metric {sel.metric}"
+    for label in sorted(g.labels & labels.keys()):
+        return f"label {label}"
+    if g.alertnames is not None and name and g.alertnames.fullmatch(name):
+        return f"alertname {name}"
+    return ""
+
+
+class Checker(Protocol):
+    def problem(self, path: tuple[Any, ...], message: str) -> None: ...
+    def matchers(self, items: Any, path: tuple[Any, ...]) -> tuple[Matcher, ...]: ...
+
+
+def _regex(check: Checker, text: str | None, path: tuple[Any, ...]) -> Regex | None:
+    if text is None:
+        return None
+    try:
+        return Regex(text)
+    except RegexError as exc:
+        check.problem(path, f"invalid regex {text!r}: {exc}")
+        return None
+
+
+def build_evidence(doc: dict[str, Any], check: Checker, where: Any) -> EvidenceRules:
+    """Typed evidence rules from a schema-valid `evidence` section; regex errors go to ``check``."""
+
+    def entries(stage: str) -> tuple[EvidenceRule, ...]:
+        out = []
+        for i, e in enumerate(doc.get(stage) or []):
+            path = ("evidence", stage, i)
+            out.append(EvidenceRule(
+                stage=stage, kind=e["kind"], where=where(path), detail=e.get("detail", ""),
+                severity=e.get("severity", ""), category=e.get("category", ""), runbook=e.get("runbook", ""),
+                matchers=check.matchers(e.get("match"), path + ("match",)),
+                names=frozenset(e.get("names") or ()),
+                metric=_regex(check, e.get("metric"), path + ("metric",)),
+                inside=_regex(check, e.get("inside"), path + ("inside",)),
+                compare=_regex(check, e.get("compare"), path + ("compare",)),
+            ))
+        return tuple(out)
+
+    ann = doc.get("annotations") or {}
+    patterns = []
+    for i, text in enumerate(ann.get("xid_patterns") or ()):
+        pattern = _regex(check, text, ("evidence", "annotations", "xid_patterns", i))
+        if pattern is not None and "xid" not in pattern.groupindex:
+            check.problem(("evidence", "annotations", "xid_patterns", i), "the pattern needs a named group (?P<xid>...)")
+        elif pattern is not None:
+            patterns.append(pattern)
+    g = doc.get("gpu_looking") or {}
+    return EvidenceRules(
+        expressions=entries("expressions"),
+        alertnames=entries("alertnames"),
+        labels=entries("labels"),
+        text_fields=tuple(ann.get("fields") or TEXT_FIELDS),
+        field_labels=tuple(doc.get("field_labels") or ()),
+        xid_patterns=tuple(patterns),
+        gpu_looking=GpuLooking(
+            metrics=_regex(check, g.get("metrics"), ("evidence", "gpu_looking", "metrics")),
+            labels=frozenset(g.get("labels") or ()),
+            alertnames=_regex(check, g.get("alertnames"), ("evidence", "gpu_looking", "alertnames")),
+        ),
+    )
+
+
+def merge(a: EvidenceRules, b: EvidenceRules) -> EvidenceRules:
+    """Evidence lists of several rule files, concatenated in file order (earlier files win)."""
+    return EvidenceRules(
+        expressions=a.expressions + b.expressions,
+        alertnames=a.alertnames + b.alertnames,
+        labels=a.labels + b.labels,
+        text_fields=a.text_fields if a.xid_patterns else b.text_fields,
+        field_labels=tuple(dict.fromkeys(a.field_labels + b.field_labels)),
+        xid_patterns=a.xid_patterns + b.xid_patterns,
+        gpu_looking=a.gpu_looking if a.gpu_looking.metrics or a.gpu_looking.labels else b.gpu_looking,
+    )
+
+
+__all__ = ["EvidenceRule", "EvidenceRules", "Found", "GpuLooking", "build_evidence", "by_alertname",
+           "by_expression", "by_labels", "gpu_looking", "looks_gpu", "merge", "xid_in_text"]

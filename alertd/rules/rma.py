@@ -1,0 +1,143 @@
+"""RMA candidates: which GPUs to return to the vendor, from their incident history (rules/rma.yml).
+
+Pure: rules and GPU history rows in, candidates with their evidence out.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from alertd.core.model import iso
+
+DEFAULT_WINDOW = timedelta(days=30)
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    xid: int | None = None
+    signal: str = ""
+    alertname: str = ""
+
+    def matches(self, row: dict[str, Any]) -> bool:
+        return ((self.xid is None or self.xid in row.get("xids", ()))
+                and (not self.signal or self.signal in row.get("signals", ()))
+                and (not self.alertname or self.alertname in row.get("alertnames", ())))
+
+    def describe(self) -> str:
+        parts = [f"Xid {self.xid}" if self.xid else "", f"signal {self.signal}" if self.signal else "",
+                 f"alert {self.alertname}" if self.alertname else ""]
+        return " and ".join(p for p in parts if p)
+
+
+@dataclass(frozen=True, slots=True)
+class RmaRule:
+    name: str
+    description: str = ""
+    window: timedelta = DEFAULT_WINDOW
+    any_of: tuple[Condition, ...] = ()
+    all_of: tuple[Condition, ...] = ()
+    min_incidents: int = 1
+
+    def evidence(self, rows: list[dict[str, Any]], since: str) -> list[dict[str, Any]]:
+        """The incidents that make the GPU match, or [] when it does not."""
+        recent = [r for r in rows if r["openedAt"] >= since]
+        if self.all_of:
+            hits = [[r for r in recent if c.matches(r)] for c in self.all_of]
+            if not all(hits):
+                return []
+            return sorted({r["incident"]: r for group in hits for r in group}.values(), key=lambda r: r["seq"])
+        matching = [r for r in recent if any(c.matches(r) for c in self.any_of)]
+        return matching if len(matching) >= self.min_incidents else []
+
+
+@dataclass(slots=True)
+class Candidate:
+    gpu: dict[str, Any]
+    rules: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"uuid": self.gpu["uuid"], "gpu": self.gpu, "rules": self.rules, "reasons": self.reasons,
+                "evidence": [{k: r.get(k) for k in EVIDENCE_FIELDS} for r in self.evidence]}
+
+
+EVIDENCE_FIELDS = ("incident", "openedAt", "first", "cluster", "node", "status", "severity", "title", "xids", "signals",
+                   "alertnames")
+
+
+def load(doc: list[dict[str, Any]], check: Any) -> tuple[RmaRule, ...]:
+    """Schema-valid ``rma`` section -> rules; duplicate names and bad windows are reported with positions."""
+    out: list[RmaRule] = []
+    names: set[str] = set()
+    for i, entry in enumerate(doc):
+        if entry["name"] in names:
+            check.problem(("rma", i, "name"), f"duplicate RMA rule name {entry['name']!r}")
+        names.add(entry["name"])
+        out.append(RmaRule(
+            name=entry["name"], description=entry.get("description", ""),
+            window=check.duration(entry.get("window"), ("rma", i, "window"), DEFAULT_WINDOW),
+            any_of=tuple(Condition(**c) for c in entry.get("any_of") or ()),
+            all_of=tuple(Condition(**c) for c in entry.get("all_of") or ()),
+            min_incidents=entry.get("min_incidents", 1)))
+    return tuple(out)
+
+
+def longest_window(rules: tuple[RmaRule, ...]) -> timedelta:
+    return max((r.window for r in rules), default=DEFAULT_WINDOW)
+
+
+def evaluate(rules: tuple[RmaRule, ...], history: list[dict[str, Any]], gpus: dict[str, dict[str, Any]],
+             now: datetime) -> list[Candidate]:
+    """Every GPU that matches at least one rule, most evidence first."""
+    by_gpu: dict[str, list[dict[str, Any]]] = {}
+    for row in history:
+        by_gpu.setdefault(row["uuid"], []).append(row)
+    out: list[Candidate] = []
+    for uuid, rows in by_gpu.items():
+        cand = Candidate(gpus.get(uuid) or {"uuid": uuid})
+        seen: dict[str, dict[str, Any]] = {}
+        for rule in rules:
+            evidence = rule.evidence(rows, iso(now - rule.window) or "")
+            if evidence:
+                cand.rules.append(rule.name)
+                cand.reasons.append(rule.description or rule.name)
+                seen.update((r["incident"], r) for r in evidence)
+        if cand.rules:
+            cand.evidence = sorted(seen.values(), key=lambda r: r["seq"])
+            out.append(cand)
+    out.sort(key=lambda c: (-len(c.rules), -len(c.evidence), c.gpu["uuid"]))
+    return out
+
+
+CSV_COLUMNS = ("uuid", "serial", "pci_bus_id", "model", "cluster", "node", "rules", "reasons", "incidents", "xids",
+               "first_evidence", "last_evidence")
+
+
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP "CSV Injection").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> str:
+    """A cell no spreadsheet runs: text that would start a formula gets a leading ``'`` (OWASP's advice), which
+    spreadsheets show as text. Labels come from alerts, so a node named ``=HYPERLINK(...)`` is only text."""
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def to_csv(candidates: list[Candidate]) -> str:
+    """One line per GPU, for a vendor ticket; every cell passes csv_cell."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    w.writerow(CSV_COLUMNS)
+    for c in candidates:
+        g = c.gpu
+        xids = sorted({x for r in c.evidence for x in r.get("xids", ())})
+        w.writerow(map(csv_cell, [g.get("uuid", ""), g.get("serial", ""), g.get("pci_bus_id", ""), g.get("model", ""),
+                    g.get("cluster", ""), g.get("node", ""), ";".join(c.rules), "; ".join(c.reasons),
+                    ";".join(r["incident"] for r in c.evidence), ";".join(map(str, xids)),
+                    c.evidence[0]["openedAt"] if c.evidence else "", c.evidence[-1]["openedAt"] if c.evidence else ""]))
+    return buf.getvalue()

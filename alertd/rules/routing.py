@@ -1,0 +1,279 @@
+"""The ``routing:`` rule section: its typed form, and the loader that builds it with semantic checks.
+
+The section (schema: schemas/routing.schema.json) names receivers (each with
+one section per integration: Slack channels, a PagerDuty routing key, the
+console, a webhook, an Opsgenie key; alertd.integrations.registry) and an ordered list of routes
+with Alertmanager matchers over incident fields. The first matching route wins
+unless it says ``continue: true``. On top of that:
+
+* mute windows (recurring weekday/time ranges in a time zone) per route,
+* maintenance windows (absolute start/end) per node or cluster,
+* cordoned nodes: mute their incidents or downgrade their severity,
+* job owners: application Xids go to the owning team's receiver,
+* group wait: a new node incident's first post and page wait ``group_wait``
+  (like Alertmanager's), so when a storm forms meanwhile the node's incident is
+  folded into the fleet incident and never posted alone,
+* escalation: "page again on another routing key if nobody acknowledged
+  within N minutes", scheduled as outbox work with a future due time.
+
+Windows and the cordon policy live in ``alertd.rules.windows``, owners in
+``alertd.rules.owners``. ``alertd.notify.decision.decide`` is a pure function
+of the incident and a time; ``alertd.notify.router.Router`` turns decisions
+into outbox items. Suppressed changes still keep messages that were already
+sent up to date (edits, acknowledge, resolve) but never post, page or
+escalate anew.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from alertd.core.outbox_items import Target
+from alertd.core.matchers import Matcher
+from alertd.integrations import registry
+from alertd.integrations.base import key_name
+from alertd.rules.owners import Owners
+from alertd.rules.windows import CordonPolicy, Maintenance, Pending, TimeRange, TimeWindow
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+DEFAULT_GROUP_WAIT = timedelta(seconds=2)
+DEFAULT_STORM_WAIT = timedelta(0)  # off; a little above Alertmanager's group_interval (5m10s) turns it on
+ESCALATION_KIND = "pagerduty"  # route.escalate names a PagerDuty routing key
+OWNER_CHANNEL_KIND = "slack"  # owners.use_channels: the owner's Slack channel
+
+
+# ----- typed rules -----
+
+@dataclass(frozen=True, slots=True)
+class Receiver:
+    name: str
+    outputs: tuple[Target, ...] = ()  # in the order the integrations are registered
+
+    def targets(self) -> list[Target]:
+        return list(self.outputs)
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    after: timedelta
+    routing_key: str  # routing key name
+
+    @property
+    def target(self) -> Target:
+        return Target.of(ESCALATION_KIND, self.routing_key)
+
+
+def owner_channel(channel: str) -> Receiver:
+    """The receiver for an owner's own channel (routes with owners and ``owners.use_channels``)."""
+    return Receiver(f"channel:{channel}", (Target.of(OWNER_CHANNEL_KIND, channel),))
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    name: str
+    matchers: tuple[Matcher, ...] = ()
+    receiver: str = ""  # with owners: the fallback when no owner is found
+    owners: bool = False
+    continue_: bool = False
+    mute: tuple[str, ...] = ()  # mute window names: muted while any is active
+    active: tuple[str, ...] = ()  # window names: muted unless one is active
+    escalate: Escalation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Routing:
+    receivers: dict[str, Receiver]
+    routes: tuple[Route, ...] = ()
+    default_receiver: str = ""
+    windows: dict[str, TimeWindow] = field(default_factory=dict)
+    maintenance: tuple[Maintenance, ...] = ()
+    cordoned: CordonPolicy = CordonPolicy()
+    owners: Owners = Owners()
+    # A new node incident's first notification waits this long, so a storm can form and fold it first.
+    group_wait: timedelta = DEFAULT_GROUP_WAIT
+    # A node incident like another opened on its cluster this recently waits this long: a storm's next batch.
+    storm_wait: timedelta = DEFAULT_STORM_WAIT
+
+    def addresses(self, kind: str) -> set[str]:
+        """Every address of one integration the rules name (receivers and escalations)."""
+        found = {t for r in self.receivers.values() for t in r.outputs if t.kind == kind}
+        found |= {r.escalate.target for r in self.routes if r.escalate}
+        return {t.address for t in found if t.kind == kind}
+
+    def key_names(self) -> set[str]:
+        return self.addresses(ESCALATION_KIND)
+
+
+def default_routing(channel: str) -> Routing:
+    """Everything to one Slack channel: used when Slack is configured but no routing section exists."""
+    return Routing(receivers={"default": Receiver("default", (Target.of("slack", channel),))},
+                   default_receiver="default")
+
+# ----- loading the routing section -----
+
+def _time_of_day(value: Any) -> int | None:
+    """'22:00' -> 1320. YAML 1.1 reads an unquoted 22:00 as the integer 1320: the same minutes."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value <= 1440 else None
+    m = re.fullmatch(r"([01]?\d|2[0-4]):([0-5]\d)", str(value).strip())
+    if not m:
+        return None
+    minutes = int(m.group(1)) * 60 + int(m.group(2))
+    return minutes if minutes <= 1440 else None
+
+
+def _weekdays(items: Any, check: Any, path: tuple[Any, ...]) -> frozenset[int]:
+    days: set[int] = set()
+    for i, item in enumerate(items or []):
+        text = str(item).strip().lower()
+        lo, _, hi = text.partition(":")
+        if lo not in WEEKDAYS or (hi and hi not in WEEKDAYS):
+            check.problem(path + (i,), f"bad weekday {item!r}: use monday..sunday or a range like monday:friday")
+            continue
+        a, b = WEEKDAYS.index(lo), WEEKDAYS.index(hi or lo)
+        d = a
+        while True:
+            days.add(d)
+            if d == b:
+                break
+            d = (d + 1) % 7
+    return frozenset(days) if items else frozenset(range(7))
+
+
+def _instant(value: Any, check: Any, path: tuple[Any, ...]) -> datetime | None:
+    if isinstance(value, datetime):
+        ts = value
+    else:
+        try:
+            ts = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        except ValueError:
+            check.problem(path, f"not an RFC 3339 time: {value!r} (e.g. 2025-03-01T08:00:00Z)")
+            return None
+    if ts.tzinfo is None:
+        check.problem(path, f"{value!r} has no time zone offset; write Z or +01:00")
+        return None
+    return ts.astimezone(timezone.utc)
+
+
+def load_routing(data: dict[str, Any], check: Any) -> Routing:
+    """Build typed Routing from a schema-valid ``routing`` section; report semantic problems to ``check``."""
+    root = ("routing",)
+    receivers: dict[str, Receiver] = {}
+    for i, r in enumerate(data.get("receivers") or []):
+        path = root + ("receivers", i)
+        name = r["name"]
+        if name in receivers:
+            check.problem(path + ("name",), f"duplicate receiver name {name!r}")
+        outputs: list[Target] = []
+        for kind, integration in registry.INTEGRATIONS.items():
+            if kind in r:
+                outputs.extend(integration.targets(r[kind], check.problem, path + (kind,)))
+        receivers[name] = Receiver(name, tuple(dict.fromkeys(outputs)))
+
+    windows: dict[str, TimeWindow] = {}
+    for i, w in enumerate(data.get("mute_windows") or []):
+        path = root + ("mute_windows", i)
+        if w["name"] in windows:
+            check.problem(path + ("name",), f"duplicate window name {w['name']!r}")
+        try:
+            tz = ZoneInfo(w.get("time_zone", "UTC"))
+        except (ZoneInfoNotFoundError, ValueError):
+            check.problem(path + ("time_zone",), f"unknown time zone {w.get('time_zone')!r} (use an IANA name like Europe/Berlin)")
+            tz = ZoneInfo("UTC")
+        ranges = []
+        for j, t in enumerate(w.get("times") or []):
+            start, end = _time_of_day(t["start"]), _time_of_day(t["end"])
+            if start is None or end is None:
+                check.problem(path + ("times", j), "times need start and end as \"HH:MM\" (quote them)")
+                continue
+            if start == end:
+                check.problem(path + ("times", j), "start and end are equal: the range is empty")
+                continue
+            ranges.append(TimeRange(start, end % 1440 if end != 1440 else 1440))
+        windows[w["name"]] = TimeWindow(w["name"], tz, _weekdays(w.get("weekdays"), check, path + ("weekdays",)),
+                                        tuple(ranges))
+
+    maintenance = []
+    for i, m in enumerate(data.get("maintenance") or []):
+        path = root + ("maintenance", i)
+        begins = _instant(m["start"], check, path + ("start",))
+        ends = _instant(m["end"], check, path + ("end",))
+        if begins and ends and ends <= begins:
+            check.problem(path + ("end",), "end must be after start")
+        if not (m.get("nodes") or m.get("clusters") or m.get("match")):
+            check.problem(path, "a maintenance window needs nodes, clusters or match (it would mute everything)")
+        if begins and ends:
+            maintenance.append(Maintenance(m.get("name", f"maintenance[{i}]"), begins, ends, tuple(m.get("nodes") or ()),
+                                           tuple(m.get("clusters") or ()),
+                                           check.matchers(m.get("match"), path + ("match",))))
+
+    owners_doc = data.get("owners") or {}
+    owners = Owners(
+        labels=tuple(owners_doc.get("labels") or Owners().labels),
+        namespaces=tuple((str(k), str(v)) for k, v in (owners_doc.get("namespaces") or {}).items()),
+        teams=tuple((str(k), str(v)) for k, v in (owners_doc.get("teams") or {}).items()),
+        default=owners_doc.get("default", ""),
+        use_channels=bool(owners_doc.get("use_channels", False)),
+    )
+    for team, rname in owners.teams:
+        if rname not in receivers:
+            check.problem(root + ("owners", "teams", team), f"unknown receiver {rname!r}")
+    if owners.default and owners.default not in receivers:
+        check.problem(root + ("owners", "default"), f"unknown receiver {owners.default!r}")
+
+    routes = []
+    for i, r in enumerate(data.get("routes") or []):
+        path = root + ("routes", i)
+        receiver = r.get("receiver", "")
+        if receiver and receiver not in receivers:
+            check.problem(path + ("receiver",), f"unknown receiver {receiver!r}")
+        if not receiver and not r.get("owners"):
+            check.problem(path, "a route needs a receiver, or owners: true")
+        for key in ("mute", "active"):
+            for j, name in enumerate(r.get(key) or []):
+                if name not in windows:
+                    check.problem(path + (key, j), f"unknown mute window {name!r}")
+        esc = None
+        if r.get("escalate"):
+            e = r["escalate"]
+            esc = Escalation(check.duration(e.get("after"), path + ("escalate", "after"), timedelta(minutes=15)),
+                             key_name(e["routing_key"], check.problem, path + ("escalate", "routing_key"),
+                                      "notify.pagerduty.routing_keys"))
+        routes.append(Route(
+            name=r.get("name", ""), matchers=check.matchers(r.get("match"), path + ("match",)), receiver=receiver,
+            owners=bool(r.get("owners", False)), continue_=bool(r.get("continue", False)),
+            mute=tuple(r.get("mute") or ()), active=tuple(r.get("active") or ()), escalate=esc,
+        ))
+    default = data.get("default_receiver", "")
+    if default and default not in receivers:
+        check.problem(root + ("default_receiver",), f"unknown receiver {default!r}")
+    cordon = _cordon_policy(data.get("cordoned") or {}, check, root + ("cordoned",))
+    return Routing(
+        receivers=receivers, routes=tuple(routes), default_receiver=default, windows=windows,
+        maintenance=tuple(maintenance),
+        cordoned=cordon,
+        owners=owners,
+        group_wait=check.duration(data.get("group_wait"), root + ("group_wait",), DEFAULT_GROUP_WAIT),
+        storm_wait=check.duration(data.get("storm_wait"), root + ("storm_wait",), DEFAULT_STORM_WAIT),
+    )
+
+
+
+def _cordon_policy(doc: dict[str, Any], check: Any, path: tuple[Any, ...]) -> CordonPolicy:
+    """The cordon section; ``expected`` and ``pending`` default to the shipped rules' (windows.py)."""
+    policy = CordonPolicy(doc.get("action", "downgrade"), doc.get("severity", "info"))
+    if "expected" in doc:
+        expected = tuple(check.matchers(m, path + ("expected", i)) for i, m in enumerate(doc["expected"] or []))
+        policy = dataclasses.replace(policy, expected=expected)
+    if "pending" in doc:
+        pending = tuple(Pending(check.matchers(p.get("match"), path + ("pending", i, "match")),
+                                check.duration(p.get("for"), path + ("pending", i, "for"), timedelta(0)))
+                        for i, p in enumerate(doc["pending"] or []))
+        policy = dataclasses.replace(policy, pending=pending)
+    return policy
