@@ -67,7 +67,7 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return "sha256=" + mac.hexdigest()
 
 
-def incident_doc(inc: Incident, links: Links) -> dict[str, Any]:
+def webhook_incident(inc: Incident, links: Links) -> dict[str, Any]:
     """The incident as the webhook shows it: enough for a ticket, without every member of a fleet."""
     p = inc.primary
     doc: dict[str, Any] = {
@@ -126,7 +126,7 @@ class WebhookNotifier(Notifier):
             "events": [e for p in payloads for e in p.get("events", [])],
             "note": next((p["note"] for p in reversed(payloads) if p.get("note")), ""),
             "muted": payloads[-1].get("muted", ""),
-            "incident": incident_doc(inc, self.links),
+            "incident": webhook_incident(inc, self.links),
         }
         if head.intent == Intent.ESCALATE:
             body["escalation"] = {"after": head.payload.get("after", 0), "routingKey": head.payload.get("routing_key", "")}

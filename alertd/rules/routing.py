@@ -17,7 +17,7 @@ unless it says ``continue: true``. On top of that:
   within N minutes", scheduled as outbox work with a future due time.
 
 Windows and the cordon policy live in ``alertd.rules.windows``, owners in
-``alertd.rules.owners``. ``alertd.notify.decision.decide`` is a pure function
+``alertd.rules.owners``. ``alertd.notify.decision.route_incident`` is a pure function
 of the incident and a time; ``alertd.notify.router.Router`` turns decisions
 into outbox items. Suppressed changes still keep messages that were already
 sent up to date (edits, acknowledge, resolve) but never post, page or
@@ -36,7 +36,7 @@ from alertd.core.outbox_items import Target
 from alertd.core.matchers import Matcher
 from alertd.integrations import registry
 from alertd.integrations.base import key_name
-from alertd.rules.owners import Owners
+from alertd.rules.owners import OwnerRouting
 from alertd.rules.windows import CordonPolicy, Maintenance, Pending, TimeRange, TimeWindow
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -92,7 +92,7 @@ class Routing:
     windows: dict[str, TimeWindow] = field(default_factory=dict)
     maintenance: tuple[Maintenance, ...] = ()
     cordoned: CordonPolicy = CordonPolicy()
-    owners: Owners = Owners()
+    owners: OwnerRouting = OwnerRouting()
     # A new node incident's first notification waits this long, so a storm can form and fold it first.
     group_wait: timedelta = DEFAULT_GROUP_WAIT
     # A node incident like another opened on its cluster this recently waits this long: a storm's next batch.
@@ -161,7 +161,7 @@ def _instant(value: Any, check: Any, path: tuple[Any, ...]) -> datetime | None:
     return ts.astimezone(timezone.utc)
 
 
-def load_routing(data: dict[str, Any], check: Any) -> Routing:
+def parse_routing(data: dict[str, Any], check: Any) -> Routing:
     """Build typed Routing from a schema-valid ``routing`` section; report semantic problems to ``check``."""
     root = ("routing",)
     receivers: dict[str, Receiver] = {}
@@ -214,8 +214,8 @@ def load_routing(data: dict[str, Any], check: Any) -> Routing:
                                            check.matchers(m.get("match"), path + ("match",))))
 
     owners_doc = data.get("owners") or {}
-    owners = Owners(
-        labels=tuple(owners_doc.get("labels") or Owners().labels),
+    owners = OwnerRouting(
+        labels=tuple(owners_doc.get("labels") or OwnerRouting().labels),
         namespaces=tuple((str(k), str(v)) for k, v in (owners_doc.get("namespaces") or {}).items()),
         teams=tuple((str(k), str(v)) for k, v in (owners_doc.get("teams") or {}).items()),
         default=owners_doc.get("default", ""),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from alertd.core.durations import DurationError, parse_duration
-from alertd.rules.evidence import EvidenceRules, build_evidence, merge
+from alertd.rules.evidence import EvidenceRules, parse_evidence_rules, merge
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XidCatalog, XidEntry
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
@@ -219,7 +219,7 @@ def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | 
                         )
                     )
             elif section == "evidence":
-                evidence = merge(evidence, build_evidence(doc["evidence"], check, check.where))
+                evidence = merge(evidence, parse_evidence_rules(doc["evidence"], check, check.where))
             elif section == "correlation":
                 if correlation is not None:
                     check.problem(("correlation",), "correlation is defined in more than one rule file")
@@ -242,7 +242,7 @@ def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | 
         sources=tuple(map(str, files)),
     )
     if routing_doc is not None and routing_loader is None:
-        from alertd.rules.routing import load_routing as routing_loader
+        from alertd.rules.routing import parse_routing as routing_loader
     if routing_doc is not None and routing_loader is not None:
         data, check = routing_doc
         rules.routing = routing_loader(data, check)
