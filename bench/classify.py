@@ -22,7 +22,7 @@ from urllib.parse import quote_plus
 
 from dataclasses import replace
 
-from alertd.engine.classify import decide
+from alertd.engine.classify import classify_explained
 from alertd.gpu import clocks
 from alertd.promql import bittest
 from alertd.promql import expr as promql
@@ -91,7 +91,7 @@ def run(case: str, n: int, repeat: int) -> tuple[float, str]:
         started = time.perf_counter()
         for a in alerts:
             normalize(a, ncfg, index)
-            d = decide(a, rules, ncfg)
+            d = classify_explained(a, rules, ncfg)
         best = min(best, time.perf_counter() - started)
     return best / n * 1e6, f"{d.stage} -> {d.signal.kind}"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from alertd.authoring.node_carry import node_warning
-from alertd.engine.classify import Decision, decide
+from alertd.engine.classify import Classification, classify_explained
 from alertd.engine.correlate import fields_of, group_for
 from alertd.core.errors import InvalidDocument
 from alertd.core.model import Alert, Signal, Subject, parse_iso
@@ -29,7 +29,7 @@ from alertd.rules.ruleset import RuleSet
 @dataclass(slots=True)
 class Explained:
     alert: Alert
-    decision: Decision
+    decision: Classification
     node_from: str
     gpu_from: str
     group: str
@@ -65,7 +65,7 @@ def node_advice(alert: Alert, ncfg: NormalizeConfig) -> list[str]:
 def explain(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig, stored: Signal | None = None,
             lookup: NodeLookup | None = None, stored_node_from: str = "") -> Explained:
     normalize(alert, ncfg, lookup)
-    decision = decide(alert, rules, ncfg)
+    decision = classify_explained(alert, rules, ncfg)
     alert.signal = decision.signal
     gpu_labels = [n for n in ("UUID", "uuid", "gpu_uuid", "gpu", "pci_bus_id", "pci") if alert.labels.get(n)]
     line = None if "pci_bus_id" in gpu_labels or "pci" in gpu_labels else nvrm_line(
@@ -129,7 +129,7 @@ def _signal_line(sig: Signal) -> str:
     return f"{sig.kind}  {what}  ({sig.severity}, {sig.category})"
 
 
-def _print_decision(d: Decision, out: TextIO) -> None:
+def _print_decision(d: Classification, out: TextIO) -> None:
     print(f"  signal  {_signal_line(d.signal)}", file=out)
     if d.stage == "none":
         print("          no rule matched: signals.yml names, expression, well-known names, labels, annotation text",
@@ -143,7 +143,7 @@ def _print_decision(d: Decision, out: TextIO) -> None:
               "          Xid code unknown: no xid/err_code label, no xid annotation, no code in the text", file=out)
 
 
-def _print_stored(stored: Signal, now: Decision, out: TextIO) -> None:
+def _print_stored(stored: Signal, now: Classification, out: TextIO) -> None:
     """A stored incident: what alertd decided when the alert arrived (it saw every annotation then)."""
     basis, _, xid_from = stored.basis.partition("; Xid from ")
     print(f"  signal  {_signal_line(stored)}", file=out)

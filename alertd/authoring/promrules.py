@@ -19,7 +19,7 @@ from urllib.parse import quote_plus
 import yaml
 
 from alertd.authoring.node_carry import node_warning
-from alertd.engine.classify import Decision, decide
+from alertd.engine.classify import Classification, classify_explained
 from alertd.core.model import Alert
 from alertd.engine.normalize import NormalizeConfig
 from alertd.promql.bittest import bitwise_hint
@@ -36,7 +36,7 @@ class RuleResult:
     file: str
     group: str
     alert: str
-    decision: Decision
+    decision: Classification
     warnings: list[str] = field(default_factory=list)
     xid_from: str = ""
     runtime: str = ""  # a well-known name whose mapping depends on labels only the firing alert has
@@ -61,7 +61,7 @@ def synthetic_alert(rule: dict[str, Any]) -> Alert:
                  generator_url=f"http://prometheus/graph?g0.expr={quote_plus(expr)}&g0.tab=1" if expr else "")
 
 
-def _xid_source(rule: dict[str, Any], decision: Decision) -> tuple[str, list[str]]:
+def _xid_source(rule: dict[str, Any], decision: Classification) -> tuple[str, list[str]]:
     if decision.signal.xid:
         return decision.xid_from, []
     expr = str(rule.get("expr", ""))
@@ -95,7 +95,7 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
             if not isinstance(rule, dict) or "alert" not in rule:
                 continue
             alert = synthetic_alert(rule)
-            decision = decide(alert, rules, ncfg)
+            decision = classify_explained(alert, rules, ncfg)
             res = RuleResult(str(path), str(group.get("name", "")), alert.name, decision)
             if decision.expr_error:
                 hint = bitwise_hint(str(rule.get("expr", "")))
@@ -120,7 +120,7 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
     return out
 
 
-def _mapped(d: Decision) -> str:
+def _mapped(d: Classification) -> str:
     sig = d.signal
     if sig.kind == "other":
         return f"other/info ({sig.detail})" if sig.detail else "other"  # benign clock reasons only

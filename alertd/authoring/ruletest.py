@@ -85,11 +85,11 @@ class FileResult:
 
 def chosen_receivers(run: VirtualRun, inc: Incident) -> list[str]:
     """Receivers the routes pick for ``inc`` now, muted ones left out."""
-    from alertd.notify.decision import decide
+    from alertd.notify.decision import route_incident
 
     router = run.router
     cordoned = router.cordoned_at(inc) if hasattr(router, "cordoned_at") else None
-    return decide(run.rules.routing, inc, run.now, cordoned_at=cordoned).active_receivers
+    return route_incident(run.rules.routing, inc, run.now, cordoned_at=cordoned).active_receivers
 
 
 def _actual(run: VirtualRun, inc: Incident, name: str) -> Any:

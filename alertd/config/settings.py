@@ -84,6 +84,21 @@ def _drop_empty(value: Any) -> Any:
 
 def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str, str] | None = None,
                  base: Path | None = None) -> Config:
+    """The typed configuration of a YAML document: validated first (every problem at once), then read
+    section by section, then checked across sections."""
+    doc = _validated(doc, source, marks, env, base)
+    cfg = _read(doc, source, *_credentials(doc, source))
+    am = doc.get("alertmanager") or {}
+    links = registry.Links(runbook_base_url=cfg.runbook_base_url or "",
+                           alertmanager_url=am.get("external_url") or am.get("url") or "", alertd_url=cfg.external_url)
+    cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
+    _check_across(cfg, source, marks or {})
+    return cfg
+
+
+def _validated(doc: Any, source: str, marks: dict | None, env: dict[str, str] | None,
+               base: Path | None) -> dict[str, Any]:
+    """${ENV} interpolated, secret files read, the schema checked: raise listing every problem."""
     doc = {} if doc is None else _drop_empty(doc)
     if not isinstance(doc, dict):
         raise InvalidDocument([Problem(source, "the configuration must be a YAML mapping", 1, 1)])
@@ -98,20 +113,29 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
     found += [_redacted(p, secret_paths) for p in problems("config", doc, source, marks)]
     if found:
         raise InvalidDocument(found)
-    storage = doc.get("storage", {})
+    return doc
+
+
+def _credentials(doc: dict[str, Any], source: str) -> tuple[Credentials, Credentials]:
+    """(receiver, api) credentials; the API's trusted proxies are checked here, read by alertd.web.guard."""
     try:
         receiver_auth = Credentials.from_doc(doc.get("receiver", {}).get("auth"), default_name="alertmanager")
         api_auth = Credentials.from_doc(doc.get("api", {}).get("auth"))
     except ValueError as exc:  # e.g. trusted_proxy.from: not an address or network
         raise InvalidDocument([Problem(source, f"auth: {exc}")]) from None
     try:
-        trusted_networks(doc.get("api", {}).get("trusted_proxies"))  # alertd.web.guard reads them; checked here
+        trusted_networks(doc.get("api", {}).get("trusted_proxies"))
     except ValueError as exc:
         raise InvalidDocument([Problem(source, f"api.trusted_proxies: {exc}")]) from None
-    norm = doc.get("normalize", {})
-    base = NormalizeConfig()
+    return receiver_auth, api_auth
+
+
+def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
+    """The sections alertd's own settings come from (the rest stay in ``raw`` for their owners)."""
+    storage, receiver = doc.get("storage", {}), doc.get("receiver", {})
+    processing, notify = doc.get("processing", {}), doc.get("notify", {})
     defaults = Config()
-    cfg = Config(
+    return Config(
         listen=doc.get("listen", defaults.listen),
         data_dir=Path(doc.get("data_dir", "data")),
         external_url=doc.get("external_url", ""),
@@ -123,52 +147,56 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         postgres_dsn=storage.get("postgres_dsn", ""),
         retention=parse_duration(storage.get("retention", "24h")),
         incident_retention=parse_duration(storage.get("incident_retention", "400d")),
-        max_body_bytes=doc.get("receiver", {}).get("max_body_bytes", defaults.max_body_bytes),
-        body_timeout=parse_duration(doc.get("receiver", {}).get("body_timeout", "30s")).total_seconds(),
-        max_backlog=doc.get("receiver", {}).get("max_backlog", defaults.max_backlog),
+        max_body_bytes=receiver.get("max_body_bytes", defaults.max_body_bytes),
+        body_timeout=parse_duration(receiver.get("body_timeout", "30s")).total_seconds(),
+        max_backlog=receiver.get("max_backlog", defaults.max_backlog),
         receiver_auth=receiver_auth,
         api_auth=api_auth,
         postgres_password=storage.get("postgres_password", ""),
         rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()),
-        normalize=NormalizeConfig(
-            cluster_label=norm.get("cluster_label", base.cluster_label),
-            cluster_default=norm.get("cluster", base.cluster_default),
-            node_labels=tuple(norm.get("node_labels", base.node_labels)),
-            xid_labels=tuple(norm.get("xid_labels", base.xid_labels)),
-            xid_annotation=norm.get("xid_annotation", base.xid_annotation),
-            exporter_pod_pattern=norm.get("exporter_pod_pattern", base.exporter_pod_pattern),
-            node_map=dict(norm.get("node_map") or {}),
-            log_host_labels=tuple(norm.get("log_host_labels", base.log_host_labels)),
-            log_line_fields=tuple(norm.get("log_line_fields", base.log_line_fields)),
-        ),
+        normalize=_normalize(doc.get("normalize", {})),
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
-        batch_size=doc.get("processing", {}).get("batch_size", defaults.batch_size),
-        tick_interval=parse_duration(doc.get("processing", {}).get("tick_interval", "1s")),
-        console=doc.get("notify", {}).get("console", {}).get("enabled"),
-        retry_max_backoff=parse_duration(doc.get("notify", {}).get("retry", {}).get("max_backoff", "5m")),
-        retry_max_attempts=doc.get("notify", {}).get("retry", {}).get("max_attempts", defaults.retry_max_attempts),
+        batch_size=processing.get("batch_size", defaults.batch_size),
+        tick_interval=parse_duration(processing.get("tick_interval", "1s")),
+        console=notify.get("console", {}).get("enabled"),
+        retry_max_backoff=parse_duration(notify.get("retry", {}).get("max_backoff", "5m")),
+        retry_max_attempts=notify.get("retry", {}).get("max_attempts", defaults.retry_max_attempts),
         installation_id=doc.get("installation_id", ""),
         ha=HAConfig.from_doc(doc.get("ha")),
         raw=doc,
         source=source,
     )
-    am = doc.get("alertmanager") or {}
-    links = registry.Links(runbook_base_url=cfg.runbook_base_url or "",
-                           alertmanager_url=am.get("external_url") or am.get("url") or "", alertd_url=cfg.external_url)
-    cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
+
+
+def _normalize(norm: dict[str, Any]) -> NormalizeConfig:
+    base = NormalizeConfig()
+    return NormalizeConfig(
+        cluster_label=norm.get("cluster_label", base.cluster_label),
+        cluster_default=norm.get("cluster", base.cluster_default),
+        node_labels=tuple(norm.get("node_labels", base.node_labels)),
+        xid_labels=tuple(norm.get("xid_labels", base.xid_labels)),
+        xid_annotation=norm.get("xid_annotation", base.xid_annotation),
+        exporter_pod_pattern=norm.get("exporter_pod_pattern", base.exporter_pod_pattern),
+        node_map=dict(norm.get("node_map") or {}),
+        log_host_labels=tuple(norm.get("log_host_labels", base.log_host_labels)),
+        log_line_fields=tuple(norm.get("log_line_fields", base.log_line_fields)),
+    )
+
+
+def _check_across(cfg: Config, source: str, marks: dict) -> None:
+    """What the schema cannot say: values that need another one, or a regular expression that compiles."""
     if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
         raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
-                                       *mark_for(marks or {}, ("storage",)), "storage")])
+                                       *mark_for(marks, ("storage",)), "storage")])
     try:
         re.compile(cfg.normalize.exporter_pod_pattern)
     except re.error as exc:
         raise InvalidDocument([Problem(source, f"normalize.exporter_pod_pattern is not a regular expression: {exc}",
-                                       *mark_for(marks or {}, ("normalize", "exporter_pod_pattern")),
+                                       *mark_for(marks, ("normalize", "exporter_pod_pattern")),
                                        "normalize.exporter_pod_pattern")]) from None
     if cfg.ha.renew_interval * 2 > cfg.ha.lease_ttl:
         raise InvalidDocument([Problem(source, "ha.renew_interval must be at most half of ha.lease_ttl, or a healthy "
-                                       "leader would lose its lease", *mark_for(marks or {}, ("ha",)), "ha")])
-    return cfg
+                                       "leader would lose its lease", *mark_for(marks, ("ha",)), "ha")])
 
 
 def _redacted(problem: Problem, secret_paths: set[tuple]) -> Problem:

@@ -3,7 +3,7 @@
 Sources in order of trust (see rules/evidence.yml): the signals rules (a site's
 own mapping, then the shipped names), the alert's own PromQL expression, alert
 names well known in the ecosystem, labels, and an Xid code in the annotation
-text. The first that says something decides; :func:`decide` also says which
+text. The first that says something decides; :func:`classify_explained` also says which
 rule and which evidence did, for `alertd explain`.
 """
 from __future__ import annotations
@@ -62,7 +62,7 @@ def severity_label(value: str | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Classification:
     """The signal and what decided it."""
 
     signal: Signal
@@ -89,7 +89,7 @@ def _signals_rule(alert: Alert, rules: RuleSet) -> Found | None:
     return None
 
 
-def decide(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Decision:
+def classify_explained(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Classification:
     ev = rules.evidence
     facts = None
     found = _signals_rule(alert, rules)
@@ -105,7 +105,7 @@ def decide(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Decision:
             found = Found("annotation", text_xid[1])
     expr_error = facts.error if facts is not None else ""
     if found is None:
-        return Decision(_other(alert), expr_error=expr_error, gpu_looking=gpu_looking(alert, ev))
+        return Classification(_other(alert), expr_error=expr_error, gpu_looking=gpu_looking(alert, ev))
     rule: Any = found.rule
     where = getattr(rule, "where", "")
     kind = rule.kind if rule is not None else "xid"
@@ -115,8 +115,8 @@ def decide(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Decision:
         if xid_from:
             basis += f"; Xid from {xid_from}"
         signal = _xid_signal(alert, rules, code, rule, basis)
-        return Decision(signal, found.stage, where, found.evidence, xid_from, expr_error)
-    return Decision(_signal(alert, rule, kind, basis, recorded), found.stage, where, found.evidence, "", expr_error)
+        return Classification(signal, found.stage, where, found.evidence, xid_from, expr_error)
+    return Classification(_signal(alert, rule, kind, basis, recorded), found.stage, where, found.evidence, "", expr_error)
 
 
 def _through_recorded(found: Found | None, url: str, recorded: Mapping[str, str]) -> Found | None:
@@ -131,7 +131,7 @@ def _through_recorded(found: Found | None, url: str, recorded: Mapping[str, str]
 
 
 def classify(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> Signal:
-    return decide(alert, rules, ncfg).signal
+    return classify_explained(alert, rules, ncfg).signal
 
 
 def _xid_code(alert: Alert, ncfg: NormalizeConfig, rules: RuleSet,
@@ -194,4 +194,4 @@ def _other(alert: Alert) -> Signal:
     )
 
 
-__all__ = ["Decision", "classify", "decide", "severity_label", "KIND_TITLES", "DETAIL_TITLES"]
+__all__ = ["Classification", "classify", "classify_explained", "severity_label", "KIND_TITLES", "DETAIL_TITLES"]

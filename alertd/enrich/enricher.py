@@ -35,14 +35,14 @@ from alertd.enrich import metrics
 from alertd.enrich.annotations import (KUBE_NODE, KUBE_UNAVAILABLE, LOG_EVIDENCE, LOGS_UNAVAILABLE, PODS, IncidentState,
                                       annotation_values, seed_state)
 from alertd.enrich.host import EnrichHost
-from alertd.enrich.log_evidence import build_evidence, upgrade_signal
+from alertd.enrich.log_evidence import evidence_from_lines, upgrade_signal
 from alertd.enrich.kube import KubeContext, NodeContext
 from alertd.enrich.kube_api import KubeUnavailable
 from alertd.enrich.backends import build_backend
 from alertd.enrich.logs import LogsUnavailable, describe_error
 from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import EnrichSettings
-from alertd.enrich.targets import Target, enriched_before, nodes_of, target_for
+from alertd.enrich.targets import EnrichTarget, enriched_before, nodes_of, target_for
 from alertd.enrich.writer import AnnotationWriter
 from alertd.core.model import Change, Incident, Signal
 
@@ -176,7 +176,7 @@ class Enricher:
 
     # ----- which nodes to enrich -----
 
-    def _targets(self, change: Change) -> list[Target]:
+    def _targets(self, change: Change) -> list[EnrichTarget]:
         inc = change.incident
         if not inc.is_open or "resolved" in change.kinds:
             self._forget(inc.id)
@@ -229,7 +229,7 @@ class Enricher:
         if not self._closed:
             self._spawn(asyncio.get_running_loop(), run(), "alertd-enrich-later")
 
-    async def _enrich(self, target: Target) -> None:
+    async def _enrich(self, target: EnrichTarget) -> None:
         jobs = []
         logs_job = None
         if self.searcher is not None and self.settings.logs is not None:
@@ -259,7 +259,7 @@ class Enricher:
         if self._histogram is not None:
             self._histogram.observe(seconds)
 
-    async def _logs(self, target: Target, attempt: int, fresh: bool = False, recheck: bool = True) -> None:
+    async def _logs(self, target: EnrichTarget, attempt: int, fresh: bool = False, recheck: bool = True) -> None:
         assert self.searcher is not None and self.settings.logs is not None
         if target.incident_id not in self._state:
             return
@@ -280,7 +280,7 @@ class Enricher:
         state = self._state.get(target.incident_id)
         if state is None:
             return
-        evidence = build_evidence(result.lines, target.node, target.gpus, self.settings.logs.max_lines)
+        evidence = evidence_from_lines(result.lines, target.node, target.gpus, self.settings.logs.max_lines)
         state.evidence[target.node] = evidence
         state.log_failures.pop(target.node, None)
         if self.settings.upgrade and not target.fleet:  # one node's Xid does not retitle a fleet event
@@ -294,26 +294,26 @@ class Enricher:
             wait = (query.end + self.settings.logs.ingest_lag - result.fetched_at).total_seconds() + 1.0
             self._later(max(0.0, wait), lambda: self._recheck_logs(target))
 
-    async def _retry_logs(self, target: Target, attempt: int) -> None:
+    async def _retry_logs(self, target: EnrichTarget, attempt: int) -> None:
         state = self._state.get(target.incident_id)
         if state is None or target.node not in state.log_failures:
             return
         self.counts["retries"] += 1
         await self._logs(target, attempt, fresh=True)
 
-    async def _retry_kube(self, target: Target, attempt: int) -> None:
+    async def _retry_kube(self, target: EnrichTarget, attempt: int) -> None:
         state = self._state.get(target.incident_id)
         if state is None or target.node not in state.kube_failures:
             return
         self.counts["retries"] += 1
         await self._kube(target, attempt)
 
-    async def _recheck_logs(self, target: Target) -> None:
+    async def _recheck_logs(self, target: EnrichTarget) -> None:
         self.counts["rechecks"] += 1
         if target.incident_id in self._state:
             await self._logs(target, attempt=len(self.settings.retry), recheck=False)
 
-    def _set_log_failure(self, target: Target, reason: str) -> bool:
+    def _set_log_failure(self, target: EnrichTarget, reason: str) -> bool:
         """Mark the node's logs unavailable, unless earlier evidence for it is already shown."""
         state = self._state.get(target.incident_id)
         if state is None or target.node in state.evidence:
@@ -322,7 +322,7 @@ class Enricher:
         self.writer.mark_dirty(target.incident_id)
         return True
 
-    def _upgrade_signal(self, target: Target, evidence: list[dict[str, Any]]) -> Signal | None:
+    def _upgrade_signal(self, target: EnrichTarget, evidence: list[dict[str, Any]]) -> Signal | None:
         """The Xid from the log that should classify the incident, or None (see evidence.upgrade_signal)."""
         catalog = self.service.rules.catalog if self.service is not None else None
         inc = self._incident(target.incident_id)
@@ -330,7 +330,7 @@ class Enricher:
             return None
         return upgrade_signal(evidence, inc, catalog, target.gpus)
 
-    async def _kube(self, target: Target, attempt: int) -> None:
+    async def _kube(self, target: EnrichTarget, attempt: int) -> None:
         assert self.kube is not None
         state = self._state.get(target.incident_id)
         if state is None:
@@ -357,7 +357,7 @@ class Enricher:
         state.kube_failures.pop(target.node, None)
         self.writer.mark_dirty(target.incident_id)
 
-    async def _pods_for(self, target: Target, ctx: NodeContext) -> list[dict[str, Any]]:
+    async def _pods_for(self, target: EnrichTarget, ctx: NodeContext) -> list[dict[str, Any]]:
         """The pods dcgm labels named (with their GPUs), else every GPU pod on the node.
 
         A named pod that runs on the node without GPUs (the exporter's own pod, when the

@@ -17,7 +17,7 @@ from alertd.gpu.pci import normalize_pci
 from alertd.core.model import Incident, Signal, signal_rank
 
 
-def build_evidence(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str, str]] = (),
+def evidence_from_lines(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str, str]] = (),
                    limit: int = 50) -> list[dict[str, Any]]:
     """Log lines -> evidence entries; Xid lines are kept first when there are more than ``limit``."""
     lines = list(lines)
@@ -91,4 +91,4 @@ def upgrade_signal(evidence: list[dict[str, Any]], inc: Incident, catalog: Any,
     return None
 
 
-__all__ = ["build_evidence", "cap_evidence", "upgrade_signal"]
+__all__ = ["evidence_from_lines", "cap_evidence", "upgrade_signal"]

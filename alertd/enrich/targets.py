@@ -1,7 +1,7 @@
 """Which nodes of an incident to enrich, and what to look for on each.
 
 An incident is enriched per node: the node it is about, or for a fleet
-incident every node it covers. A :class:`Target` carries what the jobs need
+incident every node it covers. A :class:`EnrichTarget` carries what the jobs need
 about that node: where to centre the log window (the earliest ``startsAt`` of
 the incident's alerts there) and which GPUs and pods the alerts named, so
 only Xids of those GPUs can reclassify the incident and the pods shown are
@@ -18,7 +18,7 @@ from alertd.core.model import Incident
 
 
 @dataclass(slots=True)
-class Target:
+class EnrichTarget:
     """One node of one incident to enrich."""
 
     incident_id: str
@@ -57,7 +57,7 @@ def enriched_before(inc: Incident, changed: set[str], joined_nodes: Iterable[str
     return seen
 
 
-def target_for(inc: Incident, node: str, incident: Callable[[str], Incident | None], submitted: float) -> Target:
+def target_for(inc: Incident, node: str, incident: Callable[[str], Incident | None], submitted: float) -> EnrichTarget:
     """The target for one node; ``incident`` looks up a fleet incident's children."""
     members = [m for m in inc.members.values() if m.subject.node == node]
     if not members and inc.fleet:  # a node the fleet took over: its alerts live in the child incident
@@ -80,7 +80,7 @@ def target_for(inc: Incident, node: str, incident: Callable[[str], Incident | No
         for g in inc.gpus:
             if g not in gpus:
                 gpus.append(dict(g))
-    return Target(inc.id, node, anchor, inc.cluster, inc.fleet, gpus, pods, submitted)
+    return EnrichTarget(inc.id, node, anchor, inc.cluster, inc.fleet, gpus, pods, submitted)
 
 
-__all__ = ["Target", "enriched_before", "member_nodes", "nodes_of", "target_for"]
+__all__ = ["EnrichTarget", "enriched_before", "member_nodes", "nodes_of", "target_for"]

@@ -106,6 +106,10 @@ class NotifierSettings:
                 "alertd_url": links.alertd_url}
 
     @property
+    def links(self) -> Links:
+        return Links(self.runbook_base_url, self.alertmanager_url, self.alertd_url)
+
+    @property
     def enabled(self) -> bool:
         return False
 

@@ -31,7 +31,7 @@ from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, key_name)
-from alertd.integrations.presentation import ACTION_TEXT, runbook_url, web_url
+from alertd.integrations.presentation import ACTION_TEXT, incident_links
 
 DEFAULT_API_URL = "https://api.opsgenie.com"
 PRIORITY = {"critical": "P1", "error": "P2", "warning": "P3", "info": "P5"}
@@ -60,11 +60,11 @@ def create_body(inc: Incident, settings: OpsgenieSettings, note: str = "") -> di
     details = {"incident": inc.id, "cluster": inc.cluster, "node": where, "severity": inc.severity,
                "xids": ",".join(map(str, inc.xids)), "signals": ",".join(inc.signals),
                "action": ACTION_TEXT.get(p.action, p.action) if p and p.action else ""}
-    if web_url(settings.alertd_url):
-        details["alertd"] = f"{settings.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}"
-    rb = runbook_url(p.runbook if p else "", settings.runbook_base_url)
-    if rb:
-        details["runbook"] = rb
+    links = incident_links(inc, settings.links)
+    if links.api:
+        details["alertd"] = links.api
+    if links.runbook:
+        details["runbook"] = links.runbook
     details = {k: v for k, v in details.items() if v}
     while len(json.dumps(details)) > MAX_DETAILS:  # keep within the documented size, dropping the longest value
         details.pop(max(details, key=lambda k: len(details[k])))

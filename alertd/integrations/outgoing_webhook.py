@@ -39,7 +39,7 @@ from alertd.core.findings import Owners
 from alertd.core.model import OPEN, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, key_name)
-from alertd.integrations.presentation import alertmanager_link, runbook_url, web_url
+from alertd.integrations.presentation import incident_links
 
 VERSION = "1"
 SENT = "sent"  # the ref once anything reached the endpoint: later quiet changes keep it current
@@ -67,7 +67,7 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return "sha256=" + mac.hexdigest()
 
 
-def incident_doc(inc: Incident, links: Links) -> dict[str, Any]:
+def webhook_incident(inc: Incident, links: Links) -> dict[str, Any]:
     """The incident as the webhook shows it: enough for a ticket, without every member of a fleet."""
     p = inc.primary
     doc: dict[str, Any] = {
@@ -79,13 +79,10 @@ def incident_doc(inc: Incident, links: Links) -> dict[str, Any]:
         "acknowledgedBy": inc.acknowledged_by, "action": p.action if p else "", "meaning": p.meaning if p else "",
         "links": {},
     }
-    rb = runbook_url(p.runbook if p else "", links.runbook_base_url)
-    am = alertmanager_link(inc, links.alertmanager_url)
-    for name, url in (("runbook", rb), ("alertmanager", am)):
+    shown = incident_links(inc, links)
+    for name, url in (("runbook", shown.runbook), ("alertmanager", shown.alertmanager), ("alertd", shown.api)):
         if url:
             doc["links"][name] = url
-    if web_url(links.alertd_url):  # every link: http(s) only (alertd.integrations.presentation)
-        doc["links"]["alertd"] = f"{links.alertd_url.rstrip('/')}/api/v1/incidents/{inc.id}"
     owners = Owners.of(inc.annotations)
     if owners:
         doc["owners"] = owners.stored
@@ -99,7 +96,7 @@ class WebhookNotifier(Notifier):
 
     def __init__(self, settings: WebhookSettings, store: NotifyStore, clock: Callable[[], datetime]):
         self.settings, self.store, self.clock = settings, store, clock
-        self.links = Links(settings.runbook_base_url, settings.alertmanager_url, settings.alertd_url)
+        self.links = settings.links
         self._http_session = LazySession(self.settings.timeout)
 
     async def close(self) -> None:
@@ -126,7 +123,7 @@ class WebhookNotifier(Notifier):
             "events": [e for p in payloads for e in p.get("events", [])],
             "note": next((p["note"] for p in reversed(payloads) if p.get("note")), ""),
             "muted": payloads[-1].get("muted", ""),
-            "incident": incident_doc(inc, self.links),
+            "incident": webhook_incident(inc, self.links),
         }
         if head.intent == Intent.ESCALATE:
             body["escalation"] = {"after": head.payload.get("after", 0), "routingKey": head.payload.get("routing_key", "")}

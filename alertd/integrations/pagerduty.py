@@ -42,7 +42,7 @@ from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Inciden
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
                                        key_name)
-from alertd.integrations.presentation import ACTION_TEXT, alertmanager_link, first_web_url, runbook_url, web_url
+from alertd.integrations.presentation import ACTION_TEXT, incident_links
 
 log = logging.getLogger(__name__)
 DEFAULT_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
@@ -177,18 +177,10 @@ class PagerDutyNotifier(Notifier):
         p = inc.primary
         s = self.settings
         where = ", ".join(inc.nodes[:20]) + (" …" if len(inc.nodes) > 20 else "") if inc.fleet else inc.node
-        links = []
-        rb = runbook_url(p.runbook if p else "", s.runbook_base_url)
-        if rb:
-            links.append({"href": rb, "text": "Runbook"})
-        prom = first_web_url([m.generator_url for m in inc.members.values()])  # links: http(s) only
-        if prom:
-            links.append({"href": prom, "text": "Prometheus"})
-        am = alertmanager_link(inc, s.alertmanager_url)
-        if am:
-            links.append({"href": am, "text": "Alertmanager"})
-        if web_url(s.alertd_url):
-            links.append({"href": f"{s.alertd_url.rstrip('/')}/ui/incidents/{inc.id}", "text": f"alertd {inc.id}"})
+        shown = incident_links(inc, s.links)
+        links = [{"href": href, "text": text} for href, text in (
+            (shown.runbook, "Runbook"), (shown.prometheus, "Prometheus"), (shown.alertmanager, "Alertmanager"),
+            (shown.ui, f"alertd {inc.id}")) if href]
         details: dict[str, Any] = {
             "incident": inc.id,
             "status": inc.status,
@@ -223,8 +215,8 @@ class PagerDutyNotifier(Notifier):
         }
         body["links"] = links
         body["client"] = "alertd"
-        if web_url(s.alertd_url):
-            body["client_url"] = f"{s.alertd_url.rstrip('/')}/ui/incidents/{inc.id}"
+        if shown.ui:
+            body["client_url"] = shown.ui
         return body
 
     async def _send(self, key: str, action: str, inc: Incident, severity: str, dedup: str, note: str = "") -> None:

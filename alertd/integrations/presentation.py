@@ -9,8 +9,11 @@ PagerDuty, Opsgenie, the signed webhook, the web UI); anything else is text or l
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
 from urllib.parse import quote, urlsplit
+
+from alertd.integrations.base import Links
 
 if TYPE_CHECKING:
     from alertd.core.model import Incident
@@ -63,6 +66,33 @@ def alertmanager_link(inc: "Incident", base: str) -> str:
     return url + ("?filter=" + quote("{" + matcher + "}", safe="") if matcher else "")
 
 
-def first_web_url(urls: "list[str]") -> str:
+def first_web_url(urls: Iterable[str]) -> str:
     """The first of ``urls`` that may become a link (a member's generatorURL), or ""."""
     return next((u for u in urls if web_url(u)), "")
+
+
+@dataclass(frozen=True, slots=True)
+class IncidentLinks:
+    """Every link an integration may show for one incident; "" where there is none. Each is an
+    http(s) URL (``web_url``): what an integration shows is a choice among these, never built anew."""
+
+    runbook: str = ""
+    prometheus: str = ""  # the first member's generatorURL that may be a link
+    alertmanager: str = ""  # the incident's alerts in Alertmanager's UI
+    ui: str = ""  # the incident's page in alertd's web UI
+    api: str = ""  # the incident in alertd's API (for machines: the webhook, Opsgenie details)
+
+
+def incident_links(inc: "Incident", links: Links, generator_urls: Iterable[str] | None = None) -> IncidentLinks:
+    """The links of ``inc`` under the configured bases. ``generator_urls``: the members' generatorURLs in
+    the order the message lists them (default: the members' own order)."""
+    p = inc.primary
+    urls = generator_urls if generator_urls is not None else (m.generator_url for m in inc.members.values())
+    alertd = links.alertd_url.rstrip("/") if web_url(links.alertd_url) else ""
+    return IncidentLinks(
+        runbook=runbook_url(p.runbook if p else "", links.runbook_base_url),
+        prometheus=first_web_url(urls),
+        alertmanager=alertmanager_link(inc, links.alertmanager_url),
+        ui=f"{alertd}/ui/incidents/{inc.id}" if alertd else "",
+        api=f"{alertd}/api/v1/incidents/{inc.id}" if alertd else "",
+    )

@@ -1,6 +1,6 @@
 """Routing decisions: which receivers an incident change goes to at a given time, and which are muted.
 
-``decide`` is a pure function of the routing section, the incident and a time,
+``route_incident`` is a pure function of the routing section, the incident and a time,
 so a rule test can ask it what the service would do without running one.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Hit:
 
 
 @dataclass(slots=True)
-class Decision:
+class RouteDecision:
     hits: list[Hit] = field(default_factory=list)
     escalations: list[Escalation] = field(default_factory=list)
     suppressed: str = ""  # why everything is muted (maintenance, cordon)
@@ -64,12 +64,12 @@ def fleet_severity(children: Sequence[tuple[str, str | None]]) -> str | None:
     return max_severity(*rest) if rest else ""
 
 
-def decide(routing: Routing, inc: Incident, now: datetime, *, cordoned_at: datetime | None = None,
-           children: Sequence[tuple[str, str | None]] | None = None) -> Decision:
+def route_incident(routing: Routing, inc: Incident, now: datetime, *, cordoned_at: datetime | None = None,
+           children: Sequence[tuple[str, str | None]] | None = None) -> RouteDecision:
     """Route one incident at ``now``. ``cordoned_at``: when its node was cordoned, if known from elsewhere;
     ``children``: a fleet's node incidents as ``fleet_severity`` takes them (what makes a fleet cordon-aware)."""
     fields = incident_fields(inc)
-    decision = Decision(severity=inc.severity)
+    decision = RouteDecision(severity=inc.severity)
     for m in routing.maintenance:
         if m.covers(inc, fields, now):
             decision.suppressed = f"maintenance window {m.name!r} until {iso(m.end)}"

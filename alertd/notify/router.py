@@ -1,7 +1,7 @@
 """Changes -> outbox work.
 
 Without a routing section every change goes to the console (``ConsoleRouter``).
-With one, ``Router`` sends each change where ``decide`` says, keeps messages
+With one, ``Router`` sends each change where ``route_incident`` says, keeps messages
 already sent up to date, and schedules escalations as outbox items with a
 future due time.
 """
@@ -15,7 +15,7 @@ from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.router_memory import ESCALATION, SENT, MemoryDelta, RouterMemory
 from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
 from alertd.integrations import registry
-from alertd.notify.decision import Decision, Hit, cordon_severity, decide
+from alertd.notify.decision import RouteDecision, Hit, cordon_severity, route_incident
 from alertd.rules.routing import Receiver, Routing, owner_channel
 from alertd.rules.windows import CORDON_KIND, cordon_since
 
@@ -226,7 +226,7 @@ class Router:
         child = bool(inc.parent_id)
         if child and not kinds & CHILD_KINDS:
             return []
-        decision = decide(self.routing, inc, now, cordoned_at=self.cordoned_at(inc),
+        decision = route_incident(self.routing, inc, now, cordoned_at=self.cordoned_at(inc),
                           children=self._fleet_children(inc))
         known = self._targets.setdefault(inc.id, set())
         news = not kinds <= RESOLUTION_KINDS
@@ -282,7 +282,7 @@ class Router:
                 moved[target] = posted
         return moved
 
-    def _moved_note(self, change: Change, now: datetime, decision: Decision,
+    def _moved_note(self, change: Change, now: datetime, decision: RouteDecision,
                     moved: dict[Target, list[str]]) -> list[OutboxItem]:
         """A thread reply where the incident was posted, naming the conversations it is now routed to too."""
         inc = change.incident
@@ -293,7 +293,7 @@ class Router:
         where = sorted({p for posted in moved.values() for p in posted})
         return [OutboxItem(inc.id, Target(t), Intent.TIMELINE, payload, now) for t in where]
 
-    def _items(self, target: Target, change: Change, now: datetime, decision: Decision, hit: Hit | None, *,
+    def _items(self, target: Target, change: Change, now: datetime, decision: RouteDecision, hit: Hit | None, *,
                quiet: bool, why: str, known: set[str]) -> list[OutboxItem]:
         """What one change means for one target, in intents its integration accepts."""
         integration = registry.get(target.kind)
@@ -368,7 +368,7 @@ class Router:
         self._recent[kind] = peers + [inc]
         return hold if any(not p.parent_id for p in peers) else timedelta(0)
 
-    def _escalations(self, change: Change, now: datetime, decision: Decision, loud: set[Target],
+    def _escalations(self, change: Change, now: datetime, decision: RouteDecision, loud: set[Target],
                      moved: dict[Target, list[str]]) -> list[OutboxItem]:
         inc = change.incident
         scheduled = self._escalated.setdefault(inc.id, set())

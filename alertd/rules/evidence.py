@@ -156,7 +156,7 @@ def _regex(check: Checker, text: str | None, path: tuple[Any, ...]) -> Regex | N
         return None
 
 
-def build_evidence(doc: dict[str, Any], check: Checker, where: Any) -> EvidenceRules:
+def parse_evidence_rules(doc: dict[str, Any], check: Checker, where: Any) -> EvidenceRules:
     """Typed evidence rules from a schema-valid `evidence` section; regex errors go to ``check``."""
 
     def entries(stage: str) -> tuple[EvidenceRule, ...]:
@@ -211,5 +211,5 @@ def merge(a: EvidenceRules, b: EvidenceRules) -> EvidenceRules:
     )
 
 
-__all__ = ["EvidenceRule", "EvidenceRules", "Found", "GpuLooking", "build_evidence", "by_alertname",
+__all__ = ["EvidenceRule", "EvidenceRules", "Found", "GpuLooking", "parse_evidence_rules", "by_alertname",
            "by_expression", "by_labels", "gpu_looking", "looks_gpu", "merge", "xid_in_text"]

@@ -16,7 +16,9 @@ from alertd.rules.fields import members_in_order
 
 
 @dataclass(frozen=True, slots=True)
-class Owners:
+class OwnerRouting:
+    """The routing section's ``owners``: how an incident's owning team is found and which receiver hears it."""
+
     labels: tuple[str, ...] = ("team", "label_team", "owner", "label_owner")
     namespaces: tuple[tuple[str, str], ...] = ()  # (glob, team), first match wins
     teams: tuple[tuple[str, str], ...] = ()  # team -> receiver

@@ -69,7 +69,7 @@ EVIDENCE_FIELDS = ("incident", "openedAt", "first", "cluster", "node", "status",
                    "alertnames")
 
 
-def load(doc: list[dict[str, Any]], check: Any) -> tuple[RmaRule, ...]:
+def parse_rma(doc: list[dict[str, Any]], check: Any) -> tuple[RmaRule, ...]:
     """Schema-valid ``rma`` section -> rules; duplicate names and bad windows are reported with positions."""
     out: list[RmaRule] = []
     names: set[str] = set()

@@ -17,7 +17,7 @@ unless it says ``continue: true``. On top of that:
   within N minutes", scheduled as outbox work with a future due time.
 
 Windows and the cordon policy live in ``alertd.rules.windows``, owners in
-``alertd.rules.owners``. ``alertd.notify.decision.decide`` is a pure function
+``alertd.rules.owners``. ``alertd.notify.decision.route_incident`` is a pure function
 of the incident and a time; ``alertd.notify.router.Router`` turns decisions
 into outbox items. Suppressed changes still keep messages that were already
 sent up to date (edits, acknowledge, resolve) but never post, page or
@@ -36,7 +36,7 @@ from alertd.core.outbox_items import Target
 from alertd.core.matchers import Matcher
 from alertd.integrations import registry
 from alertd.integrations.base import key_name
-from alertd.rules.owners import Owners
+from alertd.rules.owners import OwnerRouting
 from alertd.rules.windows import CordonPolicy, Maintenance, Pending, TimeRange, TimeWindow
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -92,7 +92,7 @@ class Routing:
     windows: dict[str, TimeWindow] = field(default_factory=dict)
     maintenance: tuple[Maintenance, ...] = ()
     cordoned: CordonPolicy = CordonPolicy()
-    owners: Owners = Owners()
+    owners: OwnerRouting = OwnerRouting()
     # A new node incident's first notification waits this long, so a storm can form and fold it first.
     group_wait: timedelta = DEFAULT_GROUP_WAIT
     # A node incident like another opened on its cluster this recently waits this long: a storm's next batch.
@@ -161,12 +161,36 @@ def _instant(value: Any, check: Any, path: tuple[Any, ...]) -> datetime | None:
     return ts.astimezone(timezone.utc)
 
 
-def load_routing(data: dict[str, Any], check: Any) -> Routing:
-    """Build typed Routing from a schema-valid ``routing`` section; report semantic problems to ``check``."""
+def parse_routing(data: dict[str, Any], check: Any) -> Routing:
+    """Build typed Routing from a schema-valid ``routing`` section; report semantic problems to ``check``.
+
+    One reader per part of the section, in the order problems are reported: receivers first,
+    because windows, owners and routes name them."""
     root = ("routing",)
+    receivers = _receivers(data.get("receivers") or [], check, root + ("receivers",))
+    windows = _mute_windows(data.get("mute_windows") or [], check, root + ("mute_windows",))
+    maintenance = _maintenance(data.get("maintenance") or [], check, root + ("maintenance",))
+    owners = _owner_routing(data.get("owners") or {}, receivers, check, root + ("owners",))
+    routes = _routes(data.get("routes") or [], receivers, windows, check, root + ("routes",))
+    default = data.get("default_receiver", "")
+    if default and default not in receivers:
+        check.problem(root + ("default_receiver",), f"unknown receiver {default!r}")
+    cordon = _cordon_policy(data.get("cordoned") or {}, check, root + ("cordoned",))
+    return Routing(
+        receivers=receivers, routes=routes, default_receiver=default, windows=windows,
+        maintenance=maintenance,
+        cordoned=cordon,
+        owners=owners,
+        group_wait=check.duration(data.get("group_wait"), root + ("group_wait",), DEFAULT_GROUP_WAIT),
+        storm_wait=check.duration(data.get("storm_wait"), root + ("storm_wait",), DEFAULT_STORM_WAIT),
+    )
+
+
+def _receivers(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) -> dict[str, Receiver]:
+    """``receivers``: each integration's section of a receiver becomes its targets (registry order)."""
     receivers: dict[str, Receiver] = {}
-    for i, r in enumerate(data.get("receivers") or []):
-        path = root + ("receivers", i)
+    for i, r in enumerate(docs):
+        path = root + (i,)
         name = r["name"]
         if name in receivers:
             check.problem(path + ("name",), f"duplicate receiver name {name!r}")
@@ -175,10 +199,14 @@ def load_routing(data: dict[str, Any], check: Any) -> Routing:
             if kind in r:
                 outputs.extend(integration.targets(r[kind], check.problem, path + (kind,)))
         receivers[name] = Receiver(name, tuple(dict.fromkeys(outputs)))
+    return receivers
 
+
+def _mute_windows(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) -> dict[str, TimeWindow]:
+    """``mute_windows``: recurring weekday/time ranges in a time zone, by name."""
     windows: dict[str, TimeWindow] = {}
-    for i, w in enumerate(data.get("mute_windows") or []):
-        path = root + ("mute_windows", i)
+    for i, w in enumerate(docs):
+        path = root + (i,)
         if w["name"] in windows:
             check.problem(path + ("name",), f"duplicate window name {w['name']!r}")
         try:
@@ -186,22 +214,30 @@ def load_routing(data: dict[str, Any], check: Any) -> Routing:
         except (ZoneInfoNotFoundError, ValueError):
             check.problem(path + ("time_zone",), f"unknown time zone {w.get('time_zone')!r} (use an IANA name like Europe/Berlin)")
             tz = ZoneInfo("UTC")
-        ranges = []
-        for j, t in enumerate(w.get("times") or []):
-            start, end = _time_of_day(t["start"]), _time_of_day(t["end"])
-            if start is None or end is None:
-                check.problem(path + ("times", j), "times need start and end as \"HH:MM\" (quote them)")
-                continue
-            if start == end:
-                check.problem(path + ("times", j), "start and end are equal: the range is empty")
-                continue
-            ranges.append(TimeRange(start, end % 1440 if end != 1440 else 1440))
         windows[w["name"]] = TimeWindow(w["name"], tz, _weekdays(w.get("weekdays"), check, path + ("weekdays",)),
-                                        tuple(ranges))
+                                        _time_ranges(w.get("times") or [], check, path + ("times",)))
+    return windows
 
+
+def _time_ranges(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) -> tuple[TimeRange, ...]:
+    ranges = []
+    for j, t in enumerate(docs):
+        start, end = _time_of_day(t["start"]), _time_of_day(t["end"])
+        if start is None or end is None:
+            check.problem(root + (j,), "times need start and end as \"HH:MM\" (quote them)")
+            continue
+        if start == end:
+            check.problem(root + (j,), "start and end are equal: the range is empty")
+            continue
+        ranges.append(TimeRange(start, end % 1440 if end != 1440 else 1440))
+    return tuple(ranges)
+
+
+def _maintenance(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) -> tuple[Maintenance, ...]:
+    """``maintenance``: absolute windows over nodes, clusters or matchers."""
     maintenance = []
-    for i, m in enumerate(data.get("maintenance") or []):
-        path = root + ("maintenance", i)
+    for i, m in enumerate(docs):
+        path = root + (i,)
         begins = _instant(m["start"], check, path + ("start",))
         ends = _instant(m["end"], check, path + ("end",))
         if begins and ends and ends <= begins:
@@ -212,24 +248,33 @@ def load_routing(data: dict[str, Any], check: Any) -> Routing:
             maintenance.append(Maintenance(m.get("name", f"maintenance[{i}]"), begins, ends, tuple(m.get("nodes") or ()),
                                            tuple(m.get("clusters") or ()),
                                            check.matchers(m.get("match"), path + ("match",))))
+    return tuple(maintenance)
 
-    owners_doc = data.get("owners") or {}
-    owners = Owners(
-        labels=tuple(owners_doc.get("labels") or Owners().labels),
-        namespaces=tuple((str(k), str(v)) for k, v in (owners_doc.get("namespaces") or {}).items()),
-        teams=tuple((str(k), str(v)) for k, v in (owners_doc.get("teams") or {}).items()),
-        default=owners_doc.get("default", ""),
-        use_channels=bool(owners_doc.get("use_channels", False)),
+
+def _owner_routing(doc: dict[str, Any], receivers: dict[str, Receiver], check: Any,
+                   root: tuple[Any, ...]) -> OwnerRouting:
+    """``owners``: how the owning team is found, and the receivers it names (which must exist)."""
+    owners = OwnerRouting(
+        labels=tuple(doc.get("labels") or OwnerRouting().labels),
+        namespaces=tuple((str(k), str(v)) for k, v in (doc.get("namespaces") or {}).items()),
+        teams=tuple((str(k), str(v)) for k, v in (doc.get("teams") or {}).items()),
+        default=doc.get("default", ""),
+        use_channels=bool(doc.get("use_channels", False)),
     )
     for team, rname in owners.teams:
         if rname not in receivers:
-            check.problem(root + ("owners", "teams", team), f"unknown receiver {rname!r}")
+            check.problem(root + ("teams", team), f"unknown receiver {rname!r}")
     if owners.default and owners.default not in receivers:
-        check.problem(root + ("owners", "default"), f"unknown receiver {owners.default!r}")
+        check.problem(root + ("default",), f"unknown receiver {owners.default!r}")
+    return owners
 
+
+def _routes(docs: list[dict[str, Any]], receivers: dict[str, Receiver], windows: dict[str, TimeWindow],
+            check: Any, root: tuple[Any, ...]) -> tuple[Route, ...]:
+    """``routes``, in order; each names known receivers and mute windows."""
     routes = []
-    for i, r in enumerate(data.get("routes") or []):
-        path = root + ("routes", i)
+    for i, r in enumerate(docs):
+        path = root + (i,)
         receiver = r.get("receiver", "")
         if receiver and receiver not in receivers:
             check.problem(path + ("receiver",), f"unknown receiver {receiver!r}")
@@ -239,30 +284,19 @@ def load_routing(data: dict[str, Any], check: Any) -> Routing:
             for j, name in enumerate(r.get(key) or []):
                 if name not in windows:
                     check.problem(path + (key, j), f"unknown mute window {name!r}")
-        esc = None
-        if r.get("escalate"):
-            e = r["escalate"]
-            esc = Escalation(check.duration(e.get("after"), path + ("escalate", "after"), timedelta(minutes=15)),
-                             key_name(e["routing_key"], check.problem, path + ("escalate", "routing_key"),
-                                      "notify.pagerduty.routing_keys"))
+        escalate = _escalation(r["escalate"], check, path + ("escalate",)) if r.get("escalate") else None
         routes.append(Route(
             name=r.get("name", ""), matchers=check.matchers(r.get("match"), path + ("match",)), receiver=receiver,
             owners=bool(r.get("owners", False)), continue_=bool(r.get("continue", False)),
-            mute=tuple(r.get("mute") or ()), active=tuple(r.get("active") or ()), escalate=esc,
+            mute=tuple(r.get("mute") or ()), active=tuple(r.get("active") or ()), escalate=escalate,
         ))
-    default = data.get("default_receiver", "")
-    if default and default not in receivers:
-        check.problem(root + ("default_receiver",), f"unknown receiver {default!r}")
-    cordon = _cordon_policy(data.get("cordoned") or {}, check, root + ("cordoned",))
-    return Routing(
-        receivers=receivers, routes=tuple(routes), default_receiver=default, windows=windows,
-        maintenance=tuple(maintenance),
-        cordoned=cordon,
-        owners=owners,
-        group_wait=check.duration(data.get("group_wait"), root + ("group_wait",), DEFAULT_GROUP_WAIT),
-        storm_wait=check.duration(data.get("storm_wait"), root + ("storm_wait",), DEFAULT_STORM_WAIT),
-    )
+    return tuple(routes)
 
+
+def _escalation(doc: dict[str, Any], check: Any, path: tuple[Any, ...]) -> Escalation:
+    return Escalation(check.duration(doc.get("after"), path + ("after",), timedelta(minutes=15)),
+                      key_name(doc["routing_key"], check.problem, path + ("routing_key",),
+                               "notify.pagerduty.routing_keys"))
 
 
 def _cordon_policy(doc: dict[str, Any], check: Any, path: tuple[Any, ...]) -> CordonPolicy:

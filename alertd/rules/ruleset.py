@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from alertd.core.durations import DurationError, parse_duration
-from alertd.rules.evidence import EvidenceRules, build_evidence, merge
+from alertd.rules.evidence import EvidenceRules, parse_evidence_rules, merge
+from alertd.rules.rma import parse_rma
+from alertd.rules.routing import parse_routing
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XidCatalog, XidEntry
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
@@ -161,95 +163,121 @@ def rule_files(paths: list[Path | str]) -> list[Path]:
     return out
 
 
-def load_rules(paths: list[Path | str], *, routing_loader: Callable[..., Any] | None = None) -> RuleSet:
-    """Load and check every rule file; raise InvalidDocument listing all problems."""
-    found: list[Problem] = []
-    xids: dict[int, XidEntry] = {}
-    signals: list[SignalRule] = []
-    evidence = EvidenceRules()
+@dataclass(slots=True)
+class _Sections:
+    """What the rule files say so far, section by section (later files add to or override earlier ones)."""
+
+    xids: dict[int, XidEntry] = field(default_factory=dict)
+    signals: list[SignalRule] = field(default_factory=list)
+    evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules | None = None
-    routing_doc: tuple[Any, _Checker] | None = None
-    rma: list[Any] = []
+    routing: tuple[Any, _Checker] | None = None  # parsed last: its problems follow every file's own
+    rma: list[Any] = field(default_factory=list)
+
+
+def load_rules(paths: list[Path | str]) -> RuleSet:
+    """Load and check every rule file; raise InvalidDocument listing all problems."""
     files = rule_files(paths)
     if not files:
         raise InvalidDocument([Problem(", ".join(map(str, paths)) or "<none>", "no rule files found")])
+    found: list[Problem] = []
+    sections = _Sections()
     for path in files:
-        try:
-            doc, marks = load_yaml(path, with_marks=True)
-        except InvalidDocument as exc:
-            found.extend(exc.problems)
+        read = _read_rule_file(path, found)
+        if read is None:
             continue
-        source = str(path)
-        if doc is None:
-            continue
-        if not isinstance(doc, dict):
-            found.append(Problem(source, "a rule file must be a mapping of sections", 1, 1))
-            continue
-        check = _Checker(source, marks)
-        for key in doc:
-            if key not in SECTIONS:
-                check.problem((key,), f"unknown section {key!r}; expected one of {', '.join(SECTIONS)}")
-        for section, schema_name in SECTIONS.items():
-            if section not in doc:
-                continue
-            errors = schema_problems(schema_name, {section: doc[section]}, source, marks)
-            if errors:
-                found.extend(errors)
-                continue
-            if section == "xids":
-                seen: set[int] = set()
-                for i, entry in enumerate(doc["xids"]):
-                    if entry["code"] in seen:
-                        check.problem(("xids", i, "code"), f"duplicate Xid code {entry['code']}")
-                    seen.add(entry["code"])
-                    xids[entry["code"]] = XidEntry(**entry)  # later files override earlier ones
-            elif section == "signals":
-                for i, entry in enumerate(doc["signals"]):
-                    matchers = check.matchers(entry.get("match"), ("signals", i, "match"))
-                    signals.append(
-                        SignalRule(
-                            kind=entry["kind"],
-                            matchers=matchers,
-                            alertnames=literal_values(matchers, "alertname"),
-                            detail=entry.get("detail", ""),
-                            severity=entry.get("severity", ""),
-                            category=entry.get("category", ""),
-                            runbook=entry.get("runbook", ""),
-                            where=check.where(("signals", i)),
-                        )
-                    )
-            elif section == "evidence":
-                evidence = merge(evidence, build_evidence(doc["evidence"], check, check.where))
-            elif section == "correlation":
-                if correlation is not None:
-                    check.problem(("correlation",), "correlation is defined in more than one rule file")
-                correlation = _correlation(doc["correlation"], check)
-            elif section == "routing":
-                if routing_doc is not None:
-                    check.problem(("routing",), "routing is defined in more than one rule file")
-                routing_doc = (doc["routing"], check)
-            elif section == "rma":
-                from alertd.rules.rma import load as load_rma
-
-                rma.extend(load_rma(doc["rma"], check))
+        doc, check = read
+        for section in SECTIONS:
+            if section in doc:
+                _read_section(sections, section, doc, check, found)
         found.extend(check.found)
     rules = RuleSet(
-        catalog=XidCatalog(list(xids.values())),
-        signals=tuple(signals),
-        evidence=evidence,
-        correlation=correlation or CorrelationRules(),
-        rma=tuple(rma),
+        catalog=XidCatalog(list(sections.xids.values())),
+        signals=tuple(sections.signals),
+        evidence=sections.evidence,
+        correlation=sections.correlation or CorrelationRules(),
+        rma=tuple(sections.rma),
         sources=tuple(map(str, files)),
     )
-    if routing_doc is not None and routing_loader is None:
-        from alertd.rules.routing import load_routing as routing_loader
-    if routing_doc is not None and routing_loader is not None:
-        data, check = routing_doc
-        rules.routing = routing_loader(data, check)
+    if sections.routing is not None:
+        data, check = sections.routing
+        rules.routing = parse_routing(data, check)
         found.extend(check.found)
     if found:
         raise InvalidDocument(found)
     return rules
+
+
+def _read_rule_file(path: Path, found: list[Problem]) -> tuple[dict[str, Any], _Checker] | None:
+    """One file's document and its checker (unknown sections reported), or None: empty or unreadable."""
+    try:
+        doc, marks = load_yaml(path, with_marks=True)
+    except InvalidDocument as exc:
+        found.extend(exc.problems)
+        return None
+    source = str(path)
+    if doc is None:
+        return None
+    if not isinstance(doc, dict):
+        found.append(Problem(source, "a rule file must be a mapping of sections", 1, 1))
+        return None
+    check = _Checker(source, marks)
+    for key in doc:
+        if key not in SECTIONS:
+            check.problem((key,), f"unknown section {key!r}; expected one of {', '.join(SECTIONS)}")
+    return doc, check
+
+
+def _read_section(sections: _Sections, section: str, doc: dict[str, Any], check: _Checker,
+                  found: list[Problem]) -> None:
+    """Validate one section against its schema, then add what it says to ``sections``."""
+    errors = schema_problems(SECTIONS[section], {section: doc[section]}, check.source, check.marks)
+    if errors:
+        found.extend(errors)
+        return
+    body = doc[section]
+    if section == "xids":
+        _xids(body, check, sections.xids)
+    elif section == "signals":
+        sections.signals.extend(_signals(body, check))
+    elif section == "evidence":
+        sections.evidence = merge(sections.evidence, parse_evidence_rules(body, check, check.where))
+    elif section == "correlation":
+        if sections.correlation is not None:
+            check.problem(("correlation",), "correlation is defined in more than one rule file")
+        sections.correlation = _correlation(body, check)
+    elif section == "routing":
+        if sections.routing is not None:
+            check.problem(("routing",), "routing is defined in more than one rule file")
+        sections.routing = (body, check)
+    elif section == "rma":
+        sections.rma.extend(parse_rma(body, check))
+
+
+def _xids(entries: list[dict[str, Any]], check: _Checker, xids: dict[int, XidEntry]) -> None:
+    seen: set[int] = set()
+    for i, entry in enumerate(entries):
+        if entry["code"] in seen:
+            check.problem(("xids", i, "code"), f"duplicate Xid code {entry['code']}")
+        seen.add(entry["code"])
+        xids[entry["code"]] = XidEntry(**entry)  # later files override earlier ones
+
+
+def _signals(entries: list[dict[str, Any]], check: _Checker) -> list[SignalRule]:
+    signals = []
+    for i, entry in enumerate(entries):
+        matchers = check.matchers(entry.get("match"), ("signals", i, "match"))
+        signals.append(SignalRule(
+            kind=entry["kind"],
+            matchers=matchers,
+            alertnames=literal_values(matchers, "alertname"),
+            detail=entry.get("detail", ""),
+            severity=entry.get("severity", ""),
+            category=entry.get("category", ""),
+            runbook=entry.get("runbook", ""),
+            where=check.where(("signals", i)),
+        ))
+    return signals
 
 
 def _correlation(doc: dict, check: _Checker) -> CorrelationRules:

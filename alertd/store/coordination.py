@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from alertd.store.lease import ENGINE, Decision, Fenced, LeaseRow, decide
+from alertd.store.lease import ENGINE, LeaseVerdict, Fenced, LeaseRow, judge_lease
 from alertd.core.model import iso
 
 
@@ -32,9 +32,9 @@ class CoordinationMixin:
     def _lease_round_begins(self, cur: Any, token: int) -> None:
         """Backend hook, at the start of a lease round's transaction (``token`` 0: a follower's)."""
 
-    async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[Decision, LeaseRow | None]:
+    async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[LeaseVerdict, LeaseRow | None]:
         """Create, renew or take over the engine lease if allowed; returns the decision and the row seen."""
-        def do(cur: Any) -> tuple[Decision, LeaseRow | None]:
+        def do(cur: Any) -> tuple[LeaseVerdict, LeaseRow | None]:
             self._lease_round_begins(cur, token)
             cur.execute(self._q("SELECT holder, token, expires_at, address FROM leases WHERE name = ?" + self.for_update),
                         (ENGINE,))
@@ -43,17 +43,17 @@ class CoordinationMixin:
             # must neither make a lease look unexpired nor shorten the one granted now.
             now = self._db_now(cur)
             row = LeaseRow(found[0], int(found[1]), float(found[2]), found[3]) if found else None
-            decision = decide(row, holder, token, now, ttl)
+            decision = judge_lease(row, holder, token, now, ttl)
             if decision.action == "create":
                 cur.execute(self._q("INSERT INTO leases (name, holder, token, expires_at, address) VALUES (?, ?, ?, ?, ?) "
                                     "ON CONFLICT (name) DO NOTHING"), (ENGINE, holder, 1, decision.expires_at, address))
                 if cur.rowcount != 1:  # another process created it first
-                    return Decision("wait", 0), row
+                    return LeaseVerdict("wait", 0), row
             elif decision.action in ("renew", "take"):
                 cur.execute(self._q("UPDATE leases SET holder = ?, token = ?, expires_at = ?, address = ? WHERE name = ?"),
                             (holder, decision.token, decision.expires_at, address, ENGINE))
             return decision, row
-        result: tuple[Decision, LeaseRow | None] = await self._run(self._tx, do)
+        result: tuple[LeaseVerdict, LeaseRow | None] = await self._run(self._tx, do)
         return result
 
     async def release_lease(self, holder: str, token: int) -> None:

@@ -23,7 +23,7 @@ from alertd.store.compact import compact_member
 from alertd.store.coordination import CoordinationMixin
 from alertd.store.inbox import InboxMixin
 from alertd.store.quarantine import QuarantineMixin
-from alertd.store.inbox_log import InboxLog, LogBackend
+from alertd.store.inbox_log import InboxLog, InboxLogDatabase
 from alertd.store.transaction import transaction
 from alertd.store.reads import HistoryReads, IncidentQuery
 from alertd.store.sessions import SessionsMixin
@@ -49,7 +49,7 @@ class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, Ses
     def __init__(self) -> None:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"alertd-{type(self).__name__}")
         self._conn: Any = None
-        self._log = InboxLog(self._log_backend())
+        self._log = InboxLog(self._inbox_log_database())
         self._facets = history.FacetCache()
 
     # ----- backend hooks -----
@@ -57,7 +57,7 @@ class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, Ses
     def _connect(self) -> Any:
         raise NotImplementedError
 
-    def _log_backend(self) -> LogBackend:
+    def _inbox_log_database(self) -> InboxLogDatabase:
         """Where and how the inbox log is appended to (backend hook)."""
         raise NotImplementedError
 

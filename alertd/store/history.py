@@ -21,7 +21,7 @@ from itertools import islice
 from typing import Any, Iterable, TypeVar
 
 from alertd.core.model import Incident, iso
-from alertd.rules.owners import Owners
+from alertd.rules.owners import OwnerRouting
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -156,7 +156,7 @@ ON CONFLICT (uuid) DO UPDATE SET
   first_seen = CASE WHEN excluded.first_seen < gpus.first_seen THEN excluded.first_seen ELSE gpus.first_seen END,
   last_seen = CASE WHEN excluded.last_seen > gpus.last_seen THEN excluded.last_seen ELSE gpus.last_seen END"""
 
-_OWNERS = Owners()
+_OWNERS = OwnerRouting()
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ INSERT_CHUNK = 200  # rows per INSERT statement
 
 
 @dataclass(slots=True)
-class LogBackend:
+class InboxLogDatabase:
     """How the log reaches its database: the store's backend supplies these."""
 
     connect: Callable[[], Any]
@@ -42,8 +42,8 @@ Queued = tuple[datetime, int, bytes, "asyncio.Future[int]"]
 class InboxLog:
     """Appends webhooks to ``inbox_log``; ``append`` returns the row's id once it is durable."""
 
-    def __init__(self, backend: LogBackend, name: str = "alertd-inbox-log"):
-        self.backend = backend
+    def __init__(self, database: InboxLogDatabase, name: str = "alertd-inbox-log"):
+        self.database = database
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=name)
         self._conn: Any = None
         self._queue: list[Queued] = []
@@ -53,7 +53,7 @@ class InboxLog:
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
 
     def _open(self) -> None:
-        self._conn = self.backend.connect()
+        self._conn = self.database.connect()
 
     async def close(self) -> None:
         def do() -> None:
@@ -104,11 +104,11 @@ class InboxLog:
 
     def _insert(self, rows: list[tuple[str, int, bytes]]) -> list[int]:
         """One transaction for the whole batch; ids in the order of ``rows``."""
-        p = self.backend.placeholder
-        if self._conn is None or self.backend.lost(self._conn):  # e.g. the database restarted: connect again
+        p = self.database.placeholder
+        if self._conn is None or self.database.lost(self._conn):  # e.g. the database restarted: connect again
             try:
-                self._conn = self.backend.connect()
-            except self.backend.unavailable as exc:
+                self._conn = self.database.connect()
+            except self.database.unavailable as exc:
                 raise StoreUnavailable(f"reconnecting: {type(exc).__name__}: {exc}") from exc
 
         def insert(cur: Any) -> list[int]:
@@ -121,6 +121,6 @@ class InboxLog:
                 # RETURNING gives no order guarantee across rows: ids are given in insertion order, so sort them
                 ids.extend(sorted(r[0] for r in cur.fetchall()))
             return ids
-        inserted: list[int] = transaction(self._conn, insert, begin=self.backend.begin, end=self.backend.end,
-                                          unavailable=self.backend.unavailable)
+        inserted: list[int] = transaction(self._conn, insert, begin=self.database.begin, end=self.database.end,
+                                          unavailable=self.database.unavailable)
         return inserted

@@ -23,21 +23,21 @@ class LeaseRow:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class LeaseVerdict:
     action: str  # "create", "renew", "take" or "wait"
     token: int  # the token we hold after the decision (0 when waiting)
     expires_at: float = 0.0
 
 
-def decide(row: LeaseRow | None, me: str, my_token: int, now: float, ttl: float) -> Decision:
+def judge_lease(row: LeaseRow | None, me: str, my_token: int, now: float, ttl: float) -> LeaseVerdict:
     """What ``me`` (holding ``my_token``, 0 if none) may do with the lease at ``now``."""
     if row is None:
-        return Decision("create", 1, now + ttl)
+        return LeaseVerdict("create", 1, now + ttl)
     if row.holder == me and row.token == my_token and my_token:
-        return Decision("renew", my_token, now + ttl)
+        return LeaseVerdict("renew", my_token, now + ttl)
     if row.expires_at <= now:
-        return Decision("take", row.token + 1, now + ttl)
-    return Decision("wait", 0)
+        return LeaseVerdict("take", row.token + 1, now + ttl)
+    return LeaseVerdict("wait", 0)
 
 
 class Fenced(StoreUnavailable):

@@ -5,11 +5,11 @@ from typing import Any, Callable, cast
 
 import psycopg
 
-from alertd.store.lease import Decision, LeaseRow
+from alertd.store.lease import LeaseVerdict, LeaseRow
 from alertd.store import sql
 from alertd.store.base import StoreUnavailable
 from alertd.store.dbapi import SqlStore
-from alertd.store.inbox_log import LogBackend
+from alertd.store.inbox_log import InboxLogDatabase
 from alertd.store.pg_watchdog import RoundTrip, Watchdog, timed_cursor
 
 IDLE_IN_TRANSACTION_MS = 5000
@@ -72,7 +72,7 @@ class PostgresStore(SqlStore):
         if not token:  # a follower does not wait for the lease row (see acquire_lease)
             cur.execute(f"SET LOCAL lock_timeout = '{FOLLOWER_LOCK_WAIT_MS}ms'")
 
-    async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[Decision, LeaseRow | None]:
+    async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[LeaseVerdict, LeaseRow | None]:
         """A follower finding the lease row locked waits for its next round instead of for the lock: the row is
         held by the leader's write in progress (it is alive) or by a cut-off leader's transaction, which the
         server ends (idle_in_transaction_session_timeout). Meanwhile the follower's store keeps serving its
@@ -82,12 +82,12 @@ class PostgresStore(SqlStore):
         except StoreUnavailable as exc:
             if token or not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
                 raise
-            return Decision("wait", 0), None
+            return LeaseVerdict("wait", 0), None
 
-    def _log_backend(self) -> LogBackend:
+    def _inbox_log_database(self) -> InboxLogDatabase:
         """The log is a table of the same database, on a connection of its own: every replica appends, and
         PostgreSQL's row locks let appends and the engine's commits run side by side."""
-        return LogBackend(connect=lambda: self._connect(watched=False), begin=lambda cur: None, end=lambda: None,
+        return InboxLogDatabase(connect=lambda: self._connect(watched=False), begin=lambda cur: None, end=lambda: None,
                           unavailable=self.unavailable, lost=self._lost, placeholder=self.placeholder)
 
     def _schema_vars(self) -> dict[str, str]:

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from alertd.store import compact, sql
 from alertd.store.dbapi import SqlStore
-from alertd.store.inbox_log import LogBackend
+from alertd.store.inbox_log import InboxLogDatabase
 
 
 log = logging.getLogger(__name__)
@@ -152,8 +152,8 @@ class SqliteStore(SqlStore):
 
     # ----- the inbox log: a database file of its own -----
 
-    def _log_backend(self) -> LogBackend:
-        return LogBackend(connect=self._connect_log, begin=self._begin_log, end=self._end_log,
+    def _inbox_log_database(self) -> InboxLogDatabase:
+        return InboxLogDatabase(connect=self._connect_log, begin=self._begin_log, end=self._end_log,
                           unavailable=self.unavailable)
 
     def _connect_log(self, synchronous: str | None = None) -> sqlite3.Connection:

@@ -36,7 +36,7 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
     svc = request.app[SERVICE]
     started = time.perf_counter()
     try:
-        request.app[AUTH].authorize_receiver(request)
+        request.app[AUTH].authorize_webhook(request)
     except web.HTTPUnauthorized:
         svc.metrics.rejected.labels("unauthorized").inc()
         raise

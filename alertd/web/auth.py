@@ -109,7 +109,7 @@ class Authenticator:
             raise _error(web.HTTPTooManyRequests, f"too many failed attempts; retry in {wait} s",
                          {"Retry-After": str(wait)})
 
-    def authorize_receiver(self, request: web.Request) -> Principal:
+    def authorize_webhook(self, request: web.Request) -> Principal:
         if not self.receiver.enabled:
             return Principal(ANONYMOUS, "act", "none")
         principal, why = self.receiver.identify(request.headers, request.remote)

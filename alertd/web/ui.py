@@ -19,7 +19,8 @@ from aiohttp import web
 from alertd.web import fleet_views as views
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.findings import Evidence, Owners
-from alertd.integrations.slack.render import SILENCE_CHOICES, alertmanager_link
+from alertd.integrations.presentation import alertmanager_link
+from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.store.base import StoreUnavailable
 from alertd.web import access, api
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window

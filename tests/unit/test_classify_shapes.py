@@ -13,7 +13,7 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from alertd.engine.classify import decide
+from alertd.engine.classify import classify_explained
 from alertd.core.model import Alert
 from alertd.engine.normalize import NormalizeConfig, normalize
 from alertd.receive.payload import fingerprint_of
@@ -218,7 +218,7 @@ def test_the_table_is_big_enough():
 def test_shape(shape: Shape):
     ncfg = NormalizeConfig()
     a = normalize(_alert(shape), ncfg)
-    d = decide(a, shipped_rules(), ncfg)
+    d = classify_explained(a, shipped_rules(), ncfg)
     got = (d.signal.kind, d.signal.detail if shape.detail else "", a.subject.node,
            a.subject.gpu.index if a.subject.gpu else "", d.signal.xid)
     assert got == (shape.kind, shape.detail, shape.node, shape.gpu, shape.xid), d

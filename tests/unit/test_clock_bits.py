@@ -8,7 +8,7 @@ from urllib.parse import quote_plus
 import pytest
 
 from alertd.authoring import promrules
-from alertd.engine.classify import decide
+from alertd.engine.classify import classify_explained
 from alertd.core.model import Alert
 from alertd.promql.bittest import clock_test
 from alertd.engine.normalize import NormalizeConfig
@@ -80,21 +80,21 @@ def test_benign_reasons_are_kept_apart_from_thermal_and_hardware_slowdown() -> N
 
 def test_the_label_still_wins_over_the_expression() -> None:
     a = alert("GPUClockEventThrottling", f"floor({OLD} / 32) % 2 == 1", {"clock_event_reasons": "136"})
-    sig = decide(a, shipped_rules(), NormalizeConfig()).signal
+    sig = classify_explained(a, shipped_rules(), NormalizeConfig()).signal
     assert (sig.kind, sig.detail) == ("thermal", "hw_slowdown,hw_power_brake_slowdown")
 
 
 def test_explain_says_which_bits_decided() -> None:
-    d = decide(alert("HotGPU", f"floor({OLD} / 32) % 2 == 1"), shipped_rules(), NormalizeConfig())
+    d = classify_explained(alert("HotGPU", f"floor({OLD} / 32) % 2 == 1"), shipped_rules(), NormalizeConfig())
     assert d.signal.kind == "thermal" and "clock-event reason bits tested: 0x20" in d.signal.basis
 
 
 def test_a_recorded_mask_without_its_rule_is_other_and_with_it_thermal() -> None:
     rules = shipped_rules()
     a = alert("GpuThermalSlowdown", "floor(gpu:clock_reasons:max / 32) % 2 == 1")
-    assert decide(a, rules, NormalizeConfig()).signal.kind == "other"
+    assert classify_explained(a, rules, NormalizeConfig()).signal.kind == "other"
     known = replace(rules, recorded=RecordingIndex(collect([("gpu:clock_reasons:max", f"max without (pod) ({DCGM})")])))
-    sig = decide(a, known, NormalizeConfig()).signal
+    sig = classify_explained(a, known, NormalizeConfig()).signal
     assert (sig.kind, sig.detail) == ("thermal", "sw_thermal_slowdown")
 
 

@@ -10,7 +10,7 @@ import json
 from alertd.core.findings import Evidence, Owner, Owners
 from alertd.core.model import Incident
 from alertd.integrations.slack import render as R
-from alertd.rules.owners import Owners as OwnerRouting
+from alertd.rules.owners import OwnerRouting
 from tests.unit.builders import at, engine, xid
 
 POD = {"namespace": "ml-training", "name": "llama-finetune-worker-0", "node": "gpu-node-2", "phase": "Running",

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from alertd.engine.pipeline import Engine
 from alertd.ha.elector import Elector
-from alertd.store.lease import Decision, LeaseRow, decide
+from alertd.store.lease import LeaseVerdict, LeaseRow, judge_lease
 from alertd.alertmanager.reconcile import Answer, answer_from, as_webhook, group_filter, held_firing, resolutions, stale
 from alertd.core.model import RECONCILED_BY
 from alertd.receive.payload import parse_notification
@@ -18,14 +18,14 @@ T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
 
 
 def test_lease_decisions():
-    assert decide(None, "a", 0, 100.0, 6).action == "create"
+    assert judge_lease(None, "a", 0, 100.0, 6).action == "create"
     held = LeaseRow("a", 4, 105.0)
-    assert (decide(held, "a", 4, 101.0, 6).action, decide(held, "a", 4, 101.0, 6).expires_at) == ("renew", 107.0)
-    assert decide(held, "b", 0, 104.9, 6).action == "wait"  # not expired: the holder keeps it
-    taken = decide(held, "b", 0, 105.0, 6)
+    assert (judge_lease(held, "a", 4, 101.0, 6).action, judge_lease(held, "a", 4, 101.0, 6).expires_at) == ("renew", 107.0)
+    assert judge_lease(held, "b", 0, 104.9, 6).action == "wait"  # not expired: the holder keeps it
+    taken = judge_lease(held, "b", 0, 105.0, 6)
     assert (taken.action, taken.token) == ("take", 5)  # expired: the token grows, fencing the old holder
-    assert decide(held, "a", 3, 101.0, 6).action == "wait"  # same name, stale token: not a renewal
-    assert decide(LeaseRow("a", 4, 0.0), "a", 0, 1.0, 6).action == "take"  # a released lease
+    assert judge_lease(held, "a", 3, 101.0, 6).action == "wait"  # same name, stale token: not a renewal
+    assert judge_lease(LeaseRow("a", 4, 0.0), "a", 0, 1.0, 6).action == "take"  # a released lease
 
 
 def engine_with(alerts_doc: dict) -> Engine:
@@ -103,11 +103,11 @@ class HangingLeaseStore:
         self.cut = asyncio.Event()
         self.calls = 0
 
-    async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[Decision, LeaseRow | None]:
+    async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[LeaseVerdict, LeaseRow | None]:
         self.calls += 1
         if self.cut.is_set():
             await asyncio.Event().wait()  # never answers
-        return Decision("renew" if token else "create", token or 1, 0.0), None
+        return LeaseVerdict("renew" if token else "create", token or 1, 0.0), None
 
 
 async def test_a_cut_off_leader_steps_down_at_half_the_ttl_even_if_the_store_never_answers():

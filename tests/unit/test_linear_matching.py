@@ -10,7 +10,7 @@ import pytest
 import re2
 import yaml
 
-from alertd.engine.classify import decide
+from alertd.engine.classify import classify_explained
 from alertd.core.matchers import MatcherError, parse_matcher
 from datetime import datetime, timezone
 
@@ -66,9 +66,9 @@ def test_the_shipped_xid_pattern_reads_a_hostile_annotation_once():
     code is still found where there is one, and the text is the same kind of text Prometheus sends."""
     rules = load_rules([ROOT / "rules"])
     hostile = alert({"alertname": "GPUXidError", "node": "n1"}, {"summary": "xid" + " " * 50_000 + "!"})
-    assert decide(hostile, rules, NormalizeConfig()).signal.xid is None
+    assert classify_explained(hostile, rules, NormalizeConfig()).signal.xid is None
     found = alert({"alertname": "GPUXidError", "node": "n1"}, {"summary": "xid" + " " * 50_000 + "79"})
-    assert decide(found, rules, NormalizeConfig()).signal.xid == 79
+    assert classify_explained(found, rules, NormalizeConfig()).signal.xid == 79
 
 
 def test_regex_cost_weighs_what_the_promql_parser_pays_for():
@@ -87,7 +87,7 @@ def test_an_expression_over_budget_is_not_used_and_explain_says_why():
     heavy = "DCGM_FI_DEV_XID_ERRORS > 0 or " + " or ".join(f'x{i}{{a=~"\\\\w{{60}}"}}' for i in range(10))
     odd = alert({"alertname": "SomethingOdd", "node": "n1", "xid": "79"},
                 url="http://prom:9090/graph?g0.expr=" + quote_plus(heavy))
-    decision = decide(odd, rules, NormalizeConfig())
+    decision = classify_explained(odd, rules, NormalizeConfig())
     assert "not read" in decision.expr_error and "budget" in decision.expr_error
     assert decision.signal.kind == "xid" and decision.stage == "label"  # classified from its other evidence
 

@@ -9,7 +9,7 @@ from alertd.integrations.base import Links
 from alertd.integrations.opsgenie import OpsgenieSettings, create_body
 from alertd.integrations.pagerduty import PagerDutyNotifier, PagerDutySettings
 from alertd.integrations.presentation import runbook_url, web_url
-from alertd.integrations.outgoing_webhook import incident_doc
+from alertd.integrations.outgoing_webhook import webhook_incident
 from tests.support.sinks import (HOSTILE_TEXT, SCRIPT_URL, TRICKY_WEB_URL, mrkdwn_problems, mrkdwn_texts,
                                  web_only)
 from tests.unit.builders import alert, at, engine
@@ -74,7 +74,7 @@ def test_pagerduty_opsgenie_and_webhook_links_are_http_only():
     assert [link["href"] for link in web["links"]] == [TRICKY_WEB_URL]  # an http(s) URL stays a link
     details = create_body(inc, OpsgenieSettings(**shared))["details"]
     assert "runbook" not in details and "alertd" not in details
-    assert incident_doc(inc, Links(**shared))["links"] == {}
+    assert webhook_incident(inc, Links(**shared))["links"] == {}
 
 
 @pytest.mark.parametrize("url,ok", [

@@ -9,7 +9,7 @@ import pytest
 
 from alertd.core.errors import InvalidDocument
 from alertd.core.model import Change, Signal
-from alertd.notify.decision import decide
+from alertd.notify.decision import route_incident
 from alertd.rules.fields import incident_fields
 from alertd.notify.router import Router
 from alertd.rules.routing import Routing
@@ -141,7 +141,7 @@ def test_unquoted_times_are_read_as_yaml_sexagesimal_minutes(tmp_path):
 def test_first_match_wins_and_continue_keeps_going(tmp_path):
     routing = load(tmp_path)
     _, (inc,) = incident(xid(79, node="n1"))
-    d = decide(routing, inc, at(0))
+    d = route_incident(routing, inc, at(0))
     assert [h.route for h in d.hits] == ["audit-everything", "page"]
     assert d.receivers == ["audit", "oncall"]
     assert [e.routing_key for e in d.escalations] == ["infra-escalation"]
@@ -154,7 +154,7 @@ def test_unmatched_incidents_go_to_the_default_receiver(tmp_path):
 """, ""))
     _, (inc,) = incident(alert("SomethingElse", node="n1", severity="warning"))
     assert incident_fields(inc)["signal"] == "other"
-    assert decide(routing, inc, at(0)).receivers == ["alerts"]
+    assert route_incident(routing, inc, at(0)).receivers == ["alerts"]
 
 
 def test_fields_include_member_labels_and_incident_fields(tmp_path):
@@ -181,16 +181,16 @@ def test_mute_window_in_its_time_zone_wrapping_midnight(tmp_path):
     assert inc.severity == "error"
     berlin = lambda *a: datetime(*a, tzinfo=timezone.utc)  # noqa: E731  (UTC instants, Berlin is +1 in winter)
     # Tuesday 2026-12-01 21:30 UTC = 22:30 Berlin: muted
-    night = decide(routing, inc, berlin(2026, 12, 1, 21, 30))
+    night = route_incident(routing, inc, berlin(2026, 12, 1, 21, 30))
     assert [(h.receiver, bool(h.muted)) for h in night.hits] == [("audit", False), ("oncall", True)]
     assert night.active_receivers == ["audit"]
     # Wednesday 05:59 UTC = 06:59 Berlin: still the Tuesday night window
-    assert decide(routing, inc, berlin(2026, 12, 2, 5, 59)).hits[1].muted
+    assert route_incident(routing, inc, berlin(2026, 12, 2, 5, 59)).hits[1].muted
     # Wednesday 06:00 UTC = 07:00 Berlin: over
-    assert not decide(routing, inc, berlin(2026, 12, 2, 6, 0)).hits[1].muted
+    assert not route_incident(routing, inc, berlin(2026, 12, 2, 6, 0)).hits[1].muted
     # Saturday 23:00 Berlin: the window is for weeknights only (Friday night ends Saturday 07:00)
-    assert not decide(routing, inc, berlin(2026, 12, 5, 22, 0)).hits[1].muted
-    assert decide(routing, inc, berlin(2026, 12, 5, 5, 0)).hits[1].muted
+    assert not route_incident(routing, inc, berlin(2026, 12, 5, 22, 0)).hits[1].muted
+    assert route_incident(routing, inc, berlin(2026, 12, 5, 5, 0)).hits[1].muted
 
 
 def test_mute_window_follows_daylight_saving_time(tmp_path):
@@ -204,10 +204,10 @@ def test_mute_window_follows_daylight_saving_time(tmp_path):
 def test_maintenance_window_mutes_its_nodes_only_while_it_lasts(tmp_path):
     routing = load(tmp_path)
     _, (inc, other) = incident(xid(79, node="rack7-n3"), xid(79, node="rack8-n1"))
-    during = decide(routing, inc, datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc))
+    during = route_incident(routing, inc, datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc))
     assert during.suppressed.startswith("maintenance window 'rack7'") and during.active_receivers == []
-    assert decide(routing, other, datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)).suppressed == ""
-    after = decide(routing, inc, datetime(2026, 11, 30, 13, 0, tzinfo=timezone.utc))
+    assert route_incident(routing, other, datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)).suppressed == ""
+    after = route_incident(routing, inc, datetime(2026, 11, 30, 13, 0, tzinfo=timezone.utc))
     assert after.suppressed == "" and "oncall" in after.active_receivers
 
 
@@ -218,7 +218,7 @@ def test_cordon_before_the_node_goes_down_is_planned_work_and_downgrades(tmp_pat
     # cordon, then the reboot: NodeDown fires 2m (its rule's for:) after the node went down at -300
     _, (inc,) = incident(alert("KubeNodeCordoned", node="n1", starts=-600), alert("NodeDown", node="n1", starts=-180))
     assert inc.severity == "critical"
-    d = decide(routing, inc, at(0))
+    d = route_incident(routing, inc, at(0))
     assert d.planned and d.severity == "warning" and "cordoned first" in d.note
     assert "oncall" not in d.receivers  # the page route matched on severity critical: no page
     assert d.receivers == ["audit", "alerts"]
@@ -227,14 +227,14 @@ def test_cordon_before_the_node_goes_down_is_planned_work_and_downgrades(tmp_pat
 def test_a_fault_that_starts_during_maintenance_still_pages(tmp_path):
     routing = load(tmp_path)
     _, (inc,) = incident(alert("KubeNodeCordoned", node="n1", starts=-600), xid(79, node="n1"))
-    d = decide(routing, inc, at(0))
+    d = route_incident(routing, inc, at(0))
     assert not d.planned and d.severity == "critical" and "oncall" in d.receivers
 
 
 def test_cordon_after_the_problem_changes_nothing(tmp_path):
     routing = load(tmp_path)
     _, (inc,) = incident(xid(79, node="n1"), alert("KubeNodeCordoned", node="n1", starts=120))
-    d = decide(routing, inc, at(200))
+    d = route_incident(routing, inc, at(200))
     assert d.severity == "critical" and d.note == "" and "oncall" in d.receivers
 
 
@@ -250,7 +250,7 @@ def test_cordon_mute_policy_and_cordon_seen_on_another_incident(tmp_path):
     changes = eng.ingest([xid(13, node="n1", namespace="ml-a", pod="p1")], at(10))
     inc = changes[-1].incident
     assert inc.id != changes[0].incident.id or len(changes) == 1
-    d = decide(routing, inc, at(10), cordoned_at=router.cordoned_at(inc))
+    d = route_incident(routing, inc, at(10), cordoned_at=router.cordoned_at(inc))
     assert d.suppressed == "n1 is cordoned"
     # the cordon ends: it is remembered while the incident that showed it lives, and forgotten when it closes
     router.route(eng.ingest([resolved(alert("KubeNodeCordoned", node="n1", starts=-600), 20)], at(20)), at(20))
@@ -286,10 +286,10 @@ def test_application_xids_go_to_the_owning_team_not_to_paging(tmp_path):
         xid(43, node="n3", namespace="whatever", pod="p3", team="research"),
         xid(13, node="n4", namespace="unknown", pod="p4"),
     )
-    got = [(decide(routing, i, at(0)).receivers, decide(routing, i, at(0)).hits[0].team) for i in incs]
+    got = [(route_incident(routing, i, at(0)).receivers, route_incident(routing, i, at(0)).hits[0].team) for i in incs]
     assert got == [(["ml"], "ml"), (["research"], "research"), (["research"], "research"), (["alerts"], "")]
     for i in incs:
-        assert not any(t.startswith("pagerduty:") for h in decide(routing, i, at(0)).hits
+        assert not any(t.startswith("pagerduty:") for h in route_incident(routing, i, at(0)).hits
                        for t in routing.receivers[h.receiver].targets())
 
 
@@ -297,16 +297,16 @@ def test_owner_from_enrichment_annotation(tmp_path):
     routing = load(tmp_path)
     _, (inc,) = incident(xid(13, node="n1", namespace="unknown", pod="p1"))
     inc.annotations["owners"] = [{"team": "ml", "contacts": ["@ana"]}]
-    assert decide(routing, inc, at(0)).receivers == ["ml"]
+    assert route_incident(routing, inc, at(0)).receivers == ["ml"]
     inc.annotations["owners"] = {"labels": {"team": "research"}}
-    assert decide(routing, inc, at(0)).receivers == ["research"]
+    assert route_incident(routing, inc, at(0)).receivers == ["research"]
 
 
 def test_shipped_routing_never_pages_application_xids():
     routing = shipped_rules().routing
     _, incs = incident(xid(13, node="n1", namespace="ml-x", pod="p"), xid(43, node="n2", namespace="other", pod="q"))
     for inc in incs:
-        d = decide(routing, inc, at(0))
+        d = route_incident(routing, inc, at(0))
         targets = [t for r in d.receivers for t in routing.receivers[r].targets()]
         assert targets and not any(t.startswith("pagerduty:") for t in targets), targets
 
@@ -425,9 +425,9 @@ def test_owner_channel_from_enrichment_only_when_allowed(tmp_path):
     _, (inc,) = incident(xid(13, node="n1", namespace="unknown", pod="p1"))
     inc.annotations["owners"] = owners
     routing = load(tmp_path)
-    assert decide(routing, inc, at(0)).receivers == ["alerts"]  # use_channels is off by default
+    assert route_incident(routing, inc, at(0)).receivers == ["alerts"]  # use_channels is off by default
     routing = load(tmp_path, ROUTING.replace("    default: alerts\n", "    default: alerts\n    use_channels: true\n"))
-    d = decide(routing, inc, at(0))
+    d = route_incident(routing, inc, at(0))
     assert d.receivers == ["channel:#llm-oncall"]
     items = Router(routing).route([Change(incident=inc, kinds=["opened"], events=[])], at(0))
     assert [i.target for i in items] == ["slack:#llm-oncall"]

@@ -6,7 +6,7 @@ import random
 from datetime import timedelta
 
 from alertd.core.model import Change
-from alertd.notify.decision import decide
+from alertd.notify.decision import route_incident
 from alertd.notify.router import Router
 from bench import paging
 from bench.amcadence import Life
@@ -58,12 +58,12 @@ def test_a_cordon_within_the_exporters_for_window_is_not_planned(tmp_path):
     eng = engine()
     inc = eng.ingest([alert("KubeNodeCordoned", node="n1", starts=120),
                       alert("DCGMExporterDown", node="n1", starts=300)], at(330))[0].incident
-    d = decide(routing, inc, at(330))
+    d = route_incident(routing, inc, at(330))
     assert not d.planned and "oncall" in d.receivers
     # an exporter that went down after the cordon (the maintenance reboot) is planned
     late = engine().ingest([alert("KubeNodeCordoned", node="n2", starts=120),
                             alert("DCGMExporterDown", node="n2", starts=500)], at(530))[0].incident
-    assert decide(routing, late, at(530)).planned
+    assert route_incident(routing, late, at(530)).planned
 
 
 def test_planned_work_does_not_lend_its_severity_to_a_fault_found_during_it(tmp_path):
@@ -72,7 +72,7 @@ def test_planned_work_does_not_lend_its_severity_to_a_fault_found_during_it(tmp_
     inc = eng.ingest([alert("KubeNodeCordoned", node="n1", starts=0), alert("NodeDown", node="n1", starts=300),
                       alert("GPUEccDoubleBitErrors", node="n1", starts=400)], at(400))[0].incident
     assert inc.severity == "critical"  # the NodeDown of the reboot
-    d = decide(routing, inc, at(400))
+    d = route_incident(routing, inc, at(400))
     assert not d.planned and d.severity == "error" and "oncall" in d.receivers  # the error route, not critical's
     assert not [h for h in d.hits if h.route == "page"]
 
@@ -81,11 +81,11 @@ def test_kernel_log_evidence_on_a_cordoned_node_is_a_fault(tmp_path):
     routing = load(tmp_path)
     inc = engine().ingest([alert("KubeNodeCordoned", node="n1", starts=0),
                            alert("NodeDown", node="n1", starts=300)], at(300))[0].incident
-    assert decide(routing, inc, at(300)).planned
+    assert route_incident(routing, inc, at(300)).planned
     inc.annotations["evidence_signals"] = [{"kind": "xid", "xid": 79, "severity": "critical"}]
-    assert not decide(routing, inc, at(300)).planned
+    assert not route_incident(routing, inc, at(300)).planned
     inc.annotations["evidence_signals"] = "not a list"  # read defensively
-    assert decide(routing, inc, at(300)).planned
+    assert route_incident(routing, inc, at(300)).planned
 
 
 def test_pending_times_are_rules_data_and_match_the_shipped_prometheus_rules(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from alertd.core.model import iso
+from alertd.integrations.presentation import runbook_url
 from alertd.integrations.slack import render as R
 from tests.support.slack_blocks import validate_blocks
 from tests.unit.builders import alert, at, engine, xid
@@ -91,9 +92,9 @@ def test_enrichment_annotations_are_rendered_when_present():
 
 
 def test_runbook_links():
-    assert R.runbook_url("xid-hardware", "https://x/runbooks") == "https://x/runbooks/xid-hardware.md"
-    assert R.runbook_url("https://wiki/page", "https://x/") == "https://wiki/page"
-    assert R.runbook_url("", "https://x/") == ""
+    assert runbook_url("xid-hardware", "https://x/runbooks") == "https://x/runbooks/xid-hardware.md"
+    assert runbook_url("https://wiki/page", "https://x/") == "https://wiki/page"
+    assert runbook_url("", "https://x/") == ""
 
 
 def test_huge_incident_stays_within_block_kit_limits():

@@ -17,9 +17,8 @@ from alertd.core.durations import format_duration
 from alertd.core.findings import Evidence, Owners
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, parse_iso
-from alertd.integrations.presentation import ACTION_TEXT, alertmanager_link, runbook_url, web_url
-
-__all__ = ["ACTION_TEXT", "alertmanager_link", "runbook_url"]  # shared presentation, imported from here too
+from alertd.integrations.base import Links
+from alertd.integrations.presentation import ACTION_TEXT, incident_links, web_url
 
 MAX_BLOCKS = 50
 MAX_SECTION = 3000
@@ -152,15 +151,39 @@ def fallback_text(inc: Incident) -> str:
 
 
 def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[str, list[dict[str, Any]]]:
-    """(fallback text, blocks) for the incident's one message."""
+    """(fallback text, blocks) for the incident's one message.
+
+    From the top: header, facts, what it means, state notes, then the body (nodes, pods, alerts, kernel
+    log) cut to fit, and last the links and buttons, which always survive the cut."""
     ctx = ctx or RenderContext()
     now = ctx.now or datetime.now(timezone.utc)
-    blocks: list[dict[str, Any]] = []
-    state = {CLOSED: "Resolved", ACKNOWLEDGED: "Acknowledged"}.get(inc.status, "Open")
+    found = Evidence.of(inc.annotations)
     header = f"{severity_line(inc).split(' ', 1)[1]}: {inc.title}"
-    blocks.append({"type": "header", "text": {"type": "plain_text", "text": clip(header, MAX_HEADER), "emoji": True}})
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": clip(header, MAX_HEADER), "emoji": True}},
+        {"type": "section", "fields": [mrkdwn(clip(f, MAX_FIELD)) for f in _facts(inc, now)[:MAX_FIELDS]]},
+    ]
+    guidance = _guidance(inc)
+    if guidance:
+        blocks.append({"type": "section", "text": mrkdwn(clip(guidance, MAX_SECTION))})
+    notes = _notes(inc, ctx, now, found)
+    if notes:
+        blocks.append({"type": "context", "elements": [mrkdwn(clip(n, MAX_FIELD)) for n in notes[:MAX_CONTEXT]]})
+    tail: list[dict[str, Any]] = []  # blocks that must survive truncation: links and buttons
+    links = _links(inc, ctx)
+    if links:
+        tail.append({"type": "context", "elements": [mrkdwn(" · ".join(links))]})
+    buttons = action_buttons(inc, now, ctx.installation_id)
+    if buttons:
+        tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": buttons})
+    blocks.extend(_fit(_body(inc, found), MAX_BLOCKS - len(blocks) - len(tail)))
+    blocks.extend(tail)
+    return fallback_text(inc), blocks[:MAX_BLOCKS]
 
-    # Facts as fields.
+
+def _facts(inc: Incident, now: datetime) -> list[str]:
+    """The fields: severity, status, where, GPUs, Xids, pod, how long, which incident."""
+    state = {CLOSED: "Resolved", ACKNOWLEDGED: "Acknowledged"}.get(inc.status, "Open")
     fields = [f"*Severity*\n{SEVERITY_ICON.get(inc.severity, '')} {mrkdwn_escape(inc.severity)}",
               f"*Status*\n{state}" + (f" by {mrkdwn_escape(inc.acknowledged_by)}" if inc.status == ACKNOWLEDGED and inc.acknowledged_by else "")]
     if inc.fleet:
@@ -181,23 +204,27 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     else:
         fields.append(f"*Opened*\n{_ts(inc.opened_at)} ({format_duration(now - inc.opened_at)} ago)")
     fields.append(f"*Incident*\n{inc.id}" + (f" · {inc.flaps} flaps" if inc.flaps else ""))
-    blocks.append({"type": "section", "fields": [mrkdwn(clip(f, MAX_FIELD)) for f in fields[:MAX_FIELDS]]})
+    return fields
 
-    # What it means and what to do.
+
+def _guidance(inc: Incident) -> str:
+    """What it means and what to do, from the leading signal ("" without one)."""
     p = inc.primary
-    if p is not None:
-        lines = []
-        if p.meaning:
-            lines.append(f"*What happened*\n{mrkdwn_escape(p.meaning)}")
-        action = ACTION_TEXT.get(p.action, p.action.replace("_", " ")) if p.action else ""
-        if action:
-            lines.append(f"*Recommended action*\n{mrkdwn_escape(action)}" + (" *Drain the GPU first.*" if p.drain and p.action != "reboot_node" else ""))
-        if p.investigate:
-            lines.append(f"*Investigate*\n{mrkdwn_escape(p.investigate)}")
-        if lines:
-            blocks.append({"type": "section", "text": mrkdwn(clip("\n\n".join(lines), MAX_SECTION))})
+    if p is None:
+        return ""
+    lines = []
+    if p.meaning:
+        lines.append(f"*What happened*\n{mrkdwn_escape(p.meaning)}")
+    action = ACTION_TEXT.get(p.action, p.action.replace("_", " ")) if p.action else ""
+    if action:
+        lines.append(f"*Recommended action*\n{mrkdwn_escape(action)}" + (" *Drain the GPU first.*" if p.drain and p.action != "reboot_node" else ""))
+    if p.investigate:
+        lines.append(f"*Investigate*\n{mrkdwn_escape(p.investigate)}")
+    return "\n\n".join(lines)
 
-    # State notes: suppression, silence, fleet membership, owners.
+
+def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Evidence) -> list[str]:
+    """State notes: routing note, silence, fleet membership, history, owners, missing kernel logs."""
     notes: list[str] = []
     if ctx.note:
         notes.append(f":arrow_down: {mrkdwn_escape(ctx.note)}")
@@ -213,35 +240,25 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
         notes.append(f"Folds {len(inc.children)} node incidents")
     if inc.previous_id:
         notes.append(f"Happened before: {inc.previous_id}")
-    found, owners = Evidence.of(inc.annotations), Owners.of(inc.annotations).lines()
+    owners = Owners.of(inc.annotations).lines()
     if owners:
         notes.append("*Owners:* " + mrkdwn_escape("; ".join(owners)))
     if found.logs_unavailable:
         why = found.unavailable_reasons()
         notes.append(":warning: Kernel logs unavailable" + (f": {mrkdwn_escape('; '.join(why))}" if why and why != ["True"] else ""))
-    if notes:
-        blocks.append({"type": "context", "elements": [mrkdwn(clip(n, MAX_FIELD)) for n in notes[:MAX_CONTEXT]]})
+    return notes
 
-    tail: list[dict[str, Any]] = []  # blocks that must survive truncation: links and buttons
-    links = []
-    rb = runbook_url(p.runbook if p else "", ctx.runbook_base_url)
-    if rb:
-        links.append(link(rb, "Runbook"))
-    prom = next((m.generator_url for m in _ordered(inc.members.values()) if web_url(m.generator_url)), "")
-    if prom:
-        links.append(link(prom, "Prometheus"))
-    am = alertmanager_link(inc, ctx.alertmanager_url)
-    if am:
-        links.append(link(am, "Alertmanager"))
-    if web_url(ctx.alertd_url):
-        links.append(link(f"{ctx.alertd_url.rstrip('/')}/ui/incidents/{inc.id}", "Incident"))
-    if links:
-        tail.append({"type": "context", "elements": [mrkdwn(" · ".join(links))]})
-    buttons = action_buttons(inc, now, ctx.installation_id)
-    if buttons:
-        tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": buttons})
 
-    budget = MAX_BLOCKS - len(blocks) - len(tail)
+def _links(inc: Incident, ctx: RenderContext) -> list[str]:
+    """Runbook, Prometheus (the first alert listed that has a link), Alertmanager, the incident's page."""
+    shown = incident_links(inc, Links(ctx.runbook_base_url, ctx.alertmanager_url, ctx.alertd_url),
+                           [m.generator_url for m in _ordered(inc.members.values())])
+    return [link(url, label) for url, label in ((shown.runbook, "Runbook"), (shown.prometheus, "Prometheus"),
+                                                (shown.alertmanager, "Alertmanager"), (shown.ui, "Incident")) if url]
+
+
+def _body(inc: Incident, found: Evidence) -> list[dict[str, Any]]:
+    """The long part: a fleet's nodes, the pods on the GPUs, the alerts, the kernel log."""
     body: list[dict[str, Any]] = []
     if inc.fleet and inc.nodes:
         body.append(_section(f"*Nodes ({len(inc.nodes)})*\n" + join_limited([mrkdwn_escape(n) for n in sorted(inc.nodes)],
@@ -262,12 +279,15 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
         more = len(evidence) - text.count("\n") - 1
         suffix = f"\n…and {more} more lines" if more > 0 and text.endswith("…") else ""
         body.append(_section("*Kernel log*\n```" + text.replace("```", "'''") + "```" + suffix))
-    if len(body) > budget:
-        dropped = len(body) - budget + 1
-        body = body[: budget - 1] + [_section(f"…and {dropped} more sections")]
-    blocks.extend(body)
-    blocks.extend(tail)
-    return fallback_text(inc), blocks[:MAX_BLOCKS]
+    return body
+
+
+def _fit(body: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """At most ``budget`` blocks: the last one kept says how many sections were left out."""
+    if len(body) <= budget:
+        return body
+    dropped = len(body) - budget + 1
+    return body[: budget - 1] + [_section(f"…and {dropped} more sections")]
 
 
 def _section(text: str) -> dict[str, Any]:
