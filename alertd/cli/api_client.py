@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Iterable, TextIO
 from urllib.parse import quote, urlencode
 
+from alertd.core.incident_filters import FILTER_NAMES, INCIDENT_FILTERS
+
 DEFAULT_URL = "http://127.0.0.1:9095"
 MAX_PAGES = 100  # --all follows at most this many pages
-FILTERS = ("status", "severity", "cluster", "node", "gpu", "signal", "xid", "team", "since", "until")
 
 
 class ApiError(RuntimeError):
@@ -94,7 +95,7 @@ def incidents(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
-    params = [(k, getattr(args, k)) for k in FILTERS] + [("limit", args.limit)]
+    params = [(k, getattr(args, k)) for k in FILTER_NAMES] + [("limit", args.limit)]
     rows, cursor = [], None
     for _ in range(MAX_PAGES if args.all else 1):
         data = call(args, "GET", "/api/v1/incidents", params + [("cursor", cursor)])
@@ -191,8 +192,8 @@ def add_parsers(sub: Any) -> None:
     inc = sub.add_parser("incidents", help="list, show, acknowledge, resolve or silence incidents of a running alertd")
     inc.add_argument("action", choices=["list", "show", "ack", "resolve", "silence", "unsilence"])
     inc.add_argument("id", nargs="?")
-    for name in FILTERS:
-        inc.add_argument(f"--{name}", help=f"list: filter by {name}" + (" (UUID, serial or PCI id)" if name == "gpu" else ""))
+    for f in INCIDENT_FILTERS:
+        inc.add_argument(f"--{f.name}", help=f"list: filter by {f.name}" + (f" ({f.hint})" if f.hint else ""))
     inc.add_argument("--limit", type=int, default=100)
     inc.add_argument("--all", action="store_true", help="list: follow the pages")
     inc.add_argument("--duration", choices=["1h", "4h", "24h"], default="1h", help="silence: how long")

@@ -12,10 +12,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from alertd.core.durations import DurationError, parse_duration
+from alertd.core.incident_filters import FILTER_NAMES
 from alertd.core.model import INCIDENT_STATES, SEVERITIES, parse_iso
 from alertd.store.reads import IncidentQuery
 
-INCIDENT_FILTERS = ("status", "severity", "cluster", "node", "gpu", "signal", "xid", "team", "since", "until")
 PAGING = ("limit", "cursor")
 MAX_LIMIT = 1000
 
@@ -89,7 +89,7 @@ def _time(query: Mapping[str, str], name: str, now: datetime) -> datetime | None
 
 
 def incident_query(query: Mapping[str, str], now: datetime | None = None,
-                   allowed: tuple[str, ...] = INCIDENT_FILTERS + PAGING) -> tuple[IncidentQuery, str]:
+                   allowed: tuple[str, ...] = FILTER_NAMES + PAGING) -> tuple[IncidentQuery, str]:
     """(query without GPU resolution, the raw ?gpu= identifier); raises BadParam."""
     reject_unknown(query, allowed)
     now = now or datetime.now(timezone.utc)

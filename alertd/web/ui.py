@@ -19,6 +19,7 @@ from aiohttp import web
 from alertd.web import fleet_views as views
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.findings import Evidence, Owners
+from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.store.base import StoreUnavailable
@@ -119,7 +120,7 @@ async def incidents(request: web.Request) -> web.Response:
         by_parent.setdefault(c.get("parentId", ""), []).append(c)
     rows = [r for r in rows if r.get("parentId") not in ids]  # shown under their fleet incident
     context = dict(rows=rows, children=by_parent, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
-                   states=INCIDENT_STATES, severities=SEVERITIES, now=datetime.now(timezone.utc))
+                   states=INCIDENT_STATES, severities=SEVERITIES, filters=INCIDENT_FILTERS, now=datetime.now(timezone.utc))
     if fragment == "rows":
         return page(request, "_incident_rows.html", **context)
     return page(request, "incidents.html", **context)
