@@ -4,8 +4,26 @@
 # session starts each real service (Prometheus, Alertmanager, PostgreSQL,
 # OpenSearch, Elasticsearch) itself, on loopback ports, once.
 # Extra arguments go to pytest (e.g. -k correlation, -x).
+#
+# `scripts/test.sh --unit [pytest args]` is the fast loop: no installs, no services,
+# ruff + mypy + tests/unit with the Python of .venv (or $PYTHON, or python3), in
+# under a minute. mypy runs beside pytest: on two cores the two overlap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--unit" ]; then
+  shift
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=${PYTHON:-python3}; fi
+  "$PY" -m ruff check alertd tests bench
+  mypy_out=$(mktemp); trap 'rm -f "$mypy_out"' EXIT
+  "$PY" -m mypy > "$mypy_out" 2>&1 & mypy_pid=$!
+  status=0
+  "$PY" -m pytest -p no:cacheprovider -q tests/unit "$@" || status=$?
+  mypy_status=0
+  wait "$mypy_pid" || mypy_status=$?
+  cat "$mypy_out"
+  [ "$status" -ne 0 ] && exit "$status"
+  exit "$mypy_status"
+fi
 bash scripts/install-test-deps.sh
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 
 class RateLimiter:
@@ -15,10 +15,11 @@ class RateLimiter:
     deliveries to other channels, and the item keeps its place when it returns.
     """
 
-    def __init__(self, rate: float, burst: int = 1, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, rate: float, burst: int = 1, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep):
         self.interval = 1.0 / rate if rate > 0 else 0.0
         self.burst = max(1, burst)
-        self.clock = clock
+        self.clock, self.sleep = clock, sleep  # injected together: a test's clock moves when it sleeps
         self._tat: dict[Any, float] = {}
         self._paused: dict[Any, float] = {}
         self._held: dict[Any, tuple[Any, float]] = {}  # token -> (key, reserved slot)
@@ -67,4 +68,4 @@ class RateLimiter:
             if wait <= 0:
                 self.sent(key)
                 return
-            await asyncio.sleep(wait)
+            await self.sleep(wait)

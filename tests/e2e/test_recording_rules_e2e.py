@@ -30,7 +30,7 @@ from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.pipeline import incidents, sink_config, top_level_messages, wait, write_alertmanager_config
 from tests.support.process import RunningService, find_binary, free_port, http_ready, runtime_dir, spawn, wait_ready
 from tests.support.prom import query
-from tests.support.services import start_alertmanager
+from tests.support.services import PROMETHEUS_FLAGS, start_alertmanager
 from tests.support.slack_server import SlackTestServer, channel_id_for
 
 pytestmark = pytest.mark.e2e
@@ -48,7 +48,7 @@ def start_prometheus_on(port: int, config: Path, workdir: Path) -> RunningServic
     url = f"http://127.0.0.1:{port}"
     svc = spawn("prometheus", [
         find_binary("prometheus"), f"--config.file={config.resolve()}", f"--web.listen-address=127.0.0.1:{port}",
-        f"--web.external-url={url}/", f"--storage.tsdb.path={run / 'data'}",
+        f"--web.external-url={url}/", *(f.format(data=run / "data") for f in PROMETHEUS_FLAGS),
     ], port=port, log_path=log, cwd=run, cleanups=cleanups)
     svc.url = url
     wait_ready(svc, http_ready(url + "/-/ready"), 60.0)

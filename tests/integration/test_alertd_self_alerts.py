@@ -177,6 +177,7 @@ def _post(url: str, body: bytes, token: str) -> int:
 
 
 @needs_prometheus
+@pytest.mark.services
 def test_a_real_prometheus_scraping_alertd_fires_on_rejected_webhooks(tmp_path: Path) -> None:
     """The rule pack as shipped, a real Prometheus scraping a real alertd (one receiver process beside the
     engine): webhooks with a wrong token fire AlertdWebhooksRejected (reason unauthorized), while the

@@ -301,6 +301,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 @needs_prometheus
+@pytest.mark.services
 def test_xid_79_and_cordon_fire_then_resolve(cluster: Cluster) -> None:
     # A real DCGM cannot report Xid 79 (the GPU is gone; the kernel log is the
     # witness). The simulator reports it anyway: here it only carries a code
@@ -338,6 +339,7 @@ def test_xid_79_and_cordon_fire_then_resolve(cluster: Cluster) -> None:
 
 
 @needs_prometheus
+@pytest.mark.services
 def test_sticky_xid_gauge_stops_alerting_by_itself(cluster: Cluster) -> None:
     sim = cluster.sim
     try:
@@ -353,6 +355,7 @@ def test_sticky_xid_gauge_stops_alerting_by_itself(cluster: Cluster) -> None:
 
 
 @needs_prometheus
+@pytest.mark.services
 def test_exporter_down_throttling_and_lost_gpu(cluster: Cluster) -> None:
     sim = cluster.sim
     try:

@@ -12,6 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.support.alertd_proc import REPO
@@ -68,6 +69,7 @@ def call(url: str, pki: Path, data: bytes | None = None, token: str = API_TOKEN)
         return exc.code, exc.read()
 
 
+@pytest.mark.services
 def test_https_listener_with_alertmanager_and_certificate_reload(tmp_path):
     pki = tmp_path / "pki"
     make_pki(pki)

@@ -25,6 +25,7 @@ async def press(h: Harness, incident_id: str, action: str):
                                headers={"Origin": origin}, allow_redirects=False)
 
 
+@pytest.mark.services
 async def test_silence_and_unsilence_buttons_through_alertmanager(tmp_path, alertmanager):
     import json
     import urllib.request

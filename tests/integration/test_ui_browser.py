@@ -14,12 +14,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.common.by import By
-from selenium.webdriver.common.keys import Keys
 
 from tests.support import ui_scenario as sc
-from tests.support.browser import Browser
+from tests.support.browser import Browser, By, Keys, StaleElementReferenceException
 from tests.support.notify_harness import Harness, hook, wait_for
 from tests.support.webhooks import gpu_alert
 

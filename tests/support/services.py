@@ -85,10 +85,16 @@ def _start_prometheus_family(name: str, binary: str, config_yaml_path, workdir, 
     return retry_port_clash(start)
 
 
+# Prometheus finds its Alertmanagers a few seconds after its rules first fire (the notifier's discovery
+# updates are throttled to 5 s); what it sends before that is dropped, and a firing alert is sent again
+# only after the resend delay, a minute by default. Every test would wait that minute for its first alert.
+PROMETHEUS_FLAGS = ("--storage.tsdb.path={data}", "--web.enable-lifecycle", "--rules.alert.resend-delay=1s")
+
+
 def start_prometheus(config_yaml_path, workdir, extra_args: Sequence[str] = (),
                      timeout: float = 60.0) -> RunningService:
     return _start_prometheus_family("prometheus", find_binary("prometheus"), config_yaml_path, workdir,
-                                    ["--storage.tsdb.path={data}", "--web.enable-lifecycle"], extra_args, timeout)
+                                    PROMETHEUS_FLAGS, extra_args, timeout)
 
 
 def start_alertmanager(config_yaml_path, workdir, extra_args: Sequence[str] = (),

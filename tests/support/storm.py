@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from alertd.core.model import iso as stored_time
 from tests.support.alertd_proc import REPO, AlertdProcess, open_readonly
 from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.slack_server import SlackTestServer
@@ -31,6 +32,7 @@ from tests.support.webhooks import FIRING_END, fingerprint, gpu_alert, iso, webh
 SLACK_TOKEN = "xoxb-storm-test"
 ESCALATION_KEY = "ESCALAT10NKEYALERTDSTORM00000000"
 CLUSTER = "prod-a"
+HELD = timedelta(minutes=1)  # an item due later than this is held on purpose, not waiting for a retry
 
 
 def _alert(labels: dict[str, str], summary: str, starts: datetime, generator: str) -> dict[str, Any]:
@@ -140,13 +142,17 @@ class StormRun:
         return thread
 
     def outbox_due(self) -> int:
-        """Pending deliveries, but for escalations (due in minutes) and the items queued behind them."""
+        """Pending deliveries, but for those held for minutes (an escalation, a node incident's own post
+        while its fleet speaks for it) and the items queued behind them: the outbox delivers in order per
+        incident and target, so these wait by design. Retries (due within seconds: max_backoff) count.
+        Counting the held ones kept a storm's wait running to its timeout after everything was delivered."""
+        later = stored_time(datetime.now(timezone.utc) + HELD)  # the store's own text form: compared as text
         try:
             with open_readonly(self.alertd.db_path) as conn:
                 return conn.execute(
-                    "SELECT count(*) FROM outbox o WHERE state = 'pending' AND kind <> 'escalate' AND NOT EXISTS ("
+                    "SELECT count(*) FROM outbox o WHERE state = 'pending' AND due_at <= ? AND NOT EXISTS ("
                     " SELECT 1 FROM outbox e WHERE e.incident_id = o.incident_id AND e.target = o.target"
-                    " AND e.state = 'pending' AND e.kind = 'escalate' AND e.id < o.id)").fetchone()[0]
+                    " AND e.state = 'pending' AND e.due_at > ? AND e.id < o.id)", (later, later)).fetchone()[0]
         except sqlite3.Error:
             return -1
 
