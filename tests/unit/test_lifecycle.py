@@ -1,13 +1,15 @@
 """The App's lifecycle: parts start in order, stop in reverse, and a part that fails to start stops the ones
-that started before it (alertd/app/lifecycle.py)."""
+that started before it (alertd/app/lifecycle.py); the reloader runs every step and reports the first failure."""
 from __future__ import annotations
 
 import asyncio
 import signal
+from pathlib import Path
 
 import pytest
 
 from alertd.app.lifecycle import App, Hooks, Lifecycle, Task
+from alertd.app.reload import Reloader
 
 
 class Fake:
@@ -147,3 +149,77 @@ async def test_the_app_reports_a_failed_start_after_stopping_what_started() -> N
     with pytest.raises(RuntimeError, match="web cannot start"):
         await app.serve()
     assert journal == ["start store", "start web", "stop store"]
+
+
+async def test_the_reloader_runs_every_step_and_reports_the_first_failure() -> None:
+    ran: list[str] = []
+
+    def step(name: str, ok: bool) -> object:
+        def run() -> tuple[bool, str]:
+            ran.append(name)
+            return ok, "" if ok else f"{name} failed"
+        return run
+
+    reloader = Reloader([step("rules", True), step("credentials", False), step("certificate", False),  # type: ignore[list-item]
+                         step("receivers", True)])
+    assert await reloader() == (False, "credentials failed")
+    assert ran == ["rules", "credentials", "certificate", "receivers"]
+    assert Reloader([step("rules", True)]).reload() == (True, "")  # type: ignore[list-item]
+
+
+async def test_sighup_reloads_and_records_it_in_the_audit_trail() -> None:
+    audited: list[tuple[str, ...]] = []
+
+    async def audit(*entry: str) -> None:
+        audited.append(entry)
+
+    reloader = Reloader([lambda: (False, "rules/x.yml:3: bad")], audit=audit, signum=signal.SIGUSR1)
+    await reloader.start()
+    try:
+        signal.raise_signal(signal.SIGUSR1)
+        for _ in range(100):
+            if audited:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await reloader.stop()
+    assert audited == [("SIGHUP", "reload", "rules", "signal", "failed", "rules/x.yml:3: bad")]
+
+
+def _service(tmp_path, role: str = "engine", **kw: object):  # type: ignore[no-untyped-def]
+    from alertd.app.service import Service
+    from alertd.config.settings import Config
+    from alertd.rules.ruleset import load_rules
+    from alertd.store.sqlite import SqliteStore
+    rules = str(Path(__file__).resolve().parents[2] / "rules")
+    cfg = Config(data_dir=tmp_path, rule_paths=[rules])
+    return Service(cfg, SqliteStore(tmp_path / "a.sqlite3"), load_rules([rules]), role=role, **kw)
+
+
+def test_the_service_names_its_parts_in_the_order_they_start(tmp_path) -> None:
+    from alertd.app.lifecycle import name_of
+
+    assert [name_of(p) for p in _service(tmp_path).parts] == [
+        "store", "clients", "alertd-backlog", "background", "leadership", "ready"]
+    # The engine of a receiver group takes no webhook, so it counts no backlog.
+    assert "alertd-backlog" not in [name_of(p) for p in _service(tmp_path, shared_inbox=True).parts]
+
+
+async def test_a_service_whose_engine_cannot_start_closes_its_store(tmp_path) -> None:
+    svc = _service(tmp_path)
+
+    async def broken() -> None:
+        raise RuntimeError("state unreadable")
+
+    closed: list[bool] = []
+    close = svc.store.close
+
+    async def closing() -> None:
+        closed.append(True)
+        await close()
+
+    svc.store.load_state = broken  # type: ignore[method-assign]
+    svc.store.close = closing  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="state unreadable"):
+        await svc.start()
+    assert not svc.ready and not svc.leading and closed == [True]
