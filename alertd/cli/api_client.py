@@ -178,11 +178,17 @@ def rma(args: argparse.Namespace, out: TextIO) -> int:
 
 # ----- argument parsing -----
 
-def _common(p: argparse.ArgumentParser, outputs: tuple[str, ...] = ("table", "json")) -> None:
-    p.add_argument("--url", default=os.environ.get("ALERTD_URL", DEFAULT_URL), help="alertd base URL (or ALERTD_URL)")
+def connection(p: argparse.ArgumentParser, purpose: str = "") -> None:
+    """Where the running alertd is and how to authenticate: every command that calls its API takes these."""
+    p.add_argument("--url", default=os.environ.get("ALERTD_URL", DEFAULT_URL),
+                   help="alertd base URL (or ALERTD_URL)" + (f", {purpose}" if purpose else ""))
     p.add_argument("--token", help="API bearer token (or ALERTD_API_TOKEN)")
     p.add_argument("--token-file", help="file holding the token (or ALERTD_API_TOKEN_FILE)")
-    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for an answer")
+
+
+def _common(p: argparse.ArgumentParser, outputs: tuple[str, ...] = ("table", "json")) -> None:
+    connection(p)
     p.add_argument("-o", "--output", choices=outputs, default="table")
     p.add_argument("--json", dest="output", action="store_const", const="json", help="same as -o json")
 

@@ -7,11 +7,9 @@ import json
 import logging
 import os
 import sys
-import urllib.error
-import urllib.request
 from urllib.parse import quote
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from alertd.core.errors import InvalidDocument
 
@@ -51,28 +49,6 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         if group is not None:
             group.remove()
-
-
-def _api(args: argparse.Namespace, path: str) -> dict:
-    headers = {"Accept": "application/json"}
-    token = args.token or os.environ.get("ALERTD_API_TOKEN")
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(args.url.rstrip("/") + path, headers=headers)
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.load(resp)
-
-
-def _calling_api(args: argparse.Namespace, call: Callable[[], int]) -> int:
-    """Run a command that talks to a running alertd; its HTTP and network errors become a message and exit 1."""
-    try:
-        return call()
-    except urllib.error.HTTPError as exc:
-        print(f"{exc.code}: {exc.read().decode(errors='replace')}", file=sys.stderr)
-        return 1
-    except (urllib.error.URLError, OSError) as exc:
-        print(f"cannot reach alertd at {args.url}: {exc}", file=sys.stderr)
-        return 1
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -120,14 +96,20 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    """``--incident`` reads the stored incident through the one API client (alertd/cli/api_client.py)."""
     from alertd.authoring import explain
+    from alertd.cli import api_client
 
-    def fetch(incident_id: str) -> dict:
-        return _api(args, f"/api/v1/incidents/{quote(incident_id, safe='')}")
+    def fetch(incident_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = api_client.call(args, "GET", f"/api/v1/incidents/{quote(incident_id, safe='')}")
+        return found
 
-    return _calling_api(args, lambda: explain.main(
-        file=args.file, incident=args.incident, rule_paths=args.rules, config=args.config,
-        out=sys.stdout, err=sys.stderr, fetch=fetch))
+    try:
+        return explain.main(file=args.file, incident=args.incident, rule_paths=args.rules, config=args.config,
+                            out=sys.stdout, err=sys.stderr, fetch=fetch)
+    except api_client.ApiError as exc:
+        print(f"alertd explain: {exc}", file=sys.stderr)
+        return 1
 
 
 def _authoring(command: str, args: argparse.Namespace) -> int:
@@ -200,8 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--incident", metavar="ID", help="explain the members of a stored incident (from a running alertd)")
     exp.add_argument("--rules", action="append", metavar="PATH", help="rule file or directory (repeatable; default: rules/)")
     exp.add_argument("--config", help="config file: its rule paths and normalization")
-    exp.add_argument("--url", default=os.environ.get("ALERTD_URL", "http://127.0.0.1:9095"), help="alertd for --incident")
-    exp.add_argument("--token", help="API bearer token (or ALERTD_API_TOKEN)")
+    remote.connection(exp, "for --incident")
     exp.set_defaults(func=_explain)
     remote.add_parsers(sub)
 
