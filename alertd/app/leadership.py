@@ -68,7 +68,7 @@ class Leadership:
         if token:
             self.store.set_fence(self.elector.holder if self.elector else None, token)  # type: ignore[attr-defined]
         state = await self.store.load_state()
-        self.processor.engine = Engine(self.processor.rules, self.cfg.normalize, state, nodes=self.nodes)
+        self.processor.take_engine(Engine(self.processor.rules, self.cfg.normalize, state, nodes=self.nodes))
         self.processor.router.restore(await self.store.load_router_memory())
         self.processor.update_gauges()
         await self._leader.start()
@@ -80,7 +80,7 @@ class Leadership:
     async def follow(self, why: str) -> None:
         """Stop the engine's loops at once (a deposed leader must stop sending); the store keeps the rest."""
         await self._leader.stop()
-        self.processor.engine = None
+        self.processor.drop_engine()
         self.processor.health.step_ok()  # the failing engine is gone: a follower is ready (its /readyz must say so)
         self.metrics.leader.set(0)
         self.store.set_fence(None)  # type: ignore[attr-defined]

@@ -89,6 +89,14 @@ class Processor(Intake):
         self._wake = asyncio.Event()
         self._stopping = False
 
+    def take_engine(self, engine: Engine) -> None:
+        """This process leads now: steps run on ``engine`` (restored from the store by leadership.py)."""
+        self.engine = engine
+
+    def drop_engine(self) -> None:
+        """This process no longer leads: actions are forwarded, enrichment results dropped."""
+        self.engine = None
+
     def wake(self) -> None:
         self._wake.set()
 
