@@ -94,7 +94,7 @@ def test_truncated_webhook_fetches_the_whole_group(tmp_path: Path) -> None:
         row = wait("the incident with all five GPUs' alerts", lambda: next(
             (r for r in incidents(alertd, status="open") if r.get("memberCount") == 5), None), 30)
         assert row["node"] == "gpu-node-7"
-        assert alertd.core.service_metrics().get("alertd_alerts_truncated_total", 0) >= 3
+        assert alertd.metrics().get("alertd_alerts_truncated_total", 0) >= 3
     finally:
         alertd.stop()
         am.stop()

@@ -75,7 +75,7 @@ def test_log_xids_of_two_nodes_are_two_incidents_and_one_page_at_most(tmp_path: 
             rows = wait("two incidents, one per node",
                         lambda: (r := incidents(alertd, status="open")) and len(r) >= 2 and r)
             post(am, loki_alerts(starts))  # the ruler's resend: nothing new
-            wait("Alertmanager repeating the group", lambda: alertd.core.service_metrics().get("alertd_alerts_received_total", 0) >= 4)
+            wait("Alertmanager repeating the group", lambda: alertd.metrics().get("alertd_alerts_received_total", 0) >= 4)
             rows = incidents(alertd, status="open")
             by_node = {r["node"]: r for r in rows}
             assert set(by_node) == {"gpu-node-a", "gpu-node-b"}, rows

@@ -77,7 +77,7 @@ def run_pipeline(tmp_path: Path, slack: SlackTestServer, pagerduty: PagerDutyTes
             wait("baseline samples of every GPU",
                  lambda: len(query(prom.url, "count_over_time(DCGM_FI_DEV_XID_ERRORS[10s]) >= 2")) == n_gpus)
             wait("the Watchdog heartbeat reaching alertd",
-                 lambda: alertd.core.service_metrics().get("alertd_alerts_received_total", 0) >= 1)
+                 lambda: alertd.metrics().get("alertd_alerts_received_total", 0) >= 1)
 
             # Faults: an Xid 79 on node-1's GPU 3, then the operator cordons node-1; node-2's exporter dies.
             sim.inject_xid("node-1", 3, 79)
@@ -137,7 +137,7 @@ def run_pipeline(tmp_path: Path, slack: SlackTestServer, pagerduty: PagerDutyTes
 
             tops = wait("both Slack messages updated to resolved", messages_show_resolution)
             assert len(tops) == 2 and all(m.get("updates", 0) >= 1 for m in tops), tops  # edited in place
-            metrics = alertd.core.service_metrics()
+            metrics = alertd.metrics()
             assert metrics.get('alertd_webhooks_rejected_total{reason="unauthorized"}', 0) == 0
         finally:
             prom.stop()
