@@ -42,7 +42,7 @@ from tests.support.es_compat_server import SearchCompatServer  # noqa: E402
 from tests.support.graylog_server import graylog_message, load_graylog_indices  # noqa: E402
 from tests.support.kube_server import KubeTestServer  # noqa: E402
 from tests.support.webhooks import PCI_BUSES, node_webhook  # noqa: E402
-from alertd.web.app import build_app  # noqa: E402
+from tests.support.served import served  # noqa: E402
 
 CLUSTER = "storm-1"
 
@@ -149,10 +149,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     wire = WireCounter(enricher.searcher.backend) if enricher else None
     recorder = Recorder()
     svc = Service(cfg, SqliteStore(work / "alertd.sqlite3", synchronous=cfg.synchronous), load_rules(cfg.rule_paths),
-                  notifiers={"console": recorder}, enricher=enricher)
-    if enricher is not None:
-        enricher.bind(svc)
-    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+                  notifiers={"console": recorder}, enricher=enricher)  # the service binds its enricher
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()
     try:
         hooks = [node_webhook(CLUSTER, node_name(i), starts_at=starts + timedelta(milliseconds=15 * i), kind=0,

@@ -39,7 +39,7 @@ from alertd.config.settings import parse_config  # noqa: E402
 from alertd.app.assemble import build_service  # noqa: E402
 from alertd.rules.ruleset import load_rules  # noqa: E402
 from alertd.store.sqlite import SqliteStore  # noqa: E402
-from alertd.web.app import build_app  # noqa: E402
+from tests.support.served import served  # noqa: E402
 from tests.support.slack_server import SlackTestServer  # noqa: E402
 from tests.support.webhooks import gpu_alert, webhook  # noqa: E402
 
@@ -82,7 +82,7 @@ class Bench:
         store = SqliteStore(self.cfg.sqlite_path)
         rules = load_rules(self.cfg.rule_paths)
         self.svc = build_service(self.cfg, store, rules)
-        self.client = TestClient(TestServer(build_app(self.svc), host="127.0.0.1"))
+        self.client = TestClient(TestServer(served(self.svc), host="127.0.0.1"))
         await self.client.start_server()
 
     async def stop(self) -> None:

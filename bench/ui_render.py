@@ -29,6 +29,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from alertd.config.settings import parse_config
 from alertd.core.model import GPU, Change, Event, Incident, Member, Signal, Subject
+from alertd.app.lifecycle import cleanup_ctx
 from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.base import Step
@@ -124,7 +125,9 @@ async def main(args: argparse.Namespace) -> None:
     await store.close()
     cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, "notify": {"console": {"enabled": False}}}, "bench")
     svc = Service(cfg, SqliteStore(db), load_rules(cfg.rule_paths))
-    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+    app = build_app(svc)
+    app.cleanup_ctx.append(cleanup_ctx(svc))  # the service starts and stops with the app
+    client = TestClient(TestServer(app, host="127.0.0.1"))
     await client.start_server()
     try:
         history = len(await svc.store.gpu_history(uuid))

@@ -7,8 +7,8 @@ from typing import Any, Callable
 from alertd.config.settings import Config
 from alertd.enrich.node_index import NodeIndex
 from alertd.app.notifiers import build_notifiers, build_router
-from alertd.app.recording_rules import with_site_recordings
-from alertd.rules.ruleset import RuleSet, load_rules
+from alertd.app.recording_rules import load_site_rules
+from alertd.rules.ruleset import RuleSet
 from alertd.app.service import Service, utcnow
 from alertd.store.base import Store
 
@@ -17,6 +17,6 @@ def build_service(cfg: Config, store: Store, rules: RuleSet | None = None, *,
                   clock: Callable[[], datetime] = utcnow, **options: Any) -> Service:
     """The service with the notifiers and router the config and rules call for (``options``: role,
     enricher, ... as Service takes them)."""
-    rules = rules if rules is not None else with_site_recordings(load_rules(cfg.rule_paths), cfg)
+    rules = rules if rules is not None else load_site_rules(cfg)
     return Service(cfg, store, rules, clock=clock, notifiers=build_notifiers(cfg, store, clock),
                    router=build_router(cfg, rules), nodes=NodeIndex.from_config(cfg.raw, cfg.normalize), **options)

@@ -1,4 +1,4 @@
-"""Taking webhooks from the inbox log through the engine, and setting poison aside (mixed into Service).
+"""Taking webhooks from the inbox log through the engine, and setting poison aside (mixed into Processor).
 
 Each round counts an attempt at the webhooks it takes before running them (in the store,
 so a crash, a kill or a replica that loses its lease mid-step counts too); after a failed
@@ -10,7 +10,6 @@ set aside (``inbox.processed = 2``) is listed by GET /api/v1/quarantine, counted
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from datetime import datetime
@@ -25,7 +24,7 @@ from alertd.core.model import Alert, parse_iso
 from alertd.receive.payload import BadPayload, delivery_key, encode_webhook, read_notification
 from alertd.rules.ruleset import RuleSet
 from alertd.store.base import Hook, InboxKey, Store, StoreUnavailable, Taken
-from alertd.store.quarantine import SetAside, note
+from alertd.store.quarantine import note
 
 log = logging.getLogger(__name__)
 # Attempts at one webhook (counted in the store before each, so a crash or a stuck step counts, on any
@@ -34,7 +33,7 @@ MAX_ATTEMPTS = 3
 
 
 class Intake:
-    """Needs the Service's store, config, clock, metrics, rules, engine and ``_step``."""
+    """Needs the Processor's store, config, clock, metrics, rules, engine and ``step``."""
 
     cfg: Config
     store: Store
@@ -46,10 +45,9 @@ class Intake:
     budget: Budget
     worst_classify: float
     _pending_counted_at: float
-    _lookups: list[Any]  # Service's EdgeLookup list: asked before each step
+    _lookups: list[Any]  # the Processor's EdgeLookup list: asked before each step
     _stopping: bool
-    _step: Callable[..., Any]
-    receive: Callable[..., Any]
+    step: Callable[..., Any]
 
     def _dedup(self, alert: Alert) -> str:
         key = delivery_key(alert)
@@ -115,7 +113,7 @@ class Intake:
         received = parse_iso(hook.received_at) or self.clock()
         key = InboxKey(f"webhook:{hook.id}:{received.timestamp():.6f}", received, 2,
                        note(reason, hook.body.decode(errors="replace")))
-        await self._step(lambda engine, now: [], inbox=Taken([hook.id], [key]))
+        await self.step(lambda engine, now: [], inbox=Taken([hook.id], [key]))
 
     def _read_hooks(self, hooks: list[Hook]) -> tuple[list[Alert], list[InboxKey]]:
         """The webhooks' alerts; one that no longer reads (stored by another version, damaged) is set aside."""
@@ -146,7 +144,7 @@ class Intake:
         alerts = [a for _, a in batch]
         keys = [InboxKey(key, a.received_at or self.clock()) for key, a in batch]
         try:
-            await self._step(lambda engine, now: engine.ingest(alerts, now),
+            await self.step(lambda engine, now: engine.ingest(alerts, now),
                              inbox=Taken(taken.hooks, keys + taken.keys))
         except StoreUnavailable:
             raise  # nothing committed: the webhooks are still in the log
@@ -154,13 +152,13 @@ class Intake:
             if len(batch) > 1:
                 for one in batch:
                     await self._ingest([one], Taken())
-                await self._step(lambda engine, now: [], inbox=taken)
+                await self.step(lambda engine, now: [], inbox=taken)
                 return
             if not batch:
                 raise
             log.exception("engine failed on alert %s; setting it aside", batch[0][0])
             key, alert = batch[0]
-            await self._step(lambda engine, now: [], inbox=Taken(taken.hooks, taken.keys + [
+            await self.step(lambda engine, now: [], inbox=Taken(taken.hooks, taken.keys + [
                 self._aside_alert(key, alert, "failed", f"{type(exc).__name__}: {exc}")]))
             return
         done = self.clock()
@@ -176,18 +174,3 @@ class Intake:
         log.error("alert %s set aside (%s): %s", key, cause, reason)
         return InboxKey(key, alert.received_at or self.clock(), 2,
                         note(reason, encode_webhook([alert.to_wire()], alert.receiver, alert.external_url).decode()))
-
-
-    async def replay(self, item_id: int) -> tuple[SetAside, int] | None:
-        """Append a set-aside webhook or alert to the inbox log again (after a rule fix); its row is marked
-        replayed first, under a renamed key, so the engine takes the copy. (row, new log id), or None."""
-        item = await self.store.take_for_replay(item_id)
-        if item is None:
-            return None
-        try:
-            alerts = len(json.loads(item.body).get("alerts") or [])
-        except (ValueError, AttributeError):  # a body that never read: it is set aside again, with the reason
-            alerts = 0
-        hook_id: int = await self.receive(item.body.encode(), alerts)
-        log.warning("set-aside %s %s replayed as webhook %d", item.kind, item.key, hook_id)
-        return item, hook_id

@@ -33,11 +33,10 @@ def configured(cfg: Config) -> dict[str, Any]:
 
 
 def build_notifiers(cfg: Config, store: NotifyStore | None, clock: Callable[[], datetime]) -> dict[str, Notifier]:
-    notifiers = {name: registry.INTEGRATIONS[name].notifier(s, store, clock)  # type: ignore[arg-type]
-                 for name, s in configured(cfg).items()}
-    for notifier in notifiers.values():  # known once the store is open: read when sending
-        notifier.installation = lambda: cfg.installation_id  # type: ignore[attr-defined]
-    return notifiers
+    """The installation id is known once the store is open (alertd/app/service.py): read when sending."""
+    return {name: registry.INTEGRATIONS[name].notifier(s, store, clock,  # type: ignore[arg-type]
+                                                       installation=lambda: cfg.installation_id)
+            for name, s in configured(cfg).items()}
 
 
 def available_kinds(cfg: Config) -> set[str]:

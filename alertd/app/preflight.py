@@ -1,20 +1,80 @@
-"""Start-up checks that turn a store alertd cannot use into one line naming the file and the fix.
+"""Start-up checks that turn what alertd cannot start with into one line naming the file and the fix.
 
-A corrupt or read-only database otherwise surfaces as a long traceback after
-"listening on", with no file name and no hint. The traceback stays available at
-log level debug.
+``preflight`` runs them before anything starts, in order: the rules load, the server's own checks (the
+exposure of an address without credentials, the TLS certificate: alertd/cli/serve.py), the store can be
+used, no other engine holds the SQLite database, the receivers' port can be bound. A corrupt or read-only
+database otherwise surfaces as a long traceback after "listening on", with no file name and no hint.
+The traceback stays available at log level debug.
 """
 from __future__ import annotations
 
 import logging
 import os
+import socket
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
+from alertd.app.options import ServeOptions
+from alertd.app.recording_rules import load_site_rules
+from alertd.config.settings import Config
+from alertd.core.errors import InvalidDocument
+from alertd.ha import engine_lock
+from alertd.rules.ruleset import RuleSet
 from alertd.store.sqlite import private_file
 
 log = logging.getLogger(__name__)
 CORRUPT = ("file is not a database", "malformed", "file is encrypted", "not a database")
+
+
+class PreflightFailed(Exception):
+    """What stops the start, as the line(s) to print on stderr."""
+
+
+@dataclass(frozen=True)
+class Cleared:
+    """What the checks produced and the service starts with."""
+
+    rules: RuleSet
+    engine_lock: engine_lock.EngineLock | None  # held until the process ends (docs/ha.md)
+
+
+def preflight(options: ServeOptions, cfg: Config, checks: Sequence[Callable[[], str]] = ()) -> Cleared:
+    """Every check in order; the first problem raises PreflightFailed. ``checks``: the server's own, each
+    returning a problem ("" when fine)."""
+    try:
+        rules = load_site_rules(cfg)
+    except InvalidDocument as exc:
+        raise PreflightFailed(f"invalid rules:\n{exc}") from None
+    for check in checks:
+        if problem := check():
+            raise PreflightFailed(f"alertd: {problem}")
+    if options.backend == "sqlite" and (problem := sqlite_problem(options.database)):
+        raise PreflightFailed(f"alertd: {problem}")
+    lock = None
+    if options.backend == "sqlite" and options.role == "engine":
+        try:
+            lock = engine_lock.acquire(options.database, options.data_dir.resolve())
+        except (engine_lock.EngineLocked, OSError) as exc:
+            raise PreflightFailed(f"alertd: {exc}") from None
+    if options.leads_group and (unbindable := port_problem(*cfg.host_port)):  # here, not in a restart loop
+        raise PreflightFailed(f"alertd: could not start: {unbindable}")
+    return Cleared(rules, lock)
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Whether the receivers will be able to bind HOST:PORT (bound and closed, never listened on)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                            flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(address)
+    except OSError as exc:
+        return f"{host}:{port}: {exc}"
+    return None
 
 
 def sqlite_problem(path: Path) -> str:

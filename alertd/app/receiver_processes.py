@@ -49,9 +49,9 @@ class ReceiverPool:
     def __init__(self, count: int, argv: Sequence[str], env: Mapping[str, str] | None = None):
         self.count, self.argv = count, list(argv)
         self.env = {**os.environ, **(env or {})}
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
 
-    def _spawn(self) -> subprocess.Popen:
+    def _spawn(self) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, "-m", "alertd.cli.main", *self.argv], env=self.env,
                                 stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
@@ -72,7 +72,7 @@ class ReceiverPool:
         if path := self.env.get(MULTIPROC_ENV):
             from prometheus_client.multiprocess import mark_process_dead
 
-            mark_process_dead(pid, path)
+            mark_process_dead(pid, path)  # type: ignore[no-untyped-call]  # prometheus_client is untyped here
 
     def signal(self, signum: int) -> None:
         for proc in self.procs:

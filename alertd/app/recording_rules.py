@@ -37,7 +37,8 @@ from alertd.core.http_session import LazySession
 from alertd.core.model import Alert
 from alertd.promql.expr import facts_of_url
 from alertd.promql.recording import RecordedRules, RecordingIndex, base_url, collect, load_index, unknown_recorded
-from alertd.rules.ruleset import RuleSet
+from alertd.config.settings import Config
+from alertd.rules.ruleset import RuleSet, load_rules
 
 log = logging.getLogger("alertd.recording")
 MAX_SERVERS = 64  # Prometheus servers whose rules are kept
@@ -201,4 +202,10 @@ def fetcher_for(service: Any) -> RulesFetcher:
     return RulesFetcher(RulesApiSettings.from_config(service.cfg), lambda: service.rules.recorded, on_change=changed)
 
 
-__all__ = ["RulesApiSettings", "fetcher_for", "RulesFetcher", "parse_rules_response", "site_rule_files", "with_site_recordings"]
+def load_site_rules(cfg: Config, *, previous: RecordingIndex | None = None) -> RuleSet:
+    """The configured rule files with the site's recording rules: what the service starts and reloads with."""
+    paths: list[Path | str] = list(cfg.rule_paths)
+    return with_site_recordings(load_rules(paths), cfg, previous=previous)
+
+
+__all__ = ["RulesApiSettings", "fetcher_for", "load_site_rules", "RulesFetcher", "parse_rules_response", "site_rule_files", "with_site_recordings"]

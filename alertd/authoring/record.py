@@ -8,13 +8,14 @@ those).
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from alertd.core.model import iso
 
@@ -24,6 +25,11 @@ FLUSH_BYTES = 256 * 1024
 
 
 class Recorder:
+    """Also a part of the running service (alertd/app/lifecycle.py): flushed in the background while it
+    runs, closed (flushed) when it stops."""
+
+    name = "recorder"
+
     def __init__(self, path: str | Path, *, flush_seconds: float = FLUSH_SECONDS):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -33,6 +39,22 @@ class Recorder:
         self._lock = threading.Lock()
         self.written = 0
         self.errors = 0
+        self._flusher: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._flusher = asyncio.get_running_loop().create_task(self._flush_every(), name="alertd-recorder")
+
+    async def stop(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            await asyncio.gather(self._flusher, return_exceptions=True)
+            self._flusher = None
+        self.close()
+
+    async def _flush_every(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_SECONDS)
+            self.flush()
 
     def write(self, received_at: datetime, raw_body: bytes | str) -> None:
         """Append one webhook; ``raw_body`` is the JSON document exactly as received."""
@@ -76,29 +98,3 @@ class Recorder:
                 except OSError as exc:
                     self._failed(exc)
                 self._file = None
-
-
-def attach_recorder(app: Any, svc: Any, path: str | Path) -> Recorder:
-    """Give the service a recorder (the webhook handler writes to ``svc.recorder``) and flush it in the background."""
-    import asyncio
-
-    recorder = Recorder(path)
-    svc.recorder = recorder
-    tasks: list[asyncio.Task] = []
-
-    async def flusher() -> None:
-        while True:
-            await asyncio.sleep(FLUSH_SECONDS)
-            recorder.flush()
-
-    async def start(_: Any) -> None:
-        tasks.append(asyncio.get_running_loop().create_task(flusher(), name="alertd-recorder"))
-
-    async def stop(_: Any) -> None:
-        for task in tasks:
-            task.cancel()
-        recorder.close()
-
-    app.on_startup.append(start)
-    app.on_cleanup.append(stop)
-    return recorder

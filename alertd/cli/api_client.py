@@ -13,7 +13,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 from urllib.parse import quote, urlencode
 
 from alertd.core.incident_filters import FILTER_NAMES, INCIDENT_FILTERS
@@ -114,7 +114,7 @@ def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _show_incident(data: dict, args: argparse.Namespace, out: TextIO) -> int:
+def _show_incident(data: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
     if args.output == "json":
         out.write(json.dumps(data, indent=2) + "\n")
         return 0
@@ -179,11 +179,17 @@ def rma(args: argparse.Namespace, out: TextIO) -> int:
 
 # ----- argument parsing -----
 
-def _common(p: argparse.ArgumentParser, outputs: tuple[str, ...] = ("table", "json")) -> None:
-    p.add_argument("--url", default=os.environ.get("ALERTD_URL", DEFAULT_URL), help="alertd base URL (or ALERTD_URL)")
+def connection(p: argparse.ArgumentParser, purpose: str = "") -> None:
+    """Where the running alertd is and how to authenticate: every command that calls its API takes these."""
+    p.add_argument("--url", default=os.environ.get("ALERTD_URL", DEFAULT_URL),
+                   help="alertd base URL (or ALERTD_URL)" + (f", {purpose}" if purpose else ""))
     p.add_argument("--token", help="API bearer token (or ALERTD_API_TOKEN)")
     p.add_argument("--token-file", help="file holding the token (or ALERTD_API_TOKEN_FILE)")
-    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for an answer")
+
+
+def _common(p: argparse.ArgumentParser, outputs: tuple[str, ...] = ("table", "json")) -> None:
+    connection(p)
     p.add_argument("-o", "--output", choices=outputs, default="table")
     p.add_argument("--json", dest="output", action="store_const", const="json", help="same as -o json")
 
@@ -214,7 +220,7 @@ def add_parsers(sub: Any) -> None:
     r.set_defaults(func=lambda a: _run(rma, a))
 
 
-def _run(command: Any, args: argparse.Namespace) -> int:
+def _run(command: Callable[[argparse.Namespace, TextIO], int], args: argparse.Namespace) -> int:
     try:
         return command(args, sys.stdout)
     except ApiError as exc:

@@ -162,7 +162,9 @@ class Integration(abc.ABC, Generic[S]):
         """The ``notify.<name>`` section (schema-valid, maybe empty) as typed settings."""
 
     @abc.abstractmethod
-    def notifier(self, settings: S, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier: ...
+    def notifier(self, settings: S, store: NotifyStore, clock: Callable[[], datetime], *,
+                 installation: Callable[[], str] = lambda: "") -> Notifier:
+        """``installation``: the installation id, read when sending (known once the store is open)."""
 
     def enabled(self, settings: S) -> bool:
         return settings.enabled

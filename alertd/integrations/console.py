@@ -57,7 +57,8 @@ class Console(Integration[ConsoleSettings]):
     def settings(self, doc: dict[str, Any], links: Links) -> ConsoleSettings:
         return ConsoleSettings(on=doc.get("enabled"))
 
-    def notifier(self, settings: ConsoleSettings, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier:
+    def notifier(self, settings: ConsoleSettings, store: NotifyStore, clock: Callable[[], datetime], *,
+                 installation: Callable[[], str] = lambda: "") -> Notifier:
         return ConsoleNotifier()
 
 

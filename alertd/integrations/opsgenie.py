@@ -161,7 +161,8 @@ class Opsgenie(Integration[OpsgenieSettings]):
                                 api_keys={k: v for k, v in (doc.get("api_keys") or {}).items() if v},
                                 **OpsgenieSettings.shared(doc, links))
 
-    def notifier(self, settings: OpsgenieSettings, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier:
+    def notifier(self, settings: OpsgenieSettings, store: NotifyStore, clock: Callable[[], datetime], *,
+                 installation: Callable[[], str] = lambda: "") -> Notifier:
         return OpsgenieNotifier(settings, store, clock)
 
     def unknown(self, settings: OpsgenieSettings, addresses: set[str]) -> list[str]:

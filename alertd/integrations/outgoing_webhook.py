@@ -184,7 +184,8 @@ class Webhook(Integration[WebhookSettings]):
                      for name, e in (doc.get("endpoints") or {}).items()}
         return WebhookSettings(endpoints=endpoints, **WebhookSettings.shared(doc, links))
 
-    def notifier(self, settings: WebhookSettings, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier:
+    def notifier(self, settings: WebhookSettings, store: NotifyStore, clock: Callable[[], datetime], *,
+                 installation: Callable[[], str] = lambda: "") -> Notifier:
         return WebhookNotifier(settings, store, clock)
 
     def unknown(self, settings: WebhookSettings, addresses: set[str]) -> list[str]:

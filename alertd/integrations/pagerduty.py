@@ -89,10 +89,11 @@ class PagerDutyNotifier(Notifier):
     kind = "pagerduty"
     coalesce = frozenset({Intent.PAGE, Intent.RESOLVE})
     coalesce_groups = (frozenset({Intent.PAGE, Intent.RESOLVE}),)
-    installation: Callable[[], str] = staticmethod(lambda: "")  # set by build_notifiers: the installation id
 
-    def __init__(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime]):
+    def __init__(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime], *,
+                 installation: Callable[[], str] = lambda: ""):
         self.settings, self.store, self.clock = settings, store, clock
+        self.installation = installation  # the installation id (prefixes dedup keys), known once the store is open
         self._http_session = LazySession(self.settings.timeout)
         self.rejected = 0  # 400 answers: malformed events, never retried
 
@@ -271,8 +272,9 @@ class PagerDuty(Integration[PagerDutySettings]):
     def settings(self, doc: dict[str, Any], links: Links) -> PagerDutySettings:
         return PagerDutySettings.parse(doc, links)
 
-    def notifier(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier:
-        return PagerDutyNotifier(settings, store, clock)
+    def notifier(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime], *,
+                 installation: Callable[[], str] = lambda: "") -> Notifier:
+        return PagerDutyNotifier(settings, store, clock, installation=installation)
 
     def unknown(self, settings: PagerDutySettings, addresses: set[str]) -> list[str]:
         return sorted(a for a in addresses if a not in settings.routing_keys)

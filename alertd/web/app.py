@@ -184,7 +184,8 @@ async def list_audit(request: web.Request) -> web.Response:
 
 
 def build_app(svc: Service, auth: Authenticator | None = None) -> web.Application:
-    """``auth`` defaults to the configuration's credentials (``alertd serve`` passes its own for --insecure-no-auth)."""
+    """The routes over ``svc``; starting and stopping the service is its owner's (alertd/app/lifecycle.py).
+    ``auth`` defaults to the configuration's credentials (``alertd serve`` passes its own for --insecure-no-auth)."""
     # Bodies are read by alertd.web.body with each route's limit (alertd.web.guard); aiohttp's own cap, for
     # anything that would call request.read(), is the small one.
     app = web.Application(client_max_size=SMALL_BODY, middlewares=[edge])
@@ -204,13 +205,4 @@ def build_app(svc: Service, auth: Authenticator | None = None) -> web.Applicatio
     app.router.add_get("/api/v1/openapi.yaml", openapi)
     slack_actions.register(app)
     ui.register(app)
-
-    async def on_startup(_: web.Application) -> None:
-        await svc.start()
-
-    async def on_cleanup(_: web.Application) -> None:
-        await svc.stop()
-
-    app.on_startup.append(on_startup)
-    app.on_cleanup.append(on_cleanup)
     return app

@@ -12,7 +12,7 @@ from alertd.config.settings import parse_config
 from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
-from alertd.web.app import build_app
+from tests.support.served import served
 from tests.integration.test_service_inprocess import EXAMPLE, HOOK, ROOT, wait_for
 
 TOKENS = {
@@ -43,7 +43,7 @@ def auth_doc(tmp_path: Path, proxy: dict | None = None) -> dict:
 async def start(tmp_path: Path, doc: dict) -> TestClient:
     cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, **doc}, "test")
     svc = Service(cfg, SqliteStore(tmp_path / "db.sqlite3"), load_rules(cfg.rule_paths))
-    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()
     return client
 

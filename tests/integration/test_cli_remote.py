@@ -77,6 +77,17 @@ async def test_path_parts_are_encoded_and_errors_are_one_line(fleet, capsys):
     assert code == 1 and err.startswith("alertd incidents: cannot reach alertd at http://127.0.0.1:9")
 
 
+async def test_explain_reads_a_stored_incident_through_the_same_client(fleet, capsys):
+    """``explain --incident`` calls the API like the other commands: same token sources, one-line errors."""
+    _, ids, url = fleet
+    code, out, err = await cli(capsys, "explain", "--incident", ids["a01_1"], "--url", url)
+    assert code == 0 and ids["a01_1"] in out, err
+    code, _, err = await cli(capsys, "explain", "--incident", "INC-404", "--url", url)
+    assert code == 1 and err.startswith("alertd explain: GET /api/v1/incidents/INC-404: HTTP 404")
+    code, _, err = await cli(capsys, "explain", "--incident", "INC-1", "--url", "http://127.0.0.1:9", "--timeout", "2")
+    assert code == 1 and err.startswith("alertd explain: cannot reach alertd at http://127.0.0.1:9")
+
+
 def test_token_sources_in_order(tmp_path, monkeypatch):
     f = tmp_path / "token"
     f.write_text("from-file\nold-one\n")

@@ -23,7 +23,7 @@ from alertd.enrich import Enricher
 from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
-from alertd.web.app import build_app
+from tests.support.served import served
 from tests.support.es_compat_server import SearchCompatServer
 from tests.support.fakes import Recorder
 from tests.support.graylog_server import kernel_log_corpus, load_graylog_indices
@@ -75,8 +75,7 @@ class Stack:
         self.recorder = Recorder()
         self.svc = Service(self.cfg, SqliteStore(tmp_path / "alertd.sqlite3"), load_rules(self.cfg.rule_paths),
                            notifiers={"console": self.recorder}, enricher=self.enricher)
-        self.enricher.bind(self.svc)
-        self.client = TestClient(TestServer(build_app(self.svc), host="127.0.0.1"))
+        self.client = TestClient(TestServer(served(self.svc), host="127.0.0.1"))
 
     async def __aenter__(self) -> "Stack":
         await self.client.start_server()

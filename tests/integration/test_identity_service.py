@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from alertd.app.assemble import build_service
 from alertd.config.settings import parse_config
 from alertd.store.sqlite import SqliteStore
-from alertd.web.app import build_app
+from tests.support.served import served
 from tests.support.kube_server import KubeTestServer
 from tests.support.webhooks import FIRING_END, fingerprint, iso
 
@@ -53,7 +53,7 @@ async def test_stock_dcgm_alert_meets_the_nodes_cordon(tmp_path: Path, kube) -> 
                         "enrich": {"kube": {"kubeconfig": str(kubeconfig), "timeout": "3s"}}}, "test")
     svc = build_service(cfg, SqliteStore(tmp_path / "alertd.sqlite3"))
     assert svc.nodes is not None
-    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()
     try:
         xid = alert({"alertname": "GPUXidError", "severity": "critical", "cluster": "prod-gpu-1", "xid": "79",

@@ -17,7 +17,7 @@ from alertd.engine.pipeline import Engine
 from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
-from alertd.web.app import build_app
+from tests.support.served import served
 from alertd.web.keys import SERVICE
 from tests.support.notify_harness import wait_for
 
@@ -43,7 +43,7 @@ async def started(tmp_path: Path) -> TestClient:
     tokens = [{"name": "boss", "role": "admin", "token": ADMIN}, {"name": "viewer", "role": "read", "token": READER}]
     cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, "api": {"auth": {"tokens": tokens}}}, "test")
     svc = Service(cfg, SqliteStore(tmp_path / "db.sqlite3"), load_rules(cfg.rule_paths))
-    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()
     return client
 

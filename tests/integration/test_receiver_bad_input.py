@@ -472,12 +472,12 @@ async def inproc(tmp_path):
     from alertd.rules.ruleset import load_rules
     from alertd.app.service import Service
     from alertd.store.sqlite import SqliteStore
-    from alertd.web.app import build_app
+    from tests.support.served import served
 
     cfg = Config(data_dir=tmp_path)
     store = SqliteStore(tmp_path / "alertd.sqlite3")
     svc = Service(cfg, store, load_rules(cfg.rule_paths))
-    server = TestServer(build_app(svc), host="127.0.0.1", port=0)
+    server = TestServer(served(svc), host="127.0.0.1", port=0)
     await server.start_server()
     server.store, server.db_path = store, tmp_path / "alertd.sqlite3"
     yield server

@@ -15,7 +15,7 @@ from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.base import StoreUnavailable
 from alertd.store.sqlite import SqliteStore
-from alertd.web.app import build_app
+from tests.support.served import served
 from alertd.web.keys import SERVICE
 from tests.support.notify_harness import wait_for
 
@@ -27,7 +27,7 @@ HOOK = "/api/v1/alerts/alertmanager"
 async def started(tmp_path: Path, doc: dict | None = None) -> TestClient:
     cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, **(doc or {})}, "test")
     svc = Service(cfg, SqliteStore(tmp_path / "db.sqlite3"), load_rules(cfg.rule_paths))
-    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()
     return client
 
@@ -136,7 +136,7 @@ async def test_backlog_limit_refuses_only_authenticated_webhooks_and_nothing_els
     cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, "receiver": {"max_backlog": 2, "auth": {
         "bearer_token": "t0k"}}}, "test")
     svc = Service(cfg, SqliteStore(tmp_path / "db.sqlite3"), load_rules(cfg.rule_paths), role="receiver")
-    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()
     try:
         for _ in range(2):
@@ -221,7 +221,7 @@ async def test_a_deposed_leader_whose_step_was_fenced_is_a_ready_follower(tmp_pa
     path = tmp_path / "db.sqlite3"
     old = Service(cfg, SqliteStore(path), load_rules(cfg.rule_paths), role="replica")
     new = Service(cfg, SqliteStore(path), load_rules(cfg.rule_paths), role="replica")
-    client = TestClient(TestServer(build_app(old), host="127.0.0.1"))
+    client = TestClient(TestServer(served(old), host="127.0.0.1"))
     await client.start_server()
 
     async def fenced() -> bool:
@@ -232,7 +232,7 @@ async def test_a_deposed_leader_whose_step_was_fenced_is_a_ready_follower(tmp_pa
 
     try:
         assert old.leading and old.elector is not None
-        next(t for t in old._tasks if t.get_name() == "alertd-elector").cancel()  # stalls: renews no more
+        next(t for t in asyncio.all_tasks() if t.get_name() == "alertd-elector").cancel()  # stalls: renews no more
         await asyncio.sleep(1.2)
         await new.start()
         assert new.leading
@@ -265,7 +265,7 @@ async def test_readyz_forgets_a_store_failure_nothing_retries_but_not_one_that_p
     store.stats = locked  # type: ignore[method-assign]  # the first housekeeping round runs at start
     svc = Service(cfg, store, load_rules(cfg.rule_paths))
     svc.health.window = 3.0
-    client = TestClient(TestServer(build_app(svc), host="127.0.0.1"))
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()
 
     async def readyz() -> tuple[int, str]:

@@ -174,7 +174,7 @@ async def test_sessions_on_two_replicas_over_postgresql(postgres, tmp_path):
     from alertd.app.assemble import build_service
     from alertd.rules.ruleset import load_rules
     from alertd.store.postgres import PostgresStore
-    from alertd.web.app import build_app
+    from tests.support.served import served
     from tests.support.ha_cluster import fresh_database
 
     dsn = fresh_database(postgres.dsn)
@@ -183,7 +183,7 @@ async def test_sessions_on_two_replicas_over_postgresql(postgres, tmp_path):
     clients = []
     for _ in range(2):
         svc = build_service(cfg, PostgresStore(dsn), load_rules(cfg.rule_paths), role="replica")
-        clients.append(TestClient(TestServer(build_app(svc), host="127.0.0.1")))
+        clients.append(TestClient(TestServer(served(svc), host="127.0.0.1")))
         await clients[-1].start_server()
     try:
         a, b = clients

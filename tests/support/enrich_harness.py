@@ -120,7 +120,6 @@ class Harness:
         self.recorder = Recorder()
         self.svc = Service(Config(data_dir=tmp_path, rule_paths=[str(RULES)]), SqliteStore(tmp_path / "a.sqlite3"),
                            load_rules([str(RULES)]), notifiers={"console": self.recorder}, enricher=self.enricher)
-        self.enricher.bind(self.svc)
 
     async def __aenter__(self) -> "Harness":
         await self.svc.start()

@@ -20,7 +20,7 @@ from alertd.config.settings import parse_config
 from alertd.app.assemble import build_service
 from alertd.rules.ruleset import load_rules
 from alertd.store.sqlite import SqliteStore
-from alertd.web.app import build_app
+from tests.support.served import served
 from alertd.web.slack_actions import ACTIONS
 from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.slack_server import SlackTestServer
@@ -121,7 +121,7 @@ class Harness:
         self.rules = load_rules(self.cfg.rule_paths)
         self.svc = build_service(self.cfg, self.store, self.rules)
         self.notifiers, self.router = self.svc.notifiers, self.svc.router
-        self.app = build_app(self.svc)
+        self.app = served(self.svc)
         self.client = TestClient(TestServer(self.app, host="127.0.0.1"))
         await self.client.start_server()
         return self

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from alertd.authoring.record import Recorder, attach_recorder
+from alertd.app.lifecycle import cleanup_ctx
+from alertd.authoring.record import Recorder
 from alertd.authoring.replay import main, read_recording, replay
 from alertd.authoring.virtual import load_rule_set
 from alertd.cli.main import main as cli_main
@@ -155,14 +156,15 @@ async def test_the_webhook_handler_records_accepted_webhooks_only(tmp_path):
     from alertd.rules.ruleset import load_rules
     from alertd.app.service import Service
     from alertd.store import open_store
-    from alertd.web.app import build_app
+    from tests.support.served import served
 
     cfg = Config(data_dir=tmp_path)
     store = open_store("sqlite", data_dir=tmp_path)
-    svc = Service(cfg, store, load_rules([RULES]), router=ConsoleRouter(enabled=False))
-    app = build_app(svc)
     recording = tmp_path / "rec.jsonl"
-    attach_recorder(app, svc, recording)
+    recorder = Recorder(recording)
+    svc = Service(cfg, store, load_rules([RULES]), router=ConsoleRouter(enabled=False), recorder=recorder)
+    app = served(svc)
+    app.cleanup_ctx.append(cleanup_ctx(recorder))
     async with TestClient(TestServer(app)) as client:
         resp = await client.post("/api/v1/alerts/alertmanager", json=WEBHOOK)
         assert resp.status == 200, await resp.text()

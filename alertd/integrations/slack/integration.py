@@ -125,11 +125,10 @@ class SlackNotifier(Notifier):
     coalesce = frozenset({Intent.SHOW, Intent.TIMELINE})
     needs_ref = frozenset({Intent.TIMELINE})
 
-    installation: Callable[[], str] = staticmethod(lambda: "")  # set by build_notifiers: the installation id
-
     def __init__(self, settings: SlackSettings, store: NotifyStore, clock: Callable[[], datetime], *,
-                 client: AsyncWebClient | None = None):
+                 client: AsyncWebClient | None = None, installation: Callable[[], str] = lambda: ""):
         self.settings, self.store, self.clock = settings, store, clock
+        self.installation = installation  # the installation id (prefixes button values), known once the store is open
         self._client = client
         self._once: AsyncWebClient | None = client  # top-level posts: no retry by the client itself
         self._session: aiohttp.ClientSession | None = None
@@ -401,8 +400,9 @@ class Slack(Integration[SlackSettings]):
     def settings(self, doc: dict[str, Any], links: Links) -> SlackSettings:
         return SlackSettings.parse(doc, links)
 
-    def notifier(self, settings: SlackSettings, store: NotifyStore, clock: Callable[[], datetime]) -> Notifier:
-        return SlackNotifier(settings, store, clock)
+    def notifier(self, settings: SlackSettings, store: NotifyStore, clock: Callable[[], datetime], *,
+                 installation: Callable[[], str] = lambda: "") -> Notifier:
+        return SlackNotifier(settings, store, clock, installation=installation)
 
 
 INTEGRATION = Slack()

@@ -1,0 +1,46 @@
+"""Housekeeping on the engine leader: retention and the gauges that need a store query.
+
+Every minute the outbox backlog gauge (and the store's size where it is not measured at each scrape);
+every five minutes, prune what retention lets go (inbox, outbox, resolved incidents).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+from typing import Callable
+
+from alertd.config.settings import Config
+from alertd.core.service_metrics import Metrics
+from alertd.store.base import Store
+
+log = logging.getLogger(__name__)
+EVERY = 60.0  # seconds between rounds
+PRUNE_EVERY = 5  # rounds between prunes
+
+
+class Housekeeping:
+    def __init__(self, cfg: Config, store: Store, *, clock: Callable[[], datetime], metrics: Metrics,
+                 failed: Callable[[str, Exception], None]):
+        self.cfg, self.store, self.clock, self.metrics, self._failed = cfg, store, clock, metrics, failed
+
+    async def run(self) -> None:
+        rounds = 0
+        while True:
+            try:
+                await self.round(prune=rounds % PRUNE_EVERY == 0)
+            except Exception as exc:
+                self._failed("housekeeping", exc)
+            rounds += 1
+            await asyncio.sleep(EVERY)
+
+    async def round(self, *, prune: bool) -> None:
+        if prune:
+            now = self.clock()
+            keep = self.cfg.incident_retention
+            pruned = await self.store.prune(now - self.cfg.retention, resolved_before=now - keep if keep else None)
+            if pruned:
+                log.info("pruned %d old rows (inbox, outbox, resolved incidents)", pruned)
+        self.metrics.outbox_pending.set((await self.store.stats()).get("outbox_pending", 0))
+        if not hasattr(self.store, "disk_bytes") and (size := await self.store.size_bytes()) is not None:
+            self.metrics.store_bytes.set(size)

@@ -1,0 +1,44 @@
+"""The web server as a part: the last to start (webhooks arrive only once the engine and the store are up),
+the first to stop (no request is taken once the service has begun to stop)."""
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+from aiohttp import web
+
+SHUTDOWN_TIMEOUT = 10.0  # seconds requests in flight may take to finish when the server stops
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Where the server listens; ``bind=False`` binds nothing (the engine process of a receiver group, whose
+    receivers take every connection, so an engine step never holds up a webhook)."""
+
+    host: str = "127.0.0.1"
+    port: int = 9095
+    reuse_port: bool = False
+    ssl_context: ssl.SSLContext | None = None
+    bind: bool = True
+
+
+class WebServer:
+    name = "web"
+
+    def __init__(self, app: web.Application, listen: Listen, *, shutdown_timeout: float = SHUTDOWN_TIMEOUT):
+        self.app, self.listen = app, listen
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        if not self.listen.bind:
+            return
+        try:
+            await web.TCPSite(self._runner, self.listen.host, self.listen.port, ssl_context=self.listen.ssl_context,
+                              reuse_port=self.listen.reuse_port or None).start()
+        except BaseException:  # a port in use: this part did not start, so it cleans up itself
+            await self._runner.cleanup()
+            raise
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
