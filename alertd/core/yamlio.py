@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -21,7 +21,7 @@ _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class Located(dict):
+class Located(dict[Any, Any]):
     """A loaded document: the data plus ``marks`` (path -> (line, column))."""
 
 
@@ -74,7 +74,8 @@ def load_yaml(path: Path | str, *, with_marks: bool = False) -> Any:
     return (data, marks) if with_marks else data
 
 
-def interpolate_env(value: Any, env: dict[str, str] | None = None, *, path: Path_ = (), missing: list | None = None) -> Any:
+def interpolate_env(value: Any, env: Mapping[str, str] | None = None, *, path: Path_ = (),
+                    missing: list[tuple[Path_, str]] | None = None) -> Any:
     """Replace ``${VAR}`` / ``${VAR:-default}`` in every string (secrets stay out of files)."""
     env = os.environ if env is None else env
     if isinstance(value, dict):
