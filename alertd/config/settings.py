@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
@@ -14,7 +14,7 @@ from alertd.engine.normalize import NormalizeConfig
 from alertd.schemas import problems
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, trusted_networks
-from alertd.core.yamlio import format_path, interpolate_env, load_yaml, mark_for
+from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
 
@@ -29,9 +29,12 @@ class HAConfig:
     advertise: str = ""  # this replica's address, shown to the others (default: listen)
 
     @classmethod
-    def from_doc(cls, doc: dict | None) -> "HAConfig":
+    def from_doc(cls, doc: dict[str, Any] | None) -> "HAConfig":
         doc, base = doc or {}, cls()
-        secs = lambda key, default: parse_duration(doc[key]).total_seconds() if key in doc else default  # noqa: E731
+
+        def secs(key: str, default: float) -> float:
+            return parse_duration(doc[key]).total_seconds() if key in doc else default
+
         return cls(lease_ttl=secs("lease_ttl", base.lease_ttl), renew_interval=secs("renew_interval", base.renew_interval),
                    poll_interval=secs("poll_interval", base.poll_interval), advertise=doc.get("advertise", ""))
 
@@ -82,7 +85,7 @@ def _drop_empty(value: Any) -> Any:
     return value
 
 
-def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str, str] | None = None,
+def parse_config(doc: Any, source: str, marks: Marks | None = None, env: Mapping[str, str] | None = None,
                  base: Path | None = None) -> Config:
     """The typed configuration of a YAML document: validated first (every problem at once), then read
     section by section, then checked across sections."""
@@ -96,13 +99,13 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
     return cfg
 
 
-def _validated(doc: Any, source: str, marks: dict | None, env: dict[str, str] | None,
+def _validated(doc: Any, source: str, marks: Marks | None, env: Mapping[str, str] | None,
                base: Path | None) -> dict[str, Any]:
     """${ENV} interpolated, secret files read, the schema checked: raise listing every problem."""
     doc = {} if doc is None else _drop_empty(doc)
     if not isinstance(doc, dict):
         raise InvalidDocument([Problem(source, "the configuration must be a YAML mapping", 1, 1)])
-    missing: list = []
+    missing: list[tuple[Path_, str]] = []
     doc = interpolate_env(doc, env, missing=missing)
     found = [
         Problem(source, f"environment variable ${{{name}}} is not set", *mark_for(marks or {}, path), format_path(path))
@@ -113,7 +116,8 @@ def _validated(doc: Any, source: str, marks: dict | None, env: dict[str, str] | 
     found += [_redacted(p, secret_paths) for p in problems("config", doc, source, marks)]
     if found:
         raise InvalidDocument(found)
-    return doc
+    valid: dict[str, Any] = doc  # a mapping, and now schema-valid
+    return valid
 
 
 def _credentials(doc: dict[str, Any], source: str) -> tuple[Credentials, Credentials]:
@@ -183,7 +187,7 @@ def _normalize(norm: dict[str, Any]) -> NormalizeConfig:
     )
 
 
-def _check_across(cfg: Config, source: str, marks: dict) -> None:
+def _check_across(cfg: Config, source: str, marks: Marks) -> None:
     """What the schema cannot say: values that need another one, or a regular expression that compiles."""
     if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
         raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
@@ -199,7 +203,7 @@ def _check_across(cfg: Config, source: str, marks: dict) -> None:
                                        "leader would lose its lease", *mark_for(marks, ("ha",)), "ha")])
 
 
-def _redacted(problem: Problem, secret_paths: set[tuple]) -> Problem:
+def _redacted(problem: Problem, secret_paths: set[Path_]) -> Problem:
     """A schema error about a value read from a secret file must not print the secret."""
     if not any(problem.path == format_path(p) for p in secret_paths):
         return problem
@@ -207,7 +211,7 @@ def _redacted(problem: Problem, secret_paths: set[tuple]) -> Problem:
                    problem.line, problem.column, problem.path)
 
 
-def load_config(path: Path | str | None, env: dict[str, str] | None = None) -> Config:
+def load_config(path: Path | str | None, env: Mapping[str, str] | None = None) -> Config:
     if path is None:
         return parse_config({}, "<defaults>", env=env)
     doc, marks = load_yaml(path, with_marks=True)
