@@ -16,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from aiohttp import web
+
 from alertd.core.model import iso
 
 log = logging.getLogger(__name__)
@@ -78,23 +80,23 @@ class Recorder:
                 self._file = None
 
 
-def attach_recorder(app: Any, svc: Any, path: str | Path) -> Recorder:
+def attach_recorder(app: web.Application, svc: Any, path: str | Path) -> Recorder:
     """Give the service a recorder (the webhook handler writes to ``svc.recorder``) and flush it in the background."""
     import asyncio
 
     recorder = Recorder(path)
     svc.recorder = recorder
-    tasks: list[asyncio.Task] = []
+    tasks: list[asyncio.Task[None]] = []
 
     async def flusher() -> None:
         while True:
             await asyncio.sleep(FLUSH_SECONDS)
             recorder.flush()
 
-    async def start(_: Any) -> None:
+    async def start(_: web.Application) -> None:
         tasks.append(asyncio.get_running_loop().create_task(flusher(), name="alertd-recorder"))
 
-    async def stop(_: Any) -> None:
+    async def stop(_: web.Application) -> None:
         for task in tasks:
             task.cancel()
         recorder.close()
