@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Mapping
 
+from alertd.alertmanager.settings import AlertmanagerSettings, ReconcileSettings
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.integrations import registry
@@ -68,6 +69,8 @@ class Config:
     retry_max_attempts: int = 15
     installation_id: str = ""  # prefixes PagerDuty dedup keys and Slack action values; stored at first start
     ha: HAConfig = field(default_factory=HAConfig)
+    alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)  # silences
+    reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)  # alertmanager.urls asked for what they hold
     notify: dict[str, Any] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
     raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
     source: str = "<defaults>"
@@ -167,6 +170,8 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         retry_max_attempts=notify.get("retry", {}).get("max_attempts", defaults.retry_max_attempts),
         installation_id=doc.get("installation_id", ""),
         ha=HAConfig.from_doc(doc.get("ha")),
+        alertmanager=AlertmanagerSettings.from_doc(doc.get("alertmanager")),
+        reconcile=ReconcileSettings.from_doc(doc.get("alertmanager")),
         raw=doc,
         source=source,
     )

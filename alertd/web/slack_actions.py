@@ -28,7 +28,7 @@ import aiohttp
 from aiohttp import web
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, AlertmanagerSettings
+from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError
 from alertd.core.durations import parse_duration
 from alertd.core.installation import unscoped
 from alertd.core.model import CLOSED
@@ -74,7 +74,7 @@ class SlackActions:
         self.wall_clock = wall_clock
         secret = self.settings.signing_secret.strip()
         self.verifier = SignatureVerifier(secret, _WallClock(lambda: self.wall_clock())) if secret else None
-        self.am = AlertmanagerClient(AlertmanagerSettings.from_config(svc.cfg))
+        self.am = AlertmanagerClient(svc.cfg.alertmanager)
         self._tasks: set[asyncio.Task] = set()
         self._http: aiohttp.ClientSession | None = None
         self.handled = 0
