@@ -11,6 +11,7 @@ from alertd.alertmanager.settings import AlertmanagerSettings, ReconcileSettings
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.integrations import registry
+from alertd.integrations.base import NotifierSettings
 from alertd.engine.normalize import NormalizeConfig
 from alertd.schemas import problems
 from alertd.config.secrets import resolve_files
@@ -71,7 +72,7 @@ class Config:
     ha: HAConfig = field(default_factory=HAConfig)
     alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)  # silences
     reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)  # alertmanager.urls asked for what they hold
-    notify: dict[str, Any] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
+    notify: dict[str, NotifierSettings] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
     raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
     source: str = "<defaults>"
 

@@ -40,7 +40,7 @@ from alertd.core.findings import Owners
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
-                                       Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
+                                       Notifier, NotifierSettings, NotifyConfig, NotifyStore, Problem, folded_unposted,
                                        key_name)
 from alertd.integrations.presentation import ACTION_TEXT, incident_links
 
@@ -60,10 +60,10 @@ class PagerDutySettings(NotifierSettings):
         return any(v.strip() for v in self.routing_keys.values())
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "PagerDutySettings":
+    def from_config(cls, cfg: NotifyConfig) -> "PagerDutySettings":
         """The settings parsed with the config (``Config.notify``)."""
-        settings: PagerDutySettings = cfg.notify.get("pagerduty") or cls()
-        return settings
+        settings = cfg.notify.get("pagerduty")
+        return settings if isinstance(settings, cls) else cls()
 
     @classmethod
     def parse(cls, doc: dict[str, Any], links: Links) -> "PagerDutySettings":
