@@ -49,9 +49,9 @@ class ReceiverPool:
     def __init__(self, count: int, argv: Sequence[str], env: Mapping[str, str] | None = None):
         self.count, self.argv = count, list(argv)
         self.env = {**os.environ, **(env or {})}
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
 
-    def _spawn(self) -> subprocess.Popen:
+    def _spawn(self) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, "-m", "alertd.cli.main", *self.argv], env=self.env,
                                 stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
 

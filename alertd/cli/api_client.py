@@ -13,7 +13,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 from urllib.parse import quote, urlencode
 
 DEFAULT_URL = "http://127.0.0.1:9095"
@@ -113,7 +113,7 @@ def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _show_incident(data: dict, args: argparse.Namespace, out: TextIO) -> int:
+def _show_incident(data: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
     if args.output == "json":
         out.write(json.dumps(data, indent=2) + "\n")
         return 0
@@ -213,7 +213,7 @@ def add_parsers(sub: Any) -> None:
     r.set_defaults(func=lambda a: _run(rma, a))
 
 
-def _run(command: Any, args: argparse.Namespace) -> int:
+def _run(command: Callable[[argparse.Namespace, TextIO], int], args: argparse.Namespace) -> int:
     try:
         return command(args, sys.stdout)
     except ApiError as exc:

@@ -14,6 +14,7 @@ from alertd.integrations import registry
 from alertd.integrations.base import NotifierSettings
 from alertd.engine.normalize import NormalizeConfig
 from alertd.schemas import problems
+from alertd.config.classify import ClassifySettings
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, trusted_networks
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
@@ -72,6 +73,7 @@ class Config:
     ha: HAConfig = field(default_factory=HAConfig)
     alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)  # silences
     reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)  # alertmanager.urls asked for what they hold
+    classify: ClassifySettings = field(default_factory=ClassifySettings)  # recording rules: files and rules API
     notify: dict[str, NotifierSettings] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
     raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
     source: str = "<defaults>"
@@ -173,6 +175,7 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         ha=HAConfig.from_doc(doc.get("ha")),
         alertmanager=AlertmanagerSettings.from_doc(doc.get("alertmanager")),
         reconcile=ReconcileSettings.from_doc(doc.get("alertmanager")),
+        classify=ClassifySettings.from_doc(doc.get("classify")),
         raw=doc,
         source=source,
     )
