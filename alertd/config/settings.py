@@ -16,7 +16,7 @@ from alertd.engine.normalize import NormalizeConfig
 from alertd.schemas import problems
 from alertd.config.classify import ClassifySettings
 from alertd.config.secrets import resolve_files
-from alertd.config.credentials import Credentials, trusted_networks
+from alertd.config.credentials import Credentials, Network, trusted_networks
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
@@ -60,6 +60,8 @@ class Config:
     max_backlog: int = 100_000  # webhooks stored and not yet through the engine before new ones get 503; 0 = none
     receiver_auth: Credentials = field(default_factory=Credentials)
     api_auth: Credentials = field(default_factory=Credentials)
+    allowed_hosts: tuple[str, ...] = ()  # api.allowed_hosts: Host names accepted besides the listen address
+    trusted_proxies: tuple[Network, ...] = ()  # api.trusted_proxies: whose X-Forwarded-For is believed
     postgres_password: str = ""
     rule_paths: list[str] = field(default_factory=default_rule_paths)
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
@@ -134,7 +136,7 @@ def _credentials(doc: dict[str, Any], source: str) -> tuple[Credentials, Credent
     except ValueError as exc:  # e.g. trusted_proxy.from: not an address or network
         raise InvalidDocument([Problem(source, f"auth: {exc}")]) from None
     try:
-        trusted_networks(doc.get("api", {}).get("trusted_proxies"))
+        trusted_networks(doc.get("api", {}).get("trusted_proxies"))  # read again by _read, known valid then
     except ValueError as exc:
         raise InvalidDocument([Problem(source, f"api.trusted_proxies: {exc}")]) from None
     return receiver_auth, api_auth
@@ -162,6 +164,8 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         max_backlog=receiver.get("max_backlog", defaults.max_backlog),
         receiver_auth=receiver_auth,
         api_auth=api_auth,
+        allowed_hosts=tuple(str(h) for h in doc.get("api", {}).get("allowed_hosts") or ()),
+        trusted_proxies=trusted_networks(doc.get("api", {}).get("trusted_proxies")),
         postgres_password=storage.get("postgres_password", ""),
         rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()),
         normalize=_normalize(doc.get("normalize", {})),
