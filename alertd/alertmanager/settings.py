@@ -16,9 +16,11 @@ def _basic(doc: Mapping[str, Any]) -> tuple[str, str] | None:
 
 @dataclass(slots=True)
 class AlertmanagerSettings:
-    """Where silences are created: the one ``url`` (an HA pair shares silences) and its credentials."""
+    """Where silences are created: the one ``url`` (an HA pair shares silences) and its credentials;
+    ``external_url``: where people open Alertmanager's UI, when not at ``url``."""
 
     url: str = ""
+    external_url: str = ""
     timeout: float = 10.0
     bearer_token: str = ""
     basic: tuple[str, str] | None = None
@@ -27,10 +29,15 @@ class AlertmanagerSettings:
     def enabled(self) -> bool:
         return bool(self.url)
 
+    @property
+    def web_url(self) -> str:
+        """The base of links to Alertmanager's UI from incidents and messages ("" without one)."""
+        return self.external_url or self.url
+
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any] | None) -> "AlertmanagerSettings":
         doc = doc or {}
-        return cls(url=str(doc.get("url") or "").rstrip("/"),
+        return cls(url=str(doc.get("url") or "").rstrip("/"), external_url=str(doc.get("external_url") or "").rstrip("/"),
                    timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
                    bearer_token=str(doc.get("bearer_token", "") or ""), basic=_basic(doc))
 

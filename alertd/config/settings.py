@@ -99,9 +99,8 @@ def parse_config(doc: Any, source: str, marks: Marks | None = None, env: Mapping
     section by section, then checked across sections."""
     doc = _validated(doc, source, marks, env, base)
     cfg = _read(doc, source, *_credentials(doc, source))
-    am = doc.get("alertmanager") or {}
-    links = registry.Links(runbook_base_url=cfg.runbook_base_url or "",
-                           alertmanager_url=am.get("external_url") or am.get("url") or "", alertd_url=cfg.external_url)
+    links = registry.Links(runbook_base_url=cfg.runbook_base_url or "", alertmanager_url=cfg.alertmanager.web_url,
+                           alertd_url=cfg.external_url)
     cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
     _check_across(cfg, source, marks or {})
     return cfg

@@ -146,8 +146,7 @@ async def incident(request: web.Request) -> web.Response:
     inc = await svc.store.get_incident(request.match_info["id"])
     if inc is None:
         return page(request, "error.html", 404, title="Not found", message=f"No incident {request.match_info['id']}.")
-    am = (svc.cfg.raw.get("alertmanager") or {})
-    am_url = am.get("external_url") or am.get("url") or ""
+    am_url = svc.cfg.alertmanager.web_url
     silence = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
     return page(request, "incident.html", inc=inc, doc=inc.to_dict(), members=sorted(
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
