@@ -34,7 +34,7 @@ import aiohttp
 
 from alertd.core.http_session import LazySession
 
-from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.outbox_items import Intent, OutboxItem, Payload, Target
 from alertd.core.durations import format_duration
 from alertd.core.findings import Owners
 from alertd.core.installation import scoped
@@ -136,7 +136,7 @@ class PagerDutyNotifier(Notifier):
         fleet = _state(await self.store.notify_ref(inc.parent_id, target))
         return bool(mine) and fleet.get("dedup_key") == mine
 
-    async def _sync(self, item: OutboxItem, payloads: list[dict[str, Any]], inc: Incident, key: str, ref: str | None) -> Delivered:
+    async def _sync(self, item: OutboxItem, payloads: list[Payload], inc: Incident, key: str, ref: str | None) -> Delivered:
         latest = payloads[-1]
         sent = _state(ref)
         # The key this incident's PagerDuty alert already has (bare for alerts opened before installation ids).
