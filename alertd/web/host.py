@@ -9,7 +9,8 @@ from typing import Any, Callable, Coroutine, Protocol
 from alertd.alertmanager.reconcile_loop import Reconciler
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
-from alertd.core.model import Change, Incident
+from alertd.ha.commands import ActionTaker
+from alertd.core.model import Incident
 from alertd.core.service_metrics import Metrics
 from alertd.rules.ruleset import RuleSet
 from alertd.store.base import AuditEntry
@@ -41,9 +42,10 @@ class WebStore(FleetReads, Protocol):
     async def end_session(self, key: str) -> bool: ...
 
 
-class WebHost(Protocol):
+class WebHost(ActionTaker, Protocol):
     """The service as the web app sees it: configuration, metrics, readiness, the inbox, the actions a person
-    takes on an incident, and the parts it reads directly."""
+    takes on an incident (acknowledge, resolve, annotate: alertd/ha/commands.py's ActionTaker), and the parts
+    it reads directly."""
 
     @property
     def cfg(self) -> Config: ...
@@ -82,13 +84,6 @@ class WebHost(Protocol):
     async def receive(self, body: bytes, alerts: int, received_at: datetime | None = None) -> int: ...
 
     def background(self, coro: Coroutine[Any, Any, Any]) -> None: ...
-
-    async def acknowledge(self, incident_id: str, actor: str) -> list[Change]: ...
-
-    async def resolve(self, incident_id: str, actor: str) -> list[Change]: ...
-
-    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
-                       actor: str = "") -> list[Change]: ...
 
     async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
                     detail: str = "") -> None: ...

@@ -32,7 +32,8 @@ from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError
 from alertd.core.durations import parse_duration
 from alertd.core.installation import unscoped
 from alertd.config.settings import Config
-from alertd.core.model import CLOSED, Change, Incident
+from alertd.core.model import CLOSED, Incident
+from alertd.ha.commands import ActionTaker
 from alertd.integrations.slack.integration import SlackSettings
 from alertd.integrations.slack.render import (
     ACTION_ACK,
@@ -68,22 +69,15 @@ class ActionStore(Protocol):
     async def remember_once(self, key: str, now: datetime, forget_before: datetime) -> bool: ...
 
 
-class SlackActionHost(Protocol):
+class SlackActionHost(ActionTaker, Protocol):
     """The service as Slack actions see it (alertd/app/service.py): its configuration (Slack and Alertmanager
-    settings, labels for silences), the actions on an incident, and the audit trail."""
+    settings, labels for silences), the actions on an incident (ActionTaker), and the audit trail."""
 
     @property
     def cfg(self) -> Config: ...
 
     @property
     def store(self) -> ActionStore: ...
-
-    async def acknowledge(self, incident_id: str, actor: str) -> list[Change]: ...
-
-    async def resolve(self, incident_id: str, actor: str) -> list[Change]: ...
-
-    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
-                       actor: str = "") -> list[Change]: ...
 
     async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
                     detail: str = "") -> None: ...
