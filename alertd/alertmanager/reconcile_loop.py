@@ -6,45 +6,61 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any
+from datetime import datetime
+from typing import Any, Callable, Mapping, Protocol
 
 import aiohttp
 import orjson
 
-from alertd.core.durations import parse_duration
-from alertd.core.http_session import LazySession
 from alertd.alertmanager import reconcile
+from alertd.alertmanager.settings import ReconcileSettings
+from alertd.core.http_session import LazySession
+from alertd.core.model import Alert, Incident
 from alertd.receive.payload import parse_notification
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class ReconcileSettings:
-    urls: list[str] = field(default_factory=list)
-    interval: timedelta = timedelta(minutes=3)
-    min_uptime: timedelta = timedelta(minutes=3)
-    timeout: float = 10.0
-    headers: dict[str, str] = field(default_factory=dict)
-    basic: tuple[str, str] | None = None
+class HeldState(Protocol):
+    """The engine's state: the incidents it holds, by id."""
 
-    @classmethod
-    def from_config(cls, cfg: Any) -> "ReconcileSettings":
-        doc = (getattr(cfg, "raw", None) or {}).get("alertmanager") or {}
-        urls = list(doc.get("urls") or ([doc["url"]] if doc.get("url") else []))
-        basic = doc.get("basic")
-        return cls(urls=[u.rstrip("/") for u in urls],
-                   interval=parse_duration(doc.get("reconcile_interval", "3m")),
-                   min_uptime=parse_duration(doc.get("reconcile_min_uptime", "3m")),
-                   timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
-                   headers={"Authorization": f"Bearer {doc['bearer_token']}"} if doc.get("bearer_token") else {},
-                   basic=(basic["username"], basic["password"]) if basic else None)
+    @property
+    def incidents(self) -> Mapping[str, Incident]: ...
+
+
+class HeldEngine(Protocol):
+    @property
+    def state(self) -> HeldState: ...
+
+
+class ReconcileConfig(Protocol):
+    """The configuration's parsed ``alertmanager`` section, as reconciliation reads it (alertd/config/settings.py)."""
+
+    @property
+    def reconcile(self) -> ReconcileSettings: ...
+
+
+class ReconcileHost(Protocol):
+    """The service as reconciliation sees it (alertd/app/service.py): what the engine holds, its clock, and the
+    inbox that resolutions and fetched groups go into."""
+
+    @property
+    def cfg(self) -> ReconcileConfig: ...
+
+    @property
+    def engine(self) -> HeldEngine | None:
+        """None on a process that does not run the engine."""
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+    async def receive(self, body: bytes, alerts: int, received_at: datetime | None = None) -> int: ...
+
+    async def receive_alerts(self, alerts: list[Alert]) -> int: ...
 
 
 class Reconciler:
-    def __init__(self, svc: Any, settings: ReconcileSettings):
+    def __init__(self, svc: ReconcileHost, settings: ReconcileSettings):
         self.svc, self.settings = svc, settings
         self._session = LazySession(settings.timeout, headers=settings.headers, basic=settings.basic)
         self.rounds = 0
@@ -118,6 +134,6 @@ class Reconciler:
         return 0
 
 
-def build_reconciler(svc: Any) -> Reconciler | None:
-    settings = ReconcileSettings.from_config(svc.cfg)
+def build_reconciler(svc: ReconcileHost) -> Reconciler | None:
+    settings = svc.cfg.reconcile
     return Reconciler(svc, settings) if settings.urls else None

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import aiohttp
 
-from alertd.core.durations import parse_duration
 from alertd.core.http_session import LazySession
+from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.core.model import FIRING, Incident, iso
 
 GPU_UUID_LABELS = ("UUID", "uuid", "gpu_uuid")
@@ -25,27 +24,6 @@ GPU_UUID_LABELS = ("UUID", "uuid", "gpu_uuid")
 
 class AlertmanagerError(RuntimeError):
     pass
-
-
-@dataclass(slots=True)
-class AlertmanagerSettings:
-    url: str = ""
-    timeout: float = 10.0
-    bearer_token: str = ""
-    basic: tuple[str, str] | None = None
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.url)
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> "AlertmanagerSettings":
-        doc = (getattr(cfg, "raw", None) or {}).get("alertmanager") or {}
-        basic = doc.get("basic")
-        return cls(url=(doc.get("url") or "").rstrip("/"),
-                   timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
-                   bearer_token=doc.get("bearer_token", "") or "",
-                   basic=(basic["username"], basic["password"]) if basic else None)
 
 
 def _matcher(name: str, value: str, regex: bool = False) -> dict[str, Any]:
@@ -138,7 +116,10 @@ class AlertmanagerClient:
         await self._request("DELETE", f"/api/v2/silence/{silence_id}")
 
     async def get_silence(self, silence_id: str) -> dict[str, Any]:
-        return await self._request("GET", f"/api/v2/silence/{silence_id}")
+        answer = await self._request("GET", f"/api/v2/silence/{silence_id}")
+        if not isinstance(answer, dict):
+            raise AlertmanagerError(f"Alertmanager answered silence {silence_id} with {answer!r}, not an object")
+        return answer
 
     async def silence_incident(self, inc: Incident, duration: timedelta, created_by: str, now: datetime, *,
                                node_labels: tuple[str, ...] | None = None, cluster_label: str = "cluster",

@@ -13,14 +13,15 @@ from alertd.app.processor import Processor
 from alertd.core.model import Change, Signal
 from alertd.core.service_metrics import Metrics
 from alertd.ha import commands
-from alertd.store.base import AuditEntry, Store
+from alertd.store.base import AuditEntry
+from alertd.store.dbapi import SqlStore
 from alertd.store.quarantine import SetAside
 
 log = logging.getLogger(__name__)
 
 
 class Actions:
-    def __init__(self, store: Store, processor: Processor, *, metrics: Metrics,
+    def __init__(self, store: SqlStore, processor: Processor, *, metrics: Metrics,
                  receive: Callable[[bytes, int], Awaitable[int]]):
         self.store, self.processor, self.metrics, self._receive = store, processor, metrics, receive
 

@@ -10,10 +10,10 @@ from alertd.app.notifiers import build_notifiers, build_router
 from alertd.app.recording_rules import load_site_rules
 from alertd.rules.ruleset import RuleSet
 from alertd.app.service import Service, utcnow
-from alertd.store.base import Store
+from alertd.store.dbapi import SqlStore
 
 
-def build_service(cfg: Config, store: Store, rules: RuleSet | None = None, *,
+def build_service(cfg: Config, store: SqlStore, rules: RuleSet | None = None, *,
                   clock: Callable[[], datetime] = utcnow, **options: Any) -> Service:
     """The service with the notifiers and router the config and rules call for (``options``: role,
     enricher, ... as Service takes them)."""

@@ -21,7 +21,7 @@ from alertd.core.model import Incident
 from alertd.engine.pipeline import Engine
 from alertd.enrich.node_index import NodeIndex
 from alertd.ha.elector import Elector, replica_name
-from alertd.store.base import Store
+from alertd.store.dbapi import SqlStore
 
 log = logging.getLogger(__name__)
 DRAIN_SECONDS = 10.0  # at most this long taking what was acknowledged through the engine at shutdown
@@ -39,7 +39,7 @@ class Resumes(Protocol):
 class Leadership:
     name = "leadership"
 
-    def __init__(self, cfg: Config, store: Store, processor: Processor, *, role: str, parts: list[Part],
+    def __init__(self, cfg: Config, store: SqlStore, processor: Processor, *, role: str, parts: list[Part],
                  nodes: NodeIndex | None = None, enricher: Resumes | None = None):
         self.cfg, self.store, self.processor, self.role = cfg, store, processor, role
         self.nodes, self.enricher = nodes, enricher
@@ -66,7 +66,7 @@ class Leadership:
     async def lead(self, token: int) -> None:
         """Become the engine: fence every engine write, restore the state, start the engine's loops."""
         if token:
-            self.store.set_fence(self.elector.holder if self.elector else None, token)  # type: ignore[attr-defined]
+            self.store.set_fence(self.elector.holder if self.elector else None, token)
         state = await self.store.load_state()
         self.processor.take_engine(Engine(self.processor.rules, self.cfg.normalize, state, nodes=self.nodes))
         self.processor.router.restore(await self.store.load_router_memory())
@@ -83,7 +83,7 @@ class Leadership:
         self.processor.drop_engine()
         self.processor.health.step_ok()  # the failing engine is gone: a follower is ready (its /readyz must say so)
         self.metrics.leader.set(0)
-        self.store.set_fence(None)  # type: ignore[attr-defined]
+        self.store.set_fence(None)
         log.warning("engine stopped on this replica: %s", why)
 
     async def stop(self) -> None:

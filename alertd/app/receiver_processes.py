@@ -72,7 +72,7 @@ class ReceiverPool:
         if path := self.env.get(MULTIPROC_ENV):
             from prometheus_client.multiprocess import mark_process_dead
 
-            mark_process_dead(pid, path)  # type: ignore[no-untyped-call]  # prometheus_client is untyped here
+            mark_process_dead(pid, path)
 
     def signal(self, signum: int) -> None:
         for proc in self.procs:

@@ -28,16 +28,17 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
-from alertd.core.durations import parse_duration
+from alertd.config.classify import RulesApiSettings
+from alertd.config.settings import Config
 from alertd.core.http_session import LazySession
 from alertd.core.model import Alert
+from alertd.engine.pipeline import Engine
 from alertd.promql.expr import facts_of_url
 from alertd.promql.recording import RecordedRules, RecordingIndex, base_url, collect, load_index, unknown_recorded
-from alertd.config.settings import Config
 from alertd.rules.ruleset import RuleSet, load_rules
 
 log = logging.getLogger("alertd.recording")
@@ -45,14 +46,14 @@ MAX_SERVERS = 64  # Prometheus servers whose rules are kept
 Getter = Callable[[str], Awaitable[bytes]]
 
 
-def site_rule_files(cfg: Any) -> tuple[list[str], Path | None]:
+def site_rule_files(cfg: Config) -> tuple[list[str], Path | None]:
     """``classify.prometheus_rules`` and the directory relative paths are read from (the config file's)."""
-    patterns = list((cfg.raw.get("classify") or {}).get("prometheus_rules") or ())
+    patterns = list(cfg.classify.prometheus_rules)
     source = Path(cfg.source)
     return patterns, (source.resolve().parent if source.is_file() else None)
 
 
-def with_site_recordings(rules: RuleSet, cfg: Any, extra: Iterable[str] = (), *,
+def with_site_recordings(rules: RuleSet, cfg: Config, extra: Iterable[str] = (), *,
                          previous: RecordingIndex | None = None) -> RuleSet:
     """``rules`` with the recording rules of the configured files (and ``extra`` ones); raises InvalidDocument
     naming a file that cannot be read or a glob that matches nothing. ``previous`` hands over what the
@@ -65,28 +66,6 @@ def with_site_recordings(rules: RuleSet, cfg: Any, extra: Iterable[str] = (), *,
     if previous is not None:
         index.adopt(previous)
     return replace(rules, recorded=index)
-
-
-@dataclass(frozen=True, slots=True)
-class RulesApiSettings:
-    prometheus: tuple[str, ...] = ()
-    ttl: float = 600.0
-    retry: float = 60.0
-    timeout: float = 5.0
-    wait: float = 2.0
-    max_bytes: int = 8 * 1024 * 1024
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> "RulesApiSettings":
-        doc = (cfg.raw.get("classify") or {}).get("rules_api") or {}
-        base = cls()
-
-        def secs(key: str, default: float) -> float:
-            return parse_duration(doc[key]).total_seconds() if key in doc else default
-
-        return cls(prometheus=tuple(p.rstrip("/") for p in doc.get("prometheus") or ()),
-                   ttl=secs("ttl", base.ttl), retry=secs("retry", base.retry), timeout=secs("timeout", base.timeout),
-                   wait=secs("wait", base.wait), max_bytes=int(doc.get("max_bytes", base.max_bytes)))
 
 
 def parse_rules_response(body: bytes) -> RecordedRules:
@@ -192,14 +171,28 @@ class RulesFetcher:
         await self._session.close()
 
 
-def fetcher_for(service: Any) -> RulesFetcher:
+class RecordingHost(Protocol):
+    """The service as the rules API fetcher sees it (alertd/app/service.py): its configuration, its current
+    rules (whose recording index is filled) and its engine, told when the rules change."""
+
+    @property
+    def cfg(self) -> Config: ...
+
+    @property
+    def rules(self) -> RuleSet: ...
+
+    @property
+    def engine(self) -> Engine | None: ...
+
+
+def fetcher_for(service: RecordingHost) -> RulesFetcher:
     """The service's fetcher: it fills the index of the service's current rules, and rules that arrive or
     change make the engine read its alerts again (Engine.set_rules forgets what it worked out)."""
     def changed() -> None:
         if service.engine is not None:
             service.engine.set_rules(service.rules)
 
-    return RulesFetcher(RulesApiSettings.from_config(service.cfg), lambda: service.rules.recorded, on_change=changed)
+    return RulesFetcher(service.cfg.classify.rules_api, lambda: service.rules.recorded, on_change=changed)
 
 
 def load_site_rules(cfg: Config, *, previous: RecordingIndex | None = None) -> RuleSet:

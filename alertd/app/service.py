@@ -39,7 +39,7 @@ from alertd.integrations.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.rules.ruleset import RuleSet
-from alertd.store.base import Store
+from alertd.store.dbapi import SqlStore
 from alertd.store.quarantine import SetAside
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class Records(Protocol):
 
 
 class Service:
-    def __init__(self, cfg: Config, store: Store, rules: RuleSet, *, clock: Callable[[], datetime] = utcnow,
+    def __init__(self, cfg: Config, store: SqlStore, rules: RuleSet, *, clock: Callable[[], datetime] = utcnow,
                  notifiers: dict[str, Notifier] | None = None, router: ConsoleRouter | Router | None = None,
                  enricher: Enriches | None = None, role: str = "engine", shared_inbox: bool | None = None,
                  nodes: NodeIndex | None = None, metrics: Metrics | None = None, health: StoreHealth | None = None,

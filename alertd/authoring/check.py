@@ -23,7 +23,7 @@ from alertd.promql.recording import config_problems
 from alertd.rules.ruleset import SECTIONS, rule_files
 from alertd.schemas import problems as schema_problems
 from alertd.schemas import schema
-from alertd.core.yamlio import format_path, load_yaml, mark_for
+from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
 
 # Fields every alert has after normalization (alertd.engine.grouping.fields_of).
@@ -60,7 +60,9 @@ class Report:
             self.warnings.append(p)
 
     def lines(self) -> list[str]:
-        key = lambda p: (p.source, p.line, p.column)  # noqa: E731
+        def key(p: Problem) -> tuple[str, int, int]:
+            return (p.source, p.line, p.column)
+
         out = [(key(p), str(p)) for p in self.errors]
         out += [(key(p), _warning_text(p)) for p in self.warnings]
         return [text for _, text in sorted(out, key=lambda x: x[0])]
@@ -119,7 +121,7 @@ def check(paths: Iterable[str | Path] | None = None, *, runbooks: str | Path | N
     files = expand(paths)
     if not files:
         report.error(Problem(", ".join(map(str, paths)), "no rule or config files found"))
-    docs: dict[Path, tuple[Any, dict]] = {}
+    docs: dict[Path, tuple[Any, Marks]] = {}
     explicit_rules: list[Path] = []
     configs: list[Path] = []
     for f in files:
@@ -169,7 +171,7 @@ def check(paths: Iterable[str | Path] | None = None, *, runbooks: str | Path | N
     return report
 
 
-def _check_config(path: Path, doc: Any, marks: dict, report: Report) -> tuple[list[Path], Any]:
+def _check_config(path: Path, doc: Any, marks: Marks, report: Report) -> tuple[list[Path], Any]:
     """Validate a config file; return the rule paths it names (to check them too) and the parsed config."""
     source = str(path)
     cfg = None
@@ -208,7 +210,7 @@ def _check_config(path: Path, doc: Any, marks: dict, report: Report) -> tuple[li
     return out, cfg
 
 
-def _check_rules(files: list[Path], docs: dict[Path, tuple[Any, dict]], report: Report, runbooks: str | Path | None,
+def _check_rules(files: list[Path], docs: dict[Path, tuple[Any, Marks]], report: Report, runbooks: str | Path | None,
                  config: tuple[Any, str] | None = None) -> None:
     if not files:
         return
@@ -219,7 +221,7 @@ def _check_rules(files: list[Path], docs: dict[Path, tuple[Any, dict]], report: 
             report.error(p)
     except Exception as exc:  # a loader bug must not hide the other findings
         report.error(Problem(", ".join(map(str, files)), f"rules could not be loaded: {type(exc).__name__}: {exc}"))
-    loaded: dict[Path, tuple[Any, dict]] = {}
+    loaded: dict[Path, tuple[Any, Marks]] = {}
     for f in files:
         if f not in docs:
             try:
@@ -237,16 +239,16 @@ def _check_rules(files: list[Path], docs: dict[Path, tuple[Any, dict]], report: 
 # ----- checks across files -----
 
 
-def _problem(f: Path, marks: dict, path: tuple, message: str) -> Problem:
+def _problem(f: Path, marks: Marks, path: Path_, message: str) -> Problem:
     return Problem(str(f), message, *mark_for(marks, path), format_path(path))
 
 
-def _section(loaded: dict[Path, tuple[Any, dict]], name: str) -> list[tuple[Path, Any, dict]]:
+def _section(loaded: dict[Path, tuple[Any, Marks]], name: str) -> list[tuple[Path, Any, Marks]]:
     return [(f, doc[name], marks) for f, (doc, marks) in loaded.items() if name in doc]
 
 
 def _label_names(matchers: Any) -> set[str]:
-    out = set()
+    out: set[str] = set()
     for text in matchers or []:
         try:
             out.update(m.name for m in parse_matchers([text]))
@@ -257,7 +259,7 @@ def _label_names(matchers: Any) -> set[str]:
 
 def _matcher_key(items: Any) -> frozenset[str]:
     """Matchers in canonical form, to compare two lists as sets."""
-    out = set()
+    out: set[str] = set()
     for text in items if isinstance(items, list) else []:
         try:
             out.update(str(m) for m in parse_matchers([text]))
@@ -266,7 +268,7 @@ def _matcher_key(items: Any) -> frozenset[str]:
     return frozenset(out)
 
 
-def _cross_checks(loaded: dict[Path, tuple[Any, dict]], report: Report, runbooks: str | Path | None) -> None:
+def _cross_checks(loaded: dict[Path, tuple[Any, Marks]], report: Report, runbooks: str | Path | None) -> None:
     mentioned: set[str] = set()
     for _, sigs, _ in _section(loaded, "signals"):
         for rule in sigs if isinstance(sigs, list) else []:
@@ -278,8 +280,8 @@ def _cross_checks(loaded: dict[Path, tuple[Any, dict]], report: Report, runbooks
     _check_routing(loaded, report)
 
 
-def _check_signals(loaded: dict[Path, tuple[Any, dict]], report: Report) -> None:
-    first: dict[frozenset, tuple[Path, int]] = {}
+def _check_signals(loaded: dict[Path, tuple[Any, Marks]], report: Report) -> None:
+    first: dict[frozenset[str], tuple[Path, int]] = {}
     for f, sigs, marks in _section(loaded, "signals"):
         for i, rule in enumerate(sigs if isinstance(sigs, list) else []):
             if not isinstance(rule, dict) or not isinstance(rule.get("match"), list):
@@ -293,11 +295,12 @@ def _check_signals(loaded: dict[Path, tuple[Any, dict]], report: Report) -> None
                 first[key] = (f, i)
 
 
-def _check_groups(loaded: dict[Path, tuple[Any, dict]], report: Report, mentioned: set[str]) -> None:
+def _check_groups(loaded: dict[Path, tuple[Any, Marks]], report: Report, mentioned: set[str]) -> None:
     for f, corr, marks in _section(loaded, "correlation"):
         if not isinstance(corr, dict):
             continue
-        groups = corr.get("groups") if isinstance(corr.get("groups"), list) else []
+        found = corr.get("groups")
+        groups = found if isinstance(found, list) else []
         known = DERIVED_FIELDS | KNOWN_LABELS | mentioned
         for g in groups:
             if isinstance(g, dict):
@@ -324,15 +327,16 @@ def _check_groups(loaded: dict[Path, tuple[Any, dict]], report: Report, mentione
             _check_storm_kinds(f, storm, marks, report)
 
 
-def _check_storm_kinds(f: Path, storm: dict, marks: dict, report: Report) -> None:
+def _check_storm_kinds(f: Path, storm: dict[str, Any], marks: Marks, report: Report) -> None:
     """Storm signals, event and follower matchers naming a signal kind that does not exist never match."""
     kinds = ", ".join(sorted(SIGNAL_KINDS))
     for j, kind in enumerate(storm.get("signals") or []):
         if kind not in SIGNAL_KINDS:
             report.warn(_problem(f, marks, ("correlation", "storm", "signals", j),
                                  f"storm signal {kind!r} is not a signal kind ({kinds})"))
-    places: list[tuple[tuple, Any]] = [(("correlation", "storm", "followers"), storm.get("followers"))]
-    for i, ev in enumerate(storm.get("events") if isinstance(storm.get("events"), list) else []):
+    places: list[tuple[Path_, Any]] = [(("correlation", "storm", "followers"), storm.get("followers"))]
+    events = storm.get("events")
+    for i, ev in enumerate(events if isinstance(events, list) else []):
         if isinstance(ev, dict):
             places.append((("correlation", "storm", "events", i, "match"), ev.get("match")))
     for path, items in places:
@@ -360,14 +364,15 @@ def _unknown_kinds(text: Any) -> list[str]:
     return out
 
 
-def _check_routing(loaded: dict[Path, tuple[Any, dict]], report: Report) -> None:
+def _check_routing(loaded: dict[Path, tuple[Any, Marks]], report: Report) -> None:
     """Routes that can never match; windows nobody uses. (Unknown receivers and windows: the routing loader.)"""
     for f, routing, marks in _section(loaded, "routing"):
         if not isinstance(routing, dict):
             continue
-        routes = routing.get("routes") if isinstance(routing.get("routes"), list) else []
+        found = routing.get("routes")
+        routes = found if isinstance(found, list) else []
         stopper: tuple[int, str] | None = None  # the first route that takes everything and stops
-        seen: dict[frozenset, int] = {}
+        seen: dict[frozenset[str], int] = {}
         for i, r in enumerate(routes):
             if not isinstance(r, dict):
                 continue
@@ -395,7 +400,7 @@ def _check_routing(loaded: dict[Path, tuple[Any, dict]], report: Report) -> None
                                      f"mute window {w.get('name')!r} is not used by any route"))
 
 
-def _check_keys(loaded: dict[Path, tuple[Any, dict]], report: Report, cfg: Any, config_source: str) -> None:
+def _check_keys(loaded: dict[Path, tuple[Any, Marks]], report: Report, cfg: Any, config_source: str) -> None:
     """PagerDuty routing key names the rules use but the config does not define."""
     from alertd.integrations.pagerduty import PagerDutySettings
 
@@ -426,8 +431,8 @@ def runbook_dir(files: Iterable[Path], given: str | Path | None = None) -> Path 
     return Path("runbooks") if Path("runbooks").is_dir() else None
 
 
-def _check_runbooks(loaded: dict[Path, tuple[Any, dict]], report: Report, given: str | Path | None) -> None:
-    refs: list[tuple[Path, dict, tuple, str]] = []
+def _check_runbooks(loaded: dict[Path, tuple[Any, Marks]], report: Report, given: str | Path | None) -> None:
+    refs: list[tuple[Path, Marks, Path_, str]] = []
     for section in ("xids", "signals"):
         for f, items, marks in _section(loaded, section):
             for i, item in enumerate(items if isinstance(items, list) else []):

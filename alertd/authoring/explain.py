@@ -210,7 +210,7 @@ def _kubernetes_answers(cfg: Any, alerts: list[Alert]) -> NodeLookup | None:
 
 
 def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None, config: str | None,
-         out: TextIO, err: TextIO, fetch: Callable[[str], dict] | None = None) -> int:
+         out: TextIO, err: TextIO, fetch: Callable[[str], dict[str, Any]] | None = None) -> int:
     from alertd.config.settings import Config, load_config
     from alertd.rules.shipped import default_rule_paths
     from alertd.app.recording_rules import with_site_recordings

@@ -22,7 +22,7 @@ from alertd.promql.recording import load_index
 from alertd.receive.payload import fingerprint_of
 from alertd.rules.ruleset import RuleSet
 from alertd.schemas import problems as schema_problems
-from alertd.core.yamlio import format_path, load_yaml, mark_for
+from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
 from alertd.authoring.virtual import VirtualRun, build_router, has_routing, load_rule_set
 
@@ -119,18 +119,18 @@ def _actual(run: VirtualRun, inc: Incident, name: str) -> Any:
 
 def _same(name: str, expected: Any, actual: Any) -> bool:
     if name == "title_contains":
-        return str(expected) in actual
+        return str(expected) in str(actual)
     if name == "children":
-        return expected == len(actual) if isinstance(expected, int) else sorted(expected) == sorted(actual)
+        return bool(expected == len(actual) if isinstance(expected, int) else sorted(expected) == sorted(actual))
     if isinstance(expected, list):
         return sorted(map(str, expected)) == sorted(map(str, actual))
     if isinstance(expected, bool) or isinstance(actual, bool):
         return expected is actual
-    return expected == actual
+    return bool(expected == actual)
 
 
-def _mismatches(run: VirtualRun, inc: Incident, spec: dict) -> list[tuple[str, Any, Any]]:
-    out = []
+def _mismatches(run: VirtualRun, inc: Incident, spec: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    out: list[tuple[str, Any, Any]] = []
     for name, expected in spec.items():
         actual = _actual(run, inc, name)
         if not _same(name, expected, actual):
@@ -147,7 +147,8 @@ def _match(candidates: list[list[int]], n_actual: int) -> list[int | None]:
             if j in seen:
                 continue
             seen.add(j)
-            if owner[j] is None or take(owner[j], seen):  # type: ignore[arg-type]
+            holder = owner[j]
+            if holder is None or take(holder, seen):
                 owner[j] = i
                 return True
         return False
@@ -155,9 +156,9 @@ def _match(candidates: list[list[int]], n_actual: int) -> list[int | None]:
     for i in range(len(candidates)):
         take(i, set())
     out: list[int | None] = [None] * len(candidates)
-    for j, i in enumerate(owner):
-        if i is not None:
-            out[i] = j
+    for j, holder in enumerate(owner):
+        if holder is not None:
+            out[holder] = j
     return out
 
 
@@ -171,7 +172,7 @@ def _show(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def compare(run: VirtualRun, exp: dict) -> list[str]:
+def compare(run: VirtualRun, exp: dict[str, Any]) -> list[str]:
     """Differences between the run's incidents and one expectation, as readable lines."""
     actual = list(run.incidents.values())
     lines: list[str] = []
@@ -205,20 +206,20 @@ def compare(run: VirtualRun, exp: dict) -> list[str]:
     return lines
 
 
-def _spec_text(spec: dict) -> str:
+def _spec_text(spec: dict[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in spec.items()) + "}"
 
 
 # ----- running -----
 
 
-def _str_map(values: dict | None) -> dict[str, str]:
+def _str_map(values: dict[str, Any] | None) -> dict[str, str]:
     return {str(k): (str(v) if not isinstance(v, float) or not v.is_integer() else str(int(v))) for k, v in (values or {}).items()}
 
 
-def expand_input(items: list[dict], defaults: dict, t0: datetime) -> list[tuple[datetime, Alert]]:
+def expand_input(items: list[dict[str, Any]], defaults: dict[str, Any], t0: datetime) -> list[tuple[datetime, Alert]]:
     """Input entries -> (arrival time, Alert), time-ordered, with Alertmanager's startsAt/endsAt."""
-    raw: list[tuple[datetime, int, dict]] = []
+    raw: list[tuple[datetime, int, dict[str, Any]]] = []
     for n, item in enumerate(items):
         at = parse_time(item["at"], t0)
         times = [at]
@@ -251,8 +252,8 @@ def expand_input(items: list[dict], defaults: dict, t0: datetime) -> list[tuple[
     return out
 
 
-def run_test(test: dict, rules: RuleSet, t0: datetime, defaults: dict, where: Callable[[tuple], str],
-             path: tuple, router_factory: Callable[[], Any]) -> list[Failure]:
+def run_test(test: dict[str, Any], rules: RuleSet, t0: datetime, defaults: dict[str, Any], where: Callable[[Path_], str],
+             path: Path_, router_factory: Callable[[], Any]) -> list[Failure]:
     name = test["name"]
     t0 = parse_time(test["start"], t0) if "start" in test else t0
     needs_routing = any(f in spec for e in test["expect"] for spec in e.get("incidents") or [] for f in ROUTING_FIELDS)
@@ -305,7 +306,7 @@ def _friendlier(p: Problem) -> Problem:
     return p
 
 
-def load_test_file(path: Path) -> tuple[dict | None, dict, list[Problem]]:
+def load_test_file(path: Path) -> tuple[dict[str, Any] | None, Marks, list[Problem]]:
     try:
         doc, marks = load_yaml(path, with_marks=True)
     except InvalidDocument as exc:
@@ -321,7 +322,7 @@ def load_test_file(path: Path) -> tuple[dict | None, dict, list[Problem]]:
     return (doc if not found else None), marks, found
 
 
-def _time_values(doc: dict) -> Iterable[tuple[tuple, Any]]:
+def _time_values(doc: dict[str, Any]) -> Iterable[tuple[Path_, Any]]:
     if "start" in doc:
         yield ("start",), doc["start"]
     for i, test in enumerate(doc["tests"]):
@@ -359,7 +360,7 @@ def run_file(path: Path | str, *, select: re.Pattern[str] | None = None) -> File
         return result
     t0 = parse_time(doc["start"], DEFAULT_START) if "start" in doc else DEFAULT_START
 
-    def where(p: tuple) -> str:
+    def where(p: Path_) -> str:
         line, col = mark_for(marks, p)
         return f"{path}:{line}:{col}"
 

@@ -19,6 +19,9 @@ from typing import Any, Iterator
 
 from alertd.schemas import schema
 
+# A JSON Schema node as loaded from alertd/schemas/*.json.
+Schema = dict[str, Any]
+
 # The rule language: sections of rule files, then the test file format.
 SCHEMAS = ("xid-catalog", "signals", "evidence", "correlation", "routing", "ruletest")
 BLOCK = re.compile(r"(<!-- BEGIN schemadoc (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END schemadoc (?P=name) -->)", re.S)
@@ -29,7 +32,7 @@ def available() -> list[str]:
     return [n for n in SCHEMAS if files.joinpath(f"{n}.schema.json").is_file()]
 
 
-def _resolve(node: dict, root: dict) -> tuple[dict, str]:
+def _resolve(node: Schema, root: Schema) -> tuple[Schema, str]:
     """Follow a local $ref; return the target and the name of the definition (or "")."""
     ref = node.get("$ref", "")
     if ref.startswith("#/$defs/"):
@@ -40,7 +43,7 @@ def _resolve(node: dict, root: dict) -> tuple[dict, str]:
     return node, ""
 
 
-def _type(node: dict, root: dict) -> str:
+def _type(node: Schema, root: Schema) -> str:
     node, ref = _resolve(node, root)
     if ref and node.get("type") != "object" and "properties" not in node:
         if node.get("type") == "array":
@@ -72,7 +75,7 @@ def _type(node: dict, root: dict) -> str:
     return kind or "any"
 
 
-def _description(node: dict, root: dict) -> str:
+def _description(node: Schema, root: Schema) -> str:
     own = node.get("description")
     if own is None:
         resolved, _ = _resolve(node, root)
@@ -81,13 +84,13 @@ def _description(node: dict, root: dict) -> str:
     return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _rows(node: dict, root: dict, path: str, required: bool) -> Iterator[tuple[str, str, str]]:
+def _rows(node: Schema, root: Schema, path: str, required: bool) -> Iterator[tuple[str, str, str]]:
     resolved, _ = _resolve(node, root)
     yield path, _type(node, root) + (" (required)" if required else ""), _description(node, root)
     yield from _children(resolved, root, path)
 
 
-def _children(node: dict, root: dict, path: str) -> Iterator[tuple[str, str, str]]:
+def _children(node: Schema, root: Schema, path: str) -> Iterator[tuple[str, str, str]]:
     kind = node.get("type")
     if kind == "array" or (isinstance(kind, list) and "array" in kind):
         items, _ = _resolve(node.get("items", {}), root)
@@ -101,7 +104,7 @@ def _children(node: dict, root: dict, path: str) -> Iterator[tuple[str, str, str
             yield from _properties(alt, root, path)
 
 
-def _properties(node: dict, root: dict, prefix: str) -> Iterator[tuple[str, str, str]]:
+def _properties(node: Schema, root: Schema, prefix: str) -> Iterator[tuple[str, str, str]]:
     required = set(node.get("required", []))
     for name, sub in node["properties"].items():
         path = f"{prefix}.{name}" if prefix else name

@@ -75,7 +75,7 @@ class Credentials:
         return "Bearer" if self.tokens or not self.basic else 'Basic realm="alertd"'
 
     @classmethod
-    def from_doc(cls, doc: dict | None, *, default_name: str = "api") -> "Credentials":
+    def from_doc(cls, doc: dict[str, Any] | None, *, default_name: str = "api") -> "Credentials":
         """``api.auth`` / ``receiver.auth`` after ``*_file`` resolution (alertd.config.secrets).
 
         The single ``bearer_token`` / ``basic`` of older configs stay valid, with the admin role."""

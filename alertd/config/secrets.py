@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from alertd.core.errors import Problem
-from alertd.core.yamlio import format_path, mark_for
+from alertd.core.yamlio import Marks, Path_, format_path, mark_for
 
 SUFFIX = "_file"
 MAP_SUFFIX = "_files"
@@ -26,13 +26,13 @@ def read_secret(path: str | Path) -> str:
     return Path(path).read_text(encoding="utf-8").rstrip("\r\n")
 
 
-def resolve_files(doc: Any, source: str, marks: dict | None = None, base: Path | None = None,
-                  path: tuple = ()) -> tuple[Any, list[Problem], set[tuple]]:
+def resolve_files(doc: Any, source: str, marks: Marks | None = None, base: Path | None = None,
+                  path: Path_ = ()) -> tuple[Any, list[Problem], set[Path_]]:
     """Replace ``*_file`` keys by the files' contents; returns (doc, problems, paths that hold secrets).
 
     Relative file paths are relative to ``base`` (the configuration file's directory)."""
     problems: list[Problem] = []
-    secret_paths: set[tuple] = set()
+    secret_paths: set[Path_] = set()
     if isinstance(doc, list):
         out_list = []
         for i, item in enumerate(doc):
@@ -78,7 +78,7 @@ def resolve_files(doc: Any, source: str, marks: dict | None = None, base: Path |
     return out, problems, secret_paths
 
 
-def _read(file: Any, source: str, marks: dict | None, base: Path | None, where: tuple,
+def _read(file: Any, source: str, marks: Marks | None, base: Path | None, where: Path_,
           problems: list[Problem]) -> str | None:
     if not isinstance(file, str) or not file:
         problems.append(Problem(source, f"{format_path(where)}: must be a file path",

@@ -5,16 +5,19 @@ import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from alertd.alertmanager.settings import AlertmanagerSettings, ReconcileSettings
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.integrations import registry
+from alertd.integrations.base import NotifierSettings
 from alertd.engine.normalize import NormalizeConfig
 from alertd.schemas import problems
+from alertd.config.classify import ClassifySettings
 from alertd.config.secrets import resolve_files
-from alertd.config.credentials import Credentials, trusted_networks
-from alertd.core.yamlio import format_path, interpolate_env, load_yaml, mark_for
+from alertd.config.credentials import Credentials, Network, trusted_networks
+from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
 
@@ -29,9 +32,12 @@ class HAConfig:
     advertise: str = ""  # this replica's address, shown to the others (default: listen)
 
     @classmethod
-    def from_doc(cls, doc: dict | None) -> "HAConfig":
+    def from_doc(cls, doc: dict[str, Any] | None) -> "HAConfig":
         doc, base = doc or {}, cls()
-        secs = lambda key, default: parse_duration(doc[key]).total_seconds() if key in doc else default  # noqa: E731
+
+        def secs(key: str, default: float) -> float:
+            return parse_duration(doc[key]).total_seconds() if key in doc else default
+
         return cls(lease_ttl=secs("lease_ttl", base.lease_ttl), renew_interval=secs("renew_interval", base.renew_interval),
                    poll_interval=secs("poll_interval", base.poll_interval), advertise=doc.get("advertise", ""))
 
@@ -54,6 +60,8 @@ class Config:
     max_backlog: int = 100_000  # webhooks stored and not yet through the engine before new ones get 503; 0 = none
     receiver_auth: Credentials = field(default_factory=Credentials)
     api_auth: Credentials = field(default_factory=Credentials)
+    allowed_hosts: tuple[str, ...] = ()  # api.allowed_hosts: Host names accepted besides the listen address
+    trusted_proxies: tuple[Network, ...] = ()  # api.trusted_proxies: whose X-Forwarded-For is believed
     postgres_password: str = ""
     rule_paths: list[str] = field(default_factory=default_rule_paths)
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
@@ -65,7 +73,10 @@ class Config:
     retry_max_attempts: int = 15
     installation_id: str = ""  # prefixes PagerDuty dedup keys and Slack action values; stored at first start
     ha: HAConfig = field(default_factory=HAConfig)
-    notify: dict[str, Any] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
+    alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)  # silences
+    reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)  # alertmanager.urls asked for what they hold
+    classify: ClassifySettings = field(default_factory=ClassifySettings)  # recording rules: files and rules API
+    notify: dict[str, NotifierSettings] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
     raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
     source: str = "<defaults>"
 
@@ -82,27 +93,26 @@ def _drop_empty(value: Any) -> Any:
     return value
 
 
-def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str, str] | None = None,
+def parse_config(doc: Any, source: str, marks: Marks | None = None, env: Mapping[str, str] | None = None,
                  base: Path | None = None) -> Config:
     """The typed configuration of a YAML document: validated first (every problem at once), then read
     section by section, then checked across sections."""
     doc = _validated(doc, source, marks, env, base)
     cfg = _read(doc, source, *_credentials(doc, source))
-    am = doc.get("alertmanager") or {}
-    links = registry.Links(runbook_base_url=cfg.runbook_base_url or "",
-                           alertmanager_url=am.get("external_url") or am.get("url") or "", alertd_url=cfg.external_url)
+    links = registry.Links(runbook_base_url=cfg.runbook_base_url or "", alertmanager_url=cfg.alertmanager.web_url,
+                           alertd_url=cfg.external_url)
     cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
     _check_across(cfg, source, marks or {})
     return cfg
 
 
-def _validated(doc: Any, source: str, marks: dict | None, env: dict[str, str] | None,
+def _validated(doc: Any, source: str, marks: Marks | None, env: Mapping[str, str] | None,
                base: Path | None) -> dict[str, Any]:
     """${ENV} interpolated, secret files read, the schema checked: raise listing every problem."""
     doc = {} if doc is None else _drop_empty(doc)
     if not isinstance(doc, dict):
         raise InvalidDocument([Problem(source, "the configuration must be a YAML mapping", 1, 1)])
-    missing: list = []
+    missing: list[tuple[Path_, str]] = []
     doc = interpolate_env(doc, env, missing=missing)
     found = [
         Problem(source, f"environment variable ${{{name}}} is not set", *mark_for(marks or {}, path), format_path(path))
@@ -113,7 +123,8 @@ def _validated(doc: Any, source: str, marks: dict | None, env: dict[str, str] | 
     found += [_redacted(p, secret_paths) for p in problems("config", doc, source, marks)]
     if found:
         raise InvalidDocument(found)
-    return doc
+    valid: dict[str, Any] = doc  # a mapping, and now schema-valid
+    return valid
 
 
 def _credentials(doc: dict[str, Any], source: str) -> tuple[Credentials, Credentials]:
@@ -124,7 +135,7 @@ def _credentials(doc: dict[str, Any], source: str) -> tuple[Credentials, Credent
     except ValueError as exc:  # e.g. trusted_proxy.from: not an address or network
         raise InvalidDocument([Problem(source, f"auth: {exc}")]) from None
     try:
-        trusted_networks(doc.get("api", {}).get("trusted_proxies"))
+        trusted_networks(doc.get("api", {}).get("trusted_proxies"))  # read again by _read, known valid then
     except ValueError as exc:
         raise InvalidDocument([Problem(source, f"api.trusted_proxies: {exc}")]) from None
     return receiver_auth, api_auth
@@ -152,6 +163,8 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         max_backlog=receiver.get("max_backlog", defaults.max_backlog),
         receiver_auth=receiver_auth,
         api_auth=api_auth,
+        allowed_hosts=tuple(str(h) for h in doc.get("api", {}).get("allowed_hosts") or ()),
+        trusted_proxies=trusted_networks(doc.get("api", {}).get("trusted_proxies")),
         postgres_password=storage.get("postgres_password", ""),
         rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()),
         normalize=_normalize(doc.get("normalize", {})),
@@ -163,6 +176,9 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         retry_max_attempts=notify.get("retry", {}).get("max_attempts", defaults.retry_max_attempts),
         installation_id=doc.get("installation_id", ""),
         ha=HAConfig.from_doc(doc.get("ha")),
+        alertmanager=AlertmanagerSettings.from_doc(doc.get("alertmanager")),
+        reconcile=ReconcileSettings.from_doc(doc.get("alertmanager")),
+        classify=ClassifySettings.from_doc(doc.get("classify")),
         raw=doc,
         source=source,
     )
@@ -183,7 +199,7 @@ def _normalize(norm: dict[str, Any]) -> NormalizeConfig:
     )
 
 
-def _check_across(cfg: Config, source: str, marks: dict) -> None:
+def _check_across(cfg: Config, source: str, marks: Marks) -> None:
     """What the schema cannot say: values that need another one, or a regular expression that compiles."""
     if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
         raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
@@ -199,7 +215,7 @@ def _check_across(cfg: Config, source: str, marks: dict) -> None:
                                        "leader would lose its lease", *mark_for(marks, ("ha",)), "ha")])
 
 
-def _redacted(problem: Problem, secret_paths: set[tuple]) -> Problem:
+def _redacted(problem: Problem, secret_paths: set[Path_]) -> Problem:
     """A schema error about a value read from a secret file must not print the secret."""
     if not any(problem.path == format_path(p) for p in secret_paths):
         return problem
@@ -207,7 +223,7 @@ def _redacted(problem: Problem, secret_paths: set[tuple]) -> Problem:
                    problem.line, problem.column, problem.path)
 
 
-def load_config(path: Path | str | None, env: dict[str, str] | None = None) -> Config:
+def load_config(path: Path | str | None, env: Mapping[str, str] | None = None) -> Config:
     if path is None:
         return parse_config({}, "<defaults>", env=env)
     doc, marks = load_yaml(path, with_marks=True)

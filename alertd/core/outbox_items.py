@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 
 class Intent(enum.StrEnum):
@@ -68,12 +68,34 @@ class Target(str):
         return Target.of(self.kind, self.address)
 
 
+class Payload(TypedDict, total=False):
+    """What the router tells an integration beside the intent (stored as JSON with the item). Which keys an
+    item carries depends on its intent: every one has ``kinds``; SHOW and TIMELINE the route that chose the
+    target; PAGE and RESOLVE ``routing_key`` and ``severity``; ESCALATE ``after`` too."""
+
+    kinds: list[str]  # what changed (Change.kinds): opened, escalated, acknowledged, ...
+    urgent: bool  # acknowledge or resolve: delivered before debounced updates
+    incident: dict[str, Any]  # a summary of the incident, for log lines (router.change_payload)
+    events: list[dict[str, Any]]  # timeline events to add (Event.to_dict)
+    only_if_posted: bool  # deliver only where the incident was already posted (a quiet or moved route)
+    note: str  # the routing decision's note (why this severity, this receiver)
+    muted: str  # why the route is quiet now (a mute window), or ""
+    route: str  # the route, receiver and team that chose this target
+    receiver: str
+    team: str
+    adopt: str  # an earlier incident whose page or message this one takes over
+    routing_key: str  # PagerDuty: the key (name) paged
+    severity: str  # the severity routed with
+    escalation: bool  # part of an escalation (ESCALATE, and the RESOLVE that follows it)
+    after: float  # ESCALATE: seconds after opening, unless acknowledged or resolved by then
+
+
 @dataclass(slots=True)
 class OutboxItem:
     incident_id: str
     target: Target
     intent: Intent
-    payload: dict[str, Any]
+    payload: Payload
     due_at: datetime
     id: int = 0
     attempts: int = 0

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, Iterable
+from typing import Callable, Final, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own variable
 
@@ -26,14 +28,14 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 # Engine gauges are set by the engine process only; every other process holds 0 (the value a metric starts
 # at) or nothing, so the largest value of the live processes is the engine's. "live": a dead process's
 # files are dropped (mark_process_dead), so a restarted receiver never leaves a stale value behind.
-ENGINE_ONLY = "livemax"
+ENGINE_ONLY: Final = "livemax"
 # Every process loads the rules and reloads them on SIGHUP: the group's worst (0 = a process's last reload
 # failed; the oldest success time = every live process has rules at least this recent).
-EVERY_PROCESS = "livemin"
+EVERY_PROCESS: Final = "livemin"
 # One shared quantity measured by several processes: the store's size by whichever process answers the
 # scrape (or the leader's housekeeping on PostgreSQL), the inbox backlog by every receiving process about
 # once a second. The freshest measurement wins.
-LATEST_MEASUREMENT = "livemostrecent"
+LATEST_MEASUREMENT: Final = "livemostrecent"
 
 
 # Label values known in advance start at 0: a series first scraped at 1 shows no increase() to an alert
@@ -58,7 +60,7 @@ class BoundedLabel:
         self.metric, self.limit = metric, limit
         self.known: set[str] = set()
 
-    def labels(self, value: str) -> Any:
+    def labels(self, value: str) -> Counter:
         if value not in self.known:
             if len(self.known) >= self.limit:
                 if OTHER not in self.known:
@@ -84,7 +86,7 @@ class Metrics:
         self.registry = own or self._multiprocess_registry(self.multiprocess or "")
         self._own = own
         self._before_scrape: list[Callable[[], None]] = []
-        self._mirrored: list[Any] = []
+        self._mirrored: list[Collector] = []
         self._mirrors: dict[str, Counter | Gauge] = {}
         self._mirror_seen: dict[tuple[str, tuple[str, ...]], float] = {}
         self.webhooks = Counter("alertd_webhooks_received_total", "Webhook notifications accepted and stored.", registry=own)
@@ -167,7 +169,7 @@ class Metrics:
         """A histogram of this service's (enrichment's latency); in the group's files in multiprocess mode."""
         return Histogram(name, documentation, buckets=tuple(buckets), registry=self._own)
 
-    def add_collector(self, collector: Any) -> None:
+    def add_collector(self, collector: Collector) -> None:
         """A custom collector (counters kept as plain ints elsewhere). Custom collectors are not read across
         processes, so in multiprocess mode its counters and gauges are copied into the group's files by
         ``publish`` (the engine process calls it every few seconds) and at each scrape."""
@@ -181,7 +183,7 @@ class Metrics:
             for family in collector.collect():
                 self._mirror(family)
 
-    def _mirror(self, family: Any) -> None:
+    def _mirror(self, family: Metric) -> None:
         if family.type not in ("counter", "gauge"):
             return
         for sample in family.samples:

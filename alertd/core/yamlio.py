@@ -8,24 +8,26 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
 from alertd.core.errors import InvalidDocument, Problem
 
 Path_ = tuple[Any, ...]
+# Where each value of a loaded document starts: its path -> (line, column), both 1-based.
+Marks = dict[Path_, tuple[int, int]]
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # libyaml's parser where PyYAML was built with it: composing the shipped Xid catalog takes 18 instead of 190 ms,
 # and its nodes carry the same marks.
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class Located(dict):
+class Located(dict[Any, Any]):
     """A loaded document: the data plus ``marks`` (path -> (line, column))."""
 
 
-def _build(node: yaml.Node, path: Path_, marks: dict[Path_, tuple[int, int]], constructor: yaml.constructor.SafeConstructor) -> Any:
+def _build(node: yaml.Node, path: Path_, marks: Marks, constructor: yaml.constructor.SafeConstructor) -> Any:
     marks[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
@@ -43,8 +45,8 @@ def _build(node: yaml.Node, path: Path_, marks: dict[Path_, tuple[int, int]], co
     return constructor.construct_object(node, deep=True)
 
 
-def parse_yaml(text: str, source: str = "<string>") -> tuple[Any, dict[Path_, tuple[int, int]]]:
-    marks: dict[Path_, tuple[int, int]] = {}
+def parse_yaml(text: str, source: str = "<string>") -> tuple[Any, Marks]:
+    marks: Marks = {}
     try:
         node = yaml.compose(text, Loader=_LOADER)
     except yaml.MarkedYAMLError as exc:
@@ -74,7 +76,8 @@ def load_yaml(path: Path | str, *, with_marks: bool = False) -> Any:
     return (data, marks) if with_marks else data
 
 
-def interpolate_env(value: Any, env: dict[str, str] | None = None, *, path: Path_ = (), missing: list | None = None) -> Any:
+def interpolate_env(value: Any, env: Mapping[str, str] | None = None, *, path: Path_ = (),
+                    missing: list[tuple[Path_, str]] | None = None) -> Any:
     """Replace ``${VAR}`` / ``${VAR:-default}`` in every string (secrets stay out of files)."""
     env = os.environ if env is None else env
     if isinstance(value, dict):
@@ -96,7 +99,7 @@ def interpolate_env(value: Any, env: dict[str, str] | None = None, *, path: Path
     return value
 
 
-def mark_for(marks: dict[Path_, tuple[int, int]], path: Path_) -> tuple[int, int]:
+def mark_for(marks: Marks, path: Path_) -> tuple[int, int]:
     """The closest known position for a path (falls back to its parents)."""
     p = tuple(path)
     while p not in marks and p:

@@ -36,7 +36,7 @@ class IncidentState:
     kube_failures: dict[str, str] = field(default_factory=dict)
     signals: list[Signal] = field(default_factory=list)
     fleet: bool = False
-    waiters: list[asyncio.Future] = field(default_factory=list)
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
 def annotation_values(state: IncidentState, s: EnrichSettings, *, logs: bool, kube: bool) -> dict[str, Any]:

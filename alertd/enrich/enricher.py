@@ -29,7 +29,9 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any, Iterable
+from typing import Any, Awaitable, Callable, Coroutine, Iterable
+
+from prometheus_client import Histogram
 
 from alertd.enrich import metrics
 from alertd.enrich.annotations import (KUBE_NODE, KUBE_UNAVAILABLE, LOG_EVIDENCE, LOGS_UNAVAILABLE, PODS, IncidentState,
@@ -71,12 +73,12 @@ class Enricher:
         self.service: EnrichHost | None = None
         self._state: dict[str, IncidentState] = {}
         self._seen: dict[str, set[str]] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
         self.latencies: deque[float] = deque(maxlen=10000)  # submit -> results written, seconds
         self.counts = {"targets": 0, "log_ok": 0, "log_unavailable": 0, "kube_ok": 0, "kube_unavailable": 0,
                        "upgrades": 0, "writes": 0, "retries": 0, "rechecks": 0}
-        self._histogram: Any = None
+        self._histogram: Histogram | None = None
         self.writer = AnnotationWriter(self._state, self.values, service=lambda: self.service,
                                        delay=lambda: self.settings.write_delay, closed=lambda: self._closed,
                                        later=self._later, counts=self.counts)
@@ -215,13 +217,13 @@ class Enricher:
 
     # ----- jobs -----
 
-    def _spawn(self, loop: asyncio.AbstractEventLoop, coro: Any, name: str) -> asyncio.Task:
+    def _spawn(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = loop.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _later(self, delay: float, coro_fn: Any) -> None:
+    def _later(self, delay: float, coro_fn: Callable[[], Awaitable[None]]) -> None:
         async def run() -> None:
             await asyncio.sleep(delay)
             await coro_fn()

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
+from prometheus_client import Histogram
+from prometheus_client.registry import Collector
+
 from alertd.gpu.catalog import XidCatalog
 from alertd.core.model import Change, Incident, Signal
 
@@ -19,9 +22,9 @@ class HasCatalog(Protocol):
 class HasMetrics(Protocol):
     """The service's metrics (alertd/core/service_metrics.py): enrichment adds its histogram and counters to them."""
 
-    def histogram(self, name: str, documentation: str, buckets: Iterable[float]) -> Any: ...
+    def histogram(self, name: str, documentation: str, buckets: Iterable[float]) -> Histogram: ...
 
-    def add_collector(self, collector: Any) -> None: ...
+    def add_collector(self, collector: Collector) -> None: ...
 
 
 class EnrichHost(Protocol):

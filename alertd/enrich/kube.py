@@ -81,7 +81,7 @@ class KubeContext(KubeOwners):
     def _phase(pod: dict[str, Any]) -> str:
         if meta(pod).get("deletionTimestamp"):
             return "Terminating"
-        return (pod.get("status") or {}).get("phase", "Unknown")
+        return str((pod.get("status") or {}).get("phase", "Unknown"))
 
     def gpu_count(self, pod: dict[str, Any]) -> tuple[int, dict[str, int]]:
         """GPUs (and MIG slices) the pod holds: per resource, limits (else requests), containers summed,

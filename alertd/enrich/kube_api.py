@@ -20,9 +20,13 @@ import os
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar, cast
 
 from alertd.enrich.settings import KubeSettings
+
+T = TypeVar("T")
+# A cache key: what was read and its name parts, e.g. ("namespace", ns) or ("owner", ns, apiVersion, kind, name).
+CacheKey = tuple[str, ...]
 
 
 class KubeUnavailable(Exception):
@@ -70,8 +74,8 @@ class KubeApi:
         self.now = now or (lambda: datetime.now(timezone.utc))
         self.stats = KubeStats()
         self._sem = asyncio.Semaphore(max(1, settings.concurrency))
-        self._cache: dict[tuple, tuple[float, Any]] = {}
-        self._inflight: dict[tuple, asyncio.Future] = {}
+        self._cache: dict[CacheKey, tuple[float, object]] = {}
+        self._inflight: dict[CacheKey, asyncio.Future[object]] = {}
 
     # ----- client -----
 
@@ -147,14 +151,17 @@ class KubeApi:
             raise KubeUnavailable("Kubernetes API: answer is not an object")
         return body
 
-    async def _cached(self, key: tuple, ttl: float, fetch: Callable[[], Awaitable[Any]]) -> Any:
+    async def _cached(self, key: CacheKey, ttl: float, fetch: Callable[[], Awaitable[T]]) -> T:
+        """``fetch()``'s answer, shared by concurrent callers and kept for ``ttl`` seconds. One cache holds every
+        kind of answer; a key's first part names the kind, so the value found under a key is what ``fetch``
+        returns for it (the one place where the type is re-asserted)."""
         hit = self._cache.get(key)
         if hit is not None and hit[0] > self.monotonic():
             self.stats.cache_hits += 1
-            return hit[1]
+            return cast(T, hit[1])
         fut = self._inflight.get(key)
         if fut is not None:
-            return await asyncio.shield(fut)
+            return cast(T, await asyncio.shield(fut))
         fut = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:

@@ -31,7 +31,7 @@ _TYPED = {
 def controller_ref(obj: dict[str, Any]) -> dict[str, Any] | None:
     refs = meta(obj).get("ownerReferences") or []
     for ref in refs:
-        if ref.get("controller"):
+        if isinstance(ref, dict) and ref.get("controller"):
             return ref
     return None
 
@@ -74,11 +74,11 @@ class KubeOwners(KubeApi):
             m = meta(obj)
             labels, annotations = m.get("labels") or {}, m.get("annotations") or {}
             if not team:
-                team = next((labels.get(k) or annotations.get(k) for k in self.settings.team_labels
-                             if labels.get(k) or annotations.get(k)), "")
+                team = str(next((labels.get(k) or annotations.get(k) for k in self.settings.team_labels
+                                 if labels.get(k) or annotations.get(k)), ""))
             if not channel:
-                channel = next((annotations.get(k) or labels.get(k) for k in self.settings.channel_annotations
-                                if annotations.get(k) or labels.get(k)), "")
+                channel = str(next((annotations.get(k) or labels.get(k) for k in self.settings.channel_annotations
+                                    if annotations.get(k) or labels.get(k)), ""))
             if team and channel:
                 break
         return team, channel

@@ -44,6 +44,10 @@ def describe_error(exc: BaseException, limit: int = 200) -> str:
 
 # ----- queries and results -----
 
+# What identifies a query for caching and coalescing: node, window start, window end.
+QueryKey = tuple[str, datetime, datetime]
+
+
 @dataclass(frozen=True, slots=True)
 class LogQuery:
     """One host's log lines in [start, end]; ``key`` is what coalescing and the cache use."""
@@ -53,7 +57,7 @@ class LogQuery:
     end: datetime
 
     @property
-    def key(self) -> tuple[str, datetime, datetime]:
+    def key(self) -> QueryKey:
         return (self.node, self.start, self.end)
 
     def hosts(self, short: bool = True) -> list[str]:
@@ -130,6 +134,6 @@ class LogBackend(abc.ABC):
 
 
 __all__ = [
-    "LogBackend", "LogLine", "LogQuery", "LogResult", "LogsUnavailable", "align_window",
+    "LogBackend", "LogLine", "LogQuery", "LogResult", "LogsUnavailable", "QueryKey", "align_window",
     "describe_error", "doc_to_line",
 ]

@@ -5,8 +5,14 @@ Prometheus on the hot path); a collector reads them at scrape time.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Iterator, Protocol
 
+from prometheus_client import Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.metrics_core import Metric
+
+
+from alertd.enrich.host import HasMetrics
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.searcher import LogSearcher
 
@@ -18,7 +24,7 @@ class Counted(Protocol):
     kube: KubeContext | None
 
 
-def register(enricher: Counted, metrics: Any) -> Any:
+def register(enricher: Counted, metrics: HasMetrics) -> Histogram:
     """Register the enricher's metrics with the service's (alertd/core/service_metrics.py); returns the histogram it
     observes latencies in."""
     histogram = metrics.histogram(
@@ -34,9 +40,7 @@ class StatsCollector:
     def __init__(self, enricher: Counted):
         self.enricher = enricher
 
-    def collect(self):  # pragma: no cover - exercised through /metrics
-        from prometheus_client.core import CounterMetricFamily
-
+    def collect(self) -> Iterator[Metric]:  # pragma: no cover - exercised through /metrics
         e = self.enricher
         if e.searcher is not None:
             s = e.searcher.stats

@@ -19,11 +19,11 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Callable
 
-from alertd.enrich.logs import LogBackend, LogQuery, LogResult, LogsUnavailable, align_window, describe_error
+from alertd.enrich.logs import LogBackend, LogQuery, QueryKey, LogResult, LogsUnavailable, align_window, describe_error
 from alertd.enrich.settings import LogSettings
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class SearchStats:
     failures: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class LogSearcher:
@@ -60,13 +60,13 @@ class LogSearcher:
         self.now = now or (lambda: datetime.now(timezone.utc))
         self.monotonic = monotonic
         self.stats = SearchStats()
-        self._cache: OrderedDict[tuple, _Entry] = OrderedDict()
+        self._cache: OrderedDict[QueryKey, _Entry] = OrderedDict()
         self._max_entries = max_entries
-        self._inflight: dict[tuple, asyncio.Future] = {}
-        self._pending: list[tuple[LogQuery, asyncio.Future]] = []
+        self._inflight: dict[QueryKey, asyncio.Future[LogResult]] = {}
+        self._pending: list[tuple[LogQuery, asyncio.Future[LogResult]]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
         self._sem = asyncio.Semaphore(max(1, self.settings.concurrency))
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
     def window(self, node: str, anchor: datetime) -> LogQuery:
@@ -119,7 +119,7 @@ class LogSearcher:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, batch: list[tuple[LogQuery, asyncio.Future]]) -> None:
+    async def _run(self, batch: list[tuple[LogQuery, asyncio.Future[LogResult]]]) -> None:
         queries = [q for q, _ in batch]
         timeout = self.settings.timeout
         try:
@@ -162,7 +162,7 @@ class LogSearcher:
             if not fut.done():
                 fut.set_result(result)
 
-    def _store(self, key: tuple, entry: _Entry) -> None:
+    def _store(self, key: QueryKey, entry: _Entry) -> None:
         self._cache[key] = entry
         self._cache.move_to_end(key)
         while len(self._cache) > self._max_entries:

@@ -11,6 +11,7 @@ enrichment writes is a later change that notifiers see as an update.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any, Awaitable, Callable
 
@@ -44,7 +45,7 @@ class AnnotationWriter:
         self._later = later
         self._counts = counts
         self._dirty: dict[str, None] = {}
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._writing = False
         self._force: set[str] = set()
@@ -53,7 +54,7 @@ class AnnotationWriter:
     def idle(self) -> bool:
         return not self._dirty and not self._writing
 
-    def mark_dirty(self, incident_id: str) -> asyncio.Future | None:
+    def mark_dirty(self, incident_id: str) -> asyncio.Future[None] | None:
         """Queue a write of the incident; the future resolves once it was written (None: nothing to write)."""
         state = self._states.get(incident_id)
         if state is None or self._closed() or self._service() is None:
@@ -108,7 +109,7 @@ class AnnotationWriter:
                     await self._flush(incident_id)
                 except Exception as exc:  # e.g. the store is failing: try again shortly
                     log.warning("could not write enrichment for %s, retrying: %s", incident_id, describe_error(exc))
-                    self._later(2.0, lambda iid=incident_id: self._rewrite(iid))
+                    self._later(2.0, functools.partial(self._rewrite, incident_id))
                 finally:
                     self._writing = False
             if self._closed():

@@ -11,9 +11,9 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from alertd.core.model import Change
+from alertd.core.model import Change, Incident
 
 log = logging.getLogger(__name__)
 FORWARD_TIMEOUT = 2.5  # seconds: Slack wants an answer within 3
@@ -24,7 +24,34 @@ class CommandTimeout(RuntimeError):
     """No leader carried the action out in time (none elected, or the store is failing)."""
 
 
-async def forward(store: Any, kind: str, incident_id: str, args: dict[str, Any],
+class CommandStore(Protocol):
+    """The store's ``commands`` table (alertd/store/coordination.py), and the incident a done action left."""
+
+    async def submit_command(self, kind: str, incident_id: str, args: dict[str, Any]) -> int: ...
+
+    async def command_result(self, command_id: int) -> tuple[str, str]:
+        """(state, result JSON): state "pending", "done" or "missing"."""
+
+    async def pending_commands(self, limit: int = 50) -> list[tuple[int, str, str, dict[str, Any]]]:
+        """(id, kind, incident id, args) of the actions not carried out yet, oldest first."""
+
+    async def finish_command(self, command_id: int, result: str) -> None: ...
+
+    async def get_incident(self, incident_id: str) -> Incident | None: ...
+
+
+class ActionTaker(Protocol):
+    """The leader's engine (alertd/app/service.py's Service): carries a forwarded action out."""
+
+    async def acknowledge(self, incident_id: str, actor: str) -> list[Change]: ...
+
+    async def resolve(self, incident_id: str, actor: str) -> list[Change]: ...
+
+    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
+                       actor: str = "") -> list[Change]: ...
+
+
+async def forward(store: CommandStore, kind: str, incident_id: str, args: dict[str, Any],
                   timeout: float = FORWARD_TIMEOUT) -> list[Change]:
     """Hand an action to the leader and wait for it; [] when the leader found nothing to change."""
     command_id = await store.submit_command(kind, incident_id, args)
@@ -42,7 +69,7 @@ async def forward(store: Any, kind: str, incident_id: str, args: dict[str, Any],
     raise CommandTimeout(f"{kind} {incident_id}: no engine leader answered within {timeout:.1f}s; retry")
 
 
-async def run_pending(store: Any, service: Any) -> int:
+async def run_pending(store: CommandStore, service: ActionTaker) -> int:
     """On the leader: carry out the forwarded actions, oldest first. Returns how many were done."""
     done = 0
     for command_id, kind, incident_id, args in await store.pending_commands():
@@ -57,7 +84,7 @@ async def run_pending(store: Any, service: Any) -> int:
             else:
                 log.error("unknown forwarded action %r (command %d) dropped", kind, command_id)
                 changes = []
-            result = {"changed": bool(changes)}
+            result: dict[str, Any] = {"changed": bool(changes)}
         except Exception as exc:  # an action that fails must not block the ones behind it
             log.exception("forwarded action %s on %s failed", kind, incident_id)
             result = {"changed": False, "error": f"{type(exc).__name__}: {exc}"}

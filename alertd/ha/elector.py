@@ -16,7 +16,7 @@ import os
 import socket
 import time
 import uuid
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable, Protocol
 
 log = logging.getLogger(__name__)
 STEP_DOWN_SLACK = 0.01  # seconds: a deadline this close counts as reached
@@ -27,8 +27,37 @@ def replica_name() -> str:
     return f"{os.environ.get('HOSTNAME') or socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
+class LeaseDecision(Protocol):
+    """What one lease round decided (alertd/store/lease.py): the action taken and the token now held (0: none)."""
+
+    @property
+    def action(self) -> str: ...
+
+    @property
+    def token(self) -> int: ...
+
+
+class LeaseHolder(Protocol):
+    """The lease row as seen in that round: who holds it, and where it answers."""
+
+    @property
+    def holder(self) -> str: ...
+
+    @property
+    def address(self) -> str: ...
+
+
+class LeaseStore(Protocol):
+    """The store's engine lease (alertd/store/coordination.py), decided on the database's clock."""
+
+    async def acquire_lease(self, holder: str, address: str, ttl: float,
+                            token: int) -> tuple[LeaseDecision, LeaseHolder | None]: ...
+
+    async def release_lease(self, holder: str, token: int) -> None: ...
+
+
 class Elector:
-    def __init__(self, store: Any, *, holder: str, address: str, ttl: float, renew_every: float,
+    def __init__(self, store: LeaseStore, *, holder: str, address: str, ttl: float, renew_every: float,
                  on_elected: Callable[[int], Awaitable[None]], on_deposed: Callable[[str], Awaitable[None]]):
         self.store, self.holder, self.address = store, holder, address
         self.ttl, self.renew_every = ttl, renew_every

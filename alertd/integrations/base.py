@@ -26,7 +26,7 @@ import abc
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, ClassVar, Generic, Hashable, Protocol, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, TypeVar
 
 from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.model import Incident
@@ -115,6 +115,14 @@ class NotifierSettings:
 
 
 S = TypeVar("S", bound=NotifierSettings)
+
+
+class NotifyConfig(Protocol):
+    """The configuration as an integration reads it (alertd/config/settings.py's Config): every integration's
+    settings, parsed once from the ``notify`` section by name."""
+
+    @property
+    def notify(self) -> Mapping[str, NotifierSettings]: ...
 
 
 class Notifier(abc.ABC):

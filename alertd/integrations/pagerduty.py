@@ -34,13 +34,13 @@ import aiohttp
 
 from alertd.core.http_session import LazySession
 
-from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.outbox_items import Intent, OutboxItem, Payload, Target
 from alertd.core.durations import format_duration
 from alertd.core.findings import Owners
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
-                                       Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
+                                       Notifier, NotifierSettings, NotifyConfig, NotifyStore, Problem, folded_unposted,
                                        key_name)
 from alertd.integrations.presentation import ACTION_TEXT, incident_links
 
@@ -60,10 +60,10 @@ class PagerDutySettings(NotifierSettings):
         return any(v.strip() for v in self.routing_keys.values())
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "PagerDutySettings":
+    def from_config(cls, cfg: NotifyConfig) -> "PagerDutySettings":
         """The settings parsed with the config (``Config.notify``)."""
-        settings: PagerDutySettings = cfg.notify.get("pagerduty") or cls()
-        return settings
+        settings = cfg.notify.get("pagerduty")
+        return settings if isinstance(settings, cls) else cls()
 
     @classmethod
     def parse(cls, doc: dict[str, Any], links: Links) -> "PagerDutySettings":
@@ -137,7 +137,7 @@ class PagerDutyNotifier(Notifier):
         fleet = _state(await self.store.notify_ref(inc.parent_id, target))
         return bool(mine) and fleet.get("dedup_key") == mine
 
-    async def _sync(self, item: OutboxItem, payloads: list[dict[str, Any]], inc: Incident, key: str, ref: str | None) -> Delivered:
+    async def _sync(self, item: OutboxItem, payloads: list[Payload], inc: Incident, key: str, ref: str | None) -> Delivered:
         latest = payloads[-1]
         sent = _state(ref)
         # The key this incident's PagerDuty alert already has (bare for alerts opened before installation ids).

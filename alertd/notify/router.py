@@ -11,7 +11,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
-from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.outbox_items import Intent, OutboxItem, Payload, Target
 from alertd.core.router_memory import ESCALATION, SENT, MemoryDelta, RouterMemory
 from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
 from alertd.integrations import registry
@@ -37,7 +37,7 @@ ROUTE_CHANGING = frozenset({"severity_changed", "classification_upgraded"})
 CHILD_KINDS = frozenset({"folded_into_fleet", "acknowledged", "resolved"})
 
 
-def change_payload(change: Change) -> dict[str, Any]:
+def change_payload(change: Change) -> Payload:
     """What a log line needs. Notifiers that show an incident read its current state from the store,
     so the payload stays small even for a fleet incident listing thousands of nodes."""
     inc = change.incident
@@ -288,8 +288,8 @@ class Router:
         inc = change.incident
         names = ", ".join(sorted(t.address or str(t) for t in moved))
         event = {"at": iso(now), "kind": "routed", "text": f"now {decision.severity}: routed to {names} too"}
-        payload = {"kinds": change.kinds, "urgent": change.urgent, "only_if_posted": True, "note": decision.note,
-                   "muted": "", "route": "", "receiver": "", "team": "", "events": [event]}
+        payload: Payload = {"kinds": change.kinds, "urgent": change.urgent, "only_if_posted": True, "note": decision.note,
+                            "muted": "", "route": "", "receiver": "", "team": "", "events": [event]}
         where = sorted({p for posted in moved.values() for p in posted})
         return [OutboxItem(inc.id, Target(t), Intent.TIMELINE, payload, now) for t in where]
 
@@ -300,7 +300,7 @@ class Router:
         if integration is None or (quiet and not integration.remembers):
             return []
         inc = change.incident
-        common = {
+        common: Payload = {
             "kinds": change.kinds,
             "urgent": change.urgent,
             "only_if_posted": quiet,
@@ -333,7 +333,7 @@ class Router:
         pager_news = set(change.kinds) & PAGER_KINDS
         if integration.accepts(Intent.PAGE) and (pager_news or first):
             intent = Intent.RESOLVE if pager_news and pager_news <= URGENT_KINDS else Intent.PAGE
-            payload = {**common, "routing_key": target.address, "severity": decision.severity}
+            payload: Payload = {**common, "routing_key": target.address, "severity": decision.severity}
             out.append(OutboxItem(inc.id, target, intent, payload, now + wait if wait else now))
         return out
 
@@ -396,8 +396,8 @@ class Router:
                 continue
             self._mark(scheduled, inc.id, ESCALATION, marker)
             due = now + esc.after
-            payload = {"after": esc.after.total_seconds(), "routing_key": esc.routing_key, "escalation": True,
-                       "severity": decision.severity, "note": decision.note, "kinds": ["escalated"]}
+            payload: Payload = {"after": esc.after.total_seconds(), "routing_key": esc.routing_key, "escalation": True,
+                                "severity": decision.severity, "note": decision.note, "kinds": ["escalated"]}
             pager = self._target(esc.target)
             if pager is not None and pager == esc.target:
                 self._mark(scheduled, inc.id, ESCALATION, pager)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from alertd.core.durations import DurationError, parse_duration
 from alertd.rules.evidence import EvidenceRules, parse_evidence_rules, merge
@@ -20,7 +20,7 @@ from alertd.gpu.catalog import XidCatalog, XidEntry
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.promql.recording import RecordingIndex
 from alertd.schemas import problems as schema_problems
-from alertd.core.yamlio import format_path, load_yaml, mark_for
+from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
 # section name -> JSON Schema name
 SECTIONS = {"xids": "xid-catalog", "signals": "signals", "evidence": "evidence", "correlation": "correlation",
@@ -117,17 +117,18 @@ class RuleSet:
 class _Checker:
     """Collects semantic problems with positions while building typed rules."""
 
-    def __init__(self, source: str, marks: dict):
-        self.source, self.marks, self.found = source, marks, []
+    def __init__(self, source: str, marks: Marks):
+        self.source, self.marks = source, marks
+        self.found: list[Problem] = []
 
-    def where(self, path: tuple) -> str:
+    def where(self, path: Path_) -> str:
         return f"{self.source}:{mark_for(self.marks, path)[0]}"
 
-    def problem(self, path: tuple, message: str) -> None:
+    def problem(self, path: Path_, message: str) -> None:
         line, col = mark_for(self.marks, path)
         self.found.append(Problem(self.source, message, line, col, format_path(path)))
 
-    def matchers(self, items: Any, path: tuple) -> tuple[Matcher, ...]:
+    def matchers(self, items: Any, path: Path_) -> tuple[Matcher, ...]:
         out: list[Matcher] = []
         for i, text in enumerate(items or []):
             try:
@@ -136,7 +137,7 @@ class _Checker:
                 self.problem(path + (i,), str(exc))
         return tuple(out)
 
-    def duration(self, value: Any, path: tuple, default: timedelta) -> timedelta:
+    def duration(self, value: Any, path: Path_, default: timedelta) -> timedelta:
         if value is None:
             return default
         try:
@@ -146,7 +147,7 @@ class _Checker:
             return default
 
 
-def rule_files(paths: list[Path | str]) -> list[Path]:
+def rule_files(paths: Sequence[Path | str]) -> list[Path]:
     """Files named by paths; directories contribute their *.yml, skipping tests/ and *.test.yml."""
     out: list[Path] = []
     for raw in paths:
@@ -175,7 +176,7 @@ class _Sections:
     rma: list[Any] = field(default_factory=list)
 
 
-def load_rules(paths: list[Path | str]) -> RuleSet:
+def load_rules(paths: Sequence[Path | str]) -> RuleSet:
     """Load and check every rule file; raise InvalidDocument listing all problems."""
     files = rule_files(paths)
     if not files:
@@ -280,9 +281,9 @@ def _signals(entries: list[dict[str, Any]], check: _Checker) -> list[SignalRule]
     return signals
 
 
-def _correlation(doc: dict, check: _Checker) -> CorrelationRules:
+def _correlation(doc: dict[str, Any], check: _Checker) -> CorrelationRules:
     base = CorrelationRules()
-    groups = []
+    groups: list[GroupRule] = []
     names: set[str] = set()
     for i, g in enumerate(doc.get("groups") or []):
         if g["name"] in names:
@@ -299,7 +300,7 @@ def _correlation(doc: dict, check: _Checker) -> CorrelationRules:
     if groups and (groups[-1].matchers or not groups[-1].allow_empty):
         check.problem(("correlation", "groups"), "the last group should match everything (no match, allow_empty: true) so no alert is dropped")
     storm_doc = doc.get("storm") or {}
-    events = []
+    events: list[StormEvent] = []
     for i, ev in enumerate(storm_doc.get("events") or []):
         if ev["name"] in {e.name for e in events}:
             check.problem(("correlation", "storm", "events", i, "name"), f"duplicate storm event name {ev['name']!r}")

@@ -11,7 +11,7 @@ from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.core.yamlio import format_path, mark_for
+from alertd.core.yamlio import Marks, format_path, mark_for
 
 
 EXTENDED = ("notify", "routing")  # their per-integration parts come from the integrations themselves
@@ -59,7 +59,7 @@ def describe(error: ValidationError) -> str:
     return f"{where}: {error.message}"
 
 
-def problems(name: str, doc: Any, source: str, marks: dict | None = None) -> list[Problem]:
+def problems(name: str, doc: Any, source: str, marks: Marks | None = None) -> list[Problem]:
     out = []
     for error in sorted(validator(name).iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
         line, col = mark_for(marks or {}, tuple(error.absolute_path))
@@ -67,7 +67,7 @@ def problems(name: str, doc: Any, source: str, marks: dict | None = None) -> lis
     return out
 
 
-def validate_document(name: str, doc: Any, source: str, marks: dict | None = None) -> None:
+def validate_document(name: str, doc: Any, source: str, marks: Marks | None = None) -> None:
     found = problems(name, doc, source, marks)
     if found:
         raise InvalidDocument(found)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
@@ -18,6 +18,8 @@ from alertd.integrations.slack.render import ACTION_ACK, ACTION_RESOLVE, ACTION_
 from alertd.store.base import StoreUnavailable
 from alertd.store.reads import IncidentQuery
 from alertd.web import access
+from alertd.web.fleet_views import FleetReads
+from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
 from alertd.web.auth import actor_for, authorize
 from alertd.web.params import (PAGING, BadParam, decode_cursor, encode_cursor, incident_query, limit_of, reject_unknown,
@@ -43,11 +45,11 @@ def guarded(role: str) -> Callable[[Handler], Handler]:
     return wrap
 
 
-def _svc(request: web.Request) -> Any:
+def _svc(request: web.Request) -> WebHost:
     return request.app[SERVICE]
 
 
-async def resolve_gpu_filter(store: Any, q: IncidentQuery, ident: str) -> bool:
+async def resolve_gpu_filter(store: FleetReads, q: IncidentQuery, ident: str) -> bool:
     """Turn ?gpu= (UUID, serial or PCI id) into UUIDs on the query; False when no GPU is known by it."""
     if not ident:
         return True
@@ -55,7 +57,7 @@ async def resolve_gpu_filter(store: Any, q: IncidentQuery, ident: str) -> bool:
     return bool(q.gpus)
 
 
-async def incident_page(store: Any, query: Any) -> tuple[list[dict[str, Any]], str | None]:
+async def incident_page(store: FleetReads, query: Mapping[str, str]) -> tuple[list[dict[str, Any]], str | None]:
     """One page of incidents for these query parameters (raises BadParam)."""
     q, ident = incident_query(query)
     limit = q.limit
@@ -80,7 +82,7 @@ async def list_gpus(request: web.Request) -> web.Response:
     if request.query.get("gpu"):
         return _json({"gpus": await store.find_gpus(request.query["gpu"]), "next": None})
     cursor = decode_cursor(request.query, 2)
-    rows = await store.list_gpus(node=request.query.get("node", ""), before=tuple(cursor) if cursor else None,
+    rows = await store.list_gpus(node=request.query.get("node", ""), before=(cursor[0], cursor[1]) if cursor else None,
                                  limit=limit + 1)
     page = rows[:limit]
     nxt = encode_cursor(page[-1]["last_seen"], page[-1]["uuid"]) if len(rows) > limit else None

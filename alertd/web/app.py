@@ -17,12 +17,12 @@ from alertd.ha.commands import CommandTimeout
 from alertd.app.receiver_group import ControlUnavailable
 from alertd.core.model import parse_iso
 from alertd.receive.payload import BadPayload, read_notification
-from alertd.app.service import Service
 from alertd.store.base import StoreUnavailable
 from alertd.web import api, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 from alertd.web.body import read_body
 from alertd.web.guard import EDGE, SMALL_BODY, EdgePolicy, client_address, edge
+from alertd.web.host import WebHost
 from alertd.web.keys import RELOAD, SERVICE
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ async def list_audit(request: web.Request) -> web.Response:
     return _json({"entries": [e.to_dict() for e in entries]})
 
 
-def build_app(svc: Service, auth: Authenticator | None = None) -> web.Application:
+def build_app(svc: WebHost, auth: Authenticator | None = None) -> web.Application:
     """The routes over ``svc``; starting and stopping the service is its owner's (alertd/app/lifecycle.py).
     ``auth`` defaults to the configuration's credentials (``alertd serve`` passes its own for --insecure-no-auth)."""
     # Bodies are read by alertd.web.body with each route's limit (alertd.web.guard); aiohttp's own cap, for

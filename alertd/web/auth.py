@@ -28,11 +28,13 @@ import ipaddress
 import json
 import logging
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from aiohttp import web
+from prometheus_client import Counter
 
 from alertd.config.credentials import Credentials, Principal
+from alertd.config.settings import Config
 from alertd.web.throttle import LoginThrottle
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,7 @@ class Authenticator:
     """The API's and the receiver's credentials, failure accounting, and extra front doors."""
 
     def __init__(self, api: Credentials, receiver: Credentials, *, insecure_no_auth: bool = False,
-                 failures: Any = None, clock: Callable[[], float] = time.monotonic):
+                 failures: Counter | None = None, clock: Callable[[], float] = time.monotonic):
         self.api, self.receiver = api, receiver
         self.insecure_no_auth = insecure_no_auth
         self.failures = failures  # a prometheus Counter labelled (surface, reason), or None
@@ -59,8 +61,9 @@ class Authenticator:
         self._last_log: dict[tuple[str, str], tuple[float, int]] = {}
 
     @classmethod
-    def from_config(cls, cfg: Any, **kw: Any) -> "Authenticator":
-        return cls(cfg.api_auth, cfg.receiver_auth, **kw)
+    def from_config(cls, cfg: Config, *, insecure_no_auth: bool = False,
+                    failures: Counter | None = None) -> "Authenticator":
+        return cls(cfg.api_auth, cfg.receiver_auth, insecure_no_auth=insecure_no_auth, failures=failures)
 
     def replace(self, other: "Authenticator") -> None:
         """Take new credentials (SIGHUP re-read the token files); identifiers and counters stay."""

@@ -2,16 +2,42 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from alertd.rules import rma
 from alertd.core.model import CLOSED
 from alertd.store.reads import IncidentQuery
 
 
+class FleetReads(Protocol):
+    """The store's history reads (alertd/store/reads.py) these pages are made of: GPUs, nodes, incidents by
+    query, rankings. Rows are the JSON-shaped dicts the API answers with."""
+
+    async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, dict[str, Any]]]:
+        """(sequence, incident document) newest first; the sequence pages."""
+
+    async def find_gpus(self, ident: str) -> list[dict[str, Any]]:
+        """GPUs known by this UUID, serial or PCI id."""
+
+    async def list_gpus(self, *, node: str = "", before: tuple[str, str] | None = None,
+                        limit: int = 100) -> list[dict[str, Any]]: ...
+
+    async def gpu_history(self, uuid: str) -> list[dict[str, Any]]: ...
+
+    async def gpu_history_since(self, since: datetime) -> list[dict[str, Any]]: ...
+
+    async def gpus_by_uuid(self, uuids: list[str]) -> dict[str, dict[str, Any]]: ...
+
+    async def node_gpus(self, node: str) -> list[dict[str, Any]]: ...
+
+    async def ranking(self, since: datetime, limit: int = 20) -> dict[str, list[dict[str, Any]]]: ...
+
+    async def xid_heatmap(self, since: datetime) -> list[tuple[int, str, int]]: ...
+
+
 def _seen(row: dict[str, Any]) -> str:
     """When the GPU's alerts of this incident started (the incident's opening when unknown)."""
-    return row.get("first") or row["openedAt"]
+    return str(row.get("first") or row["openedAt"])
 
 
 def moves(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -33,7 +59,7 @@ def gpu_state(gpu: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, A
             "status": "failing" if open_ else "no open incident", "lastSeen": gpu.get("last_seen", "")}
 
 
-async def gpu_view(store: Any, uuid: str) -> dict[str, Any] | None:
+async def gpu_view(store: FleetReads, uuid: str) -> dict[str, Any] | None:
     found = await store.gpus_by_uuid([uuid])
     if uuid not in found:
         return None
@@ -45,7 +71,7 @@ async def gpu_view(store: Any, uuid: str) -> dict[str, Any] | None:
             "incidents": list(reversed(history)), "xids": xids}
 
 
-async def find_gpu_view(store: Any, ident: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+async def find_gpu_view(store: FleetReads, ident: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """(the GPU page data, None when ``ident`` does not name exactly one GPU; the GPUs it names)."""
     view = await gpu_view(store, ident)
     if view is not None:
@@ -54,7 +80,7 @@ async def find_gpu_view(store: Any, ident: str) -> tuple[dict[str, Any] | None, 
     return (await gpu_view(store, found[0]["uuid"]) if len(found) == 1 else None), found
 
 
-async def node_view(store: Any, node: str, *, limit: int = 100, before: int | None = None) -> dict[str, Any]:
+async def node_view(store: FleetReads, node: str, *, limit: int = 100, before: int | None = None) -> dict[str, Any]:
     rows = await store.query_incidents(IncidentQuery(node=node, limit=limit + 1, before=before))
     page = rows[:limit]
     gpus = await store.node_gpus(node)
@@ -75,7 +101,7 @@ async def node_view(store: Any, node: str, *, limit: int = 100, before: int | No
             "xids": sorted(xids.items())}
 
 
-async def fleet_view(store: Any, now: datetime, days: int) -> dict[str, Any]:
+async def fleet_view(store: FleetReads, now: datetime, days: int) -> dict[str, Any]:
     since = now - timedelta(days=days)
     ranking = await store.ranking(since)
     cells = await store.xid_heatmap(since)
@@ -90,7 +116,7 @@ async def fleet_view(store: Any, now: datetime, days: int) -> dict[str, Any]:
             "heatmap": {"dates": dates, "rows": rows, "peak": peak}}
 
 
-async def rma_candidates(store: Any, rules: tuple[rma.RmaRule, ...], now: datetime) -> list[rma.Candidate]:
+async def rma_candidates(store: FleetReads, rules: tuple[rma.RmaRule, ...], now: datetime) -> list[rma.Candidate]:
     if not rules:
         return []
     history = await store.gpu_history_since(now - rma.longest_window(rules))

@@ -28,12 +28,13 @@ from __future__ import annotations
 import ipaddress
 import json
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from alertd.config.credentials import Network, trusted_networks
+from alertd.config.credentials import Network
+from alertd.config.settings import Config
 from alertd.web.auth import AUTH
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -61,17 +62,16 @@ class EdgePolicy:
     webhook_limit: int = 10 * 1024 * 1024
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "EdgePolicy":
-        api = cfg.raw.get("api") or {}
+    def from_config(cls, cfg: Config) -> "EdgePolicy":
         external = urlsplit(cfg.external_url) if cfg.external_url else None
-        hosts = {h.lower() for h in api.get("allowed_hosts") or ()}
+        hosts = {h.lower() for h in cfg.allowed_hosts}
         listen = cfg.host_port[0].lower()
         hosts.add(listen)
         origins = set()
         if external is not None and external.hostname:
             hosts.add(external.hostname.lower())
             origins.add(_netloc(external.hostname, external.port))
-        return cls(frozenset(hosts), listen in ("", "0.0.0.0", "::"), trusted_networks(api.get("trusted_proxies")),
+        return cls(frozenset(hosts), listen in ("", "0.0.0.0", "::"), cfg.trusted_proxies,
                    frozenset(origins), cfg.max_body_bytes)
 
     def trusts(self, peer: str | None) -> bool:

@@ -6,11 +6,11 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
-from alertd.app.service import Service
+from alertd.web.host import WebHost
 
-SERVICE = web.AppKey("service", Service)
+SERVICE: web.AppKey[WebHost] = web.AppKey("service")
 # Where POST /-/reload goes instead of this process's own rules: a receiver of ``serve --receivers N``
 # asks its engine process, which reloads the whole group (alertd/app/receiver_group.py). Returns (ok, error).
-RELOAD = web.AppKey("reload", Callable[[], Awaitable[tuple[bool, str]]])
+RELOAD: web.AppKey[Callable[[], Awaitable[tuple[bool, str]]]] = web.AppKey("reload")
 
 __all__ = ["RELOAD", "SERVICE"]

@@ -25,10 +25,9 @@ def when(value: Any) -> str:
     """RFC 3339 -> '2026-11-30 12:00:05 UTC' (one fixed zone: on-call people compare times across sites)."""
     if isinstance(value, str):
         return _when_text(value)
-    ts = value
-    if not ts:
+    if not isinstance(value, datetime):  # None or "": not known
         return ""
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @functools.lru_cache(maxsize=8192)

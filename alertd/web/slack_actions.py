@@ -21,17 +21,19 @@ import logging
 import re
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Callable, Protocol
 from urllib.parse import parse_qs
 
 import aiohttp
 from aiohttp import web
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, AlertmanagerSettings
+from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError
 from alertd.core.durations import parse_duration
 from alertd.core.installation import unscoped
-from alertd.core.model import CLOSED
+from alertd.config.settings import Config
+from alertd.core.model import CLOSED, Incident
+from alertd.ha.commands import ActionTaker
 from alertd.integrations.slack.integration import SlackSettings
 from alertd.integrations.slack.render import (
     ACTION_ACK,
@@ -59,8 +61,30 @@ def sent_at(header: str) -> int | None:
     return int(header) if _TIMESTAMP.fullmatch(header) else None
 
 
+class ActionStore(Protocol):
+    """The store as Slack actions use it: the incident acted on, and a durable cache of signatures seen."""
+
+    async def get_incident(self, incident_id: str) -> Incident | None: ...
+
+    async def remember_once(self, key: str, now: datetime, forget_before: datetime) -> bool: ...
+
+
+class SlackActionHost(ActionTaker, Protocol):
+    """The service as Slack actions see it (alertd/app/service.py): its configuration (Slack and Alertmanager
+    settings, labels for silences), the actions on an incident (ActionTaker), and the audit trail."""
+
+    @property
+    def cfg(self) -> Config: ...
+
+    @property
+    def store(self) -> ActionStore: ...
+
+    async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
+                    detail: str = "") -> None: ...
+
+
 class _WallClock(Clock):
-    def __init__(self, now: Any = time.time):
+    def __init__(self, now: Callable[[], float] = time.time):
         self._now = now
 
     def now(self) -> float:
@@ -68,14 +92,14 @@ class _WallClock(Clock):
 
 
 class SlackActions:
-    def __init__(self, svc: Any, *, wall_clock: Any = time.time):
+    def __init__(self, svc: SlackActionHost, *, wall_clock: Callable[[], float] = time.time):
         self.svc = svc
         self.settings = SlackSettings.from_config(svc.cfg)
         self.wall_clock = wall_clock
         secret = self.settings.signing_secret.strip()
         self.verifier = SignatureVerifier(secret, _WallClock(lambda: self.wall_clock())) if secret else None
-        self.am = AlertmanagerClient(AlertmanagerSettings.from_config(svc.cfg))
-        self._tasks: set[asyncio.Task] = set()
+        self.am = AlertmanagerClient(svc.cfg.alertmanager)
+        self._tasks: set[asyncio.Task[None]] = set()
         self._http: aiohttp.ClientSession | None = None
         self.handled = 0
 
@@ -138,23 +162,25 @@ class SlackActions:
 
     # ----- the work -----
 
-    async def process(self, payload: dict) -> None:
-        user = payload.get("user") if isinstance(payload.get("user"), dict) else {}
+    async def process(self, payload: dict[str, Any]) -> None:
+        found = payload.get("user")
+        user: dict[str, Any] = found if isinstance(found, dict) else {}
         uid = str(user.get("id", ""))
         name = str(user.get("username") or user.get("name") or uid or "someone")
         actor = f"{name} (slack:{uid})" if uid else name
-        actions = payload.get("actions") if isinstance(payload.get("actions"), list) else []
+        listed = payload.get("actions")
+        actions: list[Any] = listed if isinstance(listed, list) else []
         for action in (a for a in actions if isinstance(a, dict)):
             action_id = str(action.get("action_id", ""))
             value = str(action.get("value", ""))
             verb = action_id.removeprefix("alertd_")
-            incident_id = unscoped(value, self.svc.cfg.installation_id)
+            scoped = unscoped(value, self.svc.cfg.installation_id)
+            incident_id = value if scoped is None else scoped
             try:
-                if incident_id is None:
-                    incident_id = value
+                if scoped is None:
                     message = f"This button belongs to another alertd installation ({value}); nothing done."
                 else:
-                    message = await self._act(action_id, incident_id, actor)
+                    message = await self._act(action_id, scoped, actor)
             except Exception as exc:  # report to the clicker; never crash the task
                 log.exception("Slack action %s on %s by %s failed", action_id, incident_id, actor)
                 message = f"Could not {verb.replace('_', ' ')} {incident_id}: {exc}"
@@ -224,7 +250,7 @@ class SlackActions:
                                           f"unsilenced by {actor} (Alertmanager silence {silence['id']} expired)", actor)
         return "" if changes else f"Silence {silence['id']} expired; {incident_id} is closed."
 
-    async def _tell(self, payload: dict, text: str) -> None:
+    async def _tell(self, payload: dict[str, Any], text: str) -> None:
         """An ephemeral note to the clicker through the payload's response_url (best effort)."""
         url = payload.get("response_url") or ""
         if not url.startswith(("https://", "http://")):

@@ -25,6 +25,7 @@ from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.store.base import StoreUnavailable
 from alertd.web import access, api
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window
+from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
 from alertd.web.auth import AUTH
 from alertd.web.body import read_form
@@ -35,7 +36,7 @@ STATIC = {"style.css": "text/css", "live.js": "text/javascript"}
 LIST_LIMIT = 50
 
 
-def _svc(request: web.Request) -> Any:
+def _svc(request: web.Request) -> WebHost:
     return request.app[SERVICE]
 
 
@@ -115,11 +116,11 @@ async def incidents(request: web.Request) -> web.Response:
     rows, nxt = await api.incident_page(store, query)
     ids = {r["id"] for r in rows}
     children = await store.incident_docs([c for r in rows if r.get("fleet") for c in r.get("children", [])[:20]])
-    by_parent: dict[str, list[dict]] = {}
+    by_parent: dict[str, list[dict[str, Any]]] = {}
     for c in children:
         by_parent.setdefault(c.get("parentId", ""), []).append(c)
     rows = [r for r in rows if r.get("parentId") not in ids]  # shown under their fleet incident
-    context = dict(rows=rows, children=by_parent, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
+    context: dict[str, Any] = dict(rows=rows, children=by_parent, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
                    states=INCIDENT_STATES, severities=SEVERITIES, filters=INCIDENT_FILTERS, now=datetime.now(timezone.utc))
     if fragment == "rows":
         return page(request, "_incident_rows.html", **context)
@@ -146,8 +147,7 @@ async def incident(request: web.Request) -> web.Response:
     inc = await svc.store.get_incident(request.match_info["id"])
     if inc is None:
         return page(request, "error.html", 404, title="Not found", message=f"No incident {request.match_info['id']}.")
-    am = (svc.cfg.raw.get("alertmanager") or {})
-    am_url = am.get("external_url") or am.get("url") or ""
+    am_url = svc.cfg.alertmanager.web_url
     silence = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
     return page(request, "incident.html", inc=inc, doc=inc.to_dict(), members=sorted(
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
@@ -192,7 +192,7 @@ async def node(request: web.Request) -> web.Response:
     reject_unknown(request.query, PAGING)
     view = await views.node_view(_svc(request).store, request.match_info["node"], limit=limit_of(request.query, LIST_LIMIT),
                                  before=sequence_cursor(request.query))
-    return page(request, "node.html", view=view, next=api.encode_cursor(view["next"]) if view["next"] else None,
+    return page(request, "node.html", view=view, next=encode_cursor(view["next"]) if view["next"] else None,
                 now=datetime.now(timezone.utc))
 
 

@@ -28,7 +28,7 @@ LAYERS: dict[str, set[str]] = {
     "notify": {"core", "integrations", "rules", "store"},
     "alertmanager": {"core", "receive"},
     "ha": {"core"},
-    "config": {"core", "engine", "integrations", "rules", "schemas"},
+    "config": {"alertmanager", "core", "engine", "integrations", "rules", "schemas"},
 }
 _BELOW_APP = set(LAYERS)
 LAYERS["app"] = _BELOW_APP - {"app"}

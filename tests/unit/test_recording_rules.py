@@ -112,9 +112,8 @@ class FakeProm:
 
 
 def fetcher_for(prom: FakeProm, index: RecordingIndex, now: list[float], wait: str = "2s") -> RulesFetcher:
-    cfg = type("Cfg", (), {"raw": {"classify": {"rules_api": {"prometheus": [PROM], "wait": wait,
-                                                               "ttl": "10m", "retry": "1m"}}}})()
-    return RulesFetcher(RulesApiSettings.from_config(cfg), lambda: index, get=prom.get, clock=lambda: now[0])
+    settings = RulesApiSettings.from_doc({"prometheus": [PROM], "wait": wait, "ttl": "10m", "retry": "1m"})
+    return RulesFetcher(settings, lambda: index, get=prom.get, clock=lambda: now[0])
 
 
 async def test_first_webhook_waits_for_the_rules_then_they_are_cached() -> None:

@@ -41,7 +41,7 @@ from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.durations import format_duration, parse_duration
 from alertd.core.model import CLOSED, OPEN
 from alertd.integrations.base import (DURATION_SCHEMA, Delivered, DeliveryError, Integration, Links, Notifier,
-                                       NotifierSettings, NotifyStore, Problem, folded_unposted)
+                                       NotifierSettings, NotifyConfig, NotifyStore, Problem, folded_unposted)
 from alertd.integrations.ratelimit import RateLimiter
 from alertd.integrations.slack.lost import CHANNEL_ID, UNUSABLE, Unconfirmed, find_channel, find_post, metadata
 from alertd.integrations.slack.render import RenderContext, render_incident, render_thread
@@ -73,10 +73,10 @@ class SlackSettings(NotifierSettings):
         return bool(self.token.strip())
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "SlackSettings":
+    def from_config(cls, cfg: NotifyConfig) -> "SlackSettings":
         """The settings parsed with the config (``Config.notify``)."""
-        settings: SlackSettings = cfg.notify.get("slack") or cls()
-        return settings
+        settings = cfg.notify.get("slack")
+        return settings if isinstance(settings, cls) else cls()
 
     @classmethod
     def parse(cls, doc: dict[str, Any], links: Links) -> "SlackSettings":

@@ -1,0 +1,101 @@
+"""What the web app needs from the service (alertd/app/service.py's Service) and from its store: Protocols, so
+the handlers depend on this surface instead of the service's insides, and the type checker says which store
+reads the web relies on beyond the engine's ``Store`` interface (the history reads of alertd/store/reads.py)."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Callable, Coroutine, Protocol
+
+from alertd.app.store_health import StoreHealth
+from alertd.config.settings import Config
+from alertd.ha.commands import ActionTaker
+from alertd.core.model import Incident
+from alertd.core.service_metrics import Metrics
+from alertd.rules.ruleset import RuleSet
+from alertd.store.base import AuditEntry
+from alertd.store.quarantine import SetAside
+from alertd.web.fleet_views import FleetReads
+
+
+class GroupFetcher(Protocol):
+    """Reconciliation as the webhook handler uses it: fetch a truncated group's full set from Alertmanager."""
+
+    async def fetch_group(self, group_labels: dict[str, str], receiver: str) -> None: ...
+
+
+class WebStore(FleetReads, Protocol):
+    """The store as the pages and the API use it: incidents and their history, the audit trail, the set-aside
+    inbox, browser sessions and Slack's replay cache."""
+
+    async def get_incident(self, incident_id: str) -> Incident | None: ...
+
+    async def incident_docs(self, ids: list[str]) -> list[dict[str, Any]]: ...
+
+    async def notification_state(self, incident_id: str) -> dict[str, Any]: ...
+
+    async def list_set_aside(self, *, limit: int = 100, before: int | None = None) -> list[SetAside]: ...
+
+    async def list_audit(self, *, since: datetime | None = None, actor: str | None = None,
+                         action: str | None = None, limit: int = 100) -> list[AuditEntry]: ...
+
+    async def remember_once(self, key: str, now: datetime, forget_before: datetime) -> bool: ...
+
+    async def create_session(self, key: str, name: str, token: str, now: float, expires_at: float) -> None: ...
+
+    async def find_session(self, key: str, now: float) -> tuple[str, str] | None: ...
+
+    async def end_session(self, key: str) -> bool: ...
+
+
+class WebHost(ActionTaker, Protocol):
+    """The service as the web app sees it: configuration, metrics, readiness, the inbox, the actions a person
+    takes on an incident (acknowledge, resolve, annotate: alertd/ha/commands.py's ActionTaker), and the parts
+    it reads directly."""
+
+    @property
+    def cfg(self) -> Config: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def store(self) -> WebStore: ...
+
+    @property
+    def rules(self) -> RuleSet: ...
+
+    @property
+    def health(self) -> StoreHealth: ...
+
+    @property
+    def reconciler(self) -> GroupFetcher | None:
+        """Set when Alertmanager URLs are configured: reads a truncated group's full set."""
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def role_name(self) -> str: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def backlog_refusal(self) -> str | None: ...
+
+    async def receive(self, body: bytes, alerts: int, received_at: datetime | None = None) -> int: ...
+
+    def background(self, coro: Coroutine[Any, Any, Any]) -> None: ...
+
+    async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
+                    detail: str = "") -> None: ...
+
+    async def replay(self, item_id: int) -> tuple[SetAside, int] | None: ...
+
+    def reload_rules(self) -> tuple[bool, str]: ...
+
+
+__all__ = ["WebHost", "WebStore"]
