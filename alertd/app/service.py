@@ -24,6 +24,7 @@ from alertd.config.settings import Config
 from alertd.engine.pipeline import Engine
 from alertd.ha import commands
 from alertd.ha.elector import Elector, replica_name
+from alertd.app.reporting import Reporting
 from alertd.app.store_health import StoreHealth
 from alertd.app.intake import Intake
 from alertd.core.service_metrics import Metrics
@@ -80,6 +81,7 @@ class Service(Intake):
         self.outbox = self._outbox_worker(store, clock)
         # Enrichment runs after commit and off the request path; it reports back through enrich().
         self.enricher = enricher
+        self.reporting = Reporting(self, cfg.raw.get("report"), clock)  # fleet samples, report facts, digest
         self.watchdog_names = set(rules.correlation.watchdog.alertnames)
         self.rules_fetcher = fetcher_for(self)  # recording rules from the alerts' Prometheus (rules API)
         # What an engine step's alerts need from outside, asked before the step, each bounded in time.
@@ -164,6 +166,7 @@ class Service(Intake):
             loop.create_task(self._tick_loop(), name="alertd-ticker"),
             loop.create_task(self.outbox.run(), name="alertd-outbox"),
             loop.create_task(self._housekeeping_loop(), name="alertd-housekeeping"),
+            loop.create_task(self.reporting.run(), name="alertd-reporting"),
         ]
         if self.reconciler is not None:
             self._leader_tasks.append(loop.create_task(self.reconciler.run(), name="alertd-reconciler"))
@@ -365,6 +368,7 @@ class Service(Intake):
                 if rounds % 5 == 0:
                     now = self.clock()
                     keep = self.cfg.incident_retention
+                    await self.reporting.rollup()  # the report keeps what it needs of incidents before they go
                     pruned = await self.store.prune(now - self.cfg.retention,
                                                     resolved_before=now - keep if keep else None)
                     if pruned:

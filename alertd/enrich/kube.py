@@ -83,6 +83,11 @@ class KubeContext(KubeOwners):
             "CoreV1Api", "list_namespaced_pod", ns, field_selector="status.phase!=Succeeded", limit=limit))
         return list(listed.get("items") or [])
 
+    async def list_nodes(self, limit: int, token: str = "") -> dict[str, Any]:
+        """One page of the cluster's nodes (fleet size samples; never cached)."""
+        extra = {"_continue": token} if token else {}
+        return await self._get("CoreV1Api", "list_node", limit=limit, **extra)
+
     @staticmethod
     def _phase(pod: dict[str, Any]) -> str:
         if meta(pod).get("deletionTimestamp"):

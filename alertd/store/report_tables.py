@@ -10,10 +10,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
+from alertd.core.fleet import NodeSample
 from alertd.core.model import iso
 
 MIGRATION = [
@@ -67,16 +67,6 @@ ON CONFLICT (incident_id) DO UPDATE SET node = excluded.node, node_type = exclud
 CLAIM_DIGEST = """INSERT INTO report_digests (period, holder, claimed_at) VALUES (?, ?, ?)
 ON CONFLICT (period) DO UPDATE SET holder = excluded.holder, claimed_at = excluded.claimed_at
 WHERE report_digests.done_at IS NULL AND report_digests.claimed_at < ? RETURNING period"""
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSample:
-    """One GPU node as the Kubernetes API showed it."""
-
-    node: str
-    node_type: str
-    gpus: int
-    cordoned: bool
 
 
 def daily_rows(day: str, cluster: str, nodes: Iterable[NodeSample], at: str) -> list[tuple[Any, ...]]:

@@ -19,7 +19,7 @@ from alertd.core.model import parse_iso
 from alertd.receive.payload import BadPayload, read_notification
 from alertd.app.service import Service
 from alertd.store.base import StoreUnavailable
-from alertd.web import api, slack_actions, ui
+from alertd.web import api, report_views, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 from alertd.web.body import read_body
 from alertd.web.guard import EDGE, SMALL_BODY, EdgePolicy, client_address, edge
@@ -204,6 +204,7 @@ def build_app(svc: Service, auth: Authenticator | None = None) -> web.Applicatio
     app.router.add_get("/api/v1/openapi.yaml", openapi)
     slack_actions.register(app)
     ui.register(app)
+    report_views.register(app)
 
     async def on_startup(_: web.Application) -> None:
         await svc.start()

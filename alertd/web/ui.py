@@ -30,7 +30,8 @@ from alertd.web.body import read_form
 from alertd.web.render import page
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-STATIC = {"style.css": "text/css", "live.js": "text/javascript"}
+STATIC = {"style.css": "text/css", "live.js": "text/javascript", "chart.umd.js": "text/javascript",
+          "reliability.js": "text/javascript", "chart.js.LICENSE.md": "text/plain"}
 LIST_LIMIT = 50
 
 

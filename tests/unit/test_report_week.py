@@ -27,7 +27,7 @@ from alertd.report.build import BadPeriod, reliability
 from alertd.report.compute import Period
 from alertd.report.table import to_csv
 from alertd.store.base import Step
-from alertd.store.report_tables import NodeSample
+from alertd.core.fleet import NodeSample
 from alertd.store.sqlite import SqliteStore
 from tests.unit.builders import shipped_rules
 
@@ -66,14 +66,17 @@ async def replay(store: SqliteStore) -> None:
         await store.commit_step(Step(changes=changes))
 
 
+def week_fleet() -> list[NodeSample]:
+    nodes = [NodeSample(f"gpu-node-{i}", "NVIDIA-H100-80GB-HBM3", 8, False) for i in range(1, 5)]
+    return nodes + [NodeSample("gpu-node-5", "NVIDIA-A100-SXM4-80GB", 8, False),
+                    NodeSample("gpu-node-6", "NVIDIA-A100-SXM4-80GB", 8, True)]
+
+
 @pytest.fixture
 async def store(tmp_path):
     s = SqliteStore(tmp_path / "alertd.sqlite3")
     await s.open()
-    nodes = [NodeSample(f"gpu-node-{i}", "NVIDIA-H100-80GB-HBM3", 8, False) for i in range(1, 5)]
-    nodes += [NodeSample("gpu-node-5", "NVIDIA-A100-SXM4-80GB", 8, False),
-              NodeSample("gpu-node-6", "NVIDIA-A100-SXM4-80GB", 8, True)]
-    await s.record_fleet_sample("prod", nodes, MON + H)
+    await s.record_fleet_sample("prod", week_fleet(), MON + H)
     await replay(s)
     yield s
     await s.close()
