@@ -71,6 +71,9 @@ class Reporting:
         except KubeUnavailable as exc:
             log.warning("fleet size not sampled: %s", exc.reason)
             return
+        except Exception:  # the report's other work goes on without today's sample
+            log.exception("fleet size not sampled")
+            return
         await self.svc.store.record_fleet_sample(self.cluster, nodes, now)
         self._sampled = now
 

@@ -364,7 +364,11 @@ class Enricher:
         """The jobs these pods belong to, with their gangs and the cost of the fault (alertd/enrich/jobs.py)."""
         if self.jobs is None or not self.jobs.costs.enabled or not pods:
             return []
-        return [j.to_dict() for j in await self.jobs.jobs_for_pods(pods, target.anchor)]
+        try:
+            return [j.to_dict() for j in await self.jobs.jobs_for_pods(pods, target.anchor)]
+        except Exception:  # the impact is an addition: the node, pods and owners are shown without it
+            log.exception("job impact failed for %s", target.incident_id)
+            return []
 
     async def _pods_for(self, target: EnrichTarget, ctx: NodeContext) -> list[dict[str, Any]]:
         """The pods dcgm labels named (with their GPUs), else every GPU pod on the node.
