@@ -30,6 +30,7 @@
       datasets: Object.keys(types).map(function (t) {
         return { label: t, data: r.cordoned.daily.map(function (d) { return d.byNodeType[t] || 0; }), stepped: true };
       }) } });
+    document.body.setAttribute("data-charts-ms", String(Math.round(performance.now())));
     document.body.setAttribute("data-charts", "drawn");
   }
   if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", draw); } else { draw(); }
