@@ -28,13 +28,13 @@ class DigestSettings:
                    hour=int(doc.get("hour", 9)))
 
 
-def due_week(s: DigestSettings, now: datetime) -> tuple[str, datetime, datetime] | None:
-    """(period key, since, until) of the week the digest covers once this week's posting time has come:
-    the 7 days before the posting day. None before it."""
+def due_week(s: DigestSettings, now: datetime) -> tuple[str, datetime, datetime]:
+    """(period key, since, until) of the latest digest due by ``now``: the 7 days before its posting day.
+    Before this week's posting time that is last week's (a process that was down then posts it late)."""
     monday = datetime.combine((now - timedelta(days=now.weekday())).date(), time(0), tzinfo=timezone.utc)
     post_at = monday + timedelta(days=s.weekday, hours=s.hour)
     if now < post_at:
-        return None
+        post_at -= timedelta(days=7)
     until = datetime.combine(post_at.date(), time(0), tzinfo=timezone.utc)
     return "digest-" + until.date().isoformat(), until - timedelta(days=7), until
 
@@ -73,10 +73,7 @@ async def post_if_due(store: Any, s: DigestSettings, now: datetime, holder: str,
     """Post this week's digest if its time has come and nobody has; True when this call posted it."""
     if not s.channel:
         return False
-    week = due_week(s, now)
-    if week is None:
-        return False
-    key, since, until = week
+    key, since, until = due_week(s, now)
     if not await store.claim_digest(key, holder, now, now - STALE_CLAIM):
         return False
     await post(s.channel, text(await report(since, until), page_url(base_url, since, until)))
