@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from alertd.config.settings import parse_config
+from alertd.enrich.fleet_size import sample_fleet
 from alertd.enrich.jobs import JobImpactReader
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.settings import KubeSettings
@@ -181,3 +182,24 @@ async def test_xid79_names_the_job_in_slack_ui_and_api(cluster, tmp_path, slack)
         await wait_for(lambda: slack_line("#ml-research"), timeout=20)
     finally:
         await h.stop()
+
+
+async def test_the_fleet_sample_reads_allocatable_gpus_types_and_cordons(cluster, tmp_path):
+    k = cluster
+    for node in NODES:
+        obj = ok(k.request("GET", f"/api/v1/nodes/{node}"))
+        obj["status"] = {"capacity": {"nvidia.com/gpu": "8", "cpu": "192"},
+                         "allocatable": {"nvidia.com/gpu": "7" if node == HIT else "8", "cpu": "190"}}
+        ok(k.request("PUT", f"/api/v1/nodes/{node}/status", obj))
+    obj = ok(k.request("GET", f"/api/v1/nodes/{HIT}"))
+    obj["spec"]["unschedulable"] = True
+    ok(k.request("PUT", f"/api/v1/nodes/{HIT}", obj))
+    kube = KubeContext(KubeSettings.from_doc(kube_settings(k, tmp_path)))
+    try:
+        found = {s.node: s for s in await sample_fleet(kube)}
+    finally:
+        await kube.close()
+    assert set(found) == set(NODES)  # gpu-b-1 reports no allocatable GPU (no device plugin): not a GPU node
+    assert {s.node_type for s in found.values()} == {"NVIDIA-H100-80GB-HBM3"}
+    assert (found[HIT].gpus, found[HIT].cordoned) == (7, True)
+    assert sum(s.gpus for s in found.values()) == 63 and sum(s.cordoned for s in found.values()) == 1
