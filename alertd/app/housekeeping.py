@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import Callable
+from typing import Awaitable, Callable
 
 from alertd.config.settings import Config
 from alertd.core.service_metrics import Metrics
@@ -21,8 +21,10 @@ PRUNE_EVERY = 5  # rounds between prunes
 
 class Housekeeping:
     def __init__(self, cfg: Config, store: Store, *, clock: Callable[[], datetime], metrics: Metrics,
-                 failed: Callable[[str, Exception], None]):
+                 failed: Callable[[str, Exception], None],
+                 before_prune: Callable[[], Awaitable[object]] | None = None):
         self.cfg, self.store, self.clock, self.metrics, self._failed = cfg, store, clock, metrics, failed
+        self._before_prune = before_prune  # the report keeps what it needs of incidents before they go
 
     async def run(self) -> None:
         rounds = 0
@@ -36,6 +38,8 @@ class Housekeeping:
 
     async def round(self, *, prune: bool) -> None:
         if prune:
+            if self._before_prune is not None:
+                await self._before_prune()
             now = self.clock()
             keep = self.cfg.incident_retention
             pruned = await self.store.prune(now - self.cfg.retention, resolved_before=now - keep if keep else None)

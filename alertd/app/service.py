@@ -26,6 +26,7 @@ from alertd.app.lifecycle import Hooks, Lifecycle, Part, Task
 from alertd.app.processor import EdgeLookup, Outbox, Processor, Submits
 from alertd.app.recording_rules import fetcher_for
 from alertd.app.reload import RuleReload
+from alertd.app.reporting import Reporting
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
 from alertd.core.model import Alert, Change, Incident, Signal
@@ -95,6 +96,7 @@ class Service:
         self.enricher = enricher  # runs after commit, off the request path; reports back through enrich()
         self.recorder = recorder  # serve --record: the webhook handler appends every accepted webhook
         self.ready = False
+        self.reporting = Reporting(self, cfg.raw.get("report"), clock)  # fleet samples, report facts, digest
         self.processor = self._processor(rules)
         self.admission = Admission(cfg, store, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)
@@ -128,9 +130,10 @@ class Service:
     def _leader_parts(self) -> list[Part]:
         """What runs only while this process leads, in the order it starts."""
         housekeeping = Housekeeping(self.cfg, self.store, clock=self.clock, metrics=self.metrics,
-                                    failed=self.processor.step_failed)
+                                    failed=self.processor.step_failed, before_prune=self.reporting.rollup)
         parts: list[Part] = [Task("alertd-processor", self.processor.run), Task("alertd-ticker", self.processor.tick),
-                             self.processor.outbox, Task("alertd-housekeeping", housekeeping.run)]
+                             self.processor.outbox, Task("alertd-housekeeping", housekeeping.run),
+                             Task("alertd-reporting", self.reporting.run)]
         if self.reconciler is not None:
             parts.append(Task("alertd-reconciler", self.reconciler.run))
         return parts

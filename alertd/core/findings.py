@@ -16,6 +16,7 @@ LOG_EVIDENCE = "log_evidence"
 LOGS_UNAVAILABLE = "logs_unavailable"
 PODS = "pods"
 OWNERS = "owners"
+JOBS = "jobs"  # the jobs a fault hit: gang, owner, GPU-hours lost (alertd/enrich/jobs.py)
 
 
 def as_lines(value: Any) -> list[str]:
@@ -151,6 +152,46 @@ def _teams(value: Any, label_names: tuple[str, ...]) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
+class Jobs:
+    """The ``jobs`` annotation: one object per job a fault hit (kind, namespace, name, owner, team, pods,
+    gpus, nodes, hitPods, timeLostSeconds, gpuHoursLost)."""
+
+    jobs: tuple[dict[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, annotations: Mapping[str, Any]) -> "Jobs":
+        return cls(tuple(_dicts(annotations.get(JOBS)) or ()))
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs)
+
+    @property
+    def gpu_hours_lost(self) -> float:
+        return round(sum(_float(j.get("gpuHoursLost")) for j in self.jobs), 2)
+
+    def line(self, limit: int = 2) -> str:
+        """One line: the costliest jobs (gang size, nodes, owner, team), how many more, the GPU-hours lost."""
+        if not self.jobs:
+            return ""
+        ranked = sorted(self.jobs, key=lambda j: -_float(j.get("gpuHoursLost")))
+        parts = []
+        for j in ranked[:limit]:
+            who = ", ".join(x for x in (f"owner {j['owner']}" if j.get("owner") else "",
+                                        f"team {j['team']}" if j.get("team") else "") if x)
+            parts.append(f"{j.get('kind', '')} {j.get('namespace', '')}/{j.get('name', '')}: {_int(j.get('gpus'))} GPUs"
+                         f" on {_int(j.get('nodes'))} nodes" + (f" ({who})" if who else ""))
+        more = f" and {len(ranked) - limit} more" if len(ranked) > limit else ""
+        return "; ".join(parts) + more + f" ≈ {self.gpu_hours_lost:,.1f} GPU-hours lost"
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """What enrichment found on the node(s): kernel log lines, the pods on the GPUs, and why logs are missing."""
 
@@ -188,4 +229,5 @@ class Evidence:
         return as_lines(self.logs_unavailable)
 
 
-__all__ = ["LOGS_UNAVAILABLE", "LOG_EVIDENCE", "OWNERS", "PODS", "Evidence", "Owner", "Owners", "as_lines"]
+__all__ = ["JOBS", "LOGS_UNAVAILABLE", "LOG_EVIDENCE", "OWNERS", "PODS", "Evidence", "Jobs", "Owner", "Owners",
+           "as_lines"]

@@ -15,7 +15,7 @@ from typing import Any
 from alertd.enrich.log_evidence import cap_evidence
 from alertd.enrich.kube_owners import owners_of
 from alertd.enrich.settings import EnrichSettings
-from alertd.core.findings import LOG_EVIDENCE, LOGS_UNAVAILABLE, OWNERS, PODS
+from alertd.core.findings import JOBS, LOG_EVIDENCE, Jobs, LOGS_UNAVAILABLE, OWNERS, PODS
 from alertd.core.model import Signal
 
 # Annotation keys (documented in docs/enrichment.md; alertd/core/findings.py reads them back for notify and the UI).
@@ -66,6 +66,7 @@ def annotation_values(state: IncidentState, s: EnrichSettings, *, logs: bool, ku
             pods = [p for n in known for p in state.kube[n]["pods"]][: s.max_pods]
             out[PODS] = pods
             out[OWNERS] = owners_of(pods)
+            out[JOBS] = merged_jobs([state.kube[n].get("jobs") or [] for n in known])
             events = sorted((e for n in known for e in state.kube[n]["events"]),
                             key=lambda e: e.get("time") or "", reverse=True)
             out[NODE_EVENTS] = events[: s.max_events]
@@ -73,6 +74,17 @@ def annotation_values(state: IncidentState, s: EnrichSettings, *, logs: bool, ku
         out[KUBE_UNAVAILABLE] = (failures[0] if len(failures) == 1 else
                                  f"{failures[-1]} ({len(failures)} of {len(state.nodes)} nodes)") if failures else None
     return out
+
+
+def merged_jobs(per_node: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One entry per job across the incident's nodes (the later node's answer wins), most GPU-hours first."""
+    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for jobs in per_node:
+        for j in jobs:
+            key = (str(j.get("namespace", "")), str(j.get("kind", "")), str(j.get("name", "")))
+            hit = sorted(set(seen.get(key, {}).get("hitPods") or []) | set(j.get("hitPods") or []))
+            seen[key] = {**j, "hitPods": hit}
+    return sorted(seen.values(), key=lambda j: (-float(j.get("gpuHoursLost") or 0), j.get("name", "")))
 
 
 def seed_state(state: IncidentState, ann: dict[str, Any]) -> None:
@@ -85,6 +97,9 @@ def seed_state(state: IncidentState, ann: dict[str, Any]) -> None:
     for n in nodes_info:
         if isinstance(n, dict) and n.get("name"):
             state.kube.setdefault(n["name"], {"node": n, "pods": [], "events": []})
+    old_jobs = [j for j in ann.get(JOBS) or [] if isinstance(j, dict)]
+    if old_jobs and nodes_info and isinstance(nodes_info[0], dict) and nodes_info[0].get("name"):
+        state.kube[nodes_info[0]["name"]]["jobs"] = old_jobs
     for p in ann.get(PODS) or []:
         if isinstance(p, dict) and p.get("node"):
             state.kube.setdefault(p["node"], {"node": {"name": p["node"]}, "pods": [], "events": []})["pods"].append(p)
@@ -111,6 +126,8 @@ def describe(key: str, value: Any) -> str:
         parts = [f"{o['kind']} {o['namespace']}/{o['name']}" + (f" (team {o['team']})" if o.get("team") else "")
                  for o in value[:3]]
         return "owners: " + ("; ".join(parts) if parts else "no GPU workload on the node")
+    if key == JOBS:
+        return "jobs hit: " + (Jobs.of({JOBS: value}).line() or "none")
     if key == PODS:
         return f"{len(value)} GPU pod(s) on the node(s)"
     if key == KUBE_NODE:
@@ -126,6 +143,6 @@ def describe(key: str, value: Any) -> str:
 
 
 __all__ = [
-    "KUBE_NODE", "KUBE_NODES", "KUBE_UNAVAILABLE", "LOGS_UNAVAILABLE", "LOG_EVIDENCE", "NODE_EVENTS", "OWNERS",
+    "JOBS", "KUBE_NODE", "KUBE_NODES", "KUBE_UNAVAILABLE", "LOGS_UNAVAILABLE", "LOG_EVIDENCE", "NODE_EVENTS", "OWNERS",
     "PODS", "IncidentState", "annotation_values", "describe", "seed_state",
 ]

@@ -40,6 +40,7 @@ from alertd.enrich.host import EnrichHost
 from alertd.enrich.log_evidence import evidence_from_lines, upgrade_signal
 from alertd.enrich.kube import KubeContext, NodeContext
 from alertd.enrich.kube_api import KubeUnavailable
+from alertd.enrich.jobs import JobImpactReader
 from alertd.enrich.backends import build_backend
 from alertd.enrich.logs import LogsUnavailable, describe_error
 from alertd.enrich.searcher import LogSearcher
@@ -70,6 +71,7 @@ class Enricher:
         self.kube = kube
         if self.kube is None and settings.kube is not None:
             self.kube = KubeContext(settings.kube)
+        self.jobs = JobImpactReader(self.kube, self.kube.settings.jobs) if self.kube is not None else None
         self.service: EnrichHost | None = None
         self._state: dict[str, IncidentState] = {}
         self._seen: dict[str, set[str]] = {}
@@ -340,6 +342,7 @@ class Enricher:
         try:
             ctx = await self.kube.node_context(target.node)
             pods = await self._pods_for(target, ctx)
+            jobs = await self._jobs_for(target, pods)
         except KubeUnavailable as exc:
             self.counts["kube_unavailable"] += 1
             if target.node not in state.kube:  # keep what an earlier answer showed
@@ -355,9 +358,19 @@ class Enricher:
             self.writer.mark_dirty(target.incident_id)
             return
         self.counts["kube_ok"] += 1
-        state.kube[target.node] = {"node": ctx.node, "pods": pods, "events": ctx.events}
+        state.kube[target.node] = {"node": ctx.node, "pods": pods, "events": ctx.events, "jobs": jobs}
         state.kube_failures.pop(target.node, None)
         self.writer.mark_dirty(target.incident_id)
+
+    async def _jobs_for(self, target: EnrichTarget, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The jobs these pods belong to, with their gangs and the cost of the fault (alertd/enrich/jobs.py)."""
+        if self.jobs is None or not self.jobs.costs.enabled or not pods:
+            return []
+        try:
+            return [j.to_dict() for j in await self.jobs.jobs_for_pods(pods, target.anchor)]
+        except Exception:  # the impact is an addition: the node, pods and owners are shown without it
+            log.exception("job impact failed for %s", target.incident_id)
+            return []
 
     async def _pods_for(self, target: EnrichTarget, ctx: NodeContext) -> list[dict[str, Any]]:
         """The pods dcgm labels named (with their GPUs), else every GPU pod on the node.

@@ -77,6 +77,17 @@ class KubeContext(KubeOwners):
         return NodeContext(node=node_info, pods=list(described), events=events, fetched_at=self.now(),
                            other_pods=others)
 
+    async def namespace_pods(self, ns: str, limit: int) -> list[dict[str, Any]]:
+        """The unfinished pods of a namespace (a job's gang is found among them; cached like a node's)."""
+        listed = await self._cached(("namespace-pods", ns), self.settings.cache_ttl, lambda: self._get(
+            "CoreV1Api", "list_namespaced_pod", ns, field_selector="status.phase!=Succeeded", limit=limit))
+        return list(listed.get("items") or [])
+
+    async def list_nodes(self, limit: int, token: str = "") -> dict[str, Any]:
+        """One page of the cluster's nodes (fleet size samples; never cached)."""
+        extra = {"_continue": token} if token else {}
+        return await self._get("CoreV1Api", "list_node", limit=limit, **extra)
+
     @staticmethod
     def _phase(pod: dict[str, Any]) -> str:
         if meta(pod).get("deletionTimestamp"):

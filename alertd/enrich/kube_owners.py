@@ -111,13 +111,18 @@ class KubeOwners(KubeApi):
         return await self._cached(key, self.settings.owner_cache_ttl, fetch)
 
 
+def top_owner(pod: dict[str, Any]) -> tuple[tuple[str, str, str], dict[str, Any]]:
+    """((namespace, kind, name), link) of a described pod's workload: its chain's top, else the pod itself."""
+    chain = pod.get("owner_chain") or []
+    top = chain[-1] if chain else {"kind": "Pod", "name": pod.get("name", "")}
+    return (pod.get("namespace", ""), top.get("kind", ""), top.get("name", "")), top
+
+
 def owners_of(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The top owner of each pod (the workload: PyTorchJob, Deployment ...), deduplicated."""
     seen: dict[tuple[str, str, str], dict[str, Any]] = {}
     for pod in pods:
-        chain = pod.get("owner_chain") or []
-        top = chain[-1] if chain else {"kind": "Pod", "name": pod.get("name", "")}
-        key = (pod.get("namespace", ""), top.get("kind", ""), top.get("name", ""))
+        key, _ = top_owner(pod)
         entry = seen.get(key)
         if entry is None:
             entry = seen[key] = {"kind": key[1], "name": key[2], "namespace": key[0], "team": pod.get("team", ""),
@@ -129,4 +134,4 @@ def owners_of(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-__all__ = ["KubeOwners", "controller_ref", "owners_of", "split_api_version"]
+__all__ = ["KubeOwners", "controller_ref", "owners_of", "split_api_version", "top_owner"]

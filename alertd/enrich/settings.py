@@ -8,6 +8,7 @@ YAML document into typed values; the defaults here are the documented ones
 """
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -22,6 +23,7 @@ DEFAULT_POOL_LABELS = (
 )
 DEFAULT_INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 DEFAULT_GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product",)
+DEFAULT_OWNER_KEYS = ("alertd.io/owner", "owner", "user", "kubeflow.org/owner")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +119,47 @@ class LogSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class CostModel:
+    """How a job loses work at a fault: its checkpoint interval and the time a restart takes."""
+
+    checkpoint_interval: timedelta = timedelta(hours=1)
+    restart_time: timedelta = timedelta(minutes=10)
+
+    def time_lost(self, ran: timedelta) -> timedelta:
+        """The documented formula: lost work (half an interval, at most what ran) + the restart."""
+        ran = max(ran, timedelta(0))
+        work = ran if not self.checkpoint_interval else min(self.checkpoint_interval / 2, ran)
+        return work + self.restart_time
+
+
+@dataclass(frozen=True, slots=True)
+class JobCostSettings:
+    """``enrich.kube.jobs``: the default cost model and per-namespace overrides (globs, first match wins)."""
+
+    enabled: bool = True
+    default: CostModel = CostModel()
+    namespaces: tuple[tuple[str, CostModel], ...] = ()
+    owner_keys: tuple[str, ...] = DEFAULT_OWNER_KEYS
+
+    def for_namespace(self, ns: str) -> CostModel:
+        return next((m for pattern, m in self.namespaces if fnmatch.fnmatchcase(ns, pattern)), self.default)
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any] | None) -> "JobCostSettings":
+        doc = doc or {}
+        default = _model(doc, CostModel())
+        return cls(enabled=doc.get("enabled", True), default=default,
+                   namespaces=tuple((ns, _model(over, default)) for ns, over in (doc.get("namespaces") or {}).items()),
+                   owner_keys=tuple(doc.get("owner_keys", DEFAULT_OWNER_KEYS)))
+
+
+def _model(doc: dict[str, Any], base: CostModel) -> CostModel:
+    interval, restart = doc.get("checkpoint_interval"), doc.get("restart_time")
+    return CostModel(parse_duration(interval) if interval is not None else base.checkpoint_interval,
+                     parse_duration(restart) if restart is not None else base.restart_time)
+
+
+@dataclass(frozen=True, slots=True)
 class KubeSettings:
     """The ``enrich.kube`` config section, parsed."""
 
@@ -140,6 +183,7 @@ class KubeSettings:
     max_pods: int = 50
     max_owner_depth: int = 6
     owner_plurals: dict[str, str] = field(default_factory=dict)
+    jobs: JobCostSettings = JobCostSettings()
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any] | None) -> "KubeSettings":
@@ -166,6 +210,7 @@ class KubeSettings:
             max_pods=int(doc.get("max_pods", d.max_pods)),
             max_owner_depth=int(doc.get("max_owner_depth", d.max_owner_depth)),
             owner_plurals=dict(doc.get("owner_plurals") or {}),
+            jobs=JobCostSettings.from_doc(doc.get("jobs")),
         )
 
 
@@ -208,6 +253,6 @@ class EnrichSettings:
 
 
 __all__ = [
-    "DEFAULT_GPU_PRODUCT_LABELS", "DEFAULT_INSTANCE_TYPE_LABELS", "DEFAULT_PATTERNS", "DEFAULT_POOL_LABELS",
+    "CostModel", "DEFAULT_GPU_PRODUCT_LABELS", "JobCostSettings", "DEFAULT_INSTANCE_TYPE_LABELS", "DEFAULT_PATTERNS", "DEFAULT_POOL_LABELS",
     "EnrichSettings", "KubeSettings", "LogSettings",
 ]

@@ -18,7 +18,7 @@ from alertd.app.receiver_group import ControlUnavailable
 from alertd.core.model import parse_iso
 from alertd.receive.payload import BadPayload, read_notification
 from alertd.store.base import StoreUnavailable
-from alertd.web import api, slack_actions, ui
+from alertd.web import api, report_views, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 from alertd.web.body import read_body
 from alertd.web.guard import EDGE, SMALL_BODY, EdgePolicy, client_address, edge
@@ -205,4 +205,5 @@ def build_app(svc: WebHost, auth: Authenticator | None = None) -> web.Applicatio
     app.router.add_get("/api/v1/openapi.yaml", openapi)
     slack_actions.register(app)
     ui.register(app)
+    report_views.register(app)
     return app

@@ -12,9 +12,16 @@ from alertd.ha.commands import ActionTaker
 from alertd.core.model import Incident
 from alertd.core.service_metrics import Metrics
 from alertd.rules.ruleset import RuleSet
+from alertd.report.compute import Period
 from alertd.store.base import AuditEntry
 from alertd.store.quarantine import SetAside
 from alertd.web.fleet_views import FleetReads
+
+
+class Reports(Protocol):
+    """The reliability report (alertd/app/reporting.py) as the report routes ask it."""
+
+    async def report(self, p: Period) -> dict[str, Any]: ...
 
 
 class GroupFetcher(Protocol):
@@ -66,6 +73,9 @@ class WebHost(ActionTaker, Protocol):
 
     @property
     def health(self) -> StoreHealth: ...
+
+    @property
+    def reporting(self) -> Reports: ...
 
     @property
     def reconciler(self) -> GroupFetcher | None:

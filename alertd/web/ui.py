@@ -18,7 +18,7 @@ from aiohttp import web
 
 from alertd.web import fleet_views as views
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
-from alertd.core.findings import Evidence, Owners
+from alertd.core.findings import Evidence, Jobs, Owners
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
@@ -32,7 +32,8 @@ from alertd.web.body import read_form
 from alertd.web.render import page
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-STATIC = {"style.css": "text/css", "live.js": "text/javascript"}
+STATIC = {"style.css": "text/css", "live.js": "text/javascript", "chart.umd.js": "text/javascript",
+          "reliability.js": "text/javascript", "chart.js.LICENSE.md": "text/plain"}
 LIST_LIMIT = 50
 
 
@@ -153,6 +154,7 @@ async def incident(request: web.Request) -> web.Response:
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
         alertmanager=alertmanager_link(inc, am_url), am_base=am_url.rstrip("/"), silence=silence,
         owners=Owners.of(inc.annotations).lines(), pods=Evidence.of(inc.annotations).pod_lines(),
+        jobs=Jobs.of(inc.annotations),
         evidence=_lines(Evidence.of(inc.annotations).log),
         notifications=_notifications(await svc.store.notification_state(inc.id)),
         children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],

@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from alertd.config.settings import parse_config
 from alertd.app.assemble import build_service
+from alertd.enrich import Enricher
 from alertd.rules.ruleset import load_rules
 from alertd.store.sqlite import SqliteStore
 from tests.support.served import served
@@ -119,7 +120,10 @@ class Harness:
     async def start(self) -> "Harness":
         self.store = SqliteStore(self.db)
         self.rules = load_rules(self.cfg.rule_paths)
-        self.svc = build_service(self.cfg, self.store, self.rules)
+        enricher = Enricher.from_config(self.cfg.raw.get("enrich"))
+        self.svc = build_service(self.cfg, self.store, self.rules, enricher=enricher)
+        if enricher is not None:
+            enricher.bind(self.svc)
         self.notifiers, self.router = self.svc.notifiers, self.svc.router
         self.app = served(self.svc)
         self.client = TestClient(TestServer(self.app, host="127.0.0.1"))

@@ -29,6 +29,7 @@ LAYERS: dict[str, set[str]] = {
     "alertmanager": {"core", "receive"},
     "ha": {"core"},
     "config": {"alertmanager", "core", "engine", "integrations", "rules", "schemas"},
+    "report": {"core", "rules", "store"},  # the reliability report: incident facts and fleet samples -> figures
 }
 _BELOW_APP = set(LAYERS)
 LAYERS["app"] = _BELOW_APP - {"app"}

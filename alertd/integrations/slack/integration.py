@@ -230,6 +230,11 @@ class SlackNotifier(Notifier):
 
     # ----- delivery -----
 
+    async def post_text(self, channel: str, text: str) -> None:
+        """A message of its own, about no incident (the weekly reliability digest): posted once, no retry."""
+        await self._call("chat.postMessage", channel, once=True, channel=channel, text=text,
+                         blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}])
+
     async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
         head = items[0]
         channel = head.target.address

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from alertd.core.durations import format_duration
-from alertd.core.findings import Evidence, Owners
+from alertd.core.findings import Evidence, Jobs, Owners
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, parse_iso
 from alertd.integrations.base import Links
@@ -243,6 +243,9 @@ def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Evidence) ->
     owners = Owners.of(inc.annotations).lines()
     if owners:
         notes.append("*Owners:* " + mrkdwn_escape("; ".join(owners)))
+    jobs = Jobs.of(inc.annotations).line()
+    if jobs:
+        notes.append("*Jobs hit:* " + mrkdwn_escape(jobs))
     if found.logs_unavailable:
         why = found.unavailable_reasons()
         notes.append(":warning: Kernel logs unavailable" + (f": {mrkdwn_escape('; '.join(why))}" if why and why != ["True"] else ""))

@@ -1,0 +1,168 @@
+"""Which jobs a fault hit, how big they are, whose they are, and what the fault cost them.
+
+A failing GPU kills the whole gang of a distributed training run: every pod of
+the job, on every node, restarts from its last checkpoint. So the impact of an
+incident is read per *job*, not per pod:
+
+1. the GPU pods on the affected node (:class:`~alertd.enrich.kube.KubeContext` already reads
+   them, with their owner chains);
+2. each pod's top owner is the job (PyTorchJob, MPIJob, JobSet, RayJob, Job, Deployment ...);
+3. the job's gang: every pod of the namespace whose owner chain ends at the same top
+   owner, with its GPUs and node (one list of the namespace; owner reads are cached);
+4. the cost, from :class:`CostModel` (docs/reliability-report.md, "Job impact")::
+
+       lost work   = min(checkpoint_interval / 2, time the job had run at the fault)
+                     (the whole run so far when checkpoint_interval is 0: no checkpoints)
+       time lost   = lost work + restart_time
+       GPU-hours   = gang GPUs x time lost
+
+   Half an interval is the expected loss when a fault falls anywhere between two checkpoints.
+
+:class:`JobImpactReader` is the reusable part: ``jobs_on_node(node)`` answers the same
+question for a drain that has not happened yet (its blast radius).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from alertd.core.model import parse_iso
+from alertd.enrich.kube_api import KubeUnavailable, NotFound, meta
+from alertd.enrich.kube_owners import top_owner
+from alertd.enrich.kube import KubeContext
+from alertd.enrich.settings import CostModel, JobCostSettings
+
+MAX_GANG_PODS = 4096  # pods of one namespace read to find a gang
+
+
+@dataclass(frozen=True, slots=True)
+class GangPod:
+    namespace: str
+    name: str
+    node: str
+    gpus: int
+    phase: str = ""
+    started: str = ""
+
+
+@dataclass(slots=True)
+class JobImpact:
+    """One job a fault hits (or a drain would hit): its gang across nodes, its people, its cost."""
+
+    kind: str
+    name: str
+    namespace: str
+    api_version: str = ""
+    team: str = ""
+    channel: str = ""
+    owner: str = ""
+    gang: list[GangPod] = field(default_factory=list)
+    hit_pods: list[str] = field(default_factory=list)  # pods of the gang on the affected node(s)
+    time_lost: timedelta = timedelta(0)
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.gpus for p in self.gang)
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted({p.node for p in self.gang if p.node})
+
+    @property
+    def gpu_hours_lost(self) -> float:
+        return round(self.gpus * self.time_lost.total_seconds() / 3600, 2)
+
+    def started(self) -> datetime | None:
+        times = [t for t in (parse_iso(p.started) for p in self.gang if p.started) if t is not None]
+        return min(times) if times else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "apiVersion": self.api_version,
+                "team": self.team, "channel": self.channel, "owner": self.owner, "pods": len(self.gang),
+                "gpus": self.gpus, "nodes": len(self.nodes), "hitPods": self.hit_pods,
+                "timeLostSeconds": int(self.time_lost.total_seconds()), "gpuHoursLost": self.gpu_hours_lost}
+
+
+class JobImpactReader:
+    """Jobs of pods on a node, their gangs and cost, from the Kubernetes API (reads only, cached)."""
+
+    def __init__(self, kube: KubeContext, costs: JobCostSettings):
+        self.kube = kube
+        self.costs = costs
+
+    async def jobs_for_pods(self, pods: list[dict[str, Any]], at: datetime) -> list[JobImpact]:
+        """``pods``: described GPU pods (KubeContext's shape: namespace, name, node, owner_chain, team,
+        channel) on the affected node(s) -> one JobImpact per top owner, with its gang and cost at ``at``."""
+        jobs: dict[tuple[str, str, str], JobImpact] = {}
+        for pod in pods:
+            key, top = top_owner(pod)
+            job = jobs.get(key)
+            if job is None:
+                job = jobs[key] = JobImpact(kind=key[1], name=key[2], namespace=key[0],
+                                            api_version=top.get("apiVersion", ""), team=pod.get("team", ""),
+                                            channel=pod.get("channel", ""))
+            job.hit_pods.append(pod.get("name", ""))
+        for job in jobs.values():
+            await self._fill(job, pods, at)
+        return sorted(jobs.values(), key=lambda j: (-j.gpus, j.namespace, j.name))
+
+    async def jobs_on_node(self, node: str, at: datetime) -> list[JobImpact]:
+        """What draining ``node`` now (or a fault on it at ``at``) interrupts: the blast radius."""
+        ctx = await self.kube.node_context(node)
+        return await self.jobs_for_pods(list(ctx.pods), at)
+
+    async def _fill(self, job: JobImpact, hit: list[dict[str, Any]], at: datetime) -> None:
+        if job.kind == "Pod":
+            job.gang = [GangPod(p.get("namespace", ""), p.get("name", ""), p.get("node", ""), int(p.get("gpus") or 0),
+                                p.get("phase", ""), p.get("started", "")) for p in hit if p.get("name") == job.name]
+        else:
+            try:
+                job.gang = await self.gang(job.namespace, job.kind, job.name)
+            except KubeUnavailable:
+                job.gang = []
+            if not job.gang:  # the list failed or the job is gone: what the node showed is all we know
+                job.gang = [GangPod(p["namespace"], p["name"], p.get("node", ""), int(p.get("gpus") or 0),
+                                    p.get("phase", ""), p.get("started", ""))
+                            for p in hit if p.get("name") in job.hit_pods]
+        top = await self._top_object(job)
+        if top is not None:
+            job.owner = job.owner or self._owner(top)
+            if not job.team or not job.channel:
+                team, channel = self.kube.team_and_channel([top])
+                job.team, job.channel = job.team or team, job.channel or channel
+        started = job.started()
+        job.time_lost = self.costs.for_namespace(job.namespace).time_lost(at - started if started else timedelta(0))
+
+    async def gang(self, ns: str, kind: str, name: str) -> list[GangPod]:
+        """Every unfinished GPU pod of namespace ``ns`` whose owner chain ends at ``kind``/``name``."""
+        out: list[GangPod] = []
+        for pod in await self.kube.namespace_pods(ns, MAX_GANG_PODS):
+            gpus = self.kube.gpu_count(pod)[0]
+            if not gpus:
+                continue
+            chain, _ = await self.kube.owner_chain(ns, pod)
+            if not chain or (chain[-1].get("kind"), chain[-1].get("name")) != (kind, name):
+                continue
+            m, spec, status = meta(pod), pod.get("spec") or {}, pod.get("status") or {}
+            out.append(GangPod(ns, m.get("name", ""), spec.get("nodeName", ""), gpus, status.get("phase", ""),
+                               status.get("startTime", "")))
+        return sorted(out, key=lambda p: p.name)
+
+    async def _top_object(self, job: JobImpact) -> dict[str, Any] | None:
+        if job.kind == "Pod" or not job.api_version:
+            return None
+        try:
+            return await self.kube.owner(job.namespace, {"apiVersion": job.api_version, "kind": job.kind,
+                                                         "name": job.name})
+        except (NotFound, KubeUnavailable):
+            return None
+
+    def _owner(self, obj: dict[str, Any]) -> str:
+        m = meta(obj)
+        labels, annotations = m.get("labels") or {}, m.get("annotations") or {}
+        return str(next((annotations.get(k) or labels.get(k) for k in self.costs.owner_keys
+                         if annotations.get(k) or labels.get(k)), ""))
+
+
+__all__ = ["CostModel", "GangPod", "JobCostSettings", "JobImpact", "JobImpactReader"]

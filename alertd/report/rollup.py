@@ -1,0 +1,49 @@
+"""Keep report facts in the store: every incident changed since the last rollup becomes a fact row.
+
+Runs before retention prunes incidents (the housekeeping round) and before each report, so a report always
+counts the latest state and still counts periods whose incidents are gone. Idempotent: the watermark is the
+newest ``updated_at`` seen, and incidents updated at that instant are read again (an upsert, harmless).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from alertd.core.model import parse_iso
+from alertd.report.compute import group_by_type
+from alertd.report.facts import fact
+from alertd.rules.windows import CordonPolicy, cordon_of, unplanned_severity
+from alertd.store.reads import IncidentQuery
+
+PAGE = 500
+MAX_PAGES = 400  # one rollup reads at most 200,000 incidents; the rest waits for the next
+
+
+async def _planned(store: Any, doc: dict[str, Any], policy: CordonPolicy) -> bool:
+    """Planned work, judged as routing judges it (needs the members: read only for cordoned incidents)."""
+    if "node_cordoned" not in (doc.get("signals") or []):
+        return False
+    inc = await store.get_incident(doc["id"])
+    cordon = cordon_of(inc) if inc is not None else None
+    return inc is not None and cordon is not None and unplanned_severity(inc, cordon, policy) is None
+
+
+async def rollup(store: Any, policy: CordonPolicy | None = None) -> int:
+    """Write the facts of incidents updated since the watermark; returns how many."""
+    policy = policy or CordonPolicy()
+    mark = await store.report_watermark()
+    nodes = group_by_type(await store.fleet_nodes())
+    newest, before, facts = mark, None, []
+    for _ in range(MAX_PAGES):
+        rows = await store.query_incidents(IncidentQuery(since=parse_iso(mark) if mark else None, before=before,
+                                                         limit=PAGE))
+        for _, doc in rows:
+            facts.append(fact(doc, planned=await _planned(store, doc, policy), nodes=nodes))
+            newest = max(newest, doc.get("updatedAt") or "")
+        if len(rows) < PAGE:
+            break
+        before = rows[-1][0]
+    await store.upsert_report_facts(facts, newest)
+    return len(facts)
+
+
+__all__ = ["rollup"]

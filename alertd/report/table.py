@@ -1,0 +1,51 @@
+"""The report as CSV, one figure per line (section, key, value): sorts and pivots in any spreadsheet."""
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, Iterator
+
+from alertd.rules.rma import csv_cell
+
+SUMMARY = ("since", "until", "cluster", "nodeType", "gpuDays", "failures", "failuresPer1000GpuDays",
+           "gpuHoursOutOfService", "jobsInterrupted", "gpuHoursLost")
+
+
+def _rows(r: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+    for key in SUMMARY:
+        yield "summary", key, r[key]
+    for kind, n in r["apart"].items():
+        yield "apart", kind, n
+    for c in r["byCause"]:
+        yield "byCause", c["category"] + (f" xid {c['xid']}" if c.get("xid") else ""), c["failures"]
+    m = r["mttrSeconds"]
+    yield "mttrSeconds", "median", m["median"]
+    yield "mttrSeconds", "p90", m["p90"]
+    for action, s in m["byAction"].items():
+        yield "mttrSeconds", f"{action} median", s["median"]
+        yield "mttrSeconds", f"{action} p90", s["p90"]
+    for n in r["lemons"]["nodes"]:
+        yield "lemonNode", n["node"], n["failures"]
+    for g in r["lemons"]["gpus"]:
+        yield "lemonGpu", g["uuid"], g["failures"]
+    for node_type, n in r["cordoned"]["now"].items():
+        yield "cordonedNow", node_type, n
+    for day in r["cordoned"]["daily"]:
+        for node_type, n in day["byNodeType"].items():
+            yield "cordonedDaily", f"{day['day']} {node_type}", n
+    for w in r["weekly"]:
+        yield "failuresPer1000GpuDaysWeekly", w["week"], w["failuresPer1000GpuDays"]
+    for d in r["daily"]:
+        yield "gpuHoursOutOfServiceDaily", d["day"], d["gpuHoursOutOfService"]
+
+
+def to_csv(report: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\r\n")
+    w.writerow(("section", "key", "value"))
+    for section, key, value in _rows(report):
+        w.writerow((section, csv_cell(key), "" if value is None else csv_cell(value)))
+    return buf.getvalue()
+
+
+__all__ = ["to_csv"]
