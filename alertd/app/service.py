@@ -34,6 +34,7 @@ from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter
 from alertd.receive.payload import encode_webhook
 from alertd.app.recording_rules import fetcher_for, with_site_recordings
+from alertd.app.remediate import Remediations
 from alertd.rules.ruleset import RuleSet, load_rules
 from alertd.store.base import AuditEntry, Step, Store, StoreUnavailable, Taken
 
@@ -80,6 +81,8 @@ class Service(Intake):
         self.outbox = self._outbox_worker(store, clock)
         # Enrichment runs after commit and off the request path; it reports back through enrich().
         self.enricher = enricher
+        # Cordon / drain proposals, approvals and the executor (alertd/app/remediate.py, docs/remediation.md).
+        self.remediation = Remediations.from_config(self)
         self.watchdog_names = set(rules.correlation.watchdog.alertnames)
         self.rules_fetcher = fetcher_for(self)  # recording rules from the alerts' Prometheus (rules API)
         # What an engine step's alerts need from outside, asked before the step, each bounded in time.
@@ -154,6 +157,7 @@ class Service(Intake):
             self.store.set_fence(self.elector.holder if self.elector else None, token)  # type: ignore[attr-defined]
         state = await self.store.load_state()
         self.engine = Engine(self.rules, self.cfg.normalize, state, nodes=self.nodes)
+        self.remediation.holder = self.elector.holder if self.elector else "engine"
         self.router.restore(await self.store.load_router_memory())
         if self.outbox._stopping:
             self.outbox = self._outbox_worker(self.store, self.clock)
@@ -164,6 +168,7 @@ class Service(Intake):
             loop.create_task(self._tick_loop(), name="alertd-ticker"),
             loop.create_task(self.outbox.run(), name="alertd-outbox"),
             loop.create_task(self._housekeeping_loop(), name="alertd-housekeeping"),
+            loop.create_task(self.remediation.run(), name="alertd-remediation"),
         ]
         if self.reconciler is not None:
             self._leader_tasks.append(loop.create_task(self.reconciler.run(), name="alertd-reconciler"))
@@ -198,6 +203,7 @@ class Service(Intake):
             await self.enricher.close()
         if self.reconciler is not None:
             await self.reconciler.close()
+        await self.remediation.close()
         if self.leading:
             try:
                 deadline = time.monotonic() + 10
@@ -328,6 +334,7 @@ class Service(Intake):
             self.outbox.wake()
         if self.enricher is not None and changes:
             self.enricher.submit(changes)
+        self.remediation.submit(changes)
         return changes
 
     async def _roll_back(self) -> None:

@@ -26,6 +26,7 @@ from alertd.store.quarantine import QuarantineMixin
 from alertd.store.inbox_log import InboxLog, InboxLogDatabase
 from alertd.store.transaction import transaction
 from alertd.store.reads import HistoryReads, IncidentQuery
+from alertd.store.remediations import RemediationsMixin
 from alertd.store.sessions import SessionsMixin
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ PRUNE_BATCH = 500  # rows per pruning transaction
 PRUNE_MAX_BATCHES = 200  # per table and housekeeping round (the rest waits for the next round)  # rows per INSERT statement (3 parameters each; SQLite allows 32766)
 
 
-class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, SessionsMixin, Store):
+class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, SessionsMixin, RemediationsMixin, Store):
     serial = "INTEGER"
     int_key = "BIGINT"  # an integer primary key given by the writer (SQLite: INTEGER, which is the rowid)
     strpos = "strpos"  # the position of a substring (SQLite: instr)

@@ -29,6 +29,8 @@ LAYERS: dict[str, set[str]] = {
     "alertmanager": {"core", "receive"},
     "ha": {"core"},
     "config": {"core", "engine", "integrations", "rules", "schemas"},
+    # proposals, guards, blast radius (pure) and the Kubernetes writes (remediation/kube.py, through enrich's reads)
+    "remediation": {"core", "engine", "enrich", "gpu", "rules"},
 }
 _BELOW_APP = set(LAYERS)
 LAYERS["app"] = _BELOW_APP - {"app"}
