@@ -35,6 +35,7 @@ from alertd.core.model import CLOSED
 from alertd.integrations.slack.integration import SlackSettings
 from alertd.integrations.slack.render import (
     ACTION_ACK,
+    ACTION_REMEDIATE,
     ACTION_RESOLVE,
     ACTION_SILENCE,
     ACTION_UNSILENCE,
@@ -153,6 +154,8 @@ class SlackActions:
                 if incident_id is None:
                     incident_id = value
                     message = f"This button belongs to another alertd installation ({value}); nothing done."
+                elif action_id.startswith(ACTION_REMEDIATE):
+                    message = await self._remediate(action_id[len(ACTION_REMEDIATE):], incident_id, uid, actor)
                 else:
                     message = await self._act(action_id, incident_id, actor)
             except Exception as exc:  # report to the clicker; never crash the task
@@ -185,6 +188,13 @@ class SlackActions:
             return await self._unsilence(incident_id, actor)
         log.info("ignoring unknown Slack action %r", action_id)
         return ""
+
+    async def _remediate(self, verb: str, incident_id: str, uid: str, actor: str) -> str:
+        """Approve, override or cancel a remediation: only Slack users the policy names
+        (rules/remediation.yml approvers.slack_users) may; others are refused and audited."""
+        if uid not in self.svc.rules.remediation.slack_approvers:
+            return f"{actor} may not {verb} remediations: not in the policy's approvers.slack_users"
+        return str(await self.svc.remediation.act(incident_id, verb, actor, "slack"))
 
     async def _silence(self, incident_id: str, choice: str, actor: str) -> str:
         if choice not in SILENCE_CHOICES:
