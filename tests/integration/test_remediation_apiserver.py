@@ -1,0 +1,134 @@
+"""Remediation end to end on a REAL kube-apiserver (etcd, RBAC, kube-controller-manager's disruption
+controller for PDB status), as alertd's account under the shipped RBAC: an Xid 79 webhook -> a proposal
+with the node's pods, owners and gang -> a signed Slack approval -> cordon and the GPU pods evicted (a
+PDB-guarded one reported, not forced) -> the incident resolves -> an uncordon proposal -> approved ->
+uncordoned; every step on the timeline and in the audit log with its actor."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from alertd.config.settings import parse_config
+from tests.support import kube_gpu_cluster as kc
+from tests.support.kube_apiserver import KubeAPIServer
+from tests.support.notify_harness import Harness, hook, one_channel, top_messages, wait_for, xid_alert
+
+pytestmark = pytest.mark.services
+NS = "ml-training"
+POLICY = """
+remediation:
+  dry_run: {dry_run}
+  breaker: {{max_share: {share}, max_per_hour: {per_hour}}}
+  approvers: {{slack_users: [U0ANA]}}
+  drain: {{timeout: 3s, grace_period: 0}}
+  policies:
+    - name: gpu-off-the-bus
+      xids: [79]
+      action: drain-gpu
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(kube_apiserver: KubeAPIServer) -> KubeAPIServer:
+    k = kube_apiserver
+    kc.apply_shipped_rbac(k)
+    for i in range(1, 11):
+        kc.add_node(k, f"gpu-{i}")
+    kc.namespace(k, NS)
+    kc.namespace(k, "serving")
+    kc.pytorch_gang(k, NS, "llm-pretrain", ["gpu-1", "gpu-2"])
+    kc.add_pod(k, "serving", "inference-0", "gpu-1", gpus=1, labels={"app": "inference"})
+    kc.add_pod(k, NS, "tensorboard-0", "gpu-1", labels={"app": "tensorboard"})  # no GPU: drain-gpu keeps it
+    kc.ok(k.request("POST", "/apis/policy/v1/namespaces/serving/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "inference"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "inference"}}}}))
+    return k
+
+
+async def harness(tmp_path: Path, slack, k: KubeAPIServer, *, dry_run: bool = False, share: float = 0.2,
+                  per_hour: int = 5) -> Harness:
+    h = Harness(tmp_path, slack=slack, routing=one_channel("#gpu-oncall"))
+    (tmp_path / "rules" / "remediation.yml").write_text(POLICY.format(dry_run=str(dry_run).lower(), share=share,
+                                                                      per_hour=per_hour))
+    kubeconfig = k.kubeconfig(tmp_path / "kubeconfig", kc.USER)
+    h.cfg = parse_config({**h.cfg.raw, "enrich": {"kube": {"kubeconfig": str(kubeconfig)}}}, "test")
+    return await h.start()
+
+
+async def remediations(h: Harness, incident_id: str) -> list[dict]:
+    resp = await h.client.get(f"/api/v1/incidents/{incident_id}/remediations")
+    assert resp.status == 200, await resp.text()
+    return (await resp.json())["remediations"]
+
+
+async def in_state(h: Harness, incident_id: str, kind: str, *states: str, timeout: float = 20) -> dict:
+    async def found():
+        return next((r for r in await remediations(h, incident_id) if r["kind"] == kind and r["state"] in states), None)
+    return await wait_for(found, timeout)
+
+
+async def test_xid79_proposal_approval_drain_resolve_uncordon(tmp_path, slack, cluster) -> None:
+    k = cluster
+    h = await harness(tmp_path, slack, k)
+    try:
+        await h.post(hook(xid_alert("gpu-1", 3), node="gpu-1"))
+        inc = await h.one_incident()
+        rem = await in_state(h, inc["id"], "quarantine", "proposed")
+        blast = rem["blast"]
+        pods = {p["name"]: p for p in blast["podList"]}
+        assert set(pods) == {"llm-pretrain-worker-0", "llm-pretrain-worker-1", "inference-0", "tensorboard-0"}
+        assert [o["kind"] for o in pods["llm-pretrain-worker-0"]["owner_chain"]] == ["Job", "PyTorchJob"]
+        top = next(o for o in blast["owners"] if o["kind"] == "PyTorchJob")
+        assert (top["name"], top["gpus"], top["gang"]["pods"], top["gang"]["nodes"]) == (
+            "llm-pretrain", 8, 4, ["gpu-1", "gpu-2"])
+        assert (blast["evictedPods"], blast["evictedGpus"]) == (3, 9)
+        assert pods["tensorboard-0"]["evict"] is False
+        assert blast["blocked"] == [{"namespace": "serving", "pod": "inference-0", "pdbs": ["inference"]}]
+
+        # The Slack message carries the proposal and its buttons; a click by someone not in the policy is refused.
+        await wait_for(lambda: any(e.get("action_id") == "alertd_remediation_approve"
+                                   for m in top_messages(slack, "#gpu-oncall") for b in m.get("blocks", [])
+                                   if b["type"] == "actions" for e in b["elements"]))
+        assert await h.click("alertd_remediation_approve", inc["id"], user=("U0EVE", "eve")) == 200
+        await h.actions_idle()
+        assert (await remediations(h, inc["id"]))[0]["state"] == "proposed"
+        assert await h.click("alertd_remediation_approve", inc["id"]) == 200  # U0ANA, in approvers.slack_users
+        await h.actions_idle()
+        done = await in_state(h, inc["id"], "quarantine", "done", "failed")
+        assert done["state"] == "done", done
+        node = kc.node(k, "gpu-1")
+        assert node["spec"]["unschedulable"] is True
+        assert node["metadata"]["annotations"]["alertd.dev/cordoned-for"] == inc["id"]
+        assert {"key": "alertd.dev/quarantine", "value": inc["id"], "effect": "NoSchedule"} in node["spec"]["taints"]
+        left = await wait_for(lambda: (lambda p: p if "ml-training/llm-pretrain-worker-0" not in p else None)(
+            kc.pods_on(k, "gpu-1")))
+        assert left == ["ml-training/tensorboard-0", "serving/inference-0"]
+        blocked = next(r for r in done["results"] if r.get("pod") == "serving/inference-0")
+        assert blocked["ok"] is False and "PodDisruptionBudget" in blocked["result"] and blocked["status"] == 429
+        assert kc.pods_on(k, "gpu-2") == ["ml-training/llm-pretrain-worker-2", "ml-training/llm-pretrain-worker-3"]
+
+        # Resolve -> uncordon proposal (only for alertd's own cordon) -> approved by API -> uncordoned.
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/resolve")
+        assert resp.status == 200, await resp.text()
+        back = await in_state(h, inc["id"], "uncordon", "proposed")
+        assert back["nodes"] == ["gpu-1"]
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/remediation/approve?kind=uncordon")
+        assert resp.status == 200, await resp.text()
+        await in_state(h, inc["id"], "uncordon", "done")
+        node = kc.node(k, "gpu-1")
+        assert not node["spec"].get("unschedulable") and "alertd.dev/cordoned-for" not in node["metadata"].get(
+            "annotations", {})
+        assert not any(t["key"] == "alertd.dev/quarantine" for t in node["spec"].get("taints") or [])
+
+        timeline = [(e["kind"], e.get("actor", "")) for e in (await h.incident(inc["id"]))["timeline"]]
+        for step in [("remediation_proposed", "alertd"), ("remediation_approve", "ana (slack:U0ANA)"),
+                     ("remediation_started", "alertd"), ("remediation_done", "alertd")]:
+            assert step in timeline, timeline
+        assert timeline.count(("remediation_done", "alertd")) == 2  # the drain, and the uncordon after resolving
+        audit = [(a.actor, a.action, a.outcome.split(":")[0]) for a in await h.store.list_audit(limit=100)]
+        assert ("eve (slack:U0EVE)", "remediation_approve", "refused") in audit
+        assert ("ana (slack:U0ANA)", "remediation_approve", "ok") in audit
+        assert sum(1 for a in audit if a[1] == "remediation_approve" and a[2] == "ok") >= 2
+    finally:
+        await h.stop()
