@@ -103,20 +103,26 @@ class Remediations:
             await self._propose_uncordon(inc.id, now)
             return
         chosen = decide.policy_for(inc, self.policy)
-        if chosen is None or await store.get_remediation(decide.remediation_id(inc.id, QUARANTINE)):
+        if chosen is None:
             return
+        old = await store.get_remediation(decide.remediation_id(inc.id, QUARANTINE))
         nodes = decide.target_nodes(inc)
+        if old is not None and not (old["state"] in WAITING and sorted(old["nodes"]) != nodes):
+            return  # proposed already; only a waiting fleet proposal follows its fleet as nodes fold in
         try:
             view = await self.kube.view(now)
             blast = await self.kube.blast(chosen.action, nodes)
         except ApiError as exc:
             view, blast = decide.ClusterView(), {"error": f"cluster not readable: {exc}"}
         rem = decide.propose(inc, chosen, self.policy, view, blast, now)
-        text = (f"{'dry run: ' if rem.dry_run else ''}proposes {rem.action} of {', '.join(rem.nodes[:10])}"
-                f"{' and more' if len(rem.nodes) > 10 else ''} (policy {rem.policy}): {summary(blast)}"
-                + (f"; HELD: {rem.reason}" if rem.reason else "")
+        text = (f"{'dry run: ' if rem.dry_run else ''}proposes {rem.action} of {len(rem.nodes)} node(s) "
+                f"{', '.join(rem.nodes[:10])}{' and more' if len(rem.nodes) > 10 else ''} (policy {rem.policy}): "
+                f"{summary(blast)}" + (f"; HELD: {rem.reason}" if rem.reason else "")
                 + (f"; needs {rem.approvals_needed} approvers" if rem.approvals_needed > 1 else ""))
-        await self._write(rem, None, "remediation_proposed", text, "alertd", "engine")
+        if old is None:
+            await self._write(rem, None, "remediation_proposed", text, "alertd", "engine")
+        else:  # the fleet grew: what was approved for fewer nodes does not count for more
+            await self._write(rem, old["version"], "remediation_updated", text + "; approvals reset", "alertd", "engine")
 
     async def _propose_uncordon(self, incident_id: str, now: datetime) -> None:
         assert self.kube is not None

@@ -132,3 +132,134 @@ async def test_xid79_proposal_approval_drain_resolve_uncordon(tmp_path, slack, c
         assert sum(1 for a in audit if a[1] == "remediation_approve" and a[2] == "ok") >= 2
     finally:
         await h.stop()
+
+
+async def test_storm_of_40_nodes_gets_one_fleet_proposal_held_by_the_breaker(tmp_path, slack, cluster) -> None:
+    k = cluster
+    nodes = [f"storm-{i:02d}" for i in range(40)]
+    for name in nodes:
+        kc.add_node(k, name)
+    h = await harness(tmp_path, slack, k, share=0.2)
+    try:
+        for name in nodes:
+            await h.post(hook(xid_alert(name, 0), node=name))
+        fleet = await wait_for(lambda: _fleet(h), 30)
+        async def all_in() -> dict | None:  # the waiting proposal follows its fleet as nodes fold in
+            rem = await in_state(h, fleet["id"], "quarantine", "held")
+            return rem if sorted(rem["nodes"]) == nodes else None
+        rem = await wait_for(all_in, 30)
+        assert rem["reason"].startswith("circuit breaker: 40 of ") and "GPU nodes would be cordoned by alertd" in rem["reason"]
+        resp = await h.client.get("/api/v1/remediations", params={"state": "proposed,held,approved,running"})
+        live = (await resp.json())["remediations"]
+        assert [r["incident"] for r in live] == [fleet["id"]], live  # node proposals gave way to the fleet's
+        # approving without the override is refused, and says why
+        resp = await h.client.post(f"/api/v1/incidents/{fleet['id']}/remediation/approve")
+        assert resp.status == 409 and "needs an explicit override" in (await resp.json())["error"]
+        resp = await h.client.post(f"/api/v1/incidents/{fleet['id']}/remediation/cancel")
+        assert resp.status == 200
+        assert not any(kc.node(k, n)["spec"].get("unschedulable") for n in nodes)
+    finally:
+        await h.stop()
+
+
+async def _fleet(h: Harness) -> dict | None:
+    return next((i for i in await h.incidents() if i.get("fleet")), None)
+
+
+async def test_dry_run_acts_on_nothing(tmp_path, slack, cluster) -> None:
+    k = cluster
+    kc.namespace(k, "dry")
+    kc.add_pod(k, "dry", "trainer-0", "gpu-3", gpus=8)
+    before = (kc.node(k, "gpu-3"), kc.pods_on(k, "gpu-3"))
+    h = await harness(tmp_path, slack, k, dry_run=True)
+    try:
+        await h.post(hook(xid_alert("gpu-3", 1), node="gpu-3"))
+        inc = await h.one_incident()
+        rem = await in_state(h, inc["id"], "quarantine", "proposed")
+        assert rem["dryRun"] is True and rem["blast"]["evictedPods"] == 1
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/remediation/approve")
+        assert resp.status == 200, await resp.text()
+        done = await in_state(h, inc["id"], "quarantine", "done")
+        assert [r["result"] for r in done["results"]] == ["dry run: would cordon", "dry run: would evict 1 pods"]
+        assert (kc.node(k, "gpu-3")["spec"], kc.pods_on(k, "gpu-3")) == (before[0]["spec"], before[1])
+        assert "alertd.dev/cordoned-for" not in (kc.node(k, "gpu-3")["metadata"].get("annotations") or {})
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/resolve")
+        assert resp.status == 200
+        await h.incident(inc["id"])
+        assert [r["kind"] for r in await remediations(h, inc["id"])] == ["quarantine"]  # nothing to give back
+    finally:
+        await h.stop()
+
+
+async def test_a_node_someone_else_cordoned_is_never_uncordoned(tmp_path, slack, cluster) -> None:
+    k = cluster
+    out = k.kubectl("cordon", "gpu-4")
+    assert out.returncode == 0, out.stderr
+    h = await harness(tmp_path, slack, k)
+    try:
+        await h.post(hook(xid_alert("gpu-4", 2), node="gpu-4"))
+        inc = await h.one_incident()
+        await in_state(h, inc["id"], "quarantine", "proposed")
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/remediation/approve")
+        assert resp.status == 200
+        done = await in_state(h, inc["id"], "quarantine", "done")
+        cordon = next(r for r in done["results"] if r["step"] == "cordon")
+        assert "already cordoned by someone else" in cordon["result"]
+        assert "alertd.dev/cordoned-for" not in (kc.node(k, "gpu-4")["metadata"].get("annotations") or {})
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/resolve")
+        assert resp.status == 200
+        await wait_for(lambda: _audited(h, "remediation_not_proposed"))
+        assert [r["kind"] for r in await remediations(h, inc["id"])] == ["quarantine"]
+        assert kc.node(k, "gpu-4")["spec"]["unschedulable"] is True
+    finally:
+        await h.stop()
+        k.kubectl("uncordon", "gpu-4")
+
+
+async def _audited(h: Harness, action: str) -> list:
+    return [a for a in await h.store.list_audit(limit=200) if a.action == action]
+
+
+def test_the_shipped_rbac_is_what_remediation_needs_and_no_more(cluster) -> None:
+    k = cluster
+    token = k.token(kc.USER)
+
+    def can(verb: str, resource: str) -> bool:
+        resource, _, sub = resource.partition("/")
+        out = k.kubectl("auth", "can-i", verb, resource, *([f"--subresource={sub}"] if sub else []), token=token)
+        return out.stdout.strip() == "yes"
+
+    needed = [("patch", "nodes"), ("create", "pods/eviction"), ("list", "poddisruptionbudgets"),
+              ("list", "nodes"), ("list", "pods"), ("get", "jobs.batch"), ("get", "pytorchjobs.kubeflow.org")]
+    refused = [("delete", "pods"), ("create", "pods"), ("patch", "pods"), ("update", "nodes"), ("delete", "nodes"),
+               ("patch", "nodes/status"), ("create", "pods/exec"), ("list", "secrets"), ("get", "secrets"), ("delete", "jobs.batch"),
+               ("patch", "pytorchjobs.kubeflow.org"), ("create", "poddisruptionbudgets"), ("list", "jobs.batch")]
+    assert [n for n in needed if not can(*n)] == []
+    assert [r for r in refused if can(*r)] == []
+    status, _ = k.request("DELETE", f"/api/v1/namespaces/{NS}/pods/tensorboard-0", token=token)
+    assert status == 403
+
+
+async def test_an_account_without_rights_is_reported_not_dropped(tmp_path, slack, cluster) -> None:
+    """As a user with no rights: the blast radius says the cluster is unreadable, the breaker holds (the GPU node
+    count is unknown), and an overridden approval fails on the incident with the 403."""
+    k = cluster
+    h = Harness(tmp_path, slack=slack, routing=one_channel("#gpu-oncall"))
+    (tmp_path / "rules" / "remediation.yml").write_text(POLICY.format(dry_run="false", share=0.2, per_hour=5))
+    h.cfg = parse_config({**h.cfg.raw, "enrich": {"kube": {"kubeconfig": str(
+        k.kubeconfig(tmp_path / "kubeconfig", "nobody"))}}}, "test")
+    await h.start()
+    try:
+        await h.post(hook(xid_alert("gpu-5", 0), node="gpu-5"))
+        inc = await h.one_incident()
+        rem = await in_state(h, inc["id"], "quarantine", "held")
+        assert "HTTP 403" in rem["blast"]["error"] and "GPU node count is unknown" in rem["reason"]
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/remediation/override")
+        assert resp.status == 200, await resp.text()
+        failed = await in_state(h, inc["id"], "quarantine", "failed")
+        assert failed["reason"].startswith("forbidden by RBAC") and failed["results"][0]["status"] == 403
+        assert not kc.node(k, "gpu-5")["spec"].get("unschedulable")
+        timeline = (await h.incident(inc["id"]))["timeline"]
+        assert any(e["kind"] == "remediation_failed" and "403" in e.get("text", "") for e in timeline)
+    finally:
+        await h.stop()
