@@ -214,8 +214,9 @@ class KubeRemediator(KubeContext):
                     out.append(result)
             todo = waiting
             if todo and (clock() >= deadline or stopped()):
+                why = "the drain was stopped" if stopped() else "the drain timed out"
                 out.extend({"pod": f"{p['namespace']}/{p['name']}", "result": "not evicted: a PodDisruptionBudget "
-                            "allowed no disruption before the drain timeout", "status": 429} for p in todo)
+                            f"allowed no disruption before {why}", "status": 429} for p in todo)
                 break
             if todo:
                 await pause(1.0)

@@ -21,7 +21,7 @@ remediation:
   dry_run: {dry_run}
   breaker: {{max_share: {share}, max_per_hour: {per_hour}}}
   approvers: {{slack_users: [U0ANA]}}
-  drain: {{timeout: 3s, grace_period: 0}}
+  drain: {{timeout: {timeout}, grace_period: 0}}
   policies:
     - name: gpu-off-the-bus
       xids: [79]
@@ -47,10 +47,10 @@ def cluster(kube_apiserver: KubeAPIServer) -> KubeAPIServer:
 
 
 async def harness(tmp_path: Path, slack, k: KubeAPIServer, *, dry_run: bool = False, share: float = 0.2,
-                  per_hour: int = 5) -> Harness:
+                  per_hour: int = 5, timeout: str = "3s") -> Harness:
     h = Harness(tmp_path, slack=slack, routing=one_channel("#gpu-oncall"))
     (tmp_path / "rules" / "remediation.yml").write_text(POLICY.format(dry_run=str(dry_run).lower(), share=share,
-                                                                      per_hour=per_hour))
+                                                                      per_hour=per_hour, timeout=timeout))
     kubeconfig = k.kubeconfig(tmp_path / "kubeconfig", kc.USER)
     h.cfg = parse_config({**h.cfg.raw, "enrich": {"kube": {"kubeconfig": str(kubeconfig)}}}, "test")
     return await h.start()
@@ -245,7 +245,7 @@ async def test_an_account_without_rights_is_reported_not_dropped(tmp_path, slack
     count is unknown), and an overridden approval fails on the incident with the 403."""
     k = cluster
     h = Harness(tmp_path, slack=slack, routing=one_channel("#gpu-oncall"))
-    (tmp_path / "rules" / "remediation.yml").write_text(POLICY.format(dry_run="false", share=0.2, per_hour=5))
+    (tmp_path / "rules" / "remediation.yml").write_text(POLICY.format(dry_run="false", share=0.2, per_hour=5, timeout="3s"))
     h.cfg = parse_config({**h.cfg.raw, "enrich": {"kube": {"kubeconfig": str(
         k.kubeconfig(tmp_path / "kubeconfig", "nobody"))}}}, "test")
     await h.start()
@@ -261,5 +261,34 @@ async def test_an_account_without_rights_is_reported_not_dropped(tmp_path, slack
         assert not kc.node(k, "gpu-5")["spec"].get("unschedulable")
         timeline = (await h.incident(inc["id"]))["timeline"]
         assert any(e["kind"] == "remediation_failed" and "403" in e.get("text", "") for e in timeline)
+    finally:
+        await h.stop()
+
+
+async def test_a_drain_in_flight_can_be_stopped(tmp_path, slack, cluster) -> None:
+    """A drain waiting on a PodDisruptionBudget (timeout 5m) stops when asked; what it did stays done."""
+    k = cluster
+    kc.namespace(k, "stoppable")
+    kc.add_pod(k, "stoppable", "guarded-0", "gpu-6", gpus=4, labels={"app": "guarded"})
+    kc.ok(k.request("POST", "/apis/policy/v1/namespaces/stoppable/poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "guarded"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}}))
+    h = await harness(tmp_path, slack, k, timeout="5m")
+    try:
+        await h.post(hook(xid_alert("gpu-6", 0), node="gpu-6"))
+        inc = await h.one_incident()
+        await in_state(h, inc["id"], "quarantine", "proposed")
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/remediation/approve")
+        assert resp.status == 200
+        await in_state(h, inc["id"], "quarantine", "running")
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/remediation/stop")
+        assert resp.status == 200, await resp.text()
+        stopped = await in_state(h, inc["id"], "quarantine", "stopped", timeout=15)
+        assert next(r for r in stopped["results"] if r["step"] == "cordon")["result"] == "cordoned"
+        guarded = next(r for r in stopped["results"] if r.get("pod") == "stoppable/guarded-0")
+        assert not guarded["ok"] and "stopped" in guarded["result"]
+        assert kc.pods_on(k, "gpu-6") == ["stoppable/guarded-0"]
+        audit = [(a.action, a.outcome) for a in await h.store.list_audit(limit=100)]
+        assert ("remediation_stop", "ok") in audit and ("remediation_stopped", "ok") in audit
     finally:
         await h.stop()
