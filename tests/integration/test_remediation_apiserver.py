@@ -167,6 +167,7 @@ async def _fleet(h: Harness) -> dict | None:
 
 
 async def test_dry_run_acts_on_nothing(tmp_path, slack, cluster) -> None:
+    """Approved from the web UI, the proposal runs as a dry run: the cluster is left exactly as it was."""
     k = cluster
     kc.namespace(k, "dry")
     kc.add_pod(k, "dry", "trainer-0", "gpu-3", gpus=8)
@@ -177,8 +178,12 @@ async def test_dry_run_acts_on_nothing(tmp_path, slack, cluster) -> None:
         inc = await h.one_incident()
         rem = await in_state(h, inc["id"], "quarantine", "proposed")
         assert rem["dryRun"] is True and rem["blast"]["evictedPods"] == 1
-        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/remediation/approve")
-        assert resp.status == 200, await resp.text()
+        page = await (await h.client.get(f"/ui/incidents/{inc['id']}")).text()
+        assert "dry run: nothing is done" in page and "Approve drain-gpu" in page and "evicts 1 pods (8 GPUs)" in page
+        origin = str(h.client.make_url("")).rstrip("/")
+        resp = await h.client.post(f"/ui/incidents/{inc['id']}/action", data={"action": "remediation-approve-quarantine"},
+                                   headers={"Origin": origin}, allow_redirects=False)
+        assert resp.status == 303 and resp.headers["Location"].endswith("?done=approve"), resp.headers["Location"]
         done = await in_state(h, inc["id"], "quarantine", "done")
         assert [r["result"] for r in done["results"]] == ["dry run: would cordon", "dry run: would evict 1 pods"]
         assert (kc.node(k, "gpu-3")["spec"], kc.pods_on(k, "gpu-3")) == (before[0]["spec"], before[1])
