@@ -42,6 +42,7 @@ class Remediations:
         self._tasks: set[asyncio.Task[None]] = set()
         self.monotonic = monotonic or (lambda: asyncio.get_running_loop().time())
         self._attempts: dict[str, int] = {}
+        self._wake = asyncio.Event()  # an approval on this replica: look at once rather than at the next poll
 
     @classmethod
     def from_config(cls, svc: Any, holder: str = "engine") -> "Remediations":
@@ -120,7 +121,8 @@ class Remediations:
                 f"{summary(blast)}" + (f"; HELD: {rem.reason}" if rem.reason else "")
                 + (f"; needs {rem.approvals_needed} approvers" if rem.approvals_needed > 1 else ""))
         if old is None:
-            await self._write(rem, None, "remediation_proposed", text, "alertd", "engine")
+            if await self._write(rem, None, "remediation_proposed", text, "alertd", "engine") and rem.state == APPROVED:
+                self._wake.set()
         else:  # the fleet grew: what was approved for fewer nodes does not count for more
             await self._write(rem, old["version"], "remediation_updated", text + "; approvals reset", "alertd", "engine")
 
@@ -163,6 +165,8 @@ class Remediations:
             await self.svc.audit(actor, f"remediation_{verb}", incident_id, via, f"refused: {why}")
             return why
         ok = await self._write(new, rem.version, f"remediation_{verb}", f"{rem.kind} {rem.action}: {text}", actor, via)
+        if ok and new.state == APPROVED:
+            self._wake.set()
         return "" if ok else f"{rem.id} changed meanwhile; look again"
 
     async def _current(self, incident_id: str, kind: str) -> Remediation | None:
@@ -183,7 +187,11 @@ class Remediations:
                     await self.run_once()
             except Exception:
                 log.exception("remediation executor round failed")
-            await asyncio.sleep(POLL)
+            try:
+                await asyncio.wait_for(self._wake.wait(), POLL)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
 
     async def run_once(self) -> int:
         """Claim and run every approved remediation (and one a dead leader left running); how many ran."""
