@@ -104,8 +104,8 @@ class Remediations:
             await self._propose_uncordon(inc.id, now)
             return
         chosen = decide.policy_for(inc, self.policy)
-        if chosen is None:
-            return
+        if chosen is None or not self.kube.applies_to(inc.cluster):
+            return  # no policy, or another cluster than the one alertd's credentials reach
         old = await store.get_remediation(decide.remediation_id(inc.id, QUARANTINE))
         nodes = decide.target_nodes(inc)
         if old is not None and not (old["state"] in WAITING and sorted(old["nodes"]) != nodes):
