@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import Awaitable, Callable, Iterable, Protocol
+from typing import Awaitable, Callable, Iterable, Protocol, Sequence
 
 from alertd.app.budget import Budget
 from alertd.app.intake import Intake
@@ -39,7 +39,7 @@ class EdgeLookup(Protocol):
 
 
 class Submits(Protocol):
-    """Enrichment as the processor sees it: the changes of each committed step, off the request path."""
+    """What follows each committed step (enrichment, remediation proposals): its changes, off the request path."""
 
     def submit(self, changes: Iterable[Change]) -> None: ...
 
@@ -72,11 +72,11 @@ class Processor(Intake):
 
     def __init__(self, cfg: Config, store: Store, rules: RuleSet, *, clock: Callable[[], datetime],
                  metrics: Metrics, health: StoreHealth, router: ConsoleRouter | Router, outbox: Outbox,
-                 lookups: list[EdgeLookup], enricher: Submits | None = None, shared_inbox: bool = False,
+                 lookups: list[EdgeLookup], after_commit: Sequence[Submits] = (), shared_inbox: bool = False,
                  forwarded: Callable[[], Awaitable[int]] | None = None):
         self.cfg, self.store, self.rules, self.clock = cfg, store, rules, clock
         self.metrics, self.health, self.router, self.outbox = metrics, health, router, outbox
-        self._lookups, self.enricher = lookups, enricher
+        self._lookups, self.after_commit = lookups, tuple(after_commit)
         # With a shared inbox other processes' webhooks, and their forwarded actions (ha/commands.py), are seen
         # only by reading the store: ``forwarded`` runs the pending actions, after each round.
         self.shared_inbox, self._forwarded = shared_inbox, forwarded
@@ -175,8 +175,9 @@ class Processor(Intake):
         self.update_gauges()
         if step.outbox:
             self.outbox.worker.wake()
-        if self.enricher is not None and changes:
-            self.enricher.submit(changes)
+        if changes:
+            for follower in self.after_commit:
+                follower.submit(changes)
         return changes
 
     async def _roll_back(self) -> None:

@@ -26,6 +26,7 @@ from alertd.app.lifecycle import Hooks, Lifecycle, Part, Task
 from alertd.app.processor import EdgeLookup, Outbox, Processor, Submits
 from alertd.app.recording_rules import fetcher_for
 from alertd.app.reload import RuleReload
+from alertd.app.remediate import Remediations
 from alertd.app.reporting import Reporting
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
@@ -97,6 +98,8 @@ class Service:
         self.recorder = recorder  # serve --record: the webhook handler appends every accepted webhook
         self.ready = False
         self.reporting = Reporting(self, cfg.raw.get("report"), clock)  # fleet samples, report facts, digest
+        # Cordon / drain proposals, approvals and the executor (alertd/app/remediate.py, docs/remediation.md).
+        self.remediation = Remediations.from_config(self)
         self.processor = self._processor(rules)
         self.admission = Admission(cfg, store, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)
@@ -124,7 +127,8 @@ class Service:
         # What an engine step's alerts need from outside, asked before the step, each bounded in time.
         self._lookups: list[EdgeLookup] = [x for x in (self.nodes, self.rules_fetcher) if x is not None]
         return Processor(self.cfg, self.store, rules, clock=self.clock, metrics=self.metrics, health=self.health,
-                         router=self.router, outbox=Outbox(worker), lookups=self._lookups, enricher=self.enricher,
+                         router=self.router, outbox=Outbox(worker), lookups=self._lookups,
+                         after_commit=[x for x in (self.enricher, self.remediation) if x is not None],
                          shared_inbox=self.shared_inbox, forwarded=forwarded if self.shared_inbox else None)
 
     def _leader_parts(self) -> list[Part]:
@@ -133,10 +137,15 @@ class Service:
                                     failed=self.processor.step_failed, before_prune=self.reporting.rollup)
         parts: list[Part] = [Task("alertd-processor", self.processor.run), Task("alertd-ticker", self.processor.tick),
                              self.processor.outbox, Task("alertd-housekeeping", housekeeping.run),
-                             Task("alertd-reporting", self.reporting.run)]
+                             Task("alertd-reporting", self.reporting.run), Task("alertd-remediation", self._remediate)]
         if self.reconciler is not None:
             parts.append(Task("alertd-reconciler", self.reconciler.run))
         return parts
+
+    async def _remediate(self) -> None:
+        elector = self.leadership.elector
+        self.remediation.holder = elector.holder if elector is not None else "engine"  # fences its claims
+        await self.remediation.run()
 
     def _parts(self) -> list[Part]:
         """The service's parts in the order they start (they stop in reverse)."""
@@ -180,6 +189,7 @@ class Service:
     async def _close_clients(self) -> None:
         if self.reconciler is not None:
             await self.reconciler.close()
+        await self.remediation.close()
         self.processor.budget.close()
         for notifier in self.notifiers.values():
             await notifier.close()

@@ -20,6 +20,7 @@ from alertd.core.errors import InvalidDocument, Problem
 from alertd.core.model import Alert, Incident, parse_iso
 from alertd.promql.recording import load_index
 from alertd.receive.payload import fingerprint_of
+from alertd.remediation.decide import policy_for
 from alertd.rules.ruleset import RuleSet
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
@@ -114,6 +115,9 @@ def _actual(run: VirtualRun, inc: Incident, name: str) -> Any:
         return not run.delivered_targets(inc.id)
     if name == "receivers":
         return sorted(chosen_receivers(run, inc))
+    if name == "remediation":
+        chosen = policy_for(inc, run.rules.remediation)
+        return chosen.action if chosen is not None else "none"
     return getattr(inc, name)
 
 

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from alertd.core.durations import DurationError, parse_duration
 from alertd.rules.evidence import EvidenceRules, parse_evidence_rules, merge
+from alertd.rules.remediation import RemediationPolicy, parse_remediation
 from alertd.rules.rma import parse_rma
 from alertd.rules.routing import parse_routing
 from alertd.core.errors import InvalidDocument, Problem
@@ -24,7 +25,7 @@ from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
 # section name -> JSON Schema name
 SECTIONS = {"xids": "xid-catalog", "signals": "signals", "evidence": "evidence", "correlation": "correlation",
-            "routing": "routing", "rma": "rma"}
+            "routing": "routing", "rma": "rma", "remediation": "remediation"}
 RULE_SUFFIXES = (".yml", ".yaml")
 
 
@@ -109,6 +110,7 @@ class RuleSet:
     correlation: CorrelationRules = field(default_factory=CorrelationRules)
     routing: Any = None  # alertd.route.Routing once a routing section is loaded
     rma: tuple[Any, ...] = ()  # alertd.rules.rma.RmaRule: the RMA candidate policy
+    remediation: RemediationPolicy = field(default_factory=RemediationPolicy)  # rules/remediation.yml
     sources: tuple[str, ...] = ()
     # Recording rules expanded before classification (config classify.prometheus_rules, rules API).
     recorded: RecordingIndex = field(default_factory=RecordingIndex)
@@ -174,6 +176,7 @@ class _Sections:
     correlation: CorrelationRules | None = None
     routing: tuple[Any, _Checker] | None = None  # parsed last: its problems follow every file's own
     rma: list[Any] = field(default_factory=list)
+    remediation: RemediationPolicy | None = None
 
 
 def load_rules(paths: Sequence[Path | str]) -> RuleSet:
@@ -198,6 +201,7 @@ def load_rules(paths: Sequence[Path | str]) -> RuleSet:
         evidence=sections.evidence,
         correlation=sections.correlation or CorrelationRules(),
         rma=tuple(sections.rma),
+        remediation=sections.remediation or RemediationPolicy(),
         sources=tuple(map(str, files)),
     )
     if sections.routing is not None:
@@ -253,6 +257,10 @@ def _read_section(sections: _Sections, section: str, doc: dict[str, Any], check:
         sections.routing = (body, check)
     elif section == "rma":
         sections.rma.extend(parse_rma(body, check))
+    elif section == "remediation":
+        if sections.remediation is not None:
+            check.problem(("remediation",), "remediation is defined in more than one rule file")
+        sections.remediation = parse_remediation(body or {}, check)
 
 
 def _xids(entries: list[dict[str, Any]], check: _Checker, xids: dict[int, XidEntry]) -> None:

@@ -26,6 +26,7 @@ from alertd.store.quarantine import QuarantineMixin
 from alertd.store.inbox_log import InboxLog, InboxLogDatabase
 from alertd.store.transaction import transaction
 from alertd.store.reads import HistoryReads, IncidentQuery
+from alertd.store.remediations import RemediationsMixin
 from alertd.store.sessions import SessionsMixin
 from alertd.store.report_tables import ReportTablesMixin
 
@@ -40,7 +41,7 @@ PRUNE_MAX_BATCHES = 200  # per table and housekeeping round (the rest waits for 
 
 
 class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, SessionsMixin, ReportTablesMixin,
-               Store):
+               RemediationsMixin, Store):
     serial = "INTEGER"
     int_key = "BIGINT"  # an integer primary key given by the writer (SQLite: INTEGER, which is the rowid)
     strpos = "strpos"  # the position of a substring (SQLite: instr)

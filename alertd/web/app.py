@@ -18,7 +18,7 @@ from alertd.app.receiver_group import ControlUnavailable
 from alertd.core.model import parse_iso
 from alertd.receive.payload import BadPayload, read_notification
 from alertd.store.base import StoreUnavailable
-from alertd.web import api, report_views, slack_actions, ui
+from alertd.web import api, remediation_api, report_views, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 from alertd.web.body import read_body
 from alertd.web.guard import EDGE, SMALL_BODY, EdgePolicy, client_address, edge
@@ -195,6 +195,7 @@ def build_app(svc: WebHost, auth: Authenticator | None = None) -> web.Applicatio
     app[AUTH].client_of = client_address
     app.router.add_post("/api/v1/alerts/alertmanager", receive_alertmanager)
     api.register(app)
+    remediation_api.register(app)
     app.router.add_get("/api/v1/incidents/{id}", get_incident)
     app.router.add_post("/api/v1/incidents/{id}/{action:ack|resolve}", act_on_incident)
     app.router.add_get("/healthz", healthz)

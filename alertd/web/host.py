@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable, Coroutine, Protocol
 
+from alertd.app.remediate import Remediations
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
 from alertd.ha.commands import ActionTaker
@@ -35,6 +36,9 @@ class WebStore(FleetReads, Protocol):
     inbox, browser sessions and Slack's replay cache."""
 
     async def get_incident(self, incident_id: str) -> Incident | None: ...
+
+    async def list_remediations(self, *, incident_id: str | None = None, states: tuple[str, ...] = (),
+                                cluster: str | None = None, limit: int = 500) -> list[dict[str, Any]]: ...
 
     async def incident_docs(self, ids: list[str]) -> list[dict[str, Any]]: ...
 
@@ -76,6 +80,9 @@ class WebHost(ActionTaker, Protocol):
 
     @property
     def reporting(self) -> Reports: ...
+
+    @property
+    def remediation(self) -> Remediations: ...
 
     @property
     def reconciler(self) -> GroupFetcher | None:

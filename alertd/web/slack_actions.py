@@ -28,6 +28,8 @@ import aiohttp
 from aiohttp import web
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from alertd.app.remediate import Remediations
+from alertd.rules.ruleset import RuleSet
 from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError
 from alertd.core.durations import parse_duration
 from alertd.core.installation import unscoped
@@ -37,6 +39,7 @@ from alertd.ha.commands import ActionTaker
 from alertd.integrations.slack.integration import SlackSettings
 from alertd.integrations.slack.render import (
     ACTION_ACK,
+    ACTION_REMEDIATE,
     ACTION_RESOLVE,
     ACTION_SILENCE,
     ACTION_UNSILENCE,
@@ -78,6 +81,12 @@ class SlackActionHost(ActionTaker, Protocol):
 
     @property
     def store(self) -> ActionStore: ...
+
+    @property
+    def remediation(self) -> Remediations: ...
+
+    @property
+    def rules(self) -> RuleSet: ...
 
     async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
                     detail: str = "") -> None: ...
@@ -179,6 +188,8 @@ class SlackActions:
             try:
                 if scoped is None:
                     message = f"This button belongs to another alertd installation ({value}); nothing done."
+                elif action_id.startswith(ACTION_REMEDIATE):
+                    message = await self._remediate(action_id[len(ACTION_REMEDIATE):], incident_id, uid, actor)
                 else:
                     message = await self._act(action_id, scoped, actor)
             except Exception as exc:  # report to the clicker; never crash the task
@@ -211,6 +222,13 @@ class SlackActions:
             return await self._unsilence(incident_id, actor)
         log.info("ignoring unknown Slack action %r", action_id)
         return ""
+
+    async def _remediate(self, verb: str, incident_id: str, uid: str, actor: str) -> str:
+        """Approve, override or cancel a remediation: only Slack users the policy names
+        (rules/remediation.yml approvers.slack_users) may; others are refused and audited."""
+        if uid not in self.svc.rules.remediation.slack_approvers:
+            return f"{actor} may not {verb} remediations: not in the policy's approvers.slack_users"
+        return str(await self.svc.remediation.act(incident_id, verb, actor, "slack"))
 
     async def _silence(self, incident_id: str, choice: str, actor: str) -> str:
         if choice not in SILENCE_CHOICES:

@@ -22,6 +22,7 @@ from alertd.core.findings import Evidence, Jobs, Owners
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
+from alertd.remediation.blast import summary
 from alertd.store.base import StoreUnavailable
 from alertd.web import access, api
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window
@@ -159,6 +160,8 @@ async def incident(request: web.Request) -> web.Response:
         notifications=_notifications(await svc.store.notification_state(inc.id)),
         children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
         can_act=request[access.PRINCIPAL].can("act") and inc.status != CLOSED, silences=SILENCE_CHOICES,
+        remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can("act"),
+        blast_summary=summary,
         done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
 
 
@@ -180,6 +183,11 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
     action = str(form.get("action", ""))
     back = f"/ui/incidents/{quote(incident_id, safe='')}"
     verb, _, duration = action.partition("-")
+    if verb == "remediation":  # remediation-<approve|override|cancel|stop>-<quarantine|uncordon>
+        what, _, kind = duration.partition("-")
+        problem = await _svc(request).remediation.act(incident_id, what, request[access.PRINCIPAL].name, "web",
+                                                      kind=kind)
+        raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else f"?done={quote(what)}"))
     if verb not in ("ack", "resolve", "silence", "unsilence") or (verb == "silence") != bool(duration):
         return page(request, "error.html", 400, title="Bad request", message=f"unknown action {action!r}")
     _, problem = await api.perform(request, incident_id, verb, request[access.PRINCIPAL].name, "web", duration)

@@ -2,8 +2,9 @@
 scripts/build-kube.sh from the Go module proxy), with RBAC and static bearer tokens, on loopback.
 
 No kubelet: nodes and pods are plain API objects (pods stay Pending unless a test patches their status as
-the kubelet would). The ServiceAccount admission plugin is off, so pods need no ``default`` account (no
-controller-manager runs to make one).
+the kubelet would). The ServiceAccount admission plugin is off, so pods need no ``default`` account.
+kube-controller-manager runs with only the namespace, disruption and podgc controllers: the disruption
+controller computes PodDisruptionBudget status, without which every eviction a PDB covers answers 429.
 
 ``start_kube_apiserver(workdir)`` returns a :class:`KubeAPIServer`: ``url`` (https, self-signed),
 ``ca_file``, ``admin_token`` (system:masters) and ``token(name)`` for users with no rights until a test
@@ -27,7 +28,7 @@ from tests.support.process import (INSTALL_COMMAND, RunningService, ServiceStart
 
 CACHE_DIR = Path(os.environ.get("ALERTD_CACHE") or Path.home() / ".cache" / "alertd-test")
 KUBE_VERSION = os.environ.get("ALERTD_KUBE_VERSION") or "v1.34.4"
-USERS = ("alertd", "nobody")  # static-token users with no rights of their own
+USERS = ("alertd", "nobody", "remediator")  # static-token users with no rights of their own
 
 
 def kube_bin(name: str) -> Path:
@@ -45,11 +46,24 @@ class KubeAPIServer:
     ca_file: Path
     admin_token: str
     tokens: dict[str, str] = field(default_factory=dict)
+    controllers: RunningService | None = None
 
     def token(self, user: str) -> str:
         return self.tokens[user]
 
+    def kubeconfig(self, path: Path, user: str = "") -> Path:
+        """A kubeconfig for ``user`` (a static-token user), or the admin when empty."""
+        token = self.tokens[user] if user else self.admin_token
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.url, "certificate-authority": str(self.ca_file)}}],
+            "users": [{"name": user or "admin", "user": {"token": token}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": user or "admin"}}]}))
+        return path
+
     def stop(self) -> None:
+        if self.controllers is not None:
+            self.controllers.stop()
         self.apiserver.stop()
         self.etcd.stop()
 
@@ -122,7 +136,14 @@ def start_kube_apiserver(workdir: Path, timeout: float = 90.0) -> KubeAPIServer:
         url = f"https://127.0.0.1:{secure}"
         ca = certs / "apiserver.crt"
         wait_ready(api, lambda: ca.exists() and _get(url + "/readyz", admin, ca) == 200, timeout)
-        return KubeAPIServer(etcd, api, url, ca, admin, tokens)
+        server = KubeAPIServer(etcd, api, url, ca, admin, tokens)
+        kcm_port = free_ports(1)[0]
+        server.controllers = spawn("kube-controller-manager", [
+            kube_bin("kube-controller-manager"), f"--kubeconfig={server.kubeconfig(run / 'kcm.kubeconfig')}",
+            "--controllers=namespace,disruption,podgc", "--leader-elect=false", f"--secure-port={kcm_port}",
+            "--bind-address=127.0.0.1", "--use-service-account-credentials=false", "--profiling=false"],
+            port=kcm_port, log_path=log.with_name(log.stem + "-controllers.log"), cwd=run)
+        return server
 
     return retry_port_clash(start)
 

@@ -30,6 +30,8 @@ LAYERS: dict[str, set[str]] = {
     "ha": {"core"},
     "config": {"alertmanager", "core", "engine", "integrations", "rules", "schemas"},
     "report": {"core", "rules", "store"},  # the reliability report: incident facts and fleet samples -> figures
+    # proposals, guards, blast radius (pure) and the Kubernetes writes (remediation/kube.py, through enrich's reads)
+    "remediation": {"core", "engine", "enrich", "gpu", "rules"},
 }
 _BELOW_APP = set(LAYERS)
 LAYERS["app"] = _BELOW_APP - {"app"}

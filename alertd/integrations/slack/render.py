@@ -35,6 +35,7 @@ ACTION_ACK = "alertd_ack"
 ACTION_RESOLVE = "alertd_resolve"
 ACTION_SILENCE = "alertd_silence_"  # + 1h | 4h | 24h
 ACTION_UNSILENCE = "alertd_unsilence"
+ACTION_REMEDIATE = "alertd_remediation_"  # + approve | override | cancel (alertd/app/remediate.py)
 SILENCE_CHOICES = ("1h", "4h", "24h")
 
 SEVERITY_ICON = {"critical": ":red_circle:", "error": ":large_orange_circle:", "warning": ":large_yellow_circle:",
@@ -173,6 +174,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     links = _links(inc, ctx)
     if links:
         tail.append({"type": "context", "elements": [mrkdwn(" · ".join(links))]})
+    tail.extend(remediation_blocks(inc, ctx.installation_id))
     buttons = action_buttons(inc, now, ctx.installation_id)
     if buttons:
         tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": buttons})
@@ -333,7 +335,24 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> l
     return out
 
 
-def _button(text: str, action_id: str, value: str, *, style: str = "", confirm: tuple[str, str] | None = None) -> dict[str, Any]:
+def remediation_blocks(inc: Incident, installation_id: str = "") -> list[dict[str, Any]]:
+    """The remediation proposal waiting on the incident (annotation ``remediation``) and its buttons."""
+    rem = inc.annotations.get("remediation")
+    if inc.status == CLOSED or not isinstance(rem, dict) or rem.get("state") not in ("proposed", "held"):
+        return []
+    value = scoped(installation_id, inc.id)
+    dry = " (dry run: nothing will be done)" if rem.get("dryRun") else ""
+    text = f"*Proposed: {mrkdwn_escape(rem.get('action', ''))}*{dry}\n{mrkdwn_escape(rem.get('text', ''))}"
+    approve = ("override", "Override breaker and approve") if rem.get("state") == "held" else ("approve", "Approve")
+    what = f"{rem.get('action', '')} of {', '.join(rem.get('nodes') or [])}"
+    buttons = [_button(f"{approve[1]} {rem.get('action', '')}", ACTION_REMEDIATE + approve[0], value, style="danger",
+                       confirm=(f"Approve {clip(what, 80)}?", clip(str(rem.get("text", "")), 250), "Approve")),
+               _button("Cancel remediation", ACTION_REMEDIATE + "cancel", value)]
+    return [_section(text), {"type": "actions", "block_id": f"alertd-remediation:{inc.id}", "elements": buttons}]
+
+
+def _button(text: str, action_id: str, value: str, *, style: str = "",
+            confirm: tuple[str, str] | tuple[str, str, str] | None = None) -> dict[str, Any]:
     b: dict[str, Any] = {"type": "button", "text": {"type": "plain_text", "text": clip(text, MAX_BUTTON)},
                          "action_id": action_id, "value": value}
     if style:
@@ -341,7 +360,7 @@ def _button(text: str, action_id: str, value: str, *, style: str = "", confirm: 
     if confirm:
         b["confirm"] = {"title": {"type": "plain_text", "text": confirm[0]},
                         "text": {"type": "plain_text", "text": confirm[1]},
-                        "confirm": {"type": "plain_text", "text": "Resolve"},
+                        "confirm": {"type": "plain_text", "text": confirm[2] if len(confirm) > 2 else "Resolve"},
                         "deny": {"type": "plain_text", "text": "Cancel"}}
     return b
 

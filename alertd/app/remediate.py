@@ -1,0 +1,249 @@
+"""Remediation in the running service: proposals after each engine step, approvals from Slack, the UI and
+the API, and the elected engine's executor.
+
+Proposals are made by the leader after a step commits (off the step's path): an incident a policy matches
+gets one proposal with its blast radius; a node incident folded into a fleet incident gives its waiting
+proposal up; a resolved incident whose nodes alertd cordoned gets an uncordon proposal. Approvals are
+compare-and-set writes to the store from whichever replica the click reached. The executor runs on the
+leader only: it claims an approved remediation with a fenced write (the lease token must still hold), acts,
+and records the result with another fenced write; a new leader finds a remediation a dead leader left
+``running`` and runs it again, which the idempotent writes (alertd/remediation/kube.py) make harmless.
+Every transition is on the incident's timeline (same transaction) and in the audit log, with its actor.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from datetime import datetime
+from typing import Any, Callable, Iterable
+
+from alertd.core.model import CLOSED, Change, Event
+from alertd.enrich.settings import KubeSettings
+from alertd.remediation import decide
+from alertd.remediation.blast import summary
+from alertd.app.remediate_run import execute
+from alertd.remediation.kube import ApiError, KubeRemediator
+from alertd.remediation.model import (APPROVED, DONE, FAILED, QUARANTINE, RUNNING, STOPPED, STOPPING,
+                                      UNCORDON, WAITING, Remediation)
+from alertd.rules.remediation import RemediationPolicy
+
+log = logging.getLogger(__name__)
+POLL = 1.0  # seconds between the executor's looks for approved work
+MAX_ATTEMPTS = 3  # an unreachable API server is tried this many times before the remediation fails
+VERBS = ("approve", "override", "cancel", "stop")
+
+
+class Remediations:
+    def __init__(self, svc: Any, kube: KubeRemediator | None, *, holder: str = "engine",
+                 monotonic: Callable[[], float] | None = None):
+        self.svc, self.kube, self.holder = svc, kube, holder
+        self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.monotonic = monotonic or (lambda: asyncio.get_running_loop().time())
+        self._attempts: dict[str, int] = {}
+        self._wake = asyncio.Event()  # an approval on this replica: look at once rather than at the next poll
+
+    @classmethod
+    def from_config(cls, svc: Any, holder: str = "engine") -> "Remediations":
+        kube_doc = ((svc.cfg.raw.get("enrich") or {}).get("kube"))
+        kube = KubeRemediator(KubeSettings.from_doc(kube_doc)) if kube_doc and kube_doc.get("enabled", True) else None
+        return cls(svc, kube, holder=holder)
+
+    @property
+    def policy(self) -> RemediationPolicy:
+        return self.svc.rules.remediation  # type: ignore[no-any-return]
+
+    # ----- writes, each with its timeline event and audit entry -----
+
+    async def _write(self, rem: Remediation, expect: int | None, kind: str, text: str, actor: str, via: str,
+                     *, fenced: bool = False) -> bool:
+        """One compare-and-set transition, its timeline event and its audit entry. The event of an open
+        incident goes through the engine with the ``remediation`` annotation (what Slack and the UI show);
+        a resolved incident's is written with the row."""
+        rem = dataclasses.replace(rem, version=(expect or 0) + 1, updated_at=self.svc.clock())
+        inc = await self.svc.store.get_incident(rem.incident_id)
+        open_ = inc is not None and inc.status != CLOSED
+        event = None if open_ else Event(self.svc.clock(), kind, text, actor, {"remediation": rem.id}).to_dict()
+        ok = bool(await self.svc.store.put_remediation(rem.to_dict(), expect, event, fenced=fenced))
+        await self.svc.audit(actor, kind, rem.incident_id, via, "ok" if ok else "refused: changed meanwhile", text)
+        if ok and open_:
+            shown = {"id": rem.id, "kind": rem.kind, "action": rem.action, "state": rem.state, "nodes": rem.nodes[:20],
+                     "dryRun": rem.dry_run, "text": text, "approvals": [a["actor"] for a in rem.approvals],
+                     "approvalsNeeded": rem.approvals_needed}
+            await self.svc.annotate(rem.incident_id, "remediation", shown, kind, text, actor)
+        return ok
+
+    # ----- proposals (leader, after each step) -----
+
+    def submit(self, changes: Iterable[Change]) -> None:
+        batch = list(changes)
+        if self.kube is None or not self.policy.policies or not batch:
+            return
+        task = asyncio.get_running_loop().create_task(self._propose_all(batch), name="alertd-remediation-propose")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _propose_all(self, changes: list[Change]) -> None:
+        async with self._lock:
+            for change in changes:
+                try:
+                    await self._propose_one(change)
+                except Exception:  # one incident's failure must not stop the others'
+                    log.exception("remediation proposal for %s failed", change.incident.id)
+
+    async def _propose_one(self, change: Change) -> None:
+        inc, store, now = change.incident, self.svc.store, self.svc.clock()
+        assert self.kube is not None
+        if inc.parent_id:
+            doc = await store.get_remediation(decide.remediation_id(inc.id, QUARANTINE))
+            gone = decide.supersede(Remediation.from_dict(doc), inc.parent_id, now) if doc else None
+            if gone is not None and doc is not None:
+                await self._write(gone, doc["version"], "remediation_superseded", gone.reason, "alertd", "engine")
+            return
+        if inc.status == CLOSED:
+            await self._propose_uncordon(inc.id, now)
+            return
+        chosen = decide.policy_for(inc, self.policy)
+        if chosen is None or not self.kube.applies_to(inc.cluster):
+            return  # no policy, or another cluster than the one alertd's credentials reach
+        old = await store.get_remediation(decide.remediation_id(inc.id, QUARANTINE))
+        nodes = decide.target_nodes(inc)
+        if old is not None and not (old["state"] in WAITING and sorted(old["nodes"]) != nodes):
+            return  # proposed already; only a waiting fleet proposal follows its fleet as nodes fold in
+        try:
+            view = await self.kube.view(now)
+            blast = await self.kube.blast(chosen.action, nodes)
+        except ApiError as exc:
+            view, blast = decide.ClusterView(), {"error": f"cluster not readable: {exc}"}
+        rem = decide.propose(inc, chosen, self.policy, view, blast, now)
+        text = (f"{'dry run: ' if rem.dry_run else ''}proposes {rem.action} of {len(rem.nodes)} node(s) "
+                f"{', '.join(rem.nodes[:10])}{' and more' if len(rem.nodes) > 10 else ''} (policy {rem.policy}): "
+                f"{summary(blast)}" + (f"; HELD: {rem.reason}" if rem.reason else "")
+                + (f"; needs {rem.approvals_needed} approvers" if rem.approvals_needed > 1 else ""))
+        if old is None:
+            if await self._write(rem, None, "remediation_proposed", text, "alertd", "engine") and rem.state == APPROVED:
+                self._wake.set()
+        else:  # the fleet grew: what was approved for fewer nodes does not count for more
+            await self._write(rem, old["version"], "remediation_updated", text + "; approvals reset", "alertd", "engine")
+
+    async def _propose_uncordon(self, incident_id: str, now: datetime) -> None:
+        assert self.kube is not None
+        doc = await self.svc.store.get_remediation(decide.remediation_id(incident_id, QUARANTINE))
+        if doc is None or doc["state"] != DONE or doc.get("dryRun"):
+            return
+        if await self.svc.store.get_remediation(decide.remediation_id(incident_id, UNCORDON)):
+            return
+        rem, why = decide.propose_uncordon(Remediation.from_dict(doc), await self.kube.view(now), self.policy, now)
+        if rem is not None:
+            await self._write(rem, None, "remediation_proposed",
+                              f"proposes uncordon of {', '.join(rem.nodes)} (cordoned by alertd for {incident_id})"
+                              + (f"; {why}" if why else ""), "alertd", "engine")
+        elif why:
+            await self.svc.audit("alertd", "remediation_not_proposed", incident_id, "engine", "ok", why)
+
+    # ----- people (Slack, UI, API) -----
+
+    async def act(self, incident_id: str, verb: str, actor: str, via: str, *, kind: str = "") -> str:
+        """approve / override / cancel / stop the incident's remediation; "" when done, else why not."""
+        if verb not in VERBS:
+            return f"unknown remediation action {verb!r}"
+        rem = await self._current(incident_id, kind)
+        if rem is None:
+            return f"{incident_id} has no remediation waiting"
+        now = self.svc.clock()
+        if verb in ("approve", "override"):
+            new, why = decide.approve(rem, actor, via, now, override=verb == "override")
+            text = (f"{verb}d by {actor} ({len(new.approvals)} of {new.approvals_needed} approvals)"
+                    + (" (dry run: nothing will be done)" if new.dry_run and new.state == APPROVED else ""))
+        elif verb == "cancel":
+            new, why = decide.cancel(rem, now, reason=f"cancelled by {actor}")
+            text = f"cancelled by {actor}"
+        else:
+            new, why = decide.stop(rem, now, reason=f"stopped by {actor}")
+            text = f"stop asked by {actor}"
+        if why:
+            await self.svc.audit(actor, f"remediation_{verb}", incident_id, via, f"refused: {why}")
+            return why
+        ok = await self._write(new, rem.version, f"remediation_{verb}", f"{rem.kind} {rem.action}: {text}", actor, via)
+        if ok and new.state == APPROVED:
+            self._wake.set()
+        return "" if ok else f"{rem.id} changed meanwhile; look again"
+
+    async def _current(self, incident_id: str, kind: str) -> Remediation | None:
+        docs = await self.svc.store.list_remediations(incident_id=incident_id)
+        rems = [Remediation.from_dict(d) for d in docs if not kind or d["kind"] == kind]
+        live = [r for r in rems if r.state in (*WAITING, APPROVED, RUNNING)]
+        return next(iter(live or rems), None)
+
+    async def for_incident(self, incident_id: str) -> list[dict[str, Any]]:
+        return list(await self.svc.store.list_remediations(incident_id=incident_id))
+
+    # ----- the executor (leader only) -----
+
+    async def run(self) -> None:
+        while True:
+            try:
+                if self.svc.leading and self.kube is not None and self.policy.policies:
+                    await self.run_once()
+            except Exception:
+                log.exception("remediation executor round failed")
+            try:
+                await asyncio.wait_for(self._wake.wait(), POLL)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def run_once(self) -> int:
+        """Claim and run every approved remediation (and one a dead leader left running); how many ran."""
+        ran = 0
+        for doc in await self.svc.store.list_remediations(states=(APPROVED, RUNNING, STOPPING)):
+            rem = Remediation.from_dict(doc)
+            if rem.state != APPROVED and rem.holder == self.holder:
+                continue  # ours, in flight in this process
+            claimed = dataclasses.replace(rem, state=RUNNING, holder=self.holder)
+            if not await self._write(claimed, rem.version, "remediation_started",
+                                     f"{'dry run of ' if rem.dry_run else ''}{rem.action} of {', '.join(rem.nodes[:10])} "
+                                     f"started by {self.holder}", "alertd", "engine", fenced=True):
+                continue
+            await self._execute(dataclasses.replace(claimed, version=rem.version + 1))
+            ran += 1
+        return ran
+
+    async def _execute(self, rem: Remediation) -> None:
+        stop = asyncio.Event()
+        watcher = asyncio.get_running_loop().create_task(self._watch_stop(rem.id, stop))
+        try:
+            assert self.kube is not None
+            results, state, reason = await execute(self.kube, self.policy, rem, stop.is_set, self.monotonic,
+                                                  self.svc.clock)
+        finally:
+            watcher.cancel()
+        if state == "retry":
+            self._attempts[rem.id] = self._attempts.get(rem.id, 0) + 1
+            state = APPROVED if self._attempts[rem.id] < MAX_ATTEMPTS else FAILED
+        latest = await self.svc.store.get_remediation(rem.id)
+        if latest is not None and latest["state"] == STOPPING and state == DONE:
+            state = STOPPED
+        version = latest["version"] if latest is not None else rem.version
+        final = dataclasses.replace(rem, state=state, results=results, reason=reason)
+        done = sum(1 for r in results if r.get("ok"))
+        text = f"{rem.action} {state}: {done} of {len(results)} steps done" + (f"; {reason}" if reason else "")
+        await self._write(final, version, f"remediation_{state}", text, "alertd", "engine", fenced=True)
+
+    async def _watch_stop(self, rem_id: str, stop: asyncio.Event) -> None:
+        """A stop asked on any replica reaches the running drain within a poll."""
+        while not stop.is_set():
+            await asyncio.sleep(POLL)
+            doc = await self.svc.store.get_remediation(rem_id)
+            if doc is not None and doc["state"] == STOPPING:
+                stop.set()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self.kube is not None:
+            await self.kube.close()
+
+
+__all__ = ["Remediations", "VERBS"]

@@ -1,0 +1,141 @@
+"""What to propose for an incident, and what a click may do to a proposal: pure, with an injected ``now``.
+
+The guards live here so they hold whoever asks (Slack, UI, API, a retry after a crash):
+
+- one proposal per incident and kind; a node incident folded into a fleet incident gives its proposal up to
+  the fleet's (one proposal for the fleet, not one per node);
+- the circuit breaker: alertd's own cordons in a cluster may not pass ``max_share`` of its GPU nodes nor
+  ``max_per_hour``; past either, the proposal is ``held`` and only an explicit override (act role) lifts it;
+- a second, different approver above the blast-radius threshold;
+- an uncordon is proposed only for nodes that still carry alertd's mark with this incident's id: a node
+  someone else cordoned (or re-cordoned, or uncordoned) is never given back by alertd.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from alertd.core.model import Incident, iso
+from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARANTINE, RUNNING, STOPPING,
+                                      SUPERSEDED, UNCORDON, Remediation)
+from alertd.rules.remediation import CORDONING, Policy, RemediationPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What the cluster looks like to the guards (read by alertd.remediation.kube.KubeRemediator.view)."""
+
+    gpu_nodes: int = 0
+    marked: dict[str, str] = field(default_factory=dict)  # node -> incident id of alertd's cordon mark
+    cordoned: frozenset[str] = frozenset()  # nodes with spec.unschedulable, whoever did it
+    cordons_last_hour: int = 0  # alertd's cordon marks set within the last hour
+
+
+def remediation_id(incident_id: str, kind: str) -> str:
+    return f"{incident_id}/{kind}"
+
+
+def policy_for(inc: Incident, policy: RemediationPolicy) -> Policy | None:
+    """The policy an incident proposes under; None for incidents that propose nothing themselves (no node,
+    a node folded into a fleet incident, which proposes for all of them)."""
+    if inc.parent_id or not (inc.nodes if inc.fleet else inc.node):
+        return None
+    chosen = policy.policy_for(inc.xids, inc.signals)
+    return chosen if chosen is not None and chosen.action != "none" else None
+
+
+def target_nodes(inc: Incident) -> list[str]:
+    return sorted(inc.nodes) if inc.fleet else [inc.node]
+
+
+def breaker(policy: RemediationPolicy, view: ClusterView, nodes: list[str]) -> str:
+    """Why acting on ``nodes`` would pass the circuit breaker, or "" when it would not."""
+    new = [n for n in nodes if n not in view.marked]
+    if not new:
+        return ""
+    held = len(view.marked) + len(new)
+    if view.gpu_nodes <= 0:
+        return "the cluster's GPU node count is unknown, so the share alertd may cordon cannot be checked"
+    limit = int(policy.max_share * view.gpu_nodes)
+    if held > limit:
+        return (f"circuit breaker: {held} of {view.gpu_nodes} GPU nodes would be cordoned by alertd "
+                f"(limit {policy.max_share:.0%} = {limit})")
+    if view.cordons_last_hour + len(new) > policy.max_per_hour:
+        return (f"circuit breaker: {view.cordons_last_hour + len(new)} cordons within an hour "
+                f"(limit {policy.max_per_hour} per hour)")
+    return ""
+
+
+def approvals_needed(policy: RemediationPolicy, nodes: list[str], blast: dict[str, Any]) -> int:
+    gpus = int(blast.get("evictedGpus") or 0)
+    if policy.second_approver_gpus is not None and gpus >= policy.second_approver_gpus:
+        return 2
+    if policy.second_approver_nodes is not None and len(nodes) >= policy.second_approver_nodes:
+        return 2
+    return 1
+
+
+def propose(inc: Incident, chosen: Policy, policy: RemediationPolicy, view: ClusterView, blast: dict[str, Any],
+            now: datetime) -> Remediation:
+    """A new quarantine proposal for the incident's nodes, held when it would pass the circuit breaker."""
+    nodes = target_nodes(inc)
+    guard = breaker(policy, view, nodes) if chosen.action in CORDONING else ""
+    state = HELD if guard else (APPROVED if chosen.automatic else PROPOSED)
+    return Remediation(
+        id=remediation_id(inc.id, QUARANTINE), incident_id=inc.id, cluster=inc.cluster, nodes=nodes,
+        kind=QUARANTINE, action=chosen.action, policy=chosen.name, state=state, created_at=now, updated_at=now,
+        dry_run=policy.dry_run, automatic=chosen.automatic, reason=guard,
+        approvals=[{"actor": "policy " + chosen.name, "at": iso(now), "via": "automatic"}] if state == APPROVED else [],
+        approvals_needed=approvals_needed(policy, nodes, blast), blast=blast)
+
+
+def propose_uncordon(done: Remediation, view: ClusterView, policy: RemediationPolicy,
+                     now: datetime) -> tuple[Remediation | None, str]:
+    """After the incident resolves: give back the nodes alertd cordoned for it, and no other.
+
+    Returns the proposal (None when no node qualifies) and what was left out and why."""
+    ours = [n for n in done.nodes if view.marked.get(n) == done.incident_id]
+    skipped = [n for n in done.nodes if n not in ours]
+    why = (f"not proposed for {', '.join(skipped)}: no longer carries alertd's cordon mark for {done.incident_id} "
+           "(cordoned by someone else, or already uncordoned)") if skipped else ""
+    if not ours or done.action not in CORDONING:
+        return None, why or "nothing alertd cordoned to give back"
+    rem = Remediation(id=remediation_id(done.incident_id, UNCORDON), incident_id=done.incident_id,
+                      cluster=done.cluster, nodes=ours, kind=UNCORDON, action="uncordon", policy=done.policy,
+                      state=PROPOSED, created_at=now, updated_at=now, dry_run=policy.dry_run, reason=why)
+    return rem, why
+
+
+def approve(rem: Remediation, actor: str, via: str, now: datetime, *, override: bool = False) -> tuple[Remediation, str]:
+    """One approval. Returns the new remediation and "" or the unchanged one and why not."""
+    if rem.state == HELD and not override:
+        return rem, f"{rem.id} is held: {rem.reason}; it needs an explicit override"
+    if rem.state not in (PROPOSED, HELD):
+        return rem, f"{rem.id} is {rem.state}, not waiting for approval"
+    if actor in rem.approvers():
+        return rem, f"{actor} already approved {rem.id}; it needs a different second approver"
+    approvals = rem.approvals + [{"actor": actor, "at": iso(now), "via": via, **({"override": "yes"} if override else {})}]
+    state = APPROVED if len(approvals) >= rem.approvals_needed else PROPOSED
+    return dataclasses.replace(rem, approvals=approvals, state=state, updated_at=now), ""
+
+
+def cancel(rem: Remediation, now: datetime, *, reason: str) -> tuple[Remediation, str]:
+    if rem.state not in (PROPOSED, HELD, APPROVED):
+        return rem, f"{rem.id} is {rem.state}; only a proposal not yet running can be cancelled (stop it instead)"
+    return dataclasses.replace(rem, state=CANCELLED, reason=reason, updated_at=now), ""
+
+
+def stop(rem: Remediation, now: datetime, *, reason: str) -> tuple[Remediation, str]:
+    if rem.state != RUNNING:
+        return rem, f"{rem.id} is {rem.state}, not running"
+    return dataclasses.replace(rem, state=STOPPING, reason=reason, updated_at=now), ""
+
+
+def supersede(rem: Remediation, fleet_id: str, now: datetime) -> Remediation | None:
+    """A waiting node proposal gives way when its incident folds into a fleet incident; None if it ran."""
+    if rem.state not in (PROPOSED, HELD):
+        return None
+    return dataclasses.replace(rem, state=SUPERSEDED, reason=f"folded into fleet incident {fleet_id}",
+                               updated_at=now)
