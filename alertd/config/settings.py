@@ -129,7 +129,7 @@ def parse_config(doc: Any, source: str, marks: dict | None = None, env: dict[str
         receiver_auth=receiver_auth,
         api_auth=api_auth,
         postgres_password=storage.get("postgres_password", ""),
-        rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()),
+        rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()) + list(doc.get("rules", {}).get("site") or ()),
         normalize=NormalizeConfig(
             cluster_label=norm.get("cluster_label", base.cluster_label),
             cluster_default=norm.get("cluster", base.cluster_default),
@@ -184,7 +184,10 @@ def load_config(path: Path | str | None, env: dict[str, str] | None = None) -> C
         return parse_config({}, "<defaults>", env=env)
     doc, marks = load_yaml(path, with_marks=True)
     cfg = parse_config(doc, str(path), marks, env, base=Path(path).resolve().parent)
-    if cfg.raw.get("rules", {}).get("paths"):
+    rules = cfg.raw.get("rules", {})
+    if rules.get("paths") or rules.get("site"):
         # Like Prometheus's rule_files: relative rule paths are relative to the config file.
-        cfg.rule_paths = [str(Path(path).parent / p) for p in cfg.rule_paths]
+        here = Path(path).parent
+        cfg.rule_paths = [str(here / p) for p in rules.get("paths") or ()] or default_rule_paths()
+        cfg.rule_paths += [str(here / p) for p in rules.get("site") or ()]
     return cfg
