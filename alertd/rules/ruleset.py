@@ -145,7 +145,7 @@ class _Checker:
 
 
 def rule_files(paths: list[Path | str]) -> list[Path]:
-    """Files named by paths; directories contribute their *.yml, skipping tests/ and *.test.yml.
+    """Files named by paths; directories contribute their *.yml, skipping tests/, *.test.yml and hidden names.
 
     A directory's file replaces one of the same relative name from an earlier directory: a site's
     ``routing.yml`` (``rules.site``) takes the place of the shipped one, its other files add to them."""
@@ -154,7 +154,9 @@ def rule_files(paths: list[Path | str]) -> list[Path]:
         p = Path(raw)
         if p.is_dir():
             for f in sorted(p.rglob("*")):
-                if f.suffix in RULE_SUFFIXES and f.is_file() and "tests" not in f.relative_to(p).parts[:-1] \
+                parts = f.relative_to(p).parts  # hidden ones: a ConfigMap volume's ..data and ..<timestamp>/
+                if f.suffix in RULE_SUFFIXES and f.is_file() and "tests" not in parts[:-1] \
+                        and not any(part.startswith(".") for part in parts) \
                         and not f.name.endswith((".test.yml", ".test.yaml")):
                     out.pop(f.relative_to(p), None)  # the replacement loads where the site's files load
                     out[f.relative_to(p)] = f
