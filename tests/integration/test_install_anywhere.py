@@ -49,8 +49,9 @@ def test_serve_from_an_empty_directory(installed, tmp_path):
     (tmp_path / "rules").mkdir()  # a stray rules/ folder is not picked up by itself
     (tmp_path / "rules" / "routing.yml").write_text("this: is not a rule file\n")
     port = free_port()
+    (tmp_path / "alertd.yml").write_text(f"listen: 127.0.0.1:{port}\n")
     log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen([str(installed / "alertd"), "serve", "--listen", f"127.0.0.1:{port}"], cwd=tmp_path,
+    proc = subprocess.Popen([str(installed / "alertd"), "serve", "--config", "alertd.yml"], cwd=tmp_path,
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
@@ -59,6 +60,9 @@ def test_serve_from_an_empty_directory(installed, tmp_path):
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
             time.sleep(0.2)
         assert http("GET", base + "/healthz")[0] == 200
+        health = subprocess.run([str(installed / "python"), "-m", "alertd.app.healthcheck", "--config", "alertd.yml"],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=30)
+        assert health.returncode == 0, health.stderr  # the image's HEALTHCHECK, on the config's listener
         status, _, body = http("POST", base + "/api/v1/alerts/alertmanager", WEBHOOK.read_bytes(),
                                {"Content-Type": "application/json"})
         assert status == 200 and json.loads(body)["alerts"] == 3
