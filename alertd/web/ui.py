@@ -27,6 +27,7 @@ from alertd.web.keys import SERVICE
 from alertd.web.auth import AUTH
 from alertd.web.body import read_form
 from alertd.web.render import page
+from alertd.web.guide import incident_guide
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC = {"style.css": "text/css", "live.js": "text/javascript"}
@@ -139,22 +140,25 @@ def _notifications(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 @login_required()
 async def incident(request: web.Request) -> web.Response:
-    reject_unknown(request.query, ("done", "problem"))
+    reject_unknown(request.query, ("done", "problem", "confirm"))
     svc = _svc(request)
     inc = await svc.store.get_incident(request.match_info["id"])
     if inc is None:
         return page(request, "error.html", 404, title="Not found", message=f"No incident {request.match_info['id']}.")
     am = (svc.cfg.raw.get("alertmanager") or {})
     am_url = am.get("external_url") or am.get("url") or ""
+    can_silence = bool(am.get("url") or am.get("urls"))  # silencing asks Alertmanager: no buttons that must fail
     silence = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
-    return page(request, "incident.html", inc=inc, doc=inc.to_dict(), members=sorted(
+    return page(request, "incident.html", inc=inc, doc=inc.to_dict(), guide=incident_guide(inc, svc.cfg.runbook_base_url),
+                confirm=request.query.get("confirm") == "resolve", members=sorted(
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
         alertmanager=alertmanager_link(inc, am_url), am_base=am_url.rstrip("/"), silence=silence,
         owners=Owners.of(inc.annotations).lines(), pods=Evidence.of(inc.annotations).pod_lines(),
         evidence=_lines(Evidence.of(inc.annotations).log),
         notifications=_notifications(await svc.store.notification_state(inc.id)),
         children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
-        can_act=request[access.PRINCIPAL].can("act") and inc.status != CLOSED, silences=SILENCE_CHOICES,
+        can_act=request[access.PRINCIPAL].can("act") and inc.status != CLOSED,
+        silences=SILENCE_CHOICES if can_silence else (),
         done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
 
 
@@ -175,6 +179,8 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
     form = await read_form(request, _svc(request).cfg.body_timeout)
     action = str(form.get("action", ""))
     back = f"/ui/incidents/{quote(incident_id, safe='')}"
+    if action == "confirm-resolve":  # the first press of Resolve asks again, on the page (no script needed)
+        raise web.HTTPSeeOther(back + "?confirm=resolve")
     verb, _, duration = action.partition("-")
     if verb not in ("ack", "resolve", "silence", "unsilence") or (verb == "silence") != bool(duration):
         return page(request, "error.html", 400, title="Bad request", message=f"unknown action {action!r}")
