@@ -152,6 +152,7 @@ main() {
   fi
   if [ "${ALERTD_SKIP_KUBE:-0}" != 1 ]; then
     ALERTD_CACHE="$CACHE" bash "$REPO_ROOT/scripts/build-kube.sh"
+    ALERTD_CACHE="$CACHE" bash "$REPO_ROOT/scripts/fetch-prometheus-operator-crds.sh"
   fi
   log "done in $((SECONDS - t0)) s (cache: $CACHE)"
 }

@@ -1,7 +1,8 @@
 """``alertd serve --receivers N``: N receiver processes beside the engine, on one port.
 
-The receivers bind the port with SO_REUSEPORT and the kernel spreads the
-connections over them; they validate and write the shared SQLite (WAL) inbox,
+The engine process binds the port once and the receivers inherit the
+listening socket (alertd/app/listener.py: no other process can join it), and
+the kernel spreads the connections over them; they validate and write the shared SQLite (WAL) inbox,
 the engine process reads it back. The engine process itself binds nothing, so
 its engine steps never delay a webhook. One Python process uses one core: this
 is how alertd uses the others. The receivers die with the engine process
@@ -46,14 +47,16 @@ def _die_with_parent() -> None:
 class ReceiverPool:
     """``env``: what the receivers add to this process's environment (the group's directory, alertd/app/receiver_group.py)."""
 
-    def __init__(self, count: int, argv: Sequence[str], env: Mapping[str, str] | None = None):
+    def __init__(self, count: int, argv: Sequence[str], env: Mapping[str, str] | None = None,
+                 pass_fds: Sequence[int] = ()):
         self.count, self.argv = count, list(argv)
         self.env = {**os.environ, **(env or {})}
+        self.pass_fds = tuple(pass_fds)  # the group's listening socket (alertd/app/listener.py)
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, "-m", "alertd.cli.main", *self.argv], env=self.env,
-                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, pass_fds=self.pass_fds)
 
     def start(self) -> None:
         for _ in range(self.count):

@@ -464,9 +464,9 @@ def _plain(doc: Any) -> Any:
 
 
 def main(paths: list[str], out: Any, *, runbooks: str | None = None, strict: bool = False,
-         prometheus_rules: list[str] | None = None) -> int:
+         prometheus_rules: list[str] | None = None, show_all: bool = False) -> int:
     if prometheus_rules:
-        return _prometheus_rules(paths, prometheus_rules, out, strict)
+        return _prometheus_rules(paths, prometheus_rules, out, strict, show_all)
     report = check(paths or None, runbooks=runbooks)
     for line in report.lines():
         print(line, file=out)
@@ -474,7 +474,7 @@ def main(paths: list[str], out: Any, *, runbooks: str | None = None, strict: boo
     return 0 if report.ok and not (strict and report.warnings) else 1
 
 
-def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool) -> int:
+def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool, show_all: bool = False) -> int:
     """Map a site's Prometheus alerting rules to signals with the rules (and normalization) in ``paths``."""
     from alertd.authoring import promrules
     from alertd.config.settings import Config, load_config
@@ -496,4 +496,4 @@ def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool
     except InvalidDocument as exc:
         print(f"invalid configuration or rules:\n{exc}", file=out)
         return 1
-    return promrules.main(files, rules, cfg.normalize, out, strict=strict)
+    return promrules.main(files, rules, cfg.normalize, out, strict=strict, show_all=show_all)

@@ -20,7 +20,10 @@ import yaml
 
 from alertd.authoring.node_carry import node_warning
 from alertd.engine.classify import Classification, classify_explained
+from alertd.core.errors import InvalidDocument
 from alertd.core.model import Alert
+from alertd.core.yamlio import load_yaml
+from alertd.gpu.clocks import clock_reasons
 from alertd.engine.normalize import NormalizeConfig
 from alertd.promql.bittest import bitwise_hint
 from alertd.promql.expr import facts_of_expr
@@ -40,6 +43,15 @@ class RuleResult:
     warnings: list[str] = field(default_factory=list)
     xid_from: str = ""
     runtime: str = ""  # a well-known name whose mapping depends on labels only the firing alert has
+    line: int = 0  # of the rule in its file
+    errors: list[str] = field(default_factory=list)  # what promtool would fail too (an expression that does not parse)
+    reasons: str = ""  # the clock-event reasons a throttling rule tests, harmful and benign apart
+
+    @property
+    def gpu_relevant(self) -> bool:
+        """Shown without --all: mapped to a GPU signal, decided at runtime, or with something to say."""
+        return self.decision.signal.kind != "other" or bool(self.runtime or self.warnings or self.errors
+                                                            or self.decision.signal.detail)
 
 
 def _decided_at_runtime(alert: Alert, rules: RuleSet) -> str:
@@ -86,37 +98,88 @@ def with_recorded(rules: RuleSet, docs: list[Any]) -> RuleSet:
     return replace(rules, recorded=RecordingIndex(rules.recorded.files.merged(collect(pairs))))
 
 
+class NotRuleFile(ValueError):
+    """A file that is no Prometheus rule file (nor a PrometheusRule resource)."""
+
+
+def _groups_path(doc: Any) -> tuple[str, ...]:
+    """Where the rule groups are in the document: ``groups`` or a PrometheusRule's ``spec.groups``."""
+    if isinstance(doc, dict) and isinstance(doc.get("spec"), dict) and isinstance(doc["spec"].get("groups"), list):
+        return ("spec", "groups")
+    if isinstance(doc, dict) and isinstance(doc.get("groups"), list):
+        return ("groups",)
+    raise NotRuleFile("not a Prometheus rule file: no groups (nor spec.groups of a PrometheusRule)")
+
+
+def _tested_reasons(alert: Alert, rules: RuleSet) -> tuple[str, str]:
+    """(the reasons line, a warning) for a throttling rule: which bits it tests, the benign ones apart."""
+    reasons = clock_reasons(alert.labels, alert.annotations, alert.generator_url,
+                            rules.recorded.for_url(alert.generator_url) if alert.generator_url else None)
+    if not (reasons.harmful or reasons.benign):
+        return "", ""
+    text = (f"clock reasons tested ({reasons.basis}): harmful {', '.join(reasons.harmful) or 'none'}; "
+            f"benign {', '.join(reasons.benign) or 'none'}")
+    if reasons.harmful and reasons.benign and reasons.tested:
+        return text, (f"fires on benign clock reasons too ({', '.join(reasons.benign)}: the GPU is fine); test the "
+                      "harmful bits only, e.g. floor(X / 32) % 8 > 0 for the thermal and power-brake slowdowns")
+    return text, ""
+
+
 def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[RuleResult]:
-    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    """Every alerting rule of one file, with its line; raises InvalidDocument (YAML) or NotRuleFile."""
+    doc, marks = load_yaml(path, with_marks=True)
+    base = _groups_path(doc)
     rules = with_recorded(rules, [doc])
     out: list[RuleResult] = []
-    for group in rule_groups(doc):
-        for rule in group.get("rules") or []:
+    for gi, group in enumerate(rule_groups(doc)):
+        for ri, rule in enumerate(group.get("rules") or []):
             if not isinstance(rule, dict) or "alert" not in rule:
                 continue
-            alert = synthetic_alert(rule)
-            decision = classify_explained(alert, rules, ncfg)
-            res = RuleResult(str(path), str(group.get("name", "")), alert.name, decision)
-            if decision.expr_error:
-                hint = bitwise_hint(str(rule.get("expr", "")))
-                res.warnings.append(f"expression does not parse: {decision.expr_error}" + (f"; {hint}" if hint else ""))
-            if decision.signal.kind == "other":
-                res.runtime = _decided_at_runtime(alert, rules)
-            if decision.signal.kind == "other" and decision.gpu_looking and not res.runtime:
-                res.warnings.append(f"looks like a GPU alert ({decision.gpu_looking}) but no rule classifies it: "
-                                    "name it in a site signals file (see docs/rules.md)")
-            if decision.signal.kind == "xid":
-                res.xid_from, more = _xid_source(rule, decision)
-                res.warnings.extend(more)
-            expr = str(rule.get("expr", ""))
-            if decision.signal.kind not in ("other", "watchdog") or res.runtime:
-                carry = node_warning(expr, alert.labels, ncfg.node_labels)
-                res.warnings.extend([carry] if carry else [])
-            unknown = unknown_recorded(facts_of_expr(expr) if expr else None, rules.recorded.files)
-            if unknown and decision.stage in ("none", "alertname", "label", "annotation"):
-                res.warnings.append(f"reads recorded series {', '.join(unknown)} whose recording rule is in none of "
-                                    "the files given nor in classify.prometheus_rules: alertd sees only the name")
-            out.append(res)
+            line = marks.get((*base, gi, "rules", ri), (0, 0))[0]
+            out.append(_classify_rule(rule, str(path), str(group.get("name", "")), line, rules, ncfg))
+    return out
+
+
+def _classify_rule(rule: dict[str, Any], path: str, group: str, line: int, rules: RuleSet,
+                   ncfg: NormalizeConfig) -> RuleResult:
+    alert = synthetic_alert(rule)
+    decision = classify_explained(alert, rules, ncfg)
+    res = RuleResult(path, group, alert.name, decision, line=line)
+    expr = str(rule.get("expr", ""))
+    if decision.expr_error:
+        hint = bitwise_hint(expr)
+        res.errors.append(f"expression does not parse: {decision.expr_error}" + (f"; {hint}" if hint else ""))
+    if decision.signal.kind == "other":
+        res.runtime = _decided_at_runtime(alert, rules)
+    if decision.signal.kind == "other" and decision.gpu_looking and not res.runtime:
+        res.warnings.append(f"looks like a GPU alert ({decision.gpu_looking}) but no rule classifies it: "
+                            "name it in a site signals file (see docs/rules.md)")
+    if decision.signal.kind == "xid":
+        res.xid_from, more = _xid_source(rule, decision)
+        res.warnings.extend(more)
+    if decision.signal.kind in ("thermal", "other") and not decision.expr_error:
+        res.reasons, benign_too = _tested_reasons(alert, rules)
+        res.warnings.extend([benign_too] if benign_too else [])
+    if decision.signal.kind not in ("other", "watchdog") or res.runtime:
+        carry = node_warning(expr, alert.labels, ncfg.node_labels)
+        res.warnings.extend([carry] if carry else [])
+    unknown = unknown_recorded(facts_of_expr(expr) if expr else None, rules.recorded.files)
+    if unknown and decision.stage in ("none", "alertname", "label", "annotation"):
+        res.warnings.append(f"reads recorded series {', '.join(unknown)} whose recording rule is in none of "
+                            "the files given nor in classify.prometheus_rules: alertd sees only the name")
+    return res
+
+
+def rule_file_paths(names: list[str]) -> list[Path]:
+    """The files named, a directory's *.yml and *.yaml (hidden names skipped) in order."""
+    out: list[Path] = []
+    for name in names:
+        p = Path(name)
+        if p.is_dir():
+            out.extend(f for f in sorted(p.rglob("*")) if f.suffix in (".yml", ".yaml") and f.is_file()
+                       and not any(part.startswith(".") for part in f.relative_to(p).parts))
+        else:
+            out.append(p)
     return out
 
 
@@ -127,47 +190,64 @@ def _mapped(d: Classification) -> str:
     return sig.kind + (f"/{sig.detail}" if sig.detail and sig.kind in ("metrics_missing", "thermal") else "")
 
 
-def print_results(results: list[RuleResult], out: TextIO) -> None:
-    width = max((len(r.alert) for r in results), default=10)
-    current = None
-    for r in results:
-        if (r.file, r.group) != current:
-            current = (r.file, r.group)
-            print(f"{r.file}  group {r.group}", file=out)
-        d = r.decision
+def print_results(results: list[RuleResult], out: TextIO, *, show_all: bool = False) -> None:
+    """One line per rule, ``file:line:`` first (as promtool names findings), its findings below it."""
+    shown = [r for r in results if show_all or r.gpu_relevant]
+    width = max((len(r.alert) for r in shown), default=10)
+    for r in shown:
+        d, at = r.decision, f"{r.file}:{r.line}:"
         why = f"by {d.stage}{' ' + d.rule if d.rule else ''}: {d.evidence}" if d.stage != "none" else "no rule matched"
-        print(f"  {r.alert:<{width}}  -> {_mapped(d):<30} {why}", file=out)
+        print(f"{at} {r.alert:<{width}}  -> {_mapped(d):<30} {why}", file=out)
         if r.runtime:
-            print(f"  {'':<{width}}     at runtime: {r.runtime}", file=out)
+            print(f"{at} at runtime: {r.runtime}", file=out)
         if d.signal.kind == "xid" and r.xid_from:
-            print(f"  {'':<{width}}     Xid code from the {r.xid_from}", file=out)
+            print(f"{at} Xid code from the {r.xid_from}", file=out)
+        if r.reasons:
+            print(f"{at} {r.reasons}", file=out)
+        for e in r.errors:
+            print(f"{at} ERROR: {e}", file=out)
         for w in r.warnings:
-            print(f"  {'':<{width}}     WARNING: {w}", file=out)
+            print(f"{at} WARNING: {w}", file=out)
 
 
-def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *, strict: bool = False) -> int:
-    """Print the mapping; 1 when a file cannot be read (or, with strict, when any rule has a warning)."""
+def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *, strict: bool = False,
+         show_all: bool = False) -> int:
+    """Print the mapping; 1 like promtool when a file is no rule file or cannot be read, or an expression does
+    not parse (and, with strict, when any rule has a warning)."""
     results: list[RuleResult] = []
     failed = False
+    paths = rule_file_paths(files)
     docs = []
-    for name in files:  # recording rules of every file given, so an alert may read another file's rules
+    for path in paths:  # recording rules of every file given, so an alert may read another file's rules
         try:
-            docs.append(yaml.safe_load(Path(name).read_text(encoding="utf-8")))
+            docs.append(yaml.safe_load(path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             pass  # reported below
-    rules = with_recorded(rules, docs)
-    for name in files:
+    rules = with_recorded(rules, [d for d in docs if isinstance(d, dict)])
+    for path in paths:
         try:
-            results.extend(classify_rules(Path(name), rules, ncfg))
-        except (OSError, yaml.YAMLError) as exc:
-            print(f"{name}: cannot read Prometheus rules: {exc}", file=out)
+            results.extend(classify_rules(path, rules, ncfg))
+        except InvalidDocument as exc:
+            for problem in exc.problems:
+                print(f"{problem.source}:{problem.line or 1}: ERROR: cannot read Prometheus rules: {problem.message}",
+                      file=out)
             failed = True
-    print_results(results, out)
+        except NotRuleFile as exc:
+            print(f"{path}:1: ERROR: {exc}", file=out)
+            failed = True
+    if not paths:
+        print(f"{', '.join(files)}: ERROR: no rule files (*.yml, *.yaml) found", file=out)
+        failed = True
+    print_results(results, out, show_all=show_all)
     mapped = sum(1 for r in results if r.decision.signal.kind != "other")
     warned = sum(1 for r in results if r.warnings)
+    errors = sum(len(r.errors) for r in results)
+    hidden = 0 if show_all else sum(1 for r in results if not r.gpu_relevant)
     print(f"{len(results)} alerting rules: {mapped} classified, {len(results) - mapped} other, "
-          f"{warned} with warnings", file=out)
-    return 1 if failed or (strict and warned) else 0
+          f"{warned} with warnings" + (f", {errors} with errors" if errors else "") +
+          (f" ({hidden} other rules not GPU-related not listed: --all lists them)" if hidden else ""), file=out)
+    return 1 if failed or errors or (strict and warned) else 0
 
 
-__all__ = ["RuleResult", "classify_rules", "main", "print_results", "rule_groups", "synthetic_alert", "with_recorded"]
+__all__ = ["NotRuleFile", "RuleResult", "classify_rules", "main", "print_results", "rule_file_paths", "rule_groups",
+           "synthetic_alert", "with_recorded"]

@@ -166,7 +166,7 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         allowed_hosts=tuple(str(h) for h in doc.get("api", {}).get("allowed_hosts") or ()),
         trusted_proxies=trusted_networks(doc.get("api", {}).get("trusted_proxies")),
         postgres_password=storage.get("postgres_password", ""),
-        rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()),
+        rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()) + list(doc.get("rules", {}).get("site") or ()),
         normalize=_normalize(doc.get("normalize", {})),
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
         batch_size=processing.get("batch_size", defaults.batch_size),
@@ -228,7 +228,10 @@ def load_config(path: Path | str | None, env: Mapping[str, str] | None = None) -
         return parse_config({}, "<defaults>", env=env)
     doc, marks = load_yaml(path, with_marks=True)
     cfg = parse_config(doc, str(path), marks, env, base=Path(path).resolve().parent)
-    if cfg.raw.get("rules", {}).get("paths"):
+    rules = cfg.raw.get("rules", {})
+    if rules.get("paths") or rules.get("site"):
         # Like Prometheus's rule_files: relative rule paths are relative to the config file.
-        cfg.rule_paths = [str(Path(path).parent / p) for p in cfg.rule_paths]
+        here = Path(path).parent
+        cfg.rule_paths = [str(here / p) for p in rules.get("paths") or ()] or default_rule_paths()
+        cfg.rule_paths += [str(here / p) for p in rules.get("site") or ()]
     return cfg

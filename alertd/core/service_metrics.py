@@ -18,6 +18,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from alertd.core.version import python_version, version
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's own variable
 
 
@@ -132,6 +134,9 @@ class Metrics:
                                  "/api/v1/quarantine), by cause.", ["cause"], registry=own)
         self.classify_max = Gauge("alertd_classify_seconds_max", "The most CPU seconds one alert's classification "
                                   "took since the engine started.", registry=own, multiprocess_mode=ENGINE_ONLY)
+        self.build_info = Gauge("alertd_build_info", "Always 1; the labels say which alertd and Python run.",
+                                ["version", "python"], registry=own, multiprocess_mode=EVERY_PROCESS)
+        self.build_info.labels(version(), python_version()).set(1)
         for cause in SET_ASIDE_CAUSES:
             self.set_aside.labels(cause)
         for reason in REJECT_REASONS:

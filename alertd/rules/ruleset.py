@@ -150,20 +150,24 @@ class _Checker:
 
 
 def rule_files(paths: Sequence[Path | str]) -> list[Path]:
-    """Files named by paths; directories contribute their *.yml, skipping tests/ and *.test.yml."""
-    out: list[Path] = []
+    """Files named by paths; directories contribute their *.yml, skipping tests/, *.test.yml and hidden names.
+
+    A directory's file replaces one of the same relative name from an earlier directory: a site's
+    ``routing.yml`` (``rules.site``) takes the place of the shipped one, its other files add to them."""
+    out: dict[Path | str, Path] = {}
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            out.extend(
-                f
-                for f in sorted(p.rglob("*"))
-                if f.suffix in RULE_SUFFIXES and f.is_file() and "tests" not in f.relative_to(p).parts[:-1]
-                and not f.name.endswith((".test.yml", ".test.yaml"))
-            )
+            for f in sorted(p.rglob("*")):
+                parts = f.relative_to(p).parts  # hidden ones: a ConfigMap volume's ..data and ..<timestamp>/
+                if f.suffix in RULE_SUFFIXES and f.is_file() and "tests" not in parts[:-1] \
+                        and not any(part.startswith(".") for part in parts) \
+                        and not f.name.endswith((".test.yml", ".test.yaml")):
+                    out.pop(f.relative_to(p), None)  # the replacement loads where the site's files load
+                    out[f.relative_to(p)] = f
         else:
-            out.append(p)
-    return out
+            out[str(p)] = p
+    return list(out.values())
 
 
 @dataclass(slots=True)

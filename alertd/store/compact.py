@@ -25,8 +25,9 @@ CATALOG_FIELDS = ("severity", "category", "title", "meaning", "action", "investi
 
 @lru_cache(maxsize=1)
 def _catalog() -> XidCatalog | None:
-    path = SHIPPED_RULES / "xid-catalog.yml"
-    return XidCatalog.load(path) if path.is_file() else None
+    """The shipped catalog is package data: missing, the installation is broken, and that must not pass
+    silently (stored incidents would keep every field, and those stored compacted would read back bare)."""
+    return XidCatalog.load(SHIPPED_RULES / "xid-catalog.yml")
 
 
 @lru_cache(maxsize=512)

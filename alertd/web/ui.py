@@ -31,6 +31,7 @@ from alertd.web.keys import SERVICE
 from alertd.web.auth import AUTH
 from alertd.web.body import read_form
 from alertd.web.render import page
+from alertd.web.guide import incident_guide
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC = {"style.css": "text/css", "live.js": "text/javascript", "chart.umd.js": "text/javascript",
@@ -144,14 +145,16 @@ def _notifications(state: dict[str, Any]) -> list[dict[str, Any]]:
 
 @login_required()
 async def incident(request: web.Request) -> web.Response:
-    reject_unknown(request.query, ("done", "problem"))
+    reject_unknown(request.query, ("done", "problem", "confirm"))
     svc = _svc(request)
     inc = await svc.store.get_incident(request.match_info["id"])
     if inc is None:
         return page(request, "error.html", 404, title="Not found", message=f"No incident {request.match_info['id']}.")
     am_url = svc.cfg.alertmanager.web_url
+    can_silence = svc.cfg.alertmanager.enabled  # silencing asks Alertmanager: no buttons that must fail
     silence = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
-    return page(request, "incident.html", inc=inc, doc=inc.to_dict(), members=sorted(
+    return page(request, "incident.html", inc=inc, doc=inc.to_dict(), guide=incident_guide(inc, svc.cfg.runbook_base_url),
+                confirm=request.query.get("confirm") == "resolve", members=sorted(
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
         alertmanager=alertmanager_link(inc, am_url), am_base=am_url.rstrip("/"), silence=silence,
         owners=Owners.of(inc.annotations).lines(), pods=Evidence.of(inc.annotations).pod_lines(),
@@ -159,7 +162,7 @@ async def incident(request: web.Request) -> web.Response:
         evidence=_lines(Evidence.of(inc.annotations).log),
         notifications=_notifications(await svc.store.notification_state(inc.id)),
         children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
-        can_act=request[access.PRINCIPAL].can("act") and inc.status != CLOSED, silences=SILENCE_CHOICES,
+        can_act=request[access.PRINCIPAL].can("act") and inc.status != CLOSED, silences=SILENCE_CHOICES if can_silence else (),
         remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can("act"),
         blast_summary=summary,
         done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
@@ -182,6 +185,8 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
     form = await read_form(request, _svc(request).cfg.body_timeout)
     action = str(form.get("action", ""))
     back = f"/ui/incidents/{quote(incident_id, safe='')}"
+    if action == "confirm-resolve":  # the first press of Resolve asks again, on the page (no script needed)
+        raise web.HTTPSeeOther(back + "?confirm=resolve")
     verb, _, duration = action.partition("-")
     if verb == "remediation":  # remediation-<approve|override|cancel|stop>-<quarantine|uncordon>
         what, _, kind = duration.partition("-")

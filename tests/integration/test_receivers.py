@@ -1,5 +1,5 @@
-"""`alertd serve --receivers 2` on SQLite: two receiver processes on one port (SO_REUSEPORT), one engine
-process that holds no socket on it.
+"""`alertd serve --receivers 2` on SQLite: two receiver processes on one port (the listening socket the engine
+process bound and handed to them), one engine process that accepts no connection on it.
 
 Every acknowledged webhook is processed by the one engine, whichever receiver took it; actions and
 rule reloads sent to the port are carried out by the engine process; /metrics on the port shows the
@@ -147,8 +147,10 @@ def test_the_port_serves_the_whole_group(tmp_path: Path) -> None:
             metrics = scrape(server)
             assert {k: metrics.get(k) for k in expected} == expected
             assert metrics["alertd_store_bytes"] > 0 and metrics["alertd_webhook_ack_seconds_count"] == 36
-        # No socket of the engine process, listening or accepted, is on the public port.
-        assert not port_sockets(server.port).all & socket_inodes(server.pid)
+        # The engine process holds the group's listening socket (it bound it, so no other alertd can join the
+        # port: app/listener.py) but never accepts on it: no connection on the public port is the engine's.
+        sockets = port_sockets(server.port)
+        assert not (sockets.all - sockets.listening) & socket_inodes(server.pid)
 
         # A rule added on disk and reloaded through the port changes how the ENGINE classifies.
         assert signals_of(server, probe(server, "probe-a")) == ["other"]

@@ -103,6 +103,6 @@ def test_a_bitwise_and_is_refused_with_the_way_to_write_it(tmp_path) -> None:
     f.write_text("groups:\n  - name: g\n    rules:\n"
                  f"      - alert: HwThermal\n        expr: ({OLD} & 0x40) > 0\n"
                  f"      - alert: PowerBrake\n        expr: {OLD} and 128 != bool 0\n")
-    warned = {r.alert: r.warnings for r in promrules.classify_rules(f, shipped_rules(), NormalizeConfig())}
+    warned = {r.alert: r.warnings + r.errors for r in promrules.classify_rules(f, shipped_rules(), NormalizeConfig())}
     assert any("test bit 0x40 with floor(X / 64) % 2 == 1" in w for w in warned["HwThermal"]), warned
     assert any("test bit 0x80 with floor(X / 128) % 2 == 1" in w for w in warned["PowerBrake"]), warned

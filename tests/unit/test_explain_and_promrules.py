@@ -131,8 +131,52 @@ def test_an_unparseable_expression_is_reported(tmp_path: Path):
     f = tmp_path / "r.yml"
     f.write_text("groups:\n  - name: g\n    rules:\n      - alert: Broken\n        expr: 'DCGM_FI_DEV_GPU_TEMP{ > 1'\n")
     [r] = promrules.classify_rules(f, shipped_rules(), NormalizeConfig())
-    assert r.decision.signal.kind == "other"
-    assert any(w.startswith("expression does not parse:") for w in r.warnings)
+    assert r.decision.signal.kind == "other" and r.line == 4
+    assert any(e.startswith("expression does not parse:") for e in r.errors)
+
+
+def test_check_prometheus_rules_fails_like_promtool_and_names_file_and_line(tmp_path: Path, capsys):
+    """An expression that does not parse fails the check (promtool fails it too); every line says file:line."""
+    f = tmp_path / "r.yml"
+    f.write_text("groups:\n  - name: g\n    rules:\n      - alert: Broken\n        expr: 'DCGM_FI_DEV_GPU_TEMP{ > 1'\n")
+    code, out, _ = run(["check", "--prometheus-rules", str(f)], capsys)
+    assert code == 1 and f"{f}:4: ERROR: expression does not parse:" in out, out
+    code, out, _ = run(["check", "--prometheus-rules", str(CORPUS / "nvidia-dcgm.yml")], capsys)
+    assert all(line.startswith(f"{CORPUS / 'nvidia-dcgm.yml'}:") for line in out.splitlines()[:-1]), out
+
+
+def test_check_prometheus_rules_refuses_a_non_rule_file_and_reads_a_directory(tmp_path: Path, capsys):
+    (tmp_path / "alertmanager.yml").write_text("route:\n  receiver: x\nreceivers:\n  - name: x\n")
+    code, out, _ = run(["check", "--prometheus-rules", str(tmp_path / "alertmanager.yml")], capsys)
+    assert code == 1 and "not a Prometheus rule file" in out and "0 alerting rules" in out
+    code, out, _ = run(["check", "--prometheus-rules", str(CORPUS)], capsys)
+    assert code == 0 and "site-handwritten.yml:37: gpu_util_stuck_zero" in out
+    assert f"{len(list(CORPUS.glob('*.yml')))}" and out.rstrip().splitlines()[-1].startswith("35 alerting rules")
+
+
+def test_check_prometheus_rules_lists_gpu_rules_unless_all(tmp_path: Path, capsys):
+    f = tmp_path / "mixed.yml"
+    f.write_text("groups:\n  - name: g\n    rules:\n"
+                 "      - alert: KubeJobFailed\n        expr: kube_job_failed > 0\n"
+                 "      - alert: GPUXid\n        expr: DCGM_FI_DEV_XID_ERRORS > 0\n"
+                 "        annotations: {summary: 'Xid {{ $value }}'}\n")
+    code, out, _ = run(["check", "--prometheus-rules", str(f)], capsys)
+    assert code == 0 and "GPUXid" in out and "KubeJobFailed" not in out
+    assert "1 other rules not GPU-related not listed: --all lists them" in out
+    from alertd.authoring.check import main as check_main
+
+    listing = io.StringIO()
+    assert check_main([], listing, prometheus_rules=[str(f)], show_all=True) == 0  # `alertd check --all`
+    assert f"{f}:4: KubeJobFailed" in listing.getvalue()
+
+
+def test_a_whole_mask_throttle_rule_is_warned_with_its_benign_bits(capsys):
+    code, out, _ = run(["check", "--prometheus-rules", str(CORPUS / "dcgm-throttle-bits.yml")], capsys)
+    lines = [line for line in out.splitlines() if ":58:" in line]
+    assert any("harmful hw_slowdown" in line and "benign gpu_idle" in line for line in lines), lines
+    assert any("WARNING: fires on benign clock reasons too" in line and "sync_boost" in line for line in lines)
+    sync = [line for line in out.splitlines() if "GPUSyncBoost" in line]
+    assert sync and "other/info (sync_boost)" in sync[0]  # a benign reason alone is no thermal signal
 
 
 def test_bad_evidence_rules_are_named_with_file_and_line(tmp_path: Path):

@@ -1,0 +1,38 @@
+"""What the incident page says a responder should do, in words: the same texts Slack shows.
+
+At 3 a.m. ``reboot_node`` is a code to look up; "Drain and reboot the node (often a power cycle); save
+dmesg and the BMC log first." is the instruction. The catalog's ``investigate`` text, the runbook as a link
+and, for a throttling incident, which clock-event reasons cut the clocks come from the incident's primary
+signal, read through the same helpers as every integration (alertd/integrations/presentation.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from alertd.integrations.presentation import ACTION_TEXT, runbook_url
+
+
+@dataclass(frozen=True)
+class Guide:
+    action: str = ""  # the recommended action, in words
+    investigate: str = ""
+    runbook: str = ""  # the runbook's page name
+    runbook_link: str = ""  # its URL when it can be one
+    reasons: str = ""  # a throttling incident's clock-event reasons, in words
+
+
+def _words(code: str) -> str:
+    return code.replace("_", " ")
+
+
+def incident_guide(inc: Any, runbook_base_url: str) -> Guide:
+    p = inc.primary
+    if p is None:
+        return Guide()
+    action = ACTION_TEXT.get(p.action, _words(p.action)) if p.action else ""
+    if action and p.drain and p.action != "reboot_node":
+        action += " Drain the GPU first."
+    reasons = ", ".join(_words(r) for r in p.detail.split(",") if r) if p.kind == "thermal" and p.detail else ""
+    return Guide(action=action, investigate=p.investigate, runbook=p.runbook,
+                 runbook_link=runbook_url(p.runbook, runbook_base_url), reasons=reasons)

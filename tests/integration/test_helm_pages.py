@@ -1,0 +1,75 @@
+"""The chart's default values page on an Xid 79: its ConfigMap's alertd.yml, with a Slack token and a
+PagerDuty routing key in the Secret's files, run by alertd against the Slack and PagerDuty test servers.
+
+Only what a cluster provides is swapped for the test's: the Secret's mount point (/etc/alertd/secrets),
+the rules ConfigMap's (/etc/alertd/rules.d), the listener and data directory (``--listen``,
+``--data-dir``), the Slack and PagerDuty addresses, and Kubernetes enrichment (no cluster here)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.alertd_proc import AlertdProcess
+from tests.support.helm_chart import documents, render
+from tests.support.loopback import serving_in_thread
+from tests.support.pagerduty_server import PagerDutyTestServer
+from tests.support.pipeline import top_level_messages, wait
+from tests.support.process import ServiceUnavailable
+from tests.support.slack_server import SlackTestServer, channel_id_for
+
+ROOT = Path(__file__).resolve().parents[2]
+SLACK_TOKEN = "xoxb-chart-defaults"
+WEBHOOK_TOKEN, ADMIN_TOKEN = "w" * 32, "a" * 32
+
+
+def incidents_as_admin(alertd: AlertdProcess) -> list[dict]:
+    status, data = alertd.get_json("/api/v1/incidents", {"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    assert status == 200, data
+    return data["incidents"]
+
+
+def chart_config(tmp: Path) -> dict:
+    try:
+        docs = documents(render({}))
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "alertd")
+    rules = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "alertd-rules")
+    rules_dir, secrets = tmp / "rules.d", tmp / "secrets"
+    rules_dir.mkdir()
+    secrets.mkdir()
+    for name, text in (rules.get("data") or {}).items():
+        (rules_dir / name).write_text(text)
+    text = config["data"]["alertd.yml"].replace("/etc/alertd/secrets/", f"{secrets}/")
+    text = text.replace("/etc/alertd/rules.d", str(rules_dir))
+    doc = yaml.safe_load(text)
+    files = {"webhook-token": WEBHOOK_TOKEN, "api-admin": ADMIN_TOKEN, "slack-token": SLACK_TOKEN,
+             "pagerduty-gpu-infra": PagerDutyTestServer.ROUTING_KEY}
+    for name, value in files.items():
+        (secrets / name).write_text(value + "\n")
+    return doc
+
+
+def test_the_charts_default_values_page_on_an_xid_79(tmp_path):
+    doc = chart_config(tmp_path)
+    assert set(doc["notify"]) == {"slack", "pagerduty"}, "the defaults notify"
+    slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
+    with serving_in_thread(slack, pagerduty):
+        doc["notify"]["slack"]["base_url"] = slack.url
+        doc["notify"]["pagerduty"]["events_url"] = pagerduty.url
+        doc.pop("enrich")  # in-cluster credentials: no cluster here
+        alertd = AlertdProcess(tmp_path / "alertd", doc).start()
+        try:
+            status, answer, _ = alertd.post((ROOT / "examples" / "webhook-gpu-node.json").read_bytes(),
+                                            {"Authorization": f"Bearer {WEBHOOK_TOKEN}"})
+            assert status == 200, answer
+            inc = wait("the incident", lambda: incidents_as_admin(alertd))[0]
+            assert inc["xids"] == [79] and inc["title"].startswith("Xid 79"), inc
+            page = wait("the page", lambda: pagerduty.open_alert(inc["id"]))
+            assert page["routing_key"] == PagerDutyTestServer.ROUTING_KEY
+            posts = wait("the Slack post", lambda: top_level_messages(slack))
+            assert posts and channel_id_for("#gpu-oncall") in slack.messages
+        finally:
+            alertd.stop()

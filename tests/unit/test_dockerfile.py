@@ -1,0 +1,71 @@
+"""The image builds from a small context with a pinned base, and its health check follows the listener.
+
+docker is not on the test machines: the Dockerfile is read with dockerfile-parse, and the build context is
+what docker-py's own context builder (docker.utils.build.exclude_paths) takes from this tree under the
+.dockerignore rules."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from docker.utils.build import exclude_paths
+from dockerfile_parse import DockerfileParser
+
+from alertd.app.healthcheck import health_url, main as healthcheck
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def parsed() -> DockerfileParser:
+    parser = DockerfileParser(str(ROOT / "Dockerfile"))
+    return parser
+
+
+def context() -> set[str]:
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    return set(exclude_paths(str(ROOT), patterns, dockerfile="Dockerfile"))
+
+
+def test_the_base_image_is_pinned():
+    df = parsed()
+    args = {i["value"].split("=", 1)[0]: i["value"].split("=", 1)[1] for i in df.structure if i["instruction"] == "ARG"}
+    bases = [i["value"].split()[0] for i in df.structure if i["instruction"] == "FROM"]
+    assert bases and all(b in ("${PYTHON_IMAGE}",) for b in bases), bases
+    image = args["PYTHON_IMAGE"]
+    assert re.fullmatch(r"python:3\.\d+\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", image), image
+
+
+def test_the_build_context_holds_what_the_image_copies_and_no_venv():
+    files = context()
+    assert not any(f.startswith((".venv/", ".git/", "tests/", "data/")) for f in files)
+    assert not any("__pycache__" in f for f in files)
+    copied = [i["value"].split()[:-1] for i in parsed().structure
+              if i["instruction"] == "COPY" and "--from" not in i["value"]]
+    for sources in copied:
+        for src in sources:
+            assert src in files or any(f.startswith(src.rstrip("/") + "/") for f in files), src
+    assert "rules/xid-catalog.yml" in files and "alertd/rules/shipped_rules" in files  # the link and its target
+    assert sum((ROOT / f).stat().st_size for f in files if (ROOT / f).is_file()) < 10 * 2 ** 20
+
+
+def test_the_health_check_reads_the_images_config():
+    df = parsed()
+    check = next(i["value"] for i in df.structure if i["instruction"] == "HEALTHCHECK")
+    config = next(i["value"] for i in df.structure if i["instruction"] == "CMD").split("--config")[1]
+    assert "alertd.app.healthcheck" in check and config.strip(' "]') in check
+    assert "9095" not in check, "no port of its own: the config's listener"
+
+
+def test_health_url_follows_the_listener():
+    assert health_url("0.0.0.0", 9443, True) == "https://127.0.0.1:9443/healthz"
+    assert health_url("::", 9095, False) == "http://[::1]:9095/healthz"
+    assert health_url("10.0.0.7", 8080, False) == "http://10.0.0.7:8080/healthz"
+
+
+def test_health_check_fails_on_a_listener_nobody_serves(tmp_path):
+    from tests.support.process import free_port
+
+    (tmp_path / "alertd.yml").write_text(yaml.safe_dump({"listen": f"127.0.0.1:{free_port()}"}))
+    assert healthcheck(["--config", str(tmp_path / "alertd.yml"), "--timeout", "1"]) == 1
