@@ -5,6 +5,7 @@ a cold storm of 10,000 nodes, and 3 replicas on PostgreSQL with a kill -9 of the
     python bench/ha.py                                  # everything, ~3 minutes
     python bench/ha.py --phases compare --receivers 0,1,2 --seconds 10
     python bench/ha.py --phases postgres
+    python bench/ha.py --phases compare --webhooks 20000 --rounds 3   # the headline compare, ratio per round
     python bench/ha.py --phases storm --receivers 2      # the cold storm with and without receivers
 
 Nothing is pinned (both systems share every core, as they would in production). The load generator
@@ -101,40 +102,64 @@ def alertd(work: Path, receivers: int | None, cfg: dict | None = None) -> Alertd
 
 def compare(args: argparse.Namespace, binary: Path, work: Path) -> None:
     """A fleet of --fleet nodes firing again and again (each webhook's alerts new to the inbox, with a later
-    startsAt): both systems first get every node once (a warm-up, not measured), then the measured run."""
+    startsAt): both systems first get every node once (a warm-up, not measured), then the measured run:
+    ``--seconds`` of load, or with ``--webhooks N`` exactly N requests each (bounded by 120 s)."""
     gen = UniqueWebhooks(run="cmp", nodes=args.fleet, seed=7)
     warm, warm_api = write_bodies(work, "warm", args.fleet, distinct=False, run="cmp", gen=gen)
-    hooks, api = write_bodies(work, "compare", int(args.seconds * 6000), distinct=False, run="cmp", gen=gen)
-    print(f"\nclosed loop, {args.conns} in flight, {args.seconds:.0f} s each, 8 GPU alerts per request, a fleet of "
+    count = args.webhooks or int(args.seconds * 6000)
+    seconds = 120.0 if args.webhooks else args.seconds
+    hooks, api = write_bodies(work, "compare", count, distinct=False, run="cmp", gen=gen)
+    size = f"{args.webhooks:,} requests" if args.webhooks else f"{args.seconds:.0f} s"
+    print(f"\nclosed loop, {args.conns} in flight, {size} each, 8 GPU alerts per request, a fleet of "
           f"{args.fleet:,} nodes firing again (after a warm-up of one webhook per node), nothing pinned")
+    print(f"load before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     print(HEADER)
-    results: dict[str, float] = {}
-    for rounds in range(args.rounds):
-        r = alertmanager_run(binary, work / f"am{rounds}", warm_api, api, args, conns=args.conns)
-        results.setdefault("am", 0)
-        results["am"] = max(results["am"], r["ok_per_s"])
-        for n in settings(args):
-            server = alertd(work / f"alertd-{n}-{rounds}", n)
-            try:
-                loadgen(binary, server.receiver_url, warm, seconds=120, conns=args.conns)
-                server.wait_drained(timeout=180)
-                before = process_use(server.pid)
-                r = loadgen(binary, server.receiver_url, hooks, seconds=args.seconds, conns=args.conns)
-                use = per_webhook(before, process_use(server.pid), r)
-                behind = server.inbox_pending()
-                scrape = scrapes(server)
-            finally:
-                server.stop()
-            name = name_of(n)
-            print(row(f"{name} (SQLite, synchronous=FULL)", r), flush=True)
-            print(f"  {r['machine']}", flush=True)
-            print(f"  GET /metrics after the run: {scrape}", flush=True)
-            print(f"  per process (engine first): {use}", flush=True)
-            print(f"  processed by the engine meanwhile: {(r['ok'] - behind) / max(1e-3, r['elapsed_s']):,.0f} "
-                  f"webhooks/s ({behind:,} acknowledged and still pending at the end)", flush=True)
-            results[name] = max(results.get(name, 0), r["ok_per_s"])
-    best = results.get("alertd defaults", 0)
-    print(f"\nratio alertd defaults / Alertmanager: {best / results['am']:.2f}x (best of {args.rounds} rounds each)")
+    rounds: list[tuple[dict, dict[str, dict]]] = []
+    for n_round in range(args.rounds):
+        am = alertmanager_run(binary, work / f"am{n_round}", warm_api, api, args, conns=args.conns, seconds=seconds)
+        ours = {name_of(n): alertd_run(binary, work / f"alertd-{n}-{n_round}", n, warm, hooks, args, seconds)
+                for n in settings(args)}
+        rounds.append((am, ours))
+    verdict(rounds)
+
+
+def alertd_run(binary: Path, work: Path, receivers: int | None, warm: Path, hooks: Path, args: argparse.Namespace,
+               seconds: float) -> dict:
+    """A fresh alertd warmed with the fleet, then the measured load; its rows printed, its figures returned."""
+    server = alertd(work, receivers)
+    try:
+        loadgen(binary, server.receiver_url, warm, seconds=120, conns=args.conns)
+        server.wait_drained(timeout=180)
+        before = process_use(server.pid)
+        r = loadgen(binary, server.receiver_url, hooks, seconds=seconds, conns=args.conns)
+        use = per_webhook(before, process_use(server.pid), r)
+        behind = server.inbox_pending()
+        scrape = scrapes(server)
+    finally:
+        server.stop()
+    print(row(f"{name_of(receivers)} (SQLite, synchronous=FULL)", r), flush=True)
+    print(f"  {r['machine']}", flush=True)
+    print(f"  GET /metrics after the run: {scrape}", flush=True)
+    print(f"  per process (engine first): {use}", flush=True)
+    print(f"  processed by the engine meanwhile: {(r['ok'] - behind) / max(1e-3, r['elapsed_s']):,.0f} "
+          f"webhooks/s ({behind:,} acknowledged and still pending at the end)", flush=True)
+    return r
+
+
+def verdict(rounds: list[tuple[dict, dict[str, dict]]]) -> None:
+    """Per round: alertd's webhooks/s over Alertmanager's and both p99s; then the worst and best ratio."""
+    print("\n| round | Alertmanager /s | alertd defaults /s | ratio | AM p99 ms | alertd p99 ms |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    ratios = []
+    for i, (am, ours) in enumerate(rounds, 1):
+        r = ours["alertd defaults"]
+        ratios.append(r["ok_per_s"] / max(1e-9, am["ok_per_s"]))
+        print(f"| {i} | {am['ok_per_s']:,.0f} | {r['ok_per_s']:,.0f} | {ratios[-1]:.2f}x | "
+              f"{am['latency_ms']['p99']:.1f} | {r['latency_ms']['p99']:.1f} |")
+    lower = all(o["alertd defaults"]["latency_ms"]["p99"] < am["latency_ms"]["p99"] for am, o in rounds)
+    print(f"\nratio alertd defaults / Alertmanager: worst {min(ratios):.2f}x, best {max(ratios):.2f}x over "
+          f"{len(rounds)} rounds; alertd's p99 lower in every round: {'yes' if lower else 'no'}")
+    print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
 
 
 def alertmanager_run(binary: Path, work: Path, warm_api: Path, api: Path, args: argparse.Namespace,
@@ -147,7 +172,7 @@ def alertmanager_run(binary: Path, work: Path, warm_api: Path, api: Path, args: 
     am = start_alertmanager(cfg, work)
     try:
         loadgen(binary, am.url + "/api/v2/alerts", warm_api, seconds=60, conns=args.conns)
-        r = loadgen(binary, am.url + "/api/v2/alerts", api, seconds=args.seconds, **load)
+        r = loadgen(binary, am.url + "/api/v2/alerts", api, **{"seconds": args.seconds, **load})
     finally:
         am.stop()
     print(row("Alertmanager POST /api/v2/alerts (in memory)", r), flush=True)
@@ -282,6 +307,8 @@ def main() -> int:
     parser.add_argument("--conns", type=int, default=16)
     parser.add_argument("--fleet", type=int, default=2000, help="nodes of the fleet in the compare phase")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--webhooks", type=int, default=0, help="compare phase: send exactly this many requests "
+                        "to each system (bounded by 120 s) instead of --seconds of load")
     parser.add_argument("--receivers", default="", help="also run alertd with these --receivers counts, e.g. 0,1,2 "
                         "(compare, rate and storm phases)")
     args = parser.parse_args()
