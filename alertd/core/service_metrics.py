@@ -80,7 +80,7 @@ def multiprocess_dir() -> str | None:
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # long: one declaration per metric, read as the list of what alertd exports
         self.multiprocess = multiprocess_dir()
         # In multiprocess mode metrics are written to files, not registered: the MultiProcessCollector reads
         # them back (registering them too would export them twice).
