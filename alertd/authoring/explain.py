@@ -195,7 +195,7 @@ def _kubernetes_answers(cfg: Any, alerts: list[Alert]) -> NodeLookup | None:
 
     from alertd.enrich.node_index import NodeIndex
 
-    index = NodeIndex.from_config(cfg.raw, cfg.normalize)
+    index = NodeIndex.from_config(cfg)
     if index is None:
         return None
 

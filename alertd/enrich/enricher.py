@@ -86,7 +86,7 @@ class Enricher:
                                        later=self._later, counts=self.counts)
 
     @classmethod
-    def from_config(cls, doc: dict[str, Any] | None) -> "Enricher | None":
+    def from_doc(cls, doc: dict[str, Any] | None) -> "Enricher | None":
         """None when the ``enrich`` section is absent or disabled, or configures nothing."""
         if not doc:
             return None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 from alertd.core.durations import parse_duration
 from alertd.enrich.kube_api import KubeApi, KubeUnavailable, NotFound, meta
@@ -57,6 +57,16 @@ class NodeIndexSettings:
                    max_lookups=int(doc.get("max_lookups", d.max_lookups)))
 
 
+class IndexConfig(Protocol):
+    """The configuration as the node index reads it (alertd/config/settings.py's Config)."""
+
+    @property
+    def raw(self) -> dict[str, Any]: ...
+
+    @property
+    def normalize(self) -> NormalizeConfig: ...
+
+
 class NodeIndex(KubeApi):
     """One cluster's pod -> node and address -> node answers (the engine's NodeLookup)."""
 
@@ -75,8 +85,9 @@ class NodeIndex(KubeApi):
         self._running: set[asyncio.Task[None]] = set()
 
     @classmethod
-    def from_config(cls, raw: dict[str, Any], ncfg: NormalizeConfig) -> "NodeIndex | None":
+    def from_config(cls, cfg: "IndexConfig") -> "NodeIndex | None":
         """Built when enrich.kube is configured and normalize.kubernetes is not disabled."""
+        raw, ncfg = cfg.raw, cfg.normalize
         kube_doc = (raw.get("enrich") or {}).get("kube")
         settings = NodeIndexSettings.from_doc((raw.get("normalize") or {}).get("kubernetes"))
         if kube_doc is None or not kube_doc.get("enabled", True) or not settings.enabled:

@@ -27,8 +27,8 @@ class ListenerTLS:
     min_version: str = "TLS1.2"
 
     @classmethod
-    def from_config(cls, raw: dict[str, Any], base: Path | None = None) -> "ListenerTLS | None":
-        doc = raw.get("tls")
+    def from_doc(cls, doc: dict[str, Any] | None, base: Path | None = None) -> "ListenerTLS | None":
+        """The ``tls`` section; relative paths are relative to ``base`` (the config file's directory)."""
         if not doc:
             return None
 

@@ -71,7 +71,7 @@ class Stack:
 
     def __init__(self, tmp_path: Path, enrich: dict[str, Any]):
         self.cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, "enrich": enrich}, "test")
-        self.enricher = Enricher.from_config(self.cfg.raw.get("enrich"))
+        self.enricher = Enricher.from_doc(self.cfg.raw.get("enrich"))
         self.recorder = Recorder()
         self.svc = Service(self.cfg, SqliteStore(tmp_path / "alertd.sqlite3"), load_rules(self.cfg.rule_paths),
                            notifiers={"console": self.recorder}, enricher=self.enricher)

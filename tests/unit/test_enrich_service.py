@@ -226,9 +226,9 @@ async def test_nodes_the_kernel_log_upgraded_before_the_storm_formed_are_in_the_
 
 
 def test_from_config() -> None:
-    assert Enricher.from_config(None) is None
-    assert Enricher.from_config({"enabled": False, "logs": {"backend": "opensearch"}}) is None
-    e = Enricher.from_config({"logs": {"backend": "graylog", "url": "http://127.0.0.1:9000", "auth": {"token": "t"}},
+    assert Enricher.from_doc(None) is None
+    assert Enricher.from_doc({"enabled": False, "logs": {"backend": "opensearch"}}) is None
+    e = Enricher.from_doc({"logs": {"backend": "graylog", "url": "http://127.0.0.1:9000", "auth": {"token": "t"}},
                               "deadline": "2s"})
     assert e is not None and e.settings.deadline == 2.0 and e.searcher.backend.name == "graylog"
     assert e.kube is None
@@ -236,7 +236,7 @@ def test_from_config() -> None:
 @pytest.mark.parametrize("backend", ["elasticsearch", "opensearch"])
 
 def test_from_config_search_backends(backend) -> None:
-    e = Enricher.from_config({"logs": {"backend": backend, "urls": ["http://127.0.0.1:9200"]},
+    e = Enricher.from_doc({"logs": {"backend": backend, "urls": ["http://127.0.0.1:9200"]},
                               "kube": {"kubeconfig": "/nonexistent"}})
     assert e.searcher.backend.name == backend and e.kube is not None
 
@@ -289,7 +289,7 @@ def test_shipped_deployment_example_config_is_valid(tmp_path) -> None:
     from tests.unit.test_deploy_defaults import deployment_config
 
     cfg = deployment_config(tmp_path)
-    e = Enricher.from_config(cfg.raw["enrich"])
+    e = Enricher.from_doc(cfg.raw["enrich"])
     assert e.settings.logs.backend == "opensearch" and e.settings.logs.index == "graylog_*"
     assert e.kube is not None and e.settings.deadline == 3.0
 
