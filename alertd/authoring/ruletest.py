@@ -173,7 +173,7 @@ def _describe(inc: Incident) -> str:
 def _show(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(map(str, value)) + "]"
-    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    return repr(str(value)) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def compare(run: VirtualRun, exp: dict[str, Any]) -> list[str]:

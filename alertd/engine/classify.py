@@ -16,7 +16,7 @@ from typing import Any
 from alertd.rules.evidence import Found, by_alertname, by_expression, by_labels, gpu_looking, xid_in_text
 from alertd.gpu.clocks import clock_reasons
 from alertd.core.matchers import match_all
-from alertd.core.model import SEVERITIES, Alert, Signal
+from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
 from alertd.promql.recording import EMPTY, facts_of_url_expanded
@@ -148,7 +148,7 @@ def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: Any, basis
         return rules.catalog.lookup(code).signal(basis=basis)
     # An Xid without a code is still an Xid: hardware, on its node and GPU, its own severity.
     severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
-    return Signal(kind="xid", severity=severity, category="hardware", title=KIND_TITLES["xid"],
+    return Signal(kind="xid", severity=as_severity(severity), category="hardware", title=KIND_TITLES["xid"],
                   meaning=UNKNOWN_XID_MEANING, runbook=(rule.runbook if rule else "") or "xid-hardware", basis=basis)
 
 
@@ -168,7 +168,7 @@ def _signal(alert: Alert, rule: Any, kind: str, basis: str, recorded: Any = EMPT
         alert.annotations.get("summary") or alert.name or "alert"
     return Signal(
         kind=kind,
-        severity=severity,
+        severity=as_severity(severity),
         category=rule.category or ("hardware" if kind != "other" else "other"),
         title=title,
         meaning=alert.annotations.get("description", ""),
@@ -186,7 +186,7 @@ def _clock_title(detail: str) -> str:
 def _other(alert: Alert) -> Signal:
     return Signal(
         kind="other",
-        severity=severity_label(alert.labels.get("severity")) or "warning",
+        severity=as_severity(severity_label(alert.labels.get("severity")) or "warning"),
         category="other",
         title=alert.annotations.get("summary") or alert.name or "alert",
         meaning=alert.annotations.get("description", ""),

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from alertd.core.model import Alert, parse_iso
+from alertd.core.model import Alert, as_alert_status, parse_iso
 from alertd.receive import wire
 from alertd.schemas import describe, validator
 
@@ -175,7 +175,7 @@ def _alert(i: int, fingerprint: str, status: str, raw_labels: dict[str, str], an
            received_at: datetime) -> Alert:
     return Alert(
         fingerprint=(fingerprint or fingerprint_of(raw_labels)).lower(),
-        status=status,
+        status=as_alert_status(status),
         labels=raw_labels,
         annotations=annotations,
         starts_at=_timestamp(starts_raw, f"alerts.{i}.startsAt"),  # type: ignore[arg-type]
