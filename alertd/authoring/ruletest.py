@@ -17,7 +17,7 @@ from urllib.parse import quote_plus
 
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.core.model import Alert, Incident, parse_iso
+from alertd.core.model import Alert, Incident, parse_instant
 from alertd.promql.recording import load_index
 from alertd.receive.payload import fingerprint_of
 from alertd.remediation.decide import policy_for
@@ -50,7 +50,7 @@ def parse_time(value: Any, t0: datetime) -> datetime:
         return t0 + timedelta(seconds=value)
     text = str(value)
     if re.match(r"^\d{4}-\d{2}-\d{2}", text):
-        return parse_iso(text.replace(" ", "T"))  # type: ignore[return-value]
+        return parse_instant(text.replace(" ", "T"))
     return t0 + parse_duration(text)
 
 

@@ -78,6 +78,15 @@ def parse_iso(value: str | None) -> datetime | None:
     return ts
 
 
+def parse_instant(value: str) -> datetime:
+    """``parse_iso`` for a time that must be there (a stored NOT NULL column, a required field): ValueError
+    when it is empty."""
+    ts = parse_iso(value)
+    if ts is None:
+        raise ValueError("a time is required here, and the value is empty")
+    return ts
+
+
 @dataclass(frozen=True, slots=True)
 class GPU:
     """One GPU, identified by whatever the alert carried; PCI id is normalised."""
@@ -226,7 +235,7 @@ class Alert:
             status=as_alert_status(data["status"]),
             labels=dict(data.get("labels") or {}),
             annotations=dict(data.get("annotations") or {}),
-            starts_at=parse_iso(data["startsAt"]),  # type: ignore[arg-type]
+            starts_at=parse_instant(data["startsAt"]),
             ends_at=parse_iso(data.get("endsAt")),
             generator_url=data.get("generatorURL", ""),
             receiver=data.get("receiver", ""),
@@ -284,7 +293,7 @@ class Member:
             signal=Signal.from_dict(data.get("signal") or {}),
             subject=Subject.from_dict(data.get("subject") or {}),
             labels=dict(data.get("labels") or {}),
-            starts_at=parse_iso(data["startsAt"]),  # type: ignore[arg-type]
+            starts_at=parse_instant(data["startsAt"]),
             ends_at=parse_iso(data.get("endsAt")),
             last_seen=parse_iso(data.get("lastSeen")),
             folded=bool(data.get("folded")),
@@ -316,7 +325,7 @@ class Event:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Event":
         return cls(
-            at=parse_iso(data["at"]),  # type: ignore[arg-type]
+            at=parse_instant(data["at"]),
             kind=data["kind"],
             text=data.get("text", ""),
             actor=data.get("actor", ""),
@@ -434,8 +443,8 @@ class Incident:
             severity=as_severity(data.get("severity", "warning")),
             category=data.get("category", "other"),
             status=as_incident_status(data["status"]),
-            opened_at=parse_iso(data["openedAt"]),  # type: ignore[arg-type]
-            updated_at=parse_iso(data["updatedAt"]),  # type: ignore[arg-type]
+            opened_at=parse_instant(data["openedAt"]),
+            updated_at=parse_instant(data["updatedAt"]),
             resolved_at=parse_iso(data.get("resolvedAt")),
             acknowledged_by=data.get("acknowledgedBy", ""),
             acknowledged_at=parse_iso(data.get("acknowledgedAt")),
