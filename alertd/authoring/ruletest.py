@@ -19,6 +19,7 @@ from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.core.model import Alert, Incident, parse_instant
 from alertd.promql.recording import load_index
+from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import fingerprint_of
 from alertd.remediation.decide import policy_for
 from alertd.rules.ruleset import RuleSet
@@ -89,7 +90,7 @@ def chosen_receivers(run: VirtualRun, inc: Incident) -> list[str]:
     from alertd.notify.decision import route_incident
 
     router = run.router
-    cordoned = router.cordoned_at(inc) if hasattr(router, "cordoned_at") else None
+    cordoned = router.cordoned_at(inc) if isinstance(router, Router) else None
     return route_incident(run.rules.routing, inc, run.now, cordoned_at=cordoned).active_receivers
 
 
@@ -257,7 +258,7 @@ def expand_input(items: list[dict[str, Any]], defaults: dict[str, Any], t0: date
 
 
 def run_test(test: dict[str, Any], rules: RuleSet, t0: datetime, defaults: dict[str, Any], where: Callable[[Path_], str],
-             path: Path_, router_factory: Callable[[], Any]) -> list[Failure]:
+             path: Path_, router_factory: Callable[[], ConsoleRouter | Router]) -> list[Failure]:
     name = test["name"]
     t0 = parse_time(test["start"], t0) if "start" in test else t0
     needs_routing = any(f in spec for e in test["expect"] for spec in e.get("incidents") or [] for f in ROUTING_FIELDS)
