@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, Callable
+from typing import Callable
 
 from alertd.config.settings import Config
 from alertd.integrations import registry
-from alertd.integrations.base import Notifier, NotifyStore
+from alertd.integrations.base import Notifier, NotifierSettings, NotifyStore
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.rules.routing import Routing, default_routing
 from alertd.integrations.slack.integration import SlackSettings
@@ -22,9 +22,9 @@ from alertd.rules.ruleset import RuleSet
 log = logging.getLogger(__name__)
 
 
-def configured(cfg: Config) -> dict[str, Any]:
+def configured(cfg: Config) -> dict[str, NotifierSettings]:
     """name -> settings of every integration the config turns on (the console always)."""
-    out = {}
+    out: dict[str, NotifierSettings] = {}
     for name, integration in registry.INTEGRATIONS.items():
         settings = cfg.notify.get(name) or integration.settings({}, registry.Links())
         if name == "console" or integration.enabled(settings):
@@ -32,10 +32,9 @@ def configured(cfg: Config) -> dict[str, Any]:
     return out
 
 
-def build_notifiers(cfg: Config, store: NotifyStore | None, clock: Callable[[], datetime]) -> dict[str, Notifier]:
+def build_notifiers(cfg: Config, store: NotifyStore, clock: Callable[[], datetime]) -> dict[str, Notifier]:
     """The installation id is known once the store is open (alertd/app/service.py): read when sending."""
-    return {name: registry.INTEGRATIONS[name].notifier(s, store, clock,  # type: ignore[arg-type]
-                                                       installation=lambda: cfg.installation_id)
+    return {name: registry.INTEGRATIONS[name].notifier(s, store, clock, installation=lambda: cfg.installation_id)
             for name, s in configured(cfg).items()}
 
 

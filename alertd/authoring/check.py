@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from alertd.authoring.virtual import load_rule_set
-from alertd.config.settings import parse_config
+from alertd.config.settings import Config, parse_config
 from alertd.rules.shipped import default_rule_paths
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.core.matchers import MatcherError, parse_matchers
@@ -145,8 +145,9 @@ def check(paths: Iterable[str | Path] | None = None, *, runbooks: str | Path | N
                 report.error(p)
         else:
             explicit_rules.append(f)
-    rule_sets: list[tuple[list[Path], Any]] = []
-    checked_configs = []
+    # rule files, and the configuration that names them (None: it did not parse) with its path
+    rule_sets: list[tuple[list[Path], tuple[Config | None, str] | None]] = []
+    checked_configs: list[tuple[Path, Config | None]] = []
     for f in configs:
         report.config_files.append(str(f))
         rule_paths, cfg = _check_config(f, *docs[f], report)
@@ -171,10 +172,10 @@ def check(paths: Iterable[str | Path] | None = None, *, runbooks: str | Path | N
     return report
 
 
-def _check_config(path: Path, doc: Any, marks: Marks, report: Report) -> tuple[list[Path], Any]:
+def _check_config(path: Path, doc: Any, marks: Marks, report: Report) -> tuple[list[Path], Config | None]:
     """Validate a config file; return the rule paths it names (to check them too) and the parsed config."""
     source = str(path)
-    cfg = None
+    cfg: Config | None = None
     base = path.resolve().parent  # relative *_file paths: against the config file, as alertd serve reads them
     try:
         cfg = parse_config(doc, source, marks, base=base)
@@ -211,7 +212,7 @@ def _check_config(path: Path, doc: Any, marks: Marks, report: Report) -> tuple[l
 
 
 def _check_rules(files: list[Path], docs: dict[Path, tuple[Any, Marks]], report: Report, runbooks: str | Path | None,
-                 config: tuple[Any, str] | None = None) -> None:
+                 config: tuple[Config | None, str] | None = None) -> None:
     if not files:
         return
     try:
@@ -233,7 +234,7 @@ def _check_rules(files: list[Path], docs: dict[Path, tuple[Any, Marks]], report:
             loaded[f] = (doc, marks)
     _cross_checks(loaded, report, runbooks)
     if config is not None and config[0] is not None:
-        _check_keys(loaded, report, *config)
+        _check_keys(loaded, report, config[0], config[1])
 
 
 # ----- checks across files -----
@@ -400,7 +401,7 @@ def _check_routing(loaded: dict[Path, tuple[Any, Marks]], report: Report) -> Non
                                      f"mute window {w.get('name')!r} is not used by any route"))
 
 
-def _check_keys(loaded: dict[Path, tuple[Any, Marks]], report: Report, cfg: Any, config_source: str) -> None:
+def _check_keys(loaded: dict[Path, tuple[Any, Marks]], report: Report, cfg: Config, config_source: str) -> None:
     """PagerDuty routing key names the rules use but the config does not define."""
     from alertd.integrations.pagerduty import PagerDutySettings
 
@@ -477,7 +478,7 @@ def main(paths: list[str], out: Any, *, runbooks: str | None = None, strict: boo
 def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool, show_all: bool = False) -> int:
     """Map a site's Prometheus alerting rules to signals with the rules (and normalization) in ``paths``."""
     from alertd.authoring import promrules
-    from alertd.config.settings import Config, load_config
+    from alertd.config.settings import load_config
     from alertd.rules.shipped import default_rule_paths
     from alertd.app.recording_rules import with_site_recordings
     from alertd.rules.ruleset import load_rules

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from alertd.authoring.node_carry import node_warning
+from alertd.config.settings import Config
 from alertd.engine.classify import Classification, classify_explained
 from alertd.engine.correlate import fields_of, group_for
 from alertd.core.errors import InvalidDocument
@@ -188,7 +189,7 @@ def print_explained(rows: list[Explained], out: TextIO) -> None:
         print("", file=out)
 
 
-def _kubernetes_answers(cfg: Any, alerts: list[Alert]) -> NodeLookup | None:
+def _kubernetes_answers(cfg: Config, alerts: list[Alert]) -> NodeLookup | None:
     """With enrich.kube configured, ask Kubernetes for the exporter pods and addresses the alerts point at,
     as alertd serve does before each step (bounded by normalize.kubernetes.wait)."""
     import asyncio
@@ -211,7 +212,7 @@ def _kubernetes_answers(cfg: Any, alerts: list[Alert]) -> NodeLookup | None:
 
 def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None, config: str | None,
          out: TextIO, err: TextIO, fetch: Callable[[str], dict[str, Any]] | None = None) -> int:
-    from alertd.config.settings import Config, load_config
+    from alertd.config.settings import load_config
     from alertd.rules.shipped import default_rule_paths
     from alertd.app.recording_rules import with_site_recordings
     from alertd.rules.ruleset import load_rules

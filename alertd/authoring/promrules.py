@@ -21,7 +21,7 @@ import yaml
 from alertd.authoring.node_carry import node_warning
 from alertd.engine.classify import Classification, classify_explained
 from alertd.core.errors import InvalidDocument
-from alertd.core.model import Alert
+from alertd.core.model import FIRING, Alert
 from alertd.core.yamlio import load_yaml
 from alertd.gpu.clocks import clock_reasons
 from alertd.engine.normalize import NormalizeConfig
@@ -67,7 +67,7 @@ def synthetic_alert(rule: dict[str, Any]) -> Alert:
     """The alert as Alertmanager would deliver it, before templating: name, static labels, annotations, expr."""
     labels = {"alertname": str(rule["alert"]), **{str(k): str(v) for k, v in (rule.get("labels") or {}).items()}}
     expr = str(rule.get("expr", ""))
-    return Alert(fingerprint="0" * 16, status="firing", labels=labels,
+    return Alert(fingerprint="0" * 16, status=FIRING, labels=labels,
                  annotations={str(k): str(v) for k, v in (rule.get("annotations") or {}).items()},
                  starts_at=datetime.now(timezone.utc), ends_at=None,
                  generator_url=f"http://prometheus/graph?g0.expr={quote_plus(expr)}&g0.tab=1" if expr else "")

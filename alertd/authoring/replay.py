@@ -21,6 +21,7 @@ from alertd.core.durations import DurationError, parse_duration
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.core.model import iso, parse_iso
 from alertd.engine.normalize import NormalizeConfig
+from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import BadPayload, Notification, parse_notification, read_notification
 from alertd.rules.ruleset import RuleSet
 
@@ -64,7 +65,7 @@ class ReplayResult:
     end: datetime | None = None
 
 
-def replay(rec: Recording, rules: RuleSet, *, router: Any = None, tail: timedelta | None = None,
+def replay(rec: Recording, rules: RuleSet, *, router: ConsoleRouter | Router | None = None, tail: timedelta | None = None,
            until: datetime | None = None, source: str = "<recording>", ncfg: NormalizeConfig | None = None) -> ReplayResult:
     """Feed the recording through the engine; afterwards run the clock on for ``tail`` (default: the hold-down).
 

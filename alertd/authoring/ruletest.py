@@ -17,8 +17,9 @@ from urllib.parse import quote_plus
 
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.core.model import Alert, Incident, parse_iso
+from alertd.core.model import Alert, Incident, parse_instant
 from alertd.promql.recording import load_index
+from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import fingerprint_of
 from alertd.remediation.decide import policy_for
 from alertd.rules.ruleset import RuleSet
@@ -50,7 +51,7 @@ def parse_time(value: Any, t0: datetime) -> datetime:
         return t0 + timedelta(seconds=value)
     text = str(value)
     if re.match(r"^\d{4}-\d{2}-\d{2}", text):
-        return parse_iso(text.replace(" ", "T"))  # type: ignore[return-value]
+        return parse_instant(text.replace(" ", "T"))
     return t0 + parse_duration(text)
 
 
@@ -89,7 +90,7 @@ def chosen_receivers(run: VirtualRun, inc: Incident) -> list[str]:
     from alertd.notify.decision import route_incident
 
     router = run.router
-    cordoned = router.cordoned_at(inc) if hasattr(router, "cordoned_at") else None
+    cordoned = router.cordoned_at(inc) if isinstance(router, Router) else None
     return route_incident(run.rules.routing, inc, run.now, cordoned_at=cordoned).active_receivers
 
 
@@ -173,7 +174,7 @@ def _describe(inc: Incident) -> str:
 def _show(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(map(str, value)) + "]"
-    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    return repr(str(value)) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def compare(run: VirtualRun, exp: dict[str, Any]) -> list[str]:
@@ -257,7 +258,7 @@ def expand_input(items: list[dict[str, Any]], defaults: dict[str, Any], t0: date
 
 
 def run_test(test: dict[str, Any], rules: RuleSet, t0: datetime, defaults: dict[str, Any], where: Callable[[Path_], str],
-             path: Path_, router_factory: Callable[[], Any]) -> list[Failure]:
+             path: Path_, router_factory: Callable[[], ConsoleRouter | Router]) -> list[Failure]:
     name = test["name"]
     t0 = parse_time(test["start"], t0) if "start" in test else t0
     needs_routing = any(f in spec for e in test["expect"] for spec in e.get("incidents") or [] for f in ROUTING_FIELDS)

@@ -17,13 +17,15 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
+from alertd.app.notifiers import build_router as build_service_router
 from alertd.config.settings import Config
 from alertd.engine.correlate import PIPELINE_KEY
 from alertd.engine.pipeline import Engine
 from alertd.core.model import Alert, Change, Incident
 from alertd.engine.normalize import NormalizeConfig
+from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import delivery_key
 from alertd.rules.ruleset import RuleSet, load_rules
 from alertd.store.base import OutboxItem
@@ -39,7 +41,7 @@ def load_rule_set(paths: Iterable[Path | str]) -> RuleSet:
 ALL_NOTIFIERS = ("console", "slack", "pagerduty")
 
 
-def build_router(rules: RuleSet, cfg: Config | None = None) -> Any:
+def build_router(rules: RuleSet, cfg: Config | None = None) -> ConsoleRouter | Router:
     """The router for a dry run.
 
     With a config: exactly what the service would build (targets whose notifier
@@ -48,15 +50,9 @@ def build_router(rules: RuleSet, cfg: Config | None = None) -> Any:
     names the real targets; the console router when there is no routing section.
     """
     if cfg is not None:
-        from alertd.app.notifiers import build_router as build
-
-        return build(cfg, rules)
+        return build_service_router(cfg, rules)
     if has_routing(rules):
-        from alertd.notify.router import Router
-
         return Router(rules.routing, available=ALL_NOTIFIERS)
-    from alertd.notify.router import ConsoleRouter
-
     return ConsoleRouter()
 
 
@@ -78,10 +74,8 @@ class Sent:
 
 
 class VirtualRun:
-    def __init__(self, rules: RuleSet, start: datetime, *, router: Any = None, ncfg: NormalizeConfig | None = None,
-                 step: timedelta = STEP):
-        from alertd.notify.router import ConsoleRouter
-
+    def __init__(self, rules: RuleSet, start: datetime, *, router: ConsoleRouter | Router | None = None,
+                 ncfg: NormalizeConfig | None = None, step: timedelta = STEP):
         self.rules = rules
         self.engine = Engine(rules, ncfg)
         self.router = router if router is not None else ConsoleRouter()

@@ -6,6 +6,7 @@ Parsed once from the configuration (``api.auth`` and ``receiver.auth``); the web
 from __future__ import annotations
 
 import base64
+import enum
 import hmac
 import ipaddress
 from dataclasses import dataclass, field
@@ -13,11 +14,19 @@ from typing import Any
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-ROLES = ("read", "act", "admin")
+class Role(enum.StrEnum):
+    """What a caller may do, each including the ones before: read, act on incidents, administer."""
+
+    READ = "read"
+    ACT = "act"
+    ADMIN = "admin"
+
+
+ROLES = tuple(Role)
 DEFAULT_PROXY_FROM = ("127.0.0.1/32", "::1/128")
 
 
-def role_rank(role: str) -> int:
+def role_rank(role: Role) -> int:
     return ROLES.index(role)
 
 
@@ -26,17 +35,17 @@ class Principal:
     """An authenticated caller: ``name`` is the actor written to timelines and the audit trail."""
 
     name: str
-    role: str
+    role: Role
     via: str  # "token", "basic", "proxy", "session", "none" (auth off), ...
 
-    def can(self, role: str) -> bool:
+    def can(self, role: Role) -> bool:
         return role_rank(self.role) >= role_rank(role)
 
 
 @dataclass(frozen=True, slots=True)
 class NamedToken:
     name: str
-    role: str
+    role: Role
     secret: bytes
 
 
@@ -46,8 +55,8 @@ class TrustedProxy:
 
     header: str
     networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
-    users: dict[str, str] = field(default_factory=dict)  # name -> role
-    default_role: str = "read"
+    users: dict[str, Role] = field(default_factory=dict)  # name -> role
+    default_role: Role = Role.READ
 
     def trusts(self, peer: str | None) -> bool:
         if not peer:
@@ -64,7 +73,7 @@ class Credentials:
     """One surface's accepted credentials (the API, or the Alertmanager receiver)."""
 
     tokens: list[NamedToken] = field(default_factory=list)
-    basic: list[tuple[str, str, str]] = field(default_factory=list)  # (username, password, role)
+    basic: list[tuple[str, str, Role]] = field(default_factory=list)  # (username, password, role)
     proxy: TrustedProxy | None = None
 
     @property
@@ -82,20 +91,21 @@ class Credentials:
         doc = doc or {}
         tokens: list[NamedToken] = []
         if doc.get("bearer_token"):
-            tokens += _tokens(default_name, "admin", doc["bearer_token"])
+            tokens += _tokens(default_name, Role.ADMIN, doc["bearer_token"])
         for entry in doc.get("tokens") or []:
-            tokens += _tokens(entry["name"], entry.get("role", "read"), entry["token"])
-        basic = []
+            tokens += _tokens(entry["name"], Role(entry.get("role", "read")), entry["token"])
+        basic: list[tuple[str, str, Role]] = []
         if doc.get("basic"):
             b = doc["basic"]
-            basic.append((b["username"], b["password"], b.get("role", "admin")))
+            basic.append((b["username"], b["password"], Role(b.get("role", "admin"))))
         proxy = None
         if doc.get("trusted_proxy"):
             p = doc["trusted_proxy"]
             proxy = TrustedProxy(
                 header=p.get("header", "X-Forwarded-User"),
                 networks=tuple(ipaddress.ip_network(n, strict=False) for n in p.get("from", DEFAULT_PROXY_FROM)),
-                users=dict(p.get("users") or {}), default_role=p.get("default_role", "read"))
+                users={str(u): Role(r) for u, r in (p.get("users") or {}).items()},
+                default_role=Role(p.get("default_role", "read")))
         return cls(tokens, basic, proxy)
 
     def check_token(self, value: str) -> NamedToken | None:
@@ -138,7 +148,7 @@ class Credentials:
         return (found, "") if found else (None, "wrong username or password")
 
 
-def _tokens(name: str, role: str, text: str) -> list[NamedToken]:
+def _tokens(name: str, role: Role, text: str) -> list[NamedToken]:
     """A token value (or file) may hold several tokens, one per line: old and new during a rotation."""
     return [NamedToken(name, role, line.strip().encode()) for line in text.splitlines() if line.strip()]
 

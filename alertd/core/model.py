@@ -13,8 +13,22 @@ from typing import Any, overload
 
 import orjson
 
-SEVERITIES = ("info", "warning", "error", "critical")
-SEVERITY_RANK = {name: rank for rank, name in enumerate(SEVERITIES)}
+from alertd.core.states import (
+    ACKNOWLEDGED as ACKNOWLEDGED,
+    CLOSED as CLOSED,
+    FIRING as FIRING,
+    INCIDENT_STATES as INCIDENT_STATES,
+    OPEN as OPEN,
+    RESOLVED as RESOLVED,
+    SEVERITIES as SEVERITIES,
+    SEVERITY_RANK as SEVERITY_RANK,
+    AlertStatus as AlertStatus,
+    IncidentStatus as IncidentStatus,
+    Severity as Severity,
+    as_alert_status as as_alert_status,
+    as_incident_status as as_incident_status,
+    as_severity as as_severity,
+)
 
 # When severities tie, the signal that best explains a node's trouble leads (names the incident).
 KIND_PRIORITY = {
@@ -22,15 +36,7 @@ KIND_PRIORITY = {
     "node_not_ready": 3, "node_cordoned": 2, "watchdog": 1, "other": 0,
 }
 
-FIRING = "firing"
-RESOLVED = "resolved"
 RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/alertmanager/reconcile.py)
-
-# Incident states, in lifecycle order.
-OPEN = "open"
-ACKNOWLEDGED = "acknowledged"
-CLOSED = "resolved"
-INCIDENT_STATES = (OPEN, ACKNOWLEDGED, CLOSED)
 
 
 def max_severity(*levels: str) -> str:
@@ -69,6 +75,15 @@ def parse_iso(value: str | None) -> datetime | None:
             return ts.astimezone(timezone.utc)
         except OverflowError:
             raise ValueError("the instant is outside the years 1..9999 in UTC") from None
+    return ts
+
+
+def parse_instant(value: str) -> datetime:
+    """``parse_iso`` for a time that must be there (a stored NOT NULL column, a required field): ValueError
+    when it is empty."""
+    ts = parse_iso(value)
+    if ts is None:
+        raise ValueError("a time is required here, and the value is empty")
     return ts
 
 
@@ -135,7 +150,7 @@ class Signal:
     """What kind of problem an alert reports, decided by rules/ data."""
 
     kind: str = "other"  # xid, thermal, ecc, row_remap, nvlink, metrics_missing, node_cordoned, ...
-    severity: str = "warning"
+    severity: Severity = Severity.WARNING
     category: str = "other"
     xid: int | None = None
     title: str = ""
@@ -159,7 +174,10 @@ class Signal:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Signal":
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+        fields = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
+        if "severity" in fields:
+            fields["severity"] = as_severity(fields["severity"])
+        return cls(**fields)
 
 
 _SIGNAL_FIELDS = tuple(f.name for f in dataclasses.fields(Signal))
@@ -175,7 +193,7 @@ class Alert:
     """One Alertmanager alert as received, plus what normalize/classify made of it."""
 
     fingerprint: str
-    status: str
+    status: AlertStatus
     labels: dict[str, str]
     annotations: dict[str, str]
     starts_at: datetime
@@ -214,10 +232,10 @@ class Alert:
     def from_wire(cls, data: dict[str, Any]) -> "Alert":
         return cls(
             fingerprint=data["fingerprint"],
-            status=data["status"],
+            status=as_alert_status(data["status"]),
             labels=dict(data.get("labels") or {}),
             annotations=dict(data.get("annotations") or {}),
-            starts_at=parse_iso(data["startsAt"]),  # type: ignore[arg-type]
+            starts_at=parse_instant(data["startsAt"]),
             ends_at=parse_iso(data.get("endsAt")),
             generator_url=data.get("generatorURL", ""),
             receiver=data.get("receiver", ""),
@@ -239,7 +257,7 @@ class Member:
 
     fingerprint: str
     alertname: str
-    status: str
+    status: AlertStatus
     signal: Signal
     subject: Subject
     labels: dict[str, str]
@@ -271,11 +289,11 @@ class Member:
         return cls(
             fingerprint=data["fingerprint"],
             alertname=data.get("alertname", ""),
-            status=data["status"],
+            status=as_alert_status(data["status"]),
             signal=Signal.from_dict(data.get("signal") or {}),
             subject=Subject.from_dict(data.get("subject") or {}),
             labels=dict(data.get("labels") or {}),
-            starts_at=parse_iso(data["startsAt"]),  # type: ignore[arg-type]
+            starts_at=parse_instant(data["startsAt"]),
             ends_at=parse_iso(data.get("endsAt")),
             last_seen=parse_iso(data.get("lastSeen")),
             folded=bool(data.get("folded")),
@@ -307,7 +325,7 @@ class Event:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Event":
         return cls(
-            at=parse_iso(data["at"]),  # type: ignore[arg-type]
+            at=parse_instant(data["at"]),
             kind=data["kind"],
             text=data.get("text", ""),
             actor=data.get("actor", ""),
@@ -323,9 +341,9 @@ class Incident:
     key: str
     group: str
     title: str
-    severity: str
+    severity: Severity
     category: str
-    status: str
+    status: IncidentStatus
     opened_at: datetime
     updated_at: datetime
     cluster: str = ""
@@ -422,11 +440,11 @@ class Incident:
             key=data["key"],
             group=data.get("group", ""),
             title=data.get("title", ""),
-            severity=data.get("severity", "warning"),
+            severity=as_severity(data.get("severity", "warning")),
             category=data.get("category", "other"),
-            status=data["status"],
-            opened_at=parse_iso(data["openedAt"]),  # type: ignore[arg-type]
-            updated_at=parse_iso(data["updatedAt"]),  # type: ignore[arg-type]
+            status=as_incident_status(data["status"]),
+            opened_at=parse_instant(data["openedAt"]),
+            updated_at=parse_instant(data["updatedAt"]),
             resolved_at=parse_iso(data.get("resolvedAt")),
             acknowledged_by=data.get("acknowledgedBy", ""),
             acknowledged_at=parse_iso(data.get("acknowledgedAt")),

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from alertd.rules.evidence import Found, by_alertname, by_expression, by_labels, gpu_looking, xid_in_text
+from alertd.rules.evidence import DecidingRule, Found, by_alertname, by_expression, by_labels, gpu_looking, xid_in_text
 from alertd.gpu.clocks import clock_reasons
 from alertd.core.matchers import match_all
-from alertd.core.model import SEVERITIES, Alert, Signal
+from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
-from alertd.promql.recording import EMPTY, facts_of_url_expanded
+from alertd.promql.recording import EMPTY, RecordedRules, facts_of_url_expanded
 from alertd.rules.ruleset import RuleSet
 
 KIND_TITLES = {
@@ -85,7 +85,7 @@ def _signals_rule(alert: Alert, rules: RuleSet) -> Found | None:
         if rule.alertnames is not None and name not in rule.alertnames:
             continue  # most entries name alerts: one set lookup instead of the matchers
         if match_all(rule.matchers, alert.labels):
-            return Found("signals", _matchers_text(rule.matchers), rule)  # type: ignore[arg-type]
+            return Found("signals", _matchers_text(rule.matchers), rule)
     return None
 
 
@@ -106,17 +106,17 @@ def classify_explained(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> C
     expr_error = facts.error if facts is not None else ""
     if found is None:
         return Classification(_other(alert), expr_error=expr_error, gpu_looking=gpu_looking(alert, ev))
-    rule: Any = found.rule
-    where = getattr(rule, "where", "")
-    kind = rule.kind if rule is not None else "xid"
+    rule = found.rule
+    where = rule.where if rule is not None else ""
     basis = f"{found.stage}{' ' + where if where else ''}: {found.evidence}"
-    if kind == "xid":
+    if rule is None or rule.kind == "xid":
         code, xid_from = _xid_code(alert, ncfg, rules, text_xid)
         if xid_from:
             basis += f"; Xid from {xid_from}"
         signal = _xid_signal(alert, rules, code, rule, basis)
         return Classification(signal, found.stage, where, found.evidence, xid_from, expr_error)
-    return Classification(_signal(alert, rule, kind, basis, recorded), found.stage, where, found.evidence, "", expr_error)
+    return Classification(_signal(alert, rule, rule.kind, basis, recorded), found.stage, where, found.evidence, "",
+                          expr_error)
 
 
 def _through_recorded(found: Found | None, url: str, recorded: Mapping[str, str]) -> Found | None:
@@ -143,16 +143,16 @@ def _xid_code(alert: Alert, ncfg: NormalizeConfig, rules: RuleSet,
     return (found[0], found[1]) if found else (None, "")
 
 
-def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: Any, basis: str) -> Signal:
+def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: DecidingRule | None, basis: str) -> Signal:
     if code is not None:
         return rules.catalog.lookup(code).signal(basis=basis)
     # An Xid without a code is still an Xid: hardware, on its node and GPU, its own severity.
     severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
-    return Signal(kind="xid", severity=severity, category="hardware", title=KIND_TITLES["xid"],
+    return Signal(kind="xid", severity=as_severity(severity), category="hardware", title=KIND_TITLES["xid"],
                   meaning=UNKNOWN_XID_MEANING, runbook=(rule.runbook if rule else "") or "xid-hardware", basis=basis)
 
 
-def _signal(alert: Alert, rule: Any, kind: str, basis: str, recorded: Any = EMPTY) -> Signal:
+def _signal(alert: Alert, rule: DecidingRule, kind: str, basis: str, recorded: RecordedRules = EMPTY) -> Signal:
     labels = alert.labels
     severity = severity_label(labels.get("severity")) or rule.severity or "warning"
     detail = rule.detail
@@ -168,7 +168,7 @@ def _signal(alert: Alert, rule: Any, kind: str, basis: str, recorded: Any = EMPT
         alert.annotations.get("summary") or alert.name or "alert"
     return Signal(
         kind=kind,
-        severity=severity,
+        severity=as_severity(severity),
         category=rule.category or ("hardware" if kind != "other" else "other"),
         title=title,
         meaning=alert.annotations.get("description", ""),
@@ -186,7 +186,7 @@ def _clock_title(detail: str) -> str:
 def _other(alert: Alert) -> Signal:
     return Signal(
         kind="other",
-        severity=severity_label(alert.labels.get("severity")) or "warning",
+        severity=as_severity(severity_label(alert.labels.get("severity")) or "warning"),
         category="other",
         title=alert.annotations.get("summary") or alert.name or "alert",
         meaning=alert.annotations.get("description", ""),

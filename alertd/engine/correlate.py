@@ -29,6 +29,7 @@ from alertd.core.model import (
     Incident,
     Member,
     Signal,
+    as_severity,
     interned,
     signal_rank,
 )
@@ -94,7 +95,7 @@ class Correlator:
         wd = self.rules.watchdog
         hb = self.state.heartbeat_at
         if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.state.by_key:
-            sig = Signal(kind="watchdog", severity=wd.severity, category="pipeline",
+            sig = Signal(kind="watchdog", severity=as_severity(wd.severity), category="pipeline",
                          title="Alerting pipeline silent", runbook="pipeline-silent",
                          meaning=f"No {'/'.join(wd.alertnames)} heartbeat since {hb.isoformat()}: "
                                  "Prometheus or Alertmanager may be down, so other alerts may be missing.")

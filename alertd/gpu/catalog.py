@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from alertd.core.model import Signal
+from alertd.core.model import Signal, as_severity
 from alertd.schemas import validate_document
 
 
@@ -26,7 +26,7 @@ class XidEntry:
     def signal(self, detail: str = "", basis: str = "") -> Signal:
         return Signal(
             kind="xid",
-            severity=self.severity,
+            severity=as_severity(self.severity),
             category=self.category,
             xid=self.code,
             title=f"Xid {self.code}: {self.name}",

@@ -168,7 +168,7 @@ class Router:
         known = self._children.get(inc.id) if inc.fleet else None
         if not known or (CORDON_KIND not in inc.signals and not self._cordoned):
             return None  # no node of it cordoned: a storm of thousands of nodes costs nothing here
-        out = []
+        out: list[tuple[str, str | None]] = []
         for child in known.values():
             at = self.cordoned_at(child)
             kept = self._judged.get(child.id)

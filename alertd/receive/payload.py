@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from alertd.core.model import Alert, parse_iso
+from alertd.core.model import Alert, as_alert_status, parse_instant
 from alertd.receive import wire
 from alertd.schemas import describe, validator
 
@@ -175,10 +175,10 @@ def _alert(i: int, fingerprint: str, status: str, raw_labels: dict[str, str], an
            received_at: datetime) -> Alert:
     return Alert(
         fingerprint=(fingerprint or fingerprint_of(raw_labels)).lower(),
-        status=status,
+        status=as_alert_status(status),
         labels=raw_labels,
         annotations=annotations,
-        starts_at=_timestamp(starts_raw, f"alerts.{i}.startsAt"),  # type: ignore[arg-type]
+        starts_at=_timestamp(starts_raw, f"alerts.{i}.startsAt"),
         ends_at=None if not ends_raw or ends_raw.startswith(ZERO_TIME_PREFIX)
         else _timestamp(ends_raw, f"alerts.{i}.endsAt"),
         generator_url=generator_url,
@@ -188,7 +188,7 @@ def _alert(i: int, fingerprint: str, status: str, raw_labels: dict[str, str], an
     )
 
 
-def _timestamp(value: str, where: str) -> datetime | None:
+def _timestamp(value: str, where: str) -> datetime:
     """The schema checks the shape; the calendar (month 13, offset +25:00) is checked here.
 
     Every alert's times pass here on receipt and again when the engine reads the stored webhook: the common
@@ -203,12 +203,12 @@ def _timestamp(value: str, where: str) -> datetime | None:
     return _timestamp_checked(value, where)
 
 
-def _timestamp_checked(value: str, where: str) -> datetime | None:
+def _timestamp_checked(value: str, where: str) -> datetime:
     try:
-        ts = parse_iso(value)
+        ts = parse_instant(value)
     except ValueError as exc:
         raise BadPayload(f"{where}: {value!r} is not a valid RFC 3339 timestamp ({exc})", where) from None
-    if ts is not None and not EARLIEST <= ts < LATEST:
+    if not EARLIEST <= ts < LATEST:
         raise BadPayload(f"{where}: {value!r} is outside the supported range (1970 to 8999)", where)
     return ts
 

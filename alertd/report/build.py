@@ -2,14 +2,23 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from alertd.report.compute import Period, compute
-from alertd.report.rollup import rollup
+from alertd.report.rollup import RollupStore, rollup
 from alertd.rules import rma
 from alertd.rules.windows import CordonPolicy
 
 MAX_PERIOD = timedelta(days=800)
+
+
+class ReportStore(RollupStore, Protocol):
+    """The store as a report reads it: the facts the rollup keeps (alertd/store/report_tables.py)."""
+
+    async def report_facts(self, since: datetime, until: datetime, cluster: str = "") -> list[dict[str, Any]]: ...
+
+    async def fleet_days(self, until_day: str, cluster: str = "") -> list[tuple[str, str, str, int, int, int, int]]:
+        """The fleet's size per day and node type, up to ``until_day``."""
 
 
 class BadPeriod(ValueError):
@@ -23,7 +32,7 @@ def check_period(p: Period) -> None:
         raise BadPeriod(f"a period may span at most {MAX_PERIOD.days} days")
 
 
-async def reliability(store: Any, p: Period, now: datetime, *, rules: tuple[rma.RmaRule, ...] = (),
+async def reliability(store: ReportStore, p: Period, now: datetime, *, rules: tuple[rma.RmaRule, ...] = (),
                       policy: CordonPolicy | None = None) -> dict[str, Any]:
     check_period(p)
     await rollup(store, policy)
@@ -33,4 +42,4 @@ async def reliability(store: Any, p: Period, now: datetime, *, rules: tuple[rma.
     return compute(facts, days, nodes, p, now, rules)
 
 
-__all__ = ["BadPeriod", "check_period", "reliability"]
+__all__ = ["BadPeriod", "ReportStore", "check_period", "reliability"]

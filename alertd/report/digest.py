@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 from urllib.parse import urlencode
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -67,7 +67,15 @@ def _hours(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds / 3600:.1f} h"
 
 
-async def post_if_due(store: Any, s: DigestSettings, now: datetime, holder: str,
+class DigestStore(Protocol):
+    """Who posts a week's digest: the first replica to claim it (a stale claim is taken over)."""
+
+    async def claim_digest(self, period: str, holder: str, now: datetime, stale_before: datetime) -> bool: ...
+
+    async def finish_digest(self, period: str, now: datetime) -> None: ...
+
+
+async def post_if_due(store: DigestStore, s: DigestSettings, now: datetime, holder: str,
                       report: Callable[[datetime, datetime], Awaitable[dict[str, Any]]],
                       post: Callable[[str, str], Awaitable[None]], base_url: str = "") -> bool:
     """Post this week's digest if its time has come and nobody has; True when this call posted it."""
@@ -81,4 +89,4 @@ async def post_if_due(store: Any, s: DigestSettings, now: datetime, holder: str,
     return True
 
 
-__all__ = ["DigestSettings", "due_week", "page_url", "post_if_due", "text"]
+__all__ = ["DigestSettings", "DigestStore", "due_week", "page_url", "post_if_due", "text"]

@@ -6,9 +6,9 @@ newest ``updated_at`` seen, and incidents updated at that instant are read again
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from alertd.core.model import parse_iso
+from alertd.core.model import Incident, parse_iso
 from alertd.report.compute import group_by_type
 from alertd.report.facts import fact
 from alertd.rules.windows import CordonPolicy, cordon_of, unplanned_severity
@@ -18,7 +18,23 @@ PAGE = 500
 MAX_PAGES = 400  # one rollup reads at most 200,000 incidents; the rest waits for the next
 
 
-async def _planned(store: Any, doc: dict[str, Any], policy: CordonPolicy) -> bool:
+class RollupStore(Protocol):
+    """The store as the rollup uses it (alertd/store/report_tables.py and reads.py): incidents changed since
+    the watermark, the fleet's nodes, and the fact rows it writes."""
+
+    async def report_watermark(self) -> str: ...
+
+    async def fleet_nodes(self, cluster: str = "") -> list[tuple[str, str, str, int, bool]]:
+        """(cluster, node, node type, GPUs, cordoned)."""
+
+    async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, dict[str, Any]]]: ...
+
+    async def get_incident(self, incident_id: str) -> Incident | None: ...
+
+    async def upsert_report_facts(self, facts: list[dict[str, Any]], watermark: str) -> None: ...
+
+
+async def _planned(store: RollupStore, doc: dict[str, Any], policy: CordonPolicy) -> bool:
     """Planned work, judged as routing judges it (needs the members: read only for cordoned incidents)."""
     if "node_cordoned" not in (doc.get("signals") or []):
         return False
@@ -27,7 +43,7 @@ async def _planned(store: Any, doc: dict[str, Any], policy: CordonPolicy) -> boo
     return inc is not None and cordon is not None and unplanned_severity(inc, cordon, policy) is None
 
 
-async def rollup(store: Any, policy: CordonPolicy | None = None) -> int:
+async def rollup(store: RollupStore, policy: CordonPolicy | None = None) -> int:
     """Write the facts of incidents updated since the watermark; returns how many."""
     policy = policy or CordonPolicy()
     mark = await store.report_watermark()
@@ -46,4 +62,4 @@ async def rollup(store: Any, policy: CordonPolicy | None = None) -> int:
     return len(facts)
 
 
-__all__ = ["rollup"]
+__all__ = ["RollupStore", "rollup"]

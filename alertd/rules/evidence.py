@@ -65,13 +65,36 @@ class EvidenceRules:
     gpu_looking: GpuLooking = field(default_factory=GpuLooking)
 
 
+class DecidingRule(Protocol):
+    """What classification reads of the rule that decided: an evidence entry here, or a ``signals`` entry
+    (alertd/rules/ruleset.py's SignalRule)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def detail(self) -> str: ...
+
+    @property
+    def severity(self) -> str: ...
+
+    @property
+    def category(self) -> str: ...
+
+    @property
+    def runbook(self) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Found:
     """What decided: the rule (None for annotation text) and the evidence, in words."""
 
     stage: str
     evidence: str
-    rule: EvidenceRule | None = None
+    rule: DecidingRule | None = None
 
 
 def by_expression(facts: ExprFacts | None, rules: EvidenceRules) -> Found | None:

@@ -15,7 +15,7 @@ from typing import Any, Callable, cast
 
 from alertd.core.outbox_items import LEGACY_KINDS
 from alertd.engine.correlate import EngineState
-from alertd.core.model import CLOSED, Incident, iso, parse_iso
+from alertd.core.model import CLOSED, Incident, iso, parse_instant, parse_iso
 from alertd.store import history, sql
 from alertd.store.base import (ESCALATION, SENT, AuditEntry, MemoryDelta, OutboxItem,
                                RouterMemory, Step, Store, StoreUnavailable)
@@ -247,7 +247,7 @@ class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, Ses
                     roles[role].setdefault(inc_id, set()).add(value)
             for cluster, node, since, inc_id in self._query(
                     "SELECT cluster, node, since, incident_id FROM router_cordons"):
-                memory.cordons[(cluster, node)] = (cast(datetime, parse_iso(since)), inc_id)  # NOT NULL column
+                memory.cordons[(cluster, node)] = (parse_instant(since), inc_id)  # NOT NULL column
             return memory
         result: RouterMemory = await self._run(do)
         return result
@@ -432,7 +432,7 @@ class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, Ses
         statement = ("SELECT at, actor, action, target, via, outcome, detail FROM audit"
                      + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC LIMIT ?")
         rows = await self._run(self._query, statement, [*args, limit])
-        return [AuditEntry(parse_iso(r[0]), *r[1:]) for r in rows]  # type: ignore[arg-type]
+        return [AuditEntry(parse_instant(r[0]), *r[1:]) for r in rows]
 
     async def remember_once(self, key: str, now: datetime, forget_before: datetime) -> bool:
         def do(cur: Any) -> bool:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Iterable, TypeVar
 
-from alertd.core.model import Incident, iso
+from alertd.core.model import Incident, Member, iso
 from alertd.rules.owners import OwnerRouting
 
 K = TypeVar("K")
@@ -216,9 +216,9 @@ def sightings(inc: Incident, changed: Iterable[str] | None = None) -> list[Sight
     read (their GPUs' rows are rewritten from them), so a step costs what it changed, not the storm's size.
     """
     seen: dict[str, Sighting] = {}
-    members = inc.members.values()
+    members: Iterable[Member] = inc.members.values()
     if changed is not None and len(inc.members) > MAX_SCANNED_MEMBERS:
-        members = [inc.members[fp] for fp in changed if fp in inc.members]  # type: ignore[assignment]
+        members = [inc.members[fp] for fp in changed if fp in inc.members]
     for m in members:
         gpu = m.subject.gpu
         if gpu is None or not gpu.uuid:

@@ -11,6 +11,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
+from alertd.config.credentials import Role
 from alertd.alertmanager.silences import AlertmanagerError
 from alertd.rules import rma
 from alertd.web import fleet_views as views
@@ -32,7 +33,7 @@ def _json(data: Any, status: int = 200, **kw: Any) -> web.Response:
     return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str), **kw)
 
 
-def guarded(role: str) -> Callable[[Handler], Handler]:
+def guarded(role: Role) -> Callable[[Handler], Handler]:
     """401 without credentials, 403 without the role (alertd.web.auth), 400 for a BadParam from the handler."""
     def wrap(handler: Handler) -> Handler:
         async def run(request: web.Request) -> web.StreamResponse:
@@ -69,13 +70,13 @@ async def incident_page(store: FleetReads, query: Mapping[str, str]) -> tuple[li
     return [doc for _, doc in page], encode_cursor(page[-1][0]) if len(rows) > limit else None
 
 
-@guarded("read")
+@guarded(Role.READ)
 async def list_incidents(request: web.Request) -> web.Response:
     incidents, nxt = await incident_page(_svc(request).store, request.query)
     return _json({"incidents": incidents, "next": nxt})
 
 
-@guarded("read")
+@guarded(Role.READ)
 async def list_gpus(request: web.Request) -> web.Response:
     reject_unknown(request.query, ("node", "gpu") + PAGING)
     store, limit = _svc(request).store, limit_of(request.query)
@@ -89,7 +90,7 @@ async def list_gpus(request: web.Request) -> web.Response:
     return _json({"gpus": page, "next": nxt})
 
 
-@guarded("read")
+@guarded(Role.READ)
 async def show_gpu(request: web.Request) -> web.Response:
     """By UUID; a serial or PCI id naming exactly one GPU works too (several: 409 with the list)."""
     reject_unknown(request.query, ())
@@ -102,7 +103,7 @@ async def show_gpu(request: web.Request) -> web.Response:
     return _json(view)
 
 
-@guarded("read")
+@guarded(Role.READ)
 async def show_node(request: web.Request) -> web.Response:
     reject_unknown(request.query, PAGING)
     cursor = sequence_cursor(request.query)
@@ -119,7 +120,7 @@ def rma_csv(candidates: list[rma.Candidate]) -> web.Response:
                         headers={"Content-Disposition": 'attachment; filename="rma-candidates.csv"'})
 
 
-@guarded("read")
+@guarded(Role.READ)
 async def rma_candidates(request: web.Request) -> web.Response:
     """All candidates in one page (a fleet has few); ``format=csv`` for the vendor ticket."""
     reject_unknown(request.query, ("format",) + PAGING)
@@ -165,7 +166,7 @@ async def perform(request: web.Request, incident_id: str, action: str, actor: st
     return status, problem
 
 
-@guarded("act")
+@guarded(Role.ACT)
 async def silence_incident(request: web.Request) -> web.Response:
     reject_unknown(request.query, ("duration", "by"))
     incident_id, action = request.match_info["id"], request.match_info["action"]
@@ -177,7 +178,7 @@ async def silence_incident(request: web.Request) -> web.Response:
     return _json(inc.to_dict(with_members=False) if inc else {})
 
 
-@guarded("admin")
+@guarded(Role.ADMIN)
 async def list_quarantine(request: web.Request) -> web.Response:
     """Webhooks and alerts the engine set aside (poison, failures), newest first, with the reason and body."""
     reject_unknown(request.query, PAGING)
@@ -188,7 +189,7 @@ async def list_quarantine(request: web.Request) -> web.Response:
                   "next": encode_cursor(page[-1].id) if len(rows) > limit else None})
 
 
-@guarded("admin")
+@guarded(Role.ADMIN)
 async def replay_quarantined(request: web.Request) -> web.Response:
     """Send a set-aside webhook or alert through the engine again (after a rule fix); audited."""
     reject_unknown(request.query, ())

@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from alertd.config.credentials import Role
 from alertd.ha.commands import CommandTimeout
 from alertd.app.receiver_group import ControlUnavailable
 from alertd.core.model import parse_iso
@@ -104,7 +105,7 @@ def _since_and_limit(q: Any) -> tuple[datetime | None, int]:
 
 
 async def get_incident(request: web.Request) -> web.Response:
-    authorize(request, "read")
+    authorize(request, Role.READ)
     inc = await request.app[SERVICE].store.get_incident(request.match_info["id"])
     if inc is None:
         return _json({"error": f"no incident {request.match_info['id']}"}, 404)
@@ -112,7 +113,7 @@ async def get_incident(request: web.Request) -> web.Response:
 
 
 async def act_on_incident(request: web.Request) -> web.Response:
-    principal = authorize(request, "act")
+    principal = authorize(request, Role.ACT)
     svc = request.app[SERVICE]
     incident_id, action = request.match_info["id"], request.match_info["action"]
     actor = actor_for(principal, request)
@@ -160,7 +161,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def reload(request: web.Request) -> web.Response:
-    principal = authorize(request, "admin")
+    principal = authorize(request, Role.ADMIN)
     svc = request.app[SERVICE]
     if (forward := request.app.get(RELOAD)) is not None:
         try:
@@ -175,7 +176,7 @@ async def reload(request: web.Request) -> web.Response:
 
 
 async def list_audit(request: web.Request) -> web.Response:
-    authorize(request, "admin")
+    authorize(request, Role.ADMIN)
     q = request.query
     since, limit = _since_and_limit(q)
     entries = await request.app[SERVICE].store.list_audit(since=since, actor=q.get("actor") or None,

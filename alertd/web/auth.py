@@ -15,7 +15,7 @@ The model (docs/security.md):
   :meth:`Authenticator.add_identifier`, and turn a typed-in token into a
   principal with :meth:`Authenticator.login`.
 
-Handlers ask with ``principal = authorize(request, "act")``: it returns the
+Handlers ask with ``principal = authorize(request, Role.ACT)``: it returns the
 principal or raises 401 (no or wrong credentials) / 403 (role too low) with a
 JSON reason. Failures are counted (``alertd_auth_failures_total``) and logged at
 most once a minute per surface and peer.
@@ -33,7 +33,7 @@ from typing import Callable
 from aiohttp import web
 from prometheus_client import Counter
 
-from alertd.config.credentials import Credentials, Principal
+from alertd.config.credentials import Credentials, Principal, Role
 from alertd.config.settings import Config
 from alertd.web.throttle import LoginThrottle
 
@@ -80,7 +80,7 @@ class Authenticator:
 
     def identify(self, request: web.Request) -> tuple[Principal | None, str]:
         if not self.api.enabled:
-            return Principal(ANONYMOUS, "admin", "none"), ""
+            return Principal(ANONYMOUS, Role.ADMIN, "none"), ""
         principal, why = self.api.identify(request.headers, request.remote)
         if principal is None and why == "no credentials":
             for identify in self._identifiers:
@@ -88,7 +88,7 @@ class Authenticator:
                     return principal, ""
         return principal, why
 
-    def authorize(self, request: web.Request, role: str) -> Principal:
+    def authorize(self, request: web.Request, role: Role) -> Principal:
         """The caller if it holds ``role``; else raise 401/403 (429 while throttled) with a JSON reason."""
         presented = request.headers.get("Authorization", "") if self.api.enabled else ""
         if presented:
@@ -114,7 +114,7 @@ class Authenticator:
 
     def authorize_webhook(self, request: web.Request) -> Principal:
         if not self.receiver.enabled:
-            return Principal(ANONYMOUS, "act", "none")
+            return Principal(ANONYMOUS, Role.ACT, "none")
         principal, why = self.receiver.identify(request.headers, request.remote)
         if principal is None:
             self.failed("receiver", why, request)
@@ -145,7 +145,7 @@ class Authenticator:
 def actor_for(principal: Principal, request: web.Request) -> str:
     """Who acted: the principal, or ``?by=`` when an admin acts on someone's behalf."""
     by = request.query.get("by", "").strip()
-    if by and principal.can("admin"):
+    if by and principal.can(Role.ADMIN):
         return by[:200]
     return principal.name
 
@@ -191,7 +191,7 @@ def _error(cls: type[web.HTTPException], message: str, headers: dict[str, str] |
 AUTH = web.AppKey("auth", Authenticator)
 
 
-def authorize(request: web.Request, role: str) -> Principal:
-    """``authorize(request, "act")`` in a handler: the caller, or a 401/403 raised."""
+def authorize(request: web.Request, role: Role) -> Principal:
+    """``authorize(request, Role.ACT)`` in a handler: the caller, or a 401/403 raised."""
     return request.app[AUTH].authorize(request, role)
 

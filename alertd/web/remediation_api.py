@@ -9,6 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from alertd.app.remediate import VERBS
+from alertd.config.credentials import Role
 from alertd.web import access
 from alertd.web.api import _json, _svc, guarded
 from alertd.web.auth import actor_for
@@ -17,7 +18,7 @@ from alertd.web.params import reject_unknown
 KINDS = ("", "quarantine", "uncordon")
 
 
-@guarded("read")
+@guarded(Role.READ)
 async def list_for_incident(request: web.Request) -> web.Response:
     reject_unknown(request.query, ())
     incident_id = request.match_info["id"]
@@ -27,7 +28,7 @@ async def list_for_incident(request: web.Request) -> web.Response:
     return _json({"remediations": await svc.remediation.for_incident(incident_id)})
 
 
-@guarded("read")
+@guarded(Role.READ)
 async def list_all(request: web.Request) -> web.Response:
     reject_unknown(request.query, ("state", "cluster"))
     states = tuple(s for s in request.query.get("state", "").split(",") if s)
@@ -35,7 +36,7 @@ async def list_all(request: web.Request) -> web.Response:
     return _json({"remediations": docs})
 
 
-@guarded("act")
+@guarded(Role.ACT)
 async def act(request: web.Request) -> web.Response:
     reject_unknown(request.query, ("kind", "by"))
     incident_id, verb = request.match_info["id"], request.match_info["verb"]

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from aiohttp import web
 
+from alertd.config.credentials import Role
 from alertd.core.durations import DurationError, parse_duration
 from alertd.core.model import parse_iso
 from alertd.report.build import BadPeriod
@@ -66,7 +67,7 @@ async def _report(request: web.Request, extra: tuple[str, ...] = ()) -> dict[str
         raise BadParam("until", str(exc)) from None
 
 
-@api.guarded("read")
+@api.guarded(Role.READ)
 async def reliability_api(request: web.Request) -> web.StreamResponse:
     fmt = request.query.get("format", "json")
     if fmt not in ("json", "csv"):

@@ -16,6 +16,7 @@ from urllib.parse import quote, unquote, urlsplit
 
 from aiohttp import web
 
+from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.findings import Evidence, Jobs, Owners
@@ -43,7 +44,7 @@ def _svc(request: web.Request) -> WebHost:
     return request.app[SERVICE]
 
 
-def login_required(role: str = "read") -> Callable[[Handler], Handler]:
+def login_required(role: Role = Role.READ) -> Callable[[Handler], Handler]:
     def wrap(handler: Handler) -> Handler:
         async def run(request: web.Request) -> web.StreamResponse:
             who = access.identify(request)
@@ -162,8 +163,8 @@ async def incident(request: web.Request) -> web.Response:
         evidence=_lines(Evidence.of(inc.annotations).log),
         notifications=_notifications(await svc.store.notification_state(inc.id)),
         children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
-        can_act=request[access.PRINCIPAL].can("act") and inc.status != CLOSED, silences=SILENCE_CHOICES if can_silence else (),
-        remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can("act"),
+        can_act=request[access.PRINCIPAL].can(Role.ACT) and inc.status != CLOSED, silences=SILENCE_CHOICES if can_silence else (),
+        remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can(Role.ACT),
         blast_summary=summary,
         done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
 
@@ -176,7 +177,7 @@ def _lines(value: Any) -> list[str]:
     return []
 
 
-@login_required("act")
+@login_required(Role.ACT)
 async def incident_action(request: web.Request) -> web.StreamResponse:
     """POST from the incident page's buttons; answers with a redirect back (no resubmission on reload)."""
     incident_id = request.match_info["id"]
@@ -258,7 +259,7 @@ async def rma_page(request: web.Request) -> web.StreamResponse:
 
 # ----- quarantine -----
 
-@login_required("admin")
+@login_required(Role.ADMIN)
 async def quarantine(request: web.Request) -> web.Response:
     """What the engine set aside, with the reason; each can be replayed after a rule fix."""
     reject_unknown(request.query, PAGING + ("done", "problem"))
@@ -269,7 +270,7 @@ async def quarantine(request: web.Request) -> web.Response:
                 done=request.query.get("done", ""), problem=request.query.get("problem", ""))
 
 
-@login_required("admin")
+@login_required(Role.ADMIN)
 async def quarantine_replay(request: web.Request) -> web.StreamResponse:
     if not access.same_origin(request):
         return page(request, "error.html", 403, title="Not allowed", message="Cross-site request refused.")
