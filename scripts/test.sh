@@ -29,8 +29,14 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[test]'
+# pip runs again only when pyproject.toml changed since the last install into this .venv.
+stamp=.venv/.alertd-test-deps
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e '.[test]'
+  echo "$want" > "$stamp"
+fi
 export PATH="$PWD/.venv/bin:$PATH"
 # Lint and types first (configured in pyproject.toml): they fail in seconds, the suite takes minutes.
 .venv/bin/ruff check alertd tests bench

@@ -25,23 +25,24 @@ class StoreHealth:
     # On a receiver of ``serve --receivers N``: its engine process's report (alertd/app/receiver_group.py), which the
     # receiver's /readyz answers for, since the engine process takes no connection.
     engine_report: Callable[[], str] | None = None
+    clock: Callable[[], float] = time.monotonic  # injected by tests, so a window passes without waiting it out
 
     def step_failed(self, error: str) -> None:
-        self.step_error, self.step_failed_at = error, time.monotonic()
+        self.step_error, self.step_failed_at = error, self.clock()
 
     def step_ok(self) -> None:
         """An engine step committed, or the engine that failed is gone (a deposed leader follows)."""
         self.step_error = ""
 
     def append_failed(self) -> None:
-        self.append_failed_at = time.monotonic()
+        self.append_failed_at = self.clock()
 
     def append_ok(self) -> None:
-        self.append_ok_at = time.monotonic()
+        self.append_ok_at = self.clock()
 
     def failure(self) -> str:
         """Why /readyz fails for the store, or "" when it does not."""
-        now = time.monotonic()
+        now = self.clock()
         if self.step_error and now - self.step_failed_at < self.window:
             return f"store failing: {self.step_error}"
         if self.append_failed_at > self.append_ok_at and now - self.append_failed_at < self.window:

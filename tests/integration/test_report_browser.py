@@ -4,10 +4,9 @@ the vendored Chart.js under the page's Content-Security-Policy, no script error.
 from __future__ import annotations
 
 import pytest
-from selenium.webdriver.common.by import By
 
 from tests.integration.test_report_service import SINCE, UNTIL, stored_week
-from tests.support.browser import Browser
+from tests.support.browser import Browser, By
 from tests.support.notify_harness import Harness
 
 CHARTS = ("chart-weekly", "chart-out", "chart-causes", "chart-mttr", "chart-cordoned")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -265,6 +266,8 @@ async def test_readyz_forgets_a_store_failure_nothing_retries_but_not_one_that_p
     store.stats = locked  # type: ignore[method-assign]  # the first housekeeping round runs at start
     svc = Service(cfg, store, load_rules(cfg.rule_paths))
     svc.health.window = 3.0
+    skew = [0.0]  # the health clock runs with real time (the processor retries on it) and jumps when told
+    svc.health.clock = lambda: time.monotonic() + skew[0]
     client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()
 
@@ -285,7 +288,8 @@ async def test_readyz_forgets_a_store_failure_nothing_retries_but_not_one_that_p
         await wait_for(unready)
         assert await readyz() == (503, "store failing: StoreUnavailable: database is locked\n")
         store.stats = stats  # type: ignore[method-assign]
-        await wait_for(ready, timeout=8)
+        skew[0] += svc.health.window  # nothing retries a housekeeping round: its failure ends with the window
+        await wait_for(ready, timeout=2)
 
         store.commit_step = failing_disk  # type: ignore[method-assign]
         assert (await client.post(HOOK, json=EXAMPLE)).status == 200  # appended to the log; the engine fails on it

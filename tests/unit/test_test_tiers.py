@@ -1,0 +1,32 @@
+"""The test suite's own rules: tiers are marked from directory and fixtures (tests/conftest.py), and only
+tests/support/browser.py imports selenium, so collection works on a machine without it."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import tier_markers
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def test_tiers_come_from_the_directory_and_what_a_test_uses():
+    assert tier_markers("unit", {"tmp_path"}, set()) == ["unit"]
+    assert tier_markers("integration", {"tmp_path", "postgres"}, set()) == ["integration", "postgres", "services"]
+    assert tier_markers("integration", {"make_store"}, {"postgres"}) == ["integration", "postgres", "services"]
+    assert tier_markers("integration", {"make_store"}, {"sqlite"}) == ["integration"]
+    assert tier_markers("integration", {"kube_apiserver"}, set()) == ["integration", "services"]
+    assert tier_markers("sim", {"browser"}, set()) == ["integration", "browser"]
+    assert tier_markers("e2e", set(), set()) == ["e2e", "services"]
+
+
+def test_only_the_browser_support_module_imports_selenium():
+    found = []
+    for path in TESTS.rglob("*.py"):
+        if path == TESTS / "support" / "browser.py":
+            continue
+        for node in ast.parse(path.read_text(), str(path)).body:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(TESTS)}: {n}" for n in names if n.split(".")[0] == "selenium"]
+    assert found == [], "import selenium's names from tests.support.browser (None without selenium)"
