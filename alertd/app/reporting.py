@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
@@ -30,6 +31,7 @@ from alertd.report.rollup import rollup
 log = logging.getLogger(__name__)
 ROUND = 60.0
 REFRESH = timedelta(minutes=5)
+ROLL_EVERY = 30.0  # seconds: reports asked for more often read the facts as they are (the rollup scans incidents)
 
 
 class Reporting:
@@ -48,6 +50,8 @@ class Reporting:
         self.holder = replica_name()
         self._sampled: datetime | None = None
         self._refreshed: datetime | None = None
+        self._rolled = -ROLL_EVERY  # time.monotonic() of the last rollup
+        self._roll_lock = asyncio.Lock()
         svc.metrics.add_collector(self.collector)
 
     def _policy(self) -> Any:
@@ -58,10 +62,21 @@ class Reporting:
         return tuple(getattr(self.svc.rules, "rma", ()) or ())
 
     async def report(self, p: Period) -> dict[str, Any]:
-        return await reliability(self.svc.store, p, self.clock(), rules=self._rma(), policy=self._policy())
+        await self._roll(force=False)
+        return await reliability(self.svc.store, p, self.clock(), rules=self._rma(), policy=self._policy(),
+                                 roll=False)
 
     async def rollup(self) -> int:
-        return await rollup(self.svc.store, self._policy())
+        return await self._roll(force=True)
+
+    async def _roll(self, *, force: bool) -> int:
+        """One rollup at a time; a report waits for one under way and reads the facts it wrote."""
+        async with self._roll_lock:
+            if not force and time.monotonic() - self._rolled < ROLL_EVERY:
+                return 0
+            n = await rollup(self.svc.store, self._policy())
+            self._rolled = time.monotonic()
+            return n
 
     async def sample(self, now: datetime) -> None:
         if self.kube is None:

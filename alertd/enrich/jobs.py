@@ -19,7 +19,8 @@ incident is read per *job*, not per pod:
    Half an interval is the expected loss when a fault falls anywhere between two checkpoints.
 
 :class:`JobImpactReader` is the reusable part: ``jobs_on_node(node)`` answers the same
-question for a drain that has not happened yet (its blast radius).
+question for a drain that has not happened yet, and :func:`owner_gangs` turns it into the gang lookup a
+remediation's blast radius takes (``alertd.remediation.blast.GangLookup``).
 """
 from __future__ import annotations
 
@@ -165,4 +166,25 @@ class JobImpactReader:
                          if annotations.get(k) or labels.get(k)), ""))
 
 
-__all__ = ["CostModel", "GangPod", "JobCostSettings", "JobImpact", "JobImpactReader"]
+class OwnerGangs:
+    """A drain's gang lookup (``alertd.remediation.blast.GangLookup``) answered by owner chains: a pod's gang
+    is every GPU pod of its job, with the job's size, nodes, owner and the GPU-hours a restart would cost.
+    Built by :func:`owner_gangs` from the pods a blast radius lists."""
+
+    def __init__(self, jobs: list[JobImpact]):
+        self._by_pod = {(j.namespace, name): j for j in jobs for name in j.hit_pods}
+
+    def gang(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
+        job = self._by_pod.get((namespace, str(pod.get("name", ""))))
+        if job is None or len(job.gang) < 2:
+            return None
+        return {"kind": job.kind, "name": job.name, "pods": len(job.gang), "nodes": job.nodes, "gpus": job.gpus,
+                "owner": job.owner, "team": job.team, "gpuHoursLost": job.gpu_hours_lost}
+
+
+async def owner_gangs(reader: JobImpactReader, pods: list[dict[str, Any]], at: datetime) -> OwnerGangs:
+    """``pods``: described pods (KubeContext's shape, with ``owner_chain``) on the nodes an action touches."""
+    return OwnerGangs(await reader.jobs_for_pods([p for p in pods if p.get("gpus")], at))
+
+
+__all__ = ["CostModel", "GangPod", "JobCostSettings", "JobImpact", "JobImpactReader", "OwnerGangs", "owner_gangs"]

@@ -33,9 +33,11 @@ def check_period(p: Period) -> None:
 
 
 async def reliability(store: ReportStore, p: Period, now: datetime, *, rules: tuple[rma.RmaRule, ...] = (),
-                      policy: CordonPolicy | None = None) -> dict[str, Any]:
+                      policy: CordonPolicy | None = None, roll: bool = True) -> dict[str, Any]:
+    """``roll``: bring the facts up to date first (the caller may skip it when it just did)."""
     check_period(p)
-    await rollup(store, policy)
+    if roll:
+        await rollup(store, policy)
     facts = await store.report_facts(p.since, p.until, p.cluster)
     days = await store.fleet_days((p.until - timedelta(microseconds=1)).date().isoformat(), p.cluster)
     nodes = await store.fleet_nodes(p.cluster)

@@ -5,8 +5,8 @@ Every figure is defined in docs/reliability-report.md; in short:
 * ``gpuDays``: per calendar day, the GPUs of that day's sample (the latest earlier sample when a day has
   none), times the part of the day inside the period;
 * ``failures``: failure facts opened inside the period; ``failuresPer1000GpuDays`` = failures / gpuDays x 1000;
-* ``mttrSeconds``: opening -> resolution of the failures opened in the period and resolved (median, p90
-  by linear interpolation, per action);
+* ``mttrSeconds``: opening -> end (the last alert's end) of the failures opened in the period and
+  resolved (median, p90 by linear interpolation, per action);
 * ``gpuHoursOutOfService``: per failure overlapping the period, its GPUs out x the hours of the overlap
   (an open failure counts up to ``now``);
 * ``jobsInterrupted`` / ``gpuHoursLost``: distinct jobs hit by the period's failures, and their estimated
@@ -65,6 +65,11 @@ def gpu_days(fleet_days: Iterable[tuple[Any, ...]], p: Period) -> tuple[float, d
     return round(total, 3), per_day
 
 
+def _end(f: Mapping[str, Any]) -> str | None:
+    """When a failure ended: its last alert's end, else its resolution (facts of older versions), else None."""
+    return f.get("endedAt") or f.get("resolvedAt")
+
+
 def _percentile(values: list[float], q: float) -> float | None:
     """Linear interpolation between closest ranks (numpy's default), None without values."""
     if not values:
@@ -80,7 +85,7 @@ def _mttr(failures: list[dict[str, Any]]) -> dict[str, Any]:
     def spans(rows: list[dict[str, Any]]) -> list[float]:
         out = []
         for f in rows:
-            opened, resolved = parse_iso(f["openedAt"]), parse_iso(f.get("resolvedAt"))
+            opened, resolved = parse_iso(f["openedAt"]), parse_iso(_end(f))
             if opened is not None and resolved is not None:
                 out.append((resolved - opened).total_seconds())
         return out
@@ -99,7 +104,7 @@ def _out_of_service(facts: list[dict[str, Any]], p: Period, now: datetime) -> tu
     daily: dict[str, float] = {}
     for f in facts:
         opened = parse_iso(f["openedAt"])
-        ended = parse_iso(f.get("resolvedAt")) or min(now, p.until)
+        ended = parse_iso(_end(f)) or min(now, p.until)
         if opened is None:
             continue
         total += f["gpusOut"] * p.overlap(opened, ended).total_seconds() / 3600

@@ -6,11 +6,11 @@ newest ``updated_at`` seen, and incidents updated at that instant are read again
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 from alertd.core.model import Incident, parse_iso
 from alertd.report.compute import group_by_type
-from alertd.report.facts import fact
+from alertd.report.facts import HARDWARE_CATEGORIES, fact, last_end
 from alertd.rules.windows import CordonPolicy, cordon_of, unplanned_severity
 from alertd.store.reads import IncidentQuery
 
@@ -34,13 +34,18 @@ class RollupStore(Protocol):
     async def upsert_report_facts(self, facts: list[dict[str, Any]], watermark: str) -> None: ...
 
 
-async def _planned(store: RollupStore, doc: dict[str, Any], policy: CordonPolicy) -> bool:
-    """Planned work, judged as routing judges it (needs the members: read only for cordoned incidents)."""
-    if "node_cordoned" not in (doc.get("signals") or []):
-        return False
-    inc = await store.get_incident(doc["id"])
-    cordon = cordon_of(inc) if inc is not None else None
-    return inc is not None and cordon is not None and unplanned_severity(inc, cordon, policy) is None
+async def _fact(store: RollupStore, doc: dict[str, Any], policy: CordonPolicy,
+                nodes: Mapping[tuple[str, str], tuple[str, int]]) -> dict[str, Any]:
+    """The fact of one incident. Its members are read only when needed: a cordon (planned work is judged as
+    routing judges it) or a resolved fault (when its last alert ended)."""
+    cordoned = "node_cordoned" in (doc.get("signals") or [])
+    ended_fault = doc.get("resolvedAt") and doc.get("category") in HARDWARE_CATEGORIES and not doc.get("parentId")
+    inc = await store.get_incident(doc["id"]) if cordoned or ended_fault else None
+    if inc is None:
+        return fact(doc, nodes=nodes)
+    cordon = cordon_of(inc) if cordoned else None
+    planned = cordon is not None and unplanned_severity(inc, cordon, policy) is None
+    return fact(doc, planned=planned, nodes=nodes, ended=last_end(inc))
 
 
 async def rollup(store: RollupStore, policy: CordonPolicy | None = None) -> int:
@@ -53,7 +58,7 @@ async def rollup(store: RollupStore, policy: CordonPolicy | None = None) -> int:
         rows = await store.query_incidents(IncidentQuery(since=parse_iso(mark) if mark else None, before=before,
                                                          limit=PAGE))
         for _, doc in rows:
-            facts.append(fact(doc, planned=await _planned(store, doc, policy), nodes=nodes))
+            facts.append(await _fact(store, doc, policy, nodes))
             newest = max(newest, doc.get("updatedAt") or "")
         if len(rows) < PAGE:
             break

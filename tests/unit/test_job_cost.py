@@ -10,9 +10,10 @@ from alertd.config.settings import parse_config
 from alertd.core.errors import InvalidDocument
 from alertd.core.findings import Jobs
 from alertd.enrich.fleet_size import sample_of
-from alertd.enrich.jobs import GangPod, JobImpact
+from alertd.enrich.jobs import GangPod, JobImpact, OwnerGangs
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.settings import CostModel, JobCostSettings, KubeSettings
+from alertd.remediation.blast import GangLookup, build, summary
 from alertd.report.digest import DigestSettings, due_week, text
 
 H = timedelta(hours=1)
@@ -86,3 +87,19 @@ def test_the_digest_text_carries_the_figures():
                  "median 1.5 h, p90 2.0 h", "2 jobs interrupted", "≈ 85 GPU-hours", "H100 2",
                  "<https://alertd.example/ui/reports/reliability?since=2026-11-24&until=2026-12-01|The report>"):
         assert part in out
+
+
+def test_owner_gangs_answer_a_blast_radius_gang_lookup():
+    job = JobImpact("PyTorchJob", "llama-64", "research", owner="alice", team="ml", hit_pods=["w-3"],
+                    gang=[GangPod("research", f"w-{i}", f"n{i}", 8) for i in range(8)], time_lost=H)
+    solo = JobImpact("Pod", "notebook", "research", hit_pods=["notebook"],
+                     gang=[GangPod("research", "notebook", "n3", 1)], time_lost=H)
+    gangs: GangLookup = OwnerGangs([job, solo])
+    assert gangs.gang("research", {"name": "w-3"}) == {
+        "kind": "PyTorchJob", "name": "llama-64", "pods": 8, "nodes": [f"n{i}" for i in range(8)], "gpus": 64,
+        "owner": "alice", "team": "ml", "gpuHoursLost": 64.0}
+    assert gangs.gang("research", {"name": "notebook"}) is None  # alone: no gang
+    assert gangs.gang("other", {"name": "w-3"}) is None
+    pod = {"namespace": "research", "name": "w-3", "node": "n3", "phase": "Running", "gpus": 8,
+           "owner_chain": [{"kind": "PyTorchJob", "name": "llama-64"}]}
+    assert "PyTorchJob research/llama-64 (8 pods on 8 nodes)" in summary(build("drain", [pod], [], gangs))
