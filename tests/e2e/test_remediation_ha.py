@@ -16,30 +16,13 @@ import pytest
 from tests.support import kube_gpu_cluster as kc
 from tests.support.alertd_proc import AlertdProcess
 from tests.support.ha_cluster import TOKEN, fresh_database, replica_config, wait_for_leader
+from tests.support.pipeline import wait
 from tests.support.process import http_json
 from tests.support.webhooks import gpu_alert, webhook
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "ha-gpu-1"
-POLICY = """
-remediation:
-  dry_run: false
-  breaker: {max_share: 0.5, max_per_hour: 5}
-  drain: {timeout: 10s, grace_period: 0}
-  policies:
-    - {name: off-the-bus, xids: [79], action: drain-gpu}
-"""
-
-
-def wait(what: str, fn, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout:.0f}s")
 
 
 def remediation(replica: AlertdProcess, incident_id: str, *states: str) -> dict | None:
@@ -59,7 +42,7 @@ def test_leader_killed_between_approval_and_action_acts_once(tmp_path: Path, pos
     rules.mkdir()
     for name in ("xid-catalog.yml", "signals.yml", "correlation.yml", "evidence.yml"):
         shutil.copy(ROOT / "rules" / name, rules / name)
-    (rules / "remediation.yml").write_text(POLICY)
+    (rules / "remediation.yml").write_text(kc.policy(share=0.5, timeout="10s"))
     cfg = replica_config(fresh_database(postgres.dsn), rules, ha={"lease_ttl": "3s", "renew_interval": "1s"},
                          enrich={"kube": {"kubeconfig": str(k.kubeconfig(tmp_path / "kubeconfig", kc.USER))}})
     replicas = [AlertdProcess(tmp_path / f"replica-{i}", cfg, serve_args=["--receivers", "0"]) for i in range(2)]
@@ -75,15 +58,16 @@ def test_leader_killed_between_approval_and_action_acts_once(tmp_path: Path, pos
                                       headers={"Authorization": f"Bearer {TOKEN}"})
         assert status == 200, body
         inc_id = wait("the incident", lambda: next((i["id"] for i in follower.get_json("/api/v1/incidents")[1]
-                                                    .get("incidents", []) if i.get("node") == NODE), None))
-        wait("the proposal", lambda: remediation(follower, inc_id, "proposed"))
+                                                    .get("incidents", []) if i.get("node") == NODE), None), 30, 0.1)
+        wait("the proposal", lambda: remediation(follower, inc_id, "proposed"), 30, 0.1)
 
         os.kill(leader.pid, signal.SIGSTOP)  # the leader can no longer act, nor renew its lease
         status, answer = http_json("POST", f"{follower.url}/api/v1/incidents/{inc_id}/remediation/approve")
         assert status == 200, answer
         leader.kill9()
         assert wait_for_leader([follower], timeout=20) is follower
-        done = wait("the remediation run by the new leader", lambda: remediation(follower, inc_id, "done", "failed"))
+        done = wait("the remediation run by the new leader",
+                    lambda: remediation(follower, inc_id, "done", "failed"), 30, 0.1)
         assert done["state"] == "done", done
         node = kc.node(k, NODE)
         assert node["spec"]["unschedulable"] is True
@@ -102,3 +86,5 @@ def test_leader_killed_between_approval_and_action_acts_once(tmp_path: Path, pos
                 except ProcessLookupError:
                     pass
             r.stop()
+        k.request("PATCH", f"/api/v1/nodes/{NODE}", {"metadata": {"annotations": {"alertd.dev/cordoned-for": None}}},
+                  content_type="application/merge-patch+json")  # the session's other tests count alertd's cordons

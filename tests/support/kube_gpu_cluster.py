@@ -22,6 +22,20 @@ PYTORCHJOB_CRD = {
                  "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
 
+def policy(*, dry_run: bool = False, share: float = 0.2, per_hour: int = 5, timeout: str = "3s",
+           slack_users: tuple[str, ...] = ()) -> str:
+    """rules/remediation.yml for the tests and the bench: Xid 79 drains the node's GPU pods."""
+    return f"""
+remediation:
+  dry_run: {str(dry_run).lower()}
+  breaker: {{max_share: {share}, max_per_hour: {per_hour}}}
+  approvers: {{slack_users: [{', '.join(slack_users)}]}}
+  drain: {{timeout: {timeout}, grace_period: 0}}
+  policies:
+    - {{name: gpu-off-the-bus, xids: [79], action: drain-gpu}}
+"""
+
+
 def ok(answer: tuple[int, Any], *also: int) -> Any:
     status, body = answer
     assert status in (200, 201, *also), body
