@@ -289,3 +289,30 @@ async def test_a_drain_in_flight_can_be_stopped(tmp_path, slack, cluster) -> Non
         assert ("remediation_stop", "ok") in audit and ("remediation_stopped", "ok") in audit
     finally:
         await h.stop()
+
+
+async def test_handoff_labels_the_node_for_an_external_remediator(tmp_path, slack, cluster) -> None:
+    """action handoff: the policy's label and alertd's incident annotation on the node, no cordon."""
+    k = cluster
+    h = Harness(tmp_path, slack=slack, routing=one_channel("#gpu-oncall"))
+    (tmp_path / "rules" / "remediation.yml").write_text(
+        kc.policy(share=0.5).replace("action: drain-gpu}", "action: handoff, "
+                                     "handoff: {labels: {remediation.example.com/requested: 'true'}}}"))
+    h.cfg = parse_config({**h.cfg.raw, "enrich": {"kube": {"kubeconfig": str(
+        k.kubeconfig(tmp_path / "kubeconfig", kc.USER))}}}, "test")
+    await h.start()
+    try:
+        await h.post(hook(xid_alert("gpu-7", 0), node="gpu-7"))
+        inc = await h.one_incident()
+        rem = await in_state(h, inc["id"], "quarantine", "proposed")
+        assert rem["action"] == "handoff" and rem["blast"]["evictedPods"] == 0
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/remediation/approve")
+        assert resp.status == 200
+        done = await in_state(h, inc["id"], "quarantine", "done")
+        assert [r["result"] for r in done["results"]] == ["handed off"]
+        node = kc.node(k, "gpu-7")
+        assert node["metadata"]["labels"]["remediation.example.com/requested"] == "true"
+        assert node["metadata"]["annotations"]["alertd.dev/incident"] == inc["id"]
+        assert not node["spec"].get("unschedulable")
+    finally:
+        await h.stop()
