@@ -28,14 +28,6 @@ from tests.support import kube_gpu_cluster as kc  # noqa: E402
 from tests.support.kube_apiserver import start_kube_apiserver  # noqa: E402
 from tests.support.notify_harness import Harness, hook, wait_for, xid_alert  # noqa: E402
 
-POLICY = """
-remediation:
-  dry_run: false
-  breaker: {max_share: 1.0, max_per_hour: 1000}
-  drain: {timeout: 30s, grace_period: 0}
-  policies:
-    - {name: off-the-bus, xids: [79], action: drain-gpu}
-"""
 
 
 def ms(a: str, b: str) -> float:
@@ -78,7 +70,7 @@ async def main(args: argparse.Namespace) -> None:
             kc.namespace(k, "bench")
             (work / "alertd").mkdir()
             h = Harness(work / "alertd")
-            (work / "alertd" / "rules" / "remediation.yml").write_text(POLICY)
+            (work / "alertd" / "rules" / "remediation.yml").write_text(kc.policy(share=1.0, per_hour=1000, timeout="30s"))
             cfg_doc = {**h.cfg.raw, "enrich": {"kube": {"kubeconfig": str(k.kubeconfig(work / "kc", kc.USER))}}}
             h.cfg = parse_config(cfg_doc, "bench")
             await h.start()

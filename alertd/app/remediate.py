@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable
 
 from alertd.core.model import CLOSED, Change, Event
 from alertd.enrich.settings import KubeSettings
+from alertd.ha.commands import CommandTimeout
 from alertd.remediation import decide
 from alertd.remediation.blast import summary
 from alertd.app.remediate_run import execute
@@ -71,7 +72,10 @@ class Remediations:
             shown = {"id": rem.id, "kind": rem.kind, "action": rem.action, "state": rem.state, "nodes": rem.nodes[:20],
                      "dryRun": rem.dry_run, "text": text, "approvals": [a["actor"] for a in rem.approvals],
                      "approvalsNeeded": rem.approvals_needed}
-            await self.svc.annotate(rem.incident_id, "remediation", shown, kind, text, actor)
+            try:
+                await self.svc.annotate(rem.incident_id, "remediation", shown, kind, text, actor)
+            except CommandTimeout as exc:  # the command stays queued: the next leader writes the event
+                log.warning("timeline event %s of %s deferred: %s", kind, rem.id, exc)
         return ok
 
     # ----- proposals (leader, after each step) -----

@@ -114,12 +114,19 @@ class KubeRemediator(KubeContext):
         raw = [p for n in nodes for p in await self.pods_on(n)]
         described = await asyncio.gather(*(self._blast_pod(p) for p in raw))
         namespaces = sorted({d["namespace"] for d in described})
-        pdbs = (await self.call("PolicyV1Api", "list_pod_disruption_budget_for_all_namespaces")).get("items") or []
+        try:  # without the remediation role (read-only installs) the blast radius still shows the pods
+            pdbs = (await self.call("PolicyV1Api", "list_pod_disruption_budget_for_all_namespaces")).get("items") or []
+            unread = ""
+        except ApiError as exc:
+            pdbs, unread = [], f"PodDisruptionBudgets not readable ({exc}): blocked evictions unknown"
         pdbs = [p for p in pdbs if meta(p).get("namespace") in namespaces]
         if gangs is None:
             gangs = LabelGangs({ns: (await self.call("CoreV1Api", "list_namespaced_pod", ns)).get("items") or []
                                 for ns in namespaces})
-        return blast_mod.build(action, list(described), pdbs, gangs)
+        out = blast_mod.build(action, list(described), pdbs, gangs)
+        if unread:
+            out["error"] = unread
+        return out
 
     async def _blast_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
         m = meta(pod)

@@ -16,17 +16,6 @@ from tests.support.notify_harness import Harness, hook, one_channel, top_message
 
 pytestmark = pytest.mark.services
 NS = "ml-training"
-POLICY = """
-remediation:
-  dry_run: {dry_run}
-  breaker: {{max_share: {share}, max_per_hour: {per_hour}}}
-  approvers: {{slack_users: [U0ANA]}}
-  drain: {{timeout: {timeout}, grace_period: 0}}
-  policies:
-    - name: gpu-off-the-bus
-      xids: [79]
-      action: drain-gpu
-"""
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +36,12 @@ def cluster(kube_apiserver: KubeAPIServer) -> KubeAPIServer:
 
 
 async def harness(tmp_path: Path, slack, k: KubeAPIServer, *, dry_run: bool = False, share: float = 0.2,
-                  per_hour: int = 5, timeout: str = "3s") -> Harness:
+                  per_hour: int = 5, timeout: str = "3s", user: str = kc.USER, policy: str = "") -> Harness:
+    """alertd in-process with the policy (kc.policy unless ``policy``), acting as ``user`` on the API server."""
     h = Harness(tmp_path, slack=slack, routing=one_channel("#gpu-oncall"))
-    (tmp_path / "rules" / "remediation.yml").write_text(POLICY.format(dry_run=str(dry_run).lower(), share=share,
-                                                                      per_hour=per_hour, timeout=timeout))
-    kubeconfig = k.kubeconfig(tmp_path / "kubeconfig", kc.USER)
+    (tmp_path / "rules" / "remediation.yml").write_text(policy or kc.policy(
+        dry_run=dry_run, share=share, per_hour=per_hour, timeout=timeout, slack_users=("U0ANA",)))
+    kubeconfig = k.kubeconfig(tmp_path / "kubeconfig", user)
     h.cfg = parse_config({**h.cfg.raw, "enrich": {"kube": {"kubeconfig": str(kubeconfig)}}}, "test")
     return await h.start()
 
@@ -148,7 +138,10 @@ async def test_storm_of_40_nodes_gets_one_fleet_proposal_held_by_the_breaker(tmp
             rem = await in_state(h, fleet["id"], "quarantine", "held")
             return rem if sorted(rem["nodes"]) == nodes else None
         rem = await wait_for(all_in, 30)
-        assert rem["reason"].startswith("circuit breaker: 40 of ") and "GPU nodes would be cordoned by alertd" in rem["reason"]
+        marked = sum(1 for n in kc.ok(k.request("GET", "/api/v1/nodes"))["items"]
+                     if "alertd.dev/cordoned-for" in (n["metadata"].get("annotations") or {}))  # other tests' cordons
+        assert rem["reason"].startswith(f"circuit breaker: {40 + marked} of ")
+        assert "GPU nodes would be cordoned by alertd" in rem["reason"]
         resp = await h.client.get("/api/v1/remediations", params={"state": "proposed,held,approved,running"})
         live = (await resp.json())["remediations"]
         assert [r["incident"] for r in live] == [fleet["id"]], live  # node proposals gave way to the fleet's
@@ -249,11 +242,7 @@ async def test_an_account_without_rights_is_reported_not_dropped(tmp_path, slack
     """As a user with no rights: the blast radius says the cluster is unreadable, the breaker holds (the GPU node
     count is unknown), and an overridden approval fails on the incident with the 403."""
     k = cluster
-    h = Harness(tmp_path, slack=slack, routing=one_channel("#gpu-oncall"))
-    (tmp_path / "rules" / "remediation.yml").write_text(POLICY.format(dry_run="false", share=0.2, per_hour=5, timeout="3s"))
-    h.cfg = parse_config({**h.cfg.raw, "enrich": {"kube": {"kubeconfig": str(
-        k.kubeconfig(tmp_path / "kubeconfig", "nobody"))}}}, "test")
-    await h.start()
+    h = await harness(tmp_path, slack, k, user="nobody")
     try:
         await h.post(hook(xid_alert("gpu-5", 0), node="gpu-5"))
         inc = await h.one_incident()
@@ -295,5 +284,55 @@ async def test_a_drain_in_flight_can_be_stopped(tmp_path, slack, cluster) -> Non
         assert kc.pods_on(k, "gpu-6") == ["stoppable/guarded-0"]
         audit = [(a.action, a.outcome) for a in await h.store.list_audit(limit=100)]
         assert ("remediation_stop", "ok") in audit and ("remediation_stopped", "ok") in audit
+    finally:
+        await h.stop()
+
+
+async def test_handoff_labels_the_node_for_an_external_remediator(tmp_path, slack, cluster) -> None:
+    """action handoff: the policy's label and alertd's incident annotation on the node, no cordon."""
+    k = cluster
+    h = await harness(tmp_path, slack, k, policy=kc.policy(share=0.5).replace(
+        "action: drain-gpu}", "action: handoff, handoff: {labels: {remediation.example.com/requested: 'true'}}}"))
+    try:
+        await h.post(hook(xid_alert("gpu-7", 0), node="gpu-7"))
+        inc = await h.one_incident()
+        rem = await in_state(h, inc["id"], "quarantine", "proposed")
+        assert rem["action"] == "handoff" and rem["blast"]["evictedPods"] == 0
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/remediation/approve")
+        assert resp.status == 200
+        done = await in_state(h, inc["id"], "quarantine", "done")
+        assert [r["result"] for r in done["results"]] == ["handed off"]
+        node = kc.node(k, "gpu-7")
+        assert node["metadata"]["labels"]["remediation.example.com/requested"] == "true"
+        assert node["metadata"]["annotations"]["alertd.dev/incident"] == inc["id"]
+        assert not node["spec"].get("unschedulable")
+    finally:
+        await h.stop()
+
+
+async def test_read_only_rbac_still_proposes_and_reports_the_403_on_approval(tmp_path, slack, cluster) -> None:
+    """With only the shipped enrichment role (the remediation role deleted): the proposal shows the pods and
+    says the PDBs could not be read; an approved cordon fails on the incident with the 403."""
+    k = cluster
+    kc.ok(k.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "alertd-enrichment-read-only"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": f"alertd-enrichment-{kc.USER}"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alertd"}]}), 409)
+    kc.namespace(k, "readonly")
+    kc.add_pod(k, "readonly", "trainer-0", "gpu-8", gpus=8)
+    h = await harness(tmp_path, slack, k, share=0.5, user="alertd")
+    try:
+        await h.post(hook(xid_alert("gpu-8", 0), node="gpu-8"))
+        inc = await h.one_incident()
+        rem = await in_state(h, inc["id"], "quarantine", "proposed")
+        assert [p["name"] for p in rem["blast"]["podList"]] == ["trainer-0"] and rem["blast"]["evictedGpus"] == 8
+        assert "PodDisruptionBudgets not readable (HTTP 403" in rem["blast"]["error"]
+        resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/remediation/approve")
+        assert resp.status == 200
+        failed = await in_state(h, inc["id"], "quarantine", "failed")
+        assert failed["reason"].startswith("forbidden by RBAC") and failed["results"][0]["status"] == 403
+        assert not kc.node(k, "gpu-8")["spec"].get("unschedulable")
     finally:
         await h.stop()

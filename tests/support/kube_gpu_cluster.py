@@ -22,6 +22,20 @@ PYTORCHJOB_CRD = {
                  "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
 
 
+def policy(*, dry_run: bool = False, share: float = 0.2, per_hour: int = 5, timeout: str = "3s",
+           slack_users: tuple[str, ...] = ()) -> str:
+    """rules/remediation.yml for the tests and the bench: Xid 79 drains the node's GPU pods."""
+    return f"""
+remediation:
+  dry_run: {str(dry_run).lower()}
+  breaker: {{max_share: {share}, max_per_hour: {per_hour}}}
+  approvers: {{slack_users: [{', '.join(slack_users)}]}}
+  drain: {{timeout: {timeout}, grace_period: 0}}
+  policies:
+    - {{name: gpu-off-the-bus, xids: [79], action: drain-gpu}}
+"""
+
+
 def ok(answer: tuple[int, Any], *also: int) -> Any:
     status, body = answer
     assert status in (200, 201, *also), body
@@ -29,17 +43,21 @@ def ok(answer: tuple[int, Any], *also: int) -> Any:
 
 
 def apply_shipped_rbac(k: KubeAPIServer) -> None:
-    """The shipped ClusterRoles as they are, bound to the test user instead of the ServiceAccount."""
+    """The shipped ClusterRoles' rules as they are, bound to the test user instead of the ServiceAccount.
+
+    Named with the user as a suffix, so other tests of the session can create the shipped names themselves."""
     docs = [d for d in yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "rbac.yaml").read_text()) if d]
     roles = [d for d in docs if d["kind"] == "ClusterRole"]
     assert {r["metadata"]["name"] for r in roles} == {"alertd-enrichment", "alertd-remediation"}
+    for role in roles:
+        role["metadata"]["name"] += f"-{USER}"
     out = k.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(roles))
     assert out.returncode == 0, out.stderr
     for role in roles:
         name = role["metadata"]["name"]
         ok(k.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"{name}-{USER}"},
+            "metadata": {"name": name},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": USER}]}), 409)
 

@@ -144,3 +144,13 @@ def test_blast_radius_counts_evictions_gangs_and_pdbs() -> None:
     drained = blast.build("drain", [dict(p) for p in pods], [], None)
     assert drained["evictedPods"] == 2  # the DaemonSet pod stays
     assert "gangs: PyTorchJob ml/llm (4 pods on 2 nodes)" in blast.summary(out)
+
+
+def test_automatic_policy_is_approved_by_the_policy_but_never_past_the_breaker() -> None:
+    policy = shipped()
+    auto = dataclasses.replace(policy.policies[0], automatic=True)
+    inc = incident()
+    rem = decide.propose(inc, auto, policy, decide.ClusterView(gpu_nodes=100), {}, T0)
+    assert rem.state == APPROVED and rem.approvals[0]["actor"] == f"policy {auto.name}"
+    held = decide.propose(inc, auto, policy, decide.ClusterView(gpu_nodes=100, cordons_last_hour=5), {}, T0)
+    assert held.state == HELD and held.approvals == []
