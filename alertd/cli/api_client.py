@@ -205,12 +205,33 @@ def rma(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+# ----- audit -----
+
+def audit_line(entry: dict[str, Any]) -> str:
+    """One audit entry as ``alertd audit`` prints it, read from the store or from the API."""
+    outcome = "" if entry["outcome"] == "ok" else f"  [{entry['outcome']}]"
+    return f"{entry['at']}  {entry['actor']:30} {entry['action']:12} {entry['target']:14} via {entry['via']}{outcome}"
+
+
+def audit(args: argparse.Namespace, since: str) -> int:
+    """``alertd audit --url``: the trail from a running alertd's API (an admin token), for a store this machine
+    cannot open (PostgreSQL elsewhere, a pod's volume)."""
+    def show(a: argparse.Namespace, out: TextIO) -> int:
+        data = call(a, "GET", "/api/v1/audit", [("since", since), ("actor", a.actor), ("action", a.action),
+                                                ("limit", a.limit)])
+        for entry in reversed(data["entries"]):  # oldest first, like a log
+            out.write((json.dumps(entry) if a.json else audit_line(entry)) + "\n")
+        return 0
+    return _run(show, args)
+
+
 # ----- argument parsing -----
 
-def connection(p: argparse.ArgumentParser, purpose: str = "") -> None:
-    """Where the running alertd is and how to authenticate: every command that calls its API takes these."""
-    p.add_argument("--url", default=os.environ.get("ALERTD_URL", DEFAULT_URL),
-                   help="alertd base URL (or ALERTD_URL)" + (f", {purpose}" if purpose else ""))
+def connection(p: argparse.ArgumentParser, purpose: str = "", *, url: str | None = "") -> None:
+    """Where the running alertd is and how to authenticate: every command that calls its API takes these.
+    ``url``: the default (``None``: no API unless --url is given, as ``audit`` reads its store by default)."""
+    p.add_argument("--url", default=os.environ.get("ALERTD_URL", DEFAULT_URL) if url == "" else url,
+                   help="alertd base URL, http(s)://HOST:PORT or HOST:PORT (or ALERTD_URL)" + (f", {purpose}" if purpose else ""))
     p.add_argument("--token", help="API bearer token (or ALERTD_API_TOKEN)")
     p.add_argument("--token-file", help="file holding the token (or ALERTD_API_TOKEN_FILE)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for an answer")
