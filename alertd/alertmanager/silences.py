@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from alertd.core.durations import parse_duration
 from alertd.core.http_session import LazySession
 from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.core.model import FIRING, Incident, iso
