@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from alertd.core.durations import parse_duration
 from alertd.core.http_session import LazySession
 from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.core.model import FIRING, Incident, iso
@@ -28,6 +29,21 @@ class AlertmanagerError(RuntimeError):
 
 def _matcher(name: str, value: str, regex: bool = False) -> dict[str, Any]:
     return {"name": name, "value": value, "isRegex": regex, "isEqual": True}
+
+
+MIN_SILENCE, MAX_SILENCE = timedelta(minutes=1), timedelta(days=7)
+
+
+def silence_duration(text: str) -> timedelta | str:
+    """A silence's length from a Prometheus duration (``30m``, ``2h``, ``3d``), or what is wrong with it.
+    Bounded: a silence longer than a week hides the next failure of the node as well."""
+    try:
+        duration = parse_duration(text)
+    except ValueError:
+        return f"duration {text!r}: give a Prometheus duration such as 30m, 4h or 2d"
+    if not MIN_SILENCE <= duration <= MAX_SILENCE:
+        return f"duration {text!r}: a silence lasts from 1m to 7d"
+    return duration
 
 
 def silence_matchers(inc: Incident, node_labels: tuple[str, ...] = ("node", "kubernetes_node", "Hostname", "hostname", "instance"),

@@ -35,24 +35,49 @@ class Recording:
 
 
 def read_recording(path: str | Path) -> Recording:
+    """JSON lines of {received_at, body} (``serve --record``), or a plain Alertmanager webhook (one JSON
+    document, as ``explain`` takes it), replayed as received when its newest alert started."""
+    text = Path(path).read_text(encoding="utf-8")
+    whole = _whole_webhook(text)
+    if whole is not None:
+        return Recording([whole])
     rec = Recording()
     source = str(path)
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-                received = parse_iso(entry["received_at"])
-                body = entry["body"]
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                rec.problems.append(Problem(source, f"not a recorded webhook ({type(exc).__name__}: {exc}); skipped", n, 1))
-                continue
-            if received is None:
-                rec.problems.append(Problem(source, "received_at is empty; skipped", n, 1))
-                continue
-            rec.webhooks.append((received, body))
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            received = parse_iso(entry["received_at"])
+            body = entry["body"]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            rec.problems.append(Problem(source, f"not a recorded webhook ({type(exc).__name__}: {exc}); skipped", n, 1))
+            continue
+        if received is None:
+            rec.problems.append(Problem(source, "received_at is empty; skipped", n, 1))
+            continue
+        rec.webhooks.append((received, body))
+    if not rec.webhooks and len(rec.problems) > 1:  # not a recording at all: one message, not one per line
+        rec.problems = [Problem(source, "neither a recording (JSON lines of {received_at, body}, from serve --record) "
+                                f"nor an Alertmanager webhook; first problem: {rec.problems[0].message}", 1, 1)]
     return rec
+
+
+def _whole_webhook(text: str) -> tuple[datetime, Any] | None:
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("alerts"), list):
+        return None
+    starts = []
+    for alert in body["alerts"]:
+        try:
+            starts.append(parse_iso(alert.get("startsAt")) if isinstance(alert, dict) else None)
+        except (TypeError, ValueError):
+            continue  # the payload's own check reports it when the webhook is replayed
+    known = [t for t in starts if t is not None]
+    return (max(known) if known else datetime.now(timezone.utc)), body
 
 
 @dataclass(slots=True)
@@ -189,11 +214,14 @@ def main(path: str, *, rule_paths: list[str] | None, config: str | None, as_json
         return 1
     try:
         rec = read_recording(path)
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         print(f"cannot read {path}: {exc}", file=err)
         return 1
     for p in rec.problems:
         print(str(p), file=err)
+    if not rec.webhooks:
+        print(f"{path}: no webhook to replay", file=err)
+        return 1
     try:
         tail_d = parse_duration(tail) if tail else None
         until_t = parse_iso(until) if until else None

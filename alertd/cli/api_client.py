@@ -23,7 +23,24 @@ MAX_PAGES = 100  # --all follows at most this many pages
 
 
 class ApiError(RuntimeError):
-    pass
+    def __init__(self, message: str, status: int = 0):
+        super().__init__(message)
+        self.status = status  # the HTTP status alertd answered with; 0 when it was not reached
+
+
+# What an action leaves the incident in: doing it again is no failure (a second `ack` in a script).
+DONE_STATE = {"ack": ("acknowledged",), "resolve": ("resolved", "closed")}
+
+
+def base_url(url: str) -> str:
+    """``host:port`` means http://host:port (as amtool and curl take it); anything but http(s) is refused."""
+    text = url.strip().rstrip("/")
+    if "://" not in text:
+        text = "http://" + text
+    scheme, _, rest = text.partition("://")
+    if scheme.lower() not in ("http", "https") or not rest or rest.startswith("/"):
+        raise ApiError(f"--url {url!r}: give http(s)://HOST:PORT or HOST:PORT")
+    return text
 
 
 def token_of(args: argparse.Namespace) -> str:
@@ -41,7 +58,7 @@ def token_of(args: argparse.Namespace) -> str:
 def call(args: argparse.Namespace, method: str, path: str, params: Iterable[tuple[str, Any]] = (),
          raw: bool = False) -> Any:
     query = urlencode([(k, str(v)) for k, v in params if v not in (None, "")])
-    url = args.url.rstrip("/") + path + (f"?{query}" if query else "")
+    url = base_url(args.url) + path + (f"?{query}" if query else "")
     headers = {"Accept": "application/json"}
     if token := token_of(args):
         headers["Authorization"] = f"Bearer {token}"
@@ -55,7 +72,7 @@ def call(args: argparse.Namespace, method: str, path: str, params: Iterable[tupl
             text = json.loads(text).get("error", text)
         except (ValueError, AttributeError):
             pass
-        raise ApiError(f"{method} {path}: HTTP {exc.code}: {text}") from None
+        raise ApiError(f"{method} {path}: HTTP {exc.code}: {text}", exc.code) from None
     except (urllib.error.URLError, OSError) as exc:
         raise ApiError(f"cannot reach alertd at {args.url}: {exc}") from None
     return body.decode() if raw else json.loads(body)
@@ -84,7 +101,14 @@ def incidents(args: argparse.Namespace, out: TextIO) -> int:
     params: list[tuple[str, Any]] = [("by", args.by)]
     if args.action == "silence":
         params.append(("duration", args.duration))
-    data = call(args, "POST", f"/api/v1/incidents/{_id(args.id)}/{args.action}", params)
+    try:
+        data = call(args, "POST", f"/api/v1/incidents/{_id(args.id)}/{args.action}", params)
+    except ApiError as exc:
+        current = call(args, "GET", f"/api/v1/incidents/{_id(args.id)}") if exc.status == 409 else {}
+        if current.get("status") not in DONE_STATE.get(args.action, ()):
+            raise
+        out.write(f"{current['id']}: already {current['status']}; nothing to do\n")
+        return 0
     if args.output == "json":
         out.write(json.dumps(data, indent=2) + "\n")
     else:
@@ -122,6 +146,10 @@ def _show_incident(data: dict[str, Any], args: argparse.Namespace, out: TextIO) 
     out.write(f"  key: {data['key']}  opened: {data['openedAt']}  resolved: {data.get('resolvedAt') or '-'}\n")
     if (data.get("primary") or {}).get("action"):
         out.write(f"  action: {data['primary']['action']}  runbook: {data['primary'].get('runbook', '')}\n")
+    if data.get("fleet") or len(data.get("nodes") or []) > 1:  # a fleet incident: its nodes are the point
+        out.write(f"  nodes ({len(data.get('nodes') or [])}): {', '.join(data.get('nodes') or []) or '-'}\n")
+    if data.get("children"):
+        out.write(f"  node incidents: {', '.join(data['children'])}\n")
     for g in data.get("gpus", []):
         out.write(f"  gpu: {g.get('index', '?')} {g.get('uuid', '')} {g.get('pci_bus_id', '')}\n")
     out.write("  members:\n")
@@ -177,12 +205,33 @@ def rma(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+# ----- audit -----
+
+def audit_line(entry: dict[str, Any]) -> str:
+    """One audit entry as ``alertd audit`` prints it, read from the store or from the API."""
+    outcome = "" if entry["outcome"] == "ok" else f"  [{entry['outcome']}]"
+    return f"{entry['at']}  {entry['actor']:30} {entry['action']:12} {entry['target']:14} via {entry['via']}{outcome}"
+
+
+def audit(args: argparse.Namespace, since: str) -> int:
+    """``alertd audit --url``: the trail from a running alertd's API (an admin token), for a store this machine
+    cannot open (PostgreSQL elsewhere, a pod's volume)."""
+    def show(a: argparse.Namespace, out: TextIO) -> int:
+        data = call(a, "GET", "/api/v1/audit", [("since", since), ("actor", a.actor), ("action", a.action),
+                                                ("limit", a.limit)])
+        for entry in reversed(data["entries"]):  # oldest first, like a log
+            out.write((json.dumps(entry) if a.json else audit_line(entry)) + "\n")
+        return 0
+    return _run(show, args)
+
+
 # ----- argument parsing -----
 
-def connection(p: argparse.ArgumentParser, purpose: str = "") -> None:
-    """Where the running alertd is and how to authenticate: every command that calls its API takes these."""
-    p.add_argument("--url", default=os.environ.get("ALERTD_URL", DEFAULT_URL),
-                   help="alertd base URL (or ALERTD_URL)" + (f", {purpose}" if purpose else ""))
+def connection(p: argparse.ArgumentParser, purpose: str = "", *, url: str | None = "") -> None:
+    """Where the running alertd is and how to authenticate: every command that calls its API takes these.
+    ``url``: the default (``None``: no API unless --url is given, as ``audit`` reads its store by default)."""
+    p.add_argument("--url", default=os.environ.get("ALERTD_URL", DEFAULT_URL) if url == "" else url,
+                   help="alertd base URL, http(s)://HOST:PORT or HOST:PORT (or ALERTD_URL)" + (f", {purpose}" if purpose else ""))
     p.add_argument("--token", help="API bearer token (or ALERTD_API_TOKEN)")
     p.add_argument("--token-file", help="file holding the token (or ALERTD_API_TOKEN_FILE)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for an answer")
@@ -202,7 +251,8 @@ def add_parsers(sub: Any) -> None:
         inc.add_argument(f"--{f.name}", help=f"list: filter by {f.name}" + (f" ({f.hint})" if f.hint else ""))
     inc.add_argument("--limit", type=int, default=100)
     inc.add_argument("--all", action="store_true", help="list: follow the pages")
-    inc.add_argument("--duration", choices=["1h", "4h", "24h"], default="1h", help="silence: how long")
+    inc.add_argument("--duration", default="1h", help="silence: how long, a Prometheus duration (30m, 2h, 3d; at "
+                                                      "most 7d)")
     inc.add_argument("--by", help="act on someone's behalf (admin tokens)")
     _common(inc)
     inc.set_defaults(func=lambda a: _run(incidents, a))

@@ -64,6 +64,7 @@ class Config:
     trusted_proxies: tuple[Network, ...] = ()  # api.trusted_proxies: whose X-Forwarded-For is believed
     postgres_password: str = ""
     rule_paths: list[str] = field(default_factory=default_rule_paths)
+    rule_watch_interval: float = 10.0  # seconds between looks at the rule files for changes; 0: only on SIGHUP
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
     batch_size: int = 256
@@ -167,6 +168,7 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         trusted_proxies=trusted_networks(doc.get("api", {}).get("trusted_proxies")),
         postgres_password=storage.get("postgres_password", ""),
         rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()) + list(doc.get("rules", {}).get("site") or ()),
+        rule_watch_interval=parse_duration(doc.get("rules", {}).get("watch_interval", "10s")).total_seconds(),
         normalize=_normalize(doc.get("normalize", {})),
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
         batch_size=processing.get("batch_size", defaults.batch_size),

@@ -140,6 +140,7 @@ class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, Ses
         row = cur.fetchone()
         current = row[0] if row else 0
         cur.close()
+        applied = 0
         for number, statements in enumerate(sql.MIGRATIONS[current:], start=current + 1):
             def apply(c: Any, statements: list[str] = statements, number: int = number) -> None:
                 for statement in statements:
@@ -147,7 +148,10 @@ class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, Ses
                 c.execute("DELETE FROM schema_version")
                 c.execute(self._q("INSERT INTO schema_version (version) VALUES (?)"), (number,))
             self._tx(apply)
-            log.info("store schema migrated to version %d", number)
+            applied = number
+        if applied:  # one line for the lot: a new store applies every migration at its first start
+            log.info("store schema %s version %d", "created at" if current == 0 else f"migrated from {current} to",
+                     applied)
 
     async def open(self) -> None:
         def do() -> None:

@@ -157,10 +157,12 @@ class HistoryReads:
                 "nodes": [{"node": node, "incidents": n} for node, n in nodes]}
 
     async def xid_heatmap(self, since: datetime) -> list[tuple[int, str, int]]:
-        """(Xid, day, incidents opened that day with that Xid)."""
-        rows = await self._run(self._query, "SELECT value, substr(opened_at, 1, 10), count(*) FROM incident_facets "
-                               "WHERE kind = 'xid' AND opened_at >= ? GROUP BY value, substr(opened_at, 1, 10)",
-                               (iso(since),))
+        """(Xid, day, incidents opened that day with that Xid). A storm counts once per node: its fleet
+        incident (key ``fleet|...``) carries its node incidents' Xids and is left out, or it counted twice."""
+        rows = await self._run(self._query, "SELECT f.value, substr(f.opened_at, 1, 10), count(*) FROM incident_facets f "
+                               "JOIN incidents i ON i.id = f.incident_id WHERE f.kind = 'xid' AND f.opened_at >= ? "
+                               "AND i.key NOT LIKE ? GROUP BY f.value, substr(f.opened_at, 1, 10)",
+                               (iso(since), "fleet|%"))
         return [(int(x), day, n) for x, day, n in rows]
 
     async def notification_state(self, incident_id: str) -> dict[str, Any]:

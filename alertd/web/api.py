@@ -12,10 +12,10 @@ from typing import Any, Awaitable, Callable, Mapping
 from aiohttp import web
 
 from alertd.config.credentials import Role
-from alertd.alertmanager.silences import AlertmanagerError
+from alertd.alertmanager.silences import AlertmanagerError, silence_duration
 from alertd.rules import rma
 from alertd.web import fleet_views as views
-from alertd.integrations.slack.render import ACTION_ACK, ACTION_RESOLVE, ACTION_SILENCE, ACTION_UNSILENCE, SILENCE_CHOICES
+from alertd.integrations.slack.render import ACTION_ACK, ACTION_RESOLVE, ACTION_SILENCE, ACTION_UNSILENCE
 from alertd.store.base import StoreUnavailable
 from alertd.store.reads import IncidentQuery
 from alertd.web import access
@@ -141,14 +141,14 @@ async def rma_candidates(request: web.Request) -> web.Response:
 
 async def perform(request: web.Request, incident_id: str, action: str, actor: str, via: str,
                   duration: str = "") -> tuple[int, str]:
-    """ack, resolve, silence (1h/4h/24h) or unsilence through the code the Slack buttons use, audited.
+    """ack, resolve, silence (a duration up to 7d) or unsilence through the code the Slack buttons use, audited.
 
     Returns (HTTP status, what stopped it or "")."""
     from alertd.ha.commands import CommandTimeout
     from alertd.web.slack_actions import ACTIONS
 
-    if action == "silence" and duration not in SILENCE_CHOICES:
-        return 400, f"duration must be one of {', '.join(SILENCE_CHOICES)}"
+    if action == "silence" and isinstance(problem := silence_duration(duration), str):
+        return 400, problem
     if await _svc(request).store.get_incident(incident_id) is None:
         return 404, f"no incident {incident_id}"
     action_id = {"ack": ACTION_ACK, "resolve": ACTION_RESOLVE, "unsilence": ACTION_UNSILENCE}.get(

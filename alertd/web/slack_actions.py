@@ -30,8 +30,7 @@ from slack_sdk.signature import Clock, SignatureVerifier
 
 from alertd.app.remediate import Remediations
 from alertd.rules.ruleset import RuleSet
-from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError
-from alertd.core.durations import parse_duration
+from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
 from alertd.core.installation import unscoped
 from alertd.config.settings import Config
 from alertd.core.model import CLOSED, Incident
@@ -43,7 +42,6 @@ from alertd.integrations.slack.render import (
     ACTION_RESOLVE,
     ACTION_SILENCE,
     ACTION_UNSILENCE,
-    SILENCE_CHOICES,
 )
 from alertd.store.base import StoreUnavailable
 from alertd.web.body import read_body
@@ -231,15 +229,15 @@ class SlackActions:
         return str(await self.svc.remediation.act(incident_id, verb, actor, "slack"))
 
     async def _silence(self, incident_id: str, choice: str, actor: str) -> str:
-        if choice not in SILENCE_CHOICES:
-            return f"Unknown silence duration {choice!r}."
+        if isinstance(duration := silence_duration(choice), str):  # the buttons' 1h/4h/24h, the API's any
+            return duration
         inc = await self.svc.store.get_incident(incident_id)
         if inc is None or inc.status == CLOSED:
             return f"{incident_id} is not open."
         old = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
         now = datetime.now(timezone.utc)
         ncfg = self.svc.cfg.normalize
-        info = await self.am.silence_incident(inc, parse_duration(choice), actor, now, node_labels=ncfg.node_labels,
+        info = await self.am.silence_incident(inc, duration, actor, now, node_labels=ncfg.node_labels,
                                               cluster_label=ncfg.cluster_label, alertd_url=self.svc.cfg.external_url)
         if old and old.get("id") and old["id"] != info["id"]:
             try:

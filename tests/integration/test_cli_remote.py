@@ -46,10 +46,12 @@ async def test_ack_resolve_and_a_silence_alertd_cannot_make(fleet, capsys):
     code, out, _ = await cli(capsys, "incidents", "ack", ids["c02"], "--url", url)
     assert code == 0 and out.strip() == f"{ids['c02']}: ack done; now acknowledged"
     assert (await h.incident(ids["c02"]))["acknowledgedBy"] == "anonymous"
-    code, _, err = await cli(capsys, "incidents", "ack", ids["c02"], "--url", url)
-    assert code == 1 and "HTTP 409" in err
-    code, _, err = await cli(capsys, "incidents", "silence", ids["b07"], "--duration", "4h", "--url", url)
-    assert code == 1 and "HTTP 502" in err and "alertmanager.url" in err
+    code, out, _ = await cli(capsys, "incidents", "ack", ids["c02"], "--url", url)  # again, as a script would
+    assert code == 0 and out.strip() == f"{ids['c02']}: already acknowledged; nothing to do"
+    code, _, err = await cli(capsys, "incidents", "silence", ids["b07"], "--duration", "90m", "--url", url)
+    assert code == 1 and "HTTP 502" in err and "alertmanager.url" in err  # 90m is a duration it takes
+    code, _, err = await cli(capsys, "incidents", "silence", ids["b07"], "--duration", "9d", "--url", url)
+    assert code == 1 and "HTTP 400" in err and "a silence lasts from 1m to 7d" in err
     code, out, _ = await cli(capsys, "incidents", "resolve", ids["c02"], "--url", url, "-o", "json")
     assert code == 0 and json.loads(out)["status"] == "resolved"
 
@@ -97,3 +99,34 @@ def test_token_sources_in_order(tmp_path, monkeypatch):
     assert token_of(Namespace(token=None, token_file=None)) == "from-env"
     monkeypatch.setenv("ALERTD_API_TOKEN_FILE", str(f))
     assert token_of(Namespace(token=None, token_file=None)) == "from-file"
+
+
+async def test_url_without_a_scheme_is_http(fleet, capsys):
+    h, ids, url = fleet
+    code, out, _ = await cli(capsys, "incidents", "list", "--url", url.removeprefix("http://"), "-o", "json")
+    assert code == 0 and len(json.loads(out)["incidents"]) == 5
+    code, _, err = await cli(capsys, "incidents", "list", "--url", "ftp://" + url.removeprefix("http://"))
+    assert code == 1 and "give http(s)://HOST:PORT or HOST:PORT" in err
+
+
+async def test_show_on_a_fleet_incident_prints_its_nodes(tmp_path, capsys):
+    from datetime import datetime, timedelta, timezone
+
+    from tests.support.notify_harness import hook, wait_for, xid_alert
+
+    h = await Harness(tmp_path).start()
+    try:
+        starts = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=1)
+        nodes = [f"gpu-node-{n:02d}" for n in range(6)]
+        for node in nodes:
+            await h.post(hook(xid_alert(node, 1, starts=starts), node=node))
+
+        async def fleet() -> dict | None:
+            return next((r for r in await h.incidents() if r.get("fleet") and len(r["children"]) == 6), None)
+
+        inc = await wait_for(fleet)
+        code, out, _ = await cli(capsys, "incidents", "show", inc["id"], "--url", str(h.client.make_url("")).rstrip("/"))
+        assert code == 0 and f"  nodes (6): {', '.join(nodes)}" in out, out
+        assert all(child in out for child in inc["children"])
+    finally:
+        await h.stop()

@@ -471,6 +471,10 @@ async def test_gpu_identity_follows_a_board_across_nodes_and_incidents(make_stor
     assert ids(await s.query_incidents(IncidentQuery(xid="79", before=2))) == ["INC-1"]
     assert ids(await s.query_incidents(IncidentQuery(signal="xid", node="gpu-node-2"))) == ["INC-3"]
     assert [(x, n) for x, _, n in sorted(await s.xid_heatmap(T0))] == [(48, 1), (79, 2)]
+    fleet = incident(5, key="fleet|cluster=prod-a|xid=79", node="")  # a storm over INC-1 and INC-2: no third 79
+    fleet.opened_at, fleet.signals, fleet.xids = at(500), ["xid"], [79]
+    await s.commit_step(Step(changes=[change(fleet)]))
+    assert [(x, n) for x, _, n in sorted(await s.xid_heatmap(T0))] == [(48, 1), (79, 2)]
     rank = await s.ranking(T0)
     assert rank["gpus"] == [{"uuid": uuid, "incidents": 3, "node": "gpu-node-2"}]
     await s.close()

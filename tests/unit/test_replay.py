@@ -207,3 +207,20 @@ def test_a_flapping_gpu_is_one_incident_one_post_and_one_page():
     sent = [s.item for s, fate in res.run.outcomes() if not fate]
     pages = [i for i in sent if i.target.startswith("pagerduty:gpu-infra|") or i.target == "pagerduty:gpu-infra"]
     assert [str(i.intent) for i in pages].count("page") == 1, [(str(i.intent), i.payload.get("kinds")) for i in pages]
+
+
+def test_a_plain_webhook_file_replays_and_garbage_fails(tmp_path):
+    """A webhook as Alertmanager sends it (the file explain takes) is one webhook, not one decode error per
+    line with exit 0; a file that is neither fails with one message."""
+    root = Path(__file__).resolve().parents[2]
+    out, err = io.StringIO(), io.StringIO()
+    code = main(str(root / "examples" / "webhook-gpu-node.json"), rule_paths=None, config=None, as_json_output=True,
+                tail=None, until=None, out=out, err=err)
+    assert code == 0 and err.getvalue() == "", err.getvalue()
+    result = json.loads(out.getvalue())
+    assert result["summary"]["webhooks"] == 1 and result["incidents"][0]["xids"] == [79]
+    junk = tmp_path / "notes.txt"
+    junk.write_text("one\ntwo\nthree\n")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(str(junk), rule_paths=None, config=None, as_json_output=False, tail=None, until=None, out=out, err=err)
+    assert code == 1 and len(err.getvalue().splitlines()) == 2 and "neither a recording" in err.getvalue()

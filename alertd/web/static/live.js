@@ -1,23 +1,43 @@
-// Live updates of the incidents list: re-fetch the rows of the current filters every few seconds
-// (server-rendered HTML fragment; no build step). Pauses while the tab is hidden or the box is unticked.
+// Live updates: re-fetch the page's live part every few seconds (server-rendered HTML; no build step).
+// The incidents list asks for its rows (a fragment); the incident page asks for itself and takes the element
+// marked data-live-whole from the answer. Pauses while the tab is hidden or the box is unticked. A session that
+// ended (logout elsewhere, token rotated, expiry) sends the browser to the login page, back here after it.
 (function () {
   "use strict";
-  var table = document.querySelector("table[data-live-src]");
+  var source = document.querySelector("[data-live-src]");
   var box = document.getElementById("live");
   var status = document.getElementById("live-status");
-  if (!table || !box) { if (box) { box.disabled = true; } return; }
-  var body = document.getElementById("rows");
+  if (!source || !box) { if (box) { box.disabled = true; } return; }
+  var whole = source.hasAttribute("data-live-whole");
+  var body = whole ? source : document.getElementById("rows");
   var every = 5000, timer = null, last = body.innerHTML;
   function schedule() { clearTimeout(timer); if (box.checked) { timer = setTimeout(refresh, every); } }
+  function toLogin() {
+    window.location.assign("/ui/login?next=" + encodeURIComponent(window.location.pathname + window.location.search));
+  }
+  function signedOut(r) {
+    return r.status === 401 || (r.redirected && new URL(r.url).pathname === "/ui/login");
+  }
+  function liveHtml(html) {
+    if (!whole) { return html; }
+    var fresh = new DOMParser().parseFromString(html, "text/html").getElementById(source.id);
+    if (!fresh) { throw new Error("the page changed shape"); }
+    return fresh.innerHTML;
+  }
   function refresh() {
     if (document.hidden) { schedule(); return; }
-    fetch(table.getAttribute("data-live-src"), {credentials: "same-origin", headers: {"Accept": "text/html"}})
-      .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.text(); })
+    fetch(source.getAttribute("data-live-src"), {credentials: "same-origin", headers: {"Accept": "text/html"}})
+      .then(function (r) {
+        if (signedOut(r)) { toLogin(); throw new Error("signed out"); }
+        if (!r.ok) { throw new Error("HTTP " + r.status); }
+        return r.text();
+      })
       .then(function (html) {
+        html = liveHtml(html);
         if (html !== last) {
-          // Keep focus where it was when the row still exists after the update.
+          // Keep focus where it was when the link still exists after the update.
           var focused = document.activeElement && body.contains(document.activeElement) ? document.activeElement.getAttribute("href") : null;
-          body.innerHTML = html; last = html;
+          body.innerHTML = html; last = body.innerHTML;
           status.textContent = "Updated " + new Date().toLocaleTimeString();
           if (focused) { var again = body.querySelector('a[href="' + focused + '"]'); if (again) { again.focus(); } }
         }
