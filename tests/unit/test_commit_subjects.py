@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SINCE = "c9b34d2"  # layout: one package per layer, checked by a layering test
 # Written on branches that forked before this check existed, 73-75 characters long: kept, not rewritten.
-GRANDFATHERED = {"6e23c10", "ab96827", "7744f11"}
+GRANDFATHERED = {"6e23c10", "ab96827", "7744f11", "52aebc9"}
 SUBJECT = re.compile(r"^[a-z0-9][a-z0-9/_.,-]*(, [a-z0-9/_.-]+)*: \S")
 
 
