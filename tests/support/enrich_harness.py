@@ -58,6 +58,11 @@ class MemoryKube(KubeContext):
         if method == "list_event_for_all_namespaces":
             node = kwargs["field_selector"].rsplit("=", 1)[1]
             return {"items": [o for k, o in self.objects.items() if k[0] == "Event" and o["involvedObject"]["name"] == node]}
+        if method == "list_node":  # the fleet's size (enrich/fleet_size.py): one page holds them all here
+            return {"items": [o for k, o in self.objects.items() if k[0] == "Node"], "metadata": {}}
+        if method == "list_namespaced_pod":  # a job's gang (enrich/jobs.py)
+            return {"items": [o for k, o in self.objects.items() if k[0] == "Pod" and o["metadata"].get("namespace") == args[0]],
+                    "metadata": {}}
         if method == "read_node":
             key = ("Node", args[0])
         elif method == "read_namespace":
