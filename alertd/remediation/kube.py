@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta
+import logging
+from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable
 
 from alertd.core.model import iso, parse_iso
+from alertd.enrich.jobs import JobImpactReader, owner_gangs
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.kube_api import meta
 from alertd.remediation import blast as blast_mod
@@ -27,6 +29,8 @@ MERGE = "application/merge-patch+json"
 GANG_LABELS = ("jobset.sigs.k8s.io/jobset-name", "training.kubeflow.org/job-name", "ray.io/cluster",
                "batch.kubernetes.io/job-name", "job-name")
 RETRIES = 3
+
+log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
@@ -121,12 +125,21 @@ class KubeRemediator(KubeContext):
             pdbs, unread = [], f"PodDisruptionBudgets not readable ({exc}): blocked evictions unknown"
         pdbs = [p for p in pdbs if meta(p).get("namespace") in namespaces]
         if gangs is None:
-            gangs = LabelGangs({ns: (await self.call("CoreV1Api", "list_namespaced_pod", ns)).get("items") or []
-                                for ns in namespaces})
+            gangs = await self._gangs(list(described), namespaces)
         out = blast_mod.build(action, list(described), pdbs, gangs)
         if unread:
             out["error"] = unread
         return out
+
+    async def _gangs(self, described: list[dict[str, Any]], namespaces: list[str]) -> blast_mod.GangLookup:
+        """A pod's gang by its owner chain (the job-impact view: the job's GPU pods on every node); by the usual
+        job-name labels when the owners cannot be read."""
+        try:
+            return await owner_gangs(JobImpactReader(self, self.settings.jobs), described, datetime.now(timezone.utc))
+        except Exception as exc:  # noqa: BLE001 - a blast radius without owner gangs still shows the pods
+            log.info("gangs by owner unavailable (%s): grouping by job-name labels", exc)
+        return LabelGangs({ns: (await self.call("CoreV1Api", "list_namespaced_pod", ns)).get("items") or []
+                           for ns in namespaces})
 
     async def _blast_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
         m = meta(pod)
