@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from alertd.app.listener import bind_listener
 from alertd.app.options import ServeOptions
 from alertd.app.recording_rules import load_site_rules
 from alertd.config.settings import Config
@@ -38,6 +39,9 @@ class Cleared:
 
     rules: RuleSet
     engine_lock: engine_lock.EngineLock | None  # held until the process ends (docs/ha.md)
+    # A receiver group's listening socket, bound by its engine process and inherited by the receivers: no other
+    # alertd can join the port (alertd/app/listener.py).
+    listener: socket.socket | None = None
 
 
 def preflight(options: ServeOptions, cfg: Config, checks: Sequence[Callable[[], str]] = ()) -> Cleared:
@@ -58,23 +62,13 @@ def preflight(options: ServeOptions, cfg: Config, checks: Sequence[Callable[[], 
             lock = engine_lock.acquire(options.database, options.data_dir.resolve())
         except (engine_lock.EngineLocked, OSError) as exc:
             raise PreflightFailed(f"alertd: {exc}") from None
-    if options.leads_group and (unbindable := port_problem(*cfg.host_port)):  # here, not in a restart loop
-        raise PreflightFailed(f"alertd: could not start: {unbindable}")
-    return Cleared(rules, lock)
-
-
-def port_problem(host: str, port: int) -> str | None:
-    """Whether the receivers will be able to bind HOST:PORT (bound and closed, never listened on)."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                                                            flags=socket.AI_PASSIVE)[0]
-        with socket.socket(family, kind, proto) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(address)
-    except OSError as exc:
-        return f"{host}:{port}: {exc}"
-    return None
+    listener = None
+    if options.leads_group:  # bound here, not in a restart loop of receivers
+        try:
+            listener = bind_listener(*cfg.host_port)
+        except OSError as exc:
+            raise PreflightFailed(f"alertd: could not start: {cfg.listen}: {exc}") from None
+    return Cleared(rules, lock, listener)
 
 
 def sqlite_problem(path: Path) -> str:

@@ -67,6 +67,10 @@ class Reloader:
         """As POST /-/reload calls it (web/keys.py RELOAD)."""
         return self.reload()
 
+    def reload_recorded(self) -> None:
+        """What SIGHUP does, for another cause (a rule file changed): reload, and record it."""
+        self._on_signal()
+
     def _on_signal(self) -> None:
         ok, error = self.reload()
         if self.audit is not None:

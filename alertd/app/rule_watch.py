@@ -46,3 +46,24 @@ async def watch_rules(paths: Callable[[], Sequence[str]], reload: Callable[[], o
             log.info("rule files changed; reloading the rules")
             seen = now
             reload()
+
+
+class RuleWatcher:
+    """The watch as a part of ``alertd serve``: ``reload`` is what SIGHUP runs (rules, credentials, certificate,
+    the receivers), so a changed file reloads the whole group."""
+
+    name = "rule watcher"
+
+    def __init__(self, paths: Callable[[], Sequence[str]], reload: Callable[[], object], every: float = EVERY):
+        self.paths, self.reload, self.every = paths, reload, every
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(watch_rules(self.paths, self.reload, every=self.every),
+                                                            name="alertd-rule-watch")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None

@@ -198,7 +198,8 @@ class Service:
 
     async def _now_ready(self) -> None:
         self.ready = True
-        log.info("alertd started as %s", self.role_name)
+        if self.role == "replica":  # leader or follower means something only among replicas
+            log.info("alertd replica started as %s", self.role_name)
 
     async def _not_ready(self) -> None:
         self.ready = False

@@ -2,6 +2,7 @@
 the first to stop (no request is taken once the service has begun to stop)."""
 from __future__ import annotations
 
+import socket
 import ssl
 from dataclasses import dataclass
 
@@ -13,13 +14,14 @@ SHUTDOWN_TIMEOUT = 10.0  # seconds requests in flight may take to finish when th
 @dataclass(frozen=True)
 class Listen:
     """Where the server listens; ``bind=False`` binds nothing (the engine process of a receiver group, whose
-    receivers take every connection, so an engine step never holds up a webhook)."""
+    receivers take every connection, so an engine step never holds up a webhook). ``sock``: a listening
+    socket to serve on instead of binding (a receiver's, inherited from its engine process)."""
 
     host: str = "127.0.0.1"
     port: int = 9095
-    reuse_port: bool = False
     ssl_context: ssl.SSLContext | None = None
     bind: bool = True
+    sock: socket.socket | None = None
 
 
 class WebServer:
@@ -34,8 +36,10 @@ class WebServer:
         if not self.listen.bind:
             return
         try:
-            await web.TCPSite(self._runner, self.listen.host, self.listen.port, ssl_context=self.listen.ssl_context,
-                              reuse_port=self.listen.reuse_port or None).start()
+            site: web.BaseSite = web.SockSite(self._runner, self.listen.sock, ssl_context=self.listen.ssl_context) \
+                if self.listen.sock is not None else \
+                web.TCPSite(self._runner, self.listen.host, self.listen.port, ssl_context=self.listen.ssl_context)
+            await site.start()
         except BaseException:  # a port in use: this part did not start, so it cleans up itself
             await self._runner.cleanup()
             raise

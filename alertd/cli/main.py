@@ -60,8 +60,8 @@ def _audit(args: argparse.Namespace) -> int:
     from alertd.store import open_store
     from alertd.store.base import AuditEntry
 
-    if (cfg := _config(args.config)) is None:
-        return 2
+    from alertd.cli import api_client
+
     since = None
     if args.since:
         try:
@@ -70,6 +70,10 @@ def _audit(args: argparse.Namespace) -> int:
         except (ValueError, OverflowError):
             print(f"--since {args.since!r}: give a duration (24h) or an RFC 3339 time", file=sys.stderr)
             return 2
+    if args.url:  # a running alertd's API: for a store this machine cannot open
+        return api_client.audit(args, since.isoformat() if since else "")
+    if (cfg := _config(args.config)) is None:
+        return 2
     data_dir = Path(args.data_dir) if args.data_dir else cfg.data_dir
     db = Path(cfg.sqlite_path) if cfg.sqlite_path else data_dir / "alertd.sqlite3"
     if cfg.storage_backend == "sqlite" and not db.exists():
@@ -87,11 +91,7 @@ def _audit(args: argparse.Namespace) -> int:
 
     entries = asyncio.run(read())
     for e in reversed(entries):  # oldest first, like a log
-        if args.json:
-            print(json.dumps(e.to_dict()))
-        else:
-            outcome = "" if e.outcome == "ok" else f"  [{e.outcome}]"
-            print(f"{e.to_dict()['at']}  {e.actor:30} {e.action:12} {e.target:14} via {e.via}{outcome}")
+        print(json.dumps(e.to_dict()) if args.json else api_client.audit_line(e.to_dict()))
     return 0
 
 
@@ -118,7 +118,7 @@ def _authoring(command: str, args: argparse.Namespace) -> int:
     try:
         if command == "check":
             return check.main(args.paths, sys.stdout, runbooks=args.runbooks, strict=args.strict,
-                              prometheus_rules=args.prometheus_rules)
+                              prometheus_rules=args.prometheus_rules, show_all=args.all)
         if command == "test":
             return ruletest.main(args.files, args.run, sys.stdout)
         return replay.main(args.file, rule_paths=args.rules, config=args.config, as_json_output=args.json,
@@ -139,7 +139,7 @@ def _serve_parser(sub: Any) -> None:
                        help="serve a non-loopback address without API authentication (refused otherwise)")
     serve.add_argument("--record", metavar="FILE", help="append every accepted webhook to FILE (JSON lines) for `alertd replay`")
     serve.add_argument("--receivers", type=int, metavar="N",
-                       help="receiver processes beside the engine on the same port (SO_REUSEPORT); "
+                       help="receiver processes beside the engine, sharing its listening socket; "
                             "default: 1 on SQLite with two or more cores, else 0")
     serve.add_argument("--role", choices=["engine", "replica", "receiver"],
                        help="engine: always run the engine; replica: run it while holding the lease (the default on "
@@ -150,7 +150,10 @@ def _serve_parser(sub: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from alertd.cli import api_client as remote
 
+    from alertd.core.version import version
+
     parser = argparse.ArgumentParser(prog="alertd", description="GPU-aware incident correlation for Alertmanager.")
+    parser.add_argument("--version", action="version", version=f"alertd {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     _serve_parser(sub)
@@ -160,7 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--runbooks", metavar="DIR", help="runbook pages to check references against (default: runbooks/ next to the rules)")
     check.add_argument("--strict", action="store_true", help="warnings fail too")
     check.add_argument("--prometheus-rules", nargs="+", metavar="FILE",
-                       help="Prometheus rule files of the site: say which signal each alerting rule maps to")
+                       help="Prometheus rule files or directories of the site: say which signal each GPU-related "
+                            "alerting rule maps to (exit 1 when one does not parse, like promtool)")
+    check.add_argument("--all", action="store_true", help="with --prometheus-rules: list the other rules too")
     check.set_defaults(func=lambda a: _authoring("check", a))
 
     test = sub.add_parser("test", help="run rule unit tests (default: rules/tests/*.test.yml)")
@@ -194,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--action", help="ack, resolve, silence_1h, unsilence, reload, ...")
     audit.add_argument("--limit", type=int, default=100)
     audit.add_argument("--json", action="store_true", help="one JSON object per line")
+    remote.connection(audit, "to read the trail through its API (an admin token) instead of the store", url=None)
     audit.set_defaults(func=_audit)
     return parser
 

@@ -19,13 +19,16 @@ from typing import Callable
 from alertd.alertmanager.reconcile_loop import build_reconciler
 from alertd.app.assemble import build_service
 from alertd.app.lifecycle import App, Part
+from alertd.app.listener import child_environ, inherited_listener
 from alertd.app.options import ServeOptions
 from alertd.app.preflight import Cleared, PreflightFailed, damaged, preflight
 from alertd.app.receiver_group import GroupDir, ask_reload, engine_failure
 from alertd.app.receiver_processes import ReceiverPool
 from alertd.app.receivers import ReceiverGroup
 from alertd.app.reload import Outcome, Reloader
+from alertd.app.rule_watch import RuleWatcher
 from alertd.app.service import Service
+from alertd.app.startup_line import start_line
 from alertd.app.store_health import StoreHealth
 from alertd.app.web_server import Listen, WebServer
 from alertd.authoring.record import Recorder
@@ -95,10 +98,8 @@ def run(options: ServeOptions, cfg: Config, group: GroupDir | None) -> int:
         print(exc, file=sys.stderr)
         return 2
     app = App(parts(options, cfg, cleared, group, metrics, credentials, certificate))
-    host, port = cfg.host_port
-    log.info("alertd %s on %s://%s:%d (store: %s, rules: %s)",
-             f"engine process; its {options.receivers} receiver processes listen" if group else "listening",
-             "https" if certificate.context else "http", host, port, cfg.storage_backend, ", ".join(cfg.rule_paths))
+    if options.role != "receiver":  # one line for the group: where, which store, which rules
+        log.info("%s", start_line(cfg, tls=certificate.context is not None, receivers=options.receivers if group else 0))
     _tune_gc()
     try:
         app.run()
@@ -120,7 +121,9 @@ def parts(options: ServeOptions, cfg: Config, cleared: Cleared, group: GroupDir 
     joined = GroupDir.joined() if options.role == "receiver" else None  # a receiver of a group
     recorder = Recorder(options.record) if options.record else None
     svc = _service(options, cfg, cleared, metrics, joined, recorder)
-    pool = ReceiverPool(options.receivers, options.receiver_argv(), env=group.environ()) if group else None
+    sock = cleared.listener  # the group's port, bound by the preflight: the receivers inherit it
+    pool = ReceiverPool(options.receivers, options.receiver_argv(), pass_fds=[sock.fileno()],
+                        env={**group.environ(), **child_environ(sock)}) if group and sock else None
     steps: list[Callable[[], Outcome]] = [svc.reload_rules, credentials.reload, certificate.reload]
     if pool is not None:  # the receiver processes re-read their rules and credentials too
         steps.append(lambda: _signal(pool, signal.SIGHUP))
@@ -135,13 +138,15 @@ def parts(options: ServeOptions, cfg: Config, cleared: Cleared, group: GroupDir 
         out.append(ReceiverGroup(group, pool, reload=reloader.reload, failure=svc.health.failure,
                                  publish=svc.metrics.publish))
     out.append(reloader)
+    if joined is None and options.role != "receiver" and cfg.rule_watch_interval > 0:  # an edited ConfigMap reloads
+        out.append(RuleWatcher(lambda: svc.cfg.rule_paths, reloader.reload_recorded, cfg.rule_watch_interval))
     if recorder is not None:
         out.append(recorder)
     host, port = cfg.host_port
     # With receivers the engine process binds nothing, so an engine step never holds up a webhook that the
     # kernel would have handed to this process's event loop.
-    out.append(WebServer(web, Listen(host, port, reuse_port=options.role == "receiver",
-                                     ssl_context=certificate.context, bind=group is None)))
+    inherited = inherited_listener() if options.role == "receiver" else None
+    out.append(WebServer(web, Listen(host, port, ssl_context=certificate.context, bind=group is None, sock=inherited)))
     return out
 
 

@@ -130,3 +130,32 @@ async def test_show_on_a_fleet_incident_prints_its_nodes(tmp_path, capsys):
         assert all(child in out for child in inc["children"])
     finally:
         await h.stop()
+
+
+async def test_explain_incident_and_audit_read_a_locked_alertd_with_a_token_file(tmp_path, capsys):
+    """explain --incident used a second API client that ignored token files; audit had no --url."""
+    from alertd.config.settings import parse_config
+    from tests.support.notify_harness import hook, xid_alert
+
+    admin = "adm1n-t0ken-0123456789"
+    h = Harness(tmp_path)
+    h.cfg = parse_config({**h.cfg.raw, "api": {"auth": {"tokens": [{"name": "ops", "role": "admin", "token": admin}]}}},
+                         "test")
+    await h.start()
+    try:
+        h.client.session.headers["Authorization"] = f"Bearer {admin}"
+        await h.post(hook(xid_alert("gpu-node-2", 4), node="gpu-node-2"))
+        inc = await h.one_incident()
+        token_file = tmp_path / "token"
+        token_file.write_text(admin + "\n")
+        url = str(h.client.make_url("")).rstrip("/").removeprefix("http://")  # host:port, no scheme
+        code, out, err = await cli(capsys, "explain", "--incident", inc["id"], "--url", url, "--token-file", str(token_file))
+        assert code == 0 and "GPUXidError" in out and "signal  xid" in out, err
+        code, _, err = await cli(capsys, "explain", "--incident", inc["id"], "--url", url)
+        assert code == 1 and "HTTP 401" in err  # no token: said in words, no traceback
+        code, out, _ = await cli(capsys, "incidents", "ack", inc["id"], "--url", url, "--token-file", str(token_file))
+        assert code == 0
+        code, out, err = await cli(capsys, "audit", "--url", url, "--token-file", str(token_file), "--since", "1h")
+        assert code == 0 and out.split()[1:5] == ["ops", "ack", inc["id"], "via"], (out, err)
+    finally:
+        await h.stop()

@@ -116,7 +116,8 @@ def test_remediation_adds_only_what_it_needs(tmp_path):
     verbs = lambda docs: {(g, r, v) for d in docs if d["kind"] == "ClusterRole" for rule in d["rules"]  # noqa: E731
                           for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     assert all(v in {"get", "list", "watch"} for _, _, v in verbs(off))
-    assert verbs(on) - verbs(off) == {("", "nodes", "patch"), ("", "pods/eviction", "create")}
+    assert verbs(on) - verbs(off) == {("", "nodes", "patch"), ("", "pods/eviction", "create"),
+                                      ("policy", "poddisruptionbudgets", "list")}
 
 
 def test_deploy_kubernetes_is_the_chart_rendered(tmp_path):

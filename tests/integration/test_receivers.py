@@ -123,7 +123,7 @@ def test_the_port_serves_the_whole_group(tmp_path: Path) -> None:
     """Metrics summed over the processes, no engine socket on the port, /-/reload reaching the engine's rules."""
     rules = tmp_path / "rules"
     shutil.copytree(REPO / "rules", rules, ignore=shutil.ignore_patterns("tests"))
-    cfg = {"log": {"level": "info"}, "rules": {"paths": [str(rules)]}, "notify": {"slack": {"signing_secret": SECRET}}}
+    cfg = {"log": {"level": "info"}, "rules": {"paths": [str(rules)], "watch_interval": "0"}, "notify": {"slack": {"signing_secret": SECRET}}}
     server = AlertdProcess(tmp_path / "alertd", cfg, serve_args=["--receivers", "2"]).start()
     try:
         children = child_pids(server.pid)
