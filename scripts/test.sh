@@ -7,7 +7,7 @@
 #
 # `scripts/test.sh --unit [pytest args]` is the fast loop: no installs, no services,
 # ruff + mypy + tests/unit with the Python of .venv (or $PYTHON, or python3), in
-# under a minute. mypy runs beside pytest: on two cores the two overlap.
+# under a minute. mypy runs beside pytest's two workers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--unit" ]; then
@@ -16,8 +16,10 @@ if [ "${1:-}" = "--unit" ]; then
   "$PY" -m ruff check alertd tests bench
   mypy_out=$(mktemp); trap 'rm -f "$mypy_out"' EXIT
   "$PY" -m mypy > "$mypy_out" 2>&1 & mypy_pid=$!
+  # Two pytest workers (pytest-xdist, in the test extra) when the .venv has it: unit tests share nothing.
+  workers=(); if "$PY" -c 'import xdist' 2>/dev/null; then workers=(-n 2); fi
   status=0
-  "$PY" -m pytest -p no:cacheprovider -q tests/unit "$@" || status=$?
+  "$PY" -m pytest -p no:cacheprovider -q "${workers[@]}" tests/unit "$@" || status=$?
   mypy_status=0
   wait "$mypy_pid" || mypy_status=$?
   cat "$mypy_out"
