@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 from aiohttp.test_utils import TestServer
 
+from alertd.app.lifecycle import cleanup_ctx
 from alertd.app.service import Service
 from alertd.config.settings import parse_config
 from alertd.core.fleet import NodeSample
@@ -142,7 +143,9 @@ async def main(argv: list[str] | None = None) -> int:
         return 0
     cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, "storage": {"sqlite_path": str(db)}}, "bench")
     svc = Service(cfg, SqliteStore(db), load_rules(cfg.rule_paths), clock=lambda: end)
-    server = TestServer(build_app(svc), host="127.0.0.1")
+    app = build_app(svc)
+    app.cleanup_ctx.append(cleanup_ctx(svc))  # the service starts and stops with the app
+    server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     try:
         url = str(server.make_url(f"/ui/reports/reliability?since={period.since.date()}&until={period.until.date()}"))

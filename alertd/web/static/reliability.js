@@ -5,7 +5,8 @@
     var el = document.getElementById("report-data");
     if (!el || typeof Chart === "undefined") { return; }
     var r = JSON.parse(el.textContent);
-    var flat = { animation: false, responsive: true, maintainAspectRatio: false };
+    var flat = { animation: false, responsive: true, maintainAspectRatio: false,
+                 scales: { x: { beginAtZero: true }, y: { beginAtZero: true } } };
     var weeks = r.weekly.map(function (w) { return w.week; });
     var refs = r.references.map(function (ref, i) {
       return { type: "line", label: ref.name, data: weeks.map(function () { return ref.per1000GpuDays; }),
@@ -16,7 +17,7 @@
     new Chart(document.getElementById("chart-out"), { type: "bar", options: flat, data: {
       labels: r.daily.map(function (d) { return d.day; }),
       datasets: [{ label: "GPU-hours out of service", data: r.daily.map(function (d) { return d.gpuHoursOutOfService; }) }] } });
-    new Chart(document.getElementById("chart-causes"), { type: "bar", options: Object.assign({ indexAxis: "y" }, flat), data: {
+    new Chart(document.getElementById("chart-causes"), { type: "bar", options: flat, data: {
       labels: r.byCause.map(function (c) { return c.category + (c.xid ? " Xid " + c.xid : ""); }),
       datasets: [{ label: "failures", data: r.byCause.map(function (c) { return c.failures; }) }] } });
     var actions = Object.keys(r.mttrSeconds.byAction);
