@@ -22,7 +22,7 @@ from alertd.enrich.jobs import JobImpactReader
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.settings import KubeSettings
 from tests.support.fixtures import require
-from tests.support.kube_apiserver import KubeAPIServer
+from tests.support.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
 from tests.support.kubeflow_crd import pytorchjob_crd
 from tests.support.notify_harness import Harness, hook, wait_for, xid_alert
 
@@ -68,14 +68,7 @@ def cluster(kube_apiserver: KubeAPIServer) -> KubeAPIServer:
     k = kube_apiserver
     crd = require(pytorchjob_crd)
     ok(k.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd), 409)
-    shipped = [d for d in yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "rbac.yaml").read_text()) if d]
-    role = next(d for d in shipped if d["kind"] == "ClusterRole")
-    ok(k.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", role), 409)
-    ok(k.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "alertd-test-user"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alertd"}]}), 409)
+    bind_shipped_enrichment_role(k)
     ok(k.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
         "name": NS, "labels": {"team": "ml-research"},
         "annotations": {"alertd.io/slack-channel": "#ml-research"}}}))

@@ -16,7 +16,7 @@ from alertd.enrich.node_index import NodeIndex, NodeIndexSettings
 from alertd.enrich.settings import KubeSettings
 from alertd.core.model import Alert
 from alertd.engine.normalize import NormalizeConfig
-from tests.support.kube_apiserver import KubeAPIServer
+from tests.support.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
 from tests.unit.builders import shipped_rules
 
 pytestmark = pytest.mark.services
@@ -36,15 +36,7 @@ def ok(answer: tuple[int, Any], *also: int) -> Any:
 @pytest.fixture(scope="module")
 def cluster(kube_apiserver: KubeAPIServer) -> KubeAPIServer:
     k = kube_apiserver
-    shipped = [d for d in yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "rbac.yaml").read_text()) if d]
-    role = next(d for d in shipped if d["kind"] == "ClusterRole")
-    # the session's API server is shared: another module may have created the shipped role and binding (409)
-    ok(k.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", role), 409)
-    ok(k.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "alertd-test-user"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alertd"}]}), 409)
+    bind_shipped_enrichment_role(k)
     for name, ip in NODES.items():
         node = ok(k.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
             "name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}}))

@@ -30,6 +30,8 @@ CACHE_DIR = Path(os.environ.get("ALERTD_CACHE") or Path.home() / ".cache" / "ale
 KUBE_VERSION = os.environ.get("ALERTD_KUBE_VERSION") or "v1.34.4"
 USERS = ("alertd", "nobody", "remediator")  # static-token users with no rights of their own
 
+REPO = Path(__file__).resolve().parents[2]
+
 
 def kube_bin(name: str) -> Path:
     path = CACHE_DIR / f"kube-{KUBE_VERSION}" / "bin" / name
@@ -96,6 +98,22 @@ class KubeAPIServer:
         cmd = [str(kube_bin("kubectl")), f"--server={self.url}", f"--certificate-authority={self.ca_file}",
                f"--token={token or self.admin_token}", *args]
         return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def bind_shipped_enrichment_role(k: KubeAPIServer, user: str = "alertd") -> None:
+    """deploy/kubernetes/rbac.yaml's read-only role, as shipped, bound to a static-token user. The session's
+    server is shared by several modules: the role and binding another one created already are fine (409)."""
+    import yaml
+
+    shipped = [d for d in yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "rbac.yaml").read_text()) if d]
+    role = next(d for d in shipped if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "alertd-enrichment")
+    for path, body in (("clusterroles", role), ("clusterrolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{user}-test-user"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "alertd-enrichment"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})):
+        status, answer = k.request("POST", f"/apis/rbac.authorization.k8s.io/v1/{path}", body)
+        assert status in (200, 201, 409), answer
 
 
 def start_kube_apiserver(workdir: Path, timeout: float = 90.0) -> KubeAPIServer:
