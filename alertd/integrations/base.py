@@ -26,7 +26,7 @@ import abc
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, Self, TypeVar
 
 from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.model import Incident
@@ -92,6 +92,7 @@ class Links:
 class NotifierSettings:
     """What every notifier's settings share: the request timeout and where message links point."""
 
+    KIND: ClassVar[str] = ""  # the integration's name, its key in ``Config.notify``
     timeout: float = 10.0
     runbook_base_url: str = ""
     alertmanager_url: str = ""
@@ -104,6 +105,12 @@ class NotifierSettings:
         return {"timeout": parse_duration(doc.get("timeout", "10s")).total_seconds(),
                 "runbook_base_url": links.runbook_base_url, "alertmanager_url": links.alertmanager_url,
                 "alertd_url": links.alertd_url}
+
+    @classmethod
+    def from_config(cls, cfg: NotifyConfig) -> Self:
+        """The settings parsed with the config (``Config.notify``), or the defaults when there are none."""
+        settings = cfg.notify.get(cls.KIND)
+        return settings if isinstance(settings, cls) else cls()
 
     @property
     def links(self) -> Links:

@@ -28,7 +28,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import aiohttp
 
@@ -40,7 +40,7 @@ from alertd.core.findings import Owners
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
-                                       Notifier, NotifierSettings, NotifyConfig, NotifyStore, Problem, folded_unposted,
+                                       Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
                                        key_name)
 from alertd.integrations.presentation import ACTION_TEXT, incident_links
 
@@ -52,18 +52,13 @@ MAX_SUMMARY = 1024
 
 @dataclass(slots=True)
 class PagerDutySettings(NotifierSettings):
+    KIND: ClassVar[str] = "pagerduty"
     events_url: str = DEFAULT_EVENTS_URL
     routing_keys: dict[str, str] = field(default_factory=dict)
 
     @property
     def enabled(self) -> bool:
         return any(v.strip() for v in self.routing_keys.values())
-
-    @classmethod
-    def from_config(cls, cfg: NotifyConfig) -> "PagerDutySettings":
-        """The settings parsed with the config (``Config.notify``)."""
-        settings = cfg.notify.get("pagerduty")
-        return settings if isinstance(settings, cls) else cls()
 
     @classmethod
     def parse(cls, doc: dict[str, Any], links: Links) -> "PagerDutySettings":

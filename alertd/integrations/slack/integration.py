@@ -29,7 +29,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, ClassVar, Hashable
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -41,7 +41,7 @@ from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.durations import format_duration, parse_duration
 from alertd.core.model import CLOSED, OPEN
 from alertd.integrations.base import (DURATION_SCHEMA, Delivered, DeliveryError, Integration, Links, Notifier,
-                                       NotifierSettings, NotifyConfig, NotifyStore, Problem, folded_unposted)
+                                       NotifierSettings, NotifyStore, Problem, folded_unposted)
 from alertd.integrations.ratelimit import RateLimiter
 from alertd.integrations.slack.lost import CHANNEL_ID, UNUSABLE, Unconfirmed, find_channel, find_post, metadata
 from alertd.integrations.slack.render import RenderContext, render_incident, render_thread
@@ -60,6 +60,7 @@ GONE = frozenset({"message_not_found"})
 
 @dataclass(slots=True)
 class SlackSettings(NotifierSettings):
+    KIND: ClassVar[str] = "slack"
     token: str = ""
     base_url: str = DEFAULT_BASE_URL
     signing_secret: str = ""
@@ -71,12 +72,6 @@ class SlackSettings(NotifierSettings):
     @property
     def enabled(self) -> bool:
         return bool(self.token.strip())
-
-    @classmethod
-    def from_config(cls, cfg: NotifyConfig) -> "SlackSettings":
-        """The settings parsed with the config (``Config.notify``)."""
-        settings = cfg.notify.get("slack")
-        return settings if isinstance(settings, cls) else cls()
 
     @classmethod
     def parse(cls, doc: dict[str, Any], links: Links) -> "SlackSettings":
