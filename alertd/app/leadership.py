@@ -40,8 +40,9 @@ class Leadership:
     name = "leadership"
 
     def __init__(self, cfg: Config, store: SqlStore, processor: Processor, *, role: str, parts: list[Part],
-                 nodes: NodeIndex | None = None, enricher: Resumes | None = None):
+                 nodes: NodeIndex | None = None, enricher: Resumes | None = None, holder: str = ""):
         self.cfg, self.store, self.processor, self.role = cfg, store, processor, role
+        self.holder = holder or replica_name()  # this process's name in the engine lease
         self.nodes, self.enricher = nodes, enricher
         self._leader = Lifecycle(parts)
         self.elector: Elector | None = None
@@ -57,7 +58,7 @@ class Leadership:
             await self.lead(0)
         elif self.role == "replica":
             ha = self.cfg.ha
-            self.elector = Elector(self.store, holder=replica_name(), address=ha.advertise or self.cfg.listen,
+            self.elector = Elector(self.store, holder=self.holder, address=ha.advertise or self.cfg.listen,
                                    ttl=ha.lease_ttl, renew_every=ha.renew_interval,
                                    on_elected=self.lead, on_deposed=self.follow)
             await self.elector.round()  # lead at once when the lease is free

@@ -35,7 +35,7 @@ from alertd.core.service_metrics import Metrics
 from alertd.engine.pipeline import Engine
 from alertd.enrich.node_index import NodeIndex
 from alertd.ha import commands
-from alertd.ha.elector import Elector
+from alertd.ha.elector import Elector, replica_name
 from alertd.integrations.base import Notifier
 from alertd.integrations.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
@@ -99,7 +99,9 @@ class Service:
         self.ready = False
         self.reporting = Reporting(self, cfg.raw.get("report"), clock)  # fleet samples, report facts, digest
         # Cordon / drain proposals, approvals and the executor (alertd/app/remediate.py, docs/remediation.md).
-        self.remediation = Remediations.from_config(self)
+        # A replica's name in the engine lease also fences the remediations it claims; one engine is "engine".
+        self.holder = replica_name() if role == "replica" else "engine"
+        self.remediation = Remediations.from_config(self, holder=self.holder)
         self.processor = self._processor(rules)
         self.admission = Admission(cfg, store, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)
@@ -109,7 +111,7 @@ class Service:
         if enricher is not None:
             enricher.bind(self)
         self.leadership = Leadership(cfg, store, self.processor, role=role, parts=self._leader_parts(),
-                                     nodes=nodes, enricher=enricher)
+                                     nodes=nodes, enricher=enricher, holder=self.holder)
         self._lifecycle = Lifecycle(self._parts())
         if callable(getattr(store, "disk_bytes", None)):  # SQLite: a few stat() calls, so measured at each scrape
             self.metrics.measure_store_bytes(store.disk_bytes)  # type: ignore[attr-defined]
@@ -137,15 +139,10 @@ class Service:
                                     failed=self.processor.step_failed, before_prune=self.reporting.rollup)
         parts: list[Part] = [Task("alertd-processor", self.processor.run), Task("alertd-ticker", self.processor.tick),
                              self.processor.outbox, Task("alertd-housekeeping", housekeeping.run),
-                             Task("alertd-reporting", self.reporting.run), Task("alertd-remediation", self._remediate)]
+                             Task("alertd-reporting", self.reporting.run), Task("alertd-remediation", self.remediation.run)]
         if self.reconciler is not None:
             parts.append(Task("alertd-reconciler", self.reconciler.run))
         return parts
-
-    async def _remediate(self) -> None:
-        elector = self.leadership.elector
-        self.remediation.holder = elector.holder if elector is not None else "engine"  # fences its claims
-        await self.remediation.run()
 
     def _parts(self) -> list[Part]:
         """The service's parts in the order they start (they stop in reverse)."""
