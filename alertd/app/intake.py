@@ -21,7 +21,7 @@ from alertd.rules.evidence import gpu_looking
 from alertd.engine.pipeline import Engine
 from alertd.core.service_metrics import Metrics
 from alertd.core.model import Alert, parse_iso
-from alertd.receive.payload import BadPayload, delivery_key, encode_webhook, read_notification
+from alertd.receive.payload import BadPayload, delivery_key, encode_webhook, read_stored
 from alertd.rules.ruleset import RuleSet
 from alertd.store.base import Hook, InboxKey, Store, StoreUnavailable, Taken
 from alertd.store.quarantine import note
@@ -122,7 +122,7 @@ class Intake:
         for hook in hooks:
             received = parse_iso(hook.received_at) or self.clock()
             try:
-                alerts.extend(read_notification(hook.body, received).alerts)
+                alerts.extend(read_stored(hook.body, received).alerts)
             except BadPayload as exc:
                 self._aside("unreadable")
                 set_aside.append(InboxKey(f"webhook:{hook.id}:{received.timestamp():.6f}", received, 2,
