@@ -2,7 +2,8 @@
 # Install everything the tests need (Debian packages, OpenSearch/Elasticsearch from
 # Maven Central, Python packages into .venv), then run the whole suite. The test
 # session starts each real service (Prometheus, Alertmanager, PostgreSQL,
-# OpenSearch, Elasticsearch) itself, on loopback ports, once.
+# OpenSearch, Elasticsearch, kube-apiserver) itself, on free loopback ports, once per
+# pytest-xdist worker that needs it.
 # Extra arguments go to pytest (e.g. -k correlation, -x).
 #
 # `scripts/test.sh --unit [pytest args]` is the fast loop: no installs, no services,
@@ -43,5 +44,10 @@ export PATH="$PWD/.venv/bin:$PATH"
 # Lint and types first (configured in pyproject.toml): they fail in seconds, the suite takes minutes.
 .venv/bin/ruff check alertd tests bench
 .venv/bin/mypy
+# pytest-xdist workers (ALERTD_TEST_WORKERS, default 4; `scripts/test.sh -n 0` runs serially). Most of the
+# suite's time is tests waiting on real clocks and real services, not CPU, so 4 workers beat 2 even on 2
+# cores. loadgroup keeps the tests of one xdist_group (tests/conftest.py: the search servers, the
+# kube-apiserver, a module-scoped fixture) on one worker, which starts that service once.
 # pytest exits 5 when it collected no tests: with `set -e` that fails the run too.
-exec .venv/bin/python -m pytest -p no:cacheprovider -ra --durations=15 "$@"
+exec .venv/bin/python -m pytest -p no:cacheprovider -ra --durations=15 \
+  -n "${ALERTD_TEST_WORKERS:-4}" --dist loadgroup "$@"

@@ -6,6 +6,13 @@ a session service fixture makes it ``services`` (and ``postgres`` for PostgreSQL
 parametrized over the backends), the ``browser`` fixture makes it ``browser``. Tests that start Prometheus or
 Alertmanager themselves carry ``pytest.mark.services`` in their module. Unit tests get a tighter default
 timeout than the ini's, because a unit test that runs for a minute is a hang, not a slow test.
+
+scripts/test.sh runs the suite on pytest-xdist workers with ``--dist loadgroup``; each worker starts the
+session services it needs. ``worker_group`` keeps the tests that share something costly on one worker
+(``pytest.mark.xdist_group``): the two JVM search servers (``search``) and the kube-apiserver with etcd
+(``kube``) then start once in the run instead of once per worker, and a module whose tests share a
+module-scoped fixture (an alertd process, a Prometheus, a fresh venv) builds it once. PostgreSQL starts
+in a second or two and is left to each worker.
 """
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ pytest_plugins = ["tests.support.fixtures"]
 TESTS = Path(__file__).parent
 TIER_BY_DIRECTORY = {"unit": "unit", "integration": "integration", "sim": "integration", "e2e": "e2e"}
 SERVICE_FIXTURES = frozenset({"postgres", "opensearch", "elasticsearch", "kube_apiserver"})
+SEARCH_SERVICES = frozenset({"opensearch", "elasticsearch"})
 UNIT_TIMEOUT_S = 60
 
 
@@ -33,6 +41,33 @@ def tier_markers(directory: str, fixtures: set[str], params: set[object]) -> lis
     return list(dict.fromkeys(names))
 
 
+def worker_group(directory: str, fixtures: set[str], params: set[object], module: str,
+                 module_scoped: bool) -> str | None:
+    """The xdist group of one test, or None when any worker may run it.
+
+    A search server is named by a fixture or, for a fixture parametrized over the backends that asks
+    for the server at run time, by a parameter (unit tests start no services: their parameters are
+    only names)."""
+    named = fixtures | (params if directory != "unit" else set())
+    if named & SEARCH_SERVICES:
+        return "search"
+    if "kube_apiserver" in fixtures:
+        return "kube"
+    return module if module_scoped else None
+
+
+def _module_scoped(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture built once per module (or class, or package) by this suite."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d.scope in ("module", "class", "package") and _ours(d.func) for chain in defs for d in chain)
+
+
+def _ours(func: object) -> bool:
+    code = getattr(func, "__code__", None)
+    return code is not None and Path(code.co_filename).is_relative_to(TESTS)
+
+
 def _directory(item: pytest.Item) -> str:
     try:
         return Path(item.path).relative_to(TESTS).parts[0]
@@ -40,14 +75,19 @@ def _directory(item: pytest.Item) -> str:
         return ""
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
         params = {v for v in callspec.params.values() if isinstance(v, str)} if callspec else set()
-        names = tier_markers(_directory(item), set(getattr(item, "fixturenames", ())), params)
+        directory, fixtures = _directory(item), set(getattr(item, "fixturenames", ()))
+        names = tier_markers(directory, fixtures, params)
         have = {m.name for m in item.iter_markers()}
         for name in names:
             if name not in have:
                 item.add_marker(name)
+        group = worker_group(directory, fixtures, params, item.nodeid.split("::")[0], _module_scoped(item))
+        if group is not None and "xdist_group" not in have:
+            item.add_marker(pytest.mark.xdist_group(group))
         if "unit" in names and "timeout" not in have:
             item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S))

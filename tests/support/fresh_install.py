@@ -8,10 +8,12 @@ runtime dependencies are the test environment's own, made visible to the new env
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,8 +30,12 @@ def _setuptools_wheel() -> Path:
     found = sorted(CACHE.glob("setuptools-*.whl"))
     if not found:
         CACHE.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(CACHE),
-                               SETUPTOOLS], capture_output=True, text=True, timeout=300)
+        # Into a private directory, then renamed: a concurrent run never sees half a wheel.
+        with tempfile.TemporaryDirectory(dir=CACHE) as part:
+            done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", part,
+                                   SETUPTOOLS], capture_output=True, text=True, timeout=300)
+            for wheel in Path(part).glob("setuptools-*.whl"):
+                os.replace(wheel, CACHE / wheel.name)
         found = sorted(CACHE.glob("setuptools-*.whl"))
         if done.returncode or not found:
             raise InstallUnavailable(f"could not download {SETUPTOOLS}: {done.stderr[-500:]}")

@@ -162,15 +162,23 @@ def service_account() -> tuple[int, int] | None:
     """(uid, gid) to drop to when running as root, else None."""
     if os.geteuid() != 0:
         return None
-    try:
-        pw = pwd.getpwnam(SERVICE_USER)
-    except KeyError:
-        subprocess.run(
+    # Several pytest workers may get here at once on a fresh machine: the user another one created is as
+    # good as ours, and useradd refuses while another holds /etc/passwd's lock (exit 10), so try again.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            pw = pwd.getpwnam(SERVICE_USER)
+            return pw.pw_uid, pw.pw_gid
+        except KeyError:
+            pass
+        made = subprocess.run(
             ["useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
              "/nonexistent", "--shell", "/usr/sbin/nologin", SERVICE_USER],
-            check=True, capture_output=True)
-        pw = pwd.getpwnam(SERVICE_USER)
-    return pw.pw_uid, pw.pw_gid
+            capture_output=True, text=True)
+        if made.returncode not in (0, 9, 10) or time.monotonic() > deadline:  # 9: exists, 10: passwd locked
+            raise ServiceStartError(f"useradd {SERVICE_USER} failed ({made.returncode}): {made.stderr}")
+        if made.returncode == 10:
+            time.sleep(0.2)
 
 
 def run_as(account: tuple[int, int] | None) -> dict:

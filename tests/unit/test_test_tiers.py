@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.conftest import tier_markers
+from tests.conftest import tier_markers, worker_group
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -18,6 +18,17 @@ def test_tiers_come_from_the_directory_and_what_a_test_uses():
     assert tier_markers("integration", {"kube_apiserver"}, set()) == ["integration", "services"]
     assert tier_markers("sim", {"browser"}, set()) == ["integration", "browser"]
     assert tier_markers("e2e", set(), set()) == ["e2e", "services"]
+
+
+def test_tests_sharing_a_costly_service_or_module_fixture_share_a_worker():
+    mod = "tests/integration/test_x.py"
+    assert worker_group("integration", {"opensearch"}, set(), mod, False) == "search"
+    assert worker_group("integration", {"opensearch", "elasticsearch", "postgres"}, set(), mod, True) == "search"
+    assert worker_group("integration", {"searcher"}, {"elasticsearch"}, mod, True) == "search"
+    assert worker_group("e2e", {"kube_apiserver", "postgres"}, set(), mod, False) == "kube"
+    assert worker_group("integration", {"server"}, set(), mod, True) == mod
+    assert worker_group("integration", {"postgres"}, {"postgres"}, mod, False) is None
+    assert worker_group("unit", {"backend"}, {"opensearch"}, mod, False) is None  # only a name in a unit test
 
 
 def test_only_the_browser_support_module_imports_selenium():
