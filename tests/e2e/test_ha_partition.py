@@ -110,10 +110,11 @@ def test_partitioned_leader_is_replaced_fenced_and_rejoins(tmp_path: Path, postg
                 assert wait_for_leader([cut], timeout=15) is cut
                 for r in others:
                     r.start(timeout=60)
-                # Eight nodes re-firing (every webhook new work) and, every 1.6 s, a new node losing a GPU.
-                storm = Storm(others, rate=30, seconds=22,
+                # Eight nodes re-firing (every webhook new work) and, every 1.6 s, a new node losing a GPU,
+                # from before the cut until the old leader is back as a follower (stopped then; 40 s at most).
+                storm = Storm(others, rate=30, seconds=40,
                               gen=UniqueWebhooks(run="part", nodes=8, nodes_per_cluster=4, seed=5))
-                failing = Storm(others, rate=0.6, seconds=22, gen=FailingGpus())  # type: ignore[arg-type]
+                failing = Storm(others, rate=0.6, seconds=40, gen=FailingGpus())  # type: ignore[arg-type]
                 threads = [storm.in_thread(), failing.in_thread()]
                 wait("the leader's first Slack posts", lambda: slack_link.bytes_up and len(incidents(cut)) >= 2, 20,
                      every=0.1)
@@ -148,7 +149,11 @@ def test_partitioned_leader_is_replaced_fenced_and_rejoins(tmp_path: Path, postg
                 elected_at = cut_at + elected
                 assert "idle in transaction" not in session_states(dsn, db_link.upstream_ports)  # ended by the server
 
-                time.sleep(3)  # the new leader works while the old one stays cut off
+                # The new leader works (a node that lost its GPU since: a new incident) while the old one
+                # stays cut off.
+                known = len(incidents(new_leader, limit="1000"))
+                wait("a new incident from the new leader", lambda: len(incidents(new_leader, limit="1000")) > known,
+                     20, every=0.1)
                 assert role_of(cut) == "follower"
                 db_link.heal()
                 healed_at = time.monotonic()
@@ -164,6 +169,8 @@ def test_partitioned_leader_is_replaced_fenced_and_rejoins(tmp_path: Path, postg
                 assert status == 200, status
                 print(f"after the heal: the old leader took a webhook {time.monotonic() - healed_at:.2f} s later")
                 assert role_of(cut) == "follower" and role_of(new_leader) == "leader"
+                for st in (storm, failing):
+                    st.stop.set()
                 for thread in threads:
                     thread.join(30)
                 acked = storm.acked + failing.acked

@@ -106,7 +106,8 @@ def alertmanager_peers(am: RunningService) -> int:
 @dataclass
 class Storm:
     """Posts unique webhooks to the live replicas in turn, like Alertmanagers behind a load balancer:
-    a refused or failed post is retried on the next replica. ``acked`` holds what got a 2xx."""
+    a refused or failed post is retried on the next replica. ``acked`` holds what got a 2xx. It runs for
+    ``seconds`` at most; ``stop`` ends it sooner, once a test has seen what it needed under load."""
 
     replicas: list[AlertdProcess]
     rate: float = 80.0
@@ -119,10 +120,11 @@ class Storm:
     retry_after: set = field(default_factory=set)  # Retry-After values seen on 503s
     slowest: float = 0.0  # seconds: the longest wait for an answer
     on_tick: Callable[[float], None] | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
         start, i, turn = time.monotonic(), 0, 0
-        while time.monotonic() - start < self.seconds:
+        while time.monotonic() - start < self.seconds and not self.stop.is_set():
             doc = self.gen.next()
             for _ in range(3 * len(self.replicas)):  # bounded retries
                 replica = self.replicas[turn % len(self.replicas)]
@@ -146,7 +148,7 @@ class Storm:
             i += 1
             if self.on_tick:
                 self.on_tick(time.monotonic() - start)
-            time.sleep(max(0.0, start + i / self.rate - time.monotonic()))
+            self.stop.wait(max(0.0, start + i / self.rate - time.monotonic()))
 
     def in_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self.run, name="storm", daemon=True)
