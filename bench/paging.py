@@ -62,14 +62,14 @@ def score(lives: list[Life], rules: RuleSet, group_by: tuple[str, ...]) -> Score
     for (inc_id, target), item in first_target.items():
         inc = run.incidents[inc_id]
         closed_first = inc.resolved_at is not None and inc.resolved_at <= item.due_at
-        adopted = first_target.get((str(item.payload.get("adopt", "")), target))  # as the PagerDuty notifier:
+        adopted = first_target.get((item.payload.adopt, target))  # as the PagerDuty notifier:
         adopts = adopted is not None and adopted.intent == "page" and adopted.due_at <= item.due_at  # a page sent
         if target.startswith("pagerduty:") and item.intent == "page" and not closed_first and not adopts:
             triggers += 1
             first_page = min(first_page or item.due_at, item.due_at)
             began = min([inc.opened_at] + [run.incidents[c].opened_at for c in inc.children if c in run.incidents])
             delays.append((item.due_at - began).total_seconds())
-        if target.startswith("slack:") and not item.payload.get("only_if_posted"):
+        if target.startswith("slack:") and not item.payload.only_if_posted:
             posts += 1
     return Score(triggers, res.first, first_page, len([i for i in run.incidents.values() if not i.parent_id
                                                        or i.fleet]), posts, delays)

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from alertd.rules.shipped import SHIPPED_RULES  # noqa: E402
-from alertd.core.outbox_items import Intent  # noqa: E402
+from alertd.core.outbox_items import Intent, Show  # noqa: E402
 from alertd.gpu.catalog import XidCatalog  # noqa: E402
 from alertd.core.model import GPU, Change, Event, Incident, Member, Subject  # noqa: E402
 from alertd.store.base import OutboxItem, Step  # noqa: E402
@@ -65,7 +65,8 @@ async def run(steps: int) -> None:
         started = time.monotonic()
         for inc in incidents:
             step = Step(changes=[Change(incident=inc, kinds=["opened"], events=inc.timeline, members=list(inc.members))],
-                        outbox=[OutboxItem(inc.id, "console", Intent.SHOW, {"incident": inc.id, "title": inc.title}, T0)])
+                        outbox=[OutboxItem(inc.id, "console", Intent.SHOW, Show(kinds=("opened",), route="", receiver="", team="",
+                                                                           incident={"id": inc.id, "title": inc.title}), T0)])
             await store.commit_step(step)
             due = await store.due_outbox(T0 + timedelta(hours=1), 10)
             await store.finish_outbox_batch([(o.id, None) for o in due if o.id is not None])

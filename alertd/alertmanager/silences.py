@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from alertd.core.durations import parse_duration
 from alertd.core.http_session import LazySession
@@ -143,7 +144,7 @@ class AlertmanagerClient:
         """Create a silence for the incident; returns what alertd records on it (annotation ``silence``)."""
         matchers = silence_matchers(inc, node_labels or ("node", "kubernetes_node", "Hostname", "hostname", "instance"),
                                     cluster_label)
-        link = f" {alertd_url.rstrip('/')}/ui/incidents/{inc.id}" if alertd_url else ""
+        link = f" {URL(alertd_url).joinpath('ui', 'incidents', inc.id)}" if alertd_url else ""
         comment = f"alertd incident {inc.id}: {inc.title}{link}"
         ends = now + duration
         sid = await self.create_silence(matchers, now, ends, created_by, comment)

@@ -16,9 +16,9 @@ import asyncio
 import dataclasses
 import logging
 from datetime import datetime
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
-from alertd.core.model import CLOSED, Change, Event
+from alertd.core.model import CLOSED, Change, Event, Incident
 from alertd.enrich.settings import KubeSettings
 from alertd.ha.commands import CommandTimeout
 from alertd.remediation import decide
@@ -35,8 +35,51 @@ MAX_ATTEMPTS = 3  # an unreachable API server is tried this many times before th
 VERBS = ("approve", "override", "cancel", "stop")
 
 
+class RemediationStore(Protocol):
+    """The store as remediation uses it: the remediations (alertd/store/remediations.py) and the incidents."""
+
+    async def get_incident(self, incident_id: str) -> Incident | None: ...
+
+    async def get_remediation(self, rem_id: str) -> dict[str, Any] | None: ...
+
+    async def list_remediations(self, *, incident_id: str | None = None, states: tuple[str, ...] = (),
+                                cluster: str | None = None, limit: int = 500) -> list[dict[str, Any]]: ...
+
+    async def put_remediation(self, doc: dict[str, Any], expect: int | None, event: dict[str, Any] | None = None,
+                              *, fenced: bool = False) -> bool: ...
+
+
+class HasRemediationPolicy(Protocol):
+    """The rules as loaded now (a reload replaces them): the remediation policies."""
+
+    @property
+    def remediation(self) -> RemediationPolicy: ...
+
+
+class RemediationHost(Protocol):
+    """The service as remediation sees it: its store, clock and rules, whether it leads, and the two writes
+    every transition makes besides its row (the audit entry, the incident's ``remediation`` annotation)."""
+
+    @property
+    def store(self) -> RemediationStore: ...
+
+    @property
+    def rules(self) -> HasRemediationPolicy: ...
+
+    @property
+    def leading(self) -> bool: ...
+
+    def clock(self) -> datetime: ...
+
+    async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
+                    detail: str = "") -> None: ...
+
+    async def annotate(self, incident_id: str, key: str, value: dict[str, Any], kind: str, text: str = "",
+                       actor: str = "") -> list[Change]: ...
+
+
 class Remediations:
-    def __init__(self, svc: Any, kube: KubeRemediator | None, *, holder: str = "engine",
+    def __init__(self, svc: RemediationHost, kube: KubeRemediator | None, *, holder: str = "engine",
                  monotonic: Callable[[], float] | None = None):
         self.svc, self.kube, self.holder = svc, kube, holder
         self._lock = asyncio.Lock()
@@ -46,14 +89,14 @@ class Remediations:
         self._wake = asyncio.Event()  # an approval on this replica: look at once rather than at the next poll
 
     @classmethod
-    def from_config(cls, svc: Any, holder: str = "engine") -> "Remediations":
-        kube_doc = ((svc.cfg.raw.get("enrich") or {}).get("kube"))
+    def from_config(cls, svc: RemediationHost, kube_doc: dict[str, Any] | None, holder: str = "engine") -> "Remediations":
+        """``kube_doc``: the ``enrich.kube`` section; alertd acts with the credentials enrichment reads with."""
         kube = KubeRemediator(KubeSettings.from_doc(kube_doc)) if kube_doc and kube_doc.get("enabled", True) else None
         return cls(svc, kube, holder=holder)
 
     @property
     def policy(self) -> RemediationPolicy:
-        return self.svc.rules.remediation  # type: ignore[no-any-return]
+        return self.svc.rules.remediation
 
     # ----- writes, each with its timeline event and audit entry -----
 

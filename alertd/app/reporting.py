@@ -16,17 +16,25 @@ import asyncio
 import logging
 import time
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+
+from prometheus_client.registry import Collector
 
 from alertd.core.durations import parse_duration
+from alertd.core.fleet import NodeSample
 from alertd.enrich.fleet_size import sample_fleet
+from alertd.enrich.kube import KubeContext
 from alertd.enrich.kube_api import KubeUnavailable
 from alertd.ha.elector import replica_name
+from alertd.integrations.base import Notifier
 from alertd.report import digest
-from alertd.report.build import reliability
+from alertd.report.build import ReportStore, reliability
 from alertd.report.compute import Period
 from alertd.report.metrics import WINDOWS, ReportCollector
 from alertd.report.rollup import rollup
+from alertd.rules.rma import RmaRule
+from alertd.rules.windows import CordonPolicy
+from alertd.rules.ruleset import RuleSet
 
 log = logging.getLogger(__name__)
 ROUND = 60.0
@@ -34,32 +42,67 @@ REFRESH = timedelta(minutes=5)
 ROLL_EVERY = 30.0  # seconds: reports asked for more often read the facts as they are (the rollup scans incidents)
 
 
-class Reporting:
-    """Owned by the service; ``run`` is one of the engine's loops, ``rollup`` runs before each prune."""
+class ReportingStore(ReportStore, digest.DigestStore, Protocol):
+    """The store as the report's background work uses it: the facts, the fleet's samples, the digest's claim."""
 
-    def __init__(self, svc: Any, doc: dict[str, Any] | None, clock: Callable[[], datetime]):
+    async def record_fleet_sample(self, cluster: str, nodes: list[NodeSample], now: datetime) -> None: ...
+
+    async def fleet_nodes(self, cluster: str = "") -> list[tuple[str, str, str, int, bool]]: ...
+
+
+@runtime_checkable
+class PostsText(Protocol):
+    """An integration that can post plain text to a channel (Slack): where the weekly digest goes."""
+
+    async def post_text(self, channel: str, text: str) -> None: ...
+
+
+class ReportingHost(Protocol):
+    """The service as the report's work sees it: its store, the rules as loaded now, its integrations."""
+
+    @property
+    def store(self) -> ReportingStore: ...
+
+    @property
+    def rules(self) -> RuleSet: ...
+
+    @property
+    def notifiers(self) -> Mapping[str, Notifier]: ...
+
+
+class AddsCollectors(Protocol):
+    """The service's metrics (alertd/core/service_metrics.py): the report's figures are a collector of their own."""
+
+    def add_collector(self, collector: Collector) -> None: ...
+
+
+class Reporting:
+    """Owned by the service; ``run`` is one of the engine's loops, ``rollup`` runs before each prune.
+    ``kube``: enrichment's Kubernetes client, which samples the fleet; ``cluster_default``: the cluster named
+    when neither the report section nor the client names one; ``external_url``: links in the digest."""
+
+    def __init__(self, svc: ReportingHost, doc: Mapping[str, Any] | None, clock: Callable[[], datetime], *,
+                 kube: KubeContext | None, metrics: AddsCollectors, cluster_default: str = "", external_url: str = ""):
         doc = doc or {}
-        self.svc, self.clock = svc, clock
+        self.svc, self.clock, self.external_url = svc, clock, external_url
         self.sample_every = parse_duration(doc.get("sample_interval", "1h"))
         self.digest = digest.DigestSettings.from_doc(doc.get("digest"))
-        kube = getattr(svc.enricher, "kube", None)
         self.kube = kube if doc.get("sample_fleet", True) else None
-        self.cluster = doc.get("cluster") or (kube.settings.cluster if kube is not None else "") or \
-            svc.cfg.normalize.cluster_default
+        self.cluster: str = doc.get("cluster") or (kube.settings.cluster if kube is not None else "") or cluster_default
         self.collector = ReportCollector()
         self.holder = replica_name()
         self._sampled: datetime | None = None
         self._refreshed: datetime | None = None
         self._rolled = -ROLL_EVERY  # time.monotonic() of the last rollup
         self._roll_lock = asyncio.Lock()
-        svc.metrics.add_collector(self.collector)
+        metrics.add_collector(self.collector)
 
-    def _policy(self) -> Any:
-        routing = getattr(self.svc.rules, "routing", None)
-        return getattr(routing, "cordoned", None)
+    def _policy(self) -> CordonPolicy | None:
+        policy = getattr(self.svc.rules.routing, "cordoned", None)  # (no routing section: no policy)
+        return policy if isinstance(policy, CordonPolicy) else None
 
-    def _rma(self) -> tuple[Any, ...]:
-        return tuple(getattr(self.svc.rules, "rma", ()) or ())
+    def _rma(self) -> tuple[RmaRule, ...]:
+        return tuple(r for r in self.svc.rules.rma if isinstance(r, RmaRule))
 
     async def report(self, p: Period) -> dict[str, Any]:
         await self._roll(force=False)
@@ -101,7 +144,7 @@ class Reporting:
 
     async def post(self, channel: str, text: str) -> None:
         slack = self.svc.notifiers.get("slack")
-        if slack is None or not hasattr(slack, "post_text"):
+        if not isinstance(slack, PostsText):
             log.info("weekly digest (no Slack configured):\n%s", text)
             return
         await slack.post_text(channel, text)
@@ -116,7 +159,7 @@ class Reporting:
             await self.refresh(now)
         await digest.post_if_due(self.svc.store, self.digest, now, self.holder,
                                  lambda since, until: self.report(Period(since, until)), self.post,
-                                 self.svc.cfg.external_url)
+                                 self.external_url)
 
     async def run(self) -> None:
         while True:

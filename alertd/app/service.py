@@ -33,6 +33,7 @@ from alertd.config.settings import Config
 from alertd.core.model import Alert, Change, Incident, Signal
 from alertd.core.service_metrics import Metrics
 from alertd.engine.pipeline import Engine
+from alertd.enrich.kube import KubeContext
 from alertd.enrich.node_index import NodeIndex
 from alertd.ha import commands
 from alertd.ha.elector import Elector, replica_name
@@ -80,6 +81,12 @@ class Records(Protocol):
     def write(self, received_at: datetime, raw_body: bytes | str) -> None: ...
 
 
+def _kube_of(enricher: Enriches | None) -> KubeContext | None:
+    """Enrichment's Kubernetes client, when it has one: the report samples the fleet with it."""
+    kube = getattr(enricher, "kube", None)
+    return kube if isinstance(kube, KubeContext) else None
+
+
 class Service:
     def __init__(self, cfg: Config, store: SqlStore, rules: RuleSet, *, clock: Callable[[], datetime] = utcnow,
                  notifiers: dict[str, Notifier] | None = None, router: ConsoleRouter | Router | None = None,
@@ -97,11 +104,13 @@ class Service:
         self.enricher = enricher  # runs after commit, off the request path; reports back through enrich()
         self.recorder = recorder  # serve --record: the webhook handler appends every accepted webhook
         self.ready = False
-        self.reporting = Reporting(self, cfg.raw.get("report"), clock)  # fleet samples, report facts, digest
+        self.reporting = Reporting(  # fleet samples, report facts, digest
+            self, cfg.raw.get("report"), clock, kube=_kube_of(enricher), metrics=self.metrics,
+            cluster_default=cfg.normalize.cluster_default, external_url=cfg.external_url)
         # Cordon / drain proposals, approvals and the executor (alertd/app/remediate.py, docs/remediation.md).
         # A replica's name in the engine lease also fences the remediations it claims; one engine is "engine".
         self.holder = replica_name() if role == "replica" else "engine"
-        self.remediation = Remediations.from_config(self, holder=self.holder)
+        self.remediation = Remediations.from_config(self, (cfg.raw.get("enrich") or {}).get("kube"), holder=self.holder)
         self.processor = self._processor(rules)
         self.admission = Admission(cfg, store, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)

@@ -20,6 +20,7 @@ from alertd.config.settings import Config
 from alertd.core.durations import DurationError, parse_duration
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.core.model import iso, parse_iso
+from alertd.core.outbox_items import encode_payload
 from alertd.engine.normalize import NormalizeConfig
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import BadPayload, Notification, parse_notification, read_notification
@@ -157,8 +158,8 @@ def as_json(res: ReplayResult) -> dict[str, Any]:
         "incidents": [inc.to_dict() for inc in run.incidents.values()],
         "notifications": [
             {"at": iso(s.at), "due": iso(s.item.due_at), "incident": s.item.incident_id, "target": s.item.target,
-             "kind": str(s.item.intent), "change": s.item.payload.get("kinds", []), "sent": not fate, "skipped": fate,
-             "payload": s.item.payload}
+             "kind": str(s.item.intent), "change": list(s.item.payload.kinds), "sent": not fate, "skipped": fate,
+             "payload": encode_payload(s.item.payload)}
             for s, fate in run.outcomes()
         ],
         "rejected": [str(p) for p in res.rejected],
@@ -189,7 +190,7 @@ def print_text(res: ReplayResult, out: TextIO) -> None:
           f"{sum(1 for _, fate in outcomes if fate)} skipped):", file=out)
     width = max((len(s.item.target) for s, _ in outcomes), default=0)
     for s, fate in outcomes:
-        kinds = ",".join(s.item.payload.get("kinds", [])) if isinstance(s.item.payload, dict) else ""
+        kinds = ",".join(s.item.payload.kinds)
         notes = [f"queued {_short(s.at).strip()}"] if s.item.due_at != s.at else []
         notes += [fate] if fate else []
         tail = f"  ({'; '.join(notes)})" if notes else ""

@@ -175,12 +175,11 @@ class VirtualRun:
         out: list[tuple[Sent, str]] = []
         for sent in sorted(self.sent, key=lambda s: s.item.due_at):
             item = sent.item
-            payload = item.payload if isinstance(item.payload, dict) else {}
             target = (item.incident_id, item.target.main)
             inc = self.incidents.get(item.incident_id)
             if item.due_at > self.now:
                 fate = "not due yet"
-            elif payload.get("only_if_posted") and target not in posted:
+            elif item.payload.only_if_posted and target not in posted:
                 fate = "nothing posted there before: skipped"
             elif target not in posted and inc is not None and folded_by(inc, item.due_at):
                 fate = f"folded into fleet incident {inc.parent_id} before it was posted: dropped"

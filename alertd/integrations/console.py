@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
-from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.outbox_items import Intent, OutboxItem, Show, Target, Timeline
 from alertd.integrations.base import Delivered, Integration, Links, Notifier, NotifierSettings, NotifyStore, Problem
 
 log = logging.getLogger("alertd.incidents")
@@ -23,12 +23,14 @@ class ConsoleNotifier(Notifier):
         if not log.isEnabledFor(logging.INFO):
             return Delivered()
         for item in items:
-            inc = item.payload.get("incident", {})
-            events = "; ".join(f"{e['kind']}: {e.get('text', '')}".rstrip(": ") for e in item.payload.get("events", []))
+            p = item.payload
+            inc = (p.incident if isinstance(p, Show) else None) or {}
+            events = "; ".join(f"{e['kind']}: {e.get('text', '')}".rstrip(": ")
+                               for e in (p.events if isinstance(p, (Show, Timeline)) else ()))
             log.info(
                 "%s [%s %s] %s — %s",
                 inc.get("id"), inc.get("status"), inc.get("severity"), inc.get("title"), events,
-                extra={"incident": inc, "change": item.payload.get("kinds", [])},  # JSON logs carry the incident
+                extra={"incident": inc, "change": list(p.kinds)},  # JSON logs carry the incident
             )
         return Delivered()
 

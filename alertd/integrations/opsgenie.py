@@ -118,7 +118,7 @@ class OpsgenieNotifier(Notifier):
         if last and not (last == "created" and SEVERITY_RANK.get(inc.severity, 0) >
                          SEVERITY_RANK.get(sent.get("severity", ""), 0)):
             return Delivered()
-        await self._send(key, "/v2/alerts", create_body(inc, self.settings, item.payload.get("note", "")))
+        await self._send(key, "/v2/alerts", create_body(inc, self.settings, item.payload.note))
         return Delivered(ref=json.dumps({"state": "created", "severity": inc.severity}))
 
     async def _send(self, key: str, path: str, body: dict[str, Any]) -> None:

@@ -34,7 +34,7 @@ import aiohttp
 
 from alertd.core.http_session import LazySession
 
-from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Show, Target, Timeline
 from alertd.core.findings import Owners
 from alertd.core.model import OPEN, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
@@ -119,14 +119,14 @@ class WebhookNotifier(Notifier):
             "version": VERSION,
             "intent": str(head.intent),
             "sequence": items[-1].id,
-            "kinds": [k for p in payloads for k in p.get("kinds", [])],
-            "events": [e for p in payloads for e in p.get("events", [])],
-            "note": next((p["note"] for p in reversed(payloads) if p.get("note")), ""),
-            "muted": payloads[-1].get("muted", ""),
+            "kinds": [k for p in payloads for k in p.kinds],
+            "events": [e for p in payloads if isinstance(p, (Show, Timeline)) for e in p.events],
+            "note": next((p.note for p in reversed(payloads) if p.note), ""),
+            "muted": payloads[-1].muted,
             "incident": webhook_incident(inc, self.links),
         }
-        if head.intent == Intent.ESCALATE:
-            body["escalation"] = {"after": head.payload.get("after", 0), "routingKey": head.payload.get("routing_key", "")}
+        if isinstance(head.payload, Escalate):
+            body["escalation"] = {"after": head.payload.after, "routingKey": head.payload.routing_key}
         await self._post(endpoint, body, f"{inc.id}/{items[-1].id}")
         return Delivered(ref=SENT)
 

@@ -34,7 +34,7 @@ import aiohttp
 
 from alertd.core.http_session import LazySession
 
-from alertd.core.outbox_items import Intent, OutboxItem, Payload, Target
+from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Paging, Target
 from alertd.core.durations import format_duration
 from alertd.core.findings import Owners
 from alertd.core.installation import scoped
@@ -100,7 +100,11 @@ class PagerDutyNotifier(Notifier):
 
     async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
         item = items[0]
-        name = item.payload.get("routing_key") or item.target.address
+        payloads = [i.payload for i in items]
+        paging: list[Paging] = [p for p in payloads if isinstance(p, Paging)]
+        if len(paging) < len(payloads):
+            raise DeliveryError(f"PagerDuty takes pages, not {item.intent} items", retry=False)
+        name = paging[0].routing_key or item.target.address
         key = self.settings.routing_keys.get(name)
         if not key:
             raise DeliveryError(f"no PagerDuty routing key named {name!r} in notify.pagerduty.routing_keys", retry=False)
@@ -112,12 +116,12 @@ class PagerDutyNotifier(Notifier):
             return Delivered()  # its fleet took its PagerDuty alert over and keeps it current
         if not ref:
             ref = await self._adopted(items)
-        return await self._sync(item, [i.payload for i in items], inc, key, ref)
+        return await self._sync(item, paging, inc, key, ref)
 
     async def _adopted(self, items: list[OutboxItem]) -> str | None:
         """A fleet's first page takes over the alert of a node incident already paged (``adopt`` names it,
         router.py): the storm stays ONE PagerDuty alert, updated to the fleet, instead of a second trigger."""
-        child = next((i.payload["adopt"] for i in reversed(items) if i.payload.get("adopt")), "")
+        child = next((i.payload.adopt for i in reversed(items) if i.payload.adopt), "")
         if not child:
             return None
         sent = _state(await self.store.notify_ref(str(child), items[0].target))
@@ -132,16 +136,17 @@ class PagerDutyNotifier(Notifier):
         fleet = _state(await self.store.notify_ref(inc.parent_id, target))
         return bool(mine) and fleet.get("dedup_key") == mine
 
-    async def _sync(self, item: OutboxItem, payloads: list[Payload], inc: Incident, key: str, ref: str | None) -> Delivered:
+    async def _sync(self, item: OutboxItem, payloads: list[Paging], inc: Incident, key: str, ref: str | None) -> Delivered:
         latest = payloads[-1]
         sent = _state(ref)
         # The key this incident's PagerDuty alert already has (bare for alerts opened before installation ids).
         dedup = sent.get("dedup_key") or (inc.id if sent else scoped(self.installation(), inc.id))
-        severity = latest.get("severity") or inc.severity
-        if item.intent == Intent.ESCALATE:
+        severity = latest.severity or inc.severity
+        head = payloads[0]
+        if isinstance(head, Escalate):
             if sent or inc.status != OPEN or inc.parent_id:
                 return Delivered()  # escalated already, acknowledged/resolved in time, or its fleet escalates
-            after = format_duration(_seconds(item.payload.get("after")))
+            after = format_duration(timedelta(seconds=head.after))
             await self._send(key, "trigger", inc, severity, dedup, note=f"escalated: not acknowledged within {after}")
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
         last = sent.get("state", "")
@@ -156,13 +161,13 @@ class PagerDutyNotifier(Notifier):
                 return Delivered(ref=json.dumps({"state": "acknowledged", "severity": severity, "dedup_key": dedup}))
             return Delivered()
         # open
-        if all(p.get("only_if_posted") for p in payloads) and not last:
+        if all(p.only_if_posted for p in payloads) and not last:
             return Delivered()
         if last == "adopting":  # the same PagerDuty alert, now saying what the fleet is: no new page
-            await self._send(key, "trigger", inc, severity, dedup, note=latest.get("note", ""))
+            await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
         if not last or (last == "triggered" and SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(sent.get("severity", ""), 0)):
-            await self._send(key, "trigger", inc, severity, dedup, note=latest.get("note", ""))
+            await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
         return Delivered()
 
@@ -276,13 +281,6 @@ class PagerDuty(Integration[PagerDutySettings]):
 
 
 INTEGRATION = PagerDuty()
-
-
-def _seconds(value: Any) -> timedelta:
-    try:
-        return timedelta(seconds=float(value or 0))
-    except (TypeError, ValueError):
-        return timedelta(0)
 
 
 def _clip(text: str, limit: int) -> str:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
-from urllib.parse import quote, urlsplit
+from typing import TYPE_CHECKING, Iterable, Mapping
+from urllib.parse import quote, urlencode, urlsplit
 
+from yarl import URL
+
+from alertd.core.matchers import Matcher
 from alertd.integrations.base import Links
 
 if TYPE_CHECKING:
@@ -56,14 +59,28 @@ def runbook_url(page: str, base: str) -> str:
 
 def alertmanager_link(inc: "Incident", base: str) -> str:
     """The incident's alerts in Alertmanager's UI (filtered by node, pod or cluster), or "" without a base."""
+    if inc.fleet:
+        matcher = Matcher("cluster", "=", inc.cluster) if inc.cluster else None
+    else:
+        matcher = Matcher("node", "=", inc.node) if inc.node else (Matcher("pod", "=", inc.pod) if inc.pod else None)
+    return alertmanager_page(base, "/alerts", {"filter": "{" + str(matcher) + "}"} if matcher else {})
+
+
+def silence_link(base: str, silence_id: str) -> str:
+    """A silence in Alertmanager's UI, or "" without a base."""
+    return alertmanager_page(base, "/silences/" + quote(silence_id, safe=""))
+
+
+def alertmanager_page(base: str, view: str, query: Mapping[str, str] | None = None) -> str:
+    """A page of Alertmanager's UI under ``base`` (which may carry a path prefix), or "" when ``base`` is no web URL.
+    ``view`` is an encoded path (``/alerts``). The UI routes on the fragment (``#/alerts?filter=...``) and reads its query with percent-decoding only, so each
+    value is percent-encoded whole (a space is %20, never ``+``; ``=``, ``,``, ``&`` and ``"`` are encoded too)."""
     if not web_url(base):
         return ""
-    if inc.fleet:
-        matcher = f'cluster="{inc.cluster}"' if inc.cluster else ""
-    else:
-        matcher = f'node="{inc.node}"' if inc.node else (f'pod="{inc.pod}"' if inc.pod else "")
-    url = base.rstrip("/") + "/#/alerts"
-    return url + ("?filter=" + quote("{" + matcher + "}", safe="") if matcher else "")
+    root = URL(base)
+    page = URL.build(path=view, query_string=urlencode(query or {}, quote_via=quote), encoded=True)
+    return str(URL.build(scheme=root.scheme, authority=root.raw_authority, path=root.raw_path.rstrip("/") + "/",
+                         fragment=str(page), encoded=True))
 
 
 def first_web_url(urls: Iterable[str]) -> str:
@@ -88,11 +105,11 @@ def incident_links(inc: "Incident", links: Links, generator_urls: Iterable[str] 
     the order the message lists them (default: the members' own order)."""
     p = inc.primary
     urls = generator_urls if generator_urls is not None else (m.generator_url for m in inc.members.values())
-    alertd = links.alertd_url.rstrip("/") if web_url(links.alertd_url) else ""
+    alertd = URL(links.alertd_url) if web_url(links.alertd_url) else None
     return IncidentLinks(
         runbook=runbook_url(p.runbook if p else "", links.runbook_base_url),
         prometheus=first_web_url(urls),
         alertmanager=alertmanager_link(inc, links.alertmanager_url),
-        ui=f"{alertd}/ui/incidents/{inc.id}" if alertd else "",
-        api=f"{alertd}/api/v1/incidents/{inc.id}" if alertd else "",
+        ui=str(alertd.joinpath("ui", "incidents", inc.id)) if alertd else "",
+        api=str(alertd.joinpath("api", "v1", "incidents", inc.id)) if alertd else "",
     )

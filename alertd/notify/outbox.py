@@ -90,6 +90,9 @@ class OutboxWorker:
                 await self.store.retry_outbox(item.id, self.clock(), f"no notifier for target {item.target!r}", give_up=True)
                 self.metrics.notifications.labels(kind, "no_notifier").inc()
                 return []
+            if item.unreadable:  # stored in a shape its intent does not have: nothing to deliver, ever
+                await self._failed(item, kind, item.unreadable, False, None)
+                return []
             try:
                 d = await run(self.stages, Delivery(item, notifier))
             except DeliveryError as exc:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any, Iterable
+from typing import Any, Iterable, TypedDict
 
-from alertd.core.outbox_items import Intent, OutboxItem, Payload, Target
+from alertd.core.outbox_items import Escalate, Intent, JsonDoc, OutboxItem, Page, Resolve, Show, Target, Timeline
 from alertd.core.router_memory import ESCALATION, SENT, MemoryDelta, RouterMemory
 from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
 from alertd.integrations import registry
@@ -37,20 +37,35 @@ ROUTE_CHANGING = frozenset({"severity_changed", "classification_upgraded"})
 CHILD_KINDS = frozenset({"folded_into_fleet", "acknowledged", "resolved"})
 
 
-def change_payload(change: Change) -> Payload:
-    """What a log line needs. Notifiers that show an incident read its current state from the store,
-    so the payload stays small even for a fleet incident listing thousands of nodes."""
+def change_summary(change: Change) -> JsonDoc:
+    """What a log line needs of the incident. Notifiers that show an incident read its current state from the
+    store, so the payload stays small even for a fleet incident listing thousands of nodes."""
     inc = change.incident
     return {
-        "kinds": change.kinds,
-        "urgent": change.urgent,
-        "incident": {
-            "id": inc.id, "key": inc.key, "status": inc.status, "severity": inc.severity, "category": inc.category,
-            "title": inc.title, "cluster": inc.cluster, "node": inc.node, "signals": inc.signals, "xids": inc.xids,
-            "firing": inc.firing, "memberCount": len(inc.members), "fleetNodes": len(inc.nodes),
-        },
-        "events": [e.to_dict() for e in change.events],
+        "id": inc.id, "key": inc.key, "status": inc.status, "severity": inc.severity, "category": inc.category,
+        "title": inc.title, "cluster": inc.cluster, "node": inc.node, "signals": inc.signals, "xids": inc.xids,
+        "firing": inc.firing, "memberCount": len(inc.members), "fleetNodes": len(inc.nodes),
     }
+
+
+def change_payload(change: Change) -> Show:
+    """A log line of the change, with no route: the console's own."""
+    return Show(kinds=tuple(change.kinds), urgent=change.urgent, route="", receiver="", team="",
+                incident=change_summary(change), events=tuple(e.to_dict() for e in change.events))
+
+
+class Routed(TypedDict):
+    """What one change routed to one target says in each item it makes there."""
+
+    kinds: tuple[str, ...]
+    urgent: bool
+    only_if_posted: bool
+    note: str
+    muted: str
+    route: str
+    receiver: str
+    team: str
+    adopt: str
 
 
 class ConsoleRouter:
@@ -288,8 +303,8 @@ class Router:
         inc = change.incident
         names = ", ".join(sorted(t.address or str(t) for t in moved))
         event = {"at": iso(now), "kind": "routed", "text": f"now {decision.severity}: routed to {names} too"}
-        payload: Payload = {"kinds": change.kinds, "urgent": change.urgent, "only_if_posted": True, "note": decision.note,
-                            "muted": "", "route": "", "receiver": "", "team": "", "events": [event]}
+        payload = Timeline(kinds=tuple(change.kinds), urgent=change.urgent, only_if_posted=True, note=decision.note,
+                           route="", receiver="", team="", events=(event,))
         where = sorted({p for posted in moved.values() for p in posted})
         return [OutboxItem(inc.id, Target(t), Intent.TIMELINE, payload, now) for t in where]
 
@@ -300,41 +315,33 @@ class Router:
         if integration is None or (quiet and not integration.remembers):
             return []
         inc = change.incident
-        common: Payload = {
-            "kinds": change.kinds,
-            "urgent": change.urgent,
-            "only_if_posted": quiet,
-            "note": decision.note,
-            "muted": why,
-            "route": hit.route if hit else "",
-            "receiver": hit.receiver if hit else "",
-            "team": hit.team if hit else "",
-        }
-        out: list[OutboxItem] = []
         # A reopened incident (the same key back within the reopen window) was sent before it resolved: its
         # message is updated where it is and nothing pages again for a flap.
         first = target not in known and not quiet and "reopened" not in change.kinds
         wait = self._group_wait(inc, now) if first else None
-        adopt = self._adoptable(inc, target) if first else ""
-        if adopt:  # PagerDuty takes the node's alert over; a conversation may take its message over
-            common["adopt"] = adopt
+        common = Routed(kinds=tuple(change.kinds), urgent=change.urgent, only_if_posted=quiet, note=decision.note,
+                        muted=why, route=hit.route if hit else "", receiver=hit.receiver if hit else "",
+                        team=hit.team if hit else "",
+                        # PagerDuty takes the node's alert over; a conversation may take its message over
+                        adopt=self._adoptable(inc, target) if first else "")
+        out: list[OutboxItem] = []
         opening = "opened" in change.kinds or first
         if integration.accepts(Intent.SHOW):
             if not integration.remembers:  # a log line: the change itself, at once
-                out.append(OutboxItem(inc.id, target, Intent.SHOW, {**change_payload(change), **common}, now))
+                line = Show(**common, incident=change_summary(change), events=tuple(e.to_dict() for e in change.events))
+                out.append(OutboxItem(inc.id, target, Intent.SHOW, line, now))
             else:
                 due = now if (opening or change.urgent or not self.debounce) else now + self.debounce
-                out.append(OutboxItem(inc.id, target, Intent.SHOW, common, now + wait if wait else due))
+                out.append(OutboxItem(inc.id, target, Intent.SHOW, Show(**common), now + wait if wait else due))
         if integration.accepts(Intent.TIMELINE) and not quiet and not opening:
-            thread = [e for e in change.events if e.kind not in QUIET_KINDS]
+            thread = tuple(e.to_dict() for e in change.events if e.kind not in QUIET_KINDS)
             if thread:
-                out.append(OutboxItem(inc.id, target, Intent.TIMELINE,
-                                      {**common, "events": [e.to_dict() for e in thread]}, now))
+                out.append(OutboxItem(inc.id, target, Intent.TIMELINE, Timeline(**common, events=thread), now))
         pager_news = set(change.kinds) & PAGER_KINDS
         if integration.accepts(Intent.PAGE) and (pager_news or first):
-            intent = Intent.RESOLVE if pager_news and pager_news <= URGENT_KINDS else Intent.PAGE
-            payload: Payload = {**common, "routing_key": target.address, "severity": decision.severity}
-            out.append(OutboxItem(inc.id, target, intent, payload, now + wait if wait else now))
+            page = (Resolve if pager_news and pager_news <= URGENT_KINDS else Page)(
+                **common, routing_key=target.address, severity=decision.severity)
+            out.append(OutboxItem(inc.id, target, page.intent, page, now + wait if wait else now))
         return out
 
     def _adoptable(self, inc: Incident, target: Target) -> str:
@@ -381,9 +388,9 @@ class Router:
                 target = Target(raw)
                 integration = registry.get(target.kind)
                 if integration is not None and integration.accepts(Intent.RESOLVE):
-                    out.append(OutboxItem(inc.id, target, Intent.RESOLVE, {
-                        "kinds": change.kinds, "urgent": True, "only_if_posted": True, "routing_key": target.address,
-                        "escalation": True, "severity": decision.severity, "note": decision.note}, now))
+                    out.append(OutboxItem(inc.id, target, Intent.RESOLVE, Resolve(
+                        kinds=tuple(change.kinds), urgent=True, only_if_posted=True, routing_key=target.address,
+                        escalation=True, severity=decision.severity, note=decision.note), now))
         if inc.status != OPEN:
             return out
         for hit in decision.hits:
@@ -396,8 +403,8 @@ class Router:
                 continue
             self._mark(scheduled, inc.id, ESCALATION, marker)
             due = now + esc.after
-            payload: Payload = {"after": esc.after.total_seconds(), "routing_key": esc.routing_key, "escalation": True,
-                                "severity": decision.severity, "note": decision.note, "kinds": ["escalated"]}
+            payload = Escalate(after=esc.after.total_seconds(), routing_key=esc.routing_key, escalation=True,
+                               severity=decision.severity, note=decision.note, kinds=("escalated",))
             pager = self._target(esc.target)
             if pager is not None and pager == esc.target:
                 self._mark(scheduled, inc.id, ESCALATION, pager)

@@ -52,8 +52,9 @@ class Coalesce:
         intent = d.item.intent
         if intent in d.notifier.coalesce:
             group = next((g for g in d.notifier.coalesce_groups if intent in g), frozenset({intent}))
-            d.later = await self.store.pending_outbox_for(d.item.incident_id, d.item.target, after_id=d.item.id,
-                                                          kinds=tuple(sorted(map(str, group))))
+            later = await self.store.pending_outbox_for(d.item.incident_id, d.item.target, after_id=d.item.id,
+                                                        kinds=tuple(sorted(map(str, group))))
+            d.later = [i for i in later if not i.unreadable]  # each is given up alone when its turn comes
 
 
 class Gate:
@@ -63,7 +64,7 @@ class Gate:
     async def __call__(self, d: Delivery) -> None:
         if d.ref is not None:
             return
-        if all(i.payload.get("only_if_posted") for i in d.items):
+        if all(i.payload.only_if_posted for i in d.items):
             d.done, d.skipped, d.result = True, "never delivered before", Delivered()
         elif d.item.intent in d.notifier.needs_ref:
             d.done, d.skipped, d.result = True, "nothing to follow up", Delivered()

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, cast
 
-from alertd.core.outbox_items import LEGACY_KINDS
+from alertd.core.outbox_items import LEGACY_KINDS, encode_payload
 from alertd.engine.correlate import EngineState
 from alertd.core.model import CLOSED, Incident, iso, parse_instant, parse_iso
 from alertd.store import history, sql
@@ -205,7 +205,7 @@ class SqlStore(InboxMixin, QuarantineMixin, HistoryReads, CoordinationMixin, Ses
             written = history.write(cur, self._q, _changed_incidents(step), sql.dumps, self._facets)
             for o in step.outbox:
                 cur.execute(self._q(sql.INSERT_OUTBOX), sql.outbox_row(o))
-                cur.execute(self._q(sql.INSERT_OUTBOX_PAYLOAD.format(last_id=self.last_id)), (sql.dumps(o.payload),))
+                cur.execute(self._q(sql.INSERT_OUTBOX_PAYLOAD.format(last_id=self.last_id)), (sql.dumps(encode_payload(o.payload)),))
             if step.next_seq:
                 cur.execute(self._q(sql.UPSERT_META), ("next_seq", str(step.next_seq)))
             if step.heartbeat_at is not None:

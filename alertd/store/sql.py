@@ -9,7 +9,7 @@ import json
 import orjson
 from typing import Any, Callable, Iterable
 
-from alertd.core.outbox_items import LEGACY_KINDS, Intent, OutboxItem, Target
+from alertd.core.outbox_items import LEGACY_KINDS, OutboxItem
 from alertd.core.model import Event, Incident, Member, iso, parse_iso
 from alertd.store import compact, history, remediations, report_tables, sessions
 from alertd.store.compact import expand_member
@@ -247,5 +247,5 @@ def outbox_item(row: tuple[Any, ...]) -> OutboxItem:
     """A row selected as OUTBOX_SELECT (or DUE_OUTBOX) -> OutboxItem."""
     due = parse_iso(row[5])
     assert due is not None  # NOT NULL column
-    return OutboxItem(incident_id=row[1], target=Target(row[2]), intent=LEGACY_KINDS.get(row[3]) or Intent(row[3]),
-                      payload=json.loads(row[4]), due_at=due, id=row[0], attempts=row[6], last_error=row[7])
+    return OutboxItem.stored(row[1], row[2], row[3], json.loads(row[4]), due, id=row[0], attempts=row[6],
+                             last_error=row[7])

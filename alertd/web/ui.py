@@ -21,7 +21,7 @@ from alertd.web import fleet_views as views
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.findings import Evidence, Jobs, Owners
 from alertd.core.incident_filters import INCIDENT_FILTERS
-from alertd.integrations.presentation import alertmanager_link
+from alertd.integrations.presentation import alertmanager_link, silence_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.remediation.blast import summary
 from alertd.store.base import StoreUnavailable
@@ -157,7 +157,8 @@ async def incident(request: web.Request) -> web.Response:
     return page(request, "incident.html", inc=inc, doc=inc.to_dict(), guide=incident_guide(inc, svc.cfg.runbook_base_url),
                 confirm=request.query.get("confirm") == "resolve", members=sorted(
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
-        alertmanager=alertmanager_link(inc, am_url), am_base=am_url.rstrip("/"), silence=silence,
+        alertmanager=alertmanager_link(inc, am_url), silence=silence,
+        silence_url=silence_link(am_url, str(silence["id"])) if silence and silence.get("id") else "",
         owners=Owners.of(inc.annotations).lines(), pods=Evidence.of(inc.annotations).pod_lines(),
         jobs=Jobs.of(inc.annotations),
         evidence=_lines(Evidence.of(inc.annotations).log),

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from alertd.core.model import GPU, Change, Event, Incident, Member, Signal, Subject
+from alertd.core.outbox_items import Show
 from alertd.store import sql
 from alertd.store.base import (ESCALATION, SENT, Hook, InboxKey, MemoryDelta, OutboxItem, RouterMemory, Step, Store,
                                StoreUnavailable, Taken)
@@ -65,7 +66,8 @@ def change(inc: Incident) -> Change:
 
 
 def outbox(incident_id: str, target: str = "console", due: datetime = T0, n: int = 0) -> OutboxItem:
-    return OutboxItem(incident_id=incident_id, target=target, intent="show", payload={"n": n, "text": "ü"},
+    return OutboxItem(incident_id=incident_id, target=target, intent="show",
+                      payload=Show(kinds=("opened",), note=str(n), muted="ü", route="", receiver="", team=""),
                       due_at=due)
 
 
@@ -250,9 +252,9 @@ async def test_outbox_hands_out_only_the_oldest_pending_item_per_incident_and_ta
              + [outbox("INC-3", "console", due=at(3600), n=0), outbox("INC-3", "console", n=1)])  # oldest not due
     await store.commit_step(Step(outbox=items))
     due = await store.due_outbox(at(60), 100)
-    assert [(o.incident_id, o.target, o.payload["n"]) for o in due] == [("INC-1", "console", 0),
+    assert [(o.incident_id, o.target, int(o.payload.note)) for o in due] == [("INC-1", "console", 0),
                                                                           ("INC-1", "slack:#gpu", 0)]
-    assert due[0].payload == {"n": 0, "text": "ü"} and due[0].attempts == 0 and due[0].due_at == T0
+    assert (due[0].payload.note, due[0].payload.muted) == ("0", "ü") and due[0].attempts == 0 and due[0].due_at == T0
     assert len(await store.due_outbox(at(60), 1)) == 1
 
     console, slack = due
@@ -260,16 +262,16 @@ async def test_outbox_hands_out_only_the_oldest_pending_item_per_incident_and_ta
     assert await store.notify_ref("INC-1", "console") == "ts-1"
     assert await store.notify_ref("INC-1", "slack:#gpu") is None
     due = await store.due_outbox(at(60), 100)
-    assert [(o.target, o.payload["n"]) for o in due] == [("console", 1), ("slack:#gpu", 0)]
+    assert [(o.target, int(o.payload.note)) for o in due] == [("console", 1), ("slack:#gpu", 0)]
 
     # A retry pushes the pair's head into the future: nothing behind it overtakes.
     await store.retry_outbox(slack.id, at(600), "429 rate limited")
-    assert [(o.target, o.payload["n"]) for o in await store.due_outbox(at(60), 100)] == [("console", 1)]
+    assert [(o.target, int(o.payload.note)) for o in await store.due_outbox(at(60), 100)] == [("console", 1)]
     later = [o for o in await store.due_outbox(at(601), 100) if o.target == "slack:#gpu"]
     assert [(o.id, o.attempts, o.last_error, o.due_at) for o in later] == [(slack.id, 1, "429 rate limited", at(600))]
     # Giving up on it lets the next one go.
     await store.retry_outbox(slack.id, at(601), "400 invalid_blocks", give_up=True)
-    assert [(o.target, o.payload["n"]) for o in await store.due_outbox(at(601), 100) if o.target == "slack:#gpu"] == [
+    assert [(o.target, int(o.payload.note)) for o in await store.due_outbox(at(601), 100) if o.target == "slack:#gpu"] == [
         ("slack:#gpu", 1)]
     assert (await store.stats())["outbox_failed"] == 1
 
@@ -280,7 +282,7 @@ async def test_outbox_hands_out_only_the_oldest_pending_item_per_incident_and_ta
         if not due:
             break
         for o in due:
-            delivered.setdefault((o.incident_id, o.target), []).append(o.payload["n"])
+            delivered.setdefault((o.incident_id, o.target), []).append(int(o.payload.note))
             await store.finish_outbox(o.id, ref=(o.incident_id, o.target, f"ts-{o.id}"))
     assert delivered == {("INC-1", "console"): [1, 2], ("INC-1", "slack:#gpu"): [1], ("INC-2", "console"): [0],
                          ("INC-3", "console"): [0, 1]}

@@ -69,8 +69,8 @@ async def write_old_rows(store) -> None:
                                  json.dumps({"xids": [48], "signals": ["xid"], "alertnames": ["GPUXidError"]})))
         outbox = ("INSERT INTO outbox (incident_id, target, kind, payload, created_at, due_at, state, done_at) "
                   "VALUES ('INC-7', ?, 'show', ?, ?, ?, ?, ?)")
-        cur.execute(q(outbox), ("console", json.dumps({"n": 1}), ISO, ISO, "done", LATER))
-        cur.execute(q(outbox), ("slack:#gpu", json.dumps({"n": 2, "text": "ü"}), ISO, ISO, "pending", None))
+        cur.execute(q(outbox), ("console", json.dumps({"kinds": ["opened"], "incident": {"id": "INC-7"}}), ISO, ISO, "done", LATER))
+        cur.execute(q(outbox), ("slack:#gpu", json.dumps({"kinds": ["opened"], "urgent": False, "note": "ü"}), ISO, ISO, "pending", None))
         cur.execute(q("INSERT INTO inbox (dedup, received_at, alert, processed) VALUES (?, ?, '', 1)"),
                     ("a1b2c3d4e5f60718|1796000000.123|firing", ISO))
         cur.execute(q(sql.UPSERT_META), ("history_backfilled", "1"))
@@ -116,7 +116,7 @@ async def test_an_old_database_upgrades_in_place_and_reads_the_same(make_store, 
         assert [e.text for e in inc.timeline] == ["GPUXidError: Xid 79 (GPU 2)"]
         assert list(inc.members) == ["a1b2c3d4e5f60718"]
         (due, ) = await s.due_outbox(T0 + timedelta(hours=1), 10)
-        assert (due.target, due.payload) == ("slack:#gpu", {"n": 2, "text": "ü"})
+        assert (due.target, due.payload.note, due.unreadable) == ("slack:#gpu", "ü", "")  # the old payload reads
         state = await s.notification_state("INC-7")
         assert (state["console"]["state"], state["slack:#gpu"]["pending"]) == ("done", 1)
         # The redelivery key now leads with the start time: a redelivery of the alert is still recognised.

@@ -7,13 +7,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from alertd.core.outbox_items import encode_payload
 from alertd.enrich.logs import LogBackend, LogQuery
 from alertd.enrich.settings import LogSettings
 from alertd.integrations.base import Delivered, Notifier
 
 
 class Recorder(Notifier):
-    """A console notifier that keeps every payload with its ``time.monotonic()`` in ``items``."""
+    """A console notifier that keeps every payload (as stored: JSON) with its ``time.monotonic()`` in ``items``."""
 
     kind = "console"
 
@@ -21,7 +22,7 @@ class Recorder(Notifier):
         self.items: list[tuple[float, dict]] = []
 
     async def deliver(self, items, ref) -> Delivered:
-        self.items.extend((time.monotonic(), item.payload) for item in items)
+        self.items.extend((time.monotonic(), encode_payload(item.payload)) for item in items)
         return Delivered()
 
 

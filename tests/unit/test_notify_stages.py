@@ -9,7 +9,7 @@ from typing import Hashable
 
 import pytest
 
-from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.outbox_items import Intent, OutboxItem, Target, decode_payload
 from alertd.core.service_metrics import Metrics
 from alertd.integrations.base import Delivered, DeliveryError, Notifier
 from alertd.integrations.ratelimit import RateLimiter
@@ -101,7 +101,9 @@ class Scripted(Notifier):
 
 def item(id: int, intent: Intent = Intent.SHOW, incident: str = "INC-1", target: Target = SLACK,
          **payload: object) -> OutboxItem:
-    return OutboxItem(incident, target, intent, dict(payload), T0, id=id)
+    # (every key any intent needs: decode_payload keeps the ones this intent has)
+    doc = {"kinds": [], "events": [], "routing_key": "infra", "severity": "critical", "after": 0, **payload}
+    return OutboxItem(incident, target, intent, decode_payload(intent, doc), T0, id=id)
 
 
 # --- the stages one by one -------------------------------------------------
@@ -232,3 +234,12 @@ async def test_worker_sends_a_busy_channel_later_without_sleeping():
     clock.t = 3.0
     await w.drain()
     assert [ids for ids, _ in notifier.sent] == [[1], [2], [3]] and store.items == {}
+
+
+async def test_worker_gives_up_an_unreadable_item_alone_and_delivers_the_others():
+    bad = OutboxItem.stored("INC-1", str(SLACK), "timeline", {"kinds": []}, T0, id=2, attempts=0, last_error="")
+    store, clock = Outbox([item(1, incident="INC-2"), bad, item(3)]), Clock()
+    notifier = Scripted()
+    await worker(store, notifier, clock).drain()
+    assert store.given_up == {2: "timeline payload: no 'events'"}
+    assert sorted(ids for ids, _ in notifier.sent) == [[1], [3]]  # 3 was queued behind it, not coalesced with it

@@ -206,7 +206,7 @@ def test_a_flapping_gpu_is_one_incident_one_post_and_one_page():
     assert inc.flaps == 3 and [e.kind for e in inc.timeline].count("reopened") == 3
     sent = [s.item for s, fate in res.run.outcomes() if not fate]
     pages = [i for i in sent if i.target.startswith("pagerduty:gpu-infra|") or i.target == "pagerduty:gpu-infra"]
-    assert [str(i.intent) for i in pages].count("page") == 1, [(str(i.intent), i.payload.get("kinds")) for i in pages]
+    assert [str(i.intent) for i in pages].count("page") == 1, [(str(i.intent), i.payload.kinds) for i in pages]
 
 
 def test_a_plain_webhook_file_replays_and_garbage_fails(tmp_path):

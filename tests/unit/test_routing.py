@@ -357,9 +357,9 @@ def test_suppressed_incidents_only_keep_sent_messages_current(tmp_path):
     eng = engine()
     now = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
     items = router.route(eng.ingest([xid(79, node="rack7-n1")], now), now)
-    assert items and all(i.payload["only_if_posted"] for i in items)
+    assert items and all(i.payload.only_if_posted for i in items)
     assert not [i for i in items if i.intent in ("timeline", "escalate")]
-    assert all(i.payload["muted"].startswith("maintenance") for i in items)
+    assert all(i.payload.muted.startswith("maintenance") for i in items)
 
 
 def test_fleet_children_are_not_notified_separately(tmp_path):
@@ -371,11 +371,11 @@ def test_fleet_children_are_not_notified_separately(tmp_path):
     fleet = next(c.incident for c in changes if c.incident.fleet)
     children = [c.incident for c in changes if c.incident.parent_id]
     assert len(children) == 6 and len(fleet.nodes) == 6  # every node has its incident, folded
-    by_incident = {i.incident_id for i in items if not i.payload.get("only_if_posted")}
+    by_incident = {i.incident_id for i in items if not i.payload.only_if_posted}
     assert fleet.id in by_incident and not by_incident & {c.id for c in children}
     # a child that was posted before the storm gets its message edited (folded), nothing new
     child_items = [i for i in items if i.incident_id in {c.id for c in children}]
-    assert child_items and all(i.payload["only_if_posted"] and i.intent in ("show", "page", "resolve") for i in child_items)
+    assert child_items and all(i.payload.only_if_posted and i.intent in ("show", "page", "resolve") for i in child_items)
 
 
 def test_unconfigured_notifiers_fall_back_to_the_console(tmp_path):
@@ -411,7 +411,7 @@ def test_evidence_signal_is_a_thread_follow_up(tmp_path):
     sig = Signal(kind="xid", severity="critical", category="hardware", xid=79, title="Xid 79: GPU has fallen off the bus")
     items = router.route(eng.correlator.enrich(inc.id, at(5), "kernel log", {}, [sig]), at(5))
     thread = [i for i in items if i.intent == "timeline" and i.target == "slack:#gpu-oncall"]
-    assert thread and "kernel log" in thread[0].payload["events"][0]["text"]
+    assert thread and "kernel log" in thread[0].payload.events[0]["text"]
 
 
 def test_rules_directory_with_routing_is_valid():
@@ -453,7 +453,7 @@ def test_a_target_reached_by_a_muted_and_a_loud_route_is_loud(tmp_path):
     night = datetime(2026, 12, 1, 21, 30, tzinfo=timezone.utc)
     items = router.route(eng.ingest([alert("GPUEccDoubleBitErrors", node="n1", severity="error")], night), night)
     oncall = [i for i in items if i.target == "slack:#gpu-oncall"]
-    assert len(oncall) == 1 and not oncall[0].payload["only_if_posted"]
+    assert len(oncall) == 1 and not oncall[0].payload.only_if_posted
 
 
 def test_group_wait_holds_only_new_node_incidents(tmp_path):
@@ -468,6 +468,6 @@ def test_group_wait_holds_only_new_node_incidents(tmp_path):
     assert {(i.target, (i.due_at - at(0)).total_seconds()) for i in items if i.incident_id == fleet.id
             and i.intent in ("show", "page")} == {("slack:#gpu-oncall", 0.2), ("pagerduty:infra", 0.2), ("slack:#gpu-audit", 0.2)}
     # nodes folded in the same step are never routed a first post
-    assert not [i for i in items if i.incident_id != fleet.id and not i.payload["only_if_posted"]]
+    assert not [i for i in items if i.incident_id != fleet.id and not i.payload.only_if_posted]
     off = Router(load(tmp_path, ROUTING.replace("routing:\n", "routing:\n  group_wait: 0s\n", 1)))
     assert ("pagerduty:infra", "page", 0.0) in items_by(off.route(engine().ingest([xid(79, node="n1")], at(0)), at(0)))

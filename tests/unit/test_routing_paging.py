@@ -15,7 +15,7 @@ from tests.unit.test_routing import ROUTING, load
 
 
 def pages(items):
-    return [i for i in items if i.target.kind == "pagerduty" and i.intent == "page" and not i.payload["only_if_posted"]]
+    return [i for i in items if i.target.kind == "pagerduty" and i.intent == "page" and not i.payload.only_if_posted]
 
 
 def test_a_change_that_only_reports_resolutions_never_pages_a_target_not_paged_before(tmp_path):
@@ -25,7 +25,7 @@ def test_a_change_that_only_reports_resolutions_never_pages_a_target_not_paged_b
     inc = eng.ingest([node_down, xid(79, node="n1", starts=0)], at(0))[0].incident
     # the pager has not heard of it (say the first post was held, or routing changed since): a resolution is no news
     items = router.route([Change(incident=inc, kinds=["alert_resolved"])], at(60))
-    assert not pages(items) and not [i for i in items if not i.payload["only_if_posted"]]
+    assert not pages(items) and not [i for i in items if not i.payload.only_if_posted]
     assert not [i for i in items if i.intent == "escalate"]
     assert pages(router.route([Change(incident=inc, kinds=["alert_joined"])], at(61)))  # news pages
 
@@ -152,12 +152,12 @@ def test_a_storm_pages_once_when_its_fleet_forms_after_a_node_was_paged(tmp_path
     assert (page.due_at - at(0)).total_seconds() == 2  # group_wait: a lone fault pages at once
     # Alertmanager's next batch (grouped by alertname: 4 more nodes 300 s later) makes the fleet
     second = router.route(eng.ingest([xid(119, node=f"n{i}") for i in range(1, 5)], at(299)), at(299))
-    fleet = next(i.incident_id for i in second if i.payload.get("kinds", [None])[0] == "opened"
-                 and i.incident_id != page.incident_id and not i.payload["only_if_posted"])
+    fleet = next(i.incident_id for i in second if i.payload.kinds[:1] == ("opened",)
+                 and i.incident_id != page.incident_id and not i.payload.only_if_posted)
     fleet_pages = [i for i in pages(second) if i.incident_id == fleet]
-    assert len(fleet_pages) == 1 and fleet_pages[0].payload["adopt"] == page.incident_id
+    assert len(fleet_pages) == 1 and fleet_pages[0].payload.adopt == page.incident_id
     posts = [i for i in second if i.incident_id == fleet and i.intent == "show" and i.target == "slack:#gpu-oncall"]
-    assert [i.payload.get("adopt") for i in posts] == [page.incident_id]  # a notifier may take the message over
+    assert [i.payload.adopt for i in posts] == [page.incident_id]  # a notifier may take the message over
     assert not [i for i in pages(second) if i.incident_id != fleet]  # folded nodes never page
 
 
@@ -187,7 +187,7 @@ def test_pagerduty_fleet_takes_over_the_node_alert_and_the_node_leaves_it():
     import asyncio
     import json
 
-    from alertd.core.outbox_items import Intent, OutboxItem, Target
+    from alertd.core.outbox_items import Intent, OutboxItem, Page, Resolve, Target
     from alertd.integrations.pagerduty import PagerDutyNotifier, PagerDutySettings
     eng = engine()
     changes = eng.ingest([xid(119, node=f"n{i}") for i in range(5)], at(0))
@@ -202,12 +202,14 @@ def test_pagerduty_fleet_takes_over_the_node_alert_and_the_node_leaves_it():
     async def send(key, action, inc, severity, dedup, note=""):
         sent.append((action, inc.id, dedup))
     pd._send = send
-    item = OutboxItem(fleet.id, target, Intent.PAGE, {"routing_key": "infra", "adopt": child.id}, at(0))
+    item = OutboxItem(fleet.id, target, Intent.PAGE, Page(kinds=("opened",), routing_key="infra", severity="critical",
+                                                          adopt=child.id), at(0))
     done = asyncio.run(pd.deliver([item], None))
     assert sent == [("trigger", fleet.id, "i:" + child.id)]  # the node's alert, now the fleet's: no new alert
     store.refs[(fleet.id, target)] = done.ref
     eng.correlator._close(child, at(60), "node resolved")  # the node resolves alone: the storm's page stays
-    child_item = OutboxItem(child.id, target, Intent.RESOLVE, {"routing_key": "infra"}, at(60))
+    child_item = OutboxItem(child.id, target, Intent.RESOLVE, Resolve(kinds=("resolved",), routing_key="infra",
+                                                                  severity="critical"), at(60))
     asyncio.run(pd.deliver([child_item], store.refs[(child.id, target)]))
     assert sent == [("trigger", fleet.id, "i:" + child.id)]
 
@@ -221,15 +223,15 @@ def test_an_incident_posted_in_one_channel_is_not_posted_again_when_its_severity
 """, "")))
     eng = engine()
     opened = router.route(eng.ingest([alert("DCGMExporterDown", node="n1", starts=0)], at(0)), at(0))
-    assert [i.target for i in opened if not i.payload["only_if_posted"]] == ["slack:#gpu-alerts"]
+    assert [i.target for i in opened if not i.payload.only_if_posted] == ["slack:#gpu-alerts"]
     worse = router.route(eng.ingest([alert("NodeDown", node="n1", starts=60)], at(60)), at(60))
-    assert "severity_changed" in worse[0].payload["kinds"]
-    assert not [i for i in worse if i.target == "slack:#gpu-oncall" and not i.payload["only_if_posted"]]
+    assert "severity_changed" in worse[0].payload.kinds
+    assert not [i for i in worse if i.target == "slack:#gpu-oncall" and not i.payload.only_if_posted]
     assert pages(worse)  # the pager is a first notification: critical pages
     (note,) = [i for i in worse if i.intent == "timeline"]
-    assert note.target == "slack:#gpu-alerts" and "#gpu-oncall" in note.payload["events"][0]["text"]
+    assert note.target == "slack:#gpu-alerts" and "#gpu-oncall" in note.payload.events[0]["text"]
     again = router.route(eng.ingest([alert("KubeNodeNotReady", node="n1", starts=70)], at(70)), at(70))
-    assert not [i for i in again if i.target == "slack:#gpu-oncall" and not i.payload["only_if_posted"]]
+    assert not [i for i in again if i.target == "slack:#gpu-oncall" and not i.payload.only_if_posted]
 
 
 def test_alertd_replay_of_a_planned_reboot_sends_no_page(tmp_path, capsys):

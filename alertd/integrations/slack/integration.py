@@ -37,7 +37,7 @@ from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Target, Timeline
 from alertd.core.durations import format_duration, parse_duration
 from alertd.core.model import CLOSED, OPEN
 from alertd.integrations.base import (DURATION_SCHEMA, Delivered, DeliveryError, Integration, Links, Notifier,
@@ -249,8 +249,8 @@ class SlackNotifier(Notifier):
         if unconfirmed is not None:  # a post was started and its answer never kept: is it in the channel?
             ref = await self._adopt(head, channel, unconfirmed)
         payloads = [i.payload for i in items]
-        quiet = all(p.get("only_if_posted") for p in payloads) or folded_unposted(inc, ref)
-        note = next((p.get("note") for p in reversed(payloads) if "note" in p), "")
+        quiet = all(p.only_if_posted for p in payloads) or folded_unposted(inc, ref)
+        note = payloads[-1].note
         text, blocks = render_incident(inc, self._render_context(note))
         where = parse_ref(ref)
         if where is not None:
@@ -259,7 +259,7 @@ class SlackNotifier(Notifier):
                 return Delivered(ref=ref)
             except MessageGone:
                 log.warning("Slack message for %s in %s was deleted; posting a new one", inc.id, channel)
-        if quiet or (inc.status == CLOSED and where is None and not any("opened" in p.get("kinds", []) for p in payloads)):
+        if quiet or (inc.status == CLOSED and where is None and not any("opened" in p.kinds for p in payloads)):
             # never posted and nothing to say alone (muted, folded into a fleet, or over before it was sent)
             return Delivered()
         if where is not None:  # the message was deleted: this post was not spaced by the outbox
@@ -332,7 +332,7 @@ class SlackNotifier(Notifier):
         where = parse_ref(ref)
         if where is None:  # the message was never posted (muted, failed): its thread has nowhere to go
             return Delivered()
-        events = [e for i in items for e in i.payload.get("events", [])]
+        events = [e for i in items if isinstance(i.payload, Timeline) for e in i.payload.events]
         inc = await self.store.get_incident(items[0].incident_id)
         text, blocks = render_thread(events, inc)
         try:
@@ -351,8 +351,11 @@ class SlackNotifier(Notifier):
         main = parse_ref(await self.store.notify_ref(item.incident_id, item.target.main))
         if main is None:
             return Delivered()
-        after = format_duration(timedelta(seconds=float(item.payload.get("after", 0))))
-        key = item.payload.get("routing_key", "")
+        esc = item.payload
+        if not isinstance(esc, Escalate):
+            raise DeliveryError(f"Slack escalation note: a {esc.intent} payload", retry=False)
+        after = format_duration(timedelta(seconds=esc.after))
+        key = esc.routing_key
         text = f":rotating_light: Not acknowledged within {after}: escalated" + (f" to PagerDuty `{key}`" if key else "") + "."
         try:
             await self._call("chat.postMessage", channel, channel=main[0], thread_ts=main[1], text=text,
