@@ -145,7 +145,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "storage": {"synchronous": "NORMAL"} if args.fast_disk else {},
         "enrich": {"logs": {"backend": "opensearch", "urls": [url]}, "kube": {"kubeconfig": str(kubeconfig)}},
     }, "bench")
-    enricher = None if args.no_enrich else Enricher.from_doc(cfg.raw["enrich"])
+    enricher = None if args.no_enrich else Enricher.from_settings(cfg.enrich)
     wire = WireCounter(enricher.searcher.backend) if enricher else None
     recorder = Recorder()
     svc = Service(cfg, SqliteStore(work / "alertd.sqlite3", synchronous=cfg.synchronous), load_rules(cfg.rule_paths),

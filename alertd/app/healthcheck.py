@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a broken config is an unhealthy container; say why in `docker inspect`
         print(f"healthcheck: {args.config}: {exc}", file=sys.stderr)
         return 1
-    tls = bool(cfg.raw.get("tls"))
+    tls = cfg.tls is not None
     url = health_url(*cfg.host_port, tls)
     context = ssl._create_unverified_context() if tls else None  # noqa: S323  the process itself, on loopback
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))

@@ -70,11 +70,6 @@ class ServeOptions:
         """Other processes append to the inbox this engine reads (a receiver group, replicas)."""
         return self.leads_group or self.role != "engine"
 
-    @property
-    def config_dir(self) -> Path | None:
-        """Where relative paths in the configuration (TLS files) are found."""
-        return Path(self.config_path).resolve().parent if self.config_path else None
-
     def receiver_argv(self) -> list[str]:
         """The command line of each receiver process: the same store and port, the same recording (each
         appends whole lines)."""

@@ -89,10 +89,10 @@ class Remediations:
         self._wake = asyncio.Event()  # an approval on this replica: look at once rather than at the next poll
 
     @classmethod
-    def from_config(cls, svc: RemediationHost, kube_doc: dict[str, Any] | None, holder: str = "engine") -> "Remediations":
-        """``kube_doc``: the ``enrich.kube`` section; alertd acts with the credentials enrichment reads with."""
-        kube = KubeRemediator(KubeSettings.from_doc(kube_doc)) if kube_doc and kube_doc.get("enabled", True) else None
-        return cls(svc, kube, holder=holder)
+    def from_config(cls, svc: RemediationHost, kube: KubeSettings | None, holder: str = "engine") -> "Remediations":
+        """``kube``: the ``enrich.kube`` section (None: absent or disabled); alertd acts with the credentials
+        enrichment reads with."""
+        return cls(svc, KubeRemediator(kube) if kube is not None else None, holder=holder)
 
     @property
     def policy(self) -> RemediationPolicy:

@@ -8,7 +8,7 @@ Every minute, each step only when it is due:
 * the weekly digest (``report.digest``), claimed in the store so it is posted once across restarts and
   replicas.
 
-``report`` config section: docs/reliability-report.md.
+``report`` config section (``Config.report``, alertd/report/settings.py): docs/reliability-report.md.
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 from prometheus_client.registry import Collector
 
-from alertd.core.durations import parse_duration
 from alertd.core.fleet import NodeSample
 from alertd.enrich.fleet_size import sample_fleet
 from alertd.enrich.kube import KubeContext
@@ -32,6 +31,7 @@ from alertd.report.build import ReportStore, reliability
 from alertd.report.compute import Period
 from alertd.report.metrics import WINDOWS, ReportCollector
 from alertd.report.rollup import rollup
+from alertd.report.settings import ReportSettings
 from alertd.rules.rma import RmaRule
 from alertd.rules.windows import CordonPolicy
 from alertd.rules.ruleset import RuleSet
@@ -81,14 +81,13 @@ class Reporting:
     ``kube``: enrichment's Kubernetes client, which samples the fleet; ``cluster_default``: the cluster named
     when neither the report section nor the client names one; ``external_url``: links in the digest."""
 
-    def __init__(self, svc: ReportingHost, doc: Mapping[str, Any] | None, clock: Callable[[], datetime], *,
+    def __init__(self, svc: ReportingHost, settings: ReportSettings, clock: Callable[[], datetime], *,
                  kube: KubeContext | None, metrics: AddsCollectors, cluster_default: str = "", external_url: str = ""):
-        doc = doc or {}
         self.svc, self.clock, self.external_url = svc, clock, external_url
-        self.sample_every = parse_duration(doc.get("sample_interval", "1h"))
-        self.digest = digest.DigestSettings.from_doc(doc.get("digest"))
-        self.kube = kube if doc.get("sample_fleet", True) else None
-        self.cluster: str = doc.get("cluster") or (kube.settings.cluster if kube is not None else "") or cluster_default
+        self.sample_every = settings.sample_interval
+        self.digest = settings.digest
+        self.kube = kube if settings.sample_fleet else None
+        self.cluster = settings.cluster or (kube.settings.cluster if kube is not None else "") or cluster_default
         self.collector = ReportCollector()
         self.holder = replica_name()
         self._sampled: datetime | None = None

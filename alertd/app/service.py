@@ -105,12 +105,12 @@ class Service:
         self.recorder = recorder  # serve --record: the webhook handler appends every accepted webhook
         self.ready = False
         self.reporting = Reporting(  # fleet samples, report facts, digest
-            self, cfg.raw.get("report"), clock, kube=_kube_of(enricher), metrics=self.metrics,
+            self, cfg.report, clock, kube=_kube_of(enricher), metrics=self.metrics,
             cluster_default=cfg.normalize.cluster_default, external_url=cfg.external_url)
         # Cordon / drain proposals, approvals and the executor (alertd/app/remediate.py, docs/remediation.md).
         # A replica's name in the engine lease also fences the remediations it claims; one engine is "engine".
         self.holder = replica_name() if role == "replica" else "engine"
-        self.remediation = Remediations.from_config(self, (cfg.raw.get("enrich") or {}).get("kube"), holder=self.holder)
+        self.remediation = Remediations.from_config(self, cfg.enrich.kube, holder=self.holder)
         self.processor = self._processor(rules)
         self.admission = Admission(cfg, store, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)

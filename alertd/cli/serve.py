@@ -50,7 +50,7 @@ class Certificate:
     """The listener's TLS certificate (``listen_tls``), loaded by the preflight, re-read on reload."""
 
     def __init__(self, options: ServeOptions, cfg: Config):
-        self.tls = ListenerTLS.from_doc(cfg.raw.get("tls"), options.config_dir)
+        self.tls = ListenerTLS.of(cfg.tls)
         self.context: ssl.SSLContext | None = None
 
     def problem(self) -> str:
@@ -155,7 +155,7 @@ def _service(options: ServeOptions, cfg: Config, cleared: Cleared, metrics: Metr
     store = open_store(cfg.storage_backend, data_dir=cfg.data_dir, sqlite_path=cfg.sqlite_path,
                        synchronous=cfg.synchronous, dsn=cfg.postgres_dsn, password=cfg.postgres_password,
                        checkpoints=options.role != "receiver")
-    enricher = Enricher.from_doc(cfg.raw.get("enrich")) if options.role != "receiver" else None
+    enricher = Enricher.from_settings(cfg.enrich) if options.role != "receiver" else None
     # A group's receiver answers /readyz for the engine process, which takes no connection.
     health = StoreHealth(engine_report=(lambda: engine_failure(joined.health)) if joined is not None else None)
     return build_service(cfg, store, cleared.rules, enricher=enricher, role=options.role,

@@ -13,6 +13,8 @@ from alertd.core.errors import InvalidDocument, Problem
 from alertd.integrations import registry
 from alertd.integrations.base import NotifierSettings
 from alertd.engine.normalize import NormalizeConfig
+from alertd.enrich.settings import EnrichSettings, NodeIndexSettings
+from alertd.report.settings import ReportSettings
 from alertd.schemas import problems
 from alertd.config.classify import ClassifySettings
 from alertd.config.secrets import resolve_files
@@ -40,6 +42,26 @@ class HAConfig:
 
         return cls(lease_ttl=secs("lease_ttl", base.lease_ttl), renew_interval=secs("renew_interval", base.renew_interval),
                    poll_interval=secs("poll_interval", base.poll_interval), advertise=doc.get("advertise", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """The ``tls`` section: the listener's certificate and key (alertd/web/tls.py loads them). Relative paths are
+    resolved against the configuration file's directory when it is parsed."""
+
+    cert_file: Path
+    key_file: Path
+    min_version: str = "TLS1.2"
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any] | None, base: Path | None = None) -> "TlsSettings | None":
+        if not doc:
+            return None
+
+        def path(value: str) -> Path:
+            p = Path(value)
+            return p if p.is_absolute() or base is None else base / p
+        return cls(path(doc["cert_file"]), path(doc["key_file"]), str(doc.get("min_version", "TLS1.2")))
 
 
 @dataclass(slots=True)
@@ -78,7 +100,11 @@ class Config:
     reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)  # alertmanager.urls asked for what they hold
     classify: ClassifySettings = field(default_factory=ClassifySettings)  # recording rules: files and rules API
     notify: dict[str, NotifierSettings] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
-    raw: dict[str, Any] = field(default_factory=dict)  # validated document, for sections other modules own
+    enrich: EnrichSettings = field(default_factory=EnrichSettings)  # logs and Kubernetes context; enrich.kube: the API
+    kubernetes: NodeIndexSettings = field(default_factory=NodeIndexSettings)  # normalize.kubernetes: node lookups
+    report: ReportSettings = field(default_factory=ReportSettings)  # the reliability report's samples and digest
+    tls: TlsSettings | None = None  # HTTPS on the listener; None: plain HTTP
+    raw: dict[str, Any] = field(default_factory=dict)  # the validated document, as read (config/ internals only)
     source: str = "<defaults>"
 
     @property
@@ -100,6 +126,7 @@ def parse_config(doc: Any, source: str, marks: Marks | None = None, env: Mapping
     section by section, then checked across sections."""
     doc = _validated(doc, source, marks, env, base)
     cfg = _read(doc, source, *_credentials(doc, source))
+    cfg.tls = TlsSettings.from_doc(doc.get("tls"), base)
     links = registry.Links(runbook_base_url=cfg.runbook_base_url or "", alertmanager_url=cfg.alertmanager.web_url,
                            alertd_url=cfg.external_url)
     cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
@@ -143,7 +170,7 @@ def _credentials(doc: dict[str, Any], source: str) -> tuple[Credentials, Credent
 
 
 def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
-    """The sections alertd's own settings come from (the rest stay in ``raw`` for their owners)."""
+    """Every section, parsed once: each into the settings its user reads (defined beside that user)."""
     storage, receiver = doc.get("storage", {}), doc.get("receiver", {})
     processing, notify = doc.get("processing", {}), doc.get("notify", {})
     defaults = Config()
@@ -181,6 +208,9 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         alertmanager=AlertmanagerSettings.from_doc(doc.get("alertmanager")),
         reconcile=ReconcileSettings.from_doc(doc.get("alertmanager")),
         classify=ClassifySettings.from_doc(doc.get("classify")),
+        enrich=EnrichSettings.from_doc(doc.get("enrich")),
+        kubernetes=NodeIndexSettings.from_doc(doc.get("normalize", {}).get("kubernetes")),
+        report=ReportSettings.from_doc(doc.get("report")),
         raw=doc,
         source=source,
     )

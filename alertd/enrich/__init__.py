@@ -1,6 +1,6 @@
 """Enrichment: kernel-log evidence (Elasticsearch, OpenSearch, Graylog) and Kubernetes context.
 
-``Enricher.from_doc(cfg.raw.get("enrich"))`` builds it; the service calls
+``Enricher.from_settings(cfg.enrich)`` builds it; the service calls
 ``bind``, ``submit(changes)`` after each committed step, and ``close``.
 See docs/enrichment.md.
 """

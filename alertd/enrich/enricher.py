@@ -86,14 +86,16 @@ class Enricher:
                                        later=self._later, counts=self.counts)
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None) -> "Enricher | None":
-        """None when the ``enrich`` section is absent or disabled, or configures nothing."""
-        if not doc:
-            return None
-        settings = EnrichSettings.from_doc(doc)
+    def from_settings(cls, settings: EnrichSettings) -> "Enricher | None":
+        """None when the ``enrich`` section (``Config.enrich``) is absent or disabled, or configures nothing."""
         if not settings.enabled or (settings.logs is None and settings.kube is None):
             return None
         return cls(settings)
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any] | None) -> "Enricher | None":
+        """The same from an ``enrich`` section as written (tests and benchmarks that build one by hand)."""
+        return cls.from_settings(EnrichSettings.from_doc(doc))
 
     # ----- wiring -----
 

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Any, Iterable, Protocol
 
-from alertd.core.durations import parse_duration
 from alertd.enrich.kube_api import KubeApi, KubeUnavailable, NotFound, meta
-from alertd.enrich.settings import KubeSettings
+from alertd.enrich.settings import EnrichSettings, KubeSettings, NodeIndexSettings
 from alertd.core.model import Alert
 from alertd.engine.identity import Pointer, is_address, pointers
 from alertd.engine.normalize import NormalizeConfig
@@ -35,33 +33,15 @@ MAX_ENTRIES = 65_536
 MAX_NODE_PAGES = 200  # of 500 nodes each
 
 
-@dataclass(frozen=True, slots=True)
-class NodeIndexSettings:
-    """The ``normalize.kubernetes`` config section, parsed."""
-
-    enabled: bool = True
-    refresh: float = 300.0
-    ttl: float = 600.0
-    failure_ttl: float = 30.0
-    wait: float = 2.0
-    max_lookups: int = 64
-
-    @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None) -> "NodeIndexSettings":
-        doc, d = doc or {}, cls()
-        def secs(key: str, default: float) -> float:
-            return parse_duration(doc[key]).total_seconds() if key in doc else default
-
-        return cls(enabled=doc.get("enabled", True), refresh=secs("refresh", d.refresh), ttl=secs("ttl", d.ttl),
-                   failure_ttl=secs("failure_ttl", d.failure_ttl), wait=secs("wait", d.wait),
-                   max_lookups=int(doc.get("max_lookups", d.max_lookups)))
-
-
 class IndexConfig(Protocol):
-    """The configuration as the node index reads it (alertd/config/settings.py's Config)."""
+    """The configuration as the node index reads it (alertd/config/settings.py's Config): the API server it asks
+    (``enrich.kube``), how (``normalize.kubernetes``), and the labels it reads."""
 
     @property
-    def raw(self) -> dict[str, Any]: ...
+    def enrich(self) -> EnrichSettings: ...
+
+    @property
+    def kubernetes(self) -> NodeIndexSettings: ...
 
     @property
     def normalize(self) -> NormalizeConfig: ...
@@ -87,12 +67,10 @@ class NodeIndex(KubeApi):
     @classmethod
     def from_config(cls, cfg: "IndexConfig") -> "NodeIndex | None":
         """Built when enrich.kube is configured and normalize.kubernetes is not disabled."""
-        raw, ncfg = cfg.raw, cfg.normalize
-        kube_doc = (raw.get("enrich") or {}).get("kube")
-        settings = NodeIndexSettings.from_doc((raw.get("normalize") or {}).get("kubernetes"))
-        if kube_doc is None or not kube_doc.get("enabled", True) or not settings.enabled:
+        kube, settings = cfg.enrich.kube, cfg.kubernetes
+        if kube is None or not settings.enabled:
             return None
-        return cls(KubeSettings.from_doc(kube_doc), settings, ncfg)
+        return cls(kube, settings, cfg.normalize)
 
     # ----- NodeLookup: what the engine reads -----
 

@@ -252,7 +252,31 @@ class EnrichSettings:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class NodeIndexSettings:
+    """The ``normalize.kubernetes`` config section, parsed: how the node index (alertd/enrich/node_index.py)
+    asks the API server for the nodes an alert's pod or address is on."""
+
+    enabled: bool = True
+    refresh: float = 300.0
+    ttl: float = 600.0
+    failure_ttl: float = 30.0
+    wait: float = 2.0
+    max_lookups: int = 64
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any] | None) -> "NodeIndexSettings":
+        doc, d = doc or {}, cls()
+
+        def secs(key: str, default: float) -> float:
+            return parse_duration(doc[key]).total_seconds() if key in doc else default
+
+        return cls(enabled=doc.get("enabled", True), refresh=secs("refresh", d.refresh), ttl=secs("ttl", d.ttl),
+                   failure_ttl=secs("failure_ttl", d.failure_ttl), wait=secs("wait", d.wait),
+                   max_lookups=int(doc.get("max_lookups", d.max_lookups)))
+
+
 __all__ = [
     "CostModel", "DEFAULT_GPU_PRODUCT_LABELS", "JobCostSettings", "DEFAULT_INSTANCE_TYPE_LABELS", "DEFAULT_PATTERNS", "DEFAULT_POOL_LABELS",
-    "EnrichSettings", "KubeSettings", "LogSettings",
+    "EnrichSettings", "KubeSettings", "LogSettings", "NodeIndexSettings",
 ]

@@ -10,7 +10,8 @@ import logging
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from alertd.config.settings import TlsSettings
 
 log = logging.getLogger(__name__)
 VERSIONS = {"TLS1.2": ssl.TLSVersion.TLSv1_2, "TLS1.3": ssl.TLSVersion.TLSv1_3}
@@ -27,15 +28,11 @@ class ListenerTLS:
     min_version: str = "TLS1.2"
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None, base: Path | None = None) -> "ListenerTLS | None":
-        """The ``tls`` section; relative paths are relative to ``base`` (the config file's directory)."""
-        if not doc:
+    def of(cls, settings: TlsSettings | None) -> "ListenerTLS | None":
+        """The ``tls`` section (``Config.tls``, its paths resolved against the config file's directory)."""
+        if settings is None:
             return None
-
-        def path(value: str) -> Path:
-            p = Path(value)
-            return p if p.is_absolute() or base is None else base / p
-        return cls(path(doc["cert_file"]), path(doc["key_file"]), doc.get("min_version", "TLS1.2"))
+        return cls(settings.cert_file, settings.key_file, settings.min_version)
 
     def context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

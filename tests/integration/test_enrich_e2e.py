@@ -73,7 +73,7 @@ class Stack:
         # No fleet sample: the tests count the enricher's own Kubernetes requests against the server's.
         self.cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, "enrich": enrich,
                                  "report": {"sample_fleet": False}}, "test")
-        self.enricher = Enricher.from_doc(self.cfg.raw.get("enrich"))
+        self.enricher = Enricher.from_settings(self.cfg.enrich)
         self.recorder = Recorder()
         self.svc = Service(self.cfg, SqliteStore(tmp_path / "alertd.sqlite3"), load_rules(self.cfg.rule_paths),
                            notifiers={"console": self.recorder}, enricher=self.enricher)

@@ -120,7 +120,7 @@ class Harness:
     async def start(self) -> "Harness":
         self.store = SqliteStore(self.db)
         self.rules = load_rules(self.cfg.rule_paths)
-        enricher = Enricher.from_doc(self.cfg.raw.get("enrich"))
+        enricher = Enricher.from_settings(self.cfg.enrich)
         self.svc = build_service(self.cfg, self.store, self.rules, enricher=enricher)
         if enricher is not None:
             enricher.bind(self.svc)

@@ -1,9 +1,12 @@
 """Links into Alertmanager's UI: the filter is matcher syntax, percent-encoded whole, under any path prefix."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import asyncio
+from datetime import datetime, timedelta, timezone
 from urllib.parse import unquote, urlsplit
 
+from alertd.alertmanager.settings import AlertmanagerSettings
+from alertd.alertmanager.silences import AlertmanagerClient
 from alertd.core.matchers import parse_matcher
 from alertd.core.model import Incident
 from alertd.integrations.presentation import alertmanager_link, alertmanager_page, silence_link
@@ -45,3 +48,15 @@ def test_the_path_prefix_is_kept_with_or_without_its_slash():
 def test_no_link_without_a_web_base():
     inc = _incident("n1")
     assert alertmanager_link(inc, "") == "" and silence_link("javascript:alert(1)", "x") == ""
+
+
+def test_a_silence_names_the_incident_page_under_alertd_path_prefix():
+    client, sent = AlertmanagerClient(AlertmanagerSettings(url="http://127.0.0.1:9")), []
+
+    async def create(matchers, starts_at, ends_at, created_by, comment):
+        sent.append(comment)
+        return "s-1"
+    client.create_silence = create  # type: ignore[method-assign]
+    inc = _incident("n1")
+    asyncio.run(client.silence_incident(inc, timedelta(hours=1), "ana", T0, alertd_url="https://ops.example/alertd/"))
+    assert sent == ["alertd incident inc-1: t https://ops.example/alertd/ui/incidents/inc-1"]

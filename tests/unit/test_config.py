@@ -134,3 +134,34 @@ def test_notify_retry_bounds_the_backoff():
     assert max(backoff(20, cap=3.0) for _ in range(200)) <= 3.0
     with pytest.raises(InvalidDocument, match="max_attempts"):
         parse_config({"notify": {"retry": {"max_attempts": 0}}}, "t")
+
+
+def test_the_sections_other_parts_read_are_parsed_once_into_typed_settings(tmp_path):
+    path = tmp_path / "alertd.yml"
+    path.write_text(textwrap.dedent("""
+        tls: {cert_file: certs/alertd.pem, key_file: /etc/alertd/key.pem, min_version: TLS1.3}
+        report: {sample_interval: 30m, cluster: prod-a, digest: {channel: "#capacity", weekday: friday, hour: 7}}
+        enrich: {kube: {enabled: true, cluster: prod-a}}
+        normalize: {kubernetes: {wait: 500ms, max_lookups: 8}}
+        """))
+    cfg = load_config(path)
+    assert cfg.tls is not None and (cfg.tls.cert_file, str(cfg.tls.key_file), cfg.tls.min_version) == (
+        tmp_path.resolve() / "certs" / "alertd.pem", "/etc/alertd/key.pem", "TLS1.3")  # relative to the file
+    assert (cfg.report.sample_interval.total_seconds(), cfg.report.cluster, cfg.report.sample_fleet) == (1800, "prod-a", True)
+    assert (cfg.report.digest.channel, cfg.report.digest.weekday, cfg.report.digest.hour) == ("#capacity", 4, 7)
+    assert cfg.enrich.kube is not None and cfg.enrich.kube.cluster == "prod-a" and cfg.enrich.logs is None
+    assert (cfg.kubernetes.wait, cfg.kubernetes.max_lookups) == (0.5, 8)
+
+
+def test_absent_or_disabled_sections_read_as_off():
+    cfg = parse_config({"enrich": {"kube": {"enabled": False}}, "report": {"sample_fleet": False}}, "<test>")
+    assert cfg.tls is None and cfg.enrich.kube is None and not cfg.report.sample_fleet
+    assert parse_config({}, "<test>").report.sample_interval.total_seconds() == 3600
+
+
+def test_a_bad_tls_section_is_named_with_its_line(tmp_path):
+    path = tmp_path / "alertd.yml"
+    path.write_text("listen: 127.0.0.1:9095\ntls: {cert_file: a.pem}\n")
+    with pytest.raises(InvalidDocument) as err:
+        load_config(path)
+    assert "tls" in str(err.value) and "key_file" in str(err.value) and ":2" in str(err.value)

@@ -289,7 +289,7 @@ def test_shipped_deployment_example_config_is_valid(tmp_path) -> None:
     from tests.unit.test_deploy_defaults import deployment_config
 
     cfg = deployment_config(tmp_path)
-    e = Enricher.from_doc(cfg.raw["enrich"])
+    e = Enricher.from_settings(cfg.enrich)
     assert e.settings.logs.backend == "opensearch" and e.settings.logs.index == "graylog_*"
     assert e.kube is not None and e.settings.deadline == 3.0
 

@@ -23,10 +23,11 @@ LAYERS: dict[str, set[str]] = {
     "store": {"core", "engine", "gpu", "receive", "rules"},
     "enrich": {"core", "engine", "gpu"},
     "notify": {"core", "integrations", "rules", "store"},
+    "report": {"core", "rules", "store"},  # the reliability report: incident facts and fleet samples -> figures
     "alertmanager": {"core", "receive"},
     "ha": {"core"},
-    "config": {"alertmanager", "core", "engine", "integrations", "rules", "schemas"},
-    "report": {"core", "rules", "store"},  # the reliability report: incident facts and fleet samples -> figures
+    # every section parsed once, into the settings types their users define (alertmanager/, enrich/, report/)
+    "config": {"alertmanager", "core", "engine", "enrich", "integrations", "report", "rules", "schemas"},
     # proposals, guards, blast radius (pure) and the Kubernetes writes (remediation/kube.py, through enrich's reads)
     "remediation": {"core", "engine", "enrich", "gpu", "rules"},
 }
