@@ -14,7 +14,7 @@ from alertd.core.model import Change, Signal
 from alertd.core.service_metrics import Metrics
 from alertd.ha import commands
 from alertd.store.base import AuditEntry
-from alertd.store.dbapi import SqlStore
+from alertd.store.facade import SqlStore
 from alertd.store.quarantine import SetAside
 
 log = logging.getLogger(__name__)

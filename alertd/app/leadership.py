@@ -21,7 +21,7 @@ from alertd.core.model import Incident
 from alertd.engine.pipeline import Engine
 from alertd.enrich.node_index import NodeIndex
 from alertd.ha.elector import Elector, replica_name
-from alertd.store.dbapi import SqlStore
+from alertd.store.facade import SqlStore
 
 log = logging.getLogger(__name__)
 DRAIN_SECONDS = 10.0  # at most this long taking what was acknowledged through the engine at shutdown

@@ -42,7 +42,7 @@ from alertd.integrations.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.rules.ruleset import RuleSet
-from alertd.store.dbapi import SqlStore
+from alertd.store.facade import SqlStore
 from alertd.store.quarantine import SetAside
 
 log = logging.getLogger(__name__)

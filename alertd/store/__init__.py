@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from alertd.store.base import Store
 
 if TYPE_CHECKING:  # both backends are SqlStores; importing one loads its database driver
-    from alertd.store.dbapi import SqlStore
+    from alertd.store.facade import SqlStore
 
 
 def open_store(backend: str, *, data_dir: Path, sqlite_path: str = "", synchronous: str = "FULL", dsn: str = "",

@@ -26,13 +26,13 @@ def backend(store: Store) -> str:
 
 async def query(store: Store, statement: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """A read on the store's own thread and connection (DB-API stores only)."""
-    rows: list[tuple[Any, ...]] = await store._run(store._query, statement, args)  # type: ignore[attr-defined]
+    rows: list[tuple[Any, ...]] = await store.db.run(store.db.query, statement, args)  # type: ignore[attr-defined]
     return rows
 
 
 async def log_ids(store: Store) -> list[int]:
     """The webhooks in the inbox log, taken or not (SQLite: its own file; PostgreSQL: a table)."""
-    rows = await store._run(store._log_query, "SELECT id FROM inbox_log ORDER BY id")  # type: ignore[attr-defined]
+    rows = await store.db.run(store.db.log_query, "SELECT id FROM inbox_log ORDER BY id")  # type: ignore[attr-defined]
     return [r[0] for r in rows]
 
 
