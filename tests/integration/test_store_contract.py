@@ -18,8 +18,9 @@ import pytest
 from alertd.core.model import GPU, Change, Event, Incident, Member, Signal, Subject
 from alertd.core.outbox_items import Show
 from alertd.store import sql
-from alertd.store.base import (ESCALATION, SENT, Hook, InboxKey, MemoryDelta, OutboxItem, RouterMemory, Step, Store,
+from alertd.store.base import (ESCALATION, SENT, Hook, InboxKey, MemoryDelta, OutboxItem, RouterMemory, Step,
                                StoreUnavailable, Taken)
+from alertd.store.facade import SqlStore
 from alertd.store.steps import RECENT_EVENTS
 from tests.support.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
                                   taking)
@@ -133,7 +134,7 @@ async def test_commit_step_is_all_or_nothing_with_the_webhooks_and_keys_it_takes
     assert (state.next_seq, state.heartbeat_at) == (3, at(5))
 
 
-async def assert_nothing_committed(store: Store, hooks: list[Hook], keys: list[str]) -> None:
+async def assert_nothing_committed(store: SqlStore, hooks: list[Hook], keys: list[str]) -> None:
     assert await pending(store) == [(h.id, h.body) for h in hooks]  # still pending: will be taken again
     assert await store.count_pending_inbox() == 3
     assert await store.known_keys(keys) == set()
