@@ -112,7 +112,7 @@ class Service:
         self.holder = replica_name() if role == "replica" else "engine"
         self.remediation = Remediations.from_config(self, (cfg.raw.get("enrich") or {}).get("kube"), holder=self.holder)
         self.processor = self._processor(rules)
-        self.admission = Admission(cfg, store, clock=clock, metrics=self.metrics, health=self.health,
+        self.admission = Admission(cfg, store.inbox, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)
         self.actions = Actions(store, self.processor, metrics=self.metrics, receive=self.admission.receive)
         self.reload_rules = RuleReload(cfg, self.processor, self.router, self.metrics)
