@@ -11,6 +11,7 @@ from alertd.store.audit import AuditTrail, SeenOnce
 from alertd.store.backend import SqlBackend
 from alertd.store.coordination import Commands, Lease, SharedMeta
 from alertd.store.inbox import Inbox
+from alertd.store.outbox import Outbox
 from alertd.store.quarantine import Quarantine
 from alertd.store.reads import HistoryReads
 from alertd.store.remediations import Remediations
@@ -18,19 +19,19 @@ from alertd.store.report_tables import ReportTables
 from alertd.store.retention import Retention
 from alertd.store.sessions import Sessions
 from alertd.store.steps import EngineSteps
-from alertd.store.outbox import Outbox
+
 
 class SqlStore:
     """The parts of the store, and their methods under one name each: thin delegation, no logic.
 
-    Why a facade: the service hands one store to every consumer (the processor, delivery, the web
-    handlers, the lease loop, the report), each of which declares the Protocol of what it uses
+    Why a facade: the service hands the store to its consumers (the processor, delivery, the web
+    handlers, forwarded actions, the report), each of which declares the Protocol of what it uses
     (alertd/app, alertd/integrations/base.py ``NotifyStore``, alertd/web/host.py ``WebStore``,
     alertd/ha, alertd/report), and most of those Protocols span several parts (delivery reads
     incidents and writes the outbox; the web reads history, sessions, the quarantine, remediations).
     One object that satisfies them all keeps the assembly from wiring a bundle of parts per consumer.
-    Each name below IS the part's bound method; a consumer that needs one part can be given it
-    (``store.inbox``, ``store.outbox`` ...).
+    Each name below IS the part's bound method; a consumer that needs one part is given that part
+    (the elector ``engine_lease``, admission ``inbox``).
     """
 
     def __init__(self, db: SqlBackend):
@@ -51,7 +52,7 @@ class SqlStore:
         self.report_tables = ReportTables(db)
         self._bind()
 
-    def _bind(self) -> None:  # long: one line per delegated method
+    def _bind(self) -> None:
         inbox, quarantine, steps, outbox, reads = self.inbox, self.quarantine, self.steps, self.outbox, self.history
         self.size_bytes = self.db.size_bytes
         # the receive side and the engine's intake
