@@ -92,7 +92,7 @@ class _TimedSqlite:
 
 def _timed_on_store_thread(store: SqliteStore, sink: list[float], profiler: cProfile.Profile | None) -> list[bool]:
     """Record the store thread's CPU for each call made while the returned flag is set (the step commit)."""
-    inner = store._on_thread
+    inner = store.db._on_thread
     measuring = [False]
 
     def run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -107,7 +107,7 @@ def _timed_on_store_thread(store: SqliteStore, sink: list[float], profiler: cPro
             if profiler:
                 profiler.disable()
             sink.append(time.thread_time() - started)
-    store._on_thread = run  # type: ignore[method-assign]
+    store.db._on_thread = run  # type: ignore[method-assign]
     return measuring
 
 
@@ -119,7 +119,7 @@ async def cold_storm(nodes: int, step: int, work: Path,
     await store.open()
     store_cpu: list[float] = []
     in_sqlite = [0.0]
-    store._conn = _TimedSqlite(store._conn, in_sqlite)
+    store.db._conn = _TimedSqlite(store.db._conn, in_sqlite)
     measuring = _timed_on_store_thread(store, store_cpu, profilers[1] if profilers else None)
     engine = Engine(rules, cfg.normalize, await store.load_state())
     router = build_router(cfg, rules)
@@ -158,7 +158,7 @@ async def cold_storm(nodes: int, step: int, work: Path,
             cost.steps.append((len(chunk), {"engine": t1 - t0, "router": t2 - t1, "store": store_cpu.pop(),
                                             "sqlite": in_sqlite[0]}))
             in_sqlite[0] = 0.0
-        sizes = await store._run(_stored_bytes, store)
+        sizes = await store.db.run(_stored_bytes, store)
     finally:
         await store.close()
     return cost, sizes, len(engine.state.incidents)
@@ -166,15 +166,15 @@ async def cold_storm(nodes: int, step: int, work: Path,
 
 def _stored_bytes(store: SqliteStore) -> dict[str, float]:
     """Bytes of the rows per table (every column's stored length, not pages), from SQLite itself."""
-    tables = [r[0] for r in store._query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'")]
+    tables = [r[0] for r in store.db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'")]
     sizes = {t: _table_bytes(store, t) for t in tables}
     return {t: v for t, v in sorted(sizes.items(), key=lambda kv: -kv[1]) if v}
 
 
 def _table_bytes(store: SqliteStore, table: str) -> float:
-    columns = [r[1] for r in store._query(f"PRAGMA table_info({table})")]
+    columns = [r[1] for r in store.db.query(f"PRAGMA table_info({table})")]
     expr = " + ".join(f"coalesce(length(CAST({c} AS BLOB)), 0)" for c in columns)
-    return float(store._query(f"SELECT coalesce(sum({expr}), 0) FROM {table}")[0][0])
+    return float(store.db.query(f"SELECT coalesce(sum({expr}), 0) FROM {table}")[0][0])
 
 
 def report(nodes: int, step: int, profile: str = "") -> None:

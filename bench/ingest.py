@@ -215,7 +215,7 @@ def print_profile(path: Path, top: int = 25) -> None:
         "engine (engine/, normalize, classify)": ("alertd/engine/", "alertd/engine/normalize.py", "alertd/gpu/",
                                                   "alertd/core/matchers.py"),
         "model (to/from dict, iso)": ("alertd/core/model.py",),
-        "store glue (dbapi/sql, main thread side)": ("alertd/store/",),
+        "store glue (backend, parts, sql; main thread side)": ("alertd/store/",),
         "outbox + notifiers": ("alertd/notify/",),
         "aiohttp": ("aiohttp/",),
         "asyncio + selectors (incl. idle poll)": ("asyncio/", "selectors.py", "select.epoll"),

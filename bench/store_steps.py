@@ -61,7 +61,7 @@ async def run(steps: int) -> None:
         path = os.path.join(work, "alertd.sqlite3")
         store = SqliteStore(path, synchronous="OFF")
         await store.open()
-        thread_cpu = store._executor.submit(time.thread_time).result()
+        thread_cpu = store.db._executor.submit(time.thread_time).result()
         started = time.monotonic()
         for inc in incidents:
             step = Step(changes=[Change(incident=inc, kinds=["opened"], events=inc.timeline, members=list(inc.members))],
@@ -71,7 +71,7 @@ async def run(steps: int) -> None:
             due = await store.due_outbox(T0 + timedelta(hours=1), 10)
             await store.finish_outbox_batch([(o.id, None) for o in due if o.id is not None])
         wall = time.monotonic() - started
-        thread_cpu = store._executor.submit(time.thread_time).result() - thread_cpu
+        thread_cpu = store.db._executor.submit(time.thread_time).result() - thread_cpu
         await store.close()
         size = os.path.getsize(path)
     print(f"{steps} steps ({steps * 8} alerts): store thread CPU {thread_cpu:.2f} s = {thread_cpu / steps * 1000:.2f} ms "

@@ -7,21 +7,29 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
 from alertd.app.processor import Processor
 from alertd.core.model import Change, Signal
 from alertd.core.service_metrics import Metrics
 from alertd.ha import commands
 from alertd.store.base import AuditEntry
-from alertd.store.dbapi import SqlStore
 from alertd.store.quarantine import SetAside
 
 log = logging.getLogger(__name__)
 
 
+class ActionsStore(commands.CommandStore, Protocol):
+    """What actions need of the store: forwarding to the leader (alertd/store/coordination.py), the audit trail
+    (alertd/store/audit.py) and the set-aside rows taken for replay (alertd/store/quarantine.py)."""
+
+    async def record_audit(self, entry: AuditEntry) -> None: ...
+
+    async def take_for_replay(self, item_id: int) -> SetAside | None: ...
+
+
 class Actions:
-    def __init__(self, store: SqlStore, processor: Processor, *, metrics: Metrics,
+    def __init__(self, store: ActionsStore, processor: Processor, *, metrics: Metrics,
                  receive: Callable[[bytes, int], Awaitable[int]]):
         self.store, self.processor, self.metrics, self._receive = store, processor, metrics, receive
 

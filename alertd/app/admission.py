@@ -11,22 +11,30 @@ import asyncio
 import logging
 import time
 from datetime import datetime
-from typing import Any, Callable, Coroutine
+from typing import Any, Callable, Coroutine, Protocol
 
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
 from alertd.core.model import Alert
 from alertd.core.service_metrics import Metrics
 from alertd.receive.payload import encode_webhook
-from alertd.store.base import Store, StoreUnavailable
+from alertd.store.base import StoreUnavailable
 
 log = logging.getLogger(__name__)
 BACKLOG_EVERY = 1.0  # seconds between counts of the inbox backlog (receiver.max_backlog)
 BACKLOG_WARN_EVERY = 10.0  # seconds between warnings about webhooks refused for the backlog
 
 
+class InboxAppends(Protocol):
+    """What admission needs of the store: the receive side of its inbox (alertd/store/inbox.py)."""
+
+    async def append_hook(self, body: bytes, received_at: datetime, alerts: int) -> int: ...
+
+    async def count_backlog_hooks(self) -> int: ...
+
+
 class Admission:
-    def __init__(self, cfg: Config, store: Store, *, clock: Callable[[], datetime], metrics: Metrics,
+    def __init__(self, cfg: Config, store: InboxAppends, *, clock: Callable[[], datetime], metrics: Metrics,
                  health: StoreHealth, wake: Callable[[], None]):
         self.cfg, self.store, self.clock, self.metrics, self.health = cfg, store, clock, metrics, health
         self._wake = wake

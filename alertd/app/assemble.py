@@ -10,7 +10,7 @@ from alertd.app.notifiers import build_notifiers, build_router
 from alertd.app.recording_rules import load_site_rules
 from alertd.rules.ruleset import RuleSet
 from alertd.app.service import Service, utcnow
-from alertd.store.dbapi import SqlStore
+from alertd.store.facade import SqlStore
 
 
 def build_service(cfg: Config, store: SqlStore, rules: RuleSet | None = None, *,

@@ -8,19 +8,28 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Protocol
 
 from alertd.config.settings import Config
 from alertd.core.service_metrics import Metrics
-from alertd.store.base import Store
 
 log = logging.getLogger(__name__)
 EVERY = 60.0  # seconds between rounds
 PRUNE_EVERY = 5  # rounds between prunes
 
 
+class Retained(Protocol):
+    """What housekeeping needs of the store: its retention part (alertd/store/retention.py) and its size."""
+
+    async def prune(self, before: datetime, *, resolved_before: datetime | None = None) -> int: ...
+
+    async def stats(self) -> dict[str, int]: ...
+
+    async def size_bytes(self) -> int | None: ...
+
+
 class Housekeeping:
-    def __init__(self, cfg: Config, store: Store, *, clock: Callable[[], datetime], metrics: Metrics,
+    def __init__(self, cfg: Config, store: Retained, *, clock: Callable[[], datetime], metrics: Metrics,
                  failed: Callable[[str, Exception], None],
                  before_prune: Callable[[], Awaitable[object]] | None = None):
         self.cfg, self.store, self.clock, self.metrics, self._failed = cfg, store, clock, metrics, failed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from alertd.app.budget import Budget, Stuck
 from alertd.config.settings import Config
@@ -23,7 +23,7 @@ from alertd.core.service_metrics import Metrics
 from alertd.core.model import Alert, parse_iso
 from alertd.receive.payload import BadPayload, delivery_key, encode_webhook, read_stored
 from alertd.rules.ruleset import RuleSet
-from alertd.store.base import Hook, InboxKey, Store, StoreUnavailable, Taken
+from alertd.store.base import Hook, InboxKey, StoreUnavailable, Taken
 from alertd.store.quarantine import note
 
 log = logging.getLogger(__name__)
@@ -32,11 +32,26 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 
 
+class IntakeStore(Protocol):
+    """What taking webhooks needs of the store: its inbox (alertd/store/inbox.py) and the attempts counted at
+    them (alertd/store/quarantine.py)."""
+
+    async def pending_hooks(self, limit: int) -> list[Hook]: ...
+
+    async def count_pending_inbox(self) -> int: ...
+
+    async def known_keys(self, keys: list[str]) -> set[str]: ...
+
+    async def count_attempt(self, ids: list[int], now: datetime) -> tuple[list[int], int]: ...
+
+    async def uncount_attempt(self, ids: list[int]) -> None: ...
+
+
 class Intake:
     """Needs the Processor's store, config, clock, metrics, rules, engine and ``step``."""
 
     cfg: Config
-    store: Store
+    store: IntakeStore
     clock: Callable[[], datetime]
     metrics: Metrics
     rules: RuleSet

@@ -21,7 +21,7 @@ from alertd.core.model import Incident
 from alertd.engine.pipeline import Engine
 from alertd.enrich.node_index import NodeIndex
 from alertd.ha.elector import Elector, replica_name
-from alertd.store.dbapi import SqlStore
+from alertd.store.facade import SqlStore
 
 log = logging.getLogger(__name__)
 DRAIN_SECONDS = 10.0  # at most this long taking what was acknowledged through the engine at shutdown
@@ -58,7 +58,7 @@ class Leadership:
             await self.lead(0)
         elif self.role == "replica":
             ha = self.cfg.ha
-            self.elector = Elector(self.store, holder=self.holder, address=ha.advertise or self.cfg.listen,
+            self.elector = Elector(self.store.engine_lease, holder=self.holder, address=ha.advertise or self.cfg.listen,
                                    ttl=ha.lease_ttl, renew_every=ha.renew_interval,
                                    on_elected=self.lead, on_deposed=self.follow)
             await self.elector.round()  # lead at once when the lease is free

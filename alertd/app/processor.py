@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Awaitable, Callable, Iterable, Protocol, Sequence
 
 from alertd.app.budget import Budget
-from alertd.app.intake import Intake
+from alertd.app.intake import Intake, IntakeStore
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
 from alertd.core.model import ACKNOWLEDGED, OPEN, Alert, Change
@@ -22,7 +22,7 @@ from alertd.engine.pipeline import Engine
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.rules.ruleset import RuleSet
-from alertd.store.base import Step, Store, StoreUnavailable, Taken
+from alertd.store.base import EngineState, RouterMemory, Step, StoreUnavailable, Taken
 
 log = logging.getLogger(__name__)
 KEEP_EVENTS_IN_MEMORY = 20
@@ -42,6 +42,17 @@ class Submits(Protocol):
     """What follows each committed step (enrichment, remediation proposals): its changes, off the request path."""
 
     def submit(self, changes: Iterable[Change]) -> None: ...
+
+
+class StepStore(IntakeStore, Protocol):
+    """What the processor needs of the store: the intake's part, and the engine's steps and the state they
+    leave (alertd/store/steps.py)."""
+
+    async def commit_step(self, step: Step) -> None: ...
+
+    async def load_state(self) -> EngineState: ...
+
+    async def load_router_memory(self) -> RouterMemory: ...
 
 
 class Outbox:
@@ -70,7 +81,9 @@ class Outbox:
 class Processor(Intake):
     """Engine steps and their commits; the intake (alertd/app/intake.py) feeds it the inbox log."""
 
-    def __init__(self, cfg: Config, store: Store, rules: RuleSet, *, clock: Callable[[], datetime],
+    store: StepStore
+
+    def __init__(self, cfg: Config, store: StepStore, rules: RuleSet, *, clock: Callable[[], datetime],
                  metrics: Metrics, health: StoreHealth, router: ConsoleRouter | Router, outbox: Outbox,
                  lookups: list[EdgeLookup], after_commit: Sequence[Submits] = (), shared_inbox: bool = False,
                  forwarded: Callable[[], Awaitable[int]] | None = None):

@@ -42,7 +42,7 @@ from alertd.integrations.console import ConsoleNotifier
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.rules.ruleset import RuleSet
-from alertd.store.dbapi import SqlStore
+from alertd.store.facade import SqlStore
 from alertd.store.quarantine import SetAside
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class Service:
         self.holder = replica_name() if role == "replica" else "engine"
         self.remediation = Remediations.from_config(self, cfg.enrich.kube, holder=self.holder)
         self.processor = self._processor(rules)
-        self.admission = Admission(cfg, store, clock=clock, metrics=self.metrics, health=self.health,
+        self.admission = Admission(cfg, store.inbox, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)
         self.actions = Actions(store, self.processor, metrics=self.metrics, receive=self.admission.receive)
         self.reload_rules = RuleReload(cfg, self.processor, self.router, self.metrics)

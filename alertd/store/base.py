@@ -1,4 +1,4 @@
-"""The storage interface every backend implements, and the records it trades in.
+"""The records the store trades in (its parts: alertd/store/facade.py).
 
 The receiver appends each webhook, as received, to the inbox log and answers only
 after that commit; the engine takes webhooks from the log in order, drops alerts
@@ -8,7 +8,6 @@ transaction, so a crash at any point replays, never loses.
 """
 from __future__ import annotations
 
-import abc
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,11 +15,13 @@ from typing import Any
 from alertd.core.outbox_items import OutboxItem
 from alertd.core.router_memory import ESCALATION, SENT, Cordon, MemoryDelta, RouterMemory
 from alertd.engine.correlate import EngineState
-from alertd.core.model import Change, Incident
-from alertd.store.quarantine import SetAside
+from alertd.core.model import Change
 
 __all__ = ["Cordon", "ESCALATION", "EngineState", "Hook", "InboxKey", "MemoryDelta", "OutboxItem", "RouterMemory", "SENT",
-           "Step", "Store", "StoreUnavailable", "Taken"]
+           "SetAside", "Step", "StoreUnavailable", "Taken"]
+
+
+BODY_SHOWN = 16_384  # characters of a set-aside body a listing carries (a webhook may be megabytes)
 
 
 class StoreUnavailable(RuntimeError):
@@ -76,6 +77,28 @@ class AuditEntry:
                 "target": self.target, "via": self.via, "outcome": self.outcome, "detail": self.detail}
 
 
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """One set-aside webhook or alert, as the quarantine API lists it."""
+
+    id: int
+    key: str
+    received_at: str
+    reason: str
+    body: str
+    replayed: bool
+    size: int = -1  # characters of the whole body (a listing reads only its start); -1: ``body`` is whole
+
+    @property
+    def kind(self) -> str:
+        return "webhook" if self.key.startswith("webhook:") else "alert"
+
+    def to_dict(self, body_chars: int = BODY_SHOWN) -> dict[str, Any]:
+        return {"id": self.id, "key": self.key, "kind": self.kind, "received_at": self.received_at,
+                "reason": self.reason, "state": "replayed" if self.replayed else "set aside",
+                "body_chars": len(self.body) if self.size < 0 else self.size, "body": self.body[:body_chars]}
+
+
 @dataclass(slots=True)
 class Step:
     """The result of one engine step, committed atomically."""
@@ -86,140 +109,3 @@ class Step:
     next_seq: int = 0
     heartbeat_at: datetime | None = None
     memory: MemoryDelta = field(default_factory=MemoryDelta)  # the router's, in the same transaction
-
-
-class Store(abc.ABC):
-    """Async facade; implementations run blocking drivers off the event loop."""
-
-    @abc.abstractmethod
-    async def open(self) -> None: ...
-
-    @abc.abstractmethod
-    async def close(self) -> None: ...
-
-    @abc.abstractmethod
-    async def append_hook(self, body: bytes, received_at: datetime, alerts: int) -> int:
-        """Durably append a webhook as received (``alerts``: how many it holds); return its log id only after
-        commit. Raise StoreUnavailable if impossible."""
-
-    @abc.abstractmethod
-    async def pending_hooks(self, limit: int) -> list[Hook]:
-        """Webhooks the engine has not taken, oldest first, about ``limit`` alerts' worth (at least one)."""
-
-    @abc.abstractmethod
-    async def count_pending_inbox(self) -> int:
-        """Alerts in webhooks the engine has not taken yet (the alertd_inbox_pending gauge)."""
-
-    @abc.abstractmethod
-    async def count_backlog_hooks(self) -> int:
-        """Webhooks appended and not yet taken by the engine, as the store holds them now (another process's
-        engine included), at the cost of a few index lookups whatever the backlog (receiver.max_backlog)."""
-
-    @abc.abstractmethod
-    async def known_keys(self, keys: list[str]) -> set[str]:
-        """Which of these redelivery keys the engine has taken (or set aside) already."""
-
-    @abc.abstractmethod
-    async def count_attempt(self, ids: list[int], now: datetime) -> tuple[list[int], int]:
-        """Count an attempt at webhooks about to be run, committed first (alertd/store/quarantine.py): the ones
-        to take (only the first once any was tried before) and the most tries any of them had."""
-
-    @abc.abstractmethod
-    async def uncount_attempt(self, ids: list[int]) -> None:
-        """Take back an attempt the store itself made fail."""
-
-    @abc.abstractmethod
-    async def list_set_aside(self, *, limit: int = 100, before: int | None = None) -> list[SetAside]:
-        """Set-aside webhooks and alerts (``inbox.processed`` 2, replayed 3), newest first."""
-
-    @abc.abstractmethod
-    async def take_for_replay(self, item_id: int) -> SetAside | None:
-        """Mark a set-aside row replayed under a renamed key and return it, for the caller to append again."""
-
-    @abc.abstractmethod
-    async def commit_step(self, step: Step) -> None:
-        """Webhooks taken and their keys, incidents, events, outbox items, engine meta and router memory: one
-        transaction."""
-
-    @abc.abstractmethod
-    async def load_state(self) -> EngineState: ...
-
-    @abc.abstractmethod
-    async def load_router_memory(self) -> RouterMemory:
-        """The router's memory as of the last committed step (see MemoryDelta)."""
-
-    @abc.abstractmethod
-    async def list_incidents(self, *, status: str | None = None, node: str | None = None,
-                             since: datetime | None = None, limit: int = 100) -> list[dict[str, Any]]: ...
-
-    @abc.abstractmethod
-    async def get_incident(self, incident_id: str) -> Incident | None: ...
-
-    @abc.abstractmethod
-    async def due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]:
-        """Pending work that is due, oldest first; at most one (the oldest) per incident+target."""
-
-    async def finish_outbox(self, item_id: int, *, ref: tuple[str, str, str] | None = None) -> None:
-        """Mark delivered; ``ref`` (incident, target, external id such as a Slack ts) is saved in the same commit."""
-        await self.finish_outbox_batch([(item_id, ref)])
-
-    @abc.abstractmethod
-    async def finish_outbox_batch(self, done: list[tuple[int, tuple[str, str, str] | None]]) -> None:
-        """Mark pending items done, saving their refs, in one commit (one fsync per delivery round).
-
-        Also how a notifier marks queued items that one delivery covered (coalesced updates)."""
-
-    @abc.abstractmethod
-    async def save_ref(self, incident_id: str, target: str, ref: str) -> None:
-        """Save an external id before the rest of a delivery, so a crash cannot post twice."""
-
-    @abc.abstractmethod
-    async def pending_outbox_for(self, incident_id: str, target: str, *, after_id: int,
-                                 kinds: tuple[str, ...]) -> list[OutboxItem]:
-        """Pending items of these intents for one incident+target queued after ``after_id``, oldest first."""
-
-    @abc.abstractmethod
-    async def retry_outbox(self, item_id: int, due_at: datetime, error: str, *, give_up: bool = False) -> None: ...
-
-    @abc.abstractmethod
-    async def notify_ref(self, incident_id: str, target: str) -> str | None: ...
-
-    @abc.abstractmethod
-    async def any_ref(self, target: str, like: str) -> str | None:
-        """One saved ref of ``target`` (any incident) matching the SQL pattern ``like``, or None."""
-
-    @abc.abstractmethod
-    async def prune(self, before: datetime, *, resolved_before: datetime | None = None) -> int:
-        """Drop processed inbox rows and delivered outbox rows older than ``before`` and, when given, resolved
-        incidents (members, timeline) resolved before ``resolved_before``; in small batches."""
-
-    @abc.abstractmethod
-    async def stats(self) -> dict[str, int]: ...
-
-    async def size_bytes(self) -> int | None:
-        """Bytes on disk (alertd_store_bytes), None when the backend cannot tell."""
-        return None
-
-    @abc.abstractmethod
-    async def record_audit(self, entry: AuditEntry) -> None: ...
-
-    @abc.abstractmethod
-    async def list_audit(self, *, since: datetime | None = None, actor: str | None = None,
-                         action: str | None = None, limit: int = 100) -> list[AuditEntry]:
-        """Newest first."""
-
-    @abc.abstractmethod
-    async def remember_once(self, key: str, now: datetime, forget_before: datetime) -> bool:
-        """True the first time ``key`` is seen (kept until ``forget_before`` passes it): a durable replay cache."""
-
-    @abc.abstractmethod
-    async def create_session(self, key: str, name: str, token: str, now: float, expires_at: float) -> None:
-        """A browser session (alertd/store/sessions.py): ``key`` hashes its id, ``token`` fingerprints its token."""
-
-    @abc.abstractmethod
-    async def find_session(self, key: str, now: float) -> tuple[str, str] | None:
-        """(name, token fingerprint) of a live session, or None."""
-
-    @abc.abstractmethod
-    async def end_session(self, key: str) -> bool:
-        """Delete a session; False when there was none."""

@@ -5,10 +5,10 @@ from typing import Any, Callable, cast
 
 import psycopg
 
-from alertd.store.lease import LeaseVerdict, LeaseRow
 from alertd.store import sql
 from alertd.store.base import StoreUnavailable
-from alertd.store.dbapi import SqlStore
+from alertd.store.backend import SqlBackend
+from alertd.store.facade import SqlStore
 from alertd.store.inbox_log import InboxLogDatabase
 from alertd.store.pg_watchdog import RoundTrip, Watchdog, timed_cursor
 
@@ -18,7 +18,7 @@ FOLLOWER_LOCK_WAIT_MS = 200
 ANSWER_DEADLINE_S = 30.0  # no answer this long after a statement was sent: the path to the server is dead
 
 
-class PostgresStore(SqlStore):
+class PostgresBackend(SqlBackend):
     serial = "BIGSERIAL"
     last_id = "lastval()"  # the outbox id sequence's value this session took last
     placeholder = "%s"
@@ -58,8 +58,8 @@ class PostgresStore(SqlStore):
         finally:
             self._trip.done()
 
-    async def open(self) -> None:
-        await super().open()  # migrations may take long on a large database: watched only once started
+    async def open(self, *upgrades: Callable[[], None]) -> None:
+        await super().open(*upgrades)  # migrations may take long on a large database: watched only once started
         self._watchdog.start()
 
     async def close(self) -> None:
@@ -68,21 +68,12 @@ class PostgresStore(SqlStore):
 
     for_update = " FOR UPDATE"
 
-    def _lease_round_begins(self, cur: Any, token: int) -> None:
-        if not token:  # a follower does not wait for the lease row (see acquire_lease)
+    def lease_round_begins(self, cur: Any, token: int) -> None:
+        if not token:  # a follower does not wait for the lease row (alertd/store/coordination.py, Lease.acquire_lease)
             cur.execute(f"SET LOCAL lock_timeout = '{FOLLOWER_LOCK_WAIT_MS}ms'")
 
-    async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[LeaseVerdict, LeaseRow | None]:
-        """A follower finding the lease row locked waits for its next round instead of for the lock: the row is
-        held by the leader's write in progress (it is alive) or by a cut-off leader's transaction, which the
-        server ends (idle_in_transaction_session_timeout). Meanwhile the follower's store keeps serving its
-        webhooks, which would otherwise queue behind the lock."""
-        try:
-            return await super().acquire_lease(holder, address, ttl, token)
-        except StoreUnavailable as exc:
-            if token or not isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
-                raise
-            return LeaseVerdict("wait", 0), None
+    def lock_refused(self, exc: StoreUnavailable) -> bool:
+        return isinstance(exc.__cause__, psycopg.errors.LockNotAvailable)
 
     def _inbox_log_database(self) -> InboxLogDatabase:
         """The log is a table of the same database, on a connection of its own: every replica appends, and
@@ -93,11 +84,11 @@ class PostgresStore(SqlStore):
     def _schema_vars(self) -> dict[str, str]:
         return {**super()._schema_vars(), "inbox_log": sql.INBOX_LOG.format(serial=self.serial, blob="BYTEA")}
 
-    def _take_hooks(self, cur: Any, ids: list[int]) -> None:
+    def take_hooks(self, cur: Any, ids: list[int]) -> None:
         """Ids are not committed in order here (replicas append side by side): each taken row goes, in the step."""
-        cur.execute(self._q("DELETE FROM inbox_log WHERE id IN (" + ", ".join(["?"] * len(ids)) + ")"), ids)
+        cur.execute(self.q("DELETE FROM inbox_log WHERE id IN (" + ", ".join(["?"] * len(ids)) + ")"), ids)
 
-    def _db_now(self, cur: Any) -> float:
+    def db_now(self, cur: Any) -> float:
         cur.execute("SELECT extract(epoch FROM clock_timestamp())")
         return float(cur.fetchone()[0])
 
@@ -118,5 +109,12 @@ class PostgresStore(SqlStore):
         return cast(bool, conn.closed or conn.broken)
 
     async def size_bytes(self) -> int | None:
-        rows: list[tuple[Any, ...]] = await self._run(self._query, "SELECT pg_database_size(current_database())")
+        rows: list[tuple[Any, ...]] = await self.run(self.query, "SELECT pg_database_size(current_database())")
         return cast(int | None, rows[0][0])
+
+
+class PostgresStore(SqlStore):
+    """The store on PostgreSQL: builds its backend."""
+
+    def __init__(self, dsn: str, password: str = "", *, answer_deadline: float = ANSWER_DEADLINE_S):
+        super().__init__(PostgresBackend(dsn, password, answer_deadline=answer_deadline))

@@ -11,37 +11,15 @@ key (``processed = 3``) so the engine does not drop the replayed copy as already
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from alertd.core.model import iso
+from alertd.store.database import Database
+from alertd.store.base import BODY_SHOWN, SetAside
 
 SET_ASIDE, REPLAYED = 2, 3
-BODY_SHOWN = 16_384  # characters of a set-aside body a listing carries (a webhook may be megabytes)
 LISTED_CHARS = 4096 + BODY_SHOWN  # characters of a note read for a listing: the reason, then the body
-
-
-@dataclass(frozen=True, slots=True)
-class SetAside:
-    """One set-aside webhook or alert, as the quarantine API lists it."""
-
-    id: int
-    key: str
-    received_at: str
-    reason: str
-    body: str
-    replayed: bool
-    size: int = -1  # characters of the whole body (a listing reads only its start); -1: ``body`` is whole
-
-    @property
-    def kind(self) -> str:
-        return "webhook" if self.key.startswith("webhook:") else "alert"
-
-    def to_dict(self, body_chars: int = BODY_SHOWN) -> dict[str, Any]:
-        return {"id": self.id, "key": self.key, "kind": self.kind, "received_at": self.received_at,
-                "reason": self.reason, "state": "replayed" if self.replayed else "set aside",
-                "body_chars": len(self.body) if self.size < 0 else self.size, "body": self.body[:body_chars]}
 
 
 def note(reason: str, body: str) -> str:
@@ -55,13 +33,11 @@ def split_note(text: str) -> tuple[str, str]:
     return reason, body
 
 
-class QuarantineMixin:
-    """Needs SqlStore's ``_run``, ``_tx``, ``_q`` and ``_query``."""
+class Quarantine:
+    """Attempts at webhooks, and what was set aside: listed, and taken back for replay."""
 
-    _run: Callable[..., Any]
-    _tx: Callable[..., Any]
-    _q: Callable[[str], str]
-    _query: Callable[..., list[tuple[Any, ...]]]
+    def __init__(self, db: Database):
+        self.db = db
 
     async def count_attempt(self, ids: list[int], now: datetime) -> tuple[list[int], int]:
         """Count one more attempt at webhooks the engine is about to take, committed before it runs them.
@@ -70,39 +46,31 @@ class QuarantineMixin:
         take and the most attempts any of them had before this one."""
         def do(cur: Any) -> tuple[list[int], int]:
             marks = ", ".join(["?"] * len(ids))
-            cur.execute(self._q(f"SELECT hook, attempts FROM inbox_attempts WHERE hook IN ({marks})"), ids)
+            cur.execute(self.db.q(f"SELECT hook, attempts FROM inbox_attempts WHERE hook IN ({marks})"), ids)
             prior = {int(hook): int(n) for hook, n in cur.fetchall()}
             chosen = ids[:1] if prior else ids
-            cur.executemany(self._q(
+            cur.executemany(self.db.q(
                 "INSERT INTO inbox_attempts (hook, attempts, last_at) VALUES (?, 1, ?) ON CONFLICT (hook) "
                 "DO UPDATE SET attempts = inbox_attempts.attempts + 1, last_at = excluded.last_at"),
                 [(hook, iso(now)) for hook in chosen])
             return chosen, max((prior.get(h, 0) for h in chosen), default=0)
         if not ids:
             return [], 0
-        result: tuple[list[int], int] = await self._run(self._attempt_tx, do)
+        result: tuple[list[int], int] = await self.db.run(self.db.attempt_tx, do)
         return result
-
-    def _attempt_tx(self, fn: Callable[[Any], Any]) -> Any:
-        """The transaction an attempt is counted in (backend hook: SQLite spares it an fsync)."""
-        return self._tx(fn)
 
     async def uncount_attempt(self, ids: list[int]) -> None:
         """Take back the attempts of a step the store refused (StoreUnavailable): not the webhooks' fault."""
         if ids:
-            await self._run(self._tx, lambda cur: cur.execute(self._q(
+            await self.db.run(self.db.tx, lambda cur: cur.execute(self.db.q(
                 "UPDATE inbox_attempts SET attempts = attempts - 1 WHERE attempts > 0 AND hook IN ("
                 + ", ".join(["?"] * len(ids)) + ")"), ids))
-
-    def _forget_attempts(self, cur: Any, ids: list[int]) -> None:
-        """In the step's transaction: taken webhooks need no count."""
-        cur.execute(self._q("DELETE FROM inbox_attempts WHERE hook IN (" + ", ".join(["?"] * len(ids)) + ")"), ids)
 
     async def list_set_aside(self, *, limit: int = 100, before: int | None = None) -> list[SetAside]:
         """Set-aside webhooks and alerts, newest first (``before``: ids below this one, for paging)."""
         bound = "AND seq < ? " if before is not None else ""
         args: list[Any] = [before] if before is not None else []
-        rows = await self._run(self._query, f"SELECT seq, dedup, received_at, substr(alert, 1, {LISTED_CHARS}), "
+        rows = await self.db.run(self.db.query, f"SELECT seq, dedup, received_at, substr(alert, 1, {LISTED_CHARS}), "
                                f"length(alert), processed FROM inbox WHERE processed >= {SET_ASIDE} {bound}"
                                "ORDER BY seq DESC LIMIT ?", args + [limit])
         out = []
@@ -116,7 +84,7 @@ class QuarantineMixin:
         """Mark a set-aside row replayed and return it (None when there is no such row). Its redelivery key is
         renamed first, so the copy appended next is not dropped as already seen; appending is the caller's."""
         def do(cur: Any) -> SetAside | None:
-            cur.execute(self._q("SELECT seq, dedup, received_at, alert, processed FROM inbox WHERE seq = ? "
+            cur.execute(self.db.q("SELECT seq, dedup, received_at, alert, processed FROM inbox WHERE seq = ? "
                                 f"AND processed >= {SET_ASIDE}"), (item_id,))
             row = cur.fetchone()
             if row is None:
@@ -124,11 +92,16 @@ class QuarantineMixin:
             seq, key, received_at, text, processed = row
             if int(processed) != REPLAYED:
                 key = f"replayed:{seq}:{key}"
-                cur.execute(self._q(f"UPDATE inbox SET processed = {REPLAYED}, dedup = ? WHERE seq = ?"), (key, seq))
+                cur.execute(self.db.q(f"UPDATE inbox SET processed = {REPLAYED}, dedup = ? WHERE seq = ?"), (key, seq))
             reason, body = split_note(text or "")
             return SetAside(int(seq), key, received_at, reason, body, True)
-        found: SetAside | None = await self._run(self._tx, do)
+        found: SetAside | None = await self.db.run(self.db.tx, do)
         return found
 
 
-__all__ = ["QuarantineMixin", "REPLAYED", "SET_ASIDE", "SetAside", "note", "split_note"]
+def forget_attempts(db: Database, cur: Any, ids: list[int]) -> None:
+    """In the step's transaction: taken webhooks need no count."""
+    cur.execute(db.q("DELETE FROM inbox_attempts WHERE hook IN (" + ", ".join(["?"] * len(ids)) + ")"), ids)
+
+
+__all__ = ["BODY_SHOWN", "Quarantine", "REPLAYED", "SET_ASIDE", "SetAside", "forget_attempts", "note", "split_note"]

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
-from alertd.core.model import iso
+from alertd.core.model import Incident, iso
+from alertd.store.database import Database
 from alertd.store.history import history_doc
-from alertd.store.sql import incident_doc
+from alertd.store.sql import assemble, incident_doc
 
 
 @dataclass(slots=True)
@@ -82,21 +83,52 @@ HISTORY_SELECT = ("SELECT g.uuid, i.incident_id, h.seq, h.cluster, h.node, i.ope
                   "i.severity, i.title, h.doc" + HISTORY_FROM)
 
 
-class HistoryReads:
-    """Mixed into SqlStore: each method runs on the store thread through ``_run``."""
+def assemble_incident(db: Database, cur: Any, inc_id: str, doc: str | bytes, recent: int | None = None) -> Incident:
+    """An incident from its rows (store thread): its members, and its timeline (``recent``: only the newest)."""
+    cur.execute(db.q("SELECT fingerprint, doc FROM members WHERE incident_id = ?"), (inc_id,))
+    members = [(r[0], r[1]) for r in cur.fetchall()]
+    if recent is None:
+        cur.execute(db.q("SELECT doc FROM events WHERE incident_id = ? ORDER BY id"), (inc_id,))
+        events = [r[0] for r in cur.fetchall()]
+    else:
+        cur.execute(db.q("SELECT doc FROM events WHERE incident_id = ? ORDER BY id DESC LIMIT ?"), (inc_id, recent))
+        events = [r[0] for r in reversed(cur.fetchall())]
+    return assemble(doc, members, events)
 
-    _run: Callable[..., Any]
-    _query: Callable[..., list[tuple[Any, ...]]]
+
+class HistoryReads:
+    """Incident, GPU and node history for the API and the web UI (a part of the store)."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def list_incidents(self, *, status: str | None = None, node: str | None = None,
+                             since: datetime | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        rows = await self.query_incidents(IncidentQuery(status=status or "", node=node or "", since=since, limit=limit))
+        return [doc for _, doc in rows]
+
+    async def get_incident(self, incident_id: str) -> Incident | None:
+        """An incident with its members and whole timeline."""
+        def do() -> Incident | None:
+            cur = self.db.cursor()
+            cur.execute(self.db.q("SELECT doc FROM incidents WHERE id = ?"), (incident_id,))
+            row = cur.fetchone()
+            inc = assemble_incident(self.db, cur, incident_id, row[0]) if row else None
+            self.db.commit()
+            cur.close()
+            return inc
+        found: Incident | None = await self.db.run(do)
+        return found
 
     async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, dict[str, Any]]]:
         statement, args = incident_sql(q)
-        return [(seq, incident_doc(doc)) for seq, doc in await self._run(self._query, statement, args)]
+        return [(seq, incident_doc(doc)) for seq, doc in await self.db.run(self.db.query, statement, args)]
 
     async def incident_docs(self, ids: list[str]) -> list[dict[str, Any]]:
         if not ids:
             return []
         marks = ", ".join("?" for _ in ids)
-        rows = await self._run(self._query, f"SELECT doc FROM incidents WHERE id IN ({marks}) ORDER BY seq", ids)
+        rows = await self.db.run(self.db.query, f"SELECT doc FROM incidents WHERE id IN ({marks}) ORDER BY seq", ids)
         return [incident_doc(r[0]) for r in rows]
 
     async def find_gpus(self, ident: str) -> list[dict[str, Any]]:
@@ -105,7 +137,7 @@ class HistoryReads:
 
         pci = normalize_pci(ident) if ":" in ident else ""
         # "serial <> ''" lets the lookup use the partial index of the GPUs that have a serial
-        rows = await self._run(self._query, _GPU_SELECT + " WHERE uuid = ? OR (serial = ? AND serial <> '') "
+        rows = await self.db.run(self.db.query, _GPU_SELECT + " WHERE uuid = ? OR (serial = ? AND serial <> '') "
                                "OR pci_bus_id = ? ORDER BY last_seen DESC", (ident, ident, pci or ident))
         return [_gpu(r) for r in rows]
 
@@ -119,16 +151,16 @@ class HistoryReads:
             where.append("last_seen <= ? AND (last_seen < ? OR uuid < ?)")  # a range of the last_seen index
             args += [before[0], before[0], before[1]]
         statement = _GPU_SELECT + (" WHERE " + " AND ".join(where) if where else "")
-        rows = await self._run(self._query, statement + " ORDER BY last_seen DESC, uuid DESC LIMIT ?", [*args, limit])
+        rows = await self.db.run(self.db.query, statement + " ORDER BY last_seen DESC, uuid DESC LIMIT ?", [*args, limit])
         return [_gpu(r) for r in rows]
 
     async def gpu_history(self, uuid: str) -> list[dict[str, Any]]:
-        rows = await self._run(self._query, HISTORY_SELECT + " WHERE g.uuid = ? ORDER BY h.seq", (uuid,))
+        rows = await self.db.run(self.db.query, HISTORY_SELECT + " WHERE g.uuid = ? ORDER BY h.seq", (uuid,))
         return [_history(r) for r in rows]
 
     async def gpu_history_since(self, since: datetime) -> list[dict[str, Any]]:
         # the incidents opened since (gpu_incidents_time), then their rows (gpu_history_seq), in seq order
-        rows = await self._run(self._query, HISTORY_SELECT + " WHERE h.seq IN (SELECT seq FROM gpu_incidents "
+        rows = await self.db.run(self.db.query, HISTORY_SELECT + " WHERE h.seq IN (SELECT seq FROM gpu_incidents "
                                "WHERE opened_at >= ?) ORDER BY h.seq", (iso(since),))
         return [_history(r) for r in rows]
 
@@ -137,21 +169,21 @@ class HistoryReads:
         for start in range(0, len(uuids), 500):
             chunk = uuids[start:start + 500]
             marks = ", ".join("?" for _ in chunk)
-            for r in await self._run(self._query, _GPU_SELECT + f" WHERE uuid IN ({marks})", chunk):
+            for r in await self.db.run(self.db.query, _GPU_SELECT + f" WHERE uuid IN ({marks})", chunk):
                 out[r[0]] = _gpu(r)
         return out
 
     async def node_gpus(self, node: str) -> list[dict[str, Any]]:
         """Every GPU ever seen in this node, with the incidents it had there."""
-        rows = await self._run(self._query, "SELECT g.uuid, count(*), min(i.opened_at), max(h.updated_at)" + HISTORY_FROM
+        rows = await self.db.run(self.db.query, "SELECT g.uuid, count(*), min(i.opened_at), max(h.updated_at)" + HISTORY_FROM
                                + " WHERE h.node = ? GROUP BY g.uuid ORDER BY g.uuid", (node,))
         return [{"uuid": r[0], "incidents": r[1], "first": r[2], "last": r[3]} for r in rows]
 
     async def ranking(self, since: datetime, limit: int = 20) -> dict[str, list[dict[str, Any]]]:
         """GPUs and nodes with the most incidents opened since ``since``."""
-        gpus = await self._run(self._query, "SELECT g.uuid, count(*) AS n, max(h.node)" + HISTORY_FROM
+        gpus = await self.db.run(self.db.query, "SELECT g.uuid, count(*) AS n, max(h.node)" + HISTORY_FROM
                                + " WHERE i.opened_at >= ? GROUP BY g.uuid ORDER BY n DESC, g.uuid LIMIT ?", (iso(since), limit))
-        nodes = await self._run(self._query, "SELECT node, count(*) AS n FROM incidents WHERE opened_at >= ? AND node <> '' "
+        nodes = await self.db.run(self.db.query, "SELECT node, count(*) AS n FROM incidents WHERE opened_at >= ? AND node <> '' "
                                 "GROUP BY node ORDER BY n DESC, node LIMIT ?", (iso(since), limit))
         return {"gpus": [{"uuid": u, "incidents": n, "node": node} for u, n, node in gpus],
                 "nodes": [{"node": node, "incidents": n} for node, n in nodes]}
@@ -159,7 +191,7 @@ class HistoryReads:
     async def xid_heatmap(self, since: datetime) -> list[tuple[int, str, int]]:
         """(Xid, day, incidents opened that day with that Xid). A storm counts once per node: its fleet
         incident (key ``fleet|...``) carries its node incidents' Xids and is left out, or it counted twice."""
-        rows = await self._run(self._query, "SELECT f.value, substr(f.opened_at, 1, 10), count(*) FROM incident_facets f "
+        rows = await self.db.run(self.db.query, "SELECT f.value, substr(f.opened_at, 1, 10), count(*) FROM incident_facets f "
                                "JOIN incidents i ON i.id = f.incident_id WHERE f.kind = 'xid' AND f.opened_at >= ? "
                                "AND i.key NOT LIKE ? GROUP BY f.value, substr(f.opened_at, 1, 10)",
                                (iso(since), "fleet|%"))
@@ -167,8 +199,8 @@ class HistoryReads:
 
     async def notification_state(self, incident_id: str) -> dict[str, Any]:
         """Per notification target: the saved external reference and the newest outbox row."""
-        refs = await self._run(self._query, "SELECT target, ref FROM notify_refs WHERE incident_id = ?", (incident_id,))
-        rows = await self._run(self._query, "SELECT target, kind, state, attempts, last_error, created_at, done_at "
+        refs = await self.db.run(self.db.query, "SELECT target, ref FROM notify_refs WHERE incident_id = ?", (incident_id,))
+        rows = await self.db.run(self.db.query, "SELECT target, kind, state, attempts, last_error, created_at, done_at "
                                "FROM outbox WHERE incident_id = ? ORDER BY id", (incident_id,))
         out: dict[str, Any] = {t: {"target": t, "ref": ref} for t, ref in refs}
         for target, kind, state, attempts, error, created, done in rows:

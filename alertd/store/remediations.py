@@ -9,9 +9,11 @@ open or resolved.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any
 
 import orjson
+
+from alertd.store.database import Database
 
 MIGRATION = [
     """CREATE TABLE remediations (
@@ -27,16 +29,12 @@ MIGRATION = [
 ]
 
 
-class RemediationsMixin:
-    """Needs SqlStore's ``_run``, ``_tx``, ``_q``, ``_query`` and ``_stored_event``. Docs are
-    Remediation.to_dict() dicts; ``version`` in the doc is the version being written."""
+class Remediations:
+    """Remediation rows (a part of the store). Docs are Remediation.to_dict() dicts; ``version`` in the doc
+    is the version being written."""
 
-    _run: Callable[..., Any]
-    _tx: Callable[..., Any]
-    _q: Callable[[str], str]
-    _query: Callable[..., list[tuple[Any, ...]]]
-    _ftx: Callable[..., Any]
-    _stored_event: Callable[[dict[str, Any]], Any]
+    def __init__(self, db: Database):
+        self.db = db
 
     async def put_remediation(self, doc: dict[str, Any], expect: int | None, event: dict[str, Any] | None = None,
                               *, fenced: bool = False) -> bool:
@@ -48,22 +46,22 @@ class RemediationsMixin:
             row = (doc["incident"], doc.get("cluster", ""), doc["state"], doc["version"], doc["updatedAt"],
                    orjson.dumps(doc).decode())
             if expect is None:
-                cur.execute(self._q("INSERT INTO remediations (id, incident_id, cluster, state, version, updated_at, "
+                cur.execute(self.db.q("INSERT INTO remediations (id, incident_id, cluster, state, version, updated_at, "
                                     "doc) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"), (doc["id"], *row))
             else:
-                cur.execute(self._q("UPDATE remediations SET incident_id = ?, cluster = ?, state = ?, version = ?, "
+                cur.execute(self.db.q("UPDATE remediations SET incident_id = ?, cluster = ?, state = ?, version = ?, "
                                     "updated_at = ?, doc = ? WHERE id = ? AND version = ?"), (*row, doc["id"], expect))
             if cur.rowcount != 1:
                 return False
             if event is not None:
-                cur.execute(self._q("INSERT INTO events (incident_id, doc) VALUES (?, ?)"),
-                            (doc["incident"], self._stored_event(event)))
+                cur.execute(self.db.q("INSERT INTO events (incident_id, doc) VALUES (?, ?)"),
+                            (doc["incident"], self.db.stored_event(event)))
             return True
-        written: bool = await self._run(self._ftx if fenced else self._tx, do)
+        written: bool = await self.db.run(self.db.ftx if fenced else self.db.tx, do)
         return written
 
     async def get_remediation(self, rem_id: str) -> dict[str, Any] | None:
-        rows = await self._run(self._query, "SELECT doc FROM remediations WHERE id = ?", (rem_id,))
+        rows = await self.db.run(self.db.query, "SELECT doc FROM remediations WHERE id = ?", (rem_id,))
         return json.loads(rows[0][0]) if rows else None
 
     async def list_remediations(self, *, incident_id: str | None = None, states: tuple[str, ...] = (),
@@ -80,5 +78,5 @@ class RemediationsMixin:
             args.extend(states)
         statement = ("SELECT doc FROM remediations" + (" WHERE " + " AND ".join(where) if where else "")
                      + " ORDER BY updated_at DESC LIMIT ?")
-        rows = await self._run(self._query, statement, [*args, limit])
+        rows = await self.db.run(self.db.query, statement, [*args, limit])
         return [json.loads(r[0]) for r in rows]

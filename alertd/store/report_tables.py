@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from alertd.core.fleet import NodeSample
 from alertd.core.model import iso
+from alertd.store.database import Database
 
 MIGRATION = [
     """CREATE TABLE fleet_nodes (
@@ -81,13 +82,11 @@ def daily_rows(day: str, cluster: str, nodes: Iterable[NodeSample], at: str) -> 
     return [(day, cluster, t, *v, at) for t, v in sorted(per.items())]
 
 
-class ReportTablesMixin:
-    """Needs SqlStore's ``_run``, ``_tx``, ``_q`` and ``_query``."""
+class ReportTables:
+    """The reliability report's tables (a part of the store)."""
 
-    _run: Callable[..., Any]
-    _tx: Callable[..., Any]
-    _q: Callable[[str], str]
-    _query: Callable[..., list[tuple[Any, ...]]]
+    def __init__(self, db: Database):
+        self.db = db
 
     async def record_fleet_sample(self, cluster: str, nodes: list[NodeSample], now: datetime) -> None:
         """The cluster's GPU nodes now: replaces its fleet_nodes, and sets today's fleet_daily rows."""
@@ -95,25 +94,25 @@ class ReportTablesMixin:
         day = at[:10]
 
         def do(cur: Any) -> None:
-            cur.execute(self._q("DELETE FROM fleet_nodes WHERE cluster = ?"), (cluster,))
-            cur.executemany(self._q(UPSERT_NODE), [(cluster, n.node, n.node_type, n.gpus, int(n.cordoned), at)
+            cur.execute(self.db.q("DELETE FROM fleet_nodes WHERE cluster = ?"), (cluster,))
+            cur.executemany(self.db.q(UPSERT_NODE), [(cluster, n.node, n.node_type, n.gpus, int(n.cordoned), at)
                                                    for n in nodes])
-            cur.execute(self._q("DELETE FROM fleet_daily WHERE day = ? AND cluster = ?"), (day, cluster))
-            cur.executemany(self._q(UPSERT_DAILY), daily_rows(day, cluster, nodes, at))
-        await self._run(self._tx, do)
+            cur.execute(self.db.q("DELETE FROM fleet_daily WHERE day = ? AND cluster = ?"), (day, cluster))
+            cur.executemany(self.db.q(UPSERT_DAILY), daily_rows(day, cluster, nodes, at))
+        await self.db.run(self.db.tx, do)
 
     async def fleet_days(self, until_day: str, cluster: str = "") -> list[tuple[str, str, str, int, int, int, int]]:
         """(day, cluster, node_type, nodes, gpus, cordoned_nodes, cordoned_gpus) up to ``until_day``, oldest first."""
         where, args = "day <= ?", [until_day]
         if cluster:
             where, args = where + " AND cluster = ?", args + [cluster]
-        rows = await self._run(self._query, "SELECT day, cluster, node_type, nodes, gpus, cordoned_nodes, cordoned_gpus "
+        rows = await self.db.run(self.db.query, "SELECT day, cluster, node_type, nodes, gpus, cordoned_nodes, cordoned_gpus "
                                f"FROM fleet_daily WHERE {where} ORDER BY day, cluster, node_type", args)
         return [tuple(r) for r in rows]
 
     async def fleet_nodes(self, cluster: str = "") -> list[tuple[str, str, str, int, bool]]:
         """(cluster, node, node_type, gpus, cordoned) as last sampled."""
-        rows = await self._run(self._query, "SELECT cluster, node, node_type, gpus, cordoned FROM fleet_nodes"
+        rows = await self.db.run(self.db.query, "SELECT cluster, node, node_type, gpus, cordoned FROM fleet_nodes"
                                + (" WHERE cluster = ?" if cluster else "") + " ORDER BY cluster, node",
                                [cluster] if cluster else [])
         return [(r[0], r[1], r[2], int(r[3]), bool(r[4])) for r in rows]
@@ -126,13 +125,13 @@ class ReportTablesMixin:
 
         def do(cur: Any) -> None:
             if rows:
-                cur.executemany(self._q(UPSERT_FACT), rows)
-            cur.execute(self._q("INSERT INTO meta (key, value) VALUES ('report_rollup', ?) "
+                cur.executemany(self.db.q(UPSERT_FACT), rows)
+            cur.execute(self.db.q("INSERT INTO meta (key, value) VALUES ('report_rollup', ?) "
                                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value"), (watermark,))
-        await self._run(self._tx, do)
+        await self.db.run(self.db.tx, do)
 
     async def report_watermark(self) -> str:
-        rows = await self._run(self._query, "SELECT value FROM meta WHERE key = 'report_rollup'")
+        rows = await self.db.run(self.db.query, "SELECT value FROM meta WHERE key = 'report_rollup'")
         return str(rows[0][0]) if rows else ""
 
     async def report_facts(self, since: datetime, until: datetime, cluster: str = "") -> list[dict[str, Any]]:
@@ -142,7 +141,7 @@ class ReportTablesMixin:
         if cluster:
             where.append("cluster = ?")
             args.append(cluster)
-        rows = await self._run(self._query, "SELECT doc FROM report_facts WHERE " + " AND ".join(where)
+        rows = await self.db.run(self.db.query, "SELECT doc FROM report_facts WHERE " + " AND ".join(where)
                                + " ORDER BY opened_at, incident_id", args)
         return [json.loads(r[0]) for r in rows]
 
@@ -150,15 +149,15 @@ class ReportTablesMixin:
         """True for the one caller that may post this period's digest (until it is marked done, a claim older
         than ``stale_before`` may be taken over: its holder died before posting)."""
         def do(cur: Any) -> bool:
-            cur.execute(self._q(CLAIM_DIGEST), (period, holder, iso(now), iso(stale_before)))
+            cur.execute(self.db.q(CLAIM_DIGEST), (period, holder, iso(now), iso(stale_before)))
             return bool(cur.fetchall())
-        claimed: bool = await self._run(self._tx, do)
+        claimed: bool = await self.db.run(self.db.tx, do)
         return claimed
 
     async def finish_digest(self, period: str, now: datetime) -> None:
         def do(cur: Any) -> None:
-            cur.execute(self._q("UPDATE report_digests SET done_at = ? WHERE period = ?"), (iso(now), period))
-        await self._run(self._tx, do)
+            cur.execute(self.db.q("UPDATE report_digests SET done_at = ? WHERE period = ?"), (iso(now), period))
+        await self.db.run(self.db.tx, do)
 
 
-__all__ = ["MIGRATION", "NodeSample", "ReportTablesMixin", "daily_rows"]
+__all__ = ["MIGRATION", "NodeSample", "ReportTables", "daily_rows"]

@@ -10,7 +10,8 @@ same rows (docs/security.md, "Sessions").
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from alertd.store.database import Database
 
 MIGRATION = [
     """CREATE TABLE sessions (
@@ -23,32 +24,30 @@ MIGRATION = [
 ]
 
 
-class SessionsMixin:
-    """Needs SqlStore's ``_run``, ``_tx``, ``_q`` and ``_query``. Times are seconds since the epoch."""
+class Sessions:
+    """Browser sessions (a part of the store). Times are seconds since the epoch."""
 
-    _run: Callable[..., Any]
-    _tx: Callable[..., Any]
-    _q: Callable[[str], str]
-    _query: Callable[..., list[tuple[Any, ...]]]
+    def __init__(self, db: Database):
+        self.db = db
 
     async def create_session(self, key: str, name: str, token: str, now: float, expires_at: float) -> None:
         """Store a new session (``key``: the hash of its id); sessions expired by ``now`` are deleted on the way."""
         def do(cur: Any) -> None:
-            cur.execute(self._q("DELETE FROM sessions WHERE expires_at <= ?"), (now,))
-            cur.execute(self._q("INSERT INTO sessions (id, name, token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
+            cur.execute(self.db.q("DELETE FROM sessions WHERE expires_at <= ?"), (now,))
+            cur.execute(self.db.q("INSERT INTO sessions (id, name, token, created_at, expires_at) VALUES (?, ?, ?, ?, ?)"),
                         (key, name, token, now, expires_at))
-        await self._run(self._tx, do)
+        await self.db.run(self.db.tx, do)
 
     async def find_session(self, key: str, now: float) -> tuple[str, str] | None:
         """(name, token fingerprint) of a session that has not expired by ``now``, or None."""
-        rows = await self._run(self._query, "SELECT name, token FROM sessions WHERE id = ? AND expires_at > ?",
+        rows = await self.db.run(self.db.query, "SELECT name, token FROM sessions WHERE id = ? AND expires_at > ?",
                                (key, now))
         return (str(rows[0][0]), str(rows[0][1])) if rows else None
 
     async def end_session(self, key: str) -> bool:
         """Delete a session (logout); False when there was none."""
         def do(cur: Any) -> bool:
-            cur.execute(self._q("DELETE FROM sessions WHERE id = ?"), (key,))
+            cur.execute(self.db.q("DELETE FROM sessions WHERE id = ?"), (key,))
             return bool(cur.rowcount)
-        ended: bool = await self._run(self._tx, do)
+        ended: bool = await self.db.run(self.db.tx, do)
         return ended

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from alertd.store import compact, sql
-from alertd.store.dbapi import SqlStore
+from alertd.store.backend import SqlBackend
+from alertd.store.facade import SqlStore
 from alertd.store.inbox_log import InboxLogDatabase
 
 
@@ -39,7 +40,7 @@ RELEASE_ROWS = 256  # taken webhooks deleted from the inbox log at least every t
 RELEASE_EVERY = 0.25  # ... or seconds
 
 
-class SqliteStore(SqlStore):
+class SqliteBackend(SqlBackend):
     serial = "INTEGER"
     int_key = "INTEGER"
     strpos = "instr"
@@ -105,11 +106,11 @@ class SqliteStore(SqlStore):
         conn.execute("PRAGMA wal_autocheckpoint=0")
         return conn
 
-    async def open(self) -> None:
-        await super().open()
+    async def open(self, *upgrades: Callable[[], None]) -> None:
+        await super().open(*upgrades)
         # The engine's mark is read (and tied to this log) before any step: a step naming the webhooks it takes
         # must not be the first to set it, or the mark is not tied to a log and a restart takes them again.
-        await self._run(self._read_mark)
+        await self.run(self._read_mark)
         if str(self.path) != ":memory:" and self.checkpoints:
             self._stop_checkpoints.clear()
             self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="alertd-sqlite-checkpoint",
@@ -194,11 +195,11 @@ class SqliteStore(SqlStore):
     def _schema_vars(self) -> dict[str, str]:
         return {**super()._schema_vars(), "inbox_log": "SELECT 1"}  # the log is its own file (above)
 
-    def _log_query(self, statement: str, args: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
+    def log_query(self, statement: str, args: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
         assert self._log_reader is not None, "the store is not open"
         return self._log_reader.execute(statement, args).fetchall()
 
-    def _taken_upto(self) -> int:
+    def taken_upto(self) -> int:
         return self._taken
 
     def _read_mark(self) -> None:
@@ -214,8 +215,8 @@ class SqliteStore(SqlStore):
         else:
             if marked:
                 log.warning("inbox log %s is not the one the engine took from; taking it from its start", self.log_path)
-            counted = self._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'inbox_attempts'")
-            self._tx(lambda cur: [cur.execute(sql.UPSERT_META, ("inbox_log", self._log_id)),
+            counted = self.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'inbox_attempts'")
+            self.tx(lambda cur: [cur.execute(sql.UPSERT_META, ("inbox_log", self._log_id)),
                                   cur.execute(sql.UPSERT_META, ("inbox_taken", "0")),
                                   counted and cur.execute("DELETE FROM inbox_attempts")])  # the old log's ids
             self._taken = 0
@@ -223,24 +224,24 @@ class SqliteStore(SqlStore):
 
     def _stored_mark(self) -> tuple[str | None, int]:
         """The engine's mark as stored (main database, meta): the log it belongs to and how far it took it."""
-        meta = dict(self._query("SELECT key, value FROM meta WHERE key IN ('inbox_log', 'inbox_taken')"))
+        meta = dict(self.query("SELECT key, value FROM meta WHERE key IN ('inbox_log', 'inbox_taken')"))
         return meta.get("inbox_log"), int(meta.get("inbox_taken") or 0)
 
-    def _backlog_hooks(self) -> int:
+    def backlog_hooks(self) -> int:
         """Ids commit in order here: the log's last id less the engine's mark. The mark is read again from the
         main database (a receiver process's own ``_taken`` is the one read at its open), and before the log, so
         the log read sees every id it names; a log the mark is not tied to (see _read_mark) counts whole."""
         marked, taken = self._stored_mark()
         # One subquery each: SQLite answers a lone min() or max() from the index, both together by a scan
-        first, last = self._log_query("SELECT (SELECT min(id) FROM inbox_log), (SELECT max(id) FROM inbox_log)")[0]
+        first, last = self.log_query("SELECT (SELECT min(id) FROM inbox_log), (SELECT max(id) FROM inbox_log)")[0]
         if last is None:
             return 0
         return int(last) - int(first) + 1 if marked != self._log_id else max(0, int(last) - taken)
 
-    def _log_idle(self) -> None:
+    def log_idle(self) -> None:
         self._release(idle=True)
 
-    def _take_hooks(self, cur: Any, ids: list[int]) -> None:
+    def take_hooks(self, cur: Any, ids: list[int]) -> None:
         """Ids commit in order (one writer at a time): the engine takes a prefix, and the step names its end."""
         self._taking, self._took_at = max(ids), time.monotonic()
         cur.execute(sql.UPSERT_META, ("inbox_taken", str(self._taking)))
@@ -305,22 +306,22 @@ class SqliteStore(SqlStore):
     def _begin(self, cur: Any) -> None:
         _locked_begin(self._writer_lock, cur)
 
-    def _attempt_tx(self, fn: Callable[[Any], Any]) -> Any:
+    def attempt_tx(self, fn: Callable[[Any], Any]) -> Any:
         """An attempt must outlive the process (a kill -9 mid-step), not the machine: in WAL mode a commit at
         synchronous=NORMAL survives the process without an fsync of its own, so counting it costs the engine's
         steps no second fsync. A power loss forgets at most the count of the step that was running."""
         if self.synchronous.upper() != "FULL":
-            return self._tx(fn)
+            return self.tx(fn)
         self._conn.execute("PRAGMA synchronous=NORMAL")
         try:
-            return self._tx(fn)
+            return self.tx(fn)
         finally:
             self._conn.execute("PRAGMA synchronous=FULL")
 
-    def _stored_doc(self, doc: dict[str, Any]) -> Any:
+    def stored_doc(self, doc: dict[str, Any]) -> Any:
         return sql.packed(doc)
 
-    def _stored_event(self, doc: dict[str, Any]) -> Any:
+    def stored_event(self, doc: dict[str, Any]) -> Any:
         return sql.packed(doc, compact.EVENTS_WITH)
 
     def _after_write(self) -> None:
@@ -377,7 +378,7 @@ class SqliteStore(SqlStore):
             conn.execute(f"PRAGMA max_page_count={int(pages)}")
 
         self._executor.submit(cap, self._conn).result()
-        self._log.run(cap)
+        self.log.run(cap)
 
 
 def _size(path: str) -> int:
@@ -425,3 +426,13 @@ def private_dir(directory: Path) -> None:
             directory.mkdir(mode=0o700)
         except FileExistsError:
             pass
+
+
+class SqliteStore(SqlStore):
+    """The store on SQLite: builds its backend. ``disk_bytes`` is the backend's, cheap enough (a few stat()
+    calls) for the service to measure at each scrape."""
+
+    def __init__(self, path: Path | str, *, synchronous: str = "FULL", max_pages: int = 0, checkpoints: bool = True):
+        backend = SqliteBackend(path, synchronous=synchronous, max_pages=max_pages, checkpoints=checkpoints)
+        super().__init__(backend)
+        self.disk_bytes = backend.disk_bytes

@@ -1,6 +1,6 @@
 """What the web app needs from the service (alertd/app/service.py's Service) and from its store: Protocols, so
-the handlers depend on this surface instead of the service's insides, and the type checker says which store
-reads the web relies on beyond the engine's ``Store`` interface (the history reads of alertd/store/reads.py)."""
+the handlers depend on this surface instead of the service's insides, and the type checker says which parts of
+the store the web relies on (history reads, the audit trail, the quarantine, sessions: alertd/store/facade.py)."""
 from __future__ import annotations
 
 from datetime import datetime

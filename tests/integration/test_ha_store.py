@@ -94,7 +94,7 @@ async def test_postgres_fails_a_call_behind_a_dead_link_and_reconnects_after_it(
         store = PostgresStore(link.dsn(dsn), answer_deadline=1.0)
         await store.open()
         try:
-            settings = await store._run(store._query, "SELECT current_setting('statement_timeout'), "
+            settings = await store.db.run(store.db.query, "SELECT current_setting('statement_timeout'), "
                                                       "current_setting('idle_in_transaction_session_timeout')")
             assert settings == [("25s", "5s")]
             assert (await store.acquire_lease("a", "", 5, 0))[0].action == "create"

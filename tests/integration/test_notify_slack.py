@@ -192,7 +192,7 @@ async def test_no_second_post_after_a_crash_between_post_and_commit(tmp_path, sl
     with pytest.raises(Killed):
         await worker.drain()
     await worker.notifiers["slack"].close()
-    store._executor.shutdown(wait=True)  # the dead process leaves its connection behind
+    store.db._executor.shutdown(wait=True)  # the dead process leaves its connection behind
     assert len(posts(slack, top=True)) == 1
 
     # restart on the same database: the item is still pending, and its ref is stored

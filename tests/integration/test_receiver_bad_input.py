@@ -485,7 +485,7 @@ async def inproc(tmp_path):
 
 
 async def _fill_disk(store, pages: int = 1) -> None:
-    await asyncio.get_running_loop().run_in_executor(None, store.set_max_pages, pages)
+    await asyncio.get_running_loop().run_in_executor(None, store.db.set_max_pages, pages)
 
 
 async def _drained(server, timeout: float = 30.0) -> None:

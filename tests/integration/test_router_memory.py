@@ -11,7 +11,7 @@ from tests.support.pagerduty_server import PagerDutyTestServer
 
 
 async def escalate_rows(h: Harness) -> list[tuple[str, str]]:
-    rows = await h.store._run(h.store._query, "SELECT target, state FROM outbox WHERE kind = 'escalate' ORDER BY id")
+    rows = await h.store.db.run(h.store.db.query, "SELECT target, state FROM outbox WHERE kind = 'escalate' ORDER BY id")
     return [tuple(r) for r in rows]
 
 

@@ -205,7 +205,7 @@ async def test_a_stored_webhook_that_no_longer_reads_is_set_aside_and_the_rest_f
         found = await wait_for(lambda: incidents(client))
         assert len(found) == 1 and found[0]["memberCount"] == 3
         svc = client.server.app[SERVICE]
-        rows = await svc.store._run(svc.store._query, "SELECT dedup, alert FROM inbox WHERE processed = 2")
+        rows = await svc.store.db.run(svc.store.db.query, "SELECT dedup, alert FROM inbox WHERE processed = 2")
         assert len(rows) == 2 and all(k.startswith("webhook:") for k, _ in rows), rows
         assert any("alerts" in note and "is a required property" in note for _, note in rows), rows
         assert 'alertd_store_errors_total{operation="quarantine"} 2.0' in await (await client.get("/metrics")).text()

@@ -18,9 +18,10 @@ import pytest
 from alertd.core.model import GPU, Change, Event, Incident, Member, Signal, Subject
 from alertd.core.outbox_items import Show
 from alertd.store import sql
-from alertd.store.base import (ESCALATION, SENT, Hook, InboxKey, MemoryDelta, OutboxItem, RouterMemory, Step, Store,
+from alertd.store.base import (ESCALATION, SENT, Hook, InboxKey, MemoryDelta, OutboxItem, RouterMemory, Step,
                                StoreUnavailable, Taken)
-from alertd.store.dbapi import RECENT_EVENTS
+from alertd.store.facade import SqlStore
+from alertd.store.steps import RECENT_EVENTS
 from tests.support.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
                                   taking)
 
@@ -133,7 +134,7 @@ async def test_commit_step_is_all_or_nothing_with_the_webhooks_and_keys_it_takes
     assert (state.next_seq, state.heartbeat_at) == (3, at(5))
 
 
-async def assert_nothing_committed(store: Store, hooks: list[Hook], keys: list[str]) -> None:
+async def assert_nothing_committed(store: SqlStore, hooks: list[Hook], keys: list[str]) -> None:
     assert await pending(store) == [(h.id, h.body) for h in hooks]  # still pending: will be taken again
     assert await store.count_pending_inbox() == 3
     assert await store.known_keys(keys) == set()
@@ -364,7 +365,7 @@ async def test_store_unavailable_then_recovers(store):
     before_body = gpu_hook("gpu-node-1", 1, starts=T0)
     before = await store.append_hook(before_body, T0, 1)
     if backend(store) == "sqlite":
-        await asyncio.get_running_loop().run_in_executor(None, store.set_max_pages, 1)  # the disk is full
+        await asyncio.get_running_loop().run_in_executor(None, store.db.set_max_pages, 1)  # the disk is full
         big = [gpu_hook(f"gpu-node-{i}", 8, starts=at(i)) for i in range(5)]  # several pages each
         results = await asyncio.gather(*(store.append_hook(b, T0, 8) for b in big), return_exceptions=True)
         assert all(isinstance(r, StoreUnavailable) for r in results), results  # the log's file is capped too
@@ -373,13 +374,13 @@ async def test_store_unavailable_then_recovers(store):
             await store.commit_step(Step(inbox=taking(await store.pending_hooks(10)), changes=[
                 change(incident(1, members=tuple(f"m{i}" for i in range(50)), events=50))]))
         assert await pending(store) == [(before, before_body)]  # the failed step took nothing
-        await asyncio.get_running_loop().run_in_executor(None, store.set_max_pages, SQLITE_DEFAULT_MAX_PAGES)
+        await asyncio.get_running_loop().run_in_executor(None, store.db.set_max_pages, SQLITE_DEFAULT_MAX_PAGES)
         ids = await asyncio.gather(*(store.append_hook(b, T0, 8) for b in big))
         assert await pending(store) == [(before, before_body), *zip(ids, big)]  # the refused ones left nothing
     else:
         import psycopg
 
-        dsn = store.dsn  # type: ignore[attr-defined]
+        dsn = store.db.dsn  # type: ignore[attr-defined]
         for attempt in range(2):  # the database restarts (or fails over): both of the store's connections are gone
             with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
                 killed = [pid for pid, done in conn.execute(
@@ -492,7 +493,7 @@ async def test_history_is_backfilled_for_incidents_stored_before_it(make_store):
     await s.commit_step(Step(changes=[change(inc)]))
     wipe = ("DELETE FROM gpu_history", "DELETE FROM gpu_incidents", "DELETE FROM incident_facets", "DELETE FROM gpus",
             "DELETE FROM meta WHERE key = 'history_backfilled'")  # as if stored before the history tables existed
-    await s._run(s._tx, lambda cur: [cur.execute(w) for w in wipe])  # type: ignore[attr-defined]
+    await s.db.run(s.db.tx, lambda cur: [cur.execute(w) for w in wipe])  # type: ignore[attr-defined]
     await s.close()
     again = make_store()
     await again.open()

@@ -70,7 +70,7 @@ async def test_pending_hooks_are_oldest_first_about_limit_alerts_and_bytes_as_re
 
 
 async def test_concurrent_appends_share_a_commit_and_each_gets_its_own_id_in_order(store):
-    log = store._log  # type: ignore[attr-defined]
+    log = store.db.log  # type: ignore[attr-defined]
     real, rounds = log._insert, []
     gate, entered = threading.Event(), threading.Event()
 
@@ -226,13 +226,13 @@ async def test_a_deleted_or_replaced_sqlite_log_is_taken_from_its_start(tmp_path
 async def test_a_failed_release_of_taken_webhooks_leaves_the_log_writers_lock_free(tmp_path):
     s = SqliteStore(tmp_path / "alertd.sqlite3")
     await s.open()
-    blocker = sqlite3.connect(f"{s.log_path}", isolation_level=None)
-    lock = os.open(f"{s.log_path}-writer", os.O_RDWR)
+    blocker = sqlite3.connect(f"{s.db.log_path}", isolation_level=None)
+    lock = os.open(f"{s.db.log_path}-writer", os.O_RDWR)
     try:
         for i in range(2):
             await s.append_hook(gpu_hook(f"gpu-node-{i}", 1, starts=at(i)), at(i), 1)
         hooks = await s.pending_hooks(1)
-        await s._run(lambda: s._log_reader.execute("PRAGMA busy_timeout=0"))  # type: ignore[union-attr]
+        await s.db.run(lambda: s.db._log_reader.execute("PRAGMA busy_timeout=0"))  # type: ignore[union-attr]
         blocker.execute("BEGIN IMMEDIATE")  # a writer that does not take the flock holds the log
         await s.commit_step(Step(inbox=taking(hooks)))  # committed; deleting the taken row from the log fails
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the other processes' appenders are not locked out
@@ -278,7 +278,7 @@ async def test_the_sqlite_log_wal_stays_small_under_steady_appends_and_is_trunca
     engine = SqliteStore(path)
     await engine.open()
     body = gpu_hook("gpu-node-1", 8, starts=T0) + b" " * 12_000  # ~16 KB: 100 MB in ~6,000 webhooks
-    total, wal = 100 * 1024 * 1024, Path(f"{engine.log_path}-wal")
+    total, wal = 100 * 1024 * 1024, Path(f"{engine.db.log_path}-wal")
     done = threading.Event()
     appended = 0
 
@@ -323,7 +323,7 @@ async def test_the_sqlite_log_wal_stays_small_under_steady_appends_and_is_trunca
         await asyncio.sleep(0.4)
         assert await engine.pending_hooks(10) == []  # ... only once drained and quiet
         assert wal.stat().st_size == 0
-        assert Path(engine.log_path).stat().st_size < 1024 * 1024  # the storm's pages went back
+        assert Path(engine.db.log_path).stat().st_size < 1024 * 1024  # the storm's pages went back
     finally:
         done.wait(30)
         await engine.close()
@@ -364,7 +364,7 @@ async def test_backlog_of_a_sqlite_log_the_mark_is_not_tied_to_counts_the_whole_
             await s.append_hook(gpu_hook(f"gpu-node-{5 + i}", 1, starts=at(5 + i)), at(5 + i), 1)
         assert await s.count_backlog_hooks() == 3 and await log_ids(s) == [4, 5, 6]
         # The mark names another log (this one was deleted or replaced meanwhile): mark 5 says nothing of it.
-        await s._run(s._tx, lambda cur: cur.executemany("UPDATE meta SET value = ? WHERE key = ?",
+        await s.db.run(s.db.tx, lambda cur: cur.executemany("UPDATE meta SET value = ? WHERE key = ?",
                                                         [("another", "inbox_log"), ("5", "inbox_taken")]))
         assert await s.count_backlog_hooks() == 3
     finally:

@@ -50,7 +50,7 @@ async def write_old_rows(store) -> None:
                 "serial": "1652921003541", "pci_bus_id": "0000:3b:00", "first": ISO, "last": LATER}
 
     def do(cur) -> None:
-        q = store._q
+        q = store.db.q
         cur.execute(q(sql.UPSERT_INCIDENT), sql.incident_row(inc))  # JSON text, as PostgreSQL and old SQLite
         member = inc.members["a1b2c3d4e5f60718"]
         cur.execute(q(sql.UPSERT_MEMBER), (inc.id, member.fingerprint, sql.dumps(member.to_dict())))
@@ -74,7 +74,7 @@ async def write_old_rows(store) -> None:
         cur.execute(q("INSERT INTO inbox (dedup, received_at, alert, processed) VALUES (?, ?, '', 1)"),
                     ("a1b2c3d4e5f60718|1796000000.123|firing", ISO))
         cur.execute(q(sql.UPSERT_META), ("history_backfilled", "1"))
-    await store._run(store._tx, do)
+    await store.db.run(store.db.tx, do)
 
 
 async def test_an_old_database_upgrades_in_place_and_reads_the_same(make_store, monkeypatch):  # noqa: F811
@@ -88,7 +88,7 @@ async def test_an_old_database_upgrades_in_place_and_reads_the_same(make_store, 
     s = make_store()
     await s.open()
     try:
-        assert (await s._run(s._query, "SELECT version FROM schema_version")) == [(len(sql.MIGRATIONS),)]
+        assert (await s.db.run(s.db.query, "SELECT version FROM schema_version")) == [(len(sql.MIGRATIONS),)]
         ids = lambda rows: [doc["id"] for _, doc in rows]  # noqa: E731
         assert ids(await s.query_incidents(IncidentQuery(gpus=[UUID]))) == ["INC-7"]
         assert ids(await s.query_incidents(IncidentQuery(node="gpu-node-4"))) == ["INC-7"]
@@ -169,7 +169,7 @@ def as_stored_before(key: str) -> str:
 async def write_legacy_inbox(store, legacy: Legacy) -> None:
     """Rows in the shapes the previous version's receive path and engine wrote, in the order they arrived."""
     def do(cur) -> None:
-        q = store._q
+        q = store.db.q
 
         def hook(body: bytes, received: datetime, pending: int) -> int:
             cur.execute(q("INSERT INTO inbox_hooks (received_at, pending, body) VALUES (?, ?, ?) RETURNING id"),
@@ -197,7 +197,7 @@ async def write_legacy_inbox(store, legacy: Legacy) -> None:
         aside = read_notification(gpu_hook("gpu-node-9", 1, starts=T0), T0).alerts[0]
         seq = row(legacy.aside, T0, 2)
         cur.execute(q("INSERT INTO inbox_bodies (seq, alert) VALUES (?, ?)"), (seq, sql.dumps(aside.to_wire())))
-    await store._run(store._tx, do)
+    await store.db.run(store.db.tx, do)
 
 
 async def open_legacy(make_store, monkeypatch, legacy: Legacy) -> None:
@@ -210,7 +210,7 @@ async def open_legacy(make_store, monkeypatch, legacy: Legacy) -> None:
     monkeypatch.undo()
     if isinstance(old, SqliteStore):
         for suffix in ("", "-wal", "-shm", "-writer"):
-            Path(f"{old.log_path}{suffix}").unlink(missing_ok=True)
+            Path(f"{old.db.log_path}{suffix}").unlink(missing_ok=True)
 
 
 def alerts_of(hooks: list[Hook]) -> list[Alert]:
@@ -262,7 +262,7 @@ async def test_a_crash_between_moving_and_deleting_the_previous_rows_leaves_copi
     legacy = legacy_inbox()
     await open_legacy(make_store, monkeypatch, legacy)
     crashed = make_store()  # the run that appended the first webhooks to the log and died before deleting the rows
-    crashed._adopt_legacy_inbox = lambda: None
+    crashed.inbox.adopt_legacy = lambda: None  # type: ignore[method-assign]
     await crashed.open()
     await crashed.append_hook(legacy.partly, T0, 4)
     single = legacy.singles[0]

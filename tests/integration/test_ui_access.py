@@ -138,7 +138,7 @@ async def test_the_cookie_is_random_and_reveals_nothing_about_the_token(locked):
     assert values[0] != values[1] and all(len(v) >= 40 for v in values)
     for value in values:  # no name, role, expiry or MAC in it: 32 random bytes, url-safe base64
         assert "viewer" not in value and "read" not in value and "." not in value and "|" not in value
-    rows = await h.store._run(h.store._query, "SELECT id, name, token FROM sessions")
+    rows = await h.store.db.run(h.store.db.query, "SELECT id, name, token FROM sessions")
     assert len(rows) == 2 and {r[1] for r in rows} == {"viewer"}
     assert not {r[0] for r in rows} & set(values)  # the store keeps hashes of the ids, not the ids
     assert all(READER not in r[2] for r in rows)

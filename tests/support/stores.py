@@ -15,28 +15,29 @@ import pytest
 
 from alertd.core.model import parse_iso
 from alertd.receive.payload import delivery_key, read_notification
-from alertd.store.base import Hook, InboxKey, Step, Store, Taken
+from alertd.store.base import Hook, InboxKey, Step, Taken
+from alertd.store.facade import SqlStore
 from alertd.store.sqlite import SqliteStore
 from tests.support.webhooks import dumps, node_webhook
 
 
-def backend(store: Store) -> str:
+def backend(store: SqlStore) -> str:
     return "sqlite" if isinstance(store, SqliteStore) else "postgres"
 
 
-async def query(store: Store, statement: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+async def query(store: SqlStore, statement: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     """A read on the store's own thread and connection (DB-API stores only)."""
-    rows: list[tuple[Any, ...]] = await store._run(store._query, statement, args)  # type: ignore[attr-defined]
+    rows: list[tuple[Any, ...]] = await store.db.run(store.db.query, statement, args)
     return rows
 
 
-async def log_ids(store: Store) -> list[int]:
+async def log_ids(store: SqlStore) -> list[int]:
     """The webhooks in the inbox log, taken or not (SQLite: its own file; PostgreSQL: a table)."""
-    rows = await store._run(store._log_query, "SELECT id FROM inbox_log ORDER BY id")  # type: ignore[attr-defined]
+    rows = await store.db.run(store.db.log_query, "SELECT id FROM inbox_log ORDER BY id")
     return [r[0] for r in rows]
 
 
-async def pending(store: Store, limit: int = 100_000) -> list[tuple[int, bytes]]:
+async def pending(store: SqlStore, limit: int = 100_000) -> list[tuple[int, bytes]]:
     """The webhooks the engine has not taken, oldest first: (log id, body as received)."""
     return [(hook.id, hook.body) for hook in await store.pending_hooks(limit)]
 
@@ -62,7 +63,7 @@ def taking(hooks: list[Hook]) -> Taken:
     return Taken([h.id for h in hooks], [InboxKey(k, received(h)) for h in hooks for k in keys_of(h.body, received(h))])
 
 
-async def take_all(store: Store, limit: int) -> tuple[list[str], int]:
+async def take_all(store: SqlStore, limit: int) -> tuple[list[str], int]:
     """Drain the log the way the engine does (Service.process_pending): each round's alerts whose key is known,
     or repeated in the round, are dropped; the rest are recorded by the step that takes the round's webhooks.
     The fresh keys in the order taken, and how many alerts were dropped."""
@@ -85,7 +86,7 @@ async def take_all(store: Store, limit: int) -> tuple[list[str], int]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def make_store(request, tmp_path) -> Callable[[], Store]:
+def make_store(request, tmp_path) -> Callable[[], SqlStore]:
     """A factory: every call is a new store object on the SAME database (to test reopening)."""
     if request.param == "sqlite":
         yield lambda: SqliteStore(tmp_path / "alertd.sqlite3")
@@ -105,7 +106,7 @@ def make_store(request, tmp_path) -> Callable[[], Store]:
 
 
 @pytest.fixture
-async def store(make_store) -> Store:
+async def store(make_store) -> SqlStore:
     s = make_store()
     await s.open()
     yield s
