@@ -78,7 +78,8 @@ def test_site_rules_reading_recording_rules(tmp_path: Path) -> None:
         # start; it names Alertmanager's port, chosen beforehand like its own.
         fast = derive_fast_rules(tmp_path / "rules.fast.yml", SITE)
         prom_cfg = sim.write_prometheus_config(tmp_path / "prometheus.yml", alertmanager_url=f"http://127.0.0.1:{am_port}",
-                                               rule_files=[fast], node_label=True)
+                                               rule_files=[fast], node_label=True, scrape_interval="500ms",
+                                               evaluation_interval="500ms")
         prom = require(start_prometheus_on, prom_port, prom_cfg, tmp_path / "prom")
         alertd = am = None
         try:
@@ -86,7 +87,8 @@ def test_site_rules_reading_recording_rules(tmp_path: Path) -> None:
                 tmp_path, slack.url, SLACK_TOKEN, pagerduty.url, PagerDutyTestServer.ROUTING_KEY,
                 classify={"rules_api": {"prometheus": [f"http://127.0.0.1:{prom_port}"], "wait": "3s"}})).start()
             am = require(start_alertmanager, write_alertmanager_config(tmp_path / "alertmanager.yml", alertd.url,
-                                                                       tmp_path / "token"), tmp_path / "am",
+                                                                       tmp_path / "token", group_wait="500ms",
+                                                                       group_interval="500ms"), tmp_path / "am",
                          port=am_port)
             wait("all targets up", lambda: len(query(prom.url, "up == 1")) == 2 * NODES + 1)
             wait("recorded series of every GPU", lambda: len(query(prom.url, "gpu:clock_reasons:max")) == 8 * NODES)

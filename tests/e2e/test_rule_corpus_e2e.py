@@ -3,7 +3,8 @@
 Each style (NVIDIA dcgm-exporter examples, kube-prometheus-stack PrometheusRule,
 hand-written site rules with the Xid only in the value and summary, Hostname /
 instance as the only node identity) is loaded into a real Prometheus (windows
-shortened) scraping the simulated cluster, with a real Alertmanager sending to
+shortened; scraping and evaluating every 0.5 s) scraping the simulated cluster,
+with a real Alertmanager (group_wait and group_interval 0.5 s) sending to
 `alertd serve` with the SHIPPED alertd rules, and the Slack and PagerDuty test
 servers. Per style:
 
@@ -113,14 +114,17 @@ def run_style(style: Style, tmp: Path) -> Outcome:
         tmp.mkdir(parents=True, exist_ok=True)
         fast = derive_fast_rules(tmp / "rules.fast.yml", plain_rules(CORPUS / style.file, tmp / "rules.yml"))
         prom_cfg = sim.write_prometheus_config(tmp / "prometheus.yml", alertmanager_url=f"http://127.0.0.1:{am_port}",
-                                               rule_files=[fast], node_label=not style.hostname_identity)
+                                               rule_files=[fast], node_label=not style.hostname_identity,
+                                               scrape_interval="500ms", evaluation_interval="500ms")
         prom = require(start_prometheus, prom_cfg, tmp / "prom")
         alertd = am = None
         try:
             alertd = AlertdProcess(tmp / "alertd", sink_config(
                 tmp, slack.url, SLACK_TOKEN, pagerduty.url, PagerDutyTestServer.ROUTING_KEY)).start()
             am = require(start_alertmanager, write_alertmanager_config(tmp / "alertmanager.yml", alertd.url,
-                                                                       tmp / "token"), tmp / "am", port=am_port)
+                                                                       tmp / "token", group_wait="500ms",
+                                                                       group_interval="500ms"), tmp / "am",
+                         port=am_port)
             wait(f"{style.name}: all targets up", lambda: len(query(prom.url, "up == 1")) == 2 * NODES + 1)
             wait(f"{style.name}: baseline samples of every GPU",
                  lambda: len(query(prom.url, "count_over_time(DCGM_FI_DEV_XID_ERRORS[10s]) >= 2")) == 8 * NODES)
