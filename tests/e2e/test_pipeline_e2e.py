@@ -27,6 +27,7 @@ from tests.support.pipeline import (
     TOKEN,
     by_node,
     incidents,
+    stop_all,
     top_level_messages,
     wait,
     write_alertmanager_config,
@@ -72,11 +73,7 @@ def run_pipeline(tmp_path: Path, slack: SlackTestServer, pagerduty: PagerDutyTes
             am = require(start_alertmanager, am_cfg, tmp_path / "am", port=am_port)
             check_pipeline(sim, prom, alertd, slack, pagerduty)
         finally:
-            for svc in (prom, am):
-                if svc is not None:
-                    svc.stop()
-            if alertd is not None:
-                alertd.stop()
+            stop_all(prom, am, alertd)
 
 
 def start_alertd(tmp_path: Path, slack: SlackTestServer, pagerduty: PagerDutyTestServer, storage: dict,
