@@ -27,7 +27,7 @@ from tests.support.pipeline import (
     TOKEN,
     by_node,
     incidents,
-    stop_all,
+    stop_started,
     top_level_messages,
     wait,
     write_alertmanager_config,
@@ -73,7 +73,7 @@ def run_pipeline(tmp_path: Path, slack: SlackTestServer, pagerduty: PagerDutyTes
             am = require(start_alertmanager, am_cfg, tmp_path / "am", port=am_port)
             check_pipeline(sim, prom, alertd, slack, pagerduty)
         finally:
-            stop_all(prom, am, alertd)
+            stop_started(prom, am, alertd)
 
 
 def start_alertd(tmp_path: Path, slack: SlackTestServer, pagerduty: PagerDutyTestServer, storage: dict,

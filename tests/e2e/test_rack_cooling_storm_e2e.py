@@ -22,7 +22,7 @@ from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import incidents, sink_config, stop_all, top_level_messages, wait, write_alertmanager_config
+from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
 from tests.support.process import free_port
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
@@ -108,4 +108,4 @@ def test_rack_cooling_failure_grouped_by_alertname_is_one_fleet_incident(tmp_pat
             wait("the fleet and its nodes resolved", lambda: not incidents(alertd, status="open"), timeout=120)
             assert len(top_level_messages(slack)) == len(posts)
         finally:
-            stop_all(prom, am, alertd)
+            stop_started(prom, am, alertd)

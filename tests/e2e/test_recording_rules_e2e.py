@@ -27,7 +27,7 @@ from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import incidents, sink_config, stop_all, top_level_messages, wait, write_alertmanager_config
+from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
 from tests.support.process import RunningService, find_binary, free_port, http_ready, runtime_dir, spawn, wait_ready
 from tests.support.prom import query
 from tests.support.services import PROMETHEUS_FLAGS, start_alertmanager
@@ -99,7 +99,7 @@ def test_site_rules_reading_recording_rules(tmp_path: Path) -> None:
             sim.clear()
             wait("everything resolved after the outage", lambda: all_resolved(alertd), timeout=90)
         finally:
-            stop_all(prom, am, alertd)
+            stop_started(prom, am, alertd)
 
 
 def one_failing_node(sim: GPUClusterSim, alertd: AlertdProcess, slack: SlackTestServer,

@@ -37,7 +37,7 @@ from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import incidents, sink_config, stop_all, top_level_messages, wait, write_alertmanager_config
+from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
 from tests.support.process import free_port
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
@@ -138,7 +138,7 @@ def run_style(style: Style, tmp: Path) -> Outcome:
             wait(f"{style.name}: everything resolved after the outage", lambda: all_resolved(alertd), timeout=90)
             out.resolved = True
         finally:
-            stop_all(prom, am, alertd)
+            stop_started(prom, am, alertd)
     out.seconds = time.monotonic() - started
     return out
 

@@ -33,7 +33,7 @@ def wait(what: str, probe: Callable[[], Any], timeout: float = 90.0, every: floa
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}{more}")
 
 
-def stop_all(*services: Any) -> None:
+def stop_started(*services: Any) -> None:
     """Stop, in order, what a test started (None: not started before it failed)."""
     for svc in services:
         if svc is not None:
