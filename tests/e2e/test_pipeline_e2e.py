@@ -33,7 +33,7 @@ from tests.support.pipeline import (
     write_alertmanager_config,
     write_rules,
 )
-from tests.support.process import RunningService, free_port
+from tests.support.process import ReservedPort, RunningService
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
 from tests.support.slack_server import SlackTestServer
@@ -58,11 +58,11 @@ def run_pipeline(tmp_path: Path, slack: SlackTestServer, pagerduty: PagerDutyTes
     sim = GPUClusterSim(nodes=3)
     with sim.running_in_thread():
         # Prometheus first, so its first seconds (targets come every 5 s) go by while alertd and Alertmanager
-        # start; it names Alertmanager's port, chosen now. Scrapes, evaluations and Alertmanager's grouping
+        # start; it names Alertmanager's port, reserved now. Scrapes, evaluations and Alertmanager's grouping
         # every 0.5 s: each step of the pipeline takes 1-2 s instead of about 3.
-        am_port = free_port()
+        am_port = ReservedPort()
         fast = derive_fast_rules(tmp_path / "gpu-alerts.fast.yml")
-        prom_cfg = sim.write_prometheus_config(tmp_path / "prometheus.yml", alertmanager_url=f"http://127.0.0.1:{am_port}",
+        prom_cfg = sim.write_prometheus_config(tmp_path / "prometheus.yml", alertmanager_url=am_port.url,
                                                rule_files=[fast], scrape_interval="500ms", evaluation_interval="500ms")
         prom = require(start_prometheus, prom_cfg, tmp_path / "prom")
         alertd = am = None

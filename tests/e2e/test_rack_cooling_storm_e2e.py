@@ -23,7 +23,7 @@ from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
-from tests.support.process import free_port
+from tests.support.process import ReservedPort
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
 from tests.support.slack_server import SlackTestServer
@@ -57,13 +57,13 @@ def test_rack_cooling_failure_grouped_by_alertname_is_one_fleet_incident(tmp_pat
     sim = GPUClusterSim(nodes=NODES, cluster="sim")
     with serving_in_thread(slack, pagerduty, sim):
         # Prometheus first, so its first seconds (targets come every 5 s) go by while alertd and Alertmanager
-        # start; it names Alertmanager's port, chosen now.
-        am_port = free_port()
+        # start; it names Alertmanager's port, reserved now.
+        am_port = ReservedPort()
         site = tmp_path / "site-rules.yml"
         site.write_text(yaml.safe_dump(SITE_RULES, sort_keys=False))
         fast = derive_fast_rules(tmp_path / "rules.fast.yml", site)
         prom = require(start_prometheus, sim.write_prometheus_config(
-            tmp_path / "prometheus.yml", alertmanager_url=f"http://127.0.0.1:{am_port}", rule_files=[fast]),
+            tmp_path / "prometheus.yml", alertmanager_url=am_port.url, rule_files=[fast]),
             tmp_path / "prom")
         alertd = am = None
         try:

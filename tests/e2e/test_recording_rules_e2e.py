@@ -28,7 +28,16 @@ from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
-from tests.support.process import RunningService, find_binary, free_port, http_ready, runtime_dir, spawn, wait_ready
+from tests.support.process import (
+    ReservedPort,
+    RunningService,
+    find_binary,
+    free_port,
+    http_ready,
+    runtime_dir,
+    spawn,
+    wait_ready,
+)
 from tests.support.prom import query
 from tests.support.services import PROMETHEUS_FLAGS, start_alertmanager
 from tests.support.slack_server import SlackTestServer, channel_id_for
@@ -72,12 +81,12 @@ def all_resolved(alertd: AlertdProcess) -> bool:
 def test_site_rules_reading_recording_rules(tmp_path: Path) -> None:
     slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
     sim = GPUClusterSim(nodes=NODES, cluster="sim")
-    prom_port, am_port = free_port(), free_port()
+    prom_port, am_port = free_port(), ReservedPort()
     with serving_in_thread(slack, pagerduty, sim):
         # Prometheus first, so its first seconds (targets come every 5 s) go by while alertd and Alertmanager
-        # start; it names Alertmanager's port, chosen beforehand like its own.
+        # start; it names Alertmanager's port, reserved beforehand.
         fast = derive_fast_rules(tmp_path / "rules.fast.yml", SITE)
-        prom_cfg = sim.write_prometheus_config(tmp_path / "prometheus.yml", alertmanager_url=f"http://127.0.0.1:{am_port}",
+        prom_cfg = sim.write_prometheus_config(tmp_path / "prometheus.yml", alertmanager_url=am_port.url,
                                                rule_files=[fast], node_label=True, scrape_interval="500ms",
                                                evaluation_interval="500ms")
         prom = require(start_prometheus_on, prom_port, prom_cfg, tmp_path / "prom")

@@ -38,7 +38,7 @@ from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
-from tests.support.process import free_port
+from tests.support.process import ReservedPort
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
 from tests.support.slack_server import SlackTestServer
@@ -109,11 +109,11 @@ def run_style(style: Style, tmp: Path) -> Outcome:
     sim = GPUClusterSim(nodes=NODES, cluster="sim", hostname_is_node=style.hostname_identity)
     with serving_in_thread(slack, pagerduty, sim):
         # Prometheus first, so its first seconds (targets come every 5 s) go by while alertd and Alertmanager
-        # start; it names Alertmanager's port, chosen now.
-        am_port = free_port()
+        # start; it names Alertmanager's port, reserved now.
+        am_port = ReservedPort()
         tmp.mkdir(parents=True, exist_ok=True)
         fast = derive_fast_rules(tmp / "rules.fast.yml", plain_rules(CORPUS / style.file, tmp / "rules.yml"))
-        prom_cfg = sim.write_prometheus_config(tmp / "prometheus.yml", alertmanager_url=f"http://127.0.0.1:{am_port}",
+        prom_cfg = sim.write_prometheus_config(tmp / "prometheus.yml", alertmanager_url=am_port.url,
                                                rule_files=[fast], node_label=not style.hostname_identity,
                                                scrape_interval="500ms", evaluation_interval="500ms")
         prom = require(start_prometheus, prom_cfg, tmp / "prom")
