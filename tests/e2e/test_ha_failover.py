@@ -83,11 +83,12 @@ def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
                 wait("one engine among the scraped replicas",
                      lambda: query(prom.url, 'sum(alertd_engine_leader{job="alertd"})')[0]["value"][1] == "1", 30)
 
-                # 8 storm nodes re-firing (every webhook new work, 8 incidents: Slack takes ~1 post/s per channel).
-                storm = Storm(replicas, rate=60, seconds=14,
+                # 8 storm nodes re-firing (every webhook new work, 8 incidents: Slack takes ~1 post/s per channel),
+                # from before the faults until the survivors have taken a second of it after the failover.
+                storm = Storm(replicas, rate=60, seconds=30,
                               gen=UniqueWebhooks(run="storm", nodes=8, nodes_per_cluster=4, seed=3))
                 thread = storm.in_thread()
-                time.sleep(2)
+                wait("the storm under way", lambda: len(storm.acked) >= 60, 20, every=0.1)
                 for node in FAILING:
                     sim.inject_xid(node, 2, 79)
                 wait("the failing nodes' alerts reaching the leader",
@@ -97,6 +98,9 @@ def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
                 survivors = [r for r in replicas if r is not leader]
                 new_leader = wait_for_leader(survivors, timeout=20)
                 took = time.monotonic() - killed_at
+                after = len(storm.acked)
+                wait("the storm acknowledged after the failover", lambda: len(storm.acked) >= after + 60, 20, every=0.1)
+                storm.stop.set()
                 thread.join(30)
                 print(f"\nfailover: a follower reported leader {took:.2f} s after kill -9 of the leader "
                       f"(storm: {len(storm.acked)} webhooks acknowledged, {storm.refused} refused and retried)")

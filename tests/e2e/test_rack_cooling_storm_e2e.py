@@ -22,7 +22,8 @@ from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import incidents, sink_config, top_level_messages, wait, write_alertmanager_config
+from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
+from tests.support.process import ReservedPort
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
 from tests.support.slack_server import SlackTestServer
@@ -55,18 +56,22 @@ def test_rack_cooling_failure_grouped_by_alertname_is_one_fleet_incident(tmp_pat
     slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
     sim = GPUClusterSim(nodes=NODES, cluster="sim")
     with serving_in_thread(slack, pagerduty, sim):
-        alertd = AlertdProcess(tmp_path / "alertd", sink_config(
-            tmp_path, slack.url, SLACK_TOKEN, pagerduty.url, PagerDutyTestServer.ROUTING_KEY)).start()
-        am = prom = None
+        # Prometheus first, so its first seconds (targets come every 5 s) go by while alertd and Alertmanager
+        # start; it names Alertmanager's port, reserved now.
+        am_port = ReservedPort()
+        site = tmp_path / "site-rules.yml"
+        site.write_text(yaml.safe_dump(SITE_RULES, sort_keys=False))
+        fast = derive_fast_rules(tmp_path / "rules.fast.yml", site)
+        prom = require(start_prometheus, sim.write_prometheus_config(
+            tmp_path / "prometheus.yml", alertmanager_url=am_port.url, rule_files=[fast]),
+            tmp_path / "prom")
+        alertd = am = None
         try:
+            alertd = AlertdProcess(tmp_path / "alertd", sink_config(
+                tmp_path, slack.url, SLACK_TOKEN, pagerduty.url, PagerDutyTestServer.ROUTING_KEY)).start()
             am = require(start_alertmanager, write_alertmanager_config(
                 tmp_path / "alertmanager.yml", alertd.url, tmp_path / "token", group_by=("alertname", "cluster"),
-                group_wait="2s", group_interval="5s"), tmp_path / "am")
-            site = tmp_path / "site-rules.yml"
-            site.write_text(yaml.safe_dump(SITE_RULES, sort_keys=False))
-            fast = derive_fast_rules(tmp_path / "rules.fast.yml", site)
-            prom = require(start_prometheus, sim.write_prometheus_config(
-                tmp_path / "prometheus.yml", alertmanager_url=am.url, rule_files=[fast]), tmp_path / "prom")
+                group_wait="2s", group_interval="5s"), tmp_path / "am", port=am_port)
             wait("all targets up", lambda: len(query(prom.url, "up == 1")) == 2 * NODES + 1)
             for i, node in enumerate(RACK):  # the rack heats up over ~12 s: three or more of Alertmanager's batches
                 for gpu in range(8):
@@ -103,7 +108,4 @@ def test_rack_cooling_failure_grouped_by_alertname_is_one_fleet_incident(tmp_pat
             wait("the fleet and its nodes resolved", lambda: not incidents(alertd, status="open"), timeout=120)
             assert len(top_level_messages(slack)) == len(posts)
         finally:
-            for svc in (prom, am):
-                if svc is not None:
-                    svc.stop()
-            alertd.stop()
+            stop_started(prom, am, alertd)

@@ -27,8 +27,17 @@ from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import incidents, sink_config, top_level_messages, wait, write_alertmanager_config
-from tests.support.process import RunningService, find_binary, free_port, http_ready, runtime_dir, spawn, wait_ready
+from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
+from tests.support.process import (
+    ReservedPort,
+    RunningService,
+    find_binary,
+    free_port,
+    http_ready,
+    runtime_dir,
+    spawn,
+    wait_ready,
+)
 from tests.support.prom import query
 from tests.support.services import PROMETHEUS_FLAGS, start_alertmanager
 from tests.support.slack_server import SlackTestServer, channel_id_for
@@ -42,8 +51,8 @@ OUTAGE = [f"node-{i}" for i in range(2, 9)]  # seven exporters
 
 
 def start_prometheus_on(port: int, config: Path, workdir: Path) -> RunningService:
-    """The real Prometheus on a port chosen before alertd starts, with the external URL (so the generatorURL)
-    on loopback: alertd's config must name it before Prometheus runs."""
+    """The real Prometheus on a port chosen beforehand, with the external URL (so the generatorURL) on
+    loopback: alertd's config names it."""
     run, log, cleanups = runtime_dir("prometheus", workdir, None)
     url = f"http://127.0.0.1:{port}"
     svc = spawn("prometheus", [
@@ -72,19 +81,24 @@ def all_resolved(alertd: AlertdProcess) -> bool:
 def test_site_rules_reading_recording_rules(tmp_path: Path) -> None:
     slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
     sim = GPUClusterSim(nodes=NODES, cluster="sim")
-    prom_port = free_port()
+    prom_port, am_port = free_port(), ReservedPort()
     with serving_in_thread(slack, pagerduty, sim):
-        alertd = AlertdProcess(tmp_path / "alertd", sink_config(
-            tmp_path, slack.url, SLACK_TOKEN, pagerduty.url, PagerDutyTestServer.ROUTING_KEY,
-            classify={"rules_api": {"prometheus": [f"http://127.0.0.1:{prom_port}"], "wait": "3s"}})).start()
-        am = prom = None
+        # Prometheus first, so its first seconds (targets come every 5 s) go by while alertd and Alertmanager
+        # start; it names Alertmanager's port, reserved beforehand.
+        fast = derive_fast_rules(tmp_path / "rules.fast.yml", SITE)
+        prom_cfg = sim.write_prometheus_config(tmp_path / "prometheus.yml", alertmanager_url=am_port.url,
+                                               rule_files=[fast], node_label=True, scrape_interval="500ms",
+                                               evaluation_interval="500ms")
+        prom = require(start_prometheus_on, prom_port, prom_cfg, tmp_path / "prom")
+        alertd = am = None
         try:
+            alertd = AlertdProcess(tmp_path / "alertd", sink_config(
+                tmp_path, slack.url, SLACK_TOKEN, pagerduty.url, PagerDutyTestServer.ROUTING_KEY,
+                classify={"rules_api": {"prometheus": [f"http://127.0.0.1:{prom_port}"], "wait": "3s"}})).start()
             am = require(start_alertmanager, write_alertmanager_config(tmp_path / "alertmanager.yml", alertd.url,
-                                                                       tmp_path / "token"), tmp_path / "am")
-            fast = derive_fast_rules(tmp_path / "rules.fast.yml", SITE)
-            prom_cfg = sim.write_prometheus_config(tmp_path / "prometheus.yml", alertmanager_url=am.url,
-                                                   rule_files=[fast], node_label=True)
-            prom = require(start_prometheus_on, prom_port, prom_cfg, tmp_path / "prom")
+                                                                       tmp_path / "token", group_wait="500ms",
+                                                                       group_interval="500ms"), tmp_path / "am",
+                         port=am_port)
             wait("all targets up", lambda: len(query(prom.url, "up == 1")) == 2 * NODES + 1)
             wait("recorded series of every GPU", lambda: len(query(prom.url, "gpu:clock_reasons:max")) == 8 * NODES)
             one_failing_node(sim, alertd, slack, pagerduty)
@@ -94,10 +108,7 @@ def test_site_rules_reading_recording_rules(tmp_path: Path) -> None:
             sim.clear()
             wait("everything resolved after the outage", lambda: all_resolved(alertd), timeout=90)
         finally:
-            for svc in (prom, am):
-                if svc is not None:
-                    svc.stop()
-            alertd.stop()
+            stop_started(prom, am, alertd)
 
 
 def one_failing_node(sim: GPUClusterSim, alertd: AlertdProcess, slack: SlackTestServer,

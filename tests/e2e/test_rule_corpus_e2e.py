@@ -3,7 +3,8 @@
 Each style (NVIDIA dcgm-exporter examples, kube-prometheus-stack PrometheusRule,
 hand-written site rules with the Xid only in the value and summary, Hostname /
 instance as the only node identity) is loaded into a real Prometheus (windows
-shortened) scraping the simulated cluster, with a real Alertmanager sending to
+shortened; scraping and evaluating every 0.5 s) scraping the simulated cluster,
+with a real Alertmanager (group_wait and group_interval 0.5 s) sending to
 `alertd serve` with the SHIPPED alertd rules, and the Slack and PagerDuty test
 servers. Per style:
 
@@ -36,7 +37,8 @@ from tests.support.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import incidents, sink_config, top_level_messages, wait, write_alertmanager_config
+from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
+from tests.support.process import ReservedPort
 from tests.support.prom import query
 from tests.support.services import start_alertmanager, start_prometheus
 from tests.support.slack_server import SlackTestServer
@@ -106,16 +108,23 @@ def run_style(style: Style, tmp: Path) -> Outcome:
     slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
     sim = GPUClusterSim(nodes=NODES, cluster="sim", hostname_is_node=style.hostname_identity)
     with serving_in_thread(slack, pagerduty, sim):
-        alertd = AlertdProcess(tmp / "alertd", sink_config(
-            tmp, slack.url, SLACK_TOKEN, pagerduty.url, PagerDutyTestServer.ROUTING_KEY)).start()
-        am = prom = None
+        # Prometheus first, so its first seconds (targets come every 5 s) go by while alertd and Alertmanager
+        # start; it names Alertmanager's port, reserved now.
+        am_port = ReservedPort()
+        tmp.mkdir(parents=True, exist_ok=True)
+        fast = derive_fast_rules(tmp / "rules.fast.yml", plain_rules(CORPUS / style.file, tmp / "rules.yml"))
+        prom_cfg = sim.write_prometheus_config(tmp / "prometheus.yml", alertmanager_url=am_port.url,
+                                               rule_files=[fast], node_label=not style.hostname_identity,
+                                               scrape_interval="500ms", evaluation_interval="500ms")
+        prom = require(start_prometheus, prom_cfg, tmp / "prom")
+        alertd = am = None
         try:
+            alertd = AlertdProcess(tmp / "alertd", sink_config(
+                tmp, slack.url, SLACK_TOKEN, pagerduty.url, PagerDutyTestServer.ROUTING_KEY)).start()
             am = require(start_alertmanager, write_alertmanager_config(tmp / "alertmanager.yml", alertd.url,
-                                                                       tmp / "token"), tmp / "am")
-            fast = derive_fast_rules(tmp / "rules.fast.yml", plain_rules(CORPUS / style.file, tmp / "rules.yml"))
-            prom_cfg = sim.write_prometheus_config(tmp / "prometheus.yml", alertmanager_url=am.url, rule_files=[fast],
-                                                   node_label=not style.hostname_identity)
-            prom = require(start_prometheus, prom_cfg, tmp / "prom")
+                                                                       tmp / "token", group_wait="500ms",
+                                                                       group_interval="500ms"), tmp / "am",
+                         port=am_port)
             wait(f"{style.name}: all targets up", lambda: len(query(prom.url, "up == 1")) == 2 * NODES + 1)
             wait(f"{style.name}: baseline samples of every GPU",
                  lambda: len(query(prom.url, "count_over_time(DCGM_FI_DEV_XID_ERRORS[10s]) >= 2")) == 8 * NODES)
@@ -129,10 +138,7 @@ def run_style(style: Style, tmp: Path) -> Outcome:
             wait(f"{style.name}: everything resolved after the outage", lambda: all_resolved(alertd), timeout=90)
             out.resolved = True
         finally:
-            for svc in (prom, am):
-                if svc is not None:
-                    svc.stop()
-            alertd.stop()
+            stop_started(prom, am, alertd)
     out.seconds = time.monotonic() - started
     return out
 

@@ -17,10 +17,17 @@ from pathlib import Path
 import aiohttp
 
 from alertd.store.sqlite import LOG_QUIET
-from tests.support.alertd_proc import AlertdProcess
+from tests.support.alertd_proc import AlertdProcess, open_readonly
 from tests.support.webhooks import UniqueWebhooks, dumps
 
 ALERTS_PER_WEBHOOK = 8
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def dir_bytes(path: Path) -> int:
@@ -74,15 +81,25 @@ class Sampler(threading.Thread):
         self.started_at = time.monotonic()
 
     def sample(self) -> None:
-        try:
-            wal = self.wal.stat().st_size
-        except OSError:
-            wal = 0
-        self.out.samples.append((time.monotonic() - self.started_at, wal, dir_bytes(self.data_dir)))
+        self.out.samples.append((time.monotonic() - self.started_at, _size(self.wal), dir_bytes(self.data_dir)))
 
     def run(self) -> None:
         while not self.stop.wait(self.interval):
             self.sample()
+
+
+def _log_tidied(server: AlertdProcess) -> bool:
+    """The inbox log empty, its free pages given back and its WAL truncated. Each part alone is not enough:
+    the WAL is also truncated (but the pages kept) when it outgrows LOG_WAL_LIMIT while the taken webhooks
+    are deleted, and before they are there are no free pages yet."""
+    if _size(Path(f"{server.db_path}-inbox-wal")):
+        return False
+    conn = open_readonly(f"{server.db_path}-inbox")  # a moment's read: a truncation waits for it, or retries
+    try:
+        return conn.execute("SELECT count(*) FROM inbox_log").fetchone()[0] == 0 and \
+            conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    finally:
+        conn.close()
 
 
 async def _post_all(url: str, bodies: list[bytes], conns: int, headers: dict[str, str]) -> int:
@@ -121,9 +138,11 @@ def run_storm(server: AlertdProcess, nodes: int, *, conns: int = 16, interval: f
         out.posted_s = time.monotonic() - started
         server.wait_drained(max(1.0, timeout - out.posted_s))
         out.drained_s = time.monotonic() - started
-        # The engine tidies the inbox log (its free pages back, its WAL truncated) once it has been quiet
-        # for LOG_QUIET, at its next idle round (about once a second): wait for that, then a sample.
-        time.sleep(LOG_QUIET + 1.0 + 2 * interval)
+        # The engine tidies the inbox log (its free pages back, then its WAL truncated) once it has been
+        # quiet for LOG_QUIET, at its next idle round (about once a second): wait for that, then a sample.
+        deadline = time.monotonic() + LOG_QUIET + 10.0
+        while not _log_tidied(server) and time.monotonic() < deadline:
+            time.sleep(0.2)
     finally:
         sampler.stop.set()
         sampler.join(5)

@@ -33,6 +33,13 @@ def wait(what: str, probe: Callable[[], Any], timeout: float = 90.0, every: floa
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}{more}")
 
 
+def stop_started(*services: Any) -> None:
+    """Stop, in order, what a test started (None: not started before it failed)."""
+    for svc in services:
+        if svc is not None:
+            svc.stop()
+
+
 def write_rules(dst: Path, hold_down: str, storm_wait: str | None = None) -> Path:
     shutil.copytree(ROOT / "rules", dst, ignore=shutil.ignore_patterns("tests"))
     corr = yaml.safe_load((dst / "correlation.yml").read_text())

@@ -123,6 +123,26 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+class ReservedPort:
+    """A port on 127.0.0.1 held for a service that starts later, when another's configuration must name it
+    first. A socket bound with SO_REUSEADDR but not listening keeps the kernel from handing the port out (to a
+    bind to port 0, or as a connection's local end) meanwhile, and still lets the service listen on it: Go's
+    servers (Prometheus, Alertmanager) bind with SO_REUSEADDR. release() once the service listens."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port: int = self._sock.getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def release(self) -> None:
+        self._sock.close()
+
+
 def http(method: str, url: str, body: bytes | None = None, headers: dict[str, str] | None = None,
          timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
     """One request on loopback without proxies: (status, headers, body); status 0 when nothing answered."""

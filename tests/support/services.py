@@ -32,6 +32,7 @@ from typing import Sequence
 
 from tests.support.process import (
     INSTALL_COMMAND,
+    ReservedPort,
     RunningService,
     ServiceStartError,
     ServiceUnavailable,
@@ -67,27 +68,35 @@ SEARCH_HEAP = os.environ.get("ALERTD_SEARCH_HEAP") or "512m"
 # --- Prometheus and Alertmanager -------------------------------------------
 
 def _start_prometheus_family(name: str, binary: str, config_yaml_path, workdir, flags: Sequence[str],
-                             extra_args: Sequence[str], timeout: float) -> RunningService:
+                             extra_args: Sequence[str], timeout: float,
+                             port: ReservedPort | None = None) -> RunningService:
     """Prometheus and Alertmanager share their flags' shape and the /-/ready probe.
 
-    ``flags`` may use ``{data}``: the service's data directory."""
+    ``flags`` may use ``{data}``: the service's data directory. ``port``: one reserved beforehand (another
+    service's configuration names it), released once the service listens; None: a free one."""
     def start() -> RunningService:
         run, log, cleanups = runtime_dir(name, Path(workdir), None)
-        port = free_port()
+        port_ = port.port if port else free_port()
         svc = spawn(name, [
             binary, f"--config.file={Path(config_yaml_path).resolve()}",
-            f"--web.listen-address=127.0.0.1:{port}", *(f.format(data=run / "data") for f in flags), *extra_args,
-        ], port=port, log_path=log, cwd=run, cleanups=cleanups)
-        svc.url = f"http://127.0.0.1:{port}"
-        wait_ready(svc, http_ready(svc.url + "/-/ready"), timeout)
+            f"--web.listen-address=127.0.0.1:{port_}", *(f.format(data=run / "data") for f in flags), *extra_args,
+        ], port=port_, log_path=log, cwd=run, cleanups=cleanups)
+        svc.url = f"http://127.0.0.1:{port_}"
+        try:
+            wait_ready(svc, http_ready(svc.url + "/-/ready"), timeout)
+        finally:
+            if port:
+                port.release()
         return svc
 
-    return retry_port_clash(start)
+    return start() if port else retry_port_clash(start)
 
 
 # Prometheus finds its Alertmanagers a few seconds after its rules first fire (the notifier's discovery
 # updates are throttled to 5 s); what it sends before that is dropped, and a firing alert is sent again
 # only after the resend delay, a minute by default. Every test would wait that minute for its first alert.
+# Its scrape targets come through the same 5 s throttle: a test that starts Prometheus before alertd and
+# Alertmanager (whose port it reserves beforehand: ReservedPort) spends those seconds starting them.
 PROMETHEUS_FLAGS = ("--storage.tsdb.path={data}", "--web.enable-lifecycle", "--rules.alert.resend-delay=1s")
 
 
@@ -98,13 +107,16 @@ def start_prometheus(config_yaml_path, workdir, extra_args: Sequence[str] = (),
 
 
 def start_alertmanager(config_yaml_path, workdir, extra_args: Sequence[str] = (),
-                       timeout: float = 60.0, *, cluster_port: int = 0, peers: Sequence[int] = ()) -> RunningService:
-    """Alone by default; with ``cluster_port`` it gossips on 127.0.0.1:cluster_port with ``peers`` (ports)."""
+                       timeout: float = 60.0, *, cluster_port: int = 0, peers: Sequence[int] = (),
+                       port: ReservedPort | None = None) -> RunningService:
+    """Alone by default; with ``cluster_port`` it gossips on 127.0.0.1:cluster_port with ``peers`` (ports).
+    ``port``: one reserved beforehand, e.g. named by a Prometheus already started."""
     cluster = [f"--cluster.listen-address=127.0.0.1:{cluster_port}", "--cluster.advertise-address=127.0.0.1:"
                f"{cluster_port}", "--cluster.settle-timeout=2s", "--cluster.peer-timeout=5s",
                *(f"--cluster.peer=127.0.0.1:{p}" for p in peers)] if cluster_port else ["--cluster.listen-address="]
     return _start_prometheus_family("alertmanager", find_binary("prometheus-alertmanager", "alertmanager"),
-                                    config_yaml_path, workdir, ["--storage.path={data}", *cluster], extra_args, timeout)
+                                    config_yaml_path, workdir, ["--storage.path={data}", *cluster], extra_args, timeout,
+                                    port)
 
 
 # --- PostgreSQL --------------------------------------------------------------
