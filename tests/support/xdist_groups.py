@@ -35,6 +35,15 @@ class GroupScheduling(LoadGroupScheduling):  # type: ignore[misc,valid-type]
         self.directory = directory
         self.groups: dict[str, str] | None = None
 
+    def _assign_work_unit(self, node) -> None:
+        """LoadScopeScheduling's, but sending every item of a node id: the scheduler keys its work by node id,
+        and schemathesis gives all the API operations of one test the test's node id (test_api_fuzz.py), so
+        the base class ran the first operation only and counted the rest as never collected."""
+        scope, work_unit = self.workqueue.popitem(last=False)
+        self.assigned_work.setdefault(node, {})[scope] = work_unit
+        pending = {nodeid for nodeid, completed in work_unit.items() if not completed}
+        node.send_runtest_some([i for i, nodeid in enumerate(self.registered_collections[node]) if nodeid in pending])
+
     def _split_scope(self, nodeid: str) -> str:
         if self.groups is None:
             self.groups = {}
