@@ -7,8 +7,8 @@ parametrized over the backends), the ``browser`` fixture makes it ``browser``. T
 Alertmanager themselves carry ``pytest.mark.services`` in their module. Unit tests get a tighter default
 timeout than the ini's, because a unit test that runs for a minute is a hang, not a slow test.
 
-scripts/test.sh runs the suite on pytest-xdist workers with ``--dist loadgroup``; each worker starts the
-session services it needs. ``worker_group`` keeps the tests that share something costly on one worker
+scripts/test.sh runs the suite on pytest-xdist workers with ``--dist loadgroup`` (the scheduler of
+tests/support/xdist_groups.py); each worker starts the session services it needs. ``worker_group`` keeps the tests that share something costly on one worker
 (``pytest.mark.xdist_group``): the two JVM search servers (``search``) and the kube-apiserver with etcd
 (``kube``) then start once in the run instead of once per worker, and a module whose tests share a
 module-scoped fixture (an alertd process, a Prometheus, a fresh venv) builds it once. PostgreSQL starts
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.support.fixtures"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.xdist_groups"]
 
 TESTS = Path(__file__).parent
 TIER_BY_DIRECTORY = {"unit": "unit", "integration": "integration", "sim": "integration", "e2e": "e2e"}
@@ -77,6 +77,9 @@ def _directory(item: pytest.Item) -> str:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from tests.support.xdist_groups import record  # imported here: pytest_plugins imports it first, rewritten
+
+    groups: dict[str, str] = {}
     for item in items:
         callspec = getattr(item, "callspec", None)
         params = {v for v in callspec.params.values() if isinstance(v, str)} if callspec else set()
@@ -86,8 +89,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for name in names:
             if name not in have:
                 item.add_marker(name)
-        group = worker_group(directory, fixtures, params, item.nodeid.split("::")[0], _module_scoped(item))
-        if group is not None and "xdist_group" not in have:
-            item.add_marker(pytest.mark.xdist_group(group))
         if "unit" in names and "timeout" not in have:
             item.add_marker(pytest.mark.timeout(UNIT_TIMEOUT_S))
+        marked = [str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")]
+        group = "_".join(sorted(set(marked))) or worker_group(
+            directory, fixtures, params, item.nodeid.split("::")[0], _module_scoped(item))
+        if group is not None:
+            if not marked:
+                item.add_marker(pytest.mark.xdist_group(group))
+            groups[item.nodeid] = group
+    record(config, groups)

@@ -28,6 +28,7 @@ from tests.support.es_compat_server import SearchCompatServer
 from tests.support.fakes import Recorder
 from tests.support.graylog_server import kernel_log_corpus, load_graylog_indices
 from tests.support.kube_server import KubeTestServer
+from tests.support.process import http_json
 from tests.support.webhooks import FIRING_END, fingerprint, iso, webhook
 
 pytest_plugins = ("tests.support.fixtures",)
@@ -43,6 +44,12 @@ DOCS, WANT = kernel_log_corpus(T)
 def e2e_logs(opensearch):
     with ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, load_graylog_indices(opensearch.url, DOCS, prefix=PREFIX)).result()
+    # A search server that has just started answers its first searches slowly (class loading, JIT, caches);
+    # on a busy machine slower than the enricher's 5 s log timeout, after which it retries only 30 s later.
+    # One search of the same indices here, outside the tests' timed waits, so they time alertd.
+    status, body = http_json("POST", f"{opensearch.url}/{PREFIX}*/_search",
+                             {"query": {"match_all": {}}, "size": 1}, timeout=120)
+    assert status == 200, body
     return opensearch.url
 
 
@@ -93,7 +100,7 @@ class Stack:
         return t0
 
     async def incident(self, timeout: float = 10.0, predicate=lambda inc: True) -> dict:
-        deadline = time.monotonic() + timeout
+        deadline, last = time.monotonic() + timeout, "no incident"
         while time.monotonic() < deadline:
             resp = await self.client.get("/api/v1/incidents")
             rows = (await resp.json())["incidents"]
@@ -102,8 +109,9 @@ class Stack:
                 inc = await resp.json()
                 if predicate(inc):
                     return inc
+                last = f"annotations {inc.get('annotations')}"  # logs_unavailable, kube_unavailable: why not
             await asyncio.sleep(0.05)
-        raise AssertionError("incident not in the expected state in time")
+        raise AssertionError(f"incident not in the expected state in {timeout} s; last seen: {last}")
 
     def opened_at(self) -> float | None:
         return next((t for t, p in self.recorder.items if p["kinds"] and p["kinds"][0] == "opened"), None)

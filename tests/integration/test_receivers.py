@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -280,8 +281,13 @@ def socket_inodes(pid: int) -> set[str]:
 def test_a_killed_groups_directory_is_removed_by_the_next_group(tmp_path: Path) -> None:
     """kill -9 skips the engine process's removal of its group directory (metrics files, control socket):
     the next group started on the machine removes it, and leaves a live group's alone."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    # The control socket's path must fit AF_UNIX's 107 bytes: a TMPDIR under tmp_path (deeper still under an
+    # xdist worker's popen-gwN) does not, so the groups' temp dir is a short private one.
+    with tempfile.TemporaryDirectory(prefix="alertd-") as short:
+        _groups_in_a_fresh_tmpdir(tmp_path, Path(short))
+
+
+def _groups_in_a_fresh_tmpdir(tmp_path: Path, tmp: Path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp)}
     first = AlertdProcess(tmp_path / "first", {}, env=env, serve_args=["--receivers", "1"]).start()
     killed = [p.name for p in tmp.iterdir()]

@@ -30,8 +30,8 @@ class ScriptedLogBackend(LogBackend):
     """A log backend answered in-process by :meth:`respond`.
 
     Every ``search`` counts a request, records the batch's nodes in ``batches``,
-    sleeps ``delay`` seconds and raises ``fail`` when set; tests may change both
-    at any time.
+    waits for ``gate`` (an ``asyncio.Event``) and sleeps ``delay`` seconds when set,
+    and raises ``fail`` when set; tests may change them at any time.
     """
 
     max_batch = 64
@@ -39,11 +39,14 @@ class ScriptedLogBackend(LogBackend):
     def __init__(self, settings: LogSettings, *, delay: float = 0.0, fail: Exception | None = None):
         super().__init__(settings)
         self.delay, self.fail = delay, fail
+        self.gate: asyncio.Event | None = None
         self.batches: list[list[str]] = []
 
     async def search(self, queries: Sequence[LogQuery]) -> Any:
         self.requests += 1
         self.batches.append([q.node for q in queries])
+        if self.gate is not None:
+            await self.gate.wait()
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.fail is not None:
