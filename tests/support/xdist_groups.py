@@ -7,6 +7,10 @@ the controller gives each worker a file name (``workerinput``), each worker writ
 for the tests it collected (``record``) before it reports its collection, and the scheduler, which only
 runs once every worker has reported, reads the map. An ``@group`` suffix, should xdist add it again,
 still counts.
+
+``RunAll`` checks the other side of the same risk: every collected test ran. The controller counts the node ids
+the workers collected and the teardowns it was sent; a run that otherwise passed fails when the two differ,
+naming what never ran (a scheduler that drops work reports success with tests missing).
 """
 from __future__ import annotations
 
@@ -14,12 +18,14 @@ import json
 import os
 import shutil
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 KEY = "alertd_xdist_groups"
 _DIRECTORY = pytest.StashKey[Path]()  # the controller's directory of group files
+_RUN_ALL = pytest.StashKey["RunAll"]()
 
 try:
     from xdist.scheduler import LoadGroupScheduling
@@ -86,3 +92,41 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     directory = config.stash.get(_DIRECTORY, None)
     return None if directory is None else GroupScheduling(config, log, directory=directory)
 
+
+
+class RunAll:
+    """On the controller: what one worker collected, against the teardowns every worker reported."""
+
+    def __init__(self) -> None:
+        self.collected: Counter[str] | None = None
+        self.finished: Counter[str] = Counter()
+
+    def missing(self) -> Counter[str]:
+        """How many times each node id was collected and not run (one id can name several items)."""
+        return (self.collected or Counter()) - self.finished
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    run_all = node.config.stash.setdefault(_RUN_ALL, RunAll())
+    if run_all.collected is None:  # every worker collects the same tests
+        run_all.collected = Counter(ids)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "teardown" and getattr(report, "node", None) is not None:  # sent by a worker
+        run_all = report.node.config.stash.setdefault(_RUN_ALL, RunAll())
+        run_all.finished[report.nodeid] += 1
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    run_all = session.config.stash.get(_RUN_ALL, None)
+    if run_all is None or exitstatus != pytest.ExitCode.OK or session.shouldstop or session.shouldfail:
+        return
+    if missing := run_all.missing():
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        named = ", ".join(f"{nodeid} ({count})" for nodeid, count in sorted(missing.items())[:5])
+        if reporter is not None:
+            reporter.write_sep("=", f"{sum(missing.values())} collected test(s) never ran: {named}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

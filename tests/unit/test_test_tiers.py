@@ -3,9 +3,11 @@ tests/support/browser.py imports selenium, so collection works on a machine with
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
 from tests.conftest import tier_markers, worker_group
+from tests.support.xdist_groups import RunAll
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -41,3 +43,14 @@ def test_only_the_browser_support_module_imports_selenium():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             found += [f"{path.relative_to(TESTS)}: {n}" for n in names if n.split(".")[0] == "selenium"]
     assert found == [], "import selenium's names from tests.support.browser (None without selenium)"
+
+
+def test_a_parallel_run_that_dropped_tests_names_them():
+    """The controller's count: collected node ids (one id may name several items) against teardowns seen."""
+    run_all = RunAll()
+    assert not run_all.missing()  # nothing collected yet (not a parallel run): nothing to say
+    run_all.collected = Counter({"t.py::a": 1, "t.py::fuzz": 3})
+    run_all.finished.update(["t.py::a", "t.py::fuzz"])
+    assert run_all.missing() == Counter({"t.py::fuzz": 2})
+    run_all.finished.update(["t.py::fuzz", "t.py::fuzz"])
+    assert not run_all.missing()
