@@ -142,9 +142,11 @@ async def test_storm_of_40_nodes_gets_one_fleet_proposal_held_by_the_breaker(tmp
                      if "alertd.dev/cordoned-for" in (n["metadata"].get("annotations") or {}))  # other tests' cordons
         assert rem["reason"].startswith(f"circuit breaker: {40 + marked} of ")
         assert "GPU nodes would be cordoned by alertd" in rem["reason"]
-        resp = await h.client.get("/api/v1/remediations", params={"state": "proposed,held,approved,running"})
-        live = (await resp.json())["remediations"]
-        assert [r["incident"] for r in live] == [fleet["id"]], live  # node proposals gave way to the fleet's
+        async def only_the_fleets() -> list | None:  # node proposals give way as their folds are proposed on
+            resp = await h.client.get("/api/v1/remediations", params={"state": "proposed,held,approved,running"})
+            live = (await resp.json())["remediations"]
+            return live if [r["incident"] for r in live] == [fleet["id"]] else None
+        assert await wait_for(only_the_fleets, 30)
         # approving without the override is refused, and says why
         resp = await h.client.post(f"/api/v1/incidents/{fleet['id']}/remediation/approve")
         assert resp.status == 409 and "needs an explicit override" in (await resp.json())["error"]
