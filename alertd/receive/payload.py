@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Sequence
 
 import msgspec
 import orjson
@@ -122,8 +122,7 @@ def read_notification(raw: bytes, received_at: datetime, *, build: bool = True) 
         return _explained(raw, received_at)
     receiver, external_url = hook.receiver, hook.externalURL
     if build:
-        alerts = [_alert(i, a.fingerprint or "", a.status, a.labels, a.annotations, a.startsAt, a.endsAt, a.generatorURL,
-                         receiver, external_url, received_at) for i, a in enumerate(hook.alerts)]
+        alerts = _built(hook, received_at)
     else:
         alerts = []
         for i, a in enumerate(hook.alerts):
@@ -145,11 +144,15 @@ def read_stored(raw: bytes, received_at: datetime) -> Notification:
         return read_notification(raw, received_at)
     if _SUSPECT_ESCAPE.search(raw) or wire.stricter_than_schema(hook):
         return read_notification(raw, received_at)
-    receiver, external_url = hook.receiver, hook.externalURL
-    alerts = [_alert(i, a.fingerprint or "", a.status, a.labels, a.annotations, a.startsAt, a.endsAt, a.generatorURL,
-                     receiver, external_url, received_at) for i, a in enumerate(hook.alerts)]
-    return Notification(receiver=receiver, status=hook.status, group_key="", external_url=external_url,
-                        truncated=0, alerts=alerts)
+    return Notification(receiver=hook.receiver, status=hook.status, group_key="", external_url=hook.externalURL,
+                        truncated=0, alerts=_built(hook, received_at))
+
+
+def _built(hook: wire.WireWebhook | wire.StoredWebhook, received_at: datetime) -> list[Alert]:
+    """Every alert of a decoded webhook (its times parsed: a bad one is BadPayload naming the field)."""
+    items: Sequence[wire.WireAlert | wire.StoredAlert] = hook.alerts
+    return [_alert(i, a.fingerprint or "", a.status, a.labels, a.annotations, a.startsAt, a.endsAt, a.generatorURL,
+                   hook.receiver, hook.externalURL, received_at) for i, a in enumerate(items)]
 
 
 TOO_DEEP = "malformed JSON: nested too deeply"
