@@ -127,8 +127,9 @@ def read_notification(raw: bytes, received_at: datetime, *, build: bool = True) 
         alerts = []
         for i, a in enumerate(hook.alerts):
             _timestamp(a.startsAt, f"alerts.{i}.startsAt")
-            if a.endsAt and not a.endsAt.startswith(ZERO_TIME_PREFIX):
-                _timestamp(a.endsAt, f"alerts.{i}.endsAt")
+            ends = a.endsAt or ""
+            if ends and not ends.startswith(ZERO_TIME_PREFIX):
+                _timestamp(ends, f"alerts.{i}.endsAt")
     return Notification(receiver=receiver, status=hook.status, group_key=hook.groupKey, external_url=external_url,
                         truncated=hook.truncatedAlerts, alerts=alerts, group_labels=hook.groupLabels,
                         count=len(hook.alerts))
@@ -151,8 +152,8 @@ def read_stored(raw: bytes, received_at: datetime) -> Notification:
 def _built(hook: wire.WireWebhook | wire.StoredWebhook, received_at: datetime) -> list[Alert]:
     """Every alert of a decoded webhook (its times parsed: a bad one is BadPayload naming the field)."""
     items: Sequence[wire.WireAlert | wire.StoredAlert] = hook.alerts
-    return [_alert(i, a.fingerprint or "", a.status, a.labels, a.annotations, a.startsAt, a.endsAt, a.generatorURL,
-                   hook.receiver, hook.externalURL, received_at) for i, a in enumerate(items)]
+    return [_alert(i, a.fingerprint or "", a.status, a.labels, a.annotations, a.startsAt, a.endsAt or "",
+                   a.generatorURL, hook.receiver, hook.externalURL, received_at) for i, a in enumerate(items)]
 
 
 TOO_DEEP = "malformed JSON: nested too deeply"

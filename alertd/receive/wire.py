@@ -7,19 +7,23 @@ integer written ``1.0``, ``NaN`` in an unknown field): such a document falls
 back to the schema's own path in alertd.receive.payload. No field is Optional:
 the schema refuses ``null`` everywhere.
 
-A fingerprint's pattern is checked by ``stricter_than_schema`` after the decode, not by msgspec: msgspec calls
-Python's ``re`` for every pattern-checked string, which cost as much as decoding the rest of the alert.
-``decode`` is both together: what the receive path relies on.
+A fingerprint's pattern is checked by ``stricter_than_schema`` after the decode, and the times by one search over
+all of them (``times_match``), not by msgspec: msgspec calls Python's ``re`` once for every pattern-checked string,
+which cost as much as decoding the rest of the alert. ``decode`` is all three together: what the receive path
+relies on.
 """
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
 import msgspec
 from msgspec import Meta, Struct
 
-# The same patterns as the schema's; both are searched (re.search) the same way.
-Timestamp = Annotated[str, Meta(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")]
+# The schema's time pattern as ``re.search`` reads it: ``$`` also matches before a final newline.
+TIME = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})\n?"
+SEPARATOR = "\x00"  # never inside a time that matches TIME
+TIMES = re.compile(rf"{TIME}(?:{SEPARATOR}{TIME})*")
 HEX = "0123456789abcdefABCDEF"
 MAX_FINGERPRINT = 32  # the schema's ^[0-9a-fA-F]{1,32}$
 Status = Literal["firing", "resolved"]
@@ -29,9 +33,9 @@ MAX_TRUNCATED = 2**53 - 1  # the schema's maximum: exact as a JSON number and as
 class WireAlert(Struct):
     status: Status
     labels: dict[str, str]
-    startsAt: Timestamp
+    startsAt: str  # both times: see times_match
     annotations: dict[str, str] = {}
-    endsAt: Timestamp = ""  # absent (a default is not checked); an empty string is refused, as by the schema
+    endsAt: str | msgspec.UnsetType = msgspec.UNSET  # absent: not checked; an empty string is refused, as by the schema
     generatorURL: str = ""
     fingerprint: str | msgspec.UnsetType = msgspec.UNSET  # absent: not checked; present: see stricter_than_schema
 
@@ -89,10 +93,23 @@ def stricter_than_schema(hook: WireWebhook | StoredWebhook) -> bool:
     return False
 
 
+def times_match(hook: WireWebhook) -> bool:
+    """Whether every startsAt and every present endsAt matches the schema's pattern: one search over them all,
+    joined by a separator no matching time holds (the count of separators proves none was inside a time)."""
+    times = [a.startsAt for a in hook.alerts]
+    times += [a.endsAt for a in hook.alerts if a.endsAt is not msgspec.UNSET]
+    if not times:
+        return True
+    joined = SEPARATOR.join(times)
+    return joined.count(SEPARATOR) == len(times) - 1 and TIMES.fullmatch(joined) is not None
+
+
 def decode(raw: bytes) -> WireWebhook:
-    """msgspec's decode and the checks it leaves to ``stricter_than_schema``; msgspec.ValidationError if either
-    refuses."""
+    """msgspec's decode and the checks it leaves to ``times_match`` and ``stricter_than_schema``;
+    msgspec.ValidationError if any refuses."""
     hook = DECODER.decode(raw)
+    if not times_match(hook):
+        raise msgspec.ValidationError("a time is not an RFC 3339 date-time")
     if stricter_than_schema(hook):
         raise msgspec.ValidationError("fingerprint is not 1 to 32 hexadecimal digits")
     return hook

@@ -3,6 +3,7 @@ takes the same way: generated documents go through both paths and must agree."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 
 import msgspec
@@ -115,3 +116,20 @@ def test_a_stored_webhook_that_no_longer_reads_is_refused_naming_the_field(chang
     with pytest.raises(BadPayload) as refused:
         read_stored(json.dumps(_doc(**changes)).encode(), AT)
     assert refused.value.field == field
+
+
+SCHEMA_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+TIMES = ["2026-12-01T12:00:00Z", "2026-12-01T12:00:00.123+01:00", "2026-12-01T12:00:00Z\n", "0001-01-01T00:00:00Z",
+         "", "2026-12-01 12:00:00Z", "2026-12-01T12:00:00Z\x002026-12-01T12:00:00Z", "2026-12-01T12:00:00Z\n\n",
+         "٢٠٢٦-12-01T12:00:00Z", "2026-12-01T12:00:00", "x2026-12-01T12:00:00Z"]
+
+
+@given(starts=st.lists(st.sampled_from(TIMES), min_size=1, max_size=4),
+       ends=st.lists(st.one_of(st.none(), st.sampled_from(TIMES)), min_size=4, max_size=4))
+@settings(max_examples=300, deadline=None)
+def test_one_search_over_all_times_agrees_with_the_schema_pattern_on_each(starts, ends):
+    alerts = [wire.WireAlert(status="firing", labels={}, startsAt=s,
+                             endsAt=msgspec.UNSET if e is None else e) for s, e in zip(starts, ends)]
+    hook = wire.WireWebhook(version="4", status="firing", alerts=alerts)
+    every = [a.startsAt for a in alerts] + [a.endsAt for a in alerts if isinstance(a.endsAt, str)]
+    assert wire.times_match(hook) == all(SCHEMA_TIME.search(t) for t in every)
