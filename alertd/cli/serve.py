@@ -30,7 +30,7 @@ from alertd.app.rule_watch import RuleWatcher
 from alertd.app.service import Service
 from alertd.app.startup_line import start_line
 from alertd.app.store_health import StoreHealth
-from alertd.app.web_server import Listen, WebServer
+from alertd.web.server import Listen, WebServer
 from alertd.authoring.record import Recorder
 from alertd.cli.logging_setup import setup_logging
 from alertd.config.settings import Config, load_config

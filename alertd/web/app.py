@@ -1,11 +1,9 @@
 """HTTP edge: the Alertmanager receiver, the read API, health and metrics."""
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
-import time
 from datetime import datetime
 from importlib import resources
 from typing import Any
@@ -17,11 +15,8 @@ from alertd.config.credentials import Role
 from alertd.ha.commands import CommandTimeout
 from alertd.app.receiver_group import ControlUnavailable
 from alertd.core.model import parse_iso
-from alertd.receive.payload import BadPayload, read_notification
-from alertd.store.base import StoreUnavailable
-from alertd.web import api, remediation_api, report_views, slack_actions, ui
+from alertd.web import alertmanager_webhook, api, remediation_api, report_views, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
-from alertd.web.body import read_body
 from alertd.web.guard import EDGE, SMALL_BODY, EdgePolicy, client_address, edge
 from alertd.web.host import WebHost
 from alertd.web.keys import RELOAD, SERVICE
@@ -31,58 +26,6 @@ log = logging.getLogger(__name__)
 
 def _json(data: Any, status: int = 200, **kw: Any) -> web.Response:
     return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, default=str), **kw)
-
-
-async def receive_alertmanager(request: web.Request) -> web.Response:
-    svc = request.app[SERVICE]
-    started = time.perf_counter()
-    try:
-        request.app[AUTH].authorize_webhook(request)
-    except web.HTTPUnauthorized:
-        svc.metrics.rejected.labels("unauthorized").inc()
-        raise
-    if request.content_length is not None and request.content_length > svc.cfg.max_body_bytes:
-        svc.metrics.rejected.labels("too_large").inc()
-        return _json({"error": f"body of {request.content_length} bytes exceeds the limit of {svc.cfg.max_body_bytes}"}, 413,
-                     headers={"Connection": "close"})
-    if (refusal := svc.backlog_refusal()) is not None:  # before the body is read: shedding load costs little
-        svc.metrics.rejected.labels("backlog").inc()
-        return _json({"error": refusal}, 503, headers={"Retry-After": "5"})
-    try:
-        raw = await read_body(request, svc.cfg.body_timeout, svc.cfg.max_body_bytes)  # stops past the limit
-    except asyncio.TimeoutError:
-        svc.metrics.rejected.labels("body_timeout").inc()
-        return _json({"error": f"the body did not arrive within {svc.cfg.body_timeout:g} s"}, 408,
-                     headers={"Connection": "close"})
-    except web.HTTPRequestEntityTooLarge:
-        svc.metrics.rejected.labels("too_large").inc()
-        return _json({"error": f"body exceeds the limit of {svc.cfg.max_body_bytes} bytes"}, 413,
-                     headers={"Connection": "close"})
-    received_at = svc.clock()
-    try:
-        note = read_notification(raw, received_at, build=False)
-    except BadPayload as exc:
-        svc.metrics.rejected.labels(exc.reason).inc()
-        return _json(exc.to_json(), 400)
-    try:
-        await svc.receive(raw, note.count, received_at)
-    except StoreUnavailable as exc:
-        svc.metrics.rejected.labels("store_unavailable").inc()
-        log.error("webhook not stored, answering 503 so Alertmanager retries: %s", exc)
-        return _json({"error": "alerts could not be stored; retry later"}, 503, headers={"Retry-After": "5"})
-    svc.metrics.webhooks.inc()
-    if (recorder := getattr(svc, "recorder", None)) is not None:  # alertd serve --record: buffered append
-        recorder.write(received_at, raw)
-    if note.truncated:
-        svc.metrics.truncated.inc(note.truncated)
-        log.warning("Alertmanager truncated %d alerts of group %s (raise max_alerts or set it to 0)%s",
-                    note.truncated, note.group_key, "; reading the full group from Alertmanager" if svc.reconciler else "")
-        if svc.reconciler is not None:
-            svc.background(svc.reconciler.fetch_group(note.group_labels, note.receiver))
-    svc.metrics.ack_latency.observe(time.perf_counter() - started)
-    # Formatted here: the hottest answer alertd gives.
-    return web.Response(body=b'{"status": "stored", "alerts": %d, "truncatedAlerts": %d}' % (note.count, note.truncated),
-                        content_type="application/json")
 
 
 def _bad_query(field: str, message: str) -> web.HTTPBadRequest:
@@ -194,7 +137,7 @@ def build_app(svc: WebHost, auth: Authenticator | None = None) -> web.Applicatio
     app[EDGE] = EdgePolicy.from_config(svc.cfg)
     app[AUTH] = auth or Authenticator.from_config(svc.cfg, failures=svc.metrics.auth_failures)
     app[AUTH].client_of = client_address
-    app.router.add_post("/api/v1/alerts/alertmanager", receive_alertmanager)
+    app.router.add_post(alertmanager_webhook.PATH, alertmanager_webhook.receive_alertmanager)
     api.register(app)
     remediation_api.register(app)
     app.router.add_get("/api/v1/incidents/{id}", get_incident)

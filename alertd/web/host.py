@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Callable, Coroutine, Protocol
 
 from alertd.app.remediate import Remediations
+from alertd.app.service import Records
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
 from alertd.ha.commands import ActionTaker
@@ -87,6 +88,10 @@ class WebHost(ActionTaker, Protocol):
     @property
     def reconciler(self) -> GroupFetcher | None:
         """Set when Alertmanager URLs are configured: reads a truncated group's full set."""
+
+    @property
+    def recorder(self) -> Records | None:
+        """Set under ``alertd serve --record``: every accepted webhook is appended to a file."""
 
     @property
     def clock(self) -> Callable[[], datetime]: ...

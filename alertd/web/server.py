@@ -1,12 +1,18 @@
 """The web server as a part: the last to start (webhooks arrive only once the engine and the store are up),
-the first to stop (no request is taken once the service has begun to stop)."""
+the first to stop (no request is taken once the service has begun to stop).
+
+Its listening socket serves connections through the webhook lane (alertd/web/webhook_lane.py), which hands
+every request that is not a plain webhook, and the rest of its connection, to the aiohttp application."""
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 from dataclasses import dataclass
 
 from aiohttp import web
+
+from alertd.web.webhook_lane import Lane
 
 SHUTDOWN_TIMEOUT = 10.0  # seconds requests in flight may take to finish when the server stops
 
@@ -24,11 +30,41 @@ class Listen:
     sock: socket.socket | None = None
 
 
+class LaneSite(web.BaseSite):
+    """A site whose connections start in the webhook lane: on ``listen.sock`` when given, else on its address."""
+
+    __slots__ = ("_listen", "_lane", "_timeout")
+
+    def __init__(self, runner: web.AppRunner, listen: Listen, timeout: float):
+        super().__init__(runner, ssl_context=listen.ssl_context)
+        self._listen, self._timeout = listen, timeout
+        assert runner.server is not None
+        self._lane = Lane(runner.app, runner.server)
+
+    @property
+    def name(self) -> str:
+        return f"{'https' if self._ssl_context else 'http'}://{self._listen.host}:{self._listen.port}"
+
+    async def start(self) -> None:
+        await super().start()
+        loop = asyncio.get_running_loop()
+        if self._listen.sock is not None:
+            self._server = await loop.create_server(self._lane, sock=self._listen.sock, ssl=self._ssl_context,
+                                                    backlog=self._backlog)
+        else:
+            self._server = await loop.create_server(self._lane, self._listen.host, self._listen.port,
+                                                    ssl=self._ssl_context, backlog=self._backlog)
+
+    async def stop(self) -> None:
+        await super().stop()
+        await self._lane.shutdown(self._timeout)
+
+
 class WebServer:
     name = "web"
 
     def __init__(self, app: web.Application, listen: Listen, *, shutdown_timeout: float = SHUTDOWN_TIMEOUT):
-        self.app, self.listen = app, listen
+        self.app, self.listen, self._timeout = app, listen, shutdown_timeout
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
 
     async def start(self) -> None:
@@ -36,10 +72,7 @@ class WebServer:
         if not self.listen.bind:
             return
         try:
-            site: web.BaseSite = web.SockSite(self._runner, self.listen.sock, ssl_context=self.listen.ssl_context) \
-                if self.listen.sock is not None else \
-                web.TCPSite(self._runner, self.listen.host, self.listen.port, ssl_context=self.listen.ssl_context)
-            await site.start()
+            await LaneSite(self._runner, self.listen, self._timeout).start()
         except BaseException:  # a port in use: this part did not start, so it cleans up itself
             await self._runner.cleanup()
             raise

@@ -1,0 +1,259 @@
+"""The webhook lane (alertd/web/webhook_lane.py) over raw sockets against a real ``alertd serve``.
+
+The lane answers Alertmanager's plain webhooks itself and hands every other request, with the rest of its
+connection, to aiohttp. These tests speak HTTP/1.1 byte by byte (keep-alive, pipelining, split writes,
+requests the lane must not take, malformed bytes, a stalled body) and read the answers with httptools'
+response parser. Which side answered shows in one header: aiohttp names itself in ``Server``, the lane
+sends none. Each answer is checked against what aiohttp's route answers for the same request.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import httptools
+import pytest
+
+from tests.support.alertd_proc import AlertdProcess, parse_metrics
+from tests.support.webhooks import dumps, node_webhook
+
+TOKEN = "lane-token"
+MAX_BODY = 64 * 1024
+PATH = "/api/v1/alerts/alertmanager"
+AT = datetime(2026, 12, 3, 6, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> AlertdProcess:
+    proc = AlertdProcess(tmp_path_factory.mktemp("lane"), {
+        "log": {"level": "warning"},
+        "receiver": {"max_body_bytes": MAX_BODY, "body_timeout": "1s", "auth": {"bearer_token": TOKEN}},
+    }, serve_args=["--receivers", "0"])
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+@dataclass
+class Answer:
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    @property
+    def from_lane(self) -> bool:
+        return "server" not in self.headers
+
+    def json(self) -> dict:
+        return json.loads(self.body)
+
+
+class Reader:
+    """httptools' response parser, collecting complete answers (1xx interim answers are kept apart)."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.done: list[Answer] = []
+        self.interim: list[Answer] = []
+        self.current = Answer()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.current.headers[name.decode().lower()] = value.decode()
+
+    def on_headers_complete(self) -> None:
+        self.current.status = self.parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        self.current.body += body
+
+    def on_message_complete(self) -> None:
+        (self.interim if 100 <= self.current.status < 200 else self.done).append(self.current)
+        self.current = Answer()
+
+
+def connect(server: AlertdProcess) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def read_answers(sock: socket.socket, n: int, reader: Reader | None = None, timeout: float = 10.0) -> list[Answer]:
+    """Read until ``n`` final answers arrived or the peer closed (bounded by ``timeout``)."""
+    reader = reader or Reader()
+    deadline = time.monotonic() + timeout
+    while len(reader.done) < n and time.monotonic() < deadline:
+        sock.settimeout(max(0.05, deadline - time.monotonic()))
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            break
+        if not data:
+            break
+        reader.parser.feed_data(data)
+    return reader.done
+
+
+def closed(sock: socket.socket, timeout: float = 5.0) -> bool:
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def request(body: bytes, *, method: str = "POST", path: str = PATH, token: str | None = TOKEN,
+            version: str = "1.1", content_type: str | None = "application/json", extra: str = "",
+            length: int | None = None) -> bytes:
+    head = f"{method} {path} HTTP/{version}\r\nHost: 127.0.0.1\r\n"
+    if content_type is not None:
+        head += f"Content-Type: {content_type}\r\n"
+    if token is not None:
+        head += f"Authorization: Bearer {token}\r\n"
+    if length is not None or "transfer-encoding" not in extra.lower():
+        head += f"Content-Length: {len(body) if length is None else length}\r\n"
+    return (head + extra + "\r\n").encode() + body
+
+
+def metrics(server: AlertdProcess) -> dict[str, float]:
+    with urllib.request.urlopen(server.url + "/metrics", timeout=10) as resp:
+        return parse_metrics(resp.read().decode())
+
+
+def valid(i: int) -> bytes:
+    return dumps(node_webhook("lane", f"lane-node-{i}", starts_at=AT))
+
+
+def exchange(server: AlertdProcess, data: bytes, n: int = 1) -> list[Answer]:
+    with connect(server) as sock:
+        sock.sendall(data)
+        return read_answers(sock, n)
+
+
+def test_plain_webhooks_on_one_kept_alive_connection_are_answered_by_the_lane(server):
+    before = metrics(server)
+    with connect(server) as sock:
+        reader = Reader()
+        for i in range(5):
+            sock.sendall(request(valid(i)))
+            got = read_answers(sock, i + 1, reader)
+            assert len(got) == i + 1
+        answers = reader.done
+    assert [a.status for a in answers] == [200] * 5
+    assert all(a.from_lane for a in answers), answers[0].headers
+    assert answers[0].json() == {"status": "stored", "alerts": 8, "truncatedAlerts": 0}
+    assert answers[0].headers["connection"] == "keep-alive" and "date" in answers[0].headers
+    after = metrics(server)
+    assert after["alertd_webhooks_received_total"] - before["alertd_webhooks_received_total"] == 5
+
+
+def test_pipelined_requests_are_answered_in_order_across_the_hand_over(server):
+    data = request(valid(10)) + b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" + request(valid(11))
+    answers = exchange(server, data, 3)
+    assert [a.status for a in answers] == [200, 200, 200]
+    assert [a.from_lane for a in answers] == [True, False, False]  # once handed over, aiohttp keeps the connection
+    assert answers[1].body == b"ok\n"
+    assert answers[2].json()["alerts"] == 8
+
+
+def test_a_request_split_across_many_writes_is_read_whole(server):
+    data = request(valid(20)) + request(valid(21))
+    with connect(server) as sock:
+        for i in range(0, len(data), 97):
+            sock.sendall(data[i:i + 97])
+            time.sleep(0.001)
+        answers = read_answers(sock, 2)
+    assert [(a.status, a.from_lane) for a in answers] == [(200, True), (200, True)]
+
+
+NOT_PLAIN = {
+    "chunked": (dict(extra="Transfer-Encoding: chunked\r\n", length=None), 200),
+    "expect": (dict(extra="Expect: 100-continue\r\n"), 200),
+    "wrong token": (dict(token="wrong"), 401),
+    "no token": (dict(token=None), 401),
+    "text/plain": (dict(content_type="text/plain"), 415),
+    "foreign origin": (dict(extra="Origin: https://evil.example\r\n"), 403),
+    "PUT": (dict(method="PUT"), 405),
+}
+
+
+@pytest.mark.parametrize("case", NOT_PLAIN)
+def test_what_is_not_plain_is_answered_by_aiohttp(server, case):
+    kwargs, status = NOT_PLAIN[case]
+    body = valid(30)
+    if case == "chunked":
+        body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    answers = exchange(server, request(body, **kwargs))
+    assert [(a.status, a.from_lane) for a in answers] == [(status, False)], answers and answers[0].body
+
+
+def test_a_body_over_the_limit_is_refused_by_aiohttp_before_it_is_read(server):
+    with connect(server) as sock:
+        sock.sendall(request(b"", length=MAX_BODY + 1))
+        answers = read_answers(sock, 1)
+        assert [(a.status, a.from_lane) for a in answers] == [(413, False)]
+        assert "exceeds the limit" in answers[0].json()["error"]
+
+
+def test_a_wrong_token_after_a_lane_request_on_the_same_connection_gets_401(server):
+    answers = exchange(server, request(valid(40)) + request(valid(41), token="nope") + request(valid(42)), 3)
+    assert [(a.status, a.from_lane) for a in answers] == [(200, True), (401, False), (200, False)]
+
+
+def test_malformed_bytes_get_aiohttps_400_and_the_connection_closes(server):
+    with connect(server) as sock:
+        sock.sendall(request(valid(50)) + b"POST \x00garbage HTTP/9\r\n\r\n")
+        answers = read_answers(sock, 2)
+        assert [(a.status, a.from_lane) for a in answers] == [(200, True), (400, False)]
+        assert closed(sock)
+
+
+def changed(i: int, change) -> bytes:
+    doc = json.loads(valid(i))
+    change(doc)
+    return json.dumps(doc).encode()
+
+
+BAD_BODIES = [b"{", b"[]", b'{"version": "4"}', changed(60, lambda d: d.update(version="3")),
+              changed(61, lambda d: d["alerts"][3].update(startsAt="x" + d["alerts"][3]["startsAt"]))]
+
+
+@pytest.mark.parametrize("body", BAD_BODIES, ids=["truncated", "array", "no alerts", "version 3", "bad time"])
+def test_the_lane_and_aiohttp_answer_a_bad_body_alike(server, body):
+    lane = exchange(server, request(body))
+    routed = exchange(server, request(body, extra="Transfer-Encoding: chunked\r\n", length=None)
+                      .replace(body, b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)))
+    assert [a.from_lane for a in lane + routed] == [True, False]
+    assert lane[0].status == routed[0].status == 400
+    assert lane[0].json() == routed[0].json() and lane[0].json()["error"]
+    assert lane[0].headers["content-type"] == routed[0].headers["content-type"]
+
+
+def test_http_1_0_is_answered_and_closed(server):
+    with connect(server) as sock:
+        sock.sendall(request(valid(70), version="1.0"))
+        answers = read_answers(sock, 1)
+        assert [(a.status, a.from_lane) for a in answers] == [(200, True)]
+        assert answers[0].headers["connection"] == "close"
+        assert closed(sock)
+
+
+def test_a_stalled_body_gets_408_within_the_body_timeout(server):
+    before = metrics(server)
+    body = valid(80)
+    with connect(server) as sock:
+        sock.sendall(request(body)[:-len(body) // 2])
+        started = time.monotonic()
+        answers = read_answers(sock, 1, timeout=8)
+        waited = time.monotonic() - started
+        assert [(a.status, a.from_lane) for a in answers] == [(408, True)]
+        assert closed(sock)
+    assert 0.9 <= waited <= 4.0, waited  # body_timeout 1s, checked every second
+    after = metrics(server)
+    key = 'alertd_webhooks_rejected_total{reason="body_timeout"}'
+    assert after.get(key, 0) - before.get(key, 0) == 1
