@@ -167,7 +167,10 @@ class LaneConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last = self.lane.clock()
         self.buf += data
-        if self.handing_over:
+        if self.handing_over:  # waiting for the lane's answers before aiohttp takes over: hold, within bounds
+            if len(self.buf) > MAX_HEAD and not self.paused and self.transport is not None:
+                self.transport.pause_reading()
+                self.paused = True
             return
         try:
             self.parser.feed_data(data)
@@ -263,9 +266,10 @@ class LaneConnection(asyncio.Protocol):
                 svc = self.lane.svc
                 answer = webhook.refusal(svc, None) or await webhook.accept(svc, raw, started)
                 self._write(answer, keep_alive and not answer.closes)
-        except Exception:  # noqa: BLE001 - an answer that failed must not leave the connection hanging
+        except Exception:  # noqa: BLE001 - answered 500 as aiohttp would, so Alertmanager retries
             log.exception("webhook lane: answering failed")
-            self.close()
+            self.queue.clear()
+            self._write(webhook.error(500, "internal error; retry later"), keep_alive=False)
         finally:
             self.busy = False
         if self.handing_over and self.transport is not None:
@@ -280,6 +284,7 @@ class LaneConnection(asyncio.Protocol):
         head += [b"%s: %s\r\n" % (n.encode(), v.encode()) for n, v in answer.headers if n != "Connection"]
         head.append(b"Connection: keep-alive\r\n\r\n" if keep_alive else b"Connection: close\r\n\r\n")
         self.transport.write(b"".join(head) + answer.body)
+        self.last = self.lane.clock()
         if not keep_alive:
             self.close()
 

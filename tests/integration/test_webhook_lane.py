@@ -4,21 +4,32 @@ The lane answers Alertmanager's plain webhooks itself and hands every other requ
 connection, to aiohttp. These tests speak HTTP/1.1 byte by byte (keep-alive, pipelining, split writes,
 requests the lane must not take, malformed bytes, a stalled body) and read the answers with httptools'
 response parser. Which side answered shows in one header: aiohttp names itself in ``Server``, the lane
-sends none. Each answer is checked against what aiohttp's route answers for the same request.
+sends none. Each answer is checked against what aiohttp's route answers for the same request. The last
+tests run the server in process, to make the service fail under the lane.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import httptools
 import pytest
 
+from alertd.app.service import Service
+from alertd.config.settings import parse_config
+from alertd.rules.ruleset import load_rules
+from alertd.store.base import StoreUnavailable
+from alertd.store.sqlite import SqliteStore
+from alertd.web.server import Listen, WebServer
 from tests.support.alertd_proc import AlertdProcess, parse_metrics
+from tests.support.process import free_port
+from tests.support.served import served
 from tests.support.webhooks import dumps, node_webhook
 
 TOKEN = "lane-token"
@@ -257,3 +268,40 @@ def test_a_stalled_body_gets_408_within_the_body_timeout(server):
     after = metrics(server)
     key = 'alertd_webhooks_rejected_total{reason="body_timeout"}'
     assert after.get(key, 0) - before.get(key, 0) == 1
+
+
+# In process: the service's failures as the lane answers them.
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _lane_answer(svc: Service, body: bytes) -> Answer:
+    server = WebServer(served(svc), Listen("127.0.0.1", free_port()))
+    await server.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.listen.port)
+        writer.write(request(body, token=None))
+        parsed = Reader()
+        while not parsed.done and (data := await asyncio.wait_for(reader.read(65536), 10)):
+            parsed.parser.feed_data(data)
+        writer.close()
+        return parsed.done[0]
+    finally:
+        await server.stop()
+
+
+@pytest.mark.parametrize("failure, status", [(StoreUnavailable("disk I/O error"), 503), (RuntimeError("boom"), 500)])
+async def test_a_store_that_fails_is_answered_so_alertmanager_retries(tmp_path, failure, status):
+    cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}}, "test")
+    svc = Service(cfg, SqliteStore(tmp_path / "db.sqlite3"), load_rules(cfg.rule_paths))
+
+    async def failing(*_args):
+        raise failure
+
+    svc.receive = failing  # type: ignore[method-assign]
+    answer = await _lane_answer(svc, valid(90))
+    assert (answer.status, answer.from_lane, answer.headers["connection"]) == \
+        (status, True, "keep-alive" if status == 503 else "close")
+    assert "retry" in answer.json()["error"]
+    if status == 503:
+        assert answer.headers["retry-after"] == "5"
