@@ -177,7 +177,7 @@ class LaneConnection(asyncio.Protocol):
         except (httptools.HttpParserCallbackError, httptools.HttpParserError, httptools.HttpParserUpgrade):
             self._hand_over()  # a request the lane does not take, or bytes aiohttp will answer with 400
         else:
-            if self.begun is not None and len(self.buf) > MAX_HEAD and not self.head_length:
+            if len(self.buf) > MAX_HEAD and not self.head_length:  # a head this long (or empty lines) is aiohttp's
                 self._hand_over()
 
     # httptools callbacks

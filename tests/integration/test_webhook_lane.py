@@ -305,3 +305,4 @@ async def test_a_store_that_fails_is_answered_so_alertmanager_retries(tmp_path, 
     assert "retry" in answer.json()["error"]
     if status == 503:
         assert answer.headers["retry-after"] == "5"
+
