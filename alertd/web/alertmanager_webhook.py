@@ -20,13 +20,11 @@ from alertd.receive.payload import BadPayload, read_notification
 from alertd.store.base import StoreUnavailable
 from alertd.web.auth import AUTH
 from alertd.web.body import read_body
-from alertd.web.guard import WEBHOOK
 from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
 
 log = logging.getLogger(__name__)
 
-PATH = WEBHOOK
 JSON = "application/json; charset=utf-8"
 
 
@@ -124,4 +122,4 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
     return (await accept(svc, raw, started)).response()
 
 
-__all__ = ["PATH", "Answer", "accept", "receive_alertmanager", "refusal", "timed_out"]
+__all__ = ["Answer", "accept", "receive_alertmanager", "refusal", "timed_out"]

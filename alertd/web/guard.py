@@ -35,7 +35,7 @@ from aiohttp import web
 
 from alertd.config.credentials import Network
 from alertd.config.settings import Config
-from alertd.web.auth import AUTH
+from alertd.web.auth import AUTH, Authenticator
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -137,6 +137,11 @@ def fetched_same_origin(request: web.Request) -> bool:
     return origin is not None and request.app[EDGE].same_origin(origin, request)
 
 
+def checks_host(auth: Authenticator) -> bool:
+    """Whether the edge checks Host: while the API or the receiver takes requests without credentials."""
+    return not (auth.api.enabled and auth.receiver.enabled)
+
+
 def _refuse(status: int, message: str, **headers: str) -> web.Response:
     return web.Response(status=status, text=json.dumps({"error": message}), content_type="application/json",
                         headers=headers)
@@ -144,7 +149,7 @@ def _refuse(status: int, message: str, **headers: str) -> web.Response:
 
 def _refusal(request: web.Request) -> web.Response | None:
     policy, auth = request.app[EDGE], request.app[AUTH]
-    if not (auth.api.enabled and auth.receiver.enabled) and not policy.host_allowed(request.headers.get("Host", "")):
+    if checks_host(auth) and not policy.host_allowed(request.headers.get("Host", "")):
         return _refuse(421, f"alertd does not answer to the host name {request.headers.get('Host', '')[:100]!r}: add it "
                             "to api.allowed_hosts or external_url, or use 127.0.0.1")
     if request.method in SAFE_METHODS:
@@ -214,4 +219,4 @@ def _host_netloc(host: str) -> str:
         return ""
 
 
-__all__ = ["EDGE", "EdgePolicy", "client_address", "cross_site", "edge", "fetched_same_origin"]
+__all__ = ["EDGE", "EdgePolicy", "checks_host", "client_address", "cross_site", "edge", "fetched_same_origin"]

@@ -47,6 +47,7 @@ class LaneSite(web.BaseSite):
 
     async def start(self) -> None:
         await super().start()
+        self._lane.start()
         loop = asyncio.get_running_loop()
         if self._listen.sock is not None:
             self._server = await loop.create_server(self._lane, sock=self._listen.sock, ssl=self._ssl_context,

@@ -40,7 +40,7 @@ from multidict import CIMultiDict
 
 from alertd.web import alertmanager_webhook as webhook
 from alertd.web.auth import AUTH, Authenticator
-from alertd.web.guard import EDGE, SIMPLE_TYPES, EdgePolicy
+from alertd.web.guard import EDGE, SIMPLE_TYPES, WEBHOOK, EdgePolicy, checks_host
 from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
 
@@ -50,7 +50,8 @@ IDLE = 75.0  # seconds a kept-alive connection may wait for its next request (ai
 MAX_HEAD = 64 * 1024  # a head this long is no webhook's: aiohttp judges it
 MAX_QUEUED = 16  # requests read ahead of their answers before the connection stops reading
 SWEEP = 1.0  # seconds between the checks for stalled bodies and idle connections
-PATH = webhook.PATH.encode()
+PATH = WEBHOOK.encode()
+REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 BROWSER = frozenset({b"origin", b"sec-fetch-site", b"cookie"})
 NOT_PLAIN = frozenset({b"transfer-encoding", b"expect", b"upgrade", b"x-forwarded-proto"}) | BROWSER
 
@@ -74,13 +75,15 @@ class Lane:
         self._sweeper: asyncio.Task[None] | None = None
 
     def __call__(self) -> LaneConnection:
-        if self._sweeper is None:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
         return LaneConnection(self)
+
+    def start(self) -> None:
+        """Begin checking for stalled bodies and idle connections (the listening socket is about to open)."""
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     def host_allowed(self, host: bytes) -> bool:
         """The edge's Host check, remembered per name (a handful per site)."""
-        if self.auth.api.enabled and self.auth.receiver.enabled:
+        if not checks_host(self.auth):
             return True
         if (known := self._hosts.get(host)) is None:
             if len(self._hosts) > 1000:
@@ -278,9 +281,8 @@ class LaneConnection(asyncio.Protocol):
     def _write(self, answer: webhook.Answer, keep_alive: bool) -> None:
         if self.transport is None:
             return
-        reason = HTTPStatus(answer.status).phrase.encode()
         head = [b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nDate: %s\r\n"
-                % (answer.status, reason, answer.content_type.encode(), len(answer.body), self.lane.date())]
+                % (answer.status, REASONS[answer.status], answer.content_type.encode(), len(answer.body), self.lane.date())]
         head += [b"%s: %s\r\n" % (n.encode(), v.encode()) for n, v in answer.headers if n != "Connection"]
         head.append(b"Connection: keep-alive\r\n\r\n" if keep_alive else b"Connection: close\r\n\r\n")
         self.transport.write(b"".join(head) + answer.body)

@@ -64,8 +64,7 @@ def _connection() -> tuple[object, Transport, list[Recorder]]:
         handed.append(Recorder())
         return handed[-1]
 
-    lane = Lane(app, fallback)  # type: ignore[arg-type]
-    lane._sweeper = asyncio.Future()  # no sweeping in these tests
+    lane = Lane(app, fallback)  # type: ignore[arg-type]  # not started: no sweeping in these tests
     conn = lane()
     transport = Transport()
     conn.connection_made(transport)
