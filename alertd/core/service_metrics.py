@@ -96,6 +96,11 @@ class Metrics:
         self.rejected = Counter("alertd_webhooks_rejected_total", "Webhook requests refused, by reason.", ["reason"], registry=own)
         self.duplicates = Counter("alertd_alerts_duplicate_total", "Redelivered alerts dropped by the idempotency key.", registry=own)
         self.truncated = Counter("alertd_alerts_truncated_total", "Alerts Alertmanager left out (truncatedAlerts).", registry=own)
+        self.webhook_lane = Counter(
+            "alertd_webhook_lane_total", "Webhook requests the webhook lane answered itself (outcome \"answered\"), "
+            "and connections it handed to aiohttp at a webhook request or at bytes it could not read, by why "
+            "(framing, browser, forwarded, too_large, content_type, host, credentials, head, malformed, long_head, "
+            "stalled_head).", ["outcome"], registry=own)
         self.ack_latency = Histogram("alertd_webhook_ack_seconds", "Time from request to stored answer.", buckets=LATENCY_BUCKETS, registry=own)
         self.processing_latency = Histogram(
             "alertd_processing_latency_seconds", "Time from receipt of a webhook to the engine step that took its alerts being committed.",

@@ -52,12 +52,20 @@ MAX_QUEUED = 16  # requests read ahead of their answers before the connection st
 SWEEP = 1.0  # seconds between the checks for stalled bodies and idle connections
 PATH = WEBHOOK.encode()
 REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
-BROWSER = frozenset({b"origin", b"sec-fetch-site", b"cookie"})
-NOT_PLAIN = frozenset({b"transfer-encoding", b"expect", b"upgrade", b"x-forwarded-proto"}) | BROWSER
+ROUTE = "route"  # another method, path or HTTP version than the webhook's: aiohttp's, not counted
+# Headers that make a request aiohttp's, and the reason counted for each (alertd_webhook_lane_total).
+NOT_PLAIN = {b"transfer-encoding": "framing", b"expect": "framing", b"upgrade": "framing",
+             b"origin": "browser", b"sec-fetch-site": "browser", b"cookie": "browser",
+             b"x-forwarded-proto": "forwarded"}
 
 
 class HandOver(Exception):
-    """This request is aiohttp's: raised from a parser callback, which stops the parse."""
+    """This request is aiohttp's, and why: raised from a parser callback, which stops the parse (httptools raises
+    HttpParserCallbackError with this as its context)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
 
 
 class Lane:
@@ -177,11 +185,13 @@ class LaneConnection(asyncio.Protocol):
             return
         try:
             self.parser.feed_data(data)
-        except (httptools.HttpParserCallbackError, httptools.HttpParserError, httptools.HttpParserUpgrade):
-            self._hand_over()  # a request the lane does not take, or bytes aiohttp will answer with 400
+        except httptools.HttpParserCallbackError as exc:  # HandOver: a request the lane does not take
+            self._hand_over(exc.__context__.why if isinstance(exc.__context__, HandOver) else "malformed")
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            self._hand_over("malformed")  # bytes aiohttp will answer with 400
         else:
             if len(self.buf) > MAX_HEAD and not self.head_length:  # a head this long (or empty lines) is aiohttp's
-                self._hand_over()
+                self._hand_over("long_head")
 
     # httptools callbacks
 
@@ -195,9 +205,8 @@ class LaneConnection(asyncio.Protocol):
         self.headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
-        self.head_length = self._plain_head_length()
-        if not self.head_length:
-            raise HandOver
+        if why := self._not_plain():
+            raise HandOver(why)
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -216,11 +225,12 @@ class LaneConnection(asyncio.Protocol):
 
     # the lane's decisions
 
-    def _plain_head_length(self) -> int:
-        """The length of this request's head if the request is plain (see the module's docstring), else 0."""
+    def _not_plain(self) -> str:
+        """Why this request is not plain (see the module's docstring), or "" when it is: then its head's length
+        and its body's are known."""
         p = self.parser
         if p.get_method() != b"POST" or self.url != PATH or p.get_http_version() not in ("1.1", "1.0"):
-            return 0
+            return ROUTE
         lengths, hosts, kind = [], [], b""
         for name, value in self.headers:
             if name == b"content-length":
@@ -230,26 +240,26 @@ class LaneConnection(asyncio.Protocol):
             elif name == b"content-type":
                 kind = value
             elif name in NOT_PLAIN:
-                return 0
+                return NOT_PLAIN[name]
             elif name == b"connection" and b"upgrade" in value.lower():
-                return 0
+                return "framing"
         if len(lengths) != 1 or not lengths[0].isdigit() or len(hosts) > 1:
-            return 0
+            return "framing"
         self.length = int(lengths[0])
-        svc = self.lane.svc
-        if self.length > svc.cfg.max_body_bytes:
-            return 0
+        if self.length > self.lane.svc.cfg.max_body_bytes:
+            return "too_large"
         if kind.split(b";", 1)[0].strip().lower().decode("latin-1") in SIMPLE_TYPES:
-            return 0
+            return "content_type"
         if not self.lane.host_allowed(hosts[0] if hosts else b""):
-            return 0
+            return "host"
         if not self._credentials_accepted():
-            return 0
+            return "credentials"
         end = self.buf.find(b"\r\n\r\n")
         # The head as llhttp read it: from the buffer's first byte, every line ended by CRLF.
         if end < 0 or not self.buf.startswith(b"POST ") or self.buf.count(b"\n", 0, end) != self.buf.count(b"\r\n", 0, end):
-            return 0
-        return end + 4
+            return "head"
+        self.head_length = end + 4
+        return ""
 
     def _credentials_accepted(self) -> bool:
         receiver = self.lane.auth.receiver
@@ -268,6 +278,7 @@ class LaneConnection(asyncio.Protocol):
                     self.paused = False
                 svc = self.lane.svc
                 answer = webhook.refusal(svc, None) or await webhook.accept(svc, raw, started)
+                svc.metrics.webhook_lane.labels("answered").inc()
                 self._write(answer, keep_alive and not answer.closes)
         except Exception:  # noqa: BLE001 - answered 500 as aiohttp would, so Alertmanager retries
             log.exception("webhook lane: answering failed")
@@ -290,8 +301,11 @@ class LaneConnection(asyncio.Protocol):
         if not keep_alive:
             self.close()
 
-    def _hand_over(self) -> None:
-        """The request at the buffer's start, and all after it, go to aiohttp once the lane's answers are out."""
+    def _hand_over(self, why: str) -> None:
+        """The request at the buffer's start, and all after it, go to aiohttp once the lane's answers are out.
+        Counted by why, unless it is another route's (every API call and scrape is)."""
+        if why != ROUTE:
+            self.lane.svc.metrics.webhook_lane.labels(why).inc()
         self.handing_over = True
         if not self.busy and not self.queue:
             self._switch()
@@ -319,7 +333,7 @@ class LaneConnection(asyncio.Protocol):
             if self.head_length:
                 self._write(webhook.timed_out(self.lane.svc), keep_alive=False)
             else:
-                self._hand_over()
+                self._hand_over("stalled_head")
         elif not self.queue and now - self.last > IDLE:
             self.close()
 

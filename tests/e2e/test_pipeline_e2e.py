@@ -7,7 +7,8 @@ rules and routing) -> the Slack Web API and PagerDuty Events v2 test servers.
 Asserts ONE incident per failing node holding all of that node's signals, that
 Watchdog heartbeats never become incidents, ONE Slack message per failing node
 kept up to date through resolution, and one PagerDuty trigger for the critical
-incident, resolved later with the same dedup_key.
+incident, resolved later with the same dedup_key. Every webhook Alertmanager sent was
+answered by the webhook lane (alertd/web/webhook_lane.py), none handed to aiohttp.
 """
 from __future__ import annotations
 
@@ -160,3 +161,6 @@ def check_pipeline(sim: GPUClusterSim, prom: RunningService, alertd: AlertdProce
     assert len(tops) == 2 and all(m.get("updates", 0) >= 1 for m in tops), tops  # edited in place
     metrics = alertd.metrics()
     assert metrics.get('alertd_webhooks_rejected_total{reason="unauthorized"}', 0) == 0
+    # Alertmanager's own requests are plain: the webhook lane answered every one, and handed none to aiohttp.
+    lane = {k: v for k, v in metrics.items() if k.startswith("alertd_webhook_lane_total")}
+    assert lane == {'alertd_webhook_lane_total{outcome="answered"}': metrics["alertd_webhooks_received_total"]}, lane

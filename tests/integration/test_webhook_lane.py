@@ -14,6 +14,7 @@ import json
 import socket
 import time
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -136,6 +137,13 @@ def metrics(server: AlertdProcess) -> dict[str, float]:
         return parse_metrics(resp.read().decode())
 
 
+def handed_over(server: AlertdProcess) -> Counter:
+    """alertd_webhook_lane_total by outcome, but for the requests the lane answered."""
+    prefix = 'alertd_webhook_lane_total{outcome="'
+    return Counter({k[len(prefix):-2]: int(v) for k, v in metrics(server).items()
+                    if k.startswith(prefix) and k != prefix + 'answered"}'})
+
+
 def valid(i: int) -> bytes:
     return dumps(node_webhook("lane", f"lane-node-{i}", starts_at=AT))
 
@@ -161,6 +169,8 @@ def test_plain_webhooks_on_one_kept_alive_connection_are_answered_by_the_lane(se
     assert answers[0].headers["connection"] == "keep-alive" and "date" in answers[0].headers
     after = metrics(server)
     assert after["alertd_webhooks_received_total"] - before["alertd_webhooks_received_total"] == 5
+    answered = 'alertd_webhook_lane_total{outcome="answered"}'
+    assert after[answered] - before.get(answered, 0) == 5
 
 
 def test_pipelined_requests_are_answered_in_order_across_the_hand_over(server):
@@ -182,25 +192,27 @@ def test_a_request_split_across_many_writes_is_read_whole(server):
     assert [(a.status, a.from_lane) for a in answers] == [(200, True), (200, True)]
 
 
-NOT_PLAIN = {
-    "chunked": (dict(extra="Transfer-Encoding: chunked\r\n", length=None), 200),
-    "expect": (dict(extra="Expect: 100-continue\r\n"), 200),
-    "wrong token": (dict(token="wrong"), 401),
-    "no token": (dict(token=None), 401),
-    "text/plain": (dict(content_type="text/plain"), 415),
-    "foreign origin": (dict(extra="Origin: https://evil.example\r\n"), 403),
-    "PUT": (dict(method="PUT"), 405),
+NOT_PLAIN = {  # the request, aiohttp's answer, and why the lane handed it over (alertd_webhook_lane_total)
+    "chunked": (dict(extra="Transfer-Encoding: chunked\r\n", length=None), 200, "framing"),
+    "expect": (dict(extra="Expect: 100-continue\r\n"), 200, "framing"),
+    "wrong token": (dict(token="wrong"), 401, "credentials"),
+    "no token": (dict(token=None), 401, "credentials"),
+    "text/plain": (dict(content_type="text/plain"), 415, "content_type"),
+    "foreign origin": (dict(extra="Origin: https://evil.example\r\n"), 403, "browser"),
+    "PUT": (dict(method="PUT"), 405, None),  # another route's request: not counted
 }
 
 
 @pytest.mark.parametrize("case", NOT_PLAIN)
 def test_what_is_not_plain_is_answered_by_aiohttp(server, case):
-    kwargs, status = NOT_PLAIN[case]
+    kwargs, status, why = NOT_PLAIN[case]
     body = valid(30)
     if case == "chunked":
         body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    before = handed_over(server)
     answers = exchange(server, request(body, **kwargs))
     assert [(a.status, a.from_lane) for a in answers] == [(status, False)], answers and answers[0].body
+    assert handed_over(server) - before == Counter([why] if why else [])
 
 
 def test_a_body_over_the_limit_is_refused_by_aiohttp_before_it_is_read(server):
@@ -217,11 +229,13 @@ def test_a_wrong_token_after_a_lane_request_on_the_same_connection_gets_401(serv
 
 
 def test_malformed_bytes_get_aiohttps_400_and_the_connection_closes(server):
+    before = handed_over(server)
     with connect(server) as sock:
         sock.sendall(request(valid(50)) + b"POST \x00garbage HTTP/9\r\n\r\n")
         answers = read_answers(sock, 2)
         assert [(a.status, a.from_lane) for a in answers] == [(200, True), (400, False)]
         assert closed(sock)
+    assert handed_over(server) - before == Counter(["malformed"])
 
 
 def changed(i: int, change) -> bytes:

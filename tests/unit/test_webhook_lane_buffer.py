@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from aiohttp import web
 
+from alertd.core.service_metrics import Metrics
 from alertd.web.auth import AUTH
 from alertd.web.guard import EDGE, EdgePolicy
 from alertd.web.keys import SERVICE
@@ -53,9 +54,14 @@ class Transport(asyncio.Transport):
         pass
 
 
+def _handed_over(conn: object, why: str) -> float:
+    return conn.lane.svc.metrics.webhook_lane.labels(why)._value.get()  # type: ignore[attr-defined]
+
+
 def _connection() -> tuple[object, Transport, list[Recorder]]:
     app = web.Application()
-    app[SERVICE] = SimpleNamespace(cfg=SimpleNamespace(max_body_bytes=1 << 20, body_timeout=30.0))  # type: ignore[assignment]
+    app[SERVICE] = SimpleNamespace(cfg=SimpleNamespace(max_body_bytes=1 << 20, body_timeout=30.0),  # type: ignore[assignment]
+                                   metrics=Metrics())
     app[AUTH] = SimpleNamespace(api=SimpleNamespace(enabled=True), receiver=SimpleNamespace(enabled=False))  # type: ignore[assignment]
     app[EDGE] = EdgePolicy()
     handed: list[Recorder] = []
@@ -79,6 +85,7 @@ async def test_empty_lines_past_a_heads_worth_are_handed_to_aiohttp_whole():
     assert len(handed) == 1 and handed[0].made and transport.protocol is handed[0]
     assert handed[0].data == flood  # every byte, in order, none held back
     assert len(conn.buf) == 0
+    assert _handed_over(conn, "long_head") == 1
 
 
 async def test_a_request_the_lane_does_not_take_reaches_aiohttp_from_its_first_byte():
@@ -88,3 +95,4 @@ async def test_a_request_the_lane_does_not_take_reaches_aiohttp_from_its_first_b
     assert not handed
     conn.data_received(data[10:])
     assert len(handed) == 1 and handed[0].data == data and transport.written == b""
+    assert _handed_over(conn, "route") == 0 and _handed_over(conn, "malformed") == 0  # another route: not counted
