@@ -136,9 +136,10 @@ class Reporting:
 
     async def refresh(self, now: datetime) -> None:
         await self.rollup()
-        for window, days in WINDOWS.items():
-            self.collector.reports[window] = await self.report(Period(now - timedelta(days=days), now))
-        self.collector.fleet = await self.svc.store.fleet_nodes()
+        reports = {window: await self.report(Period(now - timedelta(days=days), now)) for window, days in WINDOWS.items()}
+        fleet = await self.svc.store.fleet_nodes()
+        # Swapped in together: a scrape between the awaits above sees the last whole snapshot, not half of each.
+        self.collector.reports, self.collector.fleet = reports, fleet
         self._refreshed = now
 
     async def post(self, channel: str, text: str) -> None:

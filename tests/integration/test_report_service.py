@@ -77,6 +77,29 @@ async def test_metrics_carry_the_figures(served):
     assert 'alertd_reliability_failures_per_1000_gpu_days{window="30d"}' in text
 
 
+async def test_a_scrape_during_a_refresh_sees_the_last_whole_snapshot(served, monkeypatch):
+    """The windows' reports and the fleet are read with awaits between them; at each read of the fleet (the
+    rollup's, the refresh's) the figures a scrape would see are all the last refresh's or all this one's."""
+    reporting, collector = served.svc.reporting, served.svc.reporting.collector
+    await wait_for(lambda: collector.reports.get("30d") is not None)
+    before_reports, before_fleet = dict(collector.reports), collector.fleet
+    seen: list[tuple[bool, bool]] = []  # at each held read: (reports still the last ones, fleet still the last)
+    fleet_nodes = served.svc.store.fleet_nodes
+
+    async def watched_fleet_nodes(*cluster):
+        if not cluster:  # a read of the whole fleet (a report reads its cluster's)
+            seen.append((all(collector.reports[w] is r for w, r in before_reports.items()),
+                         collector.fleet is before_fleet))
+        return await fleet_nodes(*cluster)
+
+    monkeypatch.setattr(served.svc.store, "fleet_nodes", watched_fleet_nodes)
+    await reporting.refresh(reporting.clock())
+    assert seen and all(old_reports == old_fleet for old_reports, old_fleet in seen), seen
+    assert all(collector.reports[w] is not r for w, r in before_reports.items()) and collector.fleet is not before_fleet
+    assert 'alertd_fleet_gpus{cluster="prod",node_type="NVIDIA-H100-80GB-HBM3"} 32.0' in \
+        await (await served.client.get("/metrics")).text()
+
+
 async def test_the_digest_is_posted_once_across_restarts_and_replicas(served, slack, tmp_path):
     def digests() -> list[dict]:
         return [m for m in slack.all_messages() if "GPU fleet reliability" in m.get("text", "")]
