@@ -83,7 +83,7 @@ async def test_a_scrape_during_a_refresh_sees_the_last_whole_snapshot(served, mo
     reporting, collector = served.svc.reporting, served.svc.reporting.collector
     await wait_for(lambda: collector.reports.get("30d") is not None)
     before_reports, before_fleet = dict(collector.reports), collector.fleet
-    seen: list[tuple[bool, bool]] = []  # at each held read: (reports still the last ones, fleet still the last)
+    seen: list[tuple[bool, bool]] = []  # at each read of the fleet: (reports still the last ones, fleet still the last)
     fleet_nodes = served.svc.store.fleet_nodes
 
     async def watched_fleet_nodes(*cluster):
