@@ -121,8 +121,8 @@ def closed(sock: socket.socket, timeout: float = 5.0) -> bool:
 
 def request(body: bytes, *, method: str = "POST", path: str = PATH, token: str | None = TOKEN,
             version: str = "1.1", content_type: str | None = "application/json", extra: str = "",
-            length: int | None = None) -> bytes:
-    head = f"{method} {path} HTTP/{version}\r\nHost: 127.0.0.1\r\n"
+            length: int | None = None, host: str = "127.0.0.1") -> bytes:
+    head = f"{method} {path} HTTP/{version}\r\nHost: {host}\r\n"
     if content_type is not None:
         head += f"Content-Type: {content_type}\r\n"
     if token is not None:
@@ -199,6 +199,9 @@ NOT_PLAIN = {  # the request, aiohttp's answer, and why the lane handed it over 
     "no token": (dict(token=None), 401, "credentials"),
     "text/plain": (dict(content_type="text/plain"), 415, "content_type"),
     "foreign origin": (dict(extra="Origin: https://evil.example\r\n"), 403, "browser"),
+    "foreign host": (dict(host="rebind.127.0.0.1.nip.io"), 421, "host"),  # DNS rebinding: a page's own name
+    "two hosts": (dict(extra="Host: evil.example\r\n"), 400, "framing"),
+    "behind a proxy": (dict(extra="X-Forwarded-Proto: https\r\nX-Forwarded-For: 10.0.0.7\r\n"), 200, "forwarded"),
     "PUT": (dict(method="PUT"), 405, None),  # another route's request: not counted
 }
 
