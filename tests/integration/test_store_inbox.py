@@ -264,12 +264,23 @@ async def test_known_keys_are_what_steps_recorded_and_the_first_record_stays(sto
     assert await query(store, "SELECT received_at FROM inbox WHERE dedup = ?", (keys[1150],)) == [(iso(at(60)),)]
 
 
+def wal_checkpoint_sequence(wal: Path) -> int | None:
+    """The WAL header's checkpoint sequence number (bytes 12-15, big-endian): SQLite adds one each time the WAL
+    is restarted or truncated. None while there is no header."""
+    try:
+        with open(wal, "rb") as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        return None
+    return int.from_bytes(head[12:16], "big") if len(head) == 16 else None
+
+
 @pytest.mark.parametrize("appender", ["receiver process", "same process"])
 async def test_the_sqlite_log_wal_stays_small_under_steady_appends_and_is_truncated_once_quiet(
         tmp_path, monkeypatch, appender):
     """Webhooks appended without pause while the engine takes and releases, from a receiver process (its own
     store object: its own writers' lock) or from the engine's own process (its receive thread): the log's WAL
-    is restarted from its start every few MB instead of growing to the truncation limit (a truncation holds
+    is restarted from its start every few MB on average instead of growing to the truncation limit (a truncation holds
     every appending writer waiting); once drained and quiet, the WAL is truncated and the free pages go back."""
     import alertd.store.sqlite as sqlite_store
 
@@ -305,19 +316,26 @@ async def test_the_sqlite_log_wal_stays_small_under_steady_appends_and_is_trunca
         thread = threading.Thread(target=lambda: asyncio.run(in_receiver_process()), daemon=True)
         thread.start()
     biggest = 0
+    restarts: set[int | None] = set()  # the WAL header's checkpoint sequence numbers seen
     try:
         while not done.is_set() or await engine.pending_hooks(1):
             hooks = await engine.pending_hooks(2000)
             if hooks:
                 await engine.commit_step(Step(inbox=taking(hooks)))
             biggest = max(biggest, wal.stat().st_size if wal.exists() else 0)
+            restarts.add(wal_checkpoint_sequence(wal))
             await asyncio.sleep(0.005)
         if appender == "same process":
             await task
         else:
             thread.join(10)
         assert appended * len(body) >= total
-        assert biggest < sqlite_store.LOG_WAL_LIMIT / 3, f"the log's WAL grew to {biggest / 2**20:.1f} MB"
+        # Restarted every few MB on average (about 5 on an idle machine), never grown to where it is truncated
+        # holding the writers. A slow engine round lets it grow further between two restarts: 13-14 MB here,
+        # 30 MB once in a loaded full-suite run.
+        assert len(restarts - {None}) >= total // (sqlite_store.LOG_WAL_LIMIT // 4), \
+            f"the log's WAL was restarted {len(restarts - {None}) - 1} times for {total / 2**20:.0f} MB appended"
+        assert biggest < sqlite_store.LOG_WAL_LIMIT, f"the log's WAL grew to {biggest / 2**20:.1f} MB"
         assert await log_ids(engine) == []
         assert wal.stat().st_size > 0  # not truncated while the engine was busy (below) ...
         await asyncio.sleep(0.4)
