@@ -27,6 +27,7 @@ from alertd.store.base import EngineState, RouterMemory, Step, StoreUnavailable,
 log = logging.getLogger(__name__)
 KEEP_EVENTS_IN_MEMORY = 20
 STEP_LINGER = 0.005  # seconds the processor waits after a wake-up to gather a larger step
+STOP_GRACE = 10.0  # seconds a delivery round in flight may take to finish on stop: the notifiers' default timeout
 
 
 class EdgeLookup(Protocol):
@@ -64,6 +65,12 @@ class Outbox:
         self.worker = make()
         self._task: asyncio.Task[None] | None = None
         self.name = "outbox"
+        self.grace = 0.0  # seconds a round in flight may take to finish on stop; 0 when deposed
+
+    def shutting_down(self) -> None:
+        """The service stops (it was not deposed): a round cut short would be sent again at the next start,
+        a second page or post, so the round in flight gets STOP_GRACE to finish and be marked done."""
+        self.grace = STOP_GRACE
 
     async def start(self) -> None:
         if self.worker._stopping:
@@ -73,9 +80,15 @@ class Outbox:
     async def stop(self) -> None:
         self.worker.stop()
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        if task is None:
+            return
+        if self.grace:
+            await asyncio.wait({task}, timeout=self.grace)
+            if not task.done():
+                log.warning("outbox: a delivery round outlived the %.0fs grace; it is cancelled and will be "
+                            "delivered again at the next start", self.grace)
+        task.cancel()  # nothing to cancel when the round finished
+        await asyncio.gather(task, return_exceptions=True)
 
 
 class Processor(Intake):
@@ -123,6 +136,7 @@ class Processor(Intake):
         """From now on the loops end and a step asks nothing outside (shutdown drains what is left)."""
         self._stopping = True
         self._wake.set()
+        self.outbox.shutting_down()
 
     async def run(self) -> None:
         # With a shared inbox, other processes' rows are only seen by reading the store: poll it.

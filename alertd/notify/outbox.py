@@ -53,6 +53,8 @@ class OutboxWorker:
             except StoreUnavailable:
                 log.warning("outbox: store unavailable, retrying")
                 items = []
+            if self._stopping:  # a stop lets a round in flight finish, but starts none
+                return
             if items:
                 await self._round(items)
                 continue

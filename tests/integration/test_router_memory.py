@@ -3,6 +3,7 @@ commit and on start. Real SQLite store, Slack and PagerDuty test servers."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 from alertd.store.base import ESCALATION, SENT, Step, StoreUnavailable
 from tests.support.notify_harness import (ESCALATION_KEY, ROUTING_ESC, Harness, hook, keys, posts, wait_for,
@@ -82,5 +83,28 @@ async def test_a_restart_carries_on_without_a_second_post_page_or_escalation(tmp
         assert len(triggers(pd, ESCALATION_KEY)) == 1
         assert [t for t, _ in await escalate_rows(again)] == ["pagerduty:infra-escalation",
                                                                "slack:#gpu-oncall|escalation"]
+    finally:
+        await again.stop()
+
+
+async def test_a_stop_lets_the_round_in_flight_finish_so_nothing_is_paged_twice(tmp_path, slack, pd):
+    routing = ROUTING_ESC.replace("after: 1500ms", "after: 1h")
+    first = await Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys(), routing=routing).start()
+    try:
+        slack.delay = 1.0  # Slack takes a second to answer; PagerDuty, in the same round, answers at once
+        await first.post(hook(xid_alert("n1", 0)))
+        await wait_for(lambda: triggers(pd, PagerDutyTestServer.ROUTING_KEY))  # paged, not yet marked done
+    finally:
+        await first.stop()
+    slack.delay = 0.0
+    rows = sqlite3.connect(first.db).execute("SELECT target, state FROM outbox ORDER BY id").fetchall()
+    assert {("pagerduty:infra", "done"), ("slack:#gpu-oncall", "done")} <= set(rows), rows  # escalations wait 1h
+
+    again = await Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys(), routing=routing).start()
+    try:
+        await again.one_incident()
+        await asyncio.sleep(0.5)  # anything left undone would be sent again by now
+        assert len(triggers(pd, PagerDutyTestServer.ROUTING_KEY)) == 1
+        assert len(posts(slack, "#gpu-oncall", top=True)) == 1
     finally:
         await again.stop()
