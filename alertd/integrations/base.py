@@ -149,7 +149,9 @@ class Notifier(abc.ABC):
         """The key whose sends are spaced by ``limiter`` (e.g. a Slack channel), or None."""
         return None
 
-    limiter: Any = None  # alertd.integrations.ratelimit.RateLimiter, when rate_key is used
+    # alertd.integrations.ratelimit.RateLimiter, when rate_key is used; deliver awaits its at_wire(key) right
+    # before each request to that key, so the spacing holds where the API sees it
+    limiter: Any = None
 
     async def close(self) -> None:
         return None

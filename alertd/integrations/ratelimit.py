@@ -13,6 +13,11 @@ class RateLimiter:
     that would wait long gives its item back to the outbox with that delay and
     keeps the reservation under ``token``, so a busy channel does not hold up
     deliveries to other channels, and the item keeps its place when it returns.
+
+    ``at_wire`` is called by the integration right before the request goes out:
+    between a slot and the wire there is work (a store read, a write-ahead write)
+    whose time varies, so the spacing the API sees is kept there, from the times
+    sends really went.
     """
 
     def __init__(self, rate: float, burst: int = 1, clock: Callable[[], float] = time.monotonic,
@@ -53,19 +58,22 @@ class RateLimiter:
         if len(self._held) > 100_000:  # tokens of items that never came back (given up, other process)
             self._held.pop(next(iter(self._held)))
 
-    def sent(self, key: Any) -> None:
-        times = self._sent.setdefault(key, [])
-        times.append(self.clock())
-        del times[:-self.burst]
-
     async def acquire(self, key: Any) -> None:
         await self.wait_until(key, self.slot(key))
 
     async def wait_until(self, key: Any, slot: float) -> None:
-        """Sleep until ``slot`` (or the end of a pause that came meanwhile), then count the send."""
+        """Sleep until ``slot``, or the end of a pause that came meanwhile."""
+        while (wait := max(slot, self._paused.get(key, 0.0)) - self.clock()) > 0:
+            await self.sleep(wait)
+
+    async def at_wire(self, key: Any) -> None:
+        """Sleep until a send may leave now (the rate from the last ``burst`` sends, any pause), and count it."""
+        sent = self._sent.setdefault(key, [])
         while True:
-            wait = max(slot, self._paused.get(key, 0.0)) - self.clock()
+            earliest = sent[-self.burst] + self.interval * self.burst if len(sent) >= self.burst else 0.0
+            wait = max(earliest, self._paused.get(key, 0.0)) - self.clock()
             if wait <= 0:
-                self.sent(key)
+                sent.append(self.clock())
+                del sent[:-self.burst]
                 return
             await self.sleep(wait)

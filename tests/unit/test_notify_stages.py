@@ -92,6 +92,8 @@ class Scripted(Notifier):
     async def deliver(self, items: list[OutboxItem], ref: str | None) -> Delivered:
         if self.failures:
             raise self.failures.pop(0)
+        if self.limiter is not None:
+            await self.limiter.at_wire(self.rate_key(items, ref))
         self.sent.append(([i.id for i in items], ref))
         return Delivered(ref=ref or f"ts-{items[0].id}")
 
@@ -145,6 +147,18 @@ async def test_rate_limit_waits_a_short_slot_on_the_injected_clock():
     for n in range(3):
         await RateLimit(max_wait=0.5)(Delivery(item(n + 1), notifier))
     assert clock.t == pytest.approx(0.5)  # three sends at 0, 0.25, 0.5
+
+
+async def test_sends_keep_the_rate_at_the_wire_when_work_after_a_slot_delays_one():
+    clock = Clock()
+    limiter = RateLimiter(rate=4.0, clock=clock.monotonic, sleep=clock.sleep)
+    wire = []
+    for work in (0.0, 0.09, 0.0, 0.0):  # the second send's store write takes 90 ms after its slot
+        await limiter.acquire("#c")
+        clock.t += work
+        await limiter.at_wire("#c")
+        wire.append(clock.t)
+    assert wire == pytest.approx([0.0, 0.34, 0.59, 0.84])  # slots at 0.5 and 0.75 would be 0.16 s after it
 
 
 async def test_rate_limit_gives_a_long_wait_back_and_keeps_the_reserved_slot():
