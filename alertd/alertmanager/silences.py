@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from alertd.core.durations import parse_duration
+from alertd.core.durations import DurationError, DurationOutOfRange, parse_duration
 from alertd.core.http_session import LazySession
 from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.core.model import FIRING, Incident, iso
@@ -38,12 +38,15 @@ MIN_SILENCE, MAX_SILENCE = timedelta(minutes=1), timedelta(days=7)
 def silence_duration(text: str) -> timedelta | str:
     """A silence's length from a Prometheus duration (``30m``, ``2h``, ``3d``), or what is wrong with it.
     Bounded: a silence longer than a week hides the next failure of the node as well."""
+    too_long = f"duration {text!r}: a silence lasts from 1m to 7d"
     try:
         duration = parse_duration(text)
-    except ValueError:
+    except DurationOutOfRange:
+        return too_long
+    except DurationError:
         return f"duration {text!r}: give a Prometheus duration such as 30m, 4h or 2d"
     if not MIN_SILENCE <= duration <= MAX_SILENCE:
-        return f"duration {text!r}: a silence lasts from 1m to 7d"
+        return too_long
     return duration
 
 

@@ -1,10 +1,15 @@
 """Prometheus duration strings (``1h30m``, ``5m``, ``250ms``), the ecosystem's habit."""
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000,
+             "y": 31_536_000_000}
+# Prometheus refuses a duration past int64 milliseconds ("duration out of range"); Python's timedelta ends
+# sooner, at 999999999 days (about 2.7 million years), so that is where alertd's range ends.
+MAX_MS = timedelta.max // timedelta(milliseconds=1)
 _PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 _WHOLE = re.compile(r"^((\d+)(ms|s|m|h|d|w|y))+$")
 # Units must appear largest first and at most once, as Prometheus requires.
@@ -15,6 +20,10 @@ class DurationError(ValueError):
     pass
 
 
+class DurationOutOfRange(DurationError):
+    """Well formed, but longer than any duration alertd can hold."""
+
+
 def parse_duration(text: str | int | float) -> timedelta:
     """Parse a Prometheus duration; plain numbers are seconds (YAML habit)."""
     if isinstance(text, bool):
@@ -22,21 +31,25 @@ def parse_duration(text: str | int | float) -> timedelta:
     if isinstance(text, (int, float)):
         if text < 0:
             raise DurationError(f"negative duration: {text!r}")
+        if not math.isfinite(text) or text * 1000 > MAX_MS:
+            raise DurationOutOfRange(f"duration out of range: {text!r}")
         return timedelta(seconds=text)
     value = str(text).strip()
     if value == "0":
         return timedelta(0)
     if not _WHOLE.match(value):
         raise DurationError(f"not a Prometheus duration (like 30s, 5m, 1h30m): {text!r}")
-    seconds = 0.0
+    ms = 0
     last = -1
     for number, unit in _PART.findall(value):
         pos = _ORDER.index(unit)
         if pos <= last:
             raise DurationError(f"duration units out of order or repeated: {text!r}")
         last = pos
-        seconds += int(number) * _UNITS[unit]
-    return timedelta(seconds=seconds)
+        ms += int(number) * _UNITS_MS[unit]
+    if ms > MAX_MS:
+        raise DurationOutOfRange(f"duration out of range (at most 999999999d): {text!r}")
+    return timedelta(milliseconds=ms)
 
 
 def format_duration(delta: timedelta) -> str:

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from alertd.core.durations import DurationError, format_duration, parse_duration
+from alertd.core.durations import DurationError, DurationOutOfRange, format_duration, parse_duration
 from alertd.core.matchers import MatcherError, parse_matcher, parse_matchers
 
 
@@ -42,3 +42,17 @@ def test_durations_follow_prometheus():
     for bad in ("5 m", "m5", "30m1h", "1h1h", "-5m", "", True):
         with pytest.raises(DurationError):
             parse_duration(bad)
+
+
+@pytest.mark.parametrize("huge", ["9706254429542w2217ms", "1000000000d", "9223372036854775808ms", 1e300,
+                                  float("inf"), float("nan")])
+def test_durations_past_prometheus_range_are_refused_not_overflowed(huge):
+    """Past the longest duration alertd can hold (999999999d) parse_duration says "out of range", as
+    Prometheus does past its own: a DurationError (a 400 at the API), never an OverflowError (a 500)."""
+    with pytest.raises(DurationOutOfRange, match="out of range"):
+        parse_duration(huge)
+
+
+def test_the_longest_duration_still_parses():
+    assert parse_duration("999999999d") == timedelta(days=999999999)
+    assert parse_duration("2739726y") == timedelta(days=2739726 * 365)
