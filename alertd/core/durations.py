@@ -7,9 +7,10 @@ from datetime import timedelta
 
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000,
              "y": 31_536_000_000}
-# Prometheus refuses a duration past int64 milliseconds ("duration out of range"); Python's timedelta ends
-# sooner, at 999999999 days (about 2.7 million years), so that is where alertd's range ends.
-MAX_MS = timedelta.max // timedelta(milliseconds=1)
+# Prometheus holds a duration as Go's time.Duration (int64 nanoseconds) and refuses a longer one, about 292
+# years, as "duration out of range". alertd ends where it does: every timestamp plus or minus such a duration
+# stays a datetime, so a rule's hold_down of 900000y is an error at load, not an OverflowError in the engine.
+MAX_MS = (2**63 - 1) // 1_000_000
 _PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
 _WHOLE = re.compile(r"^((\d+)(ms|s|m|h|d|w|y))+$")
 # Units must appear largest first and at most once, as Prometheus requires.
@@ -48,7 +49,7 @@ def parse_duration(text: str | int | float) -> timedelta:
         last = pos
         ms += int(number) * _UNITS_MS[unit]
     if ms > MAX_MS:
-        raise DurationOutOfRange(f"duration out of range (at most 999999999d): {text!r}")
+        raise DurationOutOfRange(f"duration out of range (at most 292y, as in Prometheus): {text!r}")
     return timedelta(milliseconds=ms)
 
 

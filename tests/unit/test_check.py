@@ -110,6 +110,16 @@ def test_semantic_checks_run_once_the_schema_passes(tmp_path):
     assert any(g[1] == 9 and "duplicate group name 'a'" in g[3] for g in got), got
 
 
+def test_a_duration_longer_than_prometheus_allows_is_an_error_at_check(tmp_path):
+    """A hold_down of 900000y used to pass check and then stop the engine (a timestamp plus it overflows)."""
+    f = write(tmp_path, "long.yml", "correlation:\n  hold_down: 900000y\n  reopen_window: 292y\n")
+    code, lines = run(f)
+    got = findings(lines)
+    assert code == 1
+    assert [g[:3] for g in got] == [("long.yml", 2, 14)]
+    assert "out of range" in got[0][3] and "hold_down" in got[0][3]
+
+
 def test_yaml_syntax_and_duplicate_keys(tmp_path):
     a = write(tmp_path, "a.yml", "signals:\n  - kind: xid\n    match: [unclosed\n")
     b = write(tmp_path, "b.yml", "correlation:\n  hold_down: 1m\n  hold_down: 2m\n")
