@@ -68,7 +68,6 @@ class Correlator:
         self.rules = rules
         self.state = state or EngineState()
         self._changes: dict[str, Change] = {}
-        self._fleet_nodes: dict[str, set[str]] = {}  # membership index for fleet incidents' node lists
         self.storms = Storms(self)
 
     # ----- public steps: each returns the incidents it changed -----
@@ -90,7 +89,7 @@ class Correlator:
                 continue
             if inc.fleet and any(c in self.state.incidents for c in inc.children):
                 continue
-            self._close(inc, now, f"all alerts resolved for {format_duration(now - inc.quiet_since)} (hold-down passed)")
+            self.close(inc, now, f"all alerts resolved for {format_duration(now - inc.quiet_since)} (hold-down passed)")
         self._forget_closed(now)
         wd = self.rules.watchdog
         hb = self.state.heartbeat_at
@@ -99,11 +98,11 @@ class Correlator:
                          title="Alerting pipeline silent", runbook="pipeline-silent",
                          meaning=f"No {'/'.join(wd.alertnames)} heartbeat since {hb.isoformat()}: "
                                  "Prometheus or Alertmanager may be down, so other alerts may be missing.")
-            inc = self._new_incident(PIPELINE_KEY, "watchdog", sig, now)
+            inc = self.open_incident(PIPELINE_KEY, "watchdog", sig, now)
             inc.primary = sig
             inc.severity, inc.category, inc.title = sig.severity, sig.category, sig.title
             inc.signals = ["watchdog"]
-            self._touch(inc, inc.add_event(now, "opened", sig.meaning))
+            self.record(inc, inc.add_event(now, "opened", sig.meaning))
         return self._flush()
 
     def acknowledge(self, incident_id: str, actor: str, now: datetime) -> list[Change]:
@@ -112,16 +111,16 @@ class Correlator:
             for one in [inc] + (self.storms.open_children(inc) if inc.fleet else []):
                 if one.status == OPEN:
                     one.status, one.acknowledged_by, one.acknowledged_at = ACKNOWLEDGED, actor, now
-                    self._touch(one, one.add_event(now, "acknowledged", f"acknowledged by {actor}", actor), urgent=True)
+                    self.record(one, one.add_event(now, "acknowledged", f"acknowledged by {actor}", actor), urgent=True)
         return self._flush()
 
     def resolve(self, incident_id: str, actor: str, now: datetime) -> list[Change]:
         inc = self.state.incidents.get(incident_id)
         if inc is not None:
             children = self.storms.open_children(inc) if inc.fleet else []
-            self._close(inc, now, f"resolved by {actor}", actor)
+            self.close(inc, now, f"resolved by {actor}", actor)
             for child in children:  # resolving the event resolves its nodes
-                self._close(child, now, f"resolved by {actor} with fleet incident {inc.id}", actor)
+                self.close(child, now, f"resolved by {actor} with fleet incident {inc.id}", actor)
         return self._flush()
 
     def annotate(self, incident_id: str, key: str, value: Any, now: datetime, kind: str, text: str = "",
@@ -155,7 +154,7 @@ class Correlator:
             inc.annotations.pop(key, None)
         else:
             inc.annotations[key] = value
-        self._touch(inc, inc.add_event(now, kind, text, actor), urgent=kind.startswith("silence"))
+        self.record(inc, inc.add_event(now, kind, text, actor), urgent=kind.startswith("silence"))
 
     def _add_signal(self, inc: Incident, signal: Signal, now: datetime, source: str) -> bool:
         """Evidence the incident did not have yet; False when it had it."""
@@ -166,7 +165,7 @@ class Correlator:
         known.append(signal.to_dict())
         self._refresh(inc)
         kind = "classification_upgraded" if (inc.severity, inc.title) != before else "evidence"
-        self._touch(inc, inc.add_event(now, kind, f"{signal.title} (from {source})"))
+        self.record(inc, inc.add_event(now, kind, f"{signal.title} (from {source})"))
         return True
 
     def _heartbeat(self, alert: Alert, now: datetime) -> None:
@@ -177,7 +176,7 @@ class Correlator:
             self.state.heartbeat_at = seen
         pid = self.state.by_key.get(PIPELINE_KEY)
         if pid:
-            self._close(self.state.incidents[pid], now, "heartbeat received again")
+            self.close(self.state.incidents[pid], now, "heartbeat received again")
 
     def _ingest_one(self, alert: Alert, now: datetime) -> None:
         inc_id = self.state.by_fingerprint.get(alert.fingerprint)
@@ -205,7 +204,7 @@ class Correlator:
             if target is None:
                 if alert.status != FIRING and not self._opens_resolved(alert):
                     return  # a resolved follower or unclassified alert alone says nothing happened
-                target = self._new_incident(key, group.name, alert.signal, now)
+                target = self.open_incident(key, group.name, alert.signal, now)
                 self._join(target, alert, now, opening=True)
                 return
         self._join(target, alert, now, folded=folded)
@@ -253,7 +252,7 @@ class Correlator:
         inc.flaps += 1
         self.state.add(inc)
         self.state.storm_indexed = False  # the storm indexes are rebuilt with it open
-        self._touch(inc, inc.add_event(now, "reopened", f"{alert.name}: {alert.signal.title} again "
+        self.record(inc, inc.add_event(now, "reopened", f"{alert.name}: {alert.signal.title} again "
                                                         f"{format_duration(max(gone, timedelta(0)))} after it "
                                                         f"resolved (flap {inc.flaps})",
                                        flap=inc.flaps), urgent=True)
@@ -271,7 +270,7 @@ class Correlator:
         fleet.status, fleet.resolved_at, fleet.quiet_since = OPEN, None, None
         fleet.flaps += 1
         self.state.add(fleet)
-        self._touch(fleet, fleet.add_event(now, "reopened", f"{child.node or child.id} failing again (flap {fleet.flaps})",
+        self.record(fleet, fleet.add_event(now, "reopened", f"{child.node or child.id} failing again (flap {fleet.flaps})",
                                            flap=fleet.flaps), urgent=True)
         return fleet
 
@@ -293,7 +292,7 @@ class Correlator:
                         best = (seen, inc)
         return best[1] if best else None
 
-    def _new_incident(self, key: str, group: str, signal: Signal, now: datetime) -> Incident:
+    def open_incident(self, key: str, group: str, signal: Signal, now: datetime) -> Incident:
         seq = self.state.next_seq
         self.state.next_seq += 1
         inc = Incident(
@@ -317,12 +316,7 @@ class Correlator:
             inc.firing += 1
         self.state.by_fingerprint[alert.fingerprint] = inc.id
         if inc.fleet and alert.subject.node:
-            seen = self._fleet_nodes.get(inc.id)
-            if seen is None:
-                seen = self._fleet_nodes[inc.id] = set(inc.nodes)
-            if alert.subject.node not in seen:
-                seen.add(alert.subject.node)
-                inc.nodes.append(alert.subject.node)
+            self.state.add_fleet_node(inc, alert.subject.node)
         before = inc.severity
         self._absorb(inc, member)
         if opening:
@@ -339,15 +333,15 @@ class Correlator:
             inc.flaps += 1
         kind = "opened" if opening else "alert_folded" if folded else "alert_joined"
         if not (kind == "alert_joined" and self._merge_join(inc, now, what, alert.fingerprint)):
-            self._touch(inc, inc.add_event(now, kind, what, fingerprint=alert.fingerprint), member=alert.fingerprint)
+            self.record(inc, inc.add_event(now, kind, what, fingerprint=alert.fingerprint), member=alert.fingerprint)
         if not opening and SEVERITY_RANK[inc.severity] > SEVERITY_RANK.get(before, 0):
-            self._touch(inc, inc.add_event(now, "severity_changed", f"{before} -> {inc.severity}"))
+            self.record(inc, inc.add_event(now, "severity_changed", f"{before} -> {inc.severity}"))
 
     def _merge_join(self, inc: Incident, now: datetime, what: str, fingerprint: str) -> bool:
         """Alerts joining one incident in one step make ONE timeline line ("9 alerts joined, first ..."),
         so a storm does not write a line per alert."""
         change = self._changes.get(inc.id)
-        last = change.events[-1] if change and change.events else None
+        last = self.last_event(inc)
         if change is None or last is None or last.kind != "alert_joined" or last.at != now:
             return False
         fps = last.data.setdefault("fingerprints", [last.data.pop("fingerprint", "")])
@@ -367,7 +361,7 @@ class Correlator:
         if _code_unknown(m.signal) and alert.signal.kind == "xid" and alert.signal.xid is not None:
             m.signal = alert.signal  # the same alert now names its Xid (e.g. in its summary)
             self._refresh(inc)
-            self._touch(inc, inc.add_event(now, "classification_upgraded", f"{m.alertname}: {alert.signal.title}"),
+            self.record(inc, inc.add_event(now, "classification_upgraded", f"{m.alertname}: {alert.signal.title}"),
                         member=m.fingerprint)
         if alert.status == FIRING:
             if m.status == FIRING:
@@ -380,7 +374,7 @@ class Correlator:
                 inc.quiet_since = None
                 inc.flaps += 1
                 event.data["flap"] = inc.flaps
-            self._touch(inc, event, member=m.fingerprint)
+            self.record(inc, event, member=m.fingerprint)
             return
         if m.status == RESOLVED:
             return
@@ -389,18 +383,17 @@ class Correlator:
         text = f"{m.alertname} resolved"
         if alert.receiver == RECONCILED_BY:
             text += " by reconciliation: no Alertmanager has this alert any more"
-        self._touch(inc, inc.add_event(now, "alert_resolved", text, fingerprint=m.fingerprint), member=m.fingerprint)
+        self.record(inc, inc.add_event(now, "alert_resolved", text, fingerprint=m.fingerprint), member=m.fingerprint)
         if inc.firing == 0:
             inc.quiet_since = now
-            self._touch(inc, inc.add_event(now, "all_alerts_resolved",
+            self.record(inc, inc.add_event(now, "all_alerts_resolved",
                                            f"resolving after {format_duration(self.rules.hold_down)} hold-down"))
 
-    def _close(self, inc: Incident, now: datetime, text: str, actor: str = "") -> None:
+    def close(self, inc: Incident, now: datetime, text: str, actor: str = "") -> None:
         inc.status, inc.resolved_at, inc.quiet_since = CLOSED, now, None
-        self._touch(inc, inc.add_event(now, "resolved", f"{text}; open for {format_duration(now - inc.opened_at)}", actor),
+        self.record(inc, inc.add_event(now, "resolved", f"{text}; open for {format_duration(now - inc.opened_at)}", actor),
                     urgent=True)
         self.state.remove(inc)
-        self._fleet_nodes.pop(inc.id, None)
         if inc.fleet:
             self.storms.fleet_closed(inc)
         elif inc.parent_id:
@@ -432,7 +425,7 @@ class Correlator:
                 inc.severity = sig.severity
             if inc.primary is None or len(inc.members) == 1 or signal_rank(sig) > signal_rank(inc.primary):
                 inc.primary = sig
-        self._retitle(inc)
+        self.retitle(inc)
 
     def _refresh(self, inc: Incident) -> None:
         """Recompute what an incident shows from all its members and evidence (rare: evidence added)."""
@@ -446,9 +439,9 @@ class Correlator:
         inc.severity = max((s.severity for s in signals), key=lambda v: SEVERITY_RANK.get(v, 0))
         inc.signals = sorted({m.signal.kind for m in members} | {s.kind for s in signals})
         inc.xids = sorted({s.xid for s in [m.signal for m in members] + signals if s.xid})
-        self._retitle(inc)
+        self.retitle(inc)
 
-    def _retitle(self, inc: Incident) -> None:
+    def retitle(self, inc: Incident) -> None:
         primary = inc.primary
         if primary is None:
             return
@@ -462,7 +455,7 @@ class Correlator:
         gpu = f" GPU {single}" if single else ""
         inc.title = f"{primary.title} on {where}{gpu}" if where else primary.title
 
-    def _touch(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None:
+    def record(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None:
         change = self._changes.get(inc.id)
         if change is None:
             change = self._changes[inc.id] = Change(incident=inc, kinds=[])
@@ -471,6 +464,11 @@ class Correlator:
         if member and member not in change.members:
             change.members.append(member)
         change.urgent = change.urgent or urgent
+
+    def last_event(self, inc: Incident) -> Event | None:
+        """The latest event this step recorded for ``inc``, if any (so a step can extend one line)."""
+        change = self._changes.get(inc.id)
+        return change.events[-1] if change and change.events else None
 
     def _settle(self, now: datetime) -> None:
         """Storms are decided once a step has given each node incident all of its alerts."""

@@ -35,6 +35,27 @@ class EngineState:
     open_children: dict[str, int] = field(default_factory=dict)  # fleet id -> child incidents still open
     waiting: dict[str, list[str]] = field(default_factory=dict)  # event key -> node-less followers awaiting a fleet
     storm_indexed: bool = False
+    fleet_node_sets: dict[str, set[str]] = field(default_factory=dict)  # fleet id -> its nodes, beside its list
+
+    def fleet_nodes(self, fleet: Incident) -> set[str]:
+        """The fleet's nodes as a set (built from its list on first use): fleets list thousands of nodes."""
+        nodes = self.fleet_node_sets.get(fleet.id)
+        if nodes is None:
+            nodes = self.fleet_node_sets[fleet.id] = set(fleet.nodes)
+        return nodes
+
+    def add_fleet_node(self, fleet: Incident, node: str) -> bool:
+        """List ``node`` on the fleet; False when it was listed already."""
+        nodes = self.fleet_nodes(fleet)
+        if node in nodes:
+            return False
+        nodes.add(node)
+        fleet.nodes.append(node)
+        return True
+
+    def drop_fleet_node(self, fleet: Incident, node: str) -> None:
+        fleet.nodes = [n for n in fleet.nodes if n != node]
+        self.fleet_node_sets.pop(fleet.id, None)  # rebuilt from the list on next use
 
     def add(self, incident: Incident) -> None:
         self.incidents[incident.id] = incident
@@ -49,6 +70,7 @@ class EngineState:
 
     def remove(self, incident: Incident) -> None:
         self.incidents.pop(incident.id, None)
+        self.fleet_node_sets.pop(incident.id, None)
         if self.by_key.get(incident.key) == incident.id:
             del self.by_key[incident.key]
         for fp in incident.members:

@@ -44,28 +44,28 @@ from alertd.core.durations import format_duration
 from alertd.core.matchers import match_all
 from alertd.engine.fleet_summary import count_signals, uncount_signals
 from alertd.engine.state import EngineState
-from alertd.core.model import SEVERITY_RANK, Change, Event, Incident, Signal, signal_rank
+from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
 from alertd.rules.ruleset import CorrelationRules, StormRule
 
 
 
 class StormHost(Protocol):
-    """What storms need from the correlator that owns them (engine/correlate.py's Correlator): its state,
-    rules and change log, and the incident lifecycle steps. A Protocol, so the two modules do not import
-    each other."""
+    """What storms need from the correlator that owns them (engine/correlate.py's Correlator), all of it
+    public: its state and rules, the incident lifecycle steps, and the step's change log. A Protocol, so
+    the two modules do not import each other."""
 
     state: EngineState
     rules: CorrelationRules
-    _changes: dict[str, Change]
-    _fleet_nodes: dict[str, set[str]]
 
-    def _new_incident(self, key: str, group: str, signal: Signal, now: datetime) -> Incident: ...
+    def open_incident(self, key: str, group: str, signal: Signal, now: datetime) -> Incident: ...
 
-    def _close(self, inc: Incident, now: datetime, text: str, actor: str = "") -> None: ...
+    def close(self, inc: Incident, now: datetime, text: str, actor: str = "") -> None: ...
 
-    def _retitle(self, inc: Incident) -> None: ...
+    def retitle(self, inc: Incident) -> None: ...
 
-    def _touch(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None: ...
+    def record(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None: ...
+
+    def last_event(self, inc: Incident) -> Event | None: ...
 
 NEVER_STORM = ("other", "watchdog")
 def signal_fields(inc: Incident, sig: Signal) -> dict[str, str]:
@@ -232,12 +232,12 @@ class Storms:
                     return
         lead = max(children, key=lambda i: self._fleet_rank(i.primary) if i.primary else (-1, -1, -1))
         assert lead.primary is not None
-        fleet = self.c._new_incident(f"fleet|{key}", "storm", lead.primary, now)
+        fleet = self.c.open_incident(f"fleet|{key}", "storm", lead.primary, now)
         fleet.fleet, fleet.cluster, fleet.primary = True, lead.cluster, lead.primary
         self.c.state.open_children[fleet.id] = 0
         name = key.split("|", 1)[0]
         nodes = len({c.node for c in children})
-        self.c._touch(fleet, fleet.add_event(
+        self.c.record(fleet, fleet.add_event(
             now, "opened", f"{lead.primary.kind} on {nodes} nodes within {format_duration(self.rule.window)}: "
                            f"storm ({name})", event=name))
         self._fold(fleet, children, now, opening=True)
@@ -245,9 +245,6 @@ class Storms:
     def _fold(self, fleet: Incident, children: list[Incident], now: datetime, *, opening: bool = False) -> None:
         state = self.c.state
         joined: list[str] = []
-        listed = self.c._fleet_nodes.get(fleet.id)
-        if listed is None:  # a set beside the list: fleets list thousands of nodes
-            listed = self.c._fleet_nodes[fleet.id] = set(fleet.nodes)
         others: list[Incident] = []
         was = fleet.severity
         for inc in children:
@@ -256,17 +253,15 @@ class Storms:
             state.open_children[fleet.id] = state.open_children.get(fleet.id, 0) + 1
             state.storm_key_of.pop(inc.id, None)
             if not inc.node:  # a cluster-wide follower: one timeline line, no node to list
-                self.c._touch(fleet, fleet.add_event(now, "incident_joined", f"{inc.title} ({inc.id})",
+                self.c.record(fleet, fleet.add_event(now, "incident_joined", f"{inc.title} ({inc.id})",
                                                      incident=inc.id))
-            elif inc.node not in listed:
-                listed.add(inc.node)
-                fleet.nodes.append(inc.node)
+            elif state.add_fleet_node(fleet, inc.node):
                 joined.append(inc.node)
             others += self._absorb(fleet, inc, now)
-            self.c._touch(inc, inc.add_event(now, "folded_into_fleet", f"part of fleet incident {fleet.id}",
+            self.c.record(inc, inc.add_event(now, "folded_into_fleet", f"part of fleet incident {fleet.id}",
                                              fleet=fleet.id))
         fleet.storm_last = now
-        self.c._retitle(fleet)
+        self.c.retitle(fleet)
         if not opening and joined:
             self._node_event(fleet, now, "nodes_joined", joined, "joined")
         self._merge(fleet, others, now, was)
@@ -275,14 +270,13 @@ class Storms:
 
     def _node_event(self, fleet: Incident, now: datetime, kind: str, nodes: list[str], verb: str) -> None:
         """One timeline line per step however many nodes join (or resolve) in it."""
-        change = self.c._changes.get(fleet.id)
-        last = change.events[-1] if change and change.events else None
+        last = self.c.last_event(fleet)
         if last is not None and last.kind == kind and last.at == now:
             names = last.data["nodes"]
             names.extend(nodes)
         else:
             last = fleet.add_event(now, kind, "", nodes=list(nodes))
-            self.c._touch(fleet, last)
+            self.c.record(fleet, last)
             names = last.data["nodes"]
         shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         last.text = f"{shown} {verb} ({len(fleet.nodes)} nodes)"
@@ -345,7 +339,7 @@ class Storms:
             children = self.open_children(merged)
             self.c.state.open_children[merged.id] = 0
             merged.parent_id = kept.id  # what was sent for it points there, and nothing new is (a fleet child)
-            self.c._close(merged, now, f"merged into fleet incident {kept.id}: the same storm")
+            self.c.close(merged, now, f"merged into fleet incident {kept.id}: the same storm")
             for key in merged.storm_keys:
                 if key not in kept.storm_keys:
                     kept.storm_keys.append(key)
@@ -379,11 +373,11 @@ class Storms:
         before = (fleet.severity, fleet.title, list(fleet.signals))
         events = len(fleet.storm_keys)
         others = self._absorb(fleet, child, now)
-        self.c._retitle(fleet)
+        self.c.retitle(fleet)
         if SEVERITY_RANK.get(fleet.severity, 0) > SEVERITY_RANK.get(before[0], 0):
-            self.c._touch(fleet, fleet.add_event(now, "severity_changed", f"{before[0]} -> {fleet.severity}"))
+            self.c.record(fleet, fleet.add_event(now, "severity_changed", f"{before[0]} -> {fleet.severity}"))
         elif (fleet.title, fleet.signals) != before[1:]:
-            self.c._touch(fleet, fleet.add_event(now, "node_updated", f"{child.node}: {child.title}"))
+            self.c.record(fleet, fleet.add_event(now, "node_updated", f"{child.node}: {child.title}"))
         if len(fleet.storm_keys) > events and self._takes_nodes(fleet, now):
             self._merge(fleet, others, now, before[0])
             if fleet.is_open:  # else it merged into another fleet, which adopted what waits for it
@@ -398,15 +392,14 @@ class Storms:
         fleet.children = [c for c in fleet.children if c != child.id]
         state.open_children[fleet.id] = max(0, state.open_children.get(fleet.id, 1) - 1)
         if child.node in fleet.nodes:
-            fleet.nodes = [n for n in fleet.nodes if n != child.node]
-            self.c._fleet_nodes.pop(fleet.id, None)  # rebuilt from the list on the next fold
+            state.drop_fleet_node(fleet, child.node)
         uncount_signals(fleet, child)
-        self.c._touch(child, child.add_event(now, "left_fleet", f"not part of fleet incident {fleet.id}: cordoned "
+        self.c.record(child, child.add_event(now, "left_fleet", f"not part of fleet incident {fleet.id}: cordoned "
                                                                 "before its other signals (planned work)", fleet=fleet.id))
         if state.open_children[fleet.id] == 0:
-            self.c._close(fleet, now, f"its last node ({child.node}) was planned work, not part of it")
+            self.c.close(fleet, now, f"its last node ({child.node}) was planned work, not part of it")
             return
-        self.c._retitle(fleet)
+        self.c.retitle(fleet)
         self._node_event(fleet, now, "nodes_left", [child.node], "left: planned work")
 
     # ----- lifecycle -----
@@ -423,7 +416,7 @@ class Storms:
             if child.node:
                 self._node_event(fleet, now, "nodes_resolved", [child.node], "resolved")
             return
-        self.c._close(fleet, now, f"all {len(fleet.children)} node incidents resolved")
+        self.c.close(fleet, now, f"all {len(fleet.children)} node incidents resolved")
 
     def fleet_closed(self, fleet: Incident) -> None:
         state = self.c.state

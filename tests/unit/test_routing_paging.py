@@ -207,7 +207,7 @@ def test_pagerduty_fleet_takes_over_the_node_alert_and_the_node_leaves_it():
     done = asyncio.run(pd.deliver([item], None))
     assert sent == [("trigger", fleet.id, "i:" + child.id)]  # the node's alert, now the fleet's: no new alert
     store.refs[(fleet.id, target)] = done.ref
-    eng.correlator._close(child, at(60), "node resolved")  # the node resolves alone: the storm's page stays
+    eng.correlator.close(child, at(60), "node resolved")  # the node resolves alone: the storm's page stays
     child_item = OutboxItem(child.id, target, Intent.RESOLVE, Resolve(kinds=("resolved",), routing_key="infra",
                                                                   severity="critical"), at(60))
     asyncio.run(pd.deliver([child_item], store.refs[(child.id, target)]))
