@@ -267,9 +267,10 @@ class Member:
     folded: bool = False  # fallout (e.g. Xid 45): shown, but does not drive severity or title
     generator_url: str = ""
     summary: str = ""
+    response: bool = False  # a repair symptom (cordon, reboot) that followed the incident's fault: its response
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "fingerprint": self.fingerprint,
             "alertname": self.alertname,
             "status": self.status,
@@ -283,6 +284,9 @@ class Member:
             "generatorURL": self.generator_url,
             "summary": self.summary,
         }
+        if self.response:
+            out["response"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Member":
@@ -299,6 +303,7 @@ class Member:
             folded=bool(data.get("folded")),
             generator_url=data.get("generatorURL", ""),
             summary=data.get("summary", ""),
+            response=bool(data.get("response")),
         )
 
 
@@ -368,6 +373,8 @@ class Incident:
     # fleet: the events it stands for (rules: correlation.storm); a node-less follower: the event it awaits a fleet of
     storm_keys: list[str] = field(default_factory=list)
     storm_last: datetime | None = None  # fleet: when its latest node incident folded in (the window runs from it)
+    # "Storm pending": a node incident that may still fold into a fleet until then; routing holds its first post
+    storm_until: datetime | None = None
     primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)
     annotations: dict[str, Any] = field(default_factory=dict)  # enrichment, silences, notes
     version: int = 0
@@ -421,6 +428,7 @@ class Incident:
             "children": self.children,
             "stormKeys": self.storm_keys,
             "stormLast": iso(self.storm_last),
+            "stormUntil": iso(self.storm_until),
             "primary": self.primary.to_dict() if self.primary else None,
             "annotations": self.annotations,
             "version": self.version,
@@ -466,6 +474,7 @@ class Incident:
             children=list(data.get("children") or []),
             storm_keys=list(data.get("stormKeys") or []),
             storm_last=parse_iso(data.get("stormLast")),
+            storm_until=parse_iso(data.get("stormUntil")),
             primary=Signal.from_dict(data["primary"]) if data.get("primary") else None,
             annotations=dict(data.get("annotations") or {}),
             version=int(data.get("version") or 0),

@@ -5,14 +5,16 @@ the HTTP receiver, in ``alertd replay`` and in rule unit tests.
 """
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 from alertd.core.durations import format_duration
+from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
 from alertd.engine.fleet_summary import fleet_title
 from alertd.engine.grouping import fields_of, group_for
 from alertd.engine.state import EngineState
+from alertd.engine.reopen import Reopening
 from alertd.engine.storm import Storms
 from alertd.core.matchers import match_all
 from alertd.core.model import (
@@ -31,25 +33,13 @@ from alertd.core.model import (
     Signal,
     as_severity,
     interned,
-    signal_rank,
 )
+from alertd.core.response_marks import REPAIR_FAILED, RESPONSE, flagged, is_response
 from alertd.rules.ruleset import CorrelationRules, GroupRule
 
 PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
-CLOCK_SLACK = timedelta(minutes=1)
-# How long a resolved incident is remembered as the owner of its alerts' late resolves: Prometheus re-sends a
-# resolved alert for 15 minutes, and Alertmanager carries it to a group's next flush.
-LATE_RESOLVES = timedelta(minutes=30)  # Prometheus' clock against alertd's, for an incident resolved by hand
-
-
-def _last_end(inc: Incident) -> datetime:
-    """When a resolved incident's trouble ended: its last alert's end (the alerts' own clock, so a late or
-    backlogged delivery is judged by when things happened), or its resolution when none ended (resolved by
-    hand)."""
-    ends = [m.ends_at for m in inc.members.values() if m.ends_at is not None]
-    return max(ends) if ends else inc.resolved_at or inc.opened_at
 
 
 def _code_unknown(sig: Signal | None) -> bool:
@@ -69,6 +59,7 @@ class Correlator:
         self.state = state or EngineState()
         self._changes: dict[str, Change] = {}
         self.storms = Storms(self)
+        self.reopening = Reopening(self)
 
     # ----- public steps: each returns the incidents it changed -----
 
@@ -90,7 +81,8 @@ class Correlator:
             if inc.fleet and any(c in self.state.incidents for c in inc.children):
                 continue
             self.close(inc, now, f"all alerts resolved for {format_duration(now - inc.quiet_since)} (hold-down passed)")
-        self._forget_closed(now)
+        self._still_down(now)
+        self.reopening.forget(now)
         wd = self.rules.watchdog
         hb = self.state.heartbeat_at
         if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.state.by_key:
@@ -183,7 +175,7 @@ class Correlator:
         if inc_id is not None:
             self._update_member(self.state.incidents[inc_id], alert, now)
             return
-        if alert.status != FIRING and self._known_resolution(alert):
+        if alert.status != FIRING and self.reopening.known_resolution(alert):
             return  # a late copy of an alert whose incident has resolved since
         alert.labels = interned(alert.labels)  # from here kept: by the member, and by the incident's fields
         fields = fields_of(alert)
@@ -200,7 +192,7 @@ class Correlator:
                 found = (GroupRule("unmatched", ("alertname",), (), True), f"unmatched|alertname={alert.name}")
             group, key = found
             target_id = self.state.by_key.get(key)
-            target = self.state.incidents[target_id] if target_id else self._reopen(key, alert, now)
+            target = self.state.incidents[target_id] if target_id else self.reopening.reopen(key, alert, now)
             if target is None:
                 if alert.status != FIRING and not self._opens_resolved(alert):
                     return  # a resolved follower or unclassified alert alone says nothing happened
@@ -208,11 +200,6 @@ class Correlator:
                 self._join(target, alert, now, opening=True)
                 return
         self._join(target, alert, now, folded=folded)
-
-    def _known_resolution(self, alert: Alert) -> bool:
-        """Whether a resolved alert is one an incident had (open, or resolved lately): not news."""
-        closed = self.state.recently_closed(alert.fingerprint)
-        return closed is not None and alert.starts_at <= closed.members[alert.fingerprint].starts_at
 
     def _opens_resolved(self, alert: Alert) -> bool:
         """A resolved alert never seen firing is evidence that its fault happened (an Xid that fired and
@@ -231,55 +218,6 @@ class Correlator:
         found = [self.state.incidents[i] for i in ids or () if i in self.state.incidents]
         found = [i for i in found if not i.fleet and i.group != "other"]
         return max(found, key=lambda i: (i.updated_at, i.opened_at)) if found else None
-
-    def _reopen(self, key: str, alert: Alert, now: datetime) -> Incident | None:
-        """The incident of ``key`` resolved within the reopen window, opened again: a fault that comes back
-        (a flapping GPU, Alertmanager's 5-minute batches, the operator's cordon after a short Xid) is one
-        incident that says it flaps, not a chain."""
-        inc = self.state.closed.get(key)
-        window = self.rules.reopen_window
-        if inc is None or inc.resolved_at is None or not window or (inc.fleet and inc.parent_id):
-            return None  # (a fleet merged into another one: the other stands for it)
-        gone = alert.starts_at - _last_end(inc)
-        if not -CLOCK_SLACK <= gone <= window:
-            return None  # back after the window, or an occurrence older than the incident's end (a backfill)
-        self.state.reopened(inc)
-        fleet = self._reopen_parent(inc, now) if inc.parent_id else None
-        if inc.parent_id and fleet is None:
-            inc.parent_id = ""  # its fleet is gone for good: it stands alone again
-        inc.status, inc.resolved_at, inc.quiet_since = OPEN, None, None
-        inc.acknowledged_by, inc.acknowledged_at = "", None
-        inc.flaps += 1
-        self.state.add(inc)
-        self.state.storm_indexed = False  # the storm indexes are rebuilt with it open
-        self.record(inc, inc.add_event(now, "reopened", f"{alert.name}: {alert.signal.title} again "
-                                                        f"{format_duration(max(gone, timedelta(0)))} after it "
-                                                        f"resolved (flap {inc.flaps})",
-                                       flap=inc.flaps), urgent=True)
-        return inc
-
-    def _reopen_parent(self, child: Incident, now: datetime) -> Incident | None:
-        fleet = self.state.incidents.get(child.parent_id)
-        if fleet is not None:
-            return fleet
-        closed = [c for c in self.state.closed.values() if c.id == child.parent_id]
-        if not closed or closed[0].resolved_at is None or now - closed[0].resolved_at > self.rules.reopen_window:
-            return None
-        fleet = closed[0]
-        self.state.reopened(fleet)
-        fleet.status, fleet.resolved_at, fleet.quiet_since = OPEN, None, None
-        fleet.flaps += 1
-        self.state.add(fleet)
-        self.record(fleet, fleet.add_event(now, "reopened", f"{child.node or child.id} failing again (flap {fleet.flaps})",
-                                           flap=fleet.flaps), urgent=True)
-        return fleet
-
-    def _forget_closed(self, now: datetime) -> None:
-        window = self.rules.reopen_window
-        old = [inc for inc in self.state.resolved_lately()
-               if inc.resolved_at is None or now - inc.resolved_at > max(window, LATE_RESOLVES)]
-        for inc in old:
-            self.state.reopened(inc)
 
     def _fold_target(self, alert: Alert, now: datetime) -> Incident | None:
         best: tuple[datetime, Incident] | None = None
@@ -310,6 +248,9 @@ class Correlator:
             last_seen=now, folded=folded, generator_url=alert.generator_url,
             summary=alert.annotations.get("summary", ""),
         )
+        fault = "" if opening else self._responds_to(inc, member)
+        member.response = bool(fault)
+        failed = "" if opening else resp.fault_back(inc, self.rules.response, member)
         inc.members[alert.fingerprint] = member
         firing = alert.status == FIRING
         if firing:
@@ -324,25 +265,54 @@ class Correlator:
         what = f"{alert.name}: {alert.signal.title}" + (f" (GPU {alert.subject.gpu.index})" if alert.subject.gpu and alert.subject.gpu.index else "")
         if alert.signal.kind == "other":
             what += " (unclassified)"
+        if fault:
+            what += f" (response to {fault})"
         if not firing:
             what += " (fired and resolved before it reached alertd)"
             if inc.firing == 0 and inc.quiet_since is None:
                 inc.quiet_since = now
         elif not opening and inc.quiet_since is not None:
             inc.quiet_since = None
-            inc.flaps += 1
+            inc.flaps += 0 if fault else 1  # the operator's cordon after a short fault is no flap
         kind = "opened" if opening else "alert_folded" if folded else "alert_joined"
-        if not (kind == "alert_joined" and self._merge_join(inc, now, what, alert.fingerprint)):
-            self.record(inc, inc.add_event(now, kind, what, fingerprint=alert.fingerprint), member=alert.fingerprint)
+        if not (kind == "alert_joined" and self._merge_join(inc, now, what, alert.fingerprint, bool(fault))):
+            self.record(inc, flagged(inc.add_event(now, kind, what, fingerprint=alert.fingerprint), bool(fault)),
+                        member=alert.fingerprint)
         if not opening and SEVERITY_RANK[inc.severity] > SEVERITY_RANK.get(before, 0):
-            self.record(inc, inc.add_event(now, "severity_changed", f"{before} -> {inc.severity}"))
+            self.record(inc, flagged(inc.add_event(now, "severity_changed", f"{before} -> {inc.severity}"), bool(fault)))
+        if failed:
+            self._repair_failed(inc, failed, now)
 
-    def _merge_join(self, inc: Incident, now: datetime, what: str, fingerprint: str) -> bool:
+    def _responds_to(self, inc: Incident, member: Member) -> str:
+        """The fault a repair symptom joining ``inc`` responds to (its title), or ""."""
+        rule = self.rules.response
+        if not resp.is_symptom(rule, member.signal):
+            return ""
+        return resp.fault_of(inc, rule, member.starts_at, self.state.incidents.get(inc.parent_id))
+
+    def _repair_failed(self, inc: Incident, why: str, now: datetime) -> None:
+        """Said once: the node's repair did not hold. Routing pages it (storms take the node out of its
+        fleet, whose page told of the fault, not of this)."""
+        resp.mark_failed(inc, why, now)
+        self.record(inc, inc.add_event(now, REPAIR_FAILED, why), urgent=True)
+
+    def _still_down(self, now: datetime) -> None:
+        failed = False
+        for inc in list(self.state.incidents.values()):
+            why = "" if inc.fleet else resp.still_down(inc, self.rules.response, now)
+            if why:
+                self._repair_failed(inc, why, now)
+                failed = True
+        if failed:
+            self._settle(now)
+
+    def _merge_join(self, inc: Incident, now: datetime, what: str, fingerprint: str, response: bool) -> bool:
         """Alerts joining one incident in one step make ONE timeline line ("9 alerts joined, first ..."),
-        so a storm does not write a line per alert."""
+        so a storm does not write a line per alert (responses and faults apart: one line never says both)."""
         change = self._changes.get(inc.id)
         last = self.last_event(inc)
-        if change is None or last is None or last.kind != "alert_joined" or last.at != now:
+        if change is None or last is None or last.kind != "alert_joined" or last.at != now \
+                or bool(last.data.get(RESPONSE)) != response:
             return False
         fps = last.data.setdefault("fingerprints", [last.data.pop("fingerprint", "")])
         fps.append(fingerprint)
@@ -368,13 +338,18 @@ class Correlator:
                 m.starts_at = alert.starts_at
                 return
             m.status, m.starts_at, m.ends_at = FIRING, alert.starts_at, None
+            failed = resp.fault_back(inc, self.rules.response, m)
             inc.firing += 1
-            event = inc.add_event(now, "alert_refired", f"{m.alertname} firing again", fingerprint=m.fingerprint)
+            m.response = bool(self._responds_to(inc, m))
+            event = flagged(inc.add_event(now, "alert_refired", f"{m.alertname} firing again",
+                                          fingerprint=m.fingerprint), m.response)
             if inc.quiet_since is not None:
                 inc.quiet_since = None
-                inc.flaps += 1
+                inc.flaps += 0 if m.response else 1
                 event.data["flap"] = inc.flaps
             self.record(inc, event, member=m.fingerprint)
+            if failed:
+                self._repair_failed(inc, failed, now)
             return
         if m.status == RESOLVED:
             return
@@ -423,7 +398,8 @@ class Correlator:
                 inc.severity = sig.severity
             elif SEVERITY_RANK.get(sig.severity, 0) > SEVERITY_RANK.get(inc.severity, 0):
                 inc.severity = sig.severity
-            if inc.primary is None or len(inc.members) == 1 or signal_rank(sig) > signal_rank(inc.primary):
+            rule = self.rules.response  # the cause keeps the headline: a repair symptom never takes it
+            if inc.primary is None or len(inc.members) == 1 or resp.lead_rank(rule, sig) > resp.lead_rank(rule, inc.primary):
                 inc.primary = sig
         self.retitle(inc)
 
@@ -435,7 +411,7 @@ class Correlator:
         signals = _known_first(signals)
         if not signals:
             return
-        inc.primary = max(signals, key=signal_rank)
+        inc.primary = max(signals, key=lambda sig: resp.lead_rank(self.rules.response, sig))
         inc.severity = max((s.severity for s in signals), key=lambda v: SEVERITY_RANK.get(v, 0))
         inc.signals = sorted({m.signal.kind for m in members} | {s.kind for s in signals})
         inc.xids = sorted({s.xid for s in [m.signal for m in members] + signals if s.xid})
@@ -469,6 +445,12 @@ class Correlator:
         """The latest event this step recorded for ``inc``, if any (so a step can extend one line)."""
         change = self._changes.get(inc.id)
         return change.events[-1] if change and change.events else None
+
+    def only_response(self, inc: Incident) -> bool:
+        """Whether all this step tells of ``inc`` is the response to its fault (and resolutions)."""
+        change = self._changes.get(inc.id)
+        return change is not None and all(is_response(e) or e.kind in ("alert_resolved", "all_alerts_resolved")
+                                          for e in change.events)
 
     def _settle(self, now: datetime) -> None:
         """Storms are decided once a step has given each node incident all of its alerts."""

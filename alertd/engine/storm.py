@@ -44,6 +44,7 @@ from alertd.core.durations import format_duration
 from alertd.core.matchers import match_all
 from alertd.engine.fleet_summary import count_signals, uncount_signals
 from alertd.engine.state import EngineState
+from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
 from alertd.rules.ruleset import CorrelationRules, StormRule
 
@@ -66,6 +67,8 @@ class StormHost(Protocol):
     def record(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None: ...
 
     def last_event(self, inc: Incident) -> Event | None: ...
+
+    def only_response(self, inc: Incident) -> bool: ...
 
 NEVER_STORM = ("other", "watchdog")
 def signal_fields(inc: Incident, sig: Signal) -> dict[str, str]:
@@ -157,9 +160,13 @@ class Storms:
 
     def _planned(self, inc: Incident) -> bool:
         """Planned work: a node led by a follower (exporter down, not ready) whose cordon came first, as in
-        cordon -> reboot -> uncordon. Nothing links it to a storm of its cluster, so it joins none."""
+        cordon -> reboot -> uncordon. Nothing links it to a storm of its cluster, so it joins none. Judged
+        over the incident's whole history (a reopened incident keeps its members): a cordon that followed a
+        fault of the node or of its fleet is the response to it (``Member.response``), never planned work."""
         followers = self.rule.followers
         if not followers or inc.primary is None or not match_all(followers, signal_fields(inc, inc.primary)):
+            return False
+        if any(m.response for m in inc.members.values()):
             return False
         cordons = [m.starts_at for m in inc.members.values() if m.signal.kind == "node_cordoned"]
         follows = [m.starts_at for m in inc.members.values()
@@ -223,6 +230,29 @@ class Storms:
         if len({p.node for p in live}) >= rule.min_nodes:
             del state.recent[key]
             self._start(key, live, now)
+            return
+        ids = [p.id for p in live]  # in the order they became candidates
+        before = live[:ids.index(inc.id)] if inc.id in ids else []
+        waiting = [w for i in state.waiting.get(key, []) if (w := state.incidents.get(i)) is not None
+                   and not w.parent_id and now - w.opened_at <= rule.window]
+        if before or waiting:
+            self._pending(inc, len(before) + len(waiting), now)
+
+    def _pending(self, inc: Incident, peers: int, now: datetime) -> None:
+        """Mark ``inc`` "storm pending": incidents of its event opened before it within the window, still too
+        few for a fleet, and Alertmanager's next batch may bring the rest. Routing holds its first post and
+        page while the mark stands (``Incident.storm_until``, stored with the incident, so a restart or a new
+        leader holds it too). The first of them is not held: it posts after group_wait, and a fleet forming
+        later takes its page over. Marked once, never past the window. Application faults are their job's
+        owners', never held."""
+        rule = self.rule
+        if inc.storm_until is not None or not rule.pending or inc.category == "application":
+            return
+        inc.storm_until = min(now + rule.pending, inc.opened_at + rule.window)
+        self.c.record(inc, inc.add_event(now, "storm_pending", f"{peers} other incident(s) of its event within "
+                                                               f"{format_duration(rule.window)}: held until "
+                                                               f"{inc.storm_until:%H:%M:%S} for a storm to form",
+                                         until=inc.storm_until.isoformat()))
 
     def _start(self, key: str, children: list[Incident], now: datetime) -> None:
         for child in children:  # their exporters are down too, in a fleet led by exporters down: the same storm
@@ -248,7 +278,7 @@ class Storms:
         others: list[Incident] = []
         was = fleet.severity
         for inc in children:
-            inc.parent_id = fleet.id
+            inc.parent_id, inc.storm_until = fleet.id, None
             fleet.children.append(inc.id)
             state.open_children[fleet.id] = state.open_children.get(fleet.id, 0) + 1
             state.storm_key_of.pop(inc.id, None)
@@ -368,25 +398,32 @@ class Storms:
         if fleet is None:
             return
         if child.node and self._planned(child):
-            self._unfold(fleet, child, now)
+            self._unfold(fleet, child, now, "cordoned before its other signals (planned work)", "planned work")
+            return
+        failed = repair_failed(child)
+        if failed:  # news the fleet's page did not tell: the node pages it on its own, once
+            self._unfold(fleet, child, now, failed, "repair failed")
             return
         before = (fleet.severity, fleet.title, list(fleet.signals))
         events = len(fleet.storm_keys)
         others = self._absorb(fleet, child, now)
         self.c.retitle(fleet)
+        repair = self.c.only_response(child)  # the repair of what the fleet paged: no news for a pager
         if SEVERITY_RANK.get(fleet.severity, 0) > SEVERITY_RANK.get(before[0], 0):
-            self.c.record(fleet, fleet.add_event(now, "severity_changed", f"{before[0]} -> {fleet.severity}"))
+            self.c.record(fleet, flagged(fleet.add_event(now, "severity_changed", f"{before[0]} -> {fleet.severity}"),
+                                         repair))
         elif (fleet.title, fleet.signals) != before[1:]:
-            self.c.record(fleet, fleet.add_event(now, "node_updated", f"{child.node}: {child.title}"))
+            self.c.record(fleet, flagged(fleet.add_event(now, "node_updated", f"{child.node}: {child.title}"), repair))
         if len(fleet.storm_keys) > events and self._takes_nodes(fleet, now):
             self._merge(fleet, others, now, before[0])
             if fleet.is_open:  # else it merged into another fleet, which adopted what waits for it
                 self._adopt(fleet, now)
 
-    def _unfold(self, fleet: Incident, child: Incident, now: datetime) -> None:
-        """A node that joined as a follower turns out to be planned work (its cordon, which started first,
-        arrived after its exporter's alert, as Alertmanager's batches by alert name deliver them): it leaves
-        the fleet and stands alone, where routing judges it as the maintenance it is."""
+    def _unfold(self, fleet: Incident, child: Incident, now: datetime, why: str, short: str) -> None:
+        """A node leaves its fleet and stands alone: one that joined as a follower turns out to be planned
+        work (its cordon, which started first, arrived after its exporter's alert, as Alertmanager's batches
+        by alert name deliver them), and routing judges it as the maintenance it is; or its repair failed,
+        which it pages on its own."""
         state = self.c.state
         child.parent_id = ""
         fleet.children = [c for c in fleet.children if c != child.id]
@@ -394,13 +431,13 @@ class Storms:
         if child.node in fleet.nodes:
             state.drop_fleet_node(fleet, child.node)
         uncount_signals(fleet, child)
-        self.c.record(child, child.add_event(now, "left_fleet", f"not part of fleet incident {fleet.id}: cordoned "
-                                                                "before its other signals (planned work)", fleet=fleet.id))
+        self.c.record(child, child.add_event(now, "left_fleet", f"not part of fleet incident {fleet.id}: {why}",
+                                             fleet=fleet.id))
         if state.open_children[fleet.id] == 0:
-            self.c.close(fleet, now, f"its last node ({child.node}) was planned work, not part of it")
+            self.c.close(fleet, now, f"its last node ({child.node}) left it: {short}")
             return
         self.c.retitle(fleet)
-        self._node_event(fleet, now, "nodes_left", [child.node], "left: planned work")
+        self._node_event(fleet, now, "nodes_left", [child.node], f"left: {short}")
 
     # ----- lifecycle -----
 

@@ -89,7 +89,9 @@ def route_incident(routing: Routing, inc: Incident, now: datetime, *, cordoned_a
             decision.severity = policy.severity
             fields["severity"] = policy.severity
     elif judged is not None and SEVERITY_RANK.get(judged, 0) < SEVERITY_RANK.get(inc.severity, 0):
-        decision.note = f"severity {inc.severity} is planned work on a cordoned node; the rest is {judged}"
+        work = "the repair of its fault" if any(m.response for m in inc.members.values()) else \
+            "planned work on a cordoned node"
+        decision.note = f"severity {inc.severity} is {work}; the rest is {judged}"
         decision.severity = judged
         fields["severity"] = judged
     matched = False

@@ -14,6 +14,7 @@ from typing import Any, Iterable, TypedDict
 from alertd.core.outbox_items import Escalate, Intent, JsonDoc, OutboxItem, Page, Resolve, Show, Target, Timeline
 from alertd.core.router_memory import ESCALATION, SENT, MemoryDelta, RouterMemory
 from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
+from alertd.core.response_marks import REPAIR_FAILED, is_response, repair_failed
 from alertd.integrations import registry
 from alertd.notify.decision import RouteDecision, Hit, cordon_severity, route_incident
 from alertd.rules.routing import Receiver, Routing, owner_channel
@@ -23,9 +24,10 @@ log = logging.getLogger(__name__)
 
 # Timeline kinds that are shown by editing the message only; every other kind is also a thread reply.
 QUIET_KINDS = frozenset({"opened", "alert_resolved", "alert_refired", "all_alerts_resolved", "severity_changed",
-                         "folded_into_fleet", "nodes_joined", "nodes_resolved", "node_updated"})
+                         "folded_into_fleet", "nodes_joined", "nodes_resolved", "node_updated", "storm_pending"})
 # Changes that matter to a pager once the incident has been sent there; the urgent ones bring a page along.
-PAGER_KINDS = frozenset({"opened", "severity_changed", "classification_upgraded", "acknowledged", "resolved"})
+PAGER_KINDS = frozenset({"opened", "severity_changed", "classification_upgraded", "acknowledged", "resolved",
+                         REPAIR_FAILED})
 URGENT_KINDS = frozenset({"acknowledged", "resolved"})
 # A change made only of these is no news to a target that has heard nothing of the incident: it never opens
 # a message or a page there (a cordon that resolves is not a first notification of the maintenance).
@@ -106,8 +108,6 @@ class Router:
         # fleet -> its node incidents as routed (the engine's own objects, kept current by it): what makes a
         # fleet cordon-aware. Derived, not remembered: after a restore a fleet knows the nodes routed since.
         self._children: dict[str, dict[str, Incident]] = {}
-        # (cluster, kind, Xid/detail/category) -> node incidents opened within routing.storm_wait (derived)
-        self._recent: dict[tuple[str, str, str], list[Incident]] = {}
         self._judged: dict[str, tuple[int, datetime | None, str | None]] = {}  # node incident -> judgment
 
     # The memory's parts under the names routing code uses.
@@ -128,7 +128,6 @@ class Router:
         self.memory = memory
         self._cordon_keys = None
         self._children = {}
-        self._recent = {}
         self._judged = {}
 
     def set_rules(self, rules: Any) -> None:
@@ -243,8 +242,11 @@ class Router:
             return []
         decision = route_incident(self.routing, inc, now, cordoned_at=self.cordoned_at(inc),
                           children=self._fleet_children(inc))
+        if REPAIR_FAILED in kinds:
+            decision.note = "; ".join(n for n in (repair_failed(inc), decision.note) if n)
         known = self._targets.setdefault(inc.id, set())
-        news = not kinds <= RESOLUTION_KINDS
+        # The response to a fault (cordon, reboot, uncordon) is never news to a target that has not heard of it
+        news = not _news(change) <= RESOLUTION_KINDS
         out: list[OutboxItem] = []
         # Each target once; a target reached through a muted route and a loud one is loud.
         chosen: dict[Target, tuple[Hit, bool]] = {}
@@ -316,8 +318,8 @@ class Router:
             return []
         inc = change.incident
         # A reopened incident (the same key back within the reopen window) was sent before it resolved: its
-        # message is updated where it is and nothing pages again for a flap.
-        first = target not in known and not quiet and "reopened" not in change.kinds
+        # message is updated where it is and nothing pages again for a flap; a repair that failed does, once.
+        first = target not in known and not quiet and ("reopened" not in change.kinds or REPAIR_FAILED in change.kinds)
         wait = self._group_wait(inc, now) if first else None
         common = Routed(kinds=tuple(change.kinds), urgent=change.urgent, only_if_posted=quiet, note=decision.note,
                         muted=why, route=hit.route if hit else "", receiver=hit.receiver if hit else "",
@@ -337,7 +339,7 @@ class Router:
             thread = tuple(e.to_dict() for e in change.events if e.kind not in QUIET_KINDS)
             if thread:
                 out.append(OutboxItem(inc.id, target, Intent.TIMELINE, Timeline(**common, events=thread), now))
-        pager_news = set(change.kinds) & PAGER_KINDS
+        pager_news = _news(change) & PAGER_KINDS
         if integration.accepts(Intent.PAGE) and (pager_news or first):
             page = (Resolve if pager_news and pager_news <= URGENT_KINDS else Page)(
                 **common, routing_key=target.address, severity=decision.severity)
@@ -355,25 +357,17 @@ class Router:
         return next((c for c in inc.children if target in self._targets.get(c, ())), "")
 
     def _group_wait(self, inc: Incident, now: datetime) -> timedelta | None:
-        """A node incident's first post and page wait, so a storm can fold it first (fleets post at once).
-        So does a node-less follower awaiting its cluster's fleet (the engine set its ``storm_keys``).
-        A node incident like another on its cluster (same signal and Xid) opened within ``storm_wait`` waits that
-        long instead: Alertmanager sends the rest of a storm in its next batch, a group interval later, and
-        the fleet that forms then takes over the first node's page (``_adoptable``)."""
+        """A node incident's first post and page wait ``group_wait``, so a storm can fold it first (fleets
+        post at once). So does a node-less follower awaiting its cluster's fleet (the engine set its
+        ``storm_keys``). One the engine marked "storm pending" (peers of its event opened, too few for a fleet
+        yet) waits while the mark stands: the engine alone decides storms, and the mark is stored with the
+        incident, so a restart or a new leader holds it too. The fleet that forms meanwhile takes over a
+        first node's page (``_adoptable``), and a held item of a node it folded is dropped."""
         wait = self.routing.group_wait
         if inc.fleet or not (inc.node or inc.storm_keys) or inc.status != OPEN:
             return None
-        return max(wait, self._peer_wait(inc, now)) or None
-
-    def _peer_wait(self, inc: Incident, now: datetime) -> timedelta:
-        hold = self.routing.storm_wait
-        if not hold or inc.primary is None or inc.category == "application":
-            return timedelta(0)  # (application Xids are their job's owners', never paged: nothing to hold)
-        sig = inc.primary  # a storm repeats one thing: one Xid code, one kind of node loss, one category
-        kind = (inc.cluster, sig.kind, str(sig.xid or sig.detail or sig.category))
-        peers = [p for p in self._recent.get(kind, []) if now - p.opened_at < hold and p.is_open and p.id != inc.id]
-        self._recent[kind] = peers + [inc]
-        return hold if any(not p.parent_id for p in peers) else timedelta(0)
+        pending = inc.storm_until - now if inc.storm_until is not None and not inc.parent_id else timedelta(0)
+        return max(wait, pending) or None
 
     def _escalations(self, change: Change, now: datetime, decision: RouteDecision, loud: set[Target],
                      moved: dict[Target, list[str]]) -> list[OutboxItem]:
@@ -415,6 +409,11 @@ class Router:
             for t in sorted(t for t in talks if t in loud and _converses(t)):
                 out.append(OutboxItem(inc.id, t.in_lane("escalation"), Intent.ESCALATE, payload, due))
         return out
+
+
+def _news(change: Change) -> set[str]:
+    """The change's kinds that tell more than the response to a fault (the engine flags those events)."""
+    return {e.kind for e in change.events if not is_response(e)} if change.events else set(change.kinds)
 
 
 def _converses(target: Target) -> bool:

@@ -41,7 +41,6 @@ from alertd.rules.windows import CordonPolicy, Maintenance, Pending, TimeRange, 
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 DEFAULT_GROUP_WAIT = timedelta(seconds=2)
-DEFAULT_STORM_WAIT = timedelta(0)  # off; a little above Alertmanager's group_interval (5m10s) turns it on
 ESCALATION_KIND = "pagerduty"  # route.escalate names a PagerDuty routing key
 OWNER_CHANNEL_KIND = "slack"  # owners.use_channels: the owner's Slack channel
 
@@ -95,8 +94,8 @@ class Routing:
     owners: OwnerRouting = OwnerRouting()
     # A new node incident's first notification waits this long, so a storm can form and fold it first.
     group_wait: timedelta = DEFAULT_GROUP_WAIT
-    # A node incident like another opened on its cluster this recently waits this long: a storm's next batch.
-    storm_wait: timedelta = DEFAULT_STORM_WAIT
+    # Deprecated alias of correlation.storm.pending (None: not given); the loader maps it there with a warning.
+    storm_wait: timedelta | None = None
 
     def addresses(self, kind: str) -> set[str]:
         """Every address of one integration the rules name (receivers and escalations)."""
@@ -182,7 +181,8 @@ def parse_routing(data: dict[str, Any], check: Any) -> Routing:
         cordoned=cordon,
         owners=owners,
         group_wait=check.duration(data.get("group_wait"), root + ("group_wait",), DEFAULT_GROUP_WAIT),
-        storm_wait=check.duration(data.get("storm_wait"), root + ("storm_wait",), DEFAULT_STORM_WAIT),
+        storm_wait=None if data.get("storm_wait") is None else check.duration(
+            data.get("storm_wait"), root + ("storm_wait",), timedelta(0)),
     )
 
 

@@ -6,6 +6,8 @@ problem carries ``file:line:column``.
 """
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -27,6 +29,7 @@ from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 SECTIONS = {"xids": "xid-catalog", "signals": "signals", "evidence": "evidence", "correlation": "correlation",
             "routing": "routing", "rma": "rma", "remediation": "remediation"}
 RULE_SUFFIXES = (".yml", ".yaml")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,20 @@ DEFAULT_STORM_EVENTS = (
     StormEvent("node-lost", ("cluster",), parse_matchers(['signal=~"metrics_missing|node_not_ready"'])),
 )
 DEFAULT_FOLLOWERS = parse_matchers(['signal=~"metrics_missing|node_not_ready"'])
+DEFAULT_RESPONSE_SIGNALS = parse_matchers(['signal=~"node_cordoned|node_not_ready|metrics_missing"',
+                                           'detail=~"|exporter_down|node_down"'])
+DEFAULT_STILL_DOWN = parse_matchers(['signal=~"metrics_missing|node_not_ready"', 'detail=~"|node_down"'])
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseRule:
+    """What people and remediators do to a node after its fault (cordon, drain, reboot, uncordon), and how long
+    after the fault it still counts as the response to it (engine/response.py)."""
+
+    signals: tuple[Matcher, ...] = DEFAULT_RESPONSE_SIGNALS  # a node's repair symptoms: never its headline
+    window: timedelta = timedelta(hours=3)  # from the fault's last alert ending
+    repair_timeout: timedelta = timedelta(minutes=30)  # still down this long after the reboot: the repair failed
+    still_down: tuple[Matcher, ...] = DEFAULT_STILL_DOWN  # what "still down" is
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +91,9 @@ class StormRule:
     signals: tuple[str, ...] = ()
     events: tuple[StormEvent, ...] = DEFAULT_STORM_EVENTS
     followers: tuple[Matcher, ...] = DEFAULT_FOLLOWERS
+    # A node incident whose event has peers still too few for a fleet may fold until this long after it is
+    # marked "storm pending" (never past the window): routing holds its first post and page until then.
+    pending: timedelta = timedelta(minutes=5, seconds=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +120,7 @@ class CorrelationRules:
     fold_window: timedelta = timedelta(minutes=10)
     storm: StormRule = StormRule()
     watchdog: WatchdogRule = WatchdogRule()
+    response: ResponseRule = ResponseRule()
 
 
 @dataclass(slots=True)
@@ -178,6 +199,7 @@ class _Sections:
     signals: list[SignalRule] = field(default_factory=list)
     evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules | None = None
+    pending_given: bool = False  # correlation.storm.pending set (it wins over routing.storm_wait, its alias)
     routing: tuple[Any, _Checker] | None = None  # parsed last: its problems follow every file's own
     rma: list[Any] = field(default_factory=list)
     remediation: RemediationPolicy | None = None
@@ -211,10 +233,26 @@ def load_rules(paths: Sequence[Path | str]) -> RuleSet:
     if sections.routing is not None:
         data, check = sections.routing
         rules.routing = parse_routing(data, check)
+        rules.correlation = _storm_wait_alias(rules.correlation, rules.routing.storm_wait, sections.pending_given)
         found.extend(check.found)
     if found:
         raise InvalidDocument(found)
     return rules
+
+
+def _storm_wait_alias(correlation: CorrelationRules, storm_wait: timedelta | None, pending_given: bool) -> CorrelationRules:
+    """``routing.storm_wait`` is an older name of ``correlation.storm.pending``: the engine alone decides
+    storms, and routing holds a first post only while the engine's mark stands."""
+    if storm_wait is None:
+        return correlation
+    if pending_given:
+        log.warning("routing.storm_wait is ignored: correlation.storm.pending is set, and storm_wait is only "
+                    "its older name; remove storm_wait")
+        return correlation
+    log.warning("routing.storm_wait is deprecated: it now sets correlation.storm.pending (%ss), the engine's "
+                "hold for a node incident that may still fold into a storm; move it there",
+                int(storm_wait.total_seconds()))
+    return dataclasses.replace(correlation, storm=dataclasses.replace(correlation.storm, pending=storm_wait))
 
 
 def _read_rule_file(path: Path, found: list[Problem]) -> tuple[dict[str, Any], _Checker] | None:
@@ -255,6 +293,7 @@ def _read_section(sections: _Sections, section: str, doc: dict[str, Any], check:
         if sections.correlation is not None:
             check.problem(("correlation",), "correlation is defined in more than one rule file")
         sections.correlation = _correlation(body, check)
+        sections.pending_given = "pending" in ((body or {}).get("storm") or {})
     elif section == "routing":
         if sections.routing is not None:
             check.problem(("routing",), "routing is defined in more than one rule file")
@@ -326,7 +365,9 @@ def _correlation(doc: dict[str, Any], check: _Checker) -> CorrelationRules:
         signals=tuple(storm_doc.get("signals") or ()),
         events=tuple(events) if "events" in storm_doc else base.storm.events,
         followers=base.storm.followers if followers is None else check.matchers(followers, ("correlation", "storm", "followers")),
+        pending=check.duration(storm_doc.get("pending"), ("correlation", "storm", "pending"), base.storm.pending),
     )
+    response = _response(doc.get("response") or {}, base.response, check)
     wd_doc = doc.get("watchdog") or {}
     watchdog = WatchdogRule(
         alertnames=tuple(wd_doc.get("alertnames") or base.watchdog.alertnames),
@@ -340,4 +381,16 @@ def _correlation(doc: dict[str, Any], check: _Checker) -> CorrelationRules:
         fold_window=check.duration(doc.get("fold_window"), ("correlation", "fold_window"), base.fold_window),
         storm=storm,
         watchdog=watchdog,
+        response=response,
+    )
+
+
+def _response(doc: dict[str, Any], base: ResponseRule, check: _Checker) -> ResponseRule:
+    root = ("correlation", "response")
+    signals, down = doc.get("signals"), doc.get("still_down")
+    return ResponseRule(
+        signals=base.signals if signals is None else check.matchers(signals, root + ("signals",)),
+        window=check.duration(doc.get("window"), root + ("window",), base.window),
+        repair_timeout=check.duration(doc.get("repair_timeout"), root + ("repair_timeout",), base.repair_timeout),
+        still_down=base.still_down if down is None else check.matchers(down, root + ("still_down",)),
     )

@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 from alertd.core.matchers import Matcher, match_all, parse_matchers
 from alertd.core.model import FIRING, Incident, max_severity
+from alertd.core.response_marks import REPAIR_FAILED
 from alertd.rules.fields import member_fields
 
 CORDON_KIND = "node_cordoned"
@@ -148,11 +149,14 @@ def unplanned_severity(inc: Incident, cordon: Cordon, policy: CordonPolicy) -> s
     Planned: a signal expected while a node is worked on that really started after the cordon (and
     before it ended). Anything else (a fault signal, or a node lost before the cordon) is not, and
     neither is a signal enrichment found (the kernel log's Xid). Planned members do not count toward
-    the severity: a NodeDown of the planned reboot does not make a later fault critical."""
+    the severity: a NodeDown of the planned reboot does not make a later fault critical. Neither does the
+    response to the node's own fault (``Member.response``: the cordon and reboot that repair it), unless the
+    repair failed."""
     found: list[str] = []
     folded: list[str] = []
+    failed = REPAIR_FAILED in inc.annotations
     for m in inc.members.values():
-        if m.signal.kind == CORDON_KIND:
+        if m.signal.kind == CORDON_KIND or (m.response and not failed):
             continue
         fields = member_fields(m)
         start = m.starts_at - policy.lag(fields)
