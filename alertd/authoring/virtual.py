@@ -23,6 +23,7 @@ from alertd.app.notifiers import build_router as build_service_router
 from alertd.config.settings import Config
 from alertd.engine.correlate import PIPELINE_KEY
 from alertd.engine.pipeline import Engine
+from alertd.engine.response import repair_due
 from alertd.core.model import Alert, Change, Incident
 from alertd.engine.normalize import NormalizeConfig
 from alertd.notify.router import ConsoleRouter, Router
@@ -100,6 +101,8 @@ class VirtualRun:
         """The next tick time at which a tick can change something."""
         st, corr = self.engine.state, self.rules.correlation
         found = [self._grid(inc.quiet_since + corr.hold_down) for inc in st.incidents.values() if inc.quiet_since]
+        found += [self._grid(due) for inc in st.incidents.values()
+                  if (due := repair_due(inc, corr.response)) is not None]  # a repair that failed
         if st.heartbeat_at is not None and PIPELINE_KEY not in st.by_key:
             found.append(self._grid(st.heartbeat_at + corr.watchdog.timeout, after=True))
         if self._again is not None:

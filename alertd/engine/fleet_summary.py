@@ -10,6 +10,8 @@ from alertd.core.model import Incident, Signal
 
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
 COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
+# What people do to the nodes (the response to the fault), counted as "cordoned 40, rebooting 12".
+RESPONSES = {"node_cordoned": "cordoned", "rebooting": "rebooting", "node_not_ready": "NotReady"}
 SHORT = {"metrics_missing": "exporter down", "node_not_ready": "NotReady", "node_cordoned": "cordoned",
          "thermal": "thermal", "ecc": "ECC", "row_remap": "row remap", "nvlink": "NVLink", "xid": "Xid (code unknown)"}
 
@@ -20,6 +22,8 @@ def signal_keys(inc: Incident) -> set[str]:
     keys.update(f"xid:{x}" for x in inc.xids)
     if "xid" in inc.signals and not inc.xids:
         keys.add("xid")
+    if "metrics_missing" in keys and any(m.response and m.signal.detail == "node_down" for m in inc.members.values()):
+        keys.add("rebooting")  # the node went down after its cordon: the repair reboot
     return keys
 
 
@@ -47,9 +51,10 @@ def count_signals(fleet: Incident, child: Incident) -> None:
 
 
 def fleet_title(fleet: Incident) -> str:
-    """What is true of the whole fleet: the fault that leads it with the nodes that show it, and each
-    other signal with its own node count ("Xid 119: ... on 37 nodes in prod-a (exporter down on 12; 40
-    nodes in all)"), never one node's signal with every node's count."""
+    """What is true of the whole fleet: the fault that leads it with the nodes that show it, each other
+    signal with its own node count, and what people did to them ("Xid 119: ... on 37 nodes in prod-a
+    (exporter down on 12; 40 nodes in all; cordoned 40, rebooting 12)"), never one node's signal with every
+    node's count. The repair never names the fleet: the fault stays its headline."""
     primary = fleet.primary
     assert primary is not None
     counts: dict[str, int] = fleet.annotations.get(COUNTS) or {}
@@ -57,10 +62,14 @@ def fleet_title(fleet: Incident) -> str:
     main = _count_key(primary)
     shown = counts.get(main) or total
     where = fleet.cluster or "the fleet"
-    parts = [f"{_label(k)} on {n}" for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-             if k != main][:3]
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = [f"{_label(k)} on {n}" for k, n in ranked if k != main and k not in RESPONSES
+             and not (k == "metrics_missing" and counts.get("rebooting") == n)][:3]
     if shown != total:
         parts.append(f"{total} nodes in all")
+    done = [f"{RESPONSES[k]} {counts[k]}" for k in RESPONSES if counts.get(k) and k != main]
+    if done:
+        parts.append(", ".join(done))
     return f"{primary.title} on {shown} nodes in {where}" + (f" ({'; '.join(parts)})" if parts else "")
 
 

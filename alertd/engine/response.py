@@ -77,6 +77,15 @@ def still_down(inc: Incident, rule: ResponseRule, now: datetime) -> str:
     return ""
 
 
+def repair_due(inc: Incident, rule: ResponseRule) -> datetime | None:
+    """When ``still_down`` may next find the repair failed (for a clock that ticks only when something is due)."""
+    if REPAIR_FAILED in inc.annotations or not inc.firing:
+        return None
+    due = [m.starts_at + rule.repair_timeout for m in inc.members.values()
+           if m.response and m.status == FIRING and match_all(rule.still_down, signal_fields(m.signal))]
+    return min(due, default=None)
+
+
 def fault_back(inc: Incident, rule: ResponseRule, member: Member) -> str:
     """Why the repair failed, when a fault signal starts after the uncordon that ended the node's response;
     "" otherwise (and once it was said)."""

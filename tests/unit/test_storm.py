@@ -443,6 +443,6 @@ def test_planned_work_whose_cordon_arrives_after_its_exporter_alert_leaves_the_f
     assert maint.parent_id == fleet.id and "maint" in fleet.nodes
     run(e, [(600, [alert("KubeNodeCordoned", node="maint", starts=200, severity="info")])])
     assert maint.parent_id == "" and maint.is_open and "maint" not in fleet.nodes
-    assert maint.id not in fleet.children and fleet.title.endswith("(exporter down on 6; cordoned on 6)")
+    assert maint.id not in fleet.children and fleet.title.endswith("(exporter down on 6; cordoned 6)")
     assert maint.timeline[-1].kind == "left_fleet"
     assert_storm_state(e)
