@@ -1,6 +1,6 @@
 """Pages and first-page latency of hand-built stories, replayed as Alertmanager delivers them.
 
-    python bench/paging.py [--group-wait 2s,30s,60s] [--seeds 5] [--storm-wait 5m10s]
+    python bench/paging.py [--group-wait 2s,30s,60s] [--seeds 5] [--pending 5m10s]
 
 Each story (bench/amcadence.py) is delivered with Alertmanager's cadence
 (group_wait 30s, group_interval 5m, by alertname+cluster+node and by
@@ -126,7 +126,8 @@ def coincidence(rng: random.Random, codes: tuple[str, str] = ("79", "48")) -> li
 
 
 def same_code(rng: random.Random) -> list[Life]:
-    """As ``coincidence``, both Xid 79: alertd cannot tell it from a storm's first nodes (storm_wait's price)."""
+    """As ``coincidence``, both Xid 79: alertd cannot tell it from a storm's first nodes (the storm-pending
+    hold's price)."""
     return coincidence(rng, ("79", "79"))
 
 
@@ -135,10 +136,13 @@ STORIES = {"maintenance": (maintenance, 0), "xid-fault": (xid_fault, 1), "storm-
            "same-code": (same_code, 2)}
 
 
-def rules_with(group_wait: timedelta, storm_wait: timedelta = timedelta(0)) -> RuleSet:
+def rules_with(group_wait: timedelta, pending: timedelta = timedelta(0)) -> RuleSet:
+    """The shipped rules with routing's ``group_wait`` and the engine's ``correlation.storm.pending``."""
     rules = load_rules([ROOT / "rules"])
     assert rules.routing is not None
-    rules.routing = dataclasses.replace(rules.routing, group_wait=group_wait, storm_wait=storm_wait)
+    rules.routing = dataclasses.replace(rules.routing, group_wait=group_wait)
+    storm = dataclasses.replace(rules.correlation.storm, pending=pending)
+    rules.correlation = dataclasses.replace(rules.correlation, storm=storm)
     return rules
 
 
@@ -146,10 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--group-wait", default="2s,30s,60s")
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--storm-wait", default="0s", help="routing.storm_wait for every run (default off)")
+    ap.add_argument("--pending", default="0s", help="correlation.storm.pending for every run (default off)")
     args = ap.parse_args(argv)
     for text in args.group_wait.split(","):
-        rules = rules_with(parse_duration(text), parse_duration(args.storm_wait))
+        rules = rules_with(parse_duration(text), parse_duration(args.pending))
         wrong, delays, storm_posts = 0, [], []
         for name, (story, want) in STORIES.items():
             for route, group_by in ROUTES.items():
@@ -163,10 +167,10 @@ def main(argv: list[str] | None = None) -> int:
                     delays += s.delays
                 pages = ",".join(str(s.triggers) for s in got)
                 lat = [",".join(f"{d:.0f}" for d in s.delays) for s in got if s.delays]
-                print(f"group_wait {text:>4} storm_wait {args.storm_wait}  {name:<12} by {route:<4}  pages {pages} (want {want})  "
+                print(f"group_wait {text:>4} pending {args.pending}  {name:<12} by {route:<4}  pages {pages} (want {want})  "
                       f"paged after {'/'.join(lat) or '-'} s  posts {','.join(str(s.posts) for s in got)}")
         delays.sort()
-        print(f"group_wait {text:>4} storm_wait {args.storm_wait}  SUMMARY  stories paged wrongly {wrong}  page delay median "
+        print(f"group_wait {text:>4} pending {args.pending}  SUMMARY  stories paged wrongly {wrong}  page delay median "
               f"{delays[len(delays) // 2] if delays else 0:.0f} s, max {max(delays, default=0):.0f} s, "
               f"within 5m {sum(d <= 300 for d in delays)}/{len(delays)}; Slack posts per storm "
               f"{sum(storm_posts) / max(1, len(storm_posts)):.1f}")

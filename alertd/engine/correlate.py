@@ -266,7 +266,7 @@ class Correlator:
         if alert.signal.kind == "other":
             what += " (unclassified)"
         if fault:
-            what += f" (response to {fault})"
+            what += f" (follows {fault})"
         if not firing:
             what += " (fired and resolved before it reached alertd)"
             if inc.firing == 0 and inc.quiet_since is None:

@@ -95,8 +95,9 @@ class Reopening:
         fleet.status, fleet.resolved_at, fleet.quiet_since = OPEN, None, None
         fleet.flaps += 1
         self.c.state.add(fleet)
-        event = fleet.add_event(now, "reopened", f"{child.node or child.id} "
-                                                 f"{'responded to' if responds else 'failing again'} (flap {fleet.flaps})",
+        event = fleet.add_event(now, "reopened", f"{child.node or child.id}: "
+                                                 f"{'the repair of its fault' if responds else 'failing again'} "
+                                                 f"(flap {fleet.flaps})",
                                 flap=fleet.flaps)
         self.c.record(fleet, flagged(event, responds), urgent=not responds)
         return fleet

@@ -60,7 +60,7 @@ def test_kill_leader_during_storm(tmp_path: Path, postgres) -> None:
     with serving_in_thread(slack, pagerduty):
         dsn = fresh_database(postgres.dsn)
         # four nodes with the same Xid are paged each at once here, not held for a storm that may be forming
-        rules = write_rules(tmp_path / "rules", hold_down="3s", storm_wait="0s")
+        rules = write_rules(tmp_path / "rules", hold_down="3s", pending="0s")
         cfg = replica_config(dsn, rules, slack_url=slack.url, pagerduty_url=pagerduty.url,
                              routing_key=PagerDutyTestServer.ROUTING_KEY, log={"level": "info"})
         replicas = [AlertdProcess(tmp_path / f"replica-{i}", cfg, serve_args=["--receivers", "0"]) for i in range(3)]

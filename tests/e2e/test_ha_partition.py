@@ -92,7 +92,7 @@ def test_partitioned_leader_is_replaced_fenced_and_rejoins(tmp_path: Path, postg
     with serving_in_thread(slack, pagerduty):
         dsn = fresh_database(postgres.dsn)
         # every node's incident is posted and paged at once here, not held for a storm that may be forming
-        rules = write_rules(tmp_path / "rules", hold_down="3s", storm_wait="0s")
+        rules = write_rules(tmp_path / "rules", hold_down="3s", pending="0s")
         with PartitionProxy(_target(dsn)) as db_link, PartitionProxy(_target(slack.url)) as slack_link, \
                 PartitionProxy(_target(pagerduty.url)) as pd_link:
 

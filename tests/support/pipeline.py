@@ -40,15 +40,14 @@ def stop_started(*services: Any) -> None:
             svc.stop()
 
 
-def write_rules(dst: Path, hold_down: str, storm_wait: str | None = None) -> Path:
+def write_rules(dst: Path, hold_down: str, pending: str | None = None) -> Path:
+    """The shipped rules with another hold-down and, when given, another ``correlation.storm.pending``."""
     shutil.copytree(ROOT / "rules", dst, ignore=shutil.ignore_patterns("tests"))
     corr = yaml.safe_load((dst / "correlation.yml").read_text())
     corr["correlation"]["hold_down"] = hold_down
+    if pending is not None:
+        corr["correlation"]["storm"]["pending"] = pending
     (dst / "correlation.yml").write_text(yaml.safe_dump(corr))
-    if storm_wait is not None:
-        routing = yaml.safe_load((dst / "routing.yml").read_text())
-        routing["routing"]["storm_wait"] = storm_wait
-        (dst / "routing.yml").write_text(yaml.safe_dump(routing))
     return dst
 
 

@@ -161,15 +161,29 @@ def test_a_storm_pages_once_when_its_fleet_forms_after_a_node_was_paged(tmp_path
     assert not [i for i in pages(second) if i.incident_id != fleet]  # folded nodes never page
 
 
-def test_nodes_like_one_just_opened_wait_for_the_next_batch(tmp_path):
-    assert not load(tmp_path).storm_wait  # off unless the routing turns it on
-    router = Router(load(tmp_path, ROUTING.replace("routing:\n", "routing:\n  storm_wait: 5m10s\n", 1)))
-    eng = engine()
-    router.route(eng.ingest([xid(119, node="n0")], at(0)), at(0))
+def test_nodes_of_one_event_after_the_first_wait_while_the_engine_marks_them_storm_pending(tmp_path):
+    router = Router(load(tmp_path))
+    eng = engine()  # correlation.storm.pending: 5m10s (shipped and default)
+    first = router.route(eng.ingest([xid(119, node="n0")], at(0)), at(0))
+    assert [(i.due_at - at(0)).total_seconds() for i in pages(first)] == [2]  # the first of its event: group_wait
     items = router.route(eng.ingest([xid(119, node="n1"), xid(119, node="n2")], at(30)), at(30))
-    assert sorted((i.due_at - at(30)).total_seconds() for i in pages(items)) == [310, 310]  # storm_wait 5m10s
+    assert sorted((i.due_at - at(30)).total_seconds() for i in pages(items)) == [310, 310]  # held while marked
     lone = router.route(eng.ingest([alert("GPUEccDoubleBitErrors", node="n9")], at(40)), at(40))
-    assert [(i.due_at - at(40)).total_seconds() for i in pages(lone)] == [2]  # another kind: not held
+    assert [(i.due_at - at(40)).total_seconds() for i in pages(lone)] == [2]  # another event: not held
+
+
+def test_routing_storm_wait_is_only_an_alias_of_the_engines_setting(tmp_path, caplog):
+    from alertd.rules.ruleset import load_rules
+
+    path = tmp_path / "routing.yml"
+    path.write_text(ROUTING.replace("routing:\n", "routing:\n  storm_wait: 4m\n", 1))
+    with caplog.at_level("WARNING"):
+        rules = load_rules([path])
+    assert rules.correlation.storm.pending.total_seconds() == 240
+    assert "storm_wait is deprecated" in caplog.text
+    (tmp_path / "correlation.yml").write_text("correlation:\n  storm:\n    pending: 1m\n")
+    rules = load_rules([path, tmp_path / "correlation.yml"])
+    assert rules.correlation.storm.pending.total_seconds() == 60  # the engine's own setting wins
 
 
 class FakeStore:
