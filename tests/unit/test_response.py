@@ -220,3 +220,26 @@ def test_the_storm_pending_mark_is_stored_with_the_incident_and_holds_the_first_
     items = router.route([type(changes[0])(incident=again, kinds=["opened"], events=held.timeline)], at(2))
     pages = [i for i in items if i.intent == "page"]
     assert pages and all(i.due_at == held.storm_until for i in pages)
+
+
+@pytest.mark.parametrize("route", ["by-node", "by-alertname"])
+def test_in_a_real_alertmanager_run_cordons_after_faults_are_their_response_and_maintenance_is_not(route):
+    """tests/fixtures/alertmanager-runs: what two clustered Alertmanagers really delivered for the shipped
+    Prometheus rules. Six storm nodes and the control node were cordoned minutes after their Xid; two nodes
+    were cordoned for maintenance before anything else showed."""
+    from alertd.authoring.replay import read_recording
+    from tests.support.am_recordings import RUNS
+
+    vr = replay(read_recording(RUNS / f"{route}.jsonl"), shipped_rules()).run
+    [fleet] = [i for i in vr.incidents.values() if i.fleet]
+    for node in ("gpu-node-08", "gpu-node-09", "gpu-node-11", "gpu-node-12", "gpu-node-14", "gpu-node-17"):
+        inc = by_node(vr, node)
+        cordons = [m for m in inc.members.values() if m.signal.kind == "node_cordoned"]
+        assert cordons and all(m.response for m in cordons), (node, inc.title)
+        assert inc.parent_id == fleet.id and inc.title.startswith("Xid 119"), (node, inc.title)
+    control = by_node(vr, "gpu-node-05")
+    assert [m.response for m in control.members.values() if m.signal.kind == "node_cordoned"] == [True]
+    assert control.primary is not None and control.primary.kind in ("xid", "ecc"), control.title
+    for node in ("gpu-node-22", "gpu-node-23"):  # planned maintenance: the cordon came first
+        incs = [i for i in vr.incidents.values() if i.node == node]
+        assert incs and not any(m.response for i in incs for m in i.members.values()), node
