@@ -371,6 +371,7 @@ EVENT_ICON = {
     "alert_joined": ":heavy_plus_sign:", "alert_folded": ":heavy_plus_sign:", "acknowledged": ":eyes:",
     "resolved": ":white_check_mark:", "evidence": ":mag:", "classification_upgraded": ":arrow_up:",
     "silenced": ":no_bell:", "silence_removed": ":bell:", "escalated": ":rotating_light:",
+    "repair_failed": ":rotating_light:",
 }
 
 
