@@ -243,3 +243,30 @@ def test_in_a_real_alertmanager_run_cordons_after_faults_are_their_response_and_
     for node in ("gpu-node-22", "gpu-node-23"):  # planned maintenance: the cordon came first
         incs = [i for i in vr.incidents.values() if i.node == node]
         assert incs and not any(m.response for i in incs for m in i.members.values()), node
+
+
+async def test_the_storm_pending_mark_and_the_response_survive_a_restart(tmp_path):
+    """A new leader, or the same process after a restart, reads the engine's state from the store: it holds
+    what was held and knows the cordon for the response it was."""
+    from alertd.engine.pipeline import Engine
+    from alertd.store.base import Step
+    from alertd.store.sqlite import SqliteStore
+    from tests.unit.builders import alert, at, xid
+
+    eng = Engine(shipped_rules())
+    store = SqliteStore(tmp_path / "alertd.sqlite3")
+    await store.open()
+    changes = eng.ingest([xid(119, node="n0")], at(0))
+    changes += eng.ingest([xid(119, node="n1")], at(1))
+    changes += eng.ingest([alert("KubeNodeCordoned", node="n0", starts=240, severity="info")], at(240))
+    await store.commit_step(Step(changes=changes, next_seq=eng.state.next_seq))
+    await store.close()
+
+    store = SqliteStore(tmp_path / "alertd.sqlite3")
+    await store.open()
+    state = await store.load_state()
+    await store.close()
+    by = {i.node: i for i in state.incidents.values()}
+    assert by["n1"].storm_until == at(1) + shipped_rules().correlation.storm.pending
+    assert [m.response for m in by["n0"].members.values() if m.alertname == "KubeNodeCordoned"] == [True]
+    assert by["n0"].title.startswith("Xid 119")
