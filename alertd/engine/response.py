@@ -67,7 +67,7 @@ def fault_of(inc: Incident, rule: ResponseRule, start: datetime, fleet: Incident
 def still_down(inc: Incident, rule: ResponseRule, now: datetime) -> str:
     """Why the repair failed, when a node rebooted in response to its fault is still down ``repair_timeout``
     after; "" otherwise (and once it was said)."""
-    if REPAIR_FAILED in inc.annotations or not inc.firing:
+    if REPAIR_FAILED in inc.annotations or not inc.firing or not rule.repair_timeout:
         return ""
     for m in inc.members.values():
         if m.response and m.status == FIRING and now - m.starts_at >= rule.repair_timeout \
@@ -79,7 +79,7 @@ def still_down(inc: Incident, rule: ResponseRule, now: datetime) -> str:
 
 def repair_due(inc: Incident, rule: ResponseRule) -> datetime | None:
     """When ``still_down`` may next find the repair failed (for a clock that ticks only when something is due)."""
-    if REPAIR_FAILED in inc.annotations or not inc.firing:
+    if REPAIR_FAILED in inc.annotations or not inc.firing or not rule.repair_timeout:
         return None
     due = [m.starts_at + rule.repair_timeout for m in inc.members.values()
            if m.response and m.status == FIRING and match_all(rule.still_down, signal_fields(m.signal))]
