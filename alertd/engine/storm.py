@@ -231,16 +231,17 @@ class Storms:
             del state.recent[key]
             self._start(key, live, now)
             return
-        ids = [p.id for p in live]  # in the order they became candidates
-        before = live[:ids.index(inc.id)] if inc.id in ids else []
+        ids = [p.id for p in live]  # in the order they became candidates; the next batch is pending away
+        since = now - rule.pending
+        before = [p for p in live[:ids.index(inc.id)] if p.opened_at >= since] if inc.id in ids else []
         waiting = [w for i in state.waiting.get(key, []) if (w := state.incidents.get(i)) is not None
-                   and not w.parent_id and now - w.opened_at <= rule.window]
+                   and not w.parent_id and w.opened_at >= since]
         if before or waiting:
             self._pending(inc, len(before) + len(waiting), now)
 
     def _pending(self, inc: Incident, peers: int, now: datetime) -> None:
-        """Mark ``inc`` "storm pending": incidents of its event opened before it within the window, still too
-        few for a fleet, and Alertmanager's next batch may bring the rest. Routing holds its first post and
+        """Mark ``inc`` "storm pending": incidents of its event opened before it within ``pending`` (one of
+        Alertmanager's batches), still too few for a fleet, and the next batch may bring the rest. Routing holds its first post and
         page while the mark stands (``Incident.storm_until``, stored with the incident, so a restart or a new
         leader holds it too). The first of them is not held: it posts after group_wait, and a fleet forming
         later takes its page over. Marked once, never past the window. Application faults are their job's
