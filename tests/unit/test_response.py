@@ -270,3 +270,24 @@ async def test_the_storm_pending_mark_and_the_response_survive_a_restart(tmp_pat
     assert by["n1"].storm_until == at(1) + shipped_rules().correlation.storm.pending
     assert [m.response for m in by["n0"].members.values() if m.alertname == "KubeNodeCordoned"] == [True]
     assert by["n0"].title.startswith("Xid 119")
+
+
+@pytest.mark.parametrize("later, joins", [(2 * 3600, True), (4 * 3600, False)])
+def test_a_reboot_hours_after_the_fault_resolved_joins_it_within_the_response_window(later, joins):
+    """Past the reopen window (1h) but within correlation.response.window (3h) the reboot is still the
+    repair of the fault: it reopens that incident quietly. Past it, a node down is news of its own."""
+    fault = hm("13:58")
+    lives = [Life.of("GPUXidError", fault, fault + 300, node="gpu-a-9", xid="48", gpu="4", severity="critical")]
+    lives += reboot("gpu-a-9", fault + later)
+    vr = run(lives, ROUTES["node"])
+    first = by_node_first(vr, "gpu-a-9")
+    pages = triggers(vr)
+    if joins:
+        assert top_level(vr) == [first] and first.title.startswith("Xid 48"), [i.title for i in top_level(vr)]
+        assert pages == Counter({first.id: 1}), pages
+    else:
+        assert len(top_level(vr)) == 2 and sum(pages.values()) == 2, pages
+
+
+def by_node_first(vr, node: str) -> Incident:
+    return min((i for i in vr.incidents.values() if i.node == node and not i.fleet), key=lambda i: i.opened_at)
