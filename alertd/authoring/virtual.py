@@ -58,8 +58,11 @@ def build_router(rules: RuleSet, cfg: Config | None = None) -> ConsoleRouter | R
 
 
 def folded_by(inc: Incident, when: datetime) -> bool:
-    """Was the incident folded into a fleet incident at or before ``when``? (Notifiers then drop its first post.)"""
-    return bool(inc.parent_id) and any(e.kind == "folded_into_fleet" and e.at <= when for e in inc.timeline)
+    """Was the incident part of a fleet incident at ``when``? (Notifiers then drop its first post.) Judged by
+    its timeline, as the notifier saw it then: a node that left its fleet later (planned work, a failed
+    repair) was still folded when an item held for it came due before."""
+    moves = [e for e in inc.timeline if e.kind in ("folded_into_fleet", "left_fleet") and e.at <= when]
+    return bool(moves) and moves[-1].kind == "folded_into_fleet"
 
 
 def has_routing(rules: RuleSet) -> bool:

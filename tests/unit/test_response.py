@@ -291,3 +291,21 @@ def test_a_reboot_hours_after_the_fault_resolved_joins_it_within_the_response_wi
 
 def by_node_first(vr, node: str) -> Incident:
     return min((i for i in vr.incidents.values() if i.node == node and not i.fleet), key=lambda i: i.opened_at)
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES))
+def test_a_storm_node_whose_fault_is_back_after_its_uncordon_pages_once_and_the_fleet_not_again(route):
+    lives, _ = storm(random.Random(3))
+    [cordon] = [life for life in lives if dict(life.labels).get("node") == "train-b-005"
+                and dict(life.labels)["alertname"] == "KubeNodeCordoned"]
+    assert cordon.end is not None
+    back = cordon.end + 600
+    lives.append(Life.of("GPUXidError", back, back + 300, node="train-b-005", xid="119", gpu="3", cluster="train-b",
+                         severity="critical", attempt="2"))
+    vr = run(lives, ROUTES[route], tail=timedelta(hours=1))
+    [fleet] = [i for i in vr.incidents.values() if i.fleet]
+    failed = by_node_first(vr, "train-b-005")
+    assert not failed.parent_id and "train-b-005" not in fleet.nodes  # it left the fleet to say so
+    pages = triggers(vr)
+    assert pages[failed.id] == 1 and sum(pages.values()) == 2, pages  # the storm once, the failed repair once
+    assert [e.kind for e in failed.timeline].count("repair_failed") == 1
