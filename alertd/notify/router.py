@@ -184,6 +184,8 @@ class Router:
             return None  # no node of it cordoned: a storm of thousands of nodes costs nothing here
         out: list[tuple[str, str | None]] = []
         for child in known.values():
+            if child.parent_id != inc.id:
+                continue  # it left the fleet since (planned work, a failed repair)
             at = self.cordoned_at(child)
             kept = self._judged.get(child.id)
             if kept is None or kept[:2] != (child.version, at):
