@@ -63,12 +63,16 @@ def _flap() -> list[Step]:
     return steps
 
 
+def storm_xid(i: int, node: str, xid: int, at: float) -> Step:
+    """The i-th node of a storm reports the storm's Xid on GPU i % 8."""
+    return Step(at, "inject_xid", {"node": node, "gpu": i % 8, "code": xid}, "storm", f"Xid {xid} on GPU {i % 8}")
+
+
 def _storm() -> list[Step]:
     steps = []
     for i, node in enumerate(STORM_NODES):
         at = STORM_START_S + i * STORM_STEP_S
-        steps.append(Step(at, "inject_xid", {"node": node, "gpu": i % 8, "code": STORM_XID}, "storm",
-                          f"Xid {STORM_XID} on GPU {i % 8}"))
+        steps.append(storm_xid(i, node, STORM_XID, at))
         if i in STORM_EXPORTER_DIES:
             steps.append(Step(at + 60, "exporter_down", {"node": node, "down": True}, "storm",
                               "dcgm-exporter hangs (its series go stale)"))

@@ -1,6 +1,8 @@
 """Record what the real Prometheus and a real, clustered Alertmanager deliver for a scripted set of GPU problems.
 
     python bench/record_am_run.py --out tests/fixtures/alertmanager-runs    # ~44 minutes
+    python bench/record_am_run.py --scenario storm-response \
+        --out tests/fixtures/alertmanager-runs/storm-response                # ~52 minutes
     python bench/record_am_run.py --scale 0.05 --tail 60 --out /tmp/amrun  # a 3-minute check of the plumbing
 
 A simulated cluster of 24 GPU nodes (tests/sim/gpu_cluster.py) is scraped by the real Prometheus, which
@@ -13,7 +15,8 @@ deploy/alertmanager/alertmanager.yml with group_wait 30s, group_interval 5m, rep
 
 Each pair's webhook goes to its own ``alertd serve --record FILE``, so a recording is exactly what
 Alertmanager delivered, both peers' deliveries included. The fault schedule and its ground truth are in
-bench/am_run_scenario.py; the run writes, into --out:
+bench/am_run_scenario.py (``--scenario faults``, the default) or bench/am_run_storm_scenario.py
+(``--scenario storm-response``: a driver-rollout storm and the operators' response); the run writes, into --out:
 
   <route>.jsonl       the recordings (``alertd replay`` input)
   groundtruth.json    the problems, and every fault step with the wall-clock time it was applied
@@ -42,12 +45,13 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.am_run_scenario import NODES, problems, schedule  # noqa: E402
+from bench import am_run_scenario, am_run_storm_scenario  # noqa: E402
 from tests.sim.gpu_cluster import GPUClusterSim  # noqa: E402
 from tests.support.alertd_proc import AlertdProcess  # noqa: E402
 from tests.support.process import free_ports, find_binary  # noqa: E402
 from tests.support.services import _start_prometheus_family, start_prometheus  # noqa: E402
 
+SCENARIOS = {"faults": am_run_scenario, "storm-response": am_run_storm_scenario}
 TOKEN = "am-run-token"
 ROUTES = {"by-node": ["cluster", "node", "alertname"], "by-alertname": ["alertname", "cluster"]}
 TIMERS = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
@@ -109,9 +113,10 @@ def version(binary: str) -> str:
     return (out.stdout + out.stderr).strip().splitlines()[0]
 
 
-def run_schedule(sim: GPUClusterSim, pairs: list[list[Any]], t0: float, log: list[dict[str, Any]], scale: float) -> None:
+def run_schedule(sim: GPUClusterSim, pairs: list[list[Any]], t0: float, log: list[dict[str, Any]], scale: float,
+                 scenario: Any = am_run_scenario) -> None:
     """Apply each step at its time; stall_peer/resume_peer signal the given peer of every Alertmanager pair."""
-    for step in schedule(scale):
+    for step in scenario.schedule(scale):
         delay = t0 + step.at_s - time.monotonic()
         if delay > 0:
             time.sleep(delay)
@@ -131,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", help="service directories and logs (default: a new temp dir)")
     p.add_argument("--scale", type=float, default=1.0, help="shrink the fault schedule (plumbing checks only)")
     p.add_argument("--tail", type=float, default=420.0, help="seconds to record after the last step")
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default="faults", help="the fault schedule to run")
     args = p.parse_args(argv)
+    scenario = SCENARIOS[args.scenario]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="amrun-"))
@@ -139,9 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     token_file = work / "token"
     token_file.write_text(TOKEN)
     run: dict[str, Any] = {"started": utcnow(), "command": " ".join(["python", *sys.argv]), "scale": args.scale,
+                           "scenario": args.scenario,
                            "prometheus": version("prometheus"),
                            "alertmanager": version("prometheus-alertmanager"), "configs": "config/"}
-    with GPUClusterSim(NODES, 8, cluster="sim").running_in_thread() as sim:
+    with GPUClusterSim(scenario.NODES, 8, cluster="sim").running_in_thread() as sim:
         recorders, targets = {}, []
         for name, group_by in ROUTES.items():
             recording = work / f"{name}.jsonl"
@@ -167,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         run["t0"] = utcnow()
         steps: list[dict[str, Any]] = []
         try:
-            run_schedule(sim, [peers for _, _, peers in recorders.values()], t0, steps, args.scale)
+            run_schedule(sim, [peers for _, _, peers in recorders.values()], t0, steps, args.scale,
+                         scenario)
             time.sleep(args.tail)
         finally:
             run["ended"] = utcnow()
@@ -182,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, (_, recording, _) in recorders.items():
                 if recording.exists():
                     shutil.copyfile(recording, out / f"{name}.jsonl")
-            truth = {"t0": run["t0"], "nodes": NODES, "problems": [asdict(pr) for pr in problems()], "steps": steps}
+            truth = {"t0": run["t0"], "nodes": scenario.NODES, "problems": [asdict(pr) for pr in scenario.problems()],
+                     "steps": steps}
             (out / "groundtruth.json").write_text(json.dumps(truth, indent=1) + "\n")
             keep_configs(work, out)
             (out / "run.json").write_text(json.dumps(run, indent=1) + "\n")

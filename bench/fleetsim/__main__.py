@@ -7,21 +7,25 @@ import sys
 from typing import Sequence
 
 from bench.fleetsim.alertmanager import ROUTES
+from bench.fleetsim.faults import Rates
+from bench.fleetsim.response import People
 from bench.fleetsim.run import RunResult, run_one
 from bench.fleetsim.rules import SHIPPED
 
 HEADER = (f"{'seed':>4} {'route':<9} {'probs':>5} {'worthy':>6} {'inc/prob':>8} {'split':>5} {'gap':>3} "
           f"{'mixed':>5} {'recall':>6} {'<=5m':>6} {'false':>5} {'pg/wrth':>7} {'posts/p':>7} "
-          f"{'storms inc/pages':<18} {'unseen':>6} {'sim s':>6} {'replay s':>8}")
+          f"{'storms inc/pages':<18} {'unseen':>6} {'named':>6} {'repair 1x/n (pg)':<16} {'sim s':>6} {'replay s':>8}")
 
 
 def line(r: RunResult) -> str:
     s = r.score
     storms = " ".join(f"{st.incidents}/{st.pages}" for st in s.storms)
+    once = sum(1 for n in s.repair_pages.values() if n == 1)
+    repairs = f"{once}/{len(s.repair_pages)} ({sum(s.repair_pages.values())})"
     return (f"{r.seed:>4} {r.route:<9} {s.problems:>5} {s.page_worthy:>6} {s.incidents_per_problem:>8.3f} "
             f"{s.split:>5} {s.split_by_gap:>3} {s.mixed:>5} {s.recall:>6.1%} {s.recall_5m:>6.1%} "
             f"{s.false_pages:>5} {s.pages_per_page_worthy:>7.3f} {s.posts_per_problem:>7.3f} {storms:<18} "
-            f"{len(s.unseen):>6} {r.simulate_s:>6.1f} {r.replay_s:>8.1f}")
+            f"{len(s.unseen):>6} {s.named:>6.1%} {repairs:<16} {r.simulate_s:>6.1f} {r.replay_s:>8.1f}")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -31,6 +35,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
     ap.add_argument("--route", choices=[*ROUTES, "both"], default="both",
                     help="Alertmanager group_by: alertname=[alertname, cluster], node=[alertname, cluster, node]")
+    ap.add_argument("--people", action="store_true",
+                    help="operators and alertd's remediation answer the faults and the driver-rollout storm "
+                         "(bench/fleetsim/response.py): cordons after the storm's alerts resolved, batched reboots, "
+                         "swaps, failed repairs")
     ap.add_argument("--interval", type=float, default=30.0, help="rule evaluation interval, seconds")
     ap.add_argument("--no-staleness-markers", action="store_true",
                     help="series of a failed scrape stay visible for the 5-minute lookback instead of going stale")
@@ -62,14 +70,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     routes = list(ROUTES) if args.route == "both" else [args.route]
     results = []
     if not args.json:
-        print(f"# {args.nodes} nodes x {args.days:g} days, evaluation every {args.interval:g} s; "
-              f"columns: docs/fleet-simulation.md")
+        print(f"# {args.nodes} nodes x {args.days:g} days, evaluation every {args.interval:g} s"
+              f"{', with operator response' if args.people else ''}; columns: docs/fleet-simulation.md")
         print(HEADER)
     for seed in seeds:
         for route in routes:
             r = run_one(nodes=args.nodes, days=args.days, seed=seed, route=route, interval=args.interval,
                         rule_paths=args.rules, prometheus_rules=args.prometheus_rules,
                         dup_probability=args.dup_probability, reopen_window=args.reopen_window,
+                        rates=Rates(people=People()) if args.people else Rates(),
                         lookback=300.0 if args.no_staleness_markers else 0.0)
             results.append(r)
             if args.record:
@@ -83,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in results:
             d = r.score.as_dict()
             if not args.details:
-                for k in ("missed", "late", "false", "splits", "mixes"):
+                for k in ("missed", "late", "false", "splits", "mixes", "unnamed"):
                     d[k] = len(d[k])
                 del d["late_by"]
             out.append({"seed": r.seed, "route": r.route, "nodes": args.nodes, "days": args.days,

@@ -13,8 +13,10 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Callable
 
 from bench.fleetsim import model as m
+from bench.fleetsim.response import People, respond, storm_response
 
 LLAMA3_INTERRUPTIONS = 419
 LLAMA3_GPU_DAYS = 54 * 16384
@@ -35,6 +37,20 @@ MIX: dict[str, tuple[float, str, bool]] = {
 }
 UNOBSERVED = frozenset({"nccl_watchdog", "silent_data_corruption"})
 
+# What the title of a page-worthy problem's incident must still say at its end: its cause, in any of the words
+# alertd's shipped rules title it with (the Xid, the memory error, the node that is down).
+GPU_GONE_WORDS = ("Xid 79", "fallen off the bus", "fewer GPUs", "GPU missing")
+MEMORY_WORDS = ("ECC", "row remap")
+NAMES: dict[str, tuple[str, ...]] = {
+    "faulty_gpu": GPU_GONE_WORDS, "faulty_gpu_found_in_maintenance": GPU_GONE_WORDS,
+    "faulty_gpu_during_storm": GPU_GONE_WORDS,
+    "gpu_hbm3": ("Xid 48", *MEMORY_WORDS), "gpu_hbm3_during_storm": ("Xid 48", *MEMORY_WORDS),
+    "gpu_sram": ("Xid 95", *MEMORY_WORDS), "gpu_sram_during_storm": ("Xid 95", *MEMORY_WORDS),
+    "flap_xid": ("Xid 48", "Xid 63", *MEMORY_WORDS),
+    "gpu_gsp": ("Xid 119", "Xid 120", "GSP"), "storm_driver_rollout": ("Xid 119", "GSP"),
+    "network": ("Node down", "NotReady", "not Ready"), "nic": ("Node down", "NotReady", "not Ready"),
+}
+
 MIN, HOUR = 60.0, 3600.0
 
 
@@ -48,6 +64,7 @@ class Rates:
     exporter_hangs: float = 30.0  # dcgm-exporter stops answering on one node
     short_xid: float = 0.25       # share of Xid 48/95 faults whose alert fires only minutes (no ECC, no remap)
     exporter_hangs_with_fault: float = 0.2  # share of faulty-GPU faults whose exporter hangs right after the Xid
+    people: People | None = None  # operator response (response.py); None: the fixed repair of Builder.repair
 
 
 class Builder:
@@ -64,7 +81,7 @@ class Builder:
                 storm: bool = False) -> m.Problem:
         self.counter += 1
         p = m.Problem(f"P{self.counter:05d}-{cause}", cause, [n.name for n in nodes], start, start,
-                      page_worthy, severity, storm)
+                      page_worthy, severity, storm, names=NAMES.get(cause, ()))
         self.fleet.problems[p.id] = p
         return p
 
@@ -90,6 +107,9 @@ class Builder:
     def u(self, lo: float, hi: float) -> float:
         return self.rng.uniform(lo, hi)
 
+    def chance(self, share: float) -> bool:
+        return self.rng.random() < share
+
     # ----- what people do -----
 
     def reboot(self, node: m.Node, p: m.Problem, at: float) -> float:
@@ -100,8 +120,13 @@ class Builder:
         self.fact(node, p, m.EXPORTER_DOWN, back, back + self.u(30.0, 90.0))
         return back
 
-    def repair(self, node: m.Node, p: m.Problem, start: float) -> float:
-        """The operator's answer to a hardware fault: cordon after minutes, drain, reboot, uncordon."""
+    def repair(self, node: m.Node, p: m.Problem, start: float,
+               again: Callable[[float, float], None] = lambda t, until: None) -> float:
+        """The operator's answer to a hardware fault: cordon after minutes, drain, reboot, uncordon. With
+        ``rates.people``, response.respond's answers instead (``again`` writes the fault once more when the
+        repair fails). Returns when the node goes down."""
+        if self.rates.people is not None:
+            return respond(self, self.rates.people, node, p, start, again)
         cordon = start + self.u(5 * MIN, 30 * MIN)
         reboot = cordon + self.u(15 * MIN, 60 * MIN)
         back = self.reboot(node, p, reboot)
@@ -116,20 +141,31 @@ class Builder:
 
 def faulty_gpu(b: Builder, p: m.Problem, node: m.Node, t: float) -> None:
     gpu = b.rng.randrange(m.GPUS_PER_NODE)
-    reboot = b.repair(node, p, t)
-    b.fact(node, p, m.XID, t, gpu=gpu, value=79)
-    if b.rng.random() < b.rates.exporter_hangs_with_fault:
-        b.fact(node, p, m.EXPORTER_DOWN, t + b.u(30.0, 150.0), reboot)  # the hard case: the Xid series go stale
-    else:
-        b.fact(node, p, m.GPU_GONE, t + b.u(20.0, 90.0), reboot, gpu=gpu)
+    hangs: list[bool] = []  # drawn when first needed, so the fixed repair's draws keep their order
+
+    def fault(at: float, until: float) -> None:
+        b.fact(node, p, m.XID, at, gpu=gpu, value=79)
+        if not hangs:
+            hangs.append(b.rng.random() < b.rates.exporter_hangs_with_fault)
+        if hangs[0]:
+            b.fact(node, p, m.EXPORTER_DOWN, at + b.u(30.0, 150.0), until)  # the hard case: the Xid series go stale
+        else:
+            b.fact(node, p, m.GPU_GONE, at + b.u(20.0, 90.0), until, gpu=gpu)
+
+    fault(t, b.repair(node, p, t, fault))
 
 
 def gpu_memory(b: Builder, p: m.Problem, node: m.Node, t: float, xid: int) -> None:
     gpu = b.rng.randrange(m.GPUS_PER_NODE)
-    b.fact(node, p, m.XID, t, gpu=gpu, value=xid)
-    if b.rng.random() >= b.rates.short_xid:
-        b.fact(node, p, m.ECC_DBE, t + b.u(0.0, 20.0), gpu=gpu)
-    reboot = b.repair(node, p, t)
+    ecc = b.rng.random() >= b.rates.short_xid
+
+    def again(at: float, until: float) -> None:
+        b.fact(node, p, m.XID, at, gpu=gpu, value=xid)
+        if ecc:
+            b.fact(node, p, m.ECC_DBE, at + b.u(0.0, 20.0), gpu=gpu)
+
+    again(t, t)
+    reboot = b.repair(node, p, t, again)
     if xid == 48 and b.rng.random() < 0.6:
         kind = m.REMAP_FAIL if b.rng.random() < 0.25 else m.REMAP_PENDING
         b.fact(node, p, kind, t + b.u(5.0, 60.0), reboot, gpu=gpu)
@@ -142,7 +178,7 @@ def gpu_gsp(b: Builder, p: m.Problem, node: m.Node, t: float) -> None:
     b.fact(node, p, m.XID, t, gpu=gpu, value=119)
     if b.rng.random() < 0.4:
         b.fact(node, p, m.XID, t + b.u(MIN, 10 * MIN), gpu=gpu, value=120)
-    b.repair(node, p, t)
+    b.repair(node, p, t, lambda at, until: b.fact(node, p, m.XID, at, gpu=gpu, value=119))
 
 
 def software_bug(b: Builder, p: m.Problem, node: m.Node, t: float) -> None:
@@ -184,7 +220,7 @@ def unplanned(b: Builder) -> None:
         count = _poisson(b.rng, expected * share / total)
         for _ in range(count):
             t = b.when()
-            node = b.free_node(t, 3 * HOUR)
+            node = b.free_node(t, 3 * HOUR if b.rates.people is None else 6 * HOUR)
             p = b.problem(cause, [node], t, severity, worthy)
             if cause == "faulty_gpu":
                 faulty_gpu(b, p, node, t)
@@ -276,13 +312,18 @@ def storms(b: Builder, day_hours: list[float]) -> None:
     nodes = b.fleet.nodes
     cluster = [n for n in nodes if n.cluster == nodes[0].cluster]
     t = day_hours[0]
-    picked = [b.free_node(t, HOUR, cluster) for _ in range(min(40, len(cluster)))]
+    span = HOUR if b.rates.people is None else 3 * HOUR  # with people: until the last uncordon
+    picked = [b.free_node(t, span, cluster) for _ in range(min(40, len(cluster)))]
     picked = list({n.name: n for n in picked}.values())
     p = b.problem("storm_driver_rollout", picked, t, "error", True, storm=True)
+    first: dict[str, float] = {}
     for node in picked:
-        at = t + b.u(0.0, 15 * MIN)
+        at = first[node.name] = t + b.u(0.0, 15 * MIN)
         for gpu in b.rng.sample(range(m.GPUS_PER_NODE), b.rng.choice((1, 1, 2))):
             b.fact(node, p, m.XID, at + b.u(0.0, 3.0), gpu=gpu, value=119)
+    if b.rates.people is not None:
+        storm_response(b, picked, p, t, first)
+        unrelated_during(b, cluster, t)
 
     t = day_hours[1]
     rack = b.rng.choice(sorted({n.rack for n in nodes}))
@@ -306,6 +347,19 @@ def storms(b: Builder, day_hours: list[float]) -> None:
     for node in hit:
         at = t + b.u(0.0, 10 * MIN)
         b.fact(node, p, m.EXPORTER_DOWN, at, at + b.u(6 * MIN, 20 * MIN))
+
+
+def unrelated_during(b: Builder, cluster: list[m.Node], t: float) -> None:
+    """A GPU fault on another node of the storm's cluster while the storm is being answered: its own problem,
+    which pages on its own and joins no fleet."""
+    at = t + b.u(20 * MIN, 80 * MIN)
+    node = b.free_node(at, 6 * HOUR, cluster)
+    cause, xid = b.rng.choice((("faulty_gpu", 79), ("gpu_hbm3", 48), ("gpu_sram", 95)))
+    p = b.problem(f"{cause}_during_storm", [node], at, "critical" if xid == 79 else "error", True)
+    if xid == 79:
+        faulty_gpu(b, p, node, at)
+    else:
+        gpu_memory(b, p, node, at, xid)
 
 
 # ----- the fleet -----

@@ -24,7 +24,7 @@ NVLINK = "nvlink"                  # instant, gpu: DCGM_FI_DEV_NVLINK_RECOVERY_E
 EXPORTER_DOWN = "exporter_down"    # interval: dcgm-exporter's scrape fails (up == 0, its series go stale)
 NODE_DOWN = "node_down"            # interval: node-exporter and kubelet do not answer (and dcgm-exporter)
 NOT_READY = "not_ready"            # interval: kube_node_status_condition Ready=true is 0
-CORDON = "cordon"                  # interval: kube_node_spec_unschedulable == 1
+CORDON = "cordon"                  # interval: kube_node_spec_unschedulable == 1; value 1: alertd's cordon (its mark)
 GPU_GONE = "gpu_gone"              # interval, gpu: the GPU's series are missing (fell off the bus)
 HOT = "hot"                        # interval, gpu, value = temperature (>= 85 C)
 THROTTLE = "throttle"              # interval, gpu, value = harmful clock-event bits (masked, e.g. 32, 64)
@@ -60,6 +60,10 @@ class Problem:
     spells: list[tuple[float, float]] = field(default_factory=list)  # when those alerts fired: (startsAt, resolved)
     first_received: float | None = None  # when its first alert reached alertd
     acted_at: float | None = None  # when the operator first acted on it (cordon); later alerts are the repair's
+    responder: str = ""  # who answered it: "on-call" or "alertd" (its approved remediation), "" nobody
+    repair_failed_at: float | None = None  # when its repair was seen to fail (back NotReady, or the fault again)
+    names: tuple[str, ...] = ()  # words naming its cause ("Xid 79", "ECC"), one of which its incident's final title
+    #                               should hold (case-insensitive)
 
 
 @dataclass(slots=True)

@@ -45,6 +45,7 @@ def rescore(truth_path: Path | str, report_path: Path | str, reopen_window: floa
             p = Problem(**d)
             p.alerts = [(fp, t) for fp, t in p.alerts]
             p.spells = [(a, b) for a, b in p.spells]
+            p.names = tuple(p.names)
             problems[p.id] = p
         _ = report["incidents"], report["notifications"]
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -48,6 +48,10 @@ class Score:
     pages_per_page_worthy: float = 0.0
     posts_per_problem: float = 0.0
     storms: list[StormScore] = field(default_factory=list)
+    repair_pages: dict[str, int] = field(default_factory=dict)  # failed repair -> pages sent from its failure on
+    worthy_incidents: int = 0      # top-level incidents holding a page-worthy problem whose cause has words
+    named: float = 1.0             # ... the share whose final title names that cause
+    unnamed: list[str] = field(default_factory=list)  # "incident: final title" of the others
     missed: list[str] = field(default_factory=list)   # page-worthy problems never paged
     late: list[str] = field(default_factory=list)     # paged later than PROMPT after their first alert arrived
     late_by: dict[str, float] = field(default_factory=dict)  # seconds from the first alert received to the page
@@ -149,6 +153,8 @@ def score(report: dict[str, Any], problems: dict[str, Problem], start: datetime,
     tops = credited(report, problems, start)
     holders = _incident_figures(s, tops, problems, reopen_window)
     pages = _page_figures(s, report, problems, start, top, tops, holders)
+    _repair_pages(s, report, problems, start, top, holders)
+    _title_figures(s, report, problems, tops)
     s.posts_per_problem = len(firsts(report, "show", "slack")) / max(1, s.problems)
     for p in problems.values():
         if p.storm:
@@ -192,6 +198,8 @@ def _page_figures(s: Score, report: dict[str, Any], problems: dict[str, Problem]
         iid = key.split("\0")[0]
         tid = top.get(iid, iid)
         t = _secs(start, due)
+        if t is not None and t >= _failed_by(tops.get(tid, ()), problems):
+            continue  # the page of a failed repair: counted in repair_pages
         s.pages += 1
         count[tid] += 1
         if t is not None and (tid not in first or t < first[tid]):
@@ -219,6 +227,45 @@ def _page_figures(s: Score, report: dict[str, Any], problems: dict[str, Problem]
     s.recall_5m = prompt / max(1, len(worthy))
     s.pages_per_page_worthy = s.pages / max(1, len(worthy))
     return count
+
+
+def _failed_by(pids: Iterable[str], problems: dict[str, Problem]) -> float:
+    """When the first repair of these problems was seen to fail (infinity when none did)."""
+    return min((t for pid in pids if (t := problems[pid].repair_failed_at) is not None), default=float("inf"))
+
+
+def _repair_pages(s: Score, report: dict[str, Any], problems: dict[str, Problem], start: datetime,
+                  top: dict[str, str], holders: dict[str, set[str]]) -> None:
+    """Per failed repair: PagerDuty pages sent from the failure on for the incidents holding the problem (a
+    fleet adopting its node's alert is no page). Exactly one each is right: the repair failed, say so once."""
+    for p in problems.values():
+        if p.repair_failed_at is None or p.first_received is None:
+            continue
+        held, sent = holders.get(p.id, set()), 0
+        for n in report["notifications"]:
+            t = _secs(start, n["due"])
+            if (n["sent"] and n["kind"] == "page" and str(n["target"]).startswith("pagerduty")
+                    and not (n.get("payload") or {}).get("adopt") and t is not None and t >= p.repair_failed_at
+                    and top.get(n["incident"], n["incident"]) in held):
+                sent += 1
+        s.repair_pages[p.id] = sent
+
+
+def _title_figures(s: Score, report: dict[str, Any], problems: dict[str, Problem],
+                   tops: dict[str, set[str]]) -> None:
+    """The share of top-level incidents holding a page-worthy problem whose final title names its cause."""
+    titles = {inc["id"]: str(inc.get("title") or "") for inc in report["incidents"]}
+    named = 0
+    for tid, pids in tops.items():
+        words = [w for pid in pids if problems[pid].page_worthy for w in problems[pid].names]
+        if not words:
+            continue
+        s.worthy_incidents += 1
+        if any(w.lower() in titles.get(tid, "").lower() for w in words):
+            named += 1
+        else:
+            s.unnamed.append(f"{tid}: {titles.get(tid, '')}")
+    s.named = named / s.worthy_incidents if s.worthy_incidents else 1.0
 
 
 def seen_before_acted(p: Problem) -> bool:

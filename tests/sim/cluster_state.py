@@ -69,11 +69,13 @@ class Node:
     node_down: bool = False
     cordoned: bool = False
     ready: str = "true"  # Ready condition: "true" | "false" | "unknown"
+    marked_for: str | None = None  # cordoned by alertd's remediation for this incident (its taint's value)
 
     def reset(self) -> None:
         self.exporter_down = False
         self.node_down = False
         self.cordoned = False
+        self.marked_for = None
         self.ready = "true"
         for gpu in self.gpus:
             gpu.reset()

@@ -182,9 +182,20 @@ class GPUClusterSim(LoopbackServer):
         with self._lock:
             self._node(node).node_down = down
 
-    def cordon(self, node: str, on: bool = True) -> None:
+    def cordon(self, node: str, on: bool = True, mark: str | None = None) -> None:
+        """Cordon or uncordon. ``mark``: cordoned by alertd's remediation for that incident, which also sets
+        its taint (alertd/remediation/kube.py; key from rules/remediation.yml); an uncordon removes it."""
         with self._lock:
-            self._node(node).cordoned = on
+            n = self._node(node)
+            n.cordoned = on
+            n.marked_for = mark if on else None
+
+    def reload_driver(self, node: str) -> None:
+        """What the reboot of a repair does to the GPUs (Xid gauge and volatile counters back to 0, a GPU
+        that fell off the bus back), leaving the cordon and the Ready condition as they are."""
+        with self._lock:
+            for gpu in self._node(node).gpus:
+                gpu.reset()
 
     def not_ready(self, node: str, on: bool = True, status: str = "false") -> None:
         """Ready condition false (kubelet says so) or "unknown" (kubelet silent)."""
@@ -426,7 +437,8 @@ CONTROL_ACTIONS: dict[str, tuple[str, frozenset[str]]] = {
     "xid": ("inject_xid", frozenset({"node", "gpu", "code"})),
     "exporter_down": ("exporter_down", frozenset({"node", "down"})),
     "node_down": ("node_down", frozenset({"node", "down"})),
-    "cordon": ("cordon", frozenset({"node", "on"})),
+    "cordon": ("cordon", frozenset({"node", "on", "mark"})),
+    "reload_driver": ("reload_driver", frozenset({"node"})),
     "not_ready": ("not_ready", frozenset({"node", "on", "status"})),
     "throttle": ("throttle", frozenset({"node", "gpu", "reasons_bitmask"})),
     "temperature": ("set_temperature", frozenset({"node", "gpu", "celsius"})),

@@ -4,6 +4,8 @@ from __future__ import annotations
 from tests.sim.cluster_state import Node
 from tests.sim.exposition import Exposition
 
+REMEDIATION_TAINT = "alertd.dev/quarantine"  # the taint alertd's own cordon sets (rules/remediation.yml)
+
 
 def node_exporter_text(n: Node) -> str:
     """node-exporter's /metrics for one node: enough for a target that is up."""
@@ -81,6 +83,8 @@ def taints(n: Node) -> list[tuple[str, str, str]]:
     found = [("nvidia.com/gpu", "present", "NoSchedule")]
     if n.cordoned:
         found.append(("node.kubernetes.io/unschedulable", "", "NoSchedule"))
+    if n.marked_for:
+        found.append((REMEDIATION_TAINT, n.marked_for, "NoSchedule"))
     if n.ready == "false":
         found += [("node.kubernetes.io/not-ready", "", "NoSchedule"), ("node.kubernetes.io/not-ready", "", "NoExecute")]
     elif n.ready == "unknown":

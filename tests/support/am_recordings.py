@@ -5,7 +5,11 @@ A run directory holds one recording per Alertmanager grouping (``<route>.jsonl``
 a recording through alertd with the shipped rules/ and measures, per ground-truth problem, the figures the
 tests hold to targets. From the command line it prints them, one line per route and problem::
 
-    python -m tests.support.am_recordings [RUN_DIR]
+    python -m tests.support.am_recordings [--unmuted] [RUN_DIR]
+
+``--unmuted`` (``AmRun(unmuted=True)``) replays with the routes' mute and active windows taken off, as the
+fleet simulation does: a run recorded at night or at a weekend is then judged by alertd's decisions, not by
+the hour the shipped routing keeps error pages quiet.
 
 A page is counted the way PagerDuty counts one: an incident whose PagerDuty alert was triggered at least
 once (later triggers share its dedup key and raise no new page). Escalations are left out: nobody
@@ -23,9 +27,11 @@ from typing import Any
 from alertd.authoring.replay import as_json, read_recording, replay
 from alertd.authoring.virtual import load_rule_set
 from alertd.core.model import parse_iso
+from bench.fleetsim.run import unmuted
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "fixtures" / "alertmanager-runs"
+STORM_RESPONSE = RUNS / "storm-response"  # a storm and the people answering it (bench/am_run_storm_scenario.py)
 ROUTES = ("by-node", "by-alertname")
 Webhook = tuple[datetime, dict[str, Any]]
 
@@ -46,6 +52,7 @@ class AmRun:
     """One recorded run; replays are computed once per route."""
 
     path: Path = RUNS
+    unmuted: bool = False  # replay with the routes' mute windows off (bench/fleetsim/run.py's unmuted)
     _hooks: dict[str, list[Webhook]] = field(default_factory=dict)
     _replays: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -69,7 +76,8 @@ class AmRun:
         """`alertd replay --json` of the recording with the shipped rules/."""
         if route not in self._replays:
             rec = read_recording(self.path / f"{route}.jsonl")
-            self._replays[route] = as_json(replay(rec, load_rule_set([ROOT / "rules"])))
+            rules = load_rule_set([ROOT / "rules"])
+            self._replays[route] = as_json(replay(rec, unmuted(rules) if self.unmuted else rules))
         return self._replays[route]
 
     def first_arrival(self, route: str, nodes: list[str]) -> datetime:
@@ -102,6 +110,14 @@ def pages(out: dict[str, Any], incident_ids: set[str]) -> list[dict[str, Any]]:
         if n["incident"] in incident_ids:
             first.setdefault(n["incident"], n)
     return list(first.values())
+
+
+def triggers_since(out: dict[str, Any], incident_ids: set[str], since: datetime) -> list[dict[str, Any]]:
+    """Every PagerDuty trigger sent for these incidents from ``since`` on (a fleet taking over its node's alert
+    is none): what a failed repair's page is counted by, once the incident has paged for the fault itself."""
+    return [n for n in sorted(out["notifications"], key=lambda n: n["due"])
+            if n["sent"] and n["kind"] == "page" and n["target"].startswith("pagerduty:")
+            and n["incident"] in incident_ids and not (n.get("payload") or {}).get("adopt") and ts(n["due"]) >= since]
 
 
 def mixed(out: dict[str, Any], truth: dict[str, Any]) -> list[dict[str, Any]]:
@@ -141,8 +157,10 @@ def score(run: AmRun, route: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    run = AmRun(Path(args[0]) if args else RUNS)
+    args = list(sys.argv[1:] if argv is None else argv)
+    quiet_hours_off = "--unmuted" in args
+    args = [a for a in args if a != "--unmuted"]
+    run = AmRun(Path(args[0]) if args else RUNS, unmuted=quiet_hours_off)
     for route in ROUTES:
         print("\n".join(score(run, route)))
     return 0

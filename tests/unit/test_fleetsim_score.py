@@ -123,3 +123,33 @@ def test_a_fleet_taking_over_its_nodes_page_is_no_second_page(case):
     s = score(report, problems, START, reopen_window=300.0)
     [storm] = s.storms
     assert storm.pages == 1 and s.pages == 4
+
+
+def test_a_failed_repair_counts_its_pages_from_the_failure_on_apart_from_the_others(case):
+    report, problems = case
+    before = score(report, problems, START, reopen_window=300.0).pages
+    problems["P3"].repair_failed_at = 4900.0  # the fault is back after the uncordon (alert D again at 5000)
+    report["notifications"].append(note("INC-4", "page", "pagerduty:oncall", 5010))
+    s = score(report, problems, START, reopen_window=300.0)
+    assert s.repair_pages == {"P3": 1}
+    assert s.pages == before, "the failed repair's page is not one of the problem's own pages"
+    report["notifications"].append(note("INC-4", "page", "pagerduty:oncall", 5400))
+    assert score(report, problems, START, reopen_window=300.0).repair_pages == {"P3": 2}
+    problems["P3"].repair_failed_at = 6000.0  # nothing sent after it
+    assert score(report, problems, START, reopen_window=300.0).repair_pages == {"P3": 0}
+
+
+def test_the_share_of_page_worthy_incidents_whose_final_title_names_the_cause(case):
+    report, problems = case
+    titles = {"INC-1": "Xid 48: Double-bit ECC error on n1", "INC-3": "Node down: no metrics from the node on n3",
+              "INC-4": "Xid 79 on n3", "INC-5": "Xid 119 on 2 nodes in c1", "INC-8": "Xid 48 on n1"}
+    for inc in report["incidents"]:
+        inc["title"] = titles.get(inc["id"], "")
+    for pid, words in {"P1": ("Xid 48", "ECC"), "P3": ("Xid 79",), "S": ("Xid 119",), "P2": ("Xid 13",)}.items():
+        problems[pid].names = words
+    s = score(report, problems, START, reopen_window=300.0)
+    # INC-1, INC-3, INC-4, INC-5 and INC-8 (which holds P1's alert) hold page-worthy problems; INC-2 holds
+    # only P2, which is not page-worthy. INC-3 ends titled by its node being down.
+    assert s.worthy_incidents == 5
+    assert s.unnamed == ["INC-3: Node down: no metrics from the node on n3"]
+    assert s.named == pytest.approx(4 / 5)
