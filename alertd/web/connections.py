@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 ACCEPT_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 ACCEPT_LOG_INTERVAL = 10.0  # seconds between two log lines about failed accepts
 MIN_CONNECTIONS = 8  # the cap never goes below this, whatever the descriptor limit
+# The listen backlog, which is also how many connections asyncio accepts in one round before the first of them
+# reaches the budget: the cap leaves room for one round.
+BACKLOG = 64
 
 
 class Held(Protocol):
@@ -48,13 +51,13 @@ def open_descriptors() -> int:
 
 
 def connection_cap(settings: ConnectionSettings, soft_limit: int | None = None, in_use: int | None = None) -> int:
-    """``max_open``, lowered so that the connections, the descriptors open now and ``reserved_fds`` fit in the
-    soft RLIMIT_NOFILE (read now unless given)."""
+    """``max_open``, lowered so that the connections, one round of accepts (``BACKLOG``), the descriptors open
+    now and ``reserved_fds`` fit in the soft RLIMIT_NOFILE (read now unless given)."""
     if soft_limit is None:
         soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft_limit == resource.RLIM_INFINITY or soft_limit < 0:
         return settings.max_open
-    room = soft_limit - (open_descriptors() if in_use is None else in_use) - settings.reserved_fds
+    room = soft_limit - (open_descriptors() if in_use is None else in_use) - settings.reserved_fds - BACKLOG
     return max(MIN_CONNECTIONS, min(settings.max_open, room))
 
 
@@ -124,4 +127,4 @@ class AcceptErrors:
         self.logged_at, self.held_back = now, 0
 
 
-__all__ = ["AcceptErrors", "ConnectionBudget", "connection_cap", "open_descriptors"]
+__all__ = ["BACKLOG", "AcceptErrors", "ConnectionBudget", "connection_cap", "open_descriptors"]

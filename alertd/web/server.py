@@ -17,14 +17,13 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from alertd.web.connections import AcceptErrors, ConnectionBudget, connection_cap
+from alertd.web.connections import BACKLOG, AcceptErrors, ConnectionBudget, connection_cap
 from alertd.web.keys import SERVICE
 from alertd.web.webhook_lane import Lane
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT = 10.0  # seconds requests in flight may take to finish when the server stops
-BACKLOG = 128  # connections the kernel queues before they are accepted (aiohttp's sites use the same)
 
 
 @dataclass(frozen=True)

@@ -170,6 +170,7 @@ class LaneConnection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.body: list[bytes] = []
         self.head_length = 0
+        self.head_size = 0  # the header fields read so far, as sent less optional whitespace
         self.length = 0
         self.head_done: float | None = None  # lane.clock() when the head was complete
         self.begun: float | None = None  # lane.clock() at the request's first byte
@@ -238,8 +239,7 @@ class LaneConnection(asyncio.Protocol):
             self._hand_over("malformed")  # bytes aiohttp will answer with 400
         else:
             if self.head_done is None and len(self.buf) > self.lane.limits.max_head_bytes:  # or empty lines
-                self._refuse(TooLarge(431, f"the request head exceeds {self.lane.limits.max_head_bytes} bytes "
-                                           "(connections.max_head_bytes)"))
+                self._refuse(self._head_too_large())
 
     def evict(self) -> None:
         """Closed by the budget to make room for a new connection."""
@@ -263,7 +263,14 @@ class LaneConnection(asyncio.Protocol):
             raise TooLarge(431, f"a header field exceeds {limits.max_field_bytes} bytes (connections.max_field_bytes)")
         if len(self.headers) >= limits.max_headers:
             raise TooLarge(431, f"more than {limits.max_headers} header fields (connections.max_headers)")
+        self.head_size += len(name) + len(value) + 4  # ": " and CRLF
+        if self.head_size + len(self.url) > limits.max_head_bytes:
+            raise self._head_too_large()
         self.headers.append((name.lower(), value))
+
+    def _head_too_large(self) -> TooLarge:
+        limit = self.lane.limits.max_head_bytes
+        return TooLarge(431, f"the request head exceeds {limit} bytes (connections.max_head_bytes)")
 
     def on_headers_complete(self) -> None:
         self.head_done = self.lane.clock()
