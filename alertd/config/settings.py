@@ -17,6 +17,7 @@ from alertd.enrich.settings import EnrichSettings, NodeIndexSettings
 from alertd.report.settings import ReportSettings
 from alertd.schemas import problems
 from alertd.config.classify import ClassifySettings
+from alertd.config.connections import ConnectionSettings
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, Network, trusted_networks
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
@@ -80,6 +81,7 @@ class Config:
     max_body_bytes: int = 10 * 1024 * 1024
     body_timeout: float = 30.0  # seconds a request body may take to arrive
     max_backlog: int = 100_000  # webhooks stored and not yet through the engine before new ones get 503; 0 = none
+    connections: ConnectionSettings = field(default_factory=ConnectionSettings)  # per-connection deadlines, the cap
     receiver_auth: Credentials = field(default_factory=Credentials)
     api_auth: Credentials = field(default_factory=Credentials)
     allowed_hosts: tuple[str, ...] = ()  # api.allowed_hosts: Host names accepted besides the listen address
@@ -189,6 +191,7 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         max_body_bytes=receiver.get("max_body_bytes", defaults.max_body_bytes),
         body_timeout=parse_duration(receiver.get("body_timeout", "30s")).total_seconds(),
         max_backlog=receiver.get("max_backlog", defaults.max_backlog),
+        connections=ConnectionSettings.from_doc(doc.get("connections")),
         receiver_auth=receiver_auth,
         api_auth=api_auth,
         allowed_hosts=tuple(str(h) for h in doc.get("api", {}).get("allowed_hosts") or ()),

@@ -45,6 +45,10 @@ LATEST_MEASUREMENT: Final = "livemostrecent"
 REJECT_REASONS = ("unauthorized", "too_large", "body_timeout", "schema", "json", "backlog", "store_unavailable")
 STORE_OPERATIONS = ("process", "tick", "housekeeping", "append", "audit", "quarantine")
 DELIVERY_OUTCOMES = ("delivered", "skipped", "retry", "failed")
+# Why the web server closed a connection itself (alertd/web/connections.py, alertd/web/webhook_lane.py).
+CONNECTION_CLOSES = ("evicted", "header_timeout", "idle", "head_too_large")
+# One process's own quantity: the group's value is the sum over its live processes.
+PER_PROCESS_SUM: Final = "livesum"
 # Why the engine set a webhook or alert aside (alertd/app/budget.py, Service.process_pending).
 SET_ASIDE_CAUSES = ("unreadable", "failed", "overran", "stuck", "attempts")
 
@@ -99,8 +103,21 @@ class Metrics:
         self.webhook_lane = Counter(
             "alertd_webhook_lane_total", "Webhook requests the webhook lane answered itself (outcome \"answered\"), "
             "and connections it handed to aiohttp at a webhook request or at bytes it could not read, by why "
-            "(framing, browser, forwarded, too_large, content_type, host, credentials, head, malformed, long_head, "
-            "stalled_head).", ["outcome"], registry=own)
+            "(framing, browser, forwarded, too_large, content_type, host, credentials, head, malformed).",
+            ["outcome"], registry=own)
+        self.connections_open = Gauge("alertd_connections_open", "Client connections open (every route).",
+                                      registry=own, multiprocess_mode=PER_PROCESS_SUM)
+        self.connections_limit = Gauge(
+            "alertd_connections_limit", "The cap on open client connections (connections.max_open, lowered to fit "
+            "the file-descriptor limit read at start).", registry=own, multiprocess_mode=PER_PROCESS_SUM)
+        self.connections_refused = Counter("alertd_connections_refused_total", "New connections closed at once: the "
+                                           "cap was reached and every open connection had proved itself.", registry=own)
+        self.connections_closed = Counter(
+            "alertd_connections_closed_total", "Connections the server closed itself, by why: evicted (at the cap, "
+            "for a new one), header_timeout, idle (keep-alive over), head_too_large (answered 431).", ["reason"],
+            registry=own)
+        self.accept_errors = Counter("alertd_accept_errors_total", "Failed accepts of new connections (EMFILE: out "
+                                     "of file descriptors, ENFILE, ENOBUFS, ENOMEM).", registry=own)
         self.ack_latency = Histogram("alertd_webhook_ack_seconds", "Time from request to stored answer.", buckets=LATENCY_BUCKETS, registry=own)
         self.processing_latency = Histogram(
             "alertd_processing_latency_seconds", "Time from receipt of a webhook to the engine step that took its alerts being committed.",
@@ -148,6 +165,8 @@ class Metrics:
             self.rejected.labels(reason)
         for operation in STORE_OPERATIONS:
             self.store_errors.labels(operation)
+        for reason in CONNECTION_CLOSES:
+            self.connections_closed.labels(reason)
 
     def expect_deliveries(self, kinds: Iterable[str]) -> None:
         """Each configured notifier's delivery outcomes start at 0 (see REJECT_REASONS)."""

@@ -1,18 +1,27 @@
 """The web server as a part: the last to start (webhooks arrive only once the engine and the store are up),
 the first to stop (no request is taken once the service has begun to stop).
 
-Its listening socket serves connections through the webhook lane (alertd/web/webhook_lane.py), which hands
-every request that is not a plain webhook, and the rest of its connection, to the aiohttp application."""
+Its listening socket is opened here with ``loop.create_server`` and serves connections through the webhook
+lane (alertd/web/webhook_lane.py), which hands every request that is not a plain webhook, and the rest of its
+connection, to the aiohttp application's low-level server (``AppRunner.server``). Both paths keep one
+connection policy (the ``connections`` section, docs/security.md): the lane enforces it on every connection's
+first request and on every webhook it answers, aiohttp's runner is given the same keep-alive and header
+limits, and the budget (alertd/web/connections.py) caps the open connections of the process."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 from dataclasses import dataclass
 
 from aiohttp import web
 
+from alertd.web.connections import BACKLOG, AcceptErrors, ConnectionBudget, connection_cap
+from alertd.web.keys import SERVICE
 from alertd.web.webhook_lane import Lane
+
+log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT = 10.0  # seconds requests in flight may take to finish when the server stops
 
@@ -30,53 +39,57 @@ class Listen:
     sock: socket.socket | None = None
 
 
-class LaneSite(web.BaseSite):
-    """A site whose connections start in the webhook lane: on ``listen.sock`` when given, else on its address."""
-
-    __slots__ = ("_listen", "_lane", "_timeout")
-
-    def __init__(self, runner: web.AppRunner, listen: Listen, timeout: float):
-        super().__init__(runner, ssl_context=listen.ssl_context)
-        self._listen, self._timeout = listen, timeout
-        assert runner.server is not None
-        self._lane = Lane(runner.app, runner.server)
-
-    @property
-    def name(self) -> str:
-        return f"{'https' if self._ssl_context else 'http'}://{self._listen.host}:{self._listen.port}"
-
-    async def start(self) -> None:
-        await super().start()
-        self._lane.start()
-        loop = asyncio.get_running_loop()
-        if self._listen.sock is not None:
-            self._server = await loop.create_server(self._lane, sock=self._listen.sock, ssl=self._ssl_context,
-                                                    backlog=self._backlog)
-        else:
-            self._server = await loop.create_server(self._lane, self._listen.host, self._listen.port,
-                                                    ssl=self._ssl_context, backlog=self._backlog)
-
-    async def stop(self) -> None:
-        await super().stop()
-        await self._lane.shutdown(self._timeout)
-
-
 class WebServer:
     name = "web"
 
     def __init__(self, app: web.Application, listen: Listen, *, shutdown_timeout: float = SHUTDOWN_TIMEOUT):
         self.app, self.listen, self._timeout = app, listen, shutdown_timeout
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout)
+        svc = app[SERVICE]
+        self.limits = limits = svc.cfg.connections
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=shutdown_timeout,
+                                     keepalive_timeout=limits.keepalive_timeout, max_line_size=limits.max_line_bytes,
+                                     max_field_size=limits.max_field_bytes, max_headers=limits.max_headers)
+        self._accept_errors = AcceptErrors(svc.metrics)
+        self._lane: Lane | None = None
+        self._listening: asyncio.Server | None = None
 
     async def start(self) -> None:
         await self._runner.setup()
         if not self.listen.bind:
             return
         try:
-            await LaneSite(self._runner, self.listen, self._timeout).start()
+            await self._serve()
         except BaseException:  # a port in use: this part did not start, so it cleans up itself
-            await self._runner.cleanup()
+            await self.stop()
             raise
 
+    async def _serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        svc, server = self.app[SERVICE], self._runner.server
+        assert server is not None  # set up above
+        cap = connection_cap(self.limits)
+        if cap < self.limits.max_open:
+            log.info("at most %d open connections (connections.max_open %d, lowered to fit the file-descriptor "
+                     "limit)", cap, self.limits.max_open)
+        self._lane = lane = Lane(self.app, server, self.limits, ConnectionBudget(cap, svc.metrics))
+        lane.start()
+        self._accept_errors.install(loop)
+        tls = self.listen.ssl_context
+        # A TLS handshake holds a descriptor before any byte of a request: it gets the header deadline.
+        handshake = self.limits.header_timeout if tls is not None else None
+        if self.listen.sock is not None:
+            self._listening = await loop.create_server(lane, sock=self.listen.sock, ssl=tls, backlog=BACKLOG,
+                                                       ssl_handshake_timeout=handshake)
+        else:
+            self._listening = await loop.create_server(lane, self.listen.host, self.listen.port, ssl=tls,
+                                                       backlog=BACKLOG, ssl_handshake_timeout=handshake)
+
     async def stop(self) -> None:
-        await self._runner.cleanup()
+        if self._listening is not None:
+            self._listening.close()  # no new connections; the open ones finish below
+            self._listening = None
+        if self._lane is not None:
+            await self._lane.shutdown(self._timeout)
+            self._lane = None
+        await self._runner.cleanup()  # aiohttp's connections: in-flight requests get shutdown_timeout
+        self._accept_errors.uninstall(asyncio.get_running_loop())

@@ -19,9 +19,19 @@ Content-Type a page cannot send without a preflight, an allowed Host when the ed
 checks it, and credentials the receiver accepts (a wrong one gets aiohttp's 401,
 counted and logged as before).
 
-Requests on a connection are answered in order. A body that stalls past
-``receiver.body_timeout`` gets 408 and the connection is closed; an idle connection
-is closed after 75 s, aiohttp's keep-alive time.
+Requests on a connection are answered in order. Every connection starts here, so the
+lane keeps the budgets of docs/security.md ("Connections") for every first request:
+a head over aiohttp's limits (``connections.max_line_bytes``, ``max_field_bytes``,
+``max_headers``) or over ``max_head_bytes`` gets 431 (414 for the request line) and
+the connection closes; a head not complete ``connections.header_timeout`` after its
+first byte gets 408 and the connection closes (never handed on); a body that stalls
+past ``receiver.body_timeout`` gets 408; a connection that starts no request
+``connections.keepalive_timeout`` after it opened or after its last answer closes,
+whatever bytes that start no request (empty lines) it sends meanwhile (before its
+first request, ``header_timeout`` applies instead). A connection
+handed to aiohttp keeps aiohttp's own enforcement of the same limits and keep-alive
+(set on its runner, alertd/web/server.py); the lane stays its protocol, passing every
+event through, so the budget (alertd/web/connections.py) counts it until it closes.
 """
 from __future__ import annotations
 
@@ -38,18 +48,18 @@ import httptools
 from aiohttp import web
 from multidict import CIMultiDict
 
+from alertd.config.connections import ConnectionSettings
 from alertd.web import alertmanager_webhook as webhook
 from alertd.web.auth import AUTH, Authenticator
+from alertd.web.connections import ConnectionBudget
 from alertd.web.guard import EDGE, SIMPLE_TYPES, WEBHOOK, EdgePolicy, checks_host
 from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
 
 log = logging.getLogger(__name__)
 
-IDLE = 75.0  # seconds a kept-alive connection may wait for its next request (aiohttp's keepalive_timeout)
-MAX_HEAD = 64 * 1024  # a head this long is no webhook's: aiohttp judges it
 MAX_QUEUED = 16  # requests read ahead of their answers before the connection stops reading
-SWEEP = 1.0  # seconds between the checks for stalled bodies and idle connections
+SWEEP = 1.0  # seconds between the checks for stalled heads and bodies and idle connections, at most
 PATH = WEBHOOK.encode()
 REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
 ROUTE = "route"  # another method, path or HTTP version than the webhook's: aiohttp's, not counted
@@ -68,16 +78,26 @@ class HandOver(Exception):
         self.why = why
 
 
+class TooLarge(Exception):
+    """A head over one of the limits: the lane answers it (431, or 414 for the request line) and closes."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
 class Lane:
     """The protocol factory for a listening socket (``loop.create_server(lane, ...)``), and what its connections
-    share: the service, the credentials, the edge's policy, the aiohttp server they hand over to."""
+    share: the service, the credentials, the edge's policy, the connection budget, the aiohttp server they hand
+    over to."""
 
-    def __init__(self, app: web.Application, fallback: web.Server, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, app: web.Application, fallback: Callable[[], asyncio.Protocol], limits: ConnectionSettings,
+                 budget: ConnectionBudget, clock: Callable[[], float] = time.monotonic):
         self.svc: WebHost = app[SERVICE]
         self.auth: Authenticator = app[AUTH]
         self.edge: EdgePolicy = app[EDGE]
-        self.fallback, self.clock = fallback, clock
-        self.connections: set[LaneConnection] = set()
+        self.fallback, self.limits, self.budget, self.clock = fallback, limits, budget, clock
+        self.connections: set[LaneConnection] = set()  # those still in the lane (not handed to aiohttp)
         self._date: tuple[int, bytes] = (0, b"")
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -85,7 +105,8 @@ class Lane:
         return LaneConnection(self)
 
     def start(self) -> None:
-        """Begin checking for stalled bodies and idle connections (the listening socket is about to open)."""
+        """Begin checking for stalled heads and bodies and idle connections (the listening socket is about to
+        open)."""
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     def host_allowed(self, host: bytes) -> bool:
@@ -100,8 +121,10 @@ class Lane:
         return self._date[1]
 
     async def _sweep(self) -> None:
+        shortest = min(self.limits.header_timeout, self.limits.keepalive_timeout, self.svc.cfg.body_timeout)
+        every = max(0.05, min(SWEEP, shortest / 4))  # a deadline is kept to within a quarter of itself
         while True:
-            await asyncio.sleep(SWEEP)
+            await asyncio.sleep(every)
             now = self.clock()
             for conn in list(self.connections):
                 conn.sweep(now)
@@ -123,27 +146,33 @@ class Lane:
 
 
 class LaneConnection(asyncio.Protocol):
-    """One client connection while its requests are plain webhooks."""
+    """One client connection: its requests while they are plain webhooks, then the pipe to aiohttp's handler."""
 
     def __init__(self, lane: Lane):
         self.lane = lane
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
+        self.handler: asyncio.Protocol | None = None  # aiohttp's, once handed over: every event goes to it
         self.peer: str | None = None
         self.buf = bytearray()  # every byte from the first of the request being read
         self.queue: deque[tuple[bytes, float, bool]] = deque()  # body, start, keep-alive: waiting for answers
         self.busy = False
         self.handing_over = False
         self.paused = False
+        self.last_answer: webhook.Answer | None = None  # a refusal written after the queued answers, then close
+        self.proven = False  # an authenticated webhook head arrived: the budget never evicts it
+        self.answered = False  # an answer was written: from then on the keep-alive deadline applies between requests
+        self.last_in = self.idle_since = lane.clock()
         self._reset()
-        self.last = lane.clock()
 
     def _reset(self) -> None:
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.body: list[bytes] = []
         self.head_length = 0
+        self.head_size = 0  # the header fields read so far, as sent less optional whitespace
         self.length = 0
+        self.head_done: float | None = None  # lane.clock() when the head was complete
         self.begun: float | None = None  # lane.clock() at the request's first byte
         self.started = 0.0  # time.perf_counter() at the same moment, for the acknowledgement latency
 
@@ -155,6 +184,9 @@ class LaneConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
+        if not self.lane.budget.admit(self):  # at the cap, and every connection has proved itself
+            transport.close()
+            return
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if isinstance(peer, tuple) else None
@@ -166,25 +198,53 @@ class LaneConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lane.connections.discard(self)
+        self.lane.budget.release(self)
         self.transport = None
+        if self.handler is not None:
+            self.handler.connection_lost(exc)
+
+    def eof_received(self) -> bool | None:
+        return self.handler.eof_received() if self.handler is not None else None
+
+    def pause_writing(self) -> None:
+        if self.handler is not None:
+            self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.handler is not None:
+            self.handler.resume_writing()
 
     def data_received(self, data: bytes) -> None:
-        self.last = self.lane.clock()
+        self.last_in = self.lane.clock()  # for the budget's choice of whom to evict; no deadline moves
+        if self.handler is not None:
+            self.handler.data_received(data)
+            return
+        if self.transport is None or self.last_answer is not None:
+            return  # refused or closing: nothing more is read
         self.buf += data
         if self.handing_over:  # waiting for the lane's answers before aiohttp takes over: hold, within bounds
-            if len(self.buf) > MAX_HEAD and not self.paused and self.transport is not None:
+            if len(self.buf) > self.lane.limits.max_head_bytes and not self.paused:
                 self.transport.pause_reading()
                 self.paused = True
             return
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserCallbackError as exc:  # HandOver: a request the lane does not take
-            self._hand_over(exc.__context__.why if isinstance(exc.__context__, HandOver) else "malformed")
+        except httptools.HttpParserCallbackError as exc:  # HandOver or TooLarge, raised by a callback
+            why = exc.__context__
+            if isinstance(why, TooLarge):
+                self._refuse(why)
+            else:
+                self._hand_over(why.why if isinstance(why, HandOver) else "malformed")
         except (httptools.HttpParserError, httptools.HttpParserUpgrade):
             self._hand_over("malformed")  # bytes aiohttp will answer with 400
         else:
-            if len(self.buf) > MAX_HEAD and not self.head_length:  # a head this long (or empty lines) is aiohttp's
-                self._hand_over("long_head")
+            if self.head_done is None and len(self.buf) > self.lane.limits.max_head_bytes:  # or empty lines
+                self._refuse(self._head_too_large())
+
+    def evict(self) -> None:
+        """Closed by the budget to make room for a new connection."""
+        if self.transport is not None:
+            self.transport.close()
 
     # httptools callbacks
 
@@ -193,13 +253,30 @@ class LaneConnection(asyncio.Protocol):
 
     def on_url(self, url: bytes) -> None:
         self.url += url
+        if len(self.url) > self.lane.limits.max_line_bytes:
+            raise TooLarge(414, f"the request line exceeds {self.lane.limits.max_line_bytes} bytes "
+                                "(connections.max_line_bytes)")
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        limits = self.lane.limits
+        if len(name) + len(value) > limits.max_field_bytes:
+            raise TooLarge(431, f"a header field exceeds {limits.max_field_bytes} bytes (connections.max_field_bytes)")
+        if len(self.headers) >= limits.max_headers:
+            raise TooLarge(431, f"more than {limits.max_headers} header fields (connections.max_headers)")
+        self.head_size += len(name) + len(value) + 4  # ": " and CRLF
+        if self.head_size + len(self.url) > limits.max_head_bytes:
+            raise self._head_too_large()
         self.headers.append((name.lower(), value))
 
+    def _head_too_large(self) -> TooLarge:
+        limit = self.lane.limits.max_head_bytes
+        return TooLarge(431, f"the request head exceeds {limit} bytes (connections.max_head_bytes)")
+
     def on_headers_complete(self) -> None:
+        self.head_done = self.lane.clock()
         if why := self._not_plain():
             raise HandOver(why)
+        self.proven = True
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -279,7 +356,9 @@ class LaneConnection(asyncio.Protocol):
             self._write(webhook.error(500, "internal error; retry later"), keep_alive=False)
         finally:
             self.busy = False
-        if self.handing_over and self.transport is not None:
+        if self.last_answer is not None:
+            self._write(self.last_answer, keep_alive=False)
+        elif self.handing_over and self.transport is not None:
             self._switch()
 
     def _write(self, answer: webhook.Answer, keep_alive: bool) -> None:
@@ -290,9 +369,23 @@ class LaneConnection(asyncio.Protocol):
         head += [b"%s: %s\r\n" % (n.encode(), v.encode()) for n, v in answer.headers if n != "Connection"]
         head.append(b"Connection: keep-alive\r\n\r\n" if keep_alive else b"Connection: close\r\n\r\n")
         self.transport.write(b"".join(head) + answer.body)
-        self.last = self.lane.clock()
+        self.idle_since, self.answered = self.lane.clock(), True
         if not keep_alive:
             self.close()
+
+    def _refuse(self, why: TooLarge) -> None:
+        """A head over a limit: answered after the answers before it, then the connection closes."""
+        self.lane.svc.metrics.connections_closed.labels("head_too_large").inc()
+        self._close_with(webhook.error(why.status, why.message, webhook.CLOSE))
+
+    def _close_with(self, answer: webhook.Answer) -> None:
+        self.last_answer = answer
+        self.buf.clear()
+        if self.transport is not None and not self.paused:
+            self.transport.pause_reading()
+            self.paused = True
+        if not self.busy and not self.queue:
+            self._write(answer, keep_alive=False)
 
     def _hand_over(self, why: str) -> None:
         """The request at the buffer's start, and all after it, go to aiohttp once the lane's answers are out.
@@ -304,11 +397,11 @@ class LaneConnection(asyncio.Protocol):
             self._switch()
 
     def _switch(self) -> None:
+        """aiohttp's handler takes the connection: the lane stays its protocol only to pass every event on."""
         transport = self.transport
         assert transport is not None
         self.lane.connections.discard(self)
-        handler = self.lane.fallback()
-        transport.set_protocol(handler)
+        self.handler = handler = self.lane.fallback()
         handler.connection_made(transport)
         if self.buf:
             handler.data_received(bytes(self.buf))
@@ -317,17 +410,22 @@ class LaneConnection(asyncio.Protocol):
             transport.resume_reading()
 
     def sweep(self, now: float) -> None:
-        """A body stalled past the deadline gets 408; a head stalled so gets aiohttp; an idle connection closes."""
-        if self.transport is None or self.handing_over or self.busy:
+        """A head or a body stalled past its deadline gets 408 and the connection closes; so does an idle one,
+        without an answer. Nothing here is reset by bytes that start no request."""
+        if self.transport is None or self.handing_over or self.busy or self.queue or self.last_answer is not None:
             return
-        if self.begun is not None:
-            if now - self.begun <= self.lane.svc.cfg.body_timeout:
-                return
-            if self.head_length:
-                self._write(webhook.timed_out(self.lane.svc), keep_alive=False)
-            else:
-                self._hand_over("stalled_head")
-        elif not self.queue and now - self.last > IDLE:
+        limits = self.lane.limits
+        if self.head_done is not None:
+            if now - self.head_done > self.lane.svc.cfg.body_timeout:
+                self._close_with(webhook.timed_out(self.lane.svc))
+        elif self.begun is not None:
+            if now - self.begun > limits.header_timeout:
+                self.lane.svc.metrics.connections_closed.labels("header_timeout").inc()
+                self._close_with(webhook.error(408, f"the request head did not arrive within "
+                                                    f"{limits.header_timeout:g} s", webhook.CLOSE))
+        elif now - self.idle_since > (limits.keepalive_timeout if self.answered else limits.header_timeout):
+            # before its first answer a connection is waiting for its first head: the header deadline applies
+            self.lane.svc.metrics.connections_closed.labels("idle" if self.answered else "header_timeout").inc()
             self.close()
 
     def close(self) -> None:

@@ -15,11 +15,10 @@ import socket
 import time
 import urllib.request
 from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-import httptools
 import pytest
 
 from alertd.app.service import Service
@@ -28,14 +27,16 @@ from alertd.rules.ruleset import load_rules
 from alertd.store.base import StoreUnavailable
 from alertd.store.sqlite import SqliteStore
 from alertd.web.server import Listen, WebServer
+from tests.support import raw_http
 from tests.support.alertd_proc import AlertdProcess, parse_metrics
+from tests.support.raw_http import Answer, Reader, closed, read_answers
 from tests.support.process import free_port
 from tests.support.served import served
 from tests.support.webhooks import dumps, node_webhook
 
 TOKEN = "lane-token"
 MAX_BODY = 64 * 1024
-PATH = "/api/v1/alerts/alertmanager"
+PATH = raw_http.PATH
 AT = datetime(2026, 12, 3, 6, 0, tzinfo=timezone.utc)
 
 
@@ -50,86 +51,12 @@ def server(tmp_path_factory) -> AlertdProcess:
     proc.stop()
 
 
-@dataclass
-class Answer:
-    status: int = 0
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
-
-    @property
-    def from_lane(self) -> bool:
-        return "server" not in self.headers
-
-    def json(self) -> dict:
-        return json.loads(self.body)
-
-
-class Reader:
-    """httptools' response parser, collecting complete answers (1xx interim answers are kept apart)."""
-
-    def __init__(self) -> None:
-        self.parser = httptools.HttpResponseParser(self)
-        self.done: list[Answer] = []
-        self.interim: list[Answer] = []
-        self.current = Answer()
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.current.headers[name.decode().lower()] = value.decode()
-
-    def on_headers_complete(self) -> None:
-        self.current.status = self.parser.get_status_code()
-
-    def on_body(self, body: bytes) -> None:
-        self.current.body += body
-
-    def on_message_complete(self) -> None:
-        (self.interim if 100 <= self.current.status < 200 else self.done).append(self.current)
-        self.current = Answer()
-
-
 def connect(server: AlertdProcess) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
+    return raw_http.connect(server.port)
 
 
-def read_answers(sock: socket.socket, n: int, reader: Reader | None = None, timeout: float = 10.0) -> list[Answer]:
-    """Read until ``n`` final answers arrived or the peer closed (bounded by ``timeout``)."""
-    reader = reader or Reader()
-    deadline = time.monotonic() + timeout
-    while len(reader.done) < n and time.monotonic() < deadline:
-        sock.settimeout(max(0.05, deadline - time.monotonic()))
-        try:
-            data = sock.recv(65536)
-        except socket.timeout:
-            break
-        if not data:
-            break
-        reader.parser.feed_data(data)
-    return reader.done
-
-
-def closed(sock: socket.socket, timeout: float = 5.0) -> bool:
-    sock.settimeout(timeout)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False
-
-
-def request(body: bytes, *, method: str = "POST", path: str = PATH, token: str | None = TOKEN,
-            version: str = "1.1", content_type: str | None = "application/json", extra: str = "",
-            length: int | None = None, host: str = "127.0.0.1") -> bytes:
-    head = f"{method} {path} HTTP/{version}\r\nHost: {host}\r\n"
-    if content_type is not None:
-        head += f"Content-Type: {content_type}\r\n"
-    if token is not None:
-        head += f"Authorization: Bearer {token}\r\n"
-    if length is not None or "transfer-encoding" not in extra.lower():
-        head += f"Content-Length: {len(body) if length is None else length}\r\n"
-    return (head + extra + "\r\n").encode() + body
+def request(body: bytes, *, token: str | None = TOKEN, **kwargs: Any) -> bytes:
+    return raw_http.request(body, token=token, **kwargs)
 
 
 def metrics(server: AlertdProcess) -> dict[str, float]:

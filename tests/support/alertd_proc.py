@@ -55,7 +55,7 @@ class AlertdProcess:
 
     def __init__(self, workdir: Path | str, config: dict[str, Any] | None = None, *,
                  cpus: str | None = None, python_args: Sequence[str] = (), env: dict[str, str] | None = None,
-                 serve_args: Sequence[str] = ()):
+                 serve_args: Sequence[str] = (), nofile: int | None = None):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.data_dir = self.workdir / "data"
@@ -66,6 +66,7 @@ class AlertdProcess:
         self.python_args = list(python_args)  # e.g. ["-m", "cProfile", "-o", "prof.out"]
         self.env = env
         self.serve_args = list(serve_args)  # e.g. ["--receivers", "0"]
+        self.nofile = nofile  # RLIMIT_NOFILE (soft and hard) for the server's processes, as `ulimit -n` sets it
         self.port = 0
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -102,7 +103,8 @@ class AlertdProcess:
     def command(self) -> list[str]:
         cmd = [sys.executable, *self.python_args, "-m", "alertd.cli.main", "serve", "--config", str(self.config_path),
                "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data_dir), *self.serve_args]
-        return (["taskset", "-c", self.cpus] if self.cpus else []) + cmd
+        limit = ["prlimit", f"--nofile={self.nofile}:{self.nofile}", "--"] if self.nofile else []
+        return limit + (["taskset", "-c", self.cpus] if self.cpus else []) + cmd
 
     def start(self, timeout: float = 30.0) -> "AlertdProcess":
         """Start (or restart, on the same data dir) and wait for /readyz; retries a port clash."""

@@ -1,5 +1,6 @@
 """The webhook lane's hand-over, byte for byte, on a fake transport: what aiohttp receives when the lane
-gives a connection up, and that the lane never holds more than a head's worth of bytes it cannot parse."""
+gives a connection up, that the lane never holds more than a head's worth of bytes it cannot parse, and its
+deadlines on an injected clock."""
 from __future__ import annotations
 
 import asyncio
@@ -7,11 +8,15 @@ from types import SimpleNamespace
 
 from aiohttp import web
 
+from alertd.config.connections import ConnectionSettings
 from alertd.core.service_metrics import Metrics
+from alertd.web.connections import ConnectionBudget
 from alertd.web.auth import AUTH
 from alertd.web.guard import EDGE, EdgePolicy
 from alertd.web.keys import SERVICE
-from alertd.web.webhook_lane import MAX_HEAD, Lane
+from alertd.web.webhook_lane import Lane, LaneConnection
+
+LIMITS = ConnectionSettings()
 
 
 class Recorder(asyncio.Protocol):
@@ -34,6 +39,7 @@ class Transport(asyncio.Transport):
         self.protocol: asyncio.BaseProtocol | None = None
         self.written = b""
         self.reading = True
+        self.closed = False
 
     def get_extra_info(self, name: str, default: object = None) -> object:
         return ("127.0.0.1", 40000) if name == "peername" else default
@@ -51,17 +57,26 @@ class Transport(asyncio.Transport):
         self.reading = True
 
     def close(self) -> None:
-        pass
+        self.closed = True
 
 
 def _handed_over(conn: object, why: str) -> float:
     return conn.lane.svc.metrics.webhook_lane.labels(why)._value.get()  # type: ignore[attr-defined]
 
 
-def _connection() -> tuple[object, Transport, list[Recorder]]:
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _connection(clock: Clock | None = None) -> tuple[LaneConnection, Transport, list[Recorder]]:
     app = web.Application()
+    metrics = Metrics()
     app[SERVICE] = SimpleNamespace(cfg=SimpleNamespace(max_body_bytes=1 << 20, body_timeout=30.0),  # type: ignore[assignment]
-                                   metrics=Metrics())
+                                   metrics=metrics, backlog_refusal=lambda: "the inbox is behind")
     app[AUTH] = SimpleNamespace(api=SimpleNamespace(enabled=True), receiver=SimpleNamespace(enabled=False))  # type: ignore[assignment]
     app[EDGE] = EdgePolicy()
     handed: list[Recorder] = []
@@ -70,22 +85,59 @@ def _connection() -> tuple[object, Transport, list[Recorder]]:
         handed.append(Recorder())
         return handed[-1]
 
-    lane = Lane(app, fallback)  # type: ignore[arg-type]  # not started: no sweeping in these tests
+    clock = clock or Clock()
+    lane = Lane(app, fallback, LIMITS, ConnectionBudget(16, metrics, clock), clock)  # not started: swept by hand
     conn = lane()
     transport = Transport()
     conn.connection_made(transport)
     return conn, transport, handed
 
 
-async def test_empty_lines_past_a_heads_worth_are_handed_to_aiohttp_whole():
+def _closed(conn: LaneConnection, reason: str) -> float:
+    return conn.lane.svc.metrics.connections_closed.labels(reason)._value.get()  # type: ignore[attr-defined]
+
+
+async def test_empty_lines_past_a_heads_worth_get_431_and_nothing_more_is_held():
     conn, transport, handed = _connection()
-    flood = b"\r\n" * (MAX_HEAD // 2 + 1)
+    flood = b"\r\n" * (LIMITS.max_head_bytes // 2 + 1)
     for i in range(0, len(flood), 4096):
         conn.data_received(flood[i:i + 4096])
-    assert len(handed) == 1 and handed[0].made and transport.protocol is handed[0]
-    assert handed[0].data == flood  # every byte, in order, none held back
+    conn.data_received(b"\r\n" * 1000)
+    assert not handed and transport.written.startswith(b"HTTP/1.1 431 ") and transport.closed
     assert len(conn.buf) == 0
-    assert _handed_over(conn, "long_head") == 1
+    assert _closed(conn, "head_too_large") == 1
+
+
+async def test_a_head_trickled_past_the_header_deadline_is_closed_with_408_never_handed_on():
+    clock = Clock()
+    conn, transport, handed = _connection(clock)
+    head = b"POST /api/v1/alerts/alertmanager HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    for byte in range(int(LIMITS.header_timeout) + 2):  # one byte a second
+        conn.data_received(head[byte:byte + 1])
+        clock.now += 1.0
+        conn.sweep(clock.now)
+        if transport.closed:
+            break
+    assert not handed and transport.closed and transport.written.startswith(b"HTTP/1.1 408 ")
+    assert byte == int(LIMITS.header_timeout)  # closed once the deadline passed, not before
+    assert _closed(conn, "header_timeout") == 1
+
+
+async def test_empty_lines_do_not_keep_a_connection_open():
+    clock = Clock()
+    conn, transport, handed = _connection(clock)
+    conn.data_received(b"POST /api/v1/alerts/alertmanager HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                       b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+    await asyncio.sleep(0.05)  # answered by the lane (503: the fake inbox is behind): the keep-alive deadline starts
+    assert transport.written.startswith(b"HTTP/1.1 503 ") and not transport.closed
+    for second in range(int(LIMITS.keepalive_timeout) + 10):
+        clock.now += 1.0
+        conn.data_received(b"\r\n")
+        conn.sweep(clock.now)
+        if transport.closed:
+            break
+    assert transport.closed and second == int(LIMITS.keepalive_timeout)
+    assert not handed and _closed(conn, "idle") == 1
 
 
 async def test_a_request_the_lane_does_not_take_reaches_aiohttp_from_its_first_byte():
@@ -94,5 +146,7 @@ async def test_a_request_the_lane_does_not_take_reaches_aiohttp_from_its_first_b
     conn.data_received(data[:10])
     assert not handed
     conn.data_received(data[10:])
-    assert len(handed) == 1 and handed[0].data == data and transport.written == b""
+    assert len(handed) == 1 and handed[0].made and handed[0].data == data and transport.written == b""
+    conn.data_received(b"Host: 127.0.0.1\r\n\r\n")  # the lane stays the protocol, passing bytes on
+    assert handed[0].data == data + b"Host: 127.0.0.1\r\n\r\n"
     assert _handed_over(conn, "route") == 0 and _handed_over(conn, "malformed") == 0  # another route: not counted

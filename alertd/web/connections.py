@@ -1,0 +1,130 @@
+"""The open-connection budget of one process, and accept errors logged once per interval.
+
+Every connection holds a file descriptor. Without a cap, idle clients take them all: ``accept()`` then fails
+with EMFILE, nothing new is served (not /readyz, not Alertmanager's next connection), and asyncio logs every
+failed attempt. So the cap sits below the descriptor limit read at start, and at the cap a new connection
+takes the place of the oldest one that has not proved itself (a connection proves itself when the webhook
+lane has answered one of its requests: an authenticated webhook); with none to take, the new connection is
+refused at once. Alertmanager's kept-alive connections are never the ones closed, and a new client that
+sends its request straight away is answered while a flood of idle ones holds the cap.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import resource
+import time
+from typing import Any, Callable, Protocol
+
+from alertd.config.connections import ConnectionSettings
+from alertd.core.service_metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+ACCEPT_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+ACCEPT_LOG_INTERVAL = 10.0  # seconds between two log lines about failed accepts
+MIN_CONNECTIONS = 8  # the cap never goes below this, whatever the descriptor limit
+# The listen backlog, which is also how many connections asyncio accepts in one round before the first of them
+# reaches the budget: the cap leaves room for one round.
+BACKLOG = 64
+
+
+class Held(Protocol):
+    """A connection as the budget sees it."""
+
+    proven: bool  # the lane answered one of its requests: never evicted
+    last_in: float  # the budget's clock at its last bytes received (or its start)
+
+    def evict(self) -> None: ...
+
+
+def open_descriptors() -> int:
+    """File descriptors open in this process now (Linux: /proc/self/fd; elsewhere /dev/fd)."""
+    for path in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return len(os.listdir(path))
+        except OSError:
+            continue
+    return 0
+
+
+def connection_cap(settings: ConnectionSettings, soft_limit: int | None = None, in_use: int | None = None) -> int:
+    """``max_open``, lowered so that the connections, one round of accepts (``BACKLOG``), the descriptors open
+    now and ``reserved_fds`` fit in the soft RLIMIT_NOFILE (read now unless given)."""
+    if soft_limit is None:
+        soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft_limit == resource.RLIM_INFINITY or soft_limit < 0:
+        return settings.max_open
+    room = soft_limit - (open_descriptors() if in_use is None else in_use) - settings.reserved_fds - BACKLOG
+    return max(MIN_CONNECTIONS, min(settings.max_open, room))
+
+
+class ConnectionBudget:
+    """The open connections of one listening socket's process, counted; ``admit`` at the start of each."""
+
+    def __init__(self, cap: int, metrics: Metrics, clock: Callable[[], float] = time.monotonic):
+        self.cap, self.metrics, self.clock = cap, metrics, clock
+        self.held: set[Held] = set()
+        metrics.connections_limit.set(cap)
+
+    def admit(self, conn: Held) -> bool:
+        """Take ``conn`` in, closing the longest-silent unproven connection at the cap; False: refuse it."""
+        if len(self.held) >= self.cap:
+            victim = min((c for c in self.held if not c.proven), key=lambda c: c.last_in, default=None)
+            if victim is None:
+                self.metrics.connections_refused.inc()
+                return False
+            self.release(victim)
+            victim.evict()
+            self.metrics.connections_closed.labels("evicted").inc()
+        self.held.add(conn)
+        self.metrics.connections_open.set(len(self.held))
+        return True
+
+    def release(self, conn: Held) -> None:
+        if conn in self.held:
+            self.held.discard(conn)
+            self.metrics.connections_open.set(len(self.held))
+
+
+class AcceptErrors:
+    """The event loop's exception handler while the server runs: a failed ``accept()`` (out of descriptors
+    or memory) is counted each time and logged at most once per interval, with the number held back;
+    everything else goes to the handler that was there before (or the loop's default)."""
+
+    def __init__(self, metrics: Metrics, interval: float = ACCEPT_LOG_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic):
+        self.metrics, self.interval, self.clock = metrics, interval, clock
+        self.previous: Any = None
+        self.held_back = 0
+        self.logged_at: float | None = None
+
+    def install(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.previous = loop.get_exception_handler()
+        loop.set_exception_handler(self)
+
+    def uninstall(self, loop: asyncio.AbstractEventLoop) -> None:
+        if loop.get_exception_handler() is self:
+            loop.set_exception_handler(self.previous)
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if not (isinstance(exc, OSError) and exc.errno in ACCEPT_ERRORS and "socket" in context):
+            if self.previous is not None:
+                self.previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        self.metrics.accept_errors.inc()
+        now = self.clock()
+        if self.logged_at is not None and now - self.logged_at < self.interval:
+            self.held_back += 1
+            return
+        log.error("cannot accept new connections: %s (%d more since the last message; raise the file-descriptor "
+                  "limit or lower connections.max_open)", exc.strerror or exc, self.held_back)
+        self.logged_at, self.held_back = now, 0
+
+
+__all__ = ["BACKLOG", "AcceptErrors", "ConnectionBudget", "connection_cap", "open_descriptors"]

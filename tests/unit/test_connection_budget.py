@@ -1,0 +1,107 @@
+"""The open-connection budget (alertd/web/connections.py) on an injected clock: the cap below the descriptor
+limit, whom it closes to make room, when it refuses, and failed accepts logged once per interval."""
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import resource
+from dataclasses import dataclass, field
+
+import pytest
+
+from alertd.config.connections import ConnectionSettings
+from alertd.core.service_metrics import Metrics
+from alertd.web.connections import BACKLOG, MIN_CONNECTIONS, AcceptErrors, ConnectionBudget, connection_cap
+
+
+@dataclass(eq=False)
+class Conn:
+    last_in: float
+    proven: bool = False
+    evicted: list[bool] = field(default_factory=list)
+
+    def evict(self) -> None:
+        self.evicted.append(True)
+
+
+def value(metric) -> float:
+    return metric._value.get()
+
+
+def test_the_cap_fits_under_the_descriptor_limit_with_a_round_of_accepts_and_the_reserve():
+    settings = ConnectionSettings(max_open=1024, reserved_fds=64)
+    assert connection_cap(settings, soft_limit=256, in_use=30) == 256 - 30 - 64 - BACKLOG
+    assert connection_cap(settings, soft_limit=1_048_576, in_use=30) == 1024
+    assert connection_cap(settings, soft_limit=resource.RLIM_INFINITY, in_use=30) == 1024
+    assert connection_cap(settings, soft_limit=100, in_use=30) == MIN_CONNECTIONS
+
+
+def test_at_the_cap_the_longest_silent_unproven_connection_makes_room():
+    metrics = Metrics()
+    budget = ConnectionBudget(3, metrics)
+    alertmanager, idle_old, idle_new = Conn(0.0, proven=True), Conn(1.0), Conn(5.0)
+    for conn in (alertmanager, idle_old, idle_new):
+        assert budget.admit(conn)
+    newcomer = Conn(9.0)
+    assert budget.admit(newcomer)
+    assert idle_old.evicted and not alertmanager.evicted and not idle_new.evicted
+    assert budget.held == {alertmanager, idle_new, newcomer}
+    assert value(metrics.connections_closed.labels("evicted")) == 1
+    assert value(metrics.connections_open) == 3 and value(metrics.connections_limit) == 3
+
+
+def test_with_every_connection_proven_a_new_one_is_refused_and_counted():
+    metrics = Metrics()
+    budget = ConnectionBudget(2, metrics)
+    held = [Conn(0.0, proven=True), Conn(1.0, proven=True)]
+    assert all(budget.admit(c) for c in held)
+    assert not budget.admit(Conn(2.0))
+    assert value(metrics.connections_refused) == 1 and not any(c.evicted for c in held)
+    budget.release(held[0])
+    assert budget.admit(Conn(3.0)) and value(metrics.connections_open) == 2
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def emfile() -> dict:
+    return {"message": "socket.accept() out of system resource", "socket": object(),
+            "exception": OSError(errno.EMFILE, "Too many open files")}
+
+
+async def test_failed_accepts_are_counted_each_and_logged_once_per_interval(caplog):
+    loop = asyncio.get_running_loop()
+    metrics, clock = Metrics(), Clock()
+    handler = AcceptErrors(metrics, interval=10.0, clock=clock)
+    others: list[dict] = []
+    loop.set_exception_handler(lambda _loop, context: others.append(context))
+    handler.install(loop)
+    try:
+        with caplog.at_level(logging.ERROR, logger="alertd.web.connections"):
+            for _ in range(1000):  # what asyncio reports in a second at EMFILE
+                loop.call_exception_handler(emfile())
+                clock.now += 0.001
+            clock.now = 11.0
+            loop.call_exception_handler(emfile())
+            loop.call_exception_handler({"message": "something else", "exception": RuntimeError("x")})
+    finally:
+        handler.uninstall(loop)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "Too many open files" in lines[0] and "(999 more since the last message" in lines[1]
+    assert value(metrics.accept_errors) == 1001
+    assert [c["message"] for c in others] == ["something else"]
+    assert loop.get_exception_handler() is not handler
+
+
+@pytest.mark.parametrize("doc, field_, expected", [
+    ({"header_timeout": "500ms"}, "header_timeout", 0.5), ({"keepalive_timeout": "2m"}, "keepalive_timeout", 120.0),
+    ({"max_open": 64}, "max_open", 64), ({}, "keepalive_timeout", 75.0), ({}, "max_head_bytes", 65536),
+])
+def test_the_section_reads_durations_and_sizes(doc, field_, expected):
+    assert getattr(ConnectionSettings.from_doc(doc), field_) == expected
