@@ -34,6 +34,7 @@ from aiohttp import web
 from prometheus_client import Counter
 
 from alertd.config.credentials import Credentials, Principal, Role
+from alertd.core.actor import Actor, stated_name
 from alertd.config.settings import Config
 from alertd.web.throttle import LoginThrottle
 
@@ -142,12 +143,16 @@ class Authenticator:
                     request.path, detail or why, more)
 
 
+def acting(principal: Principal, request: web.Request) -> Actor:
+    """Who acts: the principal, with the name an admin stated with ``?by=`` beside it. The stated name is shown
+    and audited; it never stands in for the principal (two approvers are two principals)."""
+    by = stated_name(request.query.get("by", ""))
+    return Actor(principal.name, by if by and principal.can(Role.ADMIN) else "")
+
+
 def actor_for(principal: Principal, request: web.Request) -> str:
-    """Who acted: the principal, or ``?by=`` when an admin acts on someone's behalf."""
-    by = request.query.get("by", "").strip()
-    if by and principal.can(Role.ADMIN):
-        return by[:200]
-    return principal.name
+    """The actor as timelines and the audit trail show it: ``oncall``, or ``alice (admin)`` for ``?by=alice``."""
+    return acting(principal, request).shown
 
 
 def is_loopback(host: str) -> bool:

@@ -1,8 +1,8 @@
 """Remediation over HTTP: an incident's proposals with their blast radius (role read), and approve, override
 (lift the circuit breaker's hold and approve), cancel and stop (role act), each audited with its actor.
 
-The same decisions as the Slack buttons (alertd/app/remediate.py); a second approval must come from a
-different actor.
+The same decisions as the Slack buttons (alertd/app/remediate.py); a second approval must come from another
+principal (other credentials): an admin's ``?by=`` names who it acts for, and is recorded, but approves once.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from alertd.app.remediate import VERBS
 from alertd.config.credentials import Role
 from alertd.web import access
 from alertd.web.api import _json, _svc, guarded
-from alertd.web.auth import actor_for
+from alertd.web.auth import acting
 from alertd.web.params import reject_unknown
 
 KINDS = ("", "quarantine", "uncordon")
@@ -48,8 +48,7 @@ async def act(request: web.Request) -> web.Response:
     svc = _svc(request)
     if await svc.store.get_incident(incident_id) is None:
         return _json({"error": f"no incident {incident_id}"}, 404)
-    actor = actor_for(request[access.PRINCIPAL], request)
-    problem = await svc.remediation.act(incident_id, verb, actor, "api", kind=kind)
+    problem = await svc.remediation.act(incident_id, verb, acting(request[access.PRINCIPAL], request), "api", kind=kind)
     if problem:
         return _json({"error": problem}, 409)
     return _json({"remediations": await svc.remediation.for_incident(incident_id)})

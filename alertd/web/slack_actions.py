@@ -31,6 +31,7 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from alertd.app.remediate import Remediations
 from alertd.rules.ruleset import RuleSet
 from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
+from alertd.core.actor import Actor, stated_name
 from alertd.core.installation import unscoped
 from alertd.config.settings import Config
 from alertd.core.model import CLOSED, Incident
@@ -50,6 +51,7 @@ from alertd.web.keys import SERVICE
 log = logging.getLogger(__name__)
 PATH = "/api/v1/slack/actions"
 REPLAY_WINDOW = 5 * 60
+SLACK_PRINCIPAL = "slack:"
 
 
 # Slack's X-Slack-Request-Timestamp: Unix seconds. Twelve digits reach the year 33658; more is not a time
@@ -172,9 +174,8 @@ class SlackActions:
     async def process(self, payload: dict[str, Any]) -> None:
         found = payload.get("user")
         user: dict[str, Any] = found if isinstance(found, dict) else {}
-        uid = str(user.get("id", ""))
-        name = str(user.get("username") or user.get("name") or uid or "someone")
-        actor = f"{name} (slack:{uid})" if uid else name
+        who = slack_actor(user)
+        actor = who.shown
         listed = payload.get("actions")
         actions: list[Any] = listed if isinstance(listed, list) else []
         for action in (a for a in actions if isinstance(a, dict)):
@@ -183,17 +184,19 @@ class SlackActions:
             verb = action_id.removeprefix("alertd_")
             scoped = unscoped(value, self.svc.cfg.installation_id)
             incident_id = value if scoped is None else scoped
+            audited = False  # a remediation's every outcome is audited where it is decided (alertd/app/remediate.py)
             try:
                 if scoped is None:
                     message = f"This button belongs to another alertd installation ({value}); nothing done."
                 elif action_id.startswith(ACTION_REMEDIATE):
-                    message = await self._remediate(action_id[len(ACTION_REMEDIATE):], incident_id, uid, actor)
+                    message, audited = await self._remediate(action_id[len(ACTION_REMEDIATE):], incident_id, who), True
                 else:
                     message = await self._act(action_id, scoped, actor)
             except Exception as exc:  # report to the clicker; never crash the task
                 log.exception("Slack action %s on %s by %s failed", action_id, incident_id, actor)
-                message = f"Could not {verb.replace('_', ' ')} {incident_id}: {exc}"
-            await self.svc.audit(actor, verb, incident_id, "slack", f"refused: {message}" if message else "ok")
+                message, audited = f"Could not {verb.replace('_', ' ')} {incident_id}: {exc}", False
+            if not audited:
+                await self.svc.audit(actor, verb, incident_id, "slack", f"refused: {message}" if message else "ok")
             self.handled += 1
             if message:
                 await self._tell(payload, message)
@@ -221,12 +224,14 @@ class SlackActions:
         log.info("ignoring unknown Slack action %r", action_id)
         return ""
 
-    async def _remediate(self, verb: str, incident_id: str, uid: str, actor: str) -> str:
+    async def _remediate(self, verb: str, incident_id: str, who: Actor) -> str:
         """Approve, override or cancel a remediation: only Slack users the policy names
         (rules/remediation.yml approvers.slack_users) may; others are refused and audited."""
-        if uid not in self.svc.rules.remediation.slack_approvers:
-            return f"{actor} may not {verb} remediations: not in the policy's approvers.slack_users"
-        return str(await self.svc.remediation.act(incident_id, verb, actor, "slack"))
+        if who.principal.removeprefix(SLACK_PRINCIPAL) not in self.svc.rules.remediation.slack_approvers:
+            why = f"{who} may not {verb} remediations: not in the policy's approvers.slack_users"
+            await self.svc.audit(who.shown, f"remediation_{verb}", incident_id, "slack", f"refused: {why}")
+            return why
+        return str(await self.svc.remediation.act(incident_id, verb, who, "slack"))
 
     async def _silence(self, incident_id: str, choice: str, actor: str) -> str:
         if isinstance(duration := silence_duration(choice), str):  # the buttons' 1h/4h/24h, the API's any
@@ -294,6 +299,14 @@ class SlackActions:
         if self._http is not None:
             await self._http.close()
             self._http = None
+
+
+def slack_actor(user: dict[str, Any]) -> Actor:
+    """The clicker: principal ``slack:<user id>`` (stable; what approvals count), with the user name as stated
+    (its owner may change it between two clicks, so it only annotates)."""
+    uid = stated_name(str(user.get("id", "")))
+    name = stated_name(str(user.get("username") or user.get("name") or ""))
+    return Actor(SLACK_PRINCIPAL + (uid or "unknown-user"), name)
 
 
 def _denied(reason: str) -> web.Response:

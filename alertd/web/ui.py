@@ -18,6 +18,7 @@ from aiohttp import web
 
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
+from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.findings import Evidence, Jobs, Owners
 from alertd.core.incident_filters import INCIDENT_FILTERS
@@ -192,7 +193,7 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
     verb, _, duration = action.partition("-")
     if verb == "remediation":  # remediation-<approve|override|cancel|stop>-<quarantine|uncordon>
         what, _, kind = duration.partition("-")
-        problem = await _svc(request).remediation.act(incident_id, what, request[access.PRINCIPAL].name, "web",
+        problem = await _svc(request).remediation.act(incident_id, what, Actor(request[access.PRINCIPAL].name), "web",
                                                       kind=kind)
         raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else f"?done={quote(what)}"))
     if verb not in ("ack", "resolve", "silence", "unsilence") or (verb == "silence") != bool(duration):
