@@ -17,7 +17,7 @@ from alertd.app.receiver_group import ControlUnavailable
 from alertd.core.model import parse_iso
 from alertd.web import alertmanager_webhook, api, remediation_api, report_views, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
-from alertd.web.guard import EDGE, SMALL_BODY, WEBHOOK, EdgePolicy, client_address, edge
+from alertd.web.guard import EDGE, SMALL_BODY, WEBHOOK, EdgePolicy, client_from, edge
 from alertd.web.host import WebHost
 from alertd.web.keys import RELOAD, SERVICE
 
@@ -136,7 +136,7 @@ def build_app(svc: WebHost, auth: Authenticator | None = None) -> web.Applicatio
     app[SERVICE] = svc
     app[EDGE] = EdgePolicy.from_config(svc.cfg)
     app[AUTH] = auth or Authenticator.from_config(svc.cfg, failures=svc.metrics.auth_failures)
-    app[AUTH].client_of = client_address
+    app[AUTH].client_from = functools.partial(client_from, app[EDGE])
     app.router.add_post(WEBHOOK, alertmanager_webhook.receive_alertmanager)
     api.register(app)
     remediation_api.register(app)

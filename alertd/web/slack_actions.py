@@ -127,6 +127,8 @@ class SlackActions:
         signature = request.headers.get("X-Slack-Signature", "")
         if not timestamp or not signature:
             return _denied("unsigned request")
+        if not (signature.isascii() and signature.isprintable()):  # hmac compares only ASCII strings
+            return _denied("malformed signature")
         sent = sent_at(timestamp)
         if sent is None:
             return _denied("bad timestamp")
