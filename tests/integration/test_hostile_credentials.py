@@ -5,10 +5,14 @@ throttle):
 - undecodable bytes in any header, on any route, never give a 5xx; in Authorization they are a 401 counted
   as ``malformed`` and throttled like a wrong token;
 - token guessing on the webhook gets 429 after the limit, and then even the right token does (from that
-  client only: Alertmanager elsewhere is not held up).
+  client only: Alertmanager elsewhere is not held up);
+- every secret sent through every path that logs a request head (aiohttp's refusal of a bare-LF head, which
+  logs the raw bytes; its other parse errors; alertd's own failure lines), with the log at DEBUG, reaches no
+  log line.
 """
 from __future__ import annotations
 
+import base64
 import http.client
 import socket
 from datetime import datetime, timezone
@@ -27,6 +31,7 @@ SIGNING_SECRET = "c4ca4238a0b923820dcc509a6f75849b"
 SLACK_TOKEN = "xoxb-7731-4410-kP2vQ9sL4mX8"
 SECRETS = {"receiver token": RECEIVER_TOKEN, "admin token": ADMIN_TOKEN, "basic password": BASIC_PASSWORD,
            "signing secret": SIGNING_SECRET, "slack token": SLACK_TOKEN}
+BASIC = base64.b64encode(f"ops:{BASIC_PASSWORD}".encode()).decode()
 AT = datetime(2026, 12, 6, 4, 0, tzinfo=timezone.utc)
 
 
@@ -129,3 +134,37 @@ def test_webhook_token_guessing_gets_429_after_the_limit(server):
     assert send(server, head("POST", HOOK, right, body), alertmanager).status == 200
     assert auth_failures(server, "receiver", "throttled") >= 2
     assert server.metrics()['alertd_webhooks_rejected_total{reason="throttled"}'] >= 2
+
+
+# ----- no secret in a log line -----
+
+def _secret_heads() -> list[bytes]:
+    """Every secret in every header that carries one, on the paths that log a request head."""
+    json_type = ("Content-Type", b"application/json")
+    carriers = [("Authorization", f"Bearer {RECEIVER_TOKEN}"), ("Authorization", f"Bearer {ADMIN_TOKEN}"),
+                ("Authorization", f"Basic {BASIC}"), ("Authorization", ADMIN_TOKEN),
+                ("Cookie", f"alertd_session={ADMIN_TOKEN}"), ("X-Slack-Signature", f"v0={SIGNING_SECRET}"),
+                ("X-Api-Key", SLACK_TOKEN), ("X-Forwarded-User", BASIC_PASSWORD)]
+    heads = []
+    for name, value in carriers:
+        header = (name, value.encode())
+        for path in (HOOK, "/api/v1/incidents", "/api/v1/slack/actions"):
+            heads.append(head("POST", path, [header, json_type], webhook_body(), eol=b"\n"))  # bare LF: aiohttp logs the head
+            heads.append(head("POST", path, [header, json_type, ("X-Bad", b"a\x01b")], b"{}"))  # a control character
+            heads.append(head("POST", path, [header, json_type], b"{}"))  # a refusal alertd logs itself
+        heads.append(head("GET", f"/api/v1/incidents?token={value}", [header]))
+    heads.append(head("POST", HOOK, [("Authorization", f"Bearer {RECEIVER_TOKEN}".encode()), json_type],
+                      webhook_body(2)))  # and one accepted
+    return heads
+
+
+def test_no_secret_reaches_any_log_line_at_debug(server):
+    for i, data in enumerate(_secret_heads()):
+        assert send(server, data, source=f"127.0.1.{i % 200 + 1}").status != 0
+    # Every line was written before its answer went out (stderr is line-buffered): nothing to wait for.
+    log = server.log_path.read_text(errors="replace")
+    assert "Error handling request" in log  # aiohttp's refusals, with the heads, were logged
+    assert "authentication failed" in log  # and alertd's own failure lines
+    for what, secret in {**SECRETS, "basic credentials": BASIC, "signature": f"v0={SIGNING_SECRET}"}.items():
+        leaks = [line for line in log.splitlines() if secret in line]
+        assert not leaks, f"{what} logged: {[line[:300] for line in leaks[:3]]}"
