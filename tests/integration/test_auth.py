@@ -133,7 +133,7 @@ async def test_by_is_honoured_for_admin_only_and_actions_are_audited(client):
     assert got == [
         ("oncall", "ack", incident, "api", "ok"),
         ("alice (boss)", "resolve", incident, "api", "ok"),  # the stated name beside the principal
-        ("boss", "resolve", incident, "api", "refused: incident is resolved"),
+        ("boss", "resolve", incident, "api", "refused: incident is resolved: nothing to resolve"),
         ("boss", "reload", "rules", "api", "ok"),
     ]
     detail = await (await client.get(f"/api/v1/incidents/{incident}", headers=bearer(TOKENS["reader"][1]))).json()
