@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 from urllib.parse import quote
 
 REDACTED = "[redacted]"
@@ -33,20 +33,46 @@ MIN_LITERAL = 6  # shorter configured values are not searched for literally: the
 _END = r"""(?:(?!\\[rn])[^\r\n"'<>])*"""  # a header value: to the end of its line (raw, or \r \n in a repr)
 _HEADERS = (r"(?:proxy-)?authorization|(?:set-)?cookie|x-slack-signature|x-slack-request-timestamp|x-api-key|"
             r"x-auth-token")
-_KEYS = r"[\w-]*(?:password|passwd|secret|token|api_key|apikey|routing_key)"
+_KEY_NAMES = ("password", "passwd", "secret", "token", "api_key", "apikey", "routing_key")
 _NOT_DONE = r"(?!\[redacted\])"
-_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?i)\b(" + _HEADERS + r")(['\"]?\s*[:=]\s*['\"]?)(?=[^\s'\"])" + _NOT_DONE + _END),
+_HEADER_NAMES = ("authorization", "cookie", "x-slack-signature", "x-slack-request-timestamp", "x-api-key",
+                 "x-auth-token")
+_KEYED = re.compile(r"\b([\w-]+)(['\"]?\s*[=:]\s*['\"]?)" + _NOT_DONE + r"([^\s'\"&,;)}\]]+)")
+
+
+def _keyed(match: re.Match[str]) -> str:
+    """``<...password|secret|token...>=value``: the value redacted, any other key=value left alone."""
+    key = match.group(1).lower()
+    return match.group(1) + match.group(2) + REDACTED if key.endswith(_KEY_NAMES) else match.group(0)
+
+
+Replacement = str | Callable[[re.Match[str]], str]
+# (words one of which the lowercased text must hold for the rule to be tried, the rule, its replacement): the
+# check is one pass over the text, and most log lines hold none of the words.
+Rule = tuple[tuple[str, ...], re.Pattern[str], Replacement]
+_RULES: tuple[Rule, ...] = (
+    (_HEADER_NAMES, re.compile(r"(?i)\b(" + _HEADERS + r")(['\"]?\s*[:=]\s*['\"]?)(?=[^\s'\"])" + _NOT_DONE + _END),
      r"\1\2" + REDACTED),
-    (re.compile(r"(?i)\b(bearer|basic)\s+(?=[A-Za-z0-9._~+/-]*[0-9+/=_-])[A-Za-z0-9._~+/-]{8,}=*"),
+    (("bearer", "basic"), re.compile(r"(?i)\b(bearer|basic)\s+(?=[A-Za-z0-9._~+/-]*[0-9+/=_-])[A-Za-z0-9._~+/-]{8,}=*"),
      r"\1 " + REDACTED),
-    (re.compile(r"\bv0=[0-9a-fA-F]{16,}"), "v0=" + REDACTED),
-    (re.compile(r"\bx(?:ox[abposre]|app)-[A-Za-z0-9-]{6,}"), REDACTED),
-    (re.compile(r"(?i)\b(" + _KEYS + r")(['\"]?\s*[=:]\s*['\"]?)" + _NOT_DONE + r"[^\s'\"&,;)}\]]+"),
-     r"\1\2" + REDACTED),
-    (re.compile(r"(://[^/\s:@'\"]+:)[^@\s/'\"]+@"), r"\1" + REDACTED + "@"),
+    (("v0=",), re.compile(r"\bv0=[0-9a-fA-F]{16,}"), "v0=" + REDACTED),
+    (("xox", "xapp-"), re.compile(r"\bx(?:ox[abposre]|app)-[A-Za-z0-9-]{6,}"), REDACTED),
+    (_KEY_NAMES, _KEYED, _keyed),
+    (("://",), re.compile(r"(://[^/\s:@'\"]+:)[^@\s/'\"]+@"), r"\1" + REDACTED + "@"),
 )
-_SECRET_NAME = re.compile(r"(?i)(?:" + _HEADERS + "|" + _KEYS + ")")
+_LINES = re.compile(r"(\r?\n|\\r\\n|\\n)")  # raw line ends, and a repr's escaped ones: no rule crosses one
+
+
+def _by_rules(line: str, rules: list[Rule]) -> str:
+    """One line through the rules whose words it holds (a 7 KB body on one line holds none, usually)."""
+    lower = line.lower()
+    for words, pattern, replacement in rules:
+        if any(word in lower for word in words):
+            line = pattern.sub(replacement, line)
+    return line
+
+
+_SECRET_NAME = re.compile(r"(?i)(?:" + _HEADERS + r"|[\w-]*(?:" + "|".join(_KEY_NAMES) + "))")
 
 
 class Redactor:
@@ -69,9 +95,11 @@ class Redactor:
     def redact(self, text: str) -> str:
         if self._literal is not None:
             text = self._literal.sub(REDACTED, text)
-        for pattern, replacement in _RULES:
-            text = pattern.sub(replacement, text)
-        return text
+        lower = text.lower()
+        rules = [rule for rule in _RULES if any(word in lower for word in rule[0])]
+        if not rules:  # most lines
+            return text
+        return "".join(_by_rules(line, rules) for line in _LINES.split(text))
 
     def scrub(self, value: object) -> object:
         """A record's extra field: text redacted; in a mapping (aiohttp's access log passes the request's

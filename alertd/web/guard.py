@@ -109,8 +109,9 @@ EDGE = web.AppKey("edge", EdgePolicy)
 
 def client_from(policy: "EdgePolicy", peer: str, headers: Mapping[str, str]) -> str:
     """Who is asking, for throttling: the TCP peer, or behind a trusted proxy the last address it forwarded.
-    From a request's parts: the webhook lane has no web.Request."""
-    if not policy.trusts(peer):
+    From a request's parts: the webhook lane has no web.Request, and asks for every webhook (no proxy trusted:
+    no address parsed)."""
+    if not policy.proxies or not policy.trusts(peer):
         return peer
     hops = [h.strip() for h in headers.get("X-Forwarded-For", "").split(",") if h.strip()]
     while hops and policy.trusts(hops[-1]):
