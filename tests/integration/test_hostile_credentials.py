@@ -33,6 +33,7 @@ SECRETS = {"receiver token": RECEIVER_TOKEN, "admin token": ADMIN_TOKEN, "basic 
            "signing secret": SIGNING_SECRET, "slack token": SLACK_TOKEN}
 BASIC = base64.b64encode(f"ops:{BASIC_PASSWORD}".encode()).decode()
 AT = datetime(2026, 12, 6, 4, 0, tzinfo=timezone.utc)
+PROXY = "127.0.0.3"
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,12 @@ def server(tmp_path_factory) -> AlertdProcess:
     proc = AlertdProcess(work, {
         "log": {"level": "debug"},
         "receiver": {"auth": {"bearer_token_file": str(work / "receiver.token")}},
-        "api": {"auth": {"tokens": [{"name": "admin", "role": "admin", "token_file": str(work / "admin.token")}],
-                         "basic": {"username": "ops", "password": BASIC_PASSWORD, "role": "read"}}},
+        # 127.0.0.3 is a trusted proxy (X-Forwarded-For, -Proto and -User believed from it): the header test
+        # sends from there, so those headers' parsing is tried too.
+        "api": {"trusted_proxies": [PROXY + "/32"],
+                "auth": {"tokens": [{"name": "admin", "role": "admin", "token_file": str(work / "admin.token")}],
+                         "basic": {"username": "ops", "password": BASIC_PASSWORD, "role": "read"},
+                         "trusted_proxy": {"header": "X-Forwarded-User", "from": [PROXY + "/32"]}}},
         "notify": {"slack": {"token": SLACK_TOKEN, "signing_secret": SIGNING_SECRET,
                              "base_url": "http://127.0.0.1:9/api/"}},
     }, serve_args=["--receivers", "0"])
@@ -114,7 +119,7 @@ def test_no_header_value_gives_a_5xx_on_any_route(server, name):
             data = head(method, path, headers, b"{}")
             if name == "Host":
                 data = data.replace(b"Host: 127.0.0.1", b"Host: " + value)
-            answer = send(server, data, source="127.0.0.3")
+            answer = send(server, data, source=PROXY)
             assert 0 < answer.status < 500, (name, value, method, path, answer)
     assert server.alive()
 
