@@ -18,6 +18,7 @@ import logging
 from datetime import datetime
 from typing import Any, Callable, Iterable, Protocol
 
+from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, Change, Event, Incident
 from alertd.enrich.settings import KubeSettings
 from alertd.ha.commands import CommandTimeout
@@ -191,16 +192,18 @@ class Remediations:
 
     # ----- people (Slack, UI, API) -----
 
-    async def act(self, incident_id: str, verb: str, actor: str, via: str, *, kind: str = "") -> str:
-        """approve / override / cancel / stop the incident's remediation; "" when done, else why not."""
+    async def act(self, incident_id: str, verb: str, who: Actor, via: str, *, kind: str = "") -> str:
+        """approve / override / cancel / stop the incident's remediation; "" when done, else why not.
+
+        ``who``: the authenticated principal, which approvals count, and any name it stated."""
         if verb not in VERBS:
             return f"unknown remediation action {verb!r}"
         rem = await self._current(incident_id, kind)
         if rem is None:
             return f"{incident_id} has no remediation waiting"
-        now = self.svc.clock()
+        now, actor = self.svc.clock(), who.shown
         if verb in ("approve", "override"):
-            new, why = decide.approve(rem, actor, via, now, override=verb == "override")
+            new, why = decide.approve(rem, who, via, now, override=verb == "override")
             text = (f"{verb}d by {actor} ({len(new.approvals)} of {new.approvals_needed} approvals)"
                     + (" (dry run: nothing will be done)" if new.dry_run and new.state == APPROVED else ""))
         elif verb == "cancel":

@@ -33,6 +33,8 @@ from alertd.app.store_health import StoreHealth
 from alertd.web.server import Listen, WebServer
 from alertd.authoring.record import Recorder
 from alertd.cli.logging_setup import setup_logging
+from alertd.config.secrets import configured_secrets
+from alertd.core.redaction import Redactor
 from alertd.config.settings import Config, load_config
 from alertd.core.errors import InvalidDocument
 from alertd.core.service_metrics import Metrics
@@ -70,14 +72,17 @@ class Credentials:
     """The API's and the receiver's credentials; a reload re-reads the config's token files (rotation
     without a restart) and keeps the running ones when the config no longer reads."""
 
-    def __init__(self, options: ServeOptions, cfg: Config, metrics: Metrics):
-        self.config_path = options.config_path
+    def __init__(self, options: ServeOptions, cfg: Config, metrics: Metrics, redactor: Redactor):
+        self.config_path, self.redactor = options.config_path, redactor
         self.auth = Authenticator.from_config(cfg, insecure_no_auth=options.insecure_no_auth,
                                               failures=metrics.auth_failures)
 
     def reload(self) -> Outcome:
+        """New token files: the log's redaction learns their values before anyone can present them."""
         try:
-            self.auth.replace(Authenticator.from_config(load_config(self.config_path)))
+            cfg = load_config(self.config_path)
+            self.redactor.remember(configured_secrets(cfg.raw))
+            self.auth.replace(Authenticator.from_config(cfg))
         except InvalidDocument as exc:
             log.error("credentials not reloaded, keeping the running ones:\n%s", exc)
             return False, str(exc)
@@ -88,9 +93,9 @@ class Credentials:
 def run(options: ServeOptions, cfg: Config, group: GroupDir | None) -> int:
     """Preflight, then the App until SIGTERM or SIGINT; 2 with one line on stderr when it cannot start."""
     options.apply(cfg)
-    setup_logging(cfg.log_format, cfg.log_level)
+    redactor = setup_logging(cfg.log_format, cfg.log_level, configured_secrets(cfg.raw))
     metrics = Metrics()
-    credentials, certificate = Credentials(options, cfg, metrics), Certificate(options, cfg)
+    credentials, certificate = Credentials(options, cfg, metrics, redactor), Certificate(options, cfg)
     try:
         cleared = preflight(options, cfg, [lambda: exposure_problem(cfg.host_port[0], credentials.auth),
                                            certificate.problem])

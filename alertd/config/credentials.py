@@ -24,6 +24,10 @@ class Role(enum.StrEnum):
 
 ROLES = tuple(Role)
 DEFAULT_PROXY_FROM = ("127.0.0.1/32", "::1/128")
+# HTTP authentication schemes (IANA's registry, and two common unregistered ones) a log line may name.
+KNOWN_SCHEMES = frozenset({"basic", "bearer", "digest", "hoba", "mutual", "negotiate", "ntlm", "oauth", "privatetoken",
+                           "scram-sha-1", "scram-sha-256", "vapid", "dpop", "gnap", "concealed", "token", "apikey"})
+MALFORMED = "malformed credentials"  # the reason given for credentials no configured one can be
 
 
 def role_rank(role: Role) -> int:
@@ -109,8 +113,11 @@ class Credentials:
         return cls(tokens, basic, proxy)
 
     def check_token(self, value: str) -> NamedToken | None:
-        """Constant-time comparison against every token (no early exit that would time the match)."""
-        given = value.strip().encode()
+        """Constant-time comparison against every token (no early exit that would time the match).
+
+        A header's undecodable bytes arrive as surrogate escapes (aiohttp decodes heads as UTF-8 with
+        ``surrogateescape``): they are encoded back to those bytes, which match no token, never raise."""
+        given = value.strip().encode("utf-8", "surrogateescape")
         found = None
         for tok in self.tokens:
             if hmac.compare_digest(given, tok.secret) and found is None:
@@ -118,8 +125,13 @@ class Credentials:
         return found
 
     def identify(self, headers: Any, peer: str | None) -> tuple[Principal | None, str]:
-        """(principal, "") or (None, why) from a request's headers and TCP peer address."""
+        """(principal, "") or (None, why) from a request's headers and TCP peer address.
+
+        ``why`` is MALFORMED for credentials that cannot be any configured one (bytes that are not printable
+        ASCII): refused like wrong ones (401, counted, throttled), never an error of the server's."""
         header = headers.get("Authorization", "")
+        if header and not _printable_ascii(header):
+            return None, MALFORMED
         scheme, _, value = header.partition(" ")
         if scheme.lower() == "bearer" and self.tokens:
             tok = self.check_token(value)
@@ -130,22 +142,30 @@ class Credentials:
         if self.proxy is not None and user:
             if not self.proxy.trusts(peer):
                 return None, f"{self.proxy.header} from an untrusted address"
+            if not user.isprintable():  # control characters, or undecodable bytes (surrogate escapes)
+                return None, MALFORMED
             return Principal(user[:200], self.proxy.users.get(user, self.proxy.default_role), "proxy"), ""
-        if header:
-            return None, f"unsupported authorization scheme {scheme[:20]!r}"
+        if header:  # the scheme is named only when it is a known one: a bare token would be its first word
+            named = scheme if scheme.lower() in KNOWN_SCHEMES else "not Bearer or Basic"
+            return None, f"unsupported authorization scheme ({named})"
         return None, "no credentials"
 
     def _check_basic(self, value: str) -> tuple[Principal | None, str]:
         try:
             user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
         except (ValueError, UnicodeDecodeError):
-            return None, "malformed basic credentials"
+            return None, MALFORMED
         found = None
         for name, secret, role in self.basic:
             ok = hmac.compare_digest(user.encode(), name.encode()) & hmac.compare_digest(password.encode(), secret.encode())
             if ok and found is None:
                 found = Principal(name, role, "basic")
         return (found, "") if found else (None, "wrong username or password")
+
+
+def _printable_ascii(value: str) -> bool:
+    """What an Authorization value can be (RFC 9110 token68 and auth-params are visible ASCII and spaces)."""
+    return value.isascii() and value.isprintable()
 
 
 def _tokens(name: str, role: Role, text: str) -> list[NamedToken]:

@@ -8,6 +8,7 @@ an error message: errors name the key and the file.
 """
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,26 @@ MAP_SUFFIX = "_files"
 # The keys that hold secrets; other *_file keys (tls.cert_file) are plain paths and stay as they are.
 SECRET_KEYS = frozenset({"token", "bearer_token", "password", "signing_secret", "api_key", "postgres_password",
                          "postgres_dsn", "credentials", "routing_key", "routing_keys"})
+
+
+def configured_secrets(doc: Any) -> set[str]:
+    """Every secret value of a configuration document after ``*_file`` resolution (the log redaction's list):
+    each line of a multi-line value (a token file holds one token a line), the mappings' values, and the
+    Authorization value of a basic user (base64 of ``user:password``)."""
+    found: set[str] = set()
+    if isinstance(doc, list):
+        for item in doc:
+            found |= configured_secrets(item)
+    elif isinstance(doc, dict):
+        for key, value in doc.items():
+            if key in SECRET_KEYS:
+                values = value.values() if isinstance(value, dict) else [value]
+                found |= {line.strip() for v in values if isinstance(v, str) for line in v.splitlines() if line.strip()}
+            else:
+                found |= configured_secrets(value)
+        if isinstance(doc.get("username"), str) and isinstance(doc.get("password"), str):
+            found.add(base64.b64encode(f"{doc['username']}:{doc['password']}".encode()).decode())
+    return found
 
 
 def read_secret(path: str | Path) -> str:

@@ -42,7 +42,7 @@ LATEST_MEASUREMENT: Final = "livemostrecent"
 
 # Label values known in advance start at 0: a series first scraped at 1 shows no increase() to an alert
 # rule (deploy/prometheus/alertd-alerts.yml), so the first refusal after a start would go unnoticed.
-REJECT_REASONS = ("unauthorized", "too_large", "body_timeout", "schema", "json", "backlog", "store_unavailable")
+REJECT_REASONS = ("unauthorized", "throttled", "too_large", "body_timeout", "schema", "json", "backlog", "store_unavailable")
 STORE_OPERATIONS = ("process", "tick", "housekeeping", "append", "audit", "quarantine")
 DELIVERY_OUTCOMES = ("delivered", "skipped", "retry", "failed")
 # Why the web server closed a connection itself (alertd/web/connections.py, alertd/web/webhook_lane.py).

@@ -30,6 +30,13 @@ ACTION_TEXT = {
     "ignore": "No action needed.",
 }
 
+
+
+def action_in_words(action: str) -> str:
+    """The catalog's action (``reboot_node``) as a person reads it; an action without a sentence, its words."""
+    return ACTION_TEXT.get(action, action.replace("_", " ")) if action else ""
+
+
 WEB_SCHEMES = ("http", "https")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # control characters (line breaks too): never inside a URL
 

@@ -6,7 +6,8 @@ The guards live here so they hold whoever asks (Slack, UI, API, a retry after a 
   the fleet's (one proposal for the fleet, not one per node);
 - the circuit breaker: alertd's own cordons in a cluster may not pass ``max_share`` of its GPU nodes nor
   ``max_per_hour``; past either, the proposal is ``held`` and only an explicit override (act role) lifts it;
-- a second, different approver above the blast-radius threshold;
+- a second, different approver above the blast-radius threshold: another principal (credentials), not another
+  stated name;
 - an uncordon is proposed only for nodes that still carry alertd's mark with this incident's id: a node
   someone else cordoned (or re-cordoned, or uncordoned) is never given back by alertd.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from alertd.core.actor import Actor
 from alertd.core.model import Incident, iso
 from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARANTINE, RUNNING, STOPPING,
                                       SUPERSEDED, UNCORDON, Remediation)
@@ -108,15 +110,19 @@ def propose_uncordon(done: Remediation, view: ClusterView, policy: RemediationPo
     return rem, why
 
 
-def approve(rem: Remediation, actor: str, via: str, now: datetime, *, override: bool = False) -> tuple[Remediation, str]:
-    """One approval. Returns the new remediation and "" or the unchanged one and why not."""
+def approve(rem: Remediation, actor: Actor, via: str, now: datetime, *, override: bool = False) -> tuple[Remediation, str]:
+    """One approval. Returns the new remediation and "" or the unchanged one and why not.
+
+    Approvers are counted by principal: a stated name (``?by=``, a Slack display name) never makes a second one."""
     if rem.state == HELD and not override:
         return rem, f"{rem.id} is held: {rem.reason}; it needs an explicit override"
     if rem.state not in (PROPOSED, HELD):
         return rem, f"{rem.id} is {rem.state}, not waiting for approval"
-    if actor in rem.approvers():
-        return rem, f"{actor} already approved {rem.id}; it needs a different second approver"
-    approvals = rem.approvals + [{"actor": actor, "at": iso(now), "via": via, **({"override": "yes"} if override else {})}]
+    if actor.principal in rem.approvers():
+        return rem, (f"{actor.principal} already approved {rem.id}; it needs a second approver who signs in "
+                     "with other credentials")
+    approvals = rem.approvals + [{"actor": actor.shown, "principal": actor.principal, "at": iso(now), "via": via,
+                                  **({"override": "yes"} if override else {})}]
     state = APPROVED if len(approvals) >= rem.approvals_needed else PROPOSED
     return dataclasses.replace(rem, approvals=approvals, state=state, updated_at=now), ""
 

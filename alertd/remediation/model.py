@@ -38,7 +38,7 @@ class Remediation:
     automatic: bool = False
     reason: str = ""  # why it is held, refused, or failed
     approvals_needed: int = 1
-    approvals: list[dict[str, str]] = field(default_factory=list)  # {"actor", "at", "via"}
+    approvals: list[dict[str, str]] = field(default_factory=list)  # {"actor", "principal", "at", "via"}
     blast: dict[str, Any] = field(default_factory=dict)  # alertd.remediation.blast.BlastRadius.to_dict()
     results: list[dict[str, Any]] = field(default_factory=list)  # one per node: what was done, what was not
     holder: str = ""  # the engine replica that runs it
@@ -49,7 +49,8 @@ class Remediation:
         return self.state in WAITING
 
     def approvers(self) -> set[str]:
-        return {a["actor"] for a in self.approvals}
+        """The principals who approved (approvals stored before principals were recorded: their actor)."""
+        return {a.get("principal") or a["actor"] for a in self.approvals}
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "incident": self.incident_id, "cluster": self.cluster, "nodes": list(self.nodes),

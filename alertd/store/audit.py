@@ -25,12 +25,16 @@ class AuditTrail:
 
     async def list_audit(self, *, since: datetime | None = None, actor: str | None = None,
                          action: str | None = None, limit: int = 100) -> list[AuditEntry]:
-        """Newest first."""
-        where, args = [], []
-        for column, value in (("at >= ", iso(since) if since else None), ("actor = ", actor), ("action = ", action)):
+        """Newest first. ``actor``: a principal's entries, also those with a stated name (``alice (oncall)``)."""
+        where: list[str] = []
+        args: list[Any] = []
+        for column, value in (("at >= ", iso(since) if since else None), ("action = ", action)):
             if value:
                 where.append(column + "?")
                 args.append(value)
+        if actor:
+            where.append("(actor = ? OR actor LIKE ? ESCAPE '!')")
+            args += [actor, "% (" + actor.replace("!", "!!").replace("%", "!%").replace("_", "!_") + ")"]
         statement = ("SELECT at, actor, action, target, via, outcome, detail FROM audit"
                      + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC LIMIT ?")
         rows = await self.db.run(self.db.query, statement, [*args, limit])

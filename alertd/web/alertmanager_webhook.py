@@ -110,6 +110,9 @@ async def receive_alertmanager(request: web.Request) -> web.Response:
     except web.HTTPUnauthorized:
         svc.metrics.rejected.labels("unauthorized").inc()
         raise
+    except web.HTTPTooManyRequests:
+        svc.metrics.rejected.labels("throttled").inc()
+        raise
     if (refused := refusal(svc, request.content_length)) is not None:
         return refused.response()
     try:

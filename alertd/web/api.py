@@ -1,4 +1,6 @@
-"""Read API over incident history (incidents with filters, GPUs, nodes, RMA candidates) and incident silences.
+"""Read API over the fleet (GPUs, nodes, RMA candidates), the quarantine, and what the API's routes share.
+
+The incident routes are alertd/web/incidents.py's.
 
 Every list answers ``{"<items>": [...], "next": cursor-or-null}``; pass ``next`` back as
 ``?cursor=`` for the following page. Unknown parameters answer 400 naming them.
@@ -12,10 +14,8 @@ from typing import Any, Awaitable, Callable, Mapping
 from aiohttp import web
 
 from alertd.config.credentials import Role
-from alertd.alertmanager.silences import AlertmanagerError, silence_duration
 from alertd.rules import rma
 from alertd.web import fleet_views as views
-from alertd.integrations.slack.render import ACTION_ACK, ACTION_RESOLVE, ACTION_SILENCE, ACTION_UNSILENCE
 from alertd.store.base import StoreUnavailable
 from alertd.store.reads import IncidentQuery
 from alertd.web import access
@@ -68,12 +68,6 @@ async def incident_page(store: FleetReads, query: Mapping[str, str]) -> tuple[li
     rows = await store.query_incidents(q)
     page = rows[:limit]
     return [doc for _, doc in page], encode_cursor(page[-1][0]) if len(rows) > limit else None
-
-
-@guarded(Role.READ)
-async def list_incidents(request: web.Request) -> web.Response:
-    incidents, nxt = await incident_page(_svc(request).store, request.query)
-    return _json({"incidents": incidents, "next": nxt})
 
 
 @guarded(Role.READ)
@@ -139,45 +133,6 @@ async def rma_candidates(request: web.Request) -> web.Response:
     return _json({"candidates": [c.to_dict() for c in page], "next": nxt})
 
 
-async def perform(request: web.Request, incident_id: str, action: str, actor: str, via: str,
-                  duration: str = "") -> tuple[int, str]:
-    """ack, resolve, silence (a duration up to 7d) or unsilence through the code the Slack buttons use, audited.
-
-    Returns (HTTP status, what stopped it or "")."""
-    from alertd.ha.commands import CommandTimeout
-    from alertd.web.slack_actions import ACTIONS
-
-    if action == "silence" and isinstance(problem := silence_duration(duration), str):
-        return 400, problem
-    if await _svc(request).store.get_incident(incident_id) is None:
-        return 404, f"no incident {incident_id}"
-    action_id = {"ack": ACTION_ACK, "resolve": ACTION_RESOLVE, "unsilence": ACTION_UNSILENCE}.get(
-        action, ACTION_SILENCE + duration)
-    try:
-        problem = await request.app[ACTIONS].perform(action_id, incident_id, actor)
-    except AlertmanagerError as exc:
-        status, problem = 502, str(exc)
-    except CommandTimeout as exc:
-        status, problem = 503, str(exc)
-    else:
-        status = 409 if problem else 200
-    verb = f"silence {duration}" if action == "silence" else action
-    await _svc(request).audit(actor, verb, incident_id, via, f"refused: {problem}" if problem else "ok")
-    return status, problem
-
-
-@guarded(Role.ACT)
-async def silence_incident(request: web.Request) -> web.Response:
-    reject_unknown(request.query, ("duration", "by"))
-    incident_id, action = request.match_info["id"], request.match_info["action"]
-    actor = actor_for(request[access.PRINCIPAL], request)
-    status, message = await perform(request, incident_id, action, actor, "api", request.query.get("duration", ""))
-    if status != 200:
-        return _json({"error": message}, status)
-    inc = await _svc(request).store.get_incident(incident_id)
-    return _json(inc.to_dict(with_members=False) if inc else {})
-
-
 @guarded(Role.ADMIN)
 async def list_quarantine(request: web.Request) -> web.Response:
     """Webhooks and alerts the engine set aside (poison, failures), newest first, with the reason and body."""
@@ -210,8 +165,6 @@ async def replay_quarantined(request: web.Request) -> web.Response:
 def register(app: web.Application) -> None:
     app.router.add_get("/api/v1/quarantine", list_quarantine)
     app.router.add_post("/api/v1/quarantine/{id}/replay", replay_quarantined)
-    app.router.add_get("/api/v1/incidents", list_incidents)
-    app.router.add_post("/api/v1/incidents/{id}/{action:silence|unsilence}", silence_incident)
     app.router.add_get("/api/v1/gpus", list_gpus)
     app.router.add_get("/api/v1/gpus/{uuid}", show_gpu)
     app.router.add_get("/api/v1/nodes/{node}", show_node)

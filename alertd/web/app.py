@@ -12,14 +12,14 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from alertd.config.credentials import Role
-from alertd.ha.commands import CommandTimeout
+from alertd.app.incident_actions import IncidentActions
 from alertd.app.receiver_group import ControlUnavailable
 from alertd.core.model import parse_iso
-from alertd.web import alertmanager_webhook, api, remediation_api, report_views, slack_actions, ui
+from alertd.web import alertmanager_webhook, api, incidents, report_views, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
-from alertd.web.guard import EDGE, SMALL_BODY, WEBHOOK, EdgePolicy, client_address, edge
+from alertd.web.guard import EDGE, SMALL_BODY, WEBHOOK, EdgePolicy, client_from, edge
 from alertd.web.host import WebHost
-from alertd.web.keys import RELOAD, SERVICE
+from alertd.web.keys import INCIDENT_ACTIONS, RELOAD, SERVICE
 
 log = logging.getLogger(__name__)
 
@@ -45,33 +45,6 @@ def _since_and_limit(q: Any) -> tuple[datetime | None, int]:
     except ValueError:
         raise _bad_query("limit", "limit must be an integer") from None
     return since, limit
-
-
-async def get_incident(request: web.Request) -> web.Response:
-    authorize(request, Role.READ)
-    inc = await request.app[SERVICE].store.get_incident(request.match_info["id"])
-    if inc is None:
-        return _json({"error": f"no incident {request.match_info['id']}"}, 404)
-    return _json(inc.to_dict())
-
-
-async def act_on_incident(request: web.Request) -> web.Response:
-    principal = authorize(request, Role.ACT)
-    svc = request.app[SERVICE]
-    incident_id, action = request.match_info["id"], request.match_info["action"]
-    actor = actor_for(principal, request)
-    try:
-        changes = await (svc.acknowledge if action == "ack" else svc.resolve)(incident_id, actor)
-    except CommandTimeout as exc:
-        return _json({"error": str(exc)}, 503, headers={"Retry-After": "5"})
-    if changes:
-        await svc.audit(actor, action, incident_id, "api")
-        return _json(changes[0].incident.to_dict(with_members=False))
-    inc = await svc.store.get_incident(incident_id)
-    if inc is None:
-        return _json({"error": f"no incident {incident_id}"}, 404)
-    await svc.audit(actor, action, incident_id, "api", f"refused: incident is {inc.status}")
-    return _json({"error": f"incident {incident_id} is {inc.status}: nothing to {action}"}, 409)
 
 
 @functools.cache
@@ -136,12 +109,12 @@ def build_app(svc: WebHost, auth: Authenticator | None = None) -> web.Applicatio
     app[SERVICE] = svc
     app[EDGE] = EdgePolicy.from_config(svc.cfg)
     app[AUTH] = auth or Authenticator.from_config(svc.cfg, failures=svc.metrics.auth_failures)
-    app[AUTH].client_of = client_address
+    app[AUTH].client_from = functools.partial(client_from, app[EDGE])
+    app[INCIDENT_ACTIONS] = incident_actions = IncidentActions(svc)
+    app.on_cleanup.append(lambda _: incident_actions.close())
     app.router.add_post(WEBHOOK, alertmanager_webhook.receive_alertmanager)
     api.register(app)
-    remediation_api.register(app)
-    app.router.add_get("/api/v1/incidents/{id}", get_incident)
-    app.router.add_post("/api/v1/incidents/{id}/{action:ack|resolve}", act_on_incident)
+    incidents.register(app)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

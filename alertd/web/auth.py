@@ -18,7 +18,9 @@ The model (docs/security.md):
 Handlers ask with ``principal = authorize(request, Role.ACT)``: it returns the
 principal or raises 401 (no or wrong credentials) / 403 (role too low) with a
 JSON reason. Failures are counted (``alertd_auth_failures_total``) and logged at
-most once a minute per surface and peer.
+most once a minute per surface and peer. Wrong and malformed credentials cost the
+client a unit of its throttle (alertd.web.throttle), on the API and the receiver
+alike; a throttled client gets 429 before its credentials are compared.
 """
 from __future__ import annotations
 
@@ -28,18 +30,21 @@ import ipaddress
 import json
 import logging
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 from aiohttp import web
 from prometheus_client import Counter
 
-from alertd.config.credentials import Credentials, Principal, Role
+from alertd.config.credentials import MALFORMED, Credentials, Principal, Role
+from alertd.core.actor import Actor, stated_name
 from alertd.config.settings import Config
 from alertd.web.throttle import LoginThrottle
 
 log = logging.getLogger(__name__)
 
 LOG_EVERY = 60.0  # seconds between two failure log lines for one surface and peer
+# alertd_auth_failures_total's reason label for each refusal; every other "why" is a wrong credential ("invalid").
+FAILURE_REASONS = {"role": "role", "no credentials": "missing", MALFORMED: "malformed", "throttled": "throttled"}
 ANONYMOUS = "anonymous"
 
 
@@ -56,7 +61,10 @@ class Authenticator:
         self.failures = failures  # a prometheus Counter labelled (surface, reason), or None
         self.clock = clock
         self.throttle = LoginThrottle.default(clock)  # wrong API tokens, here and at the UI login
-        self.client_of: Callable[[web.Request], str] = lambda request: request.remote or ""  # build_app: guard's
+        self.receiver_throttle = LoginThrottle.default(clock)  # wrong receiver tokens (the webhook's route and lane)
+        # The client a request comes from, for throttling: its TCP peer, or behind a trusted proxy the forwarded
+        # address (build_app sets the edge's: alertd.web.guard.client_from).
+        self.client_from: Callable[[str, Mapping[str, str]], str] = lambda peer, headers: peer
         self._identifiers: list[Identifier] = []
         self._last_log: dict[tuple[str, str], tuple[float, int]] = {}
 
@@ -105,26 +113,47 @@ class Authenticator:
             raise _error(web.HTTPForbidden, f"{principal.name} has role {principal.role}; this needs {role}")
         return principal
 
-    def check_throttle(self, request: web.Request, value: str) -> None:
+    def client_of(self, request: web.Request) -> str:
+        return self.client_from(request.remote or "", request.headers)
+
+    def check_throttle(self, request: web.Request, value: str, surface: str = "api") -> None:
         """429 with Retry-After when this client, or this value, failed too often lately (alertd.web.throttle)."""
-        if wait := self.throttle.retry_after(self.client_of(request), value):
-            self.failed("api", "throttled", request, f"too many failed attempts; {wait} s to wait")
+        throttle = self.receiver_throttle if surface == "receiver" else self.throttle
+        if wait := throttle.retry_after(self.client_of(request), value):
+            self.failed(surface, "throttled", request, f"too many failed attempts; {wait} s to wait")
             raise _error(web.HTTPTooManyRequests, f"too many failed attempts; retry in {wait} s",
                          {"Retry-After": str(wait)})
 
     def authorize_webhook(self, request: web.Request) -> Principal:
+        """The receiver's caller, or 401 (no, wrong or malformed credentials) / 429 (throttled like the API's)."""
         if not self.receiver.enabled:
             return Principal(ANONYMOUS, Role.ACT, "none")
+        presented = request.headers.get("Authorization", "")
+        if presented:
+            self.check_throttle(request, presented, "receiver")
         principal, why = self.receiver.identify(request.headers, request.remote)
         if principal is None:
+            if presented:
+                self.receiver_throttle.failed(self.client_of(request), presented)
             self.failed("receiver", why, request)
             raise _error(web.HTTPUnauthorized, "missing or wrong credentials",
                          {"WWW-Authenticate": self.receiver.challenge()})
         return principal
 
+    def receiver_accepts(self, peer: str, headers: Mapping[str, str]) -> bool:
+        """Would the webhook's route take these credentials from this peer now (the lane's question, which
+        takes a request only then)? False while the client or the value is throttled, so the route answers
+        429 and a right guess made while throttled is not taken either; the route counts every refusal."""
+        if not self.receiver.enabled:
+            return True
+        presented = headers.get("Authorization", "")
+        if presented and self.receiver_throttle.retry_after(self.client_from(peer, headers), presented):
+            return False
+        return self.receiver.identify(headers, peer)[0] is not None
+
     def failed(self, surface: str, why: str, request: web.Request, detail: str = "") -> None:
         """Count every failure; log one line per surface and peer a minute, with how many were held back."""
-        reason = "role" if why == "role" else ("missing" if why == "no credentials" else "invalid")
+        reason = FAILURE_REASONS.get(why, "invalid")
         if self.failures is not None:
             self.failures.labels(surface, reason).inc()
         peer = request.remote or "?"
@@ -142,12 +171,16 @@ class Authenticator:
                     request.path, detail or why, more)
 
 
+def acting(principal: Principal, request: web.Request) -> Actor:
+    """Who acts: the principal, with the name an admin stated with ``?by=`` beside it. The stated name is shown
+    and audited; it never stands in for the principal (two approvers are two principals)."""
+    by = stated_name(request.query.get("by", ""))
+    return Actor(principal.name, by if by and principal.can(Role.ADMIN) else "")
+
+
 def actor_for(principal: Principal, request: web.Request) -> str:
-    """Who acted: the principal, or ``?by=`` when an admin acts on someone's behalf."""
-    by = request.query.get("by", "").strip()
-    if by and principal.can(Role.ADMIN):
-        return by[:200]
-    return principal.name
+    """The actor as timelines and the audit trail show it: ``oncall``, or ``alice (admin)`` for ``?by=alice``."""
+    return acting(principal, request).shown
 
 
 def is_loopback(host: str) -> bool:

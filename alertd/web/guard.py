@@ -28,7 +28,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Mapping
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -107,12 +107,13 @@ class EdgePolicy:
 EDGE = web.AppKey("edge", EdgePolicy)
 
 
-def client_address(request: web.Request) -> str:
-    """Who is asking, for throttling: the TCP peer, or behind a trusted proxy the last address it forwarded."""
-    policy, peer = request.app[EDGE], request.remote or ""
-    if not policy.trusts(peer):
+def client_from(policy: "EdgePolicy", peer: str, headers: Mapping[str, str]) -> str:
+    """Who is asking, for throttling: the TCP peer, or behind a trusted proxy the last address it forwarded.
+    From a request's parts: the webhook lane has no web.Request, and asks for every webhook (no proxy trusted:
+    no address parsed)."""
+    if not policy.proxies or not policy.trusts(peer):
         return peer
-    hops = [h.strip() for h in request.headers.get("X-Forwarded-For", "").split(",") if h.strip()]
+    hops = [h.strip() for h in headers.get("X-Forwarded-For", "").split(",") if h.strip()]
     while hops and policy.trusts(hops[-1]):
         hops.pop()
     return hops[-1] if hops else peer
@@ -219,4 +220,4 @@ def _host_netloc(host: str) -> str:
         return ""
 
 
-__all__ = ["EDGE", "EdgePolicy", "checks_host", "client_address", "cross_site", "edge", "fetched_same_origin"]
+__all__ = ["EDGE", "EdgePolicy", "checks_host", "client_from", "cross_site", "edge", "fetched_same_origin"]

@@ -6,11 +6,14 @@ from typing import Awaitable, Callable
 
 from aiohttp import web
 
+from alertd.app.incident_actions import IncidentActions
 from alertd.web.host import WebHost
 
 SERVICE: web.AppKey[WebHost] = web.AppKey("service")
+# What people do to an incident (alertd/app/incident_actions.py), for every door: Slack, the UI, the API.
+INCIDENT_ACTIONS: web.AppKey[IncidentActions] = web.AppKey("incident_actions")
 # Where POST /-/reload goes instead of this process's own rules: a receiver of ``serve --receivers N``
 # asks its engine process, which reloads the whole group (alertd/app/receiver_group.py). Returns (ok, error).
 RELOAD: web.AppKey[Callable[[], Awaitable[tuple[bool, str]]]] = web.AppKey("reload")
 
-__all__ = ["RELOAD", "SERVICE"]
+__all__ = ["INCIDENT_ACTIONS", "RELOAD", "SERVICE"]

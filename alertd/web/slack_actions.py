@@ -8,10 +8,12 @@ window has passed, a timestamp ahead of the clock too. Anything else gets 401
 and has no effect.
 
 Slack wants an answer within 3 seconds, so the handler answers 200 at once and
-does the work in a background task: acknowledge, resolve, silence (an
-Alertmanager silence for the incident's node, and its GPU for a GPU-level
-incident, recorded on the incident as annotation ``silence``) and unsilence.
-Who clicked goes into the incident's timeline.
+does the work in a background task. This is the Slack adapter of the use cases
+in alertd/app/incident_actions.py: a click is read into alertd's verb
+(alertd/integrations/slack/clicks.py, where the button IDs stay) and performed
+for the clicker, principal ``slack:<user id>``; a remediation verb only for the
+users the policy names. The answer, when there is one to give, goes back to the
+clicker alone.
 """
 from __future__ import annotations
 
@@ -28,28 +30,21 @@ import aiohttp
 from aiohttp import web
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from alertd.app.remediate import Remediations
-from alertd.rules.ruleset import RuleSet
-from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
-from alertd.core.installation import unscoped
+from alertd.app.incident_actions import IncidentActions
 from alertd.config.settings import Config
-from alertd.core.model import CLOSED, Incident
-from alertd.ha.commands import ActionTaker
+from alertd.core.actor import Actor, stated_name
+from alertd.core.installation import unscoped
+from alertd.integrations.slack.clicks import Click, read_click
 from alertd.integrations.slack.integration import SlackSettings
-from alertd.integrations.slack.render import (
-    ACTION_ACK,
-    ACTION_REMEDIATE,
-    ACTION_RESOLVE,
-    ACTION_SILENCE,
-    ACTION_UNSILENCE,
-)
+from alertd.rules.ruleset import RuleSet
 from alertd.store.base import StoreUnavailable
 from alertd.web.body import read_body
-from alertd.web.keys import SERVICE
+from alertd.web.keys import INCIDENT_ACTIONS, SERVICE
 
 log = logging.getLogger(__name__)
 PATH = "/api/v1/slack/actions"
 REPLAY_WINDOW = 5 * 60
+SLACK_PRINCIPAL = "slack:"
 
 
 # Slack's X-Slack-Request-Timestamp: Unix seconds. Twelve digits reach the year 33658; more is not a time
@@ -63,25 +58,20 @@ def sent_at(header: str) -> int | None:
 
 
 class ActionStore(Protocol):
-    """The store as Slack actions use it: the incident acted on, and a durable cache of signatures seen."""
-
-    async def get_incident(self, incident_id: str) -> Incident | None: ...
+    """The store as Slack actions use it: a durable cache of signatures seen."""
 
     async def remember_once(self, key: str, now: datetime, forget_before: datetime) -> bool: ...
 
 
-class SlackActionHost(ActionTaker, Protocol):
-    """The service as Slack actions see it (alertd/app/service.py): its configuration (Slack and Alertmanager
-    settings, labels for silences), the actions on an incident (ActionTaker), and the audit trail."""
+class SlackActionHost(Protocol):
+    """The service as the Slack adapter sees it (alertd/app/service.py): its configuration (Slack settings,
+    the installation id), the replay cache, the remediation policy's Slack approvers, and the audit trail."""
 
     @property
     def cfg(self) -> Config: ...
 
     @property
     def store(self) -> ActionStore: ...
-
-    @property
-    def remediation(self) -> Remediations: ...
 
     @property
     def rules(self) -> RuleSet: ...
@@ -99,13 +89,13 @@ class _WallClock(Clock):
 
 
 class SlackActions:
-    def __init__(self, svc: SlackActionHost, *, wall_clock: Callable[[], float] = time.time):
-        self.svc = svc
+    def __init__(self, svc: SlackActionHost, incidents: IncidentActions, *,
+                 wall_clock: Callable[[], float] = time.time):
+        self.svc, self.incidents = svc, incidents
         self.settings = SlackSettings.from_config(svc.cfg)
         self.wall_clock = wall_clock
         secret = self.settings.signing_secret.strip()
         self.verifier = SignatureVerifier(secret, _WallClock(lambda: self.wall_clock())) if secret else None
-        self.am = AlertmanagerClient(svc.cfg.alertmanager)
         self._tasks: set[asyncio.Task[None]] = set()
         self._http: aiohttp.ClientSession | None = None
         self.handled = 0
@@ -125,6 +115,8 @@ class SlackActions:
         signature = request.headers.get("X-Slack-Signature", "")
         if not timestamp or not signature:
             return _denied("unsigned request")
+        if not (signature.isascii() and signature.isprintable()):  # hmac compares only ASCII strings
+            return _denied("malformed signature")
         sent = sent_at(timestamp)
         if sent is None:
             return _denied("bad timestamp")
@@ -171,100 +163,36 @@ class SlackActions:
 
     async def process(self, payload: dict[str, Any]) -> None:
         found = payload.get("user")
-        user: dict[str, Any] = found if isinstance(found, dict) else {}
-        uid = str(user.get("id", ""))
-        name = str(user.get("username") or user.get("name") or uid or "someone")
-        actor = f"{name} (slack:{uid})" if uid else name
+        who = slack_actor(found if isinstance(found, dict) else {})
         listed = payload.get("actions")
         actions: list[Any] = listed if isinstance(listed, list) else []
-        for action in (a for a in actions if isinstance(a, dict)):
-            action_id = str(action.get("action_id", ""))
-            value = str(action.get("value", ""))
-            verb = action_id.removeprefix("alertd_")
-            scoped = unscoped(value, self.svc.cfg.installation_id)
-            incident_id = value if scoped is None else scoped
+        for click in (read_click(a) for a in actions if isinstance(a, dict)):
+            scoped = unscoped(click.value, self.svc.cfg.installation_id)
             try:
-                if scoped is None:
-                    message = f"This button belongs to another alertd installation ({value}); nothing done."
-                elif action_id.startswith(ACTION_REMEDIATE):
-                    message = await self._remediate(action_id[len(ACTION_REMEDIATE):], incident_id, uid, actor)
-                else:
-                    message = await self._act(action_id, scoped, actor)
-            except Exception as exc:  # report to the clicker; never crash the task
-                log.exception("Slack action %s on %s by %s failed", action_id, incident_id, actor)
-                message = f"Could not {verb.replace('_', ' ')} {incident_id}: {exc}"
-            await self.svc.audit(actor, verb, incident_id, "slack", f"refused: {message}" if message else "ok")
+                message = await self._perform(click, scoped, who)
+            except Exception as exc:  # audited by the use case; reported to the clicker; never crash the task
+                log.exception("Slack action %s on %s by %s failed", click.button, click.value, who)
+                message = f"Could not {click.verb or 'do that to'} {scoped or click.value}: {exc}"
             self.handled += 1
             if message:
                 await self._tell(payload, message)
 
-    async def perform(self, action_id: str, incident_id: str, actor: str) -> str:
-        """One action, whoever asked (Slack button, web UI, API, CLI): "" when done, else why not.
-
-        Alertmanager failures raise AlertmanagerError."""
-        return await self._act(action_id, incident_id, actor)
-
-    async def _act(self, action_id: str, incident_id: str, actor: str) -> str:
-        svc = self.svc
+    async def _perform(self, click: Click, incident_id: str | None, who: Actor) -> str:
+        """The click's use case for the clicker: "" when done, else why not (audited either way)."""
+        if not click.verb:
+            log.info("ignoring unknown Slack action %r", click.button)
+            return ""
         if not incident_id:
-            return "This button carries no incident id."
-        if action_id == ACTION_ACK:
-            changes = await svc.acknowledge(incident_id, actor)
-            return "" if changes else f"{incident_id} is not open (already acknowledged or resolved)."
-        if action_id == ACTION_RESOLVE:
-            changes = await svc.resolve(incident_id, actor)
-            return "" if changes else f"{incident_id} is already resolved."
-        if action_id.startswith(ACTION_SILENCE):
-            return await self._silence(incident_id, action_id[len(ACTION_SILENCE):], actor)
-        if action_id == ACTION_UNSILENCE:
-            return await self._unsilence(incident_id, actor)
-        log.info("ignoring unknown Slack action %r", action_id)
-        return ""
-
-    async def _remediate(self, verb: str, incident_id: str, uid: str, actor: str) -> str:
-        """Approve, override or cancel a remediation: only Slack users the policy names
-        (rules/remediation.yml approvers.slack_users) may; others are refused and audited."""
-        if uid not in self.svc.rules.remediation.slack_approvers:
-            return f"{actor} may not {verb} remediations: not in the policy's approvers.slack_users"
-        return str(await self.svc.remediation.act(incident_id, verb, actor, "slack"))
-
-    async def _silence(self, incident_id: str, choice: str, actor: str) -> str:
-        if isinstance(duration := silence_duration(choice), str):  # the buttons' 1h/4h/24h, the API's any
-            return duration
-        inc = await self.svc.store.get_incident(incident_id)
-        if inc is None or inc.status == CLOSED:
-            return f"{incident_id} is not open."
-        old = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
-        now = datetime.now(timezone.utc)
-        ncfg = self.svc.cfg.normalize
-        info = await self.am.silence_incident(inc, duration, actor, now, node_labels=ncfg.node_labels,
-                                              cluster_label=ncfg.cluster_label, alertd_url=self.svc.cfg.external_url)
-        if old and old.get("id") and old["id"] != info["id"]:
-            try:
-                await self.am.expire_silence(old["id"])
-            except AlertmanagerError as exc:
-                log.info("could not expire the previous silence %s of %s: %s", old["id"], incident_id, exc)
-        until = info["endsAt"].replace("T", " ").replace("Z", " UTC")
-        changes = await self.svc.annotate(incident_id, "silence", info, "silenced",
-                                          f"silenced for {choice} by {actor} until {until} (Alertmanager silence {info['id']})",
-                                          actor)
-        return "" if changes else f"Silence {info['id']} created, but {incident_id} closed meanwhile."
-
-    async def _unsilence(self, incident_id: str, actor: str) -> str:
-        inc = await self.svc.store.get_incident(incident_id)
-        if inc is None:
-            return f"No incident {incident_id}."
-        silence = inc.annotations.get("silence")
-        if not isinstance(silence, dict) or not silence.get("id"):
-            return f"{incident_id} has no silence."
-        try:
-            await self.am.expire_silence(silence["id"])
-        except AlertmanagerError as exc:
-            if "expired" not in str(exc) and "404" not in str(exc):
-                raise
-        changes = await self.svc.annotate(incident_id, "silence", None, "silence_removed",
-                                          f"unsilenced by {actor} (Alertmanager silence {silence['id']} expired)", actor)
-        return "" if changes else f"Silence {silence['id']} expired; {incident_id} is closed."
+            why = (f"This button belongs to another alertd installation ({click.value}); nothing done."
+                   if incident_id is None else "This button carries no incident id.")
+            await self.svc.audit(who.shown, click.verb, click.value, "slack", f"refused: {why}")
+            return why
+        if click.remediation and who.principal.removeprefix(SLACK_PRINCIPAL) not in \
+                self.svc.rules.remediation.slack_approvers:
+            why = f"{who} may not {click.verb} remediations: not in the policy's approvers.slack_users"
+            await self.svc.audit(who.shown, f"remediation_{click.verb}", incident_id, "slack", f"refused: {why}")
+            return why
+        return await self.incidents.perform(click.verb, incident_id, who, "slack", duration=click.duration)
 
     async def _tell(self, payload: dict[str, Any], text: str) -> None:
         """An ephemeral note to the clicker through the payload's response_url (best effort)."""
@@ -290,10 +218,17 @@ class SlackActions:
 
     async def close(self) -> None:
         await self.wait_idle(5.0)
-        await self.am.close()
         if self._http is not None:
             await self._http.close()
             self._http = None
+
+
+def slack_actor(user: dict[str, Any]) -> Actor:
+    """The clicker: principal ``slack:<user id>`` (stable; what approvals count), with the user name as stated
+    (its owner may change it between two clicks, so it only annotates)."""
+    uid = stated_name(str(user.get("id", "")))
+    name = stated_name(str(user.get("username") or user.get("name") or ""))
+    return Actor(SLACK_PRINCIPAL + (uid or "unknown-user"), name)
 
 
 def _denied(reason: str) -> web.Response:
@@ -304,8 +239,8 @@ ACTIONS = web.AppKey("slack_actions", SlackActions)
 
 
 def register(app: web.Application) -> SlackActions:
-    """Add the endpoint to an app that already holds the service (alertd.web.app.build_app)."""
-    actions = SlackActions(app[SERVICE])
+    """Add the endpoint to an app that already holds the service and its use cases (alertd.web.app.build_app)."""
+    actions = SlackActions(app[SERVICE], app[INCIDENT_ACTIONS])
     app[ACTIONS] = actions
     app.router.add_post(PATH, actions.handle)
 

@@ -1,8 +1,9 @@
 """Slowing down token guessing: token buckets of failed attempts, per client address and per token tried.
 
-Every wrong token or password (on the API or the UI login) takes one unit from the
-bucket of the client's address and one from the bucket of the value tried (its
-SHA-256: the value itself is never kept). A client whose bucket is empty gets 429
+Every wrong or malformed token or password (on the API and the UI login, or on
+the receiver, which has buckets of its own) takes one unit from the bucket of the
+client's address and one from the bucket of the value tried (its SHA-256: the
+value itself is never kept). A client whose bucket is empty gets 429
 with ``Retry-After`` before its credentials are even compared, so a right guess
 made while throttled is not recognised either. Buckets refill steadily; a
 successful login takes nothing. The state is in memory, per process (a group of N
@@ -34,6 +35,11 @@ class Buckets:
         left, when = self._level.get(key, (self.capacity, now))
         return min(self.capacity, left + (now - when) * self.rate)
 
+    @property
+    def idle(self) -> bool:
+        """No key has taken anything lately (or all were forgotten): every bucket is full."""
+        return not self._level
+
     def wait(self, key: str) -> float:
         """Seconds until ``key`` may try again (0: now)."""
         level = self._now_level(key, self.clock())
@@ -64,7 +70,8 @@ class LoginThrottle:
 
     def retry_after(self, client: str, value: str) -> int:
         """Whole seconds to wait before this client may try this value (0: go ahead)."""
-        wait = max(self.clients.wait(client), self.values.wait(_digest(value)) if value else 0.0)
+        # The value's digest only when some value failed: the receiver asks this of every webhook.
+        wait = max(self.clients.wait(client), self.values.wait(_digest(value)) if value and not self.values.idle else 0.0)
         return math.ceil(wait) if wait > 0 else 0
 
     def failed(self, client: str, value: str) -> None:

@@ -2,9 +2,9 @@
 
 Pages: incidents (filters, live refresh), one incident (timeline, members,
 evidence, notifications, actions), node, GPU, fleet, RMA candidates, and (admin)
-what the engine set aside, with a replay button. Actions go
-through the code the Slack buttons use (alertd.web.slack_actions), so a click
-here and a click in Slack do the same thing and leave the same timeline entry.
+what the engine set aside, with a replay button. Actions are the use cases
+Slack and the API call (alertd/app/incident_actions.py), so a click here and a
+click in Slack do the same thing and leave the same timeline entry.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from aiohttp import web
 
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
+from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.findings import Evidence, Jobs, Owners
 from alertd.core.incident_filters import INCIDENT_FILTERS
@@ -26,6 +27,7 @@ from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.remediation.blast import summary
 from alertd.store.base import StoreUnavailable
 from alertd.web import access, api
+from alertd.web import incidents as incident_routes
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
@@ -192,12 +194,13 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
     verb, _, duration = action.partition("-")
     if verb == "remediation":  # remediation-<approve|override|cancel|stop>-<quarantine|uncordon>
         what, _, kind = duration.partition("-")
-        problem = await _svc(request).remediation.act(incident_id, what, request[access.PRINCIPAL].name, "web",
-                                                      kind=kind)
+        _, problem = await incident_routes.perform(request, incident_id, what, Actor(request[access.PRINCIPAL].name), "web",
+                                             kind=kind)
         raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else f"?done={quote(what)}"))
     if verb not in ("ack", "resolve", "silence", "unsilence") or (verb == "silence") != bool(duration):
         return page(request, "error.html", 400, title="Bad request", message=f"unknown action {action!r}")
-    _, problem = await api.perform(request, incident_id, verb, request[access.PRINCIPAL].name, "web", duration)
+    _, problem = await incident_routes.perform(request, incident_id, incident_routes.ROUTE_VERBS[verb],
+                                         Actor(request[access.PRINCIPAL].name), "web", duration)
     label = {"ack": "acknowledged", "resolve": "resolved", "unsilence": "unsilenced"}.get(action, action.replace("-", "d for "))
     raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else "?done=" + quote(label)))
 

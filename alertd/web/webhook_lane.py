@@ -336,8 +336,7 @@ class LaneConnection(asyncio.Protocol):
         if not receiver.enabled:
             return True
         headers = CIMultiDict((n.decode("latin-1"), v.decode("latin-1")) for n, v in self.headers)
-        principal, _ = receiver.identify(headers, self.peer)
-        return principal is not None
+        return self.lane.auth.receiver_accepts(self.peer or "", headers)
 
     async def _answer_all(self) -> None:
         try:

@@ -132,12 +132,12 @@ async def test_by_is_honoured_for_admin_only_and_actions_are_audited(client):
     got = [(e["actor"], e["action"], e["target"], e["via"], e["outcome"]) for e in reversed(audit)]
     assert got == [
         ("oncall", "ack", incident, "api", "ok"),
-        ("alice", "resolve", incident, "api", "ok"),
-        ("boss", "resolve", incident, "api", "refused: incident is resolved"),
+        ("alice (boss)", "resolve", incident, "api", "ok"),  # the stated name beside the principal
+        ("boss", "resolve", incident, "api", "refused: incident is resolved: nothing to resolve"),
         ("boss", "reload", "rules", "api", "ok"),
     ]
     detail = await (await client.get(f"/api/v1/incidents/{incident}", headers=bearer(TOKENS["reader"][1]))).json()
-    assert [e.get("actor") for e in detail["timeline"] if e["kind"] == "resolved"] == ["alice"]
+    assert [e.get("actor") for e in detail["timeline"] if e["kind"] == "resolved"] == ["alice (boss)"]
 
 
 async def test_trusted_proxy_header_names_the_actor(tmp_path):
@@ -180,7 +180,7 @@ async def test_without_auth_on_loopback_everyone_is_admin(tmp_path):
     try:
         incident = await open_incident(c)
         resp = await c.post(f"/api/v1/incidents/{incident}/ack", params={"by": "alice"})
-        assert resp.status == 200 and (await resp.json())["acknowledgedBy"] == "alice"
+        assert resp.status == 200 and (await resp.json())["acknowledgedBy"] == "alice (anonymous)"
     finally:
         await c.close()
 

@@ -112,8 +112,11 @@ def stored_keys(server: AlertdProcess, keys: list[str]) -> list[str]:
     return [k for k in keys if k in counts]
 
 
-async def post(url: str, data: Any, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
-    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+async def post(url: str, data: Any, headers: dict[str, str] | None = None,
+               source: str | None = None) -> tuple[int, dict[str, str], Any]:
+    """``source``: the loopback address to send from (the receiver throttles wrong credentials per client)."""
+    connector = aiohttp.TCPConnector(local_addr=(source, 0)) if source else None
+    async with aiohttp.ClientSession(timeout=TIMEOUT, connector=connector) as session:
         headers = {"Content-Type": "application/json", **(headers or {})}
         async with session.post(url, data=data, headers=headers) as resp:
             raw = await resp.read()
@@ -324,12 +327,15 @@ AUTH_CASES = [
 ]
 
 
-@pytest.mark.parametrize("headers", [c[1] for c in AUTH_CASES], ids=[c[0] for c in AUTH_CASES])
-async def test_wrong_or_missing_credentials_get_401(server, headers, request):
+@pytest.mark.parametrize("case", range(len(AUTH_CASES)), ids=[c[0] for c in AUTH_CASES])
+async def test_wrong_or_missing_credentials_get_401(server, case, request):
+    """From another address than the valid traffic's, as a guesser's would be: wrong credentials cost their
+    client's throttle (test_hostile_credentials.py), never Alertmanager's."""
+    headers = AUTH_CASES[case][1]
     doc = _doc(f"auth-{request.node.callspec.id}")
     async with ValidTraffic(server, f"ok-auth-{request.node.callspec.id}", per_client=10) as traffic:
         for _ in range(3):
-            status, resp_headers, answer = await post(server.receiver_url, dumps(doc), headers)
+            status, resp_headers, answer = await post(server.receiver_url, dumps(doc), headers, f"127.0.2.{case + 1}")
             assert status == 401, answer
             assert resp_headers.get("WWW-Authenticate"), resp_headers
             assert isinstance(answer, dict) and "credentials" in answer["error"], answer

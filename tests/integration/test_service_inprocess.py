@@ -88,7 +88,7 @@ async def test_ack_and_resolve_via_api(tmp_path):
         await client.post(HOOK, json=EXAMPLE)
         inc = (await wait_for(lambda: incidents(client)))[0]
         resp = await client.post(f"/api/v1/incidents/{inc['id']}/ack", params={"by": "alice"})
-        assert resp.status == 200 and (await resp.json())["acknowledgedBy"] == "alice"
+        assert resp.status == 200 and (await resp.json())["acknowledgedBy"] == "alice (anonymous)"
         assert (await client.post(f"/api/v1/incidents/{inc['id']}/ack")).status == 409
         assert (await client.post(f"/api/v1/incidents/{inc['id']}/resolve")).status == 200
         assert (await incidents(client, status="resolved"))[0]["id"] == inc["id"]

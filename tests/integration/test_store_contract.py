@@ -421,6 +421,13 @@ async def test_audit_entries_round_trip_newest_first_and_filter(store):
     assert [e.action for e in await store.list_audit(since=at(5))] == ["reload", "resolve"]
     assert [e.target for e in await store.list_audit(actor="oncall")] == ["INC-1"]
     assert len(await store.list_audit(limit=1)) == 1
+    # A principal's entries include those where it stated a name; LIKE's wildcards in a name match themselves.
+    await store.record_audit(AuditEntry(at(10), "alice (oncall)", "resolve", "INC-2", "api"))
+    await store.record_audit(AuditEntry(at(11), "bob (on_call%)", "resolve", "INC-3", "api"))
+    assert [e.target for e in await store.list_audit(actor="oncall")] == ["INC-2", "INC-1"]
+    assert [e.target for e in await store.list_audit(actor="slack:U1")] == ["INC-1"]
+    assert [e.target for e in await store.list_audit(actor="on_call%")] == ["INC-3"]
+    assert await store.list_audit(actor="on%") == []
 
 
 async def test_remember_once_survives_reopening_and_forgets_after_the_window(make_store):

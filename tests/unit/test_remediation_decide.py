@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from alertd.core.actor import Actor
 from alertd.core.errors import InvalidDocument
 from alertd.remediation import blast, decide
 from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARANTINE, RUNNING, STOPPING, SUPERSEDED,
@@ -71,9 +72,9 @@ def test_breaker_holds_and_says_why(view: decide.ClusterView, why: str) -> None:
     inc = incident()
     rem = decide.propose(inc, decide.policy_for(inc, policy), policy, view, {}, T0)
     assert rem.state == HELD and why in rem.reason
-    same, refused = decide.approve(rem, "alice", "api", T0)
+    same, refused = decide.approve(rem, Actor("alice"), "api", T0)
     assert same.state == HELD and "override" in refused
-    lifted, ok = decide.approve(rem, "alice", "api", T0, override=True)
+    lifted, ok = decide.approve(rem, Actor("alice"), "api", T0, override=True)
     assert ok == "" and lifted.state == APPROVED and lifted.approvals[0]["override"] == "yes"
 
 
@@ -83,12 +84,36 @@ def test_second_approver_must_be_someone_else() -> None:
     rem = decide.propose(inc, decide.policy_for(inc, policy), policy, decide.ClusterView(gpu_nodes=100),
                          {"evictedGpus": 8}, T0)
     assert rem.approvals_needed == 2
-    one, _ = decide.approve(rem, "alice", "slack", T0)
+    one, _ = decide.approve(rem, Actor("alice"), "slack", T0)
     assert one.state == PROPOSED
-    again, why = decide.approve(one, "alice", "api", T0)
-    assert again is one and "different second approver" in why
-    two, _ = decide.approve(one, "bob", "api", T0)
+    again, why = decide.approve(one, Actor("alice"), "api", T0)
+    assert again is one and "second approver who signs in with other credentials" in why
+    two, _ = decide.approve(one, Actor("bob"), "api", T0)
     assert two.state == APPROVED and [a["actor"] for a in two.approvals] == ["alice", "bob"]
+
+
+def test_a_stated_name_never_makes_a_second_approver() -> None:
+    """An admin token saying ?by=alice then ?by=bob, or a Slack user renamed between two clicks, is one principal."""
+    policy = dataclasses.replace(shipped(), second_approver_gpus=8)
+    inc = incident()
+    rem = decide.propose(inc, decide.policy_for(inc, policy), policy, decide.ClusterView(gpu_nodes=100),
+                         {"evictedGpus": 8}, T0)
+    for first, second in ((Actor("admin", "alice"), Actor("admin", "bob")),
+                          (Actor("slack:U0ANA", "ana"), Actor("slack:U0ANA", "ana-renamed"))):
+        one, _ = decide.approve(rem, first, "api", T0)
+        again, why = decide.approve(one, second, "api", T0)
+        assert again is one and again.state == PROPOSED and first.principal in why
+        assert one.approvals[0]["principal"] == first.principal and one.approvals[0]["actor"] == first.shown
+
+
+def test_approvals_stored_before_principals_count_by_their_actor() -> None:
+    policy = dataclasses.replace(shipped(), second_approver_gpus=8)
+    inc = incident()
+    rem = decide.propose(inc, decide.policy_for(inc, policy), policy, decide.ClusterView(gpu_nodes=100),
+                         {"evictedGpus": 8}, T0)
+    old = dataclasses.replace(rem, approvals=[{"actor": "oncall", "at": "2026-01-01T00:00:00Z", "via": "api"}])
+    assert decide.approve(old, Actor("oncall"), "api", T0)[1]
+    assert decide.approve(old, Actor("admin"), "api", T0)[0].state == APPROVED
 
 
 def test_cancel_and_stop_follow_the_state() -> None:

@@ -1,0 +1,131 @@
+"""What people do to an incident, whichever door they come through: one use case each, taking the principal.
+
+Acknowledge, resolve, silence (an Alertmanager silence for the incident's node, and its GPU for a GPU-level
+incident, recorded on the incident as annotation ``silence``), unsilence, and the remediation verbs (approve,
+override, cancel, stop: alertd/app/remediate.py). Slack, the web UI and the API (and the CLI, through the
+API) are adapters: each reads its own input, calls ``perform``, and turns the answer into its own.
+
+Every outcome is audited here, with the principal and any name it stated (alertd.core.actor), so no door
+can forget to. ``perform`` answers "" when done, or why nothing was done; Alertmanager's failures raise
+AlertmanagerError, and an action forwarded to a leader that does not answer raises CommandTimeout, both
+audited before they propagate.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any, Callable, Protocol
+
+from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
+from alertd.app.remediate import VERBS as REMEDIATION_VERBS
+from alertd.app.remediate import Remediations
+from alertd.config.settings import Config
+from alertd.core.actor import Actor
+from alertd.core.model import CLOSED, Incident
+from alertd.ha.commands import ActionTaker
+
+log = logging.getLogger(__name__)
+
+INCIDENT_VERBS = ("acknowledge", "resolve", "silence", "unsilence")
+VERBS = (*INCIDENT_VERBS, *REMEDIATION_VERBS)
+AUDITED_AS = {"acknowledge": "ack"}  # the audit trail's name for a verb, where it differs
+
+
+class IncidentStore(Protocol):
+    async def get_incident(self, incident_id: str) -> Incident | None: ...
+
+
+class IncidentActionHost(ActionTaker, Protocol):
+    """The service as the use cases see it (alertd/app/service.py): its configuration (Alertmanager settings,
+    labels for silences), the engine's actions (ActionTaker), remediation, and the audit trail."""
+
+    @property
+    def cfg(self) -> Config: ...
+
+    @property
+    def store(self) -> IncidentStore: ...
+
+    @property
+    def remediation(self) -> Remediations: ...
+
+    async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
+                    detail: str = "") -> None: ...
+
+
+class IncidentActions:
+    def __init__(self, svc: IncidentActionHost, *,
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)):
+        self.svc, self.clock = svc, clock
+        self.am = AlertmanagerClient(svc.cfg.alertmanager)
+
+    async def perform(self, verb: str, incident_id: str, who: Actor, via: str, *, duration: str = "",
+                      kind: str = "") -> str:
+        """One verb of VERBS on the incident; ``duration`` for silence, ``kind`` for a remediation verb."""
+        if verb in REMEDIATION_VERBS:  # audited where it is decided, with the remediation's own record
+            return await self.svc.remediation.act(incident_id, verb, who, via, kind=kind)
+        action = f"silence {duration}" if verb == "silence" else AUDITED_AS.get(verb, verb)
+        try:
+            why = await self._incident_verb(verb, incident_id, who.shown, duration)
+        except Exception as exc:
+            await self.svc.audit(who.shown, action, incident_id, via, f"refused: {exc}")
+            raise
+        await self.svc.audit(who.shown, action, incident_id, via, f"refused: {why}" if why else "ok")
+        return why
+
+    async def _incident_verb(self, verb: str, incident_id: str, actor: str, duration: str) -> str:
+        if verb == "acknowledge":
+            return "" if await self.svc.acknowledge(incident_id, actor) else await self._unchanged(incident_id, verb)
+        if verb == "resolve":
+            return "" if await self.svc.resolve(incident_id, actor) else await self._unchanged(incident_id, verb)
+        if verb == "silence":
+            return await self._silence(incident_id, duration, actor)
+        if verb == "unsilence":
+            return await self._unsilence(incident_id, actor)
+        return f"unknown action {verb!r}; one of {', '.join(VERBS)}"
+
+    async def _unchanged(self, incident_id: str, verb: str) -> str:
+        inc = await self.svc.store.get_incident(incident_id)
+        return f"no incident {incident_id}" if inc is None else f"incident is {inc.status}: nothing to {verb}"
+
+    async def _silence(self, incident_id: str, choice: str, actor: str) -> str:
+        if isinstance(duration := silence_duration(choice), str):  # Slack's 1h/4h/24h, the API's any
+            return duration
+        inc = await self.svc.store.get_incident(incident_id)
+        if inc is None or inc.status == CLOSED:
+            return f"{incident_id} is not open."
+        old = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
+        ncfg = self.svc.cfg.normalize
+        info = await self.am.silence_incident(inc, duration, actor, self.clock(), node_labels=ncfg.node_labels,
+                                              cluster_label=ncfg.cluster_label, alertd_url=self.svc.cfg.external_url)
+        if old and old.get("id") and old["id"] != info["id"]:
+            try:
+                await self.am.expire_silence(old["id"])
+            except AlertmanagerError as exc:
+                log.info("could not expire the previous silence %s of %s: %s", old["id"], incident_id, exc)
+        until = info["endsAt"].replace("T", " ").replace("Z", " UTC")
+        changes = await self.svc.annotate(incident_id, "silence", info, "silenced",
+                                          f"silenced for {choice} by {actor} until {until} (Alertmanager silence {info['id']})",
+                                          actor)
+        return "" if changes else f"Silence {info['id']} created, but {incident_id} closed meanwhile."
+
+    async def _unsilence(self, incident_id: str, actor: str) -> str:
+        inc = await self.svc.store.get_incident(incident_id)
+        if inc is None:
+            return f"No incident {incident_id}."
+        silence: Any = inc.annotations.get("silence")
+        if not isinstance(silence, dict) or not silence.get("id"):
+            return f"{incident_id} has no silence."
+        try:
+            await self.am.expire_silence(silence["id"])
+        except AlertmanagerError as exc:
+            if "expired" not in str(exc) and "404" not in str(exc):
+                raise
+        changes = await self.svc.annotate(incident_id, "silence", None, "silence_removed",
+                                          f"unsilenced by {actor} (Alertmanager silence {silence['id']} expired)", actor)
+        return "" if changes else f"Silence {silence['id']} expired; {incident_id} is closed."
+
+    async def close(self) -> None:
+        await self.am.close()
+
+
+__all__ = ["INCIDENT_VERBS", "IncidentActions", "VERBS"]

@@ -1,0 +1,123 @@
+"""The incident routes of the API, in one place: list and show (role read); acknowledge, resolve, silence and
+unsilence (role act); an incident's remediations with their blast radius (read), and approve, override,
+cancel and stop (act).
+
+Every action is the use case of alertd/app/incident_actions.py for the caller's principal (alertd.web.auth
+``acting``: an admin's ``?by=NAME`` is recorded beside it, never instead); the web UI's buttons come through
+``perform`` too. A second remediation approval must come from another principal.
+"""
+from __future__ import annotations
+
+from aiohttp import web
+
+from alertd.alertmanager.silences import AlertmanagerError, silence_duration
+from alertd.app.remediate import VERBS as REMEDIATION_VERBS
+from alertd.config.credentials import Role
+from alertd.core.actor import Actor
+from alertd.ha.commands import CommandTimeout
+from alertd.web import access
+from alertd.web.api import _json, _svc, guarded, incident_page
+from alertd.web.auth import acting
+from alertd.web.keys import INCIDENT_ACTIONS
+from alertd.web.params import reject_unknown
+
+KINDS = ("", "quarantine", "uncordon")
+ROUTE_VERBS = {"ack": "acknowledge", "resolve": "resolve", "silence": "silence", "unsilence": "unsilence"}
+
+
+async def perform(request: web.Request, incident_id: str, verb: str, who: Actor, via: str,
+                  duration: str = "", kind: str = "") -> tuple[int, str]:
+    """One verb of alertd/app/incident_actions.py on an incident that must exist: (HTTP status, why not or "")."""
+    if verb == "silence" and isinstance(problem := silence_duration(duration), str):
+        return 400, problem
+    if await _svc(request).store.get_incident(incident_id) is None:
+        return 404, f"no incident {incident_id}"
+    try:
+        problem = await request.app[INCIDENT_ACTIONS].perform(verb, incident_id, who, via, duration=duration,
+                                                              kind=kind)
+    except AlertmanagerError as exc:
+        return 502, str(exc)
+    except CommandTimeout as exc:
+        return 503, str(exc)
+    return (409 if problem else 200), problem
+
+
+def _answer(status: int, problem: str) -> web.Response | None:
+    """The error answer for a refused action (None when it was done)."""
+    if status == 200:
+        return None
+    return _json({"error": problem}, status, headers={"Retry-After": "5"} if status == 503 else None)
+
+
+@guarded(Role.READ)
+async def list_incidents(request: web.Request) -> web.Response:
+    incidents, nxt = await incident_page(_svc(request).store, request.query)
+    return _json({"incidents": incidents, "next": nxt})
+
+
+@guarded(Role.READ)
+async def get_incident(request: web.Request) -> web.Response:
+    inc = await _svc(request).store.get_incident(request.match_info["id"])
+    if inc is None:
+        return _json({"error": f"no incident {request.match_info['id']}"}, 404)
+    return _json(inc.to_dict())
+
+
+@guarded(Role.ACT)
+async def act_on_incident(request: web.Request) -> web.Response:
+    """ack, resolve, silence (``?duration=``, up to 7d) or unsilence; answers the incident as it is now."""
+    incident_id, action = request.match_info["id"], request.match_info["action"]
+    reject_unknown(request.query, ("duration", "by") if action == "silence" else ("by",))
+    who = acting(request[access.PRINCIPAL], request)
+    status, problem = await perform(request, incident_id, ROUTE_VERBS[action], who, "api",
+                                    request.query.get("duration", ""))
+    if (refused := _answer(status, problem)) is not None:
+        return refused
+    inc = await _svc(request).store.get_incident(incident_id)
+    return _json(inc.to_dict(with_members=False) if inc else {})
+
+
+@guarded(Role.READ)
+async def list_remediations(request: web.Request) -> web.Response:
+    reject_unknown(request.query, ("state", "cluster"))
+    states = tuple(s for s in request.query.get("state", "").split(",") if s)
+    docs = await _svc(request).store.list_remediations(states=states, cluster=request.query.get("cluster"))
+    return _json({"remediations": docs})
+
+
+@guarded(Role.READ)
+async def incident_remediations(request: web.Request) -> web.Response:
+    reject_unknown(request.query, ())
+    incident_id = request.match_info["id"]
+    svc = _svc(request)
+    if await svc.store.get_incident(incident_id) is None:
+        return _json({"error": f"no incident {incident_id}"}, 404)
+    return _json({"remediations": await svc.remediation.for_incident(incident_id)})
+
+
+@guarded(Role.ACT)
+async def act_on_remediation(request: web.Request) -> web.Response:
+    reject_unknown(request.query, ("kind", "by"))
+    incident_id, verb = request.match_info["id"], request.match_info["verb"]
+    kind = request.query.get("kind", "")
+    if verb not in REMEDIATION_VERBS:
+        return _json({"error": f"unknown remediation action {verb!r}; one of {', '.join(REMEDIATION_VERBS)}"}, 404)
+    if kind not in KINDS:
+        return _json({"error": f"kind must be quarantine or uncordon, not {kind!r}"}, 400)
+    status, problem = await perform(request, incident_id, verb, acting(request[access.PRINCIPAL], request), "api",
+                                    kind=kind)
+    if (refused := _answer(status, problem)) is not None:
+        return refused
+    return _json({"remediations": await _svc(request).remediation.for_incident(incident_id)})
+
+
+def register(app: web.Application) -> None:
+    app.router.add_get("/api/v1/incidents", list_incidents)
+    app.router.add_get("/api/v1/incidents/{id}", get_incident)
+    app.router.add_post("/api/v1/incidents/{id}/{action:ack|resolve|silence|unsilence}", act_on_incident)
+    app.router.add_get("/api/v1/remediations", list_remediations)
+    app.router.add_get("/api/v1/incidents/{id}/remediations", incident_remediations)
+    app.router.add_post("/api/v1/incidents/{id}/remediation/{verb}", act_on_remediation)
+
+
+__all__ = ["ROUTE_VERBS", "perform", "register"]
