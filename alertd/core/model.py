@@ -120,10 +120,13 @@ class Subject:
     # node-less alerts of different nodes never share an incident.
     node_source: str = ""
     origin: str = ""
+    # Values of node labels that are no node ("Hostname=5f3c9a1e7b2d: a container ID ..."), one a line.
+    node_refused: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            k: getattr(self, k) for k in ("cluster", "node", "namespace", "pod", "container", "node_source", "origin")
+            k: getattr(self, k) for k in ("cluster", "node", "namespace", "pod", "container", "node_source", "origin",
+                                       "node_refused")
             if getattr(self, k)
         }
         if self.gpu is not None:
@@ -142,6 +145,7 @@ class Subject:
             container=data.get("container", ""),
             node_source=data.get("node_source", ""),
             origin=data.get("origin", ""),
+            node_refused=data.get("node_refused", ""),
         )
 
 

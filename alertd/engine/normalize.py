@@ -7,6 +7,7 @@ from typing import Mapping
 
 from alertd.gpu.pci import normalize_pci
 from alertd.core.model import GPU, Alert, Subject
+from alertd.engine.plausible import NOT_NODE_PATTERN
 from alertd.engine.identity import (
     EXPORTER_POD_PATTERN,
     LOG_HOST_LABELS,
@@ -35,6 +36,8 @@ class NormalizeConfig:
     container_labels: tuple[str, ...] = ("container", "exported_container")
     exporter_pod_pattern: str = EXPORTER_POD_PATTERN  # anchored regex; "" turns the check off
     node_map: Mapping[str, str] = field(default_factory=dict)  # exporter pod, instance or address -> node
+    # Service and container names (Docker Compose) that are never a host: alertd/engine/plausible.py.
+    not_node_pattern: str = NOT_NODE_PATTERN
     log_host_labels: tuple[str, ...] = LOG_HOST_LABELS  # node labels shown as "log host"
     log_line_fields: tuple[str, ...] = LOG_LINE_FIELDS  # annotations, then labels, read for an NVRM Xid line
     extra: dict[str, str] = field(default_factory=dict)
@@ -85,6 +88,7 @@ def subject_of(labels: dict[str, str], cfg: NormalizeConfig, annotations: Mappin
         container=intern(container),
         node_source=intern(found.source),
         origin=intern(origin),
+        node_refused=intern("\n".join(found.refused)),
     )
 
 
