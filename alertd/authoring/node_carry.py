@@ -16,6 +16,7 @@ print, saying what to add.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import promql_parser as pp
@@ -164,4 +165,25 @@ def node_warning(expr: str, static_labels: dict[str, str], node_labels: tuple[st
             f"the aggregation (relabel __meta_kubernetes_pod_node_name to node in the scrape)")
 
 
-__all__ = ["Carried", "WEAK_NODE_LABELS", "carried", "node_warning"]
+_TEMPLATE_LABEL = re.compile(r"(?:\$labels|\.Labels)\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def host_only_note(expr: str, static_labels: dict[str, str], texts: list[str],
+                      node_labels: tuple[str, ...]) -> str:
+    """For a rule whose result keeps every label: its text names the host only by ``Hostname`` or
+    ``instance``, so the scrape probably adds no node label, and those labels are a node only where the
+    exporter runs as its chart or the GPU Operator runs it. "" when the rule names a node label anywhere."""
+    strong = set(node_labels) - WEAK_NODE_LABELS
+    result = carried(expr) if expr else None
+    if result is None or result.only is not None or strong & set(static_labels):
+        return ""
+    named = {m.group(1) for text in texts for m in _TEMPLATE_LABEL.finditer(text)}
+    weak = sorted(named & WEAK_NODE_LABELS & set(node_labels))
+    if not weak or named & strong or any(n in expr for n in strong if re.search(rf"\b{n}\b", expr)):
+        return ""
+    return (f"its text names the host only by {', '.join(weak)}: a node only where the scrape makes it one "
+            "(Hostname from NODE_NAME, dcgm-exporter 4.0+ under its chart or the GPU Operator; a host's address); "
+            "a container ID or Compose service there is refused, node unknown (docs/rules.md, 'Docker hosts')")
+
+
+__all__ = ["Carried", "WEAK_NODE_LABELS", "carried", "host_only_note", "node_warning"]

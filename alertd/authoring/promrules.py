@@ -18,7 +18,7 @@ from urllib.parse import quote_plus
 
 import yaml
 
-from alertd.authoring.node_carry import node_warning
+from alertd.authoring.node_carry import carried, host_only_note, node_warning
 from alertd.engine.classify import Classification, classify_explained
 from alertd.core.errors import InvalidDocument
 from alertd.core.model import FIRING, Alert
@@ -26,12 +26,13 @@ from alertd.core.yamlio import load_yaml
 from alertd.gpu.clocks import clock_reasons
 from alertd.engine.normalize import NormalizeConfig
 from alertd.promql.bittest import bitwise_hint
-from alertd.promql.expr import facts_of_expr
+from alertd.promql.expr import ExprFacts, facts_of_expr
+from alertd.promql.xidvalue import value_is_code
 from alertd.promql.recording import RecordingIndex, collect, recording_pairs, rule_groups, unknown_recorded
 from alertd.rules.ruleset import RuleSet
 
 _COUNT_VALUES_XID = re.compile(r'count_values\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*"(xid|err_code)"')
-_TEMPLATE_XID = re.compile(r"(?i)xid[^{}]{0,40}\{\{[^}]*(\$value|\$labels\.(xid|err_code))")
+_TEMPLATE_XID = re.compile(r"(?i)xid[^{}]{0,40}\{\{[^}]*(\$value|\$labels\.(?:xid|err_code))")
 
 
 @dataclass(slots=True)
@@ -46,12 +47,13 @@ class RuleResult:
     line: int = 0  # of the rule in its file
     errors: list[str] = field(default_factory=list)  # what promtool would fail too (an expression that does not parse)
     reasons: str = ""  # the clock-event reasons a throttling rule tests, harmful and benign apart
+    notes: list[str] = field(default_factory=list)  # what depends on the scrape (not a warning: --strict passes)
 
     @property
     def gpu_relevant(self) -> bool:
         """Shown without --all: mapped to a GPU signal, decided at runtime, or with something to say."""
-        return self.decision.signal.kind != "other" or bool(self.runtime or self.warnings or self.errors
-                                                            or self.decision.signal.detail)
+        return self.decision.signal.kind != "other" or self.decision.stage == "signals" or bool(
+            self.runtime or self.warnings or self.errors or self.decision.signal.detail)
 
 
 def _decided_at_runtime(alert: Alert, rules: RuleSet) -> str:
@@ -83,10 +85,21 @@ def _xid_source(rule: dict[str, Any], decision: Classification) -> tuple[str, li
     if facts and any(n in ("xid", "err_code") for s in facts.selectors for n, _, _ in s.labels):
         return "label xid/err_code of the series", []
     texts = " ".join(str(v) for v in (rule.get("annotations") or {}).values())
-    if _TEMPLATE_XID.search(texts):
+    found = _TEMPLATE_XID.search(texts)
+    if found and _template_gives_code(found.group(1), expr, facts):
         return "annotation text, once Prometheus renders it", []
     return "", ["no Xid code in its labels or text: alertd will show 'Xid (code unknown)' until the kernel log "
                 "names it; add an xid label (count_values) or the code to the summary"]
+
+
+def _template_gives_code(template: str, expr: str, facts: ExprFacts | None) -> bool:
+    """Whether ``{{ $value }}`` / ``{{ $labels.xid }}`` in the text will render as an Xid code: the value is the
+    code only when the Xid metric is read as it is (max, min, last_over_time), never under increase(), rate(),
+    changes() or a sum; the label only when the result keeps it."""
+    if template.startswith("$labels"):
+        kept = carried(expr) if expr else None
+        return kept is not None and (kept.keeps("xid") or kept.keeps("err_code"))
+    return value_is_code(facts) is True
 
 
 def with_recorded(rules: RuleSet, docs: list[Any]) -> RuleSet:
@@ -163,6 +176,9 @@ def _classify_rule(rule: dict[str, Any], path: str, group: str, line: int, rules
     if decision.signal.kind not in ("other", "watchdog") or res.runtime:
         carry = node_warning(expr, alert.labels, ncfg.node_labels)
         res.warnings.extend([carry] if carry else [])
+        texts = [*alert.annotations.values(), *alert.labels.values()]
+        note = "" if carry else host_only_note(expr, alert.labels, texts, ncfg.node_labels)
+        res.notes.extend([note] if note else [])
     unknown = unknown_recorded(facts_of_expr(expr) if expr else None, rules.recorded.files)
     if unknown and decision.stage in ("none", "alertname", "label", "annotation"):
         res.warnings.append(f"reads recorded series {', '.join(unknown)} whose recording rule is in none of "
@@ -185,6 +201,8 @@ def rule_file_paths(names: list[str]) -> list[Path]:
 
 def _mapped(d: Classification) -> str:
     sig = d.signal
+    if sig.kind == "other" and d.stage == "signals":
+        return "other (not GPU health)"  # the site said so
     if sig.kind == "other":
         return f"other/info ({sig.detail})" if sig.detail else "other"  # benign clock reasons only
     return sig.kind + (f"/{sig.detail}" if sig.detail and sig.kind in ("metrics_missing", "thermal") else "")
@@ -208,6 +226,8 @@ def print_results(results: list[RuleResult], out: TextIO, *, show_all: bool = Fa
             print(f"{at} ERROR: {e}", file=out)
         for w in r.warnings:
             print(f"{at} WARNING: {w}", file=out)
+        for n in r.notes:
+            print(f"{at} note: {n}", file=out)
 
 
 def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *, strict: bool = False,
@@ -243,7 +263,9 @@ def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *
     warned = sum(1 for r in results if r.warnings)
     errors = sum(len(r.errors) for r in results)
     hidden = 0 if show_all else sum(1 for r in results if not r.gpu_relevant)
-    print(f"{len(results)} alerting rules: {mapped} classified, {len(results) - mapped} other, "
+    declared = sum(1 for r in results if r.decision.signal.kind == "other" and r.decision.stage == "signals")
+    print(f"{len(results)} alerting rules: {mapped} classified, {len(results) - mapped} other"
+          f"{f' ({declared} declared not GPU health)' if declared else ''}, "
           f"{warned} with warnings" + (f", {errors} with errors" if errors else "") +
           (f" ({hidden} other rules not GPU-related not listed: --all lists them)" if hidden else ""), file=out)
     return 1 if failed or errors or (strict and warned) else 0

@@ -17,6 +17,7 @@ from alertd.rules.evidence import DecidingRule, Found, by_alertname, by_expressi
 from alertd.gpu.clocks import clock_reasons
 from alertd.core.matchers import match_all
 from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
+from alertd.core.states import SEVERITY_ALIASES
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
 from alertd.promql.recording import EMPTY, RecordedRules, facts_of_url_expanded
@@ -41,6 +42,8 @@ DETAIL_TITLES = {
     "thermal_violation": "GPU held back by heat (thermal violation)",
     "power_violation": "GPU held back at its power limit (power violation)",
     "any_clock_event_reason": "GPU clocks throttled (any reason)",
+    "correctable": "GPU correctable ECC errors (single-bit, fixed by the GPU)",
+    "power_slowdown": "GPU power slowdown: clocks cut at the power limit",
 }
 # Harmful clock-event reasons (alertd/gpu/clocks.py), most telling first: what a thermal alert's title says
 CLOCK_TITLES = (
@@ -50,14 +53,13 @@ CLOCK_TITLES = (
 )
 UNKNOWN_XID_MEANING = ("The alert reports an Xid but carries no code (no xid label, no code in its text). "
                        "Treated as a GPU hardware signal until a later alert or the kernel log names the code.")
-_SEVERITY_ALIASES = {"high": "error", "page": "critical", "warn": "warning", "low": "info", "none": "info", "notice": "info"}
 
 
 def severity_label(value: str | None) -> str:
     if not value:
         return ""
     v = value.strip().lower()
-    v = _SEVERITY_ALIASES.get(v, v)
+    v = SEVERITY_ALIASES.get(v, v)
     return v if v in SEVERITIES else ""
 
 

@@ -58,8 +58,8 @@ def source_label(labels: dict[str, str], names: tuple[str, ...]) -> str:
 
 def _gpu(labels: dict[str, str], annotations: Mapping[str, str], cfg: NormalizeConfig) -> GPU | None:
     """The GPU from dcgm-exporter's labels; the PCI address of an NVRM Xid line in the text fills a gap."""
-    uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""
-    index = labels.get("gpu", "")
+    uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""  # dcgm, nvidia_gpu_exporter
+    index = labels.get("gpu") or labels.get("minor_number") or labels.get("deviceid") or ""  # OpenPAI, Autopilot
     pci = normalize_pci(labels.get("pci_bus_id") or labels.get("pci") or "")
     if not pci:
         line = nvrm_line(labels, annotations, cfg.log_line_fields)
