@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from alertd.rules.evidence import DecidingRule, Found, by_alertname, by_expression, by_labels, gpu_looking, xid_in_text
+from alertd.rules.evidence import (DecidingRule, Found, by_alertname, by_expression, by_labels, gpu_looking, value_in_text,
+                                   xid_in_text)
 from alertd.gpu.clocks import clock_reasons
 from alertd.core.matchers import match_all
 from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
 from alertd.core.states import SEVERITY_ALIASES
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
+from alertd.promql.xidvalue import value_is_code
 from alertd.promql.recording import EMPTY, RecordedRules, facts_of_url_expanded
 from alertd.rules.ruleset import RuleSet
 
@@ -29,6 +31,7 @@ KIND_TITLES = {
     "ecc": "GPU uncorrectable ECC errors",
     "row_remap": "GPU memory row remapping",
     "nvlink": "NVLink errors",
+    "gpu_check": "GPU health check failed",
     "metrics_missing": "GPU metrics missing",
     "node_cordoned": "Node cordoned",
     "node_not_ready": "Node not ready",
@@ -44,6 +47,10 @@ DETAIL_TITLES = {
     "any_clock_event_reason": "GPU clocks throttled (any reason)",
     "correctable": "GPU correctable ECC errors (single-bit, fixed by the GPU)",
     "power_slowdown": "GPU power slowdown: clocks cut at the power limit",
+    "pcie_bandwidth": "GPU PCIe bandwidth low",
+    "pcie_replay": "GPU PCIe replays: the link retransmits",
+    "pcie_link": "GPU PCIe link degraded (width or generation)",
+    "diagnostics": "GPU diagnostics failed (DCGM)",
 }
 # Harmful clock-event reasons (alertd/gpu/clocks.py), most telling first: what a thermal alert's title says
 CLOCK_TITLES = (
@@ -142,6 +149,8 @@ def _xid_code(alert: Alert, ncfg: NormalizeConfig, rules: RuleSet,
     if code is not None:
         return code, source
     found = text_xid or xid_in_text(alert, rules.evidence)
+    if found is None and alert.generator_url and value_is_code(facts_of_url(alert.generator_url)):
+        found = value_in_text(alert, rules.evidence)  # "VALUE = 79" of an expression whose value is the code
     return (found[0], found[1]) if found else (None, "")
 
 
