@@ -103,13 +103,18 @@ def render(rule_file: Path, case: dict[str, Any], workdir: Path) -> dict[str, li
     path = workdir / f"{rule_file.stem}.test.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
     done = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True, timeout=120)
-    out: dict[str, list[dict[str, dict[str, str]]]] = {n: [] for n in names}
-    for block in _BLOCK.finditer(done.stdout + done.stderr):
-        for alert in re.split(r"\n\s*\d+:\n", "\n" + block.group("got"))[1:]:
-            parts = dict(re.findall(r"(Labels|Annotations):(\{.*\})", alert))
-            out[block.group("name")].append({k.lower(): _labels(v) for k, v in parts.items()})
     if "FAILED" not in done.stdout + done.stderr and done.returncode != 0:
         raise RuntimeError(f"promtool failed on {rule_file}:\n{done.stdout}\n{done.stderr}")
+    return {n: [] for n in names} | parse_promtool(done.stdout + done.stderr)
+
+
+def parse_promtool(text: str) -> dict[str, list[dict[str, dict[str, str]]]]:
+    """The alerts promtool printed as "got" for each alert name, labels and annotations unquoted."""
+    out: dict[str, list[dict[str, dict[str, str]]]] = {}
+    for block in _BLOCK.finditer(text):
+        for alert in re.split(r"\n\s*\d+:\n", "\n" + block.group("got"))[1:]:
+            parts = dict(re.findall(r"(Labels|Annotations):(\{.*\})", alert))
+            out.setdefault(block.group("name"), []).append({k.lower(): _labels(v) for k, v in parts.items()})
     return out
 
 
@@ -242,4 +247,5 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join([head, *lines])
 
 
-__all__ = ["CaseOutcome", "Row", "RuleOutcome", "StaticKubernetes", "markdown", "run_case", "run_corpus", "table"]
+__all__ = ["CaseOutcome", "Row", "RuleOutcome", "StaticKubernetes", "markdown", "parse_promtool", "render",
+           "run_case", "run_corpus", "table", "webhook_alert"]
