@@ -4,7 +4,8 @@ An alert names its node only through its labels, and its labels are the labels
 of the result series of its rule's expression plus the rule's own ``labels:``.
 ``sum by (cluster) (...)`` keeps only ``cluster``: such alerts can never join
 their node's incident. A result keeping only ``Hostname`` or ``instance`` names
-the dcgm-exporter pod or its address with stock dcgm-exporter on Kubernetes:
+the dcgm-exporter pod or its address where dcgm-exporter runs on Kubernetes
+without NODE_NAME (3.x, or 4.x outside its chart and the GPU Operator):
 alertd must then resolve the node (Kubernetes API, ``normalize.node_map``), and
 without that resolution files them under "node unknown".
 
@@ -160,7 +161,7 @@ def node_warning(expr: str, static_labels: dict[str, str], node_labels: tuple[st
     if result.only is None:
         return ""  # the series may well carry node: decided by the scrape, not by the expression
     return (f"its expression{by} keeps only {', '.join(kept)} of the node labels: right for an exporter on the "
-            f"host network, but stock dcgm-exporter on Kubernetes puts its own pod's name and address there, which "
+            f"host network, but dcgm-exporter on Kubernetes without NODE_NAME puts its own pod's name and address there, which "
             f"alertd must resolve (Kubernetes API, normalize.node_map) or files under 'node unknown'; add node to "
             f"the aggregation (relabel __meta_kubernetes_pod_node_name to node in the scrape)")
 

@@ -1,6 +1,6 @@
 """Exporter pod -> node and address -> node, from the Kubernetes API, for the engine to read.
 
-Stock dcgm-exporter on Kubernetes names its own pod in ``Hostname`` and its pod
+dcgm-exporter on Kubernetes without ``NODE_NAME`` names its own pod in ``Hostname`` and its pod
 IP in ``instance``. The engine is pure, so it cannot ask Kubernetes; the
 service does, at its edge, before each engine step (:meth:`NodeIndex.prepare`):
 for the step's alerts it finds what they point at (alertd/engine/identity.py's
