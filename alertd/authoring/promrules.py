@@ -29,7 +29,8 @@ from alertd.engine.normalize import NormalizeConfig
 from alertd.promql.bittest import bitwise_hint
 from alertd.promql.expr import ExprFacts, facts_of_expr
 from alertd.promql.xidvalue import value_is_code
-from alertd.promql.recording import RecordingIndex, collect, recording_pairs, rule_groups, unknown_recorded
+from alertd.promql.recording import (RecordingIndex, collect, facts_of_url_expanded, recording_pairs, rule_groups,
+                                     unknown_recorded)
 from alertd.rules.ruleset import RuleSet
 
 _COUNT_VALUES_XID = re.compile(r'count_values\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*"(xid|err_code)"')
@@ -87,7 +88,9 @@ def _xid_source(rule: dict[str, Any], decision: Classification, rules: RuleSet) 
         return "label set by count_values in the expression", []
     if facts and any(n in ("xid", "err_code") for s in facts.selectors for n, _, _ in s.labels):
         return "label xid/err_code of the series", []
-    if _rendered_code(rule, expr, facts, rules) == PROBE_CODE:
+    url = synthetic_alert(rule).generator_url
+    read = facts_of_url_expanded(url, rules.recorded.for_url(url)) if url else None  # through recording rules
+    if _rendered_code(rule, expr, read, rules) == PROBE_CODE:
         return "annotation text, once Prometheus renders it", []
     return "", ["no Xid code in its labels or text: alertd will show 'Xid (code unknown)' until the kernel log "
                 "names it; add an xid label (count_values) or the code to the summary"]

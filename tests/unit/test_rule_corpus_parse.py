@@ -6,8 +6,8 @@ from tests.support.rule_corpus import StaticKubernetes, parse_promtool
 # promtool 2.42's failure report for a test expecting no alert (labels and annotations as Go prints them).
 PRINTED = '''Unit Testing:  corpus.test.yml
   FAILED:
-    alertname: GPU_XID\u9519\u8bef, time: 10m, 
-        exp:[], 
+    alertname: GPU_XID\u9519\u8bef, time: 10m,\u0020
+        exp:[],\u0020
         got:[
             0:
               Labels:{Hostname="5f3c9a1e7b2d", alertname="GPU_XID\u9519\u8bef", gpu="0", severity="P1"}
@@ -16,8 +16,8 @@ PRINTED = '''Unit Testing:  corpus.test.yml
               Labels:{Hostname="5f3c9a1e7b2d", alertname="GPU_XID\u9519\u8bef", gpu="1", severity="P1"}
               Annotations:{}
             ]
-    alertname: DcgmExporterDown, time: 10m, 
-        exp:[], 
+    alertname: DcgmExporterDown, time: 10m,\u0020
+        exp:[],\u0020
         got:[
             0:
               Labels:{alertname="DcgmExporterDown", instance="dcgm-exporter:9400", job="dcgm"}
