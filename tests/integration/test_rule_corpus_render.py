@@ -1,7 +1,7 @@
 """Public-shaped GPU rule sets, the alerts rendered by promtool from firing series, read by alertd.
 
-tests/fixtures/gpu-rule-corpus: dcgm-exporter on Kubernetes (GPU Operator 4.x, Helm 3.x, a multilingual
-site) and in Docker (Compose, host network, bridge by address), nvidia_gpu_exporter, OpenPAI, IBM
+tests/fixtures/gpu-rule-corpus: dcgm-exporter on Kubernetes (GPU Operator 4.x, Helm 3.x, kube-prometheus-stack,
+a multilingual site) and in Docker (Compose, host network, bridge by address), nvidia_gpu_exporter, OpenPAI, IBM
 Autopilot and the GPU Operator's own metrics. What the done-when of this work asks of them: >= 95 % of the
 GPU rules classified right, no alert on a wrong node, every GPU rule whose alerts end with no node named
 by `check`, no warning on a rule the site declared not GPU health, promtool and check agreeing on every

@@ -148,6 +148,8 @@ def run_case(rule_file: Path, rules: RuleSet, workdir: Path) -> CaseOutcome:
     kube = StaticKubernetes(**case.get("kubernetes", {}))
     plain = prepared_rule_file(rule_file, workdir)
     fired = render(plain, case, workdir)
+    # the file's recording rules, as the service reads them (classify.prometheus_rules or Prometheus's rules API)
+    rules = promrules.with_recorded(rules, [yaml.safe_load(plain.read_text())])
     checked = {r.alert: r for r in promrules.classify_rules(rule_file, rules, ncfg)}
     outcome = CaseOutcome(rule_file.stem, case["exporter"])
     outcome.promtool_rc = subprocess.run(["promtool", "check", "rules", str(plain)], capture_output=True,
