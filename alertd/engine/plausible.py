@@ -61,8 +61,7 @@ def refusal(name: str, value: str, labels: Mapping[str, str], cluster: str, patt
             nodes: NodeNames | None = None) -> str:
     """Why the value of node label ``name`` is no node; "" when it is plausibly one."""
     if is_container_id(value):
-        return ("a container ID: dcgm-exporter in Docker without NODE_NAME names its container; map it "
-                "(normalize.node_map), relabel a node label, or scrape the host's address")
+        return "a container ID (dcgm-exporter in Docker without NODE_NAME names its container)"
     if name not in WEAK_LABELS:
         return ""
     why = service_name(value, labels, pattern)

@@ -78,6 +78,7 @@ def test_the_replay_example_output_is_real():
 @pytest.mark.parametrize("command", [
     "alertd check --prometheus-rules tests/fixtures/prometheus-rules/site-handwritten.yml",
     "alertd explain examples/webhook-site-rules.json",
+    "alertd explain examples/webhook-docker-host.json",
 ])
 def test_bring_your_own_rules_output_is_real(command, capsys, monkeypatch):
     """The section "Bring your own alert rules" shows what the commands print, line for line."""
