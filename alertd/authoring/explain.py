@@ -47,6 +47,11 @@ def node_from(s: Subject) -> str:
     return f"node unknown: {s.origin}" if s.origin else "node unknown: no node label"
 
 
+DOCKER_ADVICE = ("name the host: a node label in the scrape (static_configs labels or relabel), "
+                 "normalize.node_map (container ID or instance -> host), or scrape the exporter on the host's "
+                 "address, the one its node-exporter has (docs/rules.md, 'Docker hosts')")
+
+
 def node_advice(alert: Alert, ncfg: NormalizeConfig) -> list[str]:
     """Why this alert (and its rule) names no node of its own, and what to add."""
     s = alert.subject
@@ -54,6 +59,8 @@ def node_advice(alert: Alert, ncfg: NormalizeConfig) -> list[str]:
     carry = "" if named else node_warning(expr_of_url(alert.generator_url), alert.labels, ncfg.node_labels)
     if carry:
         return ["its rule: " + carry]
+    if s.node_refused:
+        return [f"refused {why}" for why in s.node_refused.split("\n")] + ([] if s.node else [DOCKER_ADVICE])
     if not s.node and s.origin.startswith("exporter pod"):
         return [f"Hostname/pod name the dcgm-exporter pod ({s.origin.removeprefix('exporter pod ')}), not a node: "
                 "add a node label (relabel __meta_kubernetes_pod_node_name to node), map it in "

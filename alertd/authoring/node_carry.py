@@ -4,7 +4,8 @@ An alert names its node only through its labels, and its labels are the labels
 of the result series of its rule's expression plus the rule's own ``labels:``.
 ``sum by (cluster) (...)`` keeps only ``cluster``: such alerts can never join
 their node's incident. A result keeping only ``Hostname`` or ``instance`` names
-the dcgm-exporter pod or its address with stock dcgm-exporter on Kubernetes:
+the dcgm-exporter pod or its address where dcgm-exporter runs on Kubernetes
+without NODE_NAME (3.x, or 4.x outside its chart and the GPU Operator):
 alertd must then resolve the node (Kubernetes API, ``normalize.node_map``), and
 without that resolution files them under "node unknown".
 
@@ -16,6 +17,7 @@ print, saying what to add.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import promql_parser as pp
@@ -159,9 +161,30 @@ def node_warning(expr: str, static_labels: dict[str, str], node_labels: tuple[st
     if result.only is None:
         return ""  # the series may well carry node: decided by the scrape, not by the expression
     return (f"its expression{by} keeps only {', '.join(kept)} of the node labels: right for an exporter on the "
-            f"host network, but stock dcgm-exporter on Kubernetes puts its own pod's name and address there, which "
+            f"host network, but dcgm-exporter on Kubernetes without NODE_NAME puts its own pod's name and address there, which "
             f"alertd must resolve (Kubernetes API, normalize.node_map) or files under 'node unknown'; add node to "
             f"the aggregation (relabel __meta_kubernetes_pod_node_name to node in the scrape)")
 
 
-__all__ = ["Carried", "WEAK_NODE_LABELS", "carried", "node_warning"]
+_TEMPLATE_LABEL = re.compile(r"(?:\$labels|\.Labels)\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def host_only_note(expr: str, static_labels: dict[str, str], texts: list[str],
+                      node_labels: tuple[str, ...]) -> str:
+    """For a rule whose result keeps every label: its text names the host only by ``Hostname`` or
+    ``instance``, so the scrape probably adds no node label, and those labels are a node only where the
+    exporter runs as its chart or the GPU Operator runs it. "" when the rule names a node label anywhere."""
+    strong = set(node_labels) - WEAK_NODE_LABELS
+    result = carried(expr) if expr else None
+    if result is None or result.only is not None or strong & set(static_labels):
+        return ""
+    named = {m.group(1) for text in texts for m in _TEMPLATE_LABEL.finditer(text)}
+    weak = sorted(named & WEAK_NODE_LABELS & set(node_labels))
+    if not weak or named & strong or any(n in expr for n in strong if re.search(rf"\b{n}\b", expr)):
+        return ""
+    return (f"its text names the host only by {', '.join(weak)}: a node only where the scrape makes it one "
+            "(Hostname from NODE_NAME, dcgm-exporter 4.0+ under its chart or the GPU Operator; a host's address); "
+            "a container ID or Compose service there is refused, node unknown (docs/rules.md, 'Docker hosts')")
+
+
+__all__ = ["Carried", "WEAK_NODE_LABELS", "carried", "host_only_note", "node_warning"]

@@ -18,20 +18,25 @@ from urllib.parse import quote_plus
 
 import yaml
 
-from alertd.authoring.node_carry import node_warning
+from alertd.authoring.node_carry import carried, host_only_note, node_warning
 from alertd.engine.classify import Classification, classify_explained
+from alertd.rules.evidence import value_in_text, xid_in_text
 from alertd.core.errors import InvalidDocument
 from alertd.core.model import FIRING, Alert
 from alertd.core.yamlio import load_yaml
 from alertd.gpu.clocks import clock_reasons
 from alertd.engine.normalize import NormalizeConfig
 from alertd.promql.bittest import bitwise_hint
-from alertd.promql.expr import facts_of_expr
-from alertd.promql.recording import RecordingIndex, collect, recording_pairs, rule_groups, unknown_recorded
+from alertd.promql.expr import ExprFacts, facts_of_expr
+from alertd.promql.xidvalue import value_is_code
+from alertd.promql.recording import (RecordingIndex, collect, facts_of_url_expanded, recording_pairs, rule_groups,
+                                     unknown_recorded)
 from alertd.rules.ruleset import RuleSet
 
 _COUNT_VALUES_XID = re.compile(r'count_values\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*"(xid|err_code)"')
-_TEMPLATE_XID = re.compile(r"(?i)xid[^{}]{0,40}\{\{[^}]*(\$value|\$labels\.(xid|err_code))")
+_TEMPLATE = re.compile(r"\{\{-?(.*?)-?\}\}", re.S)
+_LABEL_XID = re.compile(r"(?:\$labels|\.Labels)\.(?:xid|err_code)\b")
+PROBE_CODE = 4242  # stands for the code in a rendered template: no Xid has it
 
 
 @dataclass(slots=True)
@@ -46,12 +51,13 @@ class RuleResult:
     line: int = 0  # of the rule in its file
     errors: list[str] = field(default_factory=list)  # what promtool would fail too (an expression that does not parse)
     reasons: str = ""  # the clock-event reasons a throttling rule tests, harmful and benign apart
+    notes: list[str] = field(default_factory=list)  # what depends on the scrape (not a warning: --strict passes)
 
     @property
     def gpu_relevant(self) -> bool:
         """Shown without --all: mapped to a GPU signal, decided at runtime, or with something to say."""
-        return self.decision.signal.kind != "other" or bool(self.runtime or self.warnings or self.errors
-                                                            or self.decision.signal.detail)
+        return self.decision.signal.kind != "other" or self.decision.stage == "signals" or bool(
+            self.runtime or self.warnings or self.errors or self.decision.signal.detail)
 
 
 def _decided_at_runtime(alert: Alert, rules: RuleSet) -> str:
@@ -73,7 +79,7 @@ def synthetic_alert(rule: dict[str, Any]) -> Alert:
                  generator_url=f"http://prometheus/graph?g0.expr={quote_plus(expr)}&g0.tab=1" if expr else "")
 
 
-def _xid_source(rule: dict[str, Any], decision: Classification) -> tuple[str, list[str]]:
+def _xid_source(rule: dict[str, Any], decision: Classification, rules: RuleSet) -> tuple[str, list[str]]:
     if decision.signal.xid:
         return decision.xid_from, []
     expr = str(rule.get("expr", ""))
@@ -82,11 +88,31 @@ def _xid_source(rule: dict[str, Any], decision: Classification) -> tuple[str, li
         return "label set by count_values in the expression", []
     if facts and any(n in ("xid", "err_code") for s in facts.selectors for n, _, _ in s.labels):
         return "label xid/err_code of the series", []
-    texts = " ".join(str(v) for v in (rule.get("annotations") or {}).values())
-    if _TEMPLATE_XID.search(texts):
+    url = synthetic_alert(rule).generator_url
+    read = facts_of_url_expanded(url, rules.recorded.for_url(url)) if url else None  # through recording rules
+    if _rendered_code(rule, expr, read, rules) == PROBE_CODE:
         return "annotation text, once Prometheus renders it", []
     return "", ["no Xid code in its labels or text: alertd will show 'Xid (code unknown)' until the kernel log "
                 "names it; add an xid label (count_values) or the code to the summary"]
+
+
+def _rendered_code(rule: dict[str, Any], expr: str, facts: ExprFacts | None, rules: RuleSet) -> int | None:
+    """The Xid code alertd would read in the rule's text, rendered with a code wherever a template gives one
+    (``{{ $value }}`` when the value is the code, ``{{ $labels.xid }}`` when the result keeps it) and a word
+    elsewhere: a promise only what the text will hold once Prometheus renders it."""
+    value_code = value_is_code(facts) is True
+    kept = carried(expr) if expr else None
+    label_code = kept is not None and (kept.keeps("xid") or kept.keeps("err_code"))
+
+    def fill(m: re.Match[str]) -> str:
+        inner = m.group(1)
+        gives = (value_code and "$value" in inner) or (label_code and _LABEL_XID.search(inner) is not None)
+        return str(PROBE_CODE) if gives else "x"
+
+    probe = Alert(fingerprint="0" * 16, status=FIRING, labels={}, starts_at=datetime.now(timezone.utc), ends_at=None,
+                  annotations={str(k): _TEMPLATE.sub(fill, str(v)) for k, v in (rule.get("annotations") or {}).items()})
+    found = xid_in_text(probe, rules.evidence) or (value_in_text(probe, rules.evidence) if value_code else None)
+    return found[0] if found else None
 
 
 def with_recorded(rules: RuleSet, docs: list[Any]) -> RuleSet:
@@ -155,19 +181,33 @@ def _classify_rule(rule: dict[str, Any], path: str, group: str, line: int, rules
         res.warnings.append(f"looks like a GPU alert ({decision.gpu_looking}) but no rule classifies it: "
                             "name it in a site signals file (see docs/rules.md)")
     if decision.signal.kind == "xid":
-        res.xid_from, more = _xid_source(rule, decision)
+        res.xid_from, more = _xid_source(rule, decision, rules)
         res.warnings.extend(more)
     if decision.signal.kind in ("thermal", "other") and not decision.expr_error:
         res.reasons, benign_too = _tested_reasons(alert, rules)
         res.warnings.extend([benign_too] if benign_too else [])
     if decision.signal.kind not in ("other", "watchdog") or res.runtime:
-        carry = node_warning(expr, alert.labels, ncfg.node_labels)
+        carry = node_warning(expr, alert.labels, ncfg.node_labels) or _cluster_only(expr, rules)
         res.warnings.extend([carry] if carry else [])
+        texts = [*alert.annotations.values(), *alert.labels.values()]
+        note = "" if carry else host_only_note(expr, alert.labels, texts, ncfg.node_labels)
+        res.notes.extend([note] if note else [])
     unknown = unknown_recorded(facts_of_expr(expr) if expr else None, rules.recorded.files)
     if unknown and decision.stage in ("none", "alertname", "label", "annotation"):
         res.warnings.append(f"reads recorded series {', '.join(unknown)} whose recording rule is in none of "
                             "the files given nor in classify.prometheus_rules: alertd sees only the name")
     return res
+
+
+def _cluster_only(expr: str, rules: RuleSet) -> str:
+    """A rule reading only cluster-wide metrics (evidence.cluster_metrics) names no node, whatever it keeps."""
+    pattern = rules.evidence.cluster_metrics
+    facts = facts_of_expr(expr) if expr and pattern is not None else None
+    metrics = sorted({s.metric for s in facts.selectors}) if facts else []
+    if pattern is None or not metrics or not all(pattern.fullmatch(m) for m in metrics):
+        return ""
+    return (f"it reads only cluster-wide metrics ({', '.join(metrics)}, evidence.cluster_metrics): its alerts name "
+            "no node and open an incident of their own, not a node's")
 
 
 def rule_file_paths(names: list[str]) -> list[Path]:
@@ -185,9 +225,11 @@ def rule_file_paths(names: list[str]) -> list[Path]:
 
 def _mapped(d: Classification) -> str:
     sig = d.signal
+    if sig.kind == "other" and d.stage == "signals":
+        return "other (not GPU health)"  # the site said so
     if sig.kind == "other":
         return f"other/info ({sig.detail})" if sig.detail else "other"  # benign clock reasons only
-    return sig.kind + (f"/{sig.detail}" if sig.detail and sig.kind in ("metrics_missing", "thermal") else "")
+    return sig.kind + (f"/{sig.detail}" if sig.detail and sig.kind != "xid" else "")
 
 
 def print_results(results: list[RuleResult], out: TextIO, *, show_all: bool = False) -> None:
@@ -208,6 +250,8 @@ def print_results(results: list[RuleResult], out: TextIO, *, show_all: bool = Fa
             print(f"{at} ERROR: {e}", file=out)
         for w in r.warnings:
             print(f"{at} WARNING: {w}", file=out)
+        for n in r.notes:
+            print(f"{at} note: {n}", file=out)
 
 
 def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *, strict: bool = False,
@@ -243,7 +287,9 @@ def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *
     warned = sum(1 for r in results if r.warnings)
     errors = sum(len(r.errors) for r in results)
     hidden = 0 if show_all else sum(1 for r in results if not r.gpu_relevant)
-    print(f"{len(results)} alerting rules: {mapped} classified, {len(results) - mapped} other, "
+    declared = sum(1 for r in results if r.decision.signal.kind == "other" and r.decision.stage == "signals")
+    print(f"{len(results)} alerting rules: {mapped} classified, {len(results) - mapped} other"
+          f"{f' ({declared} declared not GPU health)' if declared else ''}, "
           f"{warned} with warnings" + (f", {errors} with errors" if errors else "") +
           (f" ({hidden} other rules not GPU-related not listed: --all lists them)" if hidden else ""), file=out)
     return 1 if failed or errors or (strict and warned) else 0

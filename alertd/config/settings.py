@@ -229,6 +229,7 @@ def _normalize(norm: dict[str, Any]) -> NormalizeConfig:
         xid_annotation=norm.get("xid_annotation", base.xid_annotation),
         exporter_pod_pattern=norm.get("exporter_pod_pattern", base.exporter_pod_pattern),
         node_map=dict(norm.get("node_map") or {}),
+        not_node_pattern=norm.get("not_node_pattern", base.not_node_pattern),
         log_host_labels=tuple(norm.get("log_host_labels", base.log_host_labels)),
         log_line_fields=tuple(norm.get("log_line_fields", base.log_line_fields)),
     )
@@ -239,12 +240,12 @@ def _check_across(cfg: Config, source: str, marks: Marks) -> None:
     if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
         raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
                                        *mark_for(marks, ("storage",)), "storage")])
-    try:
-        re.compile(cfg.normalize.exporter_pod_pattern)
-    except re.error as exc:
-        raise InvalidDocument([Problem(source, f"normalize.exporter_pod_pattern is not a regular expression: {exc}",
-                                       *mark_for(marks, ("normalize", "exporter_pod_pattern")),
-                                       "normalize.exporter_pod_pattern")]) from None
+    for key in ("exporter_pod_pattern", "not_node_pattern"):
+        try:
+            re.compile(getattr(cfg.normalize, key))
+        except re.error as exc:
+            raise InvalidDocument([Problem(source, f"normalize.{key} is not a regular expression: {exc}",
+                                           *mark_for(marks, ("normalize", key)), f"normalize.{key}")]) from None
     if cfg.ha.renew_interval * 2 > cfg.ha.lease_ttl:
         raise InvalidDocument([Problem(source, "ha.renew_interval must be at most half of ha.lease_ttl, or a healthy "
                                        "leader would lose its lease", *mark_for(marks, ("ha",)), "ha")])

@@ -32,8 +32,8 @@ from alertd.core.states import (
 
 # When severities tie, the signal that best explains a node's trouble leads (names the incident).
 KIND_PRIORITY = {
-    "xid": 9, "ecc": 8, "row_remap": 7, "nvlink": 6, "thermal": 5, "metrics_missing": 4,
-    "node_not_ready": 3, "node_cordoned": 2, "watchdog": 1, "other": 0,
+    "xid": 90, "ecc": 80, "row_remap": 70, "nvlink": 60, "gpu_check": 55, "thermal": 50, "metrics_missing": 40,
+    "node_not_ready": 30, "node_cordoned": 20, "watchdog": 10, "other": 0,
 }
 
 RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/alertmanager/reconcile.py)
@@ -120,10 +120,13 @@ class Subject:
     # node-less alerts of different nodes never share an incident.
     node_source: str = ""
     origin: str = ""
+    # Values of node labels that are no node ("Hostname=5f3c9a1e7b2d: a container ID ..."), one a line.
+    node_refused: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            k: getattr(self, k) for k in ("cluster", "node", "namespace", "pod", "container", "node_source", "origin")
+            k: getattr(self, k) for k in ("cluster", "node", "namespace", "pod", "container", "node_source", "origin",
+                                       "node_refused")
             if getattr(self, k)
         }
         if self.gpu is not None:
@@ -142,6 +145,7 @@ class Subject:
             container=data.get("container", ""),
             node_source=data.get("node_source", ""),
             origin=data.get("origin", ""),
+            node_refused=data.get("node_refused", ""),
         )
 
 
@@ -149,7 +153,7 @@ class Subject:
 class Signal:
     """What kind of problem an alert reports, decided by rules/ data."""
 
-    kind: str = "other"  # xid, thermal, ecc, row_remap, nvlink, metrics_missing, node_cordoned, ...
+    kind: str = "other"  # xid, thermal, ecc, row_remap, nvlink, gpu_check, metrics_missing, node_cordoned, ...
     severity: Severity = Severity.WARNING
     category: str = "other"
     xid: int | None = None

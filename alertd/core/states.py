@@ -23,6 +23,18 @@ class Severity(enum.StrEnum):
 SEVERITIES = tuple(Severity)
 # Looked up with text from rules, routing and stored payloads as well as with members.
 SEVERITY_RANK: dict[str, int] = {name: rank for rank, name in enumerate(SEVERITIES)}
+# The one place a site's own severity words become ours (an alert's `severity` label, lower-cased): the
+# words of OpenPAI (fatal), of paging tools (page, P1-P5, sev1-sev5), of syslog and of Zabbix.
+SEVERITY_ALIASES: dict[str, str] = {
+    "fatal": "critical", "page": "critical", "emergency": "critical", "emerg": "critical", "alert": "critical",
+    "crit": "critical", "disaster": "critical", "blocker": "critical", "urgent": "critical",
+    "p0": "critical", "p1": "critical", "sev0": "critical", "sev1": "critical", "sev-1": "critical",
+    "high": "error", "err": "error", "major": "error", "p2": "error", "sev2": "error", "sev-2": "error",
+    "warn": "warning", "medium": "warning", "average": "warning", "minor": "warning", "p3": "warning",
+    "sev3": "warning", "sev-3": "warning",
+    "low": "info", "none": "info", "notice": "info", "informational": "info", "information": "info",
+    "debug": "info", "ok": "info", "p4": "info", "p5": "info", "sev4": "info", "sev-4": "info", "sev5": "info",
+}
 
 
 class AlertStatus(enum.StrEnum):

@@ -13,12 +13,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from alertd.rules.evidence import DecidingRule, Found, by_alertname, by_expression, by_labels, gpu_looking, xid_in_text
+from alertd.rules.evidence import (DecidingRule, Found, by_alertname, by_expression, by_labels, gpu_looking, value_in_text,
+                                   xid_in_text)
 from alertd.gpu.clocks import clock_reasons
 from alertd.core.matchers import match_all
 from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
+from alertd.core.states import SEVERITY_ALIASES
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
+from alertd.promql.xidvalue import value_is_code
 from alertd.promql.recording import EMPTY, RecordedRules, facts_of_url_expanded
 from alertd.rules.ruleset import RuleSet
 
@@ -28,6 +31,7 @@ KIND_TITLES = {
     "ecc": "GPU uncorrectable ECC errors",
     "row_remap": "GPU memory row remapping",
     "nvlink": "NVLink errors",
+    "gpu_check": "GPU health check failed",
     "metrics_missing": "GPU metrics missing",
     "node_cordoned": "Node cordoned",
     "node_not_ready": "Node not ready",
@@ -41,6 +45,12 @@ DETAIL_TITLES = {
     "thermal_violation": "GPU held back by heat (thermal violation)",
     "power_violation": "GPU held back at its power limit (power violation)",
     "any_clock_event_reason": "GPU clocks throttled (any reason)",
+    "correctable": "GPU correctable ECC errors (single-bit, fixed by the GPU)",
+    "power_slowdown": "GPU power slowdown: clocks cut at the power limit",
+    "pcie_bandwidth": "GPU PCIe bandwidth low",
+    "pcie_replay": "GPU PCIe replays: the link retransmits",
+    "pcie_link": "GPU PCIe link degraded (width or generation)",
+    "diagnostics": "GPU diagnostics failed (DCGM)",
 }
 # Harmful clock-event reasons (alertd/gpu/clocks.py), most telling first: what a thermal alert's title says
 CLOCK_TITLES = (
@@ -50,14 +60,13 @@ CLOCK_TITLES = (
 )
 UNKNOWN_XID_MEANING = ("The alert reports an Xid but carries no code (no xid label, no code in its text). "
                        "Treated as a GPU hardware signal until a later alert or the kernel log names the code.")
-_SEVERITY_ALIASES = {"high": "error", "page": "critical", "warn": "warning", "low": "info", "none": "info", "notice": "info"}
 
 
 def severity_label(value: str | None) -> str:
     if not value:
         return ""
     v = value.strip().lower()
-    v = _SEVERITY_ALIASES.get(v, v)
+    v = SEVERITY_ALIASES.get(v, v)
     return v if v in SEVERITIES else ""
 
 
@@ -140,6 +149,8 @@ def _xid_code(alert: Alert, ncfg: NormalizeConfig, rules: RuleSet,
     if code is not None:
         return code, source
     found = text_xid or xid_in_text(alert, rules.evidence)
+    if found is None and alert.generator_url and value_is_code(facts_of_url(alert.generator_url)):
+        found = value_in_text(alert, rules.evidence)  # "VALUE = 79" of an expression whose value is the code
     return (found[0], found[1]) if found else (None, "")
 
 

@@ -13,7 +13,7 @@ COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, wha
 # What people do to the nodes (the response to the fault), counted as "cordoned 40, rebooting 12".
 RESPONSES = {"node_cordoned": "cordoned", "rebooting": "rebooting", "node_not_ready": "NotReady"}
 SHORT = {"metrics_missing": "exporter down", "node_not_ready": "NotReady", "node_cordoned": "cordoned",
-         "thermal": "thermal", "ecc": "ECC", "row_remap": "row remap", "nvlink": "NVLink", "xid": "Xid (code unknown)"}
+         "thermal": "thermal", "ecc": "ECC", "row_remap": "row remap", "nvlink": "NVLink", "gpu_check": "health check", "xid": "Xid (code unknown)"}
 
 
 def signal_keys(inc: Incident) -> set[str]:

@@ -1,7 +1,9 @@
 """Which node, GPU and workload pod an alert is about, and where each came from.
 
-Stock dcgm-exporter on Kubernetes sets ``Hostname`` to its own pod's name
-(``dcgm-exporter-x7k2p``) and ``instance`` to the pod's address; the exporter's
+dcgm-exporter sets ``Hostname`` from ``NODE_NAME`` (4.0 and later, where its
+chart or the GPU Operator set it to ``spec.nodeName``), else from its own
+hostname: the pod's name (``dcgm-exporter-x7k2p``) on Kubernetes, the container
+ID in Docker. ``instance`` is the pod's address; the exporter's
 ``pod``/``namespace`` are the exporter pod, the workload is ``exported_pod``.
 Log alerts (Loki, Graylog) name the node only in ``host``/``source`` and carry
 the kernel's NVRM line as text. This module reads all of that without I/O:
@@ -10,9 +12,12 @@ the kernel's NVRM line as text. This module reads all of that without I/O:
 * an exporter pod's name (``exporter_pod_pattern``) is never a node: it is
   looked up in ``node_map``, then in a :class:`NodeLookup` (the Kubernetes
   pod -> node index the service fills at its edge, alertd/enrich/node_index.py);
-* ``instance`` is looked up (map, then node addresses and pod IPs); an address
-  nothing resolves stays the node only when no exporter pod is in sight (a
-  bare-metal site's node-exporter), never for the exporter's own pod IP;
+* ``instance`` is looked up (map, then node addresses and per-node agents' pod
+  IPs); an address nothing resolves stays the node only when no pod is in
+  sight (a bare-metal or Docker host's node-exporter), never a pod's IP;
+* a value that is plausibly no node (a container ID, a Compose service name,
+  a name the Kubernetes node list lacks: alertd/engine/plausible.py) is
+  refused, and the refusal kept with why, for `alertd explain` and the subject;
 * an NVRM Xid line in the text gives the GPU's PCI address and the Xid code,
   through the kernel-log parser enrichment uses (alertd/gpu/nvrm.py).
 
@@ -23,10 +28,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Mapping, Protocol
 
+from alertd.engine.plausible import WEAK_LABELS, refusal
 from alertd.gpu.nvrm import XidLine, parse_xid, split_lines
 
 # DaemonSet pods of NVIDIA's Helm chart (dcgm-exporter-x7k2p), of the GPU Operator
@@ -48,7 +54,11 @@ class NodeLookup(Protocol):
         """The node the pod runs on; "" when not known (yet)."""
 
     def node_of_address(self, cluster: str, address: str) -> str:
-        """The node with this address (InternalIP, ExternalIP, Hostname) or running the pod with this IP; ""."""
+        """The node with this address (InternalIP, ExternalIP, Hostname) or running the per-node agent (DaemonSet
+        or exporter pod, host network) with this pod IP; ""."""
+
+    def is_node(self, cluster: str, name: str) -> bool | None:
+        """Whether a node has this name or address; None when the node list is not known."""
 
 
 class IdentitySettings(Protocol):
@@ -68,13 +78,15 @@ class IdentitySettings(Protocol):
     def namespace_labels(self) -> tuple[str, ...]: ...
     @property
     def container_labels(self) -> tuple[str, ...]: ...
+    @property
+    def not_node_pattern(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Pointer:
     """Something in an alert's labels that names a node only through a lookup."""
 
-    kind: str  # "pod" | "address"
+    kind: str  # "pod" | "address" | "node" (a name the node list must hold)
     namespace: str  # pods: "" when the labels do not say
     name: str  # pod name, or address without port
 
@@ -84,6 +96,7 @@ class NodeFound:
     node: str = ""
     source: str = ""  # "label node", "log host (label host)", "map Hostname=...", "instance ...", "kubernetes pod ..."
     origin: str = ""  # node unknown: what the alert pointed at instead
+    refused: tuple[str, ...] = ()  # "Hostname=5f3c9a1e7b2d: a container ID ...": values that are no node, and why
 
 
 @lru_cache(maxsize=8)
@@ -128,12 +141,16 @@ def exporter_pod(labels: Mapping[str, str], node_labels: tuple[str, ...], patter
 
 def pointers(labels: Mapping[str, str], node_labels: tuple[str, ...], pattern: str) -> list[Pointer]:
     """What the service's index must know to place this alert: its exporter pod and its ``instance``
-    address, unless a node label already names the node (then nothing)."""
+    address, unless a node label already names the node (then nothing); a name in a weak label
+    (``Hostname``) is checked against the node list."""
     exporter = exporter_pod(labels, node_labels, pattern)
     out: list[Pointer] = [exporter] if exporter is not None else []
     for name in node_labels:
         value = labels.get(name, "")
         if not value or (exporter is not None and value == exporter.name):
+            continue
+        if name in WEAK_LABELS and name != "instance" and not is_exporter_pod(value, pattern):
+            out.append(Pointer("node", "", value))
             continue
         if name != "instance":
             return [] if exporter is None or not is_exporter_pod(value, pattern) else out
@@ -144,39 +161,65 @@ def pointers(labels: Mapping[str, str], node_labels: tuple[str, ...], pattern: s
 
 def find_node(labels: Mapping[str, str], cluster: str, cfg: IdentitySettings,
               lookup: NodeLookup | None = None) -> NodeFound:
-    """The first of ``cfg.node_labels`` that names a node, resolving exporter pods and addresses. The
-    exporter pod is worked out only when needed: most alerts have a node label, and this runs for each."""
+    """The first of ``cfg.node_labels`` that plausibly names a node, resolving exporter pods and addresses;
+    what was refused on the way is kept, with why. The exporter pod is worked out only when needed: most
+    alerts have a node label, and this runs for each."""
     pattern = cfg.exporter_pod_pattern
     if cfg.node_map:
         mapped = _mapped(labels, cfg, exporter_pod(labels, cfg.node_labels, pattern))
         if mapped.node:
             return mapped
+    refused: list[str] = []
     for name in cfg.node_labels:
         value = labels.get(name, "")
         if not value:
             continue
         if name == "instance":
-            host = strip_port(value)
-            node = lookup.node_of_address(cluster, host) if lookup is not None else ""
-            if node:
-                return NodeFound(node, f"instance {value} (node address or exporter pod IP)")
-            if is_address(host) and exporter_pod(labels, cfg.node_labels, pattern) is not None:
-                continue  # the exporter's pod IP: not a node name
-            return NodeFound(host, f"label instance{' (port stripped)' if host != value else ''}")
+            found = _instance(value, labels, cluster, cfg, lookup, refused)
+            if found.node:
+                return replace(found, refused=tuple(refused))
+            continue
         if is_exporter_pod(value, pattern):
             found = _pod_node(Pointer("pod", labels.get("namespace", "") if labels.get(POD_LABEL) == value else "",
                                       value), cluster, lookup)
             if found.node:
-                return found
+                return replace(found, refused=tuple(refused))
             continue
-        if name in cfg.log_host_labels:
-            return NodeFound(value, f"log host (label {name})")
-        return NodeFound(value, f"label {name}")
+        why = refusal(name, value, labels, cluster, cfg.not_node_pattern, lookup)
+        if why:
+            refused.append(f"{name}={value}: {why}")
+            continue
+        source = f"log host (label {name})" if name in cfg.log_host_labels else f"label {name}"
+        return NodeFound(value, source, refused=tuple(refused))
     exporter = exporter_pod(labels, cfg.node_labels, pattern)
     if exporter is not None:
         found = _pod_node(exporter, cluster, lookup)
-        return found if found.node else NodeFound(origin=found.origin)
-    return NodeFound()
+        return found if found.node else NodeFound(origin=found.origin, refused=tuple(refused))
+    target = labels.get("instance", "")
+    return NodeFound(origin=f"target {target}" if refused and target else "", refused=tuple(refused))
+
+
+def _instance(value: str, labels: Mapping[str, str], cluster: str, cfg: IdentitySettings,
+              lookup: NodeLookup | None, refused: list[str]) -> NodeFound:
+    """``instance``: a node's address or a per-node agent's pod IP (asked of the index); else the host itself
+    unless it is a pod's address, a service name or, by the node list, no node's (appended to ``refused``)."""
+    host = strip_port(value)
+    node = lookup.node_of_address(cluster, host) if lookup is not None else ""
+    if node:
+        return NodeFound(node, f"instance {value} (node address or per-node agent's pod IP)")
+    if is_address(host):
+        if exporter_pod(labels, cfg.node_labels, cfg.exporter_pod_pattern) is not None:
+            return NodeFound()  # the exporter's pod IP: resolved through its pod, if at all
+        target_pod = labels.get(POD_LABEL, "")
+        if target_pod:
+            refused.append(f"instance={value}: the IP of the scrape target's pod {target_pod}, not a node; only a "
+                           "per-node agent's pod IP names its node (through the Kubernetes API)")
+            return NodeFound()
+    why = refusal("instance", host, labels, cluster, cfg.not_node_pattern, lookup)
+    if why:
+        refused.append(f"instance={value}: {why}")
+        return NodeFound()
+    return NodeFound(host, f"label instance{' (port stripped)' if host != value else ''}")
 
 
 def _mapped(labels: Mapping[str, str], cfg: IdentitySettings, exporter: Pointer | None) -> NodeFound:

@@ -7,6 +7,7 @@ from typing import Mapping
 
 from alertd.gpu.pci import normalize_pci
 from alertd.core.model import GPU, Alert, Subject
+from alertd.engine.plausible import NOT_NODE_PATTERN
 from alertd.engine.identity import (
     EXPORTER_POD_PATTERN,
     LOG_HOST_LABELS,
@@ -35,6 +36,8 @@ class NormalizeConfig:
     container_labels: tuple[str, ...] = ("container", "exported_container")
     exporter_pod_pattern: str = EXPORTER_POD_PATTERN  # anchored regex; "" turns the check off
     node_map: Mapping[str, str] = field(default_factory=dict)  # exporter pod, instance or address -> node
+    # Service and container names (Docker Compose) that are never a host: alertd/engine/plausible.py.
+    not_node_pattern: str = NOT_NODE_PATTERN
     log_host_labels: tuple[str, ...] = LOG_HOST_LABELS  # node labels shown as "log host"
     log_line_fields: tuple[str, ...] = LOG_LINE_FIELDS  # annotations, then labels, read for an NVRM Xid line
     extra: dict[str, str] = field(default_factory=dict)
@@ -55,8 +58,8 @@ def source_label(labels: dict[str, str], names: tuple[str, ...]) -> str:
 
 def _gpu(labels: dict[str, str], annotations: Mapping[str, str], cfg: NormalizeConfig) -> GPU | None:
     """The GPU from dcgm-exporter's labels; the PCI address of an NVRM Xid line in the text fills a gap."""
-    uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""
-    index = labels.get("gpu", "")
+    uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""  # dcgm, nvidia_gpu_exporter
+    index = labels.get("gpu") or labels.get("minor_number") or labels.get("deviceid") or ""  # OpenPAI, Autopilot
     pci = normalize_pci(labels.get("pci_bus_id") or labels.get("pci") or "")
     if not pci:
         line = nvrm_line(labels, annotations, cfg.log_line_fields)
@@ -85,6 +88,7 @@ def subject_of(labels: dict[str, str], cfg: NormalizeConfig, annotations: Mappin
         container=intern(container),
         node_source=intern(found.source),
         origin=intern(origin),
+        node_refused=intern("\n".join(found.refused)),
     )
 
 

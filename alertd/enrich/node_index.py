@@ -1,6 +1,6 @@
 """Exporter pod -> node and address -> node, from the Kubernetes API, for the engine to read.
 
-Stock dcgm-exporter on Kubernetes names its own pod in ``Hostname`` and its pod
+dcgm-exporter on Kubernetes without ``NODE_NAME`` names its own pod in ``Hostname`` and its pod
 IP in ``instance``. The engine is pure, so it cannot ask Kubernetes; the
 service does, at its edge, before each engine step (:meth:`NodeIndex.prepare`):
 for the step's alerts it finds what they point at (alertd/engine/identity.py's
@@ -25,7 +25,7 @@ from typing import Any, Iterable, Protocol
 from alertd.enrich.kube_api import KubeApi, KubeUnavailable, NotFound, meta
 from alertd.enrich.settings import EnrichSettings, KubeSettings, NodeIndexSettings
 from alertd.core.model import Alert
-from alertd.engine.identity import Pointer, is_address, pointers
+from alertd.engine.identity import Pointer, is_address, is_exporter_pod, pointers
 from alertd.engine.normalize import NormalizeConfig
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,11 @@ class NodeIndex(KubeApi):
             return ""
         return self._node_addresses.get(address) or self._pod_ips.get(address) or ""
 
+    def is_node(self, cluster: str, name: str) -> bool | None:
+        if not self.applies_to(cluster) or not self._node_addresses:
+            return None  # not listed (yet), or another cluster's
+        return name in self._node_addresses
+
     # ----- the edge: look up what a step's alerts point at -----
 
     async def prepare(self, alerts: Iterable[Alert]) -> None:
@@ -109,7 +114,7 @@ class NodeIndex(KubeApi):
                 if p not in wanted and self._next_try.get(p, float("-inf")) <= now and not self._known(p):
                     wanted.append(p)
         tasks: list[asyncio.Task[None]] = []
-        if any(p.kind == "address" for p in wanted):
+        if any(p.kind in ("address", "node") for p in wanted):
             tasks.append(self._nodes_refreshed())
         for p in wanted[: s.max_lookups]:
             self._next_try[p] = now + s.failure_ttl
@@ -126,6 +131,8 @@ class NodeIndex(KubeApi):
         now = self.monotonic()
         if p.kind == "pod":
             return any(self._stale_at.get(k, now) > now for k in ((p.namespace, p.name), ("", p.name)))
+        if p.kind == "node":
+            return bool(self._node_addresses) and self._nodes_due > now
         return (p.name in self._node_addresses and self._nodes_due > now) or self._stale_at.get(p.name, now) > now
 
     def _nodes_refreshed(self) -> asyncio.Task[None]:
@@ -162,6 +169,8 @@ class NodeIndex(KubeApi):
         try:
             if p.kind == "pod":
                 await self._lookup_pod(p)
+            elif p.kind == "node":
+                await self._nodes_refreshed()
             else:
                 await self._lookup_address(p.name)
         except (KubeUnavailable, NotFound) as exc:
@@ -187,10 +196,18 @@ class NodeIndex(KubeApi):
             return
         items = (await self._get("CoreV1Api", "list_pod_for_all_namespaces",
                                  field_selector=f"status.podIP={address}")).get("items") or []
-        live = [pod for pod in items if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        live = [pod for pod in items if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                and self._per_node(pod)]
         node = next(((pod.get("spec") or {}).get("nodeName") for pod in live if (pod.get("spec") or {}).get("nodeName")), "")
         if node:
             self._remember(self._pod_ips, address, node)
+
+    def _per_node(self, pod: dict[str, Any]) -> bool:
+        """Only a per-node agent's pod IP names its node: a DaemonSet's pod, an exporter pod, one on the host
+        network. An operator's or kube-state-metrics' pod runs anywhere: its node says nothing of the alert."""
+        owners = meta(pod).get("ownerReferences") or []
+        return any(o.get("kind") == "DaemonSet" for o in owners) or bool((pod.get("spec") or {}).get("hostNetwork")) \
+            or is_exporter_pod(meta(pod).get("name", ""), self.ncfg.exporter_pod_pattern)
 
     def _remember(self, table: dict[Any, str], key: Any, node: str) -> None:
         self._stale_at[key] = self.monotonic() + self.index_settings.ttl

@@ -62,7 +62,10 @@ class EvidenceRules:
     text_fields: tuple[str, ...] = TEXT_FIELDS
     field_labels: tuple[str, ...] = ()  # labels whose value names a DCGM field / metric (label_replace'd __name__)
     xid_patterns: tuple[Regex, ...] = ()
+    # "VALUE = 79": read only when the expression's value is the Xid code (alertd/promql/xidvalue.py)
+    value_patterns: tuple[Regex, ...] = ()
     gpu_looking: GpuLooking = field(default_factory=GpuLooking)
+    cluster_metrics: Regex | None = None  # metrics about the cluster, not a node: their alerts name no node
 
 
 class DecidingRule(Protocol):
@@ -133,13 +136,23 @@ def by_labels(alert: Alert, rules: EvidenceRules) -> Found | None:
 
 def xid_in_text(alert: Alert, rules: EvidenceRules) -> tuple[int, str] | None:
     """(code, "annotation <field> '<snippet>'") of the first Xid code in the annotation text."""
-    for name in rules.text_fields:
+    return _code_in_text(alert, rules.text_fields, rules.xid_patterns, "xid")
+
+
+def value_in_text(alert: Alert, rules: EvidenceRules) -> tuple[int, str] | None:
+    """The alert's value as its text renders it ("VALUE = 79"): the caller knows the value is the Xid code."""
+    return _code_in_text(alert, rules.text_fields, rules.value_patterns, "value")
+
+
+def _code_in_text(alert: Alert, fields: tuple[str, ...], patterns: tuple[Regex, ...],
+                  group: str) -> tuple[int, str] | None:
+    for name in fields:
         text = alert.annotations.get(name)
         if not text:
             continue
-        for pattern in rules.xid_patterns:
+        for pattern in patterns:
             for m in pattern.finditer(text):
-                code = int(m.group("xid"))
+                code = int(m.group(group))
                 if code > 0:
                     return code, f"annotation {name} {m.group(0).strip()!r}"
     return None
@@ -198,13 +211,16 @@ def parse_evidence_rules(doc: dict[str, Any], check: Checker, where: Any) -> Evi
         return tuple(out)
 
     ann = doc.get("annotations") or {}
-    patterns = []
-    for i, text in enumerate(ann.get("xid_patterns") or ()):
-        pattern = _regex(check, text, ("evidence", "annotations", "xid_patterns", i))
-        if pattern is not None and "xid" not in pattern.groupindex:
-            check.problem(("evidence", "annotations", "xid_patterns", i), "the pattern needs a named group (?P<xid>...)")
-        elif pattern is not None:
-            patterns.append(pattern)
+
+    def patterns(key: str, group: str) -> tuple[Regex, ...]:
+        out = []
+        for i, text in enumerate(ann.get(key) or ()):
+            pattern = _regex(check, text, ("evidence", "annotations", key, i))
+            if pattern is not None and group not in pattern.groupindex:
+                check.problem(("evidence", "annotations", key, i), f"the pattern needs a named group (?P<{group}>...)")
+            elif pattern is not None:
+                out.append(pattern)
+        return tuple(out)
     g = doc.get("gpu_looking") or {}
     return EvidenceRules(
         expressions=entries("expressions"),
@@ -212,7 +228,9 @@ def parse_evidence_rules(doc: dict[str, Any], check: Checker, where: Any) -> Evi
         labels=entries("labels"),
         text_fields=tuple(ann.get("fields") or TEXT_FIELDS),
         field_labels=tuple(doc.get("field_labels") or ()),
-        xid_patterns=tuple(patterns),
+        xid_patterns=patterns("xid_patterns", "xid"),
+        value_patterns=patterns("value_patterns", "value"),
+        cluster_metrics=_regex(check, doc.get("cluster_metrics"), ("evidence", "cluster_metrics")),
         gpu_looking=GpuLooking(
             metrics=_regex(check, g.get("metrics"), ("evidence", "gpu_looking", "metrics")),
             labels=frozenset(g.get("labels") or ()),
@@ -230,9 +248,12 @@ def merge(a: EvidenceRules, b: EvidenceRules) -> EvidenceRules:
         text_fields=a.text_fields if a.xid_patterns else b.text_fields,
         field_labels=tuple(dict.fromkeys(a.field_labels + b.field_labels)),
         xid_patterns=a.xid_patterns + b.xid_patterns,
+        value_patterns=a.value_patterns + b.value_patterns,
+        cluster_metrics=a.cluster_metrics or b.cluster_metrics,
         gpu_looking=a.gpu_looking if a.gpu_looking.metrics or a.gpu_looking.labels else b.gpu_looking,
     )
 
 
 __all__ = ["EvidenceRule", "EvidenceRules", "Found", "GpuLooking", "parse_evidence_rules", "by_alertname",
-           "by_expression", "by_labels", "gpu_looking", "looks_gpu", "merge", "xid_in_text"]
+           "by_expression", "by_labels", "gpu_looking", "looks_gpu", "merge", "value_in_text",
+           "xid_in_text"]

@@ -128,3 +128,26 @@ async def test_a_slow_api_holds_a_step_no_longer_than_wait(cluster) -> None:
         assert index.node_of_pod("prod", "gpu-operator", pod) == ""
     finally:
         await index.close()
+
+
+async def test_a_workload_pods_ip_is_no_node_and_a_name_the_node_list_lacks_is_refused(cluster) -> None:
+    """Only a per-node agent's pod IP names its node: a training pod's IP (its pod owned by a PyTorchJob)
+    in instance is refused, and so is a Hostname no node has, once the node list is known."""
+    server, names, kubeconfig = cluster
+    trainer = server.get("v1", "Pod", "llama-finetune-master-0", "ml-training")
+    assert trainer is not None and trainer["spec"]["nodeName"] == "gpu-node-1"
+    ip = trainer["status"]["podIP"]
+    by_ip = xid_alert({"instance": f"{ip}:8000", "job": "trainer-metrics"}, "f2")
+    by_name = xid_alert({"Hostname": "render-box-9"}, "f3")
+    index = index_for(kubeconfig, Clock())
+    try:
+        await index.prepare([by_ip, by_name])
+        engine = Engine(shipped_rules(), nodes=index)
+        ip_subject, name_subject = engine.prepare(by_ip).subject, engine.prepare(by_name).subject
+    finally:
+        await index.close()
+    assert any(r.query.get("fieldSelector") == f"status.podIP={ip}" for r in server.requests)  # it was asked
+    assert ip_subject.node == "" and f"instance={ip}:8000: no node of cluster prod" in ip_subject.node_refused
+    assert ip_subject.origin == f"target {ip}:8000"
+    assert name_subject.node == "" and "Hostname=render-box-9: no node of cluster prod" in name_subject.node_refused
+    assert index.is_node("prod", "gpu-node-2") and index.is_node("prod", "render-box-9") is False

@@ -48,7 +48,7 @@ def test_generator_prints_every_table(capsys):
 def test_rule_examples_are_valid(tmp_path):
     sections = {"xids", "signals", "evidence", "correlation", "routing"}
     examples = [b for b in code_blocks("yaml") if set(yaml.safe_load(b) or {}) & sections]
-    assert len(examples) == 6
+    assert len(examples) == 7
     for i, block in enumerate(examples):
         path = tmp_path / f"example{i}.yml"
         path.write_text(block)
@@ -78,6 +78,7 @@ def test_the_replay_example_output_is_real():
 @pytest.mark.parametrize("command", [
     "alertd check --prometheus-rules tests/fixtures/prometheus-rules/site-handwritten.yml",
     "alertd explain examples/webhook-site-rules.json",
+    "alertd explain examples/webhook-docker-host.json",
 ])
 def test_bring_your_own_rules_output_is_real(command, capsys, monkeypatch):
     """The section "Bring your own alert rules" shows what the commands print, line for line."""

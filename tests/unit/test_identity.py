@@ -44,6 +44,9 @@ class Index:
     def node_of_address(self, cluster: str, address: str) -> str:
         return self.addresses.get(address, "")
 
+    def is_node(self, cluster: str, name: str) -> bool | None:
+        return None  # no node list: only names are judged
+
 
 CFG = NormalizeConfig()
 
