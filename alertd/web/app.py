@@ -15,7 +15,7 @@ from alertd.config.credentials import Role
 from alertd.ha.commands import CommandTimeout
 from alertd.app.receiver_group import ControlUnavailable
 from alertd.core.model import parse_iso
-from alertd.web import alertmanager_webhook, api, remediation_api, report_views, slack_actions, ui
+from alertd.web import alertmanager_webhook, api, cloudevents, remediation_api, report_views, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 from alertd.web.guard import EDGE, SMALL_BODY, WEBHOOK, EdgePolicy, client_address, edge
 from alertd.web.host import WebHost
@@ -138,6 +138,7 @@ def build_app(svc: WebHost, auth: Authenticator | None = None) -> web.Applicatio
     app[AUTH] = auth or Authenticator.from_config(svc.cfg, failures=svc.metrics.auth_failures)
     app[AUTH].client_of = client_address
     app.router.add_post(WEBHOOK, alertmanager_webhook.receive_alertmanager)
+    cloudevents.register(app)
     api.register(app)
     remediation_api.register(app)
     app.router.add_get("/api/v1/incidents/{id}", get_incident)
