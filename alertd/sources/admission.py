@@ -58,15 +58,14 @@ class AdmissionTracker:
         no rejection for ``window`` resolves; an unfired one that old is forgotten."""
         out: list[Wire] = []
         for node, burst in list(self.bursts.items()):
-            if burst.raised is None and burst.reached is not None and now - burst.reached >= self.rule.settle \
+            if now - burst.last > self.rule.window:
+                if burst.raised is not None:
+                    out.append(dict(burst.raised, status="resolved", endsAt=iso(burst.last + self.rule.window)))
+                del self.bursts[node]
+            elif burst.raised is None and burst.reached is not None and now - burst.reached >= self.rule.settle \
                     and ready.get(node) is not False:
                 burst.raised = self.alert(node, burst)
                 out.append(burst.raised)
-            elif now - burst.last > self.rule.window:
-                if burst.raised is not None:
-                    resolved = dict(burst.raised, status="resolved", endsAt=iso(burst.last + self.rule.window))
-                    out.append(resolved)
-                del self.bursts[node]
         return out
 
     def alert(self, node: str, burst: Burst) -> Wire:

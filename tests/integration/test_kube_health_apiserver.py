@@ -1,0 +1,184 @@
+"""Kubernetes' own GPU health signals through the REAL kube-apiserver and the REAL node-problem-detector.
+
+alertd runs in-process (built as the CLI builds it) with sources.kube_health on, reading the API server
+through a kubeconfig. NPD (scripts/build-npd.sh) runs in standalone mode with the shipped GPU kernel
+monitor reading a log file the test appends NVRM lines to, so the condition and Event alertd reads are
+written by the real producer. Admission failures are written as the kubelet writes them (no kubelet runs
+here): a Failed pod with reason UnexpectedAdmissionError and a Warning Event from source kubelet/<node>,
+message as the device manager words it (pkg/kubelet/cm/devicemanager: "Allocate failed due to requested
+number of devices unavailable for nvidia.com/gpu. Requested: 1, Available: 0, which is unexpected").
+Node names are this module's own: the API server is shared with the other kube modules.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from alertd.app.assemble import build_service
+from alertd.app.service import Service
+from alertd.config.settings import parse_config
+from alertd.store.sqlite import SqliteStore
+from tests.support.kube_apiserver import KubeAPIServer
+from tests.support.npd import start_npd
+from tests.support.served import served
+from tests.support.webhooks import FIRING_END, fingerprint
+
+pytestmark = pytest.mark.services
+ROOT = Path(__file__).resolve().parents[2]
+HOOK = "/api/v1/alerts/alertmanager"
+XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=2817, name=python3, GPU has fallen off the bus."
+ADMISSION = ("Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+             "Requested: 1, Available: 0, which is unexpected")
+
+
+def ok(answer: tuple[int, Any]) -> Any:
+    status, body = answer
+    assert status in (200, 201), body
+    return body
+
+
+def now_iso(delta: float = 0.0) -> str:
+    return (datetime.now(timezone.utc) + timedelta(seconds=delta)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_node(k: KubeAPIServer, name: str) -> None:
+    """A Ready GPU node, its status as a kubelet reports it."""
+    node = ok(k.request("POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}}))
+    node["status"] = {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"},
+                      "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                      "message": "kubelet is posting ready status", "lastHeartbeatTime": now_iso(),
+                                      "lastTransitionTime": now_iso(-3600)}]}
+    ok(k.request("PUT", f"/api/v1/nodes/{name}/status", node))
+
+
+def set_condition(k: KubeAPIServer, node: str, cond: dict[str, str]) -> None:
+    """A node condition patched as an agent does (a strategic merge of status.conditions by type)."""
+    ok(k.request("PATCH", f"/api/v1/nodes/{node}/status", {"status": {"conditions": [cond]}},
+                 content_type="application/strategic-merge-patch+json"))
+
+
+def config(k: KubeAPIServer, tmp_path: Path, **more: Any) -> Any:
+    kubeconfig = k.kubeconfig(tmp_path / f"alertd-{uuid.uuid4().hex[:6]}.kubeconfig")
+    return parse_config({"rules": {"paths": [str(ROOT / "rules")]},
+                         "enrich": {"kube": {"kubeconfig": str(kubeconfig), "timeout": "5s"}},
+                         "normalize": {"kubernetes": {"enabled": False}},
+                         "sources": {"kube_health": {"enabled": True, "cluster": "prod", "unready_after": "2s"}},
+                         **more}, "test")
+
+
+async def wait_for(check: Callable[[], Awaitable[Any]], timeout: float, what: str) -> Any:
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{what}: not within {timeout:g}s (last: {last})")
+
+
+def node_incidents(svc: Service, node: str) -> list[Any]:
+    assert svc.engine is not None
+    return [i for i in svc.engine.state.incidents.values() if any(m.subject.node == node for m in i.members.values())]
+
+
+def webhook_xid(node: str, xid: str) -> dict[str, Any]:
+    labels = {"alertname": "DCGMXidErrors", "severity": "critical", "cluster": "prod", "node": node,
+              "Hostname": node, "xid": xid, "gpu": "3", "UUID": "GPU-5f3e9c1a-0b7d-4c52-9e61-2a8f4d7b3c10",
+              "pci_bus_id": "00000000:3B:00.0", "modelName": "NVIDIA H100 80GB HBM3", "job": "nvidia-dcgm-exporter",
+              "namespace": "gpu-operator", "pod": "nvidia-dcgm-exporter-7xk2p", "container": "nvidia-dcgm-exporter"}
+    alert = {"status": "firing", "labels": labels, "annotations": {"summary": f"GPU 3 reported Xid {xid}"},
+             "startsAt": now_iso(), "endsAt": FIRING_END, "generatorURL": "http://prometheus-0:9090/graph?g0.expr=x",
+             "fingerprint": fingerprint(labels)}
+    return {"receiver": "alertd", "status": "firing", "alerts": [alert], "groupLabels": {}, "commonLabels": {},
+            "commonAnnotations": {}, "externalURL": "http://alertmanager:9093", "version": "4",
+            "groupKey": "{}:{alertname}", "truncatedAlerts": 0}
+
+
+async def test_npd_xid_79_opens_one_incident_and_the_alertmanager_xid_joins_it(kube_apiserver, tmp_path) -> None:
+    k, node = kube_apiserver, "npd-gpu-1"
+    make_node(k, node)
+    npd = start_npd(k, node, tmp_path)
+    svc = build_service(config(k, tmp_path), SqliteStore(tmp_path / "alertd.sqlite3"))
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
+    await client.start_server()
+    try:
+        npd.kernel("NVRM: GPU at PCI:0000:3b:00: GPU-5f3e9c1a-0b7d-4c52-9e61-2a8f4d7b3c10")
+        npd.kernel(XID79)
+        incidents = await wait_for(lambda: _async(node_incidents(svc, node)), 60, "an incident for the node")
+        # NPD wrote them: the condition (its message the kernel line) and an Event from kernel-monitor
+        status = ok(k.request("GET", f"/api/v1/nodes/{node}"))["status"]
+        cond = next(c for c in status["conditions"] if c["type"] == "GPUXidError")
+        assert (cond["status"], cond["reason"]) == ("True", "GPUXidCritical") and "Xid" in cond["message"], cond
+        events = ok(k.request("GET", f"/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D{node}"))
+        assert any(e["source"]["component"] == "kernel-monitor" and "NVRM: Xid" in e["message"]
+                   for e in events["items"]), events["items"]
+        (inc,) = incidents
+        members = {m.alertname: m for m in inc.members.values()}
+        xid = members["KubeNodeGPUXid"]
+        assert xid.signal.kind == "xid" and "79" in xid.signal.title, xid.signal
+        assert xid.subject.gpu is not None and xid.subject.gpu.pci_bus_id == "0000:3b:00", xid.subject
+        assert "Xid 79" in inc.title and node in inc.title, inc.title
+
+        resp = await client.post(HOOK, json=webhook_xid(node, "79"))
+        assert resp.status == 200, await resp.text()
+        await wait_for(lambda: _async(any(m.alertname == "DCGMXidErrors" for i in node_incidents(svc, node)
+                                          for m in i.members.values())), 15, "the webhook's Xid in an incident")
+        (joined,) = node_incidents(svc, node)
+        assert joined.id == inc.id and {"KubeNodeGPUXid", "DCGMXidErrors"} <= {m.alertname for m in joined.members.values()}
+    finally:
+        await client.close()
+        npd.stop()
+
+
+async def _async(value: Any) -> Any:
+    return value
+
+
+def rejected_pod(k: KubeAPIServer, ns: str, node: str, name: str, job: str) -> None:
+    """A GPU pod of a Job the kubelet refused: the pod Failed with the kubelet's reason, and its Event."""
+    pod = ok(k.request("POST", f"/api/v1/namespaces/{ns}/pods", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"batch.kubernetes.io/job-name": job, "job-name": job}},
+        "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [{
+            "name": "trainer", "image": "nvcr.io/nvidia/pytorch:24.08-py3",
+            "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}))
+    pod["status"] = {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": f"Pod was rejected: {ADMISSION}"}
+    ok(k.request("PUT", f"/api/v1/namespaces/{ns}/pods/{name}/status", pod))
+    ok(k.request("POST", f"/api/v1/namespaces/{ns}/events", {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}", "namespace": ns},
+        "involvedObject": {"kind": "Pod", "namespace": ns, "name": name, "uid": pod["metadata"]["uid"],
+                           "apiVersion": "v1", "resourceVersion": pod["metadata"]["resourceVersion"]},
+        "reason": "UnexpectedAdmissionError", "message": ADMISSION, "type": "Warning", "count": 1,
+        "source": {"component": "kubelet", "host": node}, "firstTimestamp": now_iso(), "lastTimestamp": now_iso(),
+        "reportingComponent": "kubelet", "reportingInstance": node}))
+
+
+async def test_gpu_pods_rejected_on_a_ready_node_are_one_incident_within_30s(kube_apiserver, tmp_path) -> None:
+    k, node, ns = kube_apiserver, "adm-gpu-1", "train-adm"
+    make_node(k, node)
+    ok(k.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+    svc = build_service(config(k, tmp_path), SqliteStore(tmp_path / "alertd.sqlite3"))
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
+    await client.start_server()
+    try:
+        await wait_for(lambda: _async(all(s.up for s in svc.kube_health.source.statuses())), 20, "watches up")
+        started = time.monotonic()
+        for i in range(6):
+            rejected_pod(k, ns, node, f"llama-ft-{i % 2}-worker-{i}", f"llama-ft-{i % 2}")
+        (inc,) = await wait_for(lambda: _async(node_incidents(svc, node)), 30, "the admission incident")
+        assert time.monotonic() - started < 30
+        assert inc.title.startswith("GPU unusable: 6 GPU pods rejected on a Ready node") and node in inc.title, inc.title
+        (member,) = inc.members.values()
+        assert member.signal.kind == "metrics_missing" and member.signal.detail == "gpu_unusable"
+        assert f"{ns}/llama-ft-0" in member.signal.meaning and f"{ns}/llama-ft-1" in member.signal.meaning
+    finally:
+        await client.close()
