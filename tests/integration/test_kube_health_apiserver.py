@@ -25,7 +25,7 @@ from alertd.app.assemble import build_service
 from alertd.app.service import Service
 from alertd.config.settings import parse_config
 from alertd.store.sqlite import SqliteStore
-from tests.support.kube_apiserver import KubeAPIServer
+from tests.support.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
 from tests.support.npd import start_npd
 from tests.support.served import served
 from tests.support.webhooks import FIRING_END, fingerprint
@@ -66,7 +66,10 @@ def set_condition(k: KubeAPIServer, node: str, cond: dict[str, str]) -> None:
 
 
 def config(k: KubeAPIServer, tmp_path: Path, **more: Any) -> Any:
-    kubeconfig = k.kubeconfig(tmp_path / f"alertd-{uuid.uuid4().hex[:6]}.kubeconfig")
+    """alertd as the user ``alertd`` bound to the shipped read-only role (deploy/kubernetes/rbac.yaml): the
+    watches need nothing more than enrichment does."""
+    bind_shipped_enrichment_role(k)
+    kubeconfig = k.kubeconfig(tmp_path / f"alertd-{uuid.uuid4().hex[:6]}.kubeconfig", "alertd")
     return parse_config({"rules": {"paths": [str(ROOT / "rules")]},
                          "enrich": {"kube": {"kubeconfig": str(kubeconfig), "timeout": "5s"}},
                          "normalize": {"kubernetes": {"enabled": False}},
@@ -182,3 +185,83 @@ async def test_gpu_pods_rejected_on_a_ready_node_are_one_incident_within_30s(kub
         assert f"{ns}/llama-ft-0" in member.signal.meaning and f"{ns}/llama-ft-1" in member.signal.meaning
     finally:
         await client.close()
+
+
+def nvsentinel_condition(since: str) -> dict[str, str]:
+    """A fatal health event as NVSentinel's platform connector writes it on the node: the check as the type."""
+    return {"type": "SysLogsXIDError", "status": "True", "reason": "SysLogsXIDErrorIsNotHealthy",
+            "message": f"ErrorCode:79 PCI:0000:17:00 GPU_UUID:GPU-a1b2c3d4 kernel: {XID79} Recommended Action=RESTART_BM;",
+            "lastHeartbeatTime": since, "lastTransitionTime": since}
+
+
+def aks_nvlink_condition(since: str) -> dict[str, str]:
+    return {"type": "NVLinkStatusInactive", "status": "True", "reason": "NVLinkStatusInactive",
+            "message": "NVLink status is inactive for GPU 4", "lastHeartbeatTime": since, "lastTransitionTime": since}
+
+
+def taken(svc: Service) -> int:
+    """Alerts the engine took: stored, less the redeliveries it dropped by their delivery key."""
+    return int(svc.metrics.alerts._value.get() - svc.metrics.duplicates._value.get())
+
+
+async def test_a_watch_cut_by_an_apiserver_restart_recovers_with_nothing_lost_or_doubled(kube_apiserver, tmp_path):
+    k, node = kube_apiserver, "cut-gpu-1"
+    make_node(k, node)
+    svc = build_service(config(k, tmp_path), SqliteStore(tmp_path / "alertd.sqlite3"))
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
+    await client.start_server()
+    try:
+        assert svc.kube_health is not None
+        nodes, events = svc.kube_health.source.statuses()
+        await wait_for(lambda: _async(nodes.up and events.up), 20, "watches up")
+        set_condition(k, node, nvsentinel_condition(now_iso()))
+        (inc,) = await wait_for(lambda: _async(node_incidents(svc, node)), 20, "the Xid incident")
+        before = (nodes.relists, nodes.restarts, nodes.events)
+        k.restart_apiserver()
+        set_condition(k, node, aks_nvlink_condition(now_iso()))  # written as soon as the server is back
+        await wait_for(lambda: _async(len(inc.members) == 2), 60, "the NVLink condition after the restart")
+        assert (nodes.relists, nodes.restarts) != before[:2], "the watch never noticed the restart"
+        resp = await client.get("/metrics")
+        assert 'alertd_source_watch_up{watch="kube-health nodes"} 1.0' in await resp.text()
+        await asyncio.sleep(2)  # anything a relist or a resumed watch sent twice has reached the engine by now
+        assert {m.alertname for m in inc.members.values()} == {"KubeNodeGPUXid", "KubeNodeNVLinkInactive"}
+        assert len(node_incidents(svc, node)) == 1
+        assert taken(svc) == 2, (svc.metrics.alerts._value.get(), svc.metrics.duplicates._value.get())
+    finally:
+        await client.close()
+
+
+async def test_two_replicas_watch_once_and_give_one_incident_across_a_failover(kube_apiserver, tmp_path):
+    k, node = kube_apiserver, "ha-gpu-1"
+    make_node(k, node)
+    cfg = config(k, tmp_path, ha={"lease_ttl": "1s", "renew_interval": "200ms"})
+    path = tmp_path / "alertd.sqlite3"
+    first = build_service(cfg, SqliteStore(path), role="replica")
+    second = build_service(cfg, SqliteStore(path), role="replica")
+    await first.start()
+    await second.start()
+    stopped: Service | None = None
+    try:
+        leader, follower = (first, second) if first.leading else (second, first)
+        assert leader.leading and not follower.leading
+        assert leader.kube_health is not None and follower.kube_health is not None
+        await wait_for(lambda: _async(all(s.up for s in leader.kube_health.source.statuses())), 20, "watches up")
+        assert not any(s.up for s in follower.kube_health.source.statuses())  # one reader in the fleet
+        set_condition(k, node, nvsentinel_condition(now_iso()))
+        (inc,) = await wait_for(lambda: _async(node_incidents(leader, node)), 20, "the incident")
+        await leader.stop()
+        stopped = leader
+        await wait_for(lambda: _async(follower.leading), 10, "the failover")
+        await wait_for(lambda: _async(all(s.up for s in follower.kube_health.source.statuses())), 20, "new watches")
+        set_condition(k, node, aks_nvlink_condition(now_iso()))
+        await wait_for(lambda: _async(any(len(i.members) == 2 for i in node_incidents(follower, node))), 20,
+                       "the new leader's alert in the same incident")
+        (same,) = node_incidents(follower, node)
+        assert same.id == inc.id
+        # the new leader listed the node again: the Xid condition's alert was stored twice, taken once
+        assert follower.metrics.duplicates._value.get() >= 1
+        assert {m.alertname for m in same.members.values()} == {"KubeNodeGPUXid", "KubeNodeNVLinkInactive"}
+    finally:
+        for svc in (first, second):
+            if svc is not stopped:
+                await svc.stop()
