@@ -49,7 +49,7 @@ class NodeProblemDetector:
     def conditions(self) -> list[dict[str, object]]:
         """NPD's own view (its /conditions endpoint)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/conditions", timeout=5) as resp:
-            answer: list[dict[str, object]] = json.loads(resp.read())
+            answer: list[dict[str, object]] = json.loads(resp.read()) or []  # null until its first sync
             return answer
 
     def stop(self) -> None:
