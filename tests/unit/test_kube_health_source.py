@@ -197,3 +197,27 @@ def test_a_pods_job_from_its_labels_or_controller() -> None:
     assert job_name({"metadata": {"labels": {"job-name": "a"}}}) == "a"
     assert job_name({"metadata": {"ownerReferences": [{"kind": "Job", "name": "b", "controller": True}]}}) == "b"
     assert job_name({}) == ""
+
+
+async def test_xid_condition_admission_failures_and_cordon_are_one_incident_titled_by_the_xid_in_any_order() -> None:
+    """dcgm-exporter's Xid 79 (webhook), NPD's condition for the same kernel line, the GPU pods failing admission
+    and kube-state-metrics' cordon alert, in every order of arrival: one incident, titled by the Xid."""
+    pods = {("train", f"bert-{i}"): {"metadata": {"labels": {"job-name": "bert"}}} for i in range(3)}
+    src, stored = source(Api(pods))
+    await src.node_seen(node("gpu-7", npd_condition("True")))
+    for i in range(3):
+        await src.event_seen(admission_event(f"bert-{i}", "gpu-7", i))
+    assert src.admission is not None
+    stored.extend(src.admission.due(NOW + timedelta(seconds=10), src.ready))
+    condition, admission = stored
+    xid = {"status": "firing", "startsAt": ts(5), "annotations": {}, "labels": {
+        "alertname": "DCGMXidErrors", "node": "gpu-7", "cluster": "prod", "xid": "79", "gpu": "3", "severity": "critical"}}
+    cordon = {"status": "firing", "startsAt": ts(60), "annotations": {}, "labels": {
+        "alertname": "KubeNodeCordoned", "node": "gpu-7", "cluster": "prod", "severity": "info"}}
+    wires = [condition, admission, xid, cordon]
+    for order in ([0, 1, 2, 3], [1, 3, 0, 2], [3, 1, 2, 0], [2, 3, 1, 0]):
+        engine = Engine(RULES)
+        for step, i in enumerate(order):
+            engine.ingest(read_stored(encode_webhook([wires[i]], "r"), NOW).alerts, NOW + timedelta(seconds=step))
+        (inc,) = engine.state.incidents.values()
+        assert len(inc.members) == 4 and "Xid 79" in inc.title and "gpu-7" in inc.title, (order, inc.title)
