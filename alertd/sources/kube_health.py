@@ -140,9 +140,11 @@ class KubeHealthSource:
             await self.emit(event_alerts(rule, event, self.settings.cluster))
             return
         adm = rules.admission
-        if self.admission is None or adm is None or not adm.matches(str(event.get("reason") or ""),
-                                                                    str(event.get("message") or "")):
+        if adm is None or not adm.matches(str(event.get("reason") or ""), str(event.get("message") or "")):
             return
+        if self.admission is None or self.admission.rule is not adm:  # the first, or rules reloaded
+            self.admission = self.admission or AdmissionTracker(adm, self.settings.cluster)
+            self.admission.rule = adm
         obj = event.get("involvedObject") or {}
         if obj.get("kind") != "Pod":
             return
