@@ -13,10 +13,8 @@ delivery key and the engine drops it.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Any, Callable, Mapping
 
-from alertd.core.model import iso
 from alertd.receive.payload import BadPayload, decode_body, fingerprint_of
 from alertd.schemas import describe, validator
 
@@ -30,16 +28,17 @@ XID_CODE = re.compile(r"(?:xid_?)?(\d{1,3})", re.IGNORECASE)
 Wire = dict[str, Any]
 
 
-def read_cloudevents(headers: Mapping[str, str], body: bytes, cluster: str, now: datetime) -> list[Wire]:
-    """The request's events as alerts (BadPayload naming the field for anything wrong)."""
+def read_cloudevents(headers: Mapping[str, str], body: bytes, cluster: str) -> list[Wire]:
+    """The request's events as alerts (BadPayload naming the field for anything wrong). ``time`` is required:
+    an alert starts when its producer saw the problem, never when it arrived, or a redelivery would differ."""
     ctype = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
     if ctype == STRUCTURED:
-        return _event(_object(decode_body(body), "document"), "", cluster, now)
+        return _event(_object(decode_body(body), "document"), "", cluster)
     if ctype == BATCH:
         doc = decode_body(body)
         if not isinstance(doc, list):
             raise BadPayload("document: a batch of CloudEvents is a JSON array", "document")
-        return [a for i, e in enumerate(doc) for a in _event(_object(e, str(i)), f"{i}.", cluster, now)]
+        return [a for i, e in enumerate(doc) for a in _event(_object(e, str(i)), f"{i}.", cluster)]
     if "ce-specversion" not in {k.lower() for k in headers}:
         raise BadPayload(f"content-type: {ctype or 'none'} is neither {STRUCTURED} nor {BATCH}, and there is no "
                          "ce-specversion header (binary mode)", "content-type")
@@ -48,7 +47,7 @@ def read_cloudevents(headers: Mapping[str, str], body: bytes, cluster: str, now:
     if ctype and ctype != "application/json" and not ctype.endswith("+json"):
         raise BadPayload(f"content-type: binary-mode data must be JSON, not {ctype}", "content-type")
     event["data"] = decode_body(body)
-    return _event(event, "ce-", cluster, now, binary=True)
+    return _event(event, "ce-", cluster, binary=True)
 
 
 def _object(value: Any, where: str) -> dict[str, Any]:
@@ -69,7 +68,7 @@ def _check(schema: str, doc: Any, prefix: str) -> None:
                          path.rstrip(".") or "document")
 
 
-def _event(event: dict[str, Any], prefix: str, cluster: str, now: datetime, binary: bool = False) -> list[Wire]:
+def _event(event: dict[str, Any], prefix: str, cluster: str, binary: bool = False) -> list[Wire]:
     """One event: its attributes (``prefix``: "ce-" for headers, "3." in a batch), then its data by its type."""
     _check("cloudevent", {k: v for k, v in event.items() if k != "data"}, prefix)
     data_at = "data." if binary else f"{prefix}data."
@@ -82,7 +81,7 @@ def _event(event: dict[str, Any], prefix: str, cluster: str, now: datetime, bina
         raise BadPayload(f"{prefix}type: unknown event type {event['type']!r} (known: {known})", f"{prefix}type")
     schema, read = reader
     _check(schema, data, data_at)
-    return [read(event, data, cluster, str(event.get("time") or iso(now)))]
+    return [read(event, data, cluster, str(event["time"]))]
 
 
 def _alert(labels: dict[str, str], identity: dict[str, str], healthy: bool, at: str,

@@ -47,7 +47,7 @@ async def receive_cloudevents(request: web.Request) -> web.Response:
         return error(413, f"body exceeds the limit of {svc.cfg.max_body_bytes} bytes", CLOSE).response()
     received_at = svc.clock()
     try:
-        alerts = read_cloudevents(request.headers, raw, settings.cluster, received_at)
+        alerts = read_cloudevents(request.headers, raw, settings.cluster)
         body = encode_webhook(alerts, RECEIVER)
         read_notification(body, received_at, build=False)  # what the engine will read back, checked as a webhook
     except BadPayload as exc:

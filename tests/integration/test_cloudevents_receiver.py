@@ -110,9 +110,13 @@ async def test_bad_events_are_400_naming_the_field_and_unauthenticated_ones_401(
             (structured, {**nvsentinel("x"), "specversion": "0.3"}, "specversion"),
             (structured, {**nvsentinel("x"), "type": "com.example.unknown"}, "type"),
             ({**AUTH, "Content-Type": "application/json", "ce-specversion": "1.0", "ce-source": "s",
-              "ce-type": "dev.alertd.gpu.health.v1"}, {"node": "n", "check": "c", "healthy": False}, "ce-id"),
+              "ce-time": "2026-12-06T04:40:00Z", "ce-type": "dev.alertd.gpu.health.v1"},
+             {"node": "n", "check": "c", "healthy": False}, "ce-id"),
             ({**AUTH, "Content-Type": "application/json", "ce-specversion": "1.0", "ce-source": "s", "ce-id": "1",
-              "ce-type": "dev.alertd.gpu.health.v1"}, {"node": "n", "check": "c", "healthy": "no"}, "data.healthy"),
+              "ce-type": "dev.alertd.gpu.health.v1"}, {"node": "n", "check": "c", "healthy": False}, "ce-time"),
+            ({**AUTH, "Content-Type": "application/json", "ce-specversion": "1.0", "ce-source": "s", "ce-id": "1",
+              "ce-time": "2026-12-06T04:40:00Z", "ce-type": "dev.alertd.gpu.health.v1"},
+             {"node": "n", "check": "c", "healthy": "no"}, "data.healthy"),
             ({**AUTH, "Content-Type": "application/json"}, nvsentinel("x"), "content-type"),
         ]
         for headers, body, field in cases:
