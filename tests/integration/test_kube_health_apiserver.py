@@ -30,6 +30,7 @@ from tests.support.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_
 from tests.support.fixtures import require
 from tests.support.npd import start_npd
 from tests.support.served import served
+from tests.support.stores import make_store  # noqa: F401  (a fixture: SQLite and PostgreSQL)
 from tests.support.webhooks import FIRING_END, fingerprint
 
 pytestmark = pytest.mark.services
@@ -252,13 +253,13 @@ async def test_a_watch_cut_by_an_apiserver_restart_recovers_with_nothing_lost_or
         await client.close()
 
 
-async def test_two_replicas_watch_once_and_give_one_incident_across_a_failover(kube_apiserver, tmp_path):
-    k, node = kube_apiserver, "ha-gpu-1"
+async def test_two_replicas_watch_once_and_give_one_incident_across_a_failover(kube_apiserver, make_store, tmp_path):
+    """On each backend: SQLite shared by two processes' stores, and PostgreSQL as docs/ha.md runs replicas."""
+    k, node = kube_apiserver, f"ha-gpu-{uuid.uuid4().hex[:6]}"
     make_node(k, node)
     cfg = config(k, tmp_path, ha={"lease_ttl": "1s", "renew_interval": "200ms"})
-    path = tmp_path / "alertd.sqlite3"
-    first = build_service(cfg, SqliteStore(path), role="replica")
-    second = build_service(cfg, SqliteStore(path), role="replica")
+    first = build_service(cfg, make_store(), role="replica")
+    second = build_service(cfg, make_store(), role="replica")
     await first.start()
     await second.start()
     stopped: Service | None = None
