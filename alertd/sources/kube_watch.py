@@ -158,17 +158,22 @@ class Watch:
                 body = (await resp.read())[:300].decode(errors="replace")
                 raise WatchFailed(f"watch answered HTTP {resp.status}: {body}")
             self._ok()
-            buf = b""
-            async for chunk in resp.content.iter_any():
-                buf += chunk
-                if len(buf) > MAX_LINE:
-                    raise WatchFailed(f"a watch event exceeded {MAX_LINE} bytes")
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        await self._event(json.loads(line))
+            await self._read(resp)
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            log.debug("%s: no event or bookmark for %.0fs; watching again", self.status.name, READ_TIMEOUT)
         finally:
             resp.release()
+
+    async def _read(self, resp: Any) -> None:
+        buf = b""
+        async for chunk in resp.content.iter_any():
+            buf += chunk
+            if len(buf) > MAX_LINE:
+                raise WatchFailed(f"a watch event exceeded {MAX_LINE} bytes")
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    await self._event(json.loads(line))
 
     async def _event(self, event: dict[str, Any]) -> None:
         kind, obj = event.get("type", ""), event.get("object") or {}

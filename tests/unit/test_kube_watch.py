@@ -157,3 +157,24 @@ def test_backoff_is_capped_and_reset() -> None:
     assert [b.next() for _ in range(6)] == [1, 2, 4, 8, 8, 8]
     b.reset()
     assert b.next() == 1
+
+
+class Silent(Response):
+    """A watch on which nothing arrives until the client's read timeout."""
+
+    def __init__(self):
+        super().__init__(200)
+
+        class Quiet:
+            async def iter_any(self):
+                raise asyncio.TimeoutError()
+                yield b""  # an async generator
+
+        self.content = Quiet()  # type: ignore[assignment]
+
+
+async def test_a_silent_watch_is_watched_again_without_counting_as_a_failure() -> None:
+    api = Api([{"items": [], "metadata": {"resourceVersion": "3"}}], [Silent(), Response(200, [])])
+    status, slept = await run(api, Recorder())
+    assert slept == [] and status.error == "" and status.restarts == 2
+    assert [kw["resource_version"] for kind, kw in api.calls if kind == "watch"] == ["3", "3", "3"]
