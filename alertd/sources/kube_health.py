@@ -58,6 +58,13 @@ class KubeHealthSource:
     # ----- the leader part -----
 
     async def run(self) -> None:
+        """Both watches and the admission timer, until cancelled (leadership lost, shutdown). Each run starts
+        from nothing: an alert remembered from an earlier run may never have been stored (a run cancelled while
+        its append was retried), so the first list raises every bad condition again; the engine drops copies."""
+        self.raised.clear()
+        self.ready.clear()
+        if self.admission is not None:
+            self.admission.bursts.clear()
         nodes = Watch(self.api, "CoreV1Api", "list_node", NodeHandler(self), self.nodes_status, sleep=self.sleep)
         events = Watch(self.api, "CoreV1Api", "list_event_for_all_namespaces", EventHandler(self), self.events_status,
                        field_selector="type=Warning", sleep=self.sleep)

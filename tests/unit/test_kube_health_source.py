@@ -8,6 +8,7 @@ Event (involvedObject the Pod, source.host the node). The alerts go through the 
 and the engine, and the delivery keys show what the engine would drop."""
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -221,3 +222,29 @@ async def test_xid_condition_admission_failures_and_cordon_are_one_incident_titl
             engine.ingest(read_stored(encode_webhook([wires[i]], "r"), NOW).alerts, NOW + timedelta(seconds=step))
         (inc,) = engine.state.incidents.values()
         assert len(inc.members) == 4 and "Xid 79" in inc.title and "gpu-7" in inc.title, (order, inc.title)
+
+
+class ListingApi(Api):
+    """Lists one node with a bad condition (Events: none); its watches stay open with nothing to say."""
+
+    async def read(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        items = [node("gpu-7", npd_condition("True"))] if method == "list_node" else []
+        return {"items": items, "metadata": {"resourceVersion": "10"}}
+
+    async def stream(self, api_name: str, method: str, **kwargs: Any) -> Any:
+        await asyncio.Event().wait()
+
+
+async def test_each_leadership_period_raises_the_bad_conditions_again() -> None:
+    """A run cancelled (leadership lost) may have left an alert unstored: the next run starts from nothing."""
+    src, stored = source(ListingApi())
+    for expected in (1, 2):
+        task = asyncio.create_task(src.run())
+        for _ in range(100):
+            if len(stored) == expected:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert len(stored) == expected
+    assert keys(stored[:1]) == keys(stored[1:])  # the same alert: the engine drops the second
