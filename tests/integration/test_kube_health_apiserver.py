@@ -25,6 +25,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from alertd.app.assemble import build_service
 from alertd.app.service import Service
 from alertd.config.settings import parse_config
+from alertd.enrich.enricher import Enricher
 from alertd.store.sqlite import SqliteStore
 from tests.support.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
 from tests.support.fixtures import require
@@ -153,11 +154,23 @@ async def _async(value: Any) -> Any:
     return value
 
 
-def rejected_pod(k: KubeAPIServer, ns: str, node: str, name: str, job: str) -> None:
+def make_job(k: KubeAPIServer, ns: str, name: str) -> dict[str, Any]:
+    """A Job (suspended: no job controller runs here; its pods are created as the controller would)."""
+    return ok(k.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+        "spec": {"suspend": True, "parallelism": 3, "template": {"spec": {"restartPolicy": "Never", "containers": [{
+            "name": "trainer", "image": "nvcr.io/nvidia/pytorch:24.08-py3",
+            "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}}))
+
+
+def rejected_pod(k: KubeAPIServer, ns: str, node: str, name: str, job: dict[str, Any]) -> None:
     """A GPU pod of a Job the kubelet refused: the pod Failed with the kubelet's reason, and its Event."""
+    jm = job["metadata"]
     pod = ok(k.request("POST", f"/api/v1/namespaces/{ns}/pods", {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": {"batch.kubernetes.io/job-name": job, "job-name": job}},
+        "metadata": {"name": name, "labels": {"batch.kubernetes.io/job-name": jm["name"], "job-name": jm["name"]},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": jm["name"], "uid": jm["uid"],
+                                          "controller": True, "blockOwnerDeletion": True}]},
         "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [{
             "name": "trainer", "image": "nvcr.io/nvidia/pytorch:24.08-py3",
             "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}))
@@ -177,20 +190,25 @@ async def test_gpu_pods_rejected_on_a_ready_node_are_one_incident_within_30s(kub
     k, node, ns = kube_apiserver, "adm-gpu-1", "train-adm"
     make_node(k, node)
     ok(k.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
-    svc = build_service(config(k, tmp_path), SqliteStore(tmp_path / "alertd.sqlite3"))
+    jobs = [make_job(k, ns, f"llama-ft-{j}") for j in range(2)]
+    cfg = config(k, tmp_path)
+    svc = build_service(cfg, SqliteStore(tmp_path / "alertd.sqlite3"), enricher=Enricher.from_settings(cfg.enrich))
     client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()
     try:
         await wait_for(lambda: _async(all(s.up for s in svc.kube_health.source.statuses())), 20, "watches up")
         started = time.monotonic()
         for i in range(6):
-            rejected_pod(k, ns, node, f"llama-ft-{i % 2}-worker-{i}", f"llama-ft-{i % 2}")
+            rejected_pod(k, ns, node, f"llama-ft-{i % 2}-worker-{i}", jobs[i % 2])
         (inc,) = await wait_for(lambda: _async(node_incidents(svc, node)), 30, "the admission incident")
         assert time.monotonic() - started < 30
         assert inc.title.startswith("GPU unusable: 6 GPU pods rejected on a Ready node") and node in inc.title, inc.title
         (member,) = inc.members.values()
         assert member.signal.kind == "metrics_missing" and member.signal.detail == "gpu_unusable"
         assert f"{ns}/llama-ft-0" in member.signal.meaning and f"{ns}/llama-ft-1" in member.signal.meaning
+        # enrichment reads the node's GPU pods, the rejected ones too: their Jobs are the incident's blast radius
+        impact = await wait_for(lambda: _async(inc.annotations.get("jobs")), 30, "the jobs annotation")
+        assert {(j["kind"], j["name"]) for j in impact} == {("Job", "llama-ft-0"), ("Job", "llama-ft-1")}, impact
     finally:
         await client.close()
 
