@@ -4,7 +4,8 @@
 # OpenSearch and Elasticsearch distributions (fetched from Maven Central with
 # mvn, unpacked into a cache directory, run with the machine's JDK), and
 # kube-apiserver, kubectl and helm (built from the Go module proxy by
-# scripts/build-kube.sh, cached).
+# scripts/build-kube.sh, cached), and node-problem-detector (scripts/build-npd.sh,
+# from its Go module, cached).
 #
 # Idempotent and fast on a warm machine: apt is skipped when every package is
 # installed, a distribution is skipped when it is already unpacked and was
@@ -15,7 +16,7 @@
 #   ALERTD_OPENSEARCH_VERSION     default 2.19.6
 #   ALERTD_ELASTICSEARCH_VERSION  default 8.19.21
 #   ALERTD_SKIP_ELASTICSEARCH=1   do not fetch Elasticsearch
-#   ALERTD_SKIP_KUBE=1            do not build kube-apiserver (its tests then skip, or fail under CI)
+#   ALERTD_SKIP_KUBE=1            do not build kube-apiserver or node-problem-detector (their tests then skip, or fail under CI)
 #   ALERTD_SKIP_START_CHECK=1     do not start a freshly unpacked distribution
 #   PYTHON                        interpreter for the start check (default python3)
 set -euo pipefail
@@ -152,6 +153,7 @@ main() {
   fi
   if [ "${ALERTD_SKIP_KUBE:-0}" != 1 ]; then
     ALERTD_CACHE="$CACHE" bash "$REPO_ROOT/scripts/build-kube.sh"
+    ALERTD_CACHE="$CACHE" bash "$REPO_ROOT/scripts/build-npd.sh"
     ALERTD_CACHE="$CACHE" bash "$REPO_ROOT/scripts/fetch-prometheus-operator-crds.sh"
   fi
   log "done in $((SECONDS - t0)) s (cache: $CACHE)"

@@ -28,6 +28,7 @@ from alertd.app.recording_rules import fetcher_for
 from alertd.app.reload import RuleReload
 from alertd.app.remediate import Remediations
 from alertd.app.reporting import Reporting
+from alertd.app.sources import KubeHealthPart
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
 from alertd.core.model import Alert, Change, Incident, Signal
@@ -117,6 +118,10 @@ class Service:
         self.actions = Actions(store, self.processor, metrics=self.metrics, receive=self.admission.receive)
         self.reload_rules = RuleReload(cfg, self.processor, self.router, self.metrics)
         self.reconciler = reconciler(self) if reconciler is not None else None
+        self.kube_health = KubeHealthPart(cfg, lambda: self.rules.kube_health, self.receive, clock=clock,
+                                          metrics=self.metrics) if cfg.sources.kube_health.enabled else None
+        if self.kube_health is not None:
+            self.health.sources_report = self.kube_health.failure
         if enricher is not None:
             enricher.bind(self)
         self.leadership = Leadership(cfg, store, self.processor, role=role, parts=self._leader_parts(),
@@ -151,6 +156,8 @@ class Service:
                              Task("alertd-reporting", self.reporting.run), Task("alertd-remediation", self.remediation.run)]
         if self.reconciler is not None:
             parts.append(Task("alertd-reconciler", self.reconciler.run))
+        if self.kube_health is not None:  # the watches: one reader in the fleet, the engine
+            parts.append(self.kube_health)
         return parts
 
     def _parts(self) -> list[Part]:
@@ -201,6 +208,8 @@ class Service:
             await notifier.close()
         for lookup in self._lookups:
             await lookup.close()
+        if self.kube_health is not None:
+            await self.kube_health.close()
 
     async def _now_ready(self) -> None:
         self.ready = True

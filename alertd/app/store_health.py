@@ -25,6 +25,8 @@ class StoreHealth:
     # On a receiver of ``serve --receivers N``: its engine process's report (alertd/app/receiver_group.py), which the
     # receiver's /readyz answers for, since the engine process takes no connection.
     engine_report: Callable[[], str] | None = None
+    # The leader's sources (alertd/app/sources.py): a watch broken for too long.
+    sources_report: Callable[[], str] | None = None
     clock: Callable[[], float] = time.monotonic  # injected by tests, so a window passes without waiting it out
 
     def step_failed(self, error: str) -> None:
@@ -47,4 +49,6 @@ class StoreHealth:
             return f"store failing: {self.step_error}"
         if self.append_failed_at > self.append_ok_at and now - self.append_failed_at < self.window:
             return "store refusing writes: webhooks are answered 503"
+        if self.sources_report is not None and (broken := self.sources_report()):
+            return broken
         return self.engine_report() if self.engine_report is not None else ""

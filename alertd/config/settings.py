@@ -15,6 +15,7 @@ from alertd.integrations.base import NotifierSettings
 from alertd.engine.normalize import NormalizeConfig
 from alertd.enrich.settings import EnrichSettings, NodeIndexSettings
 from alertd.report.settings import ReportSettings
+from alertd.sources.settings import SourcesSettings
 from alertd.schemas import problems
 from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
@@ -105,6 +106,7 @@ class Config:
     enrich: EnrichSettings = field(default_factory=EnrichSettings)  # logs and Kubernetes context; enrich.kube: the API
     kubernetes: NodeIndexSettings = field(default_factory=NodeIndexSettings)  # normalize.kubernetes: node lookups
     report: ReportSettings = field(default_factory=ReportSettings)  # the reliability report's samples and digest
+    sources: SourcesSettings = field(default_factory=SourcesSettings)  # kube-health watch, CloudEvents receiver
     tls: TlsSettings | None = None  # HTTPS on the listener; None: plain HTTP
     raw: dict[str, Any] = field(default_factory=dict)  # the validated document, as read (config/ internals only)
     source: str = "<defaults>"
@@ -214,6 +216,7 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         enrich=EnrichSettings.from_doc(doc.get("enrich")),
         kubernetes=NodeIndexSettings.from_doc(doc.get("normalize", {}).get("kubernetes")),
         report=ReportSettings.from_doc(doc.get("report")),
+        sources=SourcesSettings.from_doc(doc.get("sources")),
         raw=doc,
         source=source,
     )

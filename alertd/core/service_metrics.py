@@ -156,6 +156,13 @@ class Metrics:
                                  "/api/v1/quarantine), by cause.", ["cause"], registry=own)
         self.classify_max = Gauge("alertd_classify_seconds_max", "The most CPU seconds one alert's classification "
                                   "took since the engine started.", registry=own, multiprocess_mode=ENGINE_ONLY)
+        # Sources besides the webhook (alertd/sources/, docs/sources.md): set on the leader, which runs the watches.
+        self.watch_up = Gauge("alertd_source_watch_up", "1 while a source's list-then-watch is connected, by watch "
+                              "(0 on a follower, which runs none).", ["watch"], registry=own, multiprocess_mode=ENGINE_ONLY)
+        self.watch_relists = Gauge("alertd_source_watch_relists", "Full lists a watch made since the engine started "
+                                   "(the first, and one per 410 Gone).", ["watch"], registry=own, multiprocess_mode=ENGINE_ONLY)
+        self.cloudevents = Counter("alertd_cloudevents_total", "CloudEvents received, by outcome (stored, invalid).",
+                                   ["outcome"], registry=own)
         self.build_info = Gauge("alertd_build_info", "Always 1; the labels say which alertd and Python run.",
                                 ["version", "python"], registry=own, multiprocess_mode=EVERY_PROCESS)
         self.build_info.labels(version(), python_version()).set(1)

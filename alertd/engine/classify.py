@@ -41,6 +41,7 @@ DETAIL_TITLES = {
     "exporter_down": "GPU metrics missing: dcgm-exporter down",
     "node_down": "Node down: no metrics from the node",
     "gpu_missing": "GPU missing from the node",
+    "gpu_unusable": "GPU unusable: GPU pods rejected on a Ready node",
     "temperature": "GPU temperature high",
     "thermal_violation": "GPU held back by heat (thermal violation)",
     "power_violation": "GPU held back at its power limit (power violation)",
@@ -52,6 +53,9 @@ DETAIL_TITLES = {
     "pcie_link": "GPU PCIe link degraded (width or generation)",
     "diagnostics": "GPU diagnostics failed (DCGM)",
 }
+# Details whose title the alert's summary gives, because it counts something ("GPU unusable: 12 GPU pods
+# rejected on a Ready node", alertd/sources/admission.py).
+COUNTED_DETAILS = frozenset({"gpu_unusable"})
 # Harmful clock-event reasons (alertd/gpu/clocks.py), most telling first: what a thermal alert's title says
 CLOCK_TITLES = (
     ("thermal_slowdown", "GPU thermal slowdown: clocks cut by heat"),
@@ -175,7 +179,8 @@ def _signal(alert: Alert, rule: DecidingRule, kind: str, basis: str, recorded: R
         elif reasons.benign:  # idle / power cap / sync boost only: the GPU is fine, the alert flows as information
             kind, severity, detail = "other", "info", ",".join(reasons.benign)
             basis += f"; {reasons.basis}: benign reasons only"
-    title = DETAIL_TITLES.get(detail) or _clock_title(detail) or KIND_TITLES.get(kind) or \
+    counted = alert.annotations.get("summary", "") if detail in COUNTED_DETAILS else ""
+    title = counted or DETAIL_TITLES.get(detail) or _clock_title(detail) or KIND_TITLES.get(kind) or \
         alert.annotations.get("summary") or alert.name or "alert"
     return Signal(
         kind=kind,

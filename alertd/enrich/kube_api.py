@@ -110,6 +110,17 @@ class KubeApi:
             api = self._apis[name] = getattr(client, name)(await self.client())
         return api
 
+    async def read(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """One uncached API request answered as a JSON dict (a list page, a pod): ``_get`` for readers outside."""
+        return await self._get(api_name, method, *args, **kwargs)
+
+    async def stream(self, api_name: str, method: str, **kwargs: Any) -> Any:
+        """A watch request's open response (aiohttp), not read: the caller reads its lines and releases it.
+        Not under the request semaphore: a watch stays open for minutes."""
+        api = await self._api(api_name)
+        self.stats.calls += 1
+        return await getattr(api, method)(_preload_content=False, **kwargs)
+
     async def _get(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """One API request answered as a JSON dict; NotFound on 404, KubeUnavailable otherwise."""
         api = await self._api(api_name)

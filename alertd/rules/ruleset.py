@@ -22,12 +22,13 @@ from alertd.core.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XidCatalog, XidEntry
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.promql.recording import RecordingIndex
+from alertd.rules.kube_health import KubeHealthRules, parse_kube_health
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
 # section name -> JSON Schema name
 SECTIONS = {"xids": "xid-catalog", "signals": "signals", "evidence": "evidence", "correlation": "correlation",
-            "routing": "routing", "rma": "rma", "remediation": "remediation"}
+            "routing": "routing", "rma": "rma", "remediation": "remediation", "kube_health": "kube-health"}
 RULE_SUFFIXES = (".yml", ".yaml")
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ class RuleSet:
     sources: tuple[str, ...] = ()
     # Recording rules expanded before classification (config classify.prometheus_rules, rules API).
     recorded: RecordingIndex = field(default_factory=RecordingIndex)
+    kube_health: KubeHealthRules = field(default_factory=KubeHealthRules)  # rules/sources.yml
 
 
 class _Checker:
@@ -203,6 +205,7 @@ class _Sections:
     routing: tuple[Any, _Checker] | None = None  # parsed last: its problems follow every file's own
     rma: list[Any] = field(default_factory=list)
     remediation: RemediationPolicy | None = None
+    kube_health: KubeHealthRules | None = None
 
 
 def load_rules(paths: Sequence[Path | str]) -> RuleSet:
@@ -229,6 +232,7 @@ def load_rules(paths: Sequence[Path | str]) -> RuleSet:
         rma=tuple(sections.rma),
         remediation=sections.remediation or RemediationPolicy(),
         sources=tuple(map(str, files)),
+        kube_health=sections.kube_health or KubeHealthRules(),
     )
     if sections.routing is not None:
         data, check = sections.routing
@@ -304,6 +308,8 @@ def _read_section(sections: _Sections, section: str, doc: dict[str, Any], check:
         if sections.remediation is not None:
             check.problem(("remediation",), "remediation is defined in more than one rule file")
         sections.remediation = parse_remediation(body or {}, check)
+    elif section == "kube_health":
+        sections.kube_health = parse_kube_health(body or {}, check, sections.kube_health)
 
 
 def _xids(entries: list[dict[str, Any]], check: _Checker, xids: dict[int, XidEntry]) -> None:

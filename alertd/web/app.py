@@ -15,7 +15,7 @@ from alertd.config.credentials import Role
 from alertd.app.incident_actions import IncidentActions
 from alertd.app.receiver_group import ControlUnavailable
 from alertd.core.model import parse_iso
-from alertd.web import alertmanager_webhook, api, incidents, report_views, slack_actions, ui
+from alertd.web import alertmanager_webhook, api, cloudevents, incidents, report_views, slack_actions, ui
 from alertd.web.auth import AUTH, Authenticator, actor_for, authorize
 from alertd.web.guard import EDGE, SMALL_BODY, WEBHOOK, EdgePolicy, client_from, edge
 from alertd.web.host import WebHost
@@ -113,6 +113,7 @@ def build_app(svc: WebHost, auth: Authenticator | None = None) -> web.Applicatio
     app[INCIDENT_ACTIONS] = incident_actions = IncidentActions(svc)
     app.on_cleanup.append(lambda _: incident_actions.close())
     app.router.add_post(WEBHOOK, alertmanager_webhook.receive_alertmanager)
+    cloudevents.register(app)
     api.register(app)
     incidents.register(app)
     app.router.add_get("/healthz", healthz)

@@ -40,6 +40,7 @@ from alertd.web.auth import AUTH, Authenticator
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 WEBHOOK = "/api/v1/alerts/alertmanager"
+CLOUDEVENTS = "/api/v1/events/cloudevents"  # CloudEvents' HTTP binding (alertd/web/cloudevents.py)
 SLACK = "/api/v1/slack/actions"
 SMALL_BODY = 64 * 1024  # login, UI actions, API writes: a few hundred bytes at most
 SLACK_BODY = 1024 * 1024  # an interactive payload carries the whole message it came from
@@ -99,7 +100,7 @@ class EdgePolicy:
 
     def body_limit(self, route: str) -> int | None:
         """Bytes a route's body may have; None for the webhook, whose handler counts its own refusals."""
-        if route == WEBHOOK:
+        if route in (WEBHOOK, CLOUDEVENTS):
             return None
         return SLACK_BODY if route == SLACK else SMALL_BODY
 

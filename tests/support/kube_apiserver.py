@@ -63,6 +63,15 @@ class KubeAPIServer:
             "contexts": [{"name": "test", "context": {"cluster": "test", "user": user or "admin"}}]}))
         return path
 
+    def restart_apiserver(self, timeout: float = 90.0) -> None:
+        """Stop kube-apiserver and start it again on the same port and etcd (watches are cut; its watch cache
+        starts over, so a watch resumed from an older resourceVersion may get 410 Gone)."""
+        old = self.apiserver
+        old.stop()
+        self.apiserver = spawn("kube-apiserver", list(old.proc.args), port=old.port, log_path=old.log_path,
+                               cwd=self.ca_file.parent.parent)
+        wait_ready(self.apiserver, lambda: _get(self.url + "/readyz", self.admin_token, self.ca_file) == 200, timeout)
+
     def stop(self) -> None:
         if self.controllers is not None:
             self.controllers.stop()
