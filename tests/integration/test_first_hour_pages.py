@@ -2,7 +2,7 @@
 (headless Chromium): the incident list before the first alert, the quarantine page in the navigation, the
 reliability report without a fleet size, and a fleet incident of six nodes whose page is muted by a window,
 whose alerts are on its node incidents and whose remediation policy has no Kubernetes API to act through.
-The log says each of the muted page and the missing Kubernetes API once."""
+The log says each of the muted page and the missing Kubernetes API once. One test per state."""
 from __future__ import annotations
 
 import logging
@@ -45,58 +45,102 @@ def main_text(driver) -> str:
     return driver.execute_script("const m = document.querySelector('main'); return m ? m.innerText : '';")
 
 
-async def test_empty_muted_and_unavailable_states_say_why(tmp_path, browser, caplog):
-    caplog.set_level(logging.INFO, logger="alertd")
-    h = Harness(tmp_path, routing=ROUTING)  # no Slack, no PagerDuty, no Kubernetes: a first install
+async def first_install(tmp_path) -> Harness:
+    """No Slack, no PagerDuty, no Kubernetes: the shipped remediation policy, routing muted all week."""
+    h = Harness(tmp_path, routing=ROUTING)
     shutil.copy(ROOT / "rules" / "remediation.yml", tmp_path / "rules" / "remediation.yml")
-    await h.start()
-    try:
-        base = str(h.client.make_url("")).rstrip("/")
-        d = browser.driver
+    return await h.start()
 
-        # --- before the first alert: the list says how incidents arrive, not that a filter hides them ---
-        await browser.get(base + "/ui/incidents")
+
+def base_of(h: Harness) -> str:
+    return str(h.client.make_url("")).rstrip("/")
+
+
+async def test_the_empty_list_says_how_incidents_arrive(tmp_path, browser):
+    h = await first_install(tmp_path)
+    try:
+        d = browser.driver
+        await browser.get(base_of(h) + "/ui/incidents")
         await browser.wait(lambda: "No incidents yet" in main_text(d), what="the empty list's hint")
         assert "No incident matches these filters" not in main_text(d)
         assert "POST /api/v1/alerts/alertmanager" in main_text(d)
-        await browser.get(base + "/ui/incidents?status=acknowledged")
+        await browser.get(base_of(h) + "/ui/incidents?status=acknowledged")
         await browser.wait(lambda: "No incident matches these filters." in main_text(d), what="filtered empty list")
+    finally:
+        await h.stop()
 
-        # --- the quarantine page: named, and reachable from the navigation ---
+
+async def test_the_quarantine_page_is_named_and_in_the_navigation(tmp_path, browser):
+    h = await first_install(tmp_path)
+    try:
+        d = browser.driver
+        await browser.get(base_of(h) + "/ui/incidents")
         link = await browser.do(d.find_element, By.CSS_SELECTOR, "nav a[href='/ui/quarantine']")
         assert link.text == "Quarantine"
         await browser.do(link.click)
         await browser.wait(lambda: d.title.startswith("Quarantine"), what="the quarantine page")
         assert d.find_element(By.TAG_NAME, "h1").text == "Quarantine"
-
-        # --- the reliability report without a fleet size ---
-        await browser.get(base + "/ui/reports/reliability")
-        note = await browser.do(d.find_element, By.ID, "no-fleet-size")
-        assert "enrich.kube is not configured" in note.text and "GPU-days" in note.text
-
-        # --- six nodes lose a GPU: one fleet incident ---
-        for node in NODES:
-            await h.post(hook(xid_alert(node), node=node))
-        fleet = await wait_for(lambda: _fleet(h), timeout=20)
-        await browser.get(base + f"/ui/incidents/{fleet['id']}")
-        await browser.wait(lambda: "Alerts (6 firing of 6, on its 6 node incidents)" in main_text(d),
-                           what="the fleet's alerts, counted over its nodes")
-        rows = d.find_elements(By.CSS_SELECTOR, "#fleet-nodes tbody tr")
-        assert sorted(r.find_element(By.CSS_SELECTOR, "td").text for r in rows) == NODES
-
-        # --- muted, and no Kubernetes: both said on the page ---
-        text = main_text(d)
-        assert "Slack and PagerDuty are not configured" in text
-        assert "Route 'errors' to gpu-oncall was muted when it opened (mute window 'all-week'" in text
-        assert "enrich.kube is not configured" in d.find_element(By.ID, "no-remediation").text
     finally:
         await h.stop()
 
-    # --- and once each in the log ---
-    log = [r.getMessage() for r in caplog.records]
-    muted = [m for m in log if m.startswith(f"{fleet['id']} is not posted or paged")]
-    assert len(muted) == 1, log
-    assert len([m for m in log if m.startswith("no remediation proposed")]) == 1, log
+
+async def test_the_reliability_page_says_where_fleet_size_comes_from(tmp_path, browser):
+    h = await first_install(tmp_path)
+    try:
+        await browser.get(base_of(h) + "/ui/reports/reliability")
+        note = await browser.do(browser.driver.find_element, By.ID, "no-fleet-size")
+        assert "enrich.kube is not configured" in note.text and "GPU-days" in note.text
+    finally:
+        await h.stop()
+
+
+async def fleet_page(h: Harness, browser) -> dict:
+    """Six nodes lose a GPU: one fleet incident, its page open."""
+    for node in NODES:
+        await h.post(hook(xid_alert(node), node=node))
+    fleet = await wait_for(lambda: _fleet(h), timeout=20)
+    await browser.get(base_of(h) + f"/ui/incidents/{fleet['id']}")
+    await browser.wait(lambda: fleet["id"] in browser.driver.title, what="the fleet's page")
+    return fleet
+
+
+async def test_a_fleet_page_lists_the_alerts_of_its_nodes(tmp_path, browser):
+    h = await first_install(tmp_path)
+    try:
+        d = browser.driver
+        await fleet_page(h, browser)
+        assert "Alerts (6 firing of 6, on its 6 node incidents)" in main_text(d)
+        rows = d.find_elements(By.CSS_SELECTOR, "#fleet-nodes tbody tr")
+        assert sorted(r.find_element(By.CSS_SELECTOR, "td").text for r in rows) == NODES
+    finally:
+        await h.stop()
+
+
+async def test_a_muted_page_is_said_on_the_page_and_once_in_the_log(tmp_path, browser, caplog):
+    caplog.set_level(logging.INFO, logger="alertd")
+    h = await first_install(tmp_path)
+    try:
+        fleet = await fleet_page(h, browser)
+        text = main_text(browser.driver)
+        assert "Slack and PagerDuty are not configured" in text
+        assert "Route 'errors' to gpu-oncall was muted when it opened (mute window 'all-week'" in text
+    finally:
+        await h.stop()
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"{fleet['id']} is not posted")]
+    assert len(said) == 1, said
+
+
+async def test_no_kubernetes_no_proposal_said_on_the_page_and_once_in_the_log(tmp_path, browser, caplog):
+    caplog.set_level(logging.INFO, logger="alertd")
+    h = await first_install(tmp_path)
+    try:
+        await fleet_page(h, browser)
+        note = browser.driver.find_element(By.ID, "no-remediation").text
+        assert "Policy 'gpu-off-the-bus'" in note and "enrich.kube is not configured" in note
+    finally:
+        await h.stop()
+    said = [r for r in caplog.records if r.getMessage().startswith("no remediation proposed")]
+    assert len(said) == 1, [r.getMessage() for r in said]
 
 
 async def _fleet(h: Harness) -> dict | None:
