@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,9 +97,9 @@ def test_the_config_the_pod_reads_starts_alertd_serve(installed, tmp_path):
     config = mounts["/etc/alertd/config"] / "alertd.yml"
     text = config.read_text()
     assert "notify" not in text, "the defaults configure no Slack and no PagerDuty"
-    for path in sorted(mounts, key=len, reverse=True):
-        text = text.replace(path, str(mounts[path]))
-    config.write_text(text)
+    # one pass, longest first: a replaced path is not read again (/tmp is a mount, and the test's root)
+    pattern = "|".join(re.escape(p) for p in sorted(mounts, key=len, reverse=True))
+    config.write_text(re.sub(f"({pattern})(?=[/\\s\"']|$)", lambda m: str(mounts[m.group(1)]), text, flags=re.M))
     args = [str(mounts["/etc/alertd/config"] / "alertd.yml") if a == "/etc/alertd/config/alertd.yml" else a
             for a in pod["containers"][0]["args"]]
     assert args[0] == "serve", args
