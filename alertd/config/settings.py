@@ -148,11 +148,18 @@ def _validated(doc: Any, source: str, marks: Marks | None, env: Mapping[str, str
     ]
     doc, from_files, secret_paths = resolve_files(doc, source, marks, base)
     found += from_files
-    found += problems("config", doc, source, marks, secret_paths=secret_paths)
+    unread = {p.path for p in from_files}
+    found += [p for p in problems("config", doc, source, marks, secret_paths=secret_paths) if not _follows(p, unread)]
     if found:
         raise InvalidDocument(found)
     valid: dict[str, Any] = doc  # a mapping, and now schema-valid
     return valid
+
+
+def _follows(problem: Problem, unread: set[str]) -> bool:
+    """``x: 'token' is a required property`` when ``x.token_file`` could not be read: it says nothing new."""
+    missing = re.match(r"'(\w+)' is a required property$", problem.message.removeprefix(f"{problem.path}: "))
+    return missing is not None and f"{problem.path}.{missing.group(1)}_file" in unread
 
 
 def _credentials(doc: dict[str, Any], source: str) -> tuple[Credentials, Credentials]:

@@ -99,3 +99,10 @@ def test_the_listen_flag_is_refused_out_of_range(capsys):
         build_parser().parse_args(["serve", "--listen", "127.0.0.1:99999"])
     assert "port 99999" in capsys.readouterr().err
     assert build_parser().parse_args(["serve", "--listen", "127.0.0.1:65535"]).listen == "127.0.0.1:65535"
+
+
+def test_an_unreadable_token_file_is_one_problem_not_two():
+    with pytest.raises(InvalidDocument) as exc:
+        parse_config({"api": {"auth": {"tokens": [{"name": "admin", "token_file": "/nonexistent/api-admin"}]}}}, "c.yml")
+    assert [p.message for p in exc.value.problems] == [
+        "api.auth.tokens[0].token_file: cannot read secret file /nonexistent/api-admin: No such file or directory"]
