@@ -3,6 +3,7 @@ every file speaks one language (matchers, durations with an example, "did you me
 ports in range)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,16 @@ def test_an_unreadable_token_file_is_one_problem_not_two():
         parse_config({"api": {"auth": {"tokens": [{"name": "admin", "token_file": "/nonexistent/api-admin"}]}}}, "c.yml")
     assert [p.message for p in exc.value.problems] == [
         "api.auth.tokens[0].token_file: cannot read secret file /nonexistent/api-admin: No such file or directory"]
+
+
+def test_the_check_knows_the_fields_routing_sees_and_the_header_lists_them():
+    from alertd.authoring.route_fields import INCIDENT_FIELDS
+    from alertd.rules.fields import incident_fields
+    from tests.unit.builders import T0, engine, xid
+
+    inc = engine().ingest([xid(79)], T0)[0].incident
+    seen = set(incident_fields(inc))
+    labels = {k for m in inc.members.values() for k in m.labels}
+    assert INCIDENT_FIELDS <= seen and seen - labels <= INCIDENT_FIELDS
+    header = (ROOT / "rules" / "routing.yml").read_text().split("\nrouting:", 1)[0]
+    assert all(re.search(rf"\b{name}\b", header) for name in INCIDENT_FIELDS), header
