@@ -19,4 +19,4 @@ def build_service(cfg: Config, store: SqlStore, rules: RuleSet | None = None, *,
     enricher, ... as Service takes them)."""
     rules = rules if rules is not None else load_site_rules(cfg)
     return Service(cfg, store, rules, clock=clock, notifiers=build_notifiers(cfg, store, clock),
-                   router=build_router(cfg, rules), nodes=NodeIndex.from_config(cfg), **options)
+                   router=build_router(cfg, rules, announce=options.get("role") != "receiver"), nodes=NodeIndex.from_config(cfg), **options)

@@ -50,7 +50,9 @@ def check_keys(cfg: Config, routing: Routing) -> list[str]:
     return sorted(out)
 
 
-def build_router(cfg: Config, rules: RuleSet) -> ConsoleRouter | Router:
+def build_router(cfg: Config, rules: RuleSet, *, announce: bool = True) -> ConsoleRouter | Router:
+    """The router of the rules' routing section; ``announce``: log where notifications go (one process of a
+    group says it, not each receiver beside it)."""
     slack = SlackSettings.from_config(cfg)
     kinds = available_kinds(cfg)
     if cfg.console is False:
@@ -62,7 +64,8 @@ def build_router(cfg: Config, rules: RuleSet) -> ConsoleRouter | Router:
         return ConsoleRouter(enabled=cfg.console is not False)
     for name in check_keys(cfg, routing):
         log.error("routing names %r, which the notify section of the config does not define", name)
-    if kinds <= {"console"}:
-        log.info("no Slack token or PagerDuty keys configured: routed notifications go to the console")
+    if kinds <= {"console"} and announce:
+        log.info("no Slack token or PagerDuty keys configured: routed notifications go to the console "
+                 "(set notify.slack or notify.pagerduty in the config: docs/notifications.md)")
     return Router(routing, debounce=slack.debounce, available=kinds,
                   console_mirror=bool(cfg.console) and not kinds <= {"console"})

@@ -88,6 +88,7 @@ class Remediations:
         self.monotonic = monotonic or (lambda: asyncio.get_running_loop().time())
         self._attempts: dict[str, int] = {}
         self._wake = asyncio.Event()  # an approval on this replica: look at once rather than at the next poll
+        self._said_no_kube = False
 
     @classmethod
     def from_config(cls, svc: RemediationHost, kube: KubeSettings | None, holder: str = "engine") -> "Remediations":
@@ -124,8 +125,21 @@ class Remediations:
 
     # ----- proposals (leader, after each step) -----
 
+    def why_none(self, inc: Incident) -> str:
+        """Why an incident a policy matches has no proposal: alertd has no Kubernetes API to act through."""
+        chosen = decide.policy_for(inc, self.policy)
+        if self.kube is not None or chosen is None:
+            return ""
+        return (f"Policy {chosen.name!r} ({chosen.action}) matches this incident, but alertd has no Kubernetes API "
+                "to act through: enrich.kube is not configured, so nothing is proposed (docs/remediation.md).")
+
     def submit(self, changes: Iterable[Change]) -> None:
         batch = list(changes)
+        for inc in (c.incident for c in batch if self.kube is None and not self._said_no_kube):
+            why = self.why_none(inc)
+            if why:  # said once: every later incident would say the same
+                self._said_no_kube = True
+                log.info("no remediation proposed for %s: %s", inc.id, why)
         if self.kube is None or not self.policy.policies or not batch:
             return
         task = asyncio.get_running_loop().create_task(self._propose_all(batch), name="alertd-remediation-propose")

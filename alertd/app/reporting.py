@@ -87,6 +87,7 @@ class Reporting:
         self.sample_every = settings.sample_interval
         self.digest = settings.digest
         self.kube = kube if settings.sample_fleet else None
+        self.sample_off, self._said_no_fleet = not settings.sample_fleet, False
         self.cluster = settings.cluster or (kube.settings.cluster if kube is not None else "") or cluster_default
         self.collector = ReportCollector()
         self.holder = replica_name()
@@ -120,8 +121,20 @@ class Reporting:
             self._rolled = time.monotonic()
             return n
 
+    @property
+    def no_fleet_size(self) -> str:
+        """Why the report has no fleet size to count GPU-days by, or "" when it samples one."""
+        if self.kube is not None:
+            return ""
+        return ("GPU-days, rates and lemons need the fleet's size, which alertd samples from the Kubernetes API: "
+                + ("report.sample_fleet is false" if self.sample_off else "enrich.kube is not configured")
+                + ", so GPU-days stay 0 and the rates n/a (docs/reliability-report.md).")
+
     async def sample(self, now: datetime) -> None:
         if self.kube is None:
+            if not self._said_no_fleet:  # once: the page says it every time
+                self._said_no_fleet = True
+                log.info("fleet size not sampled: %s", self.no_fleet_size)
             return
         try:
             nodes = await sample_fleet(self.kube)

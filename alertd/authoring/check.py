@@ -1,10 +1,8 @@
 """``alertd check``: validate rule and config files like ``promtool check``.
 
-Per file: YAML syntax, JSON Schema, and the semantic checks of the loaders
-(matchers, durations, duplicate names). Across files: routes naming unknown
-receivers, routes and groups that can never be reached, group ``by`` fields no
-alert carries, runbook pages that do not exist (warning). Every finding is
-printed as ``file:line:column: message``.
+Per file: YAML syntax, JSON Schema, the loaders' semantic checks. Across files: unknown receivers,
+unreachable routes and groups, route matchers and group ``by`` fields no incident or alert has, runbook
+pages that do not exist (warning). Every finding is printed as ``file:line:column: message``.
 """
 from __future__ import annotations
 
@@ -14,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from alertd.authoring.route_fields import route_field_findings
 from alertd.authoring.virtual import load_rule_set
 from alertd.config.settings import Config, parse_config
 from alertd.rules.shipped import default_rule_paths
@@ -278,7 +277,7 @@ def _cross_checks(loaded: dict[Path, tuple[Any, Marks]], report: Report, runbook
     _check_signals(loaded, report)
     _check_groups(loaded, report, mentioned)
     _check_runbooks(loaded, report, runbooks)
-    _check_routing(loaded, report)
+    _check_routing(loaded, report, DERIVED_FIELDS | KNOWN_LABELS | mentioned)
 
 
 def _check_signals(loaded: dict[Path, tuple[Any, Marks]], report: Report) -> None:
@@ -365,11 +364,13 @@ def _unknown_kinds(text: Any) -> list[str]:
     return out
 
 
-def _check_routing(loaded: dict[Path, tuple[Any, Marks]], report: Report) -> None:
-    """Routes that can never match; windows nobody uses. (Unknown receivers and windows: the routing loader.)"""
+def _check_routing(loaded: dict[Path, tuple[Any, Marks]], report: Report, labels: frozenset[str]) -> None:
+    """Routes that never match or match on a field no incident has; unused windows. (Receivers: the loader.)"""
     for f, routing, marks in _section(loaded, "routing"):
         if not isinstance(routing, dict):
             continue
+        for refused, p, m in route_field_findings(routing, labels):
+            (report.error if refused else report.warn)(_problem(f, marks, p, m))
         found = routing.get("routes")
         routes = found if isinstance(found, list) else []
         stopper: tuple[int, str] | None = None  # the first route that takes everything and stops
@@ -460,7 +461,6 @@ def _check_runbooks(loaded: dict[Path, tuple[Any, Marks]], report: Report, given
 
 def _plain(doc: Any) -> Any:
     from alertd.authoring.ruletest import _plain as plain
-
     return plain(doc)
 
 

@@ -130,12 +130,31 @@ def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
     if args.output == "json":
         out.write(json.dumps({"incidents": rows, "next": cursor}, indent=2) + "\n")
         return 0
-    table([[i["id"], i["status"], i["severity"], i.get("node") or f"{len(i.get('nodes', []))} nodes",
-            ",".join(map(str, i.get("xids", []))), i["openedAt"][:19].replace("T", " "), i["title"]] for i in rows],
+    table([[ident, i["status"], i["severity"], i.get("node") or f"{len(i.get('nodes', []))} nodes",
+            ",".join(map(str, i.get("xids", []))), i["openedAt"][:19].replace("T", " "), i["title"]]
+           for ident, i in as_tree(rows)],
           ["ID", "STATUS", "SEVERITY", "NODE", "XIDS", "OPENED", "TITLE"], out)
     if cursor:
         out.write("(more incidents: narrow the filters, raise --limit or pass --all)\n")
     return 0
+
+
+def as_tree(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Each fleet incident followed by its node incidents on this page, indented under it; the others
+    in the API's order. A node whose fleet is not on the page stays where it is."""
+    by_id = {r["id"]: r for r in rows}
+    under: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("parentId") in by_id:
+            under.setdefault(r["parentId"], []).append(r)
+    out: list[tuple[str, dict[str, Any]]] = []
+    for r in rows:
+        if r.get("parentId") in by_id:
+            continue
+        out.append((r["id"], r))
+        kids = under.get(r["id"], [])
+        out += [(("└ " if n == len(kids) - 1 else "├ ") + k["id"], k) for n, k in enumerate(kids)]
+    return out
 
 
 def _show_incident(data: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:

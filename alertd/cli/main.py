@@ -132,7 +132,7 @@ def _serve_parser(sub: Any) -> None:
     """The flags of ``serve``, read into ServeOptions (alertd/app/options.py)."""
     serve = sub.add_parser("serve", help="run the receiver, engine and notifiers")
     serve.add_argument("--config", help="YAML config file (see examples/alertd.yml)")
-    serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:9095)")
+    serve.add_argument("--listen", type=_listen_flag, help="HOST:PORT (default 127.0.0.1:9095)")
     serve.add_argument("--data-dir", help="directory for the embedded SQLite store (default ./data)")
     serve.add_argument("--log-format", choices=["text", "json"])
     serve.add_argument("--insecure-no-auth", action="store_true",
@@ -204,9 +204,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _listen_flag(value: str) -> str:
+    """--listen HOST:PORT, refused like the config's ``listen`` when the port is out of range."""
+    from alertd.config.settings import listen_port_problem
+
+    problem = listen_port_problem(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`alertd explain ... | head`): what it wanted it has; stop quietly, like
+        # the shell's own tools. Python would report the failed flush at exit: point stdout elsewhere first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
     return code
 
 

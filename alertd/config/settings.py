@@ -152,11 +152,18 @@ def _validated(doc: Any, source: str, marks: Marks | None, env: Mapping[str, str
     ]
     doc, from_files, secret_paths = resolve_files(doc, source, marks, base)
     found += from_files
-    found += [_redacted(p, secret_paths) for p in problems("config", doc, source, marks)]
+    unread = {p.path for p in from_files}
+    found += [p for p in problems("config", doc, source, marks, secret_paths=secret_paths) if not _follows(p, unread)]
     if found:
         raise InvalidDocument(found)
     valid: dict[str, Any] = doc  # a mapping, and now schema-valid
     return valid
+
+
+def _follows(problem: Problem, unread: set[str]) -> bool:
+    """``x: 'token' is a required property`` when ``x.token_file`` could not be read: it says nothing new."""
+    missing = re.match(r"'(\w+)' is a required property$", problem.message.removeprefix(f"{problem.path}: "))
+    return missing is not None and f"{problem.path}.{missing.group(1)}_file" in unread
 
 
 def _credentials(doc: dict[str, Any], source: str) -> tuple[Credentials, Credentials]:
@@ -238,8 +245,21 @@ def _normalize(norm: dict[str, Any]) -> NormalizeConfig:
     )
 
 
+def listen_port_problem(listen: str) -> str:
+    """What is wrong with HOST:PORT's port, or "": the operating system would take 99999 modulo 65536."""
+    _, _, port = listen.rpartition(":")
+    if not port.isdigit():
+        return f"{listen!r} has no port: use HOST:PORT, e.g. 127.0.0.1:9095"
+    if not 1 <= int(port) <= 65535:
+        return f"port {int(port)} of {listen!r} is out of range: a port is 1-65535"
+    return ""
+
+
 def _check_across(cfg: Config, source: str, marks: Marks) -> None:
     """What the schema cannot say: values that need another one, or a regular expression that compiles."""
+    port_problem = listen_port_problem(cfg.listen)
+    if port_problem:
+        raise InvalidDocument([Problem(source, f"listen: {port_problem}", *mark_for(marks, ("listen",)), "listen")])
     if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
         raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
                                        *mark_for(marks, ("storage",)), "storage")])
@@ -252,14 +272,6 @@ def _check_across(cfg: Config, source: str, marks: Marks) -> None:
     if cfg.ha.renew_interval * 2 > cfg.ha.lease_ttl:
         raise InvalidDocument([Problem(source, "ha.renew_interval must be at most half of ha.lease_ttl, or a healthy "
                                        "leader would lose its lease", *mark_for(marks, ("ha",)), "ha")])
-
-
-def _redacted(problem: Problem, secret_paths: set[Path_]) -> Problem:
-    """A schema error about a value read from a secret file must not print the secret."""
-    if not any(problem.path == format_path(p) for p in secret_paths):
-        return problem
-    return Problem(problem.source, f"{problem.path}: the value read from its secret file is not valid",
-                   problem.line, problem.column, problem.path)
 
 
 def load_config(path: Path | str | None, env: Mapping[str, str] | None = None) -> Config:

@@ -265,6 +265,10 @@ class Router:
         seen: set[str] = set(chosen)
         loud: set[Target] = set()
         moved = self._one_post(chosen, known)
+        if "opened" in kinds and not child:  # once per incident: why a new one is not posted or paged
+            for muted in sorted({f"route {h.route!r} to {h.receiver} ({decision.suppressed or h.muted})"
+                                 for h in decision.hits if h.muted or decision.suppressed}):
+                log.info("%s is not posted or paged through %s: the console log has it", inc.id, muted)
         for target, (hit, quiet) in chosen.items():
             why = decision.suppressed or hit.muted or (f"posted in {', '.join(moved[target])}" if target in moved else "")
             out.extend(self._items(target, change, now, decision, hit, quiet=quiet, why=why, known=known))

@@ -4,14 +4,16 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
-from typing import Any
+from typing import Any, Collection
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 from referencing import Registry, Resource
 
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.core.yamlio import Marks, format_path, mark_for
+from alertd.core.yamlio import Marks, Path_, format_path, mark_for
+from alertd.schemas.messages import describe, describe_secret
+
+__all__ = ["describe", "problems", "schema", "validate_document", "validator"]
 
 
 EXTENDED = ("notify", "routing")  # their per-integration parts come from the integrations themselves
@@ -46,24 +48,15 @@ def validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(s, registry=registry())
 
 
-def describe(error: ValidationError) -> str:
-    """A message that names the key, not the schema internals."""
-    where = format_path(tuple(error.absolute_path)) or "document"
-    if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        return f"{where}: unknown key(s) {', '.join(map(repr, extra))}"
-    if error.validator == "required":
-        return f"{where}: {error.message}"
-    if error.validator == "enum":
-        return f"{where}: {error.instance!r} is not one of {error.validator_value}"
-    return f"{where}: {error.message}"
-
-
-def problems(name: str, doc: Any, source: str, marks: Marks | None = None) -> list[Problem]:
+def problems(name: str, doc: Any, source: str, marks: Marks | None = None,
+             secret_paths: Collection[Path_] = ()) -> list[Problem]:
+    """Every schema error of ``doc``; those at ``secret_paths`` (values read from secret files) without the value."""
     out = []
     for error in sorted(validator(name).iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
-        line, col = mark_for(marks or {}, tuple(error.absolute_path))
-        out.append(Problem(source, describe(error), line, col, format_path(tuple(error.absolute_path))))
+        path = tuple(error.absolute_path)
+        line, col = mark_for(marks or {}, path)
+        secret = any(path[:len(p)] == tuple(p) for p in secret_paths)
+        out.append(Problem(source, describe_secret(error) if secret else describe(error), line, col, format_path(path)))
     return out
 
 

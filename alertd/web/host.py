@@ -25,6 +25,10 @@ class Reports(Protocol):
 
     async def report(self, p: Period) -> dict[str, Any]: ...
 
+    @property
+    def no_fleet_size(self) -> str:
+        """Why GPU-days cannot be counted (no fleet-size samples), or ""."""
+
 
 class GroupFetcher(Protocol):
     """Reconciliation as the webhook handler uses it: fetch a truncated group's full set from Alertmanager."""

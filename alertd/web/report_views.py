@@ -84,7 +84,8 @@ async def reliability_api(request: web.Request) -> web.StreamResponse:
 async def reliability_page(request: web.Request) -> web.Response:
     report = await _report(request)
     query = "&".join(f"{k}={v}" for k, v in request.query.items() if k in PARAMS)
-    return page(request, "reliability.html", r=report, query=query)
+    return page(request, "reliability.html", r=report, query=query,
+                no_fleet_size=request.app[SERVICE].reporting.no_fleet_size if not report.get("gpuDays") else "")
 
 
 def register(app: web.Application) -> None:

@@ -35,6 +35,7 @@ from alertd.web.auth import AUTH
 from alertd.web.body import read_form
 from alertd.web.render import page
 from alertd.web.guide import incident_guide
+from alertd.web.states import empty_list_text, routing_notes
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 STATIC = {"style.css": "text/css", "live.js": "text/javascript", "chart.umd.js": "text/javascript",
@@ -127,7 +128,8 @@ async def incidents(request: web.Request) -> web.Response:
         by_parent.setdefault(c.get("parentId", ""), []).append(c)
     rows = [r for r in rows if r.get("parentId") not in ids]  # shown under their fleet incident
     context: dict[str, Any] = dict(rows=rows, children=by_parent, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
-                   states=INCIDENT_STATES, severities=SEVERITIES, filters=INCIDENT_FILTERS, now=datetime.now(timezone.utc))
+                   states=INCIDENT_STATES, severities=SEVERITIES, filters=INCIDENT_FILTERS, now=datetime.now(timezone.utc),
+                   empty=empty_list_text(query))
     if fragment == "rows":
         return page(request, "_incident_rows.html", **context)
     return page(request, "incidents.html", **context)
@@ -165,6 +167,8 @@ async def incident(request: web.Request) -> web.Response:
         jobs=Jobs.of(inc.annotations),
         evidence=_lines(Evidence.of(inc.annotations).log),
         notifications=_notifications(await svc.store.notification_state(inc.id)),
+        routing_notes=routing_notes(svc.cfg, svc.rules.routing, inc, datetime.now(timezone.utc)),
+        no_remediation=svc.remediation.why_none(inc),
         children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
         can_act=request[access.PRINCIPAL].can(Role.ACT) and inc.status != CLOSED, silences=SILENCE_CHOICES if can_silence else (),
         remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can(Role.ACT),

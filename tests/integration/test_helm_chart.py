@@ -30,6 +30,7 @@ VALUE_SETS = {
                    "routing": {"receivers": [{"name": "gpu-oncall", "slack": "#gpu-oncall"}]},
                    "rules": {"site-xids.yml": "# the site's own catalog entries go here\n"}},
     "kubernetes-example": yaml.safe_load((ROOT / "deploy" / "kubernetes" / "values.yaml").read_text()),
+    "values-example": yaml.safe_load((CHART / "values-example.yaml").read_text()),
 }
 
 

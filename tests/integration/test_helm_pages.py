@@ -1,9 +1,10 @@
-"""The chart's default values page on an Xid 79: its ConfigMap's alertd.yml, with a Slack token and a
-PagerDuty routing key in the Secret's files, run by alertd against the Slack and PagerDuty test servers.
+"""The chart's example values (deploy/helm/alertd/values-example.yaml: Slack and PagerDuty on) page on an
+Xid 79: its ConfigMap's alertd.yml, with a Slack token and a PagerDuty routing key in the Secret's files,
+run by alertd against the Slack and PagerDuty test servers.
 
 Only what a cluster provides is swapped for the test's: the Secret's mount point (/etc/alertd/secrets),
 the rules ConfigMap's (/etc/alertd/rules.d), the listener and data directory (``--listen``,
-``--data-dir``), the Slack and PagerDuty addresses, and Kubernetes enrichment (no cluster here)."""
+``--data-dir``), the Slack and PagerDuty addresses, Kubernetes enrichment and the Alertmanagers (no cluster here)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from tests.support.alertd_proc import AlertdProcess
-from tests.support.helm_chart import documents, render
+from tests.support.helm_chart import CHART, documents, render
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.pipeline import top_level_messages, wait
@@ -32,7 +33,7 @@ def incidents_as_admin(alertd: AlertdProcess) -> list[dict]:
 
 def chart_config(tmp: Path) -> dict:
     try:
-        docs = documents(render({}))
+        docs = documents(render(yaml.safe_load((CHART / "values-example.yaml").read_text()), values_dir=tmp))
     except ServiceUnavailable as exc:
         pytest.skip(str(exc))
     config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "alertd")
@@ -45,21 +46,22 @@ def chart_config(tmp: Path) -> dict:
     text = config["data"]["alertd.yml"].replace("/etc/alertd/secrets/", f"{secrets}/")
     text = text.replace("/etc/alertd/rules.d", str(rules_dir))
     doc = yaml.safe_load(text)
-    files = {"webhook-token": WEBHOOK_TOKEN, "api-admin": ADMIN_TOKEN, "slack-token": SLACK_TOKEN,
+    files = {"webhook-token": WEBHOOK_TOKEN, "api-admin": ADMIN_TOKEN, "api-oncall": "o" * 32, "slack-token": SLACK_TOKEN,
              "pagerduty-gpu-infra": PagerDutyTestServer.ROUTING_KEY}
     for name, value in files.items():
         (secrets / name).write_text(value + "\n")
     return doc
 
 
-def test_the_charts_default_values_page_on_an_xid_79(tmp_path):
+def test_the_charts_example_values_page_on_an_xid_79(tmp_path):
     doc = chart_config(tmp_path)
-    assert set(doc["notify"]) == {"slack", "pagerduty"}, "the defaults notify"
+    assert set(doc["notify"]) == {"slack", "pagerduty"}, "the example notifies"
     slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
     with serving_in_thread(slack, pagerduty):
         doc["notify"]["slack"]["base_url"] = slack.url
         doc["notify"]["pagerduty"]["events_url"] = pagerduty.url
         doc.pop("enrich")  # in-cluster credentials: no cluster here
+        doc.pop("alertmanager")  # the example's in-cluster Alertmanagers: none here
         alertd = AlertdProcess(tmp_path / "alertd", doc).start()
         try:
             status, answer, _ = alertd.post((ROOT / "examples" / "webhook-gpu-node.json").read_bytes(),

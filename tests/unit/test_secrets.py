@@ -55,6 +55,7 @@ def test_an_invalid_secret_is_reported_without_its_value(tmp_path):
         parse_config({"api": {"auth": {"tokens": [{"name": "a", "token_file": str(tmp_path / "short")},
                                                   {"name": "b", "token_file": str(tmp_path / "empty")}]}}}, "c.yml")
     text = str(exc.value)
-    assert "api.auth.tokens[0].token: the value read from its secret file is not valid" in text
+    assert "api.auth.tokens[0].token: the value read from its secret file is shorter than the 16 characters it " \
+           "needs (it holds 11)" in text
     assert f"secret file {tmp_path / 'empty'} is empty" in text
     assert "tiny-secret" not in text

@@ -1,0 +1,68 @@
+"""Schema errors in the words of the file's author: the key, what was wrong, and how it should look.
+
+One wording for every file the schemas check (config, rules, tests, the webhook), so a matcher typo
+in correlation.yml reads like one in routing.yml, a bad duration shows an example instead of a regex,
+and an unknown key names the key it was probably meant to be."""
+from __future__ import annotations
+
+import difflib
+from typing import Any, Iterable
+
+from jsonschema.exceptions import ValidationError
+
+from alertd.core.matchers import MatcherError, parse_matcher
+from alertd.core.yamlio import format_path
+
+DURATION_HINT = "use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)"
+MATCHER_OPERATORS = "(=~|!~|!=|=)"  # how the schemas' matcher patterns are recognised
+LISTEN_HINT = "use HOST:PORT, e.g. 127.0.0.1:9095, 0.0.0.0:9095 or [::1]:9095"
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest choice, or nothing when none is close."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def describe(error: ValidationError) -> str:
+    """A message that names the key, not the schema internals."""
+    where = format_path(tuple(error.absolute_path)) or "document"
+    if error.validator == "additionalProperties":
+        known = set(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - known)
+        return f"{where}: unknown key(s) " + ", ".join(f"{k!r}{did_you_mean(str(k), known)}" for k in extra)
+    if error.validator == "required":
+        return f"{where}: {error.message}"
+    if error.validator == "enum":
+        return f"{where}: {error.instance!r} is not one of {error.validator_value}"
+    if error.validator == "pattern" and isinstance(error.instance, str):
+        return f"{where}: {_pattern_message(error.instance, str(error.validator_value))}"
+    return f"{where}: {error.message}"
+
+
+def _pattern_message(value: str, pattern: str) -> str:
+    if "(ms|s|m|h|d|w|y)" in pattern:
+        return f"{value!r} is not a duration: {DURATION_HINT}"
+    if MATCHER_OPERATORS in pattern:
+        try:
+            parse_matcher(value)
+        except MatcherError as exc:
+            return str(exc)
+        return f'bad matcher {value!r}: quote the value, as in name="value"'
+    if pattern.endswith(":[0-9]{1,5}$"):
+        return f"{value!r} is not an address to listen on: {LISTEN_HINT}"
+    return f"{value!r} does not match {pattern!r}"
+
+
+def describe_secret(error: ValidationError) -> str:
+    """The same for a value read from a secret file: which rule it broke, never the value itself."""
+    where = format_path(tuple(error.absolute_path))
+    value: Any = error.instance
+    size = f" (it holds {len(value)})" if isinstance(value, str) else ""
+    rule = {
+        "minLength": f"is shorter than the {error.validator_value} characters it needs{size}",
+        "maxLength": f"is longer than the {error.validator_value} characters allowed{size}",
+        "pattern": "does not have the required form",
+        "type": f"is not a {error.validator_value}",
+    }.get(str(error.validator), "is not valid")
+    return f"{where}: the value read from its secret file {rule}"
