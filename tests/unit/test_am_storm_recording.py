@@ -26,7 +26,9 @@ from tests.support.am_recordings import (
 # Recorded on a Sunday, when the shipped routing keeps error pages quiet: replayed with the mute windows off.
 RUN = AmRun(STORM_RESPONSE, unmuted=True)
 FAILED_REPAIRS = ["fault-back", "still-notready"]
-STORM_ENGINE = "storms decided by the engine alone and the response joining the fault's incident (storm engine)"
+# Not yet met on the recording: the still-NotReady node comes back after 15 minutes, inside the shipped
+# 30m repair_timeout, and the fault that returns on gpu-node-05 is not paged when grouped by node.
+NOT_YET = {("fault-back", "by-node"), ("still-notready", "by-node"), ("still-notready", "by-alertname")}
 
 
 def failed_at(pid: str):
@@ -45,7 +47,6 @@ def test_every_problem_reached_alertd_and_both_peers_delivered():
         assert set(RUN.problem("storm")["nodes"]) <= cordoned, f"{route}: not every storm node's cordon arrived"
 
 
-@pytest.mark.xfail(strict=True, reason=STORM_ENGINE)
 @pytest.mark.parametrize("route", ROUTES)
 def test_storm_with_its_response_is_one_fleet_incident(route):
     out, storm = RUN.replayed(route), RUN.problem("storm")
@@ -54,7 +55,6 @@ def test_storm_with_its_response_is_one_fleet_incident(route):
     assert top[0]["fleet"], f"the storm's incident is not a fleet: {describe(top)}"
 
 
-@pytest.mark.xfail(strict=True, reason=STORM_ENGINE)
 @pytest.mark.parametrize("route", ROUTES)
 def test_storm_pages_at_most_once_over_its_whole_life(route):
     out, storm = RUN.replayed(route), RUN.problem("storm")
@@ -71,10 +71,12 @@ def test_the_fault_of_a_repair_that_will_fail_pages_once_before_it_fails(route, 
     assert len(before) == 1, f"{len(before)} pages: {describe_pages(before)}; incidents: {describe(incs)}"
 
 
-@pytest.mark.xfail(strict=True, reason="a failed repair pages once, saying so (storm engine)")
-@pytest.mark.parametrize("route", ROUTES)
-@pytest.mark.parametrize("pid", FAILED_REPAIRS)
-def test_a_failed_repair_pages_exactly_once(route, pid):
+@pytest.mark.parametrize(("pid", "route"), [
+    pytest.param(pid, route, marks=[pytest.mark.xfail(strict=True, reason="failed repair not paged yet")]
+                 if (pid, route) in NOT_YET else [])
+    for pid in FAILED_REPAIRS for route in ROUTES
+])
+def test_a_failed_repair_pages_exactly_once(pid, route):
     out, p = RUN.replayed(route), RUN.problem(pid)
     incs = incidents_on(out, p["nodes"])
     after = triggers_since(out, {i["id"] for i in incs}, failed_at(pid))
@@ -113,7 +115,6 @@ def test_the_final_title_names_the_cause(route, pid):
     assert not bad, f"titles without {RUN.problem(pid)['detail']['cause']!r}: {describe(bad)}"
 
 
-@pytest.mark.xfail(strict=True, reason="titles keep the cause through the repair (storm engine)")
 @pytest.mark.parametrize("route", ROUTES)
 def test_the_storms_final_title_names_the_cause_through_the_rollback(route):
     bad = unnamed(route, "storm")
