@@ -359,6 +359,9 @@ class Correlator:
         if alert.receiver == RECONCILED_BY:
             text += " by reconciliation: no Alertmanager has this alert any more"
         self.record(inc, inc.add_event(now, "alert_resolved", text, fingerprint=m.fingerprint), member=m.fingerprint)
+        if m.response and m.signal.kind == resp.CORDON and (failed := resp.fault_back_before_uncordon_arrived(
+                inc, self.rules.response)):
+            self._repair_failed(inc, failed, now)
         if inc.firing == 0:
             inc.quiet_since = now
             self.record(inc, inc.add_event(now, "all_alerts_resolved",

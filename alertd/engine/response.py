@@ -91,14 +91,27 @@ def fault_back(inc: Incident, rule: ResponseRule, member: Member) -> str:
     "" otherwise (and once it was said)."""
     if REPAIR_FAILED in inc.annotations or not is_cause(rule, member.signal):
         return ""
-    cordons = [m for m in inc.members.values() if m.response and m.signal.kind == CORDON]
-    if not cordons or any(m.status == FIRING or m.ends_at is None for m in cordons):
-        return ""
-    uncordoned = max(m.ends_at for m in cordons if m.ends_at is not None)
-    if member.starts_at <= uncordoned:
+    uncordoned = uncordoned_at(inc)
+    if uncordoned is None or member.starts_at <= uncordoned:
         return ""
     return f"repair failed: {member.alertname} ({member.signal.title}) back " \
            f"{format_duration(member.starts_at - uncordoned)} after the uncordon"
+
+
+def fault_back_before_uncordon_arrived(inc: Incident, rule: ResponseRule) -> str:
+    """``fault_back`` judged when the uncordon's resolve arrives: Alertmanager delivers each group on its own
+    group_interval, so the fault's return may reach alertd before the resolve of the uncordon that came first
+    (the alerts' own times say which came first)."""
+    back = sorted((m for m in inc.members.values() if m.status == FIRING and not m.response),
+                  key=lambda m: m.starts_at)
+    return next((why for m in back if (why := fault_back(inc, rule, m))), "")
+
+
+def uncordoned_at(inc: Incident) -> datetime | None:
+    """When the node's response ended: its last cordon's end, once every cordon of the response ended."""
+    cordons = [m for m in inc.members.values() if m.response and m.signal.kind == CORDON]
+    ends = [m.ends_at for m in cordons if m.status != FIRING and m.ends_at is not None]
+    return max(ends) if cordons and len(ends) == len(cordons) else None
 
 
 def mark_failed(inc: Incident, why: str, now: datetime) -> None:

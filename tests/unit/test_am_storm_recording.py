@@ -27,8 +27,8 @@ from tests.support.am_recordings import (
 RUN = AmRun(STORM_RESPONSE, unmuted=True)
 FAILED_REPAIRS = ["fault-back", "still-notready"]
 # Not yet met on the recording: the still-NotReady node comes back after 15 minutes, inside the shipped
-# 30m repair_timeout, and the fault that returns on gpu-node-05 is not paged when grouped by node.
-NOT_YET = {("fault-back", "by-node"), ("still-notready", "by-node"), ("still-notready", "by-alertname")}
+# 30m repair_timeout.
+NOT_YET = {("still-notready", "by-node"), ("still-notready", "by-alertname")}
 
 
 def failed_at(pid: str):

@@ -309,3 +309,29 @@ def test_a_storm_node_whose_fault_is_back_after_its_uncordon_pages_once_and_the_
     pages = triggers(vr)
     assert pages[failed.id] == 1 and sum(pages.values()) == 2, pages  # the storm once, the failed repair once
     assert [e.kind for e in failed.timeline].count("repair_failed") == 1
+
+
+def test_a_fault_back_delivered_before_the_uncordons_resolve_pages_once_when_that_arrives():
+    """Alertmanager flushes each group on its own group_interval: grouped by node, the fault's return (its
+    Xid group's next flush) reaches alertd before the resolve of the uncordon that came first (the cordon
+    group's next flush), as gpu-node-05 in tests/fixtures/alertmanager-runs/storm-response. The alerts' own
+    times say the uncordon came first: the repair failed, judged when the resolve arrives."""
+    fault = hm("13:58")
+    uncordon, back = fault + 1360, fault + 1440
+    lives = [Life.of("GPUXidError", fault, fault + 300, node="gpu-a-5", xid="48", gpu="3", severity="critical"),
+             Life.of("KubeNodeCordoned", fault + 420, uncordon, node="gpu-a-5", severity="info")]
+    lives += reboot("gpu-a-5", fault + 600, down=240)
+    lives.append(Life.of("GPUXidError", back, back + 300, node="gpu-a-5", xid="48", gpu="3", severity="critical",
+                         attempt="2"))
+    deliveries = deliver(lives, group_by=ROUTES["node"])
+    arrived = {(a["labels"]["alertname"], a["status"], a["labels"].get("attempt", "")): at
+               for at, body in deliveries for a in body["alerts"]}
+    assert arrived[("GPUXidError", "firing", "2")] < arrived[("KubeNodeCordoned", "resolved", "")]
+    vr = replay(Recording(webhooks=deliveries), shipped_rules(), tail=timedelta(hours=2)).run
+    [inc] = top_level(vr)
+    [said] = [e for e in inc.timeline if e.kind == "repair_failed"]
+    assert said.at == arrived[("KubeNodeCordoned", "resolved", "")]
+    assert "GPUXidError" in said.text and "1m20s after the uncordon" in said.text, said.text
+    pages = [s for s, fate in vr.outcomes() if not fate and s.item.incident_id == inc.id and s.item.intent == "page"
+             and s.item.target.main.startswith("pagerduty:") and "repair failed" in s.item.payload.note]
+    assert [s.at for s in pages] == [said.at], pages  # routed as a page, once, saying so
