@@ -5,11 +5,15 @@ A run directory holds one recording per Alertmanager grouping (``<route>.jsonl``
 a recording through alertd with the shipped rules/ and measures, per ground-truth problem, the figures the
 tests hold to targets. From the command line it prints them, one line per route and problem::
 
-    python -m tests.support.am_recordings [--unmuted] [RUN_DIR]
+    python -m tests.support.am_recordings [--unmuted] [--repair-timeout DURATION] [RUN_DIR]
 
 ``--unmuted`` (``AmRun(unmuted=True)``) replays with the routes' mute and active windows taken off, as the
 fleet simulation does: a run recorded at night or at a weekend is then judged by alertd's decisions, not by
 the hour the shipped routing keeps error pages quiet.
+
+``--repair-timeout 10m`` (``AmRun(repair_timeout=...)``) replays with ``correlation.response.repair_timeout``
+set to that: a scenario that compresses the field's waits (storm-response runs about three times faster than
+the field, see the fixture README) is judged with the repair timeout compressed like them, not the shipped 30m.
 
 A page is counted the way PagerDuty counts one: an incident whose PagerDuty alert was triggered at least
 once (later triggers share its dedup key and raise no new page). Escalations are left out: nobody
@@ -17,16 +21,19 @@ acknowledges during a replay, so every page would escalate.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from alertd.authoring.replay import as_json, read_recording, replay
 from alertd.authoring.virtual import load_rule_set
+from alertd.core.durations import parse_duration
 from alertd.core.model import parse_iso
+from alertd.rules.ruleset import RuleSet
 from bench.fleetsim.run import unmuted
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +60,7 @@ class AmRun:
 
     path: Path = RUNS
     unmuted: bool = False  # replay with the routes' mute windows off (bench/fleetsim/run.py's unmuted)
+    repair_timeout: timedelta | None = None  # correlation.response.repair_timeout for a time-compressed scenario
     _hooks: dict[str, list[Webhook]] = field(default_factory=dict)
     _replays: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -76,9 +84,17 @@ class AmRun:
         """`alertd replay --json` of the recording with the shipped rules/."""
         if route not in self._replays:
             rec = read_recording(self.path / f"{route}.jsonl")
-            rules = load_rule_set([ROOT / "rules"])
-            self._replays[route] = as_json(replay(rec, unmuted(rules) if self.unmuted else rules))
+            self._replays[route] = as_json(replay(rec, self.rules()))
         return self._replays[route]
+
+    def rules(self) -> RuleSet:
+        """The shipped rules/, with this run's replay settings."""
+        rules = load_rule_set([ROOT / "rules"])
+        if self.repair_timeout is not None:
+            corr = rules.correlation
+            response = dataclasses.replace(corr.response, repair_timeout=self.repair_timeout)
+            rules = dataclasses.replace(rules, correlation=dataclasses.replace(corr, response=response))
+        return unmuted(rules) if self.unmuted else rules
 
     def first_arrival(self, route: str, nodes: list[str]) -> datetime:
         """When alertd first received a firing alert about one of these nodes."""
@@ -160,7 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     quiet_hours_off = "--unmuted" in args
     args = [a for a in args if a != "--unmuted"]
-    run = AmRun(Path(args[0]) if args else RUNS, unmuted=quiet_hours_off)
+    timeout = None
+    if "--repair-timeout" in args:
+        at = args.index("--repair-timeout")
+        timeout = parse_duration(args[at + 1])
+        del args[at:at + 2]
+    run = AmRun(Path(args[0]) if args else RUNS, unmuted=quiet_hours_off, repair_timeout=timeout)
     for route in ROUTES:
         print("\n".join(score(run, route)))
     return 0
