@@ -78,7 +78,7 @@ async def test_without_the_history_scope_it_says_so_once_and_posts(tmp_path, cap
     try:
         server.lose_reply_next("chat.postMessage", count=2)
         await h.post(hook(xid_alert("n1", 0)))
-        await h.post(hook(xid_alert("n2", 0), node="n2"))
+        await h.post(hook(xid_alert("n2", 0, cluster="prod-b"), node="n2", cluster="prod-b"))  # another cluster: no storm pending
         await wait_for(lambda: len(server.calls_of("conversations.history")) == 2, timeout=20)
         await wait_for(lambda: len(top_messages(server, "#gpu-oncall")) == 4, timeout=20)
         told = [r.getMessage() for r in caplog.records if "conversations.history" in r.getMessage()]
