@@ -13,6 +13,13 @@ def repair_failed(inc: Incident) -> str:
     return str(found.get("why") or "") if isinstance(found, dict) else ""
 
 
+def notifies_again(kinds: tuple[str, ...]) -> bool:
+    """Whether a page with these change kinds is news on an incident already paged: a failed repair. Pagers
+    that de-duplicate by key (PagerDuty's dedup_key, Opsgenie's alias) notify nobody for a second trigger on
+    an open alert, so they close it and open it again."""
+    return REPAIR_FAILED in kinds
+
+
 def is_response(event: Event) -> bool:
     return bool(event.data.get(RESPONSE))
 

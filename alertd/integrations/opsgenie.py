@@ -29,6 +29,7 @@ from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident
+from alertd.core.response_marks import notifies_again
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, key_name)
 from alertd.integrations.presentation import ACTION_TEXT, incident_links
@@ -115,6 +116,11 @@ class OpsgenieNotifier(Notifier):
                                  {"source": SOURCE, "user": _clip(inc.acknowledged_by or SOURCE, 100)})
                 return Delivered(ref=json.dumps({"state": "acknowledged", "severity": sent.get("severity", "")}))
             return Delivered()
+        if last in ("created", "acknowledged") and any(notifies_again(i.payload.kinds) for i in items):
+            # A create with an open alert's alias notifies nobody: close it, and the alias opens a new one that does
+            await self._send(key, f"/v2/alerts/{quote(inc.id, safe='')}/close?identifierType=alias",
+                             {"source": SOURCE, "note": "reopened in alertd: the repair failed"})
+            last = ""
         if last and not (last == "created" and SEVERITY_RANK.get(inc.severity, 0) >
                          SEVERITY_RANK.get(sent.get("severity", ""), 0)):
             return Delivered()

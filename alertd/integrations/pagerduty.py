@@ -35,6 +35,7 @@ import aiohttp
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Paging, Target
+from alertd.core.response_marks import notifies_again
 from alertd.core.durations import format_duration
 from alertd.core.findings import Owners
 from alertd.core.installation import scoped
@@ -163,6 +164,11 @@ class PagerDutyNotifier(Notifier):
         # open
         if all(p.only_if_posted for p in payloads) and not last:
             return Delivered()
+        if last in ("triggered", "acknowledged") and any(notifies_again(p.kinds) for p in payloads):
+            # A trigger on an open alert notifies nobody: resolve it, and the same key opens a new one that does
+            await self._send(key, "resolve", inc, severity, dedup)
+            await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
+            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
         if last == "adopting":  # the same PagerDuty alert, now saying what the fleet is: no new page
             await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))

@@ -17,7 +17,7 @@ from aiohttp import web
 from alertd.config.settings import parse_config
 from alertd.engine.pipeline import Engine
 from alertd.core.service_metrics import Metrics
-from alertd.core.model import Alert
+from alertd.core.model import Alert, iso
 from alertd.notify.outbox import OutboxWorker
 from alertd.app.notifiers import build_notifiers, build_router, check_keys
 from alertd.rules.ruleset import load_rules
@@ -25,6 +25,7 @@ from alertd.store.base import Step
 from alertd.store.sqlite import SqliteStore
 from tests.support.notify_harness import rules_dir, xid_alert
 from tests.support.opsgenie_server import OpsgenieTestServer
+from tests.support.storm import node_alerts, resolved
 from tests.support.process import free_port
 
 SECRET = "whsec-0123456789abcdef"
@@ -123,6 +124,46 @@ async def test_webhook_and_opsgenie_follow_an_incident_from_open_to_resolved(tmp
         assert [a for a, _ in opsgenie.requests] == ["create", "acknowledge", "close"]
         assert opsgenie.alerts[inc_id]["status"] == "closed" and opsgenie.rejected == []
         assert receiver.accepted[-1][1]["incident"]["status"] == "resolved" and receiver.refused == 0
+    finally:
+        for n in notifiers.values():
+            await n.close()
+        await store.close()
+
+
+async def test_opsgenie_hears_of_a_failed_repair_on_its_open_alert(tmp_path, endpoints):
+    """A create with an open alert's alias only counts up in Opsgenie: the failed repair (the fault back
+    after the uncordon) closes the alert and creates it again, saying why."""
+    url, receiver, opsgenie = endpoints
+    cfg = parse_config({"notify": {
+        "webhook": {"endpoints": {"tickets": {"url": url, "secret": SECRET}}},
+        "opsgenie": {"api_url": opsgenie.url, "api_keys": {"gpu-team": OpsgenieTestServer.KEY}},
+    }}, "test")
+    rules = load_rules([rules_dir(tmp_path, ROUTING)])
+    store = SqliteStore(tmp_path / "alertd.sqlite3")
+    await store.open()
+    clock = [datetime.now(timezone.utc)]
+    notifiers = build_notifiers(cfg, store, lambda: clock[0])
+    worker = OutboxWorker(store, notifiers, Metrics(), lambda: clock[0])
+    eng, router = Engine(rules), build_router(cfg, rules)
+
+    async def step(*docs: dict) -> None:
+        changes = eng.ingest([Alert.from_wire({**d, "receivedAt": None}) for d in docs], clock[0])
+        items, memory = router.route_step(changes, clock[0])
+        await store.commit_step(Step(changes=changes, outbox=items, next_seq=eng.state.next_seq, memory=memory))
+        clock[0] += timedelta(seconds=5)
+        await worker.drain()
+
+    try:
+        t0 = clock[0]
+        xid = xid_alert("gpu-node-4", 1, starts=t0 - timedelta(minutes=60))
+        cordon = node_alerts("gpu-node-4", 1, t0 - timedelta(minutes=52), cluster="prod")[2]
+        await step(xid)
+        await step(cordon, resolved(xid, t0 - timedelta(minutes=55)))
+        await step(resolved(cordon, t0 - timedelta(minutes=5)))
+        assert [a for a, _ in opsgenie.requests] == ["create"]
+        await step(dict(xid, startsAt=iso(t0 - timedelta(minutes=1))))
+        assert [a for a, _ in opsgenie.requests] == ["create", "close", "create"], opsgenie.requests
+        assert "repair failed" in json.dumps(opsgenie.requests[2][1]) and opsgenie.rejected == []
     finally:
         for n in notifiers.values():
             await n.close()

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime, timedelta, timezone
 
+from alertd.core.model import iso
+from tests.support.storm import node_alerts, resolved
 
 from tests.support.notify_harness import ESCALATION_KEY, Harness, hook, keys, top_messages, wait_for, xid_alert
 from tests.support.pagerduty_server import PagerDutyTestServer
@@ -111,3 +114,30 @@ async def test_acknowledged_in_time_does_not_escalate(paging, slack, pd):
     ts = top_messages(slack, "#gpu-oncall")[0]["ts"]
     assert not any("escalated" in r["text"] for r in slack.replies("#gpu-oncall", ts))
     assert json.dumps(pd.events).count('"trigger"') == 1
+
+
+async def test_a_failed_repair_on_an_open_alert_resolves_it_and_triggers_it_again(tmp_path, slack, pd):
+    """PagerDuty notifies nobody for a second trigger on a dedup_key whose alert is open: the failed repair (the
+    fault back after the uncordon) resolves the alert and triggers it again, so the on-call hears of it."""
+    h = await Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys()).start()
+    try:
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        xid = xid_alert("gpu-node-9", 2, starts=now - timedelta(minutes=60))
+        cordon = node_alerts("gpu-node-9", 2, now - timedelta(minutes=52), cluster="prod")[2]
+        await h.post(hook(xid, node="gpu-node-9"))
+        await wait_for(lambda: pd.events)
+        for doc in (cordon, resolved(xid, now - timedelta(minutes=55)), resolved(cordon, now - timedelta(minutes=5))):
+            await h.post(hook(doc, node="gpu-node-9"))
+        await asyncio.sleep(0.5)
+        assert [e["event_action"] for e in pd.events] == ["trigger"]  # the response pages nothing
+        await h.post(hook(dict(xid, startsAt=iso(now - timedelta(minutes=1))), node="gpu-node-9"))
+        await wait_for(lambda: len(pd.events) >= 3)
+        inc = await h.one_incident()
+        key = f"{h.svc.cfg.installation_id}:{inc['id']}"
+        assert [(e["event_action"], e["dedup_key"]) for e in pd.events] == [
+            ("trigger", key), ("resolve", key), ("trigger", key)]
+        assert "repair failed" in json.dumps(pd.events[2]["payload"]), pd.events[2]
+        assert len(pd.alerts[key]) == 2 and pd.status_of(inc["id"]) == "triggered"
+        assert not pd.rejected
+    finally:
+        await h.stop()

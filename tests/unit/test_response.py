@@ -17,6 +17,7 @@ import pytest
 
 from alertd.authoring.replay import Recording, replay
 from alertd.core.model import Incident
+from alertd.core.response_marks import notifies_again
 from bench.amcadence import T0, Life, deliver
 from bench.paging import ROUTES
 from tests.unit.builders import shipped_rules
@@ -34,7 +35,8 @@ def run(lives: list[Life], group_by: tuple[str, ...], tail: timedelta = timedelt
 
 def triggers(vr, *, escalations: bool = False) -> Counter[str]:
     """PagerDuty triggers per incident, as PagerDuty counts them: a page whose alert is not triggered already
-    (the first one, or one after its resolve) pages; a fleet page that takes a node's alert over does not
+    (the first one, or one after its resolve) pages, and so does a failed repair's (integrations/pagerduty.py
+    resolves the open alert and triggers it again); a fleet page that takes a node's alert over does not
     (it stays counted on the node). With ``escalations``: only the escalations (the shipped routing escalates
     a critical page nobody acknowledged in 15m), per incident."""
     triggered: dict[tuple[str, str], bool] = {}
@@ -49,7 +51,8 @@ def triggers(vr, *, escalations: bool = False) -> Counter[str]:
             triggered[key] = False
         elif item.intent == "escalate":
             out[item.incident_id] += escalations
-        elif item.intent == "page" and not item.payload.only_if_posted and not triggered.get(key):
+        elif item.intent == "page" and not item.payload.only_if_posted and (
+                not triggered.get(key) or notifies_again(item.payload.kinds)):  # resolved and triggered again
             triggered[key] = True
             adopt = item.payload.adopt
             if adopt and triggered.get((adopt, target)):
