@@ -130,6 +130,7 @@ def test_the_port_serves_the_whole_group(tmp_path: Path) -> None:
         children = child_pids(server.pid)
         assert len(children) == 2
         wait_ready_on(server, children)  # start() returns when the first receiver answers
+        group = group_dir(children[0])  # now: a receiver may be replaced later and take its /proc entry along
         on_port = port_sockets(server.port)
         assert on_port.listening <= set().union(*(socket_inodes(c) for c in children))
 
@@ -188,7 +189,7 @@ def test_the_port_serves_the_whole_group(tmp_path: Path) -> None:
         with server.db() as conn:
             reloads = conn.execute("SELECT outcome FROM audit WHERE action = 'reload' ORDER BY id").fetchall()
         assert [r[0] for r in reloads] == ["failed", "ok", "ok"]  # once per request or signal, not once per process
-        group = group_dir(children[0])
+        assert group.is_dir()
         assert server.terminate() == 0  # a clean stop removes the group's directory
         assert group.is_dir() is False
     finally:
