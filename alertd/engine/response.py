@@ -8,8 +8,9 @@ shows in the timeline, may raise the severity, but never takes the headline and 
 (routing reads the ``response`` flag of the events it makes). The fault is looked for over the incident's
 whole history: a reopened incident keeps its earlier members and their times.
 
-What is new and worth a page is a repair that fails: a node still down or NotReady ``repair_timeout`` after
-its reboot, or a fault signal back after the uncordon. That is said once (annotation ``repair_failed``).
+What is new and worth a page is a repair that fails: a node still unreachable ``down_timeout`` after its
+reboot, back but still NotReady ``repair_timeout`` after it came back, or a fault signal back after the
+uncordon. That is said once (annotation ``repair_failed``).
 Pure functions of an incident, the rules and a time.
 """
 from __future__ import annotations
@@ -65,25 +66,44 @@ def fault_of(inc: Incident, rule: ResponseRule, start: datetime, fleet: Incident
 
 
 def still_down(inc: Incident, rule: ResponseRule, now: datetime) -> str:
-    """Why the repair failed, when a node rebooted in response to its fault is still down ``repair_timeout``
-    after; "" otherwise (and once it was said)."""
-    if REPAIR_FAILED in inc.annotations or not inc.firing or not rule.repair_timeout:
+    """Why the repair failed, when a node rebooted in response to its fault is not back: unreachable
+    ``down_timeout`` after it went down, or reachable again but still not ready ``repair_timeout`` after it came
+    back; "" otherwise (and once it was said)."""
+    if REPAIR_FAILED in inc.annotations or not inc.firing:
         return ""
-    for m in inc.members.values():
-        if m.response and m.status == FIRING and now - m.starts_at >= rule.repair_timeout \
-                and match_all(rule.still_down, signal_fields(m.signal)):
-            return f"repair failed: {m.alertname} still firing {format_duration(now - m.starts_at)} after it started " \
-                   f"({m.signal.title})"
+    for m, due, since in _down_clocks(inc, rule):
+        if now >= due:
+            return f"repair failed: {m.alertname} still firing {format_duration(now - m.starts_at)} after it started" \
+                   f"{since} ({m.signal.title})"
     return ""
 
 
 def repair_due(inc: Incident, rule: ResponseRule) -> datetime | None:
     """When ``still_down`` may next find the repair failed (for a clock that ticks only when something is due)."""
-    if REPAIR_FAILED in inc.annotations or not inc.firing or not rule.repair_timeout:
+    if REPAIR_FAILED in inc.annotations or not inc.firing:
         return None
-    due = [m.starts_at + rule.repair_timeout for m in inc.members.values()
-           if m.response and m.status == FIRING and match_all(rule.still_down, signal_fields(m.signal))]
-    return min(due, default=None)
+    return min((due for _, due, _ in _down_clocks(inc, rule)), default=None)
+
+
+def _down_clocks(inc: Incident, rule: ResponseRule) -> list[tuple[Member, datetime, str]]:
+    """Each firing response member that says the node is not back, with when it makes the repair a failure
+    and how that is measured. An unreachable node (NodeDown) runs ``down_timeout`` from its start: a reboot is
+    minutes, a swap hours. Not ready (NotReady, no exporter) while the node is reachable runs ``repair_timeout``
+    from when the node came back, so NotReady that began during the reboot is not counted twice."""
+    response = [m for m in inc.members.values() if m.response and match_all(rule.still_down, signal_fields(m.signal))]
+    down = [m for m in response if match_all(rule.unreachable, signal_fields(m.signal))]
+    clocks: list[tuple[Member, datetime, str]] = []
+    if rule.down_timeout:
+        clocks += [(m, m.starts_at + rule.down_timeout, "") for m in down if m.status == FIRING]
+    if clocks or not rule.repair_timeout or any(m.status == FIRING for m in down):
+        return clocks  # down: not ready is not judged while the node is unreachable
+    back = max((m.ends_at for m in down if m.ends_at is not None), default=None)
+    for m in response:
+        if m.status == FIRING and m not in down:
+            since = m.starts_at if back is None or back < m.starts_at else back
+            clocks.append((m, since + rule.repair_timeout, "" if since == m.starts_at else
+                           f", {format_duration(since - m.starts_at)} of them before the node was back"))
+    return clocks
 
 
 def fault_back(inc: Incident, rule: ResponseRule, member: Member) -> str:

@@ -71,6 +71,7 @@ DEFAULT_FOLLOWERS = parse_matchers(['signal=~"metrics_missing|node_not_ready"'])
 DEFAULT_RESPONSE_SIGNALS = parse_matchers(['signal=~"node_cordoned|node_not_ready|metrics_missing"',
                                            'detail=~"|exporter_down|node_down"'])
 DEFAULT_STILL_DOWN = parse_matchers(['signal=~"metrics_missing|node_not_ready"', 'detail=~"|node_down"'])
+DEFAULT_UNREACHABLE = parse_matchers(['signal="metrics_missing"', 'detail="node_down"'])
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +81,12 @@ class ResponseRule:
 
     signals: tuple[Matcher, ...] = DEFAULT_RESPONSE_SIGNALS  # a node's repair symptoms: never its headline
     window: timedelta = timedelta(hours=3)  # from the fault's last alert ending
-    repair_timeout: timedelta = timedelta(minutes=30)  # still down this long after the reboot: the repair failed
-    still_down: tuple[Matcher, ...] = DEFAULT_STILL_DOWN  # what "still down" is
+    # Back from the reboot (reachable) but still not ready this long: the repair failed
+    repair_timeout: timedelta = timedelta(minutes=20)
+    still_down: tuple[Matcher, ...] = DEFAULT_STILL_DOWN  # what "not back yet" is (down or not ready)
+    unreachable: tuple[Matcher, ...] = DEFAULT_UNREACHABLE  # of those, what "down" (unreachable) is
+    # Unreachable this long: the repair failed (a reboot takes minutes, a power-off for a swap an hour or two)
+    down_timeout: timedelta = timedelta(hours=3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,10 +398,12 @@ def _correlation(doc: dict[str, Any], check: _Checker) -> CorrelationRules:
 
 def _response(doc: dict[str, Any], base: ResponseRule, check: _Checker) -> ResponseRule:
     root = ("correlation", "response")
-    signals, down = doc.get("signals"), doc.get("still_down")
+    signals, down, unreachable = doc.get("signals"), doc.get("still_down"), doc.get("unreachable")
     return ResponseRule(
         signals=base.signals if signals is None else check.matchers(signals, root + ("signals",)),
         window=check.duration(doc.get("window"), root + ("window",), base.window),
         repair_timeout=check.duration(doc.get("repair_timeout"), root + ("repair_timeout",), base.repair_timeout),
         still_down=base.still_down if down is None else check.matchers(down, root + ("still_down",)),
+        unreachable=base.unreachable if unreachable is None else check.matchers(unreachable, root + ("unreachable",)),
+        down_timeout=check.duration(doc.get("down_timeout"), root + ("down_timeout",), base.down_timeout),
     )

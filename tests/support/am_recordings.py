@@ -11,7 +11,7 @@ tests hold to targets. From the command line it prints them, one line per route 
 fleet simulation does: a run recorded at night or at a weekend is then judged by alertd's decisions, not by
 the hour the shipped routing keeps error pages quiet.
 
-``--repair-timeout 10m`` (``AmRun(repair_timeout=...)``) replays with ``correlation.response.repair_timeout``
+``--repair-timeout 400s`` (``AmRun(repair_timeout=...)``) replays with ``correlation.response.repair_timeout``
 set to that: a scenario that compresses the field's waits (storm-response runs about three times faster than
 the field, see the fixture README) is judged with the repair timeout compressed like them, not the shipped 30m.
 

@@ -185,6 +185,44 @@ def test_a_fault_back_after_the_uncordon_pages_once_saying_so():
     assert triggers(vr) == Counter({inc.id: 2}), triggers(vr)  # the fault, then its failed repair once
 
 
+def test_a_power_off_for_a_swap_then_a_fault_back_pages_only_the_fault_back():
+    """A swap keeps the node down for an hour and a half: that is the repair, not its failure. The fault
+    back after the uncordon is the failure, and pages once."""
+    fault = hm("13:58")
+    lives = [Life.of("GPUXidError", fault, fault + 300, node="gpu-a-4", xid="48", gpu="5", severity="critical"),
+             Life.of("KubeNodeCordoned", fault + 600, fault + 9000, node="gpu-a-4", severity="info")]
+    lives += reboot("gpu-a-4", fault + 1800, down=5400)
+    back = fault + 9000 + 900
+    lives.append(Life.of("GPUXidError", back, back + 300, node="gpu-a-4", xid="48", gpu="5", severity="critical",
+                         attempt="2"))
+    vr = run(lives, ROUTES["node"])
+    [inc] = top_level(vr)
+    [said] = [e for e in inc.timeline if e.kind == "repair_failed"]
+    assert "after the uncordon" in said.text, said.text
+    assert triggers(vr) == Counter({inc.id: 2}), triggers(vr)
+
+
+@pytest.mark.parametrize("not_ready_after_back, fails", [(10 * 60, False), (30 * 60, True)])
+def test_a_node_back_from_its_reboot_but_not_ready_fails_counted_from_its_return(not_ready_after_back, fails):
+    """NotReady from the reboot's start is not counted while the node is down (a 15-minute reboot is not
+    half a failure): repair_timeout (20m) runs from the node's return."""
+    fault = hm("13:58")
+    down = 900
+    boot = fault + 1800
+    lives = [Life.of("GPUXidError", fault, fault + 300, node="gpu-a-8", xid="95", gpu="0", severity="critical"),
+             Life.of("KubeNodeCordoned", fault + 600, fault + 3 * 3600, node="gpu-a-8", severity="info"),
+             Life.of("NodeDown", boot + 120, boot + down, node="gpu-a-8", severity="critical"),
+             Life.of("KubeNodeNotReady", boot + 120, boot + down + not_ready_after_back, node="gpu-a-8",
+                     severity="warning")]
+    vr = run(lives, ROUTES["node"])
+    [inc] = top_level(vr)
+    said = [e.text for e in inc.timeline if e.kind == "repair_failed"]
+    assert len(said) == (1 if fails else 0), said
+    if fails:
+        assert "KubeNodeNotReady" in said[0] and "before the node was back" in said[0], said
+    assert triggers(vr) == Counter({inc.id: 2 if fails else 1}), triggers(vr)
+
+
 def test_planned_work_still_is_planned_and_a_fault_during_it_still_pages():
     start = hm("14:00")
     lives = [Life.of("KubeNodeCordoned", start, start + 7200, node="gpu-m-1", severity="info")]
