@@ -27,7 +27,7 @@ from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
 # Fields every alert has after normalization (alertd.engine.grouping.fields_of).
 DERIVED_FIELDS = frozenset({"cluster", "node", "origin", "gpu", "namespace", "pod", "container", "signal", "category",
-                            "severity", "xid", "alertname", "fingerprint"})
+                            "severity", "xid", "switch", "alertname", "fingerprint"})
 # Labels the exporters our Prometheus rules read put on alerts (dcgm-exporter, kube-state-metrics, Prometheus).
 KNOWN_LABELS = frozenset({
     "instance", "job", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "hostname", "DCGM_FI_DRIVER_VERSION",

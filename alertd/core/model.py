@@ -32,7 +32,7 @@ from alertd.core.states import (
 
 # When severities tie, the signal that best explains a node's trouble leads (names the incident).
 KIND_PRIORITY = {
-    "xid": 90, "ecc": 80, "row_remap": 70, "nvlink": 60, "gpu_check": 55, "thermal": 50, "metrics_missing": 40,
+    "xid": 90, "sxid": 85, "ecc": 80, "row_remap": 70, "nvlink": 60, "gpu_check": 55, "thermal": 50, "metrics_missing": 40,
     "node_not_ready": 30, "node_cordoned": 20, "watchdog": 10, "other": 0,
 }
 
@@ -153,7 +153,7 @@ class Subject:
 class Signal:
     """What kind of problem an alert reports, decided by rules/ data."""
 
-    kind: str = "other"  # xid, thermal, ecc, row_remap, nvlink, gpu_check, metrics_missing, node_cordoned, ...
+    kind: str = "other"  # xid, sxid, thermal, ecc, row_remap, nvlink, gpu_check, metrics_missing, node_cordoned, ...
     severity: Severity = Severity.WARNING
     category: str = "other"
     xid: int | None = None
@@ -166,6 +166,8 @@ class Signal:
     detail: str = ""  # e.g. exporter_down / node_down, or decoded clock-event reasons
     fold_into_previous: bool = False
     basis: str = ""  # which rule and evidence decided it (alertd explain), e.g. "expression metric DCGM_FI_DEV_XID_ERRORS"
+    sxid: int | None = None  # kind sxid: the NVSwitch's SXid code (never in ``xid``: it is no GPU Xid)
+    switch: str = ""  # kind sxid: the NVSwitch, "nvswitch0@0000:05:00" (device name @ PCI address)
 
     def to_dict(self) -> dict[str, Any]:
         # Written for every member of every stored step: a plain loop, not dataclasses.asdict's deep copy.

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from alertd.rules.evidence import (DecidingRule, Found, by_alertname, by_expression, by_labels, gpu_looking, value_in_text,
-                                   xid_in_text)
+from alertd.rules.evidence import (DecidingRule, EvidenceRules, Found, by_alertname, by_expression, by_labels,
+                                   gpu_looking, value_in_text, xid_in_text)
 from alertd.gpu.clocks import clock_reasons
+from alertd.gpu.sxid import SxidLine, find_sxid
 from alertd.core.matchers import match_all
 from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
 from alertd.core.states import SEVERITY_ALIASES
@@ -27,6 +28,7 @@ from alertd.rules.ruleset import RuleSet
 
 KIND_TITLES = {
     "xid": "Xid (code unknown)",
+    "sxid": "NVSwitch SXid (line unknown)",
     "thermal": "GPU clocks throttled",
     "ecc": "GPU uncorrectable ECC errors",
     "row_remap": "GPU memory row remapping",
@@ -112,6 +114,9 @@ def classify_explained(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> C
         found = _through_recorded(by_expression(facts, ev), alert.generator_url, recorded)
     found = found or by_alertname(alert, ev) or by_labels(alert, ev)
     text_xid = None
+    sxid = _sxid_line(alert, ev) if found is None or found.rule is None or found.rule.kind == "sxid" else None
+    if found is None and sxid is not None:
+        found = Found(*sxid[1])
     if found is None:
         text_xid = xid_in_text(alert, ev)
         if text_xid is not None:
@@ -122,6 +127,9 @@ def classify_explained(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> C
     rule = found.rule
     where = rule.where if rule is not None else ""
     basis = f"{found.stage}{' ' + where if where else ''}: {found.evidence}"
+    if sxid is not None or (rule is not None and rule.kind == "sxid"):
+        signal = _sxid_signal(alert, rules, sxid[0] if sxid else None, rule, basis)
+        return Classification(signal, found.stage, where, found.evidence, "", expr_error)
     if rule is None or rule.kind == "xid":
         code, xid_from = _xid_code(alert, ncfg, rules, text_xid)
         if xid_from:
@@ -158,9 +166,35 @@ def _xid_code(alert: Alert, ncfg: NormalizeConfig, rules: RuleSet,
     return (found[0], found[1]) if found else (None, "")
 
 
+def _sxid_line(alert: Alert, ev: EvidenceRules) -> tuple[SxidLine, tuple[str, str]] | None:
+    """The SXid line a log alert carries (annotation text first, then label values), and where it was."""
+    for name in ev.text_fields:
+        found = find_sxid([alert.annotations.get(name, "")])
+        if found is not None:
+            return found, ("annotation", f"annotation {name}: SXid {found.code} on {found.switch}")
+    for name, value in sorted(alert.labels.items()):
+        found = find_sxid([value]) if "SXid" in value else None
+        if found is not None:
+            return found, ("label", f"label {name}: SXid {found.code} on {found.switch}")
+    return None
+
+
+def _sxid_signal(alert: Alert, rules: RuleSet, line: SxidLine | None, rule: DecidingRule | None, basis: str) -> Signal:
+    if line is not None:
+        return rules.sxids.signal(line, basis=basis)
+    severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
+    return Signal(kind="sxid", severity=as_severity(severity), category="nvlink", title=KIND_TITLES["sxid"],
+                  meaning=alert.annotations.get("description", ""), runbook=(rule.runbook if rule else "") or "sxid",
+                  basis=basis)
+
+
+def _alert_text(alert: Alert, ev: EvidenceRules) -> str:
+    return "\n".join(alert.annotations.get(name, "") for name in ev.text_fields)
+
+
 def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: DecidingRule | None, basis: str) -> Signal:
     if code is not None:
-        return rules.catalog.lookup(code).signal(basis=basis)
+        return rules.catalog.signal_for(code, _alert_text(alert, rules.evidence), alert.labels, basis=basis)
     # An Xid without a code is still an Xid: hardware, on its node and GPU, its own severity.
     severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
     return Signal(kind="xid", severity=as_severity(severity), category="hardware", title=KIND_TITLES["xid"],

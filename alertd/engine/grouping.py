@@ -15,7 +15,7 @@ def fields_of(alert: Alert) -> dict[str, str]:
     out.update(
         cluster=s.cluster, node=s.node, namespace=s.namespace, pod=s.pod, container=s.container, origin=s.origin,
         gpu=s.gpu.key() if s.gpu else "", signal=sig.kind, category=sig.category,
-        severity=sig.severity, xid=str(sig.xid or ""), alertname=alert.name, fingerprint=alert.fingerprint,
+        severity=sig.severity, xid=str(sig.xid or ""), switch=sig.switch, alertname=alert.name, fingerprint=alert.fingerprint,
     )
     return out
 

@@ -330,11 +330,11 @@ class Enricher:
 
     def _upgrade_signal(self, target: EnrichTarget, evidence: list[dict[str, Any]]) -> Signal | None:
         """The Xid from the log that should classify the incident, or None (see evidence.upgrade_signal)."""
-        catalog = self.service.rules.catalog if self.service is not None else None
+        rules = self.service.rules if self.service is not None else None
         inc = self._incident(target.incident_id)
-        if catalog is None or inc is None:
+        if rules is None or inc is None:
             return None
-        return upgrade_signal(evidence, inc, catalog, target.gpus)
+        return upgrade_signal(evidence, inc, rules.catalog, target.gpus, rules.sxids)
 
     async def _kube(self, target: EnrichTarget, attempt: int) -> None:
         assert self.kube is not None

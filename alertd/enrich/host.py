@@ -9,14 +9,18 @@ from prometheus_client import Histogram
 from prometheus_client.registry import Collector
 
 from alertd.gpu.catalog import XidCatalog
+from alertd.gpu.sxid import SxidCatalog
 from alertd.core.model import Change, Incident, Signal
 
 
 class HasCatalog(Protocol):
-    """The loaded rules: enrichment reads the Xid catalog to classify an Xid found in the kernel log."""
+    """The loaded rules: enrichment reads the Xid and SXid catalogs to classify what it finds in the kernel log."""
 
     @property
     def catalog(self) -> XidCatalog: ...
+
+    @property
+    def sxids(self) -> SxidCatalog: ...
 
 
 class HasMetrics(Protocol):

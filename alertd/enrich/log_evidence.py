@@ -12,8 +12,10 @@ from typing import Any, Iterable
 
 from alertd.enrich.logs import LogLine
 from alertd.gpu.nvrm import line_xids, pci_to_uuid
+from alertd.gpu.recovery import XID_RECOVERY
 from alertd.enrich.timestamps import iso_millis
 from alertd.gpu.pci import normalize_pci
+from alertd.gpu.sxid import SxidCatalog, find_sxid
 from alertd.core.model import Incident, Signal, signal_rank
 
 
@@ -36,6 +38,9 @@ def evidence_from_lines(lines: Iterable[LogLine], node: str, gpus: Iterable[dict
             "pid": xid.pid if xid else None,
             "process": (xid.process or None) if xid else None,
         }
+        sxid = find_sxid([ln.message]) if xid is None and "SXid" in ln.message else None
+        if sxid is not None:  # an NVSwitch fault: the switch, never a GPU
+            entry.update(sxid=sxid.code, switch=sxid.key, fatal=sxid.fatal)
         if xid and xid.gpu_instance is not None:
             entry["mig"] = {"gpu_instance": xid.gpu_instance, "compute_instance": xid.compute_instance}
         pod = ln.fields.get("kubernetes_pod_name")
@@ -46,34 +51,26 @@ def evidence_from_lines(lines: Iterable[LogLine], node: str, gpus: Iterable[dict
 
 
 def cap_evidence(entries: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
-    """At most ``limit`` entries, Xid lines first, then in time order."""
+    """At most ``limit`` entries, Xid and SXid lines first, then in time order."""
     if len(entries) <= limit:
         return entries
-    xids = [e for e in entries if e.get("xid")]
-    rest = [e for e in entries if not e.get("xid")]
+    xids = [e for e in entries if e.get("xid") or e.get("sxid")]
+    rest = [e for e in entries if not (e.get("xid") or e.get("sxid"))]
     keep = xids[:limit] + rest[: max(0, limit - len(xids))]
     return sorted(keep, key=lambda e: e.get("time") or "")
 
 
 def upgrade_signal(evidence: list[dict[str, Any]], inc: Incident, catalog: Any,
-                   gpus: Iterable[dict[str, str]]) -> Signal | None:
-    """The Xid from the log that should classify the incident, or None.
+                   gpus: Iterable[dict[str, str]], sxids: SxidCatalog | None = None) -> Signal | None:
+    """The Xid (or, with ``sxids``, the NVSwitch SXid) from the log that should classify the incident, or None.
 
     ``gpus`` are the GPUs the incident's alerts named on the node: when there are
-    any, only Xids of those GPUs count. An Xid the incident already has, or one
-    that does not outrank its current primary signal, changes nothing."""
-    gpus = list(gpus)
-    pcis = {normalize_pci(g.get("pci_bus_id", "")) for g in gpus} - {""}
-    uuids = {g.get("uuid") for g in gpus} - {None, ""}
+    any, only Xids of those GPUs count (an SXid is the node's switch: it counts for
+    an incident with no Xid). An Xid 154 reads what the GPU asks for from its line.
+    A signal the incident already has, or one that does not outrank its current
+    primary signal, changes nothing."""
     best: Signal | None = None
-    for e in evidence:
-        code = e.get("xid")
-        if not code:
-            continue
-        if pcis or uuids:  # a GPU-specific incident: only Xids of its GPUs count
-            if e.get("pci") and e["pci"] not in pcis and e.get("gpu_uuid") not in uuids:
-                continue
-        sig = catalog.lookup(int(code)).signal(detail="from kernel log")
+    for sig in _log_signals(evidence, catalog, list(gpus), sxids if not inc.xids else None):
         if sig.severity == "info":
             continue
         rank = (signal_rank(sig), not sig.fold_into_previous)
@@ -81,14 +78,40 @@ def upgrade_signal(evidence: list[dict[str, Any]], inc: Incident, catalog: Any,
             best = sig
     if best is None:
         return None
+    if best.kind == "sxid" and inc.primary is not None and inc.primary.switch == best.switch:
+        return None
     if not inc.xids:
         return best
-    if best.xid in inc.xids:
+    if best.xid in inc.xids and not (best.xid == XID_RECOVERY and _asks_more(best, inc)):
         return None
     current = inc.primary
     if current is None or signal_rank(best) > signal_rank(current):
         return best
     return None
+
+
+def _log_signals(evidence: list[dict[str, Any]], catalog: Any, gpus: list[dict[str, str]],
+                 sxids: SxidCatalog | None) -> Iterable[Signal]:
+    pcis = {normalize_pci(g.get("pci_bus_id", "")) for g in gpus} - {""}
+    uuids = {g.get("uuid") for g in gpus} - {None, ""}
+    for e in evidence:
+        code = e.get("xid")
+        if not code:
+            if sxids is not None and e.get("sxid"):
+                line = find_sxid([e.get("line") or ""])
+                if line is not None:
+                    yield sxids.signal(line, detail="", basis="kernel log")
+            continue
+        if pcis or uuids:  # a GPU-specific incident: only Xids of its GPUs count
+            if e.get("pci") and e["pci"] not in pcis and e.get("gpu_uuid") not in uuids:
+                continue
+        yield catalog.signal_for(int(code), e.get("line") or "", detail="from kernel log")
+
+
+def _asks_more(sig: Signal, inc: Incident) -> bool:
+    """An Xid 154 line that asks for more than the incident's Xid 154 said (its alert had no value)."""
+    current = inc.primary
+    return current is None or current.xid != XID_RECOVERY or signal_rank(sig) > signal_rank(current)
 
 
 __all__ = ["evidence_from_lines", "cap_evidence", "upgrade_signal"]

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from alertd.core.model import Signal, as_severity
+from alertd.gpu.recovery import XID_RECOVERY, RecoveryTable, recovery_signal
 from alertd.schemas import validate_document
 
 
@@ -42,8 +44,9 @@ class XidEntry:
 
 
 class XidCatalog:
-    def __init__(self, entries: list[XidEntry]):
+    def __init__(self, entries: list[XidEntry], recovery: RecoveryTable | None = None):
         self.entries = {e.code: e for e in entries}
+        self.recovery = recovery or RecoveryTable()
 
     def get(self, code: int) -> XidEntry | None:
         return self.entries.get(code)
@@ -62,6 +65,19 @@ class XidCatalog:
 
     def lookup(self, code: int) -> XidEntry:
         return self.get(code) or self.unknown(code)
+
+    def signal_for(self, code: int, text: str = "", labels: Mapping[str, str] | None = None, *, basis: str = "",
+                   detail: str = "") -> Signal:
+        """The signal for an Xid, with what an Xid 154 asks for: from the labels (DCGM's value) when they carry
+        it, else from the text (the driver's line); the catalog's own entry when neither says."""
+        base = self.lookup(code).signal(detail=detail, basis=basis)
+        if code != XID_RECOVERY:
+            return base
+        found = self.recovery.from_labels(labels) if labels else None
+        if found is not None:
+            return recovery_signal(base, found[0], found[1])
+        action = self.recovery.from_text(text) if text else None
+        return recovery_signal(base, action, f"the Xid {code} text") if action is not None else base
 
     @classmethod
     def from_document(cls, doc: dict[str, Any], source: str = "<catalog>") -> "XidCatalog":

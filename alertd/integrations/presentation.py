@@ -26,6 +26,8 @@ ACTION_TEXT = {
     "reset_gpu": "Drain the GPU and reset it (nvidia-smi -r), then run diagnostics before returning it.",
     "reboot_node": "Drain and reboot the node (often a power cycle); save dmesg and the BMC log first.",
     "contact_support": "Drain the GPU and open a case with the hardware vendor.",
+    "drain_p2p": "Stop peer-to-peer (NVLink) work on the GPU: let multi-GPU jobs finish, start no new ones.",
+    "drain_reset": "Let the GPU's work finish, take no new work, then reset the GPU (nvidia-smi -r).",
     "watch": "Nothing now; repeats need a look.",
     "ignore": "No action needed.",
 }

@@ -20,6 +20,7 @@ from typing import Any
 
 from alertd.core.actor import Actor
 from alertd.core.model import Incident, iso
+from alertd.gpu.recovery import XID_RECOVERY
 from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARANTINE, RUNNING, STOPPING,
                                       SUPERSEDED, UNCORDON, Remediation)
 from alertd.rules.remediation import CORDONING, Policy, RemediationPolicy
@@ -44,8 +45,14 @@ def policy_for(inc: Incident, policy: RemediationPolicy) -> Policy | None:
     a node folded into a fleet incident, which proposes for all of them)."""
     if inc.parent_id or not (inc.nodes if inc.fleet else inc.node):
         return None
-    chosen = policy.policy_for(inc.xids, inc.signals)
+    chosen = policy.policy_for(inc.xids, inc.signals, recovery_asked(inc))
     return chosen if chosen is not None and chosen.action != "none" else None
+
+
+def recovery_asked(inc: Incident) -> frozenset[str]:
+    """What the incident's GPUs ask for (Xid 154 signals: their recovery key, rules/gpu-recovery.yml)."""
+    signals = [m.signal for m in inc.members.values()] + ([inc.primary] if inc.primary is not None else [])
+    return frozenset(s.detail for s in signals if s.xid == XID_RECOVERY and s.detail)
 
 
 def target_nodes(inc: Incident) -> list[str]:

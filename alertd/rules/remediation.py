@@ -17,19 +17,22 @@ DEFAULT_TAINT = ("alertd.dev/quarantine", "NoSchedule")
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """One entry of ``policies``: an incident with any of ``xids`` or ``signals`` proposes ``action``."""
+    """One entry of ``policies``: an incident with any of ``xids``, ``signals`` or ``recovery`` (what the GPU asks
+    for in an Xid 154: rules/gpu-recovery.yml keys) proposes ``action``."""
 
     name: str
     action: str
     xids: frozenset[int] = frozenset()
     signals: frozenset[str] = frozenset()
+    recovery: frozenset[str] = frozenset()
     automatic: bool = False
     description: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)  # handoff: set on the node
     annotations: Mapping[str, str] = field(default_factory=dict)
 
-    def matches(self, xids: list[int], signals: list[str]) -> bool:
-        return bool(self.xids.intersection(xids) or self.signals.intersection(signals))
+    def matches(self, xids: list[int], signals: list[str], recovery: frozenset[str] = frozenset()) -> bool:
+        return bool(self.xids.intersection(xids) or self.signals.intersection(signals)
+                    or self.recovery.intersection(recovery))
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +48,8 @@ class RemediationPolicy:
     taint: tuple[str, str] = DEFAULT_TAINT
     policies: tuple[Policy, ...] = ()
 
-    def policy_for(self, xids: list[int], signals: list[str]) -> Policy | None:
-        return next((p for p in self.policies if p.matches(xids, signals)), None)
+    def policy_for(self, xids: list[int], signals: list[str], recovery: frozenset[str] = frozenset()) -> Policy | None:
+        return next((p for p in self.policies if p.matches(xids, signals, recovery)), None)
 
 
 def parse_remediation(doc: dict[str, Any], check: Any) -> RemediationPolicy:
@@ -62,7 +65,8 @@ def parse_remediation(doc: dict[str, Any], check: Any) -> RemediationPolicy:
             check.problem(("remediation", "policies", i), "action handoff needs handoff.labels or handoff.annotations")
         policies.append(Policy(
             name=entry["name"], action=entry["action"], xids=frozenset(entry.get("xids") or ()),
-            signals=frozenset(entry.get("signals") or ()), automatic=entry.get("approval") == "automatic",
+            signals=frozenset(entry.get("signals") or ()),
+            recovery=frozenset(entry.get("recovery") or ()), automatic=entry.get("approval") == "automatic",
             description=entry.get("description", ""), labels=dict(handoff.get("labels") or {}),
             annotations=dict(handoff.get("annotations") or {})))
     breaker, second = doc.get("breaker") or {}, doc.get("second_approver") or {}

@@ -20,6 +20,8 @@ from alertd.rules.rma import parse_rma
 from alertd.rules.routing import parse_routing
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XidCatalog, XidEntry
+from alertd.gpu.recovery import RecoveryTable, merge_recovery, parse_recovery
+from alertd.gpu.sxid import DEFAULT_SXIDS, SxidCatalog, merge_sxids, parse_sxid_catalog
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.promql.recording import RecordingIndex
 from alertd.rules.kube_health import KubeHealthRules, parse_kube_health
@@ -27,7 +29,7 @@ from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
 # section name -> JSON Schema name
-SECTIONS = {"xids": "xid-catalog", "signals": "signals", "evidence": "evidence", "correlation": "correlation",
+SECTIONS = {"xids": "xid-catalog", "recovery_actions": "recovery-actions", "sxids": "sxid-catalog", "signals": "signals", "evidence": "evidence", "correlation": "correlation",
             "routing": "routing", "rma": "rma", "remediation": "remediation", "kube_health": "kube-health"}
 RULE_SUFFIXES = (".yml", ".yaml")
 log = logging.getLogger(__name__)
@@ -111,6 +113,7 @@ class WatchdogRule:
 
 DEFAULT_GROUPS = (
     GroupRule("application-xid", ("cluster", "namespace", "pod"), parse_matchers(['signal="xid"', 'category="application"'])),
+    GroupRule("nvswitch", ("cluster", "node", "switch"), parse_matchers(['signal="sxid"'])),
     GroupRule("node", ("cluster", "node"), parse_matchers(['signal!="other"'])),
     GroupRule("origin", ("cluster", "origin"), parse_matchers(['node=""', 'signal!="watchdog"'])),
     GroupRule("node-unknown", ("cluster", "alertname", "fingerprint"), parse_matchers(['signal!~"other|watchdog"', 'node=""'])),
@@ -131,7 +134,8 @@ class CorrelationRules:
 
 @dataclass(slots=True)
 class RuleSet:
-    catalog: XidCatalog = field(default_factory=lambda: XidCatalog([]))
+    catalog: XidCatalog = field(default_factory=lambda: XidCatalog([]))  # with the recovery actions (Xid 154)
+    sxids: SxidCatalog = DEFAULT_SXIDS  # rules/sxid-catalog.yml
     signals: tuple[SignalRule, ...] = ()
     evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules = field(default_factory=CorrelationRules)
@@ -203,6 +207,8 @@ class _Sections:
     """What the rule files say so far, section by section (later files add to or override earlier ones)."""
 
     xids: dict[int, XidEntry] = field(default_factory=dict)
+    recovery: RecoveryTable = field(default_factory=RecoveryTable)
+    sxids: SxidCatalog | None = None
     signals: list[SignalRule] = field(default_factory=list)
     evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules | None = None
@@ -230,7 +236,8 @@ def load_rules(paths: Sequence[Path | str]) -> RuleSet:
                 _read_section(sections, section, doc, check, found)
         found.extend(check.found)
     rules = RuleSet(
-        catalog=XidCatalog(list(sections.xids.values())),
+        catalog=XidCatalog(list(sections.xids.values()), sections.recovery),
+        sxids=sections.sxids or DEFAULT_SXIDS,
         signals=tuple(sections.signals),
         evidence=sections.evidence,
         correlation=sections.correlation or CorrelationRules(),
@@ -294,6 +301,10 @@ def _read_section(sections: _Sections, section: str, doc: dict[str, Any], check:
     body = doc[section]
     if section == "xids":
         _xids(body, check, sections.xids)
+    elif section == "recovery_actions":
+        sections.recovery = merge_recovery(sections.recovery, _recovery(body, check))
+    elif section == "sxids":
+        sections.sxids = merge_sxids(sections.sxids, _sxids(body, check))
     elif section == "signals":
         sections.signals.extend(_signals(body, check))
     elif section == "evidence":
@@ -324,6 +335,24 @@ def _xids(entries: list[dict[str, Any]], check: _Checker, xids: dict[int, XidEnt
             check.problem(("xids", i, "code"), f"duplicate Xid code {entry['code']}")
         seen.add(entry["code"])
         xids[entry["code"]] = XidEntry(**entry)  # later files override earlier ones
+
+
+def _recovery(body: dict[str, Any], check: _Checker) -> RecoveryTable:
+    table = parse_recovery(body)
+    seen: set[int] = set()
+    for i, action in enumerate(table.actions):
+        if action.value in seen:
+            check.problem(("recovery_actions", "actions", i, "value"), f"duplicate recovery action value {action.value}")
+        seen.add(action.value)
+    return table
+
+
+def _sxids(body: dict[str, Any], check: _Checker) -> SxidCatalog:
+    codes = [entry["code"] for entry in body.get("codes") or ()]
+    for i, code in enumerate(codes):
+        if code in codes[:i]:
+            check.problem(("sxids", "codes", i, "code"), f"duplicate SXid code {code}")
+    return parse_sxid_catalog(body)
 
 
 def _signals(entries: list[dict[str, Any]], check: _Checker) -> list[SignalRule]:

@@ -51,7 +51,7 @@ def site(tmp_path: Path) -> Path:
 def test_the_shipped_rules_and_example_config_pass():
     code, lines = run(ROOT / "rules", ROOT / "examples" / "alertd.yml")
     assert code == 0, lines
-    assert lines == ["SUCCESS: 8 rule files, 1 config file found"]
+    assert lines == ["SUCCESS: 10 rule files, 1 config file found"]
     report = check([ROOT / "rules"])
     assert report.ok and not report.warnings
 
@@ -216,7 +216,7 @@ def test_runbooks_that_do_not_exist_are_warnings(site):
     code, lines = run(site / "rules")
     assert code == 0
     assert any(": warning: runbook 'thermals' does not exist" in line for line in lines), lines
-    assert lines[-1] == "SUCCESS: 8 rule files found (1 warning)"
+    assert lines[-1] == "SUCCESS: 10 rule files found (1 warning)"
     assert run(site / "rules", strict=True)[0] == 1
     (site / "runbooks" / "thermal.md").unlink()
     # the other thermal rule + the typo in signals.yml, the seven thermal entries of evidence.yml
@@ -258,7 +258,7 @@ def test_a_config_brings_its_rule_paths_and_pagerduty_keys(site):
               gpu-infra: abc
         """)
     report = check([cfg])
-    assert len(report.rule_files) == 8
+    assert len(report.rule_files) == 10
     assert [p.message for p in report.errors] == [
         f"PagerDuty routing key 'gpu-infra-escalation' is not defined in notify.pagerduty.routing_keys of {cfg}"]
     assert report.errors[0].source.endswith("routing.yml") and report.errors[0].line > 0
@@ -287,7 +287,7 @@ def test_storm_matchers_naming_no_signal_kind_are_warnings(site):
     corr.write_text(text)
     code, lines = run(site / "rules")
     assert code == 0, lines  # warnings: the rules still load
-    assert lines[-1] == "SUCCESS: 8 rule files found (3 warnings)", lines
+    assert lines[-1] == "SUCCESS: 10 rule files found (3 warnings)", lines
     found = sorted((p.line, p.column, p.message.split(" names signal kind ")[1].split(",")[0])
                    for p in check([site / "rules"]).warnings if "names signal kind" in p.message)
     assert [kind for _, _, kind in found] == ["'thermals'", "'node_notready'", "'exp.*'"], found
