@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 from alertd.app.processor import Processor
 from alertd.core.model import Change, Signal
 from alertd.core.service_metrics import Metrics
+from alertd.core.tickets import TicketLink
 from alertd.ha import commands
 from alertd.store.base import AuditEntry
 from alertd.store.quarantine import SetAside
@@ -54,6 +55,13 @@ class Actions:
                                           {"key": key, "value": value, "kind": kind, "text": text, "actor": actor})
         return await self.processor.step(
             lambda e, now: e.correlator.annotate(incident_id, key, value, now, kind, text, actor))
+
+    async def link_ticket(self, incident_id: str, ticket: TicketLink, actor: str = "") -> list[Change]:
+        """A ticket opened for the incident, on the incident (Correlator.link_ticket)."""
+        if not self.leading:
+            return await commands.forward(self.store, "link_ticket", incident_id,
+                                          {"ticket": dict(ticket.to_json()), "actor": actor})
+        return await self.processor.step(lambda e, now: e.correlator.link_ticket(incident_id, ticket, now, actor))
 
     async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[Any, str]], signals: Sequence[Signal],
                      source: str) -> list[Change]:

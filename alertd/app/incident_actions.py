@@ -1,8 +1,9 @@
 """What people do to an incident, whichever door they come through: one use case each, taking the principal.
 
 Acknowledge, resolve, silence (an Alertmanager silence for the incident's node, and its GPU for a GPU-level
-incident, recorded on the incident as annotation ``silence``), unsilence, and the remediation verbs (approve,
-override, cancel, stop: alertd/app/remediate.py). Slack, the web UI and the API (and the CLI, through the
+incident, recorded on the incident as annotation ``silence``), unsilence, the remediation verbs (approve,
+override, cancel, stop: alertd/app/remediate.py) and the RMA handoff (``rma_handoff``: a ticket per GPU with
+its evidence, once approved: alertd/app/rma_handoff.py). Slack, the web UI and the API (and the CLI, through the
 API) are adapters: each reads its own input, calls ``perform``, and turns the answer into its own.
 
 Every outcome is audited here, with the principal and any name it stated (alertd.core.actor), so no door
@@ -27,7 +28,8 @@ from alertd.ha.commands import ActionTaker
 log = logging.getLogger(__name__)
 
 INCIDENT_VERBS = ("acknowledge", "resolve", "silence", "unsilence")
-VERBS = (*INCIDENT_VERBS, *REMEDIATION_VERBS)
+RMA_HANDOFF = "rma_handoff"
+VERBS = (*INCIDENT_VERBS, *REMEDIATION_VERBS, RMA_HANDOFF)
 AUDITED_AS = {"acknowledge": "ack"}  # the audit trail's name for a verb, where it differs
 
 
@@ -63,6 +65,8 @@ class IncidentActions:
         """One verb of VERBS on the incident; ``duration`` for silence, ``kind`` for a remediation verb."""
         if verb in REMEDIATION_VERBS:  # audited where it is decided, with the remediation's own record
             return await self.svc.remediation.act(incident_id, verb, who, via, kind=kind)
+        if verb == RMA_HANDOFF:  # a proposal with this principal's approval: audited with the remediation's record
+            return await self.svc.remediation.rma_handoff(incident_id, who, via)
         action = f"silence {duration}" if verb == "silence" else AUDITED_AS.get(verb, verb)
         try:
             why = await self._incident_verb(verb, incident_id, who.shown, duration)
@@ -128,4 +132,4 @@ class IncidentActions:
         await self.am.close()
 
 
-__all__ = ["INCIDENT_VERBS", "IncidentActions", "VERBS"]
+__all__ = ["INCIDENT_VERBS", "IncidentActions", "RMA_HANDOFF", "VERBS"]

@@ -26,14 +26,22 @@ from alertd.remediation import decide
 from alertd.remediation.blast import summary
 from alertd.app.remediate_run import execute
 from alertd.remediation.kube import ApiError, KubeRemediator
-from alertd.remediation.model import (APPROVED, DONE, FAILED, QUARANTINE, RUNNING, STOPPED, STOPPING,
-                                      UNCORDON, WAITING, Remediation)
-from alertd.rules.remediation import RemediationPolicy
+from alertd.remediation.model import (APPROVED, DONE, FAILED, PROPOSED, QUARANTINE, RMA_HANDOFF, RUNNING, STOPPED,
+                                      STOPPING, UNCORDON, WAITING, Remediation)
+from alertd.rules.remediation import RMA, RemediationPolicy
+from alertd.remediation.ladder import Escalation
+from alertd.app.rma_handoff import RmaHandoff
 
 log = logging.getLogger(__name__)
 POLL = 1.0  # seconds between the executor's looks for approved work
 MAX_ATTEMPTS = 3  # an unreachable API server is tried this many times before the remediation fails
 VERBS = ("approve", "override", "cancel", "stop")
+
+
+def escalation_of(inc: Incident) -> Escalation | None:
+    """What the incident's history says it needs (a verdict that names a ladder step), or None: the hook the
+    proposal reads the ladder from (alertd/remediation/ladder.py)."""
+    return None
 
 
 class RemediationStore(Protocol):
@@ -81,20 +89,22 @@ class RemediationHost(Protocol):
 
 class Remediations:
     def __init__(self, svc: RemediationHost, kube: KubeRemediator | None, *, holder: str = "engine",
-                 monotonic: Callable[[], float] | None = None):
-        self.svc, self.kube, self.holder = svc, kube, holder
+                 monotonic: Callable[[], float] | None = None, tickets: RmaHandoff | None = None):
+        self.svc, self.kube, self.holder, self.tickets = svc, kube, holder, tickets
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self.monotonic = monotonic or (lambda: asyncio.get_running_loop().time())
         self._attempts: dict[str, int] = {}
         self._wake = asyncio.Event()  # an approval on this replica: look at once rather than at the next poll
         self._said_no_kube = False
+        self._running: set[str] = set()  # remediations this process runs now
 
     @classmethod
-    def from_config(cls, svc: RemediationHost, kube: KubeSettings | None, holder: str = "engine") -> "Remediations":
+    def from_config(cls, svc: RemediationHost, kube: KubeSettings | None, holder: str = "engine",
+                    tickets: RmaHandoff | None = None) -> "Remediations":
         """``kube``: the ``enrich.kube`` section (None: absent or disabled); alertd acts with the credentials
-        enrichment reads with."""
-        return cls(svc, KubeRemediator(kube) if kube is not None else None, holder=holder)
+        enrichment reads with. ``tickets``: where an approved RMA step opens its tickets (section ``rma``)."""
+        return cls(svc, KubeRemediator(kube) if kube is not None else None, holder=holder, tickets=tickets)
 
     @property
     def policy(self) -> RemediationPolicy:
@@ -127,7 +137,7 @@ class Remediations:
 
     def why_none(self, inc: Incident) -> str:
         """Why an incident a policy matches has no proposal: alertd has no Kubernetes API to act through."""
-        chosen = decide.policy_for(inc, self.policy)
+        chosen = decide.policy_for(inc, self.policy, escalation_of(inc))
         if self.kube is not None or chosen is None:
             return ""
         return (f"Policy {chosen.name!r} ({chosen.action}) matches this incident, but alertd has no Kubernetes API "
@@ -166,7 +176,8 @@ class Remediations:
         if inc.status == CLOSED:
             await self._propose_uncordon(inc.id, now)
             return
-        chosen = decide.policy_for(inc, self.policy)
+        escalation = escalation_of(inc)
+        chosen = decide.policy_for(inc, self.policy, escalation)
         if chosen is None or not self.kube.applies_to(inc.cluster):
             return  # no policy, or another cluster than the one alertd's credentials reach
         old = await store.get_remediation(decide.remediation_id(inc.id, QUARANTINE))
@@ -182,7 +193,8 @@ class Remediations:
         text = (f"{'dry run: ' if rem.dry_run else ''}proposes {rem.action} of {len(rem.nodes)} node(s) "
                 f"{', '.join(rem.nodes[:10])}{' and more' if len(rem.nodes) > 10 else ''} (policy {rem.policy}): "
                 f"{summary(blast)}" + (f"; HELD: {rem.reason}" if rem.reason else "")
-                + (f"; needs {rem.approvals_needed} approvers" if rem.approvals_needed > 1 else ""))
+                + (f"; needs {rem.approvals_needed} approvers" if rem.approvals_needed > 1 else "")
+                + (f"; ladder: {escalation.line}" if escalation is not None and rem.policy.startswith("ladder-") else ""))
         if old is None:
             if await self._write(rem, None, "remediation_proposed", text, "alertd", "engine") and rem.state == APPROVED:
                 self._wake.set()
@@ -234,6 +246,35 @@ class Remediations:
             self._wake.set()
         return "" if ok else f"{rem.id} changed meanwhile; look again"
 
+    async def rma_handoff(self, incident_id: str, who: Actor, via: str) -> str:
+        """A person hands the incident's GPU(s) over for RMA: the waiting RMA proposal is approved, or one is
+        proposed with this principal's approval. The policy's approvals and dry run hold as for any step."""
+        inc = await self.svc.store.get_incident(incident_id)
+        if inc is None:
+            return f"no incident {incident_id}"
+        rems = [Remediation.from_dict(d) for d in await self.svc.store.list_remediations(incident_id=incident_id)]
+        waiting = next((r for r in rems if r.action == RMA and r.waiting), None)
+        if waiting is not None:
+            return await self.act(incident_id, "approve", who, via, kind=waiting.kind)
+        if (ran := next((r for r in rems if r.action == RMA), None)) is not None:
+            return f"{incident_id} was handed over for RMA already ({ran.id} is {ran.state})"
+        if self.tickets is None or not self.tickets.systems:
+            return "no ticket target is configured for RMA handoffs (section rma, docs/remediation.md)"
+        nodes, now = decide.target_nodes(inc) if (inc.node or inc.fleet) else [], self.svc.clock()
+        rem = Remediation(id=decide.remediation_id(incident_id, RMA_HANDOFF), incident_id=incident_id,
+                          cluster=inc.cluster, nodes=nodes, kind=RMA_HANDOFF, action=RMA, policy="rma-handoff",
+                          state=PROPOSED, created_at=now, updated_at=now, dry_run=self.policy.dry_run,
+                          approvals_needed=decide.approvals_needed(self.policy, nodes, {}))
+        new, why = decide.approve(rem, who, via, now)
+        if why:
+            return why
+        text = (f"RMA handoff asked by {who.shown} to {', '.join(self.tickets.targets)} "
+                f"({len(new.approvals)} of {new.approvals_needed} approvals)" + (" (dry run)" if new.dry_run else ""))
+        ok = await self._write(new, None, "remediation_proposed", text, who.shown, via)
+        if ok and new.state == APPROVED:
+            self._wake.set()
+        return "" if ok else f"{rem.id} changed meanwhile; look again"
+
     async def _current(self, incident_id: str, kind: str) -> Remediation | None:
         docs = await self.svc.store.list_remediations(incident_id=incident_id)
         rems = [Remediation.from_dict(d) for d in docs if not kind or d["kind"] == kind]
@@ -248,7 +289,7 @@ class Remediations:
     async def run(self) -> None:
         while True:
             try:
-                if self.svc.leading and self.kube is not None and self.policy.policies:
+                if self.svc.leading and (self.kube is not None and self.policy.policies or self.tickets is not None):
                     await self.run_once()
             except Exception:
                 log.exception("remediation executor round failed")
@@ -263,14 +304,21 @@ class Remediations:
         ran = 0
         for doc in await self.svc.store.list_remediations(states=(APPROVED, RUNNING, STOPPING)):
             rem = Remediation.from_dict(doc)
-            if rem.state != APPROVED and rem.holder == self.holder:
-                continue  # ours, in flight in this process
+            if rem.state != APPROVED and rem.id in self._running:
+                continue  # in flight in this process (one left running by a process before it is run again)
+            if self.kube is None and rem.action != RMA:
+                continue  # a cluster action, and no Kubernetes API to act through
             claimed = dataclasses.replace(rem, state=RUNNING, holder=self.holder)
             if not await self._write(claimed, rem.version, "remediation_started",
                                      f"{'dry run of ' if rem.dry_run else ''}{rem.action} of {', '.join(rem.nodes[:10])} "
                                      f"started by {self.holder}", "alertd", "engine", fenced=True):
                 continue
-            await self._execute(dataclasses.replace(claimed, version=rem.version + 1))
+            self._running.add(rem.id)
+            try:
+                run = self._execute_rma if rem.action == RMA else self._execute
+                await run(dataclasses.replace(claimed, version=rem.version + 1))
+            finally:
+                self._running.discard(rem.id)
             ran += 1
         return ran
 
@@ -283,6 +331,25 @@ class Remediations:
                                                   self.svc.clock)
         finally:
             watcher.cancel()
+        await self._finish(rem, results, state, reason)
+
+    async def _execute_rma(self, rem: Remediation) -> None:
+        """The RMA step: the incident's tickets (alertd/app/rma_handoff.py), each opened once."""
+        inc = await self.svc.store.get_incident(rem.incident_id)
+        if self.tickets is None or not self.tickets.systems or inc is None:
+            why = "no ticket target is configured (section rma)" if inc is not None else "the incident is gone"
+            await self._finish(rem, [], FAILED, why)
+            return
+        escalation = escalation_of(inc)
+        approvers = ", ".join(a["actor"] for a in rem.approvals) or "policy"
+        why = (f"{escalation.line}; " if escalation is not None else "") + f"RMA approved by {approvers}"
+        results = await self.tickets.open(inc, why, dry_run=rem.dry_run)
+        failed = [r for r in results if not r.get("ok")]
+        state = DONE if not failed else ("retry" if any(r.get("retry") for r in failed) else FAILED)
+        await self._finish(rem, results, state, "; ".join(r["result"] for r in failed[:3]))
+
+    async def _finish(self, rem: Remediation, results: list[dict[str, Any]], state: str, reason: str) -> None:
+        """Record how a claimed remediation went (fenced); "retry" sends it back to approved, a few times."""
         if state == "retry":
             self._attempts[rem.id] = self._attempts.get(rem.id, 0) + 1
             state = APPROVED if self._attempts[rem.id] < MAX_ATTEMPTS else FAILED
@@ -306,6 +373,8 @@ class Remediations:
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self.tickets is not None:
+            await self.tickets.close()
         if self.kube is not None:
             await self.kube.close()
 

@@ -15,7 +15,7 @@ from alertd.core.model import iso
 
 from alertd.remediation.kube import ApiError, KubeRemediator
 from alertd.remediation.model import DONE, FAILED, UNCORDON, Remediation
-from alertd.rules.remediation import CORDONING, RemediationPolicy
+from alertd.rules.remediation import CORDONING, HANDING_OFF, RemediationPolicy
 
 
 async def execute(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, stopped: Callable[[], bool],
@@ -49,32 +49,40 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
             return [{"node": node, "step": "uncordon", "ok": True, "result": "dry run: would uncordon"}]
         why = await kube.uncordon(node, rem.incident_id, policy.taint)
         return [{"node": node, "step": "uncordon", "ok": not why, "result": why or "uncordoned"}]
-    out: list[dict[str, Any]] = []
     if rem.action == "handoff":
-        chosen = next((p for p in policy.policies if p.name == rem.policy), None)
-        labels, annotations = (dict(chosen.labels), dict(chosen.annotations)) if chosen else ({}, {})
-        annotations.setdefault("alertd.dev/incident", rem.incident_id)
-        if rem.dry_run:
-            return [{"node": node, "step": "handoff", "ok": True, "result": f"dry run: would label {labels}"}]
-        why = await kube.handoff(node, labels, annotations)
-        return [{"node": node, "step": "handoff", "ok": True, "result": why or "handed off"}]
+        return [await _handoff(kube, policy, rem, node)]
+    out: list[dict[str, Any]] = []
     if rem.action in CORDONING:
         if rem.dry_run:
             out.append({"node": node, "step": "cordon", "ok": True, "result": "dry run: would cordon"})
         else:
             why = await kube.cordon(node, rem.incident_id, policy.taint, rem.updated_at)
             out.append({"node": node, "step": "cordon", "ok": True, "result": why or "cordoned", "at": iso(wall())})
-    if rem.action in ("drain", "drain-gpu"):
+    if rem.action in ("drain", "drain-gpu", "drain-handoff"):
         if rem.dry_run:
             evict = [p for p in rem.blast.get("podList") or [] if p.get("evict") and p.get("node") == node]
             out.append({"node": node, "step": "drain", "ok": True,
                         "result": f"dry run: would evict {len(evict)} pods"})
-            return out
-        deadline = monotonic() + policy.drain_timeout.total_seconds()
-        pods = await kube.drain(node, rem.action, grace=policy.grace_period, deadline=deadline, clock=monotonic,
-                                pause=asyncio.sleep, stopped=stopped)
-        out.extend({"node": node, "step": "evict", "ok": p["result"].startswith("evicted"), **p} for p in pods)
-        out.append({"node": node, "step": "drain", "ok": all(p["result"].startswith("evicted") for p in pods),
-                    "result": "drained" if all(p["result"].startswith("evicted") for p in pods)
-                    else "drain incomplete", "at": iso(wall())})
+        else:
+            deadline = monotonic() + policy.drain_timeout.total_seconds()
+            pods = await kube.drain(node, rem.action, grace=policy.grace_period, deadline=deadline, clock=monotonic,
+                                    pause=asyncio.sleep, stopped=stopped)
+            drained = all(p["result"].startswith("evicted") for p in pods)
+            out.extend({"node": node, "step": "evict", "ok": p["result"].startswith("evicted"), **p} for p in pods)
+            out.append({"node": node, "step": "drain", "ok": drained, "result": "drained" if drained
+                        else "drain incomplete", "at": iso(wall())})
+    if rem.action in HANDING_OFF:  # drain-handoff: the external remediator gets a drained node
+        out.append(await _handoff(kube, policy, rem, node))
     return out
+
+
+async def _handoff(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, node: str) -> dict[str, Any]:
+    """Label and annotate the node for an external remediator (the policy's or the ladder step's handoff)."""
+    chosen = next((p for p in policy.policies if p.name == rem.policy), None) or next(
+        (s.as_policy() for s in policy.ladder if s.as_policy().name == rem.policy), None)
+    labels, annotations = (dict(chosen.labels), dict(chosen.annotations)) if chosen else ({}, {})
+    annotations.setdefault("alertd.dev/incident", rem.incident_id)
+    if rem.dry_run:
+        return {"node": node, "step": "handoff", "ok": True, "result": f"dry run: would label {labels}"}
+    why = await kube.handoff(node, labels, annotations)
+    return {"node": node, "step": "handoff", "ok": True, "result": why or "handed off"}

@@ -27,12 +27,14 @@ from alertd.app.processor import EdgeLookup, Outbox, Processor, Submits
 from alertd.app.recording_rules import fetcher_for
 from alertd.app.reload import RuleReload
 from alertd.app.remediate import Remediations
+from alertd.app.rma_handoff import RmaHandoff, build_systems
 from alertd.app.reporting import Reporting
 from alertd.app.sources import KubeHealthPart
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
 from alertd.core.model import Alert, Change, Incident, Signal
 from alertd.core.service_metrics import Metrics
+from alertd.core.tickets import TicketLink
 from alertd.engine.pipeline import Engine
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.node_index import NodeIndex
@@ -111,7 +113,9 @@ class Service:
         # Cordon / drain proposals, approvals and the executor (alertd/app/remediate.py, docs/remediation.md).
         # A replica's name in the engine lease also fences the remediations it claims; one engine is "engine".
         self.holder = replica_name() if role == "replica" else "engine"
-        self.remediation = Remediations.from_config(self, cfg.enrich.kube, holder=self.holder)
+        self.tickets = RmaHandoff(store, build_systems(cfg.rma), holder=self.holder, clock=self.clock,
+                                  link=self.link_ticket, alertd_url=cfg.external_url) if cfg.rma.enabled else None
+        self.remediation = Remediations.from_config(self, cfg.enrich.kube, holder=self.holder, tickets=self.tickets)
         self.processor = self._processor(rules)
         self.admission = Admission(cfg, store.inbox, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)
@@ -287,6 +291,9 @@ class Service:
 
     async def resolve(self, incident_id: str, actor: str) -> list[Change]:
         return await self.actions.resolve(incident_id, actor)
+
+    async def link_ticket(self, incident_id: str, ticket: TicketLink, actor: str = "") -> list[Change]:
+        return await self.actions.link_ticket(incident_id, ticket, actor)
 
     async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
                        actor: str = "") -> list[Change]:

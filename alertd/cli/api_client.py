@@ -115,6 +115,8 @@ def incidents(args: argparse.Namespace, out: TextIO) -> int:
         silence = (data.get("annotations") or {}).get("silence") or {}
         extra = f" until {silence['endsAt']} (silence {silence['id']})" if args.action == "silence" and silence else ""
         out.write(f"{data['id']}: {args.action} done; now {data['status']}{extra}\n")
+        for t in data.get("tickets") or [] if args.action == "rma" else []:
+            out.write(f"  {t['system']} {t['key']} {t['url']}\n")
     return 0
 
 
@@ -264,7 +266,8 @@ def _common(p: argparse.ArgumentParser, outputs: tuple[str, ...] = ("table", "js
 
 def add_parsers(sub: Any) -> None:
     inc = sub.add_parser("incidents", help="list, show, acknowledge, resolve or silence incidents of a running alertd")
-    inc.add_argument("action", choices=["list", "show", "ack", "resolve", "silence", "unsilence"])
+    inc.add_argument("action", choices=["list", "show", "ack", "resolve", "silence", "unsilence", "rma"],
+                     help="rma: hand the incident's GPU(s) over for RMA (a ticket each, once approved)")
     inc.add_argument("id", nargs="?")
     for f in INCIDENT_FILTERS:
         inc.add_argument(f"--{f.name}", help=f"list: filter by {f.name}" + (f" ({f.hint})" if f.hint else ""))

@@ -18,8 +18,8 @@ from alertd.core.yamlio import Marks, Path_, format_path, mark_for
 SUFFIX = "_file"
 MAP_SUFFIX = "_files"
 # The keys that hold secrets; other *_file keys (tls.cert_file) are plain paths and stay as they are.
-SECRET_KEYS = frozenset({"token", "bearer_token", "password", "signing_secret", "api_key", "postgres_password",
-                         "postgres_dsn", "credentials", "routing_key", "routing_keys"})
+SECRET_KEYS = frozenset({"token", "bearer_token", "password", "signing_secret", "api_key", "api_token",
+                         "postgres_password", "postgres_dsn", "credentials", "routing_key", "routing_keys"})
 
 
 def configured_secrets(doc: Any) -> set[str]:

@@ -12,6 +12,7 @@ from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.integrations import registry
 from alertd.integrations.base import NotifierSettings
+from alertd.integrations.tickets import RmaSettings
 from alertd.engine.normalize import NormalizeConfig
 from alertd.enrich.settings import EnrichSettings, NodeIndexSettings
 from alertd.report.settings import ReportSettings
@@ -107,6 +108,7 @@ class Config:
     kubernetes: NodeIndexSettings = field(default_factory=NodeIndexSettings)  # normalize.kubernetes: node lookups
     report: ReportSettings = field(default_factory=ReportSettings)  # the reliability report's samples and digest
     sources: SourcesSettings = field(default_factory=SourcesSettings)  # kube-health watch, CloudEvents receiver
+    rma: RmaSettings = field(default_factory=RmaSettings)  # where an approved RMA handoff opens its tickets
     tls: TlsSettings | None = None  # HTTPS on the listener; None: plain HTTP
     raw: dict[str, Any] = field(default_factory=dict)  # the validated document, as read (config/ internals only)
     source: str = "<defaults>"
@@ -224,6 +226,7 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         kubernetes=NodeIndexSettings.from_doc(doc.get("normalize", {}).get("kubernetes")),
         report=ReportSettings.from_doc(doc.get("report")),
         sources=SourcesSettings.from_doc(doc.get("sources")),
+        rma=RmaSettings.from_doc(doc.get("rma")),
         raw=doc,
         source=source,
     )

@@ -1,7 +1,6 @@
 """Domain model shared by every stage: alerts, their GPU subject, incidents.
 
-Everything here is plain data so the engine can stay pure and the store can
-serialise it as JSON without knowing the engine.
+Plain data, so the engine stays pure and the store serialises it as JSON without knowing the engine.
 """
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from typing import Any, overload
 
 import orjson
 
+from alertd.core.tickets import TicketLink
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
     CLOSED as CLOSED,
@@ -383,6 +383,7 @@ class Incident:
     storm_until: datetime | None = None
     primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)
     annotations: dict[str, Any] = field(default_factory=dict)  # enrichment, silences, notes
+    tickets: list[TicketLink] = field(default_factory=list)  # RMA tickets opened for its GPUs (app/rma_handoff.py)
     version: int = 0
     firing: int = 0  # members firing now, kept by the engine (a fleet incident can hold thousands)
 
@@ -437,6 +438,7 @@ class Incident:
             "stormUntil": iso(self.storm_until),
             "primary": self.primary.to_dict() if self.primary else None,
             "annotations": self.annotations,
+            "tickets": [t.to_json() for t in self.tickets],
             "version": self.version,
             "firing": self.firing,
             "memberCount": len(self.members),
@@ -483,6 +485,7 @@ class Incident:
             storm_until=parse_iso(data.get("stormUntil")),
             primary=Signal.from_dict(data["primary"]) if data.get("primary") else None,
             annotations=dict(data.get("annotations") or {}),
+            tickets=[TicketLink.from_json(t) for t in data.get("tickets") or []],
             version=int(data.get("version") or 0),
             firing=int(data.get("firing") or 0),
         )

@@ -35,6 +35,7 @@ from alertd.core.model import (
     interned,
 )
 from alertd.core.response_marks import REPAIR_FAILED, RESPONSE, flagged, is_response
+from alertd.core.tickets import TicketLink
 from alertd.rules.ruleset import CorrelationRules, GroupRule
 
 PIPELINE_KEY = "watchdog|pipeline"
@@ -121,6 +122,16 @@ class Correlator:
         inc = self.state.incidents.get(incident_id)
         if inc is not None:
             self._annotate(inc, key, value, now, kind, text, actor)
+        return self._flush()
+
+    def link_ticket(self, incident_id: str, ticket: TicketLink, now: datetime, actor: str = "") -> list[Change]:
+        """Record a ticket opened for the incident (an RMA handoff), once per target and GPU, with its event."""
+        inc = self.state.incidents.get(incident_id)
+        if inc is None or any((t.target, t.gpu) == (ticket.target, ticket.gpu) for t in inc.tickets):
+            return self._flush()
+        inc.tickets.append(ticket)
+        text = f"{ticket.system} ticket {ticket.key} opened" + (f" for GPU {ticket.gpu}" if ticket.gpu else "")
+        self.record(inc, inc.add_event(now, "ticket_opened", text + (f": {ticket.url}" if ticket.url else ""), actor))
         return self._flush()
 
     def enrich(self, incident_id: str, now: datetime, source: str, annotations: Mapping[str, tuple[Any, str]],

@@ -14,10 +14,11 @@ import time
 from typing import Any, Protocol
 
 from alertd.core.model import Change, Incident
+from alertd.core.tickets import TicketLink
 
 log = logging.getLogger(__name__)
 FORWARD_TIMEOUT = 2.5  # seconds: Slack wants an answer within 3
-KINDS = ("acknowledge", "resolve", "annotate")
+KINDS = ("acknowledge", "resolve", "annotate", "link_ticket")
 
 
 class CommandTimeout(RuntimeError):
@@ -50,6 +51,8 @@ class ActionTaker(Protocol):
     async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
                        actor: str = "") -> list[Change]: ...
 
+    async def link_ticket(self, incident_id: str, ticket: TicketLink, actor: str = "") -> list[Change]: ...
+
 
 async def forward(store: CommandStore, kind: str, incident_id: str, args: dict[str, Any],
                   timeout: float = FORWARD_TIMEOUT) -> list[Change]:
@@ -81,6 +84,9 @@ async def run_pending(store: CommandStore, service: ActionTaker) -> int:
             elif kind == "annotate":
                 changes = await service.annotate(incident_id, args["key"], args.get("value"), args.get("kind", "annotated"),
                                                  args.get("text", ""), args.get("actor", ""))
+            elif kind == "link_ticket":
+                changes = await service.link_ticket(incident_id, TicketLink.from_json(args.get("ticket") or {}),
+                                                    args.get("actor", ""))
             else:
                 log.error("unknown forwarded action %r (command %d) dropped", kind, command_id)
                 changes = []

@@ -35,7 +35,7 @@ def evicts(action: str, pod: dict[str, Any]) -> tuple[bool, str]:
         return False, "mirror pod (static, managed by the kubelet)"
     if pod.get("daemonset"):
         return False, "DaemonSet pod (ignored by a drain)"
-    if action == "drain-gpu" and not pod.get("gpus"):
+    if action in ("drain-gpu", "drain-handoff") and not pod.get("gpus"):
         return False, "holds no GPU (drain-gpu)"
     return True, ""
 

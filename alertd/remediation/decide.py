@@ -23,6 +23,7 @@ from alertd.core.model import Incident, iso
 from alertd.gpu.recovery import XID_RECOVERY
 from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARANTINE, RUNNING, STOPPING,
                                       SUPERSEDED, UNCORDON, Remediation)
+from alertd.remediation.ladder import Escalation, pick_step
 from alertd.rules.remediation import CORDONING, Policy, RemediationPolicy
 
 
@@ -40,11 +41,18 @@ def remediation_id(incident_id: str, kind: str) -> str:
     return f"{incident_id}/{kind}"
 
 
-def policy_for(inc: Incident, policy: RemediationPolicy) -> Policy | None:
+def policy_for(inc: Incident, policy: RemediationPolicy, escalation: Escalation | None = None) -> Policy | None:
     """The policy an incident proposes under; None for incidents that propose nothing themselves (no node,
-    a node folded into a fleet incident, which proposes for all of them)."""
+    a node folded into a fleet incident, which proposes for all of them).
+
+    ``escalation``: what the incident's history says it needs (a verdict). When it climbs the ladder above
+    the rung of the incident's Xid catalog action, the ladder's step is proposed instead of the matching
+    policy (alertd/remediation/ladder.py); otherwise the first matching policy, as without one."""
     if inc.parent_id or not (inc.nodes if inc.fleet else inc.node):
         return None
+    choice = pick_step(policy.ladder, inc.primary.action if inc.primary else "", escalation)
+    if choice is not None and choice.escalated:
+        return choice.step.as_policy()
     chosen = policy.policy_for(inc.xids, inc.signals, recovery_asked(inc))
     return chosen if chosen is not None and chosen.action != "none" else None
 

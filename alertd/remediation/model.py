@@ -20,6 +20,7 @@ WAITING = (PROPOSED, HELD)  # not approved yet: may be approved, overridden or c
 ACTIVE = (PROPOSED, HELD, APPROVED, RUNNING, STOPPING)
 FINAL = (DONE, FAILED, STOPPED, CANCELLED, SUPERSEDED)
 QUARANTINE, UNCORDON = "quarantine", "uncordon"  # what a remediation does: take nodes out, or give them back
+RMA_HANDOFF = "rma"  # ... or hand its GPUs back to the vendor, asked by a person (the ladder's RMA step is a quarantine)
 
 
 @dataclass(slots=True)
@@ -28,8 +29,8 @@ class Remediation:
     incident_id: str
     cluster: str
     nodes: list[str]
-    kind: str  # QUARANTINE or UNCORDON
-    action: str  # the policy's action: cordon, drain, drain-gpu, handoff; "uncordon" for UNCORDON
+    kind: str  # QUARANTINE, UNCORDON or RMA_HANDOFF
+    action: str  # the policy's action: cordon, drain, drain-gpu, handoff, drain-handoff, rma; "uncordon" for UNCORDON
     policy: str
     state: str
     created_at: datetime

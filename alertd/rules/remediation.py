@@ -10,8 +10,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Mapping
 
-ACTIONS = ("cordon", "drain", "drain-gpu", "handoff", "none")
-CORDONING = ("cordon", "drain", "drain-gpu")  # actions that cordon the node first
+ACTIONS = ("cordon", "drain", "drain-gpu", "handoff", "drain-handoff", "rma", "none")
+CORDONING = ("cordon", "drain", "drain-gpu", "drain-handoff")  # actions that cordon the node first
+HANDING_OFF = ("handoff", "drain-handoff")  # actions that label/annotate the node for an external remediator
+RMA = "rma"  # open a ticket to return the incident's GPU(s) to the vendor (alertd/app/rma_handoff.py)
+# The ladder's steps, lowest first: the names an escalation (a history verdict) and the Xid catalog use.
+LADDER_STEPS = ("reboot_node", "reset_gpu", "drain_and_handoff", "replace_gpu")
 DEFAULT_TAINT = ("alertd.dev/quarantine", "NoSchedule")
 
 
@@ -36,6 +40,25 @@ class Policy:
 
 
 @dataclass(frozen=True, slots=True)
+class LadderStep:
+    """One rung of the action ladder: ``step`` (a LADDER_STEPS name) proposes ``action``; ``catalog``: the Xid
+    catalog actions that stand on this rung by themselves (an incident whose signal says reset_gpu)."""
+
+    step: str
+    action: str
+    catalog: frozenset[str] = frozenset()
+    automatic: bool = False
+    description: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    def as_policy(self) -> Policy:
+        """The step as the policy a proposal is made under (its name says the ladder chose it)."""
+        return Policy(name=f"ladder-{self.step}", action=self.action, automatic=self.automatic,
+                      description=self.description, labels=self.labels, annotations=self.annotations)
+
+
+@dataclass(frozen=True, slots=True)
 class RemediationPolicy:
     dry_run: bool = True
     max_share: float = 0.1
@@ -47,6 +70,7 @@ class RemediationPolicy:
     grace_period: int | None = None
     taint: tuple[str, str] = DEFAULT_TAINT
     policies: tuple[Policy, ...] = ()
+    ladder: tuple[LadderStep, ...] = ()
 
     def policy_for(self, xids: list[int], signals: list[str], recovery: frozenset[str] = frozenset()) -> Policy | None:
         return next((p for p in self.policies if p.matches(xids, signals, recovery)), None)
@@ -61,8 +85,11 @@ def parse_remediation(doc: dict[str, Any], check: Any) -> RemediationPolicy:
             check.problem(("remediation", "policies", i, "name"), f"duplicate remediation policy {entry['name']!r}")
         names.add(entry["name"])
         handoff = entry.get("handoff") or {}
-        if entry["action"] == "handoff" and not handoff:
-            check.problem(("remediation", "policies", i), "action handoff needs handoff.labels or handoff.annotations")
+        if entry["action"] in HANDING_OFF and not handoff:
+            check.problem(("remediation", "policies", i), f"action {entry['action']} needs handoff.labels or "
+                          "handoff.annotations")
+        if entry["action"] == RMA and entry.get("approval") == "automatic":
+            check.problem(("remediation", "policies", i, "approval"), "action rma always needs a person's approval")
         policies.append(Policy(
             name=entry["name"], action=entry["action"], xids=frozenset(entry.get("xids") or ()),
             signals=frozenset(entry.get("signals") or ()),
@@ -81,4 +108,27 @@ def parse_remediation(doc: dict[str, Any], check: Any) -> RemediationPolicy:
         drain_timeout=check.duration(drain.get("timeout"), ("remediation", "drain", "timeout"), base.drain_timeout),
         grace_period=drain.get("grace_period"),
         taint=(taint["key"], taint.get("effect", "NoSchedule")) if taint else DEFAULT_TAINT,
-        policies=tuple(policies))
+        policies=tuple(policies), ladder=parse_ladder(doc.get("ladder") or [], check))
+
+
+def parse_ladder(entries: list[Any], check: Any) -> tuple[LadderStep, ...]:
+    """Schema-valid ``ladder`` -> its steps, in the file's order; a step named twice, a step out of the
+    ladder's order, a handoff without labels or an automatic RMA is reported at its position."""
+    steps: list[LadderStep] = []
+    for i, entry in enumerate(entries):
+        path = ("remediation", "ladder", i)
+        if any(s.step == entry["step"] for s in steps):
+            check.problem(path + ("step",), f"ladder step {entry['step']!r} named twice")
+        elif steps and LADDER_STEPS.index(entry["step"]) < LADDER_STEPS.index(steps[-1].step):
+            check.problem(path + ("step",), f"ladder step {entry['step']!r} comes after {steps[-1].step!r}; "
+                          f"the ladder climbs {' -> '.join(LADDER_STEPS)}")
+        handoff = entry.get("handoff") or {}
+        if entry["action"] in HANDING_OFF and not handoff:
+            check.problem(path, f"action {entry['action']} needs handoff.labels or handoff.annotations")
+        if entry["action"] == RMA and entry.get("approval") == "automatic":
+            check.problem(path + ("approval",), "action rma always needs a person's approval")
+        steps.append(LadderStep(
+            step=entry["step"], action=entry["action"], catalog=frozenset(entry.get("catalog") or ()),
+            automatic=entry.get("approval") == "automatic", description=entry.get("description", ""),
+            labels=dict(handoff.get("labels") or {}), annotations=dict(handoff.get("annotations") or {})))
+    return tuple(steps)

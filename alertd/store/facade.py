@@ -15,6 +15,7 @@ from alertd.store.outbox import Outbox
 from alertd.store.quarantine import Quarantine
 from alertd.store.reads import HistoryReads
 from alertd.store.remediations import Remediations
+from alertd.store.tickets import RmaTickets
 from alertd.store.report_tables import ReportTables
 from alertd.store.retention import Retention
 from alertd.store.sessions import Sessions
@@ -49,6 +50,7 @@ class SqlStore:
         self.shared_meta = SharedMeta(db)
         self.sessions = Sessions(db)
         self.remediations = Remediations(db)
+        self.rma_tickets = RmaTickets(db)
         self.report_tables = ReportTables(db)
         self._bind()
 
@@ -119,6 +121,10 @@ class SqlStore:
         self.put_remediation = self.remediations.put_remediation
         self.get_remediation = self.remediations.get_remediation
         self.list_remediations = self.remediations.list_remediations
+        self.claim_ticket = self.rma_tickets.claim_ticket
+        self.record_ticket = self.rma_tickets.record_ticket
+        self.release_ticket = self.rma_tickets.release_ticket
+        self.incident_tickets = self.rma_tickets.incident_tickets
         self.record_fleet_sample = report.record_fleet_sample
         self.fleet_days = report.fleet_days
         self.fleet_nodes = report.fleet_nodes

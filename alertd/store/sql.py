@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 
 from alertd.core.outbox_items import LEGACY_KINDS, OutboxItem
 from alertd.core.model import Event, Incident, Member, iso, parse_iso
-from alertd.store import compact, history, remediations, report_tables, sessions
+from alertd.store import compact, history, remediations, report_tables, sessions, tickets
 from alertd.store.compact import expand_member
 
 # Each migration runs once, in order; the applied count lives in schema_version.
@@ -162,6 +162,7 @@ MIGRATIONS: list[list[str]] = [
     ],
     report_tables.MIGRATION,  # fleet size samples, report facts, the weekly digest's claim (store/report_tables.py)
     remediations.MIGRATION,  # cordon / drain proposals and their results (alertd/store/remediations.py)
+    tickets.MIGRATION,  # RMA tickets: one per incident, GPU and target, claimed before opening (store/tickets.py)
 ]
 INBOX_LOG = ("CREATE TABLE inbox_log (id {serial} PRIMARY KEY, received_at TEXT NOT NULL, alerts INTEGER NOT NULL, "
              "body {blob} NOT NULL)")

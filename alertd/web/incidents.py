@@ -1,6 +1,6 @@
-"""The incident routes of the API, in one place: list and show (role read); acknowledge, resolve, silence and
-unsilence (role act); an incident's remediations with their blast radius (read), and approve, override,
-cancel and stop (act).
+"""The incident routes of the API, in one place: list and show (role read); acknowledge, resolve, silence,
+unsilence and the RMA handoff (role act); an incident's remediations with their blast radius (read), and
+approve, override, cancel and stop (act).
 
 Every action is the use case of alertd/app/incident_actions.py for the caller's principal (alertd.web.auth
 ``acting``: an admin's ``?by=NAME`` is recorded beside it, never instead); the web UI's buttons come through
@@ -21,8 +21,9 @@ from alertd.web.auth import acting
 from alertd.web.keys import INCIDENT_ACTIONS
 from alertd.web.params import reject_unknown
 
-KINDS = ("", "quarantine", "uncordon")
-ROUTE_VERBS = {"ack": "acknowledge", "resolve": "resolve", "silence": "silence", "unsilence": "unsilence"}
+KINDS = ("", "quarantine", "uncordon", "rma")
+ROUTE_VERBS = {"ack": "acknowledge", "resolve": "resolve", "silence": "silence", "unsilence": "unsilence",
+               "rma": "rma_handoff"}
 
 
 async def perform(request: web.Request, incident_id: str, verb: str, who: Actor, via: str,
@@ -65,7 +66,8 @@ async def get_incident(request: web.Request) -> web.Response:
 
 @guarded(Role.ACT)
 async def act_on_incident(request: web.Request) -> web.Response:
-    """ack, resolve, silence (``?duration=``, up to 7d) or unsilence; answers the incident as it is now."""
+    """ack, resolve, silence (``?duration=``, up to 7d), unsilence or rma (the RMA handoff: proposed with the
+    caller's approval, or a waiting one approved); answers the incident as it is now."""
     incident_id, action = request.match_info["id"], request.match_info["action"]
     reject_unknown(request.query, ("duration", "by") if action == "silence" else ("by",))
     who = acting(request[access.PRINCIPAL], request)
@@ -103,7 +105,7 @@ async def act_on_remediation(request: web.Request) -> web.Response:
     if verb not in REMEDIATION_VERBS:
         return _json({"error": f"unknown remediation action {verb!r}; one of {', '.join(REMEDIATION_VERBS)}"}, 404)
     if kind not in KINDS:
-        return _json({"error": f"kind must be quarantine or uncordon, not {kind!r}"}, 400)
+        return _json({"error": f"kind must be quarantine, uncordon or rma, not {kind!r}"}, 400)
     status, problem = await perform(request, incident_id, verb, acting(request[access.PRINCIPAL], request), "api",
                                     kind=kind)
     if (refused := _answer(status, problem)) is not None:
@@ -114,7 +116,7 @@ async def act_on_remediation(request: web.Request) -> web.Response:
 def register(app: web.Application) -> None:
     app.router.add_get("/api/v1/incidents", list_incidents)
     app.router.add_get("/api/v1/incidents/{id}", get_incident)
-    app.router.add_post("/api/v1/incidents/{id}/{action:ack|resolve|silence|unsilence}", act_on_incident)
+    app.router.add_post("/api/v1/incidents/{id}/{action:ack|resolve|silence|unsilence|rma}", act_on_incident)
     app.router.add_get("/api/v1/remediations", list_remediations)
     app.router.add_get("/api/v1/incidents/{id}/remediations", incident_remediations)
     app.router.add_post("/api/v1/incidents/{id}/remediation/{verb}", act_on_remediation)

@@ -201,11 +201,12 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
         _, problem = await incident_routes.perform(request, incident_id, what, Actor(request[access.PRINCIPAL].name), "web",
                                              kind=kind)
         raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else f"?done={quote(what)}"))
-    if verb not in ("ack", "resolve", "silence", "unsilence") or (verb == "silence") != bool(duration):
+    if verb not in ("ack", "resolve", "silence", "unsilence", "rma") or (verb == "silence") != bool(duration):
         return page(request, "error.html", 400, title="Bad request", message=f"unknown action {action!r}")
     _, problem = await incident_routes.perform(request, incident_id, incident_routes.ROUTE_VERBS[verb],
                                          Actor(request[access.PRINCIPAL].name), "web", duration)
-    label = {"ack": "acknowledged", "resolve": "resolved", "unsilence": "unsilenced"}.get(action, action.replace("-", "d for "))
+    label = {"ack": "acknowledged", "resolve": "resolved", "unsilence": "unsilenced",
+             "rma": "RMA handoff asked"}.get(action, action.replace("-", "d for "))
     raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else "?done=" + quote(label)))
 
 

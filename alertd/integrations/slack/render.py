@@ -258,8 +258,10 @@ def _links(inc: Incident, ctx: RenderContext) -> list[str]:
     """Runbook, Prometheus (the first alert listed that has a link), Alertmanager, the incident's page."""
     shown = incident_links(inc, Links(ctx.runbook_base_url, ctx.alertmanager_url, ctx.alertd_url),
                            [m.generator_url for m in _ordered(inc.members.values())])
+    tickets = [link(t.url, f"RMA {t.key}") if web_url(t.url) else f"RMA {mrkdwn_escape(t.key)}"
+               for t in inc.tickets if t.key]
     return [link(url, label) for url, label in ((shown.runbook, "Runbook"), (shown.prometheus, "Prometheus"),
-                                                (shown.alertmanager, "Alertmanager"), (shown.ui, "Incident")) if url]
+                                                (shown.alertmanager, "Alertmanager"), (shown.ui, "Incident")) if url] + tickets
 
 
 def _body(inc: Incident, found: Evidence) -> list[dict[str, Any]]:
