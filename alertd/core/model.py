@@ -1,7 +1,5 @@
-"""Domain model shared by every stage: alerts, their GPU subject, incidents.
-
-Plain data, so the engine stays pure and the store serialises it as JSON without knowing the engine.
-"""
+"""Domain model shared by every stage: alerts, their GPU subject, incidents. Plain data, so the engine stays
+pure and the store serialises it as JSON without knowing the engine."""
 from __future__ import annotations
 
 import dataclasses
