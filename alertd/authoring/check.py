@@ -18,6 +18,7 @@ from alertd.config.settings import Config, parse_config
 from alertd.rules.shipped import default_rule_paths
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.core.matchers import MatcherError, parse_matchers
+from alertd.core.json_types import member
 from alertd.promql.recording import config_problems
 from alertd.rules.ruleset import SECTIONS, rule_files
 from alertd.schemas import problems as schema_problems
@@ -98,7 +99,7 @@ def kind_of(doc: Any) -> str:
         return "rules"
     if "tests" in keys or "rule_files" in keys:
         return "test"
-    if keys & set(schema("config")["properties"]):
+    if keys & set(member(schema("config"), "properties")):
         return "config"
     return "rules"
 
