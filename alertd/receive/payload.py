@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import msgspec
 import orjson
 
+from alertd.core.json_types import JSONObject
 from alertd.core.model import Alert, as_alert_status, parse_instant
 from alertd.receive import wire
 from alertd.schemas import describe, validator
@@ -29,8 +30,8 @@ class BadPayload(ValueError):
         self.field = field
         self.reason = "schema" if field else "json"
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"error": str(self)}
+    def to_json(self) -> dict[str, str]:
+        out = {"error": str(self)}
         if self.field:
             out["field"] = self.field
         return out
@@ -234,7 +235,7 @@ def _timestamp_checked(value: str, where: str) -> datetime:
     return ts
 
 
-def encode_webhook(alerts: list[dict[str, Any]], receiver: str = "", external_url: str = "") -> bytes:
+def encode_webhook(alerts: Sequence[JSONObject], receiver: str = "", external_url: str = "") -> bytes:
     """A webhook (version 4) holding alerts in their wire form (Alert.to_wire): how alerts alertd makes itself
     (reconciliation), and alerts an earlier version stored one by one, enter the inbox log."""
     fields = ("status", "labels", "annotations", "startsAt", "endsAt", "generatorURL", "fingerprint")
