@@ -137,7 +137,7 @@ def _lemons(failures: list[dict[str, Any]], rules: tuple[rma.RmaRule, ...], p: P
             gpus.setdefault(g, []).append(f["id"])
             history.append({"uuid": g, "incident": f["id"], "seq": seq, "openedAt": f["openedAt"],
                             "xids": [f["xid"]] if f.get("xid") else [], "signals": [], "alertnames": []})
-    rma_gpus = {c.gpu["uuid"]: c.rules for c in rma.evaluate(rules, history, {}, p.until)} if rules else {}
+    rma_gpus = {c.uuid: c.rules for c in rma.evaluate(rules, history, {}, p.until)} if rules else {}
     return {"nodes": [{"node": n, "failures": len(ids), "incidents": ids}
                       for n, ids in sorted(nodes.items(), key=lambda kv: (-len(kv[1]), kv[0])) if len(ids) >= REPEAT],
             "gpus": [{"uuid": g, "failures": len(gpus.get(g, [])), "incidents": gpus.get(g, []),
