@@ -23,6 +23,11 @@ def arr(value: object, where: str = "value") -> JSONArray:
     return value
 
 
+def items(value: object) -> JSONArray:
+    """`value` when it is a JSON array, else an empty one (absent is the same as empty)."""
+    return value if isinstance(value, list) else []
+
+
 def objects(value: object) -> list[JSONObject]:
     """The JSON objects in `value` when it is an array; anything else in it, or a non-array, is skipped."""
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

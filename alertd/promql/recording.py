@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from alertd.core.errors import InvalidDocument, Problem
+from alertd.core.json_types import JSONObject, objects
 from alertd.promql.expr import ExprFacts, Selector, facts_of_expr, facts_of_url
 from alertd.core.yamlio import mark_for
 
@@ -84,20 +85,18 @@ def collect(pairs: Iterable[tuple[str, str]], sources: tuple[str, ...] = ()) -> 
                          sources)
 
 
-def rule_groups(doc: Any) -> list[dict[str, Any]]:
+def rule_groups(doc: object) -> list[JSONObject]:
     """The rule groups of a Prometheus rule file or of a PrometheusRule resource."""
     if not isinstance(doc, dict):
         return []
-    if isinstance(doc.get("spec"), dict):
-        doc = doc["spec"]
-    groups = doc.get("groups")
-    return [g for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
+    spec = doc.get("spec")
+    return objects((spec if isinstance(spec, dict) else doc).get("groups"))
 
 
 def recording_pairs(doc: Any) -> list[tuple[str, str]]:
     """(record, expr) of every recording rule of one rule file document."""
     return [(str(r["record"]), str(r.get("expr", "")).strip())
-            for g in rule_groups(doc) for r in g.get("rules") or [] if isinstance(r, dict) and "record" in r]
+            for g in rule_groups(doc) for r in objects(g.get("rules")) if "record" in r]
 
 
 def expand_paths(patterns: Iterable[str], base: Path | None = None) -> tuple[list[Path], list[str]]:
