@@ -12,6 +12,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
+from alertd.config.document import AuthDoc
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 class Role(enum.StrEnum):
@@ -88,7 +90,7 @@ class Credentials:
         return "Bearer" if self.tokens or not self.basic else 'Basic realm="alertd"'
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None, *, default_name: str = "api") -> "Credentials":
+    def from_doc(cls, doc: AuthDoc | None, *, default_name: str = "api") -> "Credentials":
         """``api.auth`` / ``receiver.auth`` after ``*_file`` resolution (alertd.config.secrets).
 
         The single ``bearer_token`` / ``basic`` of older configs stay valid, with the admin role."""

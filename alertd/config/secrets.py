@@ -64,7 +64,7 @@ def resolve_files(doc: Any, source: str, marks: Marks | None = None, base: Path 
         return out_list, problems, secret_paths
     if not isinstance(doc, dict):
         return doc, problems, secret_paths
-    out: dict[str, Any] = {}
+    out: dict[object, object] = {}
     for key, value in doc.items():
         where = path + (key,)
         if isinstance(key, str) and key.endswith(MAP_SUFFIX) and key[: -len(MAP_SUFFIX)] in SECRET_KEYS \
