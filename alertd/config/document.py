@@ -1,11 +1,13 @@
 """The configuration file as config.schema.json admits it, once validated (alertd.config.settings._validated,
-the one place the document becomes typed). Sections read by other layers' settings (notify, alertmanager,
-classify, enrich, connections, normalize.kubernetes, tls) stay JSON objects here: their own ``from_doc``
-reads them."""
+the one place the document becomes typed). Sections parsed by other layers' settings that take plain
+mappings (notify, enrich, normalize.kubernetes) stay JSON objects here."""
 from __future__ import annotations
 
 from typing import TypedDict
 
+from alertd.alertmanager.settings import AlertmanagerDoc
+from alertd.config.classify import ClassifyDoc
+from alertd.config.connections import ConnectionsDoc
 from alertd.core.json_types import JSONObject
 from alertd.report.settings import ReportDoc
 from alertd.sources.settings import SourcesDoc
@@ -33,6 +35,12 @@ class AuthDoc(TypedDict, total=False):
     tokens: list[TokenDoc]
     basic: BasicDoc
     trusted_proxy: TrustedProxyDoc
+
+
+class TlsDoc(TypedDict, total=False):
+    cert_file: str  # required, with key_file
+    key_file: str
+    min_version: str
 
 
 class LogDoc(TypedDict, total=False):
@@ -97,12 +105,12 @@ class ProcessingDoc(TypedDict, total=False):
 
 class ConfigDoc(TypedDict, total=False):
     listen: str
-    tls: JSONObject
+    tls: TlsDoc
     data_dir: str
     external_url: str
     log: LogDoc
     storage: StorageDoc
-    connections: JSONObject
+    connections: ConnectionsDoc
     receiver: ReceiverDoc
     api: ApiDoc
     rules: RulesDoc
@@ -112,12 +120,12 @@ class ConfigDoc(TypedDict, total=False):
     ha: HADoc
     processing: ProcessingDoc
     notify: JSONObject
-    alertmanager: JSONObject
-    classify: JSONObject
+    alertmanager: AlertmanagerDoc
+    classify: ClassifyDoc
     enrich: JSONObject
     report: ReportDoc
     sources: SourcesDoc
 
 
 __all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "HADoc", "LogDoc", "NormalizeDoc", "ProcessingDoc",
-           "ReceiverDoc", "RulesDoc", "StorageDoc", "TokenDoc", "TrustedProxyDoc"]
+           "ReceiverDoc", "RulesDoc", "StorageDoc", "TlsDoc", "TokenDoc", "TrustedProxyDoc"]

@@ -22,7 +22,7 @@ from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, Network, trusted_networks
-from alertd.config.document import ConfigDoc, HADoc, NormalizeDoc
+from alertd.config.document import ConfigDoc, HADoc, NormalizeDoc, TlsDoc
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
@@ -59,7 +59,7 @@ class TlsSettings:
     min_version: str = "TLS1.2"
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None, base: Path | None = None) -> "TlsSettings | None":
+    def from_doc(cls, doc: TlsDoc | None, base: Path | None = None) -> "TlsSettings | None":
         if not doc:
             return None
 
