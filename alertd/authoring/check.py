@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, TextIO
 
 from alertd.authoring.route_fields import route_field_findings
 from alertd.authoring.virtual import load_rule_set
@@ -89,7 +89,7 @@ def _warning_text(p: Problem) -> str:
 # ----- what kind of file -----
 
 
-def kind_of(doc: Any) -> str:
+def kind_of(doc: object) -> str:
     """'rules', 'config', 'test' or 'rules' by default (it then fails as an unknown section)."""
     if not isinstance(doc, dict) or not doc:
         return "rules"
@@ -464,7 +464,7 @@ def _plain(doc: Any) -> Any:
     return plain(doc)
 
 
-def main(paths: list[str], out: Any, *, runbooks: str | None = None, strict: bool = False,
+def main(paths: list[str], out: TextIO, *, runbooks: str | None = None, strict: bool = False,
          prometheus_rules: list[str] | None = None, show_all: bool = False) -> int:
     if prometheus_rules:
         return _prometheus_rules(paths, prometheus_rules, out, strict, show_all)

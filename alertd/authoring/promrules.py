@@ -117,7 +117,7 @@ def _rendered_code(rule: JSONObject, expr: str, facts: ExprFacts | None, rules: 
     return found[0] if found else None
 
 
-def with_recorded(rules: RuleSet, docs: list[Any]) -> RuleSet:
+def with_recorded(rules: RuleSet, docs: list[object]) -> RuleSet:
     """``rules`` whose recording rules also hold those of ``docs`` (the rule files being checked): the service
     reads the same from classify.prometheus_rules or from Prometheus's rules API."""
     pairs = [p for doc in docs for p in recording_pairs(doc) if p[0] not in rules.recorded.files]

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable, Iterable, TextIO, cast
 from urllib.parse import quote_plus
 
 from alertd.core.durations import parse_duration
@@ -49,7 +49,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def parse_time(value: Any, t0: datetime) -> datetime:
+def parse_time(value: object, t0: datetime) -> datetime:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return t0 + timedelta(seconds=value)
     text = str(value)
@@ -398,7 +398,7 @@ def default_test_files() -> list[Path]:
     return sorted((SHIPPED_RULES / "tests").glob("*.test.yml"))  # the shipped rules' own tests
 
 
-def main(files: list[str], run: str | None, out: Any) -> int:
+def main(files: list[str], run: str | None, out: TextIO) -> int:
     paths = find_test_files(files) if files else default_test_files()
     if not paths:
         print("no rule test files found", file=out)

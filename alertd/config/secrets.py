@@ -22,7 +22,7 @@ SECRET_KEYS = frozenset({"token", "bearer_token", "password", "signing_secret", 
                          "postgres_dsn", "credentials", "routing_key", "routing_keys"})
 
 
-def configured_secrets(doc: Any) -> set[str]:
+def configured_secrets(doc: object) -> set[str]:
     """Every secret value of a configuration document after ``*_file`` resolution (the log redaction's list):
     each line of a multi-line value (a token file holds one token a line), the mappings' values, and the
     Authorization value of a basic user (base64 of ``user:password``)."""

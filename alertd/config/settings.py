@@ -127,7 +127,7 @@ def _drop_empty(value: Any) -> Any:
     return value
 
 
-def parse_config(doc: Any, source: str, marks: Marks | None = None, env: Mapping[str, str] | None = None,
+def parse_config(doc: object, source: str, marks: Marks | None = None, env: Mapping[str, str] | None = None,
                  base: Path | None = None) -> Config:
     """The typed configuration of a YAML document: validated first (every problem at once), then read
     section by section, then checked across sections."""
@@ -141,7 +141,7 @@ def parse_config(doc: Any, source: str, marks: Marks | None = None, env: Mapping
     return cfg
 
 
-def _validated(doc: Any, source: str, marks: Marks | None, env: Mapping[str, str] | None,
+def _validated(doc: object, source: str, marks: Marks | None, env: Mapping[str, str] | None,
                base: Path | None) -> ConfigDoc:
     """${ENV} interpolated, secret files read, the schema checked: raise listing every problem."""
     doc = {} if doc is None else _drop_empty(doc)

@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 from datetime import datetime, timedelta, timezone
-from typing import Any, Awaitable, Callable, NotRequired, TypedDict, cast
+from typing import Awaitable, Callable, NotRequired, TypedDict, cast
 
 from alertd.core.json_types import JSONObject, JSONValue, member, objects
 from alertd.core.kube_objects import Node, as_node, as_pdb
@@ -95,7 +95,7 @@ class _ByOwner:
 class KubeRemediator(KubeContext):
     """Acts on one cluster's nodes; see the module docstring for what each write does."""
 
-    async def call(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> JSONObject:
+    async def call(self, api_name: str, method: str, *args: object, **kwargs: object) -> JSONObject:
         """One request; the JSON answer, or ApiError with the status (403, 404, 409, 429, 0: unreachable)."""
         api = await self._api(api_name)
         async with self._sem:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from alertd.core.json_types import JSONObject
 from alertd.core.model import iso, parse_iso
@@ -28,6 +28,10 @@ from alertd.report.shapes import Cause, Cordoned, Fact, Lemons, Mttr, MttrStats,
 # Published reference: Llama 3 405B pre-training, 419 unexpected interruptions on 16,384 H100s in 54 days.
 REFERENCES: list[Reference] = [{"name": "Llama 3 405B (all unexpected interruptions)", "per1000GpuDays": round(419 / (16384 * 54) * 1000, 3)},
               {"name": "Llama 3 405B (GPU-related, 58.7 %)", "per1000GpuDays": round(419 * 0.587 / (16384 * 54) * 1000, 3)}]
+# Rows of the fleet tables (alertd/store/report_tables.py): a day per cluster and node type, and a node as last
+# sampled (cluster, node, node type, GPUs, cordoned).
+FleetDay = tuple[str, str, str, int, int, int, int]
+FleetNode = tuple[str, str, str, int, bool]
 REPEAT = 2  # failures in the period that make a node or GPU a lemon
 DAY = timedelta(days=1)
 
@@ -47,7 +51,7 @@ def _day_start(d: date) -> datetime:
     return datetime.combine(d, time(0), tzinfo=timezone.utc)
 
 
-def gpu_days(fleet_days: Iterable[tuple[Any, ...]], p: Period) -> tuple[float, dict[str, float]]:
+def gpu_days(fleet_days: Iterable[FleetDay], p: Period) -> tuple[float, dict[str, float]]:
     """(GPU-days of the period, GPUs per day in it): each (cluster, type) carries its latest sample forward."""
     latest: dict[tuple[str, str], int] = {}
     rows = sorted((r for r in fleet_days if (not p.node_type or r[2] == p.node_type)), key=lambda r: r[0])
@@ -149,7 +153,7 @@ def _lemons(failures: list[Fact], rules: tuple[rma.RmaRule, ...], p: Period) -> 
                                      key=lambda g: (-len(gpus.get(g, [])), g))]}
 
 
-def _cordoned(fleet_days: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]], p: Period) -> Cordoned:
+def _cordoned(fleet_days: list[FleetDay], nodes: list[FleetNode], p: Period) -> Cordoned:
     now: dict[str, int] = {}
     for _, _, node_type, _, cordoned in nodes:
         if not p.node_type or node_type == p.node_type:
@@ -179,7 +183,7 @@ def _weekly(failures: list[Fact], per_day: dict[str, float], p: Period) -> list[
              "failuresPer1000GpuDays": round(n / g * 1000, 3) if g else None} for w, (n, g) in sorted(weeks.items())]
 
 
-def compute(facts: list[Fact], fleet_days: list[tuple[Any, ...]], fleet_nodes: list[tuple[Any, ...]],
+def compute(facts: list[Fact], fleet_days: list[FleetDay], fleet_nodes: list[FleetNode],
             p: Period, now: datetime, rules: tuple[rma.RmaRule, ...] = ()) -> Report:
     """The report: ``facts`` overlap the period (store.report_facts), ``fleet_days`` reach back before it."""
     facts = [f for f in facts if not p.node_type or f.get("nodeType") == p.node_type]
@@ -209,7 +213,7 @@ def compute(facts: list[Fact], fleet_days: list[tuple[Any, ...]], fleet_nodes: l
     }
 
 
-def group_by_type(fleet_nodes: list[tuple[Any, ...]]) -> Mapping[tuple[str, str], tuple[str, int]]:
+def group_by_type(fleet_nodes: list[FleetNode]) -> Mapping[tuple[str, str], tuple[str, int]]:
     """(cluster, node) -> (node type, GPUs), for facts."""
     return {(c, n): (t, int(g)) for c, n, t, g, _ in fleet_nodes}
 

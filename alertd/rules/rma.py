@@ -8,7 +8,7 @@ import csv
 import io
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.model import iso
@@ -161,7 +161,7 @@ CSV_COLUMNS = ("uuid", "serial", "pci_bus_id", "model", "cluster", "node", "rule
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def csv_cell(value: Any) -> str:
+def csv_cell(value: object) -> str:
     """A cell no spreadsheet runs: text that would start a formula gets a leading ``'`` (OWASP's advice), which
     spreadsheets show as text. Labels come from alerts, so a node named ``=HYPERLINK(...)`` is only text."""
     text = str(value)

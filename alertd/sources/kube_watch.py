@@ -14,7 +14,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import AsyncIterator, Awaitable, Callable, Protocol
 
 import aiohttp
 
@@ -36,12 +36,31 @@ class WatchFailed(Exception):
     """The API server refused or broke the request; ``reason`` says how."""
 
 
+class LineStream(Protocol):
+    def iter_any(self) -> AsyncIterator[bytes]: ...
+
+
+class WatchResponse(Protocol):
+    """A watch request's open HTTP response (aiohttp's ClientResponse)."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def content(self) -> LineStream: ...
+
+    async def read(self) -> bytes: ...
+
+    def release(self) -> None: ...
+
+
 class StreamsApi(Protocol):
-    """The Kubernetes client as the watch needs it (alertd/enrich/kube_api.py's KubeApi)."""
+    """The Kubernetes client as the watch needs it (alertd/enrich/kube_api.py's KubeApi): a method of one of
+    kubernetes_asyncio's API classes by name, with its arguments."""
 
-    async def read(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> JSONObject: ...
+    async def read(self, api_name: str, method: str, *args: object, **kwargs: object) -> JSONObject: ...
 
-    async def stream(self, api_name: str, method: str, **kwargs: Any) -> Any: ...
+    async def stream(self, api_name: str, method: str, **kwargs: object) -> WatchResponse: ...
 
 
 class WatchHandler(Protocol):
@@ -167,7 +186,7 @@ class Watch:
         finally:
             resp.release()
 
-    async def _read(self, resp: Any) -> None:
+    async def _read(self, resp: WatchResponse) -> None:
         buf = b""
         async for chunk in resp.content.iter_any():
             buf += chunk
