@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 from datetime import datetime, timedelta
-from typing import Any, TypedDict, cast
+from typing import Mapping, TypedDict, cast
 
 import aiohttp
 from yarl import URL
@@ -19,7 +19,8 @@ from yarl import URL
 from alertd.core.durations import DurationError, DurationOutOfRange, parse_duration
 from alertd.core.http_session import LazySession
 from alertd.alertmanager.settings import AlertmanagerSettings
-from alertd.core.model import FIRING, Incident, iso
+from alertd.core.json_types import JSONValue
+from alertd.core.model import FIRING, Incident, Member, iso
 
 GPU_UUID_LABELS = ("UUID", "uuid", "gpu_uuid")
 
@@ -119,7 +120,7 @@ def silence_matchers(inc: Incident, node_labels: tuple[str, ...] = ("node", "kub
     return out
 
 
-def _label_for_nodes(members: list[Any], nodes: set[str], node_labels: tuple[str, ...]) -> str:
+def _label_for_nodes(members: list[Member], nodes: set[str], node_labels: tuple[str, ...]) -> str:
     firing = [m for m in members if m.status == FIRING] or members
     for name in node_labels:
         for m in firing:
@@ -141,7 +142,7 @@ class AlertmanagerClient:
     async def close(self) -> None:
         await self._session.close()
 
-    async def _request(self, method: str, path: str, body: Any = None) -> Any:
+    async def _request(self, method: str, path: str, body: Mapping[str, object] | None = None) -> JSONValue:
         if not self.settings.url:
             raise AlertmanagerError("alertmanager.url is not configured")
         url = self.settings.url + path
@@ -153,7 +154,8 @@ class AlertmanagerClient:
                 if not text.strip():
                     return None
                 try:
-                    return await resp.json(content_type=None)
+                    doc: JSONValue = await resp.json(content_type=None)
+                    return doc
                 except ValueError:
                     return text
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
