@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Iterable
+from typing import Iterable
 
+from alertd.core.json_types import JSONArray, JSONObject, member
 from alertd.core.model import FIRING, RECONCILED_BY, RESOLVED, Alert, Incident, iso, parse_iso
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -60,7 +61,7 @@ def resolutions(gone: list[Held], now: datetime) -> list[Alert]:
                   ends_at=now, receiver=RECONCILED_BY, received_at=now) for h in gone]
 
 
-def answer_from(alerts: Any, status: Any) -> Answer:
+def answer_from(alerts: object, status: object) -> Answer:
     """``GET /api/v2/alerts`` and ``GET /api/v2/status`` bodies -> Answer."""
     if not isinstance(alerts, list):
         raise ValueError(f"GET /api/v2/alerts did not answer a list: {str(alerts)[:200]}")
@@ -83,9 +84,9 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def as_webhook(alerts: list[dict[str, Any]], receiver: str, external_url: str = "") -> dict[str, Any]:
+def as_webhook(alerts: JSONArray, receiver: str, external_url: str = "") -> JSONObject:
     """API v2 alerts (active ones) -> a webhook v4 document, so they take the receiver's own path."""
-    items = [{
+    items: JSONArray = [{
         "status": FIRING,
         "labels": a.get("labels") or {},
         "annotations": a.get("annotations") or {},
@@ -93,7 +94,7 @@ def as_webhook(alerts: list[dict[str, Any]], receiver: str, external_url: str = 
         "endsAt": ZERO_TIME,
         "generatorURL": a.get("generatorURL", ""),
         "fingerprint": a.get("fingerprint", ""),
-    } for a in alerts if isinstance(a, dict) and (a.get("status") or {}).get("state", "active") == "active"]
+    } for a in alerts if isinstance(a, dict) and member(a, "status").get("state", "active") == "active"]
     return {"version": "4", "status": FIRING, "receiver": receiver, "groupKey": "", "truncatedAlerts": 0,
             "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {}, "externalURL": external_url,
             "alerts": items}

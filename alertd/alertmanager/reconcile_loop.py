@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import Any, Callable, Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
 import aiohttp
 import orjson
@@ -15,6 +15,7 @@ import orjson
 from alertd.alertmanager import reconcile
 from alertd.alertmanager.settings import ReconcileSettings
 from alertd.core.http_session import LazySession
+from alertd.core.json_types import JSONValue, arr
 from alertd.core.model import Alert, Incident
 from alertd.receive.payload import parse_notification
 
@@ -83,11 +84,12 @@ class Reconciler:
                 log.exception("reconciliation round failed")
             await asyncio.sleep(self.settings.interval.total_seconds())
 
-    async def _get(self, url: str, path: str, params: list[tuple[str, str]] | None = None) -> Any:
+    async def _get(self, url: str, path: str, params: list[tuple[str, str]] | None = None) -> JSONValue:
         async with self.session().get(url + path, params=params) as resp:
             if resp.status != 200:
                 raise RuntimeError(f"GET {url}{path}: HTTP {resp.status}")
-            return await resp.json(content_type=None)
+            doc: JSONValue = await resp.json(content_type=None)
+            return doc
 
     async def _ask(self, url: str) -> reconcile.Answer | None:
         try:
@@ -120,7 +122,7 @@ class Reconciler:
             params.append(("receiver", receiver))
         for url in self.settings.urls:
             try:
-                alerts = await self._get(url, "/api/v2/alerts", params)
+                alerts = arr(await self._get(url, "/api/v2/alerts", params), "GET /api/v2/alerts")
                 doc = reconcile.as_webhook(alerts, receiver, url)
                 note = parse_notification(doc, self.svc.clock())
             except Exception as exc:  # BadPayload, HTTP or network errors: try the next one

@@ -4,12 +4,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import TypedDict
 
 from alertd.core.durations import parse_duration
 
 
-def _basic(doc: Mapping[str, Any]) -> tuple[str, str] | None:
+class BasicDoc(TypedDict):
+    username: str
+    password: str
+
+
+class AlertmanagerDoc(TypedDict, total=False):
+    """The ``alertmanager`` config section as alertmanager.schema.json admits it."""
+
+    url: str
+    external_url: str
+    timeout: str
+    bearer_token: str
+    basic: BasicDoc
+    urls: list[str]
+    reconcile_interval: str
+    reconcile_min_uptime: str
+
+
+def _basic(doc: AlertmanagerDoc) -> tuple[str, str] | None:
     basic = doc.get("basic")
     return (str(basic["username"]), str(basic["password"])) if basic else None
 
@@ -35,7 +53,7 @@ class AlertmanagerSettings:
         return self.external_url or self.url
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None) -> "AlertmanagerSettings":
+    def from_doc(cls, doc: AlertmanagerDoc | None) -> "AlertmanagerSettings":
         doc = doc or {}
         return cls(url=str(doc.get("url") or "").rstrip("/"), external_url=str(doc.get("external_url") or "").rstrip("/"),
                    timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
@@ -54,7 +72,7 @@ class ReconcileSettings:
     basic: tuple[str, str] | None = None
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None) -> "ReconcileSettings":
+    def from_doc(cls, doc: AlertmanagerDoc | None) -> "ReconcileSettings":
         doc = doc or {}
         urls = list(doc.get("urls") or ([doc["url"]] if doc.get("url") else []))
         return cls(urls=[str(u).rstrip("/") for u in urls],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Mapping, TypedDict, cast
 
 import aiohttp
 from yarl import URL
@@ -19,7 +19,8 @@ from yarl import URL
 from alertd.core.durations import DurationError, DurationOutOfRange, parse_duration
 from alertd.core.http_session import LazySession
 from alertd.alertmanager.settings import AlertmanagerSettings
-from alertd.core.model import FIRING, Incident, iso
+from alertd.core.json_types import JSONValue
+from alertd.core.model import FIRING, Incident, Member, iso
 
 GPU_UUID_LABELS = ("UUID", "uuid", "gpu_uuid")
 
@@ -28,7 +29,43 @@ class AlertmanagerError(RuntimeError):
     pass
 
 
-def _matcher(name: str, value: str, regex: bool = False) -> dict[str, Any]:
+class Matcher(TypedDict):
+    """A matcher of API v2 (models/matcher.go): isEqual false negates it."""
+
+    name: str
+    value: str
+    isRegex: bool
+    isEqual: bool
+
+
+class SilenceStatus(TypedDict, total=False):
+    state: str  # expired, active, pending
+
+
+class Silence(TypedDict, total=False):
+    """``GET /api/v2/silence/{id}``: a gettableSilence (id, status, updatedAt, and the postable fields)."""
+
+    id: str
+    status: SilenceStatus
+    updatedAt: str
+    matchers: list[Matcher]
+    startsAt: str
+    endsAt: str
+    createdBy: str
+    comment: str
+
+
+class SilenceRecord(TypedDict):
+    """What alertd records on an incident (annotation ``silence``) for the silence it created."""
+
+    id: str
+    startsAt: str
+    endsAt: str
+    createdBy: str
+    matchers: list[Matcher]
+
+
+def _matcher(name: str, value: str, regex: bool = False) -> Matcher:
     return {"name": name, "value": value, "isRegex": regex, "isEqual": True}
 
 
@@ -51,11 +88,11 @@ def silence_duration(text: str) -> timedelta | str:
 
 
 def silence_matchers(inc: Incident, node_labels: tuple[str, ...] = ("node", "kubernetes_node", "Hostname", "hostname", "instance"),
-                     cluster_label: str = "cluster") -> list[dict[str, Any]]:
+                     cluster_label: str = "cluster") -> list[Matcher]:
     """Matchers that select the incident's alerts: node (or nodes), cluster, and the GPU for GPU-level incidents."""
     members = list(inc.members.values())
     leading = [m for m in members if not m.folded] or members
-    out: list[dict[str, Any]] = []
+    out: list[Matcher] = []
     if inc.fleet and inc.nodes:
         label = _label_for_nodes(members, set(inc.nodes), node_labels)
         out.append(_matcher(label, "|".join(re.escape(n) for n in sorted(inc.nodes)), regex=True))
@@ -83,7 +120,7 @@ def silence_matchers(inc: Incident, node_labels: tuple[str, ...] = ("node", "kub
     return out
 
 
-def _label_for_nodes(members: list[Any], nodes: set[str], node_labels: tuple[str, ...]) -> str:
+def _label_for_nodes(members: list[Member], nodes: set[str], node_labels: tuple[str, ...]) -> str:
     firing = [m for m in members if m.status == FIRING] or members
     for name in node_labels:
         for m in firing:
@@ -105,7 +142,7 @@ class AlertmanagerClient:
     async def close(self) -> None:
         await self._session.close()
 
-    async def _request(self, method: str, path: str, body: Any = None) -> Any:
+    async def _request(self, method: str, path: str, body: Mapping[str, object] | None = None) -> JSONValue:
         if not self.settings.url:
             raise AlertmanagerError("alertmanager.url is not configured")
         url = self.settings.url + path
@@ -117,13 +154,14 @@ class AlertmanagerClient:
                 if not text.strip():
                     return None
                 try:
-                    return await resp.json(content_type=None)
+                    doc: JSONValue = await resp.json(content_type=None)
+                    return doc
                 except ValueError:
                     return text
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise AlertmanagerError(f"Alertmanager {method} {path}: {type(exc).__name__}: {exc}") from None
 
-    async def create_silence(self, matchers: list[dict[str, Any]], starts_at: datetime, ends_at: datetime,
+    async def create_silence(self, matchers: list[Matcher], starts_at: datetime, ends_at: datetime,
                              created_by: str, comment: str) -> str:
         body = {"matchers": matchers, "startsAt": iso(starts_at), "endsAt": iso(ends_at),
                 "createdBy": created_by or "alertd", "comment": comment or "silenced from alertd"}
@@ -135,15 +173,15 @@ class AlertmanagerClient:
     async def expire_silence(self, silence_id: str) -> None:
         await self._request("DELETE", f"/api/v2/silence/{silence_id}")
 
-    async def get_silence(self, silence_id: str) -> dict[str, Any]:
+    async def get_silence(self, silence_id: str) -> Silence:
         answer = await self._request("GET", f"/api/v2/silence/{silence_id}")
         if not isinstance(answer, dict):
             raise AlertmanagerError(f"Alertmanager answered silence {silence_id} with {answer!r}, not an object")
-        return answer
+        return cast(Silence, answer)  # the API's documented gettableSilence
 
     async def silence_incident(self, inc: Incident, duration: timedelta, created_by: str, now: datetime, *,
                                node_labels: tuple[str, ...] | None = None, cluster_label: str = "cluster",
-                               alertd_url: str = "") -> dict[str, Any]:
+                               alertd_url: str = "") -> SilenceRecord:
         """Create a silence for the incident; returns what alertd records on it (annotation ``silence``)."""
         matchers = silence_matchers(inc, node_labels or ("node", "kubernetes_node", "Hostname", "hostname", "instance"),
                                     cluster_label)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence, cast
 
 from alertd.app.processor import Processor
+from alertd.core.json_types import JSONObject
 from alertd.core.model import Change, Signal
 from alertd.core.service_metrics import Metrics
 from alertd.core.tickets import TicketLink
@@ -60,7 +61,7 @@ class Actions:
         """A ticket opened for the incident, on the incident (Correlator.link_ticket)."""
         if not self.leading:
             return await commands.forward(self.store, "link_ticket", incident_id,
-                                          {"ticket": dict(ticket.to_json()), "actor": actor})
+                                          {"ticket": cast(JSONObject, ticket.to_json()), "actor": actor})
         return await self.processor.step(lambda e, now: e.correlator.link_ticket(incident_id, ticket, now, actor))
 
     async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[Any, str]], signals: Sequence[Signal],

@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, TextIO
 
 from alertd.authoring.route_fields import route_field_findings
 from alertd.authoring.virtual import load_rule_set
@@ -18,6 +18,7 @@ from alertd.config.settings import Config, parse_config
 from alertd.rules.shipped import default_rule_paths
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.core.matchers import MatcherError, parse_matchers
+from alertd.core import json_types
 from alertd.promql.recording import config_problems
 from alertd.rules.ruleset import SECTIONS, rule_files
 from alertd.schemas import problems as schema_problems
@@ -32,8 +33,7 @@ DERIVED_FIELDS = frozenset({"cluster", "node", "origin", "gpu", "namespace", "po
 KNOWN_LABELS = frozenset({
     "instance", "job", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "hostname", "DCGM_FI_DRIVER_VERSION",
     "exported_pod", "exported_namespace", "exported_container", "err_code", "clock_event_reasons", "condition",
-    "status", "key", "value", "effect", "kubernetes_node", "uid", "service", "endpoint",
-})
+    "status", "key", "value", "effect", "kubernetes_node", "uid", "service", "endpoint"})
 SIGNAL_KINDS = frozenset({"xid", "thermal", "ecc", "row_remap", "nvlink", "gpu_check", "metrics_missing", "node_cordoned",
                           "node_not_ready", "watchdog", "other"})
 
@@ -89,7 +89,7 @@ def _warning_text(p: Problem) -> str:
 # ----- what kind of file -----
 
 
-def kind_of(doc: Any) -> str:
+def kind_of(doc: object) -> str:
     """'rules', 'config', 'test' or 'rules' by default (it then fails as an unknown section)."""
     if not isinstance(doc, dict) or not doc:
         return "rules"
@@ -98,7 +98,7 @@ def kind_of(doc: Any) -> str:
         return "rules"
     if "tests" in keys or "rule_files" in keys:
         return "test"
-    if keys & set(schema("config")["properties"]):
+    if keys & set(json_types.member(schema("config"), "properties")):
         return "config"
     return "rules"
 
@@ -327,10 +327,10 @@ def _check_groups(loaded: dict[Path, tuple[Any, Marks]], report: Report, mention
             _check_storm_kinds(f, storm, marks, report)
 
 
-def _check_storm_kinds(f: Path, storm: dict[str, Any], marks: Marks, report: Report) -> None:
+def _check_storm_kinds(f: Path, storm: json_types.JSONObject, marks: Marks, report: Report) -> None:
     """Storm signals, event and follower matchers naming a signal kind that does not exist never match."""
     kinds = ", ".join(sorted(SIGNAL_KINDS))
-    for j, kind in enumerate(storm.get("signals") or []):
+    for j, kind in enumerate(json_types.items(storm.get("signals"))):
         if kind not in SIGNAL_KINDS:
             report.warn(_problem(f, marks, ("correlation", "storm", "signals", j),
                                  f"storm signal {kind!r} is not a signal kind ({kinds})"))
@@ -339,8 +339,8 @@ def _check_storm_kinds(f: Path, storm: dict[str, Any], marks: Marks, report: Rep
     for i, ev in enumerate(events if isinstance(events, list) else []):
         if isinstance(ev, dict):
             places.append((("correlation", "storm", "events", i, "match"), ev.get("match")))
-    for path, items in places:
-        for j, text in enumerate(items if isinstance(items, list) else []):
+    for path, texts in places:
+        for j, text in enumerate(texts if isinstance(texts, list) else []):
             for unknown in _unknown_kinds(text):
                 report.warn(_problem(f, marks, path + (j,),
                                      f"matcher {text!r} names signal kind {unknown!r}, which does not exist ({kinds})"))
@@ -464,7 +464,7 @@ def _plain(doc: Any) -> Any:
     return plain(doc)
 
 
-def main(paths: list[str], out: Any, *, runbooks: str | None = None, strict: bool = False,
+def main(paths: list[str], out: TextIO, *, runbooks: str | None = None, strict: bool = False,
          prometheus_rules: list[str] | None = None, show_all: bool = False) -> int:
     if prometheus_rules:
         return _prometheus_rules(paths, prometheus_rules, out, strict, show_all)

@@ -19,7 +19,8 @@ from alertd.config.settings import Config
 from alertd.engine.classify import Classification, classify_explained
 from alertd.engine.correlate import fields_of, group_for
 from alertd.core.errors import InvalidDocument
-from alertd.core.model import Alert, Signal, Subject, parse_iso
+from alertd.core.json_types import JSONObject, items, member, objects
+from alertd.core.model import Alert, Signal, Subject, as_alert_status, parse_iso
 from alertd.engine.identity import NodeLookup, nvrm_line
 from alertd.engine.normalize import NormalizeConfig, normalize
 from alertd.promql.expr import expr_of_url
@@ -120,15 +121,19 @@ def alerts_of_file(path: str | Path) -> list[Alert]:
     return out
 
 
-def alerts_of_incident(data: dict[str, Any]) -> list[tuple[Alert, Signal]]:
-    """The members of a stored incident (API form) as alerts, with the signal stored for each."""
+def alerts_of_incident(data: JSONObject) -> list[tuple[Alert, Signal]]:
+    """The members of a stored incident (API form, ``GET /api/v1/incidents/{id}``) as alerts, with the signal
+    stored for each."""
     out = []
-    for m in data.get("members") or []:
-        alert = Alert(fingerprint=m["fingerprint"], status=m["status"], labels=dict(m.get("labels") or {}),
-                      annotations={"summary": m["summary"]} if m.get("summary") else {},
-                      starts_at=parse_iso(m["startsAt"]) or datetime.now(timezone.utc),
-                      ends_at=parse_iso(m.get("endsAt")), generator_url=m.get("generatorURL", ""))
-        out.append((alert, Signal.from_dict(m.get("signal") or {})))
+    for m in objects(data.get("members")):
+        ends = m.get("endsAt")
+        alert = Alert(fingerprint=str(m["fingerprint"]), status=as_alert_status(str(m["status"])),
+                      labels={str(k): str(v) for k, v in member(m, "labels").items()},
+                      annotations={"summary": str(m["summary"])} if m.get("summary") else {},
+                      starts_at=parse_iso(str(m["startsAt"])) or datetime.now(timezone.utc),
+                      ends_at=parse_iso(ends if isinstance(ends, str) else None),
+                      generator_url=str(m.get("generatorURL", "")))
+        out.append((alert, Signal.from_dict(member(m, "signal"))))
     return out
 
 
@@ -218,7 +223,7 @@ def _kubernetes_answers(cfg: Config, alerts: list[Alert]) -> NodeLookup | None:
 
 
 def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None, config: str | None,
-         out: TextIO, err: TextIO, fetch: Callable[[str], dict[str, Any]] | None = None) -> int:
+         out: TextIO, err: TextIO, fetch: Callable[[str], JSONObject] | None = None) -> int:
     from alertd.config.settings import load_config
     from alertd.rules.shipped import default_rule_paths
     from alertd.app.recording_rules import with_site_recordings
@@ -247,8 +252,9 @@ def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None
         assert fetch is not None and incident is not None
         data = fetch(incident)
         print(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}", file=out)
-        print(f"  key {data['key']}  group {data['group']}  signals {','.join(data.get('signals') or [])}\n", file=out)
-        sources = [((m.get("subject") or {}).get("node_source") or "") for m in data.get("members") or []]
+        print(f"  key {data['key']}  group {data['group']}  signals {','.join(map(str, items(data.get('signals'))))}\n",
+              file=out)
+        sources = [str(member(m, "subject").get("node_source") or "") for m in objects(data.get("members"))]
         rows = [explain(a, rules, cfg.normalize, stored, stored_node_from=source)
                 for (a, stored), source in zip(alerts_of_incident(data), sources)]
     print_explained(rows, out)

@@ -22,6 +22,7 @@ from alertd.authoring.node_carry import carried, host_only_note, node_warning
 from alertd.engine.classify import Classification, classify_explained
 from alertd.rules.evidence import value_in_text, xid_in_text
 from alertd.core.errors import InvalidDocument
+from alertd.core.json_types import JSONObject, items, member
 from alertd.core.model import FIRING, Alert
 from alertd.core.yamlio import load_yaml
 from alertd.gpu.clocks import clock_reasons
@@ -69,17 +70,18 @@ def _decided_at_runtime(alert: Alert, rules: RuleSet) -> str:
     return ""
 
 
-def synthetic_alert(rule: dict[str, Any]) -> Alert:
-    """The alert as Alertmanager would deliver it, before templating: name, static labels, annotations, expr."""
-    labels = {"alertname": str(rule["alert"]), **{str(k): str(v) for k, v in (rule.get("labels") or {}).items()}}
+def synthetic_alert(rule: JSONObject) -> Alert:
+    """The alert as Alertmanager would deliver it, before templating: name, static labels, annotations, expr.
+    ``rule``: an alerting rule of a Prometheus rule file, as read."""
+    labels = {"alertname": str(rule["alert"]), **{str(k): str(v) for k, v in member(rule, "labels").items()}}
     expr = str(rule.get("expr", ""))
     return Alert(fingerprint="0" * 16, status=FIRING, labels=labels,
-                 annotations={str(k): str(v) for k, v in (rule.get("annotations") or {}).items()},
+                 annotations={str(k): str(v) for k, v in member(rule, "annotations").items()},
                  starts_at=datetime.now(timezone.utc), ends_at=None,
                  generator_url=f"http://prometheus/graph?g0.expr={quote_plus(expr)}&g0.tab=1" if expr else "")
 
 
-def _xid_source(rule: dict[str, Any], decision: Classification, rules: RuleSet) -> tuple[str, list[str]]:
+def _xid_source(rule: JSONObject, decision: Classification, rules: RuleSet) -> tuple[str, list[str]]:
     if decision.signal.xid:
         return decision.xid_from, []
     expr = str(rule.get("expr", ""))
@@ -96,7 +98,7 @@ def _xid_source(rule: dict[str, Any], decision: Classification, rules: RuleSet) 
                 "names it; add an xid label (count_values) or the code to the summary"]
 
 
-def _rendered_code(rule: dict[str, Any], expr: str, facts: ExprFacts | None, rules: RuleSet) -> int | None:
+def _rendered_code(rule: JSONObject, expr: str, facts: ExprFacts | None, rules: RuleSet) -> int | None:
     """The Xid code alertd would read in the rule's text, rendered with a code wherever a template gives one
     (``{{ $value }}`` when the value is the code, ``{{ $labels.xid }}`` when the result keeps it) and a word
     elsewhere: a promise only what the text will hold once Prometheus renders it."""
@@ -110,12 +112,12 @@ def _rendered_code(rule: dict[str, Any], expr: str, facts: ExprFacts | None, rul
         return str(PROBE_CODE) if gives else "x"
 
     probe = Alert(fingerprint="0" * 16, status=FIRING, labels={}, starts_at=datetime.now(timezone.utc), ends_at=None,
-                  annotations={str(k): _TEMPLATE.sub(fill, str(v)) for k, v in (rule.get("annotations") or {}).items()})
+                  annotations={str(k): _TEMPLATE.sub(fill, str(v)) for k, v in member(rule, "annotations").items()})
     found = xid_in_text(probe, rules.evidence) or (value_in_text(probe, rules.evidence) if value_code else None)
     return found[0] if found else None
 
 
-def with_recorded(rules: RuleSet, docs: list[Any]) -> RuleSet:
+def with_recorded(rules: RuleSet, docs: list[object]) -> RuleSet:
     """``rules`` whose recording rules also hold those of ``docs`` (the rule files being checked): the service
     reads the same from classify.prometheus_rules or from Prometheus's rules API."""
     pairs = [p for doc in docs for p in recording_pairs(doc) if p[0] not in rules.recorded.files]
@@ -158,7 +160,7 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
     rules = with_recorded(rules, [doc])
     out: list[RuleResult] = []
     for gi, group in enumerate(rule_groups(doc)):
-        for ri, rule in enumerate(group.get("rules") or []):
+        for ri, rule in enumerate(items(group.get("rules"))):
             if not isinstance(rule, dict) or "alert" not in rule:
                 continue
             line = marks.get((*base, gi, "rules", ri), (0, 0))[0]
@@ -166,7 +168,7 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
     return out
 
 
-def _classify_rule(rule: dict[str, Any], path: str, group: str, line: int, rules: RuleSet,
+def _classify_rule(rule: JSONObject, path: str, group: str, line: int, rules: RuleSet,
                    ncfg: NormalizeConfig) -> RuleResult:
     alert = synthetic_alert(rule)
     decision = classify_explained(alert, rules, ncfg)

@@ -19,6 +19,7 @@ import msgspec
 from alertd.config.settings import Config
 from alertd.core.durations import DurationError, parse_duration
 from alertd.core.errors import InvalidDocument, Problem
+from alertd.core.json_types import JSONObject
 from alertd.core.model import iso, parse_iso
 from alertd.core.outbox_items import encode_payload
 from alertd.engine.normalize import NormalizeConfig
@@ -140,7 +141,7 @@ def _short(ts: datetime | None) -> str:
     return text + (f".{ts.microsecond // 1000:03d}" if ts.microsecond else "    ")
 
 
-def as_json(res: ReplayResult) -> dict[str, Any]:
+def as_json(res: ReplayResult) -> JSONObject:
     run = res.run
     return {
         "summary": {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from alertd.core.json_types import JSONObject, items
 from alertd.core.matchers import MatcherError, parse_matchers
 from alertd.core.yamlio import Path_
 from alertd.schemas.messages import did_you_mean
@@ -19,17 +20,16 @@ INCIDENT_FIELDS = frozenset({"id", "severity", "category", "status", "group", "c
 ALERT_LABELS = frozenset({"alertname", "team", "label_team", "prometheus", "receiver"})
 
 
-def route_field_findings(routing: dict[str, Any], known_labels: Iterable[str]) -> list[tuple[bool, Path_, str]]:
+def route_field_findings(routing: JSONObject, known_labels: Iterable[str]) -> list[tuple[bool, Path_, str]]:
     """Every matcher of ``routes[].match`` and ``maintenance[].match`` against the fields an incident has:
     (refused, where, message) for each name no incident has; refused when it looks like a typo."""
     out: list[tuple[bool, Path_, str]] = []
-    declared = {str(x) for x in routing.get("labels") or [] if isinstance(x, str)}
+    declared = {x for x in items(routing.get("labels")) if isinstance(x, str)}
     owners = routing.get("owners")
-    owner_labels = {str(x) for x in (owners.get("labels") or [])} if isinstance(owners, dict) else set()
+    owner_labels = {str(x) for x in items(owners.get("labels"))} if isinstance(owners, dict) else set()
     fields = INCIDENT_FIELDS | ALERT_LABELS | frozenset(known_labels) | declared | owner_labels
     for section in ("routes", "maintenance"):
-        items = routing.get(section)
-        for i, item in enumerate(items if isinstance(items, list) else []):
+        for i, item in enumerate(items(routing.get(section))):
             match = item.get("match") if isinstance(item, dict) else None
             for j, text in enumerate(match if isinstance(match, list) else []):
                 for name in _names(text):

@@ -12,12 +12,12 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TextIO, cast
 from urllib.parse import quote_plus
 
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.core.model import Alert, Incident, parse_instant
+from alertd.core.model import Alert, Incident, as_alert_status, parse_instant
 from alertd.promql.recording import load_index
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import fingerprint_of
@@ -26,7 +26,10 @@ from alertd.rules.ruleset import RuleSet
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
+from alertd.authoring.ruletest_docs import (DefaultsDoc, ExpectationDoc, IncidentSpec, InputDoc, RuleTestFileDoc,
+                                           TestDoc, Value)
 from alertd.authoring.virtual import VirtualRun, build_router, has_routing, load_rule_set
+from alertd.core.json_types import JSONObject, JSONValue, items
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 ROUTING_FIELDS = ("notified", "muted", "receivers")
@@ -46,7 +49,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def parse_time(value: Any, t0: datetime) -> datetime:
+def parse_time(value: object, t0: datetime) -> datetime:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return t0 + timedelta(seconds=value)
     text = str(value)
@@ -134,8 +137,8 @@ def _same(name: str, expected: Any, actual: Any) -> bool:
     return bool(expected == actual)
 
 
-def _mismatches(run: VirtualRun, inc: Incident, spec: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    out: list[tuple[str, Any, Any]] = []
+def _mismatches(run: VirtualRun, inc: Incident, spec: IncidentSpec) -> list[tuple[str, object, Any]]:
+    out: list[tuple[str, object, Any]] = []
     for name, expected in spec.items():
         actual = _actual(run, inc, name)
         if not _same(name, expected, actual):
@@ -177,7 +180,7 @@ def _show(value: Any) -> str:
     return repr(str(value)) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def compare(run: VirtualRun, exp: dict[str, Any]) -> list[str]:
+def compare(run: VirtualRun, exp: ExpectationDoc) -> list[str]:
     """Differences between the run's incidents and one expectation, as readable lines."""
     actual = list(run.incidents.values())
     lines: list[str] = []
@@ -211,21 +214,21 @@ def compare(run: VirtualRun, exp: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _spec_text(spec: dict[str, Any]) -> str:
+def _spec_text(spec: IncidentSpec) -> str:
     return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in spec.items()) + "}"
 
 
 # ----- running -----
 
 
-def _str_map(values: dict[str, Any] | None) -> dict[str, str]:
+def _str_map(values: dict[str, Value] | None) -> dict[str, str]:
     return {str(k): (str(v) if not isinstance(v, float) or not v.is_integer() else str(int(v))) for k, v in (values or {}).items()}
 
 
-def expand_input(items: list[dict[str, Any]], defaults: dict[str, Any], t0: datetime) -> list[tuple[datetime, Alert]]:
+def expand_input(entries: list[InputDoc], defaults: DefaultsDoc, t0: datetime) -> list[tuple[datetime, Alert]]:
     """Input entries -> (arrival time, Alert), time-ordered, with Alertmanager's startsAt/endsAt."""
-    raw: list[tuple[datetime, int, dict[str, Any]]] = []
-    for n, item in enumerate(items):
+    raw: list[tuple[datetime, int, InputDoc]] = []
+    for n, item in enumerate(entries):
         at = parse_time(item["at"], t0)
         times = [at]
         if "every" in item:
@@ -240,7 +243,7 @@ def expand_input(items: list[dict[str, Any]], defaults: dict[str, Any], t0: date
         labels = {**_str_map(defaults.get("labels")), **_str_map(item.get("labels"))}
         annotations = {**_str_map(defaults.get("annotations")), **_str_map(item.get("annotations"))}
         fp = (item.get("fingerprint") or fingerprint_of(labels)).lower()
-        status = item.get("status", "firing")
+        status = as_alert_status(item.get("status", "firing"))
         if "starts_at" in item:
             starts = parse_time(item["starts_at"], t0)
         else:
@@ -257,7 +260,7 @@ def expand_input(items: list[dict[str, Any]], defaults: dict[str, Any], t0: date
     return out
 
 
-def run_test(test: dict[str, Any], rules: RuleSet, t0: datetime, defaults: dict[str, Any], where: Callable[[Path_], str],
+def run_test(test: TestDoc, rules: RuleSet, t0: datetime, defaults: DefaultsDoc, where: Callable[[Path_], str],
              path: Path_, router_factory: Callable[[], ConsoleRouter | Router]) -> list[Failure]:
     name = test["name"]
     t0 = parse_time(test["start"], t0) if "start" in test else t0
@@ -311,7 +314,7 @@ def _friendlier(p: Problem) -> Problem:
     return p
 
 
-def load_test_file(path: Path) -> tuple[dict[str, Any] | None, Marks, list[Problem]]:
+def load_test_file(path: Path) -> tuple[RuleTestFileDoc | None, Marks, list[Problem]]:
     try:
         doc, marks = load_yaml(path, with_marks=True)
     except InvalidDocument as exc:
@@ -321,23 +324,25 @@ def load_test_file(path: Path) -> tuple[dict[str, Any] | None, Marks, list[Probl
     if not found:  # times and durations the schema cannot judge (e.g. 1m1m, 2026-02-30T00:00:00Z)
         for where_, value in _time_values(doc):
             try:
-                parse_duration(value) if where_[-1] == "every" else parse_time(value, DEFAULT_START)
+                parse_duration(str(value)) if where_[-1] == "every" else parse_time(value, DEFAULT_START)
             except ValueError as exc:
                 found.append(Problem(str(path), f"{format_path(where_)}: {exc}", *mark_for(marks, where_)))
-    return (doc if not found else None), marks, found
+    return (cast(RuleTestFileDoc, doc) if not found else None), marks, found  # valid: typed from here on
 
 
-def _time_values(doc: dict[str, Any]) -> Iterable[tuple[Path_, Any]]:
+def _time_values(doc: JSONObject) -> Iterable[tuple[Path_, JSONValue]]:
+    """Every time and duration of a schema-valid test file, with its path."""
     if "start" in doc:
         yield ("start",), doc["start"]
-    for i, test in enumerate(doc["tests"]):
-        base = ("tests", i)
+    for i, value in enumerate(items(doc["tests"])):
+        test, base = value if isinstance(value, dict) else {}, ("tests", i)
         if "start" in test:
             yield base + ("start",), test["start"]
-        for j, value in enumerate(test.get("eval_at") or []):
+        for j, value in enumerate(items(test.get("eval_at"))):
             yield base + ("eval_at", j), value
         for key in ("input", "expect", "actions"):
-            for j, item in enumerate(test.get(key) or []):
+            for j, entry in enumerate(items(test.get(key))):
+                item = entry if isinstance(entry, dict) else {}
                 for fld in ("at", "starts_at", "ends_at", "until", "every"):
                     if fld in item:
                         yield base + (key, j, fld), item[fld]
@@ -393,7 +398,7 @@ def default_test_files() -> list[Path]:
     return sorted((SHIPPED_RULES / "tests").glob("*.test.yml"))  # the shipped rules' own tests
 
 
-def main(files: list[str], run: str | None, out: Any) -> int:
+def main(files: list[str], run: str | None, out: TextIO) -> int:
     paths = find_test_files(files) if files else default_test_files()
     if not paths:
         print("no rule test files found", file=out)

@@ -15,12 +15,13 @@ import re
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
+from alertd.core.json_types import JSONObject, JSONValue, member, objects, text
 from alertd.schemas import schema
 
 # A JSON Schema node as loaded from alertd/schemas/*.json.
-Schema = dict[str, Any]
+Schema = JSONObject
 
 # The rule language: sections of rule files, then the test file format.
 SCHEMAS = ("xid-catalog", "recovery-actions", "sxid-catalog", "signals", "evidence", "correlation", "routing", "ruletest")
@@ -34,45 +35,49 @@ def available() -> list[str]:
 
 def _resolve(node: Schema, root: Schema) -> tuple[Schema, str]:
     """Follow a local $ref; return the target and the name of the definition (or "")."""
-    ref = node.get("$ref", "")
+    ref = text(node.get("$ref"))
     if ref.startswith("#/$defs/"):
         name = ref.rsplit("/", 1)[1]
-        target = root["$defs"][name]
+        target = member(member(root, "$defs"), name)
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
         return merged, name
     return node, ""
+
+
+def _list(value: JSONValue) -> list[JSONValue]:
+    return value if isinstance(value, list) else []
 
 
 def _type(node: Schema, root: Schema) -> str:
     node, ref = _resolve(node, root)
     if ref and node.get("type") != "object" and "properties" not in node:
         if node.get("type") == "array":
-            return f"list of {_type(node['items'], root)}" if ref == "matchers" else ref
+            return f"list of {_type(member(node, 'items'), root)}" if ref == "matchers" else ref
         return ref
     if "enum" in node:
-        return "one of " + ", ".join(f"`{v}`" for v in node["enum"])
+        return "one of " + ", ".join(f"`{v}`" for v in _list(node["enum"]))
     if "const" in node:
         return f"`{node['const']}`"
     for key in ("oneOf", "anyOf"):
         if key in node:
-            return " or ".join(dict.fromkeys(_type(alt, root) for alt in node[key]))
+            return " or ".join(dict.fromkeys(_type(alt, root) for alt in objects(node[key])))
     kind = node.get("type", "")
     if isinstance(kind, list):
-        names = [k for k in kind if k != "array"]
+        names = [str(k) for k in kind if k != "array"]
         out = " or ".join(names)
         if "array" in kind:
-            out += f" or list of {_type(node.get('items', {}), root)}"
+            out += f" or list of {_type(member(node, 'items'), root)}"
         return out
     if kind == "array":
-        return f"list of {_type(node.get('items', {}), root)}"
+        return f"list of {_type(member(node, 'items'), root)}"
     if kind == "object":
         if "properties" in node:
             return "mapping"
         extra = node.get("additionalProperties")
         return f"map of {_type(extra, root)}" if isinstance(extra, dict) else "mapping"
-    if "not" in node and node.get("description", "").startswith("RFC 3339"):
+    if "not" in node and text(node.get("description")).startswith("RFC 3339"):
         return "time"
-    return kind or "any"
+    return text(kind) or "any"
 
 
 def _description(node: Schema, root: Schema) -> str:
@@ -80,8 +85,8 @@ def _description(node: Schema, root: Schema) -> str:
     if own is None:
         resolved, _ = _resolve(node, root)
         own = resolved.get("description", "")
-    text = " ".join(str(own).split())
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    flat = " ".join(str(own).split())
+    return flat.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _rows(node: Schema, root: Schema, path: str, required: bool) -> Iterator[tuple[str, str, str]]:
@@ -93,20 +98,22 @@ def _rows(node: Schema, root: Schema, path: str, required: bool) -> Iterator[tup
 def _children(node: Schema, root: Schema, path: str) -> Iterator[tuple[str, str, str]]:
     kind = node.get("type")
     if kind == "array" or (isinstance(kind, list) and "array" in kind):
-        items, _ = _resolve(node.get("items", {}), root)
+        items, _ = _resolve(member(node, "items"), root)
         if "properties" in items:
             yield from _properties(items, root, path + "[]")
     elif "properties" in node:
         yield from _properties(node, root, path)
-    for alt in node.get("oneOf", []) + node.get("anyOf", []):  # e.g. slack: "#chan" or {channels: [...]}
+    for alt in objects(node.get("oneOf")) + objects(node.get("anyOf")):  # e.g. slack: "#chan" or {channels: [...]}
         alt, _ = _resolve(alt, root)
         if "properties" in alt:
             yield from _properties(alt, root, path)
 
 
 def _properties(node: Schema, root: Schema, prefix: str) -> Iterator[tuple[str, str, str]]:
-    required = set(node.get("required", []))
-    for name, sub in node["properties"].items():
+    required = set(_list(node.get("required")))
+    for name, sub in member(node, "properties").items():
+        if not isinstance(sub, dict):
+            continue
         path = f"{prefix}.{name}" if prefix else name
         yield from _rows(sub, root, path, name in required)
 
@@ -118,8 +125,8 @@ def rows(name: str) -> list[tuple[str, str, str]]:
 
 def table(name: str) -> str:
     lines = ["| Key | Type | Description |", "|---|---|---|"]
-    for path, kind, text in rows(name):
-        lines.append(f"| `{path}` | {kind} | {text} |")
+    for path, kind, described in rows(name):
+        lines.append(f"| `{path}` | {kind} | {described} |")
     return "\n".join(lines) + "\n"
 
 
@@ -127,9 +134,9 @@ def property_names(name: str) -> set[str]:
     """Every property name a schema defines, at any depth (for the docs test)."""
     out: set[str] = set()
 
-    def walk(value: Any) -> None:
+    def walk(value: JSONValue) -> None:
         if isinstance(value, dict):
-            for key, sub in (value.get("properties") or {}).items():
+            for key, sub in member(value, "properties").items():
                 out.add(key)
                 walk(sub)
             for key, sub in value.items():

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 from urllib.parse import quote, urlencode
 
+from alertd.core.json_types import JSONObject, items, member, objects
 from alertd.core.incident_filters import FILTER_NAMES, INCIDENT_FILTERS
 
 DEFAULT_URL = "http://127.0.0.1:9095"
@@ -122,7 +123,8 @@ def incidents(args: argparse.Namespace, out: TextIO) -> int:
 
 def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
     params = [(k, getattr(args, k)) for k in FILTER_NAMES] + [("limit", args.limit)]
-    rows, cursor = [], None
+    rows: list[JSONObject] = []
+    cursor = None
     for _ in range(MAX_PAGES if args.all else 1):
         data = call(args, "GET", "/api/v1/incidents", params + [("cursor", cursor)])
         rows += data["incidents"]
@@ -132,8 +134,8 @@ def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
     if args.output == "json":
         out.write(json.dumps({"incidents": rows, "next": cursor}, indent=2) + "\n")
         return 0
-    table([[ident, i["status"], i["severity"], i.get("node") or f"{len(i.get('nodes', []))} nodes",
-            ",".join(map(str, i.get("xids", []))), i["openedAt"][:19].replace("T", " "), i["title"]]
+    table([[ident, i["status"], i["severity"], i.get("node") or f"{len(items(i.get('nodes')))} nodes",
+            ",".join(map(str, items(i.get("xids")))), str(i["openedAt"])[:19].replace("T", " "), i["title"]]
            for ident, i in as_tree(rows)],
           ["ID", "STATUS", "SEVERITY", "NODE", "XIDS", "OPENED", "TITLE"], out)
     if cursor:
@@ -141,43 +143,45 @@ def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def as_tree(rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+def as_tree(rows: list[JSONObject]) -> list[tuple[str, JSONObject]]:
     """Each fleet incident followed by its node incidents on this page, indented under it; the others
     in the API's order. A node whose fleet is not on the page stays where it is."""
-    by_id = {r["id"]: r for r in rows}
-    under: dict[str, list[dict[str, Any]]] = {}
+    by_id = {str(r["id"]): r for r in rows}
+    under: dict[str, list[JSONObject]] = {}
     for r in rows:
-        if r.get("parentId") in by_id:
-            under.setdefault(r["parentId"], []).append(r)
-    out: list[tuple[str, dict[str, Any]]] = []
+        if (parent := r.get("parentId")) in by_id:
+            under.setdefault(str(parent), []).append(r)
+    out: list[tuple[str, JSONObject]] = []
     for r in rows:
         if r.get("parentId") in by_id:
             continue
-        out.append((r["id"], r))
-        kids = under.get(r["id"], [])
-        out += [(("└ " if n == len(kids) - 1 else "├ ") + k["id"], k) for n, k in enumerate(kids)]
+        out.append((str(r["id"]), r))
+        kids = under.get(str(r["id"]), [])
+        out += [(("└ " if n == len(kids) - 1 else "├ ") + str(k["id"]), k) for n, k in enumerate(kids)]
     return out
 
 
-def _show_incident(data: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
+def _show_incident(data: JSONObject, args: argparse.Namespace, out: TextIO) -> int:
+    """``GET /api/v1/incidents/{id}``'s answer, as text."""
     if args.output == "json":
         out.write(json.dumps(data, indent=2) + "\n")
         return 0
     out.write(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}\n")
     out.write(f"  key: {data['key']}  opened: {data['openedAt']}  resolved: {data.get('resolvedAt') or '-'}\n")
-    if (data.get("primary") or {}).get("action"):
-        out.write(f"  action: {data['primary']['action']}  runbook: {data['primary'].get('runbook', '')}\n")
-    if data.get("fleet") or len(data.get("nodes") or []) > 1:  # a fleet incident: its nodes are the point
-        out.write(f"  nodes ({len(data.get('nodes') or [])}): {', '.join(data.get('nodes') or []) or '-'}\n")
+    primary, nodes = member(data, "primary"), [str(n) for n in items(data.get("nodes"))]
+    if primary.get("action"):
+        out.write(f"  action: {primary['action']}  runbook: {primary.get('runbook', '')}\n")
+    if data.get("fleet") or len(nodes) > 1:  # a fleet incident: its nodes are the point
+        out.write(f"  nodes ({len(nodes)}): {', '.join(nodes) or '-'}\n")
     if data.get("children"):
-        out.write(f"  node incidents: {', '.join(data['children'])}\n")
-    for g in data.get("gpus", []):
+        out.write(f"  node incidents: {', '.join(map(str, items(data['children'])))}\n")
+    for g in objects(data.get("gpus")):
         out.write(f"  gpu: {g.get('index', '?')} {g.get('uuid', '')} {g.get('pci_bus_id', '')}\n")
     out.write("  members:\n")
-    for m in data.get("members", []):
-        out.write(f"    {m['status']:8} {m['alertname']:28} {m['signal'].get('title', '')}\n")
+    for m in objects(data.get("members")):
+        out.write(f"    {m['status']:8} {m['alertname']:28} {member(m, 'signal').get('title', '')}\n")
     out.write("  timeline:\n")
-    for e in data.get("timeline", []):
+    for e in objects(data.get("timeline")):
         out.write(f"    {e['at']}  {e['kind']:20} {e.get('text', '')}\n")
     return 0
 
@@ -228,7 +232,7 @@ def rma(args: argparse.Namespace, out: TextIO) -> int:
 
 # ----- audit -----
 
-def audit_line(entry: dict[str, Any]) -> str:
+def audit_line(entry: JSONObject) -> str:
     """One audit entry as ``alertd audit`` prints it, read from the store or from the API."""
     outcome = "" if entry["outcome"] == "ok" else f"  [{entry['outcome']}]"
     return f"{entry['at']}  {entry['actor']:30} {entry['action']:12} {entry['target']:14} via {entry['via']}{outcome}"

@@ -11,6 +11,7 @@ from urllib.parse import quote
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from alertd.core.json_types import JSONObject, obj
 from alertd.core.errors import InvalidDocument
 
 if TYPE_CHECKING:
@@ -100,9 +101,8 @@ def _explain(args: argparse.Namespace) -> int:
     from alertd.authoring import explain
     from alertd.cli import api_client
 
-    def fetch(incident_id: str) -> dict[str, Any]:
-        found: dict[str, Any] = api_client.call(args, "GET", f"/api/v1/incidents/{quote(incident_id, safe='')}")
-        return found
+    def fetch(incident_id: str) -> JSONObject:
+        return obj(api_client.call(args, "GET", f"/api/v1/incidents/{quote(incident_id, safe='')}"), "the incident")
 
     try:
         return explain.main(file=args.file, incident=args.incident, rule_paths=args.rules, config=args.config,

@@ -3,9 +3,25 @@ with the configuration (alertd/app/recording_rules.py reads them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TypedDict
 
 from alertd.core.durations import parse_duration
+
+
+class RulesApiDoc(TypedDict, total=False):
+    prometheus: list[str]
+    ttl: str
+    retry: str
+    timeout: str
+    wait: str
+    max_bytes: int
+
+
+class ClassifyDoc(TypedDict, total=False):
+    """The ``classify`` config section as classify.schema.json admits it."""
+
+    prometheus_rules: list[str]
+    rules_api: RulesApiDoc
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,15 +36,16 @@ class RulesApiSettings:
     max_bytes: int = 8 * 1024 * 1024
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None) -> "RulesApiSettings":
+    def from_doc(cls, doc: RulesApiDoc | None) -> "RulesApiSettings":
         doc, base = doc or {}, cls()
 
-        def secs(key: str, default: float) -> float:
-            return parse_duration(doc[key]).total_seconds() if key in doc else default
+        def secs(value: str | None, default: float) -> float:
+            return parse_duration(value).total_seconds() if value is not None else default
 
         return cls(prometheus=tuple(str(p).rstrip("/") for p in doc.get("prometheus") or ()),
-                   ttl=secs("ttl", base.ttl), retry=secs("retry", base.retry), timeout=secs("timeout", base.timeout),
-                   wait=secs("wait", base.wait), max_bytes=int(doc.get("max_bytes", base.max_bytes)))
+                   ttl=secs(doc.get("ttl"), base.ttl), retry=secs(doc.get("retry"), base.retry),
+                   timeout=secs(doc.get("timeout"), base.timeout), wait=secs(doc.get("wait"), base.wait),
+                   max_bytes=int(doc.get("max_bytes", base.max_bytes)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +56,7 @@ class ClassifySettings:
     rules_api: RulesApiSettings = field(default_factory=RulesApiSettings)
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None) -> "ClassifySettings":
+    def from_doc(cls, doc: ClassifyDoc | None) -> "ClassifySettings":
         doc = doc or {}
         return cls(prometheus_rules=tuple(str(p) for p in doc.get("prometheus_rules") or ()),
                    rules_api=RulesApiSettings.from_doc(doc.get("rules_api")))

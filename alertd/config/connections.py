@@ -7,9 +7,22 @@ lists each with its default and its metric."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TypedDict
 
 from alertd.core.durations import parse_duration
+
+
+class ConnectionsDoc(TypedDict, total=False):
+    """The ``connections`` config section as config.schema.json admits it."""
+
+    max_open: int
+    reserved_fds: int
+    header_timeout: str
+    keepalive_timeout: str
+    max_line_bytes: int
+    max_field_bytes: int
+    max_headers: int
+    max_head_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,22 +39,19 @@ class ConnectionSettings:
     max_head_bytes: int = 65536  # the whole head, request line included
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None) -> "ConnectionSettings":
+    def from_doc(cls, doc: ConnectionsDoc | None) -> "ConnectionSettings":
         doc, base = doc or {}, cls()
 
-        def secs(key: str, default: float) -> float:
-            return parse_duration(doc[key]).total_seconds() if key in doc else default
+        def secs(value: str | None, default: float) -> float:
+            return parse_duration(value).total_seconds() if value is not None else default
 
-        def count(key: str, default: int) -> int:
-            return int(doc.get(key, default))
-
-        return cls(max_open=count("max_open", base.max_open), reserved_fds=count("reserved_fds", base.reserved_fds),
-                   header_timeout=secs("header_timeout", base.header_timeout),
-                   keepalive_timeout=secs("keepalive_timeout", base.keepalive_timeout),
-                   max_line_bytes=count("max_line_bytes", base.max_line_bytes),
-                   max_field_bytes=count("max_field_bytes", base.max_field_bytes),
-                   max_headers=count("max_headers", base.max_headers),
-                   max_head_bytes=count("max_head_bytes", base.max_head_bytes))
+        return cls(max_open=doc.get("max_open", base.max_open), reserved_fds=doc.get("reserved_fds", base.reserved_fds),
+                   header_timeout=secs(doc.get("header_timeout"), base.header_timeout),
+                   keepalive_timeout=secs(doc.get("keepalive_timeout"), base.keepalive_timeout),
+                   max_line_bytes=doc.get("max_line_bytes", base.max_line_bytes),
+                   max_field_bytes=doc.get("max_field_bytes", base.max_field_bytes),
+                   max_headers=doc.get("max_headers", base.max_headers),
+                   max_head_bytes=doc.get("max_head_bytes", base.max_head_bytes))
 
 
 __all__ = ["ConnectionSettings"]

@@ -10,7 +10,9 @@ import enum
 import hmac
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Iterable, Mapping
+
+from alertd.config.document import AuthDoc
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -88,7 +90,7 @@ class Credentials:
         return "Bearer" if self.tokens or not self.basic else 'Basic realm="alertd"'
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None, *, default_name: str = "api") -> "Credentials":
+    def from_doc(cls, doc: AuthDoc | None, *, default_name: str = "api") -> "Credentials":
         """``api.auth`` / ``receiver.auth`` after ``*_file`` resolution (alertd.config.secrets).
 
         The single ``bearer_token`` / ``basic`` of older configs stay valid, with the admin role."""
@@ -124,7 +126,7 @@ class Credentials:
                 found = tok
         return found
 
-    def identify(self, headers: Any, peer: str | None) -> tuple[Principal | None, str]:
+    def identify(self, headers: Mapping[str, str], peer: str | None) -> tuple[Principal | None, str]:
         """(principal, "") or (None, why) from a request's headers and TCP peer address.
 
         ``why`` is MALFORMED for credentials that cannot be any configured one (bytes that are not printable
@@ -173,6 +175,6 @@ def _tokens(name: str, role: Role, text: str) -> list[NamedToken]:
     return [NamedToken(name, role, line.strip().encode()) for line in text.splitlines() if line.strip()]
 
 
-def trusted_networks(values: Any) -> tuple[Network, ...]:
+def trusted_networks(values: Iterable[object] | None) -> tuple[Network, ...]:
     """``api.trusted_proxies``: addresses or CIDR networks (ValueError names a bad one)."""
     return tuple(ipaddress.ip_network(str(v), strict=False) for v in values or ())

@@ -22,7 +22,7 @@ SECRET_KEYS = frozenset({"token", "bearer_token", "password", "signing_secret", 
                          "postgres_password", "postgres_dsn", "credentials", "routing_key", "routing_keys"})
 
 
-def configured_secrets(doc: Any) -> set[str]:
+def configured_secrets(doc: object) -> set[str]:
     """Every secret value of a configuration document after ``*_file`` resolution (the log redaction's list):
     each line of a multi-line value (a token file holds one token a line), the mappings' values, and the
     Authorization value of a basic user (base64 of ``user:password``)."""
@@ -64,7 +64,7 @@ def resolve_files(doc: Any, source: str, marks: Marks | None = None, base: Path 
         return out_list, problems, secret_paths
     if not isinstance(doc, dict):
         return doc, problems, secret_paths
-    out: dict[str, Any] = {}
+    out: dict[object, object] = {}
     for key, value in doc.items():
         where = path + (key,)
         if isinstance(key, str) and key.endswith(MAP_SUFFIX) and key[: -len(MAP_SUFFIX)] in SECRET_KEYS \

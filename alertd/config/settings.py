@@ -5,11 +5,12 @@ import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from alertd.alertmanager.settings import AlertmanagerSettings, ReconcileSettings
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
+from alertd.core.json_types import JSONValue, member
 from alertd.integrations import registry
 from alertd.integrations.base import NotifierSettings
 from alertd.integrations.tickets import RmaSettings
@@ -22,6 +23,7 @@ from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, Network, trusted_networks
+from alertd.config.document import ConfigDoc, HADoc, NormalizeDoc, TlsDoc
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
@@ -37,14 +39,15 @@ class HAConfig:
     advertise: str = ""  # this replica's address, shown to the others (default: listen)
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None) -> "HAConfig":
+    def from_doc(cls, doc: HADoc | None) -> "HAConfig":
         doc, base = doc or {}, cls()
 
-        def secs(key: str, default: float) -> float:
-            return parse_duration(doc[key]).total_seconds() if key in doc else default
+        def secs(value: str | None, default: float) -> float:
+            return parse_duration(value).total_seconds() if value is not None else default
 
-        return cls(lease_ttl=secs("lease_ttl", base.lease_ttl), renew_interval=secs("renew_interval", base.renew_interval),
-                   poll_interval=secs("poll_interval", base.poll_interval), advertise=doc.get("advertise", ""))
+        return cls(lease_ttl=secs(doc.get("lease_ttl"), base.lease_ttl),
+                   renew_interval=secs(doc.get("renew_interval"), base.renew_interval),
+                   poll_interval=secs(doc.get("poll_interval"), base.poll_interval), advertise=doc.get("advertise", ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +60,7 @@ class TlsSettings:
     min_version: str = "TLS1.2"
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None, base: Path | None = None) -> "TlsSettings | None":
+    def from_doc(cls, doc: TlsDoc | None, base: Path | None = None) -> "TlsSettings | None":
         if not doc:
             return None
 
@@ -110,7 +113,7 @@ class Config:
     sources: SourcesSettings = field(default_factory=SourcesSettings)  # kube-health watch, CloudEvents receiver
     rma: RmaSettings = field(default_factory=RmaSettings)  # where an approved RMA handoff opens its tickets
     tls: TlsSettings | None = None  # HTTPS on the listener; None: plain HTTP
-    raw: dict[str, Any] = field(default_factory=dict)  # the validated document, as read (config/ internals only)
+    raw: ConfigDoc = field(default_factory=lambda: ConfigDoc())  # the validated document, as read (config/ internals only)
     source: str = "<defaults>"
 
     @property
@@ -126,7 +129,7 @@ def _drop_empty(value: Any) -> Any:
     return value
 
 
-def parse_config(doc: Any, source: str, marks: Marks | None = None, env: Mapping[str, str] | None = None,
+def parse_config(doc: object, source: str, marks: Marks | None = None, env: Mapping[str, str] | None = None,
                  base: Path | None = None) -> Config:
     """The typed configuration of a YAML document: validated first (every problem at once), then read
     section by section, then checked across sections."""
@@ -140,8 +143,8 @@ def parse_config(doc: Any, source: str, marks: Marks | None = None, env: Mapping
     return cfg
 
 
-def _validated(doc: Any, source: str, marks: Marks | None, env: Mapping[str, str] | None,
-               base: Path | None) -> dict[str, Any]:
+def _validated(doc: object, source: str, marks: Marks | None, env: Mapping[str, str] | None,
+               base: Path | None) -> ConfigDoc:
     """${ENV} interpolated, secret files read, the schema checked: raise listing every problem."""
     doc = {} if doc is None else _drop_empty(doc)
     if not isinstance(doc, dict):
@@ -158,8 +161,7 @@ def _validated(doc: Any, source: str, marks: Marks | None, env: Mapping[str, str
     found += [p for p in problems("config", doc, source, marks, secret_paths=secret_paths) if not _follows(p, unread)]
     if found:
         raise InvalidDocument(found)
-    valid: dict[str, Any] = doc  # a mapping, and now schema-valid
-    return valid
+    return cast(ConfigDoc, doc)  # a mapping, and now schema-valid: typed from here on
 
 
 def _follows(problem: Problem, unread: set[str]) -> bool:
@@ -168,7 +170,7 @@ def _follows(problem: Problem, unread: set[str]) -> bool:
     return missing is not None and f"{problem.path}.{missing.group(1)}_file" in unread
 
 
-def _credentials(doc: dict[str, Any], source: str) -> tuple[Credentials, Credentials]:
+def _credentials(doc: ConfigDoc, source: str) -> tuple[Credentials, Credentials]:
     """(receiver, api) credentials; the API's trusted proxies are checked here, read by alertd.web.guard."""
     try:
         receiver_auth = Credentials.from_doc(doc.get("receiver", {}).get("auth"), default_name="alertmanager")
@@ -182,10 +184,11 @@ def _credentials(doc: dict[str, Any], source: str) -> tuple[Credentials, Credent
     return receiver_auth, api_auth
 
 
-def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
+def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
     """Every section, parsed once: each into the settings its user reads (defined beside that user)."""
     storage, receiver = doc.get("storage", {}), doc.get("receiver", {})
     processing, notify = doc.get("processing", {}), doc.get("notify", {})
+    retry = member(notify, "retry")  # notify's sections besides console and retry: the integrations' own
     defaults = Config()
     return Config(
         listen=doc.get("listen", defaults.listen),
@@ -214,9 +217,9 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
         batch_size=processing.get("batch_size", defaults.batch_size),
         tick_interval=parse_duration(processing.get("tick_interval", "1s")),
-        console=notify.get("console", {}).get("enabled"),
-        retry_max_backoff=parse_duration(notify.get("retry", {}).get("max_backoff", "5m")),
-        retry_max_attempts=notify.get("retry", {}).get("max_attempts", defaults.retry_max_attempts),
+        console=_flag(member(notify, "console").get("enabled")),
+        retry_max_backoff=parse_duration(str(retry.get("max_backoff", "5m"))),
+        retry_max_attempts=int(str(retry.get("max_attempts", defaults.retry_max_attempts))),
         installation_id=doc.get("installation_id", ""),
         ha=HAConfig.from_doc(doc.get("ha")),
         alertmanager=AlertmanagerSettings.from_doc(doc.get("alertmanager")),
@@ -232,7 +235,11 @@ def _read(doc: dict[str, Any], source: str, receiver_auth: Credentials, api_auth
     )
 
 
-def _normalize(norm: dict[str, Any]) -> NormalizeConfig:
+def _flag(value: JSONValue) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _normalize(norm: NormalizeDoc) -> NormalizeConfig:
     base = NormalizeConfig()
     return NormalizeConfig(
         cluster_label=norm.get("cluster_label", base.cluster_label),

@@ -116,7 +116,7 @@ class Correlator:
                 self.close(child, now, f"resolved by {actor} with fleet incident {inc.id}", actor)
         return self._flush()
 
-    def annotate(self, incident_id: str, key: str, value: Any, now: datetime, kind: str, text: str = "",
+    def annotate(self, incident_id: str, key: str, value: object, now: datetime, kind: str, text: str = "",
                  actor: str = "") -> list[Change]:
         """Attach data (owners, a silence) to an open incident and log it."""
         inc = self.state.incidents.get(incident_id)
@@ -134,7 +134,7 @@ class Correlator:
         self.record(inc, inc.add_event(now, "ticket_opened", text + (f": {ticket.url}" if ticket.url else ""), actor))
         return self._flush()
 
-    def enrich(self, incident_id: str, now: datetime, source: str, annotations: Mapping[str, tuple[Any, str]],
+    def enrich(self, incident_id: str, now: datetime, source: str, annotations: Mapping[str, tuple[object, str]],
                signals: Sequence[Signal] = (), kind: str = "enrichment") -> list[Change]:
         """What enrichment found for an incident, in one step: its annotations (key -> value and the event's
         text; None removes the key) and the signals it read outside Alertmanager (an Xid in the kernel log),

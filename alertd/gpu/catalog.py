@@ -4,11 +4,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from alertd.core.model import Signal, as_severity
 from alertd.gpu.recovery import XID_RECOVERY, RecoveryTable, recovery_signal
 from alertd.schemas import validate_document
+
+
+class XidEntryDoc(TypedDict):
+    """One ``xids`` entry: xid-catalog.schema.json requires every key."""
+
+    code: int
+    name: str
+    meaning: str
+    severity: str
+    category: str
+    action: str
+    investigate: str
+    drain: bool
+    runbook: str
+    fold_into_previous: bool
+    source: str
+
+
+class XidCatalogDoc(TypedDict, total=False):
+    xids: list[XidEntryDoc]
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,9 +100,10 @@ class XidCatalog:
         return recovery_signal(base, action, f"the Xid {code} text") if action is not None else base
 
     @classmethod
-    def from_document(cls, doc: dict[str, Any], source: str = "<catalog>") -> "XidCatalog":
+    def from_document(cls, doc: object, source: str = "<catalog>") -> "XidCatalog":
         validate_document("xid-catalog", doc, source)
-        return cls([XidEntry(**entry) for entry in doc.get("xids") or []])
+        valid = cast(XidCatalogDoc, doc)  # valid now
+        return cls([XidEntry(**entry) for entry in valid.get("xids") or []])
 
     @classmethod
     def load(cls, path: Path) -> "XidCatalog":

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Iterable, Mapping
 
 from alertd.gpu.pci import normalize_pci
 
@@ -186,7 +186,7 @@ def split_lines(message: str) -> list[str]:
     return [part for part in message.splitlines() if part.strip()] or [message]
 
 
-def pci_to_uuid(messages: Iterable[str], gpus: Iterable[dict[str, Any]] = ()) -> dict[str, str]:
+def pci_to_uuid(messages: Iterable[str], gpus: Iterable[Mapping[str, str]] = ()) -> dict[str, str]:
     """Map normalised PCI address -> GPU UUID from ``GPU at`` lines and the alert's GPU labels.
 
     The kernel log wins over alert labels when both name an address (it is what the

@@ -11,8 +11,9 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
+from alertd.core.json_types import JSONObject, obj, text
 from alertd.core.model import Change, Incident
 from alertd.core.tickets import TicketLink
 
@@ -28,12 +29,12 @@ class CommandTimeout(RuntimeError):
 class CommandStore(Protocol):
     """The store's ``commands`` table (alertd/store/coordination.py), and the incident a done action left."""
 
-    async def submit_command(self, kind: str, incident_id: str, args: dict[str, Any]) -> int: ...
+    async def submit_command(self, kind: str, incident_id: str, args: JSONObject) -> int: ...
 
     async def command_result(self, command_id: int) -> tuple[str, str]:
         """(state, result JSON): state "pending", "done" or "missing"."""
 
-    async def pending_commands(self, limit: int = 50) -> list[tuple[int, str, str, dict[str, Any]]]:
+    async def pending_commands(self, limit: int = 50) -> list[tuple[int, str, str, JSONObject]]:
         """(id, kind, incident id, args) of the actions not carried out yet, oldest first."""
 
     async def finish_command(self, command_id: int, result: str) -> None: ...
@@ -48,13 +49,13 @@ class ActionTaker(Protocol):
 
     async def resolve(self, incident_id: str, actor: str) -> list[Change]: ...
 
-    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
+    async def annotate(self, incident_id: str, key: str, value: object, kind: str, text: str = "",
                        actor: str = "") -> list[Change]: ...
 
     async def link_ticket(self, incident_id: str, ticket: TicketLink, actor: str = "") -> list[Change]: ...
 
 
-async def forward(store: CommandStore, kind: str, incident_id: str, args: dict[str, Any],
+async def forward(store: CommandStore, kind: str, incident_id: str, args: JSONObject,
                   timeout: float = FORWARD_TIMEOUT) -> list[Change]:
     """Hand an action to the leader and wait for it; [] when the leader found nothing to change."""
     command_id = await store.submit_command(kind, incident_id, args)
@@ -63,7 +64,7 @@ async def forward(store: CommandStore, kind: str, incident_id: str, args: dict[s
     while time.monotonic() < deadline:
         state, result = await store.command_result(command_id)
         if state == "done":
-            if not json.loads(result or "{}").get("changed"):
+            if not obj(json.loads(result or "{}"), "a command's result").get("changed"):
                 return []
             inc = await store.get_incident(incident_id)
             return [Change(incident=inc, kinds=[kind])] if inc is not None else []
@@ -77,20 +78,21 @@ async def run_pending(store: CommandStore, service: ActionTaker) -> int:
     done = 0
     for command_id, kind, incident_id, args in await store.pending_commands():
         try:
+            actor = text(args.get("actor"))
             if kind == "acknowledge":
-                changes = await service.acknowledge(incident_id, args.get("actor", ""))
+                changes = await service.acknowledge(incident_id, actor)
             elif kind == "resolve":
-                changes = await service.resolve(incident_id, args.get("actor", ""))
+                changes = await service.resolve(incident_id, actor)
             elif kind == "annotate":
-                changes = await service.annotate(incident_id, args["key"], args.get("value"), args.get("kind", "annotated"),
-                                                 args.get("text", ""), args.get("actor", ""))
+                changes = await service.annotate(incident_id, str(args["key"]), args.get("value"),
+                                                 text(args.get("kind"), "annotated"), text(args.get("text")), actor)
             elif kind == "link_ticket":
-                changes = await service.link_ticket(incident_id, TicketLink.from_json(args.get("ticket") or {}),
-                                                    args.get("actor", ""))
+                changes = await service.link_ticket(incident_id, TicketLink.from_json(obj(args.get("ticket") or {}, "ticket")),
+                                                    text(args.get("actor")))
             else:
                 log.error("unknown forwarded action %r (command %d) dropped", kind, command_id)
                 changes = []
-            result: dict[str, Any] = {"changed": bool(changes)}
+            result: JSONObject = {"changed": bool(changes)}
         except Exception as exc:  # an action that fails must not block the ones behind it
             log.exception("forwarded action %s on %s failed", kind, incident_id)
             result = {"changed": False, "error": f"{type(exc).__name__}: {exc}"}

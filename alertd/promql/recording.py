@@ -18,14 +18,14 @@ import glob
 from collections.abc import Iterable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
 from alertd.core.errors import InvalidDocument, Problem
+from alertd.core.json_types import JSONObject, objects
 from alertd.promql.expr import ExprFacts, Selector, facts_of_expr, facts_of_url
-from alertd.core.yamlio import mark_for
+from alertd.core.yamlio import Marks, mark_for
 
 MAX_DEPTH = 8  # recording rules over recording rules: real chains are 2-3 deep
 MAX_RULES = 20_000  # recorded names kept per source
@@ -84,20 +84,18 @@ def collect(pairs: Iterable[tuple[str, str]], sources: tuple[str, ...] = ()) -> 
                          sources)
 
 
-def rule_groups(doc: Any) -> list[dict[str, Any]]:
+def rule_groups(doc: object) -> list[JSONObject]:
     """The rule groups of a Prometheus rule file or of a PrometheusRule resource."""
     if not isinstance(doc, dict):
         return []
-    if isinstance(doc.get("spec"), dict):
-        doc = doc["spec"]
-    groups = doc.get("groups")
-    return [g for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
+    spec = doc.get("spec")
+    return objects((spec if isinstance(spec, dict) else doc).get("groups"))
 
 
-def recording_pairs(doc: Any) -> list[tuple[str, str]]:
+def recording_pairs(doc: object) -> list[tuple[str, str]]:
     """(record, expr) of every recording rule of one rule file document."""
     return [(str(r["record"]), str(r.get("expr", "")).strip())
-            for g in rule_groups(doc) for r in g.get("rules") or [] if isinstance(r, dict) and "record" in r]
+            for g in rule_groups(doc) for r in objects(g.get("rules")) if "record" in r]
 
 
 def expand_paths(patterns: Iterable[str], base: Path | None = None) -> tuple[list[Path], list[str]]:
@@ -131,7 +129,7 @@ def load_files(patterns: Iterable[str], base: Path | None = None) -> tuple[Recor
     return collect(pairs, tuple(str(f) for f in files)), problems
 
 
-def config_problems(doc: Any, path: Path, marks: dict[Any, Any]) -> list[Problem]:
+def config_problems(doc: object, path: Path, marks: Marks) -> list[Problem]:
     """For `alertd check CONFIG`: each path or glob of classify.prometheus_rules must name rule files that read."""
     classify = doc.get("classify") if isinstance(doc, dict) else None
     out: list[Problem] = []

@@ -13,8 +13,9 @@ delivery key and the engine drops it.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from typing import Callable, Iterable, Mapping, TypedDict, cast
 
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.receive.payload import BadPayload, decode_body, fingerprint_of
 from alertd.schemas import describe, validator
 
@@ -25,7 +26,67 @@ NVSENTINEL_TYPES = ("com.nvidia.nvsentinel.health.v1", "com.nvidia.nvsentinel.he
 GENERIC_TYPE = "dev.alertd.gpu.health.v1"
 ATTRIBUTES = ("specversion", "id", "source", "type", "time", "subject", "dataschema")
 XID_CODE = re.compile(r"(?:xid_?)?(\d{1,3})", re.IGNORECASE)
-Wire = dict[str, Any]
+Wire = JSONObject  # an alert as a webhook carries it
+
+
+class CloudEvent(TypedDict, total=False):
+    """A CloudEvent 1.0 as cloudevent.schema.json admits it (specversion, id, source, type, time required)."""
+
+    specversion: str
+    id: str
+    source: str
+    type: str
+    time: str
+    subject: str
+    datacontenttype: str
+    dataschema: str
+    data: JSONObject
+
+
+class ImpactedEntity(TypedDict):
+    entityType: str
+    entityValue: str
+
+
+class HealthEvent(TypedDict, total=False):
+    """NVSentinel's HealthEvent message in JSON (the fields alertd reads; nodeName, checkName, isHealthy required)."""
+
+    nodeName: str
+    checkName: str
+    isHealthy: bool
+    isFatal: bool
+    componentClass: str
+    message: str
+    recommendedAction: int | str
+    errorCode: list[str]
+    entitiesImpacted: list[ImpactedEntity]
+    generatedTimestamp: str
+
+
+class NVSentinelData(TypedDict, total=False):
+    metadata: dict[str, str]
+    healthEvent: HealthEvent
+
+
+class GpuRef(TypedDict, total=False):
+    uuid: str
+    index: str
+    pci_bus_id: str
+
+
+class GpuHealthData(TypedDict, total=False):
+    """cloudevent-gpu-health.schema.json's data (node, check, healthy required)."""
+
+    node: str
+    cluster: str
+    check: str
+    healthy: bool
+    kind: str
+    severity: str
+    xid: int
+    message: str
+    gpu: GpuRef
+    observed_at: str
 
 
 def read_cloudevents(headers: Mapping[str, str], body: bytes, cluster: str) -> list[Wire]:
@@ -42,21 +103,21 @@ def read_cloudevents(headers: Mapping[str, str], body: bytes, cluster: str) -> l
     if "ce-specversion" not in {k.lower() for k in headers}:
         raise BadPayload(f"content-type: {ctype or 'none'} is neither {STRUCTURED} nor {BATCH}, and there is no "
                          "ce-specversion header (binary mode)", "content-type")
-    event: dict[str, Any] = {k.lower()[3:]: v for k, v in headers.items() if k.lower()[3:] in ATTRIBUTES
-                             and k.lower().startswith("ce-")}
+    event: JSONObject = {k.lower()[3:]: v for k, v in headers.items() if k.lower()[3:] in ATTRIBUTES
+                         and k.lower().startswith("ce-")}
     if ctype and ctype != "application/json" and not ctype.endswith("+json"):
         raise BadPayload(f"content-type: binary-mode data must be JSON, not {ctype}", "content-type")
     event["data"] = decode_body(body)
     return _event(event, "ce-", cluster, binary=True)
 
 
-def _object(value: Any, where: str) -> dict[str, Any]:
+def _object(value: JSONValue, where: str) -> JSONObject:
     if not isinstance(value, dict):
         raise BadPayload(f"{where}: a CloudEvent is a JSON object", where)
     return value
 
 
-def _check(schema: str, doc: Any, prefix: str) -> None:
+def _check(schema: str, doc: JSONObject, prefix: str) -> None:
     errors = list(validator(schema).iter_errors(doc))
     if errors:
         error = min(errors, key=lambda e: len(e.absolute_path))
@@ -68,11 +129,12 @@ def _check(schema: str, doc: Any, prefix: str) -> None:
                          path.rstrip(".") or "document")
 
 
-def _event(event: dict[str, Any], prefix: str, cluster: str, binary: bool = False) -> list[Wire]:
+def _event(doc: JSONObject, prefix: str, cluster: str, binary: bool = False) -> list[Wire]:
     """One event: its attributes (``prefix``: "ce-" for headers, "3." in a batch), then its data by its type."""
-    _check("cloudevent", {k: v for k, v in event.items() if k != "data"}, prefix)
+    _check("cloudevent", {k: v for k, v in doc.items() if k != "data"}, prefix)
+    event = cast(CloudEvent, doc)  # its attributes are valid now
     data_at = "data." if binary else f"{prefix}data."
-    data = event.get("data")
+    data = doc.get("data")
     if not isinstance(data, dict):
         raise BadPayload(f"{data_at}: the event's data must be a JSON object".replace(".:", ":"), data_at.rstrip("."))
     reader = PRODUCERS.get(event["type"])
@@ -94,7 +156,8 @@ def _alert(labels: dict[str, str], identity: dict[str, str], healthy: bool, at: 
     return out
 
 
-def _nvsentinel(event: dict[str, Any], data: dict[str, Any], cluster: str, when: str) -> Wire:
+def _nvsentinel(event: CloudEvent, doc: JSONObject, cluster: str, when: str) -> Wire:
+    data = cast(NVSentinelData, doc)  # valid by cloudevent-nvsentinel.schema.json
     he = data["healthEvent"]
     check = str(he["checkName"])
     cluster = str((data.get("metadata") or {}).get("cluster") or cluster)
@@ -113,7 +176,7 @@ def _nvsentinel(event: dict[str, Any], data: dict[str, Any], cluster: str, when:
         "recommended_action": str(he.get("recommendedAction") or "")})
 
 
-def _xid(check: str, codes: Any) -> str:
+def _xid(check: str, codes: Iterable[str]) -> str:
     """The Xid code among NVSentinel's error codes ("XID_79", or "79" under an Xid check)."""
     for code in codes:
         m = XID_CODE.fullmatch(str(code))
@@ -122,7 +185,8 @@ def _xid(check: str, codes: Any) -> str:
     return ""
 
 
-def _generic(event: dict[str, Any], data: dict[str, Any], cluster: str, when: str) -> Wire:
+def _generic(event: CloudEvent, doc: JSONObject, cluster: str, when: str) -> Wire:
+    data = cast(GpuHealthData, doc)  # valid by cloudevent-gpu-health.schema.json
     gpu = data.get("gpu") or {}
     identity = {"producer": str(event["source"]), "cluster": str(data.get("cluster") or cluster),
                 "node": str(data["node"]), "check": str(data["check"]), "UUID": str(gpu.get("uuid") or ""),
@@ -137,9 +201,9 @@ def _generic(event: dict[str, Any], data: dict[str, Any], cluster: str, when: st
         "description": message, "cloudevent": f"{event['source']} {event['id']}"})
 
 
-PRODUCERS: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any], str, str], Wire]]] = {
+PRODUCERS: dict[str, tuple[str, Callable[[CloudEvent, JSONObject, str, str], Wire]]] = {
     **{t: ("cloudevent-nvsentinel", _nvsentinel) for t in NVSENTINEL_TYPES},
     GENERIC_TYPE: ("cloudevent-gpu-health", _generic),
 }
 
-__all__ = ["BATCH", "GENERIC_TYPE", "NVSENTINEL_TYPES", "STRUCTURED", "read_cloudevents"]
+__all__ = ["BATCH", "CloudEvent", "GpuHealthData", "HealthEvent", "NVSentinelData", "GENERIC_TYPE", "NVSENTINEL_TYPES", "STRUCTURED", "read_cloudevents"]

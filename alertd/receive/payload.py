@@ -6,11 +6,12 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict, cast
 
 import msgspec
 import orjson
 
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.model import Alert, as_alert_status, parse_instant
 from alertd.receive import wire
 from alertd.schemas import describe, validator
@@ -29,8 +30,8 @@ class BadPayload(ValueError):
         self.field = field
         self.reason = "schema" if field else "json"
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"error": str(self)}
+    def to_json(self) -> dict[str, str]:
+        out = {"error": str(self)}
         if self.field:
             out["field"] = self.field
         return out
@@ -52,13 +53,13 @@ class Notification:
             self.count = len(self.alerts)
 
 
-def decode_body(raw: bytes) -> Any:
+def decode_body(raw: bytes) -> JSONValue:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadPayload(f"body is not UTF-8 (byte {exc.start})") from None
     try:
-        doc = json.loads(text)
+        doc: JSONValue = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadPayload(f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except (RecursionError, ValueError) as exc:  # nesting too deep, an integer of thousands of digits
@@ -168,13 +169,41 @@ def _explained(raw: bytes, received_at: datetime) -> Notification:
         raise BadPayload(TOO_DEEP) from None
 
 
-def parse_notification(doc: Any, received_at: datetime) -> Notification:
+class WebhookAlertDoc(TypedDict, total=False):
+    """One alert of Alertmanager's webhook (version 4); status, labels and startsAt required."""
+
+    status: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    startsAt: str
+    endsAt: str
+    generatorURL: str
+    fingerprint: str
+
+
+class WebhookDoc(TypedDict, total=False):
+    """Alertmanager's webhook body as webhook.schema.json admits it."""
+
+    version: str
+    groupKey: str
+    truncatedAlerts: int
+    status: str
+    receiver: str
+    groupLabels: dict[str, str]
+    commonLabels: dict[str, str]
+    commonAnnotations: dict[str, str]
+    externalURL: str
+    alerts: list[WebhookAlertDoc]
+
+
+def parse_notification(raw: object, received_at: datetime) -> Notification:
     """A decoded document checked against the webhook schema (jsonschema): the path that explains."""
-    errors = list(validator("webhook").iter_errors(doc))
+    errors = list(validator("webhook").iter_errors(raw))
     if errors:
         error = min(errors, key=lambda e: len(e.absolute_path))
         path = ".".join(str(p) for p in error.absolute_path)
         raise BadPayload(describe(error), path or "document")
+    doc = cast(WebhookDoc, raw)  # valid: typed from here on
     receiver = doc.get("receiver", "")
     external_url = doc.get("externalURL", "")
     alerts = [_alert(i, item.get("fingerprint") or "", item["status"], item["labels"], item.get("annotations") or {},
@@ -234,7 +263,7 @@ def _timestamp_checked(value: str, where: str) -> datetime:
     return ts
 
 
-def encode_webhook(alerts: list[dict[str, Any]], receiver: str = "", external_url: str = "") -> bytes:
+def encode_webhook(alerts: Sequence[JSONObject], receiver: str = "", external_url: str = "") -> bytes:
     """A webhook (version 4) holding alerts in their wire form (Alert.to_wire): how alerts alertd makes itself
     (reconciliation), and alerts an earlier version stored one by one, enter the inbox log."""
     fields = ("status", "labels", "annotations", "startsAt", "endsAt", "generatorURL", "fingerprint")

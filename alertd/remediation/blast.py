@@ -8,24 +8,102 @@ distributed job, across nodes) come from a :class:`GangLookup`, so the job-impac
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import NotRequired, Protocol, TypedDict
 
+from alertd.core.kube_objects import LabelSelector, PodDisruptionBudget
 from alertd.rules.remediation import CORDONING
 
 FINISHED = ("Succeeded", "Failed")
 MAX_PODS_SHOWN = 200  # per proposal; the counts stay exact
 
 
+class Gang(TypedDict, total=False):
+    """A distributed job's pods across nodes: by owner chain (kind, name and the job's cost) or by a job-name
+    label (label, name)."""
+
+    kind: str
+    label: str
+    name: str
+    pods: int  # its size
+    nodes: list[str]  # where its pods run
+    gpus: int
+    owner: str
+    team: str
+    gpuHoursLost: float
+
+
+class OwnerLink(TypedDict, total=False):
+    """One link of a pod's owner chain as alertd.enrich.kube_owners reads it."""
+
+    kind: str
+    name: str
+    apiVersion: str
+    missing: bool
+    unresolved: str
+
+
+class BlastPod(TypedDict, total=False):
+    """A pod on a node an action touches: described by alertd.enrich.kube (namespace ... started), then marked
+    here (labels, daemonset, mirror: read from the pod; evict, kept, blockedBy: the verdict)."""
+
+    namespace: str
+    name: str
+    node: str
+    phase: str
+    gpus: int
+    owner_chain: list[OwnerLink]
+    gpu_resources: dict[str, int]
+    team: str
+    channel: str
+    started: str
+    labels: dict[str, str]
+    daemonset: bool
+    mirror: bool
+    evict: bool
+    kept: str
+    blockedBy: list[str]
+
+
+class Owner(TypedDict):
+    """The top of an owner chain and what the action does to its pods."""
+
+    namespace: str
+    kind: str
+    name: str
+    pods: int
+    gpus: int
+    evicted: int
+    gang: NotRequired[Gang]
+
+
+class Blocked(TypedDict):
+    namespace: str
+    pod: str
+    pdbs: list[str]
+
+
+class BlastRadius(TypedDict, total=False):
+    """Who a proposal hurts, as stored on the remediation and shown in the UI; {} when unknown."""
+
+    action: str
+    pods: int
+    gpus: int
+    evictedPods: int
+    evictedGpus: int
+    blocked: list[Blocked]
+    owners: list[Owner]
+    podList: list[BlastPod]  # at most MAX_PODS_SHOWN, without labels, mirror and daemonset
+    error: str
+
+
 class GangLookup(Protocol):
-    """The gang a pod belongs to: every pod of its distributed job, across nodes.
+    """The gang a pod belongs to: every pod of its distributed job, across nodes, or None for a pod that is
+    not part of a gang."""
 
-    ``gang(namespace, pod)`` answers ``{"name", "kind", "pods", "nodes"}`` (pods: its size; nodes: where its
-    pods run) or None for a pod that is not part of a gang."""
-
-    def gang(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None: ...
+    def gang(self, namespace: str, pod: BlastPod) -> Gang | None: ...
 
 
-def evicts(action: str, pod: dict[str, Any]) -> tuple[bool, str]:
+def evicts(action: str, pod: BlastPod) -> tuple[bool, str]:
     """Whether the action evicts the pod, and why not when it does not."""
     if action not in CORDONING or action == "cordon":
         return False, ""
@@ -40,7 +118,7 @@ def evicts(action: str, pod: dict[str, Any]) -> tuple[bool, str]:
     return True, ""
 
 
-def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+def selects(selector: LabelSelector | None, labels: dict[str, str]) -> bool:
     """A LabelSelector (matchLabels and matchExpressions) against labels; an empty selector selects all."""
     if selector is None:
         return False
@@ -56,23 +134,23 @@ def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
     return True
 
 
-def blocking_pdbs(pods: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
+def blocking_pdbs(pods: list[BlastPod], pdbs: list[PodDisruptionBudget]) -> dict[tuple[str, str], list[str]]:
     """(namespace, pod) -> names of the PDBs that would refuse its eviction: a PDB covering more evicted pods
     than its status allows disruptions."""
     out: dict[tuple[str, str], list[str]] = {}
     for pdb in pdbs:
         meta, spec, status = pdb.get("metadata") or {}, pdb.get("spec") or {}, pdb.get("status") or {}
         ns = meta.get("namespace", "")
-        covered = [p for p in pods if p["namespace"] == ns and selects(spec.get("selector"), p.get("labels") or {})]
+        covered = [p for p in pods if p.get("namespace") == ns and selects(spec.get("selector"), p.get("labels") or {})]
         allowed = int(status.get("disruptionsAllowed") or 0)
         for pod in covered[allowed:]:
-            out.setdefault((ns, pod["name"]), []).append(meta.get("name", ""))
+            out.setdefault((ns, pod.get("name", "")), []).append(meta.get("name", ""))
     return out
 
 
-def build(action: str, pods: list[dict[str, Any]], pdbs: list[dict[str, Any]], gangs: GangLookup | None) -> dict[str, Any]:
+def build(action: str, pods: list[BlastPod], pdbs: list[PodDisruptionBudget], gangs: GangLookup | None) -> BlastRadius:
     """The blast radius of ``action`` on the nodes these pods run on."""
-    evicted = []
+    evicted: list[BlastPod] = []
     for pod in pods:
         yes, why = evicts(action, pod)
         pod["evict"] = yes
@@ -81,22 +159,23 @@ def build(action: str, pods: list[dict[str, Any]], pdbs: list[dict[str, Any]], g
         if yes:
             evicted.append(pod)
     blocked = blocking_pdbs(evicted, pdbs)
-    owners: dict[tuple[str, str, str], dict[str, Any]] = {}
+    owners: dict[tuple[str, str, str], Owner] = {}
     for pod in pods:
-        if (pod["namespace"], pod["name"]) in blocked:
-            pod["blockedBy"] = blocked[(pod["namespace"], pod["name"])]
+        ns, name = pod.get("namespace", ""), pod.get("name", "")
+        if (ns, name) in blocked:
+            pod["blockedBy"] = blocked[(ns, name)]
         chain = pod.get("owner_chain") or []
-        top = chain[-1] if chain else {"kind": "Pod", "name": pod["name"]}
-        key = (pod["namespace"], top.get("kind", ""), top.get("name", ""))
+        top: OwnerLink = chain[-1] if chain else {"kind": "Pod", "name": name}
+        key = (ns, top.get("kind", ""), top.get("name", ""))
         owner = owners.setdefault(key, {"namespace": key[0], "kind": key[1], "name": key[2], "pods": 0, "gpus": 0,
                                         "evicted": 0})
         owner["pods"] += 1
         owner["gpus"] += int(pod.get("gpus") or 0)
-        owner["evicted"] += 1 if pod["evict"] else 0
-        gang = gangs.gang(pod["namespace"], pod) if gangs is not None else None
+        owner["evicted"] += 1 if pod.get("evict") else 0
+        gang = gangs.gang(ns, pod) if gangs is not None else None
         if gang is not None:
             owner["gang"] = gang
-    shown = [{k: v for k, v in p.items() if k not in ("labels", "mirror", "daemonset")} for p in pods[:MAX_PODS_SHOWN]]
+    shown = [_shown(p) for p in pods[:MAX_PODS_SHOWN]]
     return {"action": action, "pods": len(pods), "gpus": sum(int(p.get("gpus") or 0) for p in pods),
             "evictedPods": len(evicted), "evictedGpus": sum(int(p.get("gpus") or 0) for p in evicted),
             "blocked": [{"namespace": ns, "pod": name, "pdbs": names} for (ns, name), names in sorted(blocked.items())],
@@ -104,18 +183,26 @@ def build(action: str, pods: list[dict[str, Any]], pdbs: list[dict[str, Any]], g
             "podList": shown}
 
 
-def summary(blast: dict[str, Any]) -> str:
+def _shown(pod: BlastPod) -> BlastPod:
+    shown = pod.copy()
+    shown.pop("labels", None)
+    shown.pop("mirror", None)
+    shown.pop("daemonset", None)
+    return shown
+
+
+def summary(blast: BlastRadius) -> str:
     """One line for Slack and the timeline."""
     if not blast:
         return "blast radius unknown"
-    gangs = [o for o in blast.get("owners") or [] if o.get("gang")]
+    gangs = [(o, o["gang"]) for o in blast.get("owners") or [] if o.get("gang")]
     text = (f"{blast.get('pods', 0)} pods holding {blast.get('gpus', 0)} GPUs on the node(s); "
             f"evicts {blast.get('evictedPods', 0)} pods ({blast.get('evictedGpus', 0)} GPUs)")
     if blast.get("blocked"):
         text += f"; {len(blast['blocked'])} blocked by a PodDisruptionBudget"
     if gangs:
-        text += "; gangs: " + ", ".join(f"{o['kind']} {o['namespace']}/{o['name']} ({o['gang'].get('pods')} pods on "
-                                         f"{len(o['gang'].get('nodes') or [])} nodes)" for o in gangs[:5])
+        text += "; gangs: " + ", ".join(f"{o['kind']} {o['namespace']}/{o['name']} ({g.get('pods')} pods on "
+                                         f"{len(g.get('nodes') or [])} nodes)" for o, g in gangs[:5])
     if blast.get("error"):
         text += f"; {blast['error']}"
     return text

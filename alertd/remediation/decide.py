@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from alertd.core.actor import Actor
 from alertd.core.model import Incident, iso
 from alertd.gpu.recovery import XID_RECOVERY
+from alertd.remediation.blast import BlastRadius
 from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARANTINE, RUNNING, STOPPING,
                                       SUPERSEDED, UNCORDON, Remediation)
 from alertd.remediation.ladder import Escalation, pick_step
@@ -85,7 +85,7 @@ def breaker(policy: RemediationPolicy, view: ClusterView, nodes: list[str]) -> s
     return ""
 
 
-def approvals_needed(policy: RemediationPolicy, nodes: list[str], blast: dict[str, Any]) -> int:
+def approvals_needed(policy: RemediationPolicy, nodes: list[str], blast: BlastRadius) -> int:
     gpus = int(blast.get("evictedGpus") or 0)
     if policy.second_approver_gpus is not None and gpus >= policy.second_approver_gpus:
         return 2
@@ -94,7 +94,7 @@ def approvals_needed(policy: RemediationPolicy, nodes: list[str], blast: dict[st
     return 1
 
 
-def propose(inc: Incident, chosen: Policy, policy: RemediationPolicy, view: ClusterView, blast: dict[str, Any],
+def propose(inc: Incident, chosen: Policy, policy: RemediationPolicy, view: ClusterView, blast: BlastRadius,
             now: datetime) -> Remediation:
     """A new quarantine proposal for the incident's nodes, held when it would pass the circuit breaker."""
     nodes = target_nodes(inc)

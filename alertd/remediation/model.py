@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import cast
 
+from alertd.core.json_types import JSONObject, JSONValue, objects
 from alertd.core.model import iso, parse_iso
+from alertd.remediation.blast import BlastRadius
 
 PROPOSED, HELD, APPROVED, RUNNING, STOPPING = "proposed", "held", "approved", "running", "stopping"
 DONE, FAILED, STOPPED, CANCELLED, SUPERSEDED = "done", "failed", "stopped", "cancelled", "superseded"
@@ -40,8 +42,8 @@ class Remediation:
     reason: str = ""  # why it is held, refused, or failed
     approvals_needed: int = 1
     approvals: list[dict[str, str]] = field(default_factory=list)  # {"actor", "principal", "at", "via"}
-    blast: dict[str, Any] = field(default_factory=dict)  # alertd.remediation.blast.BlastRadius.to_dict()
-    results: list[dict[str, Any]] = field(default_factory=list)  # one per node: what was done, what was not
+    blast: BlastRadius = field(default_factory=lambda: BlastRadius())
+    results: list[JSONObject] = field(default_factory=list)  # one per step: node, step, ok, result, ...
     holder: str = ""  # the engine replica that runs it
     version: int = 0
 
@@ -53,22 +55,49 @@ class Remediation:
         """The principals who approved (approvals stored before principals were recorded: their actor)."""
         return {a.get("principal") or a["actor"] for a in self.approvals}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"id": self.id, "incident": self.incident_id, "cluster": self.cluster, "nodes": list(self.nodes),
                 "kind": self.kind, "action": self.action, "policy": self.policy, "state": self.state,
                 "createdAt": iso(self.created_at), "updatedAt": iso(self.updated_at), "dryRun": self.dry_run,
                 "automatic": self.automatic, "reason": self.reason, "approvalsNeeded": self.approvals_needed,
-                "approvals": list(self.approvals), "blast": self.blast, "results": list(self.results),
+                "approvals": [dict(a) for a in self.approvals], "blast": cast(JSONObject, self.blast),
+                "results": list(self.results),
                 "holder": self.holder, "version": self.version}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Remediation":
-        created, updated = parse_iso(d["createdAt"]), parse_iso(d["updatedAt"])
+    def from_dict(cls, d: JSONObject) -> "Remediation":
+        """From to_dict()'s document as stored (alertd/store/remediations.py)."""
+        created, updated = parse_iso(_str(d["createdAt"])), parse_iso(_str(d["updatedAt"]))
         assert created is not None and updated is not None
-        return cls(id=d["id"], incident_id=d["incident"], cluster=d.get("cluster", ""), nodes=list(d["nodes"]),
-                   kind=d["kind"], action=d["action"], policy=d.get("policy", ""), state=d["state"],
+        return cls(id=_str(d["id"]), incident_id=_str(d["incident"]), cluster=_str(d.get("cluster", "")),
+                   nodes=[_str(n) for n in _list(d["nodes"])], kind=_str(d["kind"]), action=_str(d["action"]),
+                   policy=_str(d.get("policy", "")), state=_str(d["state"]),
                    created_at=created, updated_at=updated, dry_run=bool(d.get("dryRun", True)),
-                   automatic=bool(d.get("automatic")), reason=d.get("reason", ""),
-                   approvals_needed=int(d.get("approvalsNeeded", 1)), approvals=list(d.get("approvals") or []),
-                   blast=dict(d.get("blast") or {}), results=list(d.get("results") or []),
-                   holder=d.get("holder", ""), version=int(d.get("version", 0)))
+                   automatic=bool(d.get("automatic")), reason=_str(d.get("reason", "")),
+                   approvals_needed=_int(d.get("approvalsNeeded", 1)),
+                   approvals=[{k: _str(v) for k, v in a.items()} for a in objects(d.get("approvals"))],
+                   blast=cast(BlastRadius, dict(_obj(d.get("blast")))),  # built by blast.build, stored as JSON
+                   results=objects(d.get("results")), holder=_str(d.get("holder", "")),
+                   version=_int(d.get("version", 0)))
+
+
+def _str(v: JSONValue) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"a remediation document holds {v!r} where a string belongs")
+    return v
+
+
+def _int(v: JSONValue) -> int:
+    if not isinstance(v, (int, float, str)) or isinstance(v, bool):
+        raise ValueError(f"a remediation document holds {v!r} where a number belongs")
+    return int(v)
+
+
+def _list(v: JSONValue) -> list[JSONValue]:
+    if not isinstance(v, list):
+        raise ValueError(f"a remediation document holds {v!r} where a list belongs")
+    return v
+
+
+def _obj(v: JSONValue) -> JSONObject:
+    return v if isinstance(v, dict) else {}

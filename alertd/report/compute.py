@@ -18,14 +18,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
+from alertd.core.json_types import JSONObject
 from alertd.core.model import iso, parse_iso
 from alertd.rules import rma
+from alertd.report.shapes import Cause, Cordoned, Fact, Lemons, Mttr, MttrStats, Reference, Report, Week
 
 # Published reference: Llama 3 405B pre-training, 419 unexpected interruptions on 16,384 H100s in 54 days.
-REFERENCES = [{"name": "Llama 3 405B (all unexpected interruptions)", "per1000GpuDays": round(419 / (16384 * 54) * 1000, 3)},
+REFERENCES: list[Reference] = [{"name": "Llama 3 405B (all unexpected interruptions)", "per1000GpuDays": round(419 / (16384 * 54) * 1000, 3)},
               {"name": "Llama 3 405B (GPU-related, 58.7 %)", "per1000GpuDays": round(419 * 0.587 / (16384 * 54) * 1000, 3)}]
+# Rows of the fleet tables (alertd/store/report_tables.py): a day per cluster and node type, and a node as last
+# sampled (cluster, node, node type, GPUs, cordoned).
+FleetDay = tuple[str, str, str, int, int, int, int]
+FleetNode = tuple[str, str, str, int, bool]
 REPEAT = 2  # failures in the period that make a node or GPU a lemon
 DAY = timedelta(days=1)
 
@@ -45,7 +51,7 @@ def _day_start(d: date) -> datetime:
     return datetime.combine(d, time(0), tzinfo=timezone.utc)
 
 
-def gpu_days(fleet_days: Iterable[tuple[Any, ...]], p: Period) -> tuple[float, dict[str, float]]:
+def gpu_days(fleet_days: Iterable[FleetDay], p: Period) -> tuple[float, dict[str, float]]:
     """(GPU-days of the period, GPUs per day in it): each (cluster, type) carries its latest sample forward."""
     latest: dict[tuple[str, str], int] = {}
     rows = sorted((r for r in fleet_days if (not p.node_type or r[2] == p.node_type)), key=lambda r: r[0])
@@ -65,7 +71,7 @@ def gpu_days(fleet_days: Iterable[tuple[Any, ...]], p: Period) -> tuple[float, d
     return round(total, 3), per_day
 
 
-def _end(f: Mapping[str, Any]) -> str | None:
+def _end(f: Fact) -> str | None:
     """When a failure ended: its last alert's end, else its resolution (facts of older versions), else None."""
     return f.get("endedAt") or f.get("resolvedAt")
 
@@ -81,8 +87,8 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(s[lo] + (s[hi] - s[lo]) * (pos - lo), 1)
 
 
-def _mttr(failures: list[dict[str, Any]]) -> dict[str, Any]:
-    def spans(rows: list[dict[str, Any]]) -> list[float]:
+def _mttr(failures: list[Fact]) -> Mttr:
+    def spans(rows: list[Fact]) -> list[float]:
         out = []
         for f in rows:
             opened, resolved = parse_iso(f["openedAt"]), parse_iso(_end(f))
@@ -90,7 +96,7 @@ def _mttr(failures: list[dict[str, Any]]) -> dict[str, Any]:
                 out.append((resolved - opened).total_seconds())
         return out
 
-    def stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def stats(rows: list[Fact]) -> MttrStats:
         s = spans(rows)
         return {"repairs": len(s), "median": _percentile(s, 0.5), "p90": _percentile(s, 0.9)}
 
@@ -99,7 +105,7 @@ def _mttr(failures: list[dict[str, Any]]) -> dict[str, Any]:
             "byAction": {a: stats([f for f in failures if (f.get("action") or "unknown") == a]) for a in actions}}
 
 
-def _out_of_service(facts: list[dict[str, Any]], p: Period, now: datetime) -> tuple[float, dict[str, float]]:
+def _out_of_service(facts: list[Fact], p: Period, now: datetime) -> tuple[float, dict[str, float]]:
     total = 0.0
     daily: dict[str, float] = {}
     for f in facts:
@@ -116,7 +122,7 @@ def _out_of_service(facts: list[dict[str, Any]], p: Period, now: datetime) -> tu
     return round(total, 3), {k: round(v, 3) for k, v in sorted(daily.items())}
 
 
-def _by_cause(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _by_cause(failures: list[Fact]) -> list[Cause]:
     counts: dict[tuple[str, int | None], int] = {}
     for f in failures:
         key = (f["category"], f.get("xid"))
@@ -126,18 +132,19 @@ def _by_cause(failures: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for (c, x), k in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or 0))]
 
 
-def _lemons(failures: list[dict[str, Any]], rules: tuple[rma.RmaRule, ...], p: Period) -> dict[str, Any]:
+def _lemons(failures: list[Fact], rules: tuple[rma.RmaRule, ...], p: Period) -> Lemons:
     nodes: dict[str, list[str]] = {}
     gpus: dict[str, list[str]] = {}
-    history = []
+    history: list[JSONObject] = []
     for seq, f in enumerate(failures):
         for n in f.get("nodes") or [f["node"]]:
             nodes.setdefault(n, []).append(f["id"])
         for g in f.get("gpus") or []:
             gpus.setdefault(g, []).append(f["id"])
+            xid = f.get("xid")
             history.append({"uuid": g, "incident": f["id"], "seq": seq, "openedAt": f["openedAt"],
-                            "xids": [f["xid"]] if f.get("xid") else [], "signals": [], "alertnames": []})
-    rma_gpus = {c.gpu["uuid"]: c.rules for c in rma.evaluate(rules, history, {}, p.until)} if rules else {}
+                            "xids": [xid] if xid else [], "signals": [], "alertnames": []})
+    rma_gpus = {c.uuid: c.rules for c in rma.evaluate(rules, history, {}, p.until)} if rules else {}
     return {"nodes": [{"node": n, "failures": len(ids), "incidents": ids}
                       for n, ids in sorted(nodes.items(), key=lambda kv: (-len(kv[1]), kv[0])) if len(ids) >= REPEAT],
             "gpus": [{"uuid": g, "failures": len(gpus.get(g, [])), "incidents": gpus.get(g, []),
@@ -146,7 +153,7 @@ def _lemons(failures: list[dict[str, Any]], rules: tuple[rma.RmaRule, ...], p: P
                                      key=lambda g: (-len(gpus.get(g, [])), g))]}
 
 
-def _cordoned(fleet_days: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]], p: Period) -> dict[str, Any]:
+def _cordoned(fleet_days: list[FleetDay], nodes: list[FleetNode], p: Period) -> Cordoned:
     now: dict[str, int] = {}
     for _, _, node_type, _, cordoned in nodes:
         if not p.node_type or node_type == p.node_type:
@@ -160,7 +167,7 @@ def _cordoned(fleet_days: list[tuple[Any, ...]], nodes: list[tuple[Any, ...]], p
     return {"now": now, "daily": [{"day": d, "byNodeType": v} for d, v in sorted(series.items())]}
 
 
-def _weekly(failures: list[dict[str, Any]], per_day: dict[str, float], p: Period) -> list[dict[str, Any]]:
+def _weekly(failures: list[Fact], per_day: dict[str, float], p: Period) -> list[Week]:
     """Failures per 1,000 GPU-days per ISO week (weeks start on Monday) inside the period."""
     weeks: dict[str, list[float]] = {}
     for day, gpus in per_day.items():
@@ -176,8 +183,8 @@ def _weekly(failures: list[dict[str, Any]], per_day: dict[str, float], p: Period
              "failuresPer1000GpuDays": round(n / g * 1000, 3) if g else None} for w, (n, g) in sorted(weeks.items())]
 
 
-def compute(facts: list[dict[str, Any]], fleet_days: list[tuple[Any, ...]], fleet_nodes: list[tuple[Any, ...]],
-            p: Period, now: datetime, rules: tuple[rma.RmaRule, ...] = ()) -> dict[str, Any]:
+def compute(facts: list[Fact], fleet_days: list[FleetDay], fleet_nodes: list[FleetNode],
+            p: Period, now: datetime, rules: tuple[rma.RmaRule, ...] = ()) -> Report:
     """The report: ``facts`` overlap the period (store.report_facts), ``fleet_days`` reach back before it."""
     facts = [f for f in facts if not p.node_type or f.get("nodeType") == p.node_type]
     since, until = iso(p.since) or "", iso(p.until) or ""
@@ -206,7 +213,7 @@ def compute(facts: list[dict[str, Any]], fleet_days: list[tuple[Any, ...]], flee
     }
 
 
-def group_by_type(fleet_nodes: list[tuple[Any, ...]]) -> Mapping[tuple[str, str], tuple[str, int]]:
+def group_by_type(fleet_nodes: list[FleetNode]) -> Mapping[tuple[str, str], tuple[str, int]]:
     """(cluster, node) -> (node type, GPUs), for facts."""
     return {(c, n): (t, int(g)) for c, n, t, g, _ in fleet_nodes}
 

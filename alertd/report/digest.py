@@ -8,11 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Awaitable, Callable, Protocol, TypedDict
 from urllib.parse import urlencode
+
+from alertd.core.json_types import JSONObject
+from alertd.report.shapes import as_report
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 STALE_CLAIM = timedelta(hours=1)
+
+
+class DigestDoc(TypedDict, total=False):
+    """``report.digest`` as config.schema.json admits it."""
+
+    channel: str
+    weekday: str  # monday ... sunday
+    hour: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +33,7 @@ class DigestSettings:
     hour: int = 9  # UTC
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None) -> "DigestSettings":
+    def from_doc(cls, doc: DigestDoc | None) -> "DigestSettings":
         doc = doc or {}
         return cls(channel=doc.get("channel", ""), weekday=WEEKDAYS.index(doc.get("weekday", "monday")),
                    hour=int(doc.get("hour", 9)))
@@ -44,7 +55,9 @@ def page_url(base: str, since: datetime, until: datetime) -> str:
     return f"{base.rstrip('/')}/ui/reports/reliability?{query}" if base else ""
 
 
-def text(r: dict[str, Any], url: str) -> str:
+def text(doc: JSONObject, url: str) -> str:
+    """The digest of a report (``doc``: alertd.report.build.reliability's)."""
+    r = as_report(doc)
     rate = r["failuresPer1000GpuDays"]
     m = r["mttrSeconds"]
     causes = ", ".join(f"{c['category']}{' Xid ' + str(c['xid']) if c.get('xid') else ''}: {c['failures']}"
@@ -76,7 +89,7 @@ class DigestStore(Protocol):
 
 
 async def post_if_due(store: DigestStore, s: DigestSettings, now: datetime, holder: str,
-                      report: Callable[[datetime, datetime], Awaitable[dict[str, Any]]],
+                      report: Callable[[datetime, datetime], Awaitable[JSONObject]],
                       post: Callable[[str, str], Awaitable[None]], base_url: str = "") -> bool:
     """Post this week's digest if its time has come and nobody has; True when this call posted it."""
     if not s.channel:

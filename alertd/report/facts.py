@@ -15,17 +15,19 @@ from the incident's opening until its last alert ended (``endedAt``; the resolut
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
 from alertd.core.findings import Jobs
+from alertd.core.json_types import JSONObject, JSONValue, items, member, objects
 from alertd.core.model import Incident, iso
+from alertd.report.shapes import Fact, JobHit
 
 HARDWARE_CATEGORIES = ("hardware", "memory", "nvlink", "driver")
 FAILURE_SEVERITIES = ("error", "critical")
 DEFAULT_GPUS_PER_NODE = 8
 
 
-def kind_of(doc: Mapping[str, Any], planned: bool) -> str:
+def kind_of(doc: JSONObject, planned: bool) -> str:
     category, severity = doc.get("category") or "other", doc.get("severity") or ""
     if doc.get("parentId"):
         return "folded"
@@ -45,32 +47,42 @@ def last_end(inc: Incident) -> str | None:
     return iso(max(ends)) if ends and inc.resolved_at is not None else None
 
 
-def fact(doc: Mapping[str, Any], *, planned: bool = False,
+def _text(v: JSONValue) -> str:
+    return str(v) if v else ""
+
+
+def _time(v: JSONValue) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def fact(doc: JSONObject, *, planned: bool = False,
          nodes: Mapping[tuple[str, str], tuple[str, int]] | None = None,
-         default_gpus: int = DEFAULT_GPUS_PER_NODE, ended: str | None = None) -> dict[str, Any]:
+         default_gpus: int = DEFAULT_GPUS_PER_NODE, ended: str | None = None) -> Fact:
     """``doc``: an incident document (Incident.to_dict, members not needed); ``planned``: whether all it
     shows is planned work; ``nodes``: (cluster, node) -> (node type, GPUs) from the fleet samples;
     ``ended``: when its last alert ended (last_end), else its resolution counts."""
     nodes = nodes or {}
-    cluster = doc.get("cluster") or ""
-    names = [n for n in (doc.get("nodes") or []) if n] if doc.get("fleet") else []
-    names = names or ([doc["node"]] if doc.get("node") else [])
+    cluster = _text(doc.get("cluster"))
+    names = [str(n) for n in items(doc.get("nodes")) if n] if doc.get("fleet") else []
+    names = names or ([str(doc["node"])] if doc.get("node") else [])
     known = [nodes.get((cluster, n)) for n in names]
     gpus_out = sum(k[1] if k else default_gpus for k in known)
-    primary = doc.get("primary") or {}
-    xids = [int(x) for x in doc.get("xids") or []]
-    jobs = Jobs.of(doc.get("annotations") or {})
+    primary = member(doc, "primary")
+    xids = [int(str(x)) for x in items(doc.get("xids"))]
+    jobs = Jobs.of(member(doc, "annotations"))
+    code = primary.get("xid")
+    hits: list[JobHit] = [{"namespace": j.get("namespace", ""), "kind": j.get("kind", ""), "name": j.get("name", ""),
+                           "gpus": j.get("gpus", 0), "gpuHoursLost": j.get("gpuHoursLost", 0)} for j in jobs.jobs]
     return {
-        "id": doc["id"], "cluster": cluster, "node": doc.get("node") or "", "nodes": names,
+        "id": str(doc["id"]), "cluster": cluster, "node": _text(doc.get("node")), "nodes": names,
         "nodeType": next((k[0] for k in known if k), ""),
-        "openedAt": doc["openedAt"], "resolvedAt": doc.get("resolvedAt"),
-        "endedAt": ended or doc.get("resolvedAt"),
-        "kind": kind_of(doc, planned), "category": doc.get("category") or "other",
-        "severity": doc.get("severity") or "", "xid": primary.get("xid") or (xids[0] if xids else None),
-        "action": primary.get("action") or "", "title": doc.get("title") or "",
-        "gpusOut": gpus_out, "gpus": sorted({g["uuid"] for g in doc.get("gpus") or [] if g.get("uuid")}),
-        "jobs": [{"namespace": j.get("namespace", ""), "kind": j.get("kind", ""), "name": j.get("name", ""),
-                  "gpus": j.get("gpus", 0), "gpuHoursLost": j.get("gpuHoursLost", 0)} for j in jobs.jobs],
+        "openedAt": str(doc["openedAt"]), "resolvedAt": _time(doc.get("resolvedAt")),
+        "endedAt": ended or _time(doc.get("resolvedAt")),
+        "kind": kind_of(doc, planned), "category": _text(doc.get("category")) or "other",
+        "severity": _text(doc.get("severity")), "xid": code if isinstance(code, int) and code else (xids[0] if xids else None),
+        "action": _text(primary.get("action")), "title": _text(doc.get("title")),
+        "gpusOut": gpus_out, "gpus": sorted({str(g["uuid"]) for g in objects(doc.get("gpus")) if g.get("uuid")}),
+        "jobs": hits,
     }
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from alertd.core.json_types import JSONObject
+from alertd.report.shapes import as_report
+
 WINDOWS = {"7d": 7, "30d": 30}
 
 
@@ -14,7 +17,7 @@ class ReportCollector:
     """Gauges from the latest snapshot: per window the report, and the fleet by cluster and node type."""
 
     def __init__(self) -> None:
-        self.reports: dict[str, dict[str, Any]] = {}
+        self.reports: dict[str, JSONObject] = {}  # by window: alertd.report.build.reliability's documents
         self.fleet: list[tuple[str, str, str, int, bool]] = []  # store.fleet_nodes()
 
     def collect(self) -> Iterator[Any]:
@@ -47,9 +50,9 @@ class ReportCollector:
                   "gpuHoursLost": ("alertd_reliability_gpu_hours_lost", "Estimated GPU-hours of work lost by jobs.")}
         for key, (name, help_text) in simple.items():
             fam = G(name, help_text, labels=["window"])
-            for window, r in sorted(self.reports.items()):
-                if r.get(key) is not None:
-                    fam.add_metric([window], float(r[key]))
+            for window, doc in sorted(self.reports.items()):
+                if isinstance(value := doc.get(key), (int, float)):
+                    fam.add_metric([window], float(value))
             yield fam
         mttr = G("alertd_reliability_mttr_seconds", "Time to repair failures (median, p90), by action.",
                  labels=["window", "action", "quantile"])
@@ -57,12 +60,13 @@ class ReportCollector:
                    labels=["window", "category", "xid"])
         lemons = G("alertd_reliability_lemons", "Nodes and GPUs that failed repeatedly or match the RMA policy.",
                    labels=["window", "what"])
-        for window, r in sorted(self.reports.items()):
+        for window, doc in sorted(self.reports.items()):
+            r = as_report(doc)
             m = r["mttrSeconds"]
             for action, stats in [("all", m), *sorted(m["byAction"].items())]:
-                for q, k in (("0.5", "median"), ("0.9", "p90")):
-                    if stats[k] is not None:
-                        mttr.add_metric([window, action, q], stats[k])
+                for q, value in (("0.5", stats["median"]), ("0.9", stats["p90"])):
+                    if value is not None:
+                        mttr.add_metric([window, action, q], value)
             for c in r["byCause"]:
                 causes.add_metric([window, c["category"], str(c["xid"] or "")], c["failures"])
             lemons.add_metric([window, "nodes"], len(r["lemons"]["nodes"]))

@@ -6,11 +6,13 @@ newest ``updated_at`` seen, and incidents updated at that instant are read again
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol
+from typing import Mapping, Protocol, Sequence
 
+from alertd.core.json_types import JSONObject, items
 from alertd.core.model import Incident, parse_iso
 from alertd.report.compute import group_by_type
 from alertd.report.facts import HARDWARE_CATEGORIES, fact, last_end
+from alertd.report.shapes import Fact
 from alertd.rules.windows import CordonPolicy, cordon_of, unplanned_severity
 from alertd.store.reads import IncidentQuery
 
@@ -27,20 +29,20 @@ class RollupStore(Protocol):
     async def fleet_nodes(self, cluster: str = "") -> list[tuple[str, str, str, int, bool]]:
         """(cluster, node, node type, GPUs, cordoned)."""
 
-    async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, dict[str, Any]]]: ...
+    async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, JSONObject]]: ...
 
     async def get_incident(self, incident_id: str) -> Incident | None: ...
 
-    async def upsert_report_facts(self, facts: list[dict[str, Any]], watermark: str) -> None: ...
+    async def upsert_report_facts(self, facts: Sequence[Mapping[str, object]], watermark: str) -> None: ...
 
 
-async def _fact(store: RollupStore, doc: dict[str, Any], policy: CordonPolicy,
-                nodes: Mapping[tuple[str, str], tuple[str, int]]) -> dict[str, Any]:
+async def _fact(store: RollupStore, doc: JSONObject, policy: CordonPolicy,
+                nodes: Mapping[tuple[str, str], tuple[str, int]]) -> Fact:
     """The fact of one incident. Its members are read only when needed: a cordon (planned work is judged as
     routing judges it) or a resolved fault (when its last alert ended)."""
-    cordoned = "node_cordoned" in (doc.get("signals") or [])
+    cordoned = "node_cordoned" in items(doc.get("signals"))
     ended_fault = doc.get("resolvedAt") and doc.get("category") in HARDWARE_CATEGORIES and not doc.get("parentId")
-    inc = await store.get_incident(doc["id"]) if cordoned or ended_fault else None
+    inc = await store.get_incident(str(doc["id"])) if cordoned or ended_fault else None
     if inc is None:
         return fact(doc, nodes=nodes)
     cordon = cordon_of(inc) if cordoned else None
@@ -59,7 +61,7 @@ async def rollup(store: RollupStore, policy: CordonPolicy | None = None) -> int:
                                                          limit=PAGE))
         for _, doc in rows:
             facts.append(await _fact(store, doc, policy, nodes))
-            newest = max(newest, doc.get("updatedAt") or "")
+            newest = max(newest, str(doc.get("updatedAt") or ""))
         if len(rows) < PAGE:
             break
         before = rows[-1][0]

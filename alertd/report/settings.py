@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import TypedDict
 
 from alertd.core.durations import parse_duration
-from alertd.report.digest import DigestSettings
+from alertd.report.digest import DigestDoc, DigestSettings
+
+
+class ReportDoc(TypedDict, total=False):
+    """The ``report`` config section as config.schema.json admits it."""
+
+    sample_interval: str
+    sample_fleet: bool
+    cluster: str
+    digest: DigestDoc
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +31,7 @@ class ReportSettings:
     digest: DigestSettings = field(default_factory=DigestSettings)
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None) -> "ReportSettings":
+    def from_doc(cls, doc: ReportDoc | None) -> "ReportSettings":
         doc = doc or {}
         return cls(sample_interval=parse_duration(doc.get("sample_interval", "1h")),
                    sample_fleet=bool(doc.get("sample_fleet", True)), cluster=str(doc.get("cluster") or ""),

@@ -3,17 +3,21 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any, Iterator
+from typing import Iterator
 
+from alertd.core.json_types import JSONObject
+
+from alertd.report.shapes import as_report
 from alertd.rules.rma import csv_cell
 
 SUMMARY = ("since", "until", "cluster", "nodeType", "gpuDays", "failures", "failuresPer1000GpuDays",
            "gpuHoursOutOfService", "jobsInterrupted", "gpuHoursLost")
 
 
-def _rows(r: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+def _rows(doc: JSONObject) -> Iterator[tuple[str, str, object]]:
     for key in SUMMARY:
-        yield "summary", key, r[key]
+        yield "summary", key, doc[key]
+    r = as_report(doc)
     for kind, n in r["apart"].items():
         yield "apart", kind, n
     for c in r["byCause"]:
@@ -24,8 +28,8 @@ def _rows(r: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
     for action, s in m["byAction"].items():
         yield "mttrSeconds", f"{action} median", s["median"]
         yield "mttrSeconds", f"{action} p90", s["p90"]
-    for n in r["lemons"]["nodes"]:
-        yield "lemonNode", n["node"], n["failures"]
+    for node in r["lemons"]["nodes"]:
+        yield "lemonNode", node["node"], node["failures"]
     for g in r["lemons"]["gpus"]:
         yield "lemonGpu", g["uuid"], g["failures"]
     for node_type, n in r["cordoned"]["now"].items():
@@ -39,7 +43,8 @@ def _rows(r: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
         yield "gpuHoursOutOfServiceDaily", d["day"], d["gpuHoursOutOfService"]
 
 
-def to_csv(report: dict[str, Any]) -> str:
+def to_csv(report: JSONObject) -> str:
+    """The report (alertd.report.build.reliability's document) as CSV."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\r\n")
     w.writerow(("section", "key", "value"))

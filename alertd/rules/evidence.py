@@ -9,12 +9,14 @@ and label values come from whoever can send a webhook, so matching must stay lin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Callable, Literal, Protocol, TypedDict
 
 from alertd.core.matchers import Matcher, match_all
 from alertd.core.model import Alert
 from alertd.core.regex import Regex, RegexError
+from alertd.core.yamlio import Path_
 from alertd.promql.expr import ExprFacts, Selector, facts_of_url
+from alertd.rules.checker import Checker
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +179,45 @@ def looks_gpu(name: str, labels: dict[str, str], facts: ExprFacts | None, g: Gpu
     return ""
 
 
-class Checker(Protocol):
-    def problem(self, path: tuple[Any, ...], message: str) -> None: ...
-    def matchers(self, items: Any, path: tuple[Any, ...]) -> tuple[Matcher, ...]: ...
+class EvidenceRuleDoc(TypedDict, total=False):
+    """One entry of ``evidence.expressions`` (kind and metric required), ``evidence.alertnames`` (kind and names)
+    or ``evidence.labels`` (kind and match), as evidence.schema.json admits it."""
+
+    kind: str
+    detail: str
+    severity: str
+    category: str
+    runbook: str
+    metric: str
+    match: list[str]
+    inside: str
+    compare: str
+    names: list[str]
 
 
-def _regex(check: Checker, text: str | None, path: tuple[Any, ...]) -> Regex | None:
+class AnnotationsDoc(TypedDict, total=False):
+    fields: list[str]
+    xid_patterns: list[str]
+    value_patterns: list[str]
+
+
+class GpuLookingDoc(TypedDict, total=False):
+    metrics: str
+    labels: list[str]
+    alertnames: str
+
+
+class EvidenceDoc(TypedDict, total=False):
+    expressions: list[EvidenceRuleDoc]
+    alertnames: list[EvidenceRuleDoc]
+    labels: list[EvidenceRuleDoc]
+    field_labels: list[str]
+    annotations: AnnotationsDoc
+    cluster_metrics: str
+    gpu_looking: GpuLookingDoc
+
+
+def _regex(check: Checker, text: str | None, path: Path_) -> Regex | None:
     if text is None:
         return None
     try:
@@ -192,10 +227,10 @@ def _regex(check: Checker, text: str | None, path: tuple[Any, ...]) -> Regex | N
         return None
 
 
-def parse_evidence_rules(doc: dict[str, Any], check: Checker, where: Any) -> EvidenceRules:
+def parse_evidence_rules(doc: EvidenceDoc, check: Checker, where: Callable[[Path_], str]) -> EvidenceRules:
     """Typed evidence rules from a schema-valid `evidence` section; regex errors go to ``check``."""
 
-    def entries(stage: str) -> tuple[EvidenceRule, ...]:
+    def entries(stage: Literal["expressions", "alertnames", "labels"]) -> tuple[EvidenceRule, ...]:
         out = []
         for i, e in enumerate(doc.get(stage) or []):
             path = ("evidence", stage, i)
@@ -212,7 +247,7 @@ def parse_evidence_rules(doc: dict[str, Any], check: Checker, where: Any) -> Evi
 
     ann = doc.get("annotations") or {}
 
-    def patterns(key: str, group: str) -> tuple[Regex, ...]:
+    def patterns(key: Literal["xid_patterns", "value_patterns"], group: str) -> tuple[Regex, ...]:
         out = []
         for i, text in enumerate(ann.get(key) or ()):
             pattern = _regex(check, text, ("evidence", "annotations", key, i))

@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TypedDict
+
+from alertd.core.yamlio import Path_
+from alertd.rules.checker import Checker
 
 DEFAULT_WINDOW = timedelta(minutes=10)
 DEFAULT_SETTLE = timedelta(seconds=5)
@@ -82,7 +85,7 @@ class KubeHealthRules:
         return next((r for r in self.events if r.matches(reason, component, message)), None)
 
 
-def _regex(check: Any, value: str | None, path: tuple[Any, ...], *, anchored: bool = True) -> re.Pattern[str] | None:
+def _regex(check: Checker, value: str | None, path: Path_, *, anchored: bool = True) -> re.Pattern[str] | None:
     if value is None:
         return None
     try:
@@ -92,7 +95,50 @@ def _regex(check: Any, value: str | None, path: tuple[Any, ...], *, anchored: bo
         return re.compile(r"(?!)")
 
 
-def parse_kube_health(doc: dict[str, Any], check: Any, before: KubeHealthRules | None) -> KubeHealthRules:
+class ConditionDoc(TypedDict, total=False):
+    """One ``kube_health.conditions`` entry (kube-health.schema.json; producer, type, bad_status, alertname
+    required)."""
+
+    producer: str
+    type: str
+    bad_status: str
+    reason: str
+    alertname: str
+    severity: str
+    xid_from_reason: str
+
+
+class EventDoc(TypedDict, total=False):
+    """One ``kube_health.events`` entry (producer, reason, alertname required)."""
+
+    producer: str
+    reason: str
+    component: str
+    message: str
+    alertname: str
+    severity: str
+
+
+class AdmissionDoc(TypedDict, total=False):
+    """``kube_health.admission`` (reason, resource, alertname required)."""
+
+    reason: str
+    resource: str
+    alertname: str
+    severity: str
+    min_pods: int
+    window: str
+    settle: str
+    max_pods: int
+
+
+class KubeHealthDoc(TypedDict, total=False):
+    conditions: list[ConditionDoc]
+    events: list[EventDoc]
+    admission: AdmissionDoc
+
+
+def parse_kube_health(doc: KubeHealthDoc, check: Checker, before: KubeHealthRules | None) -> KubeHealthRules:
     """Schema-valid ``kube_health`` section -> rules, after ``before`` (an earlier file's)."""
     base = before or KubeHealthRules()
     conditions = list(base.conditions)
@@ -103,12 +149,12 @@ def parse_kube_health(doc: dict[str, Any], check: Any, before: KubeHealthRules |
             bad_status=e["bad_status"], alertname=e["alertname"], reason=_regex(check, e.get("reason"), at + ("reason",)),
             severity=e.get("severity", ""), xid_from_reason=_regex(check, e.get("xid_from_reason"), at + ("xid_from_reason",))))
     events = list(base.events)
-    for i, e in enumerate(doc.get("events") or ()):
+    for i, ev in enumerate(doc.get("events") or ()):
         at = ("kube_health", "events", i)
         events.append(EventRule(
-            producer=e["producer"], reason=_regex(check, e["reason"], at + ("reason",)) or re.compile("(?!)"),
-            alertname=e["alertname"], component=_regex(check, e.get("component"), at + ("component",)),
-            message=_regex(check, e.get("message"), at + ("message",), anchored=False), severity=e.get("severity", "")))
+            producer=ev["producer"], reason=_regex(check, ev["reason"], at + ("reason",)) or re.compile("(?!)"),
+            alertname=ev["alertname"], component=_regex(check, ev.get("component"), at + ("component",)),
+            message=_regex(check, ev.get("message"), at + ("message",), anchored=False), severity=ev.get("severity", "")))
     admission = base.admission
     if (a := doc.get("admission")) is not None:
         here: tuple[str, ...] = ("kube_health", "admission")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Mapping, TypedDict
+
+from alertd.rules.checker import Checker
 
 ACTIONS = ("cordon", "drain", "drain-gpu", "handoff", "drain-handoff", "rma", "none")
 CORDONING = ("cordon", "drain", "drain-gpu", "drain-handoff")  # actions that cordon the node first
@@ -76,7 +78,73 @@ class RemediationPolicy:
         return next((p for p in self.policies if p.matches(xids, signals, recovery)), None)
 
 
-def parse_remediation(doc: dict[str, Any], check: Any) -> RemediationPolicy:
+class HandoffDoc(TypedDict, total=False):
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class PolicyDoc(TypedDict, total=False):
+    """One ``remediation.policies`` entry (remediation.schema.json; name and action required)."""
+
+    name: str
+    description: str
+    xids: list[int]
+    signals: list[str]
+    action: str
+    approval: str  # required, automatic
+    handoff: HandoffDoc
+    recovery: list[str]
+
+
+class LadderStepDoc(TypedDict, total=False):
+    """One ``remediation.ladder`` step (remediation.schema.json; step and action required)."""
+
+    step: str
+    description: str
+    catalog: list[str]
+    action: str
+    approval: str
+    handoff: HandoffDoc
+
+
+class BreakerDoc(TypedDict, total=False):
+    max_share: float
+    max_per_hour: int
+
+
+class SecondApproverDoc(TypedDict, total=False):
+    gpus: int
+    nodes: int
+
+
+class ApproversDoc(TypedDict, total=False):
+    slack_users: list[str]
+
+
+class DrainDoc(TypedDict, total=False):
+    timeout: str
+    grace_period: int
+
+
+class TaintDoc(TypedDict, total=False):
+    key: str  # required
+    effect: str
+
+
+class RemediationDoc(TypedDict, total=False):
+    """The ``remediation`` section as remediation.schema.json admits it."""
+
+    dry_run: bool
+    breaker: BreakerDoc
+    second_approver: SecondApproverDoc
+    approvers: ApproversDoc
+    drain: DrainDoc
+    taint: TaintDoc
+    policies: list[PolicyDoc]
+    ladder: list[LadderStepDoc]
+
+
+def parse_remediation(doc: RemediationDoc, check: Checker) -> RemediationPolicy:
     """Schema-valid ``remediation`` section -> policy; duplicate names and bad durations reported with positions."""
     policies: list[Policy] = []
     names: set[str] = set()
@@ -111,7 +179,7 @@ def parse_remediation(doc: dict[str, Any], check: Any) -> RemediationPolicy:
         policies=tuple(policies), ladder=parse_ladder(doc.get("ladder") or [], check))
 
 
-def parse_ladder(entries: list[Any], check: Any) -> tuple[LadderStep, ...]:
+def parse_ladder(entries: list[LadderStepDoc], check: Checker) -> tuple[LadderStep, ...]:
     """Schema-valid ``ladder`` -> its steps, in the file's order; a step named twice, a step out of the
     ladder's order, a handoff without labels or an automatic RMA is reported at its position."""
     steps: list[LadderStep] = []

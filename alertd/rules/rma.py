@@ -8,11 +8,45 @@ import csv
 import io
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.model import iso
+from alertd.rules.checker import Checker
 
 DEFAULT_WINDOW = timedelta(days=30)
+
+
+def _values(row: JSONObject, key: str) -> list[JSONValue]:
+    """A list member of a history row (xids, signals, alertnames); absent is empty."""
+    got = row.get(key)
+    return got if isinstance(got, list) else []
+
+
+def _text(row: JSONObject, key: str) -> str:
+    return str(row.get(key) or "")
+
+
+def _seq(row: JSONObject) -> int:
+    seq = row.get("seq")
+    return seq if isinstance(seq, int) else 0
+
+
+class ConditionDoc(TypedDict, total=False):
+    xid: int
+    signal: str
+    alertname: str
+
+
+class RmaRuleDoc(TypedDict, total=False):
+    """One entry of the ``rma`` section as rules.schema admits it (name required)."""
+
+    name: str
+    description: str
+    window: str
+    any_of: list[ConditionDoc]
+    all_of: list[ConditionDoc]
+    min_incidents: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,10 +55,10 @@ class Condition:
     signal: str = ""
     alertname: str = ""
 
-    def matches(self, row: dict[str, Any]) -> bool:
-        return ((self.xid is None or self.xid in row.get("xids", ()))
-                and (not self.signal or self.signal in row.get("signals", ()))
-                and (not self.alertname or self.alertname in row.get("alertnames", ())))
+    def matches(self, row: JSONObject) -> bool:
+        return ((self.xid is None or self.xid in _values(row, "xids"))
+                and (not self.signal or self.signal in _values(row, "signals"))
+                and (not self.alertname or self.alertname in _values(row, "alertnames")))
 
     def describe(self) -> str:
         parts = [f"Xid {self.xid}" if self.xid else "", f"signal {self.signal}" if self.signal else "",
@@ -41,27 +75,33 @@ class RmaRule:
     all_of: tuple[Condition, ...] = ()
     min_incidents: int = 1
 
-    def evidence(self, rows: list[dict[str, Any]], since: str) -> list[dict[str, Any]]:
-        """The incidents that make the GPU match, or [] when it does not."""
-        recent = [r for r in rows if r["openedAt"] >= since]
+    def evidence(self, rows: list[JSONObject], since: str) -> list[JSONObject]:
+        """The incidents that make the GPU match, or [] when it does not. ``rows``: GPU history rows (uuid,
+        incident, seq, openedAt, xids, signals, alertnames, ...)."""
+        recent = [r for r in rows if _text(r, "openedAt") >= since]
         if self.all_of:
             hits = [[r for r in recent if c.matches(r)] for c in self.all_of]
             if not all(hits):
                 return []
-            return sorted({r["incident"]: r for group in hits for r in group}.values(), key=lambda r: r["seq"])
+            return sorted({_text(r, "incident"): r for group in hits for r in group}.values(), key=_seq)
         matching = [r for r in recent if any(c.matches(r) for c in self.any_of)]
         return matching if len(matching) >= self.min_incidents else []
 
 
 @dataclass(slots=True)
 class Candidate:
-    gpu: dict[str, Any]
+    gpu: JSONObject  # the GPU's inventory document (uuid, serial, pci_bus_id, model, cluster, node, ...)
     rules: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
-    evidence: list[dict[str, Any]] = field(default_factory=list)
+    evidence: list[JSONObject] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"uuid": self.gpu["uuid"], "gpu": self.gpu, "rules": self.rules, "reasons": self.reasons,
+    @property
+    def uuid(self) -> str:
+        return _text(self.gpu, "uuid")
+
+    def to_dict(self) -> JSONObject:
+        return {"uuid": self.gpu["uuid"], "gpu": self.gpu, "rules": list(self.rules),
+                "reasons": list(self.reasons),
                 "evidence": [{k: r.get(k) for k in EVIDENCE_FIELDS} for r in self.evidence]}
 
 
@@ -69,7 +109,7 @@ EVIDENCE_FIELDS = ("incident", "openedAt", "first", "cluster", "node", "status",
                    "alertnames")
 
 
-def parse_rma(doc: list[dict[str, Any]], check: Any) -> tuple[RmaRule, ...]:
+def parse_rma(doc: list[RmaRuleDoc], check: Checker) -> tuple[RmaRule, ...]:
     """Schema-valid ``rma`` section -> rules; duplicate names and bad windows are reported with positions."""
     out: list[RmaRule] = []
     names: set[str] = set()
@@ -78,7 +118,7 @@ def parse_rma(doc: list[dict[str, Any]], check: Any) -> tuple[RmaRule, ...]:
             check.problem(("rma", i, "name"), f"duplicate RMA rule name {entry['name']!r}")
         names.add(entry["name"])
         out.append(RmaRule(
-            name=entry["name"], description=entry.get("description", ""),
+            name=entry["name"], description=entry.get("description", ""),  # name: required by the schema
             window=check.duration(entry.get("window"), ("rma", i, "window"), DEFAULT_WINDOW),
             any_of=tuple(Condition(**c) for c in entry.get("any_of") or ()),
             all_of=tuple(Condition(**c) for c in entry.get("all_of") or ()),
@@ -90,26 +130,26 @@ def longest_window(rules: tuple[RmaRule, ...]) -> timedelta:
     return max((r.window for r in rules), default=DEFAULT_WINDOW)
 
 
-def evaluate(rules: tuple[RmaRule, ...], history: list[dict[str, Any]], gpus: dict[str, dict[str, Any]],
+def evaluate(rules: tuple[RmaRule, ...], history: list[JSONObject], gpus: dict[str, JSONObject],
              now: datetime) -> list[Candidate]:
     """Every GPU that matches at least one rule, most evidence first."""
-    by_gpu: dict[str, list[dict[str, Any]]] = {}
+    by_gpu: dict[str, list[JSONObject]] = {}
     for row in history:
-        by_gpu.setdefault(row["uuid"], []).append(row)
+        by_gpu.setdefault(_text(row, "uuid"), []).append(row)
     out: list[Candidate] = []
     for uuid, rows in by_gpu.items():
         cand = Candidate(gpus.get(uuid) or {"uuid": uuid})
-        seen: dict[str, dict[str, Any]] = {}
+        seen: dict[str, JSONObject] = {}
         for rule in rules:
             evidence = rule.evidence(rows, iso(now - rule.window) or "")
             if evidence:
                 cand.rules.append(rule.name)
                 cand.reasons.append(rule.description or rule.name)
-                seen.update((r["incident"], r) for r in evidence)
+                seen.update((_text(r, "incident"), r) for r in evidence)
         if cand.rules:
-            cand.evidence = sorted(seen.values(), key=lambda r: r["seq"])
+            cand.evidence = sorted(seen.values(), key=_seq)
             out.append(cand)
-    out.sort(key=lambda c: (-len(c.rules), -len(c.evidence), c.gpu["uuid"]))
+    out.sort(key=lambda c: (-len(c.rules), -len(c.evidence), c.uuid))
     return out
 
 
@@ -121,7 +161,7 @@ CSV_COLUMNS = ("uuid", "serial", "pci_bus_id", "model", "cluster", "node", "rule
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def csv_cell(value: Any) -> str:
+def csv_cell(value: object) -> str:
     """A cell no spreadsheet runs: text that would start a formula gets a leading ``'`` (OWASP's advice), which
     spreadsheets show as text. Labels come from alerts, so a node named ``=HYPERLINK(...)`` is only text."""
     text = str(value)
@@ -135,9 +175,9 @@ def to_csv(candidates: list[Candidate]) -> str:
     w.writerow(CSV_COLUMNS)
     for c in candidates:
         g = c.gpu
-        xids = sorted({x for r in c.evidence for x in r.get("xids", ())})
+        xids = sorted({x for r in c.evidence for x in _values(r, "xids") if isinstance(x, int)})
         w.writerow(map(csv_cell, [g.get("uuid", ""), g.get("serial", ""), g.get("pci_bus_id", ""), g.get("model", ""),
                     g.get("cluster", ""), g.get("node", ""), ";".join(c.rules), "; ".join(c.reasons),
-                    ";".join(r["incident"] for r in c.evidence), ";".join(map(str, xids)),
+                    ";".join(_text(r, "incident") for r in c.evidence), ";".join(map(str, xids)),
                     c.evidence[0]["openedAt"] if c.evidence else "", c.evidence[-1]["openedAt"] if c.evidence else ""]))
     return buf.getvalue()

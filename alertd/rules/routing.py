@@ -29,13 +29,16 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypedDict
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from alertd.core.json_types import JSONObject
 from alertd.core.outbox_items import Target
+from alertd.core.yamlio import Path_
 from alertd.core.matchers import Matcher
 from alertd.integrations import registry
 from alertd.integrations.base import key_name
+from alertd.rules.checker import Checker
 from alertd.rules.owners import OwnerRouting
 from alertd.rules.windows import CordonPolicy, Maintenance, Pending, TimeRange, TimeWindow
 
@@ -160,7 +163,65 @@ def _instant(value: Any, check: Any, path: tuple[Any, ...]) -> datetime | None:
     return ts.astimezone(timezone.utc)
 
 
-def parse_routing(data: dict[str, Any], check: Any) -> Routing:
+EscalateDoc = TypedDict("EscalateDoc", {"after": str, "routing_key": str}, total=False)
+RouteDoc = TypedDict("RouteDoc", {"name": str, "match": list[str], "receiver": str, "owners": bool, "continue": bool,
+                                  "mute": list[str], "active": list[str], "escalate": EscalateDoc}, total=False)
+PendingDoc = TypedDict("PendingDoc", {"match": list[str], "for": str}, total=False)
+
+
+class TimeDoc(TypedDict, total=False):
+    start: str | int  # "HH:MM"; YAML reads an unquoted 08:00 as the number 480
+    end: str | int
+
+
+class MuteWindowDoc(TypedDict, total=False):
+    name: str  # required
+    time_zone: str
+    weekdays: list[str]
+    times: list[TimeDoc]
+
+
+class MaintenanceDoc(TypedDict, total=False):
+    name: str
+    nodes: list[str]
+    clusters: list[str]
+    match: list[str]
+    start: str | datetime  # required; YAML reads an unquoted timestamp as a datetime
+    end: str | datetime  # required
+
+
+class CordonedDoc(TypedDict, total=False):
+    action: str
+    severity: str
+    expected: list[list[str]]
+    pending: list[PendingDoc]
+
+
+class OwnersDoc(TypedDict, total=False):
+    labels: list[str]
+    namespaces: dict[str, str]
+    teams: dict[str, str]
+    default: str
+    use_channels: bool
+
+
+class RoutingDoc(TypedDict, total=False):
+    """The ``routing`` section as routing.schema.json admits it (receivers required). A receiver is a JSON
+    object: its name, and a section per integration (each integration reads its own)."""
+
+    receivers: list[JSONObject]
+    routes: list[RouteDoc]
+    labels: list[str]
+    group_wait: str
+    storm_wait: str
+    default_receiver: str
+    mute_windows: list[MuteWindowDoc]
+    maintenance: list[MaintenanceDoc]
+    cordoned: CordonedDoc
+    owners: OwnersDoc
+
+
+def parse_routing(data: RoutingDoc, check: Checker) -> Routing:
     """Build typed Routing from a schema-valid ``routing`` section; report semantic problems to ``check``.
 
     One reader per part of the section, in the order problems are reported: receivers first,
@@ -186,12 +247,12 @@ def parse_routing(data: dict[str, Any], check: Any) -> Routing:
     )
 
 
-def _receivers(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) -> dict[str, Receiver]:
+def _receivers(docs: list[JSONObject], check: Checker, root: Path_) -> dict[str, Receiver]:
     """``receivers``: each integration's section of a receiver becomes its targets (registry order)."""
     receivers: dict[str, Receiver] = {}
     for i, r in enumerate(docs):
         path = root + (i,)
-        name = r["name"]
+        name = str(r["name"])
         if name in receivers:
             check.problem(path + ("name",), f"duplicate receiver name {name!r}")
         outputs: list[Target] = []
@@ -202,7 +263,7 @@ def _receivers(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) ->
     return receivers
 
 
-def _mute_windows(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) -> dict[str, TimeWindow]:
+def _mute_windows(docs: list[MuteWindowDoc], check: Checker, root: Path_) -> dict[str, TimeWindow]:
     """``mute_windows``: recurring weekday/time ranges in a time zone, by name."""
     windows: dict[str, TimeWindow] = {}
     for i, w in enumerate(docs):
@@ -219,7 +280,7 @@ def _mute_windows(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...])
     return windows
 
 
-def _time_ranges(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) -> tuple[TimeRange, ...]:
+def _time_ranges(docs: list[TimeDoc], check: Checker, root: Path_) -> tuple[TimeRange, ...]:
     ranges = []
     for j, t in enumerate(docs):
         start, end = _time_of_day(t["start"]), _time_of_day(t["end"])
@@ -233,7 +294,7 @@ def _time_ranges(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) 
     return tuple(ranges)
 
 
-def _maintenance(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) -> tuple[Maintenance, ...]:
+def _maintenance(docs: list[MaintenanceDoc], check: Checker, root: Path_) -> tuple[Maintenance, ...]:
     """``maintenance``: absolute windows over nodes, clusters or matchers."""
     maintenance = []
     for i, m in enumerate(docs):
@@ -251,8 +312,7 @@ def _maintenance(docs: list[dict[str, Any]], check: Any, root: tuple[Any, ...]) 
     return tuple(maintenance)
 
 
-def _owner_routing(doc: dict[str, Any], receivers: dict[str, Receiver], check: Any,
-                   root: tuple[Any, ...]) -> OwnerRouting:
+def _owner_routing(doc: OwnersDoc, receivers: dict[str, Receiver], check: Checker, root: Path_) -> OwnerRouting:
     """``owners``: how the owning team is found, and the receivers it names (which must exist)."""
     owners = OwnerRouting(
         labels=tuple(doc.get("labels") or OwnerRouting().labels),
@@ -269,8 +329,8 @@ def _owner_routing(doc: dict[str, Any], receivers: dict[str, Receiver], check: A
     return owners
 
 
-def _routes(docs: list[dict[str, Any]], receivers: dict[str, Receiver], windows: dict[str, TimeWindow],
-            check: Any, root: tuple[Any, ...]) -> tuple[Route, ...]:
+def _routes(docs: list[RouteDoc], receivers: dict[str, Receiver], windows: dict[str, TimeWindow],
+            check: Checker, root: Path_) -> tuple[Route, ...]:
     """``routes``, in order; each names known receivers and mute windows."""
     routes = []
     for i, r in enumerate(docs):
@@ -280,8 +340,8 @@ def _routes(docs: list[dict[str, Any]], receivers: dict[str, Receiver], windows:
             check.problem(path + ("receiver",), f"unknown receiver {receiver!r}")
         if not receiver and not r.get("owners"):
             check.problem(path, "a route needs a receiver, or owners: true")
-        for key in ("mute", "active"):
-            for j, name in enumerate(r.get(key) or []):
+        for key, names in (("mute", r.get("mute")), ("active", r.get("active"))):
+            for j, name in enumerate(names or []):
                 if name not in windows:
                     check.problem(path + (key, j), f"unknown mute window {name!r}")
         escalate = _escalation(r["escalate"], check, path + ("escalate",)) if r.get("escalate") else None
@@ -293,13 +353,13 @@ def _routes(docs: list[dict[str, Any]], receivers: dict[str, Receiver], windows:
     return tuple(routes)
 
 
-def _escalation(doc: dict[str, Any], check: Any, path: tuple[Any, ...]) -> Escalation:
+def _escalation(doc: EscalateDoc, check: Checker, path: Path_) -> Escalation:
     return Escalation(check.duration(doc.get("after"), path + ("after",), timedelta(minutes=15)),
                       key_name(doc["routing_key"], check.problem, path + ("routing_key",),
                                "notify.pagerduty.routing_keys"))
 
 
-def _cordon_policy(doc: dict[str, Any], check: Any, path: tuple[Any, ...]) -> CordonPolicy:
+def _cordon_policy(doc: CordonedDoc, check: Checker, path: Path_) -> CordonPolicy:
     """The cordon section; ``expected`` and ``pending`` default to the shipped rules' (windows.py)."""
     policy = CordonPolicy(doc.get("action", "downgrade"), doc.get("severity", "info"))
     if "expected" in doc:

@@ -11,15 +11,17 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from alertd.core.durations import DurationError, parse_duration
 from alertd.rules.evidence import EvidenceRules, parse_evidence_rules, merge
 from alertd.rules.remediation import RemediationPolicy, parse_remediation
-from alertd.rules.rma import parse_rma
-from alertd.rules.routing import parse_routing
+from alertd.core.json_types import JSONObject, objects
+from alertd.rules.rma import RmaRule, parse_rma
+from alertd.rules.routing import RoutingDoc, parse_routing
+from alertd.rules.section_docs import CorrelationDoc, ResponseDoc, RuleFileDoc, SignalDoc
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.gpu.catalog import XidCatalog, XidEntry
+from alertd.gpu.catalog import XidCatalog, XidEntry, XidEntryDoc
 from alertd.gpu.recovery import RecoveryTable, merge_recovery, parse_recovery
 from alertd.gpu.sxid import DEFAULT_SXIDS, SxidCatalog, merge_sxids, parse_sxid_catalog
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
@@ -213,8 +215,8 @@ class _Sections:
     evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules | None = None
     pending_given: bool = False  # correlation.storm.pending set (it wins over routing.storm_wait, its alias)
-    routing: tuple[Any, _Checker] | None = None  # parsed last: its problems follow every file's own
-    rma: list[Any] = field(default_factory=list)
+    routing: tuple[RoutingDoc, _Checker] | None = None  # parsed last: its problems follow every file's own
+    rma: list[RmaRule] = field(default_factory=list)
     remediation: RemediationPolicy | None = None
     kube_health: KubeHealthRules | None = None
 
@@ -271,7 +273,7 @@ def _storm_wait_alias(correlation: CorrelationRules, storm_wait: timedelta | Non
     return dataclasses.replace(correlation, storm=dataclasses.replace(correlation.storm, pending=storm_wait))
 
 
-def _read_rule_file(path: Path, found: list[Problem]) -> tuple[dict[str, Any], _Checker] | None:
+def _read_rule_file(path: Path, found: list[Problem]) -> tuple[JSONObject, _Checker] | None:
     """One file's document and its checker (unknown sections reported), or None: empty or unreadable."""
     try:
         doc, marks = load_yaml(path, with_marks=True)
@@ -291,44 +293,45 @@ def _read_rule_file(path: Path, found: list[Problem]) -> tuple[dict[str, Any], _
     return doc, check
 
 
-def _read_section(sections: _Sections, section: str, doc: dict[str, Any], check: _Checker,
+def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Checker,
                   found: list[Problem]) -> None:
     """Validate one section against its schema, then add what it says to ``sections``."""
     errors = schema_problems(SECTIONS[section], {section: doc[section]}, check.source, check.marks)
     if errors:
         found.extend(errors)
         return
-    body = doc[section]
+    valid = cast(RuleFileDoc, {section: doc[section]})  # the section's schema holds: typed from here on
     if section == "xids":
-        _xids(body, check, sections.xids)
+        _xids(valid["xids"], check, sections.xids)
     elif section == "recovery_actions":
-        sections.recovery = merge_recovery(sections.recovery, _recovery(body, check))
+        sections.recovery = merge_recovery(sections.recovery, _recovery(valid["recovery_actions"] or {}, check))
     elif section == "sxids":
-        sections.sxids = merge_sxids(sections.sxids, _sxids(body, check))
+        sections.sxids = merge_sxids(sections.sxids, _sxids(valid["sxids"] or {}, check))
     elif section == "signals":
-        sections.signals.extend(_signals(body, check))
+        sections.signals.extend(_signals(valid["signals"], check))
     elif section == "evidence":
-        sections.evidence = merge(sections.evidence, parse_evidence_rules(body, check, check.where))
+        sections.evidence = merge(sections.evidence, parse_evidence_rules(valid["evidence"] or {}, check, check.where))
     elif section == "correlation":
         if sections.correlation is not None:
             check.problem(("correlation",), "correlation is defined in more than one rule file")
+        body = valid["correlation"] or {}
         sections.correlation = _correlation(body, check)
-        sections.pending_given = "pending" in ((body or {}).get("storm") or {})
+        sections.pending_given = "pending" in (body.get("storm") or {})
     elif section == "routing":
         if sections.routing is not None:
             check.problem(("routing",), "routing is defined in more than one rule file")
-        sections.routing = (body, check)
+        sections.routing = (valid["routing"], check)
     elif section == "rma":
-        sections.rma.extend(parse_rma(body, check))
+        sections.rma.extend(parse_rma(valid["rma"], check))
     elif section == "remediation":
         if sections.remediation is not None:
             check.problem(("remediation",), "remediation is defined in more than one rule file")
-        sections.remediation = parse_remediation(body or {}, check)
+        sections.remediation = parse_remediation(valid["remediation"] or {}, check)
     elif section == "kube_health":
-        sections.kube_health = parse_kube_health(body or {}, check, sections.kube_health)
+        sections.kube_health = parse_kube_health(valid["kube_health"] or {}, check, sections.kube_health)
 
 
-def _xids(entries: list[dict[str, Any]], check: _Checker, xids: dict[int, XidEntry]) -> None:
+def _xids(entries: list[XidEntryDoc], check: _Checker, xids: dict[int, XidEntry]) -> None:
     seen: set[int] = set()
     for i, entry in enumerate(entries):
         if entry["code"] in seen:
@@ -337,7 +340,7 @@ def _xids(entries: list[dict[str, Any]], check: _Checker, xids: dict[int, XidEnt
         xids[entry["code"]] = XidEntry(**entry)  # later files override earlier ones
 
 
-def _recovery(body: dict[str, Any], check: _Checker) -> RecoveryTable:
+def _recovery(body: JSONObject, check: _Checker) -> RecoveryTable:
     table = parse_recovery(body)
     seen: set[int] = set()
     for i, action in enumerate(table.actions):
@@ -347,15 +350,15 @@ def _recovery(body: dict[str, Any], check: _Checker) -> RecoveryTable:
     return table
 
 
-def _sxids(body: dict[str, Any], check: _Checker) -> SxidCatalog:
-    codes = [entry["code"] for entry in body.get("codes") or ()]
+def _sxids(body: JSONObject, check: _Checker) -> SxidCatalog:
+    codes = [entry.get("code") for entry in objects(body.get("codes"))]
     for i, code in enumerate(codes):
         if code in codes[:i]:
             check.problem(("sxids", "codes", i, "code"), f"duplicate SXid code {code}")
     return parse_sxid_catalog(body)
 
 
-def _signals(entries: list[dict[str, Any]], check: _Checker) -> list[SignalRule]:
+def _signals(entries: list[SignalDoc], check: _Checker) -> list[SignalRule]:
     signals = []
     for i, entry in enumerate(entries):
         matchers = check.matchers(entry.get("match"), ("signals", i, "match"))
@@ -372,7 +375,7 @@ def _signals(entries: list[dict[str, Any]], check: _Checker) -> list[SignalRule]
     return signals
 
 
-def _correlation(doc: dict[str, Any], check: _Checker) -> CorrelationRules:
+def _correlation(doc: CorrelationDoc, check: _Checker) -> CorrelationRules:
     base = CorrelationRules()
     groups: list[GroupRule] = []
     names: set[str] = set()
@@ -425,7 +428,7 @@ def _correlation(doc: dict[str, Any], check: _Checker) -> CorrelationRules:
     )
 
 
-def _response(doc: dict[str, Any], base: ResponseRule, check: _Checker) -> ResponseRule:
+def _response(doc: ResponseDoc, base: ResponseRule, check: _Checker) -> ResponseRule:
     root = ("correlation", "response")
     signals, down, unreachable = doc.get("signals"), doc.get("still_down"), doc.get("unreachable")
     return ResponseRule(

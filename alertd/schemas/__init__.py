@@ -4,11 +4,12 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
-from typing import Any, Collection
+from typing import Collection
 
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
+from alertd.core.json_types import JSONObject, obj
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.core.yamlio import Marks, Path_, format_path, mark_for
 from alertd.schemas.messages import describe, describe_secret
@@ -20,9 +21,9 @@ EXTENDED = ("notify", "routing")  # their per-integration parts come from the in
 
 
 @functools.cache
-def schema(name: str) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(
-        resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8"))
+def schema(name: str) -> JSONObject:
+    doc = obj(json.loads(resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")),
+              f"{name}.schema.json")
     if name in EXTENDED:
         from alertd.integrations.registry import extend_schema
 
@@ -37,7 +38,7 @@ def registry() -> Registry:
     for entry in resources.files(__package__).iterdir():
         if entry.name.endswith(".schema.json"):
             doc = schema(entry.name.removesuffix(".schema.json"))
-            resources_.append((doc["$id"], Resource.from_contents(doc)))
+            resources_.append((str(doc["$id"]), Resource.from_contents(doc)))
     return Registry().with_resources(resources_)
 
 
@@ -48,7 +49,7 @@ def validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(s, registry=registry())
 
 
-def problems(name: str, doc: Any, source: str, marks: Marks | None = None,
+def problems(name: str, doc: object, source: str, marks: Marks | None = None,
              secret_paths: Collection[Path_] = ()) -> list[Problem]:
     """Every schema error of ``doc``; those at ``secret_paths`` (values read from secret files) without the value."""
     out = []
@@ -60,7 +61,7 @@ def problems(name: str, doc: Any, source: str, marks: Marks | None = None,
     return out
 
 
-def validate_document(name: str, doc: Any, source: str, marks: Marks | None = None) -> None:
+def validate_document(name: str, doc: object, source: str, marks: Marks | None = None) -> None:
     found = problems(name, doc, source, marks)
     if found:
         raise InvalidDocument(found)

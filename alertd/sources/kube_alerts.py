@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
+from alertd.core.json_types import JSONObject
+from alertd.core.kube_objects import Event, Node, NodeCondition
 from alertd.core.model import iso, parse_iso
 from alertd.receive.payload import fingerprint_of
 from alertd.rules.kube_health import ConditionRule, EventRule, KubeHealthRules
 
 SOURCE = "kubernetes"
-Wire = dict[str, Any]  # an alert as a webhook carries it (Alert.to_wire)
+Wire = JSONObject  # an alert as a webhook carries it (Alert.to_wire)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +42,14 @@ def _labels(alertname: str, node: str, producer: str, cluster: str, severity: st
 
 
 def wire(status: str, labels: dict[str, str], annotations: dict[str, str], starts_at: str, ends_at: str = "") -> Wire:
-    out: Wire = {"status": status, "labels": labels, "annotations": annotations, "startsAt": starts_at,
+    out: Wire = {"status": status, "labels": dict(labels), "annotations": dict(annotations), "startsAt": starts_at,
                  "fingerprint": fingerprint_of(labels)}
     if ends_at:
         out["endsAt"] = ends_at
     return out
 
 
-def condition_alert(rule: ConditionRule, node: str, cond: dict[str, Any], cluster: str) -> Raised:
+def condition_alert(rule: ConditionRule, node: str, cond: NodeCondition, cluster: str) -> Raised:
     """The firing alert for a condition in its bad status."""
     reason, message = str(cond.get("reason") or ""), str(cond.get("message") or "")
     xid = ""
@@ -66,7 +67,7 @@ def raised_wire(r: Raised, status: str = "firing", ends_at: str = "") -> Wire:
     return wire(status, dict(r.labels), dict(r.annotations), r.starts_at, ends_at)
 
 
-def node_ready(node: dict[str, Any]) -> bool | None:
+def node_ready(node: Node) -> bool | None:
     """The node's Ready condition: True, False, or None when it reports none (or Unknown)."""
     for cond in (node.get("status") or {}).get("conditions") or ():
         if cond.get("type") == "Ready":
@@ -74,7 +75,7 @@ def node_ready(node: dict[str, Any]) -> bool | None:
     return None
 
 
-def node_conditions(node: dict[str, Any], rules: KubeHealthRules, cluster: str) -> dict[str, Raised | None]:
+def node_conditions(node: Node, rules: KubeHealthRules, cluster: str) -> dict[str, Raised | None]:
     """Each condition type a rule watches on this node: the alert it raises now, or None when healthy."""
     name = str((node.get("metadata") or {}).get("name") or "")
     out: dict[str, Raised | None] = {}
@@ -103,22 +104,22 @@ def condition_changes(before: dict[str, Raised | None] | None, now: dict[str, Ra
     return out
 
 
-def event_time(event: dict[str, Any]) -> str:
+def event_time(event: Event) -> str:
     meta = event.get("metadata") or {}
     return str(event.get("firstTimestamp") or event.get("eventTime") or meta.get("creationTimestamp") or "")
 
 
-def event_last(event: dict[str, Any]) -> str:
+def event_last(event: Event) -> str:
     series = event.get("series") or {}
     return str(event.get("lastTimestamp") or series.get("lastObservedTime") or event.get("eventTime") or
                event_time(event))
 
 
-def event_component(event: dict[str, Any]) -> str:
+def event_component(event: Event) -> str:
     return str((event.get("source") or {}).get("component") or event.get("reportingComponent") or "")
 
 
-def event_node(event: dict[str, Any]) -> str:
+def event_node(event: Event) -> str:
     """The node an Event is about: its object when a Node, else where it was reported (the kubelet's host)."""
     obj = event.get("involvedObject") or {}
     if obj.get("kind") == "Node":
@@ -126,19 +127,19 @@ def event_node(event: dict[str, Any]) -> str:
     return str((event.get("source") or {}).get("host") or event.get("reportingInstance") or "")
 
 
-def is_fresh(event: dict[str, Any], now: datetime, max_age: timedelta) -> bool:
+def is_fresh(event: Event, now: datetime, max_age: timedelta) -> bool:
     """Whether the Event happened recently enough to matter (a first list also returns an hour-old Event)."""
     last = parse_iso(event_last(event))
     return last is not None and now - last <= max_age
 
 
-def event_rule(event: dict[str, Any], rules: KubeHealthRules) -> EventRule | None:
+def event_rule(event: Event, rules: KubeHealthRules) -> EventRule | None:
     if (event.get("involvedObject") or {}).get("kind") != "Node":
         return None
     return rules.event(str(event.get("reason") or ""), event_component(event), str(event.get("message") or ""))
 
 
-def event_alerts(rule: EventRule, event: dict[str, Any], cluster: str) -> list[Wire]:
+def event_alerts(rule: EventRule, event: Event, cluster: str) -> list[Wire]:
     """An Event is a moment: it fires and resolves at once (an incident it opens resolves after the hold-down
     unless something still firing, such as the condition beside it, keeps it open)."""
     node, reason, message = event_node(event), str(event.get("reason") or ""), str(event.get("message") or "")

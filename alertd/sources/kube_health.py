@@ -15,8 +15,10 @@ import asyncio
 import logging
 from collections import OrderedDict
 from datetime import datetime
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Awaitable, Callable, Protocol
 
+from alertd.core.json_types import JSONObject
+from alertd.core.kube_objects import Event, Node, Pod, as_event, as_node, as_pod
 from alertd.core.model import iso, parse_iso
 from alertd.receive.payload import encode_webhook, read_notification
 from alertd.rules.kube_health import KubeHealthRules
@@ -122,7 +124,7 @@ class KubeHealthSource:
 
     # ----- nodes -----
 
-    async def node_seen(self, node: dict[str, Any]) -> None:
+    async def node_seen(self, node: Node) -> None:
         """A node listed or changed: alerts for its watched conditions that changed since it was last seen (all
         its bad ones when it was never seen: a first list, a new leader; the engine drops what it has)."""
         name = str((node.get("metadata") or {}).get("name") or "")
@@ -139,7 +141,7 @@ class KubeHealthSource:
 
     # ----- events -----
 
-    async def event_seen(self, event: dict[str, Any]) -> None:
+    async def event_seen(self, event: Event) -> None:
         if not is_fresh(event, self.clock(), self.settings.max_event_age):
             return
         rules = self.rules()
@@ -168,7 +170,7 @@ class KubeHealthSource:
         if (job := self.jobs.get(key)) is not None:
             return job
         try:
-            obj = await self.api.read("CoreV1Api", "read_namespaced_pod", pod, namespace)
+            obj = as_pod(await self.api.read("CoreV1Api", "read_namespaced_pod", pod, namespace))
         except Exception:  # gone already, or not readable: the pod stands for its job
             obj = {}
         job = f"{namespace}/{job_name(obj) or pod}"
@@ -178,7 +180,7 @@ class KubeHealthSource:
         return job
 
 
-def job_name(pod: dict[str, Any]) -> str:
+def job_name(pod: Pod) -> str:
     meta = pod.get("metadata") or {}
     labels = meta.get("labels") or {}
     for name in JOB_LABELS:
@@ -192,32 +194,33 @@ class NodeHandler:
     def __init__(self, source: KubeHealthSource):
         self.source = source
 
-    async def relisted(self, items: list[dict[str, Any]]) -> None:
+    async def relisted(self, items: list[JSONObject]) -> None:
         names = set()
-        for node in items:
+        for node in map(as_node, items):
             names.add(str((node.get("metadata") or {}).get("name") or ""))
             await self.source.node_seen(node)
         for gone in set(self.source.raised) - names:  # deleted while the watch was down
             await self.source.node_gone(gone)
 
-    async def changed(self, kind: str, obj: dict[str, Any]) -> None:
+    async def changed(self, kind: str, obj: JSONObject) -> None:
+        node = as_node(obj)
         if kind == "DELETED":
-            await self.source.node_gone(str((obj.get("metadata") or {}).get("name") or ""))
+            await self.source.node_gone(str((node.get("metadata") or {}).get("name") or ""))
         else:
-            await self.source.node_seen(obj)
+            await self.source.node_seen(node)
 
 
 class EventHandler:
     def __init__(self, source: KubeHealthSource):
         self.source = source
 
-    async def relisted(self, items: list[dict[str, Any]]) -> None:
-        for event in items:
+    async def relisted(self, items: list[JSONObject]) -> None:
+        for event in map(as_event, items):
             await self.source.event_seen(event)
 
-    async def changed(self, kind: str, obj: dict[str, Any]) -> None:
+    async def changed(self, kind: str, obj: JSONObject) -> None:
         if kind in ("ADDED", "MODIFIED"):
-            await self.source.event_seen(obj)
+            await self.source.event_seen(as_event(obj))
 
 
 __all__ = ["KubeHealthSource", "RECEIVER", "job_name"]

@@ -14,9 +14,12 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol
+from typing import AsyncIterator, Awaitable, Callable, Protocol
 
 import aiohttp
+
+from alertd.core.json_types import JSONObject, member, objects
+from alertd.core.json_types import obj as json_object
 
 log = logging.getLogger(__name__)
 PAGE = 500  # objects per list page
@@ -33,20 +36,39 @@ class WatchFailed(Exception):
     """The API server refused or broke the request; ``reason`` says how."""
 
 
+class LineStream(Protocol):
+    def iter_any(self) -> AsyncIterator[bytes]: ...
+
+
+class WatchResponse(Protocol):
+    """A watch request's open HTTP response (aiohttp's ClientResponse)."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def content(self) -> LineStream: ...
+
+    async def read(self) -> bytes: ...
+
+    def release(self) -> None: ...
+
+
 class StreamsApi(Protocol):
-    """The Kubernetes client as the watch needs it (alertd/enrich/kube_api.py's KubeApi)."""
+    """The Kubernetes client as the watch needs it (alertd/enrich/kube_api.py's KubeApi): a method of one of
+    kubernetes_asyncio's API classes by name, with its arguments."""
 
-    async def read(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
+    async def read(self, api_name: str, method: str, *args: object, **kwargs: object) -> JSONObject: ...
 
-    async def stream(self, api_name: str, method: str, **kwargs: Any) -> Any: ...
+    async def stream(self, api_name: str, method: str, **kwargs: object) -> WatchResponse: ...
 
 
 class WatchHandler(Protocol):
     """What the watch hands its objects to: a full list (``relisted``), then changes one by one."""
 
-    async def relisted(self, items: list[dict[str, Any]]) -> None: ...
+    async def relisted(self, items: list[JSONObject]) -> None: ...
 
-    async def changed(self, kind: str, obj: dict[str, Any]) -> None: ...
+    async def changed(self, kind: str, obj: JSONObject) -> None: ...
 
 
 @dataclass
@@ -61,7 +83,7 @@ class WatchStatus:
     events: int = 0
     resource_version: str = ""
     failing_since: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JSONObject = field(default_factory=dict)
 
 
 @dataclass
@@ -121,11 +143,11 @@ class Watch:
         self.status.up, self.status.error, self.status.failing_since = True, "", None
         self.backoff.reset()
 
-    def _selector(self) -> dict[str, Any]:
+    def _selector(self) -> dict[str, str]:
         return {"field_selector": self.field_selector} if self.field_selector else {}
 
     async def _list(self) -> None:
-        items: list[dict[str, Any]] = []
+        items: list[JSONObject] = []
         token = ""
         while True:
             try:
@@ -135,9 +157,9 @@ class Watch:
                 if "HTTP 410" in str(exc):
                     raise Gone() from None
                 raise
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            token = meta.get("continue") or ""
+            items.extend(objects(page.get("items")))
+            meta = member(page, "metadata")
+            token = str(meta.get("continue") or "")
             if not token:
                 self.version = str(meta.get("resourceVersion") or "")
                 break
@@ -164,7 +186,7 @@ class Watch:
         finally:
             resp.release()
 
-    async def _read(self, resp: Any) -> None:
+    async def _read(self, resp: WatchResponse) -> None:
         buf = b""
         async for chunk in resp.content.iter_any():
             buf += chunk
@@ -173,15 +195,15 @@ class Watch:
             *lines, buf = buf.split(b"\n")
             for line in lines:
                 if line.strip():
-                    await self._event(json.loads(line))
+                    await self._event(json_object(json.loads(line), "a watch event"))
 
-    async def _event(self, event: dict[str, Any]) -> None:
-        kind, obj = event.get("type", ""), event.get("object") or {}
+    async def _event(self, event: JSONObject) -> None:
+        kind, obj = str(event.get("type") or ""), member(event, "object")
         if kind == "ERROR":
             if obj.get("code") == 410:
                 raise Gone()
             raise WatchFailed(f"watch error {obj.get('code')}: {obj.get('message', '')}"[:300])
-        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        version = str(member(obj, "metadata").get("resourceVersion") or "")
         if kind != "BOOKMARK":
             self.status.events += 1
             await self.handler.changed(kind, obj)

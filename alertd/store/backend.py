@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, cast
 
+from alertd.core.json_types import JSONObject
 from alertd.store import sql
 from alertd.store.base import StoreUnavailable
 from alertd.store.inbox_log import InboxLog, InboxLogDatabase
@@ -58,11 +59,11 @@ class SqlBackend:
     def _begin(self, cur: Any) -> None:
         cur.execute("BEGIN")
 
-    def stored_doc(self, doc: dict[str, Any]) -> Any:
+    def stored_doc(self, doc: JSONObject) -> str | bytes:
         """How a member or incident document is stored (backend hook): JSON text here, compressed by SQLite."""
         return sql.dumps(doc)
 
-    def stored_event(self, doc: dict[str, Any]) -> Any:
+    def stored_event(self, doc: JSONObject) -> str | bytes:
         """How a timeline event is stored (backend hook): JSON text here, compressed by SQLite."""
         return sql.dumps(doc)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
+from alertd.core.json_types import JSONObject
 from alertd.core.outbox_items import OutboxItem
 from alertd.core.router_memory import ESCALATION, SENT, Cordon, MemoryDelta, RouterMemory
 from alertd.engine.correlate import EngineState
@@ -72,7 +72,7 @@ class AuditEntry:
     outcome: str = "ok"  # "ok", or why nothing happened
     detail: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"at": self.at.isoformat().replace("+00:00", "Z"), "actor": self.actor, "action": self.action,
                 "target": self.target, "via": self.via, "outcome": self.outcome, "detail": self.detail}
 
@@ -93,7 +93,7 @@ class SetAside:
     def kind(self) -> str:
         return "webhook" if self.key.startswith("webhook:") else "alert"
 
-    def to_dict(self, body_chars: int = BODY_SHOWN) -> dict[str, Any]:
+    def to_dict(self, body_chars: int = BODY_SHOWN) -> JSONObject:
         return {"id": self.id, "key": self.key, "kind": self.kind, "received_at": self.received_at,
                 "reason": self.reason, "state": "replayed" if self.replayed else "set aside",
                 "body_chars": len(self.body) if self.size < 0 else self.size, "body": self.body[:body_chars]}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import zlib
 from functools import lru_cache
-from typing import Any
+from alertd.core.json_types import JSONObject, JSONValue
 
 from alertd.rules.shipped import SHIPPED_RULES
 from alertd.gpu.catalog import XidCatalog
@@ -31,7 +31,7 @@ def _catalog() -> XidCatalog | None:
 
 
 @lru_cache(maxsize=512)
-def _reference(code: int) -> dict[str, Any] | None:
+def _reference(code: int) -> JSONObject | None:
     catalog = _catalog()
     if catalog is None:
         return None
@@ -39,11 +39,11 @@ def _reference(code: int) -> dict[str, Any] | None:
     return {name: getattr(sig, name) for name in CATALOG_FIELDS}
 
 
-def _empty(value: Any) -> Any:
+def _empty(value: JSONValue) -> JSONValue:
     return False if isinstance(value, bool) else ""
 
 
-def compact_signal(sig: dict[str, Any]) -> dict[str, Any]:
+def compact_signal(sig: JSONObject) -> JSONObject:
     """Signal.to_dict() -> what is stored (the catalog fields that equal the shipped entry's left out)."""
     code = sig.get("xid")
     ref = _reference(code) if sig.get("kind") == "xid" and type(code) is int else None
@@ -57,48 +57,49 @@ def compact_signal(sig: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def expand_signal(sig: dict[str, Any]) -> dict[str, Any]:
+def expand_signal(sig: JSONObject) -> JSONObject:
     """What compact_signal stored -> Signal.to_dict() again (unmarked documents pass unchanged)."""
     if not sig.get(MARK):
         return sig
-    ref = _reference(sig["xid"])
+    code = sig["xid"]  # marked: compact_signal found it an int
+    ref = _reference(code) if type(code) is int else None
     if ref is None:  # written by an install that had the catalog; this one has lost it: keep what is stored
         ref = {}
-    out = {k: v for k, v in ref.items() if v not in ("", None, False)}
+    out: JSONObject = {k: v for k, v in ref.items() if v not in ("", None, False)}
     out.update((k, v) for k, v in sig.items() if k != MARK)
     return {k: v for k, v in out.items() if v not in ("", None, False)}
 
 
-def compact_member(doc: dict[str, Any]) -> dict[str, Any]:
+def compact_member(doc: JSONObject) -> JSONObject:
     """Member.to_dict() -> the document stored (the fingerprint is the row's key column: left out)."""
     sig = doc.get("signal")
-    out = {**doc, "signal": compact_signal(sig)} if sig else dict(doc)
+    out = {**doc, "signal": compact_signal(sig)} if isinstance(sig, dict) and sig else dict(doc)
     out.pop("fingerprint", None)
     return out
 
 
-def expand_member(doc: dict[str, Any], fingerprint: str = "") -> dict[str, Any]:
+def expand_member(doc: JSONObject, fingerprint: str = "") -> JSONObject:
     """A stored member document and its row's fingerprint -> Member.to_dict() shape."""
     sig = doc.get("signal")
-    if sig and sig.get(MARK):
+    if isinstance(sig, dict) and sig.get(MARK):
         doc["signal"] = expand_signal(sig)
     if fingerprint:
         doc.setdefault("fingerprint", fingerprint)  # documents written before kept it inside
     return doc
 
 
-def compact_incident(doc: dict[str, Any]) -> dict[str, Any]:
+def compact_incident(doc: JSONObject) -> JSONObject:
     """Incident.to_dict(with_members=False) -> the document stored (its primary signal compacted)."""
     sig = doc.get("primary")
-    if sig:
+    if isinstance(sig, dict) and sig:
         doc["primary"] = compact_signal(sig)
     return doc
 
 
-def expand_incident(doc: dict[str, Any]) -> dict[str, Any]:
+def expand_incident(doc: JSONObject) -> JSONObject:
     """A stored incident document -> Incident.to_dict() shape, as the API and Incident.from_dict read it."""
     sig = doc.get("primary")
-    if sig and sig.get(MARK):
+    if isinstance(sig, dict) and sig.get(MARK):
         doc["primary"] = expand_signal(sig)
     return doc
 

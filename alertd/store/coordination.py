@@ -8,6 +8,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from alertd.core.json_types import JSONObject, obj
 from alertd.core.model import iso
 from alertd.store.database import Database
 from alertd.store.base import StoreUnavailable
@@ -73,7 +74,7 @@ class Commands:
     def __init__(self, db: Database):
         self.db = db
 
-    async def submit_command(self, kind: str, incident_id: str, args: dict[str, Any]) -> int:
+    async def submit_command(self, kind: str, incident_id: str, args: JSONObject) -> int:
         def do(cur: Any) -> int:
             cur.execute(self.db.q("INSERT INTO commands (kind, incident_id, args, created_at) VALUES (?, ?, ?, ?) RETURNING id"),
                         (kind, incident_id, json.dumps(args, default=str), iso(datetime.now(timezone.utc))))
@@ -85,10 +86,10 @@ class Commands:
         rows = await self.db.run(self.db.query, "SELECT state, result FROM commands WHERE id = ?", (command_id,))
         return (rows[0][0], rows[0][1]) if rows else ("missing", "")
 
-    async def pending_commands(self, limit: int = 50) -> list[tuple[int, str, str, dict[str, Any]]]:
+    async def pending_commands(self, limit: int = 50) -> list[tuple[int, str, str, JSONObject]]:
         rows = await self.db.run(self.db.query, "SELECT id, kind, incident_id, args FROM commands WHERE state = 'pending' "
                                             "ORDER BY id LIMIT ?", (limit,))
-        return [(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+        return [(r[0], r[1], r[2], obj(json.loads(r[3]), "a command's args")) for r in rows]
 
     async def finish_command(self, command_id: int, result: str) -> None:
         await self.db.run(self.db.ftx, lambda cur: cur.execute(

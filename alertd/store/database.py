@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
+from alertd.core.json_types import JSONObject
 from alertd.store.base import StoreUnavailable
 from alertd.store.inbox_log import InboxLog
 
@@ -43,10 +44,10 @@ class Database(Protocol):
 
     def set_fence(self, holder: str | None, token: int = 0) -> None: ...
 
-    def stored_doc(self, doc: dict[str, Any]) -> Any:
+    def stored_doc(self, doc: JSONObject) -> str | bytes:
         """How a member or incident document is stored."""
 
-    def stored_event(self, doc: dict[str, Any]) -> Any:
+    def stored_event(self, doc: JSONObject) -> str | bytes:
         """How a timeline event is stored."""
 
     def db_now(self, cur: Any) -> float:

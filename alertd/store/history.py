@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Iterable, TypeVar
 
+from alertd.core.json_types import JSONObject
 from alertd.core.model import Incident, Member, iso
 from alertd.rules.owners import OwnerRouting
 
@@ -177,13 +178,13 @@ class Sighting:
     alertnames: set[str] = field(default_factory=set)
 
 
-def history_doc(stored: dict[str, Any], updated_at: str = "") -> dict[str, Any]:
+def history_doc(stored: JSONObject, updated_at: str = "") -> JSONObject:
     """A gpu_history row's doc as any version stored it -> every field present.
 
     Short keys (history_row_doc): empty fields left out, a missing "last" is the row's updated_at. Long keys
     (earlier versions): all fields, or the non-empty ones."""
-    doc = {"xids": [], "signals": [], "alertnames": [], "index": "", "serial": "", "pci_bus_id": "", "first": "",
-           "last": ""}
+    doc: JSONObject = {"xids": [], "signals": [], "alertnames": [], "index": "", "serial": "", "pci_bus_id": "",
+                       "first": "", "last": ""}
     if any(k in stored for k in LONG_OF):
         doc["last"] = updated_at
         doc.update((LONG_OF[k], v) for k, v in stored.items() if k in LONG_OF)
@@ -192,12 +193,13 @@ def history_doc(stored: dict[str, Any], updated_at: str = "") -> dict[str, Any]:
     return doc
 
 
-def history_row_doc(s: "Sighting", updated_at: str) -> dict[str, Any]:
+def history_row_doc(s: "Sighting", updated_at: str) -> JSONObject:
     """What a gpu_history row's doc stores of a sighting: short keys, no empty fields, no "last" equal to
     updated_at (one row per GPU and incident: every byte counts once per alert)."""
-    doc = {"x": sorted(s.xids), "s": sorted(s.signals), "a": sorted(s.alertnames), "i": s.index, "n": s.serial,
-           "p": s.pci_bus_id, "f": s.first}
-    out = {k: v for k, v in doc.items() if v}
+    doc: JSONObject = {"x": [*sorted(s.xids)], "s": [*sorted(s.signals)],
+                       "a": [*sorted(s.alertnames)], "i": s.index, "n": s.serial, "p": s.pci_bus_id,
+                       "f": s.first}
+    out: JSONObject = {k: v for k, v in doc.items() if v}
     if s.last != updated_at:
         out["l"] = s.last
     elif not out:  # an empty doc reads as a long-key one: keep one short key

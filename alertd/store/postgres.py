@@ -35,13 +35,12 @@ class PostgresBackend(SqlBackend):
         """``watched``: the store thread's connection, whose calls the watchdog times; the inbox log's own
         connection is not (its appends fail on the same timeouts, and a stamp from its thread would look like
         an unanswered call of the store's)."""
-        extra: dict[str, Any] = {"password": self.password} if self.password else {}
-        if watched:
-            extra["cursor_factory"] = timed_cursor(self._trip)
         # A partitioned or dead server must fail calls within seconds, not hang them: the engine lease
-        # (and the 503 that makes Alertmanager retry) depend on noticing.
+        # (and the 503 that makes Alertmanager retry) depend on noticing. (A None parameter is left out.)
         conn = psycopg.connect(self.dsn, autocommit=False, connect_timeout=5, keepalives=1, keepalives_idle=5,
-                               keepalives_interval=2, keepalives_count=2, tcp_user_timeout=5000, **extra)
+                               keepalives_interval=2, keepalives_count=2, tcp_user_timeout=5000,
+                               password=self.password or None,
+                               cursor_factory=timed_cursor(self._trip) if watched else None)
         # The server ends a session left inside a transaction: a leader cut off between its fence check and
         # its commit would otherwise keep the lease row locked (and every takeover waiting) until the
         # server's own TCP timeouts, minutes or hours. alertd never waits on anything else inside one.

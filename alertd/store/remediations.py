@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from alertd.core.json_types import JSONObject, obj
 from alertd.store.database import Database
 
 MIGRATION = [
@@ -36,7 +37,7 @@ class Remediations:
     def __init__(self, db: Database):
         self.db = db
 
-    async def put_remediation(self, doc: dict[str, Any], expect: int | None, event: dict[str, Any] | None = None,
+    async def put_remediation(self, doc: JSONObject, expect: int | None, event: JSONObject | None = None,
                               *, fenced: bool = False) -> bool:
         """Insert (``expect`` None) or update the row still at version ``expect``; False when another writer
         got there first. ``event``: a timeline event for the incident, written only with the row.
@@ -60,12 +61,13 @@ class Remediations:
         written: bool = await self.db.run(self.db.ftx if fenced else self.db.tx, do)
         return written
 
-    async def get_remediation(self, rem_id: str) -> dict[str, Any] | None:
+    async def get_remediation(self, rem_id: str) -> JSONObject | None:
+        """The Remediation.to_dict() document stored, or None."""
         rows = await self.db.run(self.db.query, "SELECT doc FROM remediations WHERE id = ?", (rem_id,))
-        return json.loads(rows[0][0]) if rows else None
+        return obj(json.loads(rows[0][0]), "a remediation") if rows else None
 
     async def list_remediations(self, *, incident_id: str | None = None, states: tuple[str, ...] = (),
-                                cluster: str | None = None, limit: int = 500) -> list[dict[str, Any]]:
+                                cluster: str | None = None, limit: int = 500) -> list[JSONObject]:
         where, args = [], []
         if incident_id is not None:
             where.append("incident_id = ?")

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 from alertd.core.fleet import NodeSample
+from alertd.core.json_types import JSONObject, obj
 from alertd.core.model import iso
 from alertd.store.database import Database
 
@@ -117,7 +118,7 @@ class ReportTables:
                                [cluster] if cluster else [])
         return [(r[0], r[1], r[2], int(r[3]), bool(r[4])) for r in rows]
 
-    async def upsert_report_facts(self, facts: list[dict[str, Any]], watermark: str) -> None:
+    async def upsert_report_facts(self, facts: Sequence[Mapping[str, object]], watermark: str) -> None:
         """Facts of incidents (``id, cluster, node, nodeType, openedAt, resolvedAt, kind`` + the rest in doc) and
         the rollup's new watermark, in one transaction."""
         rows = [(f["id"], f["cluster"], f["node"], f["nodeType"], f["openedAt"], f["resolvedAt"], f["kind"],
@@ -134,7 +135,7 @@ class ReportTables:
         rows = await self.db.run(self.db.query, "SELECT value FROM meta WHERE key = 'report_rollup'")
         return str(rows[0][0]) if rows else ""
 
-    async def report_facts(self, since: datetime, until: datetime, cluster: str = "") -> list[dict[str, Any]]:
+    async def report_facts(self, since: datetime, until: datetime, cluster: str = "") -> list[JSONObject]:
         """Facts of the incidents that overlap [since, until): opened before until, not resolved before since."""
         where = ["opened_at < ?", "(resolved_at IS NULL OR resolved_at >= ?)"]
         args: list[Any] = [iso(until), iso(since)]
@@ -143,7 +144,7 @@ class ReportTables:
             args.append(cluster)
         rows = await self.db.run(self.db.query, "SELECT doc FROM report_facts WHERE " + " AND ".join(where)
                                + " ORDER BY opened_at, incident_id", args)
-        return [json.loads(r[0]) for r in rows]
+        return [obj(json.loads(r[0]), "a report fact") for r in rows]
 
     async def claim_digest(self, period: str, holder: str, now: datetime, stale_before: datetime) -> bool:
         """True for the one caller that may post this period's digest (until it is marked done, a claim older

@@ -9,6 +9,7 @@ import json
 import orjson
 from typing import Any, Callable, Iterable
 
+from alertd.core.json_types import JSONObject, obj
 from alertd.core.outbox_items import LEGACY_KINDS, OutboxItem
 from alertd.core.model import Event, Incident, Member, iso, parse_iso
 from alertd.store import compact, history, remediations, report_tables, sessions, tickets
@@ -223,15 +224,15 @@ def unpacked(raw: str | bytes) -> str | bytes:
     return compact.unpack(bytes(raw)) if isinstance(raw, (bytes, memoryview)) else raw
 
 
-def incident_doc(raw: str | bytes) -> dict[str, Any]:
+def incident_doc(raw: str | bytes) -> JSONObject:
     """A stored incident document, as written by any version -> Incident.to_dict() shape."""
-    return compact.expand_incident(json.loads(unpacked(raw)))
+    return compact.expand_incident(obj(json.loads(unpacked(raw)), "an incident document"))
 
 
 def assemble(doc: str | bytes, members: Iterable[tuple[str, str | bytes]], events: Iterable[str | bytes]) -> Incident:
     """An incident from its stored rows: its document, (fingerprint, document) per member, its timeline."""
     inc = Incident.from_dict(incident_doc(doc))
-    for m in sorted((Member.from_dict(expand_member(json.loads(unpacked(raw)), fp)) for fp, raw in members),
+    for m in sorted((Member.from_dict(expand_member(obj(json.loads(unpacked(raw)), "a member document"), fp)) for fp, raw in members),
                     key=lambda m: (m.starts_at, m.fingerprint)):
         inc.members[m.fingerprint] = m
     inc.count_firing()

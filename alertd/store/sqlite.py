@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from alertd.core.json_types import JSONObject
 from alertd.store import compact, sql
 from alertd.store.backend import SqlBackend
 from alertd.store.facade import SqlStore
@@ -318,10 +319,10 @@ class SqliteBackend(SqlBackend):
         finally:
             self._conn.execute("PRAGMA synchronous=FULL")
 
-    def stored_doc(self, doc: dict[str, Any]) -> Any:
+    def stored_doc(self, doc: JSONObject) -> str | bytes:
         return sql.packed(doc)
 
-    def stored_event(self, doc: dict[str, Any]) -> Any:
+    def stored_event(self, doc: JSONObject) -> str | bytes:
         return sql.packed(doc, compact.EVENTS_WITH)
 
     def _after_write(self) -> None:

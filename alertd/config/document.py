@@ -1,0 +1,132 @@
+"""The configuration file as config.schema.json admits it, once validated (alertd.config.settings._validated,
+the one place the document becomes typed). Sections parsed by other layers' settings that take plain
+mappings (notify, enrich, normalize.kubernetes) stay JSON objects here."""
+from __future__ import annotations
+
+from typing import TypedDict
+
+from alertd.alertmanager.settings import AlertmanagerDoc
+from alertd.config.classify import ClassifyDoc
+from alertd.config.connections import ConnectionsDoc
+from alertd.core.json_types import JSONObject
+from alertd.report.settings import ReportDoc
+from alertd.sources.settings import SourcesDoc
+
+TrustedProxyDoc = TypedDict("TrustedProxyDoc", {"header": str, "from": list[str], "users": dict[str, str],
+                                                "default_role": str}, total=False)
+
+
+class TokenDoc(TypedDict, total=False):
+    name: str  # required, with token
+    role: str  # read, write, admin
+    token: str
+
+
+class BasicDoc(TypedDict, total=False):
+    username: str  # required, with password
+    password: str
+    role: str
+
+
+class AuthDoc(TypedDict, total=False):
+    """``receiver.auth`` / ``api.auth`` after ``*_file`` resolution."""
+
+    bearer_token: str
+    tokens: list[TokenDoc]
+    basic: BasicDoc
+    trusted_proxy: TrustedProxyDoc
+
+
+class TlsDoc(TypedDict, total=False):
+    cert_file: str  # required, with key_file
+    key_file: str
+    min_version: str
+
+
+class LogDoc(TypedDict, total=False):
+    format: str
+    level: str
+
+
+class StorageDoc(TypedDict, total=False):
+    backend: str
+    sqlite_path: str
+    synchronous: str
+    postgres_dsn: str
+    postgres_password: str
+    retention: str
+    incident_retention: str
+
+
+class ReceiverDoc(TypedDict, total=False):
+    max_body_bytes: int
+    auth: AuthDoc
+    body_timeout: str
+    max_backlog: int
+
+
+class ApiDoc(TypedDict, total=False):
+    auth: AuthDoc
+    allowed_hosts: list[str]
+    trusted_proxies: list[str]
+
+
+class RulesDoc(TypedDict, total=False):
+    paths: list[str]
+    site: list[str]
+    watch_interval: str
+
+
+class NormalizeDoc(TypedDict, total=False):
+    cluster_label: str
+    cluster: str
+    node_labels: list[str]
+    exporter_pod_pattern: str
+    not_node_pattern: str
+    node_map: dict[str, str]
+    log_host_labels: list[str]
+    log_line_fields: list[str]
+    kubernetes: JSONObject
+    xid_labels: list[str]
+    xid_annotation: str
+
+
+class HADoc(TypedDict, total=False):
+    lease_ttl: str
+    renew_interval: str
+    poll_interval: str
+    advertise: str
+
+
+class ProcessingDoc(TypedDict, total=False):
+    batch_size: int
+    tick_interval: str
+
+
+class ConfigDoc(TypedDict, total=False):
+    listen: str
+    tls: TlsDoc
+    data_dir: str
+    external_url: str
+    log: LogDoc
+    storage: StorageDoc
+    connections: ConnectionsDoc
+    receiver: ReceiverDoc
+    api: ApiDoc
+    rules: RulesDoc
+    normalize: NormalizeDoc
+    runbook_base_url: str
+    installation_id: str
+    ha: HADoc
+    processing: ProcessingDoc
+    notify: JSONObject
+    alertmanager: AlertmanagerDoc
+    classify: ClassifyDoc
+    enrich: JSONObject
+    report: ReportDoc
+    sources: SourcesDoc
+    rma: JSONObject  # integrations/tickets.py reads it (config.schema.json validated it)
+
+
+__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "HADoc", "LogDoc", "NormalizeDoc", "ProcessingDoc",
+           "ReceiverDoc", "RulesDoc", "StorageDoc", "TlsDoc", "TokenDoc", "TrustedProxyDoc"]

@@ -1,0 +1,92 @@
+"""A rule file as its sections' JSON Schemas admit it (alertd/schemas/*.schema.json), for the parsers that
+read a section once it has passed its schema (alertd.rules.ruleset._read_section, the one place a section's
+document becomes typed). Each section's own shapes live beside its parser; these are the rest."""
+from __future__ import annotations
+
+from typing import TypedDict
+
+from alertd.core.json_types import JSONObject
+from alertd.gpu.catalog import XidEntryDoc
+from alertd.rules.evidence import EvidenceDoc
+from alertd.rules.kube_health import KubeHealthDoc
+from alertd.rules.remediation import RemediationDoc
+from alertd.rules.rma import RmaRuleDoc
+from alertd.rules.routing import RoutingDoc
+
+
+class SignalDoc(TypedDict, total=False):
+    """One ``signals`` entry (signals.schema.json; kind and match required)."""
+
+    kind: str
+    match: list[str]
+    detail: str
+    severity: str
+    category: str
+    runbook: str
+
+
+class GroupDoc(TypedDict, total=False):
+    name: str  # required, with by
+    match: list[str]
+    by: list[str]
+    allow_empty: bool
+
+
+class StormEventDoc(TypedDict, total=False):
+    name: str  # required, with by
+    match: list[str]
+    by: list[str]
+
+
+class StormDoc(TypedDict, total=False):
+    enabled: bool
+    min_nodes: int
+    window: str
+    signals: list[str]
+    events: list[StormEventDoc]
+    pending: str
+    followers: list[str]
+
+
+class ResponseDoc(TypedDict, total=False):
+    signals: list[str]
+    window: str
+    repair_timeout: str
+    still_down: list[str]
+
+
+class WatchdogDoc(TypedDict, total=False):
+    alertnames: list[str]
+    timeout: str
+    severity: str
+
+
+class CorrelationDoc(TypedDict, total=False):
+    """The ``correlation`` section (correlation.schema.json)."""
+
+    hold_down: str
+    reopen_window: str
+    fold_window: str
+    groups: list[GroupDoc]
+    storm: StormDoc
+    response: ResponseDoc
+    watchdog: WatchdogDoc
+
+
+class RuleFileDoc(TypedDict, total=False):
+    """A rule file: any of the sections (a section may be empty: null)."""
+
+    xids: list[XidEntryDoc]
+    signals: list[SignalDoc]
+    evidence: EvidenceDoc | None
+    correlation: CorrelationDoc | None
+    routing: RoutingDoc
+    rma: list[RmaRuleDoc]
+    remediation: RemediationDoc | None
+    kube_health: KubeHealthDoc | None
+    recovery_actions: JSONObject | None
+    sxids: JSONObject | None
+
+
+__all__ = ["CorrelationDoc", "GroupDoc", "ResponseDoc", "RuleFileDoc", "SignalDoc", "StormDoc", "StormEventDoc",
+           "WatchdogDoc"]
