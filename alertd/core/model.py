@@ -13,6 +13,7 @@ from typing import Any, overload
 
 import orjson
 
+from alertd.core.verdict import HistoryVerdict
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
     CLOSED as CLOSED,
@@ -381,6 +382,7 @@ class Incident:
     storm_until: datetime | None = None
     primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)
     annotations: dict[str, Any] = field(default_factory=dict)  # enrichment, silences, notes
+    verdict: HistoryVerdict | None = None  # what the GPU's and node's past says (rules/history.yml)
     version: int = 0
     firing: int = 0  # members firing now, kept by the engine (a fleet incident can hold thousands)
 
@@ -435,6 +437,7 @@ class Incident:
             "stormUntil": iso(self.storm_until),
             "primary": self.primary.to_dict() if self.primary else None,
             "annotations": self.annotations,
+            "verdict": self.verdict.to_json() if self.verdict else None,
             "version": self.version,
             "firing": self.firing,
             "memberCount": len(self.members),
@@ -481,6 +484,7 @@ class Incident:
             storm_until=parse_iso(data.get("stormUntil")),
             primary=Signal.from_dict(data["primary"]) if data.get("primary") else None,
             annotations=dict(data.get("annotations") or {}),
+            verdict=HistoryVerdict.from_json(data["verdict"]) if data.get("verdict") else None,
             version=int(data.get("version") or 0),
             firing=int(data.get("firing") or 0),
         )
