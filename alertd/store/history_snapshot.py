@@ -1,0 +1,143 @@
+"""The past of an incident's GPUs and node, read in one go for the history judge (alertd/engine/judge.py).
+
+``HistorySnapshots.history_snapshot(gpus, node, since, exclude)`` reads, on the store's thread:
+
+* the GPUs' rows of gpu_history (GPU UUID across incidents and nodes) opened since ``since``: what each GPU
+  showed of each incident (Xids, signals, alert names);
+* the node's incidents opened since ``since`` (newest first, at most ``MAX_NODE_INCIDENTS``), with their
+  members: what the node showed (its faults, repair symptoms left out) and when its repair ended (the
+  uncordon that ended the response, engine/response.py ``uncordoned_at``; or a finished remediation);
+* the remediations of those incidents that ran to the end (done), by node.
+
+The answer is an immutable ``HistorySnapshot`` (frozen dataclasses, tuples): the judge's ``History``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+from alertd.core.model import Incident, iso, parse_iso
+from alertd.engine.judge import NEVER_FAULT
+from alertd.engine.response import uncordoned_at
+from alertd.store.database import Database
+from alertd.store.history import history_doc
+from alertd.store.sql import assemble
+
+MAX_NODE_INCIDENTS = 64  # a node's incidents in the look-back read with their members, newest first
+MAX_GPUS = 256  # a node incident names at most this many GPUs for the read (a node has 8 or 16)
+DONE = "done"  # a remediation that ran to its end (alertd/remediation/model.py)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    incident: str
+    opened_at: datetime
+    gpu: str  # "" for the node's own view of the incident
+    node: str
+    xids: tuple[int, ...] = ()
+    signals: tuple[str, ...] = ()
+    alertnames: tuple[str, ...] = ()
+    repaired_at: datetime | None = None
+    repair: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Remediated:
+    incident: str
+    node: str
+    action: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class HistorySnapshot:
+    node: str = ""
+    gpus: tuple[str, ...] = ()
+    faults: tuple[Fault, ...] = ()
+    remediations: tuple[Remediated, ...] = ()
+
+
+_GPU_ROWS = ("SELECT g.uuid, i.incident_id, i.opened_at, h.node, h.updated_at, h.doc FROM gpu_history h "
+             "JOIN gpu_incidents i ON i.seq = h.seq JOIN gpus g ON g.id = h.gpu "
+             "WHERE g.uuid IN ({marks}) AND i.opened_at >= ? AND i.incident_id <> ?")
+_NODE_INCIDENTS = ("SELECT id, doc FROM incidents WHERE node = ? AND opened_at >= ? AND id <> ? "
+                   "ORDER BY seq DESC LIMIT ?")
+
+
+class HistorySnapshots:
+    """The read of the past behind every verdict (a part of the store)."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
+    async def history_snapshot(self, gpus: Sequence[str], node: str, since: datetime,
+                               exclude: str = "") -> HistorySnapshot:
+        uuids = tuple(dict.fromkeys(g for g in gpus if g))[:MAX_GPUS]
+
+        def do() -> HistorySnapshot:
+            cur = self.db.cursor()
+            try:
+                faults = self._gpu_faults(cur, uuids, since, exclude) if uuids else []
+                node_faults, remediated = self._node_past(cur, node, since, exclude) if node else ([], [])
+            finally:
+                self.db.commit()
+                cur.close()
+            return HistorySnapshot(node, uuids, tuple(faults + node_faults), tuple(remediated))
+        snapshot: HistorySnapshot = await self.db.run(do)
+        return snapshot
+
+    def _gpu_faults(self, cur: Any, uuids: tuple[str, ...], since: datetime, exclude: str) -> list[Fault]:
+        marks = ", ".join("?" for _ in uuids)
+        cur.execute(self.db.q(_GPU_ROWS.format(marks=marks)), (*uuids, iso(since), exclude))
+        out = []
+        for uuid, incident, opened, node, updated, raw in cur.fetchall():
+            doc = history_doc(json.loads(raw), updated)
+            out.append(Fault(incident, _instant(opened), uuid, node, tuple(doc["xids"]), tuple(doc["signals"]),
+                             tuple(doc["alertnames"])))
+        return out
+
+    def _node_past(self, cur: Any, node: str, since: datetime, exclude: str) -> tuple[list[Fault], list[Remediated]]:
+        cur.execute(self.db.q(_NODE_INCIDENTS), (node, iso(since), exclude, MAX_NODE_INCIDENTS))
+        docs = cur.fetchall()
+        if not docs:
+            return [], []
+        ids = [r[0] for r in docs]
+        marks = ", ".join("?" for _ in ids)
+        cur.execute(self.db.q(f"SELECT incident_id, fingerprint, doc FROM members WHERE incident_id IN ({marks})"), ids)
+        members: dict[str, list[tuple[str, Any]]] = {}
+        for inc_id, fp, raw in cur.fetchall():
+            members.setdefault(inc_id, []).append((fp, raw))
+        cur.execute(self.db.q(f"SELECT doc FROM remediations WHERE incident_id IN ({marks}) AND state = ?"),
+                    (*ids, DONE))
+        remediated = [r for r in (_remediated(json.loads(raw[0]), node) for raw in cur.fetchall()) if r is not None]
+        ended = {r.incident: r for r in sorted(remediated, key=lambda r: r.at)}
+        faults = [_node_fault(assemble(raw, members.get(inc_id, ()), ()), ended.get(inc_id)) for inc_id, raw in docs]
+        return faults, remediated
+
+
+def _node_fault(inc: Incident, remediation: Remediated | None) -> Fault:
+    """What the node showed of one incident, and when its repair ended (the later of the uncordon and the
+    last remediation that ran to its end)."""
+    causes = [m for m in inc.members.values() if not m.response and not m.folded and m.signal.kind not in NEVER_FAULT]
+    repairs = [(at, what) for at, what in ((uncordoned_at(inc), "uncordon"),
+                                           (remediation.at if remediation else None,
+                                            remediation.action if remediation else "")) if at is not None]
+    repaired_at, repair = max(repairs, key=lambda r: r[0]) if repairs else (None, "")
+    return Fault(inc.id, inc.opened_at, "", inc.node, tuple(sorted({m.signal.xid for m in causes if m.signal.xid})),
+                 tuple(sorted({m.signal.kind for m in causes})), tuple(sorted({m.alertname for m in causes})),
+                 repaired_at, repair)
+
+
+def _remediated(doc: dict[str, Any], node: str) -> Remediated | None:
+    at = parse_iso(doc.get("updatedAt"))
+    if at is None or doc.get("dryRun", True) or node not in (doc.get("nodes") or ()):
+        return None
+    return Remediated(str(doc.get("incident") or ""), node, str(doc.get("action") or ""), at)
+
+
+def _instant(text: str) -> datetime:
+    found = parse_iso(text)
+    assert found is not None
+    return found

@@ -1,0 +1,129 @@
+"""History in every decision, through the real store: an incident that opens after its GPU's history exists
+gets the verdict (rules/history.yml), committed with it and there again after a restart; the API shows it.
+
+The service runs in-process with an injected clock: three Xid 79 incidents on one GPU, days apart (each
+resolved and closed after the hold-down), make the third a repeat offender; the first two stay unchanged.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from alertd.app.service import Service
+from alertd.config.settings import parse_config
+from alertd.rules.ruleset import load_rules
+from tests.support.notify_harness import wait_for
+from tests.support.served import served
+from tests.support.stores import make_store  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+HOOK = "/api/v1/alerts/alertmanager"
+UUID = "GPU-8f6e2c1a-4b7d-4e0f-9a3c-2d1e5f7a9173"
+T0 = datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc)
+LABELS = {"alertname": "GPUXidError", "cluster": "prod-a", "node": "gpu-node-17", "severity": "critical",
+          "xid": "79", "gpu": "3", "UUID": UUID, "pci_bus_id": "00000000:3B:00.0", "modelName": "NVIDIA H100 80GB HBM3",
+          "Hostname": "dcgm-exporter-x7k2p"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def hook(starts: datetime, ends: datetime | None = None) -> dict:
+    """Alertmanager's webhook v4 for the GPU's Xid 79 alert (firing, or resolved at ``ends``)."""
+    status = "resolved" if ends else "firing"
+    alert = {"status": status, "labels": LABELS, "annotations": {"summary": "Xid 79 on gpu-node-17 GPU 3"},
+             "startsAt": starts.isoformat().replace("+00:00", "Z"),
+             "endsAt": ends.isoformat().replace("+00:00", "Z") if ends else "0001-01-01T00:00:00Z",
+             "generatorURL": "http://prometheus.example:9090/graph?g0.expr=changes%28DCGM_FI_DEV_XID_ERRORS%5B5m%5D%29+%3E+0",
+             "fingerprint": "5e3c1a9f0b7d2e41"}
+    return {"version": "4", "groupKey": '{}:{node="gpu-node-17"}', "truncatedAlerts": 0, "status": status,
+            "receiver": "alertd", "groupLabels": {"node": "gpu-node-17"}, "commonLabels": {}, "commonAnnotations": {},
+            "externalURL": "http://alertmanager.example:9093", "alerts": [alert]}
+
+
+async def started(store, clock: Clock) -> TestClient:
+    cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, "processing": {"tick_interval": "50ms"},
+                        "notify": {"console": {"enabled": False}}}, "test")
+    svc = Service(cfg, store, load_rules(cfg.rule_paths), clock=clock)
+    client = TestClient(TestServer(served(svc), host="127.0.0.1"))
+    await client.start_server()
+    return client
+
+
+async def incidents(client: TestClient) -> list[dict]:
+    resp = await client.get("/api/v1/incidents")
+    assert resp.status == 200
+    return (await resp.json())["incidents"]
+
+
+async def xid79_incident(client: TestClient, clock: Clock, day: float, n: int) -> dict:
+    """The GPU's Xid 79 on ``day``: it opens incident number ``n``, resolves and closes after the hold-down."""
+    starts = T0 + timedelta(days=day)
+    clock.now = starts + timedelta(seconds=30)
+    assert (await client.post(HOOK, json=hook(starts))).status == 200
+    rows = await wait_for(lambda: _count(client, n))
+    opened = rows[0]
+    clock.now = starts + timedelta(minutes=20)
+    assert (await client.post(HOOK, json=hook(starts, starts + timedelta(minutes=19)))).status == 200
+    await wait_for(lambda: _quiet(client, opened["id"]))
+    clock.now = starts + timedelta(minutes=40)  # past the hold-down: the ticker closes it
+    await wait_for(lambda: _closed(client, opened["id"]))
+    return opened
+
+
+async def _count(client: TestClient, n: int) -> list[dict] | None:
+    rows = await incidents(client)
+    return rows if len(rows) == n else None
+
+
+async def _quiet(client: TestClient, inc_id: str) -> dict | None:
+    doc = await (await client.get(f"/api/v1/incidents/{inc_id}")).json()
+    return doc if doc.get("quietSince") else None
+
+
+async def _closed(client: TestClient, inc_id: str) -> dict | None:
+    doc = await (await client.get(f"/api/v1/incidents/{inc_id}")).json()
+    return doc if doc.get("status") == "resolved" else None
+
+
+@pytest.mark.parametrize("make_store", ["sqlite", "postgres"], indirect=True)
+async def test_third_xid79_in_7_days_gets_the_verdict_and_keeps_it_after_a_restart(make_store):
+    clock = Clock()
+    store = make_store()
+    client = await started(store, clock)
+    try:
+        first = await xid79_incident(client, clock, 0, 1)
+        second = await xid79_incident(client, clock, 2, 2)
+        third = await xid79_incident(client, clock, 4, 3)
+        assert first["verdict"] is None and second["verdict"] is None  # a first (and second) Xid 79: unchanged
+        verdict = third["verdict"]
+        assert verdict["rule"] == "xid79-third-in-7d" and verdict["action"] == "replace_gpu"
+        assert verdict["wasAction"] == "reboot_node"
+        assert verdict["incidents"] == [second["id"], first["id"]]
+        assert verdict["line"] == (f"3rd Xid 79 on GPU GPU-…-9173 in 7 days (last: {second['id']}, {first['id']}); "
+                                   "action: replace GPU (was: reboot node)")
+        doc = await (await client.get(f"/api/v1/incidents/{third['id']}")).json()
+        assert any(e["kind"] == "verdict" and e["text"] == verdict["line"] for e in doc["timeline"])
+        assert "verdict" not in doc["annotations"]
+    finally:
+        await client.close()
+    clock.now = T0 + timedelta(days=5)
+    client = await started(make_store(), clock)  # a new process on the same database
+    try:
+        doc = await (await client.get(f"/api/v1/incidents/{third['id']}")).json()
+        assert doc["verdict"] == verdict
+        page = await (await client.get(f"/ui/incidents/{third['id']}")).text()
+        assert "3rd Xid 79 on GPU GPU-…-9173 in 7 days" in page
+        # a fourth, 9 days after the first: the first is out of the window, still the 3rd in 7 days
+        fourth = await xid79_incident(client, clock, 9, 4)
+        assert fourth["verdict"]["incidents"] == [third["id"], second["id"]]
+    finally:
+        await client.close()
