@@ -63,8 +63,15 @@ class Verdicts:
             except Exception as exc:  # the step goes on without history; its commit meets the same store
                 log.warning("history: could not read the past of %s: %s", inc.id, exc)
                 return found
-            if apply_verdict(inc, judge(inc, history, rules, now), now):
-                change.kinds.append(VERDICT_EVENT)
-                change.events.append(inc.timeline[-1])
-                found += 1
+            found += judge_change(change, history, rules, now)
         return found
+
+
+def judge_change(change: Change, history: History, rules: tuple[HistoryRule, ...], now: datetime) -> bool:
+    """Judge one change's incident; a new verdict joins the change as its ``verdict`` event."""
+    inc = change.incident
+    if not apply_verdict(inc, judge(inc, history, rules, now), now):
+        return False
+    change.kinds.append(VERDICT_EVENT)
+    change.events.append(inc.timeline[-1])
+    return True

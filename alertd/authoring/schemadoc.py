@@ -23,7 +23,7 @@ from alertd.schemas import schema
 Schema = dict[str, Any]
 
 # The rule language: sections of rule files, then the test file format.
-SCHEMAS = ("xid-catalog", "signals", "evidence", "correlation", "routing", "ruletest")
+SCHEMAS = ("xid-catalog", "signals", "evidence", "correlation", "routing", "history", "ruletest")
 BLOCK = re.compile(r"(<!-- BEGIN schemadoc (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END schemadoc (?P=name) -->)", re.S)
 
 

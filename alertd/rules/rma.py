@@ -1,4 +1,5 @@
-"""RMA candidates: which GPUs to return to the vendor, from their incident history (rules/rma.yml).
+"""RMA candidates: which GPUs to return to the vendor, from their incident history (the rules of an
+``rma`` section, and the history rules marked ``rma`` in rules/history.yml: alertd/rules/history.py).
 
 Pure: rules and GPU history rows in, candidates with their evidence out.
 """

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from alertd.core.model import Incident, iso, parse_iso
-from alertd.engine.judge import NEVER_FAULT
+from alertd.engine.judge import NEVER_FAULT, seen_now
 from alertd.engine.response import uncordoned_at
 from alertd.store.database import Database
 from alertd.store.history import history_doc
@@ -141,3 +141,21 @@ def _instant(text: str) -> datetime:
     found = parse_iso(text)
     assert found is not None
     return found
+
+
+def snapshot_of(incidents: Iterable[Incident], gpus: Sequence[str], node: str, since: datetime,
+                exclude: str = "") -> HistorySnapshot:
+    """The same snapshot from incidents in memory (``alertd test`` and ``alertd replay`` keep no store): each
+    incident's GPU views (as gpu_history holds them) and its node's view, with the uncordon as its repair."""
+    uuids = tuple(dict.fromkeys(g for g in gpus if g))
+    faults: list[Fault] = []
+    for inc in incidents:
+        if inc.id == exclude or inc.opened_at < since or inc.fleet:
+            continue
+        if node and inc.node == node:
+            faults.append(_node_fault(inc, None))
+        for view in seen_now(inc):
+            if view.gpu and view.gpu in uuids:
+                faults.append(Fault(inc.id, inc.opened_at, view.gpu, inc.node, view.xids, view.signals,
+                                    view.alertnames))
+    return HistorySnapshot(node, uuids, tuple(faults), ())
