@@ -105,19 +105,20 @@ def judge(inc: Incident, history: History, rules: Iterable[HistoryRule], now: da
         return None  # only repair symptoms so far: nothing to judge
     was = ladder_action(inc.primary.action) if inc.primary else ""
     best: HistoryVerdict | None = None
+    index = by_subject(history)
     for rule in rules:
         if not rule.action:
             continue
-        found = _apply(rule, inc, seen, history, now, was)
+        found = _apply(rule, inc, seen, history, now, was, index)
         if found is not None and (best is None or ladder_rank(found.action) > ladder_rank(best.action)):
             best = found
     return best
 
 
 def _apply(rule: HistoryRule, inc: Incident, seen: list[Seen], history: History, now: datetime,
-           was: str) -> HistoryVerdict | None:
+           was: str, index: dict[str, list[PastFault]]) -> HistoryVerdict | None:
     if rule.kind == REPEAT_OFFENDER:
-        return _repeat(rule, inc, seen, history, now, was)
+        return _repeat(rule, inc, seen, history, now, was, index)
     if rule.kind == REPAIR_NOT_HELD:
         return _not_held(rule, inc, seen, history, now, was)
     if rule.kind == LEMON_NODE:
@@ -125,15 +126,22 @@ def _apply(rule: HistoryRule, inc: Incident, seen: list[Seen], history: History,
     return None
 
 
+def by_subject(history: History) -> dict[str, list[PastFault]]:
+    """The snapshot's rows by GPU UUID, and by "\\0" + node for the node's own rows."""
+    out: dict[str, list[PastFault]] = {}
+    for f in history.faults:
+        out.setdefault(f.gpu or "\0" + f.node, []).append(f)
+    return out
+
+
 def _repeat(rule: HistoryRule, inc: Incident, seen: list[Seen], history: History, now: datetime,
-            was: str) -> HistoryVerdict | None:
+            was: str, index: dict[str, list[PastFault]]) -> HistoryVerdict | None:
     since = now - rule.window
     for view in (s for s in seen if (s.gpu == "") == (rule.scope == "node")):
         if not rule.counts(view.xids, view.signals, view.alertnames):
             continue
-        past = [f for f in history.faults if f.incident != inc.id and f.opened_at >= since
-                and (f.gpu == view.gpu if view.gpu else (f.gpu == "" and f.node == inc.node))
-                and rule.counts(f.xids, f.signals, f.alertnames)]
+        past = [f for f in index.get(view.gpu if view.gpu else "\0" + inc.node, ())
+                if f.incident != inc.id and f.opened_at >= since and rule.counts(f.xids, f.signals, f.alertnames)]
         if rule.all_of:
             rows = [(view.xids, view.signals, view.alertnames)] + [(f.xids, f.signals, f.alertnames) for f in past]
             if not all(any(c.matches({"xids": x, "signals": s, "alertnames": a}) for x, s, a in rows)
@@ -153,7 +161,7 @@ def _not_held(rule: HistoryRule, inc: Incident, seen: list[Seen], history: Histo
               was: str) -> HistoryVerdict | None:
     node_view = seen[0]
     for f in sorted(history.faults, key=lambda f: f.repaired_at or f.opened_at, reverse=True):
-        if f.incident == inc.id or f.gpu or f.node != inc.node or f.repaired_at is None:
+        if f.repaired_at is None or f.incident == inc.id or f.gpu or f.node != inc.node:
             continue
         if not (f.repaired_at <= now and now - f.repaired_at <= rule.within and f.opened_at >= now - rule.window):
             continue

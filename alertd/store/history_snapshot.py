@@ -4,9 +4,11 @@
 
 * the GPUs' rows of gpu_history (GPU UUID across incidents and nodes) opened since ``since``: what each GPU
   showed of each incident (Xids, signals, alert names);
-* the node's incidents opened since ``since`` (newest first, at most ``MAX_NODE_INCIDENTS``), with their
-  members: what the node showed (its faults, repair symptoms left out) and when its repair ended (the
-  uncordon that ended the response, engine/response.py ``uncordoned_at``; or a finished remediation);
+* the node's incidents opened since ``since`` (newest first, at most ``MAX_NODE_INCIDENTS``) through the
+  facets their commits wrote (store/history.py ``repair_facets``), not their members: their Xids, their
+  faults' kinds (repair symptoms left out) and when their repair ended (the uncordon that ended the
+  response, engine/response.py ``uncordoned_at``; or a remediation that ran to its end). The node's own
+  view carries no alert names (a node-scoped rule matches on Xids and signals);
 * the remediations of those incidents that ran to the end (done), by node.
 
 The answer is an immutable ``HistorySnapshot`` (frozen dataclasses, tuples): the judge's ``History``.
@@ -16,22 +18,25 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import orjson
 
 from alertd.core.model import Incident, iso, parse_iso
 from alertd.engine.judge import NEVER_FAULT, seen_now
 from alertd.engine.response import uncordoned_at
 from alertd.store.database import Database
 from alertd.store.history import history_doc
-from alertd.store.sql import assemble
 
 MAX_NODE_INCIDENTS = 64  # a node's incidents in the look-back read with their members, newest first
 MAX_GPUS = 256  # a node incident names at most this many GPUs for the read (a node has 8 or 16)
 DONE = "done"  # a remediation that ran to its end (alertd/remediation/model.py)
 
 
-@dataclass(frozen=True, slots=True)
-class Fault:
+class Fault(NamedTuple):
+    """One earlier incident as one GPU (or its node, ``gpu`` "") saw it. Immutable; a tuple because a read of
+    256 GPUs' history makes thousands of them."""
+
     incident: str
     opened_at: datetime
     gpu: str  # "" for the node's own view of the incident
@@ -62,7 +67,7 @@ class HistorySnapshot:
 _GPU_ROWS = ("SELECT g.uuid, i.incident_id, i.opened_at, h.node, h.updated_at, h.doc FROM gpu_history h "
              "JOIN gpu_incidents i ON i.seq = h.seq JOIN gpus g ON g.id = h.gpu "
              "WHERE g.uuid IN ({marks}) AND i.opened_at >= ? AND i.incident_id <> ?")
-_NODE_INCIDENTS = ("SELECT id, doc FROM incidents WHERE node = ? AND opened_at >= ? AND id <> ? "
+_NODE_INCIDENTS = ("SELECT id, opened_at FROM incidents WHERE node = ? AND opened_at >= ? AND id <> ? "
                    "ORDER BY seq DESC LIMIT ?")
 
 
@@ -92,42 +97,69 @@ class HistorySnapshots:
         marks = ", ".join("?" for _ in uuids)
         cur.execute(self.db.q(_GPU_ROWS.format(marks=marks)), (*uuids, iso(since), exclude))
         out = []
-        for uuid, incident, opened, node, updated, raw in cur.fetchall():
-            doc = history_doc(json.loads(raw), updated)
-            out.append(Fault(incident, _instant(opened), uuid, node, tuple(doc["xids"]), tuple(doc["signals"]),
-                             tuple(doc["alertnames"])))
+        opened_at: dict[str, datetime] = {}  # one parse per incident, not per GPU row
+        for uuid, incident, opened, node, _, raw in cur.fetchall():
+            at = opened_at.get(opened) or opened_at.setdefault(opened, _instant(opened))
+            out.append(Fault(incident, at, uuid, node, *_gpu_facts(raw)))
         return out
 
     def _node_past(self, cur: Any, node: str, since: datetime, exclude: str) -> tuple[list[Fault], list[Remediated]]:
         cur.execute(self.db.q(_NODE_INCIDENTS), (node, iso(since), exclude, MAX_NODE_INCIDENTS))
-        docs = cur.fetchall()
-        if not docs:
+        opened = {inc_id: _instant(at) for inc_id, at in cur.fetchall()}
+        if not opened:
             return [], []
-        ids = [r[0] for r in docs]
+        ids = list(opened)
         marks = ", ".join("?" for _ in ids)
-        cur.execute(self.db.q(f"SELECT incident_id, fingerprint, doc FROM members WHERE incident_id IN ({marks})"), ids)
-        members: dict[str, list[tuple[str, Any]]] = {}
-        for inc_id, fp, raw in cur.fetchall():
-            members.setdefault(inc_id, []).append((fp, raw))
+        cur.execute(self.db.q(f"SELECT incident_id, kind, value FROM incident_facets WHERE incident_id IN ({marks}) "
+                              "AND kind IN ('xid', 'cause', 'repaired')"), ids)
+        seen: dict[str, dict[str, list[str]]] = {}
+        for inc_id, kind, value in cur.fetchall():
+            seen.setdefault(inc_id, {}).setdefault(kind, []).append(value)
         cur.execute(self.db.q(f"SELECT doc FROM remediations WHERE incident_id IN ({marks}) AND state = ?"),
                     (*ids, DONE))
         remediated = [r for r in (_remediated(json.loads(raw[0]), node) for raw in cur.fetchall()) if r is not None]
         ended = {r.incident: r for r in sorted(remediated, key=lambda r: r.at)}
-        faults = [_node_fault(assemble(raw, members.get(inc_id, ()), ()), ended.get(inc_id)) for inc_id, raw in docs]
+        faults = [_node_row(inc_id, at, node, seen.get(inc_id, {}), ended.get(inc_id)) for inc_id, at in opened.items()]
         return faults, remediated
 
 
-def _node_fault(inc: Incident, remediation: Remediated | None) -> Fault:
-    """What the node showed of one incident, and when its repair ended (the later of the uncordon and the
-    last remediation that ran to its end)."""
-    causes = [m for m in inc.members.values() if not m.response and not m.folded and m.signal.kind not in NEVER_FAULT]
-    repairs = [(at, what) for at, what in ((uncordoned_at(inc), "uncordon"),
+def _node_row(inc_id: str, opened: datetime, node: str, facets: dict[str, list[str]],
+              remediation: Remediated | None) -> Fault:
+    """A node's earlier incident from its facets (store/history.py ``repair_facets``): its Xids, its faults'
+    kinds, and when its repair ended (the later of the uncordon and its last remediation that ran)."""
+    uncordon = max((t for t in map(parse_iso, facets.get("repaired", ())) if t is not None), default=None)
+    return _with_repair(Fault(inc_id, opened, "", node, tuple(sorted(int(x) for x in facets.get("xid", ()))),
+                              tuple(sorted(facets.get("cause", ())))), uncordon, remediation)
+
+
+def _with_repair(fault: Fault, uncordon: datetime | None, remediation: Remediated | None) -> Fault:
+    repairs = [(at, what) for at, what in ((uncordon, "uncordon"),
                                            (remediation.at if remediation else None,
                                             remediation.action if remediation else "")) if at is not None]
-    repaired_at, repair = max(repairs, key=lambda r: r[0]) if repairs else (None, "")
-    return Fault(inc.id, inc.opened_at, "", inc.node, tuple(sorted({m.signal.xid for m in causes if m.signal.xid})),
-                 tuple(sorted({m.signal.kind for m in causes})), tuple(sorted({m.alertname for m in causes})),
-                 repaired_at, repair)
+    if not repairs:
+        return fault
+    at, what = max(repairs, key=lambda r: r[0])
+    return Fault(fault.incident, fault.opened_at, fault.gpu, fault.node, fault.xids, fault.signals, fault.alertnames,
+                 at, what)
+
+
+def _node_fault(inc: Incident, remediation: Remediated | None) -> Fault:
+    """What the node showed of one incident in memory, and when its repair ended."""
+    causes = [m for m in inc.members.values() if not m.response and not m.folded and m.signal.kind not in NEVER_FAULT]
+    return _with_repair(Fault(inc.id, inc.opened_at, "", inc.node,
+                              tuple(sorted({m.signal.xid for m in causes if m.signal.xid})),
+                              tuple(sorted({m.signal.kind for m in causes})), tuple(sorted({m.alertname for m in causes}))),
+                        uncordoned_at(inc), remediation)
+
+
+def _gpu_facts(raw: str | bytes) -> tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...]]:
+    """(Xids, signals, alert names) of a gpu_history doc, short keys (store/history.py history_row_doc) or the
+    long keys of earlier versions (history_doc), without building the whole doc: a 256-GPU read has thousands."""
+    doc = orjson.loads(raw)
+    if "x" in doc or "s" in doc or "a" in doc or not any(k in doc for k in ("xids", "signals", "alertnames")):
+        return tuple(doc.get("x", ())), tuple(doc.get("s", ())), tuple(doc.get("a", ()))
+    full = history_doc(doc)
+    return tuple(full["xids"]), tuple(full["signals"]), tuple(full["alertnames"])
 
 
 def _remediated(doc: dict[str, Any], node: str) -> Remediated | None:
