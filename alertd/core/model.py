@@ -437,8 +437,7 @@ class Incident:
             "stormUntil": iso(self.storm_until),
             "primary": self.primary.to_dict() if self.primary else None,
             "annotations": self.annotations,
-            "verdict": self.verdict.to_json() if self.verdict else None,
-            "version": self.version,
+            "verdict": self.verdict.to_json() if self.verdict else None, "version": self.version,
             "firing": self.firing,
             "memberCount": len(self.members),
         }

@@ -115,9 +115,10 @@ class HistorySnapshots:
         seen: dict[str, dict[str, list[str]]] = {}
         for inc_id, kind, value in cur.fetchall():
             seen.setdefault(inc_id, {}).setdefault(kind, []).append(value)
-        cur.execute(self.db.q(f"SELECT doc FROM remediations WHERE incident_id IN ({marks}) AND state = ?"),
-                    (*ids, DONE))
-        remediated = [r for r in (_remediated(json.loads(raw[0]), node) for raw in cur.fetchall()) if r is not None]
+        # by incident (remediations_incident), the state checked here: the state index would list every done one
+        cur.execute(self.db.q(f"SELECT state, doc FROM remediations WHERE incident_id IN ({marks})"), ids)
+        remediated = [r for r in (_remediated(json.loads(raw), node) for state, raw in cur.fetchall() if state == DONE)
+                      if r is not None]
         ended = {r.incident: r for r in sorted(remediated, key=lambda r: r.at)}
         faults = [_node_row(inc_id, at, node, seen.get(inc_id, {}), ended.get(inc_id)) for inc_id, at in opened.items()]
         return faults, remediated
