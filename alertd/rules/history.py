@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from alertd.core.yamlio import Path_
-from alertd.rules.rma import Condition, RmaRule
+from alertd.rules.rma import Condition, RmaRule, report_duplicate_names
 
 REPEAT_OFFENDER, REPAIR_NOT_HELD, LEMON_NODE = "repeat_offender", "repair_not_held", "lemon_node"
 DEFAULT_WINDOW = timedelta(days=7)
@@ -60,11 +60,8 @@ class HistoryRule:
 def parse_history(doc: list[dict[str, Any]], check: Checker) -> tuple[HistoryRule, ...]:
     """Schema-valid ``history`` section -> rules; duplicate names and bad durations are reported with positions."""
     out: list[HistoryRule] = []
-    names: set[str] = set()
+    report_duplicate_names(doc, "history", "history", check)
     for i, entry in enumerate(doc):
-        if entry["name"] in names:
-            check.problem(("history", i, "name"), f"duplicate history rule name {entry['name']!r}")
-        names.add(entry["name"])
         out.append(HistoryRule(
             name=entry["name"], kind=entry["kind"], description=entry.get("description", ""),
             scope=entry.get("scope", "gpu"),

@@ -70,14 +70,20 @@ EVIDENCE_FIELDS = ("incident", "openedAt", "first", "cluster", "node", "status",
                    "alertnames")
 
 
-def parse_rma(doc: list[dict[str, Any]], check: Any) -> tuple[RmaRule, ...]:
-    """Schema-valid ``rma`` section -> rules; duplicate names and bad windows are reported with positions."""
-    out: list[RmaRule] = []
+def report_duplicate_names(doc: list[dict[str, Any]], section: str, what: str, check: Any) -> None:
+    """Each entry of a section whose name an earlier entry took, reported at its name."""
     names: set[str] = set()
     for i, entry in enumerate(doc):
         if entry["name"] in names:
-            check.problem(("rma", i, "name"), f"duplicate RMA rule name {entry['name']!r}")
+            check.problem((section, i, "name"), f"duplicate {what} rule name {entry['name']!r}")
         names.add(entry["name"])
+
+
+def parse_rma(doc: list[dict[str, Any]], check: Any) -> tuple[RmaRule, ...]:
+    """Schema-valid ``rma`` section -> rules; duplicate names and bad windows are reported with positions."""
+    out: list[RmaRule] = []
+    report_duplicate_names(doc, "rma", "RMA", check)
+    for i, entry in enumerate(doc):
         out.append(RmaRule(
             name=entry["name"], description=entry.get("description", ""),
             window=check.duration(entry.get("window"), ("rma", i, "window"), DEFAULT_WINDOW),

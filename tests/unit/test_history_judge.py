@@ -142,3 +142,19 @@ def test_ordinal(n, text):
 def test_words():
     assert window_words(timedelta(days=7)) == "7 days" and window_words(timedelta(hours=24)) == "24 hours"
     assert short_gpu(UUID) == "GPU-…-9173"
+
+
+def test_bad_history_rules_are_reported_with_their_line(tmp_path):
+    from alertd.authoring.check import check
+
+    f = tmp_path / "history.yml"
+    f.write_text("history:\n  - name: a\n    kind: lemon_node\n    any_of: [{xid: 79}]\n    action: replace_gpu\n"
+                 "  - name: b\n    kind: repeat_offender\n    any_of: [{xid: 79}]\n    action: fix_it\n")
+    messages = [(p.line, p.message) for p in check([f]).errors]
+    assert any(line == 2 for line, _ in messages), messages  # lemon_node counts remediations: no any_of
+    assert any(line == 9 and "fix_it" in m for line, m in messages), messages  # not a ladder action
+    f.write_text("history:\n  - name: a\n    kind: repeat_offender\n    any_of: [{xid: 79}]\n    action: reset_gpu\n"
+                 "  - name: a\n    kind: repair_not_held\n    within: 3 days\n    action: reset_gpu\n")
+    messages = [(p.line, p.message) for p in check([f]).errors]
+    assert any(line == 6 and "duplicate history rule name 'a'" in m for line, m in messages), messages
+    assert any(line == 8 for line, _ in messages), messages  # not a Prometheus duration
