@@ -1,9 +1,8 @@
 """History rules (rules/history.yml): what a GPU's and a node's past makes of a new or changed incident.
 
-One definition serves three readers: the judge (alertd/engine/judge.py) turns the rules with an ``action``
+One definition serves both readers: the judge (alertd/engine/judge.py) turns the rules with an ``action``
 into verdicts on incidents; the rules marked ``rma`` are the RMA candidate policy (alertd/rules/rma.py
-evaluates them as ``RmaRule``s for /ui/rma, ``alertd rma`` and the report's lemon GPUs); the ``lemon_node``
-rule's count is the report's lemon node threshold.
+evaluates them as ``RmaRule``s for /ui/rma, ``alertd rma`` and the report's lemon GPUs).
 """
 from __future__ import annotations
 
@@ -78,11 +77,6 @@ def parse_history(doc: list[dict[str, Any]], check: Checker) -> tuple[HistoryRul
 def rma_rules(rules: tuple[HistoryRule, ...]) -> tuple[RmaRule, ...]:
     """The RMA candidate policy the history rules define."""
     return tuple(r.as_rma() for r in rules if r.rma)
-
-
-def lemon_node_count(rules: tuple[HistoryRule, ...], default: int) -> int:
-    """How many failures (remediations) make a node a lemon: the first lemon_node rule's count."""
-    return next((r.count for r in rules if r.kind == LEMON_NODE), default)
 
 
 def longest_lookback(rules: tuple[HistoryRule, ...]) -> timedelta:

@@ -30,6 +30,7 @@ from alertd.store.history import history_doc
 
 MAX_NODE_INCIDENTS = 64  # a node's incidents in the look-back read with their members, newest first
 MAX_GPUS = 256  # a node incident names at most this many GPUs for the read (a node has 8 or 16)
+NODE_FACETS = frozenset({"xid", "cause", "repaired"})  # what the judge reads of a node's earlier incident
 DONE = "done"  # a remediation that ran to its end (alertd/remediation/model.py)
 
 
@@ -110,11 +111,14 @@ class HistorySnapshots:
             return [], []
         ids = list(opened)
         marks = ", ".join("?" for _ in ids)
-        cur.execute(self.db.q(f"SELECT incident_id, kind, value FROM incident_facets WHERE incident_id IN ({marks}) "
-                              "AND kind IN ('xid', 'cause', 'repaired')"), ids)
+        # by incident (incident_facets_incident): a condition on the kind would let the planner walk the
+        # primary key's (kind, value, seq) over every incident's Xid facets instead; a node incident has few
+        cur.execute(self.db.q(f"SELECT incident_id, kind, value FROM incident_facets WHERE incident_id IN ({marks})"),
+                    ids)
         seen: dict[str, dict[str, list[str]]] = {}
         for inc_id, kind, value in cur.fetchall():
-            seen.setdefault(inc_id, {}).setdefault(kind, []).append(value)
+            if kind in NODE_FACETS:
+                seen.setdefault(inc_id, {}).setdefault(kind, []).append(value)
         # by incident (remediations_incident), the state checked here: the state index would list every done one
         cur.execute(self.db.q(f"SELECT state, doc FROM remediations WHERE incident_id IN ({marks})"), ids)
         remediated = [r for r in (_remediated(json.loads(raw), node) for state, raw in cur.fetchall() if state == DONE)
