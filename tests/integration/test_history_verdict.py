@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from alertd.app.service import Service
 from alertd.config.settings import parse_config
+from alertd.receive.payload import fingerprint_of
 from alertd.rules.ruleset import load_rules
 from tests.support.notify_harness import wait_for
 from tests.support.served import served
@@ -36,14 +37,14 @@ class Clock:
         return self.now
 
 
-def hook(starts: datetime, ends: datetime | None = None) -> dict:
-    """Alertmanager's webhook v4 for the GPU's Xid 79 alert (firing, or resolved at ``ends``)."""
+def hook(starts: datetime, ends: datetime | None = None, labels: dict | None = None) -> dict:
+    """Alertmanager's webhook v4 for one alert (default the GPU's Xid 79; firing, or resolved at ``ends``)."""
     status = "resolved" if ends else "firing"
-    alert = {"status": status, "labels": LABELS, "annotations": {"summary": "Xid 79 on gpu-node-17 GPU 3"},
+    alert = {"status": status, "labels": labels or LABELS, "annotations": {"summary": "Xid 79 on gpu-node-17 GPU 3"},
              "startsAt": starts.isoformat().replace("+00:00", "Z"),
              "endsAt": ends.isoformat().replace("+00:00", "Z") if ends else "0001-01-01T00:00:00Z",
              "generatorURL": "http://prometheus.example:9090/graph?g0.expr=changes%28DCGM_FI_DEV_XID_ERRORS%5B5m%5D%29+%3E+0",
-             "fingerprint": "5e3c1a9f0b7d2e41"}
+             "fingerprint": fingerprint_of(labels or LABELS)}
     return {"version": "4", "groupKey": '{}:{node="gpu-node-17"}', "truncatedAlerts": 0, "status": status,
             "receiver": "alertd", "groupLabels": {"node": "gpu-node-17"}, "commonLabels": {}, "commonAnnotations": {},
             "externalURL": "http://alertmanager.example:9093", "alerts": [alert]}
@@ -125,5 +126,49 @@ async def test_third_xid79_in_7_days_gets_the_verdict_and_keeps_it_after_a_resta
         # a fourth, 9 days after the first: the first is out of the window, still the 3rd in 7 days
         fourth = await xid79_incident(client, clock, 9, 4)
         assert fourth["verdict"]["incidents"] == [third["id"], second["id"]]
+    finally:
+        await client.close()
+
+
+CORDON = {"alertname": "KubeNodeCordoned", "cluster": "prod-a", "node": "gpu-node-17", "severity": "info",
+          "job": "kube-state-metrics"}
+XID48 = {**LABELS, "xid": "48"}
+
+
+async def post(client: TestClient, body: dict) -> None:
+    assert (await client.post(HOOK, json=body)).status == 200
+
+
+@pytest.mark.parametrize("make_store", ["sqlite", "postgres"], indirect=True)
+async def test_the_same_fault_back_after_the_uncordon_is_a_repair_that_did_not_hold(make_store):
+    """The repair's end is what the store kept of the earlier incident (its uncordon), read after a restart."""
+    clock = Clock()
+    client = await started(make_store(), clock)
+    try:
+        clock.now = T0 + timedelta(seconds=30)
+        await post(client, hook(T0, labels=XID48))
+        [first] = await wait_for(lambda: _count(client, 1))
+        clock.now = T0 + timedelta(minutes=10)
+        await post(client, hook(T0 + timedelta(minutes=9), labels=CORDON))  # the on-call cordons the node
+        clock.now = T0 + timedelta(minutes=20)
+        await post(client, hook(T0, T0 + timedelta(minutes=19), labels=XID48))
+        clock.now = T0 + timedelta(hours=2)  # repaired: uncordoned
+        await post(client, hook(T0 + timedelta(minutes=9), T0 + timedelta(hours=2) - timedelta(seconds=30), labels=CORDON))
+        await wait_for(lambda: _quiet(client, first["id"]))
+        clock.now = T0 + timedelta(hours=2, minutes=10)
+        closed = await wait_for(lambda: _closed(client, first["id"]))
+        assert closed["verdict"] is None
+    finally:
+        await client.close()
+    client = await started(make_store(), clock)  # a restart between the repair and the fault's return
+    try:
+        back = T0 + timedelta(hours=8)
+        clock.now = back + timedelta(seconds=30)
+        await post(client, hook(back, labels=XID48))
+        rows = await wait_for(lambda: _count(client, 2))
+        verdict = rows[0]["verdict"]
+        assert verdict["rule"] == "repair-did-not-hold" and verdict["action"] == "drain_and_handoff"
+        assert verdict["line"] == (f"Xid 48 back on node gpu-node-17 6 hours after the uncordon of {first['id']}: "
+                                   "the repair did not hold; action: drain and hand off (was: reset GPU)")
     finally:
         await client.close()
