@@ -9,7 +9,7 @@ import csv
 import io
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from alertd.core.model import iso
 
@@ -70,9 +70,9 @@ EVIDENCE_FIELDS = ("incident", "openedAt", "first", "cluster", "node", "status",
                    "alertnames")
 
 
-def report_duplicate_names(doc: list[dict[str, Any]], section: str, what: str, check: Any) -> None:
+def report_duplicate_names(doc: Sequence[Mapping[str, object]], section: str, what: str, check: Any) -> None:
     """Each entry of a section whose name an earlier entry took, reported at its name."""
-    names: set[str] = set()
+    names: set[object] = set()
     for i, entry in enumerate(doc):
         if entry["name"] in names:
             check.problem((section, i, "name"), f"duplicate {what} rule name {entry['name']!r}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import orjson
 
@@ -167,9 +167,11 @@ def _gpu_facts(raw: str | bytes) -> tuple[tuple[int, ...], tuple[str, ...], tupl
     return tuple(full["xids"]), tuple(full["signals"]), tuple(full["alertnames"])
 
 
-def _remediated(doc: dict[str, Any], node: str) -> Remediated | None:
-    at = parse_iso(doc.get("updatedAt"))
-    if at is None or doc.get("dryRun", True) or node not in (doc.get("nodes") or ()):
+def _remediated(doc: Mapping[str, object], node: str) -> Remediated | None:
+    """A stored remediation (Remediation.to_dict()) that acted on ``node``: not a dry run."""
+    at = parse_iso(str(doc.get("updatedAt") or ""))
+    nodes = doc.get("nodes")
+    if at is None or doc.get("dryRun", True) or not isinstance(nodes, list) or node not in nodes:
         return None
     return Remediated(str(doc.get("incident") or ""), node, str(doc.get("action") or ""), at)
 

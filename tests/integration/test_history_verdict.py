@@ -172,3 +172,42 @@ async def test_the_same_fault_back_after_the_uncordon_is_a_repair_that_did_not_h
                                    "the repair did not hold; action: drain and hand off (was: reset GPU)")
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize("make_store", ["sqlite", "postgres"], indirect=True)
+async def test_five_finished_remediations_of_a_node_in_7_days_make_it_a_lemon(make_store):
+    """The node's remediations as the store keeps them (alertd/store/remediations.py): the ones that ran to
+    their end on it count; a dry run and another node's do not."""
+    from alertd.engine.judge import judge
+    from alertd.gpu.catalog import XidCatalog
+    from alertd.rules.shipped import SHIPPED_RULES
+    from bench.history_snapshot import commit, node_incident
+
+    catalog = XidCatalog.load(SHIPPED_RULES / "xid-catalog.yml")
+    store = make_store()
+    await store.open()
+    try:
+        for n in range(1, 7):
+            at = T0 + timedelta(days=n)
+            await commit(store, node_incident(n, "gpu-node-9", 8, 62, at, catalog))
+            doc = {"id": f"INC-{n}/node", "incident": f"INC-{n}", "cluster": "prod-a",
+                   "nodes": ["gpu-node-9"] if n != 6 else ["gpu-node-8"], "kind": "node", "action": "drain-gpu",
+                   "state": "done", "createdAt": at.isoformat(), "updatedAt": (at + timedelta(hours=1)).isoformat(),
+                   "dryRun": n == 5, "version": 1}
+            assert await store.put_remediation(doc, None)
+        now = T0 + timedelta(days=7)
+        new = node_incident(7, "gpu-node-9", 8, 95, now, catalog)  # another fault: each remediation held
+        rules = tuple(r for r in load_rules([ROOT / "rules"]).history if r.action)
+        snap = await store.history_snapshot([g["uuid"] for g in new.gpus], "gpu-node-9", now - timedelta(days=37), "INC-7")
+        assert sorted(r.incident for r in snap.remediations) == ["INC-1", "INC-2", "INC-3", "INC-4"]
+        assert judge(new, snap, rules, now) is None  # 4 remediations: not yet
+        doc = {"id": "INC-6/node2", "incident": "INC-6", "cluster": "prod-a", "nodes": ["gpu-node-9"], "kind": "node",
+               "action": "cordon", "state": "done", "createdAt": now.isoformat(), "updatedAt": now.isoformat(),
+               "dryRun": False, "version": 1}
+        assert await store.put_remediation(doc, None)
+        snap = await store.history_snapshot([g["uuid"] for g in new.gpus], "gpu-node-9", now - timedelta(days=37), "INC-7")
+        verdict = judge(new, snap, rules, now)
+        assert verdict is not None and verdict.rule == "lemon-node" and verdict.action == "drain_and_handoff"
+        assert verdict.line.startswith("node gpu-node-9 remediated 5 times in 7 days: contact support")
+    finally:
+        await store.close()
