@@ -15,6 +15,7 @@ from typing import Awaitable, Callable, Iterable, Protocol, Sequence
 from alertd.app.budget import Budget
 from alertd.app.intake import Intake, IntakeStore
 from alertd.app.store_health import StoreHealth
+from alertd.app.verdicts import HistorySource, Verdicts
 from alertd.config.settings import Config
 from alertd.core.model import ACKNOWLEDGED, OPEN, Alert, Change
 from alertd.core.service_metrics import Metrics
@@ -99,7 +100,7 @@ class Processor(Intake):
     def __init__(self, cfg: Config, store: StepStore, rules: RuleSet, *, clock: Callable[[], datetime],
                  metrics: Metrics, health: StoreHealth, router: ConsoleRouter | Router, outbox: Outbox,
                  lookups: list[EdgeLookup], after_commit: Sequence[Submits] = (), shared_inbox: bool = False,
-                 forwarded: Callable[[], Awaitable[int]] | None = None):
+                 forwarded: Callable[[], Awaitable[int]] | None = None, history: HistorySource | None = None):
         self.cfg, self.store, self.rules, self.clock = cfg, store, rules, clock
         self.metrics, self.health, self.router, self.outbox = metrics, health, router, outbox
         self._lookups, self.after_commit = lookups, tuple(after_commit)
@@ -107,6 +108,8 @@ class Processor(Intake):
         # only by reading the store: ``forwarded`` runs the pending actions, after each round.
         self.shared_inbox, self._forwarded = shared_inbox, forwarded
         self.engine: Engine | None = None
+        # the history judge, between correlation and routing (alertd/app/verdicts.py)
+        self.verdicts = Verdicts(history, lambda: self.rules.history) if history is not None else None
         self.budget = Budget()  # classification off the event loop, within a budget per alert
         self.worst_classify = 0.0  # the most CPU seconds one alert's classification took (alertd_classify_seconds_max)
         self.watchdog_names = set(rules.correlation.watchdog.alertnames)
@@ -183,6 +186,8 @@ class Processor(Intake):
             changes = fn(self.engine, now)
             if not changes and not inbox:
                 return []
+            if self.verdicts is not None and changes:
+                await self.verdicts.judge_step(changes, now)
             state = self.engine.state
             items, memory = self.router.route_step(changes, now)
             step = Step(inbox=inbox or Taken(), changes=changes, outbox=items,

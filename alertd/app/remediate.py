@@ -41,7 +41,7 @@ VERBS = ("approve", "override", "cancel", "stop")
 def escalation_of(inc: Incident) -> Escalation | None:
     """What the incident's history says it needs (a verdict that names a ladder step), or None: the hook the
     proposal reads the ladder from (alertd/remediation/ladder.py)."""
-    return None
+    return inc.verdict if inc.verdict is not None and inc.verdict.action else None
 
 
 class RemediationStore(Protocol):

@@ -149,7 +149,8 @@ class Service:
         return Processor(self.cfg, self.store, rules, clock=self.clock, metrics=self.metrics, health=self.health,
                          router=self.router, outbox=Outbox(worker), lookups=self._lookups,
                          after_commit=[x for x in (self.enricher, self.remediation) if x is not None],
-                         shared_inbox=self.shared_inbox, forwarded=forwarded if self.shared_inbox else None)
+                         shared_inbox=self.shared_inbox, forwarded=forwarded if self.shared_inbox else None,
+                         history=self.store)
 
     def _leader_parts(self) -> list[Part]:
         """What runs only while this process leads, in the order it starts."""

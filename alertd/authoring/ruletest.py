@@ -113,6 +113,9 @@ def _actual(run: VirtualRun, inc: Incident, name: str) -> Any:
         return getattr(p, name) if p else ""
     if name == "title_contains":
         return inc.title
+    if name in ("verdict", "verdict_action", "verdict_contains"):
+        v = inc.verdict
+        return "" if v is None else {"verdict": v.rule, "verdict_action": v.action, "verdict_contains": v.line}[name]
     if name == "notified":
         return sorted(run.delivered_targets(inc.id))
     if name == "muted":
@@ -126,7 +129,7 @@ def _actual(run: VirtualRun, inc: Incident, name: str) -> Any:
 
 
 def _same(name: str, expected: Any, actual: Any) -> bool:
-    if name == "title_contains":
+    if name in ("title_contains", "verdict_contains"):
         return str(expected) in str(actual)
     if name == "children":
         return bool(expected == len(actual) if isinstance(expected, int) else sorted(expected) == sorted(actual))

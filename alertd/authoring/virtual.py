@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from alertd.app.notifiers import build_router as build_service_router
+from alertd.app.verdicts import gpu_uuids, judge_change, to_judge
 from alertd.config.settings import Config
 from alertd.engine.correlate import PIPELINE_KEY
 from alertd.engine.pipeline import Engine
@@ -28,8 +29,10 @@ from alertd.core.model import Alert, Change, Incident
 from alertd.engine.normalize import NormalizeConfig
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import delivery_key
+from alertd.rules.history import longest_lookback
 from alertd.rules.ruleset import RuleSet, load_rules
 from alertd.store.base import OutboxItem
+from alertd.store.history_snapshot import snapshot_of
 
 STEP = timedelta(seconds=1)
 
@@ -85,6 +88,7 @@ class VirtualRun:
         self.router = router if router is not None else ConsoleRouter()
         self.start, self.now, self.step = start, start, step
         self.incidents: dict[str, Incident] = {}  # every incident opened so far, in opening order
+        self._past: dict[str, dict[str, Incident]] = {}  # node or GPU UUID -> its incidents (the history judge's)
         self.sent: list[Sent] = []
         self.seen: set[str] = set()
         self.received = 0
@@ -168,7 +172,24 @@ class VirtualRun:
             return
         for c in changes:
             self.incidents.setdefault(c.incident.id, c.incident)
+        self._judge(changes, at)
         self.sent.extend(Sent(at, item) for item in self.router.route(changes, at))
+
+    def _judge(self, changes: list[Change], at: datetime) -> None:
+        """The history judge between correlation and routing, as the service's processor runs it
+        (alertd/app/verdicts.py), over the incidents of this run instead of the store."""
+        rules = tuple(r for r in self.rules.history if r.action)
+        for c in changes:
+            for key in (c.incident.node, *gpu_uuids(c.incident)):
+                if key and not c.incident.fleet:
+                    self._past.setdefault(key, {})[c.incident.id] = c.incident
+        if not rules:
+            return
+        since = at - longest_lookback(rules)
+        for c in to_judge(changes):
+            inc, uuids = c.incident, gpu_uuids(c.incident)
+            past = {i.id: i for key in (inc.node, *uuids) for i in self._past.get(key, {}).values()}
+            judge_change(c, snapshot_of(past.values(), uuids, inc.node, since, inc.id), rules, at)
 
     def outcomes(self) -> list[tuple[Sent, str]]:
         """Every outbox item in delivery order with what would become of it: "" (sent) or why not.

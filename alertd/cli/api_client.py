@@ -291,7 +291,7 @@ def add_parsers(sub: Any) -> None:
     _common(g)
     g.set_defaults(func=lambda a: _run(gpus, a))
 
-    r = sub.add_parser("rma", help="RMA candidates (rules/rma.yml) with their evidence")
+    r = sub.add_parser("rma", help="RMA candidates (the rma rules of rules/history.yml) with their evidence")
     _common(r, ("table", "json", "csv"))
     r.set_defaults(func=lambda a: _run(rma, a))
 

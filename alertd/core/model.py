@@ -11,6 +11,7 @@ from typing import Any, overload
 import orjson
 
 from alertd.core.tickets import TicketLink
+from alertd.core.verdict import HistoryVerdict
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
     CLOSED as CLOSED,
@@ -382,6 +383,7 @@ class Incident:
     primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)
     annotations: dict[str, Any] = field(default_factory=dict)  # enrichment, silences, notes
     tickets: list[TicketLink] = field(default_factory=list)  # RMA tickets opened for its GPUs (app/rma_handoff.py)
+    verdict: HistoryVerdict | None = None  # what the GPU's and node's past says (rules/history.yml)
     version: int = 0
     firing: int = 0  # members firing now, kept by the engine (a fleet incident can hold thousands)
 
@@ -437,7 +439,7 @@ class Incident:
             "primary": self.primary.to_dict() if self.primary else None,
             "annotations": self.annotations,
             "tickets": [t.to_json() for t in self.tickets],
-            "version": self.version,
+            "verdict": self.verdict.to_json() if self.verdict else None, "version": self.version,
             "firing": self.firing,
             "memberCount": len(self.members),
         }
@@ -484,6 +486,7 @@ class Incident:
             primary=Signal.from_dict(data["primary"]) if data.get("primary") else None,
             annotations=dict(data.get("annotations") or {}),
             tickets=[TicketLink.from_json(t) for t in data.get("tickets") or []],
+            verdict=HistoryVerdict.from_json(data["verdict"]) if data.get("verdict") else None,
             version=int(data.get("version") or 0),
             firing=int(data.get("firing") or 0),
         )

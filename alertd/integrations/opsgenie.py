@@ -32,7 +32,7 @@ from alertd.core.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident
 from alertd.core.response_marks import notifies_again
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, key_name)
-from alertd.integrations.presentation import ACTION_TEXT, incident_links
+from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links
 
 DEFAULT_API_URL = "https://api.opsgenie.com"
 PRIORITY = {"critical": "P1", "error": "P2", "warning": "P3", "info": "P5"}
@@ -60,7 +60,7 @@ def create_body(inc: Incident, settings: OpsgenieSettings, note: str = "") -> di
     where = inc.node or ", ".join(inc.nodes[:10]) or inc.cluster
     details = {"incident": inc.id, "cluster": inc.cluster, "node": where, "severity": inc.severity,
                "xids": ",".join(map(str, inc.xids)), "signals": ",".join(inc.signals),
-               "action": ACTION_TEXT.get(p.action, p.action) if p and p.action else ""}
+               "action": ACTION_TEXT.get(incident_action(inc), incident_action(inc))}
     links = incident_links(inc, settings.links)
     if links.api:
         details["alertd"] = links.api

@@ -43,7 +43,7 @@ from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Inciden
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
                                        key_name)
-from alertd.integrations.presentation import ACTION_TEXT, incident_links
+from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links
 
 log = logging.getLogger(__name__)
 DEFAULT_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
@@ -196,7 +196,7 @@ class PagerDutyNotifier(Notifier):
             "gpus": [g.get("uuid") or g.get("pci_bus_id") or g.get("index") for g in inc.gpus],
             "xid": inc.xids,
             "signals": inc.signals,
-            "action": ACTION_TEXT.get(p.action, p.action) if p and p.action else "",
+            "action": ACTION_TEXT.get(incident_action(inc), incident_action(inc)),
             "meaning": p.meaning if p else "",
             "firing": [f"{m.alertname} {m.signal.title}".strip() for m in inc.firing_members()][:20],
             "links": {link["text"]: link["href"] for link in links},
@@ -205,13 +205,16 @@ class PagerDutyNotifier(Notifier):
             details["pod"] = "/".join(x for x in (inc.namespace, inc.pod) if x)
         if note:
             details["note"] = note
+        if inc.verdict is not None:
+            details["history"] = inc.verdict.to_json()
         owners = Owners.of(inc.annotations)
         if owners:
             details["owners"] = owners.stored
         gpu = inc.gpus[0] if len(inc.gpus) == 1 else {}
         component = (f"GPU {gpu.get('index')}" if gpu.get("index") else gpu.get("uuid", "")) or (p.kind if p else "")
         body["payload"] = {
-            "summary": _clip(f"[{severity.upper()}] {inc.title}" + (f" ({note})" if note else ""), MAX_SUMMARY),
+            "summary": _clip(f"[{severity.upper()}] {inc.title}" + (f" ({note})" if note else "")
+                             + (f" | {inc.verdict.line}" if inc.verdict is not None else ""), MAX_SUMMARY),
             "source": where or inc.cluster or "alertd",
             "severity": PD_SEVERITY.get(severity, "error"),
             "timestamp": iso(inc.opened_at),

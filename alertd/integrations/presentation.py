@@ -28,6 +28,8 @@ ACTION_TEXT = {
     "contact_support": "Drain the GPU and open a case with the hardware vendor.",
     "drain_p2p": "Stop peer-to-peer (NVLink) work on the GPU: let multi-GPU jobs finish, start no new ones.",
     "drain_reset": "Let the GPU's work finish, take no new work, then reset the GPU (nvidia-smi -r).",
+    "drain_and_handoff": "Drain the node and hand it off for hardware inspection; the same repair again will not hold.",
+    "replace_gpu": "Drain the GPU and return it to the vendor (RMA).",
     "watch": "Nothing now; repeats need a look.",
     "ignore": "No action needed.",
 }
@@ -37,6 +39,14 @@ ACTION_TEXT = {
 def action_in_words(action: str) -> str:
     """The catalog's action (``reboot_node``) as a person reads it; an action without a sentence, its words."""
     return ACTION_TEXT.get(action, action.replace("_", " ")) if action else ""
+
+
+def incident_action(inc: "Incident") -> str:
+    """The action the incident asks for: its history verdict's when it has one (rules/history.yml), else its
+    leading signal's (the Xid catalog's)."""
+    if inc.verdict is not None and inc.verdict.action:
+        return inc.verdict.action
+    return inc.primary.action if inc.primary else ""
 
 
 WEB_SCHEMES = ("http", "https")

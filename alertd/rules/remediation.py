@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Mapping, TypedDict
 
+from alertd.core.verdict import LADDER
 from alertd.rules.checker import Checker
 
 ACTIONS = ("cordon", "drain", "drain-gpu", "handoff", "drain-handoff", "rma", "none")
@@ -17,7 +18,7 @@ CORDONING = ("cordon", "drain", "drain-gpu", "drain-handoff")  # actions that co
 HANDING_OFF = ("handoff", "drain-handoff")  # actions that label/annotate the node for an external remediator
 RMA = "rma"  # open a ticket to return the incident's GPU(s) to the vendor (alertd/app/rma_handoff.py)
 # The ladder's steps, lowest first: the names an escalation (a history verdict) and the Xid catalog use.
-LADDER_STEPS = ("reboot_node", "reset_gpu", "drain_and_handoff", "replace_gpu")
+LADDER_STEPS = LADDER  # the rungs, lowest first (alertd/core/verdict.py: the actions verdicts name)
 DEFAULT_TAINT = ("alertd.dev/quarantine", "NoSchedule")
 
 

@@ -1,4 +1,5 @@
-"""RMA candidates: which GPUs to return to the vendor, from their incident history (rules/rma.yml).
+"""RMA candidates: which GPUs to return to the vendor, from their incident history (the rules of an
+``rma`` section, and the history rules marked ``rma`` in rules/history.yml: alertd/rules/history.py).
 
 Pure: rules and GPU history rows in, candidates with their evidence out.
 """
@@ -8,10 +9,11 @@ import csv
 import io
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TypedDict
+from typing import Collection, Mapping, Protocol, Sequence, TypedDict
 
 from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.model import iso
+from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
 
 DEFAULT_WINDOW = timedelta(days=30)
@@ -56,9 +58,13 @@ class Condition:
     alertname: str = ""
 
     def matches(self, row: JSONObject) -> bool:
-        return ((self.xid is None or self.xid in _values(row, "xids"))
-                and (not self.signal or self.signal in _values(row, "signals"))
-                and (not self.alertname or self.alertname in _values(row, "alertnames")))
+        return self.matches_facts(_values(row, "xids"), _values(row, "signals"), _values(row, "alertnames"))
+
+    def matches_facts(self, xids: Collection[object], signals: Collection[object],
+                      alertnames: Collection[object]) -> bool:
+        """Whether an incident showing these Xids, signal kinds and alert names meets the condition."""
+        return ((self.xid is None or self.xid in xids) and (not self.signal or self.signal in signals)
+                and (not self.alertname or self.alertname in alertnames))
 
     def describe(self) -> str:
         parts = [f"Xid {self.xid}" if self.xid else "", f"signal {self.signal}" if self.signal else "",
@@ -109,14 +115,24 @@ EVIDENCE_FIELDS = ("incident", "openedAt", "first", "cluster", "node", "status",
                    "alertnames")
 
 
+class ProblemSink(Protocol):
+    def problem(self, path: Path_, message: str) -> None: ...
+
+
+def report_duplicate_names(doc: Sequence[Mapping[str, object]], section: str, what: str, check: ProblemSink) -> None:
+    """Each entry of a section whose name an earlier entry took, reported at its name."""
+    names: set[object] = set()
+    for i, entry in enumerate(doc):
+        if entry["name"] in names:
+            check.problem((section, i, "name"), f"duplicate {what} rule name {entry['name']!r}")
+        names.add(entry["name"])
+
+
 def parse_rma(doc: list[RmaRuleDoc], check: Checker) -> tuple[RmaRule, ...]:
     """Schema-valid ``rma`` section -> rules; duplicate names and bad windows are reported with positions."""
     out: list[RmaRule] = []
-    names: set[str] = set()
+    report_duplicate_names(doc, "rma", "RMA", check)
     for i, entry in enumerate(doc):
-        if entry["name"] in names:
-            check.problem(("rma", i, "name"), f"duplicate RMA rule name {entry['name']!r}")
-        names.add(entry["name"])
         out.append(RmaRule(
             name=entry["name"], description=entry.get("description", ""),  # name: required by the schema
             window=check.duration(entry.get("window"), ("rma", i, "window"), DEFAULT_WINDOW),

@@ -17,6 +17,7 @@ from alertd.core.durations import DurationError, parse_duration
 from alertd.rules.evidence import EvidenceRules, parse_evidence_rules, merge
 from alertd.rules.remediation import RemediationPolicy, parse_remediation
 from alertd.core.json_types import JSONObject, objects
+from alertd.rules.history import HistoryRule, parse_history, rma_rules
 from alertd.rules.rma import RmaRule, parse_rma
 from alertd.rules.routing import RoutingDoc, parse_routing
 from alertd.rules.section_docs import CorrelationDoc, ResponseDoc, RuleFileDoc, SignalDoc
@@ -31,8 +32,9 @@ from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
 # section name -> JSON Schema name
-SECTIONS = {"xids": "xid-catalog", "recovery_actions": "recovery-actions", "sxids": "sxid-catalog", "signals": "signals", "evidence": "evidence", "correlation": "correlation",
-            "routing": "routing", "rma": "rma", "remediation": "remediation", "kube_health": "kube-health"}
+SECTIONS = {"xids": "xid-catalog", "recovery_actions": "recovery-actions", "sxids": "sxid-catalog", "signals": "signals",
+            "evidence": "evidence", "correlation": "correlation", "routing": "routing", "rma": "rma",
+            "remediation": "remediation", "kube_health": "kube-health", "history": "history"}
 RULE_SUFFIXES = (".yml", ".yaml")
 log = logging.getLogger(__name__)
 
@@ -142,7 +144,8 @@ class RuleSet:
     evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules = field(default_factory=CorrelationRules)
     routing: Any = None  # alertd.route.Routing once a routing section is loaded
-    rma: tuple[Any, ...] = ()  # alertd.rules.rma.RmaRule: the RMA candidate policy
+    rma: tuple[Any, ...] = ()  # alertd.rules.rma.RmaRule: the RMA candidate policy (rma sections + history rma rules)
+    history: tuple[HistoryRule, ...] = ()  # rules/history.yml: the past -> verdicts (alertd/engine/judge.py)
     remediation: RemediationPolicy = field(default_factory=RemediationPolicy)  # rules/remediation.yml
     sources: tuple[str, ...] = ()
     # Recording rules expanded before classification (config classify.prometheus_rules, rules API).
@@ -217,6 +220,7 @@ class _Sections:
     pending_given: bool = False  # correlation.storm.pending set (it wins over routing.storm_wait, its alias)
     routing: tuple[RoutingDoc, _Checker] | None = None  # parsed last: its problems follow every file's own
     rma: list[RmaRule] = field(default_factory=list)
+    history: list[HistoryRule] = field(default_factory=list)
     remediation: RemediationPolicy | None = None
     kube_health: KubeHealthRules | None = None
 
@@ -243,7 +247,8 @@ def load_rules(paths: Sequence[Path | str]) -> RuleSet:
         signals=tuple(sections.signals),
         evidence=sections.evidence,
         correlation=sections.correlation or CorrelationRules(),
-        rma=tuple(sections.rma),
+        rma=tuple(sections.rma) + rma_rules(tuple(sections.history)),
+        history=tuple(sections.history),
         remediation=sections.remediation or RemediationPolicy(),
         sources=tuple(map(str, files)),
         kube_health=sections.kube_health or KubeHealthRules(),
@@ -323,12 +328,23 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
         sections.routing = (valid["routing"], check)
     elif section == "rma":
         sections.rma.extend(parse_rma(valid["rma"], check))
+    elif section == "history":
+        sections.history.extend(_unique_history(parse_history(valid["history"], check), sections, check))
     elif section == "remediation":
         if sections.remediation is not None:
             check.problem(("remediation",), "remediation is defined in more than one rule file")
         sections.remediation = parse_remediation(valid["remediation"] or {}, check)
     elif section == "kube_health":
         sections.kube_health = parse_kube_health(valid["kube_health"] or {}, check, sections.kube_health)
+
+
+def _unique_history(rules: tuple[HistoryRule, ...], sections: _Sections, check: _Checker) -> tuple[HistoryRule, ...]:
+    """History rules named once across files, and once among the RMA rules they add to."""
+    taken = {r.name for r in sections.history} | {r.name for r in sections.rma}
+    for i, rule in enumerate(rules):
+        if rule.name in taken:
+            check.problem(("history", i, "name"), f"history rule name {rule.name!r} is already a history or RMA rule")
+    return rules
 
 
 def _xids(entries: list[XidEntryDoc], check: _Checker, xids: dict[int, XidEntry]) -> None:

@@ -8,6 +8,7 @@ from typing import TypedDict
 from alertd.core.json_types import JSONObject
 from alertd.gpu.catalog import XidEntryDoc
 from alertd.rules.evidence import EvidenceDoc
+from alertd.rules.history import HistoryRuleDoc
 from alertd.rules.kube_health import KubeHealthDoc
 from alertd.rules.remediation import RemediationDoc
 from alertd.rules.rma import RmaRuleDoc
@@ -86,6 +87,7 @@ class RuleFileDoc(TypedDict, total=False):
     kube_health: KubeHealthDoc | None
     recovery_actions: JSONObject | None
     sxids: JSONObject | None
+    history: list[HistoryRuleDoc]
 
 
 __all__ = ["CorrelationDoc", "GroupDoc", "ResponseDoc", "RuleFileDoc", "SignalDoc", "StormDoc", "StormEventDoc",

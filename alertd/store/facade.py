@@ -13,6 +13,7 @@ from alertd.store.coordination import Commands, Lease, SharedMeta
 from alertd.store.inbox import Inbox
 from alertd.store.outbox import Outbox
 from alertd.store.quarantine import Quarantine
+from alertd.store.history_snapshot import HistorySnapshots
 from alertd.store.reads import HistoryReads
 from alertd.store.remediations import Remediations
 from alertd.store.tickets import RmaTickets
@@ -42,6 +43,7 @@ class SqlStore:
         self.steps = EngineSteps(db, self.inbox)
         self.outbox = Outbox(db)
         self.history = HistoryReads(db)
+        self.snapshots = HistorySnapshots(db)
         self.audit = AuditTrail(db)
         self.seen_once = SeenOnce(db)
         self.retention = Retention(db, self.inbox)
@@ -94,6 +96,7 @@ class SqlStore:
         self.ranking = reads.ranking
         self.xid_heatmap = reads.xid_heatmap
         self.notification_state = reads.notification_state
+        self.history_snapshot = self.snapshots.history_snapshot  # the past of a GPU and node, for the judge
         # audit, replay cache, retention
         self.record_audit = self.audit.record_audit
         self.list_audit = self.audit.list_audit

@@ -22,6 +22,8 @@ from typing import Any, Iterable, TypeVar
 
 from alertd.core.json_types import JSONObject
 from alertd.core.model import Incident, Member, iso
+from alertd.engine.judge import NEVER_FAULT
+from alertd.engine.response import uncordoned_at
 from alertd.rules.owners import OwnerRouting
 
 K = TypeVar("K")
@@ -30,6 +32,7 @@ V = TypeVar("V")
 MAX_SCANNED_MEMBERS = 256
 MAX_NODE_FACETS = 200  # a fleet incident lists thousands of nodes; the first ones are searchable
 FACET_KINDS = ("signal", "xid", "team", "node")  # a GPU filter reads gpu_history; an own node, incidents.node
+# and, for the history judge (store/history_snapshot.py), "cause" and "repaired" of a node's own incidents
 # gpu_history docs are stored with short keys (and "last" left out when it equals the row's updated_at)
 SHORT_KEYS = {"xids": "x", "signals": "s", "alertnames": "a", "index": "i", "serial": "n", "pci_bus_id": "p",
               "first": "f", "last": "l"}
@@ -250,6 +253,20 @@ def facets(inc: Incident, cache: "FacetCache | None" = None) -> set[tuple[str, s
     team = _OWNERS.team_for(inc) if len(inc.members) <= MAX_SCANNED_MEMBERS else ""
     if team:
         out.add(("team", team))
+    if inc.node and not inc.fleet and len(inc.members) <= MAX_SCANNED_MEMBERS:
+        out |= repair_facets(inc)
+    return out
+
+
+def repair_facets(inc: Incident) -> set[tuple[str, str]]:
+    """What the history judge reads of a node's earlier incident without its members: the kinds of its
+    faults (``cause``: repair symptoms left out) and when its repair ended (``repaired``: the uncordon that
+    ended its response, engine/response.py)."""
+    out = {("cause", m.signal.kind) for m in inc.members.values()
+           if not m.response and not m.folded and m.signal.kind not in NEVER_FAULT}
+    repaired = uncordoned_at(inc)
+    if repaired is not None:
+        out.add(("repaired", iso(repaired)))
     return out
 
 

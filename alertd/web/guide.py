@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from alertd.integrations.presentation import action_in_words, runbook_url
+from alertd.integrations.presentation import action_in_words, incident_action, runbook_url
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,9 @@ def incident_guide(inc: Any, runbook_base_url: str) -> Guide:
     p = inc.primary
     if p is None:
         return Guide()
-    action = action_in_words(p.action)
-    if action and p.drain and p.action != "reboot_node":
+    chosen = incident_action(inc)  # a history verdict's action when it has one
+    action = action_in_words(chosen)
+    if action and p.drain and chosen == p.action and p.action != "reboot_node":
         action += " Drain the GPU first."
     reasons = ", ".join(_words(r) for r in p.detail.split(",") if r) if p.kind == "thermal" and p.detail else ""
     return Guide(action=action, investigate=p.investigate, runbook=p.runbook,

@@ -28,6 +28,14 @@ def line(r: RunResult) -> str:
             f"{len(s.unseen):>6} {s.named:>6.1%} {repairs:<16} {r.simulate_s:>6.1f} {r.replay_s:>8.1f}")
 
 
+def history_line(h: dict[str, object]) -> str:
+    """One history case: its incident(s), pages, and the verdict it got (or "no verdict")."""
+    got = f"verdict {h['verdict']}: {h['line']}" if h["verdict"] else "no verdict"
+    want = h["expect"] or "none"
+    return (f"     history {'ok ' if h['ok'] else 'BAD'} {h['problem']} on {h['node']}: "
+            f"{', '.join(map(str, h['incidents'])) or 'no incident'} paged {h['pages']}x; {got} (expected {want})")
+
+
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.fleetsim", description=__doc__)
     ap.add_argument("--nodes", type=int, default=2048)
@@ -39,6 +47,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="operators and alertd's remediation answer the faults and the driver-rollout storm "
                          "(bench/fleetsim/response.py): cordons after the storm's alerts resolved, batched reboots, "
                          "swaps, failed repairs")
+    ap.add_argument("--history", action="store_true",
+                    help="add the faults with a past (bench/fleetsim/history.py): a GPU's third Xid 79 in 7 days and "
+                         "a repair that did not hold; each is listed with its pages and history verdict")
     ap.add_argument("--interval", type=float, default=30.0, help="rule evaluation interval, seconds")
     ap.add_argument("--no-staleness-markers", action="store_true",
                     help="series of a failed scrape stay visible for the 5-minute lookback instead of going stale")
@@ -78,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             r = run_one(nodes=args.nodes, days=args.days, seed=seed, route=route, interval=args.interval,
                         rule_paths=args.rules, prometheus_rules=args.prometheus_rules,
                         dup_probability=args.dup_probability, reopen_window=args.reopen_window,
-                        rates=Rates(people=People()) if args.people else Rates(),
+                        rates=Rates(people=People() if args.people else None, history=args.history),
                         lookback=300.0 if args.no_staleness_markers else 0.0)
             results.append(r)
             if args.record:
@@ -87,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 write_run(r, args.record)
             if not args.json:
                 print(line(r), flush=True)
+                for h in r.score.history:
+                    print(history_line(h), flush=True)
     if args.json:
         out = []
         for r in results:

@@ -65,6 +65,7 @@ class Rates:
     short_xid: float = 0.25       # share of Xid 48/95 faults whose alert fires only minutes (no ECC, no remap)
     exporter_hangs_with_fault: float = 0.2  # share of faulty-GPU faults whose exporter hangs right after the Xid
     people: People | None = None  # operator response (response.py); None: the fixed repair of Builder.repair
+    history: bool = False  # add the faults with a past (history.py): a GPU's third Xid 79, a repair that did not hold
 
 
 class Builder:
@@ -380,4 +381,8 @@ def build_fleet(nodes: int, days: float, seed: int, rates: Rates = Rates()) -> m
     storms(b, [min(t, fleet.horizon - 8 * HOUR) for t in storm_times])
     unplanned(b)
     planned(b, rates, nodes * days / (2048 * 30))
+    if rates.history:
+        from bench.fleetsim.history import history_cases
+
+        history_cases(b, seed)
     return fleet

@@ -64,6 +64,8 @@ class Problem:
     repair_failed_at: float | None = None  # when its repair was seen to fail (back NotReady, or the fault again)
     names: tuple[str, ...] = ()  # words naming its cause ("Xid 79", "ECC"), one of which its incident's final title
     #                               should hold (case-insensitive)
+    expect_verdict: str | None = None  # a history case (bench/fleetsim/history.py): the rule of the verdict its
+    #                                     incident should get ("" for none); None: not a history case
 
 
 @dataclass(slots=True)

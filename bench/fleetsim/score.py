@@ -60,6 +60,7 @@ class Score:
     mixes: list[str] = field(default_factory=list)    # the incidents counted in mixed
     unseen: list[str] = field(default_factory=list)   # page-worthy, but no alert of it reached alertd before the
     #                                                   operator acted (a cordon, then the repair's reboot): left out
+    history: list[dict[str, Any]] = field(default_factory=list)  # the history cases (--history): pages, verdict
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,6 +156,7 @@ def score(report: dict[str, Any], problems: dict[str, Problem], start: datetime,
     pages = _page_figures(s, report, problems, start, top, tops, holders)
     _repair_pages(s, report, problems, start, top, holders)
     _title_figures(s, report, problems, tops)
+    s.history = history_outcomes(report, problems, start, top, holders)
     s.posts_per_problem = len(firsts(report, "show", "slack")) / max(1, s.problems)
     for p in problems.values():
         if p.storm:
@@ -283,3 +285,29 @@ def _largest_gap(p: Problem) -> float:
             gap = max(gap, a - end)
         end = b if end is None else max(end, b)
     return gap
+
+
+def history_outcomes(report: dict[str, Any], problems: dict[str, Problem], start: datetime, top: dict[str, str],
+                     holders: dict[str, set[str]]) -> list[dict[str, Any]]:
+    """Per history case (bench/fleetsim/history.py): its incidents, the PagerDuty pages sent for them (every
+    trigger, not only the first: a verdict arriving later must not page again) and the verdict they hold.
+    ``ok``: the expected rule's verdict (none for a first fault) in one incident, and a case with a verdict
+    paged exactly once. A first fault may page twice for reasons of its own (an Xid 48 turns critical when the
+    ECC alert joins it: PagerDuty's alert is triggered again with the new severity)."""
+    incidents = {inc["id"]: inc for inc in report["incidents"]}
+    out = []
+    for p in problems.values():
+        if p.expect_verdict is None or p.first_received is None:
+            continue
+        held = sorted(holders.get(p.id, ()))
+        pages = sum(1 for n in report["notifications"]
+                    if n["sent"] and n["kind"] == "page" and str(n["target"]).startswith("pagerduty")
+                    and not (n.get("payload") or {}).get("adopt") and top.get(n["incident"], n["incident"]) in held)
+        verdicts = [v for tid in held if (v := incidents.get(tid, {}).get("verdict"))]
+        v = verdicts[0] if verdicts else {}
+        out.append({"problem": p.id, "cause": p.cause, "node": p.nodes[0], "incidents": held, "pages": pages,
+                    "expect": p.expect_verdict, "verdict": v.get("rule", ""), "action": v.get("action", ""),
+                    "line": v.get("line", ""),
+                    "ok": len(held) == 1 and v.get("rule", "") == p.expect_verdict
+                    and (pages == 1 if p.expect_verdict else pages >= 1)})
+    return out

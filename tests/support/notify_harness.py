@@ -65,7 +65,7 @@ routing:
 def rules_dir(tmp_path: Path, routing: str) -> Path:
     d = tmp_path / "rules"
     d.mkdir(exist_ok=True)
-    for name in ("xid-catalog.yml", "signals.yml", "correlation.yml", "rma.yml"):
+    for name in ("xid-catalog.yml", "signals.yml", "correlation.yml", "history.yml"):
         shutil.copy(ROOT / "rules" / name, d / name)
     (d / "routing.yml").write_text(routing)
     return d

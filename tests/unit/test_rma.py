@@ -12,6 +12,7 @@ from alertd.core.errors import InvalidDocument
 from alertd.rules.rma import evaluate, to_csv
 from alertd.core.model import iso
 from alertd.rules.ruleset import load_rules
+from tests.unit.builders import ROOT
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 POLICY = """
@@ -41,9 +42,24 @@ def rules(tmp_path):
     return load_rules([tmp_path]).rma
 
 
-def test_the_shipped_policy_loads():
-    names = [r.name for r in load_rules(["rules"]).rma]
-    assert names == ["xid79-repeat", "row-remap-failure", "uncorrectable-ecc", "xid48-and-63"]
+def test_the_shipped_policy_is_the_history_rules_marked_rma():
+    """One definition: the RMA candidates are the history rules (rules/history.yml) marked rma, so the GPU
+    the page calls "replace GPU" is the one /ui/rma lists."""
+    shipped = load_rules(["rules"])
+    names = [r.name for r in shipped.rma]
+    assert names == ["xid79-third-in-7d", "xid79-repeat", "row-remap-failure", "uncorrectable-ecc", "xid48-and-63"]
+    third = next(r for r in shipped.history if r.name == "xid79-third-in-7d")
+    assert third.action == "replace_gpu" and shipped.rma[0] == third.as_rma()
+    assert not (ROOT / "rules" / "rma.yml").exists()
+
+
+def test_a_history_rule_named_like_an_rma_rule_is_refused(tmp_path):
+    (tmp_path / "a.yml").write_text(POLICY)
+    (tmp_path / "b.yml").write_text("history:\n  - name: xid79-repeat\n    kind: repeat_offender\n"
+                                    "    any_of: [{xid: 79}]\n    rma: true\n")
+    with pytest.raises(InvalidDocument) as exc:
+        load_rules([tmp_path])
+    assert "b.yml:2" in str(exc.value) and "already a history or RMA rule" in str(exc.value)
 
 
 def test_windows_counts_and_combinations(rules):

@@ -18,7 +18,7 @@ from alertd.core.findings import Evidence, Jobs, Owners
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, parse_iso
 from alertd.integrations.base import Links
-from alertd.integrations.presentation import ACTION_TEXT, incident_links, web_url
+from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links, web_url
 
 MAX_BLOCKS = 50
 MAX_SECTION = 3000
@@ -215,9 +215,12 @@ def _guidance(inc: Incident) -> str:
     if p is None:
         return ""
     lines = []
+    if inc.verdict is not None:  # the GPU's or node's past changes what to do: said first
+        lines.append(f":repeat: *History*\n{mrkdwn_escape(inc.verdict.line)}")
     if p.meaning:
         lines.append(f"*What happened*\n{mrkdwn_escape(p.meaning)}")
-    action = ACTION_TEXT.get(p.action, p.action.replace("_", " ")) if p.action else ""
+    chosen = incident_action(inc)
+    action = ACTION_TEXT.get(chosen, chosen.replace("_", " ")) if chosen else ""
     if action:
         lines.append(f"*Recommended action*\n{mrkdwn_escape(action)}" + (" *Drain the GPU first.*" if p.drain and p.action != "reboot_node" else ""))
     if p.investigate:
@@ -374,6 +377,7 @@ EVENT_ICON = {
     "resolved": ":white_check_mark:", "evidence": ":mag:", "classification_upgraded": ":arrow_up:",
     "silenced": ":no_bell:", "silence_removed": ":bell:", "escalated": ":rotating_light:",
     "repair_failed": ":rotating_light:",
+    "verdict": ":repeat:",
 }
 
 

@@ -1,0 +1,68 @@
+"""What an incident's GPU and node did before: the verdict of the history rules (rules/history.yml).
+
+A verdict is decided by the pure judge (alertd/engine/judge.py) from a snapshot of the past that the store
+reads (alertd/store/history_snapshot.py). It is kept on the incident as a typed field, shown by Slack,
+PagerDuty, the UI and the API, and read by remediation as ``action`` and ``line``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+# The action ladder, mildest first: a verdict only ever climbs it.
+LADDER = ("reboot_node", "reset_gpu", "drain_and_handoff", "replace_gpu")
+ACTION_TEXT = {"reboot_node": "reboot node", "reset_gpu": "reset GPU", "drain_and_handoff": "drain and hand off",
+               "replace_gpu": "replace GPU"}
+# The Xid catalog's immediate actions (NVIDIA's RESTART_BM, RESET_GPU, ...) on the ladder
+CATALOG_ACTIONS = {"RESTART_BM": "reboot_node", "RESTART_VM": "reboot_node", "REBOOT": "reboot_node",
+                   "RESET_GPU": "reset_gpu", "DRAIN_AND_RESET": "drain_and_handoff"}
+KINDS = ("repeat_offender", "repair_not_held", "lemon_node")
+
+
+def ladder_rank(action: str) -> int:
+    """Where ``action`` stands on the ladder; -1 when it is not on it (no action, or the catalog's own text)."""
+    return LADDER.index(action) if action in LADDER else -1
+
+
+def ladder_action(text: str) -> str:
+    """The ladder's name for an action of the catalog, a rule or a remediation; "" when it is none of them."""
+    key = text.strip()
+    if key in LADDER:
+        return key
+    return CATALOG_ACTIONS.get(key.upper().replace(" ", "_"), "")
+
+
+def action_text(action: str) -> str:
+    return ACTION_TEXT.get(action, action.replace("_", " "))
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryVerdict:
+    """One history rule's finding on an incident: why (``line``), what to do now (``action``) and what the
+    incident's own signal said before (``was_action``), with the earlier incidents it rests on."""
+
+    rule: str
+    kind: str  # repeat_offender | repair_not_held | lemon_node
+    line: str
+    action: str  # a ladder step
+    was_action: str = ""
+    severity: str = ""  # raised to this when set
+    incidents: tuple[str, ...] = ()  # the earlier incidents, newest first
+    subject: str = ""  # the GPU UUID or the node the rule counted on
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"rule": self.rule, "kind": self.kind, "line": self.line, "action": self.action,
+                                  "wasAction": self.was_action, "incidents": list(self.incidents)}
+        if self.severity:
+            out["severity"] = self.severity
+        if self.subject:
+            out["subject"] = self.subject
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> "HistoryVerdict":
+        incidents = data.get("incidents")
+        return cls(rule=str(data.get("rule") or ""), kind=str(data.get("kind") or ""), line=str(data.get("line") or ""),
+                   action=str(data.get("action") or ""), was_action=str(data.get("wasAction") or ""),
+                   severity=str(data.get("severity") or ""), subject=str(data.get("subject") or ""),
+                   incidents=tuple(str(i) for i in incidents) if isinstance(incidents, list) else ())
