@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from alertd.core.errors import InvalidDocument
+from alertd.app.remediate import escalation_of
+from alertd.core.verdict import HistoryVerdict
 from alertd.remediation import decide
 from alertd.remediation.ladder import pick_step
 from alertd.rules.remediation import LadderStep
@@ -90,3 +92,15 @@ def test_an_unknown_step_is_refused_by_the_schema(tmp_path: Path) -> None:
     with pytest.raises(InvalidDocument) as exc:
         load_rules([tmp_path / "r.yml"])
     assert "r.yml:3" in str(exc.value) and "pray" in str(exc.value)
+
+
+def test_the_incident_history_verdict_is_what_the_proposal_climbs_with() -> None:
+    """The engine's verdict on the incident (alertd/engine/judge.py) reaches the ladder through the proposal's
+    hook: a third Xid 79 on the GPU proposes the RMA step, a first one the catalog's."""
+    policy = load_rules([ROOT / "rules"]).remediation
+    inc = engine().ingest([xid(79, node="gpu-node-1")], at(0))[0].incident
+    assert escalation_of(inc) is None
+    inc.verdict = HistoryVerdict(rule="xid79-repeat", kind="repeat_offender", line=REPLACE.line,
+                                 action="replace_gpu", was_action="reboot_node")
+    rma = decide.policy_for(inc, policy, escalation_of(inc))
+    assert rma is not None and rma.action == "rma" and not rma.automatic
