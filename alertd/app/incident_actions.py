@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol
 
 from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
 from alertd.app.remediate import VERBS as REMEDIATION_VERBS
-from alertd.app.remediate import Remediations
+from alertd.app.remediate import RemediationRunner
 from alertd.config.settings import Config
 from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, Incident
@@ -46,7 +46,7 @@ class IncidentActionHost(ActionTaker, Protocol):
     def store(self) -> IncidentStore: ...
 
     @property
-    def remediation(self) -> Remediations: ...
+    def remediation(self) -> RemediationRunner: ...
 
     async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
                     detail: str = "") -> None: ...

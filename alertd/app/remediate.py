@@ -79,7 +79,7 @@ class RemediationHost(Protocol):
                        actor: str = "") -> list[Change]: ...
 
 
-class Remediations:
+class RemediationRunner:
     def __init__(self, svc: RemediationHost, kube: KubeRemediator | None, *, holder: str = "engine",
                  monotonic: Callable[[], float] | None = None):
         self.svc, self.kube, self.holder = svc, kube, holder
@@ -91,7 +91,7 @@ class Remediations:
         self._said_no_kube = False
 
     @classmethod
-    def from_config(cls, svc: RemediationHost, kube: KubeSettings | None, holder: str = "engine") -> "Remediations":
+    def from_config(cls, svc: RemediationHost, kube: KubeSettings | None, holder: str = "engine") -> "RemediationRunner":
         """``kube``: the ``enrich.kube`` section (None: absent or disabled); alertd acts with the credentials
         enrichment reads with."""
         return cls(svc, KubeRemediator(kube) if kube is not None else None, holder=holder)
@@ -310,4 +310,4 @@ class Remediations:
             await self.kube.close()
 
 
-__all__ = ["Remediations", "VERBS"]
+__all__ = ["RemediationRunner", "VERBS"]

@@ -23,10 +23,10 @@ from alertd.app.admission import Admission
 from alertd.app.housekeeping import Housekeeping
 from alertd.app.leadership import Leadership, Resumes
 from alertd.app.lifecycle import Hooks, Lifecycle, Part, Task
-from alertd.app.processor import EdgeLookup, Outbox, Processor, Submits
+from alertd.app.processor import EdgeLookup, OutboxRunner, Processor, Submits
 from alertd.app.recording_rules import fetcher_for
 from alertd.app.reload import RuleReload
-from alertd.app.remediate import Remediations
+from alertd.app.remediate import RemediationRunner
 from alertd.app.reporting import Reporting
 from alertd.app.sources import KubeHealthPart
 from alertd.app.store_health import StoreHealth
@@ -111,7 +111,7 @@ class Service:
         # Cordon / drain proposals, approvals and the executor (alertd/app/remediate.py, docs/remediation.md).
         # A replica's name in the engine lease also fences the remediations it claims; one engine is "engine".
         self.holder = replica_name() if role == "replica" else "engine"
-        self.remediation = Remediations.from_config(self, cfg.enrich.kube, holder=self.holder)
+        self.remediation = RemediationRunner.from_config(self, cfg.enrich.kube, holder=self.holder)
         self.processor = self._processor(rules)
         self.admission = Admission(cfg, store.inbox, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)
@@ -143,7 +143,7 @@ class Service:
         # What an engine step's alerts need from outside, asked before the step, each bounded in time.
         self._lookups: list[EdgeLookup] = [x for x in (self.nodes, self.rules_fetcher) if x is not None]
         return Processor(self.cfg, self.store, rules, clock=self.clock, metrics=self.metrics, health=self.health,
-                         router=self.router, outbox=Outbox(worker), lookups=self._lookups,
+                         router=self.router, outbox=OutboxRunner(worker), lookups=self._lookups,
                          after_commit=[x for x in (self.enricher, self.remediation) if x is not None],
                          shared_inbox=self.shared_inbox, forwarded=forwarded if self.shared_inbox else None)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable, Coroutine, Protocol
 
-from alertd.app.remediate import Remediations
+from alertd.app.remediate import RemediationRunner
 from alertd.app.service import Records
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
@@ -87,7 +87,7 @@ class WebHost(ActionTaker, Protocol):
     def reporting(self) -> Reports: ...
 
     @property
-    def remediation(self) -> Remediations: ...
+    def remediation(self) -> RemediationRunner: ...
 
     @property
     def reconciler(self) -> GroupFetcher | None:
