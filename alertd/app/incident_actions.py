@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
 from alertd.app.remediate import VERBS as REMEDIATION_VERBS
@@ -93,15 +93,15 @@ class IncidentActions:
         inc = await self.svc.store.get_incident(incident_id)
         if inc is None or inc.status == CLOSED:
             return f"{incident_id} is not open."
-        old = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
+        old = inc.findings.silence
         ncfg = self.svc.cfg.normalize
         info = await self.am.silence_incident(inc, duration, actor, self.clock(), node_labels=ncfg.node_labels,
                                               cluster_label=ncfg.cluster_label, alertd_url=self.svc.cfg.external_url)
-        if old and old.get("id") and old["id"] != info["id"]:
+        if old is not None and old.id != info["id"]:
             try:
-                await self.am.expire_silence(old["id"])
+                await self.am.expire_silence(old.id)
             except AlertmanagerError as exc:
-                log.info("could not expire the previous silence %s of %s: %s", old["id"], incident_id, exc)
+                log.info("could not expire the previous silence %s of %s: %s", old.id, incident_id, exc)
         until = info["endsAt"].replace("T", " ").replace("Z", " UTC")
         changes = await self.svc.annotate(incident_id, "silence", info, "silenced",
                                           f"silenced for {choice} by {actor} until {until} (Alertmanager silence {info['id']})",
@@ -112,17 +112,17 @@ class IncidentActions:
         inc = await self.svc.store.get_incident(incident_id)
         if inc is None:
             return f"No incident {incident_id}."
-        silence: Any = inc.annotations.get("silence")
-        if not isinstance(silence, dict) or not silence.get("id"):
+        silence = inc.findings.silence
+        if silence is None:
             return f"{incident_id} has no silence."
         try:
-            await self.am.expire_silence(silence["id"])
+            await self.am.expire_silence(silence.id)
         except AlertmanagerError as exc:
             if "expired" not in str(exc) and "404" not in str(exc):
                 raise
         changes = await self.svc.annotate(incident_id, "silence", None, "silence_removed",
-                                          f"unsilenced by {actor} (Alertmanager silence {silence['id']} expired)", actor)
-        return "" if changes else f"Silence {silence['id']} expired; {incident_id} is closed."
+                                          f"unsilenced by {actor} (Alertmanager silence {silence.id} expired)", actor)
+        return "" if changes else f"Silence {silence.id} expired; {incident_id} is closed."
 
     async def close(self) -> None:
         await self.am.close()

@@ -13,6 +13,8 @@ from typing import Any, overload
 
 import orjson
 
+from alertd.core.findings import Findings
+
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
     CLOSED as CLOSED,
@@ -387,6 +389,12 @@ class Incident:
     @property
     def is_open(self) -> bool:
         return self.status != CLOSED
+
+    @property
+    def findings(self) -> Findings:
+        """What enrichment and people found (log evidence, Kubernetes context, jobs, silence, remediation),
+        typed, read from the annotations that hold them."""
+        return Findings.from_annotations(self.annotations)
 
     def firing_members(self) -> list[Member]:
         return [m for m in self.members.values() if m.status == FIRING]

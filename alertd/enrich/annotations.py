@@ -15,7 +15,7 @@ from typing import Any
 from alertd.enrich.log_evidence import cap_evidence
 from alertd.enrich.kube_owners import owners_of
 from alertd.enrich.settings import EnrichSettings
-from alertd.core.findings import JOBS, LOG_EVIDENCE, Jobs, LOGS_UNAVAILABLE, OWNERS, PODS
+from alertd.core.findings import JOBS, LOG_EVIDENCE, LOGS_UNAVAILABLE, OWNERS, PODS, Findings
 from alertd.core.model import Signal
 
 # Annotation keys (documented in docs/enrichment.md; alertd/core/findings.py reads them back for notify and the UI).
@@ -127,7 +127,7 @@ def describe(key: str, value: Any) -> str:
                  for o in value[:3]]
         return "owners: " + ("; ".join(parts) if parts else "no GPU workload on the node")
     if key == JOBS:
-        return "jobs hit: " + (Jobs.of({JOBS: value}).line() or "none")
+        return "jobs hit: " + (Findings.from_annotations({JOBS: value}).jobs_line() or "none")
     if key == PODS:
         return f"{len(value)} GPU pod(s) on the node(s)"
     if key == KUBE_NODE:

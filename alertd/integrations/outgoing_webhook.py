@@ -35,7 +35,6 @@ import aiohttp
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Show, Target, Timeline
-from alertd.core.findings import Owners
 from alertd.core.model import OPEN, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, key_name)
@@ -83,9 +82,9 @@ def webhook_incident(inc: Incident, links: Links) -> dict[str, Any]:
     for name, url in (("runbook", shown.runbook), ("alertmanager", shown.alertmanager), ("alertd", shown.api)):
         if url:
             doc["links"][name] = url
-    owners = Owners.of(inc.annotations)
+    owners = inc.findings.owners
     if owners:
-        doc["owners"] = owners.stored
+        doc["owners"] = [o.to_json() for o in owners]
     return doc
 
 

@@ -36,7 +36,6 @@ from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Paging, Target
 from alertd.core.durations import format_duration
-from alertd.core.findings import Owners
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
@@ -199,9 +198,9 @@ class PagerDutyNotifier(Notifier):
             details["pod"] = "/".join(x for x in (inc.namespace, inc.pod) if x)
         if note:
             details["note"] = note
-        owners = Owners.of(inc.annotations)
+        owners = inc.findings.owners
         if owners:
-            details["owners"] = owners.stored
+            details["owners"] = [o.to_json() for o in owners]
         gpu = inc.gpus[0] if len(inc.gpus) == 1 else {}
         component = (f"GPU {gpu.get('index')}" if gpu.get("index") else gpu.get("uuid", "")) or (p.kind if p else "")
         body["payload"] = {

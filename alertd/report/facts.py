@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from alertd.core.findings import Jobs
+from alertd.core.findings import Findings
 from alertd.core.model import Incident, iso
 
 HARDWARE_CATEGORIES = ("hardware", "memory", "nvlink", "driver")
@@ -59,7 +59,7 @@ def fact(doc: Mapping[str, Any], *, planned: bool = False,
     gpus_out = sum(k[1] if k else default_gpus for k in known)
     primary = doc.get("primary") or {}
     xids = [int(x) for x in doc.get("xids") or []]
-    jobs = Jobs.of(doc.get("annotations") or {})
+    jobs = Findings.from_annotations(doc.get("annotations") or {}).jobs
     return {
         "id": doc["id"], "cluster": cluster, "node": doc.get("node") or "", "nodes": names,
         "nodeType": next((k[0] for k in known if k), ""),
@@ -69,8 +69,8 @@ def fact(doc: Mapping[str, Any], *, planned: bool = False,
         "severity": doc.get("severity") or "", "xid": primary.get("xid") or (xids[0] if xids else None),
         "action": primary.get("action") or "", "title": doc.get("title") or "",
         "gpusOut": gpus_out, "gpus": sorted({g["uuid"] for g in doc.get("gpus") or [] if g.get("uuid")}),
-        "jobs": [{"namespace": j.get("namespace", ""), "kind": j.get("kind", ""), "name": j.get("name", ""),
-                  "gpus": j.get("gpus", 0), "gpuHoursLost": j.get("gpuHoursLost", 0)} for j in jobs.jobs],
+        "jobs": [{"namespace": j.namespace, "kind": j.kind, "name": j.name, "gpus": j.gpus,
+                  "gpuHoursLost": j.gpu_hours_lost} for j in jobs],
     }
 
 

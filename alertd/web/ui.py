@@ -20,7 +20,6 @@ from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
-from alertd.core.findings import Evidence, Jobs, Owners
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
@@ -157,15 +156,15 @@ async def incident(request: web.Request) -> web.Response:
         return page(request, "error.html", 404, title="Not found", message=f"No incident {request.match_info['id']}.")
     am_url = svc.cfg.alertmanager.web_url
     can_silence = svc.cfg.alertmanager.enabled  # silencing asks Alertmanager: no buttons that must fail
-    silence = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
+    found = inc.findings
+    silence = found.silence
     return page(request, "incident.html", inc=inc, doc=inc.to_dict(), guide=incident_guide(inc, svc.cfg.runbook_base_url),
                 confirm=request.query.get("confirm") == "resolve", members=sorted(
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
         alertmanager=alertmanager_link(inc, am_url), silence=silence,
-        silence_url=silence_link(am_url, str(silence["id"])) if silence and silence.get("id") else "",
-        owners=Owners.of(inc.annotations).lines(), pods=Evidence.of(inc.annotations).pod_lines(),
-        jobs=Jobs.of(inc.annotations),
-        evidence=_lines(Evidence.of(inc.annotations).log),
+        silence_url=silence_link(am_url, silence.id) if silence else "",
+        owners=found.owner_lines(), pods=found.pod_lines(), jobs=found.jobs,
+        evidence=[e.line for e in found.evidence],
         notifications=_notifications(await svc.store.notification_state(inc.id)),
         routing_notes=routing_notes(svc.cfg, svc.rules.routing, inc, datetime.now(timezone.utc)),
         no_remediation=svc.remediation.why_none(inc),
@@ -174,14 +173,6 @@ async def incident(request: web.Request) -> web.Response:
         remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can(Role.ACT),
         blast_summary=summary,
         done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
-
-
-def _lines(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return value.splitlines()
-    if isinstance(value, list):
-        return [v if isinstance(v, str) else str(v.get("line") or v.get("message") or v) for v in value]
-    return []
 
 
 @login_required(Role.ACT)

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from alertd.core.durations import format_duration
-from alertd.core.findings import Evidence, Jobs, Owners
+from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, parse_iso
 from alertd.integrations.base import Links
@@ -132,11 +132,11 @@ def gpu_label(g: dict[str, str]) -> str:
     return " · ".join(parts) or "GPU"
 
 
-def _silence(inc: Incident, now: datetime) -> tuple[dict[str, Any] | None, bool]:
-    s = inc.annotations.get("silence")
-    if not isinstance(s, dict) or not s.get("id"):
+def _silence(inc: Incident, now: datetime) -> tuple[SilenceFinding | None, bool]:
+    s = inc.findings.silence
+    if s is None:
         return None, False
-    ends = parse_iso(s.get("endsAt"))
+    ends = parse_iso(s.ends_at or None)
     return s, ends is None or ends > now
 
 
@@ -158,7 +158,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     log) cut to fit, and last the links and buttons, which always survive the cut."""
     ctx = ctx or RenderContext()
     now = ctx.now or datetime.now(timezone.utc)
-    found = Evidence.of(inc.annotations)
+    found = inc.findings
     header = f"{severity_line(inc).split(' ', 1)[1]}: {inc.title}"
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": clip(header, MAX_HEADER), "emoji": True}},
@@ -225,15 +225,15 @@ def _guidance(inc: Incident) -> str:
     return "\n\n".join(lines)
 
 
-def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Evidence) -> list[str]:
+def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Findings) -> list[str]:
     """State notes: routing note, silence, fleet membership, history, owners, missing kernel logs."""
     notes: list[str] = []
     if ctx.note:
         notes.append(f":arrow_down: {mrkdwn_escape(ctx.note)}")
     silence, active = _silence(inc, now)
     if silence:
-        until = _ts(parse_iso(silence.get("endsAt")))
-        who = mrkdwn_escape(silence.get("createdBy", ""))
+        until = _ts(parse_iso(silence.ends_at or None))
+        who = mrkdwn_escape(silence.created_by)
         notes.append(f":no_bell: Silenced until {until}" + (f" by {who}" if who else "") if active
                      else f":bell: Silence expired at {until}")
     if inc.parent_id:
@@ -242,15 +242,15 @@ def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Evidence) ->
         notes.append(f"Folds {len(inc.children)} node incidents")
     if inc.previous_id:
         notes.append(f"Happened before: {inc.previous_id}")
-    owners = Owners.of(inc.annotations).lines()
+    owners = found.owner_lines()
     if owners:
         notes.append("*Owners:* " + mrkdwn_escape("; ".join(owners)))
-    jobs = Jobs.of(inc.annotations).line()
+    jobs = found.jobs_line()
     if jobs:
         notes.append("*Jobs hit:* " + mrkdwn_escape(jobs))
-    if found.logs_unavailable:
-        why = found.unavailable_reasons()
-        notes.append(":warning: Kernel logs unavailable" + (f": {mrkdwn_escape('; '.join(why))}" if why and why != ["True"] else ""))
+    why = found.logs_unavailable
+    if why is not None:
+        notes.append(":warning: Kernel logs unavailable" + (f": {mrkdwn_escape(why)}" if why else ""))
     return notes
 
 
@@ -262,7 +262,7 @@ def _links(inc: Incident, ctx: RenderContext) -> list[str]:
                                                 (shown.alertmanager, "Alertmanager"), (shown.ui, "Incident")) if url]
 
 
-def _body(inc: Incident, found: Evidence) -> list[dict[str, Any]]:
+def _body(inc: Incident, found: Findings) -> list[dict[str, Any]]:
     """The long part: a fleet's nodes, the pods on the GPUs, the alerts, the kernel log."""
     body: list[dict[str, Any]] = []
     if inc.fleet and inc.nodes:
@@ -337,16 +337,16 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> l
 
 def remediation_blocks(inc: Incident, installation_id: str = "") -> list[dict[str, Any]]:
     """The remediation proposal waiting on the incident (annotation ``remediation``) and its buttons."""
-    rem = inc.annotations.get("remediation")
-    if inc.status == CLOSED or not isinstance(rem, dict) or rem.get("state") not in ("proposed", "held"):
+    rem = inc.findings.remediation
+    if inc.status == CLOSED or rem is None or not rem.waiting:
         return []
     value = scoped(installation_id, inc.id)
-    dry = " (dry run: nothing will be done)" if rem.get("dryRun") else ""
-    text = f"*Proposed: {mrkdwn_escape(rem.get('action', ''))}*{dry}\n{mrkdwn_escape(rem.get('text', ''))}"
-    approve = ("override", "Override breaker and approve") if rem.get("state") == "held" else ("approve", "Approve")
-    what = f"{rem.get('action', '')} of {', '.join(rem.get('nodes') or [])}"
-    buttons = [_button(f"{approve[1]} {rem.get('action', '')}", ACTION_REMEDIATE + approve[0], value, style="danger",
-                       confirm=(f"Approve {clip(what, 80)}?", clip(str(rem.get("text", "")), 250), "Approve")),
+    dry = " (dry run: nothing will be done)" if rem.dry_run else ""
+    text = f"*Proposed: {mrkdwn_escape(rem.action)}*{dry}\n{mrkdwn_escape(rem.text)}"
+    approve = ("override", "Override breaker and approve") if rem.state == "held" else ("approve", "Approve")
+    what = f"{rem.action} of {', '.join(rem.nodes)}"
+    buttons = [_button(f"{approve[1]} {rem.action}", ACTION_REMEDIATE + approve[0], value, style="danger",
+                       confirm=(f"Approve {clip(what, 80)}?", clip(rem.text, 250), "Approve")),
                _button("Cancel remediation", ACTION_REMEDIATE + "cancel", value)]
     return [_section(text), {"type": "actions", "block_id": f"alertd-remediation:{inc.id}", "elements": buttons}]
 

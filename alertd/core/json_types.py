@@ -1,0 +1,92 @@
+"""JSON as it crosses alertd's edges (the store's documents, HTTP bodies, Kubernetes objects, annotations).
+
+``JSONValue`` is any JSON document; readers narrow it with the helpers below instead of assuming a shape,
+so a value of the wrong type reads as absent (``""``, ``0``, ``None``, an empty list) rather than raising
+in a renderer.
+"""
+from __future__ import annotations
+
+from typing import TypeAlias, Union
+
+JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
+JSONObject: TypeAlias = dict[str, JSONValue]
+JSONArray: TypeAlias = list[JSONValue]
+
+
+def as_object(value: JSONValue) -> JSONObject:
+    """The value when it is an object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_array(value: JSONValue) -> JSONArray:
+    """The value when it is an array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
+def objects(value: JSONValue) -> list[JSONObject]:
+    """The objects of an array (other items are skipped)."""
+    return [v for v in as_array(value) if isinstance(v, dict)]
+
+
+def text(obj: JSONObject, key: str, default: str = "") -> str:
+    """A string member; numbers are written out, anything else reads as ``default``."""
+    value = obj.get(key)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return default
+
+
+def optional_text(obj: JSONObject, key: str) -> str | None:
+    """A string member, or None when absent or null."""
+    value = obj.get(key)
+    return None if value is None else text(obj, key)
+
+
+def integer(obj: JSONObject, key: str, default: int = 0) -> int:
+    """An integer member (numeric strings too); anything else reads as ``default``."""
+    value = obj.get(key)
+    if isinstance(value, bool) or value is None:
+        return default
+    try:
+        return int(float(value)) if isinstance(value, (int, float, str)) else default
+    except ValueError:
+        return default
+
+
+def optional_integer(obj: JSONObject, key: str) -> int | None:
+    """An integer member, or None when absent, null or not a number."""
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        return int(float(value))
+    except ValueError:
+        return None
+
+
+def number(obj: JSONObject, key: str, default: float = 0.0) -> float:
+    """A numeric member (numeric strings too); anything else reads as ``default``."""
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        return default
+
+
+def strings(value: JSONValue) -> list[str]:
+    """The strings of an array (other items are skipped)."""
+    return [v for v in as_array(value) if isinstance(v, str)]
+
+
+def string_map(value: JSONValue) -> dict[str, str]:
+    """An object's scalar members as text (nested values are skipped)."""
+    return {k: str(v) for k, v in as_object(value).items()
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+
+
+__all__ = ["JSONArray", "JSONObject", "JSONValue", "as_array", "as_object", "integer", "number", "objects",
+           "optional_integer", "optional_text", "string_map", "strings", "text"]
