@@ -9,6 +9,7 @@ import json
 import logging
 from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
 
+from alertd.core.json_types import JSONValue
 from alertd.app.processor import Processor
 from alertd.core.model import Change, Signal
 from alertd.core.service_metrics import Metrics
@@ -55,7 +56,7 @@ class Actions:
         return await self.processor.step(
             lambda e, now: e.correlator.annotate(incident_id, key, value, now, kind, text, actor))
 
-    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[Any, str]], signals: Sequence[Signal],
+    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[JSONValue, str]], signals: Sequence[Signal],
                      source: str) -> list[Change]:
         """What enrichment found, in one engine step (Correlator.enrich)."""
         if not self.leading:

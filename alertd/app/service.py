@@ -17,6 +17,7 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any, Callable, Coroutine, Mapping, Protocol, Sequence, runtime_checkable
 
+from alertd.core.json_types import JSONValue
 from alertd.app.actions import Actions
 from alertd.app.budget import Budget
 from alertd.app.admission import Admission
@@ -292,7 +293,7 @@ class Service:
                        actor: str = "") -> list[Change]:
         return await self.actions.annotate(incident_id, key, value, kind, text, actor)
 
-    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[Any, str]], signals: Sequence[Signal],
+    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[JSONValue, str]], signals: Sequence[Signal],
                      source: str) -> list[Change]:
         return await self.actions.enrich(incident_id, annotations, signals, source)
 

@@ -158,7 +158,7 @@ class Pod:
     name: str
     node: str = ""
     phase: str = ""
-    gpus: int = 0
+    gpus: int | None = 0  # None: a pod dcgm named that is no longer on the node
     owner_chain: tuple[OwnerLink, ...] = ()
     team: str = ""
     channel: str = ""
@@ -197,7 +197,7 @@ class Pod:
     def from_json(cls, d: JSONObject) -> "Pod":
         resources = as_object(d.get("gpu_resources"))
         return cls(namespace=text(d, "namespace"), name=text(d, "name") or text(d, "pod"), node=text(d, "node"),
-                   phase=text(d, "phase"), gpus=integer(d, "gpus"),
+                   phase=text(d, "phase"), gpus=optional_integer(d, "gpus"),
                    owner_chain=tuple(OwnerLink.from_json(o) for o in objects(d.get("owner_chain"))),
                    team=text(d, "team"), channel=text(d, "channel"), started=text(d, "started"),
                    gpu_resources=tuple((k, integer(resources, k)) for k in resources),

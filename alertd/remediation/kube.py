@@ -16,6 +16,7 @@ import logging
 from datetime import datetime, timedelta, timezone
 from typing import Any, Awaitable, Callable
 
+from alertd.core.kube_findings import Pod
 from alertd.core.model import iso, parse_iso
 from alertd.enrich.jobs import JobImpactReader, owner_gangs
 from alertd.enrich.kube import KubeContext
@@ -135,7 +136,8 @@ class KubeRemediator(KubeContext):
         """A pod's gang by its owner chain (the job-impact view: the job's GPU pods on every node); by the usual
         job-name labels when the owners cannot be read."""
         try:
-            return await owner_gangs(JobImpactReader(self, self.settings.jobs), described, datetime.now(timezone.utc))
+            return await owner_gangs(JobImpactReader(self, self.settings.jobs), [Pod.from_json(d) for d in described],
+                                     datetime.now(timezone.utc))
         except Exception as exc:  # noqa: BLE001 - a blast radius without owner gangs still shows the pods
             log.info("gangs by owner unavailable (%s): grouping by job-name labels", exc)
         return LabelGangs({ns: (await self.call("CoreV1Api", "list_namespaced_pod", ns)).get("items") or []
@@ -143,10 +145,10 @@ class KubeRemediator(KubeContext):
 
     async def _blast_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
         m = meta(pod)
-        out = await self._describe_pod(pod, (pod.get("spec") or {}).get("nodeName", ""))
-        chain = out.get("owner_chain") or []
+        found = await self._describe_pod(pod, (pod.get("spec") or {}).get("nodeName", ""))
+        out: dict[str, Any] = dict(found.to_json())
         out["labels"] = m.get("labels") or {}
-        out["daemonset"] = bool(chain) and chain[0].get("kind") == "DaemonSet"
+        out["daemonset"] = bool(found.owner_chain) and found.owner_chain[0].kind == "DaemonSet"
         out["mirror"] = "kubernetes.io/config.mirror" in (m.get("annotations") or {})
         return out
 
