@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Iterable
 
 from alertd.core.durations import format_duration
+from alertd.core.json_types import JSONObject, JSONValue, as_object, objects, text as json_text
 from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
-from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, parse_iso
+from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
 from alertd.integrations.base import Links
 from alertd.integrations.presentation import ACTION_TEXT, incident_links, web_url
 
@@ -52,7 +53,7 @@ class RenderContext:
     installation_id: str = ""  # prefixes button values (alertd/core/installation.py)
 
 
-def mrkdwn_escape(text: Any) -> str:
+def mrkdwn_escape(text: object) -> str:
     """Text from alerts as Slack shows it, never as markup: Slack's three control characters as entities
     (its documented escaping), so no text makes a link, a ``<!channel>``, ``<!here>``, ``<@U…>`` or ``<#C…>``."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -68,7 +69,7 @@ def link(url: str, label: str) -> str:
     return f"<{target}|{mrkdwn_escape(label)}>"
 
 
-def mrkdwn(text: str) -> dict[str, Any]:
+def mrkdwn(text: str) -> JSONObject:
     """A mrkdwn text object. ``verbatim``: Slack does not turn names, channels or bare URLs in it into links
     or mentions; only the explicit ``<url|label>`` links built by ``link`` are links."""
     return {"type": "mrkdwn", "text": text, "verbatim": True}
@@ -151,7 +152,7 @@ def fallback_text(inc: Incident) -> str:
     return clip(f"[{state.upper()}] {mrkdwn_escape(inc.title)} ({inc.id})", MAX_FALLBACK)
 
 
-def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[str, list[dict[str, Any]]]:
+def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[str, list[JSONObject]]:
     """(fallback text, blocks) for the incident's one message.
 
     From the top: header, facts, what it means, state notes, then the body (nodes, pods, alerts, kernel
@@ -160,7 +161,7 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     now = ctx.now or datetime.now(timezone.utc)
     found = inc.findings
     header = f"{severity_line(inc).split(' ', 1)[1]}: {inc.title}"
-    blocks: list[dict[str, Any]] = [
+    blocks: list[JSONObject] = [
         {"type": "header", "text": {"type": "plain_text", "text": clip(header, MAX_HEADER), "emoji": True}},
         {"type": "section", "fields": [mrkdwn(clip(f, MAX_FIELD)) for f in _facts(inc, now)[:MAX_FIELDS]]},
     ]
@@ -170,14 +171,14 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     notes = _notes(inc, ctx, now, found)
     if notes:
         blocks.append({"type": "context", "elements": [mrkdwn(clip(n, MAX_FIELD)) for n in notes[:MAX_CONTEXT]]})
-    tail: list[dict[str, Any]] = []  # blocks that must survive truncation: links and buttons
+    tail: list[JSONObject] = []  # blocks that must survive truncation: links and buttons
     links = _links(inc, ctx)
     if links:
         tail.append({"type": "context", "elements": [mrkdwn(" · ".join(links))]})
     tail.extend(remediation_blocks(inc, ctx.installation_id))
     buttons = action_buttons(inc, now, ctx.installation_id)
     if buttons:
-        tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": buttons})
+        tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": list[JSONValue](buttons)})
     blocks.extend(_fit(_body(inc, found), MAX_BLOCKS - len(blocks) - len(tail)))
     blocks.extend(tail)
     return fallback_text(inc), blocks[:MAX_BLOCKS]
@@ -262,9 +263,9 @@ def _links(inc: Incident, ctx: RenderContext) -> list[str]:
                                                 (shown.alertmanager, "Alertmanager"), (shown.ui, "Incident")) if url]
 
 
-def _body(inc: Incident, found: Findings) -> list[dict[str, Any]]:
+def _body(inc: Incident, found: Findings) -> list[JSONObject]:
     """The long part: a fleet's nodes, the pods on the GPUs, the alerts, the kernel log."""
-    body: list[dict[str, Any]] = []
+    body: list[JSONObject] = []
     if inc.fleet and inc.nodes:
         body.append(_section(f"*Nodes ({len(inc.nodes)})*\n" + join_limited([mrkdwn_escape(n) for n in sorted(inc.nodes)],
                                                                             ", ", MAX_SECTION - 40)))
@@ -287,7 +288,7 @@ def _body(inc: Incident, found: Findings) -> list[dict[str, Any]]:
     return body
 
 
-def _fit(body: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+def _fit(body: list[JSONObject], budget: int) -> list[JSONObject]:
     """At most ``budget`` blocks: the last one kept says how many sections were left out."""
     if len(body) <= budget:
         return body
@@ -295,15 +296,15 @@ def _fit(body: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
     return body[: budget - 1] + [_section(f"…and {dropped} more sections")]
 
 
-def _section(text: str) -> dict[str, Any]:
+def _section(text: str) -> JSONObject:
     return {"type": "section", "text": mrkdwn(clip(text, MAX_SECTION))}
 
 
-def _ordered(members: Iterable[Any]) -> list[Any]:
+def _ordered(members: Iterable[Member]) -> list[Member]:
     return sorted(members, key=lambda m: (m.status != FIRING, m.folded, m.starts_at, m.fingerprint))
 
 
-def member_line(m: Any) -> str:
+def member_line(m: Member) -> str:
     icon = ":fire:" if m.status == FIRING else ":white_check_mark:"
     what = m.signal.title or m.alertname
     if m.signal.xid and f"Xid {m.signal.xid}" not in what:
@@ -317,7 +318,7 @@ def member_line(m: Any) -> str:
     return f"{icon} {name} {mrkdwn_escape(what)}{mrkdwn_escape(gpu + node)} since {since}{tail}{folded}"
 
 
-def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> list[dict[str, Any]]:
+def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> list[JSONObject]:
     if inc.status == CLOSED:
         return []
     out = []
@@ -335,7 +336,7 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> l
     return out
 
 
-def remediation_blocks(inc: Incident, installation_id: str = "") -> list[dict[str, Any]]:
+def remediation_blocks(inc: Incident, installation_id: str = "") -> list[JSONObject]:
     """The remediation proposal waiting on the incident (annotation ``remediation``) and its buttons."""
     rem = inc.findings.remediation
     if inc.status == CLOSED or rem is None or not rem.waiting:
@@ -345,15 +346,15 @@ def remediation_blocks(inc: Incident, installation_id: str = "") -> list[dict[st
     text = f"*Proposed: {mrkdwn_escape(rem.action)}*{dry}\n{mrkdwn_escape(rem.text)}"
     approve = ("override", "Override breaker and approve") if rem.state == "held" else ("approve", "Approve")
     what = f"{rem.action} of {', '.join(rem.nodes)}"
-    buttons = [_button(f"{approve[1]} {rem.action}", ACTION_REMEDIATE + approve[0], value, style="danger",
+    buttons: list[JSONValue] = [_button(f"{approve[1]} {rem.action}", ACTION_REMEDIATE + approve[0], value, style="danger",
                        confirm=(f"Approve {clip(what, 80)}?", clip(rem.text, 250), "Approve")),
                _button("Cancel remediation", ACTION_REMEDIATE + "cancel", value)]
     return [_section(text), {"type": "actions", "block_id": f"alertd-remediation:{inc.id}", "elements": buttons}]
 
 
 def _button(text: str, action_id: str, value: str, *, style: str = "",
-            confirm: tuple[str, str] | tuple[str, str, str] | None = None) -> dict[str, Any]:
-    b: dict[str, Any] = {"type": "button", "text": {"type": "plain_text", "text": clip(text, MAX_BUTTON)},
+            confirm: tuple[str, str] | tuple[str, str, str] | None = None) -> JSONObject:
+    b: JSONObject = {"type": "button", "text": {"type": "plain_text", "text": clip(text, MAX_BUTTON)},
                          "action_id": action_id, "value": value}
     if style:
         b["style"] = style
@@ -375,14 +376,14 @@ EVENT_ICON = {
 }
 
 
-def event_line(e: Event | dict[str, Any]) -> str:
+def event_line(e: Event | JSONObject) -> str:
     ev = e if isinstance(e, Event) else Event.from_dict(e)
     icon = EVENT_ICON.get(ev.kind, ":small_blue_diamond:")
     text = ev.text or ev.kind.replace("_", " ")
     return f"{icon} {mrkdwn_escape(text)}"
 
 
-def render_thread(events: list[dict[str, Any]], inc: Incident | None = None, limit_lines: int = 30) -> tuple[str, list[dict[str, Any]]]:
+def render_thread(events: list[JSONObject], inc: Incident | None = None, limit_lines: int = 30) -> tuple[str, list[JSONObject]]:
     """One reply for a batch of timeline events (coalesced), within the limits."""
     lines = [event_line(e) for e in events]
     shown = lines[:limit_lines]
@@ -405,27 +406,27 @@ def resolution_summary(inc: Incident) -> str:
     return f"*Summary:* open for {dur}; {total} alert{'s' if total != 1 else ''} ({kinds}{xids}){who}{flaps}."
 
 
-def to_text(blocks: list[dict[str, Any]]) -> str:
+def to_text(blocks: list[JSONObject]) -> str:
     """A plain-text picture of a message, for docs and logs."""
     out = []
     for b in blocks:
-        t = b["type"]
+        t = b.get("type")
         if t == "header":
-            out.append(f"== {b['text']['text']} ==")
+            out.append(f"== {json_text(as_object(b.get('text')), 'text')} ==")
         elif t == "section":
             if "text" in b:
-                out.append(b["text"]["text"])
-            for f in b.get("fields", []):
-                out.append("  " + f["text"].replace("\n", ": ", 1))
+                out.append(json_text(as_object(b.get("text")), "text"))
+            for f in objects(b.get("fields")):
+                out.append("  " + json_text(f, "text").replace("\n", ": ", 1))
         elif t == "context":
-            out.append("  " + " | ".join(e.get("text", "") for e in b["elements"]))
+            out.append("  " + " | ".join(json_text(e, "text") for e in objects(b.get("elements"))))
         elif t == "actions":
-            out.append("  " + " ".join(f"[{e['text']['text']}]" for e in b["elements"]))
+            out.append("  " + " ".join(f"[{json_text(as_object(e.get('text')), 'text')}]" for e in objects(b.get("elements"))))
         elif t == "divider":
             out.append("-" * 40)
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
-def dumps(blocks: list[dict[str, Any]]) -> str:
+def dumps(blocks: list[JSONObject]) -> str:
     return json.dumps(blocks, indent=2, ensure_ascii=False)
