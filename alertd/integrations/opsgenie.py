@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Intent, OutboxItem, Target
@@ -54,7 +55,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def create_body(inc: Incident, settings: OpsgenieSettings, note: str = "") -> dict[str, Any]:
+def create_body(inc: Incident, settings: OpsgenieSettings, note: str = "") -> JSONObject:
     p = inc.primary
     where = inc.node or ", ".join(inc.nodes[:10]) or inc.cluster
     details = {"incident": inc.id, "cluster": inc.cluster, "node": where, "severity": inc.severity,
@@ -74,8 +75,8 @@ def create_body(inc: Incident, settings: OpsgenieSettings, note: str = "") -> di
         "message": _clip(f"[{inc.severity.upper()}] {inc.title}", MAX_MESSAGE),
         "alias": inc.id,
         "description": _clip(description, MAX_DESCRIPTION),
-        "tags": [_clip(t, MAX_TAG) for t in dict.fromkeys(tags)][:MAX_TAGS],
-        "details": details,
+        "tags": list[JSONValue]([_clip(t, MAX_TAG) for t in dict.fromkeys(tags)][:MAX_TAGS]),
+        "details": dict[str, JSONValue](details),
         "entity": _clip(where, 512),
         "source": SOURCE,
         "priority": PRIORITY.get(inc.severity, "P3"),
@@ -121,7 +122,7 @@ class OpsgenieNotifier(Notifier):
         await self._send(key, "/v2/alerts", create_body(inc, self.settings, item.payload.note))
         return Delivered(ref=json.dumps({"state": "created", "severity": inc.severity}))
 
-    async def _send(self, key: str, path: str, body: dict[str, Any]) -> None:
+    async def _send(self, key: str, path: str, body: JSONObject) -> None:
         url = self.settings.api_url.rstrip("/") + path
         try:
             async with self._http_session.get().post(url, json=body, headers={"Authorization": f"GenieKey {key}"}) as resp:
