@@ -19,6 +19,7 @@ from aiohttp import web
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core.actor import Actor
+from alertd.core.json_types import text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
@@ -217,7 +218,7 @@ async def gpu_search(request: web.Request) -> web.Response:
     ident = request.query.get("gpu", "").strip()
     found = await _svc(request).store.find_gpus(ident) if ident else []
     if len(found) == 1:
-        raise web.HTTPSeeOther("/ui/gpus/" + quote(found[0]["uuid"], safe=""))
+        raise web.HTTPSeeOther("/ui/gpus/" + quote(text(found[0], "uuid"), safe=""))
     if not found and ident:
         return page(request, "gpus.html", 404, ident=ident, gpus=[])
     if not ident:
