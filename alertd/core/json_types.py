@@ -6,11 +6,17 @@ in a renderer.
 """
 from __future__ import annotations
 
-from typing import TypeAlias, Union
+from typing import Mapping, Sequence, TypeAlias, Union, cast
 
 JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
 JSONObject: TypeAlias = dict[str, JSONValue]
 JSONArray: TypeAlias = list[JSONValue]
+
+
+def as_json(value: Mapping[str, str] | Sequence[str] | Sequence[int] | Sequence[Mapping[str, str]]) -> JSONValue:
+    """Labels, names, ids: JSON as they are, shared rather than copied (documents written for every member of
+    every step). Only the type changes; what holds the result must not modify it."""
+    return cast(JSONValue, value)
 
 
 def as_object(value: JSONValue) -> JSONObject:
@@ -88,5 +94,5 @@ def string_map(value: JSONValue) -> dict[str, str]:
             if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
 
 
-__all__ = ["JSONArray", "JSONObject", "JSONValue", "as_array", "as_object", "integer", "number", "objects",
+__all__ = ["JSONArray", "JSONObject", "JSONValue", "as_array", "as_json", "as_object", "integer", "number", "objects",
            "optional_integer", "optional_text", "string_map", "strings", "text"]

@@ -14,6 +14,7 @@ from typing import Any, overload
 import orjson
 
 from alertd.core.findings import Findings
+from alertd.core.json_types import JSONObject, as_json
 
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
@@ -125,14 +126,14 @@ class Subject:
     # Values of node labels that are no node ("Hostname=5f3c9a1e7b2d: a container ID ..."), one a line.
     node_refused: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {
             k: getattr(self, k) for k in ("cluster", "node", "namespace", "pod", "container", "node_source", "origin",
                                        "node_refused")
             if getattr(self, k)
         }
         if self.gpu is not None:
-            out["gpu"] = self.gpu.to_dict()
+            out["gpu"] = as_json(self.gpu.to_dict())
         return out
 
     @classmethod
@@ -169,7 +170,7 @@ class Signal:
     fold_into_previous: bool = False
     basis: str = ""  # which rule and evidence decided it (alertd explain), e.g. "expression metric DCGM_FI_DEV_XID_ERRORS"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         # Written for every member of every stored step: a plain loop, not dataclasses.asdict's deep copy.
         out = {}
         for name in _SIGNAL_FIELDS:
@@ -219,13 +220,13 @@ class Alert:
     def firing(self) -> bool:
         return self.status == FIRING
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JSONObject:
         """The received form, as stored in the inbox (normalisation is redone on replay)."""
         return {
             "fingerprint": self.fingerprint,
             "status": self.status,
-            "labels": self.labels,
-            "annotations": self.annotations,
+            "labels": as_json(self.labels),
+            "annotations": as_json(self.annotations),
             "startsAt": iso(self.starts_at),
             "endsAt": iso(self.ends_at),
             "generatorURL": self.generator_url,
@@ -275,14 +276,14 @@ class Member:
     summary: str = ""
     response: bool = False  # a repair symptom (cordon, reboot) that followed the incident's fault: its response
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {
             "fingerprint": self.fingerprint,
             "alertname": self.alertname,
             "status": self.status,
             "signal": self.signal.to_dict(),
             "subject": self.subject.to_dict(),
-            "labels": self.labels,
+            "labels": as_json(self.labels),
             "startsAt": iso(self.starts_at),
             "endsAt": iso(self.ends_at),
             "lastSeen": iso(self.last_seen),
@@ -323,8 +324,8 @@ class Event:
     actor: str = ""
     data: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"at": iso(self.at), "kind": self.kind}
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {"at": iso(self.at), "kind": self.kind}
         if self.text:
             out["text"] = self.text
         if self.actor:
@@ -382,7 +383,7 @@ class Incident:
     # "Storm pending": a node incident that may still fold into a fleet until then; routing holds its first post
     storm_until: datetime | None = None
     primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)
-    annotations: dict[str, Any] = field(default_factory=dict)  # enrichment, silences, notes
+    annotations: JSONObject = field(default_factory=dict)  # findings (core/findings.py), silences, notes
     version: int = 0
     firing: int = 0  # members firing now, kept by the engine (a fleet incident can hold thousands)
 
@@ -410,8 +411,8 @@ class Incident:
         self.updated_at = at
         return event
 
-    def to_dict(self, *, with_members: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self, *, with_members: bool = True) -> JSONObject:
+        out: JSONObject = {
             "id": self.id,
             "key": self.key,
             "group": self.group,
@@ -427,18 +428,18 @@ class Incident:
             "quietSince": iso(self.quiet_since),
             "cluster": self.cluster,
             "node": self.node,
-            "nodes": self.nodes,
+            "nodes": as_json(self.nodes),
             "namespace": self.namespace,
             "pod": self.pod,
-            "gpus": self.gpus,
-            "signals": self.signals,
-            "xids": self.xids,
+            "gpus": as_json(self.gpus),
+            "signals": as_json(self.signals),
+            "xids": as_json(self.xids),
             "flaps": self.flaps,
             "previousId": self.previous_id,
             "parentId": self.parent_id,
             "fleet": self.fleet,
-            "children": self.children,
-            "stormKeys": self.storm_keys,
+            "children": as_json(self.children),
+            "stormKeys": as_json(self.storm_keys),
             "stormLast": iso(self.storm_last),
             "stormUntil": iso(self.storm_until),
             "primary": self.primary.to_dict() if self.primary else None,
