@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any, Callable
+from typing import Callable
 
+from alertd.core.json_types import JSONObject, text
 from alertd.core.model import iso
 
 from alertd.remediation.kube import ApiError, KubeRemediator
@@ -20,10 +21,10 @@ from alertd.rules.remediation import CORDONING, RemediationPolicy
 
 async def execute(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, stopped: Callable[[], bool],
                   monotonic: Callable[[], float],
-                  wall: Callable[[], datetime]) -> tuple[list[dict[str, Any]], str, str]:
+                  wall: Callable[[], datetime]) -> tuple[list[JSONObject], str, str]:
     """(results, state, reason): state DONE, FAILED or "retry". Each node's cordon and drain carry the wall
     time they finished (``at``), which docs/remediation.md's approval-to-drained figures are read from."""
-    results: list[dict[str, Any]] = []
+    results: list[JSONObject] = []
     for node in rem.nodes:
         if stopped():
             results.append({"node": node, "step": rem.action, "ok": False, "result": "not started: stopped"})
@@ -36,20 +37,20 @@ async def execute(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediat
                 return results, "retry", f"Kubernetes API unreachable: {exc.reason}"
     failed = [r for r in results if not r.get("ok")]
     forbidden = [r for r in failed if r.get("status") == 403]
-    reason = ("forbidden by RBAC: " + "; ".join(r["result"] for r in forbidden[:3])) if forbidden else \
+    reason = ("forbidden by RBAC: " + "; ".join(text(r, "result") for r in forbidden[:3])) if forbidden else \
         (f"{len(failed)} step(s) not done" if failed else "")
     return results, (FAILED if forbidden else DONE), reason
 
 
 async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, node: str,
                 stopped: Callable[[], bool], monotonic: Callable[[], float],
-                wall: Callable[[], datetime]) -> list[dict[str, Any]]:
+                wall: Callable[[], datetime]) -> list[JSONObject]:
     if rem.kind == UNCORDON:
         if rem.dry_run:
             return [{"node": node, "step": "uncordon", "ok": True, "result": "dry run: would uncordon"}]
         why = await kube.uncordon(node, rem.incident_id, policy.taint)
         return [{"node": node, "step": "uncordon", "ok": not why, "result": why or "uncordoned"}]
-    out: list[dict[str, Any]] = []
+    out: list[JSONObject] = []
     if rem.action == "handoff":
         chosen = next((p for p in policy.policies if p.name == rem.policy), None)
         labels, annotations = (dict(chosen.labels), dict(chosen.annotations)) if chosen else ({}, {})

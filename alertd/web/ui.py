@@ -19,7 +19,7 @@ from aiohttp import web
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core.actor import Actor
-from alertd.core.json_types import text
+from alertd.core.json_types import JSONObject, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
@@ -123,9 +123,9 @@ async def incidents(request: web.Request) -> web.Response:
     rows, nxt = await api.incident_page(store, query)
     ids = {r["id"] for r in rows}
     children = await store.incident_docs([c for r in rows if r.get("fleet") for c in r.get("children", [])[:20]])
-    by_parent: dict[str, list[dict[str, Any]]] = {}
+    by_parent: dict[str, list[JSONObject]] = {}
     for c in children:
-        by_parent.setdefault(c.get("parentId", ""), []).append(c)
+        by_parent.setdefault(text(c, "parentId"), []).append(c)
     rows = [r for r in rows if r.get("parentId") not in ids]  # shown under their fleet incident
     context: dict[str, Any] = dict(rows=rows, children=by_parent, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
                    states=INCIDENT_STATES, severities=SEVERITIES, filters=INCIDENT_FILTERS, now=datetime.now(timezone.utc),
@@ -135,15 +135,15 @@ async def incidents(request: web.Request) -> web.Response:
     return page(request, "incidents.html", **context)
 
 
-def _notifications(state: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
+def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
+    out: list[JSONObject] = []
     for target, entry in sorted(state.items()):
         kind = target.split(":", 1)[0]
         link = ""
-        if kind == "slack" and entry.get("ref"):
+        if kind == "slack" and text(entry, "ref"):
             from alertd.web.render import slack_link
 
-            link = slack_link(entry["ref"])
+            link = slack_link(text(entry, "ref"))
         out.append({**entry, "kind": kind, "link": link})
     return out
 
