@@ -35,7 +35,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Iterable
 from prometheus_client import Histogram
 
 from alertd.enrich import metrics
-from alertd.core.json_types import JSONValue
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.kube_findings import GpuDevice, Pod
 from alertd.enrich.annotations import IncidentState, NodeFindings, annotation_values, seed_state
 from alertd.enrich.host import EnrichHost
@@ -163,17 +163,17 @@ class Enricher:
             await asyncio.sleep(0.02)
         return False
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JSONObject:
         lat = sorted(self.latencies)
-        out: dict[str, Any] = dict(self.counts)
+        out: JSONObject = dict[str, JSONValue](self.counts)
         if lat:
             out["latency_p50"] = lat[len(lat) // 2]
             out["latency_p95"] = lat[min(len(lat) - 1, int(len(lat) * 0.95))]
             out["latency_max"] = lat[-1]
         if self.searcher is not None:
-            out["logs"] = self.searcher.stats.to_dict() | {"requests": self.searcher.backend.requests}
+            out["logs"] = dict[str, JSONValue](self.searcher.stats.to_dict() | {"requests": self.searcher.backend.requests})
         if self.kube is not None:
-            out["kube"] = self.kube.stats.to_dict()
+            out["kube"] = dict[str, JSONValue](self.kube.stats.to_dict())
         return out
 
     def values(self, incident_id: str) -> dict[str, tuple[JSONValue, str]]:

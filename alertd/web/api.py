@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from aiohttp import web
 
 from alertd.config.credentials import Role
-from alertd.core.json_types import text
+from alertd.core.json_types import JSONObject, text
 from alertd.rules import rma
 from alertd.web import fleet_views as views
 from alertd.store.base import StoreUnavailable
@@ -59,7 +59,7 @@ async def resolve_gpu_filter(store: FleetReads, q: IncidentQuery, ident: str) ->
     return bool(q.gpus)
 
 
-async def incident_page(store: FleetReads, query: Mapping[str, str]) -> tuple[list[dict[str, Any]], str | None]:
+async def incident_page(store: FleetReads, query: Mapping[str, str]) -> tuple[list[JSONObject], str | None]:
     """One page of incidents for these query parameters (raises BadParam)."""
     q, ident = incident_query(query)
     limit = q.limit

@@ -19,7 +19,7 @@ from aiohttp import web
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core.actor import Actor
-from alertd.core.json_types import JSONObject, text
+from alertd.core.json_types import JSONObject, strings, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
@@ -121,8 +121,8 @@ async def incidents(request: web.Request) -> web.Response:
     query.setdefault("limit", str(LIST_LIMIT))
     store = _svc(request).store
     rows, nxt = await api.incident_page(store, query)
-    ids = {r["id"] for r in rows}
-    children = await store.incident_docs([c for r in rows if r.get("fleet") for c in r.get("children", [])[:20]])
+    ids = {text(r, "id") for r in rows}
+    children = await store.incident_docs([c for r in rows if r.get("fleet") for c in strings(r.get("children"))[:20]])
     by_parent: dict[str, list[JSONObject]] = {}
     for c in children:
         by_parent.setdefault(text(c, "parentId"), []).append(c)
