@@ -26,8 +26,9 @@ import abc
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, Self, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, Self, TypedDict, TypeVar
 
+from alertd.core.json_types import JSONObject, text
 from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.model import Incident
 
@@ -88,6 +89,15 @@ class Links:
     alertd_url: str = ""
 
 
+class SharedSettings(TypedDict):
+    """The settings every integration has (``NotifierSettings.shared``)."""
+
+    timeout: float
+    runbook_base_url: str
+    alertmanager_url: str
+    alertd_url: str
+
+
 @dataclass(slots=True)
 class NotifierSettings:
     """What every notifier's settings share: the request timeout and where message links point."""
@@ -99,12 +109,12 @@ class NotifierSettings:
     alertd_url: str = ""
 
     @staticmethod
-    def shared(doc: dict[str, Any], links: Links) -> dict[str, Any]:
+    def shared(doc: JSONObject, links: Links) -> SharedSettings:
         from alertd.core.durations import parse_duration
 
-        return {"timeout": parse_duration(doc.get("timeout", "10s")).total_seconds(),
-                "runbook_base_url": links.runbook_base_url, "alertmanager_url": links.alertmanager_url,
-                "alertd_url": links.alertd_url}
+        return SharedSettings(timeout=parse_duration(text(doc, "timeout", "10s")).total_seconds(),
+                              runbook_base_url=links.runbook_base_url, alertmanager_url=links.alertmanager_url,
+                              alertd_url=links.alertd_url)
 
     @classmethod
     def from_config(cls, cfg: NotifyConfig) -> Self:
@@ -175,7 +185,7 @@ class Integration(abc.ABC, Generic[S]):
         """The targets a receiver's ``<name>:`` section names (schema-valid; report semantic problems)."""
 
     @abc.abstractmethod
-    def settings(self, doc: dict[str, Any], links: Links) -> S:
+    def settings(self, doc: JSONObject, links: Links) -> S:
         """The ``notify.<name>`` section (schema-valid, maybe empty) as typed settings."""
 
     @abc.abstractmethod

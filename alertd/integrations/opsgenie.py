@@ -25,7 +25,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.json_types import JSONObject, JSONValue, string_map, text
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Intent, OutboxItem, Target
@@ -157,9 +157,9 @@ class Opsgenie(Integration[OpsgenieSettings]):
         name = key_name(doc["api_key"], problem, path + ("api_key",), "notify.opsgenie.api_keys")
         return [self.target(name)] if name else []
 
-    def settings(self, doc: dict[str, Any], links: Links) -> OpsgenieSettings:
-        return OpsgenieSettings(api_url=doc.get("api_url") or DEFAULT_API_URL,
-                                api_keys={k: v for k, v in (doc.get("api_keys") or {}).items() if v},
+    def settings(self, doc: JSONObject, links: Links) -> OpsgenieSettings:
+        return OpsgenieSettings(api_url=text(doc, "api_url") or DEFAULT_API_URL,
+                                api_keys={k: v for k, v in string_map(doc.get("api_keys")).items() if v},
                                 **OpsgenieSettings.shared(doc, links))
 
     def notifier(self, settings: OpsgenieSettings, store: NotifyStore, clock: Callable[[], datetime], *,

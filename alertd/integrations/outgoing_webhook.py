@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import aiohttp
 
-from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.json_types import JSONObject, JSONValue, as_object, string_map, text
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Show, Target, Timeline
@@ -178,9 +178,9 @@ class Webhook(Integration[WebhookSettings]):
         name = key_name(doc["endpoint"], problem, path + ("endpoint",), "notify.webhook.endpoints")
         return [self.target(name)] if name else []
 
-    def settings(self, doc: dict[str, Any], links: Links) -> WebhookSettings:
-        endpoints = {name: Endpoint(e["url"], e["secret"], tuple(sorted((e.get("headers") or {}).items())))
-                     for name, e in (doc.get("endpoints") or {}).items()}
+    def settings(self, doc: JSONObject, links: Links) -> WebhookSettings:
+        endpoints = {name: Endpoint(text(e, "url"), text(e, "secret"), tuple(sorted(string_map(e.get("headers")).items())))
+                     for name, e in ((n, as_object(v)) for n, v in as_object(doc.get("endpoints")).items())}
         return WebhookSettings(endpoints=endpoints, **WebhookSettings.shared(doc, links))
 
     def notifier(self, settings: WebhookSettings, store: NotifyStore, clock: Callable[[], datetime], *,

@@ -32,7 +32,7 @@ from typing import Any, Callable, ClassVar
 
 import aiohttp
 
-from alertd.core.json_types import JSONObject, JSONValue, text as json_text
+from alertd.core.json_types import JSONObject, JSONValue, string_map, text as json_text
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Paging, Target
@@ -61,12 +61,11 @@ class PagerDutySettings(NotifierSettings):
         return any(v.strip() for v in self.routing_keys.values())
 
     @classmethod
-    def parse(cls, doc: dict[str, Any], links: Links) -> "PagerDutySettings":
-        shared = cls.shared(doc, links)
+    def parse(cls, doc: JSONObject, links: Links) -> "PagerDutySettings":
         return cls(
-            events_url=doc.get("events_url") or DEFAULT_EVENTS_URL,
-            routing_keys={k: v for k, v in (doc.get("routing_keys") or {}).items() if v},
-            **shared,
+            events_url=json_text(doc, "events_url") or DEFAULT_EVENTS_URL,
+            routing_keys={k: v for k, v in string_map(doc.get("routing_keys")).items() if v},
+            **cls.shared(doc, links),
         )
 
 
@@ -269,7 +268,7 @@ class PagerDuty(Integration[PagerDutySettings]):
         name = key_name(doc["routing_key"], problem, path + ("routing_key",), "notify.pagerduty.routing_keys")
         return [self.target(name)] if name else []
 
-    def settings(self, doc: dict[str, Any], links: Links) -> PagerDutySettings:
+    def settings(self, doc: JSONObject, links: Links) -> PagerDutySettings:
         return PagerDutySettings.parse(doc, links)
 
     def notifier(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime], *,

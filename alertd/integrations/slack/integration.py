@@ -37,7 +37,7 @@ from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from alertd.core.json_types import JSONObject
+from alertd.core.json_types import JSONObject, as_object, integer, number, text
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Target, Timeline
 from alertd.core.durations import format_duration, parse_duration
 from alertd.core.model import CLOSED, OPEN
@@ -75,18 +75,17 @@ class SlackSettings(NotifierSettings):
         return bool(self.token.strip())
 
     @classmethod
-    def parse(cls, doc: dict[str, Any], links: Links) -> "SlackSettings":
-        shared = cls.shared(doc, links)
-        rate = doc.get("rate") or {}
+    def parse(cls, doc: JSONObject, links: Links) -> "SlackSettings":
+        rate = as_object(doc.get("rate"))
         return cls(
-            token=doc.get("token", "") or "",
-            base_url=doc.get("base_url") or DEFAULT_BASE_URL,
-            signing_secret=doc.get("signing_secret", "") or "",
-            default_channel=doc.get("default_channel", "") or "",
-            debounce=parse_duration(doc.get("debounce", "2s")),
-            per_channel=float(rate.get("per_channel", 1.0)),
-            burst=int(rate.get("burst", 1)),
-            **shared,
+            token=text(doc, "token"),
+            base_url=text(doc, "base_url") or DEFAULT_BASE_URL,
+            signing_secret=text(doc, "signing_secret"),
+            default_channel=text(doc, "default_channel"),
+            debounce=parse_duration(text(doc, "debounce", "2s")),
+            per_channel=number(rate, "per_channel", 1.0),
+            burst=integer(rate, "burst", 1),
+            **cls.shared(doc, links),
         )
 
 
@@ -404,7 +403,7 @@ class Slack(Integration[SlackSettings]):
             [doc["channel"]] if doc.get("channel") else [])
         return [self.target(c) for c in dict.fromkeys(channels)]
 
-    def settings(self, doc: dict[str, Any], links: Links) -> SlackSettings:
+    def settings(self, doc: JSONObject, links: Links) -> SlackSettings:
         return SlackSettings.parse(doc, links)
 
     def notifier(self, settings: SlackSettings, store: NotifyStore, clock: Callable[[], datetime], *,
