@@ -413,16 +413,9 @@ class Incident:
 
     def to_dict(self, *, with_members: bool = True) -> JSONObject:
         out: JSONObject = {
-            "id": self.id,
-            "key": self.key,
-            "group": self.group,
-            "title": self.title,
-            "severity": self.severity,
-            "category": self.category,
-            "status": self.status,
-            "openedAt": iso(self.opened_at),
-            "updatedAt": iso(self.updated_at),
-            "resolvedAt": iso(self.resolved_at),
+            "id": self.id, "key": self.key, "group": self.group, "title": self.title, "severity": self.severity,
+            "category": self.category, "status": self.status,
+            "openedAt": iso(self.opened_at), "updatedAt": iso(self.updated_at), "resolvedAt": iso(self.resolved_at),
             "acknowledgedBy": self.acknowledged_by,
             "acknowledgedAt": iso(self.acknowledged_at),
             "quietSince": iso(self.quiet_since),
