@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence
+from typing import Awaitable, Callable, Mapping, Protocol, Sequence
 
 from alertd.core.json_types import JSONValue
 from alertd.app.processor import Processor
@@ -48,7 +48,7 @@ class Actions:
             return await commands.forward(self.store, "resolve", incident_id, {"actor": actor})
         return await self.processor.step(lambda e, now: e.correlator.resolve(incident_id, actor, now))
 
-    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
+    async def annotate(self, incident_id: str, key: str, value: JSONValue, kind: str, text: str = "",
                        actor: str = "") -> list[Change]:
         if not self.leading:
             return await commands.forward(self.store, "annotate", incident_id,

@@ -16,6 +16,7 @@ import logging
 from datetime import datetime, timezone
 from typing import Callable, Protocol
 
+from alertd.core.findings import SILENCE, SilenceFinding
 from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
 from alertd.app.remediate import VERBS as REMEDIATION_VERBS
 from alertd.app.remediate import RemediationRunner
@@ -95,18 +96,19 @@ class IncidentActions:
             return f"{incident_id} is not open."
         old = inc.findings.silence
         ncfg = self.svc.cfg.normalize
-        info = await self.am.silence_incident(inc, duration, actor, self.clock(), node_labels=ncfg.node_labels,
-                                              cluster_label=ncfg.cluster_label, alertd_url=self.svc.cfg.external_url)
-        if old is not None and old.id != info["id"]:
+        made = SilenceFinding.from_json(await self.am.silence_incident(
+            inc, duration, actor, self.clock(), node_labels=ncfg.node_labels, cluster_label=ncfg.cluster_label,
+            alertd_url=self.svc.cfg.external_url))
+        if old is not None and old.id != made.id:
             try:
                 await self.am.expire_silence(old.id)
             except AlertmanagerError as exc:
                 log.info("could not expire the previous silence %s of %s: %s", old.id, incident_id, exc)
-        until = info["endsAt"].replace("T", " ").replace("Z", " UTC")
-        changes = await self.svc.annotate(incident_id, "silence", info, "silenced",
-                                          f"silenced for {choice} by {actor} until {until} (Alertmanager silence {info['id']})",
+        until = made.ends_at.replace("T", " ").replace("Z", " UTC")
+        changes = await self.svc.annotate(incident_id, SILENCE, made.to_json(), "silenced",
+                                          f"silenced for {choice} by {actor} until {until} (Alertmanager silence {made.id})",
                                           actor)
-        return "" if changes else f"Silence {info['id']} created, but {incident_id} closed meanwhile."
+        return "" if changes else f"Silence {made.id} created, but {incident_id} closed meanwhile."
 
     async def _unsilence(self, incident_id: str, actor: str) -> str:
         inc = await self.svc.store.get_incident(incident_id)
@@ -120,7 +122,7 @@ class IncidentActions:
         except AlertmanagerError as exc:
             if "expired" not in str(exc) and "404" not in str(exc):
                 raise
-        changes = await self.svc.annotate(incident_id, "silence", None, "silence_removed",
+        changes = await self.svc.annotate(incident_id, SILENCE, None, "silence_removed",
                                           f"unsilenced by {actor} (Alertmanager silence {silence.id} expired)", actor)
         return "" if changes else f"Silence {silence.id} expired; {incident_id} is closed."
 

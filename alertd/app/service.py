@@ -289,7 +289,7 @@ class Service:
     async def resolve(self, incident_id: str, actor: str) -> list[Change]:
         return await self.actions.resolve(incident_id, actor)
 
-    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
+    async def annotate(self, incident_id: str, key: str, value: JSONValue, kind: str, text: str = "",
                        actor: str = "") -> list[Change]:
         return await self.actions.annotate(incident_id, key, value, kind, text, actor)
 
