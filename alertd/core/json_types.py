@@ -44,6 +44,14 @@ def text(obj: JSONObject, key: str, default: str = "") -> str:
     return default
 
 
+def required_text(obj: JSONObject, key: str) -> str:
+    """A string member that must be there: KeyError when absent, ValueError when not a string."""
+    value = obj[key]
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: a string, not {type(value).__name__}")
+    return value
+
+
 def optional_text(obj: JSONObject, key: str) -> str | None:
     """A string member, or None when absent or null."""
     value = obj.get(key)
@@ -95,4 +103,4 @@ def string_map(value: JSONValue) -> dict[str, str]:
 
 
 __all__ = ["JSONArray", "JSONObject", "JSONValue", "as_array", "as_json", "as_object", "integer", "number", "objects",
-           "optional_integer", "optional_text", "string_map", "strings", "text"]
+           "optional_integer", "optional_text", "required_text", "string_map", "strings", "text"]

@@ -14,7 +14,8 @@ from typing import Any, overload
 import orjson
 
 from alertd.core.findings import Findings
-from alertd.core.json_types import JSONObject, as_json
+from alertd.core.json_types import (JSONObject, as_json, as_object, optional_text, required_text, string_map,
+                                    text)
 
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
@@ -137,18 +138,18 @@ class Subject:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Subject":
+    def from_dict(cls, data: JSONObject) -> "Subject":
         gpu = data.get("gpu")
         return cls(
-            cluster=data.get("cluster", ""),
-            node=data.get("node", ""),
-            gpu=GPU(**gpu) if gpu else None,
-            namespace=data.get("namespace", ""),
-            pod=data.get("pod", ""),
-            container=data.get("container", ""),
-            node_source=data.get("node_source", ""),
-            origin=data.get("origin", ""),
-            node_refused=data.get("node_refused", ""),
+            cluster=text(data, "cluster"),
+            node=text(data, "node"),
+            gpu=GPU(**string_map(gpu)) if gpu else None,
+            namespace=text(data, "namespace"),
+            pod=text(data, "pod"),
+            container=text(data, "container"),
+            node_source=text(data, "node_source"),
+            origin=text(data, "origin"),
+            node_refused=text(data, "node_refused"),
         )
 
 
@@ -236,18 +237,18 @@ class Alert:
         }
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> "Alert":
+    def from_wire(cls, data: JSONObject) -> "Alert":
         return cls(
-            fingerprint=data["fingerprint"],
-            status=as_alert_status(data["status"]),
-            labels=dict(data.get("labels") or {}),
-            annotations=dict(data.get("annotations") or {}),
-            starts_at=parse_instant(data["startsAt"]),
-            ends_at=parse_iso(data.get("endsAt")),
-            generator_url=data.get("generatorURL", ""),
-            receiver=data.get("receiver", ""),
-            external_url=data.get("externalURL", ""),
-            received_at=parse_iso(data.get("receivedAt")),
+            fingerprint=required_text(data, "fingerprint"),
+            status=as_alert_status(required_text(data, "status")),
+            labels=string_map(data.get("labels")),
+            annotations=string_map(data.get("annotations")),
+            starts_at=parse_instant(required_text(data, "startsAt")),
+            ends_at=parse_iso(optional_text(data, "endsAt")),
+            generator_url=text(data, "generatorURL"),
+            receiver=text(data, "receiver"),
+            external_url=text(data, "externalURL"),
+            received_at=parse_iso(optional_text(data, "receivedAt")),
         )
 
 
@@ -296,20 +297,20 @@ class Member:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Member":
+    def from_dict(cls, data: JSONObject) -> "Member":
         return cls(
-            fingerprint=data["fingerprint"],
-            alertname=data.get("alertname", ""),
-            status=as_alert_status(data["status"]),
-            signal=Signal.from_dict(data.get("signal") or {}),
-            subject=Subject.from_dict(data.get("subject") or {}),
-            labels=dict(data.get("labels") or {}),
-            starts_at=parse_instant(data["startsAt"]),
-            ends_at=parse_iso(data.get("endsAt")),
-            last_seen=parse_iso(data.get("lastSeen")),
+            fingerprint=required_text(data, "fingerprint"),
+            alertname=text(data, "alertname"),
+            status=as_alert_status(required_text(data, "status")),
+            signal=Signal.from_dict(as_object(data.get("signal"))),
+            subject=Subject.from_dict(as_object(data.get("subject"))),
+            labels=string_map(data.get("labels")),
+            starts_at=parse_instant(required_text(data, "startsAt")),
+            ends_at=parse_iso(optional_text(data, "endsAt")),
+            last_seen=parse_iso(optional_text(data, "lastSeen")),
             folded=bool(data.get("folded")),
-            generator_url=data.get("generatorURL", ""),
-            summary=data.get("summary", ""),
+            generator_url=text(data, "generatorURL"),
+            summary=text(data, "summary"),
             response=bool(data.get("response")),
         )
 
@@ -335,13 +336,13 @@ class Event:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Event":
+    def from_dict(cls, data: JSONObject) -> "Event":
         return cls(
-            at=parse_instant(data["at"]),
-            kind=data["kind"],
-            text=data.get("text", ""),
-            actor=data.get("actor", ""),
-            data=dict(data.get("data") or {}),
+            at=parse_instant(required_text(data, "at")),
+            kind=required_text(data, "kind"),
+            text=text(data, "text"),
+            actor=text(data, "actor"),
+            data=dict(as_object(data.get("data"))),
         )
 
 
