@@ -34,7 +34,7 @@ from alertd.core.model import Incident
 
 Problem = Callable[[tuple[Any, ...], str], None]  # report a problem at a path of the rule file
 KEY_REF = re.compile(r"^\$\{([A-Za-z0-9_.-]+)\}$")
-KEY_REF_SCHEMA = {"type": "string", "pattern": r"^\$\{[A-Za-z0-9_.-]+\}$",
+KEY_REF_SCHEMA: JSONObject = {"type": "string", "pattern": r"^\$\{[A-Za-z0-9_.-]+\}$",
                   "description": "The NAME of a key from the service config, like \"${gpu-infra}\"; never the key."}
 DURATION_SCHEMA = {"type": "string", "pattern": "^(0|([0-9]+(ms|s|m|h|d|w|y))+)$"}
 
@@ -172,8 +172,8 @@ class Integration(abc.ABC, Generic[S]):
 
     name: ClassVar[str]
     intents: ClassVar[frozenset[Intent]]
-    receiver_schema: ClassVar[dict[str, Any]]
-    config_schema: ClassVar[dict[str, Any]] = {"type": "object", "additionalProperties": False, "properties": {}}
+    receiver_schema: ClassVar[JSONObject]
+    config_schema: ClassVar[JSONObject] = {"type": "object", "additionalProperties": False, "properties": {}}
     conversation: ClassVar[bool] = False  # keeps a conversation per incident: escalations are noted there
     remembers: ClassVar[bool] = True  # False: a delivery leaves nothing to keep current (quiet items are dropped)
 
