@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Awaitable, Callable, Mapping, Protocol, Sequence, cast
+from typing import Awaitable, Callable, Mapping, Protocol, Sequence, cast
 
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.app.processor import Processor
-from alertd.core.json_types import JSONObject
 from alertd.core.model import Change, Signal
 from alertd.core.service_metrics import Metrics
 from alertd.core.tickets import TicketLink
@@ -49,7 +49,7 @@ class Actions:
             return await commands.forward(self.store, "resolve", incident_id, {"actor": actor})
         return await self.processor.step(lambda e, now: e.correlator.resolve(incident_id, actor, now))
 
-    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
+    async def annotate(self, incident_id: str, key: str, value: JSONValue, kind: str, text: str = "",
                        actor: str = "") -> list[Change]:
         if not self.leading:
             return await commands.forward(self.store, "annotate", incident_id,
@@ -64,7 +64,7 @@ class Actions:
                                           {"ticket": cast(JSONObject, ticket.to_json()), "actor": actor})
         return await self.processor.step(lambda e, now: e.correlator.link_ticket(incident_id, ticket, now, actor))
 
-    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[Any, str]], signals: Sequence[Signal],
+    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[JSONValue, str]], signals: Sequence[Signal],
                      source: str) -> list[Change]:
         """What enrichment found, in one engine step (Correlator.enrich)."""
         if not self.leading:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol, cast
 
+from alertd.core.findings import SILENCE, SilenceFinding
+from alertd.core.json_types import JSONObject
 from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
 from alertd.app.remediate import VERBS as REMEDIATION_VERBS
-from alertd.app.remediate import Remediations
+from alertd.app.remediate import RemediationRunner
 from alertd.config.settings import Config
 from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, Incident
@@ -48,7 +50,7 @@ class IncidentActionHost(ActionTaker, Protocol):
     def store(self) -> IncidentStore: ...
 
     @property
-    def remediation(self) -> Remediations: ...
+    def remediation(self) -> RemediationRunner: ...
 
     async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
                     detail: str = "") -> None: ...
@@ -97,36 +99,37 @@ class IncidentActions:
         inc = await self.svc.store.get_incident(incident_id)
         if inc is None or inc.status == CLOSED:
             return f"{incident_id} is not open."
-        old = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
+        old = inc.findings.silence
         ncfg = self.svc.cfg.normalize
-        info = await self.am.silence_incident(inc, duration, actor, self.clock(), node_labels=ncfg.node_labels,
-                                              cluster_label=ncfg.cluster_label, alertd_url=self.svc.cfg.external_url)
-        if old and old.get("id") and old["id"] != info["id"]:
+        made = SilenceFinding.from_json(cast(JSONObject, await self.am.silence_incident(
+            inc, duration, actor, self.clock(), node_labels=ncfg.node_labels, cluster_label=ncfg.cluster_label,
+            alertd_url=self.svc.cfg.external_url)))
+        if old is not None and old.id != made.id:
             try:
-                await self.am.expire_silence(old["id"])
+                await self.am.expire_silence(old.id)
             except AlertmanagerError as exc:
-                log.info("could not expire the previous silence %s of %s: %s", old["id"], incident_id, exc)
-        until = info["endsAt"].replace("T", " ").replace("Z", " UTC")
-        changes = await self.svc.annotate(incident_id, "silence", info, "silenced",
-                                          f"silenced for {choice} by {actor} until {until} (Alertmanager silence {info['id']})",
+                log.info("could not expire the previous silence %s of %s: %s", old.id, incident_id, exc)
+        until = made.ends_at.replace("T", " ").replace("Z", " UTC")
+        changes = await self.svc.annotate(incident_id, SILENCE, made.to_json(), "silenced",
+                                          f"silenced for {choice} by {actor} until {until} (Alertmanager silence {made.id})",
                                           actor)
-        return "" if changes else f"Silence {info['id']} created, but {incident_id} closed meanwhile."
+        return "" if changes else f"Silence {made.id} created, but {incident_id} closed meanwhile."
 
     async def _unsilence(self, incident_id: str, actor: str) -> str:
         inc = await self.svc.store.get_incident(incident_id)
         if inc is None:
             return f"No incident {incident_id}."
-        silence: Any = inc.annotations.get("silence")
-        if not isinstance(silence, dict) or not silence.get("id"):
+        silence = inc.findings.silence
+        if silence is None:
             return f"{incident_id} has no silence."
         try:
-            await self.am.expire_silence(silence["id"])
+            await self.am.expire_silence(silence.id)
         except AlertmanagerError as exc:
             if "expired" not in str(exc) and "404" not in str(exc):
                 raise
-        changes = await self.svc.annotate(incident_id, "silence", None, "silence_removed",
-                                          f"unsilenced by {actor} (Alertmanager silence {silence['id']} expired)", actor)
-        return "" if changes else f"Silence {silence['id']} expired; {incident_id} is closed."
+        changes = await self.svc.annotate(incident_id, SILENCE, None, "silence_removed",
+                                          f"unsilenced by {actor} (Alertmanager silence {silence.id} expired)", actor)
+        return "" if changes else f"Silence {silence.id} expired; {incident_id} is closed."
 
     async def close(self) -> None:
         await self.am.close()

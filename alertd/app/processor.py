@@ -57,7 +57,7 @@ class StepStore(IntakeStore, Protocol):
     async def load_router_memory(self) -> RouterMemory: ...
 
 
-class Outbox:
+class OutboxRunner:
     """The outbox worker of the current leadership: a deposed leader's worker is stopped for good, so
     becoming the leader again starts a fresh one."""
 
@@ -98,7 +98,7 @@ class Processor(Intake):
     store: StepStore
 
     def __init__(self, cfg: Config, store: StepStore, rules: RuleSet, *, clock: Callable[[], datetime],
-                 metrics: Metrics, health: StoreHealth, router: ConsoleRouter | Router, outbox: Outbox,
+                 metrics: Metrics, health: StoreHealth, router: ConsoleRouter | Router, outbox: OutboxRunner,
                  lookups: list[EdgeLookup], after_commit: Sequence[Submits] = (), shared_inbox: bool = False,
                  forwarded: Callable[[], Awaitable[int]] | None = None, history: HistorySource | None = None):
         self.cfg, self.store, self.rules, self.clock = cfg, store, rules, clock

@@ -16,8 +16,10 @@ import asyncio
 import dataclasses
 import logging
 from datetime import datetime
-from typing import Any, Callable, Iterable, Protocol
+from typing import Callable, Iterable, Protocol
 
+from alertd.core.findings import RemediationFinding
+from alertd.core.json_types import JSONObject, JSONValue, text
 from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, Change, Event, Incident
 from alertd.enrich.settings import KubeSettings
@@ -49,12 +51,12 @@ class RemediationStore(Protocol):
 
     async def get_incident(self, incident_id: str) -> Incident | None: ...
 
-    async def get_remediation(self, rem_id: str) -> dict[str, Any] | None: ...
+    async def get_remediation(self, rem_id: str) -> JSONObject | None: ...
 
     async def list_remediations(self, *, incident_id: str | None = None, states: tuple[str, ...] = (),
-                                cluster: str | None = None, limit: int = 500) -> list[dict[str, Any]]: ...
+                                cluster: str | None = None, limit: int = 500) -> list[JSONObject]: ...
 
-    async def put_remediation(self, doc: dict[str, Any], expect: int | None, event: dict[str, Any] | None = None,
+    async def put_remediation(self, doc: JSONObject, expect: int | None, event: JSONObject | None = None,
                               *, fenced: bool = False) -> bool: ...
 
 
@@ -83,11 +85,11 @@ class RemediationHost(Protocol):
     async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
                     detail: str = "") -> None: ...
 
-    async def annotate(self, incident_id: str, key: str, value: dict[str, Any], kind: str, text: str = "",
+    async def annotate(self, incident_id: str, key: str, value: JSONValue, kind: str, text: str = "",
                        actor: str = "") -> list[Change]: ...
 
 
-class Remediations:
+class RemediationRunner:
     def __init__(self, svc: RemediationHost, kube: KubeRemediator | None, *, holder: str = "engine",
                  monotonic: Callable[[], float] | None = None, tickets: RmaHandoff | None = None):
         self.svc, self.kube, self.holder, self.tickets = svc, kube, holder, tickets
@@ -101,7 +103,7 @@ class Remediations:
 
     @classmethod
     def from_config(cls, svc: RemediationHost, kube: KubeSettings | None, holder: str = "engine",
-                    tickets: RmaHandoff | None = None) -> "Remediations":
+                    tickets: RmaHandoff | None = None) -> "RemediationRunner":
         """``kube``: the ``enrich.kube`` section (None: absent or disabled); alertd acts with the credentials
         enrichment reads with. ``tickets``: where an approved RMA step opens its tickets (section ``rma``)."""
         return cls(svc, KubeRemediator(kube) if kube is not None else None, holder=holder, tickets=tickets)
@@ -124,9 +126,10 @@ class Remediations:
         ok = bool(await self.svc.store.put_remediation(rem.to_dict(), expect, event, fenced=fenced))
         await self.svc.audit(actor, kind, rem.incident_id, via, "ok" if ok else "refused: changed meanwhile", text)
         if ok and open_:
-            shown = {"id": rem.id, "kind": rem.kind, "action": rem.action, "state": rem.state, "nodes": rem.nodes[:20],
-                     "dryRun": rem.dry_run, "text": text, "approvals": [a["actor"] for a in rem.approvals],
-                     "approvalsNeeded": rem.approvals_needed}
+            shown = RemediationFinding(id=rem.id, kind=rem.kind, action=rem.action, state=rem.state,
+                                       nodes=tuple(rem.nodes[:20]), dry_run=rem.dry_run, text=text,
+                                       approvals=tuple(a["actor"] for a in rem.approvals),
+                                       approvals_needed=rem.approvals_needed).to_json()
             try:
                 await self.svc.annotate(rem.incident_id, "remediation", shown, kind, text, actor)
             except CommandTimeout as exc:  # the command stays queued: the next leader writes the event
@@ -169,9 +172,10 @@ class Remediations:
         assert self.kube is not None
         if inc.parent_id:
             doc = await store.get_remediation(decide.remediation_id(inc.id, QUARANTINE))
-            gone = decide.supersede(Remediation.from_dict(doc), inc.parent_id, now) if doc else None
-            if gone is not None and doc is not None:
-                await self._write(gone, doc["version"], "remediation_superseded", gone.reason, "alertd", "engine")
+            prior = Remediation.from_dict(doc) if doc else None
+            gone = decide.supersede(prior, inc.parent_id, now) if prior is not None else None
+            if gone is not None and prior is not None:
+                await self._write(gone, prior.version, "remediation_superseded", gone.reason, "alertd", "engine")
             return
         if inc.status == CLOSED:
             await self._propose_uncordon(inc.id, now)
@@ -180,9 +184,10 @@ class Remediations:
         chosen = decide.policy_for(inc, self.policy, escalation)
         if chosen is None or not self.kube.applies_to(inc.cluster):
             return  # no policy, or another cluster than the one alertd's credentials reach
-        old = await store.get_remediation(decide.remediation_id(inc.id, QUARANTINE))
+        old_doc = await store.get_remediation(decide.remediation_id(inc.id, QUARANTINE))
+        old = Remediation.from_dict(old_doc) if old_doc is not None else None
         nodes = decide.target_nodes(inc)
-        if old is not None and not (old["state"] in WAITING and sorted(old["nodes"]) != nodes):
+        if old is not None and not (old.state in WAITING and sorted(old.nodes) != nodes):
             return  # proposed already; only a waiting fleet proposal follows its fleet as nodes fold in
         try:
             view = await self.kube.view(now)
@@ -199,7 +204,7 @@ class Remediations:
             if await self._write(rem, None, "remediation_proposed", text, "alertd", "engine") and rem.state == APPROVED:
                 self._wake.set()
         else:  # the fleet grew: what was approved for fewer nodes does not count for more
-            await self._write(rem, old["version"], "remediation_updated", text + "; approvals reset", "alertd", "engine")
+            await self._write(rem, old.version, "remediation_updated", text + "; approvals reset", "alertd", "engine")
 
     async def _propose_uncordon(self, incident_id: str, now: datetime) -> None:
         assert self.kube is not None
@@ -281,7 +286,7 @@ class Remediations:
         live = [r for r in rems if r.state in (*WAITING, APPROVED, RUNNING)]
         return next(iter(live or rems), None)
 
-    async def for_incident(self, incident_id: str) -> list[dict[str, Any]]:
+    async def for_incident(self, incident_id: str) -> list[JSONObject]:
         return list(await self.svc.store.list_remediations(incident_id=incident_id))
 
     # ----- the executor (leader only) -----
@@ -346,17 +351,18 @@ class Remediations:
         results = await self.tickets.open(inc, why, dry_run=rem.dry_run)
         failed = [r for r in results if not r.get("ok")]
         state = DONE if not failed else ("retry" if any(r.get("retry") for r in failed) else FAILED)
-        await self._finish(rem, results, state, "; ".join(r["result"] for r in failed[:3]))
+        await self._finish(rem, results, state, "; ".join(text(r, "result") for r in failed[:3]))
 
-    async def _finish(self, rem: Remediation, results: list[dict[str, Any]], state: str, reason: str) -> None:
+    async def _finish(self, rem: Remediation, results: list[JSONObject], state: str, reason: str) -> None:
         """Record how a claimed remediation went (fenced); "retry" sends it back to approved, a few times."""
         if state == "retry":
             self._attempts[rem.id] = self._attempts.get(rem.id, 0) + 1
             state = APPROVED if self._attempts[rem.id] < MAX_ATTEMPTS else FAILED
-        latest = await self.svc.store.get_remediation(rem.id)
-        if latest is not None and latest["state"] == STOPPING and state == DONE:
+        latest_doc = await self.svc.store.get_remediation(rem.id)
+        latest = Remediation.from_dict(latest_doc) if latest_doc is not None else None
+        if latest is not None and latest.state == STOPPING and state == DONE:
             state = STOPPED
-        version = latest["version"] if latest is not None else rem.version
+        version = latest.version if latest is not None else rem.version
         final = dataclasses.replace(rem, state=state, results=results, reason=reason)
         done = sum(1 for r in results if r.get("ok"))
         text = f"{rem.action} {state}: {done} of {len(results)} steps done" + (f"; {reason}" if reason else "")
@@ -379,4 +385,4 @@ class Remediations:
             await self.kube.close()
 
 
-__all__ = ["Remediations", "VERBS"]
+__all__ = ["RemediationRunner", "VERBS"]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
-from typing import Any, Callable
+from typing import Callable, cast
 
+from alertd.core.json_types import JSONObject, text
 from alertd.core.model import iso
 
 from alertd.remediation.kube import ApiError, KubeRemediator
@@ -20,10 +21,10 @@ from alertd.rules.remediation import CORDONING, HANDING_OFF, RemediationPolicy
 
 async def execute(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, stopped: Callable[[], bool],
                   monotonic: Callable[[], float],
-                  wall: Callable[[], datetime]) -> tuple[list[dict[str, Any]], str, str]:
+                  wall: Callable[[], datetime]) -> tuple[list[JSONObject], str, str]:
     """(results, state, reason): state DONE, FAILED or "retry". Each node's cordon and drain carry the wall
     time they finished (``at``), which docs/remediation.md's approval-to-drained figures are read from."""
-    results: list[dict[str, Any]] = []
+    results: list[JSONObject] = []
     for node in rem.nodes:
         if stopped():
             results.append({"node": node, "step": rem.action, "ok": False, "result": "not started: stopped"})
@@ -36,14 +37,14 @@ async def execute(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediat
                 return results, "retry", f"Kubernetes API unreachable: {exc.reason}"
     failed = [r for r in results if not r.get("ok")]
     forbidden = [r for r in failed if r.get("status") == 403]
-    reason = ("forbidden by RBAC: " + "; ".join(r["result"] for r in forbidden[:3])) if forbidden else \
+    reason = ("forbidden by RBAC: " + "; ".join(text(r, "result") for r in forbidden[:3])) if forbidden else \
         (f"{len(failed)} step(s) not done" if failed else "")
     return results, (FAILED if forbidden else DONE), reason
 
 
 async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, node: str,
                 stopped: Callable[[], bool], monotonic: Callable[[], float],
-                wall: Callable[[], datetime]) -> list[dict[str, Any]]:
+                wall: Callable[[], datetime]) -> list[JSONObject]:
     if rem.kind == UNCORDON:
         if rem.dry_run:
             return [{"node": node, "step": "uncordon", "ok": True, "result": "dry run: would uncordon"}]
@@ -51,7 +52,7 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
         return [{"node": node, "step": "uncordon", "ok": not why, "result": why or "uncordoned"}]
     if rem.action == "handoff":
         return [await _handoff(kube, policy, rem, node)]
-    out: list[dict[str, Any]] = []
+    out: list[JSONObject] = []
     if rem.action in CORDONING:
         if rem.dry_run:
             out.append({"node": node, "step": "cordon", "ok": True, "result": "dry run: would cordon"})
@@ -68,7 +69,8 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
             pods = await kube.drain(node, rem.action, grace=policy.grace_period, deadline=deadline, clock=monotonic,
                                     pause=asyncio.sleep, stopped=stopped)
             drained = all(p["result"].startswith("evicted") for p in pods)
-            out.extend({"node": node, "step": "evict", "ok": p["result"].startswith("evicted"), **p} for p in pods)
+            out.extend({"node": node, "step": "evict", "ok": p["result"].startswith("evicted"), **cast(JSONObject, p)}
+                       for p in pods)
             out.append({"node": node, "step": "drain", "ok": drained, "result": "drained" if drained
                         else "drain incomplete", "at": iso(wall())})
     if rem.action in HANDING_OFF:  # drain-handoff: the external remediator gets a drained node
@@ -76,7 +78,7 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
     return out
 
 
-async def _handoff(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, node: str) -> dict[str, Any]:
+async def _handoff(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, node: str) -> JSONObject:
     """Label and annotate the node for an external remediator (the policy's or the ladder step's handoff)."""
     chosen = next((p for p in policy.policies if p.name == rem.policy), None) or next(
         (s.as_policy() for s in policy.ladder if s.as_policy().name == rem.policy), None)

@@ -16,10 +16,11 @@ import asyncio
 import logging
 import time
 from datetime import datetime, timedelta
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Callable, Mapping, Protocol, runtime_checkable
 
 from prometheus_client.registry import Collector
 
+from alertd.core.json_types import JSONObject
 from alertd.core.fleet import NodeSample
 from alertd.enrich.fleet_size import sample_fleet
 from alertd.enrich.kube import KubeContext
@@ -104,7 +105,7 @@ class Reporting:
     def _rma(self) -> tuple[RmaRule, ...]:
         return tuple(r for r in self.svc.rules.rma if isinstance(r, RmaRule))
 
-    async def report(self, p: Period) -> dict[str, Any]:
+    async def report(self, p: Period) -> JSONObject:
         await self._roll(force=False)
         return await reliability(self.svc.store, p, self.clock(), rules=self._rma(), policy=self._policy(),
                                  roll=False)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any, Awaitable, Callable, Protocol, Sequence
+from typing import Awaitable, Callable, Protocol, Sequence
 
-from alertd.core.findings import Evidence
+from alertd.core.json_types import JSONObject, as_array, text
 from alertd.core.model import Incident, iso
 from alertd.core.tickets import RmaEvidence, TicketLink, XidSeen
 from alertd.integrations.jira import JiraTickets
@@ -41,23 +41,23 @@ class TicketStore(Protocol):
 
     async def release_ticket(self, incident_id: str, gpu: str, target: str, holder: str) -> None: ...
 
-    async def gpu_history(self, uuid: str) -> list[dict[str, Any]]: ...
+    async def gpu_history(self, uuid: str) -> list[JSONObject]: ...
 
 
-def xid_history(rows: Sequence[dict[str, Any]]) -> tuple[XidSeen, ...]:
+def xid_history(rows: Sequence[JSONObject]) -> tuple[XidSeen, ...]:
     """The GPU's Xids with times, oldest first, from its gpu_history rows (one per incident)."""
-    seen = [XidSeen(str(r.get("first") or r.get("openedAt") or ""), int(x), str(r.get("incident", "")),
-                    str(r.get("node", ""))) for r in rows for x in r.get("xids") or []]
+    seen = [XidSeen(text(r, "first") or text(r, "openedAt"), x, text(r, "incident"), text(r, "node"))
+            for r in rows for x in as_array(r.get("xids")) if isinstance(x, int)]
     return tuple(sorted(seen, key=lambda x: (x.at, x.incident, x.xid)))
 
 
-def build_evidence(inc: Incident, gpu: dict[str, str], history: Sequence[dict[str, Any]], *, why: str,
+def build_evidence(inc: Incident, gpu: dict[str, str], history: Sequence[JSONObject], *, why: str,
                    alertd_url: str = "") -> RmaEvidence:
     """One GPU's evidence (pure): its labels first, the history's serial and PCI address where they lack them."""
     def from_history(key: str) -> str:
-        return next((str(r[key]) for r in reversed(history) if r.get(key)), "")
+        return next((text(r, key) for r in reversed(history) if text(r, key)), "")
     uuid = gpu.get("uuid", "")
-    lines = Evidence.of(inc.annotations).log_lines()
+    lines = inc.findings.log_lines()
     return RmaEvidence(
         incident=inc.id, title=inc.title, cluster=inc.cluster, node=inc.node, gpu_uuid=uuid,
         serial=gpu.get("serial") or from_history("serial"), pci_bus_id=gpu.get("pci_bus_id") or from_history("pci_bus_id"),
@@ -94,12 +94,12 @@ class RmaHandoff:
         return [build_evidence(inc, g, await self.store.gpu_history(g["uuid"]) if g.get("uuid") else [], why=why,
                                alertd_url=self.alertd_url) for g in gpus]
 
-    async def open(self, inc: Incident, why: str, *, dry_run: bool) -> list[dict[str, Any]]:
+    async def open(self, inc: Incident, why: str, *, dry_run: bool) -> list[JSONObject]:
         """Every ticket of the incident: one result per GPU and target (``ok``, what was done, the link)."""
-        results: list[dict[str, Any]] = []
+        results: list[JSONObject] = []
         for ev in await self.evidence(inc, why):
             for system in self.systems:
-                step = {"node": inc.node, "step": "ticket", "target": system.target, "gpu": ev.gpu_uuid}
+                step: JSONObject = {"node": inc.node, "step": "ticket", "target": system.target, "gpu": ev.gpu_uuid}
                 if dry_run:
                     results.append({**step, "ok": True, "result": f"dry run: would open a {system.system} ticket "
                                     f"with {len(ev.xid_history)} Xid(s) and {len(ev.kernel_log)} kernel log line(s)"})

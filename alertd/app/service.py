@@ -17,16 +17,17 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any, Callable, Coroutine, Mapping, Protocol, Sequence, runtime_checkable
 
+from alertd.core.json_types import JSONValue
 from alertd.app.actions import Actions
 from alertd.app.budget import Budget
 from alertd.app.admission import Admission
 from alertd.app.housekeeping import Housekeeping
 from alertd.app.leadership import Leadership, Resumes
 from alertd.app.lifecycle import Hooks, Lifecycle, Part, Task
-from alertd.app.processor import EdgeLookup, Outbox, Processor, Submits
+from alertd.app.processor import EdgeLookup, OutboxRunner, Processor, Submits
 from alertd.app.recording_rules import fetcher_for
 from alertd.app.reload import RuleReload
-from alertd.app.remediate import Remediations
+from alertd.app.remediate import RemediationRunner
 from alertd.app.rma_handoff import RmaHandoff, build_systems
 from alertd.app.reporting import Reporting
 from alertd.app.sources import KubeHealthPart
@@ -115,7 +116,7 @@ class Service:
         self.holder = replica_name() if role == "replica" else "engine"
         self.tickets = RmaHandoff(store, build_systems(cfg.rma), holder=self.holder, clock=self.clock,
                                   link=self.link_ticket, alertd_url=cfg.external_url) if cfg.rma.enabled else None
-        self.remediation = Remediations.from_config(self, cfg.enrich.kube, holder=self.holder, tickets=self.tickets)
+        self.remediation = RemediationRunner.from_config(self, cfg.enrich.kube, holder=self.holder, tickets=self.tickets)
         self.processor = self._processor(rules)
         self.admission = Admission(cfg, store.inbox, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)
@@ -147,7 +148,7 @@ class Service:
         # What an engine step's alerts need from outside, asked before the step, each bounded in time.
         self._lookups: list[EdgeLookup] = [x for x in (self.nodes, self.rules_fetcher) if x is not None]
         return Processor(self.cfg, self.store, rules, clock=self.clock, metrics=self.metrics, health=self.health,
-                         router=self.router, outbox=Outbox(worker), lookups=self._lookups,
+                         router=self.router, outbox=OutboxRunner(worker), lookups=self._lookups,
                          after_commit=[x for x in (self.enricher, self.remediation) if x is not None],
                          shared_inbox=self.shared_inbox, forwarded=forwarded if self.shared_inbox else None,
                          history=self.store)
@@ -296,11 +297,11 @@ class Service:
     async def link_ticket(self, incident_id: str, ticket: TicketLink, actor: str = "") -> list[Change]:
         return await self.actions.link_ticket(incident_id, ticket, actor)
 
-    async def annotate(self, incident_id: str, key: str, value: Any, kind: str, text: str = "",
+    async def annotate(self, incident_id: str, key: str, value: JSONValue, kind: str, text: str = "",
                        actor: str = "") -> list[Change]:
         return await self.actions.annotate(incident_id, key, value, kind, text, actor)
 
-    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[Any, str]], signals: Sequence[Signal],
+    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[JSONValue, str]], signals: Sequence[Signal],
                      source: str) -> list[Change]:
         return await self.actions.enrich(incident_id, annotations, signals, source)
 

@@ -330,7 +330,7 @@ def _check_groups(loaded: dict[Path, tuple[Any, Marks]], report: Report, mention
 def _check_storm_kinds(f: Path, storm: json_types.JSONObject, marks: Marks, report: Report) -> None:
     """Storm signals, event and follower matchers naming a signal kind that does not exist never match."""
     kinds = ", ".join(sorted(SIGNAL_KINDS))
-    for j, kind in enumerate(json_types.items(storm.get("signals"))):
+    for j, kind in enumerate(json_types.as_array(storm.get("signals"))):
         if kind not in SIGNAL_KINDS:
             report.warn(_problem(f, marks, ("correlation", "storm", "signals", j),
                                  f"storm signal {kind!r} is not a signal kind ({kinds})"))

@@ -19,7 +19,7 @@ from alertd.config.settings import Config
 from alertd.engine.classify import Classification, classify_explained
 from alertd.engine.correlate import fields_of, group_for
 from alertd.core.errors import InvalidDocument
-from alertd.core.json_types import JSONObject, items, member, objects
+from alertd.core.json_types import JSONObject, as_array, member, objects
 from alertd.core.model import Alert, Signal, Subject, as_alert_status, parse_iso
 from alertd.engine.identity import NodeLookup, nvrm_line
 from alertd.engine.normalize import NormalizeConfig, normalize
@@ -252,7 +252,7 @@ def main(*, file: str | None, incident: str | None, rule_paths: list[str] | None
         assert fetch is not None and incident is not None
         data = fetch(incident)
         print(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}", file=out)
-        print(f"  key {data['key']}  group {data['group']}  signals {','.join(map(str, items(data.get('signals'))))}\n",
+        print(f"  key {data['key']}  group {data['group']}  signals {','.join(map(str, as_array(data.get('signals'))))}\n",
               file=out)
         sources = [str(member(m, "subject").get("node_source") or "") for m in objects(data.get("members"))]
         rows = [explain(a, rules, cfg.normalize, stored, stored_node_from=source)

@@ -22,7 +22,7 @@ from alertd.authoring.node_carry import carried, host_only_note, node_warning
 from alertd.engine.classify import Classification, classify_explained
 from alertd.rules.evidence import value_in_text, xid_in_text
 from alertd.core.errors import InvalidDocument
-from alertd.core.json_types import JSONObject, items, member
+from alertd.core.json_types import JSONObject, as_array, member
 from alertd.core.model import FIRING, Alert
 from alertd.core.yamlio import load_yaml
 from alertd.gpu.clocks import clock_reasons
@@ -160,7 +160,7 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
     rules = with_recorded(rules, [doc])
     out: list[RuleResult] = []
     for gi, group in enumerate(rule_groups(doc)):
-        for ri, rule in enumerate(items(group.get("rules"))):
+        for ri, rule in enumerate(as_array(group.get("rules"))):
             if not isinstance(rule, dict) or "alert" not in rule:
                 continue
             line = marks.get((*base, gi, "rules", ri), (0, 0))[0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from alertd.core.json_types import JSONObject, items
+from alertd.core.json_types import JSONObject, as_array
 from alertd.core.matchers import MatcherError, parse_matchers
 from alertd.core.yamlio import Path_
 from alertd.schemas.messages import did_you_mean
@@ -24,12 +24,12 @@ def route_field_findings(routing: JSONObject, known_labels: Iterable[str]) -> li
     """Every matcher of ``routes[].match`` and ``maintenance[].match`` against the fields an incident has:
     (refused, where, message) for each name no incident has; refused when it looks like a typo."""
     out: list[tuple[bool, Path_, str]] = []
-    declared = {x for x in items(routing.get("labels")) if isinstance(x, str)}
+    declared = {x for x in as_array(routing.get("labels")) if isinstance(x, str)}
     owners = routing.get("owners")
-    owner_labels = {str(x) for x in items(owners.get("labels"))} if isinstance(owners, dict) else set()
+    owner_labels = {str(x) for x in as_array(owners.get("labels"))} if isinstance(owners, dict) else set()
     fields = INCIDENT_FIELDS | ALERT_LABELS | frozenset(known_labels) | declared | owner_labels
     for section in ("routes", "maintenance"):
-        for i, item in enumerate(items(routing.get(section))):
+        for i, item in enumerate(as_array(routing.get(section))):
             match = item.get("match") if isinstance(item, dict) else None
             for j, text in enumerate(match if isinstance(match, list) else []):
                 for name in _names(text):

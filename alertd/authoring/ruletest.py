@@ -29,7 +29,7 @@ from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 from alertd.authoring.ruletest_docs import (DefaultsDoc, ExpectationDoc, IncidentSpec, InputDoc, RuleTestFileDoc,
                                            TestDoc, Value)
 from alertd.authoring.virtual import VirtualRun, build_router, has_routing, load_rule_set
-from alertd.core.json_types import JSONObject, JSONValue, items
+from alertd.core.json_types import JSONObject, JSONValue, as_array
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 ROUTING_FIELDS = ("notified", "muted", "receivers")
@@ -337,14 +337,14 @@ def _time_values(doc: JSONObject) -> Iterable[tuple[Path_, JSONValue]]:
     """Every time and duration of a schema-valid test file, with its path."""
     if "start" in doc:
         yield ("start",), doc["start"]
-    for i, value in enumerate(items(doc["tests"])):
+    for i, value in enumerate(as_array(doc["tests"])):
         test, base = value if isinstance(value, dict) else {}, ("tests", i)
         if "start" in test:
             yield base + ("start",), test["start"]
-        for j, value in enumerate(items(test.get("eval_at"))):
+        for j, value in enumerate(as_array(test.get("eval_at"))):
             yield base + ("eval_at", j), value
         for key in ("input", "expect", "actions"):
-            for j, entry in enumerate(items(test.get(key))):
+            for j, entry in enumerate(as_array(test.get(key))):
                 item = entry if isinstance(entry, dict) else {}
                 for fld in ("at", "starts_at", "ends_at", "until", "every"):
                     if fld in item:

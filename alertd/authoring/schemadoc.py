@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterator
 
-from alertd.core.json_types import JSONObject, JSONValue, member, objects, text
+from alertd.core.json_types import JSONObject, JSONValue, member, objects, as_text
 from alertd.schemas import schema
 
 # A JSON Schema node as loaded from alertd/schemas/*.json.
@@ -36,7 +36,7 @@ def available() -> list[str]:
 
 def _resolve(node: Schema, root: Schema) -> tuple[Schema, str]:
     """Follow a local $ref; return the target and the name of the definition (or "")."""
-    ref = text(node.get("$ref"))
+    ref = as_text(node.get("$ref"))
     if ref.startswith("#/$defs/"):
         name = ref.rsplit("/", 1)[1]
         target = member(member(root, "$defs"), name)
@@ -76,9 +76,9 @@ def _type(node: Schema, root: Schema) -> str:
             return "mapping"
         extra = node.get("additionalProperties")
         return f"map of {_type(extra, root)}" if isinstance(extra, dict) else "mapping"
-    if "not" in node and text(node.get("description")).startswith("RFC 3339"):
+    if "not" in node and as_text(node.get("description")).startswith("RFC 3339"):
         return "time"
-    return text(kind) or "any"
+    return as_text(kind) or "any"
 
 
 def _description(node: Schema, root: Schema) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 from urllib.parse import quote, urlencode
 
-from alertd.core.json_types import JSONObject, items, member, objects
+from alertd.core.json_types import JSONObject, as_array, member, objects
 from alertd.core.incident_filters import FILTER_NAMES, INCIDENT_FILTERS
 
 DEFAULT_URL = "http://127.0.0.1:9095"
@@ -134,8 +134,8 @@ def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
     if args.output == "json":
         out.write(json.dumps({"incidents": rows, "next": cursor}, indent=2) + "\n")
         return 0
-    table([[ident, i["status"], i["severity"], i.get("node") or f"{len(items(i.get('nodes')))} nodes",
-            ",".join(map(str, items(i.get("xids")))), str(i["openedAt"])[:19].replace("T", " "), i["title"]]
+    table([[ident, i["status"], i["severity"], i.get("node") or f"{len(as_array(i.get('nodes')))} nodes",
+            ",".join(map(str, as_array(i.get("xids")))), str(i["openedAt"])[:19].replace("T", " "), i["title"]]
            for ident, i in as_tree(rows)],
           ["ID", "STATUS", "SEVERITY", "NODE", "XIDS", "OPENED", "TITLE"], out)
     if cursor:
@@ -168,13 +168,13 @@ def _show_incident(data: JSONObject, args: argparse.Namespace, out: TextIO) -> i
         return 0
     out.write(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}\n")
     out.write(f"  key: {data['key']}  opened: {data['openedAt']}  resolved: {data.get('resolvedAt') or '-'}\n")
-    primary, nodes = member(data, "primary"), [str(n) for n in items(data.get("nodes"))]
+    primary, nodes = member(data, "primary"), [str(n) for n in as_array(data.get("nodes"))]
     if primary.get("action"):
         out.write(f"  action: {primary['action']}  runbook: {primary.get('runbook', '')}\n")
     if data.get("fleet") or len(nodes) > 1:  # a fleet incident: its nodes are the point
         out.write(f"  nodes ({len(nodes)}): {', '.join(nodes) or '-'}\n")
     if data.get("children"):
-        out.write(f"  node incidents: {', '.join(map(str, items(data['children'])))}\n")
+        out.write(f"  node incidents: {', '.join(map(str, as_array(data['children'])))}\n")
     for g in objects(data.get("gpus")):
         out.write(f"  gpu: {g.get('index', '?')} {g.get('uuid', '')} {g.get('pci_bus_id', '')}\n")
     out.write("  members:\n")

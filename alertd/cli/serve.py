@@ -68,7 +68,7 @@ class Certificate:
         return False, f"TLS certificate {self.tls.cert_file} not reloaded"
 
 
-class Credentials:
+class CredentialReloader:
     """The API's and the receiver's credentials; a reload re-reads the config's token files (rotation
     without a restart) and keeps the running ones when the config no longer reads."""
 
@@ -95,7 +95,7 @@ def run(options: ServeOptions, cfg: Config, group: GroupDir | None) -> int:
     options.apply(cfg)
     redactor = setup_logging(cfg.log_format, cfg.log_level, configured_secrets(cfg.raw))
     metrics = Metrics()
-    credentials, certificate = Credentials(options, cfg, metrics, redactor), Certificate(options, cfg)
+    credentials, certificate = CredentialReloader(options, cfg, metrics, redactor), Certificate(options, cfg)
     try:
         cleared = preflight(options, cfg, [lambda: exposure_problem(cfg.host_port[0], credentials.auth),
                                            certificate.problem])
@@ -121,7 +121,7 @@ def run(options: ServeOptions, cfg: Config, group: GroupDir | None) -> int:
 
 
 def parts(options: ServeOptions, cfg: Config, cleared: Cleared, group: GroupDir | None, metrics: Metrics,
-          credentials: Credentials, certificate: Certificate) -> list[Part]:
+          credentials: CredentialReloader, certificate: Certificate) -> list[Part]:
     """The service's parts, then the receiver group, the reloader, the recorder and the web server."""
     joined = GroupDir.joined() if options.role == "receiver" else None  # a receiver of a group
     recorder = Recorder(options.record) if options.record else None

@@ -1,62 +1,82 @@
-"""What enrichment found, as its readers (notify, the web UI) see it: typed views of the incident
-annotations that alertd/enrich writes (their shapes are documented in docs/enrichment.md).
+"""What enrichment and the people on call found for an incident, as typed values: kernel-log evidence,
+the Kubernetes context (alertd/core/kube_findings.py), the jobs a fault hit, the Alertmanager silence and
+the remediation proposal. ``Incident.findings`` gives them, one field each; alertd/enrich writes them with
+``to_json()`` (the annotation shapes documented in docs/enrichment.md).
 
-The store keeps the annotations as JSON, unchanged; these views read them. Incidents stored by earlier
-versions may carry other shapes (text, a dict, a list of text), so each reader here accepts those too,
-in one place instead of in every renderer. A module of its own, so notify and enrich do not import
-each other.
+The store keeps the annotations as JSON, unchanged. :meth:`Findings.from_annotations` is the one place that
+reads them back, including the shapes earlier versions stored (text, a list of text, an owners object naming
+the team): every reader after it sees the typed values only. A module of its own, so notify and enrich do
+not import each other.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
+
+from alertd.core.json_types import (JSONObject, JSONValue, as_object, integer, number, objects, optional_integer,
+                                    optional_text, string_map, strings, text)
+from alertd.core.kube_findings import KubeNode, NodeEvent, Pod
 
 # Annotation keys (documented in docs/enrichment.md).
 LOG_EVIDENCE = "log_evidence"
 LOGS_UNAVAILABLE = "logs_unavailable"
+KUBE_NODE = "kube_node"
+KUBE_NODES = "kube_nodes"
 PODS = "pods"
 OWNERS = "owners"
 JOBS = "jobs"  # the jobs a fault hit: gang, owner, GPU-hours lost (alertd/enrich/jobs.py)
+NODE_EVENTS = "node_events"
+KUBE_UNAVAILABLE = "kube_unavailable"
+SILENCE = "silence"  # the Alertmanager silence alertd created for the incident
+REMEDIATION = "remediation"  # the remediation proposal shown on the incident (alertd/app/remediate.py)
 
 
-def as_lines(value: Any) -> list[str]:
-    """Any annotation value as display lines: text, lists of text or lists of small dicts."""
-    if value is None or value is False:
-        return []
-    if isinstance(value, str):
-        return [line for line in value.splitlines() if line.strip()]
-    if isinstance(value, dict):
-        for key in ("lines", "items", "entries", "hits", "pods", "owners"):
-            if isinstance(value.get(key), list):
-                return as_lines(value[key])
-        return [", ".join(f"{k}: {v}" for k, v in value.items() if not isinstance(v, (dict, list)))]
-    if isinstance(value, (list, tuple)):
-        return [_item_line(item) for item in value]
-    return [str(value)]
+@dataclass(frozen=True, slots=True)
+class EvidenceLine:
+    """One kernel-log line found on the node (``log_evidence``); the Xid fields are None on other lines, the
+    SXid fields (an NVSwitch fault, never a GPU's) None on lines that are not one."""
 
+    line: str
+    time: str | None = None  # UTC with milliseconds
+    host: str = ""
+    node: str = ""
+    xid: int | None = None
+    pci: str | None = None
+    gpu_uuid: str | None = None
+    pid: int | None = None
+    process: str | None = None
+    gpu_instance: int | None = None  # MIG
+    compute_instance: int | None = None
+    pod: str = ""
+    sxid: int | None = None
+    switch: str = ""  # the NVSwitch, "nvswitch0@0000:05:00"
+    fatal: bool = False
 
-def _item_line(item: Any) -> str:
-    if not isinstance(item, dict):
-        return str(item)
-    text = item.get("message") or item.get("line") or item.get("text")
-    if text is not None:
-        at = item.get("timestamp") or item.get("at") or item.get("time") or ""
-        host = item.get("host") or item.get("source") or ""
-        return " ".join(str(p) for p in (at, host, text) if p)
-    if item.get("name") or item.get("pod"):
-        ns = item.get("namespace", "")
-        name = item.get("name") or item.get("pod")
-        extra = ", ".join(f"{k}={v}" for k, v in item.items()
-                          if k not in ("namespace", "name", "pod") and isinstance(v, (str, int)))
-        return f"{ns + '/' if ns else ''}{name}" + (f" ({extra})" if extra else "")
-    return ", ".join(f"{k}: {v}" for k, v in item.items() if not isinstance(v, (dict, list)))
+    def display(self) -> str:
+        """``time host line``."""
+        return " ".join(p for p in (self.time or "", self.host, self.line) if p)
 
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {"time": self.time, "host": self.host, "node": self.node, "line": self.line,
+                           "xid": self.xid, "pci": self.pci, "gpu_uuid": self.gpu_uuid, "pid": self.pid,
+                           "process": self.process}
+        if self.gpu_instance is not None:
+            out["mig"] = {"gpu_instance": self.gpu_instance, "compute_instance": self.compute_instance}
+        if self.pod:
+            out["pod"] = self.pod
+        if self.sxid is not None:
+            out.update(sxid=self.sxid, switch=self.switch, fatal=self.fatal)
+        return out
 
-def _dicts(value: Any) -> list[dict[str, Any]] | None:
-    """The documented shape (a list of objects), or None for anything else."""
-    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
-        return value
-    return None
+    @classmethod
+    def from_json(cls, d: JSONObject) -> "EvidenceLine":
+        mig = as_object(d.get("mig"))
+        return cls(line=text(d, "line") or text(d, "message"), time=optional_text(d, "time"), host=text(d, "host"),
+                   node=text(d, "node"), xid=optional_integer(d, "xid"), pci=optional_text(d, "pci"),
+                   gpu_uuid=optional_text(d, "gpu_uuid"), pid=optional_integer(d, "pid"),
+                   process=optional_text(d, "process"), gpu_instance=optional_integer(mig, "gpu_instance"),
+                   compute_instance=optional_integer(mig, "compute_instance"), pod=text(d, "pod"),
+                   sxid=optional_integer(d, "sxid"), switch=text(d, "switch"), fatal=d.get("fatal") is True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +90,13 @@ class Owner:
     channel: str = ""
     pods: int = 0
     gpus: int = 0
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Owner":
-        return cls(kind=str(d.get("kind") or ""), name=str(d.get("name") or ""),
-                   namespace=str(d.get("namespace") or ""), team=str(d.get("team") or ""),
-                   channel=str(d.get("channel") or ""), pods=_int(d.get("pods")), gpus=_int(d.get("gpus")))
+    labels: tuple[tuple[str, str], ...] = ()  # earlier versions stored the owner's labels instead of its team
 
     def line(self) -> str:
         """kind namespace/name · team · channel · size."""
         name = "/".join(x for x in (self.namespace, self.name) if x)
-        parts = [" ".join(x for x in (self.kind, name) if x) or (self.team or "?")]
+        what = " ".join(x for x in (self.kind, name) if x)
+        parts = [what] if what else []
         if self.team:
             parts.append(f"team {self.team}")
         if self.channel:
@@ -90,144 +106,242 @@ class Owner:
             if self.gpus:
                 size += f", {self.gpus} GPUs"
             parts.append(size)
-        return " · ".join(parts)
+        return " · ".join(parts) or ", ".join(f"{k}: {v}" for k, v in self.labels) or "?"
 
+    def teams(self, label_names: Iterable[str]) -> list[str]:
+        if self.team:
+            return [self.team]
+        labels = dict(self.labels)
+        return [labels[n] for n in label_names if labels.get(n)]
 
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
+    def to_json(self) -> JSONObject:
+        return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "team": self.team,
+                "channel": self.channel, "pods": self.pods, "gpus": self.gpus}
+
+    @classmethod
+    def from_json(cls, d: JSONObject) -> "Owner":
+        return cls(kind=text(d, "kind"), name=text(d, "name"), namespace=text(d, "namespace"), team=text(d, "team"),
+                   channel=text(d, "channel").strip(), pods=integer(d, "pods"), gpus=integer(d, "gpus"))
 
 
 @dataclass(frozen=True, slots=True)
-class Owners:
-    """Who owns what runs on the incident's GPUs: the ``owners`` annotation."""
+class Job:
+    """One job a fault hit (``jobs``): its gang across nodes, its people, the GPU-hours it lost."""
 
-    owners: tuple[Owner, ...] = ()
-    stored: Any = None  # the annotation as stored: payloads (PagerDuty details, webhook) carry it unchanged
+    kind: str
+    name: str
+    namespace: str
+    api_version: str = ""
+    team: str = ""
+    channel: str = ""
+    owner: str = ""
+    pods: int = 0
+    gpus: int = 0
+    nodes: int = 0
+    hit_pods: tuple[str, ...] = ()
+    time_lost_seconds: int = 0
+    gpu_hours_lost: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.namespace, self.kind, self.name
+
+    def to_json(self) -> JSONObject:
+        return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "apiVersion": self.api_version,
+                "team": self.team, "channel": self.channel, "owner": self.owner, "pods": self.pods,
+                "gpus": self.gpus, "nodes": self.nodes, "hitPods": list[JSONValue](self.hit_pods),
+                "timeLostSeconds": self.time_lost_seconds, "gpuHoursLost": self.gpu_hours_lost}
 
     @classmethod
-    def of(cls, annotations: Mapping[str, Any]) -> "Owners":
-        value = annotations.get(OWNERS)
-        entries = _dicts(value)
-        return cls(tuple(Owner.from_dict(o) for o in entries or ()), value)
+    def from_json(cls, d: JSONObject) -> "Job":
+        return cls(kind=text(d, "kind"), name=text(d, "name"), namespace=text(d, "namespace"),
+                   api_version=text(d, "apiVersion"), team=text(d, "team"), channel=text(d, "channel"),
+                   owner=text(d, "owner"), pods=integer(d, "pods"), gpus=integer(d, "gpus"), nodes=integer(d, "nodes"),
+                   hit_pods=tuple(strings(d.get("hitPods"))), time_lost_seconds=integer(d, "timeLostSeconds"),
+                   gpu_hours_lost=number(d, "gpuHoursLost"))
 
-    def __bool__(self) -> bool:
-        return bool(self.stored)
 
-    def lines(self) -> list[str]:
-        return [o.line() for o in self.owners] if _dicts(self.stored) is not None else as_lines(self.stored)
+def jobs_line(jobs: Iterable[Job], limit: int = 2) -> str:
+    """One line: the costliest jobs (gang size, nodes, owner, team), how many more, the GPU-hours lost."""
+    ranked = sorted(jobs, key=lambda j: -j.gpu_hours_lost)
+    if not ranked:
+        return ""
+    parts = []
+    for j in ranked[:limit]:
+        who = ", ".join(x for x in (f"owner {j.owner}" if j.owner else "", f"team {j.team}" if j.team else "") if x)
+        parts.append(f"{j.kind} {j.namespace}/{j.name}: {j.gpus} GPUs on {j.nodes} nodes" + (f" ({who})" if who else ""))
+    more = f" and {len(ranked) - limit} more" if len(ranked) > limit else ""
+    return "; ".join(parts) + more + f" ≈ {gpu_hours_lost(ranked):,.1f} GPU-hours lost"
+
+
+def gpu_hours_lost(jobs: Iterable[Job]) -> float:
+    return round(sum(j.gpu_hours_lost for j in jobs), 2)
+
+
+@dataclass(frozen=True, slots=True)
+class SilenceFinding:
+    """The Alertmanager silence alertd created for the incident (``silence``)."""
+
+    id: str
+    starts_at: str = ""
+    ends_at: str = ""
+    created_by: str = ""
+    matchers: tuple[JSONObject, ...] = ()  # as sent to Alertmanager (alertd/alertmanager/silences.py)
+
+    def to_json(self) -> JSONObject:
+        return {"id": self.id, "startsAt": self.starts_at, "endsAt": self.ends_at, "createdBy": self.created_by,
+                "matchers": list[JSONValue](self.matchers)}
+
+    @classmethod
+    def from_json(cls, d: JSONObject) -> "SilenceFinding":
+        return cls(text(d, "id"), text(d, "startsAt"), text(d, "endsAt"), text(d, "createdBy"),
+                   tuple(objects(d.get("matchers"))))
+
+
+@dataclass(frozen=True, slots=True)
+class RemediationFinding:
+    """The remediation shown on the incident (``remediation``): what alertd proposes and where it stands."""
+
+    id: str
+    kind: str = ""
+    action: str = ""
+    state: str = ""
+    nodes: tuple[str, ...] = ()
+    dry_run: bool = False
+    text: str = ""
+    approvals: tuple[str, ...] = ()
+    approvals_needed: int = 1
+
+    @property
+    def waiting(self) -> bool:
+        """Proposed, or held by the breaker: people may approve or cancel it."""
+        return self.state in ("proposed", "held")
+
+    def to_json(self) -> JSONObject:
+        return {"id": self.id, "kind": self.kind, "action": self.action, "state": self.state,
+                "nodes": list[JSONValue](self.nodes), "dryRun": self.dry_run, "text": self.text,
+                "approvals": list[JSONValue](self.approvals), "approvalsNeeded": self.approvals_needed}
+
+    @classmethod
+    def from_json(cls, d: JSONObject) -> "RemediationFinding":
+        return cls(id=text(d, "id"), kind=text(d, "kind"), action=text(d, "action"), state=text(d, "state"),
+                   nodes=tuple(strings(d.get("nodes"))), dry_run=d.get("dryRun") is True, text=text(d, "text"),
+                   approvals=tuple(strings(d.get("approvals"))), approvals_needed=integer(d, "approvalsNeeded", 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """Everything found for an incident, one field each (absent: empty, or None where "not looked" differs
+    from "found nothing")."""
+
+    log_evidence: tuple[EvidenceLine, ...] | None = None  # None: not searched; (): searched, nothing found
+    logs_unavailable: str | None = None  # the reason logs are missing ("" when unknown); None when fine
+    kube_node: KubeNode | None = None  # single-node incidents
+    kube_nodes: tuple[KubeNode, ...] = ()  # fleet incidents
+    pods: tuple[Pod, ...] = ()
+    owners: tuple[Owner, ...] = ()
+    jobs: tuple[Job, ...] = ()
+    node_events: tuple[NodeEvent, ...] = ()
+    kube_unavailable: str | None = None
+    silence: SilenceFinding | None = None
+    remediation: RemediationFinding | None = None
+
+    @property
+    def evidence(self) -> tuple[EvidenceLine, ...]:
+        return self.log_evidence or ()
+
+    @property
+    def nodes(self) -> tuple[KubeNode, ...]:
+        """The Kubernetes state of the incident's node(s), whichever key holds it."""
+        return (self.kube_node,) if self.kube_node is not None else self.kube_nodes
+
+    def log_lines(self) -> list[str]:
+        return [e.display() for e in self.evidence]
+
+    def pod_lines(self) -> list[str]:
+        return [p.line() for p in self.pods]
+
+    def owner_lines(self) -> list[str]:
+        return [o.line() for o in self.owners]
 
     def teams(self, label_names: Iterable[str]) -> list[str]:
-        """Teams named by the owners, in order (older shapes: text, ``{"team": ...}``, ``{"labels": {...}}``)."""
-        return _teams(self.stored, tuple(label_names))
+        """Teams named by the owners, in order."""
+        names = tuple(label_names)
+        return [t for o in self.owners for t in o.teams(names)]
 
     def channel(self) -> str:
         """The first owner's own channel (from its namespace/workload annotation), or ""."""
-        value = self.stored
-        for o in value if isinstance(value, list) else [value]:
-            if isinstance(o, dict) and isinstance(o.get("channel"), str) and o["channel"].strip():
-                return str(o["channel"]).strip()
-        return ""
+        return next((o.channel for o in self.owners if o.channel), "")
 
-
-def _teams(value: Any, label_names: tuple[str, ...]) -> list[str]:
-    if not value:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    if isinstance(value, dict):
-        for key in ("team", "teams", "owner", "owners"):
-            if value.get(key):
-                return _teams(value[key], label_names)
-        labels: dict[str, Any] = value["labels"] if isinstance(value.get("labels"), dict) else value
-        return [str(labels[n]) for n in label_names if isinstance(labels.get(n), str) and labels.get(n)]
-    if isinstance(value, list):
-        out: list[str] = []
-        for v in value:
-            out.extend(_teams(v, label_names))
-        return out
-    return []
-
-
-@dataclass(frozen=True, slots=True)
-class Jobs:
-    """The ``jobs`` annotation: one object per job a fault hit (kind, namespace, name, owner, team, pods,
-    gpus, nodes, hitPods, timeLostSeconds, gpuHoursLost)."""
-
-    jobs: tuple[dict[str, Any], ...] = ()
-
-    @classmethod
-    def of(cls, annotations: Mapping[str, Any]) -> "Jobs":
-        return cls(tuple(_dicts(annotations.get(JOBS)) or ()))
-
-    def __bool__(self) -> bool:
-        return bool(self.jobs)
+    def jobs_line(self, limit: int = 2) -> str:
+        return jobs_line(self.jobs, limit)
 
     @property
     def gpu_hours_lost(self) -> float:
-        return round(sum(_float(j.get("gpuHoursLost")) for j in self.jobs), 2)
-
-    def line(self, limit: int = 2) -> str:
-        """One line: the costliest jobs (gang size, nodes, owner, team), how many more, the GPU-hours lost."""
-        if not self.jobs:
-            return ""
-        ranked = sorted(self.jobs, key=lambda j: -_float(j.get("gpuHoursLost")))
-        parts = []
-        for j in ranked[:limit]:
-            who = ", ".join(x for x in (f"owner {j['owner']}" if j.get("owner") else "",
-                                        f"team {j['team']}" if j.get("team") else "") if x)
-            parts.append(f"{j.get('kind', '')} {j.get('namespace', '')}/{j.get('name', '')}: {_int(j.get('gpus'))} GPUs"
-                         f" on {_int(j.get('nodes'))} nodes" + (f" ({who})" if who else ""))
-        more = f" and {len(ranked) - limit} more" if len(ranked) > limit else ""
-        return "; ".join(parts) + more + f" ≈ {self.gpu_hours_lost:,.1f} GPU-hours lost"
-
-
-def _float(value: Any) -> float:
-    try:
-        return float(value or 0)
-    except (TypeError, ValueError):
-        return 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Evidence:
-    """What enrichment found on the node(s): kernel log lines, the pods on the GPUs, and why logs are missing."""
-
-    log: Any = None  # ``log_evidence``: a list of line objects (older: text or a list of text)
-    pods: Any = None  # ``pods``: a list of pod objects
-    logs_unavailable: Any = None  # the reason, absent when logs are fine
+        return gpu_hours_lost(self.jobs)
 
     @classmethod
-    def of(cls, annotations: Mapping[str, Any]) -> "Evidence":
-        return cls(annotations.get(LOG_EVIDENCE), annotations.get(PODS), annotations.get(LOGS_UNAVAILABLE))
-
-    def log_lines(self) -> list[str]:
-        """Each kernel log line as ``time host line``."""
-        return as_lines(self.log)
-
-    def pod_lines(self) -> list[str]:
-        """namespace/name · phase · GPUs · team."""
-        pods = _dicts(self.pods)
-        if pods is None:
-            return as_lines(self.pods)
-        out = []
-        for p in pods:
-            name = "/".join(x for x in (p.get("namespace", ""), p.get("name") or p.get("pod", "")) if x)
-            parts = [name or "?"]
-            if p.get("phase"):
-                parts.append(str(p["phase"]))
-            if p.get("gpus"):
-                parts.append(f"{p['gpus']} GPU{'s' if p['gpus'] != 1 else ''}")
-            if p.get("team"):
-                parts.append(f"team {p['team']}")
-            out.append(" · ".join(parts))
-        return out
-
-    def unavailable_reasons(self) -> list[str]:
-        return as_lines(self.logs_unavailable)
+    def from_annotations(cls, ann: Mapping[str, JSONValue]) -> "Findings":
+        """The findings in an incident's annotations, in the documented shapes or earlier versions' ones."""
+        node = ann.get(KUBE_NODE)
+        silence, remediation = as_object(ann.get(SILENCE)), as_object(ann.get(REMEDIATION))
+        return cls(
+            log_evidence=_evidence(ann[LOG_EVIDENCE]) if ann.get(LOG_EVIDENCE) is not None else None,
+            logs_unavailable=_reason(ann.get(LOGS_UNAVAILABLE)),
+            kube_node=KubeNode.from_json(node) if isinstance(node, dict) else None,
+            kube_nodes=tuple(KubeNode.from_json(n) for n in objects(ann.get(KUBE_NODES))),
+            pods=tuple(Pod.from_text(p) if isinstance(p, str) else Pod.from_json(p)
+                       for p in _items(ann.get(PODS)) if isinstance(p, (str, dict))),
+            owners=_owners(ann.get(OWNERS)),
+            jobs=tuple(Job.from_json(j) for j in objects(ann.get(JOBS))),
+            node_events=tuple(NodeEvent.from_json(e) for e in objects(ann.get(NODE_EVENTS))),
+            kube_unavailable=_reason(ann.get(KUBE_UNAVAILABLE)),
+            silence=SilenceFinding.from_json(silence) if text(silence, "id") else None,
+            remediation=RemediationFinding.from_json(remediation) if remediation else None)
 
 
-__all__ = ["JOBS", "LOGS_UNAVAILABLE", "LOG_EVIDENCE", "OWNERS", "PODS", "Evidence", "Jobs", "Owner", "Owners",
-           "as_lines"]
+def _items(value: JSONValue) -> list[JSONValue]:
+    """A list as stored; an object listing its items under a key (earlier versions) gives those."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        for key in ("items", "pods", "lines"):
+            if isinstance(value.get(key), list):
+                return _items(value[key])
+    return []
+
+
+def _reason(value: JSONValue) -> str | None:
+    """An unavailability mark: a reason, True (earlier versions: no reason), or absent."""
+    if value is None or value is False or value == "":
+        return None
+    return value if isinstance(value, str) else ""
+
+
+def _evidence(value: JSONValue) -> tuple[EvidenceLine, ...]:
+    if isinstance(value, str):  # earlier versions: the lines as text
+        return tuple(EvidenceLine(line) for line in value.splitlines() if line.strip())
+    return tuple(EvidenceLine(v) if isinstance(v, str) else EvidenceLine.from_json(v)
+                 for v in _items(value) if isinstance(v, (str, dict)))
+
+
+def _owners(value: JSONValue) -> tuple[Owner, ...]:
+    """The documented list of owner objects; earlier versions stored text ("team-a, team-b"), an object naming
+    the team (``team``/``teams``/``owner``/``owners``) or the owner's ``labels``."""
+    if isinstance(value, str):
+        return tuple(Owner(team=t.strip()) for t in value.split(",") if t.strip())
+    if isinstance(value, list):
+        return tuple(o for v in value for o in (_owners(v) if not isinstance(v, dict) or "labels" in v
+                                                 or not ("kind" in v or "name" in v) else (Owner.from_json(v),)))
+    if isinstance(value, dict):
+        for key in ("team", "teams", "owner", "owners"):
+            if value.get(key):
+                return _owners(value[key])
+        return (Owner(labels=tuple(string_map(value.get("labels") if isinstance(value.get("labels"), dict)
+                                              else value).items())),)
+    return ()
+
+
+__all__ = ["JOBS", "KUBE_NODE", "KUBE_NODES", "KUBE_UNAVAILABLE", "LOGS_UNAVAILABLE", "LOG_EVIDENCE", "NODE_EVENTS",
+           "OWNERS", "PODS", "REMEDIATION", "SILENCE", "EvidenceLine", "Findings", "Job", "Owner",
+           "RemediationFinding", "SilenceFinding", "gpu_hours_lost", "jobs_line"]

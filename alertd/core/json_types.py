@@ -1,47 +1,132 @@
-"""JSON values as the type checker sees them: what json.loads returns, what a YAML document holds after
-schema validation, what an HTTP API answers. Narrow with the helpers before reading a member."""
+"""JSON as it crosses alertd's edges (the store's documents, HTTP bodies, Kubernetes objects, annotations,
+YAML documents after schema validation).
+
+``JSONValue`` is any JSON document; readers narrow it with the helpers below instead of assuming a shape,
+so a value of the wrong type reads as absent (``""``, ``0``, ``None``, an empty list) rather than raising
+in a renderer; ``obj`` and ``arr`` raise instead, naming where, for documents whose shape is required.
+"""
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import Mapping, Sequence, TypeAlias, Union, cast
 
-JSONValue: TypeAlias = None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
 JSONObject: TypeAlias = dict[str, JSONValue]
 JSONArray: TypeAlias = list[JSONValue]
 
 
-def obj(value: object, where: str = "value") -> JSONObject:
-    """`value` as a JSON object, or TypeError naming `where`."""
-    if not isinstance(value, dict):
-        raise TypeError(f"{where}: expected a JSON object, got {type(value).__name__}")
-    return value
+def as_json(value: Mapping[str, str] | Sequence[str] | Sequence[int] | Sequence[Mapping[str, str]]) -> JSONValue:
+    """Labels, names, ids: JSON as they are, shared rather than copied (documents written for every member of
+    every step). Only the type changes; what holds the result must not modify it."""
+    return cast(JSONValue, value)
 
 
-def arr(value: object, where: str = "value") -> JSONArray:
-    """`value` as a JSON array, or TypeError naming `where`."""
-    if not isinstance(value, list):
-        raise TypeError(f"{where}: expected a JSON array, got {type(value).__name__}")
-    return value
+def as_object(value: object) -> JSONObject:
+    """The value when it is an object, else an empty one."""
+    return cast(JSONObject, value) if isinstance(value, dict) else {}
 
 
-def items(value: object) -> JSONArray:
-    """`value` when it is a JSON array, else an empty one (absent is the same as empty)."""
-    return value if isinstance(value, list) else []
+def as_array(value: object) -> JSONArray:
+    """The value when it is an array, else an empty one (absent is the same as empty)."""
+    return cast(JSONArray, value) if isinstance(value, list) else []
 
 
-def objects(value: object) -> list[JSONObject]:
-    """The JSON objects in `value` when it is an array; anything else in it, or a non-array, is skipped."""
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def text(value: object, default: str = "") -> str:
-    """`value` when it is a string, else `default`."""
+def as_text(value: object, default: str = "") -> str:
+    """The value when it is a string, else ``default``."""
     return value if isinstance(value, str) else default
 
 
+def obj(value: object, where: str = "value") -> JSONObject:
+    """The value as a JSON object, or TypeError naming ``where``."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{where}: expected a JSON object, got {type(value).__name__}")
+    return cast(JSONObject, value)
+
+
+def arr(value: object, where: str = "value") -> JSONArray:
+    """The value as a JSON array, or TypeError naming ``where``."""
+    if not isinstance(value, list):
+        raise TypeError(f"{where}: expected a JSON array, got {type(value).__name__}")
+    return cast(JSONArray, value)
+
+
 def member(value: object, key: str) -> JSONObject:
-    """`value[key]` when both are JSON objects, else an empty object (absent is the same as empty)."""
-    if isinstance(value, dict):
-        got = value.get(key)
-        if isinstance(got, dict):
-            return got
-    return {}
+    """``value[key]`` when both are JSON objects, else an empty object (absent is the same as empty)."""
+    return as_object(as_object(value).get(key))
+
+
+def objects(value: object) -> list[JSONObject]:
+    """The objects of an array (other items are skipped)."""
+    return [v for v in as_array(value) if isinstance(v, dict)]
+
+
+def text(obj: JSONObject, key: str, default: str = "") -> str:
+    """A string member; numbers are written out, anything else reads as ``default``."""
+    value = obj.get(key)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return default
+
+
+def required_text(obj: JSONObject, key: str) -> str:
+    """A string member that must be there: KeyError when absent, ValueError when not a string."""
+    value = obj[key]
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: a string, not {type(value).__name__}")
+    return value
+
+
+def optional_text(obj: JSONObject, key: str) -> str | None:
+    """A string member, or None when absent or null."""
+    value = obj.get(key)
+    return None if value is None else text(obj, key)
+
+
+def integer(obj: JSONObject, key: str, default: int = 0) -> int:
+    """An integer member (numeric strings too); anything else reads as ``default``."""
+    value = obj.get(key)
+    if isinstance(value, bool) or value is None:
+        return default
+    try:
+        return int(float(value)) if isinstance(value, (int, float, str)) else default
+    except ValueError:
+        return default
+
+
+def optional_integer(obj: JSONObject, key: str) -> int | None:
+    """An integer member, or None when absent, null or not a number."""
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        return int(float(value))
+    except ValueError:
+        return None
+
+
+def number(obj: JSONObject, key: str, default: float = 0.0) -> float:
+    """A numeric member (numeric strings too); anything else reads as ``default``."""
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        return default
+
+
+def strings(value: JSONValue) -> list[str]:
+    """The strings of an array (other items are skipped)."""
+    return [v for v in as_array(value) if isinstance(v, str)]
+
+
+def string_map(value: JSONValue) -> dict[str, str]:
+    """An object's scalar members as text (nested values are skipped)."""
+    return {k: str(v) for k, v in as_object(value).items()
+            if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+
+
+__all__ = ["JSONArray", "JSONObject", "JSONValue", "arr", "as_array", "as_json", "as_object", "as_text", "integer",
+           "member", "number", "obj", "objects", "optional_integer", "optional_text", "required_text", "string_map",
+           "strings", "text"]

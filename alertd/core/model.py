@@ -6,12 +6,16 @@ import dataclasses
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, overload
+from typing import Any, cast, overload
 
 import orjson
 
 from alertd.core.tickets import TicketLink
 from alertd.core.verdict import HistoryVerdict
+from alertd.core.findings import Findings
+from alertd.core.json_types import (JSONObject, JSONValue, as_json, as_object, optional_text, required_text, string_map,
+                                    text)
+
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
     CLOSED as CLOSED,
@@ -122,29 +126,29 @@ class Subject:
     # Values of node labels that are no node ("Hostname=5f3c9a1e7b2d: a container ID ..."), one a line.
     node_refused: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {
             k: getattr(self, k) for k in ("cluster", "node", "namespace", "pod", "container", "node_source", "origin",
                                        "node_refused")
             if getattr(self, k)
         }
         if self.gpu is not None:
-            out["gpu"] = self.gpu.to_dict()
+            out["gpu"] = as_json(self.gpu.to_dict())
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Subject":
+    def from_dict(cls, data: JSONObject) -> "Subject":
         gpu = data.get("gpu")
         return cls(
-            cluster=data.get("cluster", ""),
-            node=data.get("node", ""),
-            gpu=GPU(**gpu) if gpu else None,
-            namespace=data.get("namespace", ""),
-            pod=data.get("pod", ""),
-            container=data.get("container", ""),
-            node_source=data.get("node_source", ""),
-            origin=data.get("origin", ""),
-            node_refused=data.get("node_refused", ""),
+            cluster=text(data, "cluster"),
+            node=text(data, "node"),
+            gpu=GPU(**string_map(gpu)) if gpu else None,
+            namespace=text(data, "namespace"),
+            pod=text(data, "pod"),
+            container=text(data, "container"),
+            node_source=text(data, "node_source"),
+            origin=text(data, "origin"),
+            node_refused=text(data, "node_refused"),
         )
 
 
@@ -168,7 +172,7 @@ class Signal:
     sxid: int | None = None  # kind sxid: the NVSwitch's SXid code (never in ``xid``: it is no GPU Xid)
     switch: str = ""  # kind sxid: the NVSwitch, "nvswitch0@0000:05:00" (device name @ PCI address)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         # Written for every member of every stored step: a plain loop, not dataclasses.asdict's deep copy.
         out = {}
         for name in _SIGNAL_FIELDS:
@@ -218,13 +222,13 @@ class Alert:
     def firing(self) -> bool:
         return self.status == FIRING
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JSONObject:
         """The received form, as stored in the inbox (normalisation is redone on replay)."""
         return {
             "fingerprint": self.fingerprint,
             "status": self.status,
-            "labels": self.labels,
-            "annotations": self.annotations,
+            "labels": as_json(self.labels),
+            "annotations": as_json(self.annotations),
             "startsAt": iso(self.starts_at),
             "endsAt": iso(self.ends_at),
             "generatorURL": self.generator_url,
@@ -234,18 +238,18 @@ class Alert:
         }
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> "Alert":
+    def from_wire(cls, data: JSONObject) -> "Alert":
         return cls(
-            fingerprint=data["fingerprint"],
-            status=as_alert_status(data["status"]),
-            labels=dict(data.get("labels") or {}),
-            annotations=dict(data.get("annotations") or {}),
-            starts_at=parse_instant(data["startsAt"]),
-            ends_at=parse_iso(data.get("endsAt")),
-            generator_url=data.get("generatorURL", ""),
-            receiver=data.get("receiver", ""),
-            external_url=data.get("externalURL", ""),
-            received_at=parse_iso(data.get("receivedAt")),
+            fingerprint=required_text(data, "fingerprint"),
+            status=as_alert_status(required_text(data, "status")),
+            labels=string_map(data.get("labels")),
+            annotations=string_map(data.get("annotations")),
+            starts_at=parse_instant(required_text(data, "startsAt")),
+            ends_at=parse_iso(optional_text(data, "endsAt")),
+            generator_url=text(data, "generatorURL"),
+            receiver=text(data, "receiver"),
+            external_url=text(data, "externalURL"),
+            received_at=parse_iso(optional_text(data, "receivedAt")),
         )
 
 
@@ -274,14 +278,14 @@ class Member:
     summary: str = ""
     response: bool = False  # a repair symptom (cordon, reboot) that followed the incident's fault: its response
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {
             "fingerprint": self.fingerprint,
             "alertname": self.alertname,
             "status": self.status,
             "signal": self.signal.to_dict(),
             "subject": self.subject.to_dict(),
-            "labels": self.labels,
+            "labels": as_json(self.labels),
             "startsAt": iso(self.starts_at),
             "endsAt": iso(self.ends_at),
             "lastSeen": iso(self.last_seen),
@@ -294,20 +298,20 @@ class Member:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Member":
+    def from_dict(cls, data: JSONObject) -> "Member":
         return cls(
-            fingerprint=data["fingerprint"],
-            alertname=data.get("alertname", ""),
-            status=as_alert_status(data["status"]),
-            signal=Signal.from_dict(data.get("signal") or {}),
-            subject=Subject.from_dict(data.get("subject") or {}),
-            labels=dict(data.get("labels") or {}),
-            starts_at=parse_instant(data["startsAt"]),
-            ends_at=parse_iso(data.get("endsAt")),
-            last_seen=parse_iso(data.get("lastSeen")),
+            fingerprint=required_text(data, "fingerprint"),
+            alertname=text(data, "alertname"),
+            status=as_alert_status(required_text(data, "status")),
+            signal=Signal.from_dict(as_object(data.get("signal"))),
+            subject=Subject.from_dict(as_object(data.get("subject"))),
+            labels=string_map(data.get("labels")),
+            starts_at=parse_instant(required_text(data, "startsAt")),
+            ends_at=parse_iso(optional_text(data, "endsAt")),
+            last_seen=parse_iso(optional_text(data, "lastSeen")),
             folded=bool(data.get("folded")),
-            generator_url=data.get("generatorURL", ""),
-            summary=data.get("summary", ""),
+            generator_url=text(data, "generatorURL"),
+            summary=text(data, "summary"),
             response=bool(data.get("response")),
         )
 
@@ -322,8 +326,8 @@ class Event:
     actor: str = ""
     data: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"at": iso(self.at), "kind": self.kind}
+    def to_dict(self) -> JSONObject:
+        out: JSONObject = {"at": iso(self.at), "kind": self.kind}
         if self.text:
             out["text"] = self.text
         if self.actor:
@@ -333,13 +337,13 @@ class Event:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Event":
+    def from_dict(cls, data: JSONObject) -> "Event":
         return cls(
-            at=parse_instant(data["at"]),
-            kind=data["kind"],
-            text=data.get("text", ""),
-            actor=data.get("actor", ""),
-            data=dict(data.get("data") or {}),
+            at=parse_instant(required_text(data, "at")),
+            kind=required_text(data, "kind"),
+            text=text(data, "text"),
+            actor=text(data, "actor"),
+            data=dict(as_object(data.get("data"))),
         )
 
 
@@ -381,7 +385,7 @@ class Incident:
     # "Storm pending": a node incident that may still fold into a fleet until then; routing holds its first post
     storm_until: datetime | None = None
     primary: Signal | None = None  # the signal that explains the incident (title, action, runbook)
-    annotations: dict[str, Any] = field(default_factory=dict)  # enrichment, silences, notes
+    annotations: JSONObject = field(default_factory=dict)  # findings (core/findings.py), silences, notes
     tickets: list[TicketLink] = field(default_factory=list)  # RMA tickets opened for its GPUs (app/rma_handoff.py)
     verdict: HistoryVerdict | None = None  # what the GPU's and node's past says (rules/history.yml)
     version: int = 0
@@ -390,6 +394,12 @@ class Incident:
     @property
     def is_open(self) -> bool:
         return self.status != CLOSED
+
+    @property
+    def findings(self) -> Findings:
+        """What enrichment and people found (log evidence, Kubernetes context, jobs, silence, remediation),
+        typed, read from the annotations that hold them."""
+        return Findings.from_annotations(self.annotations)
 
     def firing_members(self) -> list[Member]:
         return [m for m in self.members.values() if m.status == FIRING]
@@ -405,40 +415,33 @@ class Incident:
         self.updated_at = at
         return event
 
-    def to_dict(self, *, with_members: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "key": self.key,
-            "group": self.group,
-            "title": self.title,
-            "severity": self.severity,
-            "category": self.category,
-            "status": self.status,
-            "openedAt": iso(self.opened_at),
-            "updatedAt": iso(self.updated_at),
-            "resolvedAt": iso(self.resolved_at),
+    def to_dict(self, *, with_members: bool = True) -> JSONObject:
+        out: JSONObject = {
+            "id": self.id, "key": self.key, "group": self.group, "title": self.title, "severity": self.severity,
+            "category": self.category, "status": self.status,
+            "openedAt": iso(self.opened_at), "updatedAt": iso(self.updated_at), "resolvedAt": iso(self.resolved_at),
             "acknowledgedBy": self.acknowledged_by,
             "acknowledgedAt": iso(self.acknowledged_at),
             "quietSince": iso(self.quiet_since),
             "cluster": self.cluster,
             "node": self.node,
-            "nodes": self.nodes,
+            "nodes": as_json(self.nodes),
             "namespace": self.namespace,
             "pod": self.pod,
-            "gpus": self.gpus,
-            "signals": self.signals,
-            "xids": self.xids,
+            "gpus": as_json(self.gpus),
+            "signals": as_json(self.signals),
+            "xids": as_json(self.xids),
             "flaps": self.flaps,
             "previousId": self.previous_id,
             "parentId": self.parent_id,
             "fleet": self.fleet,
-            "children": self.children,
-            "stormKeys": self.storm_keys,
+            "children": as_json(self.children),
+            "stormKeys": as_json(self.storm_keys),
             "stormLast": iso(self.storm_last),
             "stormUntil": iso(self.storm_until),
             "primary": self.primary.to_dict() if self.primary else None,
             "annotations": self.annotations,
-            "tickets": [t.to_json() for t in self.tickets],
+            "tickets": [cast(JSONValue, t.to_json()) for t in self.tickets],
             "verdict": self.verdict.to_json() if self.verdict else None, "version": self.version,
             "firing": self.firing,
             "memberCount": len(self.members),

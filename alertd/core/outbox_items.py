@@ -29,6 +29,8 @@ from dataclasses import MISSING, dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar, Mapping
 
+from alertd.core.json_types import JSONObject
+
 
 class Intent(enum.StrEnum):
     SHOW = "show"  # show the incident as it is now (post, or edit what was posted)
@@ -85,7 +87,7 @@ class Target(str):
         return Target.of(self.kind, self.address)
 
 
-JsonDoc = dict[str, Any]  # a JSON object (an incident summary, a timeline event: Event.to_dict)
+JsonDoc = JSONObject  # a JSON object (an incident summary, a timeline event: Event.to_dict)
 
 
 class PayloadError(ValueError):

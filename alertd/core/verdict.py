@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from alertd.core.json_types import JSONObject, JSONValue
+
 # The action ladder, mildest first: a verdict only ever climbs it.
 LADDER = ("reboot_node", "reset_gpu", "drain_and_handoff", "replace_gpu")
 ACTION_TEXT = {"reboot_node": "reboot node", "reset_gpu": "reset GPU", "drain_and_handoff": "drain and hand off",
@@ -50,9 +52,9 @@ class HistoryVerdict:
     incidents: tuple[str, ...] = ()  # the earlier incidents, newest first
     subject: str = ""  # the GPU UUID or the node the rule counted on
 
-    def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"rule": self.rule, "kind": self.kind, "line": self.line, "action": self.action,
-                                  "wasAction": self.was_action, "incidents": list(self.incidents)}
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {"rule": self.rule, "kind": self.kind, "line": self.line, "action": self.action,
+                           "wasAction": self.was_action, "incidents": list[JSONValue](self.incidents)}
         if self.severity:
             out["severity"] = self.severity
         if self.subject:

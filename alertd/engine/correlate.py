@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 from alertd.core.durations import format_duration
+from alertd.core.json_types import objects
 from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
 from alertd.engine.fleet_summary import fleet_title
@@ -161,11 +162,11 @@ class Correlator:
 
     def _add_signal(self, inc: Incident, signal: Signal, now: datetime, source: str) -> bool:
         """Evidence the incident did not have yet; False when it had it."""
-        known = inc.annotations.setdefault(EVIDENCE, [])
+        known = objects(inc.annotations.get(EVIDENCE))
         if any(Signal.from_dict(s) == signal for s in known):
             return False
         before = (inc.severity, inc.title)
-        known.append(signal.to_dict())
+        inc.annotations[EVIDENCE] = [*known, signal.to_dict()]
         self._refresh(inc)
         kind = "classification_upgraded" if (inc.severity, inc.title) != before else "evidence"
         self.record(inc, inc.add_event(now, kind, f"{signal.title} (from {source})"))
@@ -421,7 +422,7 @@ class Correlator:
         """Recompute what an incident shows from all its members and evidence (rare: evidence added)."""
         members = list(inc.members.values())
         leading = [m for m in members if not m.folded] or members
-        signals = [m.signal for m in leading] + [Signal.from_dict(s) for s in inc.annotations.get(EVIDENCE, [])]
+        signals = [m.signal for m in leading] + [Signal.from_dict(s) for s in objects(inc.annotations.get(EVIDENCE))]
         signals = _known_first(signals)
         if not signals:
             return

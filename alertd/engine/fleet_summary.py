@@ -6,6 +6,7 @@ leaves the fleet (planned work found late) is taken off again.
 """
 from __future__ import annotations
 
+from alertd.core.json_types import JSONValue, as_object, integer, strings
 from alertd.core.model import Incident, Signal
 
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
@@ -39,15 +40,22 @@ def count_signals(fleet: Incident, child: Incident) -> None:
     """Nodes per signal, kept on the fleet as its nodes show more (resolved nodes stay counted)."""
     if not child.node:
         return
-    counted = child.annotations.get(COUNTED)
-    had = set(counted["keys"]) if isinstance(counted, dict) and counted.get("fleet") == fleet.id else set()
+    counted = as_object(child.annotations.get(COUNTED))
+    had = set(strings(counted.get("keys"))) if counted.get("fleet") == fleet.id else set()
     new = signal_keys(child) - had
     if not new:
         return
-    counts = fleet.annotations.setdefault(COUNTS, {})
+    counts = _counts(fleet)
     for key in new:
         counts[key] = counts.get(key, 0) + 1
-    child.annotations[COUNTED] = {"fleet": fleet.id, "keys": sorted(had | new)}
+    fleet.annotations[COUNTS] = dict[str, JSONValue](counts)
+    child.annotations[COUNTED] = {"fleet": fleet.id, "keys": list[JSONValue](sorted(had | new))}
+
+
+def _counts(fleet: Incident) -> dict[str, int]:
+    """Nodes per signal key, as the fleet's annotation keeps them."""
+    counts = as_object(fleet.annotations.get(COUNTS))
+    return {k: integer(counts, k) for k in counts}
 
 
 def fleet_title(fleet: Incident) -> str:
@@ -57,7 +65,7 @@ def fleet_title(fleet: Incident) -> str:
     node's count. The repair never names the fleet: the fault stays its headline."""
     primary = fleet.primary
     assert primary is not None
-    counts: dict[str, int] = fleet.annotations.get(COUNTS) or {}
+    counts = _counts(fleet)
     total = len(fleet.nodes)
     main = _count_key(primary)
     shown = counts.get(main) or total
@@ -75,12 +83,14 @@ def fleet_title(fleet: Incident) -> str:
 
 def uncount_signals(fleet: Incident, child: Incident) -> None:
     """Take a node that leaves the fleet off its counts."""
-    counted = child.annotations.pop(COUNTED, None)
-    if not isinstance(counted, dict) or counted.get("fleet") != fleet.id:
+    counted = as_object(child.annotations.pop(COUNTED, None))
+    if counted.get("fleet") != fleet.id:
         return
-    counts = fleet.annotations.get(COUNTS) or {}
-    for key in counted.get("keys") or ():
+    counts = _counts(fleet)
+    for key in strings(counted.get("keys")):
         if counts.get(key, 0) > 1:
             counts[key] -= 1
         else:
             counts.pop(key, None)
+    if COUNTS in fleet.annotations:
+        fleet.annotations[COUNTS] = dict[str, JSONValue](counts)

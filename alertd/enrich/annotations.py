@@ -9,20 +9,26 @@ into state, for incidents that were enriched before a restart.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
-from alertd.enrich.log_evidence import cap_evidence
-from alertd.enrich.kube_owners import owners_of
-from alertd.enrich.settings import EnrichSettings
-from alertd.core.findings import JOBS, LOG_EVIDENCE, Jobs, LOGS_UNAVAILABLE, OWNERS, PODS
+from alertd.core.findings import (JOBS, KUBE_NODE, KUBE_NODES, KUBE_UNAVAILABLE, LOG_EVIDENCE, LOGS_UNAVAILABLE,
+                                  NODE_EVENTS, OWNERS, PODS, EvidenceLine, Findings, Job, jobs_line)
+from alertd.core.json_types import JSONValue
+from alertd.core.kube_findings import KubeNode, NodeEvent, Pod
 from alertd.core.model import Signal
+from alertd.enrich.kube_owners import owners_of
+from alertd.enrich.log_evidence import cap_evidence
+from alertd.enrich.settings import EnrichSettings
 
-# Annotation keys (documented in docs/enrichment.md; alertd/core/findings.py reads them back for notify and the UI).
-KUBE_NODE = "kube_node"
-KUBE_NODES = "kube_nodes"
-NODE_EVENTS = "node_events"
-KUBE_UNAVAILABLE = "kube_unavailable"
+
+@dataclass(slots=True)
+class NodeFindings:
+    """What Kubernetes showed for one node of the incident."""
+
+    node: KubeNode
+    pods: list[Pod] = field(default_factory=list)
+    events: list[NodeEvent] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -30,119 +36,112 @@ class IncidentState:
     """What enrichment found per node; annotation values are computed from this."""
 
     nodes: list[str] = field(default_factory=list)
-    evidence: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    evidence: dict[str, list[EvidenceLine]] = field(default_factory=dict)
     log_failures: dict[str, str] = field(default_factory=dict)
-    kube: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> {"node", "pods", "events"}
+    kube: dict[str, NodeFindings] = field(default_factory=dict)
     kube_failures: dict[str, str] = field(default_factory=dict)
     signals: list[Signal] = field(default_factory=list)
     fleet: bool = False
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
-def annotation_values(state: IncidentState, s: EnrichSettings, *, logs: bool, kube: bool) -> dict[str, Any]:
-    """Annotation values computed from what enrichment found (None removes a key).
+def annotation_values(state: IncidentState, s: EnrichSettings, *, logs: bool,
+                      kube: bool) -> dict[str, tuple[JSONValue, str]]:
+    """Annotation values computed from what enrichment found, each with the one-line text of the event that
+    records its change (a None value removes a key).
 
     ``logs``/``kube`` say which sources are configured: keys of a source that is
     not are left alone."""
-    out: dict[str, Any] = {}
+    out: dict[str, tuple[JSONValue, str]] = {}
     if logs:
         entries = [e for n in state.nodes for e in state.evidence.get(n, [])]
         if entries or any(n in state.evidence for n in state.nodes):
-            out[LOG_EVIDENCE] = cap_evidence(sorted(entries, key=lambda e: e.get("time") or ""), s.max_evidence)
+            kept = cap_evidence(sorted(entries, key=lambda e: e.time or ""), s.max_evidence)
+            out[LOG_EVIDENCE] = [e.to_json() for e in kept], _evidence_text(kept)
         failures = [state.log_failures[n] for n in state.nodes if n in state.log_failures]
-        if not failures:
-            out[LOGS_UNAVAILABLE] = None
-        elif len(state.nodes) == 1:
-            out[LOGS_UNAVAILABLE] = failures[0]
-        else:
-            out[LOGS_UNAVAILABLE] = f"{failures[-1]} ({len(failures)} of {len(state.nodes)} nodes)"
+        reason = _failure(failures, len(state.nodes), each=len(state.nodes) == 1)
+        out[LOGS_UNAVAILABLE] = reason, (f"kernel log unavailable: {reason}" if reason else "kernel log available again")
     if kube:
-        known = [n for n in state.nodes if n in state.kube]
-        if known:
-            if not state.fleet and len(state.nodes) == 1:
-                out[KUBE_NODE] = state.kube[known[0]]["node"]
-            else:
-                out[KUBE_NODES] = [state.kube[n]["node"] for n in known]
-            pods = [p for n in known for p in state.kube[n]["pods"]][: s.max_pods]
-            out[PODS] = pods
-            out[OWNERS] = owners_of(pods)
-            out[JOBS] = merged_jobs([state.kube[n].get("jobs") or [] for n in known])
-            events = sorted((e for n in known for e in state.kube[n]["events"]),
-                            key=lambda e: e.get("time") or "", reverse=True)
-            out[NODE_EVENTS] = events[: s.max_events]
-        failures = [state.kube_failures[n] for n in state.nodes if n in state.kube_failures]
-        out[KUBE_UNAVAILABLE] = (failures[0] if len(failures) == 1 else
-                                 f"{failures[-1]} ({len(failures)} of {len(state.nodes)} nodes)") if failures else None
+        _kube_values(state, s, out)
     return out
 
 
-def merged_jobs(per_node: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _kube_values(state: IncidentState, s: EnrichSettings, out: dict[str, tuple[JSONValue, str]]) -> None:
+    known = [state.kube[n] for n in state.nodes if n in state.kube]
+    if known:
+        if not state.fleet and len(state.nodes) == 1:
+            out[KUBE_NODE] = known[0].node.to_json(), _node_text(known[0].node)
+        else:
+            out[KUBE_NODES] = [k.node.to_json() for k in known], f"Kubernetes state of {len(known)} node(s)"
+        pods = [p for k in known for p in k.pods][: s.max_pods]
+        out[PODS] = [p.to_json() for p in pods], f"{len(pods)} GPU pod(s) on the node(s)"
+        owners = owners_of(pods)
+        parts = [f"{o.kind} {o.namespace}/{o.name}" + (f" (team {o.team})" if o.team else "") for o in owners[:3]]
+        out[OWNERS] = [o.to_json() for o in owners], "owners: " + ("; ".join(parts) if parts else
+                                                                     "no GPU workload on the node")
+        jobs = merged_jobs([k.jobs for k in known])
+        out[JOBS] = [j.to_json() for j in jobs], "jobs hit: " + (jobs_line(jobs) or "none")
+        events = sorted((e for k in known for e in k.events), key=lambda e: e.time, reverse=True)[: s.max_events]
+        out[NODE_EVENTS] = [e.to_json() for e in events], f"{len(events)} recent node event(s)"
+    failures = [state.kube_failures[n] for n in state.nodes if n in state.kube_failures]
+    reason = _failure(failures, len(state.nodes), each=len(failures) == 1)
+    out[KUBE_UNAVAILABLE] = reason, (f"Kubernetes context unavailable: {reason}" if reason
+                                     else "Kubernetes context available again")
+
+
+def _failure(failures: list[str], nodes: int, *, each: bool) -> str | None:
+    """The reason a source is unavailable; ``each``: the first failure as it is, else the last with a count."""
+    if not failures:
+        return None
+    return failures[0] if each else f"{failures[-1]} ({len(failures)} of {nodes} nodes)"
+
+
+def _evidence_text(entries: list[EvidenceLine]) -> str:
+    xids = sorted({e.xid for e in entries if e.xid})
+    hosts = sorted({e.host for e in entries} - {""})
+    text = f"kernel log: {len(entries)} line(s)" + (f" from {', '.join(hosts[:5])}" if hosts else "")
+    return text + (f"; Xid {', '.join(map(str, xids))}" if xids else "")
+
+
+def _node_text(node: KubeNode) -> str:
+    bits = [f"node {node.name}: Ready={node.ready if not node.missing else '?'}"]
+    if node.cordoned:
+        bits.append("cordoned" + (f" by {node.cordoned_by}" if node.cordoned_by else ""))
+    return ", ".join(bits)
+
+
+def merged_jobs(per_node: list[list[Job]]) -> list[Job]:
     """One entry per job across the incident's nodes (the later node's answer wins), most GPU-hours first."""
-    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
+    seen: dict[tuple[str, str, str], Job] = {}
     for jobs in per_node:
         for j in jobs:
-            key = (str(j.get("namespace", "")), str(j.get("kind", "")), str(j.get("name", "")))
-            hit = sorted(set(seen.get(key, {}).get("hitPods") or []) | set(j.get("hitPods") or []))
-            seen[key] = {**j, "hitPods": hit}
-    return sorted(seen.values(), key=lambda j: (-float(j.get("gpuHoursLost") or 0), j.get("name", "")))
+            before = seen.get(j.key)
+            hit = sorted(set(before.hit_pods if before else ()) | set(j.hit_pods))
+            seen[j.key] = replace(j, hit_pods=tuple(hit))
+    return sorted(seen.values(), key=lambda j: (-j.gpu_hours_lost, j.name))
 
 
-def seed_state(state: IncidentState, ann: dict[str, Any]) -> None:
-    """Rebuild per-node state from existing annotations, so merging a new node keeps the old ones."""
-    for e in ann.get(LOG_EVIDENCE) or []:
-        if isinstance(e, dict):
-            node = e.get("node") or e.get("host") or ""
-            state.evidence.setdefault(node, []).append(e)
-    nodes_info = ann.get(KUBE_NODES) or ([ann[KUBE_NODE]] if isinstance(ann.get(KUBE_NODE), dict) else [])
-    for n in nodes_info:
-        if isinstance(n, dict) and n.get("name"):
-            state.kube.setdefault(n["name"], {"node": n, "pods": [], "events": []})
-    old_jobs = [j for j in ann.get(JOBS) or [] if isinstance(j, dict)]
-    if old_jobs and nodes_info and isinstance(nodes_info[0], dict) and nodes_info[0].get("name"):
-        state.kube[nodes_info[0]["name"]]["jobs"] = old_jobs
-    for p in ann.get(PODS) or []:
-        if isinstance(p, dict) and p.get("node"):
-            state.kube.setdefault(p["node"], {"node": {"name": p["node"]}, "pods": [], "events": []})["pods"].append(p)
-    for ev in ann.get(NODE_EVENTS) or []:
-        if isinstance(ev, dict) and ev.get("node") in state.kube:
-            state.kube[ev["node"]]["events"].append(ev)
+def seed_state(state: IncidentState, found: Findings) -> None:
+    """Rebuild per-node state from the incident's findings, so merging a new node keeps the old ones."""
+    for e in found.evidence:
+        state.evidence.setdefault(e.node or e.host, []).append(e)
+    for n in found.nodes:
+        if n.name:
+            state.kube.setdefault(n.name, NodeFindings(n))
+    if found.jobs and found.nodes and found.nodes[0].name:
+        state.kube[found.nodes[0].name].jobs = list(found.jobs)
+    for p in found.pods:
+        if p.node:
+            state.kube.setdefault(p.node, NodeFindings(KubeNode(p.node))).pods.append(p)
+    for ev in found.node_events:
+        if ev.node in state.kube:
+            state.kube[ev.node].events.append(ev)
     for node in list(state.evidence) + list(state.kube):
         if node and node not in state.nodes:
             state.nodes.append(node)
 
 
-def describe(key: str, value: Any) -> str:
-    """The one-line text of the incident event that records an annotation change."""
-    if key == LOG_EVIDENCE:
-        xids = sorted({e["xid"] for e in value if e.get("xid")})
-        hosts = sorted({e.get("host", "") for e in value} - {""})
-        text = f"kernel log: {len(value)} line(s)" + (f" from {', '.join(hosts[:5])}" if hosts else "")
-        return text + (f"; Xid {', '.join(map(str, xids))}" if xids else "")
-    if key == LOGS_UNAVAILABLE:
-        return f"kernel log unavailable: {value}" if value else "kernel log available again"
-    if key == KUBE_UNAVAILABLE:
-        return f"Kubernetes context unavailable: {value}" if value else "Kubernetes context available again"
-    if key == OWNERS:
-        parts = [f"{o['kind']} {o['namespace']}/{o['name']}" + (f" (team {o['team']})" if o.get("team") else "")
-                 for o in value[:3]]
-        return "owners: " + ("; ".join(parts) if parts else "no GPU workload on the node")
-    if key == JOBS:
-        return "jobs hit: " + (Jobs.of({JOBS: value}).line() or "none")
-    if key == PODS:
-        return f"{len(value)} GPU pod(s) on the node(s)"
-    if key == KUBE_NODE:
-        bits = [f"node {value.get('name', '')}: Ready={value.get('ready', '?')}"]
-        if value.get("cordoned"):
-            bits.append("cordoned" + (f" by {value['cordoned_by']}" if value.get("cordoned_by") else ""))
-        return ", ".join(bits)
-    if key == KUBE_NODES:
-        return f"Kubernetes state of {len(value)} node(s)"
-    if key == NODE_EVENTS:
-        return f"{len(value)} recent node event(s)"
-    return key
-
-
 __all__ = [
     "JOBS", "KUBE_NODE", "KUBE_NODES", "KUBE_UNAVAILABLE", "LOGS_UNAVAILABLE", "LOG_EVIDENCE", "NODE_EVENTS", "OWNERS",
-    "PODS", "IncidentState", "annotation_values", "describe", "seed_state",
+    "PODS", "IncidentState", "NodeFindings", "annotation_values", "seed_state",
 ]

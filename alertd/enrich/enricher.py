@@ -29,13 +29,15 @@ import asyncio
 import logging
 import time
 from collections import deque
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Coroutine, Iterable
 
 from prometheus_client import Histogram
 
 from alertd.enrich import metrics
-from alertd.enrich.annotations import (KUBE_NODE, KUBE_UNAVAILABLE, LOG_EVIDENCE, LOGS_UNAVAILABLE, PODS, IncidentState,
-                                      annotation_values, seed_state)
+from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.kube_findings import GpuDevice, Pod
+from alertd.enrich.annotations import IncidentState, NodeFindings, annotation_values, seed_state
 from alertd.enrich.host import EnrichHost
 from alertd.enrich.log_evidence import evidence_from_lines, upgrade_signal
 from alertd.enrich.kube import KubeContext, NodeContext
@@ -47,6 +49,7 @@ from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import EnrichSettings
 from alertd.enrich.targets import EnrichTarget, enriched_before, nodes_of, target_for
 from alertd.enrich.writer import AnnotationWriter
+from alertd.core.findings import EvidenceLine, Job
 from alertd.core.model import Change, Incident, Signal
 
 log = logging.getLogger(__name__)
@@ -54,9 +57,9 @@ log = logging.getLogger(__name__)
 
 def _unfinished(inc: Incident) -> bool:
     """Nothing stored yet, or a source recorded as unavailable (its retry lived in the engine's memory)."""
-    ann = inc.annotations
-    return bool(ann.get(LOGS_UNAVAILABLE) or ann.get(KUBE_UNAVAILABLE)) or \
-        not any(ann.get(k) for k in (LOG_EVIDENCE, PODS, KUBE_NODE))
+    found = inc.findings
+    return found.logs_unavailable is not None or found.kube_unavailable is not None or \
+        not (found.evidence or found.pods or found.kube_node)
 
 
 class Enricher:
@@ -131,7 +134,7 @@ class Enricher:
         pending = sorted(pending, key=lambda inc: inc.opened_at, reverse=True)[:limit]
         for inc in pending:
             self._seen.pop(inc.id, None)
-            seed_state(self._state.setdefault(inc.id, IncidentState(fleet=inc.fleet)), inc.annotations)
+            seed_state(self._state.setdefault(inc.id, IncidentState(fleet=inc.fleet)), inc.findings)
         self.submit(Change(incident=inc, kinds=["opened"]) for inc in pending)
         if pending:
             log.info("enrichment resumed for %d open incidents without stored enrichment or with a retry due",
@@ -160,20 +163,20 @@ class Enricher:
             await asyncio.sleep(0.02)
         return False
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JSONObject:
         lat = sorted(self.latencies)
-        out: dict[str, Any] = dict(self.counts)
+        out: JSONObject = dict[str, JSONValue](self.counts)
         if lat:
             out["latency_p50"] = lat[len(lat) // 2]
             out["latency_p95"] = lat[min(len(lat) - 1, int(len(lat) * 0.95))]
             out["latency_max"] = lat[-1]
         if self.searcher is not None:
-            out["logs"] = self.searcher.stats.to_dict() | {"requests": self.searcher.backend.requests}
+            out["logs"] = dict[str, JSONValue](self.searcher.stats.to_dict() | {"requests": self.searcher.backend.requests})
         if self.kube is not None:
-            out["kube"] = self.kube.stats.to_dict()
+            out["kube"] = dict[str, JSONValue](self.kube.stats.to_dict())
         return out
 
-    def values(self, incident_id: str) -> dict[str, Any]:
+    def values(self, incident_id: str) -> dict[str, tuple[JSONValue, str]]:
         """Annotation values computed from what enrichment found (None removes a key)."""
         state = self._state.get(incident_id)
         if state is None:
@@ -199,7 +202,7 @@ class Enricher:
                 # in this step were enriched before; only the ones that just joined are new.
                 joined = {n for e in change.events if e.kind == "nodes_joined" for n in e.data.get("nodes", ())}
                 seen.update(enriched_before(inc, set(change.members), joined))
-                seed_state(self._state.setdefault(inc.id, IncidentState(fleet=inc.fleet)), inc.annotations)
+                seed_state(self._state.setdefault(inc.id, IncidentState(fleet=inc.fleet)), inc.findings)
         new = [n for n in nodes if n not in seen]
         if not new:
             return []
@@ -328,7 +331,7 @@ class Enricher:
         self.writer.mark_dirty(target.incident_id)
         return True
 
-    def _upgrade_signal(self, target: EnrichTarget, evidence: list[dict[str, Any]]) -> Signal | None:
+    def _upgrade_signal(self, target: EnrichTarget, evidence: list[EvidenceLine]) -> Signal | None:
         """The Xid from the log that should classify the incident, or None (see evidence.upgrade_signal)."""
         rules = self.service.rules if self.service is not None else None
         inc = self._incident(target.incident_id)
@@ -360,21 +363,21 @@ class Enricher:
             self.writer.mark_dirty(target.incident_id)
             return
         self.counts["kube_ok"] += 1
-        state.kube[target.node] = {"node": ctx.node, "pods": pods, "events": ctx.events, "jobs": jobs}
+        state.kube[target.node] = NodeFindings(ctx.node, pods, list(ctx.events), jobs)
         state.kube_failures.pop(target.node, None)
         self.writer.mark_dirty(target.incident_id)
 
-    async def _jobs_for(self, target: EnrichTarget, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _jobs_for(self, target: EnrichTarget, pods: list[Pod]) -> list[Job]:
         """The jobs these pods belong to, with their gangs and the cost of the fault (alertd/enrich/jobs.py)."""
         if self.jobs is None or not self.jobs.costs.enabled or not pods:
             return []
         try:
-            return [j.to_dict() for j in await self.jobs.jobs_for_pods(pods, target.anchor)]
+            return [j.to_finding() for j in await self.jobs.jobs_for_pods(pods, target.anchor)]
         except Exception:  # the impact is an addition: the node, pods and owners are shown without it
             log.exception("job impact failed for %s", target.incident_id)
             return []
 
-    async def _pods_for(self, target: EnrichTarget, ctx: NodeContext) -> list[dict[str, Any]]:
+    async def _pods_for(self, target: EnrichTarget, ctx: NodeContext) -> list[Pod]:
         """The pods dcgm labels named (with their GPUs), else every GPU pod on the node.
 
         A named pod that runs on the node without GPUs (the exporter's own pod, when the
@@ -382,25 +385,21 @@ class Enricher:
         kept as a stub so people still see whose it was."""
         named = {k: v for k, v in target.pods.items() if k not in ctx.other_pods}
         if not named:
-            return [dict(p) for p in ctx.pods]
-        by_name = {(p["namespace"], p["name"]): p for p in ctx.pods}
+            return list(ctx.pods)
+        by_name = {(p.namespace, p.name): p for p in ctx.pods}
         out = []
         for (ns, name), gpus in named.items():
             pod = by_name.get((ns, name))
             if pod is None:
                 assert self.kube is not None
-                pod = {"namespace": ns, "name": name, "node": target.node, "phase": "NotFound", "gpus": None,
-                       "owner_chain": []}
                 namespace = await self.kube.namespace(ns)
                 team, channel = self.kube.team_and_channel([namespace] if namespace else [])
-                if team:
-                    pod["team"] = team
-                if channel:
-                    pod["channel"] = channel
-            else:
-                pod = dict(pod)
+                pod = Pod(namespace=ns, name=name, node=target.node, phase="NotFound", gpus=None, team=team,
+                          channel=channel)
             if gpus:
-                pod["gpu_devices"] = gpus
+                pod = replace(pod, gpu_devices=tuple(GpuDevice(g.get("uuid", ""), g.get("index", ""),
+                                                               g.get("pci_bus_id", ""), g.get("model", ""))
+                                                     for g in gpus))
             out.append(pod)
         return out
 

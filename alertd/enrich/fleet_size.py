@@ -7,11 +7,10 @@ installed with those labels allowed. One paginated list of nodes per sample.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from alertd.core.fleet import NodeSample
+from alertd.core.json_types import JSONObject, as_object, integer, objects, string_map, text
 from alertd.enrich.kube import KubeContext
-from alertd.enrich.kube_api import meta
+from alertd.enrich.kube_api import metadata
 
 PAGE = 500
 MAX_PAGES = 200  # 100,000 nodes
@@ -24,18 +23,14 @@ def node_type(kube: KubeContext, labels: dict[str, str]) -> str:
     return "unknown"
 
 
-def sample_of(kube: KubeContext, obj: dict[str, Any]) -> NodeSample | None:
+def sample_of(kube: KubeContext, obj: JSONObject) -> NodeSample | None:
     """A node with allocatable GPUs -> its sample; None for a node without GPUs."""
-    allocatable = (obj.get("status") or {}).get("allocatable") or {}
-    try:
-        gpus = int(str(allocatable.get("nvidia.com/gpu") or 0))
-    except ValueError:
-        gpus = 0
+    gpus = integer(as_object(as_object(obj.get("status")).get("allocatable")), "nvidia.com/gpu")
     if gpus <= 0:
         return None
-    m = meta(obj)
-    return NodeSample(m.get("name", ""), node_type(kube, m.get("labels") or {}), gpus,
-                      bool((obj.get("spec") or {}).get("unschedulable")))
+    m = metadata(obj)
+    return NodeSample(text(m, "name"), node_type(kube, string_map(m.get("labels"))), gpus,
+                      bool(as_object(obj.get("spec")).get("unschedulable")))
 
 
 async def sample_fleet(kube: KubeContext) -> list[NodeSample]:
@@ -44,8 +39,8 @@ async def sample_fleet(kube: KubeContext) -> list[NodeSample]:
     token = ""
     for _ in range(MAX_PAGES):
         page = await kube.list_nodes(PAGE, token)
-        out += [s for s in (sample_of(kube, n) for n in page.get("items") or []) if s is not None]
-        token = (page.get("metadata") or {}).get("continue") or ""
+        out += [s for s in (sample_of(kube, n) for n in objects(page.get("items"))) if s is not None]
+        token = text(metadata(page), "continue")
         if not token:
             break
     return sorted(out, key=lambda s: s.node)

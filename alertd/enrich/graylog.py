@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import aiohttp
 
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.enrich.logs import LogBackend, LogLine, LogQuery, LogsUnavailable, doc_to_line
 from alertd.enrich.settings import LogSettings
 from alertd.enrich.timestamps import iso_millis
@@ -105,9 +106,9 @@ class GraylogBackend(LogBackend):
                 async with self.session().get(self._base() + "/api/search/universal/absolute", params=params) as resp:
                     body = await self._body(resp)
                 return self._universal(body)
-            payload: dict[str, Any] = {
+            payload: JSONObject = {
                 "query": graylog_query(q, s),
-                "fields": s.source_fields,
+                "fields": list[JSONValue](s.source_fields),
                 "from": 0,
                 "size": s.max_lines,
                 "timerange": {"type": "absolute", "from": iso_millis(q.start), "to": iso_millis(q.end)},
@@ -115,7 +116,7 @@ class GraylogBackend(LogBackend):
                 "sort_order": "asc",
             }
             if s.graylog_streams:
-                payload["streams"] = list(s.graylog_streams)
+                payload["streams"] = list[JSONValue](s.graylog_streams)
             async with self.session().post(self._base() + "/api/search/messages", json=payload) as resp:
                 body = await self._body(resp)
             return self._table(body)

@@ -3,11 +3,12 @@ this narrow surface instead of the service's insides (its engine and state), and
 hand it anything that has it."""
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from prometheus_client import Histogram
 from prometheus_client.registry import Collector
 
+from alertd.core.json_types import JSONValue
 from alertd.gpu.catalog import XidCatalog
 from alertd.gpu.sxid import SxidCatalog
 from alertd.core.model import Change, Incident, Signal
@@ -43,7 +44,7 @@ class EnrichHost(Protocol):
     def open_incident(self, incident_id: str) -> Incident | None:
         """The incident as the engine holds it now; None once it is gone or when this process is not the engine."""
 
-    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[Any, str]], signals: Sequence[Signal],
+    async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[JSONValue, str]], signals: Sequence[Signal],
                      source: str) -> list[Change]:
         """Write annotations (key -> value and the event's text; None removes) and evidence in one step."""
 

@@ -26,10 +26,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Mapping
 
+from alertd.core.findings import Job
+from alertd.core.json_types import JSONObject, JSONValue, as_object, string_map, text
+from alertd.core.kube_findings import Pod
 from alertd.core.model import parse_iso
-from alertd.enrich.kube_api import KubeUnavailable, NotFound, meta
+from alertd.enrich.kube_api import KubeUnavailable, NotFound, metadata
 from alertd.enrich.kube_owners import top_owner
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.settings import CostModel, JobCostSettings
@@ -78,11 +81,12 @@ class JobImpact:
         times = [t for t in (parse_iso(p.started) for p in self.gang if p.started) if t is not None]
         return min(times) if times else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "apiVersion": self.api_version,
-                "team": self.team, "channel": self.channel, "owner": self.owner, "pods": len(self.gang),
-                "gpus": self.gpus, "nodes": len(self.nodes), "hitPods": self.hit_pods,
-                "timeLostSeconds": int(self.time_lost.total_seconds()), "gpuHoursLost": self.gpu_hours_lost}
+    def to_finding(self) -> Job:
+        """The ``jobs`` finding the incident shows."""
+        return Job(kind=self.kind, name=self.name, namespace=self.namespace, api_version=self.api_version,
+                   team=self.team, channel=self.channel, owner=self.owner, pods=len(self.gang), gpus=self.gpus,
+                   nodes=len(self.nodes), hit_pods=tuple(self.hit_pods),
+                   time_lost_seconds=int(self.time_lost.total_seconds()), gpu_hours_lost=self.gpu_hours_lost)
 
 
 class JobImpactReader:
@@ -92,7 +96,7 @@ class JobImpactReader:
         self.kube = kube
         self.costs = costs
 
-    async def jobs_for_pods(self, pods: list[dict[str, Any]], at: datetime) -> list[JobImpact]:
+    async def jobs_for_pods(self, pods: list[Pod], at: datetime) -> list[JobImpact]:
         """``pods``: described GPU pods (KubeContext's shape: namespace, name, node, owner_chain, team,
         channel) on the affected node(s) -> one JobImpact per top owner, with its gang and cost at ``at``."""
         jobs: dict[tuple[str, str, str], JobImpact] = {}
@@ -101,9 +105,8 @@ class JobImpactReader:
             job = jobs.get(key)
             if job is None:
                 job = jobs[key] = JobImpact(kind=key[1], name=key[2], namespace=key[0],
-                                            api_version=top.get("apiVersion", ""), team=pod.get("team", ""),
-                                            channel=pod.get("channel", ""))
-            job.hit_pods.append(pod.get("name", ""))
+                                            api_version=top.api_version, team=pod.team, channel=pod.channel)
+            job.hit_pods.append(pod.name)
         for job in jobs.values():
             await self._fill(job, pods, at)
         return sorted(jobs.values(), key=lambda j: (-j.gpus, j.namespace, j.name))
@@ -113,19 +116,16 @@ class JobImpactReader:
         ctx = await self.kube.node_context(node)
         return await self.jobs_for_pods(list(ctx.pods), at)
 
-    async def _fill(self, job: JobImpact, hit: list[dict[str, Any]], at: datetime) -> None:
+    async def _fill(self, job: JobImpact, hit: list[Pod], at: datetime) -> None:
         if job.kind == "Pod":
-            job.gang = [GangPod(p.get("namespace", ""), p.get("name", ""), p.get("node", ""), int(p.get("gpus") or 0),
-                                p.get("phase", ""), p.get("started", "")) for p in hit if p.get("name") == job.name]
+            job.gang = [_gang_pod(p) for p in hit if p.name == job.name]
         else:
             try:
                 job.gang = await self.gang(job.namespace, job.kind, job.name)
             except KubeUnavailable:
                 job.gang = []
             if not job.gang:  # the list failed or the job is gone: what the node showed is all we know
-                job.gang = [GangPod(p["namespace"], p["name"], p.get("node", ""), int(p.get("gpus") or 0),
-                                    p.get("phase", ""), p.get("started", ""))
-                            for p in hit if p.get("name") in job.hit_pods]
+                job.gang = [_gang_pod(p) for p in hit if p.name in job.hit_pods]
         top = await self._top_object(job)
         if top is not None:
             job.owner = job.owner or self._owner(top)
@@ -143,14 +143,14 @@ class JobImpactReader:
             if not gpus:
                 continue
             chain, _ = await self.kube.owner_chain(ns, pod)
-            if not chain or (chain[-1].get("kind"), chain[-1].get("name")) != (kind, name):
+            if not chain or (chain[-1].kind, chain[-1].name) != (kind, name):
                 continue
-            m, spec, status = meta(pod), pod.get("spec") or {}, pod.get("status") or {}
-            out.append(GangPod(ns, m.get("name", ""), spec.get("nodeName", ""), gpus, status.get("phase", ""),
-                               status.get("startTime", "")))
+            spec, status = as_object(pod.get("spec")), as_object(pod.get("status"))
+            out.append(GangPod(ns, text(metadata(pod), "name"), text(spec, "nodeName"), gpus, text(status, "phase"),
+                               text(status, "startTime")))
         return sorted(out, key=lambda p: p.name)
 
-    async def _top_object(self, job: JobImpact) -> dict[str, Any] | None:
+    async def _top_object(self, job: JobImpact) -> JSONObject | None:
         if job.kind == "Pod" or not job.api_version:
             return None
         try:
@@ -159,11 +159,15 @@ class JobImpactReader:
         except (NotFound, KubeUnavailable):
             return None
 
-    def _owner(self, obj: dict[str, Any]) -> str:
-        m = meta(obj)
-        labels, annotations = m.get("labels") or {}, m.get("annotations") or {}
-        return str(next((annotations.get(k) or labels.get(k) for k in self.costs.owner_keys
-                         if annotations.get(k) or labels.get(k)), ""))
+    def _owner(self, obj: JSONObject) -> str:
+        m = metadata(obj)
+        labels, annotations = string_map(m.get("labels")), string_map(m.get("annotations"))
+        return next((annotations.get(k) or labels.get(k) for k in self.costs.owner_keys
+                     if annotations.get(k) or labels.get(k)), "") or ""
+
+
+def _gang_pod(p: Pod) -> GangPod:
+    return GangPod(p.namespace, p.name, p.node, p.gpus or 0, p.phase, p.started)
 
 
 class OwnerGangs:
@@ -174,17 +178,18 @@ class OwnerGangs:
     def __init__(self, jobs: list[JobImpact]):
         self._by_pod = {(j.namespace, name): j for j in jobs for name in j.hit_pods}
 
-    def gang(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
+    def gang(self, namespace: str, pod: Mapping[str, object]) -> JSONObject | None:
         job = self._by_pod.get((namespace, str(pod.get("name", ""))))
         if job is None or len(job.gang) < 2:
             return None
-        return {"kind": job.kind, "name": job.name, "pods": len(job.gang), "nodes": job.nodes, "gpus": job.gpus,
+        nodes: list[JSONValue] = list(job.nodes)
+        return {"kind": job.kind, "name": job.name, "pods": len(job.gang), "nodes": nodes, "gpus": job.gpus,
                 "owner": job.owner, "team": job.team, "gpuHoursLost": job.gpu_hours_lost}
 
 
-async def owner_gangs(reader: JobImpactReader, pods: list[dict[str, Any]], at: datetime) -> OwnerGangs:
-    """``pods``: described pods (KubeContext's shape, with ``owner_chain``) on the nodes an action touches."""
-    return OwnerGangs(await reader.jobs_for_pods([p for p in pods if p.get("gpus")], at))
+async def owner_gangs(reader: JobImpactReader, pods: list[Pod], at: datetime) -> OwnerGangs:
+    """``pods``: described pods (with their owner chains) on the nodes an action touches."""
+    return OwnerGangs(await reader.jobs_for_pods([p for p in pods if p.gpus], at))
 
 
 __all__ = ["CostModel", "GangPod", "JobCostSettings", "JobImpact", "JobImpactReader", "OwnerGangs", "owner_gangs"]

@@ -13,9 +13,9 @@ import fnmatch
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-from alertd.enrich.kube_api import KubeUnavailable, NotFound, meta
+from alertd.core.json_types import JSONObject, as_object, integer, objects, string_map, text
+from alertd.core.kube_findings import KubeNode, NodeCondition, NodeEvent, Pod, Taint
+from alertd.enrich.kube_api import KubeUnavailable, NotFound, metadata
 from alertd.enrich.kube_owners import KubeOwners
 from alertd.core.model import parse_iso
 
@@ -26,9 +26,9 @@ log = logging.getLogger(__name__)
 class NodeContext:
     """What Kubernetes knows about one node, in the shapes the incident annotations use."""
 
-    node: dict[str, Any]
-    pods: list[dict[str, Any]]  # GPU pods on the node, each with owner_chain, team, channel
-    events: list[dict[str, Any]]
+    node: KubeNode
+    pods: list[Pod]  # GPU pods on the node, each with owner_chain, team, channel
+    events: list[NodeEvent]
     fetched_at: datetime
     other_pods: frozenset[tuple[str, str]] = frozenset()  # (namespace, name) of pods on the node without GPUs
 
@@ -53,7 +53,7 @@ class KubeContext(KubeOwners):
         results = await asyncio.gather(node_task, pods_task, events_task, return_exceptions=True)
         node_obj, pods_list, events_list = results
         if isinstance(node_obj, NotFound):
-            node_info: dict[str, Any] = {"name": node, "missing": True}
+            node_info = KubeNode(node, missing=True)
         elif isinstance(node_obj, BaseException):
             for r in results[1:]:
                 if isinstance(r, BaseException) and not isinstance(r, (KubeUnavailable, NotFound)):
@@ -63,12 +63,12 @@ class KubeContext(KubeOwners):
             node_info = self.describe_node(node_obj)
         if isinstance(pods_list, BaseException):
             raise pods_list if isinstance(pods_list, KubeUnavailable) else KubeUnavailable(str(pods_list))
-        items = pods_list.get("items") or []
+        items = objects(pods_list.get("items"))
         gpu_pods = [p for p in items if self.gpu_count(p)[0] > 0]
-        others = frozenset((meta(p).get("namespace", ""), meta(p).get("name", "")) for p in items
+        others = frozenset((text(metadata(p), "namespace"), text(metadata(p), "name")) for p in items
                            if self.gpu_count(p)[0] == 0)
-        gpu_pods.sort(key=lambda p: (self._phase(p) not in ("Running", "Pending"), meta(p).get("namespace", ""),
-                                     meta(p).get("name", "")))
+        gpu_pods.sort(key=lambda p: (self._phase(p) not in ("Running", "Pending"), text(metadata(p), "namespace"),
+                                     text(metadata(p), "name")))
         gpu_pods = gpu_pods[: self.settings.max_pods]
         described = await asyncio.gather(*(self._describe_pod(p, node) for p in gpu_pods))
         events = [] if isinstance(events_list, BaseException) else self.describe_events(events_list, node)
@@ -77,166 +77,133 @@ class KubeContext(KubeOwners):
         return NodeContext(node=node_info, pods=list(described), events=events, fetched_at=self.now(),
                            other_pods=others)
 
-    async def namespace_pods(self, ns: str, limit: int) -> list[dict[str, Any]]:
+    async def namespace_pods(self, ns: str, limit: int) -> list[JSONObject]:
         """The unfinished pods of a namespace (a job's gang is found among them; cached like a node's)."""
         listed = await self._cached(("namespace-pods", ns), self.settings.cache_ttl, lambda: self._get(
             "CoreV1Api", "list_namespaced_pod", ns, field_selector="status.phase!=Succeeded", limit=limit))
-        return list(listed.get("items") or [])
+        return objects(listed.get("items"))
 
-    async def list_nodes(self, limit: int, token: str = "") -> dict[str, Any]:
+    async def list_nodes(self, limit: int, token: str = "") -> JSONObject:
         """One page of the cluster's nodes (fleet size samples; never cached)."""
         extra = {"_continue": token} if token else {}
         return await self._get("CoreV1Api", "list_node", limit=limit, **extra)
 
     @staticmethod
-    def _phase(pod: dict[str, Any]) -> str:
-        if meta(pod).get("deletionTimestamp"):
+    def _phase(pod: JSONObject) -> str:
+        if metadata(pod).get("deletionTimestamp"):
             return "Terminating"
-        return str((pod.get("status") or {}).get("phase", "Unknown"))
+        return text(as_object(pod.get("status")), "phase", "Unknown")
 
-    def gpu_count(self, pod: dict[str, Any]) -> tuple[int, dict[str, int]]:
+    def gpu_count(self, pod: JSONObject) -> tuple[int, dict[str, int]]:
         """GPUs (and MIG slices) the pod holds: per resource, limits (else requests), containers summed,
         init containers counted as the max they need at once."""
 
-        def per_container(c: dict[str, Any]) -> dict[str, int]:
-            res = c.get("resources") or {}
-            merged = dict(res.get("requests") or {})
-            merged.update(res.get("limits") or {})
+        def per_container(c: JSONObject) -> dict[str, int]:
+            res = as_object(c.get("resources"))
+            merged = string_map(res.get("requests"))
+            merged.update(string_map(res.get("limits")))
             out: dict[str, int] = {}
             for name, value in merged.items():
                 if any(fnmatch.fnmatchcase(name, pat) for pat in self.settings.gpu_resources):
                     try:
-                        out[name] = int(float(str(value)))
+                        out[name] = int(float(value))
                     except ValueError:
                         continue
             return out
 
-        spec = pod.get("spec") or {}
+        spec = as_object(pod.get("spec"))
         total: dict[str, int] = {}
-        for c in spec.get("containers") or []:
+        for c in objects(spec.get("containers")):
             for k, v in per_container(c).items():
                 total[k] = total.get(k, 0) + v
-        for c in spec.get("initContainers") or []:
+        for c in objects(spec.get("initContainers")):
             for k, v in per_container(c).items():
                 total[k] = max(total.get(k, 0), v)
         total = {k: v for k, v in total.items() if v > 0}
         return sum(total.values()), total
 
-    def describe_node(self, obj: dict[str, Any]) -> dict[str, Any]:
-        m, spec, status = meta(obj), obj.get("spec") or {}, obj.get("status") or {}
-        labels = m.get("labels") or {}
+    def describe_node(self, obj: JSONObject) -> KubeNode:
+        m, spec, status = metadata(obj), as_object(obj.get("spec")), as_object(obj.get("status"))
+        labels = string_map(m.get("labels"))
 
         def first(keys: tuple[str, ...]) -> str:
             return next((labels[k] for k in keys if labels.get(k)), "")
 
         conditions = []
         ready = "Unknown"
-        for c in status.get("conditions") or []:
-            entry = {"type": c.get("type", ""), "status": c.get("status", ""), "reason": c.get("reason", ""),
-                     "since": c.get("lastTransitionTime", "")}
-            healthy = (c.get("type") == "Ready") == (c.get("status") == "True")
-            if not healthy and c.get("message"):
-                entry["message"] = str(c["message"])[:300]
-            if c.get("type") == "Ready":
-                ready = c.get("status", "Unknown")
-            conditions.append(entry)
-        taints = [{k: t[k] for k in ("key", "value", "effect", "timeAdded") if t.get(k)} for t in spec.get("taints") or []]
+        for c in objects(status.get("conditions")):
+            kind, state = text(c, "type"), text(c, "status")
+            healthy = (kind == "Ready") == (state == "True")
+            conditions.append(NodeCondition(kind, state, text(c, "reason"), text(c, "lastTransitionTime"),
+                                            "" if healthy else text(c, "message")[:300]))
+            if kind == "Ready":
+                ready = text(c, "status", "Unknown")
+        taints = tuple(Taint(text(t, "key"), text(t, "effect"), text(t, "value"), text(t, "timeAdded"))
+                       for t in objects(spec.get("taints")))
         cordoned = bool(spec.get("unschedulable"))
-        out: dict[str, Any] = {
-            "name": m.get("name", ""),
-            "cordoned": cordoned,
-            "ready": ready,
-            "conditions": conditions,
-            "taints": taints,
-            "pool": first(self.settings.pool_labels),
-            "instance_type": first(self.settings.instance_type_labels),
-            "gpu_product": first(self.settings.gpu_product_labels),
-        }
-        capacity = status.get("capacity") or {}
-        allocatable = status.get("allocatable") or {}
-        if capacity.get("nvidia.com/gpu") not in (None, "0"):
-            out["gpus"] = {"capacity": capacity.get("nvidia.com/gpu"), "allocatable": allocatable.get("nvidia.com/gpu")}
-        mig = {k: v for k, v in capacity.items()
-               if k != "nvidia.com/gpu" and v not in ("0", 0)
-               and any(fnmatch.fnmatchcase(k, pat) for pat in self.settings.gpu_resources)}
-        if mig:
-            out["mig"] = mig
-        if cordoned:
-            by, at = self._cordon_origin(obj)
-            if by:
-                out["cordoned_by"] = by
-            if at:
-                out["cordoned_at"] = at
-        return {k: v for k, v in out.items() if v not in ("", None)}
+        capacity, allocatable = string_map(status.get("capacity")), string_map(status.get("allocatable"))
+        has_gpus = capacity.get("nvidia.com/gpu") not in (None, "0")
+        mig = tuple((k, v) for k, v in capacity.items()
+                    if k != "nvidia.com/gpu" and v != "0"
+                    and any(fnmatch.fnmatchcase(k, pat) for pat in self.settings.gpu_resources))
+        by, at = self._cordon_origin(obj) if cordoned else ("", "")
+        return KubeNode(name=text(m, "name"), cordoned=cordoned, ready=ready, conditions=tuple(conditions),
+                        taints=taints, pool=first(self.settings.pool_labels),
+                        instance_type=first(self.settings.instance_type_labels),
+                        gpu_product=first(self.settings.gpu_product_labels),
+                        gpu_capacity=capacity.get("nvidia.com/gpu") if has_gpus else None,
+                        gpu_allocatable=allocatable.get("nvidia.com/gpu") if has_gpus else None,
+                        mig=mig, cordoned_by=by, cordoned_at=at)
 
     @staticmethod
-    def _cordon_origin(obj: dict[str, Any]) -> tuple[str, str]:
+    def _cordon_origin(obj: JSONObject) -> tuple[str, str]:
         """Who set spec.unschedulable and when: the managedFields entry owning it, else the
         unschedulable taint's timeAdded."""
         best: tuple[str, str] = ("", "")
-        for mf in meta(obj).get("managedFields") or []:
-            fields = mf.get("fieldsV1") or {}
-            if "f:unschedulable" in (fields.get("f:spec") or {}):
-                when = mf.get("time", "")
+        for mf in objects(metadata(obj).get("managedFields")):
+            fields = as_object(mf.get("fieldsV1"))
+            if "f:unschedulable" in as_object(fields.get("f:spec")):
+                when = text(mf, "time")
                 if not best[0] or when > best[1]:
-                    best = (mf.get("manager", ""), when)
+                    best = (text(mf, "manager"), when)
         if not best[1]:
-            for t in (obj.get("spec") or {}).get("taints") or []:
+            for t in objects(as_object(obj.get("spec")).get("taints")):
                 if t.get("key") == "node.kubernetes.io/unschedulable" and t.get("timeAdded"):
-                    best = (best[0], t["timeAdded"])
+                    best = (best[0], text(t, "timeAdded"))
         return best
 
-    def describe_events(self, body: dict[str, Any], node: str) -> list[dict[str, Any]]:
+    def describe_events(self, body: JSONObject, node: str) -> list[NodeEvent]:
         cutoff = self.now() - self.settings.events_window
         out = []
-        for ev in body.get("items") or []:
-            when = (ev.get("lastTimestamp") or ev.get("eventTime") or ev.get("firstTimestamp")
-                    or meta(ev).get("creationTimestamp"))
+        for ev in objects(body.get("items")):
+            when = (text(ev, "lastTimestamp") or text(ev, "eventTime") or text(ev, "firstTimestamp")
+                    or text(metadata(ev), "creationTimestamp"))
             try:
                 ts = parse_iso(when) if when else None
             except ValueError:
                 ts = None
             if ts is not None and ts < cutoff:
                 continue
-            source = ev.get("source") or {}
-            out.append({
-                "node": node,
-                "time": when or "",
-                "type": ev.get("type", ""),
-                "reason": ev.get("reason", ""),
-                "message": str(ev.get("message", ""))[:300],
-                "source": source.get("component") or ev.get("reportingComponent") or ev.get("reportingController") or "",
-                "count": ev.get("count") or (ev.get("series") or {}).get("count") or 1,
-            })
-        out.sort(key=lambda e: e["time"], reverse=True)
+            out.append(NodeEvent(
+                node=node, time=when, type=text(ev, "type"), reason=text(ev, "reason"),
+                message=text(ev, "message")[:300],
+                source=(text(as_object(ev.get("source")), "component") or text(ev, "reportingComponent")
+                        or text(ev, "reportingController")),
+                count=integer(ev, "count") or integer(as_object(ev.get("series")), "count") or 1))
+        out.sort(key=lambda e: e.time, reverse=True)
         return out[: self.settings.max_events]
 
-    async def _describe_pod(self, pod: dict[str, Any], node: str) -> dict[str, Any]:
-        m = meta(pod)
-        ns, name = m.get("namespace", ""), m.get("name", "")
+    async def _describe_pod(self, pod: JSONObject, node: str) -> Pod:
+        m = metadata(pod)
+        ns, name = text(m, "namespace"), text(m, "name")
         count, resources = self.gpu_count(pod)
-        chain, objects = await self.owner_chain(ns, pod)
+        chain, read = await self.owner_chain(ns, pod)
         namespace = await self.namespace(ns)
         # The most specific owner first: the top of the chain names the workload people know.
-        team, channel = self.team_and_channel(list(reversed(objects)) + ([namespace] if namespace else []))
-        out: dict[str, Any] = {
-            "namespace": ns,
-            "name": name,
-            "node": node,
-            "phase": self._phase(pod),
-            "gpus": count,
-            "owner_chain": chain,
-        }
-        if set(resources) - {"nvidia.com/gpu"}:
-            out["gpu_resources"] = resources
-        if team:
-            out["team"] = team
-        if channel:
-            out["channel"] = channel
-        started = (pod.get("status") or {}).get("startTime")
-        if started:
-            out["started"] = started
-        return out
+        team, channel = self.team_and_channel(list(reversed(read)) + ([namespace] if namespace else []))
+        return Pod(namespace=ns, name=name, node=node, phase=self._phase(pod), gpus=count, owner_chain=tuple(chain),
+                   gpu_resources=tuple(resources.items()) if set(resources) - {"nvidia.com/gpu"} else (),
+                   team=team, channel=channel, started=text(as_object(pod.get("status")), "startTime"))
 
 
 __all__ = ["KubeContext", "NodeContext"]

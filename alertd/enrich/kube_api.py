@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, TypeVar, cast
 
+from alertd.core.json_types import JSONObject, JSONValue, as_object
 from alertd.enrich.settings import KubeSettings
 
 T = TypeVar("T")
@@ -53,6 +54,11 @@ class KubeStats:
 
 def meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
+
+
+def metadata(obj: JSONObject) -> JSONObject:
+    """An object's ``metadata`` (empty when it has none)."""
+    return as_object(obj.get("metadata"))
 
 
 class KubeApi:
@@ -121,7 +127,7 @@ class KubeApi:
         self.stats.calls += 1
         return await getattr(api, method)(_preload_content=False, **kwargs)
 
-    async def _get(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    async def _get(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> JSONObject:
         """One API request answered as a JSON dict; NotFound on 404, KubeUnavailable otherwise."""
         api = await self._api(api_name)
         async with self._sem:
@@ -149,7 +155,7 @@ class KubeApi:
         if status == 404:
             raise NotFound(method)
         try:
-            body = json.loads(raw)
+            body: JSONValue = json.loads(raw)
         except ValueError:
             self.stats.errors += 1
             raise KubeUnavailable(f"Kubernetes API: HTTP {status}, not JSON") from None

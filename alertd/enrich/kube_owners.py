@@ -10,9 +10,12 @@ Owners and namespaces change rarely, so they are cached for ``owner_cache_ttl``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import replace
 
-from alertd.enrich.kube_api import KubeApi, KubeUnavailable, NotFound, meta
+from alertd.core.findings import Owner
+from alertd.core.json_types import JSONObject, objects, string_map, text
+from alertd.core.kube_findings import OwnerLink, Pod
+from alertd.enrich.kube_api import KubeApi, KubeUnavailable, NotFound, metadata
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +31,9 @@ _TYPED = {
 }
 
 
-def controller_ref(obj: dict[str, Any]) -> dict[str, Any] | None:
-    refs = meta(obj).get("ownerReferences") or []
-    for ref in refs:
-        if isinstance(ref, dict) and ref.get("controller"):
+def controller_ref(obj: JSONObject) -> JSONObject | None:
+    for ref in objects(metadata(obj).get("ownerReferences")):
+        if ref.get("controller"):
             return ref
     return None
 
@@ -44,50 +46,50 @@ def split_api_version(api_version: str) -> tuple[str, str]:
 class KubeOwners(KubeApi):
     """Owner-chain resolution and team/channel attribution on top of the cached API reads."""
 
-    async def owner_chain(self, ns: str, pod: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def owner_chain(self, ns: str, pod: JSONObject) -> tuple[list[OwnerLink], list[JSONObject]]:
         """The pod's controllers up to the top (links as the incident shows them) and the objects
         read on the way, the pod first. A link that cannot be read ends the chain, marked
         ``missing`` (gone) or ``unresolved`` (with the reason)."""
-        chain: list[dict[str, Any]] = []
-        objects: list[dict[str, Any]] = [pod]
+        chain: list[OwnerLink] = []
+        read: list[JSONObject] = [pod]
         current = pod
         for _ in range(self.settings.max_owner_depth):
             ref = controller_ref(current)
             if ref is None:
                 break
-            link = {"kind": ref.get("kind", ""), "name": ref.get("name", ""), "apiVersion": ref.get("apiVersion", "")}
-            chain.append(link)
+            link = OwnerLink(text(ref, "kind"), text(ref, "name"), text(ref, "apiVersion"))
             try:
                 current = await self.owner(ns, ref)
             except NotFound:
-                link["missing"] = True
+                chain.append(replace(link, missing=True))
                 break
             except KubeUnavailable as exc:
-                link["unresolved"] = exc.reason
+                chain.append(replace(link, unresolved=exc.reason))
                 break
-            objects.append(current)
-        return chain, objects
+            chain.append(link)
+            read.append(current)
+        return chain, read
 
-    def team_and_channel(self, objects: list[dict[str, Any]]) -> tuple[str, str]:
+    def team_and_channel(self, objs: list[JSONObject]) -> tuple[str, str]:
         team = channel = ""
-        for obj in objects:
-            m = meta(obj)
-            labels, annotations = m.get("labels") or {}, m.get("annotations") or {}
+        for obj in objs:
+            m = metadata(obj)
+            labels, annotations = string_map(m.get("labels")), string_map(m.get("annotations"))
             if not team:
-                team = str(next((labels.get(k) or annotations.get(k) for k in self.settings.team_labels
-                                 if labels.get(k) or annotations.get(k)), ""))
+                team = next((labels.get(k) or annotations.get(k) for k in self.settings.team_labels
+                             if labels.get(k) or annotations.get(k)), "") or ""
             if not channel:
-                channel = str(next((annotations.get(k) or labels.get(k) for k in self.settings.channel_annotations
-                                    if annotations.get(k) or labels.get(k)), ""))
+                channel = next((annotations.get(k) or labels.get(k) for k in self.settings.channel_annotations
+                                if annotations.get(k) or labels.get(k)), "") or ""
             if team and channel:
                 break
         return team, channel
 
-    async def namespace(self, ns: str) -> dict[str, Any] | None:
+    async def namespace(self, ns: str) -> JSONObject | None:
         if not ns:
             return None
 
-        async def fetch() -> dict[str, Any] | None:
+        async def fetch() -> JSONObject | None:
             try:
                 return await self._get("CoreV1Api", "read_namespace", ns)
             except (NotFound, KubeUnavailable) as exc:
@@ -96,11 +98,11 @@ class KubeOwners(KubeApi):
 
         return await self._cached(("namespace", ns), self.settings.owner_cache_ttl, fetch)
 
-    async def owner(self, ns: str, ref: dict[str, Any]) -> dict[str, Any]:
-        api_version, kind, name = ref.get("apiVersion", ""), ref.get("kind", ""), ref.get("name", "")
+    async def owner(self, ns: str, ref: JSONObject) -> JSONObject:
+        api_version, kind, name = text(ref, "apiVersion"), text(ref, "kind"), text(ref, "name")
         key = ("owner", ns, api_version, kind, name)
 
-        async def fetch() -> dict[str, Any]:
+        async def fetch() -> JSONObject:
             group, version = split_api_version(api_version)
             typed = _TYPED.get((group, kind))
             if typed is not None:
@@ -111,26 +113,20 @@ class KubeOwners(KubeApi):
         return await self._cached(key, self.settings.owner_cache_ttl, fetch)
 
 
-def top_owner(pod: dict[str, Any]) -> tuple[tuple[str, str, str], dict[str, Any]]:
+def top_owner(pod: Pod) -> tuple[tuple[str, str, str], OwnerLink]:
     """((namespace, kind, name), link) of a described pod's workload: its chain's top, else the pod itself."""
-    chain = pod.get("owner_chain") or []
-    top = chain[-1] if chain else {"kind": "Pod", "name": pod.get("name", "")}
-    return (pod.get("namespace", ""), top.get("kind", ""), top.get("name", "")), top
+    top = pod.top_owner or OwnerLink("Pod", pod.name)
+    return (pod.namespace, top.kind, top.name), top
 
 
-def owners_of(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def owners_of(pods: list[Pod]) -> list[Owner]:
     """The top owner of each pod (the workload: PyTorchJob, Deployment ...), deduplicated."""
-    seen: dict[tuple[str, str, str], dict[str, Any]] = {}
+    seen: dict[tuple[str, str, str], Owner] = {}
     for pod in pods:
         key, _ = top_owner(pod)
-        entry = seen.get(key)
-        if entry is None:
-            entry = seen[key] = {"kind": key[1], "name": key[2], "namespace": key[0], "team": pod.get("team", ""),
-                                 "channel": pod.get("channel", ""), "pods": 0, "gpus": 0}
-        entry["pods"] += 1
-        entry["gpus"] += int(pod.get("gpus") or 0)
-        entry["team"] = entry["team"] or pod.get("team", "")
-        entry["channel"] = entry["channel"] or pod.get("channel", "")
+        entry = seen.get(key) or Owner(kind=key[1], name=key[2], namespace=key[0])
+        seen[key] = replace(entry, pods=entry.pods + 1, gpus=entry.gpus + (pod.gpus or 0),
+                            team=entry.team or pod.team, channel=entry.channel or pod.channel)
     return list(seen.values())
 
 

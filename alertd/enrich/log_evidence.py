@@ -8,59 +8,57 @@ alert that turns out to be an Xid 79), see :func:`upgrade_signal`.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
-from alertd.enrich.logs import LogLine
-from alertd.gpu.nvrm import line_xids, pci_to_uuid
-from alertd.gpu.recovery import XID_RECOVERY
-from alertd.enrich.timestamps import iso_millis
-from alertd.gpu.pci import normalize_pci
-from alertd.gpu.sxid import SxidCatalog, find_sxid
+from alertd.core.findings import EvidenceLine
 from alertd.core.model import Incident, Signal, signal_rank
+from alertd.enrich.logs import LogLine
+from alertd.enrich.timestamps import iso_millis
+from alertd.gpu.catalog import XidCatalog
+from alertd.gpu.nvrm import line_xids, pci_to_uuid
+from alertd.gpu.pci import normalize_pci
+from alertd.gpu.recovery import XID_RECOVERY
+from alertd.gpu.sxid import SxidCatalog, find_sxid
 
 
 def evidence_from_lines(lines: Iterable[LogLine], node: str, gpus: Iterable[dict[str, str]] = (),
-                   limit: int = 50) -> list[dict[str, Any]]:
+                        limit: int = 50) -> list[EvidenceLine]:
     """Log lines -> evidence entries; Xid lines are kept first when there are more than ``limit``."""
     lines = list(lines)
     uuids = pci_to_uuid((ln.message for ln in lines), gpus)
-    out: list[dict[str, Any]] = []
+    out: list[EvidenceLine] = []
     xids = line_xids((ln.host, ln.message) for ln in lines)
     for ln, xid in zip(lines, xids):
-        entry: dict[str, Any] = {
-            "time": iso_millis(ln.time) if ln.time else None,  # fixed width: sorts as text
-            "host": ln.host or node,
-            "node": node,
-            "line": ln.message if len(ln.message) <= 500 else ln.message[:499] + "…",
-            "xid": xid.xid if xid else None,
-            "pci": xid.pci if xid else None,
-            "gpu_uuid": uuids.get(xid.pci) if xid and xid.pci else None,
-            "pid": xid.pid if xid else None,
-            "process": (xid.process or None) if xid else None,
-        }
         sxid = find_sxid([ln.message]) if xid is None and "SXid" in ln.message else None
-        if sxid is not None:  # an NVSwitch fault: the switch, never a GPU
-            entry.update(sxid=sxid.code, switch=sxid.key, fatal=sxid.fatal)
-        if xid and xid.gpu_instance is not None:
-            entry["mig"] = {"gpu_instance": xid.gpu_instance, "compute_instance": xid.compute_instance}
-        pod = ln.fields.get("kubernetes_pod_name")
-        if pod:
-            entry["pod"] = pod
-        out.append(entry)
+        out.append(EvidenceLine(
+            time=iso_millis(ln.time) if ln.time else None,  # fixed width: sorts as text
+            host=ln.host or node,
+            node=node,
+            line=ln.message if len(ln.message) <= 500 else ln.message[:499] + "…",
+            xid=xid.xid if xid else None,
+            pci=xid.pci if xid else None,
+            gpu_uuid=uuids.get(xid.pci) if xid and xid.pci else None,
+            pid=xid.pid if xid else None,
+            process=(xid.process or None) if xid else None,
+            gpu_instance=xid.gpu_instance if xid else None,
+            compute_instance=xid.compute_instance if xid and xid.gpu_instance is not None else None,
+            pod=str(ln.fields.get("kubernetes_pod_name") or ""),
+            # an NVSwitch fault: the switch, never a GPU
+            sxid=sxid.code if sxid else None, switch=sxid.key if sxid else "", fatal=bool(sxid and sxid.fatal)))
     return cap_evidence(out, limit)
 
 
-def cap_evidence(entries: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+def cap_evidence(entries: list[EvidenceLine], limit: int) -> list[EvidenceLine]:
     """At most ``limit`` entries, Xid and SXid lines first, then in time order."""
     if len(entries) <= limit:
         return entries
-    xids = [e for e in entries if e.get("xid") or e.get("sxid")]
-    rest = [e for e in entries if not (e.get("xid") or e.get("sxid"))]
+    xids = [e for e in entries if e.xid or e.sxid]
+    rest = [e for e in entries if not (e.xid or e.sxid)]
     keep = xids[:limit] + rest[: max(0, limit - len(xids))]
-    return sorted(keep, key=lambda e: e.get("time") or "")
+    return sorted(keep, key=lambda e: e.time or "")
 
 
-def upgrade_signal(evidence: list[dict[str, Any]], inc: Incident, catalog: Any,
+def upgrade_signal(evidence: Iterable[EvidenceLine], inc: Incident, catalog: XidCatalog,
                    gpus: Iterable[dict[str, str]], sxids: SxidCatalog | None = None) -> Signal | None:
     """The Xid (or, with ``sxids``, the NVSwitch SXid) from the log that should classify the incident, or None.
 
@@ -90,22 +88,21 @@ def upgrade_signal(evidence: list[dict[str, Any]], inc: Incident, catalog: Any,
     return None
 
 
-def _log_signals(evidence: list[dict[str, Any]], catalog: Any, gpus: list[dict[str, str]],
+def _log_signals(evidence: Iterable[EvidenceLine], catalog: XidCatalog, gpus: list[dict[str, str]],
                  sxids: SxidCatalog | None) -> Iterable[Signal]:
     pcis = {normalize_pci(g.get("pci_bus_id", "")) for g in gpus} - {""}
     uuids = {g.get("uuid") for g in gpus} - {None, ""}
     for e in evidence:
-        code = e.get("xid")
-        if not code:
-            if sxids is not None and e.get("sxid"):
-                line = find_sxid([e.get("line") or ""])
+        if not e.xid:
+            if sxids is not None and e.sxid:
+                line = find_sxid([e.line])
                 if line is not None:
                     yield sxids.signal(line, detail="", basis="kernel log")
             continue
         if pcis or uuids:  # a GPU-specific incident: only Xids of its GPUs count
-            if e.get("pci") and e["pci"] not in pcis and e.get("gpu_uuid") not in uuids:
+            if e.pci and e.pci not in pcis and e.gpu_uuid not in uuids:
                 continue
-        yield catalog.signal_for(int(code), e.get("line") or "", detail="from kernel log")
+        yield catalog.signal_for(e.xid, e.line, detail="from kernel log")
 
 
 def _asks_more(sig: Signal, inc: Incident) -> bool:

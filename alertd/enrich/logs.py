@@ -16,8 +16,9 @@ import asyncio
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Sequence
+from typing import Sequence
 
+from alertd.core.json_types import JSONObject
 from alertd.enrich.settings import LogSettings
 from alertd.enrich.timestamps import parse_time
 
@@ -76,7 +77,7 @@ class LogLine:
     time: datetime | None
     host: str
     message: str
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: JSONObject = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -102,7 +103,7 @@ def align_window(node: str, anchor: datetime, settings: LogSettings) -> LogQuery
     return LogQuery(node, start.astimezone(timezone.utc), end.astimezone(timezone.utc))
 
 
-def doc_to_line(doc: dict[str, Any], s: LogSettings) -> LogLine:
+def doc_to_line(doc: JSONObject, s: LogSettings) -> LogLine:
     """One stored log document (field names as configured) -> LogLine."""
     message = doc.get(s.message_field)
     if message is None:

@@ -10,33 +10,36 @@ from __future__ import annotations
 import abc
 from typing import Any, Sequence
 
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.enrich.logs import LogBackend, LogLine, LogQuery, LogsUnavailable, doc_to_line
 from alertd.enrich.settings import LogSettings
 from alertd.enrich.timestamps import epoch_millis
 
 
-def es_query(q: LogQuery, s: LogSettings) -> dict[str, Any]:
+def es_query(q: LogQuery, s: LogSettings) -> JSONObject:
     """The search body for one node+window: host filter, time range, any of the patterns."""
     hosts = q.hosts(s.match_short_hostname)
-    host_filter: dict[str, Any]
+    host_filter: JSONObject
+    names: list[JSONValue] = list(hosts)
     if len(s.host_fields) == 1:
-        host_filter = {"terms": {s.host_fields[0]: hosts}}
+        host_filter = {"terms": {s.host_fields[0]: names}}
     else:
-        host_filter = {"bool": {"should": [{"terms": {f: hosts}} for f in s.host_fields], "minimum_should_match": 1}}
-    filters: list[dict[str, Any]] = [
+        host_filter = {"bool": {"should": [{"terms": {f: names}} for f in s.host_fields], "minimum_should_match": 1}}
+    filters: list[JSONValue] = [
         host_filter,
         {"range": {s.time_field: {"gte": epoch_millis(q.start), "lte": epoch_millis(q.end), "format": "epoch_millis"}}},
     ]
     if s.patterns:
         filters.append({"bool": {
-            "should": [{"multi_match": {"query": p, "type": "phrase", "fields": list(s.search_fields)}} for p in s.patterns],
+            "should": [{"multi_match": {"query": p, "type": "phrase", "fields": list[JSONValue](s.search_fields)}}
+                       for p in s.patterns],
             "minimum_should_match": 1,
         }})
     return {
         "size": s.max_lines,
         "query": {"bool": {"filter": filters}},
         "sort": [{s.time_field: {"order": "asc", "unmapped_type": "date"}}],
-        "_source": s.source_fields,
+        "_source": list[JSONValue](s.source_fields),
         "track_total_hits": False,
     }
 
@@ -105,7 +108,7 @@ class MsearchBackend(LogBackend):
 
     async def search(self, queries: Sequence[LogQuery]) -> list[list[LogLine] | LogsUnavailable]:
         s = self.settings
-        lines: list[dict[str, Any]] = []
+        lines: list[JSONObject] = []
         for q in queries:
             lines.append({"index": s.index, "ignore_unavailable": True, "allow_no_indices": True})
             lines.append(es_query(q, s))

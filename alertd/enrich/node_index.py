@@ -22,7 +22,8 @@ import asyncio
 import logging
 from typing import Any, Iterable, Protocol
 
-from alertd.enrich.kube_api import KubeApi, KubeUnavailable, NotFound, meta
+from alertd.core.json_types import JSONObject, as_object, objects, text
+from alertd.enrich.kube_api import KubeApi, KubeUnavailable, NotFound, metadata
 from alertd.enrich.settings import EnrichSettings, KubeSettings, NodeIndexSettings
 from alertd.core.model import Alert
 from alertd.engine.identity import Pointer, is_address, is_exporter_pod, pointers
@@ -148,13 +149,13 @@ class NodeIndex(KubeApi):
         try:
             for _ in range(MAX_NODE_PAGES):
                 page = await self._get("CoreV1Api", "list_node", limit=500, **({"_continue": cont} if cont else {}))
-                for node in page.get("items") or []:
-                    name = meta(node).get("name", "")
+                for node in objects(page.get("items")):
+                    name = text(metadata(node), "name")
                     found[name] = name
-                    for addr in (node.get("status") or {}).get("addresses") or []:
-                        if addr.get("address"):
-                            found[addr["address"]] = name
-                cont = meta(page).get("continue") or ""
+                    for addr in objects(as_object(node.get("status")).get("addresses")):
+                        if text(addr, "address"):
+                            found[text(addr, "address")] = name
+                cont = text(metadata(page), "continue")
                 if not cont:
                     break
         except (KubeUnavailable, NotFound) as exc:
@@ -180,12 +181,12 @@ class NodeIndex(KubeApi):
         if p.namespace:
             pod = await self._get("CoreV1Api", "read_namespaced_pod", p.name, p.namespace)
         else:
-            items = (await self._get("CoreV1Api", "list_pod_for_all_namespaces",
-                                     field_selector=f"metadata.name={p.name}")).get("items") or []
+            items = objects((await self._get("CoreV1Api", "list_pod_for_all_namespaces",
+                                             field_selector=f"metadata.name={p.name}")).get("items"))
             if not items:
                 return
             pod = items[0]
-        node = (pod.get("spec") or {}).get("nodeName") or ""
+        node = text(as_object(pod.get("spec")), "nodeName")
         if node:
             self._remember(self._pods, (p.namespace, p.name), node)
             self._remember(self._pods, ("", p.name), node)
@@ -194,20 +195,21 @@ class NodeIndex(KubeApi):
         await self._nodes_refreshed()
         if address in self._node_addresses or not is_address(address):
             return
-        items = (await self._get("CoreV1Api", "list_pod_for_all_namespaces",
-                                 field_selector=f"status.podIP={address}")).get("items") or []
-        live = [pod for pod in items if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        items = objects((await self._get("CoreV1Api", "list_pod_for_all_namespaces",
+                                         field_selector=f"status.podIP={address}")).get("items"))
+        live = [pod for pod in items if text(as_object(pod.get("status")), "phase") not in ("Succeeded", "Failed")
                 and self._per_node(pod)]
-        node = next(((pod.get("spec") or {}).get("nodeName") for pod in live if (pod.get("spec") or {}).get("nodeName")), "")
+        node = next((text(as_object(pod.get("spec")), "nodeName") for pod in live
+                     if text(as_object(pod.get("spec")), "nodeName")), "")
         if node:
             self._remember(self._pod_ips, address, node)
 
-    def _per_node(self, pod: dict[str, Any]) -> bool:
+    def _per_node(self, pod: JSONObject) -> bool:
         """Only a per-node agent's pod IP names its node: a DaemonSet's pod, an exporter pod, one on the host
         network. An operator's or kube-state-metrics' pod runs anywhere: its node says nothing of the alert."""
-        owners = meta(pod).get("ownerReferences") or []
-        return any(o.get("kind") == "DaemonSet" for o in owners) or bool((pod.get("spec") or {}).get("hostNetwork")) \
-            or is_exporter_pod(meta(pod).get("name", ""), self.ncfg.exporter_pod_pattern)
+        owners = objects(metadata(pod).get("ownerReferences"))
+        return any(o.get("kind") == "DaemonSet" for o in owners) or bool(as_object(pod.get("spec")).get("hostNetwork")) \
+            or is_exporter_pod(text(metadata(pod), "name"), self.ncfg.exporter_pod_pattern)
 
     def _remember(self, table: dict[Any, str], key: Any, node: str) -> None:
         self._stale_at[key] = self.monotonic() + self.index_settings.ttl

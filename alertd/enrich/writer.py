@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
-from alertd.enrich.annotations import IncidentState, describe
+from alertd.core.json_types import JSONValue
+from alertd.enrich.annotations import IncidentState
 from alertd.enrich.host import EnrichHost
 from alertd.enrich.logs import describe_error
 
@@ -34,7 +35,7 @@ class AnnotationWriter:
     enricher's bind, its settings and its shutdown; ``later`` schedules a retry;
     ``counts`` gets ``writes`` and ``upgrades``."""
 
-    def __init__(self, states: dict[str, IncidentState], values: Callable[[str], dict[str, Any]], *,
+    def __init__(self, states: dict[str, IncidentState], values: Callable[[str], dict[str, tuple[JSONValue, str]]], *,
                  service: Callable[[], EnrichHost | None], delay: Callable[[], float], closed: Callable[[], bool],
                  later: Callable[[float, Callable[[], Awaitable[None]]], None], counts: dict[str, int]):
         self._service = service
@@ -134,7 +135,7 @@ class AnnotationWriter:
             inc = svc.open_incident(incident_id)
             if inc is None:
                 return
-            annotations = {key: (value, describe(key, value)) for key, value in self._values(incident_id).items()
+            annotations = {key: (value, text) for key, (value, text) in self._values(incident_id).items()
                            if (force or value != inc.annotations.get(key)) and (value is not None or key in inc.annotations)}
             signals = list(state.signals)
             if not annotations and not signals:

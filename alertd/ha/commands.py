@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Protocol
 
-from alertd.core.json_types import JSONObject, obj, text
+from alertd.core.json_types import JSONObject, JSONValue, as_text, obj
 from alertd.core.model import Change, Incident
 from alertd.core.tickets import TicketLink
 
@@ -49,7 +49,7 @@ class ActionTaker(Protocol):
 
     async def resolve(self, incident_id: str, actor: str) -> list[Change]: ...
 
-    async def annotate(self, incident_id: str, key: str, value: object, kind: str, text: str = "",
+    async def annotate(self, incident_id: str, key: str, value: JSONValue, kind: str, text: str = "",
                        actor: str = "") -> list[Change]: ...
 
     async def link_ticket(self, incident_id: str, ticket: TicketLink, actor: str = "") -> list[Change]: ...
@@ -78,17 +78,17 @@ async def run_pending(store: CommandStore, service: ActionTaker) -> int:
     done = 0
     for command_id, kind, incident_id, args in await store.pending_commands():
         try:
-            actor = text(args.get("actor"))
+            actor = as_text(args.get("actor"))
             if kind == "acknowledge":
                 changes = await service.acknowledge(incident_id, actor)
             elif kind == "resolve":
                 changes = await service.resolve(incident_id, actor)
             elif kind == "annotate":
                 changes = await service.annotate(incident_id, str(args["key"]), args.get("value"),
-                                                 text(args.get("kind"), "annotated"), text(args.get("text")), actor)
+                                                 as_text(args.get("kind"), "annotated"), as_text(args.get("text")), actor)
             elif kind == "link_ticket":
                 changes = await service.link_ticket(incident_id, TicketLink.from_json(obj(args.get("ticket") or {}, "ticket")),
-                                                    text(args.get("actor")))
+                                                    as_text(args.get("actor")))
             else:
                 log.error("unknown forwarded action %r (command %d) dropped", kind, command_id)
                 changes = []

@@ -26,14 +26,15 @@ import abc
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, Self, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, Self, TypedDict, TypeVar
 
+from alertd.core.json_types import JSONObject, text
 from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.model import Incident
 
 Problem = Callable[[tuple[Any, ...], str], None]  # report a problem at a path of the rule file
 KEY_REF = re.compile(r"^\$\{([A-Za-z0-9_.-]+)\}$")
-KEY_REF_SCHEMA = {"type": "string", "pattern": r"^\$\{[A-Za-z0-9_.-]+\}$",
+KEY_REF_SCHEMA: JSONObject = {"type": "string", "pattern": r"^\$\{[A-Za-z0-9_.-]+\}$",
                   "description": "The NAME of a key from the service config, like \"${gpu-infra}\"; never the key."}
 DURATION_SCHEMA = {"type": "string", "pattern": "^(0|([0-9]+(ms|s|m|h|d|w|y))+)$"}
 
@@ -88,6 +89,15 @@ class Links:
     alertd_url: str = ""
 
 
+class SharedSettings(TypedDict):
+    """The settings every integration has (``NotifierSettings.shared``)."""
+
+    timeout: float
+    runbook_base_url: str
+    alertmanager_url: str
+    alertd_url: str
+
+
 @dataclass(slots=True)
 class NotifierSettings:
     """What every notifier's settings share: the request timeout and where message links point."""
@@ -99,12 +109,12 @@ class NotifierSettings:
     alertd_url: str = ""
 
     @staticmethod
-    def shared(doc: dict[str, Any], links: Links) -> dict[str, Any]:
+    def shared(doc: JSONObject, links: Links) -> SharedSettings:
         from alertd.core.durations import parse_duration
 
-        return {"timeout": parse_duration(doc.get("timeout", "10s")).total_seconds(),
-                "runbook_base_url": links.runbook_base_url, "alertmanager_url": links.alertmanager_url,
-                "alertd_url": links.alertd_url}
+        return SharedSettings(timeout=parse_duration(text(doc, "timeout", "10s")).total_seconds(),
+                              runbook_base_url=links.runbook_base_url, alertmanager_url=links.alertmanager_url,
+                              alertd_url=links.alertd_url)
 
     @classmethod
     def from_config(cls, cfg: NotifyConfig) -> Self:
@@ -162,8 +172,8 @@ class Integration(abc.ABC, Generic[S]):
 
     name: ClassVar[str]
     intents: ClassVar[frozenset[Intent]]
-    receiver_schema: ClassVar[dict[str, Any]]
-    config_schema: ClassVar[dict[str, Any]] = {"type": "object", "additionalProperties": False, "properties": {}}
+    receiver_schema: ClassVar[JSONObject]
+    config_schema: ClassVar[JSONObject] = {"type": "object", "additionalProperties": False, "properties": {}}
     conversation: ClassVar[bool] = False  # keeps a conversation per incident: escalations are noted there
     remembers: ClassVar[bool] = True  # False: a delivery leaves nothing to keep current (quiet items are dropped)
 
@@ -175,7 +185,7 @@ class Integration(abc.ABC, Generic[S]):
         """The targets a receiver's ``<name>:`` section names (schema-valid; report semantic problems)."""
 
     @abc.abstractmethod
-    def settings(self, doc: dict[str, Any], links: Links) -> S:
+    def settings(self, doc: JSONObject, links: Links) -> S:
         """The ``notify.<name>`` section (schema-valid, maybe empty) as typed settings."""
 
     @abc.abstractmethod

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
+from alertd.core.json_types import JSONObject
 from alertd.core.outbox_items import Intent, OutboxItem, Show, Target, Timeline
 from alertd.integrations.base import Delivered, Integration, Links, Notifier, NotifierSettings, NotifyStore, Problem
 
@@ -56,8 +57,9 @@ class Console(Integration[ConsoleSettings]):
     def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
         return [self.target()] if doc else []
 
-    def settings(self, doc: dict[str, Any], links: Links) -> ConsoleSettings:
-        return ConsoleSettings(on=doc.get("enabled"))
+    def settings(self, doc: JSONObject, links: Links) -> ConsoleSettings:
+        enabled = doc.get("enabled")
+        return ConsoleSettings(on=enabled if isinstance(enabled, bool) else None)
 
     def notifier(self, settings: ConsoleSettings, store: NotifyStore, clock: Callable[[], datetime], *,
                  installation: Callable[[], str] = lambda: "") -> Notifier:

@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 import aiohttp
 
+from alertd.core.json_types import JSONObject, JSONValue, string_map, text
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Intent, OutboxItem, Target
@@ -55,7 +56,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def create_body(inc: Incident, settings: OpsgenieSettings, note: str = "") -> dict[str, Any]:
+def create_body(inc: Incident, settings: OpsgenieSettings, note: str = "") -> JSONObject:
     p = inc.primary
     where = inc.node or ", ".join(inc.nodes[:10]) or inc.cluster
     details = {"incident": inc.id, "cluster": inc.cluster, "node": where, "severity": inc.severity,
@@ -75,8 +76,8 @@ def create_body(inc: Incident, settings: OpsgenieSettings, note: str = "") -> di
         "message": _clip(f"[{inc.severity.upper()}] {inc.title}", MAX_MESSAGE),
         "alias": inc.id,
         "description": _clip(description, MAX_DESCRIPTION),
-        "tags": [_clip(t, MAX_TAG) for t in dict.fromkeys(tags)][:MAX_TAGS],
-        "details": details,
+        "tags": list[JSONValue]([_clip(t, MAX_TAG) for t in dict.fromkeys(tags)][:MAX_TAGS]),
+        "details": dict[str, JSONValue](details),
         "entity": _clip(where, 512),
         "source": SOURCE,
         "priority": PRIORITY.get(inc.severity, "P3"),
@@ -127,7 +128,7 @@ class OpsgenieNotifier(Notifier):
         await self._send(key, "/v2/alerts", create_body(inc, self.settings, item.payload.note))
         return Delivered(ref=json.dumps({"state": "created", "severity": inc.severity}))
 
-    async def _send(self, key: str, path: str, body: dict[str, Any]) -> None:
+    async def _send(self, key: str, path: str, body: JSONObject) -> None:
         url = self.settings.api_url.rstrip("/") + path
         try:
             async with self._http_session.get().post(url, json=body, headers={"Authorization": f"GenieKey {key}"}) as resp:
@@ -162,9 +163,9 @@ class Opsgenie(Integration[OpsgenieSettings]):
         name = key_name(doc["api_key"], problem, path + ("api_key",), "notify.opsgenie.api_keys")
         return [self.target(name)] if name else []
 
-    def settings(self, doc: dict[str, Any], links: Links) -> OpsgenieSettings:
-        return OpsgenieSettings(api_url=doc.get("api_url") or DEFAULT_API_URL,
-                                api_keys={k: v for k, v in (doc.get("api_keys") or {}).items() if v},
+    def settings(self, doc: JSONObject, links: Links) -> OpsgenieSettings:
+        return OpsgenieSettings(api_url=text(doc, "api_url") or DEFAULT_API_URL,
+                                api_keys={k: v for k, v in string_map(doc.get("api_keys")).items() if v},
                                 **OpsgenieSettings.shared(doc, links))
 
     def notifier(self, settings: OpsgenieSettings, store: NotifyStore, clock: Callable[[], datetime], *,

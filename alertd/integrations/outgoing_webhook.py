@@ -32,10 +32,10 @@ from typing import Any, Callable
 
 import aiohttp
 
+from alertd.core.json_types import JSONObject, JSONValue, as_object, string_map, text
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Show, Target, Timeline
-from alertd.core.findings import Owners
 from alertd.core.model import OPEN, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, key_name)
@@ -67,25 +67,24 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return "sha256=" + mac.hexdigest()
 
 
-def webhook_incident(inc: Incident, links: Links) -> dict[str, Any]:
+def webhook_incident(inc: Incident, links: Links) -> JSONObject:
     """The incident as the webhook shows it: enough for a ticket, without every member of a fleet."""
     p = inc.primary
-    doc: dict[str, Any] = {
+    shown = incident_links(inc, links)
+    doc: JSONObject = {
         "id": inc.id, "key": inc.key, "status": inc.status, "severity": inc.severity, "category": inc.category,
-        "title": inc.title, "cluster": inc.cluster, "node": inc.node, "nodes": inc.nodes[:50],
-        "nodeCount": len(inc.nodes), "namespace": inc.namespace, "pod": inc.pod, "gpus": inc.gpus,
-        "xids": inc.xids, "signals": inc.signals, "firing": inc.firing, "memberCount": len(inc.members),
+        "title": inc.title, "cluster": inc.cluster, "node": inc.node, "nodes": list[JSONValue](inc.nodes[:50]),
+        "nodeCount": len(inc.nodes), "namespace": inc.namespace, "pod": inc.pod,
+        "gpus": [dict[str, JSONValue](g) for g in inc.gpus], "xids": list[JSONValue](inc.xids),
+        "signals": list[JSONValue](inc.signals), "firing": inc.firing, "memberCount": len(inc.members),
         "openedAt": iso(inc.opened_at), "updatedAt": iso(inc.updated_at), "resolvedAt": iso(inc.resolved_at),
         "acknowledgedBy": inc.acknowledged_by, "action": p.action if p else "", "meaning": p.meaning if p else "",
-        "links": {},
+        "links": {name: url for name, url in (("runbook", shown.runbook), ("alertmanager", shown.alertmanager),
+                                              ("alertd", shown.api)) if url},
     }
-    shown = incident_links(inc, links)
-    for name, url in (("runbook", shown.runbook), ("alertmanager", shown.alertmanager), ("alertd", shown.api)):
-        if url:
-            doc["links"][name] = url
-    owners = Owners.of(inc.annotations)
+    owners = inc.findings.owners
     if owners:
-        doc["owners"] = owners.stored
+        doc["owners"] = [o.to_json() for o in owners]
     return doc
 
 
@@ -115,7 +114,7 @@ class WebhookNotifier(Notifier):
             if ref or inc.status != OPEN:
                 return Delivered()  # noted already, or acknowledged/resolved in time
         payloads = [i.payload for i in items]
-        body = {
+        body: JSONObject = {
             "version": VERSION,
             "intent": str(head.intent),
             "sequence": items[-1].id,
@@ -130,7 +129,7 @@ class WebhookNotifier(Notifier):
         await self._post(endpoint, body, f"{inc.id}/{items[-1].id}")
         return Delivered(ref=SENT)
 
-    async def _post(self, endpoint: Endpoint, doc: dict[str, Any], delivery: str) -> None:
+    async def _post(self, endpoint: Endpoint, doc: JSONObject, delivery: str) -> None:
         body = json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
         ts = str(int(time.time()))
         headers = {**dict(endpoint.headers), "Content-Type": "application/json", "X-Alertd-Timestamp": ts,
@@ -179,9 +178,9 @@ class Webhook(Integration[WebhookSettings]):
         name = key_name(doc["endpoint"], problem, path + ("endpoint",), "notify.webhook.endpoints")
         return [self.target(name)] if name else []
 
-    def settings(self, doc: dict[str, Any], links: Links) -> WebhookSettings:
-        endpoints = {name: Endpoint(e["url"], e["secret"], tuple(sorted((e.get("headers") or {}).items())))
-                     for name, e in (doc.get("endpoints") or {}).items()}
+    def settings(self, doc: JSONObject, links: Links) -> WebhookSettings:
+        endpoints = {name: Endpoint(text(e, "url"), text(e, "secret"), tuple(sorted(string_map(e.get("headers")).items())))
+                     for name, e in ((n, as_object(v)) for n, v in as_object(doc.get("endpoints")).items())}
         return WebhookSettings(endpoints=endpoints, **WebhookSettings.shared(doc, links))
 
     def notifier(self, settings: WebhookSettings, store: NotifyStore, clock: Callable[[], datetime], *,

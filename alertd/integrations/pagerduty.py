@@ -32,12 +32,12 @@ from typing import Any, Callable, ClassVar
 
 import aiohttp
 
+from alertd.core.json_types import JSONObject, JSONValue, string_map, text as json_text
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Paging, Target
 from alertd.core.response_marks import notifies_again
 from alertd.core.durations import format_duration
-from alertd.core.findings import Owners
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
@@ -62,20 +62,19 @@ class PagerDutySettings(NotifierSettings):
         return any(v.strip() for v in self.routing_keys.values())
 
     @classmethod
-    def parse(cls, doc: dict[str, Any], links: Links) -> "PagerDutySettings":
-        shared = cls.shared(doc, links)
+    def parse(cls, doc: JSONObject, links: Links) -> "PagerDutySettings":
         return cls(
-            events_url=doc.get("events_url") or DEFAULT_EVENTS_URL,
-            routing_keys={k: v for k, v in (doc.get("routing_keys") or {}).items() if v},
-            **shared,
+            events_url=json_text(doc, "events_url") or DEFAULT_EVENTS_URL,
+            routing_keys={k: v for k, v in string_map(doc.get("routing_keys")).items() if v},
+            **cls.shared(doc, links),
         )
 
 
-def _state(ref: str | None) -> dict[str, Any]:
+def _state(ref: str | None) -> JSONObject:
     if not ref:
         return {}
     try:
-        value = json.loads(ref)
+        value: JSONValue = json.loads(ref)
         return value if isinstance(value, dict) else {}
     except ValueError:
         return {}
@@ -141,7 +140,7 @@ class PagerDutyNotifier(Notifier):
         latest = payloads[-1]
         sent = _state(ref)
         # The key this incident's PagerDuty alert already has (bare for alerts opened before installation ids).
-        dedup = sent.get("dedup_key") or (inc.id if sent else scoped(self.installation(), inc.id))
+        dedup = json_text(sent, "dedup_key") or (inc.id if sent else scoped(self.installation(), inc.id))
         severity = latest.severity or inc.severity
         head = payloads[0]
         if isinstance(head, Escalate):
@@ -172,34 +171,34 @@ class PagerDutyNotifier(Notifier):
         if last == "adopting":  # the same PagerDuty alert, now saying what the fleet is: no new page
             await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
-        if not last or (last == "triggered" and SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(sent.get("severity", ""), 0)):
+        if not last or (last == "triggered" and SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(json_text(sent, "severity"), 0)):
             await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
         return Delivered()
 
-    def event(self, key: str, action: str, inc: Incident, severity: str, note: str = "", dedup: str = "") -> dict[str, Any]:
-        body: dict[str, Any] = {"routing_key": key, "event_action": action, "dedup_key": dedup or inc.id}
+    def event(self, key: str, action: str, inc: Incident, severity: str, note: str = "", dedup: str = "") -> JSONObject:
+        body: JSONObject = {"routing_key": key, "event_action": action, "dedup_key": dedup or inc.id}
         if action != "trigger":
             return body
         p = inc.primary
         s = self.settings
         where = ", ".join(inc.nodes[:20]) + (" …" if len(inc.nodes) > 20 else "") if inc.fleet else inc.node
         shown = incident_links(inc, s.links)
-        links = [{"href": href, "text": text} for href, text in (
+        shown_links = [(href, text) for href, text in (
             (shown.runbook, "Runbook"), (shown.prometheus, "Prometheus"), (shown.alertmanager, "Alertmanager"),
             (shown.ui, f"alertd {inc.id}")) if href]
-        details: dict[str, Any] = {
+        details: JSONObject = {
             "incident": inc.id,
             "status": inc.status,
             "cluster": inc.cluster,
             "node": where,
             "gpus": [g.get("uuid") or g.get("pci_bus_id") or g.get("index") for g in inc.gpus],
-            "xid": inc.xids,
-            "signals": inc.signals,
+            "xid": list[JSONValue](inc.xids),
+            "signals": list[JSONValue](inc.signals),
             "action": ACTION_TEXT.get(incident_action(inc), incident_action(inc)),
             "meaning": p.meaning if p else "",
-            "firing": [f"{m.alertname} {m.signal.title}".strip() for m in inc.firing_members()][:20],
-            "links": {link["text"]: link["href"] for link in links},
+            "firing": list[JSONValue]([f"{m.alertname} {m.signal.title}".strip() for m in inc.firing_members()][:20]),
+            "links": {text: href for href, text in shown_links},
         }
         if inc.namespace or inc.pod:
             details["pod"] = "/".join(x for x in (inc.namespace, inc.pod) if x)
@@ -207,9 +206,9 @@ class PagerDutyNotifier(Notifier):
             details["note"] = note
         if inc.verdict is not None:
             details["history"] = inc.verdict.to_json()
-        owners = Owners.of(inc.annotations)
+        owners = inc.findings.owners
         if owners:
-            details["owners"] = owners.stored
+            details["owners"] = [o.to_json() for o in owners]
         gpu = inc.gpus[0] if len(inc.gpus) == 1 else {}
         component = (f"GPU {gpu.get('index')}" if gpu.get("index") else gpu.get("uuid", "")) or (p.kind if p else "")
         body["payload"] = {
@@ -223,7 +222,7 @@ class PagerDutyNotifier(Notifier):
             "class": (f"xid {inc.xids[0]}" if inc.xids else (p.kind if p else inc.category)),
             "custom_details": details,
         }
-        body["links"] = links
+        body["links"] = [{"href": href, "text": text} for href, text in shown_links]
         body["client"] = "alertd"
         if shown.ui:
             body["client_url"] = shown.ui
@@ -278,7 +277,7 @@ class PagerDuty(Integration[PagerDutySettings]):
         name = key_name(doc["routing_key"], problem, path + ("routing_key",), "notify.pagerduty.routing_keys")
         return [self.target(name)] if name else []
 
-    def settings(self, doc: dict[str, Any], links: Links) -> PagerDutySettings:
+    def settings(self, doc: JSONObject, links: Links) -> PagerDutySettings:
         return PagerDutySettings.parse(doc, links)
 
     def notifier(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime], *,

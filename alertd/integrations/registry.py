@@ -16,6 +16,7 @@ from alertd.integrations import pagerduty
 from alertd.integrations.slack import integration as slack
 
 from alertd.integrations import outgoing_webhook as webhook
+from alertd.core.json_types import JSONObject, as_object
 from alertd.integrations.base import Integration, Links, NotifierSettings
 
 __all__ = ["INTEGRATIONS", "Links", "extend_schema", "get", "parse_settings"]
@@ -42,6 +43,6 @@ def extend_schema(name: str, doc: dict[str, Any]) -> None:
         node.update({i.name: i.receiver_schema for i in INTEGRATIONS.values()})
 
 
-def parse_settings(notify: dict[str, Any], links: Links) -> dict[str, NotifierSettings]:
+def parse_settings(notify: JSONObject, links: Links) -> dict[str, NotifierSettings]:
     """Every integration's typed settings from a schema-valid ``notify`` section (absent sections: defaults)."""
-    return {name: i.settings(notify.get(name) or {}, links) for name, i in INTEGRATIONS.items()}
+    return {name: i.settings(as_object(notify.get(name)), links) for name, i in INTEGRATIONS.items()}

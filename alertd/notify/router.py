@@ -11,6 +11,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Any, Iterable, TypedDict
 
+from alertd.core.json_types import as_json
 from alertd.core.outbox_items import Escalate, Intent, JsonDoc, OutboxItem, Page, Resolve, Show, Target, Timeline
 from alertd.core.router_memory import ESCALATION, SENT, MemoryDelta, RouterMemory
 from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
@@ -45,7 +46,8 @@ def change_summary(change: Change) -> JsonDoc:
     inc = change.incident
     return {
         "id": inc.id, "key": inc.key, "status": inc.status, "severity": inc.severity, "category": inc.category,
-        "title": inc.title, "cluster": inc.cluster, "node": inc.node, "signals": inc.signals, "xids": inc.xids,
+        "title": inc.title, "cluster": inc.cluster, "node": inc.node, "signals": as_json(inc.signals),
+        "xids": as_json(inc.xids),
         "firing": inc.firing, "memberCount": len(inc.members), "fleetNodes": len(inc.nodes),
     }
 
@@ -310,7 +312,7 @@ class Router:
         """A thread reply where the incident was posted, naming the conversations it is now routed to too."""
         inc = change.incident
         names = ", ".join(sorted(t.address or str(t) for t in moved))
-        event = {"at": iso(now), "kind": "routed", "text": f"now {decision.severity}: routed to {names} too"}
+        event: JsonDoc = {"at": iso(now), "kind": "routed", "text": f"now {decision.severity}: routed to {names} too"}
         payload = Timeline(kinds=tuple(change.kinds), urgent=change.urgent, only_if_posted=True, note=decision.note,
                            route="", receiver="", team="", events=(event,))
         where = sorted({p for posted in moved.values() for p in posted})

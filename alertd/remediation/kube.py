@@ -18,6 +18,7 @@ from typing import Awaitable, Callable, NotRequired, TypedDict, cast
 
 from alertd.core.json_types import JSONObject, JSONValue, member, objects
 from alertd.core.kube_objects import Node, as_node, as_pdb
+from alertd.core.kube_findings import Pod
 from alertd.core.model import iso, parse_iso
 from alertd.enrich.jobs import JobImpactReader, OwnerGangs, owner_gangs
 from alertd.enrich.kube import KubeContext
@@ -88,7 +89,7 @@ class _ByOwner:
         self.gangs = gangs
 
     def gang(self, namespace: str, pod: BlastPod) -> Gang | None:
-        found = self.gangs.gang(namespace, cast(JSONObject, pod))
+        found = self.gangs.gang(namespace, pod)
         return None if found is None else cast(Gang, found)
 
 
@@ -167,19 +168,19 @@ class KubeRemediator(KubeContext):
         """A pod's gang by its owner chain (the job-impact view: the job's GPU pods on every node); by the usual
         job-name labels when the owners cannot be read."""
         try:
-            return _ByOwner(await owner_gangs(JobImpactReader(self, self.settings.jobs), cast(list[JSONObject], described),
-                                              datetime.now(timezone.utc)))
+            pods = [Pod.from_json(cast(JSONObject, d)) for d in described]
+            return _ByOwner(await owner_gangs(JobImpactReader(self, self.settings.jobs), pods, datetime.now(timezone.utc)))
         except Exception as exc:  # noqa: BLE001 - a blast radius without owner gangs still shows the pods
             log.info("gangs by owner unavailable (%s): grouping by job-name labels", exc)
         return LabelGangs({ns: objects((await self.call("CoreV1Api", "list_namespaced_pod", ns)).get("items"))
                            for ns in namespaces})
 
     async def _blast_pod(self, pod: JSONObject) -> BlastPod:
-        # enrich describes the pod (KubeContext's shape: namespace, name, node, phase, gpus, owner_chain, ...)
-        out = cast(BlastPod, await self._describe_pod(pod, str(member(pod, "spec").get("nodeName", ""))))
-        chain = out.get("owner_chain") or []
+        # enrich describes the pod (a Pod finding: namespace, name, node, phase, gpus, owner_chain, ...)
+        found = await self._describe_pod(pod, str(member(pod, "spec").get("nodeName", "")))
+        out = cast(BlastPod, found.to_json())
         out["labels"] = _strings(pod, "labels")
-        out["daemonset"] = bool(chain) and chain[0].get("kind") == "DaemonSet"
+        out["daemonset"] = bool(found.owner_chain) and found.owner_chain[0].kind == "DaemonSet"
         out["mirror"] = "kubernetes.io/config.mirror" in _strings(pod, "annotations")
         return out
 

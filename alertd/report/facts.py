@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from alertd.core.findings import Jobs
-from alertd.core.json_types import JSONObject, JSONValue, items, member, objects
+from alertd.core.findings import Findings
+from alertd.core.json_types import JSONObject, JSONValue, as_array, member, objects
 from alertd.core.model import Incident, iso
 from alertd.report.shapes import Fact, JobHit
 
@@ -63,16 +63,16 @@ def fact(doc: JSONObject, *, planned: bool = False,
     ``ended``: when its last alert ended (last_end), else its resolution counts."""
     nodes = nodes or {}
     cluster = _text(doc.get("cluster"))
-    names = [str(n) for n in items(doc.get("nodes")) if n] if doc.get("fleet") else []
+    names = [str(n) for n in as_array(doc.get("nodes")) if n] if doc.get("fleet") else []
     names = names or ([str(doc["node"])] if doc.get("node") else [])
     known = [nodes.get((cluster, n)) for n in names]
     gpus_out = sum(k[1] if k else default_gpus for k in known)
     primary = member(doc, "primary")
-    xids = [int(str(x)) for x in items(doc.get("xids"))]
-    jobs = Jobs.of(member(doc, "annotations"))
+    xids = [int(str(x)) for x in as_array(doc.get("xids"))]
+    jobs = Findings.from_annotations(member(doc, "annotations")).jobs
     code = primary.get("xid")
-    hits: list[JobHit] = [{"namespace": j.get("namespace", ""), "kind": j.get("kind", ""), "name": j.get("name", ""),
-                           "gpus": j.get("gpus", 0), "gpuHoursLost": j.get("gpuHoursLost", 0)} for j in jobs.jobs]
+    hits: list[JobHit] = [{"namespace": j.namespace, "kind": j.kind, "name": j.name, "gpus": j.gpus,
+                           "gpuHoursLost": j.gpu_hours_lost} for j in jobs]
     return {
         "id": str(doc["id"]), "cluster": cluster, "node": _text(doc.get("node")), "nodes": names,
         "nodeType": next((k[0] for k in known if k), ""),

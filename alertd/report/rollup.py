@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol, Sequence
 
-from alertd.core.json_types import JSONObject, items
+from alertd.core.json_types import JSONObject, as_array
 from alertd.core.model import Incident, parse_iso
 from alertd.report.compute import group_by_type
 from alertd.report.facts import HARDWARE_CATEGORIES, fact, last_end
@@ -40,7 +40,7 @@ async def _fact(store: RollupStore, doc: JSONObject, policy: CordonPolicy,
                 nodes: Mapping[tuple[str, str], tuple[str, int]]) -> Fact:
     """The fact of one incident. Its members are read only when needed: a cordon (planned work is judged as
     routing judges it) or a resolved fault (when its last alert ended)."""
-    cordoned = "node_cordoned" in items(doc.get("signals"))
+    cordoned = "node_cordoned" in as_array(doc.get("signals"))
     ended_fault = doc.get("resolvedAt") and doc.get("category") in HARDWARE_CATEGORIES and not doc.get("parentId")
     inc = await store.get_incident(str(doc["id"])) if cordoned or ended_fault else None
     if inc is None:

@@ -10,7 +10,6 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Container
 
-from alertd.core import findings as enrichment
 from alertd.core.model import Incident
 from alertd.rules.fields import members_in_order
 
@@ -31,7 +30,7 @@ class OwnerRouting:
             for m in members:
                 if m.labels.get(name):
                     return m.labels[name]
-        for team in enrichment.Owners.of(inc.annotations).teams(self.labels):
+        for team in inc.findings.teams(self.labels):
             return team
         namespaces = {inc.namespace} | {m.subject.namespace for m in members}
         namespaces.discard("")
@@ -42,7 +41,7 @@ class OwnerRouting:
         return ""
 
     def channel_for(self, inc: Incident) -> str:
-        return enrichment.Owners.of(inc.annotations).channel()
+        return inc.findings.channel()
 
     def receiver_for(self, inc: Incident, receivers: Container[str]) -> tuple[str, str]:
         """(receiver name, team): the team's receiver, a receiver named like the team, the owner's own

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Mapping
 from zoneinfo import ZoneInfo
 
+from alertd.core.json_types import JSONObject, objects
 from alertd.core.matchers import Matcher, match_all, parse_matchers
 from alertd.core.model import FIRING, Incident, max_severity
 from alertd.core.response_marks import REPAIR_FAILED
@@ -168,10 +169,9 @@ def unplanned_severity(inc: Incident, cordon: Cordon, policy: CordonPolicy) -> s
     return max_severity(*found) if found else None
 
 
-def _evidence(inc: Incident) -> list[dict[str, object]]:
+def _evidence(inc: Incident) -> list[JSONObject]:
     """Signals enrichment found (the kernel log's Xids), read defensively from the annotations."""
-    found = inc.annotations.get(EVIDENCE_KEY)
-    return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
+    return objects(inc.annotations.get(EVIDENCE_KEY))
 
 
 EVIDENCE_KEY = "evidence_signals"  # the engine's annotation of signals found by enrichment

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import orjson
 
-from alertd.core.json_types import items
+from alertd.core.json_types import as_array
 from alertd.core.model import Incident, iso, parse_iso
 from alertd.engine.judge import NEVER_FAULT, seen_now
 from alertd.engine.response import uncordoned_at
@@ -165,9 +165,9 @@ def _gpu_facts(raw: str | bytes) -> tuple[tuple[int, ...], tuple[str, ...], tupl
     if "x" in doc or "s" in doc or "a" in doc or not any(k in doc for k in ("xids", "signals", "alertnames")):
         return tuple(doc.get("x", ())), tuple(doc.get("s", ())), tuple(doc.get("a", ()))
     full = history_doc(doc)
-    return (tuple(x for x in items(full["xids"]) if isinstance(x, int)),
-            tuple(x for x in items(full["signals"]) if isinstance(x, str)),
-            tuple(x for x in items(full["alertnames"]) if isinstance(x, str)))
+    return (tuple(x for x in as_array(full["xids"]) if isinstance(x, int)),
+            tuple(x for x in as_array(full["signals"]) if isinstance(x, str)),
+            tuple(x for x in as_array(full["alertnames"]) if isinstance(x, str)))
 
 
 def _remediated(doc: Mapping[str, object], node: str) -> Remediated | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from alertd.core.json_types import JSONObject, integer
 from alertd.core.model import Incident, iso
 from alertd.store.database import Database
 from alertd.store.history import history_doc
@@ -67,11 +68,11 @@ GPU_COLUMNS = ("uuid", "serial", "pci_bus_id", "model", "cluster", "node", "firs
 _GPU_SELECT = "SELECT " + ", ".join(GPU_COLUMNS) + " FROM gpus"
 
 
-def _gpu(row: tuple[Any, ...]) -> dict[str, Any]:
+def _gpu(row: tuple[Any, ...]) -> JSONObject:
     return dict(zip(GPU_COLUMNS, row))
 
 
-def _history(row: tuple[Any, ...]) -> dict[str, Any]:
+def _history(row: tuple[Any, ...]) -> JSONObject:
     doc = history_doc(json.loads(row[10]), row[6])
     return {"uuid": row[0], "incident": row[1], "seq": row[2], "cluster": row[3], "node": row[4], "openedAt": row[5],
             "updatedAt": row[6], "status": row[7], "severity": row[8], "title": row[9], **doc}
@@ -103,7 +104,7 @@ class HistoryReads:
         self.db = db
 
     async def list_incidents(self, *, status: str | None = None, node: str | None = None,
-                             since: datetime | None = None, limit: int = 100) -> list[dict[str, Any]]:
+                             since: datetime | None = None, limit: int = 100) -> list[JSONObject]:
         rows = await self.query_incidents(IncidentQuery(status=status or "", node=node or "", since=since, limit=limit))
         return [doc for _, doc in rows]
 
@@ -120,18 +121,18 @@ class HistoryReads:
         found: Incident | None = await self.db.run(do)
         return found
 
-    async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, dict[str, Any]]]:
+    async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, JSONObject]]:
         statement, args = incident_sql(q)
         return [(seq, incident_doc(doc)) for seq, doc in await self.db.run(self.db.query, statement, args)]
 
-    async def incident_docs(self, ids: list[str]) -> list[dict[str, Any]]:
+    async def incident_docs(self, ids: list[str]) -> list[JSONObject]:
         if not ids:
             return []
         marks = ", ".join("?" for _ in ids)
         rows = await self.db.run(self.db.query, f"SELECT doc FROM incidents WHERE id IN ({marks}) ORDER BY seq", ids)
         return [incident_doc(r[0]) for r in rows]
 
-    async def find_gpus(self, ident: str) -> list[dict[str, Any]]:
+    async def find_gpus(self, ident: str) -> list[JSONObject]:
         """GPUs known by this UUID, serial or (normalised) PCI id; a PCI id can name a GPU on many nodes."""
         from alertd.gpu.pci import normalize_pci
 
@@ -142,7 +143,7 @@ class HistoryReads:
         return [_gpu(r) for r in rows]
 
     async def list_gpus(self, *, node: str = "", before: tuple[str, str] | None = None,
-                        limit: int = 100) -> list[dict[str, Any]]:
+                        limit: int = 100) -> list[JSONObject]:
         where, args = [], []
         if node:  # the GPUs that ever sat in the node (gpu_history_node), then where each is now
             where.append("node = ? AND id IN (SELECT gpu FROM gpu_history WHERE node = ?)")
@@ -154,18 +155,18 @@ class HistoryReads:
         rows = await self.db.run(self.db.query, statement + " ORDER BY last_seen DESC, uuid DESC LIMIT ?", [*args, limit])
         return [_gpu(r) for r in rows]
 
-    async def gpu_history(self, uuid: str) -> list[dict[str, Any]]:
+    async def gpu_history(self, uuid: str) -> list[JSONObject]:
         rows = await self.db.run(self.db.query, HISTORY_SELECT + " WHERE g.uuid = ? ORDER BY h.seq", (uuid,))
         return [_history(r) for r in rows]
 
-    async def gpu_history_since(self, since: datetime) -> list[dict[str, Any]]:
+    async def gpu_history_since(self, since: datetime) -> list[JSONObject]:
         # the incidents opened since (gpu_incidents_time), then their rows (gpu_history_seq), in seq order
         rows = await self.db.run(self.db.query, HISTORY_SELECT + " WHERE h.seq IN (SELECT seq FROM gpu_incidents "
                                "WHERE opened_at >= ?) ORDER BY h.seq", (iso(since),))
         return [_history(r) for r in rows]
 
-    async def gpus_by_uuid(self, uuids: list[str]) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
+    async def gpus_by_uuid(self, uuids: list[str]) -> dict[str, JSONObject]:
+        out: dict[str, JSONObject] = {}
         for start in range(0, len(uuids), 500):
             chunk = uuids[start:start + 500]
             marks = ", ".join("?" for _ in chunk)
@@ -173,13 +174,13 @@ class HistoryReads:
                 out[r[0]] = _gpu(r)
         return out
 
-    async def node_gpus(self, node: str) -> list[dict[str, Any]]:
+    async def node_gpus(self, node: str) -> list[JSONObject]:
         """Every GPU ever seen in this node, with the incidents it had there."""
         rows = await self.db.run(self.db.query, "SELECT g.uuid, count(*), min(i.opened_at), max(h.updated_at)" + HISTORY_FROM
                                + " WHERE h.node = ? GROUP BY g.uuid ORDER BY g.uuid", (node,))
         return [{"uuid": r[0], "incidents": r[1], "first": r[2], "last": r[3]} for r in rows]
 
-    async def ranking(self, since: datetime, limit: int = 20) -> dict[str, list[dict[str, Any]]]:
+    async def ranking(self, since: datetime, limit: int = 20) -> dict[str, list[JSONObject]]:
         """GPUs and nodes with the most incidents opened since ``since``."""
         gpus = await self.db.run(self.db.query, "SELECT g.uuid, count(*) AS n, max(h.node)" + HISTORY_FROM
                                + " WHERE i.opened_at >= ? GROUP BY g.uuid ORDER BY n DESC, g.uuid LIMIT ?", (iso(since), limit))
@@ -197,14 +198,14 @@ class HistoryReads:
                                (iso(since), "fleet|%"))
         return [(int(x), day, n) for x, day, n in rows]
 
-    async def notification_state(self, incident_id: str) -> dict[str, Any]:
+    async def notification_state(self, incident_id: str) -> dict[str, JSONObject]:
         """Per notification target: the saved external reference and the newest outbox row."""
         refs = await self.db.run(self.db.query, "SELECT target, ref FROM notify_refs WHERE incident_id = ?", (incident_id,))
         rows = await self.db.run(self.db.query, "SELECT target, kind, state, attempts, last_error, created_at, done_at "
                                "FROM outbox WHERE incident_id = ? ORDER BY id", (incident_id,))
-        out: dict[str, Any] = {t: {"target": t, "ref": ref} for t, ref in refs}
+        out: dict[str, JSONObject] = {t: {"target": t, "ref": ref} for t, ref in refs}
         for target, kind, state, attempts, error, created, done in rows:
             entry = out.setdefault(target, {"target": target, "ref": ""})
             entry.update(kind=kind, state=state, attempts=attempts, error=error, queued=created, done=done)
-            entry["pending"] = entry.get("pending", 0) + (state == "pending")
+            entry["pending"] = integer(entry, "pending") + (state == "pending")
         return out

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable, Mapping
 from aiohttp import web
 
 from alertd.config.credentials import Role
+from alertd.core.json_types import JSONObject, text
 from alertd.rules import rma
 from alertd.web import fleet_views as views
 from alertd.store.base import StoreUnavailable
@@ -54,11 +55,11 @@ async def resolve_gpu_filter(store: FleetReads, q: IncidentQuery, ident: str) ->
     """Turn ?gpu= (UUID, serial or PCI id) into UUIDs on the query; False when no GPU is known by it."""
     if not ident:
         return True
-    q.gpus = [g["uuid"] for g in await store.find_gpus(ident)]
+    q.gpus = [text(g, "uuid") for g in await store.find_gpus(ident)]
     return bool(q.gpus)
 
 
-async def incident_page(store: FleetReads, query: Mapping[str, str]) -> tuple[list[dict[str, Any]], str | None]:
+async def incident_page(store: FleetReads, query: Mapping[str, str]) -> tuple[list[JSONObject], str | None]:
     """One page of incidents for these query parameters (raises BadParam)."""
     q, ident = incident_query(query)
     limit = q.limit

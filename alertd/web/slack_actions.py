@@ -23,13 +23,14 @@ import logging
 import re
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 from urllib.parse import parse_qs
 
 import aiohttp
 from aiohttp import web
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from alertd.core.json_types import JSONObject, as_object, objects, text as json_text
 from alertd.app.incident_actions import IncidentActions
 from alertd.config.settings import Config
 from alertd.core.actor import Actor, stated_name
@@ -161,12 +162,9 @@ class SlackActions:
 
     # ----- the work -----
 
-    async def process(self, payload: dict[str, Any]) -> None:
-        found = payload.get("user")
-        who = slack_actor(found if isinstance(found, dict) else {})
-        listed = payload.get("actions")
-        actions: list[Any] = listed if isinstance(listed, list) else []
-        for click in (read_click(a) for a in actions if isinstance(a, dict)):
+    async def process(self, payload: JSONObject) -> None:
+        who = slack_actor(as_object(payload.get("user")))
+        for click in (read_click(a) for a in objects(payload.get("actions"))):
             scoped = unscoped(click.value, self.svc.cfg.installation_id)
             try:
                 message = await self._perform(click, scoped, who)
@@ -194,9 +192,9 @@ class SlackActions:
             return why
         return await self.incidents.perform(click.verb, incident_id, who, "slack", duration=click.duration)
 
-    async def _tell(self, payload: dict[str, Any], text: str) -> None:
+    async def _tell(self, payload: JSONObject, text: str) -> None:
         """An ephemeral note to the clicker through the payload's response_url (best effort)."""
-        url = payload.get("response_url") or ""
+        url = json_text(payload, "response_url")
         if not url.startswith(("https://", "http://")):
             log.info("Slack action: %s", text)
             return
@@ -223,11 +221,11 @@ class SlackActions:
             self._http = None
 
 
-def slack_actor(user: dict[str, Any]) -> Actor:
+def slack_actor(user: JSONObject) -> Actor:
     """The clicker: principal ``slack:<user id>`` (stable; what approvals count), with the user name as stated
     (its owner may change it between two clicks, so it only annotates)."""
-    uid = stated_name(str(user.get("id", "")))
-    name = stated_name(str(user.get("username") or user.get("name") or ""))
+    uid = stated_name(json_text(user, "id"))
+    name = stated_name(json_text(user, "username") or json_text(user, "name"))
     return Actor(SLACK_PRINCIPAL + (uid or "unknown-user"), name)
 
 

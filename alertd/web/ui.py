@@ -19,8 +19,8 @@ from aiohttp import web
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core.actor import Actor
+from alertd.core.json_types import JSONObject, strings, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
-from alertd.core.findings import Evidence, Jobs, Owners
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
@@ -121,11 +121,11 @@ async def incidents(request: web.Request) -> web.Response:
     query.setdefault("limit", str(LIST_LIMIT))
     store = _svc(request).store
     rows, nxt = await api.incident_page(store, query)
-    ids = {r["id"] for r in rows}
-    children = await store.incident_docs([c for r in rows if r.get("fleet") for c in r.get("children", [])[:20]])
-    by_parent: dict[str, list[dict[str, Any]]] = {}
+    ids = {text(r, "id") for r in rows}
+    children = await store.incident_docs([c for r in rows if r.get("fleet") for c in strings(r.get("children"))[:20]])
+    by_parent: dict[str, list[JSONObject]] = {}
     for c in children:
-        by_parent.setdefault(c.get("parentId", ""), []).append(c)
+        by_parent.setdefault(text(c, "parentId"), []).append(c)
     rows = [r for r in rows if r.get("parentId") not in ids]  # shown under their fleet incident
     context: dict[str, Any] = dict(rows=rows, children=by_parent, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
                    states=INCIDENT_STATES, severities=SEVERITIES, filters=INCIDENT_FILTERS, now=datetime.now(timezone.utc),
@@ -135,15 +135,15 @@ async def incidents(request: web.Request) -> web.Response:
     return page(request, "incidents.html", **context)
 
 
-def _notifications(state: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
+def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
+    out: list[JSONObject] = []
     for target, entry in sorted(state.items()):
         kind = target.split(":", 1)[0]
         link = ""
-        if kind == "slack" and entry.get("ref"):
+        if kind == "slack" and text(entry, "ref"):
             from alertd.web.render import slack_link
 
-            link = slack_link(entry["ref"])
+            link = slack_link(text(entry, "ref"))
         out.append({**entry, "kind": kind, "link": link})
     return out
 
@@ -157,15 +157,15 @@ async def incident(request: web.Request) -> web.Response:
         return page(request, "error.html", 404, title="Not found", message=f"No incident {request.match_info['id']}.")
     am_url = svc.cfg.alertmanager.web_url
     can_silence = svc.cfg.alertmanager.enabled  # silencing asks Alertmanager: no buttons that must fail
-    silence = inc.annotations.get("silence") if isinstance(inc.annotations.get("silence"), dict) else None
+    found = inc.findings
+    silence = found.silence
     return page(request, "incident.html", inc=inc, doc=inc.to_dict(), guide=incident_guide(inc, svc.cfg.runbook_base_url),
                 confirm=request.query.get("confirm") == "resolve", members=sorted(
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
         alertmanager=alertmanager_link(inc, am_url), silence=silence,
-        silence_url=silence_link(am_url, str(silence["id"])) if silence and silence.get("id") else "",
-        owners=Owners.of(inc.annotations).lines(), pods=Evidence.of(inc.annotations).pod_lines(),
-        jobs=Jobs.of(inc.annotations),
-        evidence=_lines(Evidence.of(inc.annotations).log),
+        silence_url=silence_link(am_url, silence.id) if silence else "",
+        owners=found.owner_lines(), pods=found.pod_lines(), jobs=found.jobs,
+        evidence=[e.line for e in found.evidence],
         notifications=_notifications(await svc.store.notification_state(inc.id)),
         routing_notes=routing_notes(svc.cfg, svc.rules.routing, inc, datetime.now(timezone.utc)),
         no_remediation=svc.remediation.why_none(inc),
@@ -174,14 +174,6 @@ async def incident(request: web.Request) -> web.Response:
         remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can(Role.ACT),
         blast_summary=summary,
         done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
-
-
-def _lines(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return value.splitlines()
-    if isinstance(value, list):
-        return [v if isinstance(v, str) else str(v.get("line") or v.get("message") or v) for v in value]
-    return []
 
 
 @login_required(Role.ACT)
@@ -227,7 +219,7 @@ async def gpu_search(request: web.Request) -> web.Response:
     ident = request.query.get("gpu", "").strip()
     found = await _svc(request).store.find_gpus(ident) if ident else []
     if len(found) == 1:
-        raise web.HTTPSeeOther("/ui/gpus/" + quote(found[0]["uuid"], safe=""))
+        raise web.HTTPSeeOther("/ui/gpus/" + quote(text(found[0], "uuid"), safe=""))
     if not found and ident:
         return page(request, "gpus.html", 404, ident=ident, gpus=[])
     if not ident:

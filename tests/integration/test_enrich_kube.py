@@ -36,12 +36,12 @@ async def test_cordoned_node_with_pytorchjob_and_jobset(cluster) -> None:
         c = await ctx.node_context("gpu-node-2")
     finally:
         await ctx.close()
-    node = c.node
+    node = c.node.to_json()  # the kube_node annotation as stored
     assert node["name"] == "gpu-node-2" and node["cordoned"] is True and node["ready"] == "True"
     assert node["cordoned_by"] == "kubectl-cordon" and node["cordoned_at"]
     assert node["instance_type"] == "p5.48xlarge" and node["gpu_product"] == "NVIDIA-H100-80GB-HBM3"
     assert {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}.items() <= node["taints"][0].items()
-    pods = {p["name"]: p for p in c.pods}
+    pods = {p.name: p.to_json() for p in c.pods}
     ptj = names["pytorchjob"]
     js = names["jobset"]
     worker = next(p for p in ptj["pods"] if "worker" in p)
@@ -53,7 +53,7 @@ async def test_cordoned_node_with_pytorchjob_and_jobset(cluster) -> None:
     for p in pods.values():
         assert p["gpus"] == 4 and p["phase"] == "Running" and p["namespace"] == "ml-training"
         assert p["team"] == "ml-platform" and p["channel"] == "#ml-platform-alerts"
-    assert [(e["reason"], e["source"]) for e in c.events] == [("NodeNotSchedulable", "kubelet")]
+    assert [(e.reason, e.source) for e in c.events] == [("NodeNotSchedulable", "kubelet")]
 
 
 async def test_not_ready_mig_node_with_raycluster(cluster) -> None:
@@ -63,13 +63,15 @@ async def test_not_ready_mig_node_with_raycluster(cluster) -> None:
         c = await ctx.node_context("gpu-node-3")
     finally:
         await ctx.close()
-    assert c.node["ready"] == "Unknown" and not c.node["cordoned"]
-    assert c.node["mig"] == {"nvidia.com/mig-1g.10gb": "56"}
-    assert [t["key"] for t in c.node["taints"]] == ["node.kubernetes.io/unreachable"] * 2
-    (pod,) = c.pods  # the Ray head pod holds no GPU
+    node = c.node.to_json()
+    assert node["ready"] == "Unknown" and not node["cordoned"]
+    assert node["mig"] == {"nvidia.com/mig-1g.10gb": "56"}
+    assert [t.key for t in c.node.taints] == ["node.kubernetes.io/unreachable"] * 2
+    (found,) = c.pods  # the Ray head pod holds no GPU
+    pod = found.to_json()
     assert pod["gpu_resources"] == {"nvidia.com/mig-1g.10gb": 1} and pod["gpus"] == 1
     assert pod["owner_chain"][0]["kind"] == "RayCluster" and pod["team"] == "research"
-    assert c.events[0]["reason"] == "NodeNotReady"
+    assert c.events[0].reason == "NodeNotReady"
 
 
 async def test_cached_per_node_and_owners_shared(cluster) -> None:
@@ -122,14 +124,15 @@ async def test_api_errors_and_missing_objects(cluster) -> None:
         with pytest.raises(KubeUnavailable, match="HTTP 403"):
             await ctx.node_context("gpu-node-1")
         # not cached: the next call succeeds
-        assert (await ctx.node_context("gpu-node-1")).node["name"] == "gpu-node-1"
+        assert (await ctx.node_context("gpu-node-1")).node.name == "gpu-node-1"
         c = await ctx.node_context("gpu-node-99")
-        assert c.node == {"name": "gpu-node-99", "missing": True} and c.pods == []
+        assert c.node.to_json() == {"name": "gpu-node-99", "missing": True} and c.pods == []
         # a pod whose owner is gone keeps the link it knows
         server.add_pod("ml-training", "orphan-0", "gpu-node-99", gpus=2, owner=("batch/v1", "Job", "gone"))
         ctx2 = context(kubeconfig)
         try:
-            (pod,) = (await ctx2.node_context("gpu-node-99")).pods
+            (found,) = (await ctx2.node_context("gpu-node-99")).pods
+            pod = found.to_json()
             assert pod["owner_chain"] == [{"kind": "Job", "name": "gone", "apiVersion": "batch/v1", "missing": True}]
             assert pod["team"] == "ml-platform"  # still known from the namespace
         finally:

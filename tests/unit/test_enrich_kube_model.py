@@ -4,6 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from alertd.enrich.kube import KubeContext
+from alertd.core.kube_findings import Pod
 from alertd.enrich.kube_owners import controller_ref, owners_of, split_api_version
 from alertd.enrich.settings import KubeSettings
 
@@ -59,7 +60,7 @@ def test_describe_cordoned_not_ready_node() -> None:
             "capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"},
         },
     }
-    out = ctx().describe_node(node)
+    out = ctx().describe_node(node).to_json()
     assert out["name"] == "gpu-node-2" and out["cordoned"] is True and out["ready"] == "False"
     assert out["cordoned_by"] == "kubectl-cordon" and out["cordoned_at"] == "2026-01-02T03:05:00Z"
     assert out["pool"] == "a100-pool" and out["instance_type"] == "p4d.24xlarge"
@@ -73,7 +74,7 @@ def test_describe_cordoned_not_ready_node() -> None:
 def test_cordon_time_from_taint_without_managed_fields() -> None:
     node = {"metadata": {"name": "n"}, "spec": {"unschedulable": True, "taints": [
         {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2026-01-02T03:05:00Z"}]}}
-    out = ctx().describe_node(node)
+    out = ctx().describe_node(node).to_json()
     assert out["cordoned_at"] == "2026-01-02T03:05:00Z" and "cordoned_by" not in out
 
 
@@ -87,7 +88,7 @@ def test_events_recent_first_and_windowed() -> None:
         {"reason": "Xid", "type": "Warning", "message": "series", "eventTime": "2026-01-02T03:06:00.000000Z",
          "reportingController": "gpu-health", "series": {"count": 4}},
     ]}
-    out = ctx(events_window=timedelta(hours=1)).describe_events(body, "gpu-node-2")
+    out = [e.to_json() for e in ctx(events_window=timedelta(hours=1)).describe_events(body, "gpu-node-2")]
     assert [e["reason"] for e in out] == ["Xid", "NodeNotSchedulable", "NodeNotReady"]
     assert out[0]["source"] == "gpu-health" and out[0]["count"] == 4 and out[0]["node"] == "gpu-node-2"
     assert out[2]["source"] == "node-controller"
@@ -108,7 +109,8 @@ def test_owner_refs_and_owners_rollup() -> None:
     obj = {"metadata": {"ownerReferences": [
         {"apiVersion": "v1", "kind": "Node", "name": "x"},
         {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "llama", "controller": True}]}}
-    assert controller_ref(obj)["kind"] == "PyTorchJob"
+    ref = controller_ref(obj)
+    assert ref is not None and ref["kind"] == "PyTorchJob"
     assert controller_ref({"metadata": {}}) is None
     assert split_api_version("kubeflow.org/v1") == ("kubeflow.org", "v1")
     assert split_api_version("v1") == ("", "v1")
@@ -119,7 +121,7 @@ def test_owner_refs_and_owners_rollup() -> None:
          "owner_chain": [{"kind": "PyTorchJob", "name": "llama"}]},
         {"namespace": "batch", "name": "bare", "gpus": 1, "owner_chain": []},
     ]
-    assert owners_of(pods) == [
+    assert [o.to_json() for o in owners_of([Pod.from_json(p) for p in pods])] == [
         {"kind": "PyTorchJob", "name": "llama", "namespace": "ml", "team": "ml-infra", "channel": "#ml", "pods": 2, "gpus": 16},
         {"kind": "Pod", "name": "bare", "namespace": "batch", "team": "", "channel": "", "pods": 1, "gpus": 1},
     ]

@@ -9,7 +9,7 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 from alertd.app.notifiers import build_router
-from alertd.app.remediate import Remediations
+from alertd.app.remediate import RemediationRunner
 from alertd.app.reporting import Reporting
 from alertd.config.settings import Config
 from alertd.report.settings import ReportSettings
@@ -57,7 +57,7 @@ def test_the_log_says_once_that_a_new_incident_is_muted(caplog):
 
 def test_no_kubernetes_means_no_proposal_said_on_the_page_and_once_in_the_log(caplog):
     caplog.set_level(logging.INFO, logger="alertd")
-    remediations = Remediations(SimpleNamespace(rules=shipped_rules()), None)  # type: ignore[arg-type]
+    remediations = RemediationRunner(SimpleNamespace(rules=shipped_rules()), None)  # type: ignore[arg-type]
     changes = engine().ingest([xid(79)], T0)
     why = remediations.why_none(changes[0].incident)
     assert "Policy 'gpu-off-the-bus'" in why and "enrich.kube is not configured" in why

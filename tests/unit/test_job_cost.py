@@ -2,13 +2,14 @@
 sets it (JSON-schema validated), a node's sample, when a week's digest is due, and what it says."""
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from alertd.config.settings import parse_config
 from alertd.core.errors import InvalidDocument
-from alertd.core.findings import Jobs
+from alertd.core.findings import Findings, Job, jobs_line
 from alertd.enrich.fleet_size import sample_of
 from alertd.enrich.jobs import GangPod, JobImpact, OwnerGangs
 from alertd.enrich.kube import KubeContext
@@ -49,10 +50,11 @@ def test_gpu_hours_lost_and_the_slack_line():
                     gang=[GangPod("research", f"w-{i}", f"n{i}", 8) for i in range(8)], time_lost=H)
     assert (job.gpus, job.nodes[:2], job.gpu_hours_lost) == (64, ["n0", "n1"], 64.0)
     small = JobImpact("Job", "etl", "batch", gang=[GangPod("batch", "etl-1", "n9", 1)], time_lost=H / 2)
-    line = Jobs((job.to_dict(), small.to_dict(), {**small.to_dict(), "name": "etl-2"})).line()
+    line = jobs_line([job.to_finding(), small.to_finding(), replace(small.to_finding(), name="etl-2")])
+    assert Job.from_json(job.to_finding().to_json()) == job.to_finding()
     assert line == ("PyTorchJob research/llama-64: 64 GPUs on 8 nodes (owner alice, team ml); "
                     "Job batch/etl: 1 GPUs on 1 nodes and 1 more ≈ 65.0 GPU-hours lost")
-    assert Jobs.of({"jobs": "not a list"}).line() == ""
+    assert Findings.from_annotations({"jobs": "not a list"}).jobs_line() == ""
 
 
 def test_a_node_sample_reads_allocatable_gpus_type_and_cordon():

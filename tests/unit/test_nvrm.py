@@ -142,22 +142,22 @@ def test_lost_gpu_first_line_names_its_address() -> None:
 def test_a_lost_gpu_record_kept_whole_reads_as_xid_79_of_its_gpu() -> None:
     from alertd.enrich.log_evidence import evidence_from_lines
     evidence = evidence_from_lines(_lines(LOST_RECORD, AFTER), "gpu-node-7", [H100])
-    assert [(e["xid"], e["pci"], e["gpu_uuid"]) for e in evidence] == [
+    assert [(e.xid, e.pci, e.gpu_uuid) for e in evidence] == [
         (79, "0000:b3:00", H100["uuid"]), (None, None, None)]
 
 
 def test_a_lost_gpu_record_split_into_messages_reads_as_xid_79_on_its_last_line() -> None:
     from alertd.enrich.log_evidence import evidence_from_lines
     evidence = evidence_from_lines(_lines(*LOST_SPLIT, AFTER), "gpu-node-7", [H100])
-    assert [(e["xid"], e["pci"]) for e in evidence] == [(None, None), (None, None), (79, "0000:b3:00"), (None, None)]
-    assert evidence[2]["gpu_uuid"] == H100["uuid"]
+    assert [(e.xid, e.pci) for e in evidence] == [(None, None), (None, None), (79, "0000:b3:00"), (None, None)]
+    assert evidence[2].gpu_uuid == H100["uuid"]
 
 
 def test_split_parts_returned_in_the_other_order_still_pair_up() -> None:
     """The split lines share their kernel timestamp: a search may return "fallen off" first."""
     from alertd.enrich.log_evidence import evidence_from_lines
     evidence = evidence_from_lines(_lines(LOST_SPLIT[2], LOST_SPLIT[1], LOST_SPLIT[0]), "gpu-node-7", [H100])
-    assert [(e["xid"], e["pci"], e["gpu_uuid"]) for e in evidence] == [
+    assert [(e.xid, e.pci, e.gpu_uuid) for e in evidence] == [
         (None, None, None), (None, None, None), (79, "0000:b3:00", H100["uuid"])]
 
 
@@ -177,9 +177,9 @@ def test_two_gpus_lost_at_once_are_both_read_whatever_order_the_search_returns(o
     second = {"gpu": "5", "pci_bus_id": "00000000:DB:00.0", "uuid": "GPU-0a6c2e51-77d4-4c1b-8e2f-5b9a3c7d1e06"}
     lines = _lost("0000:b3:00.0") + _lost("0000:db:00.0")
     evidence = evidence_from_lines(_lines(*(lines[i] for i in order)), "gpu-node-7", [H100, second])
-    found = sorted((e["pci"], e["gpu_uuid"]) for e in evidence if e["xid"] == 79)
+    found = sorted((e.pci, e.gpu_uuid) for e in evidence if e.xid == 79)
     assert found == [("0000:b3:00", H100["uuid"]), ("0000:db:00", second["uuid"])]
-    assert [e["xid"] for e in evidence].count(None) == 4
+    assert [e.xid for e in evidence].count(None) == 4
 
 
 @pytest.mark.parametrize("order", [
@@ -195,7 +195,7 @@ def test_a_gpu_whose_fallen_off_line_the_search_cut_is_still_read_as_lost(order:
     second = {"gpu": "5", "pci_bus_id": "00000000:DB:00.0", "uuid": "GPU-0a6c2e51-77d4-4c1b-8e2f-5b9a3c7d1e06"}
     lines = _lost("0000:b3:00.0") + _lost("0000:db:00.0")
     evidence = evidence_from_lines(_lines(*(lines[i] for i in order)), "gpu-node-7", [H100, second])
-    found = sorted((e["pci"], e["gpu_uuid"]) for e in evidence if e["xid"] == 79)
+    found = sorted((e.pci, e.gpu_uuid) for e in evidence if e.xid == 79)
     assert found == [("0000:b3:00", H100["uuid"]), ("0000:db:00", second["uuid"])]
 
 
@@ -224,9 +224,9 @@ def test_fallen_off_text_far_from_its_first_line_or_on_another_host_names_no_gpu
     far = _lines(LOST_SPLIT[0], "kernel: mlx5_core 0000:ab:00.0 mlx5_5: Port: 1 Link ACTIVE",
                  "kernel: EXT4-fs (md127p3): re-mounted r/w.", "kernel: bridge: filtering via arp/ip/ip6tables",
                  LOST_SPLIT[2])
-    assert [e["xid"] for e in evidence_from_lines(far, "gpu-node-7")] == [None] * 5
+    assert [e.xid for e in evidence_from_lines(far, "gpu-node-7")] == [None] * 5
     other = _lines(LOST_SPLIT[0]) + _lines(LOST_SPLIT[2], host="gpu-node-8")
-    assert [e["xid"] for e in evidence_from_lines(other, "gpu-node-7")] == [None, None]
+    assert [e.xid for e in evidence_from_lines(other, "gpu-node-7")] == [None, None]
 
 
 def test_a_lost_gpu_in_the_kernel_log_upgrades_a_missing_metrics_incident() -> None:

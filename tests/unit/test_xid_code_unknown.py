@@ -2,6 +2,7 @@
 its own severity, and upgraded when a later alert or the kernel log names the code."""
 from __future__ import annotations
 
+from alertd.core.findings import EvidenceLine
 from alertd.enrich.log_evidence import upgrade_signal
 from alertd.core.model import Alert
 
@@ -67,7 +68,7 @@ def test_the_same_alert_naming_its_code_later_upgrades_its_member():
 def test_the_kernel_log_upgrades_a_code_unknown_xid():
     e = engine()
     inc = e.ingest([unknown_xid()], at(0))[0].incident
-    evidence = [{"xid": 79, "pci": "0000:5d:00", "line": "NVRM: Xid (PCI:0000:5d:00): 79, GPU has fallen off the bus."}]
+    evidence = [EvidenceLine("NVRM: Xid (PCI:0000:5d:00): 79, GPU has fallen off the bus.", xid=79, pci="0000:5d:00")]
     signal = upgrade_signal(evidence, inc, e.rules.catalog, inc.gpus)
     assert signal is not None and signal.xid == 79
     changes = e.correlator.enrich(inc.id, at(40), "kernel log", {}, [signal])

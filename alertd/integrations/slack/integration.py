@@ -29,7 +29,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, ClassVar, Hashable
+from typing import Any, Callable, ClassVar, Hashable, Mapping
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -37,6 +37,7 @@ from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
+from alertd.core.json_types import JSONObject, as_object, integer, number, text
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Target, Timeline
 from alertd.core.durations import format_duration, parse_duration
 from alertd.core.model import CLOSED, OPEN
@@ -74,18 +75,17 @@ class SlackSettings(NotifierSettings):
         return bool(self.token.strip())
 
     @classmethod
-    def parse(cls, doc: dict[str, Any], links: Links) -> "SlackSettings":
-        shared = cls.shared(doc, links)
-        rate = doc.get("rate") or {}
+    def parse(cls, doc: JSONObject, links: Links) -> "SlackSettings":
+        rate = as_object(doc.get("rate"))
         return cls(
-            token=doc.get("token", "") or "",
-            base_url=doc.get("base_url") or DEFAULT_BASE_URL,
-            signing_secret=doc.get("signing_secret", "") or "",
-            default_channel=doc.get("default_channel", "") or "",
-            debounce=parse_duration(doc.get("debounce", "2s")),
-            per_channel=float(rate.get("per_channel", 1.0)),
-            burst=int(rate.get("burst", 1)),
-            **shared,
+            token=text(doc, "token"),
+            base_url=text(doc, "base_url") or DEFAULT_BASE_URL,
+            signing_secret=text(doc, "signing_secret"),
+            default_channel=text(doc, "default_channel"),
+            debounce=parse_duration(text(doc, "debounce", "2s")),
+            per_channel=number(rate, "per_channel", 1.0),
+            burst=integer(rate, "burst", 1),
+            **cls.shared(doc, links),
         )
 
 
@@ -170,8 +170,10 @@ class SlackNotifier(Notifier):
         return ("post", head.target.address)
 
     async def _call(self, method: str, limit_channel: str, /, *, once: bool = False, get: bool = False,
-                    **params: Any) -> dict[str, Any]:
-        """``once``: no retry after a dropped connection (the call is not idempotent); ``get``: query arguments."""
+                    args: Mapping[str, object] | None = None, **named: object) -> JSONObject:
+        """``once``: no retry after a dropped connection (the call is not idempotent); ``get``: query arguments;
+        the method's arguments are ``args`` and the ``named`` ones."""
+        params = {**(args or {}), **named}
         key = {"chat.postMessage": ("post", limit_channel),
                "conversations.history": ("history", limit_channel),
                "conversations.list": ("list", "")}.get(method, ("update", ""))
@@ -184,7 +186,7 @@ class SlackNotifier(Notifier):
             client = self.client(once=once)
             resp = await (client.api_call(method, http_verb="GET", params=params) if get
                           else client.api_call(method, json=params))
-            data = dict(resp.data) if isinstance(resp.data, dict) else {}
+            data: JSONObject = dict(resp.data) if isinstance(resp.data, dict) else {}
             if data.get("channel") and isinstance(data["channel"], str):
                 self._channel_ids[limit_channel] = data["channel"]
             return data
@@ -289,8 +291,8 @@ class SlackNotifier(Notifier):
                            "answer was lost cannot be looked for and is posted again", channel)
                 return None
 
-            async def history(args: dict[str, Any]) -> dict[str, Any]:
-                return await self._call("conversations.history", channel_id, get=True, **args)
+            async def history(args: JSONObject) -> JSONObject:
+                return await self._call("conversations.history", channel_id, get=True, args=args)
 
             ts = await find_post(history, channel_id, lost.started, self.installation(), head.incident_id)
         except SlackCallError as exc:
@@ -316,8 +318,8 @@ class SlackNotifier(Notifier):
         if not found and (known := parse_ref(await self.store.any_ref(str(head.target), "%|%"))):
             found = known[0]
         if not found and channel.startswith("#"):
-            async def listing(args: dict[str, Any]) -> dict[str, Any]:
-                return await self._call("conversations.list", channel, get=True, **args)
+            async def listing(args: JSONObject) -> JSONObject:
+                return await self._call("conversations.list", channel, get=True, args=args)
 
             found = await find_channel(listing, channel) or ""
         if found:
@@ -401,7 +403,7 @@ class Slack(Integration[SlackSettings]):
             [doc["channel"]] if doc.get("channel") else [])
         return [self.target(c) for c in dict.fromkeys(channels)]
 
-    def settings(self, doc: dict[str, Any], links: Links) -> SlackSettings:
+    def settings(self, doc: JSONObject, links: Links) -> SlackSettings:
         return SlackSettings.parse(doc, links)
 
     def notifier(self, settings: SlackSettings, store: NotifyStore, clock: Callable[[], datetime], *,

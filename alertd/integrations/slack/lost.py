@@ -34,7 +34,9 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
+
+from alertd.core.json_types import JSONObject, as_object, objects, text
 
 log = logging.getLogger(__name__)
 EVENT_TYPE = "alertd_incident"
@@ -47,7 +49,7 @@ CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{8,}$")
 UNUSABLE = frozenset({"missing_scope", "not_in_channel", "channel_not_found", "invalid_auth", "not_allowed_token_type"})
 
 
-def metadata(installation: str, incident_id: str) -> dict[str, Any]:
+def metadata(installation: str, incident_id: str) -> JSONObject:
     """The message metadata of a top-level incident message."""
     return {"event_type": EVENT_TYPE, "event_payload": {"installation": installation, "incident": incident_id}}
 
@@ -74,7 +76,7 @@ class Unconfirmed:
             return cls(channel_id, 0.0)
 
 
-Call = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]  # one Web API method with these arguments
+Call = Callable[[JSONObject], Awaitable[JSONObject]]  # one Web API method with these arguments
 LIST_PAGE = 1000
 MAX_LIST_PAGES = 20
 
@@ -84,15 +86,14 @@ async def find_channel(listing: Call, name: str) -> str | None:
     post to a channel configured by name lost its answer before alertd ever learnt that channel's id."""
     wanted, cursor = name.lstrip("#"), ""
     for _ in range(MAX_LIST_PAGES):
-        args: dict[str, Any] = {"types": "public_channel,private_channel", "exclude_archived": True,
-                                "limit": LIST_PAGE}
+        args: JSONObject = {"types": "public_channel,private_channel", "exclude_archived": True, "limit": LIST_PAGE}
         if cursor:
             args["cursor"] = cursor
         page = await listing(args)
-        for channel in page.get("channels") or []:
-            if channel.get("name") == wanted and channel.get("id"):
-                return str(channel["id"])
-        cursor = (page.get("response_metadata") or {}).get("next_cursor") or ""
+        for channel in objects(page.get("channels")):
+            if channel.get("name") == wanted and text(channel, "id"):
+                return text(channel, "id")
+        cursor = text(as_object(page.get("response_metadata")), "next_cursor")
         if not cursor:
             return None
     return None
@@ -104,15 +105,15 @@ async def find_post(history: Call, channel_id: str, since: float, installation: 
     clock margin), or None. Raises what ``history`` raises (rate limits, errors)."""
     cursor = ""
     for _ in range(MAX_PAGES):
-        args: dict[str, Any] = {"channel": channel_id, "oldest": f"{max(0.0, since - CLOCK_MARGIN):.6f}",
-                                "limit": PAGE, "include_all_metadata": True}
+        args: JSONObject = {"channel": channel_id, "oldest": f"{max(0.0, since - CLOCK_MARGIN):.6f}",
+                            "limit": PAGE, "include_all_metadata": True}
         if cursor:
             args["cursor"] = cursor
         page = await history(args)
-        for msg in page.get("messages") or []:
+        for msg in objects(page.get("messages")):
             if _is_ours(msg, installation, incident_id):
-                return str(msg["ts"])
-        cursor = ((page.get("response_metadata") or {}).get("next_cursor") or "") if page.get("has_more") else ""
+                return text(msg, "ts")
+        cursor = text(as_object(page.get("response_metadata")), "next_cursor") if page.get("has_more") else ""
         if not cursor:
             return None
     log.warning("Slack channel %s: no message for %s in the first %d pages of its history since the lost post; "
@@ -120,9 +121,9 @@ async def find_post(history: Call, channel_id: str, since: float, installation: 
     return None
 
 
-def _is_ours(msg: dict[str, Any], installation: str, incident_id: str) -> bool:
-    meta = msg.get("metadata") or {}
-    payload = meta.get("event_payload") or {}
+def _is_ours(msg: JSONObject, installation: str, incident_id: str) -> bool:
+    meta = as_object(msg.get("metadata"))
+    payload = as_object(meta.get("event_payload"))
     top = msg.get("thread_ts") in (None, msg.get("ts"))
     return (top and meta.get("event_type") == EVENT_TYPE and payload.get("incident") == incident_id
             and payload.get("installation", "") == installation and bool(msg.get("ts")))

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Iterable
 
 from alertd.core.durations import format_duration
-from alertd.core.findings import Evidence, Jobs, Owners
+from alertd.core.json_types import JSONObject, JSONValue, as_object, objects, text as json_text
+from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
-from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, parse_iso
+from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
 from alertd.integrations.base import Links
 from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links, web_url
 
@@ -52,7 +53,7 @@ class RenderContext:
     installation_id: str = ""  # prefixes button values (alertd/core/installation.py)
 
 
-def mrkdwn_escape(text: Any) -> str:
+def mrkdwn_escape(text: object) -> str:
     """Text from alerts as Slack shows it, never as markup: Slack's three control characters as entities
     (its documented escaping), so no text makes a link, a ``<!channel>``, ``<!here>``, ``<@U…>`` or ``<#C…>``."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -68,7 +69,7 @@ def link(url: str, label: str) -> str:
     return f"<{target}|{mrkdwn_escape(label)}>"
 
 
-def mrkdwn(text: str) -> dict[str, Any]:
+def mrkdwn(text: str) -> JSONObject:
     """A mrkdwn text object. ``verbatim``: Slack does not turn names, channels or bare URLs in it into links
     or mentions; only the explicit ``<url|label>`` links built by ``link`` are links."""
     return {"type": "mrkdwn", "text": text, "verbatim": True}
@@ -132,11 +133,11 @@ def gpu_label(g: dict[str, str]) -> str:
     return " · ".join(parts) or "GPU"
 
 
-def _silence(inc: Incident, now: datetime) -> tuple[dict[str, Any] | None, bool]:
-    s = inc.annotations.get("silence")
-    if not isinstance(s, dict) or not s.get("id"):
+def _silence(inc: Incident, now: datetime) -> tuple[SilenceFinding | None, bool]:
+    s = inc.findings.silence
+    if s is None:
         return None, False
-    ends = parse_iso(s.get("endsAt"))
+    ends = parse_iso(s.ends_at or None)
     return s, ends is None or ends > now
 
 
@@ -151,16 +152,16 @@ def fallback_text(inc: Incident) -> str:
     return clip(f"[{state.upper()}] {mrkdwn_escape(inc.title)} ({inc.id})", MAX_FALLBACK)
 
 
-def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[str, list[dict[str, Any]]]:
+def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[str, list[JSONObject]]:
     """(fallback text, blocks) for the incident's one message.
 
     From the top: header, facts, what it means, state notes, then the body (nodes, pods, alerts, kernel
     log) cut to fit, and last the links and buttons, which always survive the cut."""
     ctx = ctx or RenderContext()
     now = ctx.now or datetime.now(timezone.utc)
-    found = Evidence.of(inc.annotations)
+    found = inc.findings
     header = f"{severity_line(inc).split(' ', 1)[1]}: {inc.title}"
-    blocks: list[dict[str, Any]] = [
+    blocks: list[JSONObject] = [
         {"type": "header", "text": {"type": "plain_text", "text": clip(header, MAX_HEADER), "emoji": True}},
         {"type": "section", "fields": [mrkdwn(clip(f, MAX_FIELD)) for f in _facts(inc, now)[:MAX_FIELDS]]},
     ]
@@ -170,14 +171,14 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     notes = _notes(inc, ctx, now, found)
     if notes:
         blocks.append({"type": "context", "elements": [mrkdwn(clip(n, MAX_FIELD)) for n in notes[:MAX_CONTEXT]]})
-    tail: list[dict[str, Any]] = []  # blocks that must survive truncation: links and buttons
+    tail: list[JSONObject] = []  # blocks that must survive truncation: links and buttons
     links = _links(inc, ctx)
     if links:
         tail.append({"type": "context", "elements": [mrkdwn(" · ".join(links))]})
     tail.extend(remediation_blocks(inc, ctx.installation_id))
     buttons = action_buttons(inc, now, ctx.installation_id)
     if buttons:
-        tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": buttons})
+        tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": list[JSONValue](buttons)})
     blocks.extend(_fit(_body(inc, found), MAX_BLOCKS - len(blocks) - len(tail)))
     blocks.extend(tail)
     return fallback_text(inc), blocks[:MAX_BLOCKS]
@@ -228,15 +229,15 @@ def _guidance(inc: Incident) -> str:
     return "\n\n".join(lines)
 
 
-def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Evidence) -> list[str]:
+def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Findings) -> list[str]:
     """State notes: routing note, silence, fleet membership, history, owners, missing kernel logs."""
     notes: list[str] = []
     if ctx.note:
         notes.append(f":arrow_down: {mrkdwn_escape(ctx.note)}")
     silence, active = _silence(inc, now)
     if silence:
-        until = _ts(parse_iso(silence.get("endsAt")))
-        who = mrkdwn_escape(silence.get("createdBy", ""))
+        until = _ts(parse_iso(silence.ends_at or None))
+        who = mrkdwn_escape(silence.created_by)
         notes.append(f":no_bell: Silenced until {until}" + (f" by {who}" if who else "") if active
                      else f":bell: Silence expired at {until}")
     if inc.parent_id:
@@ -245,15 +246,15 @@ def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Evidence) ->
         notes.append(f"Folds {len(inc.children)} node incidents")
     if inc.previous_id:
         notes.append(f"Happened before: {inc.previous_id}")
-    owners = Owners.of(inc.annotations).lines()
+    owners = found.owner_lines()
     if owners:
         notes.append("*Owners:* " + mrkdwn_escape("; ".join(owners)))
-    jobs = Jobs.of(inc.annotations).line()
+    jobs = found.jobs_line()
     if jobs:
         notes.append("*Jobs hit:* " + mrkdwn_escape(jobs))
-    if found.logs_unavailable:
-        why = found.unavailable_reasons()
-        notes.append(":warning: Kernel logs unavailable" + (f": {mrkdwn_escape('; '.join(why))}" if why and why != ["True"] else ""))
+    why = found.logs_unavailable
+    if why is not None:
+        notes.append(":warning: Kernel logs unavailable" + (f": {mrkdwn_escape(why)}" if why else ""))
     return notes
 
 
@@ -267,9 +268,9 @@ def _links(inc: Incident, ctx: RenderContext) -> list[str]:
                                                 (shown.alertmanager, "Alertmanager"), (shown.ui, "Incident")) if url] + tickets
 
 
-def _body(inc: Incident, found: Evidence) -> list[dict[str, Any]]:
+def _body(inc: Incident, found: Findings) -> list[JSONObject]:
     """The long part: a fleet's nodes, the pods on the GPUs, the alerts, the kernel log."""
-    body: list[dict[str, Any]] = []
+    body: list[JSONObject] = []
     if inc.fleet and inc.nodes:
         body.append(_section(f"*Nodes ({len(inc.nodes)})*\n" + join_limited([mrkdwn_escape(n) for n in sorted(inc.nodes)],
                                                                             ", ", MAX_SECTION - 40)))
@@ -292,7 +293,7 @@ def _body(inc: Incident, found: Evidence) -> list[dict[str, Any]]:
     return body
 
 
-def _fit(body: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+def _fit(body: list[JSONObject], budget: int) -> list[JSONObject]:
     """At most ``budget`` blocks: the last one kept says how many sections were left out."""
     if len(body) <= budget:
         return body
@@ -300,15 +301,15 @@ def _fit(body: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
     return body[: budget - 1] + [_section(f"…and {dropped} more sections")]
 
 
-def _section(text: str) -> dict[str, Any]:
+def _section(text: str) -> JSONObject:
     return {"type": "section", "text": mrkdwn(clip(text, MAX_SECTION))}
 
 
-def _ordered(members: Iterable[Any]) -> list[Any]:
+def _ordered(members: Iterable[Member]) -> list[Member]:
     return sorted(members, key=lambda m: (m.status != FIRING, m.folded, m.starts_at, m.fingerprint))
 
 
-def member_line(m: Any) -> str:
+def member_line(m: Member) -> str:
     icon = ":fire:" if m.status == FIRING else ":white_check_mark:"
     what = m.signal.title or m.alertname
     if m.signal.xid and f"Xid {m.signal.xid}" not in what:
@@ -322,7 +323,7 @@ def member_line(m: Any) -> str:
     return f"{icon} {name} {mrkdwn_escape(what)}{mrkdwn_escape(gpu + node)} since {since}{tail}{folded}"
 
 
-def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> list[dict[str, Any]]:
+def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> list[JSONObject]:
     if inc.status == CLOSED:
         return []
     out = []
@@ -340,25 +341,25 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> l
     return out
 
 
-def remediation_blocks(inc: Incident, installation_id: str = "") -> list[dict[str, Any]]:
+def remediation_blocks(inc: Incident, installation_id: str = "") -> list[JSONObject]:
     """The remediation proposal waiting on the incident (annotation ``remediation``) and its buttons."""
-    rem = inc.annotations.get("remediation")
-    if inc.status == CLOSED or not isinstance(rem, dict) or rem.get("state") not in ("proposed", "held"):
+    rem = inc.findings.remediation
+    if inc.status == CLOSED or rem is None or not rem.waiting:
         return []
     value = scoped(installation_id, inc.id)
-    dry = " (dry run: nothing will be done)" if rem.get("dryRun") else ""
-    text = f"*Proposed: {mrkdwn_escape(rem.get('action', ''))}*{dry}\n{mrkdwn_escape(rem.get('text', ''))}"
-    approve = ("override", "Override breaker and approve") if rem.get("state") == "held" else ("approve", "Approve")
-    what = f"{rem.get('action', '')} of {', '.join(rem.get('nodes') or [])}"
-    buttons = [_button(f"{approve[1]} {rem.get('action', '')}", ACTION_REMEDIATE + approve[0], value, style="danger",
-                       confirm=(f"Approve {clip(what, 80)}?", clip(str(rem.get("text", "")), 250), "Approve")),
+    dry = " (dry run: nothing will be done)" if rem.dry_run else ""
+    text = f"*Proposed: {mrkdwn_escape(rem.action)}*{dry}\n{mrkdwn_escape(rem.text)}"
+    approve = ("override", "Override breaker and approve") if rem.state == "held" else ("approve", "Approve")
+    what = f"{rem.action} of {', '.join(rem.nodes)}"
+    buttons: list[JSONValue] = [_button(f"{approve[1]} {rem.action}", ACTION_REMEDIATE + approve[0], value, style="danger",
+                       confirm=(f"Approve {clip(what, 80)}?", clip(rem.text, 250), "Approve")),
                _button("Cancel remediation", ACTION_REMEDIATE + "cancel", value)]
     return [_section(text), {"type": "actions", "block_id": f"alertd-remediation:{inc.id}", "elements": buttons}]
 
 
 def _button(text: str, action_id: str, value: str, *, style: str = "",
-            confirm: tuple[str, str] | tuple[str, str, str] | None = None) -> dict[str, Any]:
-    b: dict[str, Any] = {"type": "button", "text": {"type": "plain_text", "text": clip(text, MAX_BUTTON)},
+            confirm: tuple[str, str] | tuple[str, str, str] | None = None) -> JSONObject:
+    b: JSONObject = {"type": "button", "text": {"type": "plain_text", "text": clip(text, MAX_BUTTON)},
                          "action_id": action_id, "value": value}
     if style:
         b["style"] = style
@@ -381,14 +382,14 @@ EVENT_ICON = {
 }
 
 
-def event_line(e: Event | dict[str, Any]) -> str:
+def event_line(e: Event | JSONObject) -> str:
     ev = e if isinstance(e, Event) else Event.from_dict(e)
     icon = EVENT_ICON.get(ev.kind, ":small_blue_diamond:")
     text = ev.text or ev.kind.replace("_", " ")
     return f"{icon} {mrkdwn_escape(text)}"
 
 
-def render_thread(events: list[dict[str, Any]], inc: Incident | None = None, limit_lines: int = 30) -> tuple[str, list[dict[str, Any]]]:
+def render_thread(events: list[JSONObject], inc: Incident | None = None, limit_lines: int = 30) -> tuple[str, list[JSONObject]]:
     """One reply for a batch of timeline events (coalesced), within the limits."""
     lines = [event_line(e) for e in events]
     shown = lines[:limit_lines]
@@ -411,27 +412,27 @@ def resolution_summary(inc: Incident) -> str:
     return f"*Summary:* open for {dur}; {total} alert{'s' if total != 1 else ''} ({kinds}{xids}){who}{flaps}."
 
 
-def to_text(blocks: list[dict[str, Any]]) -> str:
+def to_text(blocks: list[JSONObject]) -> str:
     """A plain-text picture of a message, for docs and logs."""
     out = []
     for b in blocks:
-        t = b["type"]
+        t = b.get("type")
         if t == "header":
-            out.append(f"== {b['text']['text']} ==")
+            out.append(f"== {json_text(as_object(b.get('text')), 'text')} ==")
         elif t == "section":
             if "text" in b:
-                out.append(b["text"]["text"])
-            for f in b.get("fields", []):
-                out.append("  " + f["text"].replace("\n", ": ", 1))
+                out.append(json_text(as_object(b.get("text")), "text"))
+            for f in objects(b.get("fields")):
+                out.append("  " + json_text(f, "text").replace("\n", ": ", 1))
         elif t == "context":
-            out.append("  " + " | ".join(e.get("text", "") for e in b["elements"]))
+            out.append("  " + " | ".join(json_text(e, "text") for e in objects(b.get("elements"))))
         elif t == "actions":
-            out.append("  " + " ".join(f"[{e['text']['text']}]" for e in b["elements"]))
+            out.append("  " + " ".join(f"[{json_text(as_object(e.get('text')), 'text')}]" for e in objects(b.get("elements"))))
         elif t == "divider":
             out.append("-" * 40)
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 
-def dumps(blocks: list[dict[str, Any]]) -> str:
+def dumps(blocks: list[JSONObject]) -> str:
     return json.dumps(blocks, indent=2, ensure_ascii=False)
