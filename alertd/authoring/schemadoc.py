@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterator
 
-from alertd.core.json_types import JSONObject, JSONValue, member, objects, as_text
+from alertd.core.json_types import JSONObject, JSONValue, as_text, member, objects
 from alertd.schemas import schema
 
 # A JSON Schema node as loaded from alertd/schemas/*.json.

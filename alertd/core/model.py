@@ -5,17 +5,15 @@ from __future__ import annotations
 import dataclasses
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, cast, overload
+from datetime import datetime
+from typing import Any, cast
 
-import orjson
-
-from alertd.core.tickets import TicketLink
-from alertd.core.verdict import HistoryVerdict
 from alertd.core.findings import Findings
+from alertd.core.instants import iso as iso, parse_instant as parse_instant, parse_iso as parse_iso
 from alertd.core.json_types import (JSONObject, JSONValue, as_json, as_object, optional_text, required_text, string_map,
                                     text)
-
+from alertd.core.tickets import TicketLink
+from alertd.core.verdict import HistoryVerdict
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
     CLOSED as CLOSED,
@@ -44,50 +42,6 @@ RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by recon
 
 def max_severity(*levels: str) -> str:
     return max((lvl for lvl in levels if lvl), key=lambda s: SEVERITY_RANK.get(s, 0), default="info")
-
-
-@overload
-def iso(ts: datetime) -> str: ...
-@overload
-def iso(ts: None) -> None: ...
-@overload
-def iso(ts: datetime | None) -> str | None: ...
-def iso(ts: datetime | None) -> str | None:
-    """RFC 3339 in UTC with fixed-width microseconds, so stored timestamps sort as text.
-
-    Called dozens of times per stored alert: orjson formats a datetime several times faster than
-    ``isoformat`` (which calls back into Python for the offset); it leaves out a zero fraction, put back here."""
-    if ts is None:
-        return None
-    if ts.tzinfo is not timezone.utc:
-        ts = ts.astimezone(timezone.utc)
-    text = orjson.dumps(ts, option=orjson.OPT_UTC_Z).decode()
-    return text[1:-1] if ts.microsecond else text[1:-2] + ".000000Z"
-
-
-def parse_iso(value: str | None) -> datetime | None:
-    """RFC 3339 -> an aware datetime in UTC; ValueError also for an instant UTC cannot hold
-    (9999-12-31T23:59:59-01:00 is in year 10000)."""
-    if not value:
-        return None
-    ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if ts.tzinfo is None:
-        return ts.replace(tzinfo=timezone.utc)
-    if ts.utcoffset():
-        try:
-            return ts.astimezone(timezone.utc)
-        except OverflowError:
-            raise ValueError("the instant is outside the years 1..9999 in UTC") from None
-    return ts
-
-
-def parse_instant(value: str) -> datetime:
-    """``parse_iso`` for a time that must be there (a stored NOT NULL column, a required field): ValueError
-    when it is empty."""
-    ts = parse_iso(value)
-    if ts is None:
-        raise ValueError("a time is required here, and the value is empty")
-    return ts
 
 
 @dataclass(frozen=True, slots=True)

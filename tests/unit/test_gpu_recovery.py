@@ -112,7 +112,7 @@ def test_an_xid_154_line_in_the_kernel_log_upgrades_the_incident_to_a_reboot() -
     e = engine()
     inc = e.ingest([alert("DCGMExporterDown", node="gpu-node-7")], at(0))[0].incident
     evidence = evidence_from_lines([LogLine(T0, "gpu-node-7", DMESG)], "gpu-node-7")
-    assert evidence[0]["xid"] == 154 and evidence[0]["pci"] == "0000:97:00"
+    assert evidence[0].xid == 154 and evidence[0].pci == "0000:97:00"
     signal = upgrade_signal(evidence, inc, shipped_rules().catalog, inc.gpus)
     assert signal is not None and (signal.xid, signal.action, signal.detail) == (154, "reboot_node", "node_reboot")
 

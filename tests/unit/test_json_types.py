@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from alertd.core.json_types import arr, items, member, obj, objects, text
+from alertd.core.json_types import arr, as_array, as_text, member, obj, objects
 from alertd.receive.payload import BadPayload, parse_notification
 from alertd.remediation.model import Remediation
 from alertd.report.facts import fact
@@ -35,8 +35,8 @@ def test_absent_or_mistyped_members_read_as_empty() -> None:
     assert member(doc, "metadata") == {"name": "n1"}
     assert member(doc, "spec") == {} and member(doc, "status") == {} and member("not an object", "x") == {}
     assert objects(doc["items"]) == [{"a": 1}] and objects(doc.get("none")) == []
-    assert items(doc["items"]) == [{"a": 1}, 2, None] and items("abc") == []
-    assert text(member(doc, "metadata").get("name")) == "n1" and text(3, "-") == "-"
+    assert as_array(doc["items"]) == [{"a": 1}, 2, None] and as_array("abc") == []
+    assert as_text(member(doc, "metadata").get("name")) == "n1" and as_text(3, "-") == "-"
 
 
 def test_store_and_engine_seams_carry_no_untyped_dicts() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from alertd.core.findings import EvidenceLine
 from alertd.engine.classify import classify_explained
 from alertd.engine.normalize import NormalizeConfig
 from alertd.enrich.log_evidence import evidence_from_lines, upgrade_signal
@@ -104,9 +105,10 @@ def test_sxid_lines_in_the_kernel_log_are_evidence_and_upgrade_an_incident_with_
     inc = e.ingest([alert("GPUNVLinkErrors", node="gpu-node-4", gpu="1", UUID="GPU-n4-1")], at(0))[0].incident
     lines = [LogLine(T0, "gpu-node-4", m) for m in (HEARTBEAT, FATAL, "kernel: EXT4-fs (md127p3): re-mounted r/w.")]
     evidence = evidence_from_lines(lines, "gpu-node-4")
-    assert [(x.get("sxid"), x.get("switch"), x.get("fatal"), x["xid"]) for x in evidence] == [
+    assert [(x.sxid, x.switch, x.fatal, x.xid) for x in evidence] == [
         (19084, "nvswitch4@0000:c6:00", False, None), (20034, "nvswitch0@0000:c2:00", True, None),
-        (None, None, None, None)]
+        (None, "", False, None)]
+    assert EvidenceLine.from_json(evidence[1].to_json()) == evidence[1]  # stored and read back alike
     signal = upgrade_signal(evidence, inc, shipped_rules().catalog, inc.gpus, shipped_rules().sxids)
     assert signal is not None and (signal.kind, signal.sxid, signal.severity) == ("sxid", 20034, "critical")
     # without the SXid catalog (or for an incident with an Xid) the lines are evidence only
