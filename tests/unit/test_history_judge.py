@@ -105,6 +105,17 @@ def test_another_fault_or_a_late_return_is_not_a_failed_repair():
     assert judge(inc, HistorySnapshot("node-a", (), (node_past("INC-7", 8, 79),)), rules(), at(10 * DAY)) is None
 
 
+def test_an_exporter_that_hangs_again_or_an_application_xid_is_no_failed_repair():
+    """Only hardware faults make a repair fail: a dcgm-exporter down again days after the node's GPU was
+    repaired (its series vanished then too), or a second Xid 13, asks for no hardware inspection."""
+    down = opened(alert("DCGMExporterDown", node="node-a", starts=10 * DAY))
+    missing = Fault("INC-7", at(10 * DAY - 5 * DAY - 3600), "", "node-a", (79,), ("xid", "metrics_missing"),
+                    ("GPUXidError", "GPUCountDropped"), at(10 * DAY - 5 * DAY), "uncordon")
+    assert judge(down, HistorySnapshot("node-a", (), (missing,)), rules(), at(10 * DAY)) is None
+    app = opened(xid(13, node="node-a", gpu="3"))
+    assert judge(app, HistorySnapshot("node-a", (), (node_past("INC-8", 0.25, 13),)), rules(), at(10 * DAY)) is None
+
+
 def test_five_remediations_in_7_days_make_a_lemon_node():
     inc = opened(xid(62, node="node-a"))
     rem = tuple(Remediated(f"INC-{i}", "node-a", "drain-gpu", at(10 * DAY - i * DAY)) for i in range(5))
