@@ -377,7 +377,7 @@ class Incident:
         self.firing = sum(1 for m in self.members.values() if m.status == FIRING)
         return self.firing
 
-    def add_event(self, at: datetime, kind: str, text: str = "", actor: str = "", **data: Any) -> Event:
+    def add_event(self, at: datetime, kind: str, text: str = "", actor: str = "", **data: JSONValue) -> Event:
         event = Event(at=at, kind=kind, text=text, actor=actor, data=data)
         self.timeline.append(event)
         self.updated_at = at
