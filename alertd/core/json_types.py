@@ -121,6 +121,11 @@ def strings(value: JSONValue) -> list[str]:
     return [v for v in as_array(value) if isinstance(v, str)]
 
 
+def integers(value: JSONValue) -> list[int]:
+    """The integers of an array (other items, booleans among them, are skipped)."""
+    return [v for v in as_array(value) if isinstance(v, int) and not isinstance(v, bool)]
+
+
 def string_map(value: JSONValue) -> dict[str, str]:
     """An object's scalar members as text (nested values are skipped)."""
     return {k: str(v) for k, v in as_object(value).items()
@@ -128,5 +133,5 @@ def string_map(value: JSONValue) -> dict[str, str]:
 
 
 __all__ = ["JSONArray", "JSONObject", "JSONValue", "arr", "as_array", "as_json", "as_object", "as_text", "integer",
-           "member", "number", "obj", "objects", "optional_integer", "optional_text", "required_text", "string_map",
+           "integers", "member", "number", "obj", "objects", "optional_integer", "optional_text", "required_text", "string_map",
            "strings", "text"]

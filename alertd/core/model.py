@@ -10,8 +10,8 @@ from typing import Any, cast
 
 from alertd.core.findings import Findings
 from alertd.core.instants import iso as iso, parse_instant as parse_instant, parse_iso as parse_iso
-from alertd.core.json_types import (JSONObject, JSONValue, as_json, as_object, optional_text, required_text, string_map,
-                                    text)
+from alertd.core.json_types import (JSONObject, JSONValue, as_json, as_object, integer, integers, objects,
+                                    optional_integer, optional_text, required_text, string_map, strings, text)
 from alertd.core.tickets import TicketLink
 from alertd.core.verdict import HistoryVerdict
 from alertd.core.states import (
@@ -136,11 +136,25 @@ class Signal:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Signal":
-        fields = {f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data}
-        if "severity" in fields:
-            fields["severity"] = as_severity(fields["severity"])
-        return cls(**fields)
+    def from_dict(cls, data: JSONObject) -> "Signal":
+        # Absent members keep the dataclass defaults, as before; present ones are narrowed to the field's type.
+        return cls(
+            kind=text(data, "kind", "other"),
+            severity=as_severity(text(data, "severity", Severity.WARNING)),
+            category=text(data, "category", "other"),
+            xid=optional_integer(data, "xid"),
+            title=text(data, "title"),
+            meaning=text(data, "meaning"),
+            action=text(data, "action"),
+            investigate=text(data, "investigate"),
+            drain=bool(data.get("drain")),
+            runbook=text(data, "runbook"),
+            detail=text(data, "detail"),
+            fold_into_previous=bool(data.get("fold_into_previous")),
+            basis=text(data, "basis"),
+            sxid=optional_integer(data, "sxid"),
+            switch=text(data, "switch"),
+        )
 
 
 _SIGNAL_FIELDS = tuple(f.name for f in dataclasses.fields(Signal))
@@ -363,7 +377,7 @@ class Incident:
         self.firing = sum(1 for m in self.members.values() if m.status == FIRING)
         return self.firing
 
-    def add_event(self, at: datetime, kind: str, text: str = "", actor: str = "", **data: Any) -> Event:
+    def add_event(self, at: datetime, kind: str, text: str = "", actor: str = "", **data: JSONValue) -> Event:
         event = Event(at=at, kind=kind, text=text, actor=actor, data=data)
         self.timeline.append(event)
         self.updated_at = at
@@ -406,46 +420,48 @@ class Incident:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Incident":
-        members = [Member.from_dict(m) for m in data.get("members") or []]
+    def from_dict(cls, data: JSONObject) -> "Incident":
+        members = [Member.from_dict(m) for m in objects(data.get("members"))]
+        primary = as_object(data.get("primary"))
+        verdict = as_object(data.get("verdict"))
         return cls(
-            id=data["id"],
-            key=data["key"],
-            group=data.get("group", ""),
-            title=data.get("title", ""),
-            severity=as_severity(data.get("severity", "warning")),
-            category=data.get("category", "other"),
-            status=as_incident_status(data["status"]),
-            opened_at=parse_instant(data["openedAt"]),
-            updated_at=parse_instant(data["updatedAt"]),
-            resolved_at=parse_iso(data.get("resolvedAt")),
-            acknowledged_by=data.get("acknowledgedBy", ""),
-            acknowledged_at=parse_iso(data.get("acknowledgedAt")),
-            quiet_since=parse_iso(data.get("quietSince")),
-            cluster=data.get("cluster", ""),
-            node=data.get("node", ""),
-            nodes=list(data.get("nodes") or []),
-            namespace=data.get("namespace", ""),
-            pod=data.get("pod", ""),
-            gpus=list(data.get("gpus") or []),
-            signals=list(data.get("signals") or []),
-            xids=list(data.get("xids") or []),
+            id=required_text(data, "id"),
+            key=required_text(data, "key"),
+            group=text(data, "group"),
+            title=text(data, "title"),
+            severity=as_severity(text(data, "severity", "warning")),
+            category=text(data, "category", "other"),
+            status=as_incident_status(required_text(data, "status")),
+            opened_at=parse_instant(required_text(data, "openedAt")),
+            updated_at=parse_instant(required_text(data, "updatedAt")),
+            resolved_at=parse_iso(optional_text(data, "resolvedAt")),
+            acknowledged_by=text(data, "acknowledgedBy"),
+            acknowledged_at=parse_iso(optional_text(data, "acknowledgedAt")),
+            quiet_since=parse_iso(optional_text(data, "quietSince")),
+            cluster=text(data, "cluster"),
+            node=text(data, "node"),
+            nodes=strings(data.get("nodes")),
+            namespace=text(data, "namespace"),
+            pod=text(data, "pod"),
+            gpus=[string_map(g) for g in objects(data.get("gpus"))],
+            signals=strings(data.get("signals")),
+            xids=integers(data.get("xids")),
             members={m.fingerprint: m for m in members},
-            timeline=[Event.from_dict(e) for e in data.get("timeline") or []],
-            flaps=int(data.get("flaps") or 0),
-            previous_id=data.get("previousId", ""),
-            parent_id=data.get("parentId", ""),
+            timeline=[Event.from_dict(e) for e in objects(data.get("timeline"))],
+            flaps=integer(data, "flaps"),
+            previous_id=text(data, "previousId"),
+            parent_id=text(data, "parentId"),
             fleet=bool(data.get("fleet")),
-            children=list(data.get("children") or []),
-            storm_keys=list(data.get("stormKeys") or []),
-            storm_last=parse_iso(data.get("stormLast")),
-            storm_until=parse_iso(data.get("stormUntil")),
-            primary=Signal.from_dict(data["primary"]) if data.get("primary") else None,
-            annotations=dict(data.get("annotations") or {}),
-            tickets=[TicketLink.from_json(t) for t in data.get("tickets") or []],
-            verdict=HistoryVerdict.from_json(data["verdict"]) if data.get("verdict") else None,
-            version=int(data.get("version") or 0),
-            firing=int(data.get("firing") or 0),
+            children=strings(data.get("children")),
+            storm_keys=strings(data.get("stormKeys")),
+            storm_last=parse_iso(optional_text(data, "stormLast")),
+            storm_until=parse_iso(optional_text(data, "stormUntil")),
+            primary=Signal.from_dict(primary) if primary else None,
+            annotations=dict(as_object(data.get("annotations"))),
+            tickets=[TicketLink.from_json(t) for t in objects(data.get("tickets"))],
+            verdict=HistoryVerdict.from_json(verdict) if verdict else None,
+            version=integer(data, "version"),
+            firing=integer(data, "firing"),
         )
 
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 from alertd.core.durations import format_duration
-from alertd.core.json_types import objects
+from alertd.core.json_types import arr, as_text, objects
 from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
 from alertd.engine.fleet_summary import fleet_title
@@ -326,11 +326,13 @@ class Correlator:
         if change is None or last is None or last.kind != "alert_joined" or last.at != now \
                 or bool(last.data.get(RESPONSE)) != response:
             return False
-        fps = last.data.setdefault("fingerprints", [last.data.pop("fingerprint", "")])
+        # The second join turns the first's "fingerprint" into the "fingerprints" list; later ones extend it in place.
+        first = last.data.pop("fingerprint", "")
+        fps = arr(last.data.setdefault("fingerprints", [first]), "fingerprints")
         fps.append(fingerprint)
         if len(fps) == 2:
             last.data["first"] = last.text
-        last.text = f"{len(fps)} alerts joined, first {last.data['first']}"
+        last.text = f"{len(fps)} alerts joined, first {as_text(last.data.get('first'))}"
         if fingerprint not in change.members:
             change.members.append(fingerprint)
         return True

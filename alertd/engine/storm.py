@@ -41,6 +41,7 @@ from datetime import datetime
 from typing import Iterable, Protocol
 
 from alertd.core.durations import format_duration
+from alertd.core.json_types import JSONArray, arr, strings
 from alertd.core.matchers import match_all
 from alertd.engine.fleet_summary import count_signals, uncount_signals
 from alertd.engine.state import EngineState
@@ -302,14 +303,15 @@ class Storms:
     def _node_event(self, fleet: Incident, now: datetime, kind: str, nodes: list[str], verb: str) -> None:
         """One timeline line per step however many nodes join (or resolve) in it."""
         last = self.c.last_event(fleet)
+        names: JSONArray  # the event's own list, extended in place while the step adds nodes
         if last is not None and last.kind == kind and last.at == now:
-            names = last.data["nodes"]
+            names = arr(last.data.get("nodes"), "nodes")
             names.extend(nodes)
         else:
-            last = fleet.add_event(now, kind, "", nodes=list(nodes))
+            names = list(nodes)
+            last = fleet.add_event(now, kind, "", nodes=names)
             self.c.record(fleet, last)
-            names = last.data["nodes"]
-        shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+        shown = ", ".join(strings(names[:10])) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
         last.text = f"{shown} {verb} ({len(fleet.nodes)} nodes)"
 
     def _absorb(self, fleet: Incident, child: Incident, now: datetime) -> list[Incident]:

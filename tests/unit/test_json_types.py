@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from alertd.core.json_types import arr, as_array, as_text, member, obj, objects
+from alertd.core.json_types import arr, as_array, as_text, integers, member, obj, objects
+from alertd.core.model import Incident, Severity, Signal
 from alertd.receive.payload import BadPayload, parse_notification
 from alertd.remediation.model import Remediation
 from alertd.report.facts import fact
@@ -37,6 +38,31 @@ def test_absent_or_mistyped_members_read_as_empty() -> None:
     assert objects(doc["items"]) == [{"a": 1}] and objects(doc.get("none")) == []
     assert as_array(doc["items"]) == [{"a": 1}, 2, None] and as_array("abc") == []
     assert as_text(member(doc, "metadata").get("name")) == "n1" and as_text(3, "-") == "-"
+
+
+def test_integers_skip_what_is_no_integer() -> None:
+    assert integers(json.loads('[79, "48", true, 3.5, null, 94]')) == [79, 94] and integers(None) == []
+
+
+def test_an_incident_reads_back_from_its_stored_document() -> None:
+    doc = json.loads(json.dumps({
+        "id": "INC-12", "key": "c1/gpu-node-7", "group": "node", "title": "Xid 79 on gpu-node-7",
+        "severity": "critical", "category": "hardware", "status": "open", "openedAt": "2026-03-01T10:00:00Z",
+        "updatedAt": "2026-03-01T10:05:00Z", "resolvedAt": None, "cluster": "c1", "node": "gpu-node-7",
+        "nodes": ["gpu-node-7"], "gpus": [{"uuid": "GPU-1", "index": "0"}], "signals": ["xid"], "xids": [79],
+        "flaps": 2, "stormKeys": ["xid79"], "primary": {"kind": "xid", "severity": "critical", "xid": 79, "drain": True},
+        "members": [{"fingerprint": "f1", "alertname": "GPUXid", "status": "firing", "labels": {"Hostname": "gpu-node-7"},
+                     "signal": {"kind": "xid", "xid": 79}, "startsAt": "2026-03-01T10:00:00Z"}],
+        "timeline": [{"at": "2026-03-01T10:00:00Z", "kind": "opened", "data": {"fingerprints": ["f1"]}}],
+        "annotations": {"note": "x"}, "version": 3, "firing": 1}))
+    inc = Incident.from_dict(doc)
+    assert inc.primary == Signal(kind="xid", severity=Severity.CRITICAL, xid=79, drain=True)
+    assert (inc.xids, inc.gpus, inc.flaps, inc.version, inc.members["f1"].signal.xid) == \
+        ([79], [{"uuid": "GPU-1", "index": "0"}], 2, 3, 79)
+    assert Incident.from_dict(json.loads(json.dumps(inc.to_dict()))) == inc
+    assert Incident.from_dict({**doc, "xids": "79", "flaps": None, "primary": "xid"}).xids == []
+    with pytest.raises(KeyError):
+        Incident.from_dict({k: v for k, v in doc.items() if k != "id"})
 
 
 def test_store_and_engine_seams_carry_no_untyped_dicts() -> None:
