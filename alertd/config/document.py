@@ -1,6 +1,6 @@
 """The configuration file as config.schema.json admits it, once validated (alertd.config.settings._validated,
 the one place the document becomes typed). Sections parsed by other layers' settings that take plain
-mappings (notify, enrich, normalize.kubernetes) stay JSON objects here."""
+JSON objects (notify, rma) stay JSON objects here."""
 from __future__ import annotations
 
 from typing import TypedDict
@@ -9,6 +9,7 @@ from alertd.alertmanager.settings import AlertmanagerDoc
 from alertd.config.classify import ClassifyDoc
 from alertd.config.connections import ConnectionsDoc
 from alertd.core.json_types import JSONObject
+from alertd.enrich.settings import EnrichDoc, NodeIndexDoc
 from alertd.report.settings import ReportDoc
 from alertd.sources.settings import SourcesDoc
 
@@ -86,7 +87,7 @@ class NormalizeDoc(TypedDict, total=False):
     node_map: dict[str, str]
     log_host_labels: list[str]
     log_line_fields: list[str]
-    kubernetes: JSONObject
+    kubernetes: NodeIndexDoc
     xid_labels: list[str]
     xid_annotation: str
 
@@ -122,7 +123,7 @@ class ConfigDoc(TypedDict, total=False):
     notify: JSONObject
     alertmanager: AlertmanagerDoc
     classify: ClassifyDoc
-    enrich: JSONObject
+    enrich: EnrichDoc
     report: ReportDoc
     sources: SourcesDoc
     rma: JSONObject  # integrations/tickets.py reads it (config.schema.json validated it)

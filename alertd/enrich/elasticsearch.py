@@ -6,7 +6,7 @@ clusters at :mod:`alertd.enrich.opensearch` instead.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 # The client library loads with this module (build_backend, at startup), not on the
 # event loop at the first alert.
@@ -15,13 +15,25 @@ from elasticsearch import AsyncElasticsearch
 from alertd.enrich.msearch import MsearchBackend
 
 
+class _ClientOptions(TypedDict, total=False):
+    """The keyword arguments alertd gives AsyncElasticsearch (checked against its annotated signature)."""
+
+    request_timeout: float
+    max_retries: int
+    retry_on_timeout: bool
+    basic_auth: tuple[str, str]
+    api_key: str
+    ca_certs: str
+    verify_certs: bool
+
+
 class ElasticsearchBackend(MsearchBackend):
     name = "elasticsearch"
     msearch_keyword = "searches"
 
     def _new_client(self) -> Any:
         s = self.settings
-        kw: dict[str, Any] = {
+        kw: _ClientOptions = {
             "request_timeout": s.timeout,
             "max_retries": 1,
             "retry_on_timeout": False,

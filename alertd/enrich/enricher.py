@@ -46,7 +46,7 @@ from alertd.enrich.jobs import JobImpactReader
 from alertd.enrich.backends import build_backend
 from alertd.enrich.logs import LogsUnavailable, describe_error
 from alertd.enrich.searcher import LogSearcher
-from alertd.enrich.settings import EnrichSettings
+from alertd.enrich.settings import EnrichDoc, EnrichSettings
 from alertd.enrich.targets import EnrichTarget, enriched_before, nodes_of, target_for
 from alertd.enrich.writer import AnnotationWriter
 from alertd.core.findings import EvidenceLine, Job
@@ -96,7 +96,7 @@ class Enricher:
         return cls(settings)
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None) -> "Enricher | None":
+    def from_doc(cls, doc: EnrichDoc | None) -> "Enricher | None":
         """The same from an ``enrich`` section as written (tests and benchmarks that build one by hand)."""
         return cls.from_settings(EnrichSettings.from_doc(doc))
 

@@ -52,10 +52,6 @@ class KubeStats:
         return {"calls": self.calls, "cache_hits": self.cache_hits, "errors": self.errors}
 
 
-def meta(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("metadata") or {}
-
-
 def metadata(obj: JSONObject) -> JSONObject:
     """An object's ``metadata`` (empty when it has none)."""
     return as_object(obj.get("metadata"))
@@ -75,7 +71,7 @@ class KubeApi:
         self._api_client = api_client
         self._own_client = api_client is None
         self._client_lock = asyncio.Lock()
-        self._apis: dict[str, Any] = {}
+        self._apis: dict[str, object] = {}  # kubernetes_asyncio's generated API classes, by class name
         self.monotonic = monotonic
         self.now = now or (lambda: datetime.now(timezone.utc))
         self.stats = KubeStats()
@@ -108,7 +104,7 @@ class KubeApi:
                 self._api_client = client.ApiClient(configuration=conf)
         return self._api_client
 
-    async def _api(self, name: str) -> Any:
+    async def _api(self, name: str) -> Any:  # a generated API class: its methods are called by name
         api = self._apis.get(name)
         if api is None:
             from kubernetes_asyncio import client
@@ -116,8 +112,8 @@ class KubeApi:
             api = self._apis[name] = getattr(client, name)(await self.client())
         return api
 
-    async def read(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """One uncached API request answered as a JSON dict (a list page, a pod): ``_get`` for readers outside."""
+    async def read(self, api_name: str, method: str, *args: Any, **kwargs: Any) -> JSONObject:
+        """One uncached API request answered as a JSON object (a list page, a pod): ``_get`` for readers outside."""
         return await self._get(api_name, method, *args, **kwargs)
 
     async def stream(self, api_name: str, method: str, **kwargs: Any) -> Any:
@@ -205,4 +201,4 @@ class KubeApi:
         self._apis.clear()
 
 
-__all__ = ["KubeApi", "KubeStats", "KubeUnavailable", "NotFound", "meta"]
+__all__ = ["KubeApi", "KubeStats", "KubeUnavailable", "NotFound", "metadata"]

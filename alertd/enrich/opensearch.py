@@ -5,7 +5,7 @@ client refuses to talk to it, so OpenSearch gets its own client.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 # The client library loads with this module (build_backend, at startup), not on the
 # event loop at the first alert.
@@ -14,13 +14,28 @@ from opensearchpy import AsyncOpenSearch
 from alertd.enrich.msearch import MsearchBackend
 
 
+class _ClientOptions(TypedDict, total=False):
+    """The keyword arguments alertd gives AsyncOpenSearch (which takes ``**kwargs: Any`` and hands them to its
+    transport and connection classes)."""
+
+    timeout: float
+    max_retries: int
+    retry_on_timeout: bool
+    http_auth: tuple[str, str]
+    headers: dict[str, str]
+    use_ssl: bool
+    verify_certs: bool
+    ssl_show_warn: bool
+    ca_certs: str
+
+
 class OpenSearchBackend(MsearchBackend):
     name = "opensearch"
     msearch_keyword = "body"
 
     def _new_client(self) -> Any:
         s = self.settings
-        kw: dict[str, Any] = {"timeout": s.timeout, "max_retries": 1, "retry_on_timeout": False}
+        kw: _ClientOptions = {"timeout": s.timeout, "max_retries": 1, "retry_on_timeout": False}
         if s.username:
             kw["http_auth"] = (s.username, s.password)
         if s.api_key:

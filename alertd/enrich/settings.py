@@ -4,14 +4,16 @@ Three frozen dataclasses, one per part of the section: :class:`EnrichSettings`
 (the whole section: deadline, retries, caps), :class:`LogSettings` (``enrich.logs``)
 and :class:`KubeSettings` (``enrich.kube``). Each has ``from_doc`` turning the
 YAML document into typed values; the defaults here are the documented ones
-(docs/enrichment.md, alertd/schemas/enrich.schema.json).
+(docs/enrichment.md, alertd/schemas/enrich.schema.json). The ``*Doc`` TypedDicts
+are the section as that schema admits it (alertd/config/document.py's ConfigDoc
+names them; the document is validated once, then read through them).
 """
 from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TypedDict
 
 from alertd.core.durations import parse_duration
 
@@ -24,6 +26,133 @@ DEFAULT_POOL_LABELS = (
 DEFAULT_INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
 DEFAULT_GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product",)
 DEFAULT_OWNER_KEYS = ("alertd.io/owner", "owner", "user", "kubeflow.org/owner")
+
+
+class BasicAuthDoc(TypedDict, total=False):
+    username: str  # required, with password
+    password: str
+
+
+class LogAuthDoc(TypedDict, total=False):
+    basic: BasicAuthDoc
+    api_key: str
+    token: str
+
+
+class LogFieldsDoc(TypedDict, total=False):
+    host: str | list[str]
+    message: str
+    time: str
+    extra: list[str]
+
+
+class WindowDoc(TypedDict, total=False):
+    before: str
+    after: str
+    align: str
+
+
+class BatchDoc(TypedDict, total=False):
+    max: int
+    linger: str
+
+
+class GraylogDoc(TypedDict, total=False):
+    api: str  # messages | universal
+    streams: list[str]
+
+
+class LogsDoc(TypedDict, total=False):
+    """``enrich.logs`` as enrich.schema.json admits it (durations are Prometheus duration strings)."""
+
+    enabled: bool
+    backend: str  # required: elasticsearch | opensearch | graylog
+    url: str
+    urls: list[str]
+    auth: LogAuthDoc
+    ca_bundle: str
+    verify_tls: bool
+    index: str
+    fields: LogFieldsDoc
+    match_short_hostname: bool
+    window: WindowDoc
+    max_lines: int
+    patterns: list[str]
+    pattern_fields: list[str]
+    timeout: str
+    concurrency: int
+    batch: BatchDoc
+    cache_ttl: str
+    failure_ttl: str
+    ingest_lag: str
+    graylog: GraylogDoc
+
+
+class CostModelDoc(TypedDict, total=False):
+    """``enrich.kube.jobs`` and each of its ``namespaces``: durations."""
+
+    checkpoint_interval: str
+    restart_time: str
+
+
+class JobCostDoc(CostModelDoc, total=False):
+    enabled: bool
+    namespaces: dict[str, CostModelDoc]
+    owner_keys: list[str]
+
+
+class KubeDoc(TypedDict, total=False):
+    """``enrich.kube`` as enrich.schema.json admits it."""
+
+    enabled: bool
+    kubeconfig: str
+    context: str
+    in_cluster: bool
+    cluster: str
+    timeout: str
+    concurrency: int
+    cache_ttl: str
+    owner_cache_ttl: str
+    team_labels: list[str]
+    channel_annotations: list[str]
+    pool_labels: list[str]
+    instance_type_labels: list[str]
+    gpu_product_labels: list[str]
+    gpu_resources: list[str]
+    events_window: str
+    max_events: int
+    max_pods: int
+    max_owner_depth: int
+    owner_plurals: dict[str, str]
+    jobs: JobCostDoc
+
+
+class EnrichDoc(TypedDict, total=False):
+    """The ``enrich`` section as enrich.schema.json admits it."""
+
+    enabled: bool
+    deadline: str
+    retry: list[str]
+    recheck: bool
+    upgrade: bool
+    max_evidence: int
+    max_pods: int
+    max_events: int
+    write_delay: str
+    logs: LogsDoc
+    kube: KubeDoc
+
+
+class NodeIndexDoc(TypedDict, total=False):
+    """``normalize.kubernetes`` as config.schema.json admits it."""
+
+    enabled: bool
+    refresh: str
+    ttl: str
+    failure_ttl: str
+    wait: str
+    max_lookups: int
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +203,7 @@ class LogSettings:
         return out
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None) -> "LogSettings":
+    def from_doc(cls, doc: LogsDoc | None) -> "LogSettings":
         doc = doc or {}
         d = cls()
         auth = doc.get("auth") or {}
@@ -145,7 +274,7 @@ class JobCostSettings:
         return next((m for pattern, m in self.namespaces if fnmatch.fnmatchcase(ns, pattern)), self.default)
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None) -> "JobCostSettings":
+    def from_doc(cls, doc: JobCostDoc | None) -> "JobCostSettings":
         doc = doc or {}
         default = _model(doc, CostModel())
         return cls(enabled=doc.get("enabled", True), default=default,
@@ -153,7 +282,7 @@ class JobCostSettings:
                    owner_keys=tuple(doc.get("owner_keys", DEFAULT_OWNER_KEYS)))
 
 
-def _model(doc: dict[str, Any], base: CostModel) -> CostModel:
+def _model(doc: CostModelDoc, base: CostModel) -> CostModel:
     interval, restart = doc.get("checkpoint_interval"), doc.get("restart_time")
     return CostModel(parse_duration(interval) if interval is not None else base.checkpoint_interval,
                      parse_duration(restart) if restart is not None else base.restart_time)
@@ -186,7 +315,7 @@ class KubeSettings:
     jobs: JobCostSettings = JobCostSettings()
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None) -> "KubeSettings":
+    def from_doc(cls, doc: KubeDoc | None) -> "KubeSettings":
         doc = doc or {}
         d = cls()
         return cls(
@@ -231,7 +360,7 @@ class EnrichSettings:
     kube: KubeSettings | None = None
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None) -> "EnrichSettings":
+    def from_doc(cls, doc: EnrichDoc | None) -> "EnrichSettings":
         doc = doc or {}
         d = cls()
         logs_doc, kube_doc = doc.get("logs"), doc.get("kube")
@@ -265,18 +394,19 @@ class NodeIndexSettings:
     max_lookups: int = 64
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any] | None) -> "NodeIndexSettings":
+    def from_doc(cls, doc: NodeIndexDoc | None) -> "NodeIndexSettings":
         doc, d = doc or {}, cls()
 
-        def secs(key: str, default: float) -> float:
-            return parse_duration(doc[key]).total_seconds() if key in doc else default
+        def secs(value: str | None, default: float) -> float:
+            return parse_duration(value).total_seconds() if value is not None else default
 
-        return cls(enabled=doc.get("enabled", True), refresh=secs("refresh", d.refresh), ttl=secs("ttl", d.ttl),
-                   failure_ttl=secs("failure_ttl", d.failure_ttl), wait=secs("wait", d.wait),
-                   max_lookups=int(doc.get("max_lookups", d.max_lookups)))
+        return cls(enabled=doc.get("enabled", True), refresh=secs(doc.get("refresh"), d.refresh),
+                   ttl=secs(doc.get("ttl"), d.ttl), failure_ttl=secs(doc.get("failure_ttl"), d.failure_ttl),
+                   wait=secs(doc.get("wait"), d.wait), max_lookups=int(doc.get("max_lookups", d.max_lookups)))
 
 
 __all__ = [
     "CostModel", "DEFAULT_GPU_PRODUCT_LABELS", "JobCostSettings", "DEFAULT_INSTANCE_TYPE_LABELS", "DEFAULT_PATTERNS", "DEFAULT_POOL_LABELS",
-    "EnrichSettings", "KubeSettings", "LogSettings", "NodeIndexSettings",
+    "EnrichDoc", "EnrichSettings", "JobCostDoc", "KubeDoc", "KubeSettings", "LogSettings", "LogsDoc", "NodeIndexDoc",
+    "NodeIndexSettings",
 ]

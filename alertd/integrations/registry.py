@@ -16,7 +16,7 @@ from alertd.integrations import pagerduty
 from alertd.integrations.slack import integration as slack
 
 from alertd.integrations import outgoing_webhook as webhook
-from alertd.core.json_types import JSONObject, as_object
+from alertd.core.json_types import JSONObject, as_object, obj
 from alertd.integrations.base import Integration, Links, NotifierSettings
 
 __all__ = ["INTEGRATIONS", "Links", "extend_schema", "get", "parse_settings"]
@@ -32,14 +32,16 @@ def get(name: str) -> Integration[Any] | None:
     return INTEGRATIONS.get(name)
 
 
-def extend_schema(name: str, doc: dict[str, Any]) -> None:
-    """Put every integration's fragment into the shipped ``notify`` or ``routing`` schema."""
+def extend_schema(name: str, doc: JSONObject) -> None:
+    """Put every integration's fragment into the shipped ``notify`` or ``routing`` schema (in place; a member
+    on the way that is not an object is a broken shipped schema: TypeError naming it)."""
     if name == "notify":
-        doc.setdefault("properties", {}).update({i.name: i.config_schema for i in INTEGRATIONS.values()})
+        obj(doc.setdefault("properties", {}), "notify.properties").update(
+            {i.name: i.config_schema for i in INTEGRATIONS.values()})
     elif name == "routing":
         node = doc
         for key in RECEIVER_ITEMS:
-            node = node.setdefault(key, {})
+            node = obj(node.setdefault(key, {}), f"routing schema: {key}")
         node.update({i.name: i.receiver_schema for i in INTEGRATIONS.values()})
 
 

@@ -7,12 +7,13 @@ last 30 days), ``cluster``, ``nodeType``. Figures: docs/reliability-report.md.
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta, timezone
-from typing import Any, Mapping
+from typing import Mapping
 
 from aiohttp import web
 
 from alertd.config.credentials import Role
 from alertd.core.durations import DurationError, parse_duration
+from alertd.core.json_types import JSONObject, text
 from alertd.core.model import parse_iso
 from alertd.report.build import BadPeriod
 from alertd.report.compute import Period
@@ -57,12 +58,11 @@ def period_of(query: Mapping[str, str], now: datetime, extra: tuple[str, ...] = 
     return Period(since, until, query.get("cluster", "").strip(), query.get("nodeType", "").strip())
 
 
-async def _report(request: web.Request, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+async def _report(request: web.Request, extra: tuple[str, ...] = ()) -> JSONObject:
     svc = request.app[SERVICE]
     p = period_of(request.query, svc.clock(), extra)
     try:
-        report: dict[str, Any] = await svc.reporting.report(p)
-        return report
+        return await svc.reporting.report(p)
     except BadPeriod as exc:
         raise BadParam("until", str(exc)) from None
 
@@ -74,7 +74,7 @@ async def reliability_api(request: web.Request) -> web.StreamResponse:
         raise BadParam("format", "format must be json or csv")
     report = await _report(request, ("format",))
     if fmt == "csv":
-        name = f"reliability-{report['since'][:10]}-{report['until'][:10]}.csv"
+        name = f"reliability-{text(report, 'since')[:10]}-{text(report, 'until')[:10]}.csv"
         return web.Response(text=to_csv(report), content_type="text/csv", charset="utf-8",
                             headers={"Content-Disposition": f'attachment; filename="{name}"'})
     return api._json(report)

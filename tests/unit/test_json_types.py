@@ -17,8 +17,8 @@ from alertd.report.facts import fact
 
 ROOT = Path(__file__).resolve().parents[2] / "alertd"
 # Packages whose documents are typed (TypedDicts of their schemas, JSON objects, dataclasses).
-TYPED = ("alertmanager", "authoring", "cli", "config", "engine", "gpu", "ha", "promql", "receive", "remediation",
-         "report", "rules", "schemas", "sources")
+TYPED = ("alertmanager", "authoring", "cli", "config", "engine", "enrich", "gpu", "ha", "integrations", "promql",
+         "receive", "remediation", "report", "rules", "schemas", "sources")
 UNTYPED = re.compile(r"dict\[str, Any\]")
 
 
