@@ -6,7 +6,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 from alertd.core.findings import Findings
 from alertd.core.instants import iso as iso, parse_instant as parse_instant, parse_iso as parse_iso
@@ -292,7 +292,7 @@ class Event:
     kind: str  # opened, alert_joined, alert_resolved, alert_refired, severity_changed, acknowledged, ...
     text: str = ""
     actor: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    data: JSONObject = field(default_factory=dict)
 
     def to_dict(self) -> JSONObject:
         out: JSONObject = {"at": iso(self.at), "kind": self.kind}

@@ -35,7 +35,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Iterable
 from prometheus_client import Histogram
 
 from alertd.enrich import metrics
-from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.json_types import JSONObject, JSONValue, strings
 from alertd.core.kube_findings import GpuDevice, Pod
 from alertd.enrich.annotations import IncidentState, NodeFindings, annotation_values, seed_state
 from alertd.enrich.host import EnrichHost
@@ -200,7 +200,7 @@ class Enricher:
             if not opened:
                 # First sight after a restart (or a late bind): nodes of members that did not change
                 # in this step were enriched before; only the ones that just joined are new.
-                joined = {n for e in change.events if e.kind == "nodes_joined" for n in e.data.get("nodes", ())}
+                joined = {n for e in change.events if e.kind == "nodes_joined" for n in strings(e.data.get("nodes"))}
                 seen.update(enriched_before(inc, set(change.members), joined))
                 seed_state(self._state.setdefault(inc.id, IncidentState(fleet=inc.fleet)), inc.findings)
         new = [n for n in nodes if n not in seen]
