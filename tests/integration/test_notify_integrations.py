@@ -79,30 +79,46 @@ async def endpoints():
     await runner.cleanup()
 
 
+class Pipeline:
+    """The engine, the router, the store and the outbox worker with the webhook and Opsgenie notifiers, on an
+    injected clock: each step routes what the engine changed, commits it and drains the outbox."""
+
+    def __init__(self, tmp_path, url: str, opsgenie: OpsgenieTestServer):
+        self.cfg = parse_config({"notify": {
+            "webhook": {"endpoints": {"tickets": {"url": url, "secret": SECRET}}},
+            "opsgenie": {"api_url": opsgenie.url, "api_keys": {"gpu-team": OpsgenieTestServer.KEY}},
+        }}, "test")
+        self.rules = load_rules([rules_dir(tmp_path, ROUTING)])
+        self.store = SqliteStore(tmp_path / "alertd.sqlite3")
+        self.clock = [datetime.now(timezone.utc)]
+        self.notifiers = build_notifiers(self.cfg, self.store, lambda: self.clock[0])
+        self.worker = OutboxWorker(self.store, self.notifiers, Metrics(), lambda: self.clock[0])
+        self.eng, self.router = Engine(self.rules), build_router(self.cfg, self.rules)
+
+    async def step(self, changes) -> None:
+        items, memory = self.router.route_step(changes, self.clock[0])
+        await self.store.commit_step(Step(changes=changes, outbox=items, next_seq=self.eng.state.next_seq,
+                                          memory=memory))
+        self.clock[0] += timedelta(seconds=5)  # past the debounce
+        await self.worker.drain()
+
+    async def alerts(self, *docs: dict) -> None:
+        await self.step(self.eng.ingest([Alert.from_wire({**d, "receivedAt": None}) for d in docs], self.clock[0]))
+
+    async def close(self) -> None:
+        for n in self.notifiers.values():
+            await n.close()
+        await self.store.close()
+
+
 async def test_webhook_and_opsgenie_follow_an_incident_from_open_to_resolved(tmp_path, endpoints):
     url, receiver, opsgenie = endpoints
-    cfg = parse_config({"notify": {
-        "webhook": {"endpoints": {"tickets": {"url": url, "secret": SECRET}}},
-        "opsgenie": {"api_url": opsgenie.url, "api_keys": {"gpu-team": OpsgenieTestServer.KEY}},
-    }}, "test")
-    rules = load_rules([rules_dir(tmp_path, ROUTING)])
-    assert check_keys(cfg, rules.routing) == []
-    store = SqliteStore(tmp_path / "alertd.sqlite3")
-    await store.open()
-    clock = [datetime.now(timezone.utc)]
-    notifiers = build_notifiers(cfg, store, lambda: clock[0])
-    worker = OutboxWorker(store, notifiers, Metrics(), lambda: clock[0])
-    eng, router = Engine(rules), build_router(cfg, rules)
-
-    async def step(changes) -> None:
-        items, memory = router.route_step(changes, clock[0])
-        await store.commit_step(Step(changes=changes, outbox=items, next_seq=eng.state.next_seq, memory=memory))
-        clock[0] += timedelta(seconds=5)  # past the debounce
-        await worker.drain()
-
+    p = Pipeline(tmp_path, url, opsgenie)
+    assert check_keys(p.cfg, p.rules.routing) == []
+    await p.store.open()
     try:
-        await step(eng.ingest([Alert.from_wire({**xid_alert("gpu-node-3", 1), "receivedAt": None})], clock[0]))
-        inc_id = next(iter(eng.state.incidents))
+        await p.alerts(xid_alert("gpu-node-3", 1))
+        inc_id = next(iter(p.eng.state.incidents))
         (headers, first), = receiver.accepted
         assert first["intent"] == "show" and first["incident"]["id"] == inc_id and first["kinds"] == ["opened"]
         assert first["incident"]["status"] == "open" and first["incident"]["xids"] == [79]
@@ -113,61 +129,40 @@ async def test_webhook_and_opsgenie_follow_an_incident_from_open_to_resolved(tmp
 
         # another GPU joins: the ticket hears of it (show + timeline), Opsgenie does not (nothing new to page)
         receiver.fail_next = [503]  # retried by the outbox
-        await step(eng.ingest([Alert.from_wire({**xid_alert("gpu-node-3", 2), "receivedAt": None})], clock[0]))
-        clock[0] += timedelta(minutes=10)
-        await worker.drain()
+        await p.alerts(xid_alert("gpu-node-3", 2))
+        p.clock[0] += timedelta(minutes=10)
+        await p.worker.drain()
         assert not receiver.fail_next and sorted(b["intent"] for _, b in receiver.accepted[1:]) == ["show", "timeline"]
         assert len(opsgenie.requests) == 1
 
-        await step(eng.correlator.acknowledge(inc_id, "ana", clock[0]))
-        await step(eng.correlator.resolve(inc_id, "ana", clock[0]))
+        await p.step(p.eng.correlator.acknowledge(inc_id, "ana", p.clock[0]))
+        await p.step(p.eng.correlator.resolve(inc_id, "ana", p.clock[0]))
         assert [a for a, _ in opsgenie.requests] == ["create", "acknowledge", "close"]
         assert opsgenie.alerts[inc_id]["status"] == "closed" and opsgenie.rejected == []
         assert receiver.accepted[-1][1]["incident"]["status"] == "resolved" and receiver.refused == 0
     finally:
-        for n in notifiers.values():
-            await n.close()
-        await store.close()
+        await p.close()
 
 
 async def test_opsgenie_hears_of_a_failed_repair_on_its_open_alert(tmp_path, endpoints):
     """A create with an open alert's alias only counts up in Opsgenie: the failed repair (the fault back
     after the uncordon) closes the alert and creates it again, saying why."""
-    url, receiver, opsgenie = endpoints
-    cfg = parse_config({"notify": {
-        "webhook": {"endpoints": {"tickets": {"url": url, "secret": SECRET}}},
-        "opsgenie": {"api_url": opsgenie.url, "api_keys": {"gpu-team": OpsgenieTestServer.KEY}},
-    }}, "test")
-    rules = load_rules([rules_dir(tmp_path, ROUTING)])
-    store = SqliteStore(tmp_path / "alertd.sqlite3")
-    await store.open()
-    clock = [datetime.now(timezone.utc)]
-    notifiers = build_notifiers(cfg, store, lambda: clock[0])
-    worker = OutboxWorker(store, notifiers, Metrics(), lambda: clock[0])
-    eng, router = Engine(rules), build_router(cfg, rules)
-
-    async def step(*docs: dict) -> None:
-        changes = eng.ingest([Alert.from_wire({**d, "receivedAt": None}) for d in docs], clock[0])
-        items, memory = router.route_step(changes, clock[0])
-        await store.commit_step(Step(changes=changes, outbox=items, next_seq=eng.state.next_seq, memory=memory))
-        clock[0] += timedelta(seconds=5)
-        await worker.drain()
-
+    url, _, opsgenie = endpoints
+    p = Pipeline(tmp_path, url, opsgenie)
+    await p.store.open()
     try:
-        t0 = clock[0]
+        t0 = p.clock[0]
         xid = xid_alert("gpu-node-4", 1, starts=t0 - timedelta(minutes=60))
         cordon = node_alerts("gpu-node-4", 1, t0 - timedelta(minutes=52), cluster="prod")[2]
-        await step(xid)
-        await step(cordon, resolved(xid, t0 - timedelta(minutes=55)))
-        await step(resolved(cordon, t0 - timedelta(minutes=5)))
+        await p.alerts(xid)
+        await p.alerts(cordon, resolved(xid, t0 - timedelta(minutes=55)))
+        await p.alerts(resolved(cordon, t0 - timedelta(minutes=5)))
         assert [a for a, _ in opsgenie.requests] == ["create"]
-        await step(dict(xid, startsAt=iso(t0 - timedelta(minutes=1))))
+        await p.alerts(dict(xid, startsAt=iso(t0 - timedelta(minutes=1))))
         assert [a for a, _ in opsgenie.requests] == ["create", "close", "create"], opsgenie.requests
         assert "repair failed" in json.dumps(opsgenie.requests[2][1]) and opsgenie.rejected == []
     finally:
-        for n in notifiers.values():
-            await n.close()
-        await store.close()
+        await p.close()
 
 
 def test_rules_naming_undefined_endpoints_and_keys_are_reported(tmp_path):
