@@ -164,10 +164,7 @@ class PagerDutyNotifier(Notifier):
         if all(p.only_if_posted for p in payloads) and not last:
             return Delivered()
         if last in ("triggered", "acknowledged") and any(notifies_again(p.kinds) for p in payloads):
-            # A trigger on an open alert notifies nobody: resolve it, and the same key opens a new one that does
-            await self._send(key, "resolve", inc, severity, dedup)
-            await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
-            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
+            return await self._notify_again(key, inc, item.target, severity, dedup, latest.note)
         if last == "adopting":  # the same PagerDuty alert, now saying what the fleet is: no new page
             await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
@@ -175,6 +172,25 @@ class PagerDutyNotifier(Notifier):
             await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
             return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
         return Delivered()
+
+    async def _notify_again(self, key: str, inc: Incident, target: Target, severity: str, dedup: str,
+                            note: str) -> Delivered:
+        """News on an alert that is open (a failed repair): a trigger on it notifies nobody, so a new alert is
+        opened. The incident's own alert is resolved and its key triggered again; an alert a fleet took over
+        while the node was in it (same key) stays the fleet's, and the node opens one under a key of its own."""
+        if await self._fleet_holds(inc, target, dedup):
+            dedup = f"{dedup}/repair-failed"
+        else:
+            await self._send(key, "resolve", inc, severity, dedup)
+        await self._send(key, "trigger", inc, severity, dedup, note=note)
+        return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
+
+    async def _fleet_holds(self, inc: Incident, target: Target, dedup: str) -> bool:
+        """Whether a fleet the node incident left (its ``left_fleet`` events) pages under the node's key."""
+        for fleet in dict.fromkeys(str(e.data.get("fleet") or "") for e in inc.timeline if e.kind == "left_fleet"):
+            if fleet and _state(await self.store.notify_ref(fleet, target)).get("dedup_key") == dedup:
+                return True
+        return False
 
     def event(self, key: str, action: str, inc: Incident, severity: str, note: str = "", dedup: str = "") -> JSONObject:
         body: JSONObject = {"routing_key": key, "event_action": action, "dedup_key": dedup or inc.id}

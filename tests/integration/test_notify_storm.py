@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime, timedelta, timezone
 
+from alertd.core.model import iso
+from tests.support.storm import node_alerts, resolved
 from tests.support.notify_harness import ROUTING, Harness, hook, top_messages, wait_for, xid_alert, keys
 from tests.support.pagerduty_server import PagerDutyTestServer
 
@@ -39,5 +42,39 @@ async def test_a_node_posted_before_the_storm_is_edited_to_point_at_the_fleet(tm
         assert len(triggers) == 2 and all(e["routing_key"] == PagerDutyTestServer.ROUTING_KEY for e in triggers)
         assert {e["dedup_key"] for e in triggers} == {e["dedup_key"] for e in triggers
                                                       if e["dedup_key"].endswith((n0["id"], fleet["id"]))}
+    finally:
+        await h.stop()
+
+
+async def test_a_node_whose_repair_fails_after_the_fleet_took_its_alert_pages_under_its_own_key(tmp_path, slack, pd):
+    """The fleet took over the PagerDuty alert the node had paged (same dedup_key). When the node's fault is
+    back after its uncordon it leaves the fleet and pages that the repair failed: a new alert of its own, while
+    the fleet's alert stays triggered (resolving the shared key would close the storm's page)."""
+    h = await Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys(), routing=HELD).start()
+    try:
+        t = datetime.now(timezone.utc).replace(microsecond=0)
+        xid = xid_alert("n0", starts=t - timedelta(seconds=60))
+        await h.post(hook(xid, node="n0"))
+        await wait_for(lambda: pd.events)
+        for i in range(1, 5):
+            await h.post(hook(xid_alert(f"n{i}", starts=t - timedelta(seconds=60)), node=f"n{i}"))
+
+        async def the_fleet():
+            return next((i for i in await h.incidents() if i["fleet"]), None)
+
+        fleet = await wait_for(the_fleet)
+        await wait_for(lambda: len([e for e in pd.events if e["event_action"] == "trigger"]) == 2)
+        shared = pd.events[0]["dedup_key"]
+        assert {e["dedup_key"] for e in pd.events} == {shared}  # the fleet took the node's alert over
+        cordon = node_alerts("n0", 0, t - timedelta(seconds=52), cluster="prod")[2]
+        for doc in (cordon, resolved(xid, t - timedelta(seconds=45)), resolved(cordon, t - timedelta(seconds=20))):
+            await h.post(hook(doc, node="n0"))
+        await h.post(hook(dict(xid, startsAt=iso(t - timedelta(seconds=10))), node="n0"))
+        await wait_for(lambda: len(pd.events) >= 3)
+        await asyncio.sleep(0.5)
+        after = pd.events[2:]
+        assert [(e["event_action"], e["dedup_key"]) for e in after] == [("trigger", shared + "/repair-failed")], after
+        assert "repair failed" in json.dumps(after[0]["payload"])
+        assert fleet["id"] and pd.alerts[shared][-1]["status"] == "triggered"  # the storm's page stays open
     finally:
         await h.stop()
