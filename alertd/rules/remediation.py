@@ -11,14 +11,13 @@ from datetime import timedelta
 from typing import Mapping, TypedDict
 
 from alertd.core.verdict import LADDER
+from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
 
 ACTIONS = ("cordon", "drain", "drain-gpu", "handoff", "drain-handoff", "rma", "none")
 CORDONING = ("cordon", "drain", "drain-gpu", "drain-handoff")  # actions that cordon the node first
 HANDING_OFF = ("handoff", "drain-handoff")  # actions that label/annotate the node for an external remediator
 RMA = "rma"  # open a ticket to return the incident's GPU(s) to the vendor (alertd/app/rma_handoff.py)
-# The ladder's steps, lowest first: the names an escalation (a history verdict) and the Xid catalog use.
-LADDER_STEPS = LADDER  # the rungs, lowest first (alertd/core/verdict.py: the actions verdicts name)
 DEFAULT_TAINT = ("alertd.dev/quarantine", "NoSchedule")
 
 
@@ -44,7 +43,7 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class LadderStep:
-    """One rung of the action ladder: ``step`` (a LADDER_STEPS name) proposes ``action``; ``catalog``: the Xid
+    """One rung of the action ladder: ``step`` (a LADDER name, alertd/core/verdict.py) proposes ``action``; ``catalog``: the Xid
     catalog actions that stand on this rung by themselves (an incident whose signal says reset_gpu)."""
 
     step: str
@@ -153,18 +152,9 @@ def parse_remediation(doc: RemediationDoc, check: Checker) -> RemediationPolicy:
         if entry["name"] in names:
             check.problem(("remediation", "policies", i, "name"), f"duplicate remediation policy {entry['name']!r}")
         names.add(entry["name"])
-        handoff = entry.get("handoff") or {}
-        if entry["action"] in HANDING_OFF and not handoff:
-            check.problem(("remediation", "policies", i), f"action {entry['action']} needs handoff.labels or "
-                          "handoff.annotations")
-        if entry["action"] == RMA and entry.get("approval") == "automatic":
-            check.problem(("remediation", "policies", i, "approval"), "action rma always needs a person's approval")
-        policies.append(Policy(
-            name=entry["name"], action=entry["action"], xids=frozenset(entry.get("xids") or ()),
-            signals=frozenset(entry.get("signals") or ()),
-            recovery=frozenset(entry.get("recovery") or ()), automatic=entry.get("approval") == "automatic",
-            description=entry.get("description", ""), labels=dict(handoff.get("labels") or {}),
-            annotations=dict(handoff.get("annotations") or {})))
+        policies.append(_proposal(
+            entry, entry["name"], ("remediation", "policies", i), check, xids=frozenset(entry.get("xids") or ()),
+            signals=frozenset(entry.get("signals") or ()), recovery=frozenset(entry.get("recovery") or ())))
     breaker, second = doc.get("breaker") or {}, doc.get("second_approver") or {}
     drain, taint = doc.get("drain") or {}, doc.get("taint") or {}
     base = RemediationPolicy()
@@ -188,16 +178,27 @@ def parse_ladder(entries: list[LadderStepDoc], check: Checker) -> tuple[LadderSt
         path = ("remediation", "ladder", i)
         if any(s.step == entry["step"] for s in steps):
             check.problem(path + ("step",), f"ladder step {entry['step']!r} named twice")
-        elif steps and LADDER_STEPS.index(entry["step"]) < LADDER_STEPS.index(steps[-1].step):
+        elif steps and LADDER.index(entry["step"]) < LADDER.index(steps[-1].step):
             check.problem(path + ("step",), f"ladder step {entry['step']!r} comes after {steps[-1].step!r}; "
-                          f"the ladder climbs {' -> '.join(LADDER_STEPS)}")
-        handoff = entry.get("handoff") or {}
-        if entry["action"] in HANDING_OFF and not handoff:
-            check.problem(path, f"action {entry['action']} needs handoff.labels or handoff.annotations")
-        if entry["action"] == RMA and entry.get("approval") == "automatic":
-            check.problem(path + ("approval",), "action rma always needs a person's approval")
+                          f"the ladder climbs {' -> '.join(LADDER)}")
+        proposal = _proposal(entry, "", path, check)
         steps.append(LadderStep(
-            step=entry["step"], action=entry["action"], catalog=frozenset(entry.get("catalog") or ()),
-            automatic=entry.get("approval") == "automatic", description=entry.get("description", ""),
-            labels=dict(handoff.get("labels") or {}), annotations=dict(handoff.get("annotations") or {})))
+            step=entry["step"], action=proposal.action, catalog=frozenset(entry.get("catalog") or ()),
+            automatic=proposal.automatic, description=proposal.description, labels=proposal.labels,
+            annotations=proposal.annotations))
     return tuple(steps)
+
+
+def _proposal(entry: PolicyDoc | LadderStepDoc, name: str, path: Path_, check: Checker, *,
+              xids: frozenset[int] = frozenset(), signals: frozenset[str] = frozenset(),
+              recovery: frozenset[str] = frozenset()) -> Policy:
+    """What a policy or a ladder step proposes (action, approval, handoff), checked the same for both: a
+    handoff needs labels or annotations, an RMA a person's approval."""
+    handoff = entry.get("handoff") or {}
+    if entry["action"] in HANDING_OFF and not handoff:
+        check.problem(path, f"action {entry['action']} needs handoff.labels or handoff.annotations")
+    if entry["action"] == RMA and entry.get("approval") == "automatic":
+        check.problem((*path, "approval"), "action rma always needs a person's approval")
+    return Policy(name=name, action=entry["action"], xids=xids, signals=signals, recovery=recovery,
+                  automatic=entry.get("approval") == "automatic", description=entry.get("description", ""),
+                  labels=dict(handoff.get("labels") or {}), annotations=dict(handoff.get("annotations") or {}))
