@@ -80,8 +80,7 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
 
 async def _handoff(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, node: str) -> JSONObject:
     """Label and annotate the node for an external remediator (the policy's or the ladder step's handoff)."""
-    chosen = next((p for p in policy.policies if p.name == rem.policy), None) or next(
-        (s.as_policy() for s in policy.ladder if s.as_policy().name == rem.policy), None)
+    chosen = policy.by_name(rem.policy)
     labels, annotations = (dict(chosen.labels), dict(chosen.annotations)) if chosen else ({}, {})
     annotations.setdefault("alertd.dev/incident", rem.incident_id)
     if rem.dry_run:

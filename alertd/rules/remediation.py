@@ -19,6 +19,7 @@ CORDONING = ("cordon", "drain", "drain-gpu", "drain-handoff")  # actions that co
 HANDING_OFF = ("handoff", "drain-handoff")  # actions that label/annotate the node for an external remediator
 RMA = "rma"  # open a ticket to return the incident's GPU(s) to the vendor (alertd/app/rma_handoff.py)
 DEFAULT_TAINT = ("alertd.dev/quarantine", "NoSchedule")
+LADDER_POLICY = "ladder-"  # a ladder step's policy is named this + the step
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,21 +44,17 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class LadderStep:
-    """One rung of the action ladder: ``step`` (a LADDER name, alertd/core/verdict.py) proposes ``action``; ``catalog``: the Xid
-    catalog actions that stand on this rung by themselves (an incident whose signal says reset_gpu)."""
+    """One rung of the action ladder: ``step`` (a LADDER name, alertd/core/verdict.py) proposes ``policy``
+    (named ``ladder-<step>``: the ladder chose it); ``catalog``: the Xid catalog actions that stand on this rung
+    by themselves (an incident whose signal says reset_gpu)."""
 
     step: str
-    action: str
+    policy: Policy
     catalog: frozenset[str] = frozenset()
-    automatic: bool = False
-    description: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
 
-    def as_policy(self) -> Policy:
-        """The step as the policy a proposal is made under (its name says the ladder chose it)."""
-        return Policy(name=f"ladder-{self.step}", action=self.action, automatic=self.automatic,
-                      description=self.description, labels=self.labels, annotations=self.annotations)
+    @property
+    def action(self) -> str:
+        return self.policy.action
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +73,10 @@ class RemediationPolicy:
 
     def policy_for(self, xids: list[int], signals: list[str], recovery: frozenset[str] = frozenset()) -> Policy | None:
         return next((p for p in self.policies if p.matches(xids, signals, recovery)), None)
+
+    def by_name(self, name: str) -> Policy | None:
+        """The policy or the ladder step's policy a proposal was made under (Remediation.policy)."""
+        return next((p for p in (*self.policies, *(s.policy for s in self.ladder)) if p.name == name), None)
 
 
 class HandoffDoc(TypedDict, total=False):
@@ -181,11 +182,8 @@ def parse_ladder(entries: list[LadderStepDoc], check: Checker) -> tuple[LadderSt
         elif steps and LADDER.index(entry["step"]) < LADDER.index(steps[-1].step):
             check.problem(path + ("step",), f"ladder step {entry['step']!r} comes after {steps[-1].step!r}; "
                           f"the ladder climbs {' -> '.join(LADDER)}")
-        proposal = _proposal(entry, "", path, check)
-        steps.append(LadderStep(
-            step=entry["step"], action=proposal.action, catalog=frozenset(entry.get("catalog") or ()),
-            automatic=proposal.automatic, description=proposal.description, labels=proposal.labels,
-            annotations=proposal.annotations))
+        steps.append(LadderStep(entry["step"], _proposal(entry, LADDER_POLICY + entry["step"], path, check),
+                                catalog=frozenset(entry.get("catalog") or ())))
     return tuple(steps)
 
 
