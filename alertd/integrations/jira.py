@@ -164,7 +164,8 @@ class JiraTickets:
     def target(self) -> str:
         return self._target
 
-    async def _post(self, path: str, doc: IssueCreate | JqlSearch) -> tuple[int, object]:
+    async def _post(self, path: str, doc: IssueCreate | JqlSearch) -> object:
+        """Jira's answer to a 2xx; TicketError otherwise (``retry`` for 408, 429, 5xx and the network)."""
         try:
             async with self._session.get().post(self.settings.url + path, json=doc) as resp:
                 status = resp.status
@@ -176,7 +177,7 @@ class JiraTickets:
             raise TicketError(f"Jira {path}: {type(exc).__name__}: {exc}", retry=True) from None
         if not 200 <= status < 300:
             raise TicketError(f"Jira {path}: {refusal(status, body)}", retry=status in (408, 429) or status >= 500)
-        return status, body
+        return body
 
     def _link(self, key: str, gpu: str, at: str) -> TicketLink:
         return TicketLink(self._target, self.system, key, f"{self.settings.url}/browse/{key}", gpu, at)
@@ -184,14 +185,14 @@ class JiraTickets:
     async def find(self, evidence: RmaEvidence) -> TicketLink | None:
         query: JqlSearch = {"jql": f'project = "{self.settings.project}" AND labels = "{evidence.label}"',
                             "fields": ["key", "created"], "maxResults": 1}
-        _, body = await self._post(SEARCH_PATH, query)
+        body = await self._post(SEARCH_PATH, query)
         issues = body.get("issues") if isinstance(body, dict) else None
         if not isinstance(issues, list) or not issues or not isinstance(issues[0], dict):
             return None
         return self._link(str(issues[0].get("key", "")), evidence.gpu_uuid, "")
 
     async def open(self, evidence: RmaEvidence, now: datetime) -> TicketLink:
-        _, body = await self._post(ISSUE_PATH, issue(self.settings, evidence))
+        body = await self._post(ISSUE_PATH, issue(self.settings, evidence))
         key = body.get("key") if isinstance(body, dict) else None
         if not isinstance(key, str) or not key:
             raise TicketError(f"Jira answered without an issue key: {str(body)[:200]}", retry=False)
