@@ -5,7 +5,7 @@
 Jira answers 201 with ``{"id", "key", "self"}``; 400 with ``{"errorMessages": [...], "errors": {field: why}}``
 for a bad field (a label with a space, an unknown project or issue type, a description that is not an
 Atlassian document); 401 for bad credentials. 400, 401, 403 and 404 are not retried (the configuration is
-wrong); 429 and 5xx are. The link shown on the incident is ``{url}/browse/{key}``.
+wrong); 408, 429 and 5xx are. The link shown on the incident is ``{url}/browse/{key}``.
 
 Jira has no idempotency key. Every issue carries its own label (``alertd-rma-`` + a hash of incident and
 GPU): ``find`` asks the enhanced JQL search (``POST /rest/api/3/search/jql``) for it, which is how an issue
@@ -23,7 +23,7 @@ import aiohttp
 from alertd.core.http_session import LazySession
 from alertd.core.model import iso
 from alertd.core.tickets import RmaEvidence, TicketLink
-from alertd.integrations.tickets import JiraSettings, TicketError
+from alertd.integrations.tickets import JiraSettings, TicketError, worth_retrying
 
 ISSUE_PATH = "/rest/api/3/issue"
 SEARCH_PATH = "/rest/api/3/search/jql"
@@ -176,7 +176,7 @@ class JiraTickets:
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise TicketError(f"Jira {path}: {type(exc).__name__}: {exc}", retry=True) from None
         if not 200 <= status < 300:
-            raise TicketError(f"Jira {path}: {refusal(status, body)}", retry=status in (408, 429) or status >= 500)
+            raise TicketError(f"Jira {path}: {refusal(status, body)}", retry=worth_retrying(status))
         return body
 
     def _link(self, key: str, gpu: str, at: str) -> TicketLink:
