@@ -16,7 +16,7 @@ from alertd.core.model import iso
 
 from alertd.remediation.kube import ApiError, KubeRemediator
 from alertd.remediation.model import DONE, FAILED, UNCORDON, Remediation
-from alertd.rules.remediation import CORDONING, HANDING_OFF, RemediationPolicy
+from alertd.rules.remediation import CORDONING, DRAINING, HANDING_OFF, RemediationPolicy
 
 
 async def execute(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, stopped: Callable[[], bool],
@@ -59,7 +59,7 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
         else:
             why = await kube.cordon(node, rem.incident_id, policy.taint, rem.updated_at)
             out.append({"node": node, "step": "cordon", "ok": True, "result": why or "cordoned", "at": iso(wall())})
-    if rem.action in ("drain", "drain-gpu", "drain-handoff"):
+    if rem.action in DRAINING:
         if rem.dry_run:
             evict = [p for p in rem.blast.get("podList") or [] if p.get("evict") and p.get("node") == node]
             out.append({"node": node, "step": "drain", "ok": True,

@@ -16,6 +16,7 @@ from alertd.rules.checker import Checker
 
 ACTIONS = ("cordon", "drain", "drain-gpu", "handoff", "drain-handoff", "rma", "none")
 CORDONING = ("cordon", "drain", "drain-gpu", "drain-handoff")  # actions that cordon the node first
+DRAINING = ("drain", "drain-gpu", "drain-handoff")  # actions that evict pods after the cordon
 HANDING_OFF = ("handoff", "drain-handoff")  # actions that label/annotate the node for an external remediator
 RMA = "rma"  # open a ticket to return the incident's GPU(s) to the vendor (alertd/app/rma_handoff.py)
 DEFAULT_TAINT = ("alertd.dev/quarantine", "NoSchedule")
