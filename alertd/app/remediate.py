@@ -30,7 +30,7 @@ from alertd.app.remediate_run import execute
 from alertd.remediation.kube import ApiError, KubeRemediator
 from alertd.remediation.model import (APPROVED, DONE, FAILED, PROPOSED, QUARANTINE, RMA_HANDOFF, RUNNING, STOPPED,
                                       STOPPING, UNCORDON, WAITING, Remediation)
-from alertd.rules.remediation import RMA, RemediationPolicy
+from alertd.rules.remediation import LADDER_POLICY, RMA, RemediationPolicy
 from alertd.remediation.ladder import Escalation
 from alertd.app.rma_handoff import RmaHandoff
 
@@ -199,7 +199,7 @@ class RemediationRunner:
                 f"{', '.join(rem.nodes[:10])}{' and more' if len(rem.nodes) > 10 else ''} (policy {rem.policy}): "
                 f"{summary(blast)}" + (f"; HELD: {rem.reason}" if rem.reason else "")
                 + (f"; needs {rem.approvals_needed} approvers" if rem.approvals_needed > 1 else "")
-                + (f"; ladder: {escalation.line}" if escalation is not None and rem.policy.startswith("ladder-") else ""))
+                + (f"; ladder: {escalation.line}" if escalation is not None and rem.policy.startswith(LADDER_POLICY) else ""))
         if old is None:
             if await self._write(rem, None, "remediation_proposed", text, "alertd", "engine") and rem.state == APPROVED:
                 self._wake.set()

@@ -16,7 +16,7 @@ from alertd.core.model import iso
 
 from alertd.remediation.kube import ApiError, KubeRemediator
 from alertd.remediation.model import DONE, FAILED, UNCORDON, Remediation
-from alertd.rules.remediation import CORDONING, HANDING_OFF, RemediationPolicy
+from alertd.rules.remediation import CORDONING, DRAINING, HANDING_OFF, RemediationPolicy
 
 
 async def execute(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, stopped: Callable[[], bool],
@@ -59,7 +59,7 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
         else:
             why = await kube.cordon(node, rem.incident_id, policy.taint, rem.updated_at)
             out.append({"node": node, "step": "cordon", "ok": True, "result": why or "cordoned", "at": iso(wall())})
-    if rem.action in ("drain", "drain-gpu", "drain-handoff"):
+    if rem.action in DRAINING:
         if rem.dry_run:
             evict = [p for p in rem.blast.get("podList") or [] if p.get("evict") and p.get("node") == node]
             out.append({"node": node, "step": "drain", "ok": True,
@@ -80,8 +80,7 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
 
 async def _handoff(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, node: str) -> JSONObject:
     """Label and annotate the node for an external remediator (the policy's or the ladder step's handoff)."""
-    chosen = next((p for p in policy.policies if p.name == rem.policy), None) or next(
-        (s.as_policy() for s in policy.ladder if s.as_policy().name == rem.policy), None)
+    chosen = policy.by_name(rem.policy)
     labels, annotations = (dict(chosen.labels), dict(chosen.annotations)) if chosen else ({}, {})
     annotations.setdefault("alertd.dev/incident", rem.incident_id)
     if rem.dry_run:

@@ -15,6 +15,7 @@ a takeover sends it again with the same ``X-Alertd-Delivery`` for the receiver t
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime, timedelta
 from typing import Awaitable, Callable, Protocol, Sequence
@@ -123,7 +124,7 @@ class RmaHandoff:
             raise TicketError(f"{system.target}: another replica is opening this ticket", retry=True)
         found = await system.find(ev) if claim.takeover else None
         if found is not None:
-            ticket = TicketLink(found.target, found.system, found.key, found.url, found.gpu, iso(now))
+            ticket = dataclasses.replace(found, opened_at=iso(now))
             how = f"found {found.key}, opened before a restart"
         else:
             try:

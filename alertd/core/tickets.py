@@ -98,7 +98,8 @@ class RmaEvidence:
 @dataclass(frozen=True, slots=True)
 class TicketLink:
     """A ticket opened for an incident's GPU: where (``target``: the configured name, ``system``: jira or
-    webhook), its key (a Jira issue key, or the webhook's delivery id) and the link people follow."""
+    webhook), its key (a Jira issue key; the key the webhook's receiver named, else the ticket's own label)
+    and the link people follow."""
 
     target: str
     system: str

@@ -5,7 +5,7 @@
 Jira answers 201 with ``{"id", "key", "self"}``; 400 with ``{"errorMessages": [...], "errors": {field: why}}``
 for a bad field (a label with a space, an unknown project or issue type, a description that is not an
 Atlassian document); 401 for bad credentials. 400, 401, 403 and 404 are not retried (the configuration is
-wrong); 429 and 5xx are. The link shown on the incident is ``{url}/browse/{key}``.
+wrong); 408, 429 and 5xx are. The link shown on the incident is ``{url}/browse/{key}``.
 
 Jira has no idempotency key. Every issue carries its own label (``alertd-rma-`` + a hash of incident and
 GPU): ``find`` asks the enhanced JQL search (``POST /rest/api/3/search/jql``) for it, which is how an issue
@@ -23,7 +23,7 @@ import aiohttp
 from alertd.core.http_session import LazySession
 from alertd.core.model import iso
 from alertd.core.tickets import RmaEvidence, TicketLink
-from alertd.integrations.tickets import JiraSettings, TicketError
+from alertd.integrations.tickets import JiraSettings, TicketError, worth_retrying
 
 ISSUE_PATH = "/rest/api/3/issue"
 SEARCH_PATH = "/rest/api/3/search/jql"
@@ -164,7 +164,8 @@ class JiraTickets:
     def target(self) -> str:
         return self._target
 
-    async def _post(self, path: str, doc: IssueCreate | JqlSearch) -> tuple[int, object]:
+    async def _post(self, path: str, doc: IssueCreate | JqlSearch) -> object:
+        """Jira's answer to a 2xx; TicketError otherwise (``retry`` for 408, 429, 5xx and the network)."""
         try:
             async with self._session.get().post(self.settings.url + path, json=doc) as resp:
                 status = resp.status
@@ -175,8 +176,8 @@ class JiraTickets:
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise TicketError(f"Jira {path}: {type(exc).__name__}: {exc}", retry=True) from None
         if not 200 <= status < 300:
-            raise TicketError(f"Jira {path}: {refusal(status, body)}", retry=status in (408, 429) or status >= 500)
-        return status, body
+            raise TicketError(f"Jira {path}: {refusal(status, body)}", retry=worth_retrying(status))
+        return body
 
     def _link(self, key: str, gpu: str, at: str) -> TicketLink:
         return TicketLink(self._target, self.system, key, f"{self.settings.url}/browse/{key}", gpu, at)
@@ -184,14 +185,14 @@ class JiraTickets:
     async def find(self, evidence: RmaEvidence) -> TicketLink | None:
         query: JqlSearch = {"jql": f'project = "{self.settings.project}" AND labels = "{evidence.label}"',
                             "fields": ["key", "created"], "maxResults": 1}
-        _, body = await self._post(SEARCH_PATH, query)
+        body = await self._post(SEARCH_PATH, query)
         issues = body.get("issues") if isinstance(body, dict) else None
         if not isinstance(issues, list) or not issues or not isinstance(issues[0], dict):
             return None
         return self._link(str(issues[0].get("key", "")), evidence.gpu_uuid, "")
 
     async def open(self, evidence: RmaEvidence, now: datetime) -> TicketLink:
-        _, body = await self._post(ISSUE_PATH, issue(self.settings, evidence))
+        body = await self._post(ISSUE_PATH, issue(self.settings, evidence))
         key = body.get("key") if isinstance(body, dict) else None
         if not isinstance(key, str) or not key:
             raise TicketError(f"Jira answered without an issue key: {str(body)[:200]}", retry=False)

@@ -21,7 +21,7 @@ from alertd.core.http_session import LazySession
 from alertd.core.model import iso
 from alertd.core.tickets import EvidenceJson, RmaEvidence, TicketLink
 from alertd.integrations.outgoing_webhook import sign
-from alertd.integrations.tickets import RmaWebhookSettings, TicketError
+from alertd.integrations.tickets import RmaWebhookSettings, TicketError, worth_retrying
 
 VERSION = "1"
 
@@ -76,8 +76,7 @@ class WebhookTickets:
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             raise TicketError(f"webhook {delivery}: {type(exc).__name__}: {exc}", retry=True) from None
         if not 200 <= status < 300:
-            raise TicketError(f"webhook {delivery}: HTTP {status} {text[:200]}",
-                              retry=status in (408, 429) or status >= 500)
+            raise TicketError(f"webhook {delivery}: HTTP {status} {text[:200]}", retry=worth_retrying(status))
         try:
             key, url = _named(json.loads(text)) if text.strip() else ("", "")
         except ValueError:

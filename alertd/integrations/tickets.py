@@ -27,6 +27,12 @@ class TicketError(RuntimeError):
         self.retry = retry
 
 
+def worth_retrying(status: int) -> bool:
+    """Whether a ticket system's HTTP status may pass on a later try (408, 429, 5xx); any other refusal is the
+    request's or the configuration's fault and is not sent again."""
+    return status in (408, 429) or status >= 500
+
+
 class TicketSystem(Protocol):
     """One configured target: ``target`` names it (the store's row and the incident's link), ``system`` says
     which kind it is (jira, webhook)."""
@@ -87,4 +93,4 @@ class RmaSettings:
             timeout=parse_duration(doc.get("timeout", "10s")).total_seconds())
 
 
-__all__ = ["JiraSettings", "RmaSettings", "RmaWebhookSettings", "TicketError", "TicketSystem"]
+__all__ = ["JiraSettings", "RmaSettings", "RmaWebhookSettings", "TicketError", "TicketSystem", "worth_retrying"]

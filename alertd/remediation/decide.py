@@ -52,7 +52,7 @@ def policy_for(inc: Incident, policy: RemediationPolicy, escalation: Escalation 
         return None
     choice = pick_step(policy.ladder, inc.primary.action if inc.primary else "", escalation)
     if choice is not None and choice.escalated:
-        return choice.step.as_policy()
+        return choice.step.policy
     chosen = policy.policy_for(inc.xids, inc.signals, recovery_asked(inc))
     return chosen if chosen is not None and chosen.action != "none" else None
 

@@ -11,15 +11,16 @@ from datetime import timedelta
 from typing import Mapping, TypedDict
 
 from alertd.core.verdict import LADDER
+from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
 
 ACTIONS = ("cordon", "drain", "drain-gpu", "handoff", "drain-handoff", "rma", "none")
 CORDONING = ("cordon", "drain", "drain-gpu", "drain-handoff")  # actions that cordon the node first
+DRAINING = ("drain", "drain-gpu", "drain-handoff")  # actions that evict pods after the cordon
 HANDING_OFF = ("handoff", "drain-handoff")  # actions that label/annotate the node for an external remediator
 RMA = "rma"  # open a ticket to return the incident's GPU(s) to the vendor (alertd/app/rma_handoff.py)
-# The ladder's steps, lowest first: the names an escalation (a history verdict) and the Xid catalog use.
-LADDER_STEPS = LADDER  # the rungs, lowest first (alertd/core/verdict.py: the actions verdicts name)
 DEFAULT_TAINT = ("alertd.dev/quarantine", "NoSchedule")
+LADDER_POLICY = "ladder-"  # a ladder step's policy is named this + the step
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,21 +45,17 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class LadderStep:
-    """One rung of the action ladder: ``step`` (a LADDER_STEPS name) proposes ``action``; ``catalog``: the Xid
-    catalog actions that stand on this rung by themselves (an incident whose signal says reset_gpu)."""
+    """One rung of the action ladder: ``step`` (a LADDER name, alertd/core/verdict.py) proposes ``policy``
+    (named ``ladder-<step>``: the ladder chose it); ``catalog``: the Xid catalog actions that stand on this rung
+    by themselves (an incident whose signal says reset_gpu)."""
 
     step: str
-    action: str
+    policy: Policy
     catalog: frozenset[str] = frozenset()
-    automatic: bool = False
-    description: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
 
-    def as_policy(self) -> Policy:
-        """The step as the policy a proposal is made under (its name says the ladder chose it)."""
-        return Policy(name=f"ladder-{self.step}", action=self.action, automatic=self.automatic,
-                      description=self.description, labels=self.labels, annotations=self.annotations)
+    @property
+    def action(self) -> str:
+        return self.policy.action
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +74,10 @@ class RemediationPolicy:
 
     def policy_for(self, xids: list[int], signals: list[str], recovery: frozenset[str] = frozenset()) -> Policy | None:
         return next((p for p in self.policies if p.matches(xids, signals, recovery)), None)
+
+    def by_name(self, name: str) -> Policy | None:
+        """The policy or the ladder step's policy a proposal was made under (Remediation.policy)."""
+        return next((p for p in (*self.policies, *(s.policy for s in self.ladder)) if p.name == name), None)
 
 
 class HandoffDoc(TypedDict, total=False):
@@ -153,18 +154,9 @@ def parse_remediation(doc: RemediationDoc, check: Checker) -> RemediationPolicy:
         if entry["name"] in names:
             check.problem(("remediation", "policies", i, "name"), f"duplicate remediation policy {entry['name']!r}")
         names.add(entry["name"])
-        handoff = entry.get("handoff") or {}
-        if entry["action"] in HANDING_OFF and not handoff:
-            check.problem(("remediation", "policies", i), f"action {entry['action']} needs handoff.labels or "
-                          "handoff.annotations")
-        if entry["action"] == RMA and entry.get("approval") == "automatic":
-            check.problem(("remediation", "policies", i, "approval"), "action rma always needs a person's approval")
-        policies.append(Policy(
-            name=entry["name"], action=entry["action"], xids=frozenset(entry.get("xids") or ()),
-            signals=frozenset(entry.get("signals") or ()),
-            recovery=frozenset(entry.get("recovery") or ()), automatic=entry.get("approval") == "automatic",
-            description=entry.get("description", ""), labels=dict(handoff.get("labels") or {}),
-            annotations=dict(handoff.get("annotations") or {})))
+        policies.append(_proposal(
+            entry, entry["name"], ("remediation", "policies", i), check, xids=frozenset(entry.get("xids") or ()),
+            signals=frozenset(entry.get("signals") or ()), recovery=frozenset(entry.get("recovery") or ())))
     breaker, second = doc.get("breaker") or {}, doc.get("second_approver") or {}
     drain, taint = doc.get("drain") or {}, doc.get("taint") or {}
     base = RemediationPolicy()
@@ -188,16 +180,24 @@ def parse_ladder(entries: list[LadderStepDoc], check: Checker) -> tuple[LadderSt
         path = ("remediation", "ladder", i)
         if any(s.step == entry["step"] for s in steps):
             check.problem(path + ("step",), f"ladder step {entry['step']!r} named twice")
-        elif steps and LADDER_STEPS.index(entry["step"]) < LADDER_STEPS.index(steps[-1].step):
+        elif steps and LADDER.index(entry["step"]) < LADDER.index(steps[-1].step):
             check.problem(path + ("step",), f"ladder step {entry['step']!r} comes after {steps[-1].step!r}; "
-                          f"the ladder climbs {' -> '.join(LADDER_STEPS)}")
-        handoff = entry.get("handoff") or {}
-        if entry["action"] in HANDING_OFF and not handoff:
-            check.problem(path, f"action {entry['action']} needs handoff.labels or handoff.annotations")
-        if entry["action"] == RMA and entry.get("approval") == "automatic":
-            check.problem(path + ("approval",), "action rma always needs a person's approval")
-        steps.append(LadderStep(
-            step=entry["step"], action=entry["action"], catalog=frozenset(entry.get("catalog") or ()),
-            automatic=entry.get("approval") == "automatic", description=entry.get("description", ""),
-            labels=dict(handoff.get("labels") or {}), annotations=dict(handoff.get("annotations") or {})))
+                          f"the ladder climbs {' -> '.join(LADDER)}")
+        steps.append(LadderStep(entry["step"], _proposal(entry, LADDER_POLICY + entry["step"], path, check),
+                                catalog=frozenset(entry.get("catalog") or ())))
     return tuple(steps)
+
+
+def _proposal(entry: PolicyDoc | LadderStepDoc, name: str, path: Path_, check: Checker, *,
+              xids: frozenset[int] = frozenset(), signals: frozenset[str] = frozenset(),
+              recovery: frozenset[str] = frozenset()) -> Policy:
+    """What a policy or a ladder step proposes (action, approval, handoff), checked the same for both: a
+    handoff needs labels or annotations, an RMA a person's approval."""
+    handoff = entry.get("handoff") or {}
+    if entry["action"] in HANDING_OFF and not handoff:
+        check.problem(path, f"action {entry['action']} needs handoff.labels or handoff.annotations")
+    if entry["action"] == RMA and entry.get("approval") == "automatic":
+        check.problem((*path, "approval"), "action rma always needs a person's approval")
+    return Policy(name=name, action=entry["action"], xids=xids, signals=signals, recovery=recovery,
+                  automatic=entry.get("approval") == "automatic", description=entry.get("description", ""),
+                  labels=dict(handoff.get("labels") or {}), annotations=dict(handoff.get("annotations") or {}))

@@ -19,7 +19,8 @@ Recorded: ``issues`` (key -> the fields created), ``creates`` (every create requ
 the issue and then drops the connection before the answer (a crash between create and record).
 
 ``RmaWebhookServer``: the receiving end of alertd's signed RMA webhook; checks ``X-Alertd-Signature``
-(HMAC-SHA256 of ``<timestamp>.<body>``) and refuses a bad one with 401; records ``calls`` and answers
+(HMAC-SHA256 of ``<timestamp>.<body>``) and refuses a bad one, or a timestamp more than five minutes from
+now (a replay), with 401; records ``calls`` and answers
 ``{"key": "RMA<n>", "url": ...}`` like a ticketing system that names its ticket.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ import hashlib
 import hmac
 import json
 import re
+import time
 from typing import Any
 
 from aiohttp import web
@@ -36,6 +38,7 @@ from aiohttp import web
 from tests.support.loopback import LoopbackServer
 
 EMAIL, TOKEN = "ops@example.com", "ATATT3xFfGF0-test-token"
+MAX_AGE = 300  # seconds a signed request's X-Alertd-Timestamp may be from now
 JQL = re.compile(r'^project = "([A-Z][A-Z0-9_]+)" AND labels = "([^"\s]+)"$')
 
 
@@ -152,7 +155,8 @@ class RmaWebhookServer(LoopbackServer):
         body = await request.read()
         ts = request.headers.get("X-Alertd-Timestamp", "")
         want = "sha256=" + hmac.new(self.secret.encode(), ts.encode() + b"." + body, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(request.headers.get("X-Alertd-Signature", ""), want):
+        if (not ts.isdigit() or abs(time.time() - int(ts)) > MAX_AGE
+                or not hmac.compare_digest(request.headers.get("X-Alertd-Signature", ""), want)):
             self.refused += 1
             return web.json_response({"error": "bad signature"}, status=401)
         self.calls.append({"delivery": request.headers.get("X-Alertd-Delivery", ""), "body": json.loads(body)})

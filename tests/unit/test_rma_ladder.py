@@ -12,16 +12,16 @@ from alertd.app.remediate import escalation_of
 from alertd.core.verdict import HistoryVerdict
 from alertd.remediation import decide
 from alertd.remediation.ladder import pick_step
-from alertd.rules.remediation import LadderStep
+from alertd.rules.remediation import LadderStep, Policy
 from alertd.rules.ruleset import load_rules
 from tests.unit.builders import at, engine, xid
 
 ROOT = Path(__file__).resolve().parents[2]
-LADDER = (LadderStep("reboot_node", "drain-gpu", frozenset({"reboot_node"})),
-          LadderStep("reset_gpu", "drain-gpu", frozenset({"reset_gpu"})),
-          LadderStep("drain_and_handoff", "drain-handoff", frozenset({"contact_support"}),
-                     labels={"example.com/service": "true"}),
-          LadderStep("replace_gpu", "rma"))
+LADDER = (LadderStep("reboot_node", Policy("ladder-reboot_node", "drain-gpu"), frozenset({"reboot_node"})),
+          LadderStep("reset_gpu", Policy("ladder-reset_gpu", "drain-gpu"), frozenset({"reset_gpu"})),
+          LadderStep("drain_and_handoff", Policy("ladder-drain_and_handoff", "drain-handoff",
+                                                 labels={"example.com/service": "true"}), frozenset({"contact_support"})),
+          LadderStep("replace_gpu", Policy("ladder-replace_gpu", "rma")))
 
 
 @dataclass(frozen=True)
