@@ -31,19 +31,12 @@ from alertd.remediation.kube import ApiError, KubeRemediator
 from alertd.remediation.model import (APPROVED, DONE, FAILED, PROPOSED, QUARANTINE, RMA_HANDOFF, RUNNING, STOPPED,
                                       STOPPING, UNCORDON, WAITING, Remediation)
 from alertd.rules.remediation import LADDER_POLICY, RMA, RemediationPolicy
-from alertd.remediation.ladder import Escalation
 from alertd.app.rma_handoff import RmaHandoff
 
 log = logging.getLogger(__name__)
 POLL = 1.0  # seconds between the executor's looks for approved work
 MAX_ATTEMPTS = 3  # an unreachable API server is tried this many times before the remediation fails
 VERBS = ("approve", "override", "cancel", "stop")
-
-
-def escalation_of(inc: Incident) -> Escalation | None:
-    """What the incident's history says it needs (a verdict that names a ladder step), or None: the hook the
-    proposal reads the ladder from (alertd/remediation/ladder.py)."""
-    return inc.verdict if inc.verdict is not None and inc.verdict.action else None
 
 
 class RemediationStore(Protocol):
@@ -140,7 +133,7 @@ class RemediationRunner:
 
     def why_none(self, inc: Incident) -> str:
         """Why an incident a policy matches has no proposal: alertd has no Kubernetes API to act through."""
-        chosen = decide.policy_for(inc, self.policy, escalation_of(inc))
+        chosen = decide.policy_for(inc, self.policy, decide.escalation_of(inc))
         if self.kube is not None or chosen is None:
             return ""
         return (f"Policy {chosen.name!r} ({chosen.action}) matches this incident, but alertd has no Kubernetes API "
@@ -153,7 +146,7 @@ class RemediationRunner:
             if why:  # said once: every later incident would say the same
                 self._said_no_kube = True
                 log.info("no remediation proposed for %s: %s", inc.id, why)
-        if self.kube is None or not self.policy.policies or not batch:
+        if self.kube is None or not self.policy.proposes or not batch:
             return
         task = asyncio.get_running_loop().create_task(self._propose_all(batch), name="alertd-remediation-propose")
         self._tasks.add(task)
@@ -180,7 +173,7 @@ class RemediationRunner:
         if inc.status == CLOSED:
             await self._propose_uncordon(inc.id, now)
             return
-        escalation = escalation_of(inc)
+        escalation = decide.escalation_of(inc)
         chosen = decide.policy_for(inc, self.policy, escalation)
         if chosen is None or not self.kube.applies_to(inc.cluster):
             return  # no policy, or another cluster than the one alertd's credentials reach
@@ -294,7 +287,7 @@ class RemediationRunner:
     async def run(self) -> None:
         while True:
             try:
-                if self.svc.leading and (self.kube is not None and self.policy.policies or self.tickets is not None):
+                if self.svc.leading and (self.kube is not None and self.policy.proposes or self.tickets is not None):
                     await self.run_once()
             except Exception:
                 log.exception("remediation executor round failed")
@@ -345,7 +338,7 @@ class RemediationRunner:
             why = "no ticket target is configured (section rma)" if inc is not None else "the incident is gone"
             await self._finish(rem, [], FAILED, why)
             return
-        escalation = escalation_of(inc)
+        escalation = decide.escalation_of(inc)
         approvers = ", ".join(a["actor"] for a in rem.approvals) or "policy"
         why = (f"{escalation.line}; " if escalation is not None else "") + f"RMA approved by {approvers}"
         results = await self.tickets.open(inc, why, dry_run=rem.dry_run)

@@ -75,6 +75,11 @@ class RemediationPolicy:
     def policy_for(self, xids: list[int], signals: list[str], recovery: frozenset[str] = frozenset()) -> Policy | None:
         return next((p for p in self.policies if p.matches(xids, signals, recovery)), None)
 
+    @property
+    def proposes(self) -> bool:
+        """Whether anything can be proposed: a policy, or a ladder step a verdict climbs to."""
+        return bool(self.policies or self.ladder)
+
     def by_name(self, name: str) -> Policy | None:
         """The policy or the ladder step's policy a proposal was made under (Remediation.policy)."""
         return next((p for p in (*self.policies, *(s.policy for s in self.ladder)) if p.name == name), None)

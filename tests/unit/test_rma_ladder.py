@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from alertd.core.errors import InvalidDocument
-from alertd.app.remediate import escalation_of
 from alertd.core.verdict import HistoryVerdict
 from alertd.remediation import decide
 from alertd.remediation.ladder import pick_step
-from alertd.rules.remediation import LadderStep, Policy
+from alertd.rules.remediation import LadderStep, Policy, RemediationPolicy
 from alertd.rules.ruleset import load_rules
 from tests.unit.builders import at, engine, xid
 
@@ -99,8 +98,17 @@ def test_the_incident_history_verdict_is_what_the_proposal_climbs_with() -> None
     hook: a third Xid 79 on the GPU proposes the RMA step, a first one the catalog's."""
     policy = load_rules([ROOT / "rules"]).remediation
     inc = engine().ingest([xid(79, node="gpu-node-1")], at(0))[0].incident
-    assert escalation_of(inc) is None
+    assert decide.escalation_of(inc) is None
     inc.verdict = HistoryVerdict(rule="xid79-repeat", kind="repeat_offender", line=REPLACE.line,
                                  action="replace_gpu", was_action="reboot_node")
-    rma = decide.policy_for(inc, policy, escalation_of(inc))
+    rma = decide.policy_for(inc, policy, decide.escalation_of(inc))
     assert rma is not None and rma.action == "rma" and not rma.automatic
+
+
+def test_a_ladder_without_policies_still_proposes() -> None:
+    """A site may ship only the ladder: the runner proposes as long as a verdict can climb to a step."""
+    ladder_only = RemediationPolicy(ladder=LADDER)
+    assert ladder_only.proposes and not RemediationPolicy().proposes
+    inc = engine().ingest([xid(79, node="gpu-node-1")], at(0))[0].incident
+    rma = decide.policy_for(inc, ladder_only, REPLACE)
+    assert rma is not None and rma.action == "rma"
