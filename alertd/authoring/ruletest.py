@@ -21,7 +21,7 @@ from alertd.core.model import Alert, Incident, as_alert_status, parse_instant
 from alertd.promql.recording import load_index
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import fingerprint_of
-from alertd.remediation.decide import policy_for
+from alertd.remediation.decide import escalation_of, policy_for
 from alertd.rules.ruleset import RuleSet
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
@@ -123,7 +123,7 @@ def _actual(run: VirtualRun, inc: Incident, name: str) -> Any:
     if name == "receivers":
         return sorted(chosen_receivers(run, inc))
     if name == "remediation":
-        chosen = policy_for(inc, run.rules.remediation)
+        chosen = policy_for(inc, run.rules.remediation, escalation_of(inc))
         return chosen.action if chosen is not None else "none"
     return getattr(inc, name)
 

@@ -41,6 +41,12 @@ def remediation_id(incident_id: str, kind: str) -> str:
     return f"{incident_id}/{kind}"
 
 
+def escalation_of(inc: Incident) -> Escalation | None:
+    """What the incident's history says it needs (its verdict, when that names a ladder step), or None: what
+    a proposal climbs the ladder with (alertd/remediation/ladder.py)."""
+    return inc.verdict if inc.verdict is not None and inc.verdict.action else None
+
+
 def policy_for(inc: Incident, policy: RemediationPolicy, escalation: Escalation | None = None) -> Policy | None:
     """The policy an incident proposes under; None for incidents that propose nothing themselves (no node,
     a node folded into a fleet incident, which proposes for all of them).
