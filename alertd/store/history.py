@@ -31,8 +31,8 @@ V = TypeVar("V")
 
 MAX_SCANNED_MEMBERS = 256
 MAX_NODE_FACETS = 200  # a fleet incident lists thousands of nodes; the first ones are searchable
-FACET_KINDS = ("signal", "xid", "team", "node")  # a GPU filter reads gpu_history; an own node, incidents.node
-# and, for the history judge (store/history_snapshot.py), "cause" and "repaired" of a node's own incidents
+# Facet kinds (facets()): signal, xid, team, node (a GPU filter reads gpu_history; an own node, incidents.node)
+# and, for the history judge (store/history_snapshot.py), "cause" and "repaired" of a node's own incidents.
 # gpu_history docs are stored with short keys (and "last" left out when it equals the row's updated_at)
 SHORT_KEYS = {"xids": "x", "signals": "s", "alertnames": "a", "index": "i", "serial": "n", "pci_bus_id": "p",
               "first": "f", "last": "l"}
