@@ -128,7 +128,7 @@ def _apply(rule: HistoryRule, inc: Incident, seen: list[Seen], history: History,
     if rule.kind == REPEAT_OFFENDER:
         return _repeat(rule, inc, seen, now, was, index)
     if rule.kind == REPAIR_NOT_HELD:
-        return _not_held(rule, inc, seen, history, now, was)
+        return _not_held(rule, inc, seen, now, was, index)
     if rule.kind == LEMON_NODE:
         return _lemon(rule, inc, history, now, was)
     return None
@@ -165,16 +165,19 @@ def _repeat(rule: HistoryRule, inc: Incident, seen: list[Seen], now: datetime, w
     return None
 
 
-def _not_held(rule: HistoryRule, inc: Incident, seen: list[Seen], history: History, now: datetime,
-              was: str) -> HistoryVerdict | None:
+def _not_held(rule: HistoryRule, inc: Incident, seen: list[Seen], now: datetime, was: str,
+              index: dict[str, list[PastFault]]) -> HistoryVerdict | None:
     node_view = seen[0]
-    for f in sorted(history.faults, key=lambda f: f.repaired_at or f.opened_at, reverse=True):
-        if f.repaired_at is None or f.incident == inc.id or f.gpu or f.node != inc.node:
+    if not rule.counts(node_view.xids, node_view.signals, node_view.alertnames):
+        return None
+    own = index.get("\0" + inc.node, ())  # the node's own rows, not its GPUs'
+    for f in sorted(own, key=lambda f: f.repaired_at or f.opened_at, reverse=True):
+        if f.repaired_at is None or f.incident == inc.id:
             continue
         if not (f.repaired_at <= now and now - f.repaired_at <= rule.within and f.opened_at >= now - rule.window):
             continue
         same = _same_fault(node_view, f)
-        if not same or not rule.counts(node_view.xids, node_view.signals, node_view.alertnames):
+        if not same:
             continue
         head = (f"{same} back on node {inc.node} {span_words(now - f.repaired_at)} after the "
                 f"{f.repair or 'repair'} of {f.incident}: the repair did not hold")
