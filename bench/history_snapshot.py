@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from alertd.app.verdicts import gpu_uuids  # noqa: E402
 from alertd.core.model import GPU, Change, Event, Incident, Member, Signal, Subject  # noqa: E402
 from alertd.engine.judge import judge  # noqa: E402
 from alertd.gpu.catalog import XidCatalog  # noqa: E402
@@ -69,7 +70,7 @@ async def commit(store: SqliteStore, inc: Incident) -> None:
 
 async def measure(store: SqliteStore, inc: Incident, reads: int, rules: tuple, now: datetime) -> str:
     since = now - longest_lookback(rules)
-    uuids = [g["uuid"] for g in inc.gpus]
+    uuids = gpu_uuids(inc)
     walls, judged, rows = [], [], 0
     for _ in range(reads):
         t = time.perf_counter()

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Callable, Iterable, Protocol, Sequence
 
 from alertd.core.model import Change, Incident
-from alertd.engine.judge import VERDICT_EVENT, History, apply_verdict, judge
+from alertd.engine.judge import VERDICT_EVENT, History, apply_verdict, judge, judgeable
 from alertd.rules.history import HistoryRule, longest_lookback
 
 log = logging.getLogger(__name__)
@@ -31,9 +31,9 @@ class HistorySource(Protocol):
 
 
 def to_judge(changes: Iterable[Change]) -> list[Change]:
-    """The changes whose incident may have a new verdict: a node's own incident that opened or got a fault."""
-    out = [c for c in changes if JUDGED_KINDS & set(c.kinds) and c.incident.node and not c.incident.fleet
-           and not c.incident.parent_id]
+    """The changes whose incident may have a new verdict: a node's own incident that opened or got a fault
+    (one the judge would turn away unread, such as one of repair symptoms only, costs no store read)."""
+    out = [c for c in changes if JUDGED_KINDS & set(c.kinds) and not c.incident.parent_id and judgeable(c.incident)]
     if len(out) > MAX_PER_STEP:
         log.info("history: %d incidents changed in one step; the first %d are judged", len(out), MAX_PER_STEP)
     return out[:MAX_PER_STEP]

@@ -15,10 +15,6 @@ from alertd.core.json_types import JSONObject, JSONValue
 LADDER = ("reboot_node", "reset_gpu", "drain_and_handoff", "replace_gpu")
 ACTION_TEXT = {"reboot_node": "reboot node", "reset_gpu": "reset GPU", "drain_and_handoff": "drain and hand off",
                "replace_gpu": "replace GPU"}
-# The Xid catalog's immediate actions (NVIDIA's RESTART_BM, RESET_GPU, ...) on the ladder
-CATALOG_ACTIONS = {"RESTART_BM": "reboot_node", "RESTART_VM": "reboot_node", "REBOOT": "reboot_node",
-                   "RESET_GPU": "reset_gpu", "DRAIN_AND_RESET": "drain_and_handoff"}
-KINDS = ("repeat_offender", "repair_not_held", "lemon_node")
 
 
 def ladder_rank(action: str) -> int:
@@ -27,11 +23,9 @@ def ladder_rank(action: str) -> int:
 
 
 def ladder_action(text: str) -> str:
-    """The ladder's name for an action of the catalog, a rule or a remediation; "" when it is none of them."""
-    key = text.strip()
-    if key in LADDER:
-        return key
-    return CATALOG_ACTIONS.get(key.upper().replace(" ", "_"), "")
+    """``text`` when it is a ladder step, else "". A signal's action is already one of the Xid catalog's
+    (rules/xid-catalog.yml maps NVIDIA's buckets such as RESTART_BM to reboot_node when it is loaded)."""
+    return text if text in LADDER else ""
 
 
 def action_text(action: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Iterable, Protocol, Sequence
 
-from alertd.core.model import SEVERITY_RANK, Incident, as_severity
+from alertd.core.model import SEVERITY_RANK, Incident, Member, as_severity
 from alertd.core.verdict import HistoryVerdict, action_text, ladder_action, ladder_rank
 from alertd.rules.history import LEMON_NODE, REPAIR_NOT_HELD, REPEAT_OFFENDER, HistoryRule
 
@@ -80,11 +80,21 @@ class Seen:
     alertnames: tuple[str, ...]
 
 
+def is_fault(m: Member) -> bool:
+    """Whether a member shows the incident's fault: not a repair symptom, not fallout folded in."""
+    return not m.response and not m.folded and m.signal.kind not in NEVER_FAULT
+
+
+def judgeable(inc: Incident) -> bool:
+    """Whether the judge has anything to judge: a node's own incident with a fault (not only repair symptoms)."""
+    return not inc.fleet and bool(inc.node) and any(is_fault(m) for m in inc.members.values())
+
+
 def seen_now(inc: Incident) -> list[Seen]:
     """The incident's node view, then one per GPU UUID, from its cause members (repair symptoms left out)."""
     per: dict[str, tuple[set[int], set[str], set[str]]] = {"": (set(), set(), set())}
     for m in inc.members.values():
-        if m.response or m.folded or m.signal.kind in NEVER_FAULT:
+        if not is_fault(m):
             continue
         uuid = m.subject.gpu.uuid if m.subject.gpu is not None else ""
         for key in {"", uuid}:
@@ -98,11 +108,9 @@ def seen_now(inc: Incident) -> list[Seen]:
 
 def judge(inc: Incident, history: History, rules: Iterable[HistoryRule], now: datetime) -> HistoryVerdict | None:
     """The verdict the past gives ``inc`` at ``now``, or None (a first fault, or no rule with an action)."""
-    if inc.fleet or not inc.node:
-        return None
+    if not judgeable(inc):
+        return None  # a fleet, no node, or only repair symptoms so far
     seen = seen_now(inc)
-    if not seen[0].signals:
-        return None  # only repair symptoms so far: nothing to judge
     was = ladder_action(inc.primary.action) if inc.primary else ""
     best: HistoryVerdict | None = None
     index = by_subject(history)
@@ -118,9 +126,9 @@ def judge(inc: Incident, history: History, rules: Iterable[HistoryRule], now: da
 def _apply(rule: HistoryRule, inc: Incident, seen: list[Seen], history: History, now: datetime,
            was: str, index: dict[str, list[PastFault]]) -> HistoryVerdict | None:
     if rule.kind == REPEAT_OFFENDER:
-        return _repeat(rule, inc, seen, history, now, was, index)
+        return _repeat(rule, inc, seen, now, was, index)
     if rule.kind == REPAIR_NOT_HELD:
-        return _not_held(rule, inc, seen, history, now, was)
+        return _not_held(rule, inc, seen, now, was, index)
     if rule.kind == LEMON_NODE:
         return _lemon(rule, inc, history, now, was)
     return None
@@ -134,8 +142,8 @@ def by_subject(history: History) -> dict[str, list[PastFault]]:
     return out
 
 
-def _repeat(rule: HistoryRule, inc: Incident, seen: list[Seen], history: History, now: datetime,
-            was: str, index: dict[str, list[PastFault]]) -> HistoryVerdict | None:
+def _repeat(rule: HistoryRule, inc: Incident, seen: list[Seen], now: datetime, was: str,
+            index: dict[str, list[PastFault]]) -> HistoryVerdict | None:
     since = now - rule.window
     for view in (s for s in seen if (s.gpu == "") == (rule.scope == "node")):
         if not rule.counts(view.xids, view.signals, view.alertnames):
@@ -157,16 +165,19 @@ def _repeat(rule: HistoryRule, inc: Incident, seen: list[Seen], history: History
     return None
 
 
-def _not_held(rule: HistoryRule, inc: Incident, seen: list[Seen], history: History, now: datetime,
-              was: str) -> HistoryVerdict | None:
+def _not_held(rule: HistoryRule, inc: Incident, seen: list[Seen], now: datetime, was: str,
+              index: dict[str, list[PastFault]]) -> HistoryVerdict | None:
     node_view = seen[0]
-    for f in sorted(history.faults, key=lambda f: f.repaired_at or f.opened_at, reverse=True):
-        if f.repaired_at is None or f.incident == inc.id or f.gpu or f.node != inc.node:
+    if not rule.counts(node_view.xids, node_view.signals, node_view.alertnames):
+        return None
+    own = index.get("\0" + inc.node, ())  # the node's own rows, not its GPUs'
+    for f in sorted(own, key=lambda f: f.repaired_at or f.opened_at, reverse=True):
+        if f.repaired_at is None or f.incident == inc.id:
             continue
         if not (f.repaired_at <= now and now - f.repaired_at <= rule.within and f.opened_at >= now - rule.window):
             continue
         same = _same_fault(node_view, f)
-        if not same or not rule.counts(node_view.xids, node_view.signals, node_view.alertnames):
+        if not same:
             continue
         head = (f"{same} back on node {inc.node} {span_words(now - f.repaired_at)} after the "
                 f"{f.repair or 'repair'} of {f.incident}: the repair did not hold")

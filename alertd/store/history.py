@@ -22,7 +22,7 @@ from typing import Any, Iterable, TypeVar
 
 from alertd.core.json_types import JSONObject
 from alertd.core.model import Incident, Member, iso
-from alertd.engine.judge import NEVER_FAULT
+from alertd.engine.judge import is_fault
 from alertd.engine.response import uncordoned_at
 from alertd.rules.owners import OwnerRouting
 
@@ -31,8 +31,8 @@ V = TypeVar("V")
 
 MAX_SCANNED_MEMBERS = 256
 MAX_NODE_FACETS = 200  # a fleet incident lists thousands of nodes; the first ones are searchable
-FACET_KINDS = ("signal", "xid", "team", "node")  # a GPU filter reads gpu_history; an own node, incidents.node
-# and, for the history judge (store/history_snapshot.py), "cause" and "repaired" of a node's own incidents
+# Facet kinds (facets()): signal, xid, team, node (a GPU filter reads gpu_history; an own node, incidents.node)
+# and, for the history judge (store/history_snapshot.py), "cause" and "repaired" of a node's own incidents.
 # gpu_history docs are stored with short keys (and "last" left out when it equals the row's updated_at)
 SHORT_KEYS = {"xids": "x", "signals": "s", "alertnames": "a", "index": "i", "serial": "n", "pci_bus_id": "p",
               "first": "f", "last": "l"}
@@ -262,8 +262,7 @@ def repair_facets(inc: Incident) -> set[tuple[str, str]]:
     """What the history judge reads of a node's earlier incident without its members: the kinds of its
     faults (``cause``: repair symptoms left out) and when its repair ended (``repaired``: the uncordon that
     ended its response, engine/response.py)."""
-    out = {("cause", m.signal.kind) for m in inc.members.values()
-           if not m.response and not m.folded and m.signal.kind not in NEVER_FAULT}
+    out = {("cause", m.signal.kind) for m in inc.members.values() if is_fault(m)}
     repaired = uncordoned_at(inc)
     if repaired is not None:
         out.add(("repaired", iso(repaired)))

@@ -24,7 +24,7 @@ import orjson
 
 from alertd.core.json_types import as_array
 from alertd.core.model import Incident, iso, parse_iso
-from alertd.engine.judge import NEVER_FAULT, seen_now
+from alertd.engine.judge import seen_now
 from alertd.engine.response import uncordoned_at
 from alertd.store.database import Database
 from alertd.store.history import history_doc
@@ -66,7 +66,7 @@ class HistorySnapshot:
     remediations: tuple[Remediated, ...] = ()
 
 
-_GPU_ROWS = ("SELECT g.uuid, i.incident_id, i.opened_at, h.node, h.updated_at, h.doc FROM gpu_history h "
+_GPU_ROWS = ("SELECT g.uuid, i.incident_id, i.opened_at, h.node, h.doc FROM gpu_history h "
              "JOIN gpu_incidents i ON i.seq = h.seq JOIN gpus g ON g.id = h.gpu "
              "WHERE g.uuid IN ({marks}) AND i.opened_at >= ? AND i.incident_id <> ?")
 _NODE_INCIDENTS = ("SELECT id, opened_at FROM incidents WHERE node = ? AND opened_at >= ? AND id <> ? "
@@ -100,7 +100,7 @@ class HistorySnapshots:
         cur.execute(self.db.q(_GPU_ROWS.format(marks=marks)), (*uuids, iso(since), exclude))
         out = []
         opened_at: dict[str, datetime] = {}  # one parse per incident, not per GPU row
-        for uuid, incident, opened, node, _, raw in cur.fetchall():
+        for uuid, incident, opened, node, raw in cur.fetchall():
             at = opened_at.get(opened) or opened_at.setdefault(opened, _instant(opened))
             out.append(Fault(incident, at, uuid, node, *_gpu_facts(raw)))
         return out
@@ -139,23 +139,14 @@ def _node_row(inc_id: str, opened: datetime, node: str, facets: dict[str, list[s
 
 
 def _with_repair(fault: Fault, uncordon: datetime | None, remediation: Remediated | None) -> Fault:
-    repairs = [(at, what) for at, what in ((uncordon, "uncordon"),
-                                           (remediation.at if remediation else None,
-                                            remediation.action if remediation else "")) if at is not None]
+    """``fault`` with the later of its uncordon and its remediation's end as its repair."""
+    repairs = [(uncordon, "uncordon")] if uncordon is not None else []
+    if remediation is not None:
+        repairs.append((remediation.at, remediation.action))
     if not repairs:
         return fault
     at, what = max(repairs, key=lambda r: r[0])
-    return Fault(fault.incident, fault.opened_at, fault.gpu, fault.node, fault.xids, fault.signals, fault.alertnames,
-                 at, what)
-
-
-def _node_fault(inc: Incident, remediation: Remediated | None) -> Fault:
-    """What the node showed of one incident in memory, and when its repair ended."""
-    causes = [m for m in inc.members.values() if not m.response and not m.folded and m.signal.kind not in NEVER_FAULT]
-    return _with_repair(Fault(inc.id, inc.opened_at, "", inc.node,
-                              tuple(sorted({m.signal.xid for m in causes if m.signal.xid})),
-                              tuple(sorted({m.signal.kind for m in causes})), tuple(sorted({m.alertname for m in causes}))),
-                        uncordoned_at(inc), remediation)
+    return fault._replace(repaired_at=at, repair=what)
 
 
 def _gpu_facts(raw: str | bytes) -> tuple[tuple[int, ...], tuple[str, ...], tuple[str, ...]]:
@@ -194,10 +185,13 @@ def snapshot_of(incidents: Iterable[Incident], gpus: Sequence[str], node: str, s
     for inc in incidents:
         if inc.id == exclude or inc.opened_at < since or inc.fleet:
             continue
+        views = seen_now(inc)  # the node's view first: what the node showed of the incident
         if node and inc.node == node:
-            faults.append(_node_fault(inc, None))
-        for view in seen_now(inc):
-            if view.gpu and view.gpu in uuids:
+            own = views[0]
+            faults.append(_with_repair(Fault(inc.id, inc.opened_at, "", inc.node, own.xids, own.signals,
+                                             own.alertnames), uncordoned_at(inc), None))
+        for view in views[1:]:
+            if view.gpu in uuids:
                 faults.append(Fault(inc.id, inc.opened_at, view.gpu, inc.node, view.xids, view.signals,
                                     view.alertnames))
     return HistorySnapshot(node, uuids, tuple(faults), ())

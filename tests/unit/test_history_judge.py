@@ -169,3 +169,24 @@ def test_bad_history_rules_are_reported_with_their_line(tmp_path):
     messages = [(p.line, p.message) for p in check([f]).errors]
     assert any(line == 6 and "duplicate history rule name 'a'" in m for line, m in messages), messages
     assert any(line == 8 for line, _ in messages), messages  # not a Prometheus duration
+
+
+def test_a_step_reads_the_past_only_of_incidents_with_a_fault():
+    """An incident the judge would turn away (a non-GPU alert on the node: no fault) costs no store read."""
+    import asyncio
+
+    from alertd.app.verdicts import Verdicts
+
+    reads: list[str] = []
+
+    class Source:
+        async def history_snapshot(self, gpus, node, since, exclude=""):
+            reads.append(exclude)
+            return HistorySnapshot(node, tuple(gpus))
+
+    changes = engine().ingest([xid79(), alert("NodeFilesystemAlmostFull", node="node-b", starts=10 * DAY)],
+                              at(10 * DAY))
+    assert sorted(c.incident.node for c in changes) == ["node-a", "node-b"]
+    found = asyncio.run(Verdicts(Source(), rules).judge_step(changes, at(10 * DAY)))
+    faulty = [c.incident.id for c in changes if "xid" in c.incident.signals]
+    assert found == 0 and reads == faulty
