@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from alertd.core.model import Signal, as_severity
-from alertd.gpu.pci import normalize_pci
+from alertd.gpu.pci import PCI_ADDRESS, normalize_pci
 
 _SXID = re.compile(
-    r"(?:nvidia-)?(?P<switch>nvswitch\d+)\s*:\s*SXid\s*\(\s*(?:PCI:)?(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:"
-    r"[0-9a-fA-F]{1,2}(?:\.[0-7])?)\s*\)\s*:\s*(?P<code>\d+)\s*(?:,\s*(?P<rest>.*))?$")
+    r"(?:nvidia-)?(?P<switch>nvswitch\d+)\s*:\s*SXid\s*\(\s*(?:PCI:)?(?P<pci>" + PCI_ADDRESS + r")\s*\)"
+    r"\s*:\s*(?P<code>\d+)\s*(?:,\s*(?P<rest>.*))?$")
 _FATALITY = re.compile(r"^(?P<word>Non-fatal|Nonfatal|Fatal)\s*(?:,\s*|$)", re.IGNORECASE)
 
 
