@@ -138,8 +138,7 @@ class KubeContext(KubeOwners):
                                             "" if healthy else text(c, "message")[:300]))
             if kind == "Ready":
                 ready = text(c, "status", "Unknown")
-        taints = tuple(Taint(text(t, "key"), text(t, "effect"), text(t, "value"), text(t, "timeAdded"))
-                       for t in objects(spec.get("taints")))
+        taints = tuple(Taint.from_json(t) for t in objects(spec.get("taints")))  # the API's keys are the finding's
         cordoned = bool(spec.get("unschedulable"))
         capacity, allocatable = string_map(status.get("capacity")), string_map(status.get("allocatable"))
         has_gpus = capacity.get("nvidia.com/gpu") not in (None, "0")
