@@ -63,10 +63,13 @@ class KubeContext(KubeOwners):
             node_info = self.describe_node(node_obj)
         if isinstance(pods_list, BaseException):
             raise pods_list if isinstance(pods_list, KubeUnavailable) else KubeUnavailable(str(pods_list))
-        items = objects(pods_list.get("items"))
-        gpu_pods = [p for p in items if self.gpu_count(p)[0] > 0]
-        others = frozenset((text(metadata(p), "namespace"), text(metadata(p), "name")) for p in items
-                           if self.gpu_count(p)[0] == 0)
+        gpu_pods: list[JSONObject] = []
+        others: set[tuple[str, str]] = set()
+        for p in objects(pods_list.get("items")):  # every pod of the node: each is counted once
+            if self.gpu_count(p)[0] > 0:
+                gpu_pods.append(p)
+            else:
+                others.add((text(metadata(p), "namespace"), text(metadata(p), "name")))
         gpu_pods.sort(key=lambda p: (self._phase(p) not in ("Running", "Pending"), text(metadata(p), "namespace"),
                                      text(metadata(p), "name")))
         gpu_pods = gpu_pods[: self.settings.max_pods]
@@ -75,7 +78,7 @@ class KubeContext(KubeOwners):
         if isinstance(events_list, BaseException) and not isinstance(events_list, NotFound):
             log.info("node events for %s unavailable: %s", node, events_list)
         return NodeContext(node=node_info, pods=list(described), events=events, fetched_at=self.now(),
-                           other_pods=others)
+                           other_pods=frozenset(others))
 
     async def namespace_pods(self, ns: str, limit: int) -> list[JSONObject]:
         """The unfinished pods of a namespace (a job's gang is found among them; cached like a node's)."""
