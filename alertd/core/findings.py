@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterable, Mapping
 
-from alertd.core.json_types import (JSONObject, JSONValue, as_object, integer, number, objects, optional_integer,
+from alertd.core.json_types import (JSONObject, JSONValue, as_object, each, integer, number, objects, optional_integer,
                                     optional_text, string_map, strings, text)
 from alertd.core.kube_findings import KubeNode, NodeEvent, Pod
 
@@ -300,12 +300,12 @@ class Findings:
             stored_evidence=ann.get(LOG_EVIDENCE),
             logs_unavailable=_reason(ann.get(LOGS_UNAVAILABLE)),
             kube_node=KubeNode.from_json(node) if isinstance(node, dict) else None,
-            kube_nodes=tuple(KubeNode.from_json(n) for n in objects(ann.get(KUBE_NODES))),
+            kube_nodes=each(KubeNode.from_json, ann.get(KUBE_NODES)),
             pods=tuple(Pod.from_text(p) if isinstance(p, str) else Pod.from_json(p)
                        for p in _items(ann.get(PODS)) if isinstance(p, (str, dict))),
             owners=_owners(ann.get(OWNERS)),
-            jobs=tuple(Job.from_json(j) for j in objects(ann.get(JOBS))),
-            node_events=tuple(NodeEvent.from_json(e) for e in objects(ann.get(NODE_EVENTS))),
+            jobs=each(Job.from_json, ann.get(JOBS)),
+            node_events=each(NodeEvent.from_json, ann.get(NODE_EVENTS)),
             kube_unavailable=_reason(ann.get(KUBE_UNAVAILABLE)),
             silence=SilenceFinding.from_json(silence) if text(silence, "id") else None,
             remediation=RemediationFinding.from_json(remediation) if remediation else None)

@@ -7,11 +7,12 @@ in a renderer; ``obj`` and ``arr`` raise instead, naming where, for documents wh
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence, TypeAlias, Union, cast
+from typing import Callable, Mapping, Sequence, TypeAlias, TypeVar, Union, cast
 
 JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
 JSONObject: TypeAlias = dict[str, JSONValue]
 JSONArray: TypeAlias = list[JSONValue]
+T = TypeVar("T")
 
 
 def as_json(value: Mapping[str, str] | Sequence[str] | Sequence[int] | Sequence[Mapping[str, str]]) -> JSONValue:
@@ -62,6 +63,12 @@ def member(value: object, key: str) -> JSONObject:
 def objects(value: object) -> list[JSONObject]:
     """The objects of an array (other items are skipped)."""
     return [v for v in as_array(value) if isinstance(v, dict)]
+
+
+def each(read: Callable[[JSONObject], T], value: object) -> tuple[T, ...]:
+    """``read`` of each object of an array, in order (other items are skipped): typed values from the JSON
+    they are stored as, e.g. ``each(Taint.from_json, spec.get("taints"))``."""
+    return tuple(read(v) for v in objects(value))
 
 
 def text(obj: JSONObject, key: str, default: str = "") -> str:
@@ -138,6 +145,6 @@ def string_map(value: JSONValue) -> dict[str, str]:
             if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
 
 
-__all__ = ["JSONArray", "JSONObject", "JSONValue", "arr", "as_array", "as_json", "as_object", "as_text", "integer",
+__all__ = ["JSONArray", "JSONObject", "JSONValue", "arr", "as_array", "as_json", "as_object", "as_text", "each", "integer",
            "integers", "member", "number", "obj", "objects", "optional_integer", "optional_text", "required_text", "string_map",
            "strings", "text"]

@@ -13,7 +13,7 @@ import fnmatch
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from alertd.core.json_types import JSONObject, as_object, integer, objects, string_map, text
+from alertd.core.json_types import JSONObject, as_object, each, integer, objects, string_map, text
 from alertd.core.kube_findings import KubeNode, NodeCondition, NodeEvent, Pod, Taint
 from alertd.enrich.kube_api import KubeUnavailable, NotFound, metadata
 from alertd.enrich.kube_owners import KubeOwners
@@ -141,7 +141,7 @@ class KubeContext(KubeOwners):
                                             "" if healthy else text(c, "message")[:300]))
             if kind == "Ready":
                 ready = text(c, "status", "Unknown")
-        taints = tuple(Taint.from_json(t) for t in objects(spec.get("taints")))  # the API's keys are the finding's
+        taints = each(Taint.from_json, spec.get("taints"))  # the API's keys are the finding's
         cordoned = bool(spec.get("unschedulable"))
         capacity, allocatable = string_map(status.get("capacity")), string_map(status.get("allocatable"))
         has_gpus = capacity.get("nvidia.com/gpu") not in (None, "0")
