@@ -10,10 +10,6 @@ from dataclasses import dataclass
 from alertd.core.json_types import JSONObject, JSONValue, as_object, each, integer, optional_integer, string_map, text
 
 
-def _pairs(d: dict[str, str] | dict[str, int]) -> tuple[tuple[str, str], ...]:
-    return tuple((k, str(v)) for k, v in d.items())
-
-
 @dataclass(frozen=True, slots=True)
 class NodeCondition:
     type: str
@@ -103,7 +99,7 @@ class KubeNode:
                    pool=text(d, "pool"), instance_type=text(d, "instance_type"), gpu_product=text(d, "gpu_product"),
                    gpu_capacity=text(gpus, "capacity") if "gpus" in d else None,
                    gpu_allocatable=text(gpus, "allocatable") if "gpus" in d else None,
-                   mig=_pairs(string_map(d.get("mig"))), cordoned_by=text(d, "cordoned_by"),
+                   mig=tuple(string_map(d.get("mig")).items()), cordoned_by=text(d, "cordoned_by"),
                    cordoned_at=text(d, "cordoned_at"), missing=d.get("missing") is True)
 
 
