@@ -11,9 +11,10 @@ not import each other.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable, Mapping
 
-from alertd.core.json_types import (JSONObject, JSONValue, as_object, integer, number, objects, optional_integer,
+from alertd.core.json_types import (JSONObject, JSONValue, as_object, each, integer, number, objects, optional_integer,
                                     optional_text, string_map, strings, text)
 from alertd.core.kube_findings import KubeNode, NodeEvent, Pod
 
@@ -229,12 +230,17 @@ class RemediationFinding:
                    approvals=tuple(strings(d.get("approvals"))), approvals_needed=integer(d, "approvalsNeeded", 1))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots: log_evidence is a cached_property
 class Findings:
     """Everything found for an incident, one field each (absent: empty, or None where "not looked" differs
-    from "found nothing")."""
+    from "found nothing").
 
-    log_evidence: tuple[EvidenceLine, ...] | None = None  # None: not searched; (): searched, nothing found
+    The kernel-log lines are kept as stored and read when first asked for (:attr:`log_evidence`): they are
+    most of the annotations (up to ``max_evidence`` lines of a dozen fields), and ``Incident.findings`` is
+    read on every routing step and several times per Slack render by readers that want only the owners,
+    the silence or the remediation."""
+
+    stored_evidence: JSONValue = None  # the ``log_evidence`` annotation as stored
     logs_unavailable: str | None = None  # the reason logs are missing ("" when unknown); None when fine
     kube_node: KubeNode | None = None  # single-node incidents
     kube_nodes: tuple[KubeNode, ...] = ()  # fleet incidents
@@ -245,6 +251,11 @@ class Findings:
     kube_unavailable: str | None = None
     silence: SilenceFinding | None = None
     remediation: RemediationFinding | None = None
+
+    @cached_property
+    def log_evidence(self) -> tuple[EvidenceLine, ...] | None:
+        """The kernel-log lines found on the node(s): None when not searched; () when searched, nothing found."""
+        return _evidence(self.stored_evidence) if self.stored_evidence is not None else None
 
     @property
     def evidence(self) -> tuple[EvidenceLine, ...]:
@@ -286,15 +297,15 @@ class Findings:
         node = ann.get(KUBE_NODE)
         silence, remediation = as_object(ann.get(SILENCE)), as_object(ann.get(REMEDIATION))
         return cls(
-            log_evidence=_evidence(ann[LOG_EVIDENCE]) if ann.get(LOG_EVIDENCE) is not None else None,
+            stored_evidence=ann.get(LOG_EVIDENCE),
             logs_unavailable=_reason(ann.get(LOGS_UNAVAILABLE)),
             kube_node=KubeNode.from_json(node) if isinstance(node, dict) else None,
-            kube_nodes=tuple(KubeNode.from_json(n) for n in objects(ann.get(KUBE_NODES))),
+            kube_nodes=each(KubeNode.from_json, ann.get(KUBE_NODES)),
             pods=tuple(Pod.from_text(p) if isinstance(p, str) else Pod.from_json(p)
                        for p in _items(ann.get(PODS)) if isinstance(p, (str, dict))),
             owners=_owners(ann.get(OWNERS)),
-            jobs=tuple(Job.from_json(j) for j in objects(ann.get(JOBS))),
-            node_events=tuple(NodeEvent.from_json(e) for e in objects(ann.get(NODE_EVENTS))),
+            jobs=each(Job.from_json, ann.get(JOBS)),
+            node_events=each(NodeEvent.from_json, ann.get(NODE_EVENTS)),
             kube_unavailable=_reason(ann.get(KUBE_UNAVAILABLE)),
             silence=SilenceFinding.from_json(silence) if text(silence, "id") else None,
             remediation=RemediationFinding.from_json(remediation) if remediation else None)

@@ -7,11 +7,12 @@ in a renderer; ``obj`` and ``arr`` raise instead, naming where, for documents wh
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence, TypeAlias, Union, cast
+from typing import Callable, Mapping, Sequence, TypeAlias, TypeVar, Union, cast
 
 JSONValue: TypeAlias = Union[None, bool, int, float, str, list["JSONValue"], dict[str, "JSONValue"]]
 JSONObject: TypeAlias = dict[str, JSONValue]
 JSONArray: TypeAlias = list[JSONValue]
+T = TypeVar("T")
 
 
 def as_json(value: Mapping[str, str] | Sequence[str] | Sequence[int] | Sequence[Mapping[str, str]]) -> JSONValue:
@@ -21,29 +22,34 @@ def as_json(value: Mapping[str, str] | Sequence[str] | Sequence[int] | Sequence[
 
 
 def as_object(value: object) -> JSONObject:
-    """The value when it is an object, else an empty one."""
+    """The value when it is an object, else an empty one: for a part that may be missing. Where the part
+    must be there, :func:`obj` raises instead."""
     return cast(JSONObject, value) if isinstance(value, dict) else {}
 
 
 def as_array(value: object) -> JSONArray:
-    """The value when it is an array, else an empty one (absent is the same as empty)."""
+    """The value when it is an array, else an empty one (absent is the same as empty). Where the array must be
+    there, :func:`arr` raises instead."""
     return cast(JSONArray, value) if isinstance(value, list) else []
 
 
 def as_text(value: object, default: str = "") -> str:
-    """The value when it is a string, else ``default``."""
+    """The value itself when it is a string, else ``default``. Unlike :func:`text`, which reads a member, a
+    number is not written out: for a value that must be text as it is (a command's argument)."""
     return value if isinstance(value, str) else default
 
 
 def obj(value: object, where: str = "value") -> JSONObject:
-    """The value as a JSON object, or TypeError naming ``where``."""
+    """The value as a JSON object, or TypeError naming ``where``: for a document whose shape is required
+    (:func:`as_object` reads a wrong type as empty)."""
     if not isinstance(value, dict):
         raise TypeError(f"{where}: expected a JSON object, got {type(value).__name__}")
     return cast(JSONObject, value)
 
 
 def arr(value: object, where: str = "value") -> JSONArray:
-    """The value as a JSON array, or TypeError naming ``where``."""
+    """The value as a JSON array, or TypeError naming ``where`` (:func:`as_array` reads a wrong type as
+    empty)."""
     if not isinstance(value, list):
         raise TypeError(f"{where}: expected a JSON array, got {type(value).__name__}")
     return cast(JSONArray, value)
@@ -59,8 +65,15 @@ def objects(value: object) -> list[JSONObject]:
     return [v for v in as_array(value) if isinstance(v, dict)]
 
 
+def each(read: Callable[[JSONObject], T], value: object) -> tuple[T, ...]:
+    """``read`` of each object of an array, in order (other items are skipped): typed values from the JSON
+    they are stored as, e.g. ``each(Taint.from_json, spec.get("taints"))``."""
+    return tuple(read(v) for v in objects(value))
+
+
 def text(obj: JSONObject, key: str, default: str = "") -> str:
-    """A string member; numbers are written out, anything else reads as ``default``."""
+    """An object's string member; numbers are written out (an id or count a writer stored as a number reads
+    as its text), anything else reads as ``default``. For a bare value, :func:`as_text`."""
     value = obj.get(key)
     if isinstance(value, str):
         return value
@@ -132,6 +145,6 @@ def string_map(value: JSONValue) -> dict[str, str]:
             if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
 
 
-__all__ = ["JSONArray", "JSONObject", "JSONValue", "arr", "as_array", "as_json", "as_object", "as_text", "integer",
+__all__ = ["JSONArray", "JSONObject", "JSONValue", "arr", "as_array", "as_json", "as_object", "as_text", "each", "integer",
            "integers", "member", "number", "obj", "objects", "optional_integer", "optional_text", "required_text", "string_map",
            "strings", "text"]

@@ -7,12 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alertd.core.json_types import (JSONObject, JSONValue, as_object, integer, objects, optional_integer, string_map,
-                                    text)
-
-
-def _pairs(d: dict[str, str] | dict[str, int]) -> tuple[tuple[str, str], ...]:
-    return tuple((k, str(v)) for k, v in d.items())
+from alertd.core.json_types import JSONObject, JSONValue, as_object, each, integer, optional_integer, string_map, text
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +94,12 @@ class KubeNode:
     def from_json(cls, d: JSONObject) -> "KubeNode":
         gpus = as_object(d.get("gpus"))
         return cls(name=text(d, "name"), cordoned=d.get("cordoned") is True, ready=text(d, "ready", "Unknown"),
-                   conditions=tuple(NodeCondition.from_json(c) for c in objects(d.get("conditions"))),
-                   taints=tuple(Taint.from_json(t) for t in objects(d.get("taints"))),
+                   conditions=each(NodeCondition.from_json, d.get("conditions")),
+                   taints=each(Taint.from_json, d.get("taints")),
                    pool=text(d, "pool"), instance_type=text(d, "instance_type"), gpu_product=text(d, "gpu_product"),
                    gpu_capacity=text(gpus, "capacity") if "gpus" in d else None,
                    gpu_allocatable=text(gpus, "allocatable") if "gpus" in d else None,
-                   mig=_pairs(string_map(d.get("mig"))), cordoned_by=text(d, "cordoned_by"),
+                   mig=tuple(string_map(d.get("mig")).items()), cordoned_by=text(d, "cordoned_by"),
                    cordoned_at=text(d, "cordoned_at"), missing=d.get("missing") is True)
 
 
@@ -198,10 +193,10 @@ class Pod:
         resources = as_object(d.get("gpu_resources"))
         return cls(namespace=text(d, "namespace"), name=text(d, "name") or text(d, "pod"), node=text(d, "node"),
                    phase=text(d, "phase"), gpus=optional_integer(d, "gpus"),
-                   owner_chain=tuple(OwnerLink.from_json(o) for o in objects(d.get("owner_chain"))),
+                   owner_chain=each(OwnerLink.from_json, d.get("owner_chain")),
                    team=text(d, "team"), channel=text(d, "channel"), started=text(d, "started"),
                    gpu_resources=tuple((k, integer(resources, k)) for k in resources),
-                   gpu_devices=tuple(GpuDevice.from_json(g) for g in objects(d.get("gpu_devices"))))
+                   gpu_devices=each(GpuDevice.from_json, d.get("gpu_devices")))
 
     @classmethod
     def from_text(cls, line: str) -> "Pod":

@@ -13,7 +13,7 @@ import fnmatch
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from alertd.core.json_types import JSONObject, as_object, integer, objects, string_map, text
+from alertd.core.json_types import JSONObject, as_object, each, integer, objects, string_map, text
 from alertd.core.kube_findings import KubeNode, NodeCondition, NodeEvent, Pod, Taint
 from alertd.enrich.kube_api import KubeUnavailable, NotFound, metadata
 from alertd.enrich.kube_owners import KubeOwners
@@ -63,10 +63,13 @@ class KubeContext(KubeOwners):
             node_info = self.describe_node(node_obj)
         if isinstance(pods_list, BaseException):
             raise pods_list if isinstance(pods_list, KubeUnavailable) else KubeUnavailable(str(pods_list))
-        items = objects(pods_list.get("items"))
-        gpu_pods = [p for p in items if self.gpu_count(p)[0] > 0]
-        others = frozenset((text(metadata(p), "namespace"), text(metadata(p), "name")) for p in items
-                           if self.gpu_count(p)[0] == 0)
+        gpu_pods: list[JSONObject] = []
+        others: set[tuple[str, str]] = set()
+        for p in objects(pods_list.get("items")):  # every pod of the node: each is counted once
+            if self.gpu_count(p)[0] > 0:
+                gpu_pods.append(p)
+            else:
+                others.add((text(metadata(p), "namespace"), text(metadata(p), "name")))
         gpu_pods.sort(key=lambda p: (self._phase(p) not in ("Running", "Pending"), text(metadata(p), "namespace"),
                                      text(metadata(p), "name")))
         gpu_pods = gpu_pods[: self.settings.max_pods]
@@ -75,7 +78,7 @@ class KubeContext(KubeOwners):
         if isinstance(events_list, BaseException) and not isinstance(events_list, NotFound):
             log.info("node events for %s unavailable: %s", node, events_list)
         return NodeContext(node=node_info, pods=list(described), events=events, fetched_at=self.now(),
-                           other_pods=others)
+                           other_pods=frozenset(others))
 
     async def namespace_pods(self, ns: str, limit: int) -> list[JSONObject]:
         """The unfinished pods of a namespace (a job's gang is found among them; cached like a node's)."""
@@ -138,8 +141,7 @@ class KubeContext(KubeOwners):
                                             "" if healthy else text(c, "message")[:300]))
             if kind == "Ready":
                 ready = text(c, "status", "Unknown")
-        taints = tuple(Taint(text(t, "key"), text(t, "effect"), text(t, "value"), text(t, "timeAdded"))
-                       for t in objects(spec.get("taints")))
+        taints = each(Taint.from_json, spec.get("taints"))  # the API's keys are the finding's
         cordoned = bool(spec.get("unschedulable"))
         capacity, allocatable = string_map(status.get("capacity")), string_map(status.get("allocatable"))
         has_gpus = capacity.get("nvidia.com/gpu") not in (None, "0")

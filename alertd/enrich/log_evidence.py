@@ -93,16 +93,14 @@ def _log_signals(evidence: Iterable[EvidenceLine], catalog: XidCatalog, gpus: li
     pcis = {normalize_pci(g.get("pci_bus_id", "")) for g in gpus} - {""}
     uuids = {g.get("uuid") for g in gpus} - {None, ""}
     for e in evidence:
-        if not e.xid:
-            if sxids is not None and e.sxid:
-                line = find_sxid([e.line])
-                if line is not None:
-                    yield sxids.signal(line, detail="", basis="kernel log")
-            continue
-        if pcis or uuids:  # a GPU-specific incident: only Xids of its GPUs count
-            if e.pci and e.pci not in pcis and e.gpu_uuid not in uuids:
-                continue
-        yield catalog.signal_for(e.xid, e.line, detail="from kernel log")
+        if e.xid:
+            # a GPU-specific incident (one naming GPUs): only Xids of its GPUs, or naming none, count
+            if not (pcis or uuids) or not e.pci or e.pci in pcis or e.gpu_uuid in uuids:
+                yield catalog.signal_for(e.xid, e.line, detail="from kernel log")
+        elif sxids is not None and e.sxid:
+            line = find_sxid([e.line])  # read again: the stored fatal flag cannot say "the line names none"
+            if line is not None:
+                yield sxids.signal(line, detail="", basis="kernel log")
 
 
 def _asks_more(sig: Signal, inc: Incident) -> bool:

@@ -29,12 +29,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from alertd.gpu.pci import normalize_pci
-
-_PCI = r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}(?:\.[0-7])?"
+from alertd.gpu.pci import PCI_ADDRESS, normalize_pci
 
 _XID = re.compile(
-    r"NVRM:\s+Xid\s+\(\s*(?:PCI:)?(?P<pci>" + _PCI + r")"
+    r"NVRM:\s+Xid\s+\(\s*(?:PCI:)?(?P<pci>" + PCI_ADDRESS + r")"
     r"(?:\s+GPU-I:\s*(?P<gi>\d+))?(?:\s+GPU-CI:\s*(?P<ci>\d+))?\s*\)"
     r"\s*:\s*(?P<xid>\d+)\s*(?:,\s*(?P<rest>.*))?$"
 )
@@ -43,11 +41,11 @@ _PID_NAME = re.compile(
     r"^pid\s*=\s*(?P<pid>'?<unknown>'?|'?-?\d+'?)\s*,\s*name\s*=\s*(?P<name>[^,]*?)\s*(?:,\s*(?P<text>.*))?$"
 )
 _GPU_AT = re.compile(
-    r"NVRM:\s+GPU\s+at\s+(?:PCI:)?(?P<pci>" + _PCI + r")\s*:\s*(?P<uuid>GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})"
+    r"NVRM:\s+GPU\s+at\s+(?:PCI:)?(?P<pci>" + PCI_ADDRESS + r")\s*:\s*(?P<uuid>GPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12})"
 )
 
 
-_LOST_GPU = re.compile(r"NVRM:\s+The NVIDIA GPU\s+(?:PCI:)?(?P<pci>" + _PCI + r")(?![0-9a-fA-F:.])")
+_LOST_GPU = re.compile(r"NVRM:\s+The NVIDIA GPU\s+(?:PCI:)?(?P<pci>" + PCI_ADDRESS + r")(?![0-9a-fA-F:.])")
 FALLEN_OFF = "fallen off the bus"
 XID_FALLEN_OFF = 79  # what the driver's Xid line says for the same fault
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+# A PCI address as a kernel log line writes it (domain always there, function optional): the one pattern the
+# NVRM Xid and NVSwitch SXid line parsers embed, so both accept the same addresses.
+PCI_ADDRESS = r"[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2}(?:\.[0-7])?"
+
 _PCI = re.compile(
     r"^(?:PCI:)?(?:(?P<domain>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})(?:\.(?P<fn>[0-7]))?$"
 )
@@ -24,3 +28,6 @@ def normalize_pci(value: str | None) -> str:
         return ""
     domain = int(m.group("domain") or "0", 16)
     return f"{domain:04x}:{int(m.group('bus'), 16):02x}:{int(m.group('dev'), 16):02x}"
+
+
+__all__ = ["PCI_ADDRESS", "normalize_pci"]

@@ -15,8 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, cast
 
+from alertd.core.json_types import JSONObject
 from alertd.core.model import Signal, as_severity
 
 XID_RECOVERY = 154  # GPU_RECOVERY_ACTION_CHANGED
@@ -104,13 +105,31 @@ def recovery_signal(base: Signal, found: RecoveryAction, evidence: str) -> Signa
         f"recovery action from {evidence}")
 
 
-def parse_recovery(doc: Mapping[str, Any]) -> RecoveryTable:
+class RecoveryActionDoc(TypedDict):
+    """One ``actions`` entry: recovery-actions.schema.json requires every key, the fields of RecoveryAction."""
+
+    value: int
+    key: str
+    name: str
+    action: str
+    severity: str
+    drain: bool
+    meaning: str
+    source: str
+
+
+class RecoveryActionsDoc(TypedDict, total=False):
+    """The ``recovery_actions`` section (recovery-actions.schema.json)."""
+
+    actions: list[RecoveryActionDoc]
+    labels: list[str]
+
+
+def parse_recovery(doc: JSONObject) -> RecoveryTable:
     """A schema-valid ``recovery_actions`` section -> the table."""
-    actions = tuple(RecoveryAction(
-        value=e["value"], key=e["key"], name=e["name"], action=e["action"], severity=e["severity"],
-        drain=bool(e.get("drain", False)), meaning=e.get("meaning", ""), source=e.get("source", ""))
-        for e in doc.get("actions") or ())
-    return RecoveryTable(actions=actions, labels=tuple(doc.get("labels") or ()))
+    valid = cast(RecoveryActionsDoc, doc)  # the caller validated it against the section's schema
+    return RecoveryTable(actions=tuple(RecoveryAction(**e) for e in valid.get("actions") or ()),
+                         labels=tuple(valid.get("labels") or ()))
 
 
 def merge_recovery(a: RecoveryTable, b: RecoveryTable) -> RecoveryTable:
@@ -120,5 +139,5 @@ def merge_recovery(a: RecoveryTable, b: RecoveryTable) -> RecoveryTable:
                          labels=tuple(dict.fromkeys(a.labels + b.labels)))
 
 
-__all__ = ["RecoveryAction", "RecoveryTable", "XID_RECOVERY", "merge_recovery", "parse_recovery",
+__all__ = ["RecoveryAction", "RecoveryActionDoc", "RecoveryActionsDoc", "RecoveryTable", "XID_RECOVERY", "merge_recovery", "parse_recovery",
            "recovery_signal"]

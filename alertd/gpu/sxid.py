@@ -18,14 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict, cast
 
+from alertd.core.json_types import JSONObject
 from alertd.core.model import Signal, as_severity
-from alertd.gpu.pci import normalize_pci
+from alertd.gpu.pci import PCI_ADDRESS, normalize_pci
 
 _SXID = re.compile(
-    r"(?:nvidia-)?(?P<switch>nvswitch\d+)\s*:\s*SXid\s*\(\s*(?:PCI:)?(?P<pci>[0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:"
-    r"[0-9a-fA-F]{1,2}(?:\.[0-7])?)\s*\)\s*:\s*(?P<code>\d+)\s*(?:,\s*(?P<rest>.*))?$")
+    r"(?:nvidia-)?(?P<switch>nvswitch\d+)\s*:\s*SXid\s*\(\s*(?:PCI:)?(?P<pci>" + PCI_ADDRESS + r")\s*\)"
+    r"\s*:\s*(?P<code>\d+)\s*(?:,\s*(?P<rest>.*))?$")
 _FATALITY = re.compile(r"^(?P<word>Non-fatal|Nonfatal|Fatal)\s*(?:,\s*|$)", re.IGNORECASE)
 
 
@@ -114,15 +115,49 @@ class SxidCatalog:
             detail=detail or ("fatal" if fatal else "non_fatal"), basis=basis)
 
 
-def parse_sxid_catalog(doc: Mapping[str, Any]) -> SxidCatalog:
+class HandlingDoc(TypedDict):
+    """``fatal`` / ``non_fatal``: sxid-catalog.schema.json requires every key, the fields of Handling."""
+
+    severity: str
+    action: str
+    drain: bool
+    meaning: str
+    investigate: str
+
+
+class _SxidCodeRequired(TypedDict):
+    code: int
+    name: str
+    fatal: bool
+    source: str
+
+
+class SxidCodeDoc(_SxidCodeRequired, total=False):
+    """One ``codes`` entry (``meaning`` may be left out)."""
+
+    meaning: str
+
+
+class _SxidsRequired(TypedDict):
+    fatal: HandlingDoc
+    non_fatal: HandlingDoc
+    source: str
+
+
+class SxidsDoc(_SxidsRequired, total=False):
+    """The ``sxids`` section (sxid-catalog.schema.json)."""
+
+    runbook: str
+    codes: list[SxidCodeDoc]
+
+
+def parse_sxid_catalog(doc: JSONObject) -> SxidCatalog:
     """A schema-valid ``sxids`` section -> the catalog."""
-    def handling(part: Mapping[str, Any]) -> Handling:
-        return Handling(severity=part["severity"], action=part["action"], drain=bool(part.get("drain", False)),
-                        meaning=part.get("meaning", ""), investigate=part.get("investigate", ""))
+    valid = cast(SxidsDoc, doc)  # the caller validated it against the section's schema
     entries = {e["code"]: SxidEntry(code=e["code"], name=e["name"], fatal=e["fatal"], meaning=e.get("meaning", ""),
-                                    source=e["source"]) for e in doc.get("codes") or ()}
-    return SxidCatalog(entries=entries, fatal=handling(doc["fatal"]), non_fatal=handling(doc["non_fatal"]),
-                       runbook=doc.get("runbook", "sxid"), source=doc.get("source", ""))
+                                    source=e["source"]) for e in valid.get("codes") or ()}
+    return SxidCatalog(entries=entries, fatal=Handling(**valid["fatal"]), non_fatal=Handling(**valid["non_fatal"]),
+                       runbook=valid.get("runbook", "sxid"), source=valid["source"])
 
 
 def merge_sxids(a: SxidCatalog | None, b: SxidCatalog) -> SxidCatalog:
@@ -139,5 +174,5 @@ DEFAULT_SXIDS = SxidCatalog(
     non_fatal=Handling("warning", "watch", False, "A non-fatal NVSwitch error.", "Watch for repeats."),
 )
 
-__all__ = ["DEFAULT_SXIDS", "Handling", "SxidCatalog", "SxidEntry", "SxidLine", "find_sxid", "merge_sxids",
+__all__ = ["DEFAULT_SXIDS", "Handling", "HandlingDoc", "SxidCodeDoc", "SxidsDoc", "SxidCatalog", "SxidEntry", "SxidLine", "find_sxid", "merge_sxids",
            "parse_sxid", "parse_sxid_catalog"]

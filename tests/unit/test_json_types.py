@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from alertd.core.json_types import arr, as_array, as_text, integers, member, obj, objects
+from alertd.core.json_types import arr, as_array, as_text, each, integers, member, obj, objects
 from alertd.core.model import Incident, Severity, Signal
 from alertd.receive.payload import BadPayload, parse_notification
 from alertd.remediation.model import Remediation
@@ -29,6 +29,11 @@ def test_obj_and_arr_name_where_the_value_was_not_what_was_expected() -> None:
         obj([], "a watch event")
     with pytest.raises(TypeError, match="items: expected a JSON array, got dict"):
         arr({}, "items")
+
+
+def test_each_reads_the_objects_of_an_array_in_order() -> None:
+    assert each(lambda o: o["a"], json.loads('[{"a": 1}, 2, null, "x", {"a": 3}]')) == (1, 3)
+    assert each(lambda o: o, None) == () and each(lambda o: o, {"a": 1}) == ()
 
 
 def test_absent_or_mistyped_members_read_as_empty() -> None:
