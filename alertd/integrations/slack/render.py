@@ -133,8 +133,8 @@ def gpu_label(g: dict[str, str]) -> str:
     return " · ".join(parts) or "GPU"
 
 
-def _silence(inc: Incident, now: datetime) -> tuple[SilenceFinding | None, bool]:
-    s = inc.findings.silence
+def _silence(found: Findings, now: datetime) -> tuple[SilenceFinding | None, bool]:
+    s = found.silence
     if s is None:
         return None, False
     ends = parse_iso(s.ends_at or None)
@@ -175,8 +175,8 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     links = _links(inc, ctx)
     if links:
         tail.append({"type": "context", "elements": [mrkdwn(" · ".join(links))]})
-    tail.extend(remediation_blocks(inc, ctx.installation_id))
-    buttons = action_buttons(inc, now, ctx.installation_id)
+    tail.extend(remediation_blocks(inc, ctx.installation_id, found))
+    buttons = action_buttons(inc, now, ctx.installation_id, found)
     if buttons:
         tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": list[JSONValue](buttons)})
     blocks.extend(_fit(_body(inc, found), MAX_BLOCKS - len(blocks) - len(tail)))
@@ -234,7 +234,7 @@ def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Findings) ->
     notes: list[str] = []
     if ctx.note:
         notes.append(f":arrow_down: {mrkdwn_escape(ctx.note)}")
-    silence, active = _silence(inc, now)
+    silence, active = _silence(found, now)
     if silence:
         until = _ts(parse_iso(silence.ends_at or None))
         who = mrkdwn_escape(silence.created_by)
@@ -323,7 +323,10 @@ def member_line(m: Member) -> str:
     return f"{icon} {name} {mrkdwn_escape(what)}{mrkdwn_escape(gpu + node)} since {since}{tail}{folded}"
 
 
-def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> list[JSONObject]:
+def action_buttons(inc: Incident, now: datetime, installation_id: str = "",
+                   found: Findings | None = None) -> list[JSONObject]:
+    """Acknowledge, resolve and silence (or unsilence); ``found``: the incident's findings, when the caller
+    has read them already."""
     if inc.status == CLOSED:
         return []
     out = []
@@ -332,7 +335,7 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> l
         out.append(_button("Acknowledge", ACTION_ACK, value, style="primary"))
     out.append(_button("Resolve", ACTION_RESOLVE, value, confirm=("Resolve this incident?",
                                                                     "It closes now, even if alerts still fire.")))
-    silence, active = _silence(inc, now)
+    silence, active = _silence(found or inc.findings, now)
     if silence and active:
         out.append(_button("Unsilence", ACTION_UNSILENCE, value))
     else:
@@ -341,9 +344,10 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "") -> l
     return out
 
 
-def remediation_blocks(inc: Incident, installation_id: str = "") -> list[JSONObject]:
-    """The remediation proposal waiting on the incident (annotation ``remediation``) and its buttons."""
-    rem = inc.findings.remediation
+def remediation_blocks(inc: Incident, installation_id: str = "", found: Findings | None = None) -> list[JSONObject]:
+    """The remediation proposal waiting on the incident (annotation ``remediation``) and its buttons;
+    ``found``: the incident's findings, when the caller has read them already."""
+    rem = (found or inc.findings).remediation
     if inc.status == CLOSED or rem is None or not rem.waiting:
         return []
     value = scoped(installation_id, inc.id)
