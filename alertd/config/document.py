@@ -1,6 +1,6 @@
 """The configuration file as config.schema.json admits it, once validated (alertd.config.settings._validated,
 the one place the document becomes typed). Sections parsed by other layers' settings that take plain
-JSON objects (notify, rma) stay JSON objects here."""
+JSON objects (notify) stay JSON objects here."""
 from __future__ import annotations
 
 from typing import TypedDict
@@ -10,6 +10,7 @@ from alertd.config.classify import ClassifyDoc
 from alertd.config.connections import ConnectionsDoc
 from alertd.core.json_types import JSONObject
 from alertd.enrich.settings import EnrichDoc, NodeIndexDoc
+from alertd.integrations.tickets import RmaDoc
 from alertd.report.settings import ReportDoc
 from alertd.sources.settings import SourcesDoc
 
@@ -126,7 +127,7 @@ class ConfigDoc(TypedDict, total=False):
     enrich: EnrichDoc
     report: ReportDoc
     sources: SourcesDoc
-    rma: JSONObject  # integrations/tickets.py reads it (config.schema.json validated it)
+    rma: RmaDoc
 
 
 __all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "HADoc", "LogDoc", "NormalizeDoc", "ProcessingDoc",

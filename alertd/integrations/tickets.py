@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Mapping, Protocol
+from typing import Protocol, TypedDict
 
 from alertd.core.durations import parse_duration
 from alertd.core.tickets import RmaEvidence, TicketLink
@@ -51,6 +51,31 @@ class TicketSystem(Protocol):
     async def close(self) -> None: ...
 
 
+class JiraDoc(TypedDict, total=False):
+    """``rma.jira`` (config.schema.json; url, email, api_token and project required)."""
+
+    url: str
+    email: str
+    api_token: str
+    project: str
+    issue_type: str
+    labels: list[str]
+
+
+class RmaWebhookDoc(TypedDict, total=False):
+    """``rma.webhook`` (config.schema.json; url and signing_secret required)."""
+
+    url: str
+    signing_secret: str
+    headers: dict[str, str]
+
+
+class RmaDoc(TypedDict, total=False):
+    jira: JiraDoc
+    webhook: RmaWebhookDoc
+    timeout: str
+
+
 @dataclass(frozen=True, slots=True)
 class JiraSettings:
     url: str  # https://your-site.atlassian.net
@@ -81,7 +106,8 @@ class RmaSettings:
         return self.jira is not None or self.webhook is not None
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None) -> "RmaSettings":
+    def from_doc(cls, doc: "RmaDoc | None") -> "RmaSettings":
+        """The ``rma`` section of the configuration, valid by config.schema.json."""
         doc = doc or {}
         jira, hook = doc.get("jira"), doc.get("webhook")
         return cls(
@@ -93,4 +119,4 @@ class RmaSettings:
             timeout=parse_duration(doc.get("timeout", "10s")).total_seconds())
 
 
-__all__ = ["JiraSettings", "RmaSettings", "RmaWebhookSettings", "TicketError", "TicketSystem", "worth_retrying"]
+__all__ = ["JiraDoc", "JiraSettings", "RmaDoc", "RmaSettings", "RmaWebhookDoc", "RmaWebhookSettings", "TicketError", "TicketSystem", "worth_retrying"]

@@ -1,5 +1,6 @@
-"""The enrich section's TypedDicts (alertd/enrich/settings.py) name exactly the members its schemas admit, so a
-member added to enrich.schema.json (or to config.schema.json's normalize.kubernetes) is read through a typed key."""
+"""The TypedDicts of configuration sections parsed beside their layer (alertd/enrich/settings.py, the rma section
+in alertd/integrations/tickets.py) name exactly the members their schemas admit, so a member added to
+enrich.schema.json or config.schema.json is read through a typed key."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from alertd.enrich import settings as s
+from alertd.integrations import tickets
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "alertd" / "schemas"
 ENRICH = json.loads((SCHEMAS / "enrich.schema.json").read_text())
@@ -27,6 +29,9 @@ CASES = [
     (KUBE["properties"]["jobs"], s.JobCostDoc),
     (ENRICH["$defs"]["job_cost"], s.CostModelDoc),
     (CONFIG["properties"]["normalize"]["properties"]["kubernetes"], s.NodeIndexDoc),
+    (CONFIG["properties"]["rma"], tickets.RmaDoc),
+    (CONFIG["properties"]["rma"]["properties"]["jira"], tickets.JiraDoc),
+    (CONFIG["properties"]["rma"]["properties"]["webhook"], tickets.RmaWebhookDoc),
 ]
 
 
