@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -45,9 +46,13 @@ def cluster(kube_apiserver):  # noqa: F811
     for crd in crds:
         done = kube_apiserver.kubectl("apply", "--server-side", "-f", str(crd))
         assert done.returncode == 0, done.stderr
-    done = kube_apiserver.kubectl("wait", "--for", "condition=established", "--timeout=60s",
-                                  "crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
-    assert done.returncode == 0, done.stderr
+    # kubectl wait gives up at once ("accessor error: <nil>") while a new CRD has no status.conditions yet
+    deadline = time.monotonic() + 60
+    while (done := kube_apiserver.kubectl("wait", "--for", "condition=established", "--timeout=60s",
+                                          "crd/servicemonitors.monitoring.coreos.com",
+                                          "crd/prometheusrules.monitoring.coreos.com")).returncode != 0:
+        assert "accessor error" in done.stderr and time.monotonic() < deadline, done.stderr
+        time.sleep(0.2)
     return kube_apiserver
 
 
