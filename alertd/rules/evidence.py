@@ -15,6 +15,7 @@ from alertd.core.matchers import Matcher, match_all
 from alertd.core.model import Alert
 from alertd.core.regex import Regex, RegexError
 from alertd.core.yamlio import Path_
+from alertd.gpu.nvrm import other_driver
 from alertd.promql.expr import ExprFacts, Selector, facts_of_url
 from alertd.rules.checker import Checker
 
@@ -137,7 +138,8 @@ def by_labels(alert: Alert, rules: EvidenceRules) -> Found | None:
 
 
 def xid_in_text(alert: Alert, rules: EvidenceRules) -> tuple[int, str] | None:
-    """(code, "annotation <field> '<snippet>'") of the first Xid code in the annotation text."""
+    """(code, "annotation <field> '<snippet>'") of the first Xid code in the annotation text; never one a
+    kernel line of another vendor's device prints (a network card's "XID 541" is its chip version)."""
     return _code_in_text(alert, rules.text_fields, rules.xid_patterns, "xid")
 
 
@@ -152,8 +154,9 @@ def _code_in_text(alert: Alert, fields: tuple[str, ...], patterns: tuple[Regex, 
         text = alert.annotations.get(name)
         if not text:
             continue
+        lines = [ln for ln in text.splitlines() if not other_driver(ln)] if "XID" in text.upper() else [text]
         for pattern in patterns:
-            for m in pattern.finditer(text):
+            for m in (found for line in lines for found in pattern.finditer(line)):
                 code = int(m.group(group))
                 if code > 0:
                     return code, f"annotation {name} {m.group(0).strip()!r}"
