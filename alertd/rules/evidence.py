@@ -104,12 +104,15 @@ class Found:
 
 
 def by_expression(facts: ExprFacts | None, rules: EvidenceRules) -> Found | None:
-    if facts is None or not facts.selectors:
+    """The first entry matching a selector the alert's value comes from; else one matching a condition the
+    expression adds with `and` (a hot GPU `and` little power: the temperature says what is wrong)."""
+    if facts is None:
         return None
-    for rule in rules.expressions:
-        for sel in facts.selectors:
-            if rule.matches_selector(sel):
-                return Found("expression", f"metric {sel.metric} in {sel.describe()}", rule)
+    for selectors, role in ((facts.selectors, ""), (facts.conditions, " (a condition after `and`)")):
+        for rule in rules.expressions:
+            for sel in selectors:
+                if rule.matches_selector(sel):
+                    return Found("expression", f"metric {sel.metric} in {sel.describe()}{role}", rule)
     return None
 
 
