@@ -55,6 +55,8 @@ DETAIL_TITLES = {
     "pcie_replay": "GPU PCIe replays: the link retransmits",
     "pcie_link": "GPU PCIe link degraded (width or generation)",
     "diagnostics": "GPU diagnostics failed (DCGM)",
+    "telemetry_frozen": "GPU telemetry frozen: its readings stopped changing",
+    "driver_slow": "GPU driver slow: nvidia-smi answers late",
 }
 # Details whose title the alert's summary gives, because it counts something ("GPU unusable: 12 GPU pods
 # rejected on a Ready node", alertd/sources/admission.py).

@@ -8,6 +8,7 @@ and label values come from whoever can send a webhook, so matching must stay lin
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Protocol, TypedDict
 
@@ -55,6 +56,7 @@ class GpuLooking:
 
 
 TEXT_FIELDS = ("summary", "description", "message")
+_FRACTION = re.compile(r"\.0*[1-9][0-9]*\s*$")  # "50.67": a count or a rate, never a code ("79.0" is one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +163,7 @@ def _code_in_text(alert: Alert, fields: tuple[str, ...], patterns: tuple[Regex, 
         for pattern in patterns:
             for m in (found for line in lines for found in pattern.finditer(line)):
                 code = int(m.group(group))
-                if code > 0:
+                if code > 0 and not _FRACTION.search(m.group(0) or ""):
                     return code, f"annotation {name} {m.group(0).strip()!r}"
     return None
 
