@@ -1,6 +1,7 @@
 """The GPU rule corpus (tests/fixtures/gpu-rule-corpus), rendered by promtool and read by alertd: per exporter,
 GPU rules classified right, alerts on a wrong node, node-less rules and whether `check` names them, warnings on
-rules the site declared not GPU health, rules `check` and `explain` read alike. Prints a markdown table (docs/rules.md); --rules lists every rule.
+rules the site declared not GPU health, rules `check` and `explain` read alike. Prints a markdown table
+(docs/rules.md); --rules lists every rule, and what each command read where they differ.
 
     python bench/rule_corpus.py [--rules]
 """

@@ -259,5 +259,5 @@ def pci_to_uuid(messages: Iterable[str], gpus: Iterable[Mapping[str, str]] = ())
     return out
 
 
-__all__ = ["XidLine", "fallen_at", "line_xids", "lost_gpu_address", "message_xid", "other_driver", "parse_gpu_at", "parse_xid",
-           "pci_to_uuid", "split_lines", "text_xid"]
+__all__ = ["XidLine", "fallen_at", "line_xids", "lost_gpu_address", "message_xid", "other_driver", "parse_gpu_at",
+           "parse_xid", "pci_to_uuid", "split_lines", "text_xid"]

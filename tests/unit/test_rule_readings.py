@@ -88,3 +88,10 @@ def test_the_right_of_and_is_a_condition_and_the_right_of_unless_is_not_read() -
     rendered = {"labels": {"alertname": "GpuIdle", **H100, "gpu": "1"}, "annotations": {}}
     idle = webhook_alert({"expr": "DCGM_FI_DEV_GPU_UTIL < 5 unless DCGM_FI_DEV_XID_ERRORS > 0"}, rendered, 1)
     assert explain.explain(idle, RULES, NCFG).decision.signal.kind == "other"
+
+
+def test_a_gpu_idle_for_hours_is_no_frozen_telemetry() -> None:
+    """Utilization reads 0 all along on an idle GPU: flat utilization is no sign its readings froze."""
+    rendered = {"labels": {"alertname": "GpuIdle", **H100, "gpu": "1"}, "annotations": {}}
+    idle = webhook_alert({"expr": "stddev_over_time(DCGM_FI_DEV_GPU_UTIL[1h]) == 0"}, rendered, 1)
+    assert explain.explain(idle, RULES, NCFG).decision.signal.detail != "telemetry_frozen"
