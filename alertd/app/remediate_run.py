@@ -17,6 +17,7 @@ from alertd.core.model import iso
 from alertd.remediation.kube import ApiError, KubeRemediator
 from alertd.remediation.model import DONE, FAILED, UNCORDON, Remediation
 from alertd.rules.remediation import CORDONING, DRAINING, HANDING_OFF, RemediationPolicy
+from alertd.core.words import counted
 
 
 async def execute(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediation, stopped: Callable[[], bool],
@@ -63,7 +64,7 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
         if rem.dry_run:
             evict = [p for p in rem.blast.get("podList") or [] if p.get("evict") and p.get("node") == node]
             out.append({"node": node, "step": "drain", "ok": True,
-                        "result": f"dry run: would evict {len(evict)} pods"})
+                        "result": f"dry run: would evict {counted(len(evict), 'pod')}"})
         else:
             deadline = monotonic() + policy.drain_timeout.total_seconds()
             pods = await kube.drain(node, rem.action, grace=policy.grace_period, deadline=deadline, clock=monotonic,

@@ -28,6 +28,7 @@ from alertd.receive.payload import BadPayload, Notification, parse_notification,
 from alertd.rules.ruleset import RuleSet
 
 from alertd.authoring.virtual import VirtualRun, build_router
+from alertd.core.words import counted
 
 
 @dataclass(slots=True)
@@ -169,7 +170,7 @@ def as_json(res: ReplayResult) -> JSONObject:
 
 def print_text(res: ReplayResult, out: TextIO) -> None:
     run = res.run
-    print(f"replayed {res.webhooks} webhooks ({run.received} alerts, {run.duplicates} redelivered) "
+    print(f"replayed {counted(res.webhooks, 'webhook')} ({counted(run.received, 'alert')}, {run.duplicates} redelivered) "
           f"from {_short(res.first).strip()} to {_short(res.last).strip()} UTC; clock stopped at {_short(res.end).strip()}",
           file=out)
     for p in res.rejected:

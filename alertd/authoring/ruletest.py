@@ -30,6 +30,7 @@ from alertd.authoring.ruletest_docs import (DefaultsDoc, ExpectationDoc, Inciden
                                            TestDoc, Value)
 from alertd.authoring.virtual import VirtualRun, build_router, has_routing, load_rule_set
 from alertd.core.json_types import JSONObject, JSONValue, as_array
+from alertd.core.words import counted
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 ROUTING_FIELDS = ("notified", "muted", "receivers")
@@ -188,7 +189,7 @@ def compare(run: VirtualRun, exp: ExpectationDoc) -> list[str]:
     actual = list(run.incidents.values())
     lines: list[str] = []
     if "count" in exp and exp["count"] != len(actual):
-        lines.append(f"count: expected {exp['count']} incidents, got {len(actual)}")
+        lines.append(f"count: expected {counted(exp['count'], 'incident')}, got {len(actual)}")
     if "open" in exp and exp["open"] != len(run.open_incidents()):
         lines.append(f"open: expected {exp['open']} open incidents, got {len(run.open_incidents())}")
     specs = exp.get("incidents")

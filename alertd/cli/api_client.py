@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 from alertd.core.json_types import JSONObject, as_array, member, objects
 from alertd.core.incident_filters import FILTER_NAMES, INCIDENT_FILTERS
+from alertd.core.words import counted
 
 DEFAULT_URL = "http://127.0.0.1:9095"
 MAX_PAGES = 100  # --all follows at most this many pages
@@ -134,7 +135,7 @@ def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
     if args.output == "json":
         out.write(json.dumps({"incidents": rows, "next": cursor}, indent=2) + "\n")
         return 0
-    table([[ident, i["status"], i["severity"], i.get("node") or f"{len(as_array(i.get('nodes')))} nodes",
+    table([[ident, i["status"], i["severity"], i.get("node") or counted(len(as_array(i.get('nodes'))), "node"),
             ",".join(map(str, as_array(i.get("xids")))), str(i["openedAt"])[:19].replace("T", " "), i["title"]]
            for ident, i in as_tree(rows)],
           ["ID", "STATUS", "SEVERITY", "NODE", "XIDS", "OPENED", "TITLE"], out)
@@ -202,7 +203,7 @@ def gpus(args: argparse.Namespace, out: TextIO) -> int:
                   + (f": {', '.join(state['openIncidents'])}" if state["openIncidents"] else "") + "\n")
         out.write("  nodes:\n")
         for s in data["nodes"]:
-            out.write(f"    {s['node']:20} {s['first'][:19]} .. {s['last'][:19]}  {s['incidents']} incidents\n")
+            out.write(f"    {s['node']:20} {s['first'][:19]} .. {s['last'][:19]}  {counted(s['incidents'], 'incident')}\n")
         out.write("  incidents:\n")
         table([[r["incident"], r["status"], r["node"], ",".join(map(str, r["xids"])), r["openedAt"][:19], r["title"]]
                for r in data["incidents"]], ["    ID", "STATUS", "NODE", "XIDS", "OPENED", "TITLE"], out)

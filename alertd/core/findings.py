@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 from alertd.core.json_types import (JSONObject, JSONValue, as_object, each, integer, number, objects, optional_integer,
                                     optional_text, string_map, strings, text)
 from alertd.core.kube_findings import KubeNode, NodeEvent, Pod
+from alertd.core.words import counted
 
 # Annotation keys (documented in docs/enrichment.md).
 LOG_EVIDENCE = "log_evidence"
@@ -103,9 +104,9 @@ class Owner:
         if self.channel:
             parts.append(self.channel)
         if self.pods:
-            size = f"{self.pods} pod{'s' if self.pods != 1 else ''}"
+            size = counted(self.pods, "pod")
             if self.gpus:
-                size += f", {self.gpus} GPUs"
+                size += f", {counted(self.gpus, 'GPU')}"
             parts.append(size)
         return " · ".join(parts) or ", ".join(f"{k}: {v}" for k, v in self.labels) or "?"
 
@@ -170,7 +171,7 @@ def jobs_line(jobs: Iterable[Job], limit: int = 2) -> str:
     parts = []
     for j in ranked[:limit]:
         who = ", ".join(x for x in (f"owner {j.owner}" if j.owner else "", f"team {j.team}" if j.team else "") if x)
-        parts.append(f"{j.kind} {j.namespace}/{j.name}: {j.gpus} GPUs on {j.nodes} nodes" + (f" ({who})" if who else ""))
+        parts.append(f"{j.kind} {j.namespace}/{j.name}: {counted(j.gpus, 'GPU')} on {counted(j.nodes, 'node')}" + (f" ({who})" if who else ""))
     more = f" and {len(ranked) - limit} more" if len(ranked) > limit else ""
     return "; ".join(parts) + more + f" ≈ {gpu_hours_lost(ranked):,.1f} GPU-hours lost"
 

@@ -20,6 +20,7 @@ from alertd.gpu.sxid import SxidLine, find_sxid
 from alertd.core.matchers import match_all
 from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
 from alertd.core.states import SEVERITY_ALIASES
+from alertd.engine.identity import nvrm_line
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
 from alertd.promql.xidvalue import value_is_code
@@ -54,6 +55,8 @@ DETAIL_TITLES = {
     "pcie_replay": "GPU PCIe replays: the link retransmits",
     "pcie_link": "GPU PCIe link degraded (width or generation)",
     "diagnostics": "GPU diagnostics failed (DCGM)",
+    "telemetry_frozen": "GPU telemetry frozen: its readings stopped changing",
+    "driver_slow": "GPU driver slow: nvidia-smi answers late",
 }
 # Details whose title the alert's summary gives, because it counts something ("GPU unusable: 12 GPU pods
 # rejected on a Ready node", alertd/sources/admission.py).
@@ -121,6 +124,8 @@ def classify_explained(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> C
         text_xid = xid_in_text(alert, ev)
         if text_xid is not None:
             found = Found("annotation", text_xid[1])
+    if found is None:
+        found = _kernel_report(alert, ncfg)
     expr_error = facts.error if facts is not None else ""
     if found is None:
         return Classification(_other(alert), expr_error=expr_error, gpu_looking=gpu_looking(alert, ev))
@@ -164,6 +169,17 @@ def _xid_code(alert: Alert, ncfg: NormalizeConfig, rules: RuleSet,
     if found is None and alert.generator_url and value_is_code(facts_of_url(alert.generator_url)):
         found = value_in_text(alert, rules.evidence)  # "VALUE = 79" of an expression whose value is the code
     return (found[0], found[1]) if found else (None, "")
+
+
+def _kernel_report(alert: Alert, ncfg: NormalizeConfig) -> Found | None:
+    """A log alert carrying the driver's report of an Xid in a form no text pattern reads (a lost-GPU record,
+    whole or in parts, the older "GPU at ... has fallen off the bus" line)."""
+    line = nvrm_line(alert.labels, alert.annotations, ncfg.log_line_fields)
+    if line is None:
+        return None
+    found, where = line
+    gpu = f" of GPU {found.pci}" if found.pci else ""
+    return Found(where.split(" ")[0], f"{where}: the kernel's report of Xid {found.xid}{gpu} ({found.text})")
 
 
 def _sxid_line(alert: Alert, ev: EvidenceRules) -> tuple[SxidLine, tuple[str, str]] | None:

@@ -5,6 +5,7 @@ the HTTP receiver, in ``alertd replay`` and in rule unit tests.
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -38,6 +39,7 @@ from alertd.core.model import (
 from alertd.core.response_marks import REPAIR_FAILED, RESPONSE, flagged, is_response
 from alertd.core.tickets import TicketLink
 from alertd.rules.ruleset import CorrelationRules, GroupRule
+from alertd.core.words import counted
 
 PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
@@ -332,7 +334,7 @@ class Correlator:
         fps.append(fingerprint)
         if len(fps) == 2:
             last.data["first"] = last.text
-        last.text = f"{len(fps)} alerts joined, first {as_text(last.data.get('first'))}"
+        last.text = f"{counted(len(fps), 'alert')} joined, first {as_text(last.data.get('first'))}"
         if fingerprint not in change.members:
             change.members.append(fingerprint)
         return True
@@ -446,7 +448,8 @@ class Correlator:
         # By index; a GPU known only from a kernel line's PCI address (a log alert) by that address.
         single = len(inc.gpus) == 1 and (inc.gpus[0].get("index") or inc.gpus[0].get("pci_bus_id"))
         gpu = f" GPU {single}" if single else ""
-        inc.title = f"{primary.title} on {where}{gpu}" if where else primary.title
+        named = where and re.search(rf"(?<![\w.-]){re.escape(where)}(?![\w-]|\.\w)", primary.title)
+        inc.title = f"{primary.title} on {where}{gpu}" if where and not named else primary.title  # its own text's host
 
     def record(self, inc: Incident, event: Event, *, member: str = "", urgent: bool = False) -> None:
         change = self._changes.get(inc.id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from alertd.core.json_types import JSONValue, as_object, integer, strings
 from alertd.core.model import Incident, Signal
+from alertd.core.words import counted
 
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
 COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
@@ -74,11 +75,11 @@ def fleet_title(fleet: Incident) -> str:
     parts = [f"{_label(k)} on {n}" for k, n in ranked if k != main and k not in RESPONSES
              and not (k == "metrics_missing" and counts.get("rebooting") == n)][:3]
     if shown != total:
-        parts.append(f"{total} nodes in all")
+        parts.append(f"{counted(total, 'node')} in all")
     done = [f"{RESPONSES[k]} {counts[k]}" for k in RESPONSES if counts.get(k) and k != main]
     if done:
         parts.append(", ".join(done))
-    return f"{primary.title} on {shown} nodes in {where}" + (f" ({'; '.join(parts)})" if parts else "")
+    return f"{primary.title} on {counted(shown, 'node')} in {where}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def uncount_signals(fleet: Incident, child: Incident) -> None:

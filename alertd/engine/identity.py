@@ -33,7 +33,7 @@ from functools import lru_cache
 from typing import Mapping, Protocol
 
 from alertd.engine.plausible import WEAK_LABELS, refusal
-from alertd.gpu.nvrm import XidLine, parse_xid, split_lines
+from alertd.gpu.nvrm import XidLine, parse_gpu_at, split_lines, text_xid
 
 # DaemonSet pods of NVIDIA's Helm chart (dcgm-exporter-x7k2p), of the GPU Operator
 # (nvidia-dcgm-exporter-x7k2p) and of releases named otherwise (<release>-dcgm-exporter-x7k2p).
@@ -270,21 +270,31 @@ def _first(labels: Mapping[str, str], names: tuple[str, ...]) -> str:
 
 def nvrm_line(labels: Mapping[str, str], annotations: Mapping[str, str],
               fields: tuple[str, ...]) -> tuple[XidLine, str] | None:
-    """The first ``NVRM: Xid`` report in the alert's text (annotations first, then labels of those names),
-    and where it was ("annotation description")."""
+    """The first Xid report of the kernel in the alert's text (annotations first, then labels of those names):
+    an ``NVRM: Xid`` line or a lost-GPU report (alertd/gpu/nvrm.py's text_xid), and where it was
+    ("annotation description")."""
     for kind, source in (("annotation", annotations), ("label", labels)):
         for name in fields:
             text = source.get(name, "")
-            found = _xid_line_in(text) if "NVRM" in text else None
+            found = text_xid(text) if "NVRM" in text else None
             if found is not None:
                 return found, f"{kind} {name}"
     return None
 
 
-@lru_cache(maxsize=4096)  # a log alert's text repeats at every delivery, and subject and Xid code both read it
-def _xid_line_in(text: str) -> XidLine | None:
-    return next((found for part in split_lines(text) if (found := parse_xid(part)) is not None), None)
+def gpu_at_line(labels: Mapping[str, str], annotations: Mapping[str, str],
+                fields: tuple[str, ...]) -> tuple[str, str] | None:
+    """(PCI address, GPU UUID) of the driver's ``NVRM: GPU at PCI:0000:3b:00: GPU-<uuid>`` line in the alert's
+    text (annotations first, then labels of those names): a log alert's GPU by its UUID."""
+    for source in (annotations, labels):
+        for name in fields:
+            text = source.get(name, "")
+            found = next((at for part in split_lines(text) if (at := parse_gpu_at(part))), None) \
+                if "GPU at" in text else None
+            if found is not None:
+                return found
+    return None
 
 
 __all__ = ["EXPORTER_POD_PATTERN", "IdentitySettings", "NodeFound", "NodeLookup", "Pointer", "exporter_pod",
-           "find_node", "is_exporter_pod", "nvrm_line", "pointers", "strip_port", "workload"]
+           "find_node", "gpu_at_line", "is_exporter_pod", "nvrm_line", "pointers", "strip_port", "workload"]

@@ -23,6 +23,7 @@ from typing import Iterable, Protocol, Sequence
 from alertd.core.model import SEVERITY_RANK, Incident, Member, as_severity
 from alertd.core.verdict import HistoryVerdict, action_text, ladder_action, ladder_rank
 from alertd.rules.history import LEMON_NODE, REPAIR_NOT_HELD, REPEAT_OFFENDER, HistoryRule
+from alertd.core.words import counted
 
 NEVER_FAULT = frozenset({"node_cordoned", "other", "watchdog"})  # what a repair shows, not a fault
 
@@ -192,7 +193,7 @@ def _lemon(rule: HistoryRule, inc: Incident, history: History, now: datetime, wa
     if len(done) < rule.count:
         return None
     ids = tuple(dict.fromkeys(r.incident for r in done))
-    head = f"node {inc.node} remediated {len(done)} times in {window_words(rule.window)}: contact support"
+    head = f"node {inc.node} remediated {counted(len(done), 'time')} in {window_words(rule.window)}: contact support"
     return _verdict(rule, inc, head, ids, was, inc.node)
 
 
@@ -245,17 +246,17 @@ def window_words(span: timedelta) -> str:
         return f"{span.days} days"
     hours = span.total_seconds() / 3600
     if hours == int(hours) and hours >= 1:
-        return f"{int(hours)} hours" if hours != 1 else "1 hour"
-    return f"{int(span.total_seconds() // 60)} minutes"
+        return counted(int(hours), "hour")
+    return counted(int(span.total_seconds() // 60), "minute")
 
 
 def span_words(span: timedelta) -> str:
     """How long after: "3 hours", "2 days"."""
     if span >= timedelta(days=2):
-        return f"{span.days} days"
+        return counted(span.days, "day")
     if span >= timedelta(hours=2):
-        return f"{int(span.total_seconds() // 3600)} hours"
-    return f"{max(1, int(span.total_seconds() // 60))} minutes"
+        return counted(int(span.total_seconds() // 3600), "hour")
+    return counted(max(1, int(span.total_seconds() // 60)), "minute")
 
 
 VERDICT_EVENT = "verdict"  # the timeline event that tells of a new verdict (routing: shown, never paged again)

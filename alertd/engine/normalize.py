@@ -14,6 +14,7 @@ from alertd.engine.identity import (
     LOG_LINE_FIELDS,
     NodeLookup,
     find_node,
+    gpu_at_line,
     nvrm_line,
     strip_port,
     workload,
@@ -64,6 +65,9 @@ def _gpu(labels: dict[str, str], annotations: Mapping[str, str], cfg: NormalizeC
     if not pci:
         line = nvrm_line(labels, annotations, cfg.log_line_fields)
         pci = line[0].pci if line is not None else ""
+    if not uuid:  # a log alert's "NVRM: GPU at PCI:...: GPU-<uuid>" line, when it names the same GPU (or none other)
+        at = gpu_at_line(labels, annotations, cfg.log_line_fields)
+        uuid, pci = (at[1], at[0]) if at is not None and pci in ("", at[0]) else (uuid, pci)
     if not (uuid or index or pci):
         return None
     return GPU(uuid=intern(uuid), index=intern(index), pci_bus_id=intern(pci), model=intern(labels.get("modelName", "")),

@@ -19,6 +19,7 @@ from alertd.core.model import Signal
 from alertd.enrich.kube_owners import owners_of
 from alertd.enrich.log_evidence import cap_evidence
 from alertd.enrich.settings import EnrichSettings
+from alertd.core.words import counted
 
 
 @dataclass(slots=True)
@@ -93,7 +94,7 @@ def _failure(failures: list[str], nodes: int, *, each: bool) -> str | None:
     """The reason a source is unavailable; ``each``: the first failure as it is, else the last with a count."""
     if not failures:
         return None
-    return failures[0] if each else f"{failures[-1]} ({len(failures)} of {nodes} nodes)"
+    return failures[0] if each else f"{failures[-1]} ({len(failures)} of {counted(nodes, 'node')})"
 
 
 def _evidence_text(entries: list[EvidenceLine]) -> str:

@@ -18,7 +18,14 @@ it into three messages)::
     NVRM: (PCI ID: 10de:26b5) installed in this system has
     NVRM: fallen off the bus and is not responding to commands.
 
-That is the fault Xid 79 names, and it is read as Xid 79 (:func:`line_xids`).
+That is the fault Xid 79 names, and it is read as Xid 79, as is the one-line form
+older drivers print (after their Xid 79 line, or alone)::
+
+    NVRM: GPU at 0000:01:00.0 has fallen off the bus.
+
+:func:`message_xid` reads what one message says by itself, for kernel-log
+evidence (:func:`line_xids`, which also joins split reports) and log alerts
+(:func:`text_xid`) alike.
 
 PCI addresses are normalised with :func:`alertd.gpu.pci.normalize_pci`, so
 they compare equal to dcgm-exporter's ``pci_bus_id`` labels.
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Iterable, Mapping
 
 from alertd.gpu.pci import PCI_ADDRESS, normalize_pci
@@ -45,6 +53,7 @@ _GPU_AT = re.compile(
 )
 
 
+_FALLEN_AT = re.compile(r"NVRM:\s+GPU\s+at\s+(?:PCI:)?(?P<pci>" + PCI_ADDRESS + r")\s+has\s+fallen\s+off\s+the\s+bus")
 _LOST_GPU = re.compile(r"NVRM:\s+The NVIDIA GPU\s+(?:PCI:)?(?P<pci>" + PCI_ADDRESS + r")(?![0-9a-fA-F:.])")
 FALLEN_OFF = "fallen off the bus"
 XID_FALLEN_OFF = 79  # what the driver's Xid line says for the same fault
@@ -113,6 +122,56 @@ def lost_gpu_address(line: str) -> str | None:
     return normalize_pci(m.group("pci")) if m is not None else None
 
 
+def fallen_at(line: str) -> XidLine | None:
+    """``NVRM: GPU at 0000:01:00.0 has fallen off the bus.`` (older drivers) -> Xid 79 of that GPU."""
+    if FALLEN_OFF not in line:
+        return None
+    m = _FALLEN_AT.search(line)
+    return _lost_gpu(normalize_pci(m.group("pci"))) if m is not None else None
+
+
+def message_xid(parts: list[str]) -> XidLine | None:
+    """The Xid one message reports by itself (its lines, :func:`split_lines`): an ``NVRM: Xid`` line first,
+    then the one-line lost-GPU form of older drivers, then a lost-GPU report kept whole in it."""
+    for read in (parse_xid, fallen_at):
+        found = next((xid for part in parts if (xid := read(part)) is not None), None)
+        if found is not None:
+            return found
+    pci = next((address for part in parts if (address := lost_gpu_address(part)) is not None), None)
+    return _lost_gpu(pci) if pci is not None and any(FALLEN_OFF in part for part in parts) else None
+
+
+# A device driver's kernel line: the driver, the device's PCI address, the interface for a network card, then
+# the message (dev_printk, netdev_printk): "r8169 0000:02:00.0 eth0: RTL8168h/8111h, 00:e0:4c:68:00:01, XID 541,
+# IRQ 127" (the Realtek chip's version, which the driver prints as "XID").
+_DEVICE_LINE = re.compile(r"(?:^|[\s\]])(?P<driver>[A-Za-z][\w-]*)\s+(?:PCI:)?" + PCI_ADDRESS + r"(?::|\s+[\w.-]+:)\s")
+
+
+def other_driver(line: str) -> str:
+    """The driver of another vendor's device whose kernel line this is ("r8169"), "" for NVIDIA's lines and
+    lines naming no device: an "XID" such a line prints is no NVIDIA Xid."""
+    if "NVRM" in line:
+        return ""
+    m = _DEVICE_LINE.search(line)
+    driver = m.group("driver") if m is not None else ""
+    return "" if driver.lower().startswith("nvidia") else driver
+
+
+_LONE_FALLEN_OFF = re.compile(r"NVRM:\s+fallen\s+off\s+the\s+bus")
+
+
+@lru_cache(maxsize=4096)  # a log alert's text repeats at every delivery, and subject and Xid code both read it
+def text_xid(text: str) -> XidLine | None:
+    """The Xid a log alert's text reports (one message: a line, or several). A lost-GPU report a log
+    pipeline split into one alert per line names its fault only in its last part: that part alone is
+    Xid 79 of a GPU it does not name (the address is in another alert)."""
+    parts = split_lines(text)
+    found = message_xid(parts)
+    if found is None and any(_LONE_FALLEN_OFF.search(part) for part in parts):
+        return _lost_gpu("")
+    return found
+
+
 def _lost_gpu(pci: str) -> XidLine:
     """A lost-GPU report without an Xid line, as the Xid 79 the same fault is reported as."""
     return XidLine(XID_FALLEN_OFF, pci, text=FALLEN_OFF)
@@ -150,8 +209,7 @@ def line_xids(messages: Iterable[tuple[str, str]]) -> list[XidLine | None]:
     out: list[XidLine | None] = []
     for number, (host, message) in enumerate(messages):
         parts = split_lines(message)
-        own = next((xid for part in parts if (xid := parse_xid(part)) is not None), None)
-        out.append(own or _lost_gpu_part(parts, host, number, runs, out))
+        out.append(message_xid(parts) or _lost_gpu_part(parts, host, number, runs, out))
     for run in runs.values():
         run.resolve(out)
     return out
@@ -159,11 +217,9 @@ def line_xids(messages: Iterable[tuple[str, str]]) -> list[XidLine | None]:
 
 def _lost_gpu_part(parts: list[str], host: str, number: int, runs: dict[str, _SplitRun],
                    out: list[XidLine | None]) -> XidLine | None:
-    """A whole lost-GPU report; or a part of a split one, kept in its host's run (None until the run ends)."""
+    """A part of a split lost-GPU report, kept in its host's run (None until the run ends)."""
     fallen = any(FALLEN_OFF in part for part in parts)
     pci = next((found for part in parts if (found := lost_gpu_address(part)) is not None), None)
-    if pci is not None and fallen:
-        return _lost_gpu(pci)
     if pci is None and not fallen and not any(LOST_GPU_MIDDLE in part for part in parts):
         return None
     run = runs.get(host)
@@ -203,4 +259,5 @@ def pci_to_uuid(messages: Iterable[str], gpus: Iterable[Mapping[str, str]] = ())
     return out
 
 
-__all__ = ["XidLine", "parse_xid", "parse_gpu_at", "pci_to_uuid", "split_lines", "line_xids", "lost_gpu_address"]
+__all__ = ["XidLine", "fallen_at", "line_xids", "lost_gpu_address", "message_xid", "other_driver", "parse_gpu_at",
+           "parse_xid", "pci_to_uuid", "split_lines", "text_xid"]

@@ -19,8 +19,10 @@ from urllib.parse import parse_qs, urlsplit
 import promql_parser as pp
 
 COMPARISONS = frozenset({"==", "!=", ">", "<", ">=", "<="})
-# Right-hand sides of these only filter the left-hand side: they are not what the alert is about.
-FILTERS = frozenset({"and", "unless"})
+# The right-hand side of `and` is a condition the alert also needs (a hot GPU `and` one drawing little power):
+# read after the left-hand side. The right-hand side of `unless` says when the alert does not fire: never
+# what it is about.
+CONDITION, EXCLUSION = "and", "unless"
 CACHE_SIZE = 4096
 
 
@@ -48,8 +50,9 @@ class Selector:
 @dataclass(frozen=True, slots=True)
 class ExprFacts:
     expr: str
-    selectors: tuple[Selector, ...] = ()
+    selectors: tuple[Selector, ...] = ()  # what the alert's value comes from
     error: str = ""  # why the expression could not be parsed
+    conditions: tuple[Selector, ...] = ()  # right-hand sides of `and`: what must hold too
 
 
 def expr_of_url(url: str) -> str:
@@ -147,11 +150,12 @@ def facts_of_expr(expr: str) -> ExprFacts:
     except (ValueError, TypeError) as exc:  # promql-parser raises ValueError with the parser's message
         return ExprFacts(expr=expr, error=str(exc).strip() or "invalid PromQL")
     out: list[Selector] = []
+    conditions: list[Selector] = []
     try:
-        _walk(tree, (), "", out)
+        _walk(tree, (), "", out, conditions)
     except RecursionError:  # thousands of nested parentheses or operators: read nothing rather than fail the alert
         return ExprFacts(expr=expr, error="expression nested too deeply to read")
-    return ExprFacts(expr=expr, selectors=tuple(out))
+    return ExprFacts(expr=expr, selectors=tuple(out), conditions=tuple(conditions))
 
 
 def _number(node: object) -> str | None:
@@ -169,29 +173,31 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(value)
 
 
-def _walk(node: object, inside: tuple[str, ...], compare: str, out: list[Selector]) -> None:
+def _walk(node: object, inside: tuple[str, ...], compare: str, out: list[Selector], conds: list[Selector]) -> None:
     if isinstance(node, pp.VectorSelector):
         out.extend(_selectors(node, inside, compare))
     elif isinstance(node, pp.MatrixSelector):
-        _walk(node.vector_selector, inside, compare, out)
+        _walk(node.vector_selector, inside, compare, out, conds)
     elif isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.SubqueryExpr)):
-        _walk(node.expr, inside, compare, out)
+        _walk(node.expr, inside, compare, out, conds)
     elif isinstance(node, pp.Call):
         for arg in node.args:
-            _walk(arg, (node.func.name,) + inside, compare, out)
+            _walk(arg, (node.func.name,) + inside, compare, out, conds)
     elif isinstance(node, pp.AggregateExpr):
-        _walk(node.expr, (str(node.op),) + inside, compare, out)
+        _walk(node.expr, (str(node.op),) + inside, compare, out, conds)
     elif isinstance(node, pp.BinaryExpr):
         op = str(node.op).strip()
         if op in COMPARISONS:
             lhs_num, rhs_num = _number(node.lhs), _number(node.rhs)
             flipped = {">": "<", "<": ">", ">=": "<=", "<=": ">="}.get(op, op)
-            _walk(node.lhs, inside, f"{op} {rhs_num if rhs_num is not None else 'vector'}", out)
-            _walk(node.rhs, inside, f"{flipped} {lhs_num if lhs_num is not None else 'vector'}", out)
+            _walk(node.lhs, inside, f"{op} {rhs_num if rhs_num is not None else 'vector'}", out, conds)
+            _walk(node.rhs, inside, f"{flipped} {lhs_num if lhs_num is not None else 'vector'}", out, conds)
         else:
-            _walk(node.lhs, inside, compare, out)
-            if op not in FILTERS:
-                _walk(node.rhs, inside, compare, out)
+            _walk(node.lhs, inside, compare, out, conds)
+            if op == CONDITION:
+                _walk(node.rhs, inside, compare, conds, conds)
+            elif op != EXCLUSION:
+                _walk(node.rhs, inside, compare, out, conds)
 
 
 def _selectors(node: pp.VectorSelector, inside: tuple[str, ...], compare: str) -> list[Selector]:

@@ -224,7 +224,7 @@ def expand_facts(facts: ExprFacts, recorded: Mapping[str, str], depth: int = 0) 
             out.extend(Selector(metric=s.metric, labels=s.labels + sel.labels, inside=s.inside + sel.inside,
                                 compare=s.compare or sel.compare) for s in inner.selectors)
         out.append(sel)
-    return ExprFacts(expr=facts.expr, selectors=tuple(out), error=facts.error)
+    return ExprFacts(expr=facts.expr, selectors=tuple(out), error=facts.error, conditions=facts.conditions)
 
 
 @lru_cache(maxsize=4096)

@@ -13,7 +13,7 @@ import re
 
 from alertd.promql.expr import ExprFacts
 
-XID_METRIC = re.compile(r"DCGM_FI_DEV_XID_ERRORS|DCGM_EXP_XID_ERRORS_COUNT")
+XID_METRIC = re.compile(r"DCGM_FI_DEV_XID_ERRORS|DCGM_EXP_XID_ERRORS_COUNT|dcgm_xid_errors")  # 1.x: lower case
 # Functions and aggregations that keep a series' value: the Xid code stays the code through them.
 VALUE_KEEPING = frozenset({"max", "min", "max_over_time", "min_over_time", "last_over_time", "topk", "bottomk",
                            "label_replace", "label_join", "sort", "sort_desc", "limitk", "quantile_over_time"})

@@ -12,6 +12,7 @@ from typing import NotRequired, Protocol, TypedDict
 
 from alertd.core.kube_objects import LabelSelector, PodDisruptionBudget
 from alertd.rules.remediation import CORDONING
+from alertd.core.words import counted
 
 FINISHED = ("Succeeded", "Failed")
 MAX_PODS_SHOWN = 200  # per proposal; the counts stay exact
@@ -196,13 +197,13 @@ def summary(blast: BlastRadius) -> str:
     if not blast:
         return "blast radius unknown"
     gangs = [(o, o["gang"]) for o in blast.get("owners") or [] if o.get("gang")]
-    text = (f"{blast.get('pods', 0)} pods holding {blast.get('gpus', 0)} GPUs on the node(s); "
-            f"evicts {blast.get('evictedPods', 0)} pods ({blast.get('evictedGpus', 0)} GPUs)")
+    text = (f"{counted(blast.get('pods', 0), 'pod')} holding {counted(blast.get('gpus', 0), 'GPU')} on the node(s); "
+            f"evicts {counted(blast.get('evictedPods', 0), 'pod')} ({counted(blast.get('evictedGpus', 0), 'GPU')})")
     if blast.get("blocked"):
         text += f"; {len(blast['blocked'])} blocked by a PodDisruptionBudget"
     if gangs:
-        text += "; gangs: " + ", ".join(f"{o['kind']} {o['namespace']}/{o['name']} ({g.get('pods')} pods on "
-                                         f"{len(g.get('nodes') or [])} nodes)" for o, g in gangs[:5])
+        text += "; gangs: " + ", ".join(f"{o['kind']} {o['namespace']}/{o['name']} ({counted(g.get('pods') or 0, 'pod')} on "
+                                         f"{counted(len(g.get('nodes') or []), 'node')})" for o, g in gangs[:5])
     if blast.get("error"):
         text += f"; {blast['error']}"
     return text

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from alertd.core.json_types import JSONObject
 from alertd.report.shapes import as_report
+from alertd.core.words import counted
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 STALE_CLAIM = timedelta(hours=1)
@@ -70,7 +71,7 @@ def text(doc: JSONObject, url: str) -> str:
         f"Time to repair: median {_hours(m['median'])}, p90 {_hours(m['p90'])}",
         f"{r['gpuHoursOutOfService']:,.0f} GPU-hours out of service; {r['jobsInterrupted']} jobs interrupted, "
         f"≈ {r['gpuHoursLost']:,.0f} GPU-hours of work lost",
-        f"Lemons: {len(r['lemons']['nodes'])} nodes, {len(r['lemons']['gpus'])} GPUs; cordoned now: "
+        f"Lemons: {counted(len(r['lemons']['nodes']), 'node')}, {counted(len(r['lemons']['gpus']), 'GPU')}; cordoned now: "
         + (", ".join(f"{t} {n}" for t, n in sorted(r['cordoned']['now'].items())) or "none"),
     ]
     return "\n".join(lines + ([f"<{url}|The report>"] if url else []))

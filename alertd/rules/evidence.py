@@ -8,6 +8,7 @@ and label values come from whoever can send a webhook, so matching must stay lin
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Protocol, TypedDict
 
@@ -15,6 +16,7 @@ from alertd.core.matchers import Matcher, match_all
 from alertd.core.model import Alert
 from alertd.core.regex import Regex, RegexError
 from alertd.core.yamlio import Path_
+from alertd.gpu.nvrm import other_driver
 from alertd.promql.expr import ExprFacts, Selector, facts_of_url
 from alertd.rules.checker import Checker
 
@@ -54,6 +56,7 @@ class GpuLooking:
 
 
 TEXT_FIELDS = ("summary", "description", "message")
+_FRACTION = re.compile(r"\.0*[1-9][0-9]*\s*$")  # "50.67": a count or a rate, never a code ("79.0" is one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +106,15 @@ class Found:
 
 
 def by_expression(facts: ExprFacts | None, rules: EvidenceRules) -> Found | None:
-    if facts is None or not facts.selectors:
+    """The first entry matching a selector the alert's value comes from; else one matching a condition the
+    expression adds with `and` (a hot GPU `and` little power: the temperature says what is wrong)."""
+    if facts is None:
         return None
-    for rule in rules.expressions:
-        for sel in facts.selectors:
-            if rule.matches_selector(sel):
-                return Found("expression", f"metric {sel.metric} in {sel.describe()}", rule)
+    for selectors, role in ((facts.selectors, ""), (facts.conditions, " (a condition after `and`)")):
+        for rule in rules.expressions:
+            for sel in selectors:
+                if rule.matches_selector(sel):
+                    return Found("expression", f"metric {sel.metric} in {sel.describe()}{role}", rule)
     return None
 
 
@@ -137,7 +143,8 @@ def by_labels(alert: Alert, rules: EvidenceRules) -> Found | None:
 
 
 def xid_in_text(alert: Alert, rules: EvidenceRules) -> tuple[int, str] | None:
-    """(code, "annotation <field> '<snippet>'") of the first Xid code in the annotation text."""
+    """(code, "annotation <field> '<snippet>'") of the first Xid code in the annotation text; never one a
+    kernel line of another vendor's device prints (a network card's "XID 541" is its chip version)."""
     return _code_in_text(alert, rules.text_fields, rules.xid_patterns, "xid")
 
 
@@ -152,10 +159,11 @@ def _code_in_text(alert: Alert, fields: tuple[str, ...], patterns: tuple[Regex, 
         text = alert.annotations.get(name)
         if not text:
             continue
+        lines = [ln for ln in text.splitlines() if not other_driver(ln)] if "XID" in text.upper() else [text]
         for pattern in patterns:
-            for m in pattern.finditer(text):
+            for m in (found for line in lines for found in pattern.finditer(line)):
                 code = int(m.group(group))
-                if code > 0:
+                if code > 0 and not _FRACTION.search(m.group(0) or ""):
                     return code, f"annotation {name} {m.group(0).strip()!r}"
     return None
 

@@ -6,6 +6,7 @@ and an unknown key names the key it was probably meant to be."""
 from __future__ import annotations
 
 import difflib
+import json
 from typing import Any, Iterable
 
 from jsonschema.exceptions import ValidationError
@@ -35,6 +36,11 @@ def describe(error: ValidationError) -> str:
         return f"{where}: {error.message}"
     if error.validator == "enum":
         return f"{where}: {error.instance!r} is not one of {error.validator_value}"
+    if error.validator == "const" or (error.validator == "type" and isinstance(error.schema, dict)
+                                      and "const" in error.schema):
+        accepted = error.schema["const"] if error.validator == "type" else error.validator_value
+        kind = f" (not a {error.validator_value})" if error.validator == "type" else ""
+        return f"{where}: got {json.dumps(error.instance)}{kind}, accepted only {json.dumps(accepted)}"
     if error.validator == "pattern" and isinstance(error.instance, str):
         return f"{where}: {_pattern_message(error.instance, str(error.validator_value))}"
     return f"{where}: {error.message}"

@@ -174,13 +174,13 @@ async def test_dry_run_acts_on_nothing(tmp_path, slack, cluster) -> None:
         rem = await in_state(h, inc["id"], "quarantine", "proposed")
         assert rem["dryRun"] is True and rem["blast"]["evictedPods"] == 1
         page = await (await h.client.get(f"/ui/incidents/{inc['id']}")).text()
-        assert "dry run: nothing is done" in page and "Approve drain-gpu" in page and "evicts 1 pods (8 GPUs)" in page
+        assert "dry run: nothing is done" in page and "Approve drain-gpu" in page and "evicts 1 pod (8 GPUs)" in page
         origin = str(h.client.make_url("")).rstrip("/")
         resp = await h.client.post(f"/ui/incidents/{inc['id']}/action", data={"action": "remediation-approve-quarantine"},
                                    headers={"Origin": origin}, allow_redirects=False)
         assert resp.status == 303 and resp.headers["Location"].endswith("?done=approve"), resp.headers["Location"]
         done = await in_state(h, inc["id"], "quarantine", "done")
-        assert [r["result"] for r in done["results"]] == ["dry run: would cordon", "dry run: would evict 1 pods"]
+        assert [r["result"] for r in done["results"]] == ["dry run: would cordon", "dry run: would evict 1 pod"]
         assert (kc.node(k, "gpu-3")["spec"], kc.pods_on(k, "gpu-3")) == (before[0]["spec"], before[1])
         assert "alertd.dev/cordoned-for" not in (kc.node(k, "gpu-3")["metadata"].get("annotations") or {})
         resp = await h.client.post(f"/api/v1/incidents/{inc['id']}/resolve")

@@ -81,6 +81,13 @@ class RuleOutcome:
     warned: bool = False  # `check` printed a warning for the rule
     declared: bool = False  # the site's signals file says it is not GPU health
     why: list[str] = field(default_factory=list)
+    checked: str = ""  # what `check` reads the rule as (kind/detail, whether an Xid code will be known)
+    explained: set[str] = field(default_factory=set)  # what `explain` read each of its alerts as, the same way
+
+    @property
+    def agree(self) -> bool:
+        """`check` and `explain` read the rule alike: every alert as `check` said."""
+        return self.explained <= {self.checked}
 
 
 @dataclass
@@ -162,11 +169,27 @@ def run_case(rule_file: Path, rules: RuleSet, workdir: Path) -> CaseOutcome:
         res = RuleOutcome(name, want.get("gpu_health", True))
         _judge(res, want, [webhook_alert(rule, r, i) for i, r in enumerate(fired[name])], rules, ncfg, kube)
         found = checked[name]
+        res.checked = checked_reading(found)
         res.warned = bool(found.warnings)
         res.declared = found.decision.stage == "signals" and found.decision.signal.kind == "other"
         res.check_named = any("node" in w for w in found.warnings + found.notes)
         outcome.rules.append(res)
     return outcome
+
+
+def reading(kind: str, detail: str, code_known: bool) -> str:
+    """A rule's reading as both commands can say it: kind/detail, and for an Xid whether its code is known."""
+    return f"{kind}/{detail}" + ((" code known" if code_known else " code unknown") if kind == "xid" else "")
+
+
+def checked_reading(found: promrules.RuleResult) -> str:
+    """What `check` says of the rule: its signal, or the one its alerts get at runtime (TargetDown with a dcgm
+    job); an Xid's code known when check names where it comes from."""
+    sig = found.decision.signal
+    if found.runtime:
+        kind, _, detail = found.runtime.split(" when ")[0].partition("/")
+        return reading(kind, detail, False)
+    return reading(sig.kind, sig.detail if sig.kind != "xid" else "", bool(found.xid_from))
 
 
 def _judge(res: RuleOutcome, want: dict[str, Any], alerts: list[Alert], rules: RuleSet, ncfg: NormalizeConfig,
@@ -178,6 +201,7 @@ def _judge(res: RuleOutcome, want: dict[str, Any], alerts: list[Alert], rules: R
     for alert in alerts:
         seen = explain.explain(alert, rules, ncfg, lookup=kube)
         sig, node = seen.decision.signal, alert.subject.node
+        res.explained.add(reading(sig.kind, sig.detail if sig.kind != "xid" else "", sig.xid is not None))
         got = {"kind": sig.kind, "detail": sig.detail, "severity": sig.severity, "xid": sig.xid}
         wrong = [f"{k} {got[k]!r} (want {want[k]!r})" for k in ("kind", "detail", "severity", "xid")
                  if k in want and got[k] != want[k]]
@@ -210,6 +234,8 @@ class Row:
     declared: int = 0
     declared_warned: int = 0
     exit_codes_agree: int = 0
+    rules: int = 0
+    check_explain_agree: int = 0  # rules `check` and `explain` read alike
 
 
 def table(outcomes: list[CaseOutcome]) -> list[Row]:
@@ -219,6 +245,8 @@ def table(outcomes: list[CaseOutcome]) -> list[Row]:
         row.files += 1
         row.exit_codes_agree += int((case.promtool_rc == 0) == (case.check_rc == 0))
         for r in case.rules:
+            row.rules += 1
+            row.check_explain_agree += int(r.agree)
             row.alerts += r.fired
             row.wrong_node += r.wrong_node
             if r.declared:
@@ -241,13 +269,14 @@ def table(outcomes: list[CaseOutcome]) -> list[Row]:
 
 def markdown(rows: list[Row]) -> str:
     head = ("| exporter | files | GPU rules | classified right | alerts | on a wrong node | GPU rules with node "
-            "unknown | of those named by check | declared not GPU health | warnings on those |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            "unknown | of those named by check | declared not GPU health | warnings on those "
+            "| rules check and explain read alike |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     lines = [f"| {r.exporter} | {r.files} | {r.gpu_rules} | {r.right} ({100 * r.right / max(r.gpu_rules, 1):.0f} %) "
              f"| {r.alerts} | {r.wrong_node} | {r.node_unknown_rules} | {r.unknown_named} | {r.declared} "
-             f"| {r.declared_warned} |" for r in rows]
+             f"| {r.declared_warned} | {r.check_explain_agree} of {r.rules} |" for r in rows]
     return "\n".join([head, *lines])
 
 
-__all__ = ["CaseOutcome", "Row", "RuleOutcome", "StaticKubernetes", "markdown", "parse_promtool", "render",
-           "run_case", "run_corpus", "table", "webhook_alert"]
+__all__ = ["CaseOutcome", "Row", "RuleOutcome", "StaticKubernetes", "checked_reading", "markdown", "parse_promtool",
+           "reading", "render", "run_case", "run_corpus", "table", "webhook_alert"]

@@ -348,3 +348,19 @@ def test_a_late_resolve_is_known_while_its_incident_is_remembered_and_forgotten_
     assert e.ingest([resolved(a, 60)], at(730)) == []  # the first incident's alert, resolved before: not news
     e.tick(at(720 + 1801))
     assert e.correlator.state.closed_fps == {} and e.correlator.state.closed == {}
+
+
+def test_a_title_whose_own_text_names_its_host_does_not_name_it_twice():
+    """The GPU Operator's dcgm-exporter (Hostname from NODE_NAME) and a site rule whose summary names the host
+    (tests/fixtures/gpu-rule-corpus/dcgm-gpu-operator.rules.yml, GPUUtilizationLow), with no rule classifying it."""
+    e = engine()
+    idle = alert("GPUUtilizationLow", Hostname="gpu-node-4", gpu="1", severity="info", instance="10.244.4.21:9400",
+                 job="nvidia-dcgm-exporter", pod="nvidia-dcgm-exporter-q9d4m", namespace="gpu-operator",
+                 annotations={"summary": "GPU 1 on gpu-node-4 mostly idle"})
+    [change] = e.ingest([idle], at(0))
+    assert change.incident.title == "GPU 1 on gpu-node-4 mostly idle"
+    # a host:port names the host too; a longer name that merely starts with it does not
+    for summary, title in [("fan stuck on gpu-ws-1:9835", "fan stuck on gpu-ws-1:9835"),
+                           ("fan stuck on gpu-ws-10", "fan stuck on gpu-ws-10 on gpu-ws-1")]:
+        [change] = engine().ingest([alert("GpuFanStuck", node="gpu-ws-1", annotations={"summary": summary})], at(1))
+        assert change.incident.title == title

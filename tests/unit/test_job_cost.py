@@ -53,7 +53,7 @@ def test_gpu_hours_lost_and_the_slack_line():
     line = jobs_line([job.to_finding(), small.to_finding(), replace(small.to_finding(), name="etl-2")])
     assert Job.from_json(job.to_finding().to_json()) == job.to_finding()
     assert line == ("PyTorchJob research/llama-64: 64 GPUs on 8 nodes (owner alice, team ml); "
-                    "Job batch/etl: 1 GPUs on 1 nodes and 1 more ≈ 65.0 GPU-hours lost")
+                    "Job batch/etl: 1 GPU on 1 node and 1 more ≈ 65.0 GPU-hours lost")
     assert Findings.from_annotations({"jobs": "not a list"}).jobs_line() == ""
 
 

@@ -110,7 +110,7 @@ def test_bad_lines_and_bad_webhooks_are_reported_not_fatal(tmp_path):
     assert code == 0
     assert f"{f}:1:1: not a recorded webhook" in err and f"{f}:2:1: not a recorded webhook" in err
     assert "would be rejected with 400" in out
-    assert "replayed 1 webhooks (3 alerts" in out
+    assert "replayed 1 webhook (3 alerts" in out
 
 
 def test_missing_file_and_bad_options(tmp_path, capsys):

@@ -192,6 +192,14 @@ def test_nodes_showing_the_xid_and_a_follower_join_the_fleet_of_that_follower_in
     assert fleet.title == "Xid 79: GPU has fallen off the bus on 5 nodes in prod (exporter down on 10; 10 nodes in all)"
 
 
+def test_a_fault_on_one_node_of_a_fleet_is_counted_in_the_singular():
+    e = engine()
+    run(e, [(i * 0.1, [node_alerts(f"n{i}")[1]]) for i in range(5)])  # exporters down: a node-lost fleet
+    run(e, [(2, [node_alerts("n0")[0]])])  # one of them shows the Xid that explains it
+    [fleet] = fleets(e)
+    assert fleet.title == "Xid 79: GPU has fallen off the bus on 1 node in prod (exporter down on 5; 5 nodes in all)"
+
+
 def test_a_node_showing_only_a_follower_signal_joins_the_fleet():
     e = engine()
     run(e, [(i * 0.1, node_alerts(f"n{i}")) for i in range(6)])

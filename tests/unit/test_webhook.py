@@ -83,3 +83,16 @@ def test_truncated_alerts_beyond_any_real_count_are_refused_before_anything_is_s
     assert exc.value.field == "truncatedAlerts", str(exc.value)
     d["truncatedAlerts"] = 2**53 - 1
     assert read_notification(json.dumps(d).encode(), NOW, build=False).truncated == 2**53 - 1
+
+
+@pytest.mark.parametrize("version, said", [
+    ("3", 'version: got "3", accepted only "4"'),
+    (4, 'version: got 4 (not a string), accepted only "4"'),  # a hand-written sender's number
+])
+def test_a_wrong_version_says_what_came_and_what_is_accepted(version, said):
+    d = doc()
+    d["version"] = version
+    for read in (lambda: parse_notification(d, NOW), lambda: read_notification(json.dumps(d).encode(), NOW)):
+        with pytest.raises(BadPayload) as err:
+            read()
+        assert str(err.value) == said
