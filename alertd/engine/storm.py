@@ -37,6 +37,7 @@ child incident resolves. Pure: state and ``now`` in, ``Change``s out.
 """
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Iterable, Protocol
 
@@ -71,19 +72,31 @@ class StormHost(Protocol):
 
     def only_response(self, inc: Incident) -> bool: ...
 
-NEVER_STORM = ("other", "watchdog")
+NEVER_STORM = ("watchdog",)
+UNCLASSIFIED = "other"  # the signal kind of an alert alertd cannot classify
+
+
 def signal_fields(inc: Incident, sig: Signal) -> dict[str, str]:
-    """What storm event matchers and keys may name."""
+    """What storm event matchers and keys may name (``alertname``: see ``event_key``)."""
     return {"cluster": inc.cluster, "node": inc.node, "group": inc.group, "signal": sig.kind,
             "category": sig.category, "severity": sig.severity, "xid": str(sig.xid or ""), "detail": sig.detail}
 
 
+def lead_alertname(inc: Incident, sig: Signal) -> str:
+    """The name of the alert that shows ``sig`` in the incident ("" when only evidence shows it)."""
+    return next((m.alertname for m in inc.members.values() if m.signal == sig), "")
+
+
 def event_key(rule: StormRule, inc: Incident, sig: Signal) -> str | None:
-    """The event a node incident led by ``sig`` belongs to, or None when it cannot storm."""
+    """The event a node incident led by ``sig`` belongs to, or None when it cannot storm. An event may also
+    match and key on ``alertname``, the name of the alert that leads: what Alertmanager's own grouping
+    goes by, and all there is to go by for an alert alertd cannot classify."""
     if sig.kind in NEVER_STORM or (rule.signals and sig.kind not in rule.signals):
         return None
     fields = signal_fields(inc, sig)
     for event in rule.events:
+        if event.names_alert and "alertname" not in fields:
+            fields["alertname"] = lead_alertname(inc, sig)
         if match_all(event.matchers, fields):
             return event.name + "|" + "|".join(f"{b}={fields.get(b, '')}" for b in event.by)
     return None
@@ -238,15 +251,17 @@ class Storms:
         waiting = [w for i in state.waiting.get(key, []) if (w := state.incidents.get(i)) is not None
                    and not w.parent_id and w.opened_at >= since]
         if before or waiting:
-            self._pending(inc, len(before) + len(waiting), now)
+            for one in [p for p in before if _unsent_unclassified(p)] + [inc]:
+                self._pending(one, len(before) + len(waiting), now)
 
     def _pending(self, inc: Incident, peers: int, now: datetime) -> None:
         """Mark ``inc`` "storm pending": incidents of its event opened before it within ``pending`` (one of
         Alertmanager's batches), still too few for a fleet, and the next batch may bring the rest. Routing holds its first post and
         page while the mark stands (``Incident.storm_until``, stored with the incident, so a restart or a new
         leader holds it too). The first of them is not held: it posts after group_wait, and a fleet forming
-        later takes its page over. Marked once, never past the window. Application faults are their job's
-        owners', never held."""
+        later takes its page over; but an unclassified alert's first node is held with the peers that came in
+        its own step (``_unsent_unclassified``). Marked once, never past the window. Application faults are
+        their job's owners', never held."""
         rule = self.rule
         if inc.storm_until is not None or not rule.pending or inc.category == "application":
             return
@@ -264,8 +279,9 @@ class Storms:
                     return
         lead = max(children, key=lambda i: self._fleet_rank(i.primary) if i.primary else (-1, -1, -1))
         assert lead.primary is not None
-        fleet = self.c.open_incident(f"fleet|{key}", "storm", lead.primary, now)
-        fleet.fleet, fleet.cluster, fleet.primary = True, lead.cluster, lead.primary
+        headline = _headline(lead, lead.primary)
+        fleet = self.c.open_incident(f"fleet|{key}", "storm", headline, now)
+        fleet.fleet, fleet.cluster, fleet.primary = True, lead.cluster, headline
         self.c.state.open_children[fleet.id] = 0
         name = key.split("|", 1)[0]
         nodes = len({c.node for c in children})
@@ -328,7 +344,7 @@ class Storms:
         if SEVERITY_RANK.get(child.severity, 0) > SEVERITY_RANK.get(fleet.severity, 0):
             fleet.severity = child.severity
         if child.primary is not None and (fleet.primary is None or self._fleet_rank(child.primary) > self._fleet_rank(fleet.primary)):
-            fleet.primary = child.primary
+            fleet.primary = _headline(child, child.primary)
         count_signals(fleet, child)
         lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
@@ -467,6 +483,24 @@ class Storms:
 
     def open_children(self, fleet: Incident) -> list[Incident]:
         return [c for c in (self.c.state.incidents.get(i) for i in fleet.children) if c is not None]
+
+
+def _headline(child: Incident, sig: Signal) -> Signal:
+    """What a node's leading signal says on its fleet. An unclassified alert's title is the node's own
+    summary ("GPU telemetry lost on node-3") and its meaning the node's description: the fleet says its
+    alert name instead, as Alertmanager's grouping by name does ("GpuTelemetryLost on 7 nodes in prod")."""
+    if sig.kind != UNCLASSIFIED:
+        return sig
+    name = lead_alertname(child, sig)
+    return dataclasses.replace(sig, title=name, meaning="") if name else sig
+
+
+def _unsent_unclassified(inc: Incident) -> bool:
+    """An incident led by an alert alertd cannot classify, opened in the step being settled (nothing was
+    sent for it yet). When its step brings peers of its event, it is held with them: its page could say only
+    one node's summary of what the batch already shows on several, and alertd cannot tell a lone fault worth
+    a page at once from the first of a storm; Alertmanager's grouping by name sends such a batch as one."""
+    return inc.version == 0 and inc.primary is not None and inc.primary.kind == UNCLASSIFIED
 
 
 def _standing(fleet: Incident, severity: str) -> tuple[int, datetime, int]:
