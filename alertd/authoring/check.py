@@ -24,6 +24,7 @@ from alertd.rules.ruleset import SECTIONS, rule_files
 from alertd.schemas import problems as schema_problems
 from alertd.schemas import schema
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
+from alertd.engine.storm import EVENT_FIELDS
 
 
 # Fields every alert has after normalization (alertd.engine.grouping.fields_of).
@@ -339,11 +340,22 @@ def _check_storm_kinds(f: Path, storm: json_types.JSONObject, marks: Marks, repo
     for i, ev in enumerate(events if isinstance(events, list) else []):
         if isinstance(ev, dict):
             places.append((("correlation", "storm", "events", i, "match"), ev.get("match")))
+            _check_event_fields(f, marks, report, i, ev)
     for path, texts in places:
         for j, text in enumerate(texts if isinstance(texts, list) else []):
             for unknown in _unknown_kinds(text):
                 report.warn(_problem(f, marks, path + (j,),
                                      f"matcher {text!r} names signal kind {unknown!r}, which does not exist ({kinds})"))
+
+
+def _check_event_fields(f: Path, marks: Marks, report: Report, i: int, event: json_types.JSONObject) -> None:
+    """A storm event keyed by a field no node incident has gives every node '' there: one event for all."""
+    fields = ", ".join(sorted(EVENT_FIELDS))
+    for j, by in enumerate(json_types.as_array(event.get("by"))):
+        if isinstance(by, str) and by not in EVENT_FIELDS:
+            report.warn(_problem(f, marks, ("correlation", "storm", "events", i, "by", j),
+                                 f"storm event {event.get('name')!r} is keyed by {by!r}, which is no storm field "
+                                 f"({fields}): every node incident has '' there"))
 
 
 def _unknown_kinds(text: Any) -> list[str]:

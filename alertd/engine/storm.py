@@ -74,6 +74,8 @@ class StormHost(Protocol):
 
 NEVER_STORM = ("watchdog",)
 UNCLASSIFIED = "other"  # the signal kind of an alert alertd cannot classify
+# What storm event matchers and keys may name: signal_fields, and the leading alert's name
+EVENT_FIELDS = frozenset({"cluster", "node", "group", "signal", "category", "severity", "xid", "detail", "alertname"})
 
 
 def signal_fields(inc: Incident, sig: Signal) -> dict[str, str]:
