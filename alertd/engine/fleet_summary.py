@@ -6,9 +6,12 @@ leaves the fleet (planned work found late) is taken off again.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from alertd.core.json_types import JSONValue, as_object, integer, strings
 from alertd.core.model import Incident, Signal
 
+UNCLASSIFIED = "other"  # the signal kind of an alert alertd cannot classify
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
 COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
 # What people do to the nodes (the response to the fault), counted as "cordoned 40, rebooting 12".
@@ -79,6 +82,21 @@ def fleet_title(fleet: Incident) -> str:
     if done:
         parts.append(", ".join(done))
     return f"{primary.title} on {shown} nodes in {where}" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def lead_alertname(inc: Incident, sig: Signal) -> str:
+    """The name of the alert that shows ``sig`` in the incident ("" when only evidence shows it)."""
+    return next((m.alertname for m in inc.members.values() if m.signal == sig), "")
+
+
+def fleet_headline(child: Incident, sig: Signal) -> Signal:
+    """What a node's leading signal says on its fleet. An unclassified alert's title is the node's own
+    summary ("GPU telemetry lost on node-3") and its meaning the node's description: the fleet says its
+    alert name instead, as Alertmanager's grouping by name does ("GpuTelemetryLost on 7 nodes in prod")."""
+    if sig.kind != UNCLASSIFIED:
+        return sig
+    name = lead_alertname(child, sig)
+    return dataclasses.replace(sig, title=name, meaning="") if name else sig
 
 
 def uncount_signals(fleet: Incident, child: Incident) -> None:

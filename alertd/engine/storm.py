@@ -37,14 +37,13 @@ child incident resolves. Pure: state and ``now`` in, ``Change``s out.
 """
 from __future__ import annotations
 
-import dataclasses
 from datetime import datetime
 from typing import Iterable, Protocol
 
 from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONArray, arr, strings
 from alertd.core.matchers import match_all
-from alertd.engine.fleet_summary import count_signals, uncount_signals
+from alertd.engine.fleet_summary import UNCLASSIFIED, count_signals, fleet_headline, lead_alertname, uncount_signals
 from alertd.engine.state import EngineState
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
@@ -73,7 +72,6 @@ class StormHost(Protocol):
     def only_response(self, inc: Incident) -> bool: ...
 
 NEVER_STORM = ("watchdog",)
-UNCLASSIFIED = "other"  # the signal kind of an alert alertd cannot classify
 # What storm event matchers and keys may name: signal_fields, and the leading alert's name
 EVENT_FIELDS = frozenset({"cluster", "node", "group", "signal", "category", "severity", "xid", "detail", "alertname"})
 
@@ -84,15 +82,9 @@ def signal_fields(inc: Incident, sig: Signal) -> dict[str, str]:
             "category": sig.category, "severity": sig.severity, "xid": str(sig.xid or ""), "detail": sig.detail}
 
 
-def lead_alertname(inc: Incident, sig: Signal) -> str:
-    """The name of the alert that shows ``sig`` in the incident ("" when only evidence shows it)."""
-    return next((m.alertname for m in inc.members.values() if m.signal == sig), "")
-
-
 def event_key(rule: StormRule, inc: Incident, sig: Signal) -> str | None:
     """The event a node incident led by ``sig`` belongs to, or None when it cannot storm. An event may also
-    match and key on ``alertname``, the name of the alert that leads: what Alertmanager's own grouping
-    goes by, and all there is to go by for an alert alertd cannot classify."""
+    name ``alertname``, the leading alert's (all there is to go by for an alert alertd cannot classify)."""
     if sig.kind in NEVER_STORM or (rule.signals and sig.kind not in rule.signals):
         return None
     fields = signal_fields(inc, sig)
@@ -260,10 +252,9 @@ class Storms:
         """Mark ``inc`` "storm pending": incidents of its event opened before it within ``pending`` (one of
         Alertmanager's batches), still too few for a fleet, and the next batch may bring the rest. Routing holds its first post and
         page while the mark stands (``Incident.storm_until``, stored with the incident, so a restart or a new
-        leader holds it too). The first of them is not held: it posts after group_wait, and a fleet forming
-        later takes its page over; but an unclassified alert's first node is held with the peers that came in
-        its own step (``_unsent_unclassified``). Marked once, never past the window. Application faults are
-        their job's owners', never held."""
+        leader holds it too). The first of them is not held (unless ``_unsent_unclassified``): it posts after
+        group_wait, and a fleet forming later takes its page over. Marked once, never past the window.
+        Application faults are their job's owners', never held."""
         rule = self.rule
         if inc.storm_until is not None or not rule.pending or inc.category == "application":
             return
@@ -281,7 +272,7 @@ class Storms:
                     return
         lead = max(children, key=lambda i: self._fleet_rank(i.primary) if i.primary else (-1, -1, -1))
         assert lead.primary is not None
-        headline = _headline(lead, lead.primary)
+        headline = fleet_headline(lead, lead.primary)
         fleet = self.c.open_incident(f"fleet|{key}", "storm", headline, now)
         fleet.fleet, fleet.cluster, fleet.primary = True, lead.cluster, headline
         self.c.state.open_children[fleet.id] = 0
@@ -346,7 +337,7 @@ class Storms:
         if SEVERITY_RANK.get(child.severity, 0) > SEVERITY_RANK.get(fleet.severity, 0):
             fleet.severity = child.severity
         if child.primary is not None and (fleet.primary is None or self._fleet_rank(child.primary) > self._fleet_rank(fleet.primary)):
-            fleet.primary = _headline(child, child.primary)
+            fleet.primary = fleet_headline(child, child.primary)
         count_signals(fleet, child)
         lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
@@ -487,21 +478,9 @@ class Storms:
         return [c for c in (self.c.state.incidents.get(i) for i in fleet.children) if c is not None]
 
 
-def _headline(child: Incident, sig: Signal) -> Signal:
-    """What a node's leading signal says on its fleet. An unclassified alert's title is the node's own
-    summary ("GPU telemetry lost on node-3") and its meaning the node's description: the fleet says its
-    alert name instead, as Alertmanager's grouping by name does ("GpuTelemetryLost on 7 nodes in prod")."""
-    if sig.kind != UNCLASSIFIED:
-        return sig
-    name = lead_alertname(child, sig)
-    return dataclasses.replace(sig, title=name, meaning="") if name else sig
-
-
 def _unsent_unclassified(inc: Incident) -> bool:
-    """An incident led by an alert alertd cannot classify, opened in the step being settled (nothing was
-    sent for it yet). When its step brings peers of its event, it is held with them: its page could say only
-    one node's summary of what the batch already shows on several, and alertd cannot tell a lone fault worth
-    a page at once from the first of a storm; Alertmanager's grouping by name sends such a batch as one."""
+    """Unclassified and opened in this step (nothing sent yet): held with the peers its step brings, as
+    alertd cannot tell a lone one worth a page at once from a storm's first (Alertmanager sends them as one)."""
     return inc.version == 0 and inc.primary is not None and inc.primary.kind == UNCLASSIFIED
 
 
