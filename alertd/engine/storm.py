@@ -88,10 +88,12 @@ def event_key(rule: StormRule, inc: Incident, sig: Signal) -> str | None:
     if sig.kind in NEVER_STORM or (rule.signals and sig.kind not in rule.signals):
         return None
     fields = signal_fields(inc, sig)
-    for event in rule.events:
-        if event.names_alert and "alertname" not in fields:
+    for event in rule.events:  # the leading alert's name is looked up among the members only when needed
+        if "alertname" not in fields and any(m.name == "alertname" for m in event.matchers):
             fields["alertname"] = lead_alertname(inc, sig)
         if match_all(event.matchers, fields):
+            if "alertname" in event.by and "alertname" not in fields:
+                fields["alertname"] = lead_alertname(inc, sig)
             return event.name + "|" + "|".join(f"{b}={fields.get(b, '')}" for b in event.by)
     return None
 

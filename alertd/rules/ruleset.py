@@ -67,11 +67,6 @@ class StormEvent:
     by: tuple[str, ...]
     matchers: tuple[Matcher, ...] = ()
 
-    @property
-    def names_alert(self) -> bool:
-        """Whether the event matches or keys on the leading alert's name (found among the members)."""
-        return "alertname" in self.by or any(m.name == "alertname" for m in self.matchers)
-
 
 DEFAULT_STORM_EVENTS = (
     StormEvent("gpu-fault", ("cluster", "category"), parse_matchers(['signal=~"xid|ecc|row_remap|nvlink"'])),

@@ -165,3 +165,28 @@ def test_a_second_alertmanager_and_a_new_leader_between_batches_change_nothing()
     [fleet] = fleets(e2)
     assert sorted(fleet.nodes) == NODES and len(e2.state.incidents) == 8
     assert fleet.title == "GpuTelemetryLost on 7 nodes in prod"
+
+
+def test_storm_events_may_match_the_alert_name(tmp_path):
+    """A site names its own alert in an event (data): the alert name is read from the leading member."""
+    import shutil
+
+    from alertd.rules.ruleset import load_rules
+    from tests.unit.builders import ROOT
+
+    for name in ("signals.yml", "xid-catalog.yml"):
+        shutil.copy(ROOT / "rules" / name, tmp_path / name)
+    (tmp_path / "correlation.yml").write_text("""
+correlation:
+  storm:
+    min_nodes: 3
+    events:
+      - name: telemetry
+        match: ['alertname="GpuTelemetryLost"']
+        by: [cluster]
+""")
+    e = Engine(load_rules([tmp_path]))
+    e.ingest([telemetry_lost(n) for n in NODES[:3]] + [telemetry_lost(n, name="GpuNodeSilent") for n in NODES[:3]],
+             at(FIRST_FLUSH))
+    [fleet] = fleets(e)
+    assert fleet.key == "fleet|telemetry|cluster=prod" and fleet.title == "GpuTelemetryLost on 3 nodes in prod"
