@@ -10,6 +10,7 @@ import dataclasses
 
 from alertd.core.json_types import JSONValue, as_object, integer, strings
 from alertd.core.model import Incident, Signal
+from alertd.rules.fields import STORM_LABELS
 
 UNCLASSIFIED = "other"  # the signal kind of an alert alertd cannot classify
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
@@ -97,6 +98,17 @@ def fleet_headline(child: Incident, sig: Signal) -> Signal:
         return sig
     name = lead_alertname(child, sig)
     return dataclasses.replace(sig, title=name, meaning="") if name else sig
+
+
+def share_labels(fleet: Incident, child: Incident) -> None:
+    """Keep on the fleet the labels its nodes' leading alerts all carry alike (``team``, ``alertname`` of an
+    unclassified storm; never ``node``), as Alertmanager's commonLabels: routes match a fleet on them."""
+    lead = next((m for m in child.members.values() if m.signal == child.primary), None)
+    if lead is None:
+        return
+    had = fleet.annotations.get(STORM_LABELS)
+    shared = lead.labels if not isinstance(had, dict) else {k: v for k, v in had.items() if lead.labels.get(k) == v}
+    fleet.annotations[STORM_LABELS] = dict[str, JSONValue](shared)
 
 
 def uncount_signals(fleet: Incident, child: Incident) -> None:

@@ -43,7 +43,8 @@ from typing import Iterable, Protocol
 from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONArray, arr, strings
 from alertd.core.matchers import match_all
-from alertd.engine.fleet_summary import UNCLASSIFIED, count_signals, fleet_headline, lead_alertname, uncount_signals
+from alertd.engine.fleet_summary import (UNCLASSIFIED, count_signals, fleet_headline, lead_alertname, share_labels,
+                                         uncount_signals)
 from alertd.engine.state import EngineState
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
@@ -341,6 +342,7 @@ class Storms:
         if child.primary is not None and (fleet.primary is None or self._fleet_rank(child.primary) > self._fleet_rank(fleet.primary)):
             fleet.primary = fleet_headline(child, child.primary)
         count_signals(fleet, child)
+        share_labels(fleet, child)
         lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
             if key not in fleet.storm_keys:

@@ -190,3 +190,31 @@ correlation:
              at(FIRST_FLUSH))
     [fleet] = fleets(e)
     assert fleet.key == "fleet|telemetry|cluster=prod" and fleet.title == "GpuTelemetryLost on 3 nodes in prod"
+
+
+def test_routes_match_a_fleet_on_the_labels_its_nodes_alerts_share(tmp_path):
+    """A site routes its own alert by name and team, as it did each node's: the fleet goes there too."""
+    from tests.unit.test_routing import load
+
+    routing = load(tmp_path, """
+routing:
+  receivers:
+    - name: telemetry
+      slack: "#gpu-telemetry"
+    - name: alerts
+      slack: "#gpu-alerts"
+  routes:
+    - name: site-telemetry
+      match: ['alertname="GpuTelemetryLost"', 'team="ml-platform"']
+      receiver: telemetry
+  default_receiver: alerts
+""")
+    e, router = engine(), Router(routing)
+    sent = []
+    for t, alerts in batches():
+        sent += router.route(e.ingest(alerts, at(t)), at(t))
+    [fleet] = fleets(e)
+    assert fleet.annotations["storm_labels"] == {"alertname": "GpuTelemetryLost", "cluster": "prod",
+                                                 "severity": "critical", "team": "ml-platform"}
+    shown = {i.target.main for i in sent if i.intent == "show" and i.incident_id == fleet.id}
+    assert shown == {"slack:#gpu-telemetry"}
