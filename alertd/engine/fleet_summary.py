@@ -93,11 +93,14 @@ def lead_alertname(inc: Incident, sig: Signal) -> str:
 def fleet_headline(child: Incident, sig: Signal) -> Signal:
     """What a node's leading signal says on its fleet. An unclassified alert's title is the node's own
     summary ("GPU telemetry lost on node-3") and its meaning the node's description: the fleet says its
-    alert name instead, as Alertmanager's grouping by name does ("GpuTelemetryLost on 7 nodes in prod")."""
+    alert name instead, as Alertmanager's grouping by name does ("GpuTelemetryLost on 7 nodes in prod"),
+    and that alertd could not tell what it is."""
     if sig.kind != UNCLASSIFIED:
         return sig
     name = lead_alertname(child, sig)
-    return dataclasses.replace(sig, title=name, meaning="") if name else sig
+    meaning = (f"alertd cannot classify {name}: these nodes fired it within minutes of each other, grouped by "
+               "its name as Alertmanager groups alerts. Each node's incident keeps the alert's own summary.")
+    return dataclasses.replace(sig, title=name, meaning=meaning) if name else sig
 
 
 def share_labels(fleet: Incident, child: Incident) -> None:

@@ -69,6 +69,7 @@ def test_seven_unclassified_exporters_over_two_batches_are_one_fleet_incident_pa
     [fleet] = fleets(e)
     assert fleet.key == "fleet|unclassified|cluster=prod|alertname=GpuTelemetryLost"
     assert fleet.title == "GpuTelemetryLost on 7 nodes in prod"
+    assert fleet.primary is not None and fleet.primary.meaning.startswith("alertd cannot classify GpuTelemetryLost")
     assert sorted(fleet.nodes) == NODES and fleet.severity == "critical"
     assert sorted(fleet.children) == sorted(i.id for n in NODES for i in of_node(e, n))
     # the nodes' held items come due after their incidents folded (dropped at delivery): one page, the fleet's
