@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from alertd.rules.fields import STORM_LABELS
 from alertd.core.json_types import JSONValue, as_object, integer, strings
 from alertd.core.model import Incident, Signal
-from alertd.rules.fields import STORM_LABELS
 
-UNCLASSIFIED = "other"  # the signal kind of an alert alertd cannot classify
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
 COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
 # What people do to the nodes (the response to the fault), counted as "cordoned 40, rebooting 12".
@@ -83,6 +82,9 @@ def fleet_title(fleet: Incident) -> str:
     if done:
         parts.append(", ".join(done))
     return f"{primary.title} on {shown} nodes in {where}" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+UNCLASSIFIED = "other"  # the signal kind of an alert alertd cannot classify
 
 
 def lead_alertname(inc: Incident, sig: Signal) -> str:
