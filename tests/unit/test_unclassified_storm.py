@@ -168,25 +168,17 @@ def test_a_second_alertmanager_and_a_new_leader_between_batches_change_nothing()
     assert fleet.title == "GpuTelemetryLost on 7 nodes in prod"
 
 
-def test_storm_events_may_match_the_alert_name(tmp_path):
-    """A site names its own alert in an event (data): the alert name is read from the leading member."""
-    import shutil
+def test_storm_events_may_match_the_alert_name():
+    """A site names its own alert in an event: the alert name is read from the leading member."""
+    import dataclasses
 
-    from alertd.rules.ruleset import load_rules
-    from tests.unit.builders import ROOT
+    from alertd.core.matchers import parse_matchers
+    from alertd.rules.ruleset import StormEvent
 
-    for name in ("signals.yml", "xid-catalog.yml"):
-        shutil.copy(ROOT / "rules" / name, tmp_path / name)
-    (tmp_path / "correlation.yml").write_text("""
-correlation:
-  storm:
-    min_nodes: 3
-    events:
-      - name: telemetry
-        match: ['alertname="GpuTelemetryLost"']
-        by: [cluster]
-""")
-    e = Engine(load_rules([tmp_path]))
+    rules = shipped_rules()
+    storm = dataclasses.replace(rules.correlation.storm, min_nodes=3, events=(
+        StormEvent("telemetry", ("cluster",), parse_matchers(['alertname="GpuTelemetryLost"'])),))
+    e = Engine(dataclasses.replace(rules, correlation=dataclasses.replace(rules.correlation, storm=storm)))
     e.ingest([telemetry_lost(n) for n in NODES[:3]] + [telemetry_lost(n, name="GpuNodeSilent") for n in NODES[:3]],
              at(FIRST_FLUSH))
     [fleet] = fleets(e)
