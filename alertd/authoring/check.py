@@ -7,7 +7,6 @@ pages that do not exist (warning). Every finding is printed as ``file:line:colum
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, TextIO
@@ -24,6 +23,7 @@ from alertd.rules.ruleset import SECTIONS, rule_files
 from alertd.schemas import problems as schema_problems
 from alertd.schemas import schema
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
+from alertd.authoring.storm_check import storm_warnings
 
 
 # Fields every alert has after normalization (alertd.engine.grouping.fields_of).
@@ -34,9 +34,6 @@ KNOWN_LABELS = frozenset({
     "instance", "job", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "hostname", "DCGM_FI_DRIVER_VERSION",
     "exported_pod", "exported_namespace", "exported_container", "err_code", "clock_event_reasons", "condition",
     "status", "key", "value", "effect", "kubernetes_node", "uid", "service", "endpoint"})
-SIGNAL_KINDS = frozenset({"xid", "thermal", "ecc", "row_remap", "nvlink", "gpu_check", "metrics_missing", "node_cordoned",
-                          "node_not_ready", "watchdog", "other"})
-
 
 @dataclass(slots=True)
 class Report:
@@ -324,44 +321,8 @@ def _check_groups(loaded: dict[Path, tuple[Any, Marks]], report: Report, mention
                                          f"or known exporter label provides; where it is missing {then}"))
         storm = corr.get("storm")
         if isinstance(storm, dict):
-            _check_storm_kinds(f, storm, marks, report)
-
-
-def _check_storm_kinds(f: Path, storm: json_types.JSONObject, marks: Marks, report: Report) -> None:
-    """Storm signals, event and follower matchers naming a signal kind that does not exist never match."""
-    kinds = ", ".join(sorted(SIGNAL_KINDS))
-    for j, kind in enumerate(json_types.as_array(storm.get("signals"))):
-        if kind not in SIGNAL_KINDS:
-            report.warn(_problem(f, marks, ("correlation", "storm", "signals", j),
-                                 f"storm signal {kind!r} is not a signal kind ({kinds})"))
-    places: list[tuple[Path_, Any]] = [(("correlation", "storm", "followers"), storm.get("followers"))]
-    events = storm.get("events")
-    for i, ev in enumerate(events if isinstance(events, list) else []):
-        if isinstance(ev, dict):
-            places.append((("correlation", "storm", "events", i, "match"), ev.get("match")))
-    for path, texts in places:
-        for j, text in enumerate(texts if isinstance(texts, list) else []):
-            for unknown in _unknown_kinds(text):
-                report.warn(_problem(f, marks, path + (j,),
-                                     f"matcher {text!r} names signal kind {unknown!r}, which does not exist ({kinds})"))
-
-
-def _unknown_kinds(text: Any) -> list[str]:
-    """The signal kinds a ``signal`` matcher names that are no kind: each word of a plain alternation
-    (``xid|ecc``), or the whole pattern when it is another regex that matches no kind."""
-    try:
-        matchers = parse_matchers([text])
-    except (MatcherError, TypeError):
-        return []  # the schema check reports it
-    out: list[str] = []
-    for m in matchers:
-        if m.name != "signal":
-            continue
-        if m.op in ("=", "!=") or re.fullmatch(r"[A-Za-z0-9_]+(\|[A-Za-z0-9_]+)*", m.value):
-            out += [v for v in (m.value.split("|") if m.op in ("=~", "!~") else [m.value]) if v not in SIGNAL_KINDS]
-        elif m.regex is not None and not any(m.regex.fullmatch(k) for k in SIGNAL_KINDS):
-            out.append(m.value)
-    return out
+            for path, message in storm_warnings(storm):
+                report.warn(_problem(f, marks, path, message))
 
 
 def _check_routing(loaded: dict[Path, tuple[Any, Marks]], report: Report, labels: frozenset[str]) -> None:

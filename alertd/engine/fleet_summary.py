@@ -6,6 +6,9 @@ leaves the fleet (planned work found late) is taken off again.
 """
 from __future__ import annotations
 
+import dataclasses
+
+from alertd.rules.fields import STORM_LABELS
 from alertd.core.json_types import JSONValue, as_object, integer, strings
 from alertd.core.model import Incident, Signal
 from alertd.core.words import counted
@@ -80,6 +83,38 @@ def fleet_title(fleet: Incident) -> str:
     if done:
         parts.append(", ".join(done))
     return f"{primary.title} on {counted(shown, 'node')} in {where}" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+UNCLASSIFIED = "other"  # the signal kind of an alert alertd cannot classify
+
+
+def lead_alertname(inc: Incident, sig: Signal) -> str:
+    """The name of the alert that shows ``sig`` in the incident ("" when only evidence shows it)."""
+    return next((m.alertname for m in inc.members.values() if m.signal == sig), "")
+
+
+def fleet_headline(child: Incident, sig: Signal) -> Signal:
+    """What a node's leading signal says on its fleet. An unclassified alert's title is the node's own
+    summary ("GPU telemetry lost on node-3") and its meaning the node's description: the fleet says its
+    alert name instead, as Alertmanager's grouping by name does ("GpuTelemetryLost on 7 nodes in prod"),
+    and that alertd could not tell what it is."""
+    if sig.kind != UNCLASSIFIED:
+        return sig
+    name = lead_alertname(child, sig)
+    meaning = (f"alertd cannot classify {name}: these nodes fired it within minutes of each other, grouped by "
+               "its name as Alertmanager groups alerts. Each node's incident keeps the alert's own summary.")
+    return dataclasses.replace(sig, title=name, meaning=meaning) if name else sig
+
+
+def share_labels(fleet: Incident, child: Incident) -> None:
+    """Keep on the fleet the labels its nodes' leading alerts all carry alike (``team``, ``alertname`` of an
+    unclassified storm; never ``node``), as Alertmanager's commonLabels: routes match a fleet on them."""
+    lead = next((m for m in child.members.values() if m.signal == child.primary), None)
+    if lead is None:
+        return
+    had = fleet.annotations.get(STORM_LABELS)
+    shared = lead.labels if not isinstance(had, dict) else {k: v for k, v in had.items() if lead.labels.get(k) == v}
+    fleet.annotations[STORM_LABELS] = dict[str, JSONValue](shared)
 
 
 def uncount_signals(fleet: Incident, child: Incident) -> None:

@@ -43,7 +43,8 @@ from typing import Iterable, Protocol
 from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONArray, arr, strings
 from alertd.core.matchers import match_all
-from alertd.engine.fleet_summary import count_signals, uncount_signals
+from alertd.engine.fleet_summary import (UNCLASSIFIED, count_signals, fleet_headline, lead_alertname, share_labels,
+                                         uncount_signals)
 from alertd.engine.state import EngineState
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
@@ -71,20 +72,29 @@ class StormHost(Protocol):
 
     def only_response(self, inc: Incident) -> bool: ...
 
-NEVER_STORM = ("other", "watchdog")
+NEVER_STORM = ("watchdog",)
+# What storm event matchers and keys may name: signal_fields, and the leading alert's name
+EVENT_FIELDS = frozenset({"cluster", "node", "group", "signal", "category", "severity", "xid", "detail", "alertname"})
+
+
 def signal_fields(inc: Incident, sig: Signal) -> dict[str, str]:
-    """What storm event matchers and keys may name."""
+    """What storm event matchers and keys may name (``alertname``: see ``event_key``)."""
     return {"cluster": inc.cluster, "node": inc.node, "group": inc.group, "signal": sig.kind,
             "category": sig.category, "severity": sig.severity, "xid": str(sig.xid or ""), "detail": sig.detail}
 
 
 def event_key(rule: StormRule, inc: Incident, sig: Signal) -> str | None:
-    """The event a node incident led by ``sig`` belongs to, or None when it cannot storm."""
+    """The event a node incident led by ``sig`` belongs to, or None when it cannot storm. An event may also
+    name ``alertname``, the leading alert's (all there is to go by for an alert alertd cannot classify)."""
     if sig.kind in NEVER_STORM or (rule.signals and sig.kind not in rule.signals):
         return None
     fields = signal_fields(inc, sig)
-    for event in rule.events:
+    for event in rule.events:  # the leading alert's name is looked up among the members only when needed
+        if "alertname" not in fields and any(m.name == "alertname" for m in event.matchers):
+            fields["alertname"] = lead_alertname(inc, sig)
         if match_all(event.matchers, fields):
+            if "alertname" in event.by and "alertname" not in fields:
+                fields["alertname"] = lead_alertname(inc, sig)
             return event.name + "|" + "|".join(f"{b}={fields.get(b, '')}" for b in event.by)
     return None
 
@@ -238,15 +248,16 @@ class Storms:
         waiting = [w for i in state.waiting.get(key, []) if (w := state.incidents.get(i)) is not None
                    and not w.parent_id and w.opened_at >= since]
         if before or waiting:
-            self._pending(inc, len(before) + len(waiting), now)
+            for one in [p for p in before if _unsent_unclassified(p)] + [inc]:
+                self._pending(one, len(before) + len(waiting), now)
 
     def _pending(self, inc: Incident, peers: int, now: datetime) -> None:
         """Mark ``inc`` "storm pending": incidents of its event opened before it within ``pending`` (one of
         Alertmanager's batches), still too few for a fleet, and the next batch may bring the rest. Routing holds its first post and
         page while the mark stands (``Incident.storm_until``, stored with the incident, so a restart or a new
-        leader holds it too). The first of them is not held: it posts after group_wait, and a fleet forming
-        later takes its page over. Marked once, never past the window. Application faults are their job's
-        owners', never held."""
+        leader holds it too). The first of them is not held (unless ``_unsent_unclassified``): it posts after
+        group_wait, and a fleet forming later takes its page over. Marked once, never past the window.
+        Application faults are their job's owners', never held."""
         rule = self.rule
         if inc.storm_until is not None or not rule.pending or inc.category == "application":
             return
@@ -264,8 +275,9 @@ class Storms:
                     return
         lead = max(children, key=lambda i: self._fleet_rank(i.primary) if i.primary else (-1, -1, -1))
         assert lead.primary is not None
-        fleet = self.c.open_incident(f"fleet|{key}", "storm", lead.primary, now)
-        fleet.fleet, fleet.cluster, fleet.primary = True, lead.cluster, lead.primary
+        headline = fleet_headline(lead, lead.primary)
+        fleet = self.c.open_incident(f"fleet|{key}", "storm", headline, now)
+        fleet.fleet, fleet.cluster, fleet.primary = True, lead.cluster, headline
         self.c.state.open_children[fleet.id] = 0
         name = key.split("|", 1)[0]
         nodes = len({c.node for c in children})
@@ -328,8 +340,9 @@ class Storms:
         if SEVERITY_RANK.get(child.severity, 0) > SEVERITY_RANK.get(fleet.severity, 0):
             fleet.severity = child.severity
         if child.primary is not None and (fleet.primary is None or self._fleet_rank(child.primary) > self._fleet_rank(fleet.primary)):
-            fleet.primary = child.primary
+            fleet.primary = fleet_headline(child, child.primary)
         count_signals(fleet, child)
+        share_labels(fleet, child)
         lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
             if key not in fleet.storm_keys:
@@ -467,6 +480,12 @@ class Storms:
 
     def open_children(self, fleet: Incident) -> list[Incident]:
         return [c for c in (self.c.state.incidents.get(i) for i in fleet.children) if c is not None]
+
+
+def _unsent_unclassified(inc: Incident) -> bool:
+    """Unclassified and opened in this step (nothing sent yet): held with the peers its step brings, as
+    alertd cannot tell a lone one worth a page at once from a storm's first (Alertmanager sends them as one)."""
+    return inc.version == 0 and inc.primary is not None and inc.primary.kind == UNCLASSIFIED
 
 
 def _standing(fleet: Incident, severity: str) -> tuple[int, datetime, int]:

@@ -6,6 +6,10 @@ from itertools import islice
 from alertd.core.model import FIRING, Incident, Member
 
 
+# Fleet annotation: the labels its nodes' leading alerts all carry alike (Alertmanager's commonLabels of the
+# storm; engine/fleet_summary.py keeps it). A fleet has no alerts of its own: routes match it on these.
+STORM_LABELS = "storm_labels"
+
 # Routing runs on every change. A fleet incident can hold thousands of members, all alike:
 # the first ones that joined stand for the rest, so routing stays cheap per change.
 ROUTING_MEMBERS = 16
@@ -29,6 +33,9 @@ def incident_fields(inc: Incident) -> dict[str, str]:
     out: dict[str, str] = {}
     for m in reversed(members_in_order(inc)):  # the first member's labels win: it updates last
         out.update(m.labels)
+    shared = inc.annotations.get(STORM_LABELS) if inc.fleet else None
+    if isinstance(shared, dict):
+        out.update((k, v) for k, v in shared.items() if isinstance(v, str))
     primary = inc.primary
     gpus = [g.get("uuid") or g.get("pci_bus_id") or g.get("index", "") for g in inc.gpus]
     out.update(

@@ -72,6 +72,7 @@ DEFAULT_STORM_EVENTS = (
     StormEvent("gpu-fault", ("cluster", "category"), parse_matchers(['signal=~"xid|ecc|row_remap|nvlink"'])),
     StormEvent("thermal", ("cluster",), parse_matchers(['signal="thermal"'])),
     StormEvent("node-lost", ("cluster",), parse_matchers(['signal=~"metrics_missing|node_not_ready"'])),
+    StormEvent("unclassified", ("cluster", "alertname"), parse_matchers(['signal="other"'])),
 )
 DEFAULT_FOLLOWERS = parse_matchers(['signal=~"metrics_missing|node_not_ready"'])
 DEFAULT_RESPONSE_SIGNALS = parse_matchers(['signal=~"node_cordoned|node_not_ready|metrics_missing"',

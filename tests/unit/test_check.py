@@ -293,6 +293,16 @@ def test_storm_matchers_naming_no_signal_kind_are_warnings(site):
     assert [kind for _, _, kind in found] == ["'thermals'", "'node_notready'", "'exp.*'"], found
 
 
+def test_a_storm_event_keyed_by_no_storm_field_is_a_warning(site):
+    corr = site / "rules" / "correlation.yml"
+    text = corr.read_text()
+    assert "by: [cluster, alertname]" in text  # the shipped unclassified event: the alert name is a storm field
+    corr.write_text(text.replace("by: [cluster, alertname]", "by: [cluster, alert_name]"))
+    found = [p for p in check([site / "rules"]).warnings if "is no storm field" in p.message]
+    assert [(p.path, p.message.split(",")[0]) for p in found] == [
+        ("correlation.storm.events[3].by[1]", "storm event 'unclassified' is keyed by 'alert_name'")], found
+
+
 def test_relative_secret_files_are_read_from_the_config_files_directory(tmp_path, monkeypatch):
     """As ``alertd serve`` reads them (alertd.config.settings.load_config): ``check`` run from any directory agrees."""
     site = tmp_path / "etc"
