@@ -16,10 +16,12 @@ from urllib.parse import quote, unquote, urlsplit
 
 from aiohttp import web
 
+from alertd.alertmanager.silences import AlertmanagerError, silence_duration
+from alertd.app.silence_preview import SilenceOverlap
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core.actor import Actor
-from alertd.core.json_types import JSONObject, strings, text
+from alertd.core.json_types import JSONObject, as_object, objects, strings, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
@@ -30,7 +32,7 @@ from alertd.web import access, api
 from alertd.web import incidents as incident_routes
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.host import WebHost
-from alertd.web.keys import SERVICE
+from alertd.web.keys import INCIDENT_ACTIONS, SERVICE
 from alertd.web.auth import AUTH
 from alertd.web.body import read_form
 from alertd.web.render import page
@@ -150,7 +152,7 @@ def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
 
 @login_required()
 async def incident(request: web.Request) -> web.Response:
-    reject_unknown(request.query, ("done", "problem", "confirm"))
+    reject_unknown(request.query, ("done", "problem", "confirm", "preview"))
     svc = _svc(request)
     inc = await svc.store.get_incident(request.match_info["id"])
     if inc is None:
@@ -172,8 +174,30 @@ async def incident(request: web.Request) -> web.Response:
         children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
         can_act=request[access.PRINCIPAL].can(Role.ACT) and inc.status != CLOSED, silences=SILENCE_CHOICES if can_silence else (),
         remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can(Role.ACT),
-        blast_summary=summary,
+        blast_summary=summary, **await _preview(request, inc.id, can_silence and inc.status != CLOSED),
         done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
+
+
+async def _preview(request: web.Request, incident_id: str, can_silence: bool) -> dict[str, Any]:
+    """The page's silence preview (``?preview=4h``): the matchers, the alerts Alertmanager holds that they
+    match, and the open incidents the silence would mute, before the person makes it."""
+    choice = request.query.get("preview", "")
+    none: dict[str, Any] = {"preview": None, "preview_for": "", "preview_rows": [], "preview_problem": ""}
+    if not choice or not can_silence or not request[access.PRINCIPAL].can(Role.ACT):
+        return none
+    if isinstance(problem := silence_duration(choice), str):
+        return {**none, "preview_problem": problem}
+    try:
+        found = await request.app[INCIDENT_ACTIONS].preview(incident_id)
+    except AlertmanagerError as exc:
+        return {**none, "preview_problem": f"cannot preview the silence: {exc}"}
+    if isinstance(found, str):
+        return {**none, "preview_problem": found}
+    names = [m["name"] for m in found.matchers if m["name"] != "alertname"]
+    rows = [{"alertname": text(labels, "alertname"), "state": text(a, "state"),
+             "labels": ", ".join(f"{n}={text(labels, n)}" for n in names if text(labels, n))}
+            for a in objects(found.to_dict()["alerts"]) for labels in (as_object(a.get("labels")),)]
+    return {**none, "preview": found, "preview_for": choice, "preview_rows": rows}
 
 
 @login_required(Role.ACT)
@@ -195,8 +219,12 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
         raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else f"?done={quote(what)}"))
     if verb not in ("ack", "resolve", "silence", "unsilence", "rma") or (verb == "silence") != bool(duration):
         return page(request, "error.html", 400, title="Bad request", message=f"unknown action {action!r}")
-    _, problem = await incident_routes.perform(request, incident_id, incident_routes.ROUTE_VERBS[verb],
-                                         Actor(request[access.PRINCIPAL].name), "web", duration)
+    try:
+        _, problem = await incident_routes.perform(request, incident_id, incident_routes.ROUTE_VERBS[verb],
+                                                   Actor(request[access.PRINCIPAL].name), "web", duration,
+                                                   force=form.get("force") == "1")
+    except SilenceOverlap:  # asked again on the page, with what else it would mute
+        raise web.HTTPSeeOther(back + "?preview=" + quote(duration) + "#silence-preview") from None
     label = {"ack": "acknowledged", "resolve": "resolved", "unsilence": "unsilenced",
              "rma": "RMA handoff asked"}.get(action, action.replace("-", "d for "))
     raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else "?done=" + quote(label)))

@@ -34,6 +34,11 @@ async def test_silence_and_unsilence_buttons_through_alertmanager(tmp_path, aler
     try:
         await h.post(hook(xid_alert("gpu-node-3", 2), node="gpu-node-3"))
         inc = await h.one_incident()
+        page = await (await h.client.get(f"/ui/incidents/{inc['id']}")).text()
+        assert f'href="/ui/incidents/{inc["id"]}?preview=4h#silence-preview"' in page
+        page = await (await h.client.get(f"/ui/incidents/{inc['id']}?preview=4h")).text()
+        assert 'id="silence-preview"' in page and "alertname=&#34;GPUXidError&#34;" in page
+        assert 'value="silence-4h"' in page and "It would also mute" not in page
         resp = await press(h, inc["id"], "silence-4h")
         assert resp.status == 303 and resp.headers["Location"].endswith("?done=silenced%20for%204h")
         silence = (await h.incident(inc["id"]))["annotations"]["silence"]

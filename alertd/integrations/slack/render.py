@@ -36,6 +36,7 @@ ACTION_ACK = "alertd_ack"
 ACTION_RESOLVE = "alertd_resolve"
 ACTION_SILENCE = "alertd_silence_"  # + 1h | 4h | 24h
 ACTION_UNSILENCE = "alertd_unsilence"
+ACTION_SILENCE_ANYWAY = "alertd_silenceanyway_"  # + 1h | 4h | 24h: confirmed although it mutes other incidents
 ACTION_REMEDIATE = "alertd_remediation_"  # + approve | override | cancel (alertd/app/remediate.py)
 SILENCE_CHOICES = ("1h", "4h", "24h")
 
@@ -342,6 +343,16 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "",
         for d in SILENCE_CHOICES:
             out.append(_button(f"Silence {d}", ACTION_SILENCE + d, value))
     return out
+
+
+def overlap_question(incident_id: str, value: str, duration: str, lines: list[str]) -> list[JSONObject]:
+    """Asked of the clicker alone when a silence would mute other open incidents too: what it would
+    mute, and the button that makes it anyway. ``lines``: one per incident it would also mute."""
+    shown = "\n".join(f"• {mrkdwn_escape(line)}" for line in lines[:10])
+    more = f"\n…and {len(lines) - 10} more" if len(lines) > 10 else ""
+    text = (f"*Silence {incident_id} for {duration}?* It would also mute these open incidents:\n{shown}{more}")
+    return [_section(text), {"type": "actions", "block_id": f"alertd-silence:{incident_id}", "elements": [
+        _button(f"Silence {duration} anyway", ACTION_SILENCE_ANYWAY + duration, value, style="danger")]}]
 
 
 def remediation_blocks(inc: Incident, installation_id: str = "", found: Findings | None = None) -> list[JSONObject]:

@@ -1,0 +1,124 @@
+"""A silence made from an incident mutes that incident's alerts and nothing else on its nodes, through the real
+Alertmanager (Debian prometheus-alertmanager): alerts go to its API v2 as Prometheus sends them (the labels
+of deploy/prometheus/gpu-alerts.yml's rules on dcgm-exporter's series), it groups them and sends webhooks to
+alertd, alertd folds a rack's heat into one fleet incident, and the silence made from that fleet must leave a
+later Xid 79 on the same nodes audible."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from urllib.parse import quote
+
+import aiohttp
+import pytest
+
+from tests.support import services
+from tests.support.fixtures import require
+from tests.support.notify_harness import Harness, wait_for
+from tests.support.process import ReservedPort
+from tests.support.webhooks import dcgm_labels
+
+pytestmark = pytest.mark.services
+
+NODES = [f"gpu-r7-{i:02d}" for i in range(6)]
+
+
+def am_config(url: str) -> str:
+    return f"""
+route:
+  receiver: alertd
+  group_by: [cluster, node, alertname]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: alertd
+    webhook_configs:
+      - url: {url}
+        send_resolved: true
+        max_alerts: 0
+"""
+
+
+def heat(node: str, gpu: int) -> dict[str, str]:
+    return {"alertname": "GPUTemperatureHigh", "severity": "warning", **dcgm_labels("prod", node, gpu)}
+
+
+def throttled(node: str, gpu: int) -> dict[str, str]:
+    return {"alertname": "GPUClockEventThrottling", "severity": "warning", "clock_event_reasons": "64",
+            **dcgm_labels("prod", node, gpu)}
+
+
+def xid79(node: str, gpu: int) -> dict[str, str]:
+    return {"alertname": "GPUXidError", "severity": "warning", "xid": "79", **dcgm_labels("prod", node, gpu)}
+
+
+async def am_post(url: str, labels: list[dict[str, str]]) -> None:
+    now = datetime.now(timezone.utc)
+    body = [{"labels": lbl, "annotations": {"summary": f"{lbl['alertname']} on {lbl['node']}"},
+             "generatorURL": "http://prometheus.example:9090/graph?g0.expr=x",
+             "startsAt": (now - timedelta(minutes=1)).isoformat(), "endsAt": (now + timedelta(hours=1)).isoformat()}
+            for lbl in labels]
+    async with aiohttp.ClientSession() as s:
+        async with s.post(url + "/api/v2/alerts", json=body) as resp:
+            assert resp.status == 200, await resp.text()
+
+
+async def am_alerts(url: str, matcher: str) -> list[dict]:
+    async with aiohttp.ClientSession() as s:
+        async with s.get(url + "/api/v2/alerts?filter=" + quote(matcher)) as resp:
+            assert resp.status == 200, await resp.text()
+            found: list[dict] = await resp.json()
+            return found
+
+
+async def test_a_heat_silence_from_a_fleet_leaves_a_later_xid_79_audible(tmp_path):
+    am_port = ReservedPort()
+    h = await Harness(tmp_path, alertmanager_url=am_port.url).start()
+    am = None
+    try:
+        cfg = tmp_path / "alertmanager.yml"
+        cfg.write_text(am_config(str(h.client.make_url("/api/v1/alerts/alertmanager"))))
+        am = require(services.start_alertmanager, cfg, tmp_path / "am", port=am_port)
+        await am_post(am.url, [a(n, g) for n in NODES for g in (0, 1) for a in (heat, throttled)])
+
+        async def fleet() -> dict | None:
+            rows = [r for r in await h.incidents(status="open") if r["fleet"]]
+            return rows[0] if rows and sorted(rows[0]["nodes"]) == NODES else None
+        found = await wait_for(fleet, timeout=30)
+        assert found["signals"] == ["thermal"]
+
+        # the preview: Alertmanager's own count of what the matchers select, and the fleet's node incidents
+        resp = await h.client.get(f"/api/v1/incidents/{found['id']}/silence/preview")
+        assert resp.status == 200, await resp.text()
+        preview = await resp.json()
+        assert preview["alertCount"] == 24 and preview["overlap"] == []
+        assert {m["id"] for m in preview["incidents"]} <= set(found["children"]) and preview["incidents"]
+
+        resp = await h.client.post(f"/api/v1/incidents/{found['id']}/silence?duration=4h")
+        assert resp.status == 200, await resp.text()
+        recorded = (await h.incident(found["id"]))["annotations"]["silence"]
+        by_name = {m["name"]: m for m in recorded["matchers"]}
+        assert by_name["alertname"]["value"] == "GPUClockEventThrottling|GPUTemperatureHigh"
+        assert by_name["cluster"] == {"name": "cluster", "value": "prod", "isRegex": False, "isEqual": True}
+        assert sorted(by_name["node"]["value"].replace("\\", "").split("|")) == NODES
+
+        # the heat on the rack is muted in Alertmanager ...
+        async def heat_suppressed() -> bool:
+            got = await am_alerts(am.url, 'alertname="GPUTemperatureHigh"')
+            return len(got) == 12 and all(a["status"]["state"] == "suppressed" for a in got)
+        await wait_for(heat_suppressed, timeout=10)
+
+        # ... and a GPU falling off the bus on one of its nodes is not: Alertmanager sends it, alertd opens it
+        await am_post(am.url, [xid79(NODES[2], 3)])
+        got = await wait_for(lambda: am_alerts(am.url, 'alertname="GPUXidError"'), timeout=10)
+        assert got[0]["status"]["state"] == "active" and got[0]["status"]["silencedBy"] == []
+
+        async def xid_incident() -> dict | None:
+            rows = [r for r in await h.incidents() if 79 in (r.get("xids") or [])]
+            return rows[0] if rows else None
+        opened = await wait_for(xid_incident, timeout=15)
+        assert opened["node"] == NODES[2] or NODES[2] in opened["nodes"]
+    finally:
+        if am is not None:
+            am.stop()
+        await h.stop()
