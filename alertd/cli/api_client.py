@@ -175,6 +175,8 @@ def _show_incident(data: JSONObject, args: argparse.Namespace, out: TextIO) -> i
         out.write(f"  nodes ({len(nodes)}): {', '.join(nodes) or '-'}\n")
     if data.get("children"):
         out.write(f"  node incidents: {', '.join(map(str, as_array(data['children'])))}\n")
+    for note in as_array(data.get("routingNotes")):
+        out.write(f"  quiet: {note}\n")
     for g in objects(data.get("gpus")):
         out.write(f"  gpu: {g.get('index', '?')} {g.get('uuid', '')} {g.get('pci_bus_id', '')}\n")
     out.write("  members:\n")

@@ -8,6 +8,8 @@ Every action is the use case of alertd/app/incident_actions.py for the caller's 
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from aiohttp import web
 
 from alertd.alertmanager.silences import AlertmanagerError, silence_duration
@@ -21,6 +23,7 @@ from alertd.web.api import _json, _svc, guarded, incident_page
 from alertd.web.auth import acting
 from alertd.web.keys import INCIDENT_ACTIONS
 from alertd.web.params import reject_unknown
+from alertd.web.states import routing_notes
 
 KINDS = ("", "quarantine", "uncordon", "rma")
 ROUTE_VERBS = {"ack": "acknowledge", "resolve": "resolve", "silence": "silence", "unsilence": "unsilence",
@@ -60,10 +63,13 @@ async def list_incidents(request: web.Request) -> web.Response:
 
 @guarded(Role.READ)
 async def get_incident(request: web.Request) -> web.Response:
-    inc = await _svc(request).store.get_incident(request.match_info["id"])
+    svc = _svc(request)
+    inc = await svc.store.get_incident(request.match_info["id"])
     if inc is None:
         return _json({"error": f"no incident {request.match_info['id']}"}, 404)
-    return _json(inc.to_dict())
+    # what held its notifications back (a mute window, maintenance), when it opened or now, in words
+    notes = routing_notes(svc.cfg, svc.rules.routing, inc, datetime.now(timezone.utc))
+    return _json({**inc.to_dict(), "routingNotes": [n for n in notes if " muted by " in n]})
 
 
 @guarded(Role.ACT)
