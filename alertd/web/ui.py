@@ -27,6 +27,7 @@ from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.remediation.blast import summary
+from alertd.remediation.decide import rma_refusal
 from alertd.store.base import StoreUnavailable
 from alertd.web import access, api
 from alertd.web import incidents as incident_routes
@@ -162,7 +163,7 @@ async def incident(request: web.Request) -> web.Response:
     found = inc.findings
     silence = found.silence
     return page(request, "incident.html", inc=inc, doc=inc.to_dict(), guide=incident_guide(inc, svc.cfg.runbook_base_url),
-                confirm=request.query.get("confirm") == "resolve", members=sorted(
+                confirm=request.query.get("confirm", ""), members=sorted(
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
         alertmanager=alertmanager_link(inc, am_url), silence=silence,
         silence_url=silence_link(am_url, silence.id) if silence else "",
@@ -171,6 +172,7 @@ async def incident(request: web.Request) -> web.Response:
         notifications=_notifications(await svc.store.notification_state(inc.id)),
         routing_notes=routing_notes(svc.cfg, svc.rules.routing, inc, datetime.now(timezone.utc)),
         no_remediation=svc.remediation.why_none(inc),
+        rma_targets=[] if rma_refusal(inc) else svc.remediation.rma_targets,
         children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
         can_act=request[access.PRINCIPAL].can(Role.ACT) and inc.status != CLOSED, silences=SILENCE_CHOICES if can_silence else (),
         remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can(Role.ACT),
@@ -209,8 +211,8 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
     form = await read_form(request, _svc(request).cfg.body_timeout)
     action = str(form.get("action", ""))
     back = f"/ui/incidents/{quote(incident_id, safe='')}"
-    if action == "confirm-resolve":  # the first press of Resolve asks again, on the page (no script needed)
-        raise web.HTTPSeeOther(back + "?confirm=resolve")
+    if action in ("confirm-resolve", "confirm-rma"):  # the first press asks again, on the page (no script needed)
+        raise web.HTTPSeeOther(back + "?confirm=" + action.removeprefix("confirm-"))
     verb, _, duration = action.partition("-")
     if verb == "remediation":  # remediation-<approve|override|cancel|stop>-<quarantine|uncordon>
         what, _, kind = duration.partition("-")

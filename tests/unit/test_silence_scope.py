@@ -83,3 +83,29 @@ def test_slack_asks_again_with_a_button_that_silences_anyway():
     assert click.verb == "silence" and click.duration == "4h" and click.force and click.value == "INC-2"
     assert not read_click({"action_id": "alertd_silence_4h", "value": "INC-2"}).force
     assert "INC-1" in blocks[0]["text"]["text"]
+
+
+def _buttons(blocks) -> list[str]:
+    return [e["action_id"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
+
+
+def test_slack_buttons_only_where_they_can_work():
+    from datetime import datetime, timezone
+
+    from alertd.integrations.slack.integration import SlackNotifier, SlackSettings
+    from alertd.integrations.slack.render import render_incident
+
+    inc = engine().ingest([xid(79, node="n1", gpu="0")], at(0))[0].incident
+    now = datetime(2026, 11, 30, 12, 5, tzinfo=timezone.utc)
+
+    def shown(doc: dict) -> list[str]:
+        am = {"alertmanager": {"url": "http://am:9093"}} if doc.pop("am", False) else {}
+        settings = SlackSettings.from_config(parse_config({"notify": {"slack": {"token": "xoxb-1", **doc}}, **am},
+                                                          "test", env={}))
+        ctx = SlackNotifier(settings, None, lambda: now)._render_context()  # type: ignore[arg-type]
+        return _buttons(render_incident(inc, ctx)[1])
+
+    assert shown({}) == []  # no signing secret: a click could not be verified
+    assert shown({"signing_secret": "s3cret"}) == ["alertd_ack", "alertd_resolve"]  # no alertmanager.url
+    assert shown({"signing_secret": "s3cret", "am": True}) == [
+        "alertd_ack", "alertd_resolve", "alertd_silence_1h", "alertd_silence_4h", "alertd_silence_24h"]

@@ -52,6 +52,8 @@ class RenderContext:
     note: str = ""  # routing note, e.g. a cordon downgrade
     now: datetime | None = None
     installation_id: str = ""  # prefixes button values (alertd/core/installation.py)
+    buttons: bool = True  # a signing secret is set: clicks can be verified, so buttons can work
+    silences: bool = True  # alertmanager.url is set: Silence can make one
 
 
 def mrkdwn_escape(text: object) -> str:
@@ -176,8 +178,8 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     links = _links(inc, ctx)
     if links:
         tail.append({"type": "context", "elements": [mrkdwn(" · ".join(links))]})
-    tail.extend(remediation_blocks(inc, ctx.installation_id, found))
-    buttons = action_buttons(inc, now, ctx.installation_id, found)
+    tail.extend(remediation_blocks(inc, ctx.installation_id, found) if ctx.buttons else [])
+    buttons = action_buttons(inc, now, ctx.installation_id, found, silences=ctx.silences) if ctx.buttons else []
     if buttons:
         tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": list[JSONValue](buttons)})
     blocks.extend(_fit(_body(inc, found), MAX_BLOCKS - len(blocks) - len(tail)))
@@ -325,9 +327,9 @@ def member_line(m: Member) -> str:
 
 
 def action_buttons(inc: Incident, now: datetime, installation_id: str = "",
-                   found: Findings | None = None) -> list[JSONObject]:
-    """Acknowledge, resolve and silence (or unsilence); ``found``: the incident's findings, when the caller
-    has read them already."""
+                   found: Findings | None = None, *, silences: bool = True) -> list[JSONObject]:
+    """Acknowledge, resolve and silence (or unsilence; ``silences``: only where Alertmanager can be asked);
+    ``found``: the incident's findings, when the caller has read them already."""
     if inc.status == CLOSED:
         return []
     out = []
@@ -339,7 +341,7 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "",
     silence, active = _silence(found or inc.findings, now)
     if silence and active:
         out.append(_button("Unsilence", ACTION_UNSILENCE, value))
-    else:
+    elif silences:
         for d in SILENCE_CHOICES:
             out.append(_button(f"Silence {d}", ACTION_SILENCE + d, value))
     return out
