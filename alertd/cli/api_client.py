@@ -169,8 +169,12 @@ def _show_incident(data: JSONObject, args: argparse.Namespace, out: TextIO) -> i
     out.write(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}\n")
     out.write(f"  key: {data['key']}  opened: {data['openedAt']}  resolved: {data.get('resolvedAt') or '-'}\n")
     primary, nodes = member(data, "primary"), [str(n) for n in as_array(data.get("nodes"))]
-    if primary.get("action"):
-        out.write(f"  action: {primary['action']}  runbook: {primary.get('runbook', '')}\n")
+    verdict = member(data, "verdict")
+    action = verdict.get("action") or primary.get("action")  # what the page says: the history verdict's first
+    if action:
+        out.write(f"  action: {action}  runbook: {primary.get('runbook', '')}\n")
+    if verdict.get("line"):
+        out.write(f"  history: {verdict['line']} (the catalog's action: {primary.get('action') or '-'})\n")
     if data.get("fleet") or len(nodes) > 1:  # a fleet incident: its nodes are the point
         out.write(f"  nodes ({len(nodes)}): {', '.join(nodes) or '-'}\n")
     if data.get("children"):

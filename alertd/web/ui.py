@@ -21,7 +21,7 @@ from alertd.app.silence_preview import SilenceOverlap
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core.actor import Actor
-from alertd.core.json_types import JSONObject, as_object, objects, strings, text
+from alertd.core.json_types import JSONObject, as_object, integer, objects, strings, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
@@ -173,11 +173,21 @@ async def incident(request: web.Request) -> web.Response:
         routing_notes=routing_notes(svc.cfg, svc.rules.routing, inc, datetime.now(timezone.utc)),
         no_remediation=svc.remediation.why_none(inc),
         rma_targets=[] if rma_refusal(inc) else svc.remediation.rma_targets,
-        children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
+        **_children(await svc.store.incident_docs(inc.children) if inc.children else []),
         can_act=request[access.PRINCIPAL].can(Role.ACT) and inc.status != CLOSED, silences=SILENCE_CHOICES if can_silence else (),
         remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can(Role.ACT),
         blast_summary=summary, **await _preview(request, inc.id, can_silence and inc.status != CLOSED),
         done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
+
+
+CHILD_ROWS = 50  # node incidents listed on a fleet's page; the counts cover all of them
+
+
+def _children(docs: list[JSONObject]) -> dict[str, Any]:
+    """A fleet's node incidents: the first CHILD_ROWS to list, and the counts over every one of them."""
+    return {"children": docs[:CHILD_ROWS], "child_count": len(docs),
+            "child_firing": sum(integer(d, "firing") for d in docs),
+            "child_alerts": sum(integer(d, "memberCount") for d in docs)}
 
 
 async def _preview(request: web.Request, incident_id: str, can_silence: bool) -> dict[str, Any]:

@@ -84,3 +84,23 @@ async def test_fleet_incident_lists_its_node_incidents_under_it(tmp_path):
 async def _fleet(h: Harness) -> dict | None:
     rows = await h.incidents()
     return next((r for r in rows if r.get("fleet") and len(r.get("nodes", [])) == 6 and len(r["children"]) == 6), None)
+
+
+async def test_a_60_node_fleet_page_counts_all_its_nodes_not_the_50_it_lists(tmp_path):
+    h = await Harness(tmp_path).start()
+    try:
+        starts = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=1)
+        for n in range(60):
+            node = f"gpu-node-{n:02d}"
+            await h.post(hook(xid_alert(node, 1, code=119, starts=starts), node=node))
+
+        async def all_sixty() -> dict | None:
+            rows = await h.incidents(limit=200)
+            return next((r for r in rows if r.get("fleet") and len(r["children"]) == 60), None)
+        fleet = await wait_for(all_sixty, timeout=30)
+        page = await (await h.client.get(f"/ui/incidents/{fleet['id']}")).text()
+        assert "Alerts (60 firing of 60, on its 60 node incidents)" in page
+        assert "Listed: 50 of 60 node incidents; 10 more" in page
+        assert page.count('href="/ui/nodes/') >= 50
+    finally:
+        await h.stop()
