@@ -115,12 +115,12 @@ def silence_matchers(inc: Incident, members: list[Member] | None = None, node_la
         out.append(_one_of(xid_label, codes + ([""] if any(not m.labels.get(xid_label) for m in members) else [])))
     if inc.fleet and inc.nodes:
         label = _label_for_nodes(members, set(inc.nodes), node_labels)
-        out.append(_matcher(label, "|".join(re.escape(n) for n in sorted(inc.nodes)), regex=True))
+        out.append(_matcher(label, "|".join(_re_escape(n) for n in sorted(inc.nodes)), regex=True))
     elif inc.node:
         label = _label_for_nodes(members, {inc.node}, node_labels)
         value = inc.node
         if label == "instance":  # the node came from host:port; match any port
-            out.append(_matcher(label, re.escape(value) + "(:[0-9]+)?", regex=True))
+            out.append(_matcher(label, _re_escape(value) + "(:[0-9]+)?", regex=True))
         else:
             out.append(_matcher(label, value))
     elif inc.pod:
@@ -143,7 +143,16 @@ def silence_matchers(inc: Incident, members: list[Member] | None = None, node_la
 def _one_of(name: str, values: list[str]) -> Matcher:
     if len(values) == 1:
         return _matcher(name, values[0])
-    return _matcher(name, "|".join(re.escape(v) for v in values), regex=True)
+    return _matcher(name, "|".join(_re_escape(v) for v in values), regex=True)
+
+
+_RE_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def _re_escape(value: str) -> str:
+    """A literal in an RE2 regex, escaping only its metacharacters (``gpu-r7.dc1`` -> ``gpu-r7\\.dc1``), so
+    the matcher reads as written in Alertmanager's UI."""
+    return _RE_SPECIAL.sub(r"\\\1", value)
 
 
 def local_matchers(matchers: list[Matcher]) -> tuple[CoreMatcher, ...]:

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 from alertd.core.json_types import JSONObject, as_array, member, objects
 from alertd.core.incident_filters import FILTER_NAMES, INCIDENT_FILTERS
+from alertd.integrations.presentation import event_words
 
 DEFAULT_URL = "http://127.0.0.1:9095"
 MAX_PAGES = 100  # --all follows at most this many pages
@@ -188,7 +189,7 @@ def _show_incident(data: JSONObject, args: argparse.Namespace, out: TextIO) -> i
         out.write(f"    {m['status']:8} {m['alertname']:28} {member(m, 'signal').get('title', '')}\n")
     out.write("  timeline:\n")
     for e in objects(data.get("timeline")):
-        out.write(f"    {e['at']}  {e['kind']:20} {e.get('text', '')}\n")
+        out.write(f"    {e['at']}  {event_words(str(e['kind'])):24} {e.get('text', '')}\n")
     return 0
 
 

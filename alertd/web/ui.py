@@ -24,7 +24,7 @@ from alertd.core.actor import Actor
 from alertd.core.json_types import JSONObject, as_object, integer, objects, strings, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
-from alertd.integrations.presentation import alertmanager_link, silence_link
+from alertd.integrations.presentation import alertmanager_link, ref_words, silence_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.remediation.blast import summary
 from alertd.remediation.decide import rma_refusal
@@ -138,6 +138,9 @@ async def incidents(request: web.Request) -> web.Response:
     return page(request, "incidents.html", **context)
 
 
+OUTBOX_STATE_WORDS = {"done": "delivered", "pending": "sending", "failed": "failed: gave up retrying"}
+
+
 def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
     out: list[JSONObject] = []
     for target, entry in sorted(state.items()):
@@ -147,7 +150,9 @@ def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
             from alertd.web.render import slack_link
 
             link = slack_link(text(entry, "ref"))
-        out.append({**entry, "kind": kind, "link": link})
+        words, key = ("", "") if link else ref_words(kind, text(entry, "ref"))
+        shown = OUTBOX_STATE_WORDS.get(text(entry, "state"), text(entry, "state") or "delivered")
+        out.append({**entry, "kind": kind, "link": link, "words": words, "key": key, "state_words": shown})
     return out
 
 
@@ -205,10 +210,11 @@ async def _preview(request: web.Request, incident_id: str, can_silence: bool) ->
         return {**none, "preview_problem": f"cannot preview the silence: {exc}"}
     if isinstance(found, str):
         return {**none, "preview_problem": found}
-    names = [m["name"] for m in found.matchers if m["name"] != "alertname"]
+    names = [m["name"] for m in found.matchers if m["name"] != "alertname"] + ["gpu"]  # and which GPU
     rows = [{"alertname": text(labels, "alertname"), "state": text(a, "state"),
              "labels": ", ".join(f"{n}={text(labels, n)}" for n in names if text(labels, n))}
             for a in objects(found.to_dict()["alerts"]) for labels in (as_object(a.get("labels")),)]
+    rows.sort(key=lambda r: (r["labels"], r["alertname"]))
     return {**none, "preview": found, "preview_for": choice, "preview_rows": rows}
 
 

@@ -5,13 +5,17 @@ alertd, alertd folds a rack's heat into one fleet incident, and the silence made
 later Xid 79 on the same nodes audible."""
 from __future__ import annotations
 
+import base64
+import os
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from urllib.parse import quote
 
 import aiohttp
 import pytest
 
 from tests.support import services
+from tests.support.browser import Browser, By
 from tests.support.fixtures import require
 from tests.support.notify_harness import Harness, wait_for
 from tests.support.process import ReservedPort
@@ -71,21 +75,35 @@ async def am_alerts(url: str, matcher: str) -> list[dict]:
             return found
 
 
-async def test_a_heat_silence_from_a_fleet_leaves_a_later_xid_79_audible(tmp_path):
+async def rack_heat(tmp_path: Path) -> tuple[Harness, services.RunningService, dict]:
+    """alertd behind the real Alertmanager, and the rack's heat folded into one fleet incident."""
     am_port = ReservedPort()
     h = await Harness(tmp_path, alertmanager_url=am_port.url).start()
-    am = None
+    cfg = tmp_path / "alertmanager.yml"
+    cfg.write_text(am_config(str(h.client.make_url("/api/v1/alerts/alertmanager"))))
     try:
-        cfg = tmp_path / "alertmanager.yml"
-        cfg.write_text(am_config(str(h.client.make_url("/api/v1/alerts/alertmanager"))))
         am = require(services.start_alertmanager, cfg, tmp_path / "am", port=am_port)
-        await am_post(am.url, [a(n, g) for n in NODES for g in (0, 1) for a in (heat, throttled)])
+    except BaseException:
+        await h.stop()
+        raise
+    await am_post(am.url, [a(n, g) for n in NODES for g in (0, 1) for a in (heat, throttled)])
 
-        async def fleet() -> dict | None:
-            rows = [r for r in await h.incidents(status="open") if r["fleet"]]
-            return rows[0] if rows and sorted(rows[0]["nodes"]) == NODES else None
+    async def fleet() -> dict | None:
+        rows = [r for r in await h.incidents(status="open") if r["fleet"]]
+        return rows[0] if rows and sorted(rows[0]["nodes"]) == NODES else None
+    try:
         found = await wait_for(fleet, timeout=30)
-        assert found["signals"] == ["thermal"]
+    except BaseException:
+        am.stop()
+        await h.stop()
+        raise
+    assert found["signals"] == ["thermal"]
+    return h, am, found
+
+
+async def test_a_heat_silence_from_a_fleet_leaves_a_later_xid_79_audible(tmp_path):
+    h, am, found = await rack_heat(tmp_path)
+    try:
 
         # the preview: Alertmanager's own count of what the matchers select, and the fleet's node incidents
         resp = await h.client.get(f"/api/v1/incidents/{found['id']}/silence/preview")
@@ -119,6 +137,42 @@ async def test_a_heat_silence_from_a_fleet_leaves_a_later_xid_79_audible(tmp_pat
         opened = await wait_for(xid_incident, timeout=15)
         assert opened["node"] == NODES[2] or NODES[2] in opened["nodes"]
     finally:
-        if am is not None:
-            am.stop()
+        am.stop()
+        await h.stop()
+
+
+async def test_the_silence_preview_reads_at_desktop_and_phone_widths(tmp_path):
+    """Chromium at 1400 px and 390 px: the preview fits the width, and its button makes the silence. With
+    ALERTD_UI_SCREENSHOTS=DIR the two pages are saved there (docs/screenshots/silence-preview*.png)."""
+    h, am, found = await rack_heat(tmp_path)
+    browser = Browser.start()
+    try:
+        d = browser.driver
+        url = str(h.client.make_url(f"/ui/incidents/{found['id']}"))
+        await browser.get(url)
+        await browser.wait(lambda: d.find_elements(By.LINK_TEXT, "Silence 4h…"), what="the Silence buttons")
+        for width, name in ((1400, "silence-preview.png"), (390, "silence-preview-phone.png")):
+            await browser.do(d.set_window_size, width, 1000)
+            await browser.get(url + "?preview=4h")
+            section = await browser.wait(lambda: d.find_elements(By.ID, "silence-preview"), what="the preview")
+            text = section[0].text
+            assert "They match 24 alerts Alertmanager holds now" in text and "alertname=~" in text, text
+            fits = await browser.do(d.execute_script, """
+                const s = document.getElementById('silence-preview'), r = s.getBoundingClientRect();
+                const b = s.querySelector('button').getBoundingClientRect();
+                return r.right <= window.innerWidth + 1 && b.right <= window.innerWidth + 1 && b.width > 0;""")
+            assert fits, f"the preview overflows {width} px"
+            if target := os.environ.get("ALERTD_UI_SCREENSHOTS"):
+                inner = await browser.do(d.execute_script, "return window.innerWidth")
+                shot = await browser.do(d.execute_cdp_cmd, "Page.captureScreenshot", {
+                    "format": "png", "captureBeyondViewport": True,
+                    "clip": {"x": 0, "y": 0, "width": inner, "height": 1000, "scale": 1}})
+                (Path(target) / name).write_bytes(base64.b64decode(shot["data"]))
+        await browser.do(lambda: d.find_element(By.CSS_SELECTOR, "#silence-preview button").click())
+        main = "const m = document.querySelector('main'); return m ? m.innerText : '';"  # one read: no stale element
+        await browser.wait(lambda: "Done: silenced for 4h" in d.execute_script(main), what="the silence made")
+        assert (await h.incident(found["id"]))["annotations"]["silence"]["matchers"][0]["name"] == "alertname"
+    finally:
+        browser.quit()
+        am.stop()
         await h.stop()

@@ -19,7 +19,7 @@ from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
 from alertd.integrations.base import Links
-from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links, web_url
+from alertd.integrations.presentation import ACTION_TEXT, event_words, incident_action, incident_links, web_url
 
 MAX_BLOCKS = 50
 MAX_SECTION = 3000
@@ -402,7 +402,7 @@ EVENT_ICON = {
 def event_line(e: Event | JSONObject) -> str:
     ev = e if isinstance(e, Event) else Event.from_dict(e)
     icon = EVENT_ICON.get(ev.kind, ":small_blue_diamond:")
-    text = ev.text or ev.kind.replace("_", " ")
+    text = ev.text or event_words(ev.kind)
     return f"{icon} {mrkdwn_escape(text)}"
 
 
