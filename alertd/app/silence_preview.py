@@ -83,24 +83,23 @@ def _alert_row(a: JSONObject) -> JSONObject:
             "state": text(status, "state") if isinstance(status, dict) else ""}
 
 
-async def scope_members(store: PreviewStore, inc: Incident) -> list[Member]:
-    """The alerts a silence of the incident is scoped by: a fleet's are its node incidents'."""
+async def scope_members(store: PreviewStore, inc: Incident) -> tuple[list[Member], dict[str, Incident]]:
+    """The alerts a silence of the incident is scoped by (a fleet's are its node incidents'), and the node
+    incidents read for them, by id."""
     if not inc.fleet or inc.members:
-        return list(inc.members.values())
-    out: list[Member] = []
-    for child_id in inc.children:
-        child = await store.get_incident(child_id)
-        if child is not None:
-            out.extend(child.members.values())
-    return out
+        return list(inc.members.values()), {}
+    children = [c for c in [await store.get_incident(i) for i in inc.children] if c is not None]
+    return [m for c in children for m in c.members.values()], {c.id: c for c in children}
 
 
 async def preview_silence(store: PreviewStore, am: AlertSource, cfg: Config, inc: Incident) -> SilencePreview:
     ncfg = cfg.normalize
-    matchers = silence_matchers(inc, await scope_members(store, inc), ncfg.node_labels, ncfg.cluster_label)
+    members, loaded = await scope_members(store, inc)
+    matchers = silence_matchers(inc, members, ncfg.node_labels, ncfg.cluster_label)
     preview = SilencePreview(inc.id, matchers, alerts=await am.alerts_matching(matchers))
     local = local_matchers(matchers)
     own = {inc.id, inc.parent_id, *inc.children} - {""}
+    loaded[inc.id] = inc
     seen: set[str] = set()
     for node in sorted(set(inc.nodes) | {inc.node} - {""}):
         for status in (OPEN, ACKNOWLEDGED):
@@ -109,7 +108,7 @@ async def preview_silence(store: PreviewStore, am: AlertSource, cfg: Config, inc
                 if not found or found in seen:
                     continue
                 seen.add(found)
-                other = inc if found == inc.id else await store.get_incident(found)
+                other = loaded.get(found) or await store.get_incident(found)
                 if other is None or other.status == CLOSED:
                     continue
                 hits = sorted({m.alertname for m in other.members.values()
