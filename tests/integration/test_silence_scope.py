@@ -17,6 +17,7 @@ import pytest
 from tests.support import services
 from tests.support.browser import Browser, By
 from tests.support.fixtures import require
+from tests.integration.test_notify_alertmanager_flow import am_config
 from tests.support.notify_harness import Harness, wait_for
 from tests.support.process import ReservedPort
 from tests.support.webhooks import dcgm_labels
@@ -24,23 +25,6 @@ from tests.support.webhooks import dcgm_labels
 pytestmark = pytest.mark.services
 
 NODES = [f"gpu-r7-{i:02d}" for i in range(6)]
-
-
-def am_config(url: str) -> str:
-    return f"""
-route:
-  receiver: alertd
-  group_by: [cluster, node, alertname]
-  group_wait: 1s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: alertd
-    webhook_configs:
-      - url: {url}
-        send_resolved: true
-        max_alerts: 0
-"""
 
 
 def heat(node: str, gpu: int) -> dict[str, str]:
