@@ -99,7 +99,7 @@ XID_LABELS = ("xid", "Xid", "XID", "xid_code")
 def silence_matchers(inc: Incident, members: list[Member] | None = None, node_labels: tuple[str, ...] = NODE_LABELS,
                      cluster_label: str = "cluster") -> list[Matcher]:
     """Matchers that select the incident's alerts and nothing else on its nodes: the alertnames of its
-    leading alerts (and their Xid codes, where they carry one), its node (or nodes), its cluster, and the GPU
+    alerts (and their Xid codes, where they carry one), its node (or nodes), its cluster, and the GPU
     for GPU-level incidents. ``members``: the alerts to scope by (a fleet's are its node incidents'); by
     default the incident's own. A heat silence thus leaves a later Xid 79 on the same nodes audible."""
     members = list(inc.members.values()) if members is None else members

@@ -1,11 +1,12 @@
 """What people do to an incident, whichever door they come through: one use case each, taking the principal.
 
 Acknowledge, resolve, silence (an Alertmanager silence scoped to the incident's alerts: their alertnames and
-Xids, its nodes, cluster and GPU; previewed by alertd/app/silence_preview.py, refused with SilenceOverlap when it
-would mute another open incident unless forced; recorded on the incident as annotation ``silence``), unsilence, the remediation verbs (approve,
-override, cancel, stop: alertd/app/remediate.py) and the RMA handoff (``rma_handoff``: a ticket per GPU with
-its evidence, once approved: alertd/app/rma_handoff.py). Slack, the web UI and the API (and the CLI, through the
-API) are adapters: each reads its own input, calls ``perform``, and turns the answer into its own.
+Xids, its nodes, cluster and GPU; previewed by alertd/app/silence_preview.py, refused with SilenceOverlap when
+it would mute another open incident unless forced; recorded on the incident as annotation ``silence``),
+unsilence, the remediation verbs (approve, override, cancel, stop: alertd/app/remediate.py) and the RMA
+handoff (``rma_handoff``: a ticket per GPU with its evidence, once approved: alertd/app/rma_handoff.py). Slack,
+the web UI and the API (and the CLI, through the API) are adapters: each reads its own input, calls
+``perform``, and turns the answer into its own.
 
 Every outcome is audited here, with the principal and any name it stated (alertd.core.actor), so no door
 can forget to. ``perform`` answers "" when done, or why nothing was done; Alertmanager's failures raise
