@@ -50,8 +50,9 @@ def muted_notes(routing: Routing, decision: RouteDecision) -> list[str]:
     """What a mute window holds back, in words for the incident and its messages: ``page muted by window
     'nights' until 08:00 Europe/Berlin (route 'errors' to gpu-oncall)``, once per route and receiver."""
     out: list[str] = []
+    loud = set(decision.active_receivers)  # a receiver another route reaches is not muted
     for hit in decision.hits:
-        if not hit.muted or decision.suppressed:
+        if not hit.muted or decision.suppressed or hit.receiver in loud:
             continue
         receiver = routing.receivers.get(hit.receiver)
         pages = receiver is not None and any(t.kind in PAGING_KINDS for t in receiver.targets())

@@ -12,7 +12,7 @@ from alertd.app.notifiers import build_router
 from alertd.app.remediate import RemediationRunner
 from alertd.app.reporting import Reporting
 from alertd.config.settings import Config
-from alertd.notify.decision import route_incident
+from alertd.notify.decision import muted_notes, route_incident
 from alertd.report.settings import ReportSettings
 from alertd.web.states import routing_notes
 from tests.unit.builders import T0, engine, shipped_rules, xid
@@ -116,7 +116,8 @@ def test_a_storm_of_errors_pages_at_night_a_lone_error_waits_for_the_morning():
     fleet = next(c.incident for c in changes if c.incident.fleet)
     assert fleet.severity == "error" and len(fleet.nodes) == 60
     routing = shipped_rules().routing
-    assert "gpu-oncall" in route_incident(routing, fleet, MONDAY_NIGHT).active_receivers
+    decision = route_incident(routing, fleet, MONDAY_NIGHT)
+    assert "gpu-oncall" in decision.active_receivers and muted_notes(routing, decision) == []  # paged: no "muted"
     lone = engine().ingest([xid(119)], MONDAY_NIGHT)[0].incident
     decision = route_incident(routing, lone, MONDAY_NIGHT)
     assert "gpu-oncall" not in decision.active_receivers and "gpu-alerts" in decision.active_receivers
