@@ -6,10 +6,11 @@ later Xid 79 on the same nodes audible."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlencode
 
 import aiohttp
 import pytest
@@ -160,3 +161,74 @@ async def test_the_silence_preview_reads_at_desktop_and_phone_widths(tmp_path):
         browser.quit()
         am.stop()
         await h.stop()
+
+
+async def test_slack_asks_before_a_silence_that_mutes_another_jobs_incident(tmp_path, slack):
+    """Two jobs on one node hit Xid 13 (each job's own incident, keyed by its pod). A silence of the first,
+    whose pod holds two GPUs, matches the node's Xid 13s: the second job's too. Slack asks the clicker first,
+    through the payload's response_url, and the silence is made only when the clicker confirms."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestServer
+
+    from tests.support.notify_harness import top_messages, xid_alert
+    from tests.support.webhooks import fingerprint, webhook
+
+    answers: list[dict] = []
+
+    async def response_url(request: web.Request) -> web.Response:
+        answers.append(await request.json())
+        return web.json_response({"ok": True})
+    app = web.Application()
+    app.router.add_post("/response", response_url)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    am_cfg = tmp_path / "am.yml"
+    am_cfg.write_text("route:\n  receiver: 'null'\nreceivers:\n  - name: 'null'\n")
+    am = require(services.start_alertmanager, am_cfg, tmp_path / "am")
+    h = await Harness(tmp_path, slack=slack, alertmanager_url=am.url).start()
+    try:
+        alerts = []
+        for gpu, pod in ((0, "pretrain-a-0"), (1, "pretrain-a-0"), (2, "finetune-b-0")):
+            a = xid_alert("gpu-node-7", gpu, code=13)
+            a["labels"].update(namespace="ml-research", pod=pod, severity="warning")
+            a["fingerprint"] = fingerprint(a["labels"])
+            alerts.append(a)
+        await h.post(webhook(alerts, cluster="prod", node="gpu-node-7"))
+
+        async def two() -> dict | None:
+            rows = await h.incidents()
+            return {r["pod"]: r for r in rows} if len(rows) == 2 else None
+        by_pod = await wait_for(two)
+        first, second = by_pod["pretrain-a-0"]["id"], by_pod["finetune-b-0"]["id"]
+        await wait_for(lambda: top_messages(slack, "#gpu-alerts") or top_messages(slack, "#ml-platform-alerts"))
+
+        async def click(action_id: str) -> None:
+            body = Harness.action_body(action_id, first)
+            doc = json.loads(parse_qs(body.decode())["payload"][0])
+            doc["response_url"] = str(server.make_url("/response"))
+            body = urlencode({"payload": json.dumps(doc)}).encode()
+            resp = await h.client.post("/api/v1/slack/actions", data=body, headers=Harness.signed(body))
+            assert resp.status == 200
+            await h.actions_idle()
+
+        await click("alertd_silence_4h")
+        (asked,) = answers
+        assert asked["response_type"] == "ephemeral" and second in asked["text"]
+        buttons = [e for b in asked["blocks"] if b["type"] == "actions" for e in b["elements"]]
+        assert [b["action_id"] for b in buttons] == ["alertd_silenceanyway_4h"] and buttons[0]["value"] == first
+        assert "silence" not in (await h.incident(first))["annotations"]
+        async with aiohttp.ClientSession() as session:  # and nothing was made in Alertmanager
+            async with session.get(am.url + "/api/v2/silences") as resp:
+                assert await resp.json() == []
+
+        await click("alertd_silenceanyway_4h")
+        made = (await h.incident(first))["annotations"]["silence"]
+        assert {m["name"]: m["value"] for m in made["matchers"]} == {
+            "alertname": "GPUXidError", "xid": "13", "node": "gpu-node-7", "cluster": "prod"}
+        audit = [(e.action, e.outcome) for e in await h.store.list_audit()]
+        assert ("silence 4h", f"refused: the silence would also mute {second}: confirm to silence them too") in audit
+        assert ("silence 4h", "ok") in audit
+    finally:
+        await h.stop()
+        am.stop()
+        await server.close()
