@@ -305,3 +305,38 @@ async def test_no_rma_button_without_a_ticket_target(tmp_path: Path) -> None:
         assert resp.status == 409 and "no ticket target is configured" in (await resp.json())["error"]
     finally:
         await client.close()
+
+
+async def test_the_rma_confirmation_reads_at_desktop_and_phone_widths(tmp_path: Path) -> None:
+    """Chromium at 1400 px and 390 px: the page's RMA handoff asks again, the question and its button fit the
+    width, and the confirmation opens the tickets."""
+    from tests.support.browser import Browser, By
+
+    async with JiraServer() as jira, RmaWebhookServer(SECRET) as hook:
+        doc = config(tmp_path, jira, hook)
+        for key in ("api", "receiver"):  # a loopback alertd without tokens: the browser needs no login
+            doc.pop(key, None)
+        client = await start(tmp_path, doc)
+        browser = Browser.start()
+        try:
+            assert (await client.post(HOOK, json=example_with_serial())).status == 200
+
+            async def one() -> list:
+                return (await (await client.get("/api/v1/incidents")).json())["incidents"]
+            incident = (await wait_for(one))[0]["id"]
+            d, url = browser.driver, str(client.make_url(f"/ui/incidents/{incident}"))
+            script = """const q = document.getElementById('rma-confirm'); if (!q) return null;
+                const r = q.getBoundingClientRect(), b = document.getElementById('rma-handoff').getBoundingClientRect();
+                return [r.right <= window.innerWidth + 1, b.right <= window.innerWidth + 1 && b.width > 0];"""
+            for width in (1400, 390):
+                await browser.do(d.set_window_size, width, 900)
+                await browser.get(url)
+                ask = await browser.wait(lambda: d.find_elements(By.ID, "rma-handoff-ask"), what="RMA handoff…")
+                await browser.do(ask[0].click)
+                fits = await browser.wait(lambda: d.execute_script(script), what="the RMA question")
+                assert fits == [True, True], f"the RMA question overflows {width} px"
+            await browser.do(lambda: d.find_element(By.ID, "rma-handoff").click())
+            await wait_for(lambda: jira.issues, timeout=15)
+        finally:
+            browser.quit()
+            await client.close()
