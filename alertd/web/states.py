@@ -28,7 +28,7 @@ def routing_notes(cfg: Config, routing: Any, inc: Incident, now: datetime) -> li
     for when, at in (("when it opened", inc.opened_at), ("now", now)):
         decision = route_incident(routing, inc, at)
         lines = muted_notes(routing, decision) if not decision.suppressed else [
-            f"{h.receiver} muted by {decision.suppressed} (route {h.route!r} to {h.receiver})" for h in decision.hits]
+            f"notifications muted by {decision.suppressed} (route {h.route!r} to {h.receiver})" for h in decision.hits]
         for line in lines:
             key = line.split(" (route ", 1)[-1]
             if key not in seen:
