@@ -121,3 +121,12 @@ def test_a_storm_of_errors_pages_at_night_a_lone_error_waits_for_the_morning():
     lone = engine().ingest([xid(119)], MONDAY_NIGHT)[0].incident
     decision = route_incident(routing, lone, MONDAY_NIGHT)
     assert "gpu-oncall" not in decision.active_receivers and "gpu-alerts" in decision.active_receivers
+
+
+def test_the_slack_message_of_a_muted_page_says_so():
+    from alertd.integrations.slack.render import RenderContext, render_incident, to_text
+
+    changes, inc = an_error_at(MONDAY_NIGHT)
+    (note,) = {i.payload.note for i in build_router(Config(), shipped_rules()).route(changes, MONDAY_NIGHT)}
+    text = to_text(render_incident(inc, RenderContext(note=note, now=MONDAY_NIGHT))[1])
+    assert ":zzz: page muted by window 'nights' until Tue 08:00 Europe/Berlin (route 'errors' to gpu-oncall)" in text

@@ -235,8 +235,8 @@ def _guidance(inc: Incident) -> str:
 def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Findings) -> list[str]:
     """State notes: routing note, silence, fleet membership, history, owners, missing kernel logs."""
     notes: list[str] = []
-    if ctx.note:
-        notes.append(f":arrow_down: {mrkdwn_escape(ctx.note)}")
+    for part in filter(None, ctx.note.split("; ")):  # a page a window holds back sleeps; a downgrade goes down
+        notes.append(f"{':zzz:' if ' muted by ' in part else ':arrow_down:'} {mrkdwn_escape(part)}")
     silence, active = _silence(found, now)
     if silence:
         until = _ts(parse_iso(silence.ends_at or None))
