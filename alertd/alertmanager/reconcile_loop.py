@@ -111,8 +111,10 @@ class Reconciler:
         if gone:
             await self.svc.receive_alerts(reconcile.resolutions(gone, now))
             self.resolved += len(gone)
-            log.warning("reconciliation resolved %d alerts no Alertmanager holds any more (incidents %s)", len(gone),
-                        ", ".join(sorted({h.incident_id for h in gone})))
+            ids = sorted({h.incident_id for h in gone})
+            shown = ", ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
+            log.warning("%s resolved: Alertmanager no longer holds its alerts (%d alerts; asked %s)", shown,
+                        len(gone), ", ".join(self.settings.urls))
         return len(gone)
 
     async def fetch_group(self, group_labels: dict[str, str], receiver: str) -> int:

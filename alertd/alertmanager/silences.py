@@ -2,9 +2,11 @@
 
 ``POST /api/v2/silences`` with ``{matchers, startsAt, endsAt, createdBy,
 comment}`` answers ``{"silenceID": ...}``; ``DELETE /api/v2/silence/{id}``
-expires one. The matchers for an incident are built here: its node (with the
-label name its alerts actually carry), its cluster when the alerts carry one,
-and its GPU (the UUID label) when the incident is about one GPU.
+expires one. The matchers for an incident are built here: the alertnames (and
+Xid codes) of its alerts, its node (with the label name its alerts actually
+carry), its cluster when the alerts carry one, and its GPU (the UUID label) when
+the incident is about one GPU. ``GET /api/v2/alerts?filter=`` previews what a
+silence matches.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import asyncio
 import re
 from datetime import datetime, timedelta
 from typing import Mapping, TypedDict, cast
+from urllib.parse import quote
 
 import aiohttp
 from yarl import URL
@@ -19,7 +22,9 @@ from yarl import URL
 from alertd.core.durations import DurationError, DurationOutOfRange, parse_duration
 from alertd.core.http_session import LazySession
 from alertd.alertmanager.settings import AlertmanagerSettings
-from alertd.core.json_types import JSONValue
+from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.matchers import Matcher as CoreMatcher
+from alertd.core.matchers import parse_matcher
 from alertd.core.model import FIRING, Incident, Member, iso
 
 GPU_UUID_LABELS = ("UUID", "uuid", "gpu_uuid")
@@ -87,20 +92,35 @@ def silence_duration(text: str) -> timedelta | str:
     return duration
 
 
-def silence_matchers(inc: Incident, node_labels: tuple[str, ...] = ("node", "kubernetes_node", "Hostname", "hostname", "instance"),
+NODE_LABELS = ("node", "kubernetes_node", "Hostname", "hostname", "instance")
+XID_LABELS = ("xid", "Xid", "XID", "xid_code")
+
+
+def silence_matchers(inc: Incident, members: list[Member] | None = None, node_labels: tuple[str, ...] = NODE_LABELS,
                      cluster_label: str = "cluster") -> list[Matcher]:
-    """Matchers that select the incident's alerts: node (or nodes), cluster, and the GPU for GPU-level incidents."""
-    members = list(inc.members.values())
+    """Matchers that select the incident's alerts and nothing else on its nodes: the alertnames of its
+    alerts (and their Xid codes, where they carry one), its node (or nodes), its cluster, and the GPU
+    for GPU-level incidents. ``members``: the alerts to scope by (a fleet's are its node incidents'); by
+    default the incident's own. A heat silence thus leaves a later Xid 79 on the same nodes audible."""
+    members = list(inc.members.values()) if members is None else members
     leading = [m for m in members if not m.folded] or members
     out: list[Matcher] = []
+    names = sorted({m.alertname for m in members if m.alertname})
+    if names:
+        out.append(_one_of("alertname", names))
+    xid_label = next((n for n in XID_LABELS if any(m.labels.get(n) for m in members)), "")
+    if xid_label:
+        codes = sorted({m.labels[xid_label] for m in members if m.labels.get(xid_label)})
+        # alerts without the label (the node's exporter down, its cordon) match it as "": kept in
+        out.append(_one_of(xid_label, codes + ([""] if any(not m.labels.get(xid_label) for m in members) else [])))
     if inc.fleet and inc.nodes:
         label = _label_for_nodes(members, set(inc.nodes), node_labels)
-        out.append(_matcher(label, "|".join(re.escape(n) for n in sorted(inc.nodes)), regex=True))
+        out.append(_matcher(label, "|".join(_re_escape(n) for n in sorted(inc.nodes)), regex=True))
     elif inc.node:
         label = _label_for_nodes(members, {inc.node}, node_labels)
         value = inc.node
         if label == "instance":  # the node came from host:port; match any port
-            out.append(_matcher(label, re.escape(value) + "(:[0-9]+)?", regex=True))
+            out.append(_matcher(label, _re_escape(value) + "(:[0-9]+)?", regex=True))
         else:
             out.append(_matcher(label, value))
     elif inc.pod:
@@ -115,9 +135,35 @@ def silence_matchers(inc: Incident, node_labels: tuple[str, ...] = ("node", "kub
         uuid = uuids.pop()
         label = next((n for m in leading for n in GPU_UUID_LABELS if m.labels.get(n) == uuid), "UUID")
         out.append(_matcher(label, uuid))
-    if not out:
+    if not any(m["name"] not in ("alertname", xid_label) for m in out):
         raise AlertmanagerError(f"incident {inc.id} has no node, pod or GPU to silence")
     return out
+
+
+def _one_of(name: str, values: list[str]) -> Matcher:
+    if len(values) == 1:
+        return _matcher(name, values[0])
+    return _matcher(name, "|".join(_re_escape(v) for v in values), regex=True)
+
+
+_RE_SPECIAL = re.compile(r"([\\.+*?()|\[\]{}^$])")
+
+
+def _re_escape(value: str) -> str:
+    """A literal in an RE2 regex, escaping only its metacharacters (``gpu-r7.dc1`` -> ``gpu-r7\\.dc1``), so
+    the matcher reads as written in Alertmanager's UI."""
+    return _RE_SPECIAL.sub(r"\\\1", value)
+
+
+def local_matchers(matchers: list[Matcher]) -> tuple[CoreMatcher, ...]:
+    """The silence's matchers as alertd evaluates them (RE2, anchored, like Alertmanager's)."""
+    return tuple(parse_matcher(matcher_text(m)) for m in matchers)
+
+
+def matcher_text(m: Matcher) -> str:
+    """``name=~"value"``: how amtool and Alertmanager's UI write a matcher."""
+    op = ("=~" if m["isRegex"] else "=") if m["isEqual"] else ("!~" if m["isRegex"] else "!=")
+    return str(CoreMatcher(m["name"], op, m["value"]))
 
 
 def _label_for_nodes(members: list[Member], nodes: set[str], node_labels: tuple[str, ...]) -> str:
@@ -179,12 +225,18 @@ class AlertmanagerClient:
             raise AlertmanagerError(f"Alertmanager answered silence {silence_id} with {answer!r}, not an object")
         return cast(Silence, answer)  # the API's documented gettableSilence
 
-    async def silence_incident(self, inc: Incident, duration: timedelta, created_by: str, now: datetime, *,
-                               node_labels: tuple[str, ...] | None = None, cluster_label: str = "cluster",
-                               alertd_url: str = "") -> SilenceRecord:
-        """Create a silence for the incident; returns what alertd records on it (annotation ``silence``)."""
-        matchers = silence_matchers(inc, node_labels or ("node", "kubernetes_node", "Hostname", "hostname", "instance"),
-                                    cluster_label)
+    async def alerts_matching(self, matchers: list[Matcher]) -> list[JSONObject]:
+        """The alerts Alertmanager holds now that the matchers select (active, silenced or inhibited alike):
+        ``GET /api/v2/alerts?filter=...``, Alertmanager evaluating its own matchers."""
+        query = "&".join(f"filter={quote(matcher_text(m), safe='')}" for m in matchers)
+        answer = await self._request("GET", "/api/v2/alerts?" + query)
+        if not isinstance(answer, list):
+            raise AlertmanagerError(f"Alertmanager answered GET /api/v2/alerts with {answer!r}, not a list")
+        return [a for a in answer if isinstance(a, dict)]
+
+    async def silence_incident(self, inc: Incident, matchers: list[Matcher], duration: timedelta, created_by: str,
+                               now: datetime, *, alertd_url: str = "") -> SilenceRecord:
+        """Create the silence for the incident; returns what alertd records on it (annotation ``silence``)."""
         link = f" {URL(alertd_url).joinpath('ui', 'incidents', inc.id)}" if alertd_url else ""
         comment = f"alertd incident {inc.id}: {inc.title}{link}"
         ends = now + duration

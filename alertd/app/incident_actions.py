@@ -1,10 +1,12 @@
 """What people do to an incident, whichever door they come through: one use case each, taking the principal.
 
-Acknowledge, resolve, silence (an Alertmanager silence for the incident's node, and its GPU for a GPU-level
-incident, recorded on the incident as annotation ``silence``), unsilence, the remediation verbs (approve,
-override, cancel, stop: alertd/app/remediate.py) and the RMA handoff (``rma_handoff``: a ticket per GPU with
-its evidence, once approved: alertd/app/rma_handoff.py). Slack, the web UI and the API (and the CLI, through the
-API) are adapters: each reads its own input, calls ``perform``, and turns the answer into its own.
+Acknowledge, resolve, silence (an Alertmanager silence scoped to the incident's alerts: their alertnames and
+Xids, its nodes, cluster and GPU; previewed by alertd/app/silence_preview.py, refused with SilenceOverlap when
+it would mute another open incident unless forced; recorded on the incident as annotation ``silence``),
+unsilence, the remediation verbs (approve, override, cancel, stop: alertd/app/remediate.py) and the RMA
+handoff (``rma_handoff``: a ticket per GPU with its evidence, once approved: alertd/app/rma_handoff.py). Slack,
+the web UI and the API (and the CLI, through the API) are adapters: each reads its own input, calls
+``perform``, and turns the answer into its own.
 
 Every outcome is audited here, with the principal and any name it stated (alertd.core.actor), so no door
 can forget to. ``perform`` answers "" when done, or why nothing was done; Alertmanager's failures raise
@@ -21,6 +23,7 @@ from alertd.core.findings import SILENCE, SilenceFinding
 from alertd.core.json_types import JSONObject
 from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
 from alertd.app.remediate import VERBS as REMEDIATION_VERBS
+from alertd.app.silence_preview import PreviewStore, SilenceOverlap, SilencePreview, preview_silence
 from alertd.app.remediate import RemediationRunner
 from alertd.config.settings import Config
 from alertd.core.actor import Actor
@@ -35,7 +38,7 @@ VERBS = (*INCIDENT_VERBS, *REMEDIATION_VERBS, RMA_HANDOFF)
 AUDITED_AS = {"acknowledge": "ack"}  # the audit trail's name for a verb, where it differs
 
 
-class IncidentStore(Protocol):
+class IncidentStore(PreviewStore, Protocol):
     async def get_incident(self, incident_id: str) -> Incident | None: ...
 
 
@@ -63,28 +66,29 @@ class IncidentActions:
         self.am = AlertmanagerClient(svc.cfg.alertmanager)
 
     async def perform(self, verb: str, incident_id: str, who: Actor, via: str, *, duration: str = "",
-                      kind: str = "") -> str:
-        """One verb of VERBS on the incident; ``duration`` for silence, ``kind`` for a remediation verb."""
+                      kind: str = "", force: bool = False) -> str:
+        """One verb of VERBS on the incident; ``duration`` for silence (``force``: even when it would mute
+        another open incident; else SilenceOverlap), ``kind`` for a remediation verb."""
         if verb in REMEDIATION_VERBS:  # audited where it is decided, with the remediation's own record
             return await self.svc.remediation.act(incident_id, verb, who, via, kind=kind)
         if verb == RMA_HANDOFF:  # a proposal with this principal's approval: audited with the remediation's record
             return await self.svc.remediation.rma_handoff(incident_id, who, via)
         action = f"silence {duration}" if verb == "silence" else AUDITED_AS.get(verb, verb)
         try:
-            why = await self._incident_verb(verb, incident_id, who.shown, duration)
+            why = await self._incident_verb(verb, incident_id, who.shown, duration, force)
         except Exception as exc:
             await self.svc.audit(who.shown, action, incident_id, via, f"refused: {exc}")
             raise
         await self.svc.audit(who.shown, action, incident_id, via, f"refused: {why}" if why else "ok")
         return why
 
-    async def _incident_verb(self, verb: str, incident_id: str, actor: str, duration: str) -> str:
+    async def _incident_verb(self, verb: str, incident_id: str, actor: str, duration: str, force: bool) -> str:
         if verb == "acknowledge":
             return "" if await self.svc.acknowledge(incident_id, actor) else await self._unchanged(incident_id, verb)
         if verb == "resolve":
             return "" if await self.svc.resolve(incident_id, actor) else await self._unchanged(incident_id, verb)
         if verb == "silence":
-            return await self._silence(incident_id, duration, actor)
+            return await self._silence(incident_id, duration, actor, force)
         if verb == "unsilence":
             return await self._unsilence(incident_id, actor)
         return f"unknown action {verb!r}; one of {', '.join(VERBS)}"
@@ -93,17 +97,25 @@ class IncidentActions:
         inc = await self.svc.store.get_incident(incident_id)
         return f"no incident {incident_id}" if inc is None else f"incident is {inc.status}: nothing to {verb}"
 
-    async def _silence(self, incident_id: str, choice: str, actor: str) -> str:
+    async def preview(self, incident_id: str) -> SilencePreview | str:
+        """What a silence of the incident would match and mute now, or why there is none to make."""
+        inc = await self.svc.store.get_incident(incident_id)
+        if inc is None or inc.status == CLOSED:
+            return f"{incident_id} is not open."
+        return await preview_silence(self.svc.store, self.am, self.svc.cfg, inc)
+
+    async def _silence(self, incident_id: str, choice: str, actor: str, force: bool) -> str:
         if isinstance(duration := silence_duration(choice), str):  # Slack's 1h/4h/24h, the API's any
             return duration
         inc = await self.svc.store.get_incident(incident_id)
         if inc is None or inc.status == CLOSED:
             return f"{incident_id} is not open."
+        preview = await preview_silence(self.svc.store, self.am, self.svc.cfg, inc)
+        if preview.overlap and not force:
+            raise SilenceOverlap(preview, choice)
         old = inc.findings.silence
-        ncfg = self.svc.cfg.normalize
         made = SilenceFinding.from_json(cast(JSONObject, await self.am.silence_incident(
-            inc, duration, actor, self.clock(), node_labels=ncfg.node_labels, cluster_label=ncfg.cluster_label,
-            alertd_url=self.svc.cfg.external_url)))
+            inc, preview.matchers, duration, actor, self.clock(), alertd_url=self.svc.cfg.external_url)))
         if old is not None and old.id != made.id:
             try:
                 await self.am.expire_silence(old.id)
@@ -111,7 +123,8 @@ class IncidentActions:
                 log.info("could not expire the previous silence %s of %s: %s", old.id, incident_id, exc)
         until = made.ends_at.replace("T", " ").replace("Z", " UTC")
         changes = await self.svc.annotate(incident_id, SILENCE, made.to_json(), "silenced",
-                                          f"silenced for {choice} by {actor} until {until} (Alertmanager silence {made.id})",
+                                          f"silenced for {choice} by {actor} until {until} (Alertmanager silence {made.id}): "
+                                          f"{preview.summary()}",
                                           actor)
         return "" if changes else f"Silence {made.id} created, but {incident_id} closed meanwhile."
 

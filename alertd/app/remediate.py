@@ -244,6 +244,11 @@ class RemediationRunner:
             self._wake.set()
         return "" if ok else f"{rem.id} changed meanwhile; look again"
 
+    @property
+    def rma_targets(self) -> list[str]:
+        """Where an RMA handoff opens its tickets; [] when no ticket target is configured."""
+        return self.tickets.targets if self.tickets is not None and self.tickets.systems else []
+
     async def rma_handoff(self, incident_id: str, who: Actor, via: str) -> str:
         """A person hands the incident's GPU(s) over for RMA: the waiting RMA proposal is approved, or one is
         proposed with this principal's approval. The policy's approvals and dry run hold as for any step."""
@@ -256,8 +261,10 @@ class RemediationRunner:
             return await self.act(incident_id, "approve", who, via, kind=waiting.kind)
         if (ran := next((r for r in rems if r.action == RMA), None)) is not None:
             return f"{incident_id} was handed over for RMA already ({ran.id} is {ran.state})"
-        if self.tickets is None or not self.tickets.systems:
+        if not (targets := self.rma_targets):
             return "no ticket target is configured for RMA handoffs (section rma, docs/remediation.md)"
+        if why := decide.rma_refusal(inc):
+            return why
         nodes, now = decide.target_nodes(inc) if (inc.node or inc.fleet) else [], self.svc.clock()
         rem = Remediation(id=decide.remediation_id(incident_id, RMA_HANDOFF), incident_id=incident_id,
                           cluster=inc.cluster, nodes=nodes, kind=RMA_HANDOFF, action=RMA, policy="rma-handoff",
@@ -266,7 +273,7 @@ class RemediationRunner:
         new, why = decide.approve(rem, who, via, now)
         if why:
             return why
-        text = (f"RMA handoff asked by {who.shown} to {', '.join(self.tickets.targets)} "
+        text = (f"RMA handoff asked by {who.shown} to {', '.join(targets)} "
                 f"({len(new.approvals)} of {new.approvals_needed} approvals)" + (" (dry run)" if new.dry_run else ""))
         ok = await self._write(new, None, "remediation_proposed", text, who.shown, via)
         if ok and new.state == APPROVED:

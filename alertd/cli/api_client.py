@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode
 from alertd.core.json_types import JSONObject, as_array, member, objects
 from alertd.core.incident_filters import FILTER_NAMES, INCIDENT_FILTERS
 from alertd.core.words import counted
+from alertd.integrations.presentation import event_words
 
 DEFAULT_URL = "http://127.0.0.1:9095"
 MAX_PAGES = 100  # --all follows at most this many pages
@@ -170,12 +171,18 @@ def _show_incident(data: JSONObject, args: argparse.Namespace, out: TextIO) -> i
     out.write(f"{data['id']}  {data['status']}  {data['severity']}  {data['title']}\n")
     out.write(f"  key: {data['key']}  opened: {data['openedAt']}  resolved: {data.get('resolvedAt') or '-'}\n")
     primary, nodes = member(data, "primary"), [str(n) for n in as_array(data.get("nodes"))]
-    if primary.get("action"):
-        out.write(f"  action: {primary['action']}  runbook: {primary.get('runbook', '')}\n")
+    verdict = member(data, "verdict")
+    action = verdict.get("action") or primary.get("action")  # what the page says: the history verdict's first
+    if action:
+        out.write(f"  action: {action}  runbook: {primary.get('runbook', '')}\n")
+    if verdict.get("line"):
+        out.write(f"  history: {verdict['line']} (the catalog's action: {primary.get('action') or '-'})\n")
     if data.get("fleet") or len(nodes) > 1:  # a fleet incident: its nodes are the point
         out.write(f"  nodes ({len(nodes)}): {', '.join(nodes) or '-'}\n")
     if data.get("children"):
         out.write(f"  node incidents: {', '.join(map(str, as_array(data['children'])))}\n")
+    for note in as_array(data.get("routingNotes")):
+        out.write(f"  quiet: {note}\n")
     for g in objects(data.get("gpus")):
         out.write(f"  gpu: {g.get('index', '?')} {g.get('uuid', '')} {g.get('pci_bus_id', '')}\n")
     out.write("  members:\n")
@@ -183,7 +190,7 @@ def _show_incident(data: JSONObject, args: argparse.Namespace, out: TextIO) -> i
         out.write(f"    {m['status']:8} {m['alertname']:28} {member(m, 'signal').get('title', '')}\n")
     out.write("  timeline:\n")
     for e in objects(data.get("timeline")):
-        out.write(f"    {e['at']}  {e['kind']:20} {e.get('text', '')}\n")
+        out.write(f"    {e['at']}  {event_words(str(e['kind'])):24} {e.get('text', '')}\n")
     return 0
 
 

@@ -137,7 +137,7 @@ def parse_config(doc: object, source: str, marks: Marks | None = None, env: Mapp
     cfg = _read(doc, source, *_credentials(doc, source))
     cfg.tls = TlsSettings.from_doc(doc.get("tls"), base)
     links = registry.Links(runbook_base_url=cfg.runbook_base_url or "", alertmanager_url=cfg.alertmanager.web_url,
-                           alertd_url=cfg.external_url)
+                           alertd_url=cfg.external_url, silences=cfg.alertmanager.enabled)
     cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
     _check_across(cfg, source, marks or {})
     return cfg

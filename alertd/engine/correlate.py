@@ -41,6 +41,8 @@ from alertd.core.tickets import TicketLink
 from alertd.rules.ruleset import CorrelationRules, GroupRule
 from alertd.core.words import counted
 
+RECONCILED = "reconciled"  # an event's data: the alertnames reconciliation resolved in one step
+
 PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
@@ -371,10 +373,11 @@ class Correlator:
             return
         m.status, m.ends_at = RESOLVED, alert.ends_at or now
         inc.firing -= 1
-        text = f"{m.alertname} resolved"
         if alert.receiver == RECONCILED_BY:
-            text += " by reconciliation: no Alertmanager has this alert any more"
-        self.record(inc, inc.add_event(now, "alert_resolved", text, fingerprint=m.fingerprint), member=m.fingerprint)
+            self._reconciled(inc, m, now)
+        else:
+            self.record(inc, inc.add_event(now, "alert_resolved", f"{m.alertname} resolved", fingerprint=m.fingerprint),
+                        member=m.fingerprint)
         if m.response and m.signal.kind == resp.CORDON and (failed := resp.fault_back_before_uncordon_arrived(
                 inc, self.rules.response)):
             self._repair_failed(inc, failed, now)
@@ -382,6 +385,19 @@ class Correlator:
             inc.quiet_since = now
             self.record(inc, inc.add_event(now, "all_alerts_resolved",
                                            f"resolving after {format_duration(self.rules.hold_down)} hold-down"))
+
+    def _reconciled(self, inc: Incident, m: Member, now: datetime) -> None:
+        """Alerts no Alertmanager holds any more: one timeline line per incident and step, naming them."""
+        last = self.last_event(inc)
+        if last is None or last.kind != "alert_resolved" or not last.data.get(RECONCILED):
+            last = inc.add_event(now, "alert_resolved", "", fingerprint=m.fingerprint)
+            last.data[RECONCILED] = []
+            self.record(inc, last, member=m.fingerprint)
+        else:
+            self._changes[inc.id].members.append(m.fingerprint)
+        names = arr(last.data[RECONCILED], RECONCILED)
+        names += [] if m.alertname in names else [m.alertname]
+        last.text = f"resolved: Alertmanager no longer holds its alerts ({', '.join(map(str, names))})"
 
     def close(self, inc: Incident, now: datetime, text: str, actor: str = "") -> None:
         inc.status, inc.resolved_at, inc.quiet_since = CLOSED, now, None

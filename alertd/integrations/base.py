@@ -87,6 +87,7 @@ class Links:
     runbook_base_url: str = ""
     alertmanager_url: str = ""
     alertd_url: str = ""
+    silences: bool = False  # alertmanager.url is set: a Silence button can make one
 
 
 class SharedSettings(TypedDict):
@@ -96,6 +97,7 @@ class SharedSettings(TypedDict):
     runbook_base_url: str
     alertmanager_url: str
     alertd_url: str
+    silences: bool
 
 
 @dataclass(slots=True)
@@ -107,6 +109,7 @@ class NotifierSettings:
     runbook_base_url: str = ""
     alertmanager_url: str = ""
     alertd_url: str = ""
+    silences: bool = False
 
     @staticmethod
     def shared(doc: JSONObject, links: Links) -> SharedSettings:
@@ -114,7 +117,7 @@ class NotifierSettings:
 
         return SharedSettings(timeout=parse_duration(text(doc, "timeout", "10s")).total_seconds(),
                               runbook_base_url=links.runbook_base_url, alertmanager_url=links.alertmanager_url,
-                              alertd_url=links.alertd_url)
+                              alertd_url=links.alertd_url, silences=links.silences)
 
     @classmethod
     def from_config(cls, cfg: NotifyConfig) -> Self:
@@ -124,7 +127,7 @@ class NotifierSettings:
 
     @property
     def links(self) -> Links:
-        return Links(self.runbook_base_url, self.alertmanager_url, self.alertd_url)
+        return Links(self.runbook_base_url, self.alertmanager_url, self.alertd_url, self.silences)
 
     @property
     def enabled(self) -> bool:

@@ -8,6 +8,7 @@ PagerDuty, Opsgenie, the signed webhook, the web UI); anything else is text or l
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping
@@ -132,3 +133,47 @@ def incident_links(inc: "Incident", links: Links, generator_urls: Iterable[str] 
         ui=str(alertd.joinpath("ui", "incidents", inc.id)) if alertd else "",
         api=str(alertd.joinpath("api", "v1", "incidents", inc.id)) if alertd else "",
     )
+
+
+# What each timeline event is, in words (the UI's timeline, the CLI): never the event's internal name.
+EVENT_WORDS = {
+    "opened": "Opened", "reopened": "Reopened", "acknowledged": "Acknowledged", "resolved": "Resolved",
+    "alert_joined": "Alert joined", "alert_folded": "Fallout alert joined", "alert_refired": "Alert firing again",
+    "alert_resolved": "Alert resolved", "all_alerts_resolved": "All alerts resolved",
+    "severity_changed": "Severity changed", "classification_upgraded": "Classification upgraded",
+    "evidence": "Kernel-log evidence", "owners": "Owners found", "node_updated": "Node changed",
+    "incident_joined": "Node incident joined", "folded_into_fleet": "Folded into a fleet",
+    "left_fleet": "Left the fleet", "nodes_joined": "Nodes joined", "nodes_left": "Nodes left",
+    "nodes_resolved": "Nodes resolved", "storm_pending": "Storm pending", "storm_counted": "Storm counted",
+    "silenced": "Silenced", "silence_removed": "Silence removed", "escalated": "Escalated",
+    "routed": "Routed", "verdict": "History verdict", "repair_failed": "Repair failed",
+    "ticket_opened": "RMA ticket opened", "remediation_proposed": "Remediation proposed",
+    "remediation_not_proposed": "No remediation proposed", "remediation_started": "Remediation started",
+    "remediation_updated": "Remediation step", "remediation_superseded": "Remediation superseded",
+    "remediation_approve": "Remediation approved", "remediation_override": "Breaker overridden",
+    "remediation_cancel": "Remediation cancelled", "remediation_stop": "Remediation stopped",
+}
+
+
+def event_words(kind: str) -> str:
+    """A timeline event's kind as a reader reads it: ``alert_joined`` -> "Alert joined"."""
+    return EVENT_WORDS.get(kind) or kind.replace("_", " ").capitalize()
+
+
+def ref_words(kind: str, ref: str) -> tuple[str, str]:
+    """A notification target's saved reference in words, and the key a person may look up (a PagerDuty dedup
+    key), instead of its stored form (``{"state": "triggered", ...}``): ("PagerDuty alert triggered (critical)",
+    "INC-7")."""
+    if not ref:
+        return "", ""
+    if ref.startswith("unconfirmed:"):
+        return "posting: not yet confirmed by Slack", ""
+    try:
+        doc = json.loads(ref)
+    except ValueError:
+        return ref, ""
+    if not isinstance(doc, dict):
+        return ref, ""
+    what = {"pagerduty": "PagerDuty alert", "opsgenie": "Opsgenie alert"}.get(kind, "Sent")
+    state, severity = str(doc.get("state") or "sent"), str(doc.get("severity") or "")
+    return f"{what} {state}" + (f" ({severity})" if severity else ""), str(doc.get("dedup_key") or "")

@@ -36,11 +36,30 @@ class RouteDecision:
 
     @property
     def receivers(self) -> list[str]:
-        return [h.receiver for h in self.hits]
+        return list(dict.fromkeys(h.receiver for h in self.hits))  # a receiver two routes reach, once
 
     @property
     def active_receivers(self) -> list[str]:
-        return [h.receiver for h in self.hits if not h.muted and not self.suppressed]
+        return list(dict.fromkeys(h.receiver for h in self.hits if not h.muted and not self.suppressed))
+
+
+PAGING_KINDS = frozenset({"pagerduty", "opsgenie"})  # integrations whose targets page someone
+
+
+def muted_notes(routing: Routing, decision: RouteDecision) -> list[str]:
+    """What a mute window holds back, in words for the incident and its messages: ``page muted by window
+    'nights' until 08:00 Europe/Berlin (route 'errors' to gpu-oncall)``, once per route and receiver."""
+    out: list[str] = []
+    loud = set(decision.active_receivers)  # a receiver another route reaches is not muted
+    for hit in decision.hits:
+        if not hit.muted or decision.suppressed or hit.receiver in loud:
+            continue
+        receiver = routing.receivers.get(hit.receiver)
+        pages = receiver is not None and any(t.kind in PAGING_KINDS for t in receiver.targets())
+        line = f"{'page' if pages else 'posts'} muted by {hit.muted} (route {hit.route!r} to {hit.receiver})"
+        if line not in out:
+            out.append(line)
+    return out
 
 
 def cordon_severity(policy: CordonPolicy, inc: Incident, cordoned_at: datetime | None) -> str | None:
@@ -103,7 +122,7 @@ def route_incident(routing: Routing, inc: Incident, now: datetime, *, cordoned_a
         for name in route.mute:
             w = routing.windows.get(name)
             if w is not None and w.contains(now):
-                muted = f"mute window {name!r}"
+                muted = " ".join(filter(None, (f"window {name!r}", w.until_text(now))))
                 break
         if not muted and route.active and not any(
                 routing.windows[n].contains(now) for n in route.active if n in routing.windows):

@@ -17,7 +17,7 @@ from alertd.core.router_memory import ESCALATION, SENT, MemoryDelta, RouterMemor
 from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
 from alertd.core.response_marks import REPAIR_FAILED, is_response, repair_failed
 from alertd.integrations import registry
-from alertd.notify.decision import RouteDecision, Hit, cordon_severity, route_incident
+from alertd.notify.decision import RouteDecision, Hit, cordon_severity, muted_notes, route_incident
 from alertd.rules.routing import Receiver, Routing, owner_channel
 from alertd.rules.windows import CORDON_KIND, cordon_since
 
@@ -248,6 +248,8 @@ class Router:
                           children=self._fleet_children(inc))
         if REPAIR_FAILED in kinds:
             decision.note = "; ".join(n for n in (repair_failed(inc), decision.note) if n)
+        if not child:  # a page a window holds back is said on the messages that do go out
+            decision.note = "; ".join(filter(None, (decision.note, *muted_notes(self.routing, decision))))
         known = self._targets.setdefault(inc.id, set())
         # The response to a fault (cordon, reboot, uncordon) is never news to a target that has not heard of it
         news = not _news(change) <= RESOLUTION_KINDS

@@ -166,3 +166,26 @@ def supersede(rem: Remediation, fleet_id: str, now: datetime) -> Remediation | N
         return None
     return dataclasses.replace(rem, state=SUPERSEDED, reason=f"folded into fleet incident {fleet_id}",
                                updated_at=now)
+
+
+HARDWARE_CATEGORIES = frozenset({"hardware", "memory", "nvlink"})
+NOT_HARDWARE_ACTIONS = frozenset({"restart_app", "watch", "ignore"})  # the job's fault, or nothing to replace
+HANDOFF_VERDICTS = frozenset({"drain_and_handoff", "replace_gpu"})
+
+
+def rma_refusal(inc: Incident) -> str:
+    """Why the incident's GPUs are not for an RMA handoff, or "" when they are: a history verdict that asks
+    for the vendor, or a hardware fault (its catalog category hardware, memory or NVLink and its action not
+    the application's, a watch or nothing). Heat is the room's, not the GPU's; an Xid 13 leaves the GPU
+    healthy."""
+    if inc.verdict is not None and inc.verdict.action in HANDOFF_VERDICTS:
+        return ""
+    p = inc.primary
+    if p is None or p.kind == "thermal":
+        return f"{inc.id} is {'heat' if p else 'no fault'}, not a hardware fault: nothing to return to the vendor"
+    if p.category not in HARDWARE_CATEGORIES or p.action in NOT_HARDWARE_ACTIONS:
+        return (f"{inc.id} is not a hardware fault ({p.category}, action {p.action or 'none'}): "
+                "nothing to return to the vendor")
+    if not (inc.gpus or inc.node or inc.fleet):
+        return f"{inc.id} names no GPU or node to return"
+    return ""

@@ -93,7 +93,7 @@ def _mttr(failures: list[Fact]) -> Mttr:
         for f in rows:
             opened, resolved = parse_iso(f["openedAt"]), parse_iso(_end(f))
             if opened is not None and resolved is not None:
-                out.append((resolved - opened).total_seconds())
+                out.append(max((resolved - opened).total_seconds(), 0.0))  # never negative (older facts)
         return out
 
     def stats(rows: list[Fact]) -> MttrStats:

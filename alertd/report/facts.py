@@ -15,6 +15,8 @@ from the incident's opening until its last alert ended (``endedAt``; the resolut
 """
 from __future__ import annotations
 
+from datetime import timedelta
+
 from typing import Mapping
 
 from alertd.core.findings import Findings
@@ -44,7 +46,13 @@ def last_end(inc: Incident) -> str | None:
     """When a resolved incident's trouble ended: its last alert's end (the alerts' own clock, before the
     hold-down that resolution waits), or None when no alert ended (resolved by hand)."""
     ends = [m.ends_at for m in inc.members.values() if m.ends_at is not None]
-    return iso(max(ends)) if ends and inc.resolved_at is not None else None
+    if not ends or inc.resolved_at is None:
+        return None
+    end = max(ends)
+    if end < inc.opened_at:  # its alerts reached alertd after they ended (alertd was down, a late redelivery):
+        # the trouble lasted what its alerts did, counted from the opening, never a negative time to repair
+        end = inc.opened_at + max(end - min(m.starts_at for m in inc.members.values()), timedelta(0))
+    return iso(end)
 
 
 def _text(v: JSONValue) -> str:

@@ -56,6 +56,30 @@ class TimeWindow:
                     return True
         return False
 
+    def ends_after(self, now: datetime) -> datetime | None:
+        """When the stretch of the window that holds ``now`` ends (the first boundary after ``now`` that the
+        window does not contain), or None when it never ends within a week (every day, all day)."""
+        if not self.contains(now):
+            return now
+        local = now.astimezone(self.tz)
+        midnight = local.replace(hour=0, minute=0, second=0, microsecond=0)
+        minutes = sorted({0, *(r.start for r in self.times), *(r.end for r in self.times)})
+        for day in range(9):
+            date = (midnight + timedelta(days=day)).date()
+            for minute in minutes:
+                edge = datetime(date.year, date.month, date.day, minute // 60, minute % 60, tzinfo=self.tz)
+                if edge > local and not self.contains(edge):
+                    return edge
+        return None
+
+    def until_text(self, now: datetime) -> str:
+        """``until 08:00 Europe/Berlin`` (``until Mon 08:00 ...`` on another day), in the window's own zone."""
+        end = self.ends_after(now)
+        if end is None:
+            return ""
+        same_day = end.date() == now.astimezone(self.tz).date()
+        return f"until {end.strftime('%H:%M' if same_day else '%a %H:%M')} {self.tz.key}"
+
 
 @dataclass(frozen=True, slots=True)
 class Maintenance:

@@ -8,10 +8,13 @@ Every action is the use case of alertd/app/incident_actions.py for the caller's 
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 from aiohttp import web
 
 from alertd.alertmanager.silences import AlertmanagerError, silence_duration
 from alertd.app.remediate import VERBS as REMEDIATION_VERBS
+from alertd.app.silence_preview import SilenceOverlap
 from alertd.config.credentials import Role
 from alertd.core.actor import Actor
 from alertd.ha.commands import CommandTimeout
@@ -20,6 +23,7 @@ from alertd.web.api import _json, _svc, guarded, incident_page
 from alertd.web.auth import acting
 from alertd.web.keys import INCIDENT_ACTIONS
 from alertd.web.params import reject_unknown
+from alertd.web.states import routing_notes
 
 KINDS = ("", "quarantine", "uncordon", "rma")
 ROUTE_VERBS = {"ack": "acknowledge", "resolve": "resolve", "silence": "silence", "unsilence": "unsilence",
@@ -27,15 +31,16 @@ ROUTE_VERBS = {"ack": "acknowledge", "resolve": "resolve", "silence": "silence",
 
 
 async def perform(request: web.Request, incident_id: str, verb: str, who: Actor, via: str,
-                  duration: str = "", kind: str = "") -> tuple[int, str]:
-    """One verb of alertd/app/incident_actions.py on an incident that must exist: (HTTP status, why not or "")."""
+                  duration: str = "", kind: str = "", force: bool = False) -> tuple[int, str]:
+    """One verb of alertd/app/incident_actions.py on an incident that must exist: (HTTP status, why not or "").
+    A silence that would mute another open incident raises SilenceOverlap unless ``force``."""
     if verb == "silence" and isinstance(problem := silence_duration(duration), str):
         return 400, problem
     if await _svc(request).store.get_incident(incident_id) is None:
         return 404, f"no incident {incident_id}"
     try:
         problem = await request.app[INCIDENT_ACTIONS].perform(verb, incident_id, who, via, duration=duration,
-                                                              kind=kind)
+                                                              kind=kind, force=force)
     except AlertmanagerError as exc:
         return 502, str(exc)
     except CommandTimeout as exc:
@@ -58,10 +63,13 @@ async def list_incidents(request: web.Request) -> web.Response:
 
 @guarded(Role.READ)
 async def get_incident(request: web.Request) -> web.Response:
-    inc = await _svc(request).store.get_incident(request.match_info["id"])
+    svc = _svc(request)
+    inc = await svc.store.get_incident(request.match_info["id"])
     if inc is None:
         return _json({"error": f"no incident {request.match_info['id']}"}, 404)
-    return _json(inc.to_dict())
+    # what held its notifications back (a mute window, maintenance), when it opened or now, in words
+    notes = routing_notes(svc.cfg, svc.rules.routing, inc, datetime.now(timezone.utc))
+    return _json({**inc.to_dict(), "routingNotes": [n for n in notes if " muted by " in n]})
 
 
 @guarded(Role.ACT)
@@ -69,14 +77,38 @@ async def act_on_incident(request: web.Request) -> web.Response:
     """ack, resolve, silence (``?duration=``, up to 7d), unsilence or rma (the RMA handoff: proposed with the
     caller's approval, or a waiting one approved); answers the incident as it is now."""
     incident_id, action = request.match_info["id"], request.match_info["action"]
-    reject_unknown(request.query, ("duration", "by") if action == "silence" else ("by",))
+    reject_unknown(request.query, ("duration", "force", "by") if action == "silence" else ("by",))
+    force = request.query.get("force", "false")
+    if force not in ("true", "false"):
+        return _json({"error": f"force must be true or false, not {force!r}"}, 400)
     who = acting(request[access.PRINCIPAL], request)
-    status, problem = await perform(request, incident_id, ROUTE_VERBS[action], who, "api",
-                                    request.query.get("duration", ""))
+    try:
+        status, problem = await perform(request, incident_id, ROUTE_VERBS[action], who, "api",
+                                        request.query.get("duration", ""), force=force == "true")
+    except SilenceOverlap as exc:  # asked again: the caller repeats it with force=true to mute them too
+        return _json({"error": str(exc), "overlap": [m.to_dict() for m in exc.preview.overlap],
+                      "preview": exc.preview.to_dict()}, 409)
     if (refused := _answer(status, problem)) is not None:
         return refused
     inc = await _svc(request).store.get_incident(incident_id)
     return _json(inc.to_dict(with_members=False) if inc else {})
+
+
+@guarded(Role.READ)
+async def silence_preview(request: web.Request) -> web.Response:
+    """What ``POST .../silence`` would make now: its matchers, the alerts Alertmanager holds that they match,
+    the incident's own muted alerts and the other open incidents it would mute (``overlap``)."""
+    reject_unknown(request.query, ())
+    incident_id = request.match_info["id"]
+    if await _svc(request).store.get_incident(incident_id) is None:
+        return _json({"error": f"no incident {incident_id}"}, 404)
+    try:
+        preview = await request.app[INCIDENT_ACTIONS].preview(incident_id)
+    except AlertmanagerError as exc:
+        return _json({"error": str(exc)}, 502)
+    if isinstance(preview, str):
+        return _json({"error": preview}, 409)
+    return _json(preview.to_dict())
 
 
 @guarded(Role.READ)
@@ -117,6 +149,7 @@ def register(app: web.Application) -> None:
     app.router.add_get("/api/v1/incidents", list_incidents)
     app.router.add_get("/api/v1/incidents/{id}", get_incident)
     app.router.add_post("/api/v1/incidents/{id}/{action:ack|resolve|silence|unsilence|rma}", act_on_incident)
+    app.router.add_get("/api/v1/incidents/{id}/silence/preview", silence_preview)
     app.router.add_get("/api/v1/remediations", list_remediations)
     app.router.add_get("/api/v1/incidents/{id}/remediations", incident_remediations)
     app.router.add_post("/api/v1/incidents/{id}/remediation/{verb}", act_on_remediation)

@@ -18,7 +18,7 @@ import jinja2
 from aiohttp import web
 
 from alertd.core.model import parse_iso
-from alertd.integrations.presentation import web_url
+from alertd.integrations.presentation import event_words, web_url
 
 
 def when(value: Any) -> str:
@@ -72,7 +72,8 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("alertd.web", "templates"),
                              autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined, auto_reload=False)
-    env.filters.update(when=when, ago=ago, slack_link=slack_link, urlpart=urlpart, weburl=web_url)  # weburl: http(s) or ""
+    env.filters.update(when=when, ago=ago, slack_link=slack_link, urlpart=urlpart, weburl=web_url,
+                       event_words=event_words)  # weburl: http(s) or ""
     env.globals.update(with_query=with_query)
     return env
 

@@ -32,11 +32,13 @@ from slack_sdk.signature import Clock, SignatureVerifier
 
 from alertd.core.json_types import JSONObject, as_object, objects, text as json_text
 from alertd.app.incident_actions import IncidentActions
+from alertd.app.silence_preview import SilenceOverlap
 from alertd.config.settings import Config
 from alertd.core.actor import Actor, stated_name
 from alertd.core.installation import unscoped
 from alertd.integrations.slack.clicks import Click, read_click
 from alertd.integrations.slack.integration import SlackSettings
+from alertd.integrations.slack.render import overlap_question
 from alertd.rules.ruleset import RuleSet
 from alertd.store.base import StoreUnavailable
 from alertd.web.body import read_body
@@ -166,14 +168,19 @@ class SlackActions:
         who = slack_actor(as_object(payload.get("user")))
         for click in (read_click(a) for a in objects(payload.get("actions"))):
             scoped = unscoped(click.value, self.svc.cfg.installation_id)
+            blocks: list[JSONObject] = []
             try:
                 message = await self._perform(click, scoped, who)
+            except SilenceOverlap as exc:  # asked again, of the clicker alone
+                message = f"Silence {exc.preview.incident} for {exc.duration}? {exc}"
+                blocks = overlap_question(exc.preview.incident, click.value, exc.duration,
+                                          [f"{m.id}: {m.title} ({', '.join(m.alerts)})" for m in exc.preview.overlap])
             except Exception as exc:  # audited by the use case; reported to the clicker; never crash the task
                 log.exception("Slack action %s on %s by %s failed", click.button, click.value, who)
                 message = f"Could not {click.verb or 'do that to'} {scoped or click.value}: {exc}"
             self.handled += 1
             if message:
-                await self._tell(payload, message)
+                await self._tell(payload, message, blocks)
 
     async def _perform(self, click: Click, incident_id: str | None, who: Actor) -> str:
         """The click's use case for the clicker: "" when done, else why not (audited either way)."""
@@ -190,9 +197,10 @@ class SlackActions:
             why = f"{who} may not {click.verb} remediations: not in the policy's approvers.slack_users"
             await self.svc.audit(who.shown, f"remediation_{click.verb}", incident_id, "slack", f"refused: {why}")
             return why
-        return await self.incidents.perform(click.verb, incident_id, who, "slack", duration=click.duration)
+        return await self.incidents.perform(click.verb, incident_id, who, "slack", duration=click.duration,
+                                            force=click.force)
 
-    async def _tell(self, payload: JSONObject, text: str) -> None:
+    async def _tell(self, payload: JSONObject, text: str, blocks: list[JSONObject] | None = None) -> None:
         """An ephemeral note to the clicker through the payload's response_url (best effort)."""
         url = json_text(payload, "response_url")
         if not url.startswith(("https://", "http://")):
@@ -201,8 +209,10 @@ class SlackActions:
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
         try:
-            async with self._http.post(url, json={"response_type": "ephemeral", "replace_original": False,
-                                                  "text": text}) as resp:
+            body: JSONObject = {"response_type": "ephemeral", "replace_original": False, "text": text}
+            if blocks:
+                body["blocks"] = list(blocks)
+            async with self._http.post(url, json=body) as resp:
                 await resp.read()
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
             log.warning("could not answer a Slack action through response_url: %s", exc)

@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from alertd.app.notifiers import available_kinds
 from alertd.config.settings import Config
 from alertd.core.model import Incident, iso
-from alertd.notify.decision import route_incident
+from alertd.notify.decision import muted_notes, route_incident
 from alertd.rules.routing import Routing
 
 # What the incident list's query may hold besides its filters.
@@ -24,15 +24,17 @@ def routing_notes(cfg: Config, routing: Any, inc: Incident, now: datetime) -> li
                      "every routed notification goes to the console log.")
     if not isinstance(routing, Routing) or inc.parent_id:
         return notes
-    seen: set[tuple[str, str]] = set()
-    for when, at in (("was muted when it opened", inc.opened_at), ("is muted now", now)):
+    seen: set[str] = set()
+    for when, at in (("when it opened", inc.opened_at), ("now", now)):
         decision = route_incident(routing, inc, at)
-        for hit in decision.hits:
-            why = decision.suppressed or hit.muted
-            if why and (hit.route, hit.receiver) not in seen:
-                seen.add((hit.route, hit.receiver))
-                notes.append(f"Route {hit.route!r} to {hit.receiver} {when} ({why}, {iso(at)[:16]} UTC): its Slack "
-                             "and PagerDuty targets stay quiet while it lasts; the console log has every change.")
+        lines = muted_notes(routing, decision) if not decision.suppressed else [
+            f"notifications muted by {decision.suppressed} (route {h.route!r} to {h.receiver})" for h in decision.hits]
+        for line in lines:
+            key = line.split(" (route ", 1)[-1]
+            if key not in seen:
+                seen.add(key)
+                notes.append(f"{line[:1].upper()}{line[1:]} {when} ({iso(at)[:16]} UTC): its Slack and PagerDuty "
+                             "targets stay quiet while it lasts; the console log has every change.")
     return notes
 
 

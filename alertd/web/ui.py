@@ -16,21 +16,24 @@ from urllib.parse import quote, unquote, urlsplit
 
 from aiohttp import web
 
+from alertd.alertmanager.silences import AlertmanagerError, silence_duration
+from alertd.app.silence_preview import SilenceOverlap
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core.actor import Actor
-from alertd.core.json_types import JSONObject, strings, text
+from alertd.core.json_types import JSONObject, as_object, integer, objects, strings, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
-from alertd.integrations.presentation import alertmanager_link, silence_link
+from alertd.integrations.presentation import alertmanager_link, ref_words, silence_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.remediation.blast import summary
+from alertd.remediation.decide import rma_refusal
 from alertd.store.base import StoreUnavailable
 from alertd.web import access, api
 from alertd.web import incidents as incident_routes
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.host import WebHost
-from alertd.web.keys import SERVICE
+from alertd.web.keys import INCIDENT_ACTIONS, SERVICE
 from alertd.web.auth import AUTH
 from alertd.web.body import read_form
 from alertd.web.render import page
@@ -135,6 +138,9 @@ async def incidents(request: web.Request) -> web.Response:
     return page(request, "incidents.html", **context)
 
 
+OUTBOX_STATE_WORDS = {"done": "delivered", "pending": "sending", "failed": "failed: gave up retrying"}
+
+
 def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
     out: list[JSONObject] = []
     for target, entry in sorted(state.items()):
@@ -144,13 +150,15 @@ def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
             from alertd.web.render import slack_link
 
             link = slack_link(text(entry, "ref"))
-        out.append({**entry, "kind": kind, "link": link})
+        words, key = ("", "") if link else ref_words(kind, text(entry, "ref"))
+        shown = OUTBOX_STATE_WORDS.get(text(entry, "state"), text(entry, "state") or "delivered")
+        out.append({**entry, "kind": kind, "link": link, "words": words, "key": key, "state_words": shown})
     return out
 
 
 @login_required()
 async def incident(request: web.Request) -> web.Response:
-    reject_unknown(request.query, ("done", "problem", "confirm"))
+    reject_unknown(request.query, ("done", "problem", "confirm", "preview"))
     svc = _svc(request)
     inc = await svc.store.get_incident(request.match_info["id"])
     if inc is None:
@@ -160,7 +168,7 @@ async def incident(request: web.Request) -> web.Response:
     found = inc.findings
     silence = found.silence
     return page(request, "incident.html", inc=inc, doc=inc.to_dict(), guide=incident_guide(inc, svc.cfg.runbook_base_url),
-                confirm=request.query.get("confirm") == "resolve", members=sorted(
+                confirm=request.query.get("confirm", ""), members=sorted(
         inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
         alertmanager=alertmanager_link(inc, am_url), silence=silence,
         silence_url=silence_link(am_url, silence.id) if silence else "",
@@ -169,11 +177,45 @@ async def incident(request: web.Request) -> web.Response:
         notifications=_notifications(await svc.store.notification_state(inc.id)),
         routing_notes=routing_notes(svc.cfg, svc.rules.routing, inc, datetime.now(timezone.utc)),
         no_remediation=svc.remediation.why_none(inc),
-        children=await svc.store.incident_docs(inc.children[:50]) if inc.children else [],
+        rma_targets=[] if rma_refusal(inc) else svc.remediation.rma_targets,
+        **_children(await svc.store.incident_docs(inc.children) if inc.children else []),
         can_act=request[access.PRINCIPAL].can(Role.ACT) and inc.status != CLOSED, silences=SILENCE_CHOICES if can_silence else (),
         remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can(Role.ACT),
-        blast_summary=summary,
+        blast_summary=summary, **await _preview(request, inc.id, can_silence and inc.status != CLOSED),
         done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
+
+
+CHILD_ROWS = 50  # node incidents listed on a fleet's page; the counts cover all of them
+
+
+def _children(docs: list[JSONObject]) -> dict[str, Any]:
+    """A fleet's node incidents: the first CHILD_ROWS to list, and the counts over every one of them."""
+    return {"children": docs[:CHILD_ROWS], "child_count": len(docs),
+            "child_firing": sum(integer(d, "firing") for d in docs),
+            "child_alerts": sum(integer(d, "memberCount") for d in docs)}
+
+
+async def _preview(request: web.Request, incident_id: str, can_silence: bool) -> dict[str, Any]:
+    """The page's silence preview (``?preview=4h``): the matchers, the alerts Alertmanager holds that they
+    match, and the open incidents the silence would mute, before the person makes it."""
+    choice = request.query.get("preview", "")
+    none: dict[str, Any] = {"preview": None, "preview_for": "", "preview_rows": [], "preview_problem": ""}
+    if not choice or not can_silence or not request[access.PRINCIPAL].can(Role.ACT):
+        return none
+    if isinstance(problem := silence_duration(choice), str):
+        return {**none, "preview_problem": problem}
+    try:
+        found = await request.app[INCIDENT_ACTIONS].preview(incident_id)
+    except AlertmanagerError as exc:
+        return {**none, "preview_problem": f"cannot preview the silence: {exc}"}
+    if isinstance(found, str):
+        return {**none, "preview_problem": found}
+    names = [m["name"] for m in found.matchers if m["name"] != "alertname"] + ["gpu"]  # and which GPU
+    rows = [{"alertname": text(labels, "alertname"), "state": text(a, "state"),
+             "labels": ", ".join(f"{n}={text(labels, n)}" for n in names if text(labels, n))}
+            for a in objects(found.to_dict()["alerts"]) for labels in (as_object(a.get("labels")),)]
+    rows.sort(key=lambda r: (r["labels"], r["alertname"]))
+    return {**none, "preview": found, "preview_for": choice, "preview_rows": rows}
 
 
 @login_required(Role.ACT)
@@ -185,8 +227,8 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
     form = await read_form(request, _svc(request).cfg.body_timeout)
     action = str(form.get("action", ""))
     back = f"/ui/incidents/{quote(incident_id, safe='')}"
-    if action == "confirm-resolve":  # the first press of Resolve asks again, on the page (no script needed)
-        raise web.HTTPSeeOther(back + "?confirm=resolve")
+    if action in ("confirm-resolve", "confirm-rma"):  # the first press asks again, on the page (no script needed)
+        raise web.HTTPSeeOther(back + "?confirm=" + action.removeprefix("confirm-"))
     verb, _, duration = action.partition("-")
     if verb == "remediation":  # remediation-<approve|override|cancel|stop>-<quarantine|uncordon>
         what, _, kind = duration.partition("-")
@@ -195,8 +237,12 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
         raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else f"?done={quote(what)}"))
     if verb not in ("ack", "resolve", "silence", "unsilence", "rma") or (verb == "silence") != bool(duration):
         return page(request, "error.html", 400, title="Bad request", message=f"unknown action {action!r}")
-    _, problem = await incident_routes.perform(request, incident_id, incident_routes.ROUTE_VERBS[verb],
-                                         Actor(request[access.PRINCIPAL].name), "web", duration)
+    try:
+        _, problem = await incident_routes.perform(request, incident_id, incident_routes.ROUTE_VERBS[verb],
+                                                   Actor(request[access.PRINCIPAL].name), "web", duration,
+                                                   force=form.get("force") == "1")
+    except SilenceOverlap:  # asked again on the page, with what else it would mute
+        raise web.HTTPSeeOther(back + "?preview=" + quote(duration) + "#silence-preview") from None
     label = {"ack": "acknowledged", "resolve": "resolved", "unsilence": "unsilenced",
              "rma": "RMA handoff asked"}.get(action, action.replace("-", "d for "))
     raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else "?done=" + quote(label)))

@@ -2,7 +2,7 @@
 
 * alertd is down while an alert resolves, and the resolve never reaches it (when alertd comes back
   it listens elsewhere, so Alertmanager's retries go nowhere: to alertd, Alertmanager gave up).
-  After the restart the incident resolves, marked "resolved by reconciliation" in the timeline; an
+  After the restart the incident resolves, marked "resolved: Alertmanager no longer holds its alerts" in the timeline; an
   alert that still fires stays open.
 * A webhook with truncatedAlerts > 0 (max_alerts: 2 for a group of 5) makes alertd read the
   group's full set from Alertmanager: the incident ends up with all 5 alerts.
@@ -79,7 +79,8 @@ def test_resolve_lost_while_alertd_was_down_is_reconciled(tmp_path: Path) -> Non
         wait("the incident resolved by reconciliation", lambda: alertd.get_json(f"/api/v1/incidents/{gone}")[1]
              .get("status") == "resolved", 60)
         timeline = alertd.get_json(f"/api/v1/incidents/{gone}")[1]["timeline"]
-        assert any("resolved by reconciliation" in e.get("text", "") for e in timeline), timeline
+        assert any(e.get("text", "").startswith("resolved: Alertmanager no longer holds its alerts")
+                   for e in timeline), timeline
         kept = open_by_node["gpu-node-2"]["id"]
         assert alertd.get_json(f"/api/v1/incidents/{kept}")[1]["status"] == "open"  # Alertmanager still has it
     finally:

@@ -123,7 +123,10 @@ async def test_a_muted_page_is_said_on_the_page_and_once_in_the_log(tmp_path, br
         fleet = await fleet_page(h, browser)
         text = main_text(browser.driver)
         assert "Slack and PagerDuty are not configured" in text
-        assert "Route 'errors' to gpu-oncall was muted when it opened (mute window 'all-week'" in text
+        said = "Posts muted by window 'all-week' (route 'errors' to gpu-oncall) when it opened"  # Slack only
+        assert said in text
+        notes = (await h.incident(fleet["id"]))["routingNotes"]  # the API, and so the CLI, says it too
+        assert notes and notes[0].startswith(said)
     finally:
         await h.stop()
     said = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"{fleet['id']} is not posted")]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import hashlib
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -251,3 +252,91 @@ async def test_two_replicas_on_one_store_open_one_ticket(make_store: Callable[[]
                   if r["result"].startswith("opened ") and not r["result"].startswith("opened before")]
         assert sorted(opened) == ["jira", "webhook"]  # one issue and one call, whichever replica won each
         assert {t.key for _, t in links if t.system == "jira"} == {"HW-1"}
+
+
+def _example_as(alertname: str, xid: str | None) -> dict[str, Any]:
+    body = copy.deepcopy(EXAMPLE)
+    body["alerts"] = body["alerts"][:1]
+    labels = body["alerts"][0]["labels"]
+    labels["alertname"], labels["severity"] = alertname, "warning"
+    body["alerts"][0]["fingerprint"] = hashlib.sha256(f"{alertname}{xid}".encode()).hexdigest()[:16]
+    if xid is None:
+        labels.pop("xid")
+    else:
+        labels["xid"] = xid
+    return body
+
+
+async def test_rma_is_offered_only_for_a_hardware_fault_and_asks_first(tmp_path: Path) -> None:
+    async with JiraServer() as jira, RmaWebhookServer(SECRET) as hook:
+        client = await start(tmp_path, config(tmp_path, jira, hook))
+        try:
+            incident = await open_incident(client)  # Xid 79: the GPU fell off the bus
+            page = await (await client.get(f"/ui/incidents/{incident}", headers=ACT)).text()
+            assert 'value="confirm-rma"' in page and 'value="rma"' not in page  # the first press asks again
+            page = await (await client.get(f"/ui/incidents/{incident}?confirm=rma", headers=ACT)).text()
+            assert 'id="rma-confirm"' in page and f"GPU {UUID} of gpu-node-17 to the vendor?" in page
+            assert "Tickets open in jira, webhook." in page and 'value="rma"' in page
+            for alertname, xid in (("GPUTemperatureHigh", None), ("GPUXidError", "13")):
+                doc = _example_as(alertname, xid)
+                doc["alerts"][0]["labels"]["node"] = node = f"gpu-node-{alertname[-4:]}"
+                assert (await client.post(HOOK, json=doc, headers=bearer(HOOK_TOKEN))).status == 200
+
+                async def opened() -> list:
+                    found = (await (await client.get(f"/api/v1/incidents?node={node}", headers=ACT)).json())
+                    return found["incidents"]
+                (other,) = await wait_for(opened)
+                resp = await client.post(f"/api/v1/incidents/{other['id']}/rma", headers=ACT)
+                assert resp.status == 409 and "nothing to return to the vendor" in (await resp.json())["error"]
+                page = await (await client.get(f"/ui/incidents/{other['id']}", headers=ACT)).text()
+                assert "RMA handoff" not in page
+            assert jira.issues == {}
+        finally:
+            await client.close()
+
+
+async def test_no_rma_button_without_a_ticket_target(tmp_path: Path) -> None:
+    client = await start(tmp_path, {**auth_doc(tmp_path), "rules": {"paths": [str(rules_dir(tmp_path))]}})
+    try:
+        incident = await open_incident(client)
+        page = await (await client.get(f"/ui/incidents/{incident}", headers=ACT)).text()
+        assert "RMA handoff" not in page
+        resp = await client.post(f"/api/v1/incidents/{incident}/rma", headers=ACT)
+        assert resp.status == 409 and "no ticket target is configured" in (await resp.json())["error"]
+    finally:
+        await client.close()
+
+
+async def test_the_rma_confirmation_reads_at_desktop_and_phone_widths(tmp_path: Path) -> None:
+    """Chromium at 1400 px and 390 px: the page's RMA handoff asks again, the question and its button fit the
+    width, and the confirmation opens the tickets."""
+    from tests.support.browser import Browser, By
+
+    async with JiraServer() as jira, RmaWebhookServer(SECRET) as hook:
+        doc = config(tmp_path, jira, hook)
+        for key in ("api", "receiver"):  # a loopback alertd without tokens: the browser needs no login
+            doc.pop(key, None)
+        client = await start(tmp_path, doc)
+        browser = Browser.start()
+        try:
+            assert (await client.post(HOOK, json=example_with_serial())).status == 200
+
+            async def one() -> list:
+                return (await (await client.get("/api/v1/incidents")).json())["incidents"]
+            incident = (await wait_for(one))[0]["id"]
+            d, url = browser.driver, str(client.make_url(f"/ui/incidents/{incident}"))
+            script = """const q = document.getElementById('rma-confirm'); if (!q) return null;
+                const r = q.getBoundingClientRect(), b = document.getElementById('rma-handoff').getBoundingClientRect();
+                return [r.right <= window.innerWidth + 1, b.right <= window.innerWidth + 1 && b.width > 0];"""
+            for width in (1400, 390):
+                await browser.do(d.set_window_size, width, 900)
+                await browser.get(url)
+                ask = await browser.wait(lambda: d.find_elements(By.ID, "rma-handoff-ask"), what="RMA handoff…")
+                await browser.do(ask[0].click)
+                fits = await browser.wait(lambda: d.execute_script(script), what="the RMA question")
+                assert fits == [True, True], f"the RMA question overflows {width} px"
+            await browser.do(lambda: d.find_element(By.ID, "rma-handoff").click())
+            await wait_for(lambda: jira.issues, timeout=15)
+        finally:
+            browser.quit()
+            await client.close()

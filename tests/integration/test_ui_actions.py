@@ -34,6 +34,11 @@ async def test_silence_and_unsilence_buttons_through_alertmanager(tmp_path, aler
     try:
         await h.post(hook(xid_alert("gpu-node-3", 2), node="gpu-node-3"))
         inc = await h.one_incident()
+        page = await (await h.client.get(f"/ui/incidents/{inc['id']}")).text()
+        assert f'href="/ui/incidents/{inc["id"]}?preview=4h#silence-preview"' in page
+        page = await (await h.client.get(f"/ui/incidents/{inc['id']}?preview=4h")).text()
+        assert 'id="silence-preview"' in page and "alertname=&#34;GPUXidError&#34;" in page
+        assert 'value="silence-4h"' in page and "It would also mute" not in page
         resp = await press(h, inc["id"], "silence-4h")
         assert resp.status == 303 and resp.headers["Location"].endswith("?done=silenced%20for%204h")
         silence = (await h.incident(inc["id"]))["annotations"]["silence"]
@@ -59,11 +64,7 @@ async def test_silence_and_unsilence_buttons_through_alertmanager(tmp_path, aler
 async def test_fleet_incident_lists_its_node_incidents_under_it(tmp_path):
     h = await Harness(tmp_path).start()
     try:
-        starts = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=1)
-        for n in range(6):
-            node = f"gpu-node-{n:02d}"
-            await h.post(hook(xid_alert(node, 1, starts=starts), node=node))
-        fleet = await wait_for(lambda: _fleet(h))
+        fleet = await storm(h, 6, 79)
         page = await (await h.client.get("/ui/incidents")).text()
         assert 'class="fleet"' in page and "fleet · 6 nodes" in page
         children = fleet["children"]
@@ -76,6 +77,27 @@ async def test_fleet_incident_lists_its_node_incidents_under_it(tmp_path):
         await h.stop()
 
 
-async def _fleet(h: Harness) -> dict | None:
-    rows = await h.incidents()
-    return next((r for r in rows if r.get("fleet") and len(r.get("nodes", [])) == 6 and len(r["children"]) == 6), None)
+async def storm(h: Harness, nodes: int, code: int) -> dict:
+    """An Xid on ``nodes`` nodes at once, one webhook each: their fleet incident, once it holds them all."""
+    starts = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=1)
+    for n in range(nodes):
+        node = f"gpu-node-{n:02d}"
+        await h.post(hook(xid_alert(node, 1, code=code, starts=starts), node=node))
+
+    async def fleet() -> dict | None:
+        rows = await h.incidents(limit=200)
+        return next((r for r in rows if r.get("fleet") and len(r["children"]) == nodes), None)
+    found: dict = await wait_for(fleet, timeout=30)
+    return found
+
+
+async def test_a_60_node_fleet_page_counts_all_its_nodes_not_the_50_it_lists(tmp_path):
+    h = await Harness(tmp_path).start()
+    try:
+        fleet = await storm(h, 60, 119)
+        page = await (await h.client.get(f"/ui/incidents/{fleet['id']}")).text()
+        assert "Alerts (60 firing of 60, on its 60 node incidents)" in page
+        assert "Listed: 50 of 60 node incidents; 10 more" in page
+        assert page.count('href="/ui/nodes/') >= 50
+    finally:
+        await h.stop()

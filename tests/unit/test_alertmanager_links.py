@@ -58,5 +58,5 @@ def test_a_silence_names_the_incident_page_under_alertd_path_prefix():
         return "s-1"
     client.create_silence = create  # type: ignore[method-assign]
     inc = _incident("n1")
-    asyncio.run(client.silence_incident(inc, timedelta(hours=1), "ana", T0, alertd_url="https://ops.example/alertd/"))
+    asyncio.run(client.silence_incident(inc, [], timedelta(hours=1), "ana", T0, alertd_url="https://ops.example/alertd/"))
     assert sent == ["alertd incident inc-1: t https://ops.example/alertd/ui/incidents/inc-1"]

@@ -67,10 +67,23 @@ def test_resolutions_close_the_member_and_say_so_in_the_timeline():
     alerts = resolutions(gone, T0 + timedelta(minutes=5))
     assert alerts[0].receiver == RECONCILED_BY and alerts[0].starts_at == gone[0].starts_at
     changes = engine.ingest(alerts, T0 + timedelta(minutes=5))
-    texts = [e.text for c in changes for e in c.events]
-    assert any("resolved by reconciliation" in t for t in texts), texts
+    texts = [e.text for c in changes for e in c.events if e.kind == "alert_resolved"]
+    assert texts == ["resolved: Alertmanager no longer holds its alerts (GPUXidError)"], texts
     changes = engine.tick(T0 + timedelta(hours=1))
     assert [c.incident.status for c in changes] == ["resolved"]
+
+
+def test_an_incident_reconciled_away_gets_one_line_naming_its_alerts():
+    from tests.unit.builders import alert, engine as shipped_engine, xid
+
+    eng = shipped_engine()
+    eng.ingest([xid(79, gpu="0"), xid(79, gpu="1"), alert("DCGMExporterDown", node="gpu-node-1", severity="critical")], T0)
+    gone = stale(held_firing(eng.state.incidents.values()), [Answer(frozenset())], T0, timedelta(0))
+    changes = eng.ingest(resolutions(gone, T0 + timedelta(minutes=5)), T0 + timedelta(minutes=5))
+    lines = [e.text for c in changes for e in c.events if e.kind == "alert_resolved"]
+    assert len(gone) == 3 and lines == [
+        "resolved: Alertmanager no longer holds its alerts (GPUXidError, DCGMExporterDown)"], lines
+    assert [c.incident.firing for c in changes] == [0] and len(changes[0].members) == 3
 
 
 def test_alertmanager_answers_and_truncated_groups():

@@ -81,6 +81,8 @@ def test_config_schemas_refuse_unknown_keys():
 def test_gpu_level_incident_is_silenced_by_node_cluster_and_uuid():
     inc = engine().ingest([xid(79, node="n1", gpu="3")], at(0))[0].incident
     assert silence_matchers(inc) == [
+        {"name": "alertname", "value": "GPUXidError", "isRegex": False, "isEqual": True},
+        {"name": "xid", "value": "79", "isRegex": False, "isEqual": True},
         {"name": "node", "value": "n1", "isRegex": False, "isEqual": True},
         {"name": "cluster", "value": "prod", "isRegex": False, "isEqual": True},
         {"name": "UUID", "value": "GPU-n1-3", "isRegex": False, "isEqual": True},
@@ -89,20 +91,21 @@ def test_gpu_level_incident_is_silenced_by_node_cluster_and_uuid():
 
 def test_node_level_incident_has_no_gpu_matcher():
     inc = engine().ingest([xid(79, node="n1", gpu="0"), xid(79, node="n1", gpu="1")], at(0))[0].incident
-    assert [m["name"] for m in silence_matchers(inc)] == ["node", "cluster"]
+    assert [m["name"] for m in silence_matchers(inc)] == ["alertname", "xid", "node", "cluster"]
 
 
 def test_node_from_instance_label_matches_any_port():
     a = alert("NodeDown", instance="10.0.0.7:9100", severity="critical")
     inc = engine().ingest([a], at(0))[0].incident
-    (m, _) = silence_matchers(inc)
+    m = silence_matchers(inc)[1]
     assert m == {"name": "instance", "value": r"10\.0\.0\.7(:[0-9]+)?", "isRegex": True, "isEqual": True}
 
 
 def test_fleet_incident_is_silenced_on_all_its_nodes():
     changes = engine().ingest([xid(79, node=f"n{i}", starts=i) for i in range(6)], at(10))
     fleet = next(c.incident for c in changes if c.incident.fleet)
-    m = silence_matchers(fleet)[0]
+    children = [m for c in changes if c.incident.parent_id == fleet.id for m in c.incident.members.values()]
+    m = silence_matchers(fleet, children)[2]
     assert m["isRegex"] and m["name"] == "node" and m["value"].split("|") == sorted(fleet.nodes)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from alertd.integrations.slack.render import (ACTION_ACK, ACTION_REMEDIATE, ACTION_RESOLVE, ACTION_SILENCE,
-                                              ACTION_UNSILENCE)
+                                              ACTION_SILENCE_ANYWAY, ACTION_UNSILENCE)
 
 INCIDENT_VERBS = {ACTION_ACK: "acknowledge", ACTION_RESOLVE: "resolve", ACTION_UNSILENCE: "unsilence"}
 REMEDIATION_VERBS = ("approve", "override", "cancel", "stop")
@@ -24,6 +24,7 @@ class Click:
     value: str  # the button's value: the incident id, scoped to the installation that drew it
     duration: str = ""  # silence: the button's 1h, 4h or 24h
     button: str = ""  # the action_id as sent, for a log line about an unknown one
+    force: bool = False  # silence: confirmed although it mutes other open incidents too
 
     @property
     def remediation(self) -> bool:
@@ -37,6 +38,8 @@ def read_click(action: Mapping[str, object]) -> Click:
         return Click(INCIDENT_VERBS[button], value, button=button)
     if button.startswith(ACTION_SILENCE):
         return Click("silence", value, button[len(ACTION_SILENCE):], button=button)
+    if button.startswith(ACTION_SILENCE_ANYWAY):
+        return Click("silence", value, button[len(ACTION_SILENCE_ANYWAY):], button=button, force=True)
     verb = button.removeprefix(ACTION_REMEDIATE) if button.startswith(ACTION_REMEDIATE) else ""
     return Click(verb if verb in REMEDIATION_VERBS else "", value, button=button)
 

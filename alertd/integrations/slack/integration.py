@@ -158,7 +158,8 @@ class SlackNotifier(Notifier):
     def _render_context(self, note: str = "") -> RenderContext:
         s = self.settings
         return RenderContext(runbook_base_url=s.runbook_base_url, alertmanager_url=s.alertmanager_url,
-                             alertd_url=s.alertd_url, note=note, now=self.clock(), installation_id=self.installation())
+                             alertd_url=s.alertd_url, note=note, now=self.clock(), installation_id=self.installation(),
+                             buttons=bool(s.signing_secret.strip()), silences=s.silences)
 
     def rate_key(self, items: list[OutboxItem], ref: str | None) -> Hashable | None:
         """Posts are spaced per channel; edits are not (they only honour a 429 pause)."""

@@ -19,7 +19,7 @@ from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
 from alertd.integrations.base import Links
-from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links, web_url
+from alertd.integrations.presentation import ACTION_TEXT, event_words, incident_action, incident_links, web_url
 
 MAX_BLOCKS = 50
 MAX_SECTION = 3000
@@ -36,6 +36,7 @@ ACTION_ACK = "alertd_ack"
 ACTION_RESOLVE = "alertd_resolve"
 ACTION_SILENCE = "alertd_silence_"  # + 1h | 4h | 24h
 ACTION_UNSILENCE = "alertd_unsilence"
+ACTION_SILENCE_ANYWAY = "alertd_silenceanyway_"  # + 1h | 4h | 24h: confirmed although it mutes other incidents
 ACTION_REMEDIATE = "alertd_remediation_"  # + approve | override | cancel (alertd/app/remediate.py)
 SILENCE_CHOICES = ("1h", "4h", "24h")
 
@@ -51,6 +52,8 @@ class RenderContext:
     note: str = ""  # routing note, e.g. a cordon downgrade
     now: datetime | None = None
     installation_id: str = ""  # prefixes button values (alertd/core/installation.py)
+    buttons: bool = True  # a signing secret is set: clicks can be verified, so buttons can work
+    silences: bool = True  # alertmanager.url is set: Silence can make one
 
 
 def mrkdwn_escape(text: object) -> str:
@@ -175,8 +178,8 @@ def render_incident(inc: Incident, ctx: RenderContext | None = None) -> tuple[st
     links = _links(inc, ctx)
     if links:
         tail.append({"type": "context", "elements": [mrkdwn(" · ".join(links))]})
-    tail.extend(remediation_blocks(inc, ctx.installation_id, found))
-    buttons = action_buttons(inc, now, ctx.installation_id, found)
+    tail.extend(remediation_blocks(inc, ctx.installation_id, found) if ctx.buttons else [])
+    buttons = action_buttons(inc, now, ctx.installation_id, found, silences=ctx.silences) if ctx.buttons else []
     if buttons:
         tail.append({"type": "actions", "block_id": f"alertd:{inc.id}", "elements": list[JSONValue](buttons)})
     blocks.extend(_fit(_body(inc, found), MAX_BLOCKS - len(blocks) - len(tail)))
@@ -232,8 +235,8 @@ def _guidance(inc: Incident) -> str:
 def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Findings) -> list[str]:
     """State notes: routing note, silence, fleet membership, history, owners, missing kernel logs."""
     notes: list[str] = []
-    if ctx.note:
-        notes.append(f":arrow_down: {mrkdwn_escape(ctx.note)}")
+    for part in filter(None, ctx.note.split("; ")):  # a page a window holds back sleeps; a downgrade goes down
+        notes.append(f"{':zzz:' if ' muted by ' in part else ':arrow_down:'} {mrkdwn_escape(part)}")
     silence, active = _silence(found, now)
     if silence:
         until = _ts(parse_iso(silence.ends_at or None))
@@ -324,9 +327,9 @@ def member_line(m: Member) -> str:
 
 
 def action_buttons(inc: Incident, now: datetime, installation_id: str = "",
-                   found: Findings | None = None) -> list[JSONObject]:
-    """Acknowledge, resolve and silence (or unsilence); ``found``: the incident's findings, when the caller
-    has read them already."""
+                   found: Findings | None = None, *, silences: bool = True) -> list[JSONObject]:
+    """Acknowledge, resolve and silence (or unsilence; ``silences``: only where Alertmanager can be asked);
+    ``found``: the incident's findings, when the caller has read them already."""
     if inc.status == CLOSED:
         return []
     out = []
@@ -338,10 +341,20 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "",
     silence, active = _silence(found or inc.findings, now)
     if silence and active:
         out.append(_button("Unsilence", ACTION_UNSILENCE, value))
-    else:
+    elif silences:
         for d in SILENCE_CHOICES:
             out.append(_button(f"Silence {d}", ACTION_SILENCE + d, value))
     return out
+
+
+def overlap_question(incident_id: str, value: str, duration: str, lines: list[str]) -> list[JSONObject]:
+    """Asked of the clicker alone when a silence would mute other open incidents too: what it would
+    mute, and the button that makes it anyway. ``lines``: one per incident it would also mute."""
+    shown = "\n".join(f"• {mrkdwn_escape(line)}" for line in lines[:10])
+    more = f"\n…and {len(lines) - 10} more" if len(lines) > 10 else ""
+    text = (f"*Silence {incident_id} for {duration}?* It would also mute these open incidents:\n{shown}{more}")
+    return [_section(text), {"type": "actions", "block_id": f"alertd-silence:{incident_id}", "elements": [
+        _button(f"Silence {duration} anyway", ACTION_SILENCE_ANYWAY + duration, value, style="danger")]}]
 
 
 def remediation_blocks(inc: Incident, installation_id: str = "", found: Findings | None = None) -> list[JSONObject]:
@@ -389,7 +402,7 @@ EVENT_ICON = {
 def event_line(e: Event | JSONObject) -> str:
     ev = e if isinstance(e, Event) else Event.from_dict(e)
     icon = EVENT_ICON.get(ev.kind, ":small_blue_diamond:")
-    text = ev.text or ev.kind.replace("_", " ")
+    text = ev.text or event_words(ev.kind)
     return f"{icon} {mrkdwn_escape(text)}"
 
 
