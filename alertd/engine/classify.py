@@ -38,6 +38,10 @@ KIND_TITLES = {
     "node_cordoned": "Node cordoned",
     "node_not_ready": "Node not ready",
     "watchdog": "Alerting pipeline heartbeat",
+    "job_stalled": "Job stalled: its GPUs idle after being busy",
+    "straggler": "GPU straggler: well below its job's median",
+    "gpu_quiet": "GPU telemetry quiet: its series stopped while its peers report",
+    "link_degraded": "Link degraded",
 }
 DETAIL_TITLES = {
     "exporter_down": "GPU metrics missing: dcgm-exporter down",
@@ -54,6 +58,9 @@ DETAIL_TITLES = {
     "pcie_replay": "GPU PCIe replays: the link retransmits",
     "pcie_link": "GPU PCIe link degraded (width or generation)",
     "diagnostics": "GPU diagnostics failed (DCGM)",
+    "ib_port_down": "InfiniBand port down",
+    "ib_port_flapping": "InfiniBand port flapping",
+    "link_collapsed": "GPU link traffic collapsed next to its peers",
 }
 # Details whose title the alert's summary gives, because it counts something ("GPU unusable: 12 GPU pods
 # rejected on a Ready node", alertd/sources/admission.py).
