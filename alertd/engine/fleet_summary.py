@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from alertd.core.json_types import JSONValue, as_object, integer, strings
 from alertd.core.model import Incident, Signal
+from alertd.engine.domains import shared_domain
 
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
 COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
@@ -69,7 +70,8 @@ def fleet_title(fleet: Incident) -> str:
     total = len(fleet.nodes)
     main = _count_key(primary)
     shown = counts.get(main) or total
-    where = fleet.cluster or "the fleet"
+    domain = shared_domain(fleet)  # "rack r12": the narrowest failure domain all its nodes share
+    where = (f"{domain} in " if domain else "") + (fleet.cluster or "the fleet")
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     parts = [f"{_label(k)} on {n}" for k, n in ranked if k != main and k not in RESPONSES
              and not (k == "metrics_missing" and counts.get("rebooting") == n)][:3]
@@ -78,7 +80,7 @@ def fleet_title(fleet: Incident) -> str:
     done = [f"{RESPONSES[k]} {counts[k]}" for k in RESPONSES if counts.get(k) and k != main]
     if done:
         parts.append(", ".join(done))
-    return f"{primary.title} on {shown} nodes in {where}" + (f" ({'; '.join(parts)})" if parts else "")
+    return f"{primary.title} on {shown} nodes {'of' if domain else 'in'} {where}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def uncount_signals(fleet: Incident, child: Incident) -> None:

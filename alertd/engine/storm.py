@@ -43,6 +43,7 @@ from typing import Iterable, Protocol
 from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONArray, arr, strings
 from alertd.core.matchers import match_all
+from alertd.engine.domains import note_domains
 from alertd.engine.fleet_summary import count_signals, uncount_signals
 from alertd.engine.state import EngineState
 from alertd.core.response_marks import flagged, repair_failed
@@ -330,6 +331,7 @@ class Storms:
         if child.primary is not None and (fleet.primary is None or self._fleet_rank(child.primary) > self._fleet_rank(fleet.primary)):
             fleet.primary = child.primary
         count_signals(fleet, child)
+        note_domains(fleet, child, self.c.rules.domains)
         lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
             if key not in fleet.storm_keys:
