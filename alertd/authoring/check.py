@@ -35,7 +35,7 @@ KNOWN_LABELS = frozenset({
     "exported_pod", "exported_namespace", "exported_container", "err_code", "clock_event_reasons", "condition",
     "status", "key", "value", "effect", "kubernetes_node", "uid", "service", "endpoint"})
 SIGNAL_KINDS = frozenset({"xid", "thermal", "ecc", "row_remap", "nvlink", "gpu_check", "metrics_missing", "node_cordoned",
-                          "node_not_ready", "watchdog", "job_stalled", "straggler", "gpu_quiet", "link_degraded", "other"})
+                          "node_not_ready", "watchdog", "job_stalled", "straggler", "gpu_quiet", "link_degraded", "domain", "other"})
 
 
 @dataclass(slots=True)

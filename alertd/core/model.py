@@ -40,6 +40,8 @@ KIND_PRIORITY = {
 }
 
 JOB_SUSPECT = "job_suspect"  # annotation of a node incident: the stalled job's incident that speaks for it
+DOMAIN_OF = "domain_of"  # annotation of a node incident: the incident of its bad failure domain, which speaks for it
+DOMAIN = "failure_domain"  # annotation of a domain's incident: {kind, value, size, nodes} (engine/domains.py)
 RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/alertmanager/reconcile.py)
 
 
@@ -368,9 +370,10 @@ class Incident:
 
     @property
     def spoken_for(self) -> bool:
-        """Folded into a fleet, or the suspect of a stalled job: that incident's messages speak for this one
-        (it posts and pages nothing of its own; messages already sent for it are kept current)."""
-        return bool(self.parent_id) or JOB_SUSPECT in self.annotations
+        """Folded into a fleet, a stalled job's suspect, or a node of a bad domain: that incident's messages
+        speak for this one (it posts and pages nothing of its own; messages already sent for it are kept
+        current)."""
+        return bool(self.parent_id) or JOB_SUSPECT in self.annotations or DOMAIN_OF in self.annotations
 
     @property
     def findings(self) -> Findings:

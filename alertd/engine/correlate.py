@@ -14,6 +14,7 @@ from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
 from alertd.engine.fleet_summary import fleet_title
 from alertd.engine.grouping import fields_of, group_for
+from alertd.engine.domains import Domains
 from alertd.engine.jobs import GROUP as JOB_GROUP, Jobs, is_job
 from alertd.engine.state import EngineState
 from alertd.engine.reopen import Reopening
@@ -63,6 +64,7 @@ class Correlator:
         self._changes: dict[str, Change] = {}
         self.storms = Storms(self)
         self.jobs = Jobs(self)
+        self.domains = Domains(self)
         self.reopening = Reopening(self)
 
     # ----- public steps: each returns the incidents it changed -----
@@ -398,6 +400,7 @@ class Correlator:
             self.storms.fleet_closed(inc)
         elif inc.parent_id:
             self.storms.child_closed(inc, now)
+        self.domains.closed(inc, now)
 
     def _absorb(self, inc: Incident, m: Member) -> None:
         """Fold one new member into what the incident shows, in O(1) of the member count."""
@@ -484,6 +487,7 @@ class Correlator:
         """Storms are decided once a step has given each node incident all of its alerts."""
         self.storms.settle([c.incident for c in list(self._changes.values())], now)
         self.jobs.settle([c.incident for c in list(self._changes.values())], now)
+        self.domains.settle([c.incident for c in list(self._changes.values())], now)
 
     def _flush(self) -> list[Change]:
         changes = list(self._changes.values())
