@@ -65,6 +65,15 @@ class Suspect:
         return {"node": self.node, "incident": self.incident, "kind": self.kind, "began": self.began.isoformat(),
                 "what": self.what}
 
+    @classmethod
+    def from_json(cls, doc: JSONValue) -> "Suspect | None":
+        d = as_object(doc)
+        began = parse_iso(as_text(d.get("began")))
+        if began is None:
+            return None
+        return cls(as_text(d.get("node")), as_text(d.get("incident")), as_text(d.get("kind")), began,
+                   as_text(d.get("what")))
+
 
 def is_job(inc: Incident) -> bool:
     return inc.group == GROUP
@@ -114,6 +123,7 @@ class Jobs:
     def __init__(self, host: JobHost):
         self.c = host
         self._nodes: dict[tuple[str, str], set[str]] = {}  # (cluster, node) -> open job incidents listing it
+        self._named: dict[str, set[str]] = {}  # job key -> nodes whose own incidents' alerts name the job
         self._indexed: EngineState | None = None
 
     @property
@@ -130,10 +140,26 @@ class Jobs:
             return None
         if not match_all(rule.match, fields):
             return None
-        values = [fields.get(b, "") for b in rule.by]
-        if not all(v for b, v in zip(rule.by, values) if b != "cluster"):
+        return self.named(fields)
+
+    def named(self, fields: dict[str, str]) -> str | None:
+        """The key of the job an alert's fields name (the rules join it onto node alerts too: an InfiniBand
+        port down names the job the node runs), else None."""
+        by = self.rule.by
+        values = [fields.get(b, "") for b in by]
+        if not all(v for b, v in zip(by, values) if b != "cluster"):
             return None
-        return GROUP + "|" + "|".join(f"{b}={v}" for b, v in zip(rule.by, values))
+        return GROUP + "|" + "|".join(f"{b}={v}" for b, v in zip(by, values))
+
+    def _names(self, inc: Incident) -> set[str]:
+        """The jobs a node incident's alerts name."""
+        keys = set()
+        for m in inc.members.values():
+            key = self.named({**m.labels, "cluster": m.subject.cluster, "node": m.subject.node,
+                              "namespace": m.subject.namespace or m.labels.get("namespace", "")})
+            if key is not None:
+                keys.add(key)
+        return keys
 
     def saw(self, inc: Incident, alert: Alert) -> None:
         """What a job alert tells beyond its labels, kept on the incident: its node, the stall's start, the
@@ -160,7 +186,9 @@ class Jobs:
         return match_all(self.rule.hang, {"signal": kind, "severity": severity})
 
     def hung_members(self, inc: Incident) -> list[Member]:
-        return [m for m in inc.members.values() if m.status == FIRING and self._hung(m.signal.kind, m.signal.severity)]
+        """The job's stall alerts firing now; once all resolved, every one it had (its title keeps the stall)."""
+        hung = [m for m in inc.members.values() if self._hung(m.signal.kind, m.signal.severity)]
+        return [m for m in hung if m.status == FIRING] or hung
 
     def stalled_since(self, inc: Incident) -> datetime | None:
         hung = self.hung_members(inc)
@@ -176,11 +204,14 @@ class Jobs:
         """(cluster, node) -> the open job incidents listing it; derived, rebuilt for a new engine state."""
         state = self.c.state
         if self._indexed is not state:
-            self._indexed, self._nodes = state, {}
+            self._indexed, self._nodes, self._named = state, {}, {}
             for inc in state.incidents.values():
                 if is_job(inc):
                     for node in inc.nodes:
                         self._nodes.setdefault((inc.cluster, node), set()).add(inc.id)
+                elif inc.node and not inc.fleet:
+                    for key in self._names(inc):
+                        self._named.setdefault(key, set()).add(inc.node)
         return self._nodes
 
     def settle(self, touched: Iterable[Incident], now: datetime) -> None:
@@ -191,7 +222,11 @@ class Jobs:
             if is_job(inc):
                 jobs[inc.id] = inc
             elif inc.node and not inc.fleet:
-                for job_id in index.get((inc.cluster, inc.node), ()):
+                ids = set(index.get((inc.cluster, inc.node), ()))
+                for key in self._names(inc):
+                    self._named.setdefault(key, set()).add(inc.node)
+                    ids.add(self.c.state.by_key.get(key, ""))
+                for job_id in ids:
                     if job_id in incidents:
                         jobs[job_id] = incidents[job_id]
         for job in jobs.values():
@@ -202,10 +237,11 @@ class Jobs:
         """The job's suspects as they are now, and its title: a throttle on a straggler's GPU, an Xid on one
         of its nodes may come after the job's own alerts."""
         since = self.stalled_since(job)
-        found = self.suspects(job, since) if since is not None else []
+        hung = since is not None and any(m.status == FIRING for m in self.hung_members(job))
+        found = self.suspects(job, since) if since is not None and hung else []
         listed = [s.to_json() for s in found]
         title = job.title
-        if listed == job.annotations.get(SUSPECTS, []):
+        if not hung or listed == job.annotations.get(SUSPECTS, []):  # a stall over keeps what it found
             job.title = self.title(job, now)
             if job.title != title:
                 self.c.record(job, job.add_event(now, "retitled", job.title))
@@ -236,13 +272,18 @@ class Jobs:
         rule, state = self.rule, self.c.state
         lo, hi = since - rule.before, since + rule.after
         found: list[Suspect] = []
-        for node in job.nodes:
+        named = self._named.get(job.key, set())
+        for node in [*job.nodes, *sorted(named.difference(job.nodes))]:
             for inc_id in state.by_node.get((job.cluster, node), ()):
                 inc = state.incidents.get(inc_id)
                 if inc is not None and not inc.fleet and not is_job(inc):
                     found.extend(self._of(inc, node, inc.members.values(), lo, hi))
         found.extend(self._of(job, "", [m for m in job.members.values() if m.signal.kind == "straggler"], lo, hi))
         order = {kind: i for i, kind in enumerate(rule.kinds)}
+        # a suspect found before whose incident has resolved since (its port came back) stays one
+        gone = [s for doc in _list(job.annotations.get(SUSPECTS)) if (s := Suspect.from_json(doc)) is not None
+                and s.kind in order and s.incident not in state.incidents and s.incident != job.id]
+        found.extend(gone)
         return sorted(found, key=lambda s: (order[s.kind], abs((s.began - since).total_seconds()), s.node))
 
     def _of(self, inc: Incident, node: str, members: Iterable[Member], lo: datetime, hi: datetime) -> list[Suspect]:
@@ -291,8 +332,11 @@ class Jobs:
 
     def _straggler_title(self, job: Incident, name: str, now: datetime) -> str:
         stragglers = as_object(as_object(job.annotations.get(FACTS)).get("stragglers"))
-        firing = [m for m in job.members.values() if m.signal.kind == "straggler" and m.status == FIRING]
-        slow = min(firing or job.members.values(), key=lambda m: m.starts_at)
+        slowed = [m for m in job.members.values() if m.signal.kind == "straggler"]
+        if not slowed:
+            return f"Job {name}: {job.primary.title if job.primary else 'job alerts'}"
+        firing = [m for m in slowed if m.status == FIRING]
+        slow = min(firing or slowed, key=lambda m: m.starts_at)
         gpu = slow.subject.gpu.index if slow.subject.gpu is not None else ""
         facts = as_object(stragglers.get(slow.fingerprint))
         metric = as_text(facts.get("metric")) or slow.labels.get("metric", "")

@@ -26,7 +26,7 @@ class JobRule:
     by: tuple[str, ...] = ("cluster", "namespace", "owner_kind", "owner_name")
     hang: tuple[Matcher, ...] = parse_matchers(['signal="job_stalled"'])
     before: timedelta = timedelta(minutes=30)  # a suspect began at most this long before the stall
-    after: timedelta = timedelta(minutes=5)  # ... or at most this long after it (its rule's `for:` runs longer)
+    after: timedelta = timedelta(minutes=10)  # ... or this long after it: a suspect alert that fired before the stall's
     kinds: tuple[str, ...] = DEFAULT_SUSPECT_KINDS
 
 

@@ -99,3 +99,16 @@ def test_an_alert_without_its_job_folds_by_the_groups():
     lone = alert("GPUStraggler", node="n1", gpu="3", signal="straggler", metric="power", namespace="x")
     inc = eng.ingest([lone], at(0))[0].incident
     assert not is_job(inc) and inc.node == "n1"
+
+
+def test_a_suspect_whose_port_came_back_stays_named_while_the_job_is_still_stalled():
+    eng = engine()
+    port = alert("NodeInfiniBandPortDown", starts=60, node="n2", device="mlx5_1", port="1", signal="link_degraded",
+                 severity="critical", **JOB)
+    eng.ingest([port], at(60))
+    eng.ingest([stalled("n1", 700, "1796040070"), stalled("n2", 700, "1796040070")], at(700))
+    eng.ingest([resolved(port, 1000)], at(1000))
+    eng.tick(at(1400))  # the port's incident resolves after its hold-down; the job is still stalled
+    changes = eng.ingest([stalled("n3", 1500, "1796040070")], at(1500))  # a later node of the job
+    job = next(c.incident for c in changes if is_job(c.incident))
+    assert "; suspect n2: InfiniBand port mlx5_1 down at 12:01" in job.title
