@@ -99,7 +99,6 @@ def _when(text: str) -> datetime | None:
         return None
 
 
-
 def _amount(metric: str, raw: str) -> str:
     """A straggler's reading as people say it: activity in percent, clocks in MHz, traffic in B/s."""
     try:
@@ -154,7 +153,10 @@ class Jobs:
     def _names(self, inc: Incident) -> set[str]:
         """The jobs a node incident's alerts name."""
         keys = set()
+        own = [b for b in self.rule.by if b not in ("cluster", "node", "namespace")]  # labels, not derived fields
         for m in inc.members.values():
+            if not all(m.labels.get(b) for b in own):
+                continue  # most node alerts name no job: no fields built for them
             key = self.named({**m.labels, "cluster": m.subject.cluster, "node": m.subject.node,
                               "namespace": m.subject.namespace or m.labels.get("namespace", "")})
             if key is not None:

@@ -98,12 +98,14 @@ def pauses(b: Builder, rng: random.Random, job: m.Job) -> None:
     job.pauses.sort()
 
 
-def _free(b: Builder, rng: random.Random, jobs: list[m.Job], t: float, span: float) -> m.Job | None:
-    """A job none of whose nodes has anything going on from an hour before ``t`` to two hours after its span."""
+def _free(b: Builder, rng: random.Random, jobs: list[m.Job], span: float) -> tuple[float, m.Job] | None:
+    """A time, and a job (by its size) none of whose nodes has anything going on from an hour before it to two
+    hours after ``span``."""
+    t = rng.uniform(HOUR, b.fleet.horizon - 8 * HOUR)
     for _ in range(100):
         job = rng.choices(jobs, weights=[len(j.nodes) for j in jobs])[0]
         if all(e + HOUR < t or s > t + span + 2 * HOUR for n in job.nodes for s, e in b.busy.get(n, [])):
-            return job
+            return t, job
     return None
 
 
@@ -115,10 +117,10 @@ def _stall(b: Builder, rng: random.Random, p: m.Problem, job: m.Job, by_name: di
 
 
 def hang(b: Builder, rng: random.Random, cause: str, jobs: list[m.Job], by_name: dict[str, m.Node]) -> None:
-    t = rng.uniform(HOUR, b.fleet.horizon - 8 * HOUR)
-    job = _free(b, rng, jobs, t, 4 * HOUR)
-    if job is None:
+    found = _free(b, rng, jobs, 4 * HOUR)
+    if found is None:
         return
+    t, job = found
     culprit = by_name[rng.choice(job.nodes)] if cause in ("job_hang_network", "job_hang_nic") else None
     p = b.problem(cause, [by_name[n] for n in job.nodes], t, "critical", True)
     p.names = ("stalled",)
@@ -130,10 +132,10 @@ def hang(b: Builder, rng: random.Random, cause: str, jobs: list[m.Job], by_name:
 
 
 def quiet(b: Builder, rng: random.Random, jobs: list[m.Job], by_name: dict[str, m.Node]) -> None:
-    t = rng.uniform(HOUR, b.fleet.horizon - 8 * HOUR)
-    job = _free(b, rng, jobs, t, 2 * HOUR)
-    if job is None:
+    found = _free(b, rng, jobs, 2 * HOUR)
+    if found is None:
         return
+    t, job = found
     node = by_name[rng.choice(job.nodes)]
     p = b.problem("gpu_quiet", [node], t, "warning", False)
     gpu = rng.randrange(m.GPUS_PER_NODE)
@@ -145,10 +147,10 @@ def quiet(b: Builder, rng: random.Random, jobs: list[m.Job], by_name: dict[str, 
 
 
 def straggler(b: Builder, rng: random.Random, jobs: list[m.Job], by_name: dict[str, m.Node]) -> None:
-    t = rng.uniform(HOUR, b.fleet.horizon - 8 * HOUR)
-    job = _free(b, rng, jobs, t, 4 * HOUR)
-    if job is None:
+    found = _free(b, rng, jobs, 4 * HOUR)
+    if found is None:
         return
+    t, job = found
     node = by_name[rng.choice(job.nodes)]
     gpu = rng.randrange(m.GPUS_PER_NODE)
     metric = rng.choice(("tensor_active", "tensor_active", "sm_clock", "power"))
