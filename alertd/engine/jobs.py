@@ -29,6 +29,7 @@ from alertd.rules.jobs import JobRule
 from alertd.rules.ruleset import CorrelationRules
 
 GROUP = "job"  # the correlation group of job incidents
+FOR_GRACE = timedelta(minutes=5)  # a suspect's alert starts after its rule's for: (5m at most in the shipped rules)
 FACTS = "job"  # job incident annotation: {"stalls": {node: since}, "stragglers": {fingerprint: {...}}}
 SUSPECTS = "job_suspects"  # job incident annotation: its suspects, first the culprit named in its title
 SUSPECT_OF = JOB_SUSPECT  # node incident annotation: the stalled job whose page speaks for it
@@ -269,8 +270,9 @@ class Jobs:
                                                                 "speaks for this node's"))
 
     def suspects(self, job: Incident, since: datetime) -> list[Suspect]:
-        """Node incidents on the job's nodes, and its own stragglers, that began within the suspects' span of
-        the stall, ranked by kind (the rule's order), then nearest the stall first."""
+        """Node incidents on the job's nodes (or naming it), and its own stragglers, that began within the
+        suspects' span of the stall: those that began by the stall first, then by kind (the rule's order), then
+        nearest the stall first."""
         rule, state = self.rule, self.c.state
         lo, hi = since - rule.before, since + rule.after
         found: list[Suspect] = []
@@ -286,7 +288,9 @@ class Jobs:
         gone = [s for doc in _list(job.annotations.get(SUSPECTS)) if (s := Suspect.from_json(doc)) is not None
                 and s.kind in order and s.incident not in state.incidents and s.incident != job.id]
         found.extend(gone)
-        return sorted(found, key=lambda s: (order[s.kind], abs((s.began - since).total_seconds()), s.node))
+        # A cause comes before its effect: what began by the stall (its alert's for: allowed) ranks first
+        return sorted(found, key=lambda s: (s.began > since + FOR_GRACE, order[s.kind],
+                                            abs((s.began - since).total_seconds()), s.node))
 
     def _of(self, inc: Incident, node: str, members: Iterable[Member], lo: datetime, hi: datetime) -> list[Suspect]:
         """The incident's best member as a suspect (its kind first in the rule's order), if one began in span."""
