@@ -75,7 +75,7 @@ def job_score(report: dict[str, Any], fleet: Fleet, instances: list[Instance], s
             _hang(s, p, held, incidents, pages, fired[p.id], start)
         elif p.cause == "straggler":
             s.stragglers += 1
-            if any(incidents[t]["group"] == "job" for t in held):
+            if any(_of_job(incidents[t], p.job) for t in held):
                 s.stragglers_found += 1
             else:
                 s.problems.append(f"straggler {p.id} not in a job incident: {held}")
@@ -104,7 +104,7 @@ def _hang(s: JobScore, p: Any, held: list[str], incidents: dict[str, dict[str, A
     s.hangs += 1
     if p.culprit:
         s.with_culprit += 1
-    if len(held) != 1 or incidents[held[0]]["group"] != "job":
+    if len(held) != 1 or not _of_job(incidents[held[0]], p.job):
         s.problems.append(f"hang {p.id}: held by {held}")
         return
     inc = incidents[held[0]]
@@ -124,6 +124,13 @@ def _hang(s: JobScore, p: Any, held: list[str], incidents: dict[str, dict[str, A
             s.culprit_first += 1
         else:
             s.problems.append(f"hang {p.id} culprit {p.culprit}: {title}")
+
+
+def _of_job(inc: dict[str, Any], job: str) -> bool:
+    """Whether the incident is the job incident of ``job`` ("namespace/name")."""
+    namespace, _, name = job.partition("/")
+    key = str(inc.get("key", ""))
+    return inc["group"] == "job" and f"|namespace={namespace}|" in key and key.endswith(f"|owner_name={name}")
 
 
 def job_line(s: JobScore) -> str:

@@ -156,7 +156,7 @@ def straggler(b: Builder, rng: random.Random, jobs: list[m.Job], by_name: dict[s
     metric = rng.choice(("tensor_active", "tensor_active", "sm_clock", "power"))
     end = t + rng.uniform(30 * MIN, 3 * HOUR)
     p = b.problem("straggler", [node], t, "warning", False)
-    p.job, p.gpu, p.names = f"{job.namespace}/{job.name}", gpu, ("slows",)
+    p.job, p.names = f"{job.namespace}/{job.name}", ("slows",)
     b.fact(node, p, m.SLOW, t, end, gpu=gpu, value=rng.uniform(*SLOW[metric]))
     node.facts[-1].label = metric
     if rng.random() < 0.5:  # held back by the hardware: its throttle alert says why (0x8: HW slowdown)

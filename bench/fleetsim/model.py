@@ -94,7 +94,6 @@ class Problem:
     #                                     incident should get ("" for none); None: not a history case
     job: str = ""  # a job's hang or straggler (--jobs): "namespace/name" of the job
     culprit: str = ""  # a hang: the node whose fault stalled the job ("" when nothing shows it: NCCL, corruption)
-    gpu: int = -1  # a straggler: its GPU
     domain: str = ""  # a domain fault: the domain its incident should name ("rack r012", "NVLink domain c07")
 
 
