@@ -163,10 +163,10 @@ class RemediationRunner:
     async def _propose_one(self, change: Change) -> None:
         inc, store, now = change.incident, self.svc.store, self.svc.clock()
         assert self.kube is not None
-        if inc.parent_id:
+        if taker := decide.taken_by(inc):
             doc = await store.get_remediation(decide.remediation_id(inc.id, QUARANTINE))
             prior = Remediation.from_dict(doc) if doc else None
-            gone = decide.supersede(prior, inc.parent_id, now) if prior is not None else None
+            gone = decide.supersede(prior, taker, now) if prior is not None else None
             if gone is not None and prior is not None:
                 await self._write(gone, prior.version, "remediation_superseded", gone.reason, "alertd", "engine")
             return

@@ -10,8 +10,9 @@ from alertd.core.matchers import MatcherError, parse_matchers
 from alertd.core.yamlio import Path_
 from alertd.engine.storm import EVENT_FIELDS
 
-SIGNAL_KINDS = frozenset({"xid", "thermal", "ecc", "row_remap", "nvlink", "gpu_check", "metrics_missing", "node_cordoned",
-                          "node_not_ready", "watchdog", "other"})
+SIGNAL_KINDS = frozenset({"xid", "sxid", "thermal", "ecc", "row_remap", "nvlink", "gpu_check", "metrics_missing",
+                          "node_cordoned", "node_not_ready", "watchdog", "job_stalled", "straggler", "gpu_quiet",
+                          "link_degraded", "domain", "other"})
 STORM: Path_ = ("correlation", "storm")
 
 

@@ -35,8 +35,13 @@ from alertd.core.states import (
 KIND_PRIORITY = {
     "xid": 90, "sxid": 85, "ecc": 80, "row_remap": 70, "nvlink": 60, "gpu_check": 55, "thermal": 50, "metrics_missing": 40,
     "node_not_ready": 30, "node_cordoned": 20, "watchdog": 10, "other": 0,
+    # What degrades a job without a GPU error: a link, a GPU whose telemetry went quiet, a slow GPU, a hang
+    "link_degraded": 58, "gpu_quiet": 45, "straggler": 35, "job_stalled": 33,
 }
 
+JOB_SUSPECT = "job_suspect"  # annotation of a node incident: the stalled job's incident that speaks for it
+DOMAIN_OF = "domain_of"  # annotation of a node incident: the incident of its bad failure domain, which speaks for it
+DOMAIN = "failure_domain"  # annotation of a domain's incident: {kind, value, size, nodes} (engine/domains.py)
 RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/alertmanager/reconcile.py)
 
 
@@ -362,6 +367,13 @@ class Incident:
     @property
     def is_open(self) -> bool:
         return self.status != CLOSED
+
+    @property
+    def spoken_for(self) -> bool:
+        """Folded into a fleet, a stalled job's suspect, or a node of a bad domain: that incident's messages
+        speak for this one (it posts and pages nothing of its own; messages already sent for it are kept
+        current)."""
+        return bool(self.parent_id) or JOB_SUSPECT in self.annotations or DOMAIN_OF in self.annotations
 
     @property
     def findings(self) -> Findings:

@@ -39,6 +39,10 @@ KIND_TITLES = {
     "node_cordoned": "Node cordoned",
     "node_not_ready": "Node not ready",
     "watchdog": "Alerting pipeline heartbeat",
+    "job_stalled": "Job stalled: its GPUs idle after being busy",
+    "straggler": "GPU straggler: well below its job's median",
+    "gpu_quiet": "GPU telemetry quiet: its series stopped while its peers report",
+    "link_degraded": "Link degraded",
 }
 DETAIL_TITLES = {
     "exporter_down": "GPU metrics missing: dcgm-exporter down",
@@ -57,6 +61,9 @@ DETAIL_TITLES = {
     "diagnostics": "GPU diagnostics failed (DCGM)",
     "telemetry_frozen": "GPU telemetry frozen: its readings stopped changing",
     "driver_slow": "GPU driver slow: nvidia-smi answers late",
+    "ib_port_down": "InfiniBand port down",
+    "ib_port_flapping": "InfiniBand port flapping",
+    "link_collapsed": "GPU link traffic collapsed next to its peers",
 }
 # Details whose title the alert's summary gives, because it counts something ("GPU unusable: 12 GPU pods
 # rejected on a Ready node", alertd/sources/admission.py).

@@ -15,6 +15,8 @@ from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
 from alertd.engine.fleet_summary import fleet_title
 from alertd.engine.grouping import fields_of, group_for
+from alertd.engine.domains import Domains
+from alertd.engine.jobs import GROUP as JOB_GROUP, Jobs, is_job
 from alertd.engine.state import EngineState
 from alertd.engine.reopen import Reopening
 from alertd.engine.storm import Storms
@@ -65,6 +67,8 @@ class Correlator:
         self.state = state or EngineState()
         self._changes: dict[str, Change] = {}
         self.storms = Storms(self)
+        self.jobs = Jobs(self)
+        self.domains = Domains(self)
         self.reopening = Reopening(self)
 
     # ----- public steps: each returns the incidents it changed -----
@@ -203,7 +207,8 @@ class Correlator:
         if target is None and alert.signal.kind == "other":
             target = self._node_incident(alert)  # unclassified: it joins what its node already has
         if target is None:
-            found = group_for(fields, self.rules.groups)
+            job_key = self.jobs.key(fields)  # a job's own symptom: one incident per job, whatever its node
+            found = (GroupRule(JOB_GROUP, self.rules.job.by), job_key) if job_key else group_for(fields, self.rules.groups)
             if found is None:  # rule set without a catch-all group: never drop an alert
                 found = (GroupRule("unmatched", ("alertname",), (), True), f"unmatched|alertname={alert.name}")
             group, key = found
@@ -216,6 +221,11 @@ class Correlator:
                 self._join(target, alert, now, opening=True)
                 return
         self._join(target, alert, now, folded=folded)
+
+    def _join(self, inc: Incident, alert: Alert, now: datetime, *, opening: bool = False, folded: bool = False) -> None:
+        if is_job(inc):
+            self.jobs.saw(inc, alert)  # before the member retitles it
+        self._add_member(inc, alert, now, opening=opening, folded=folded)
 
     def _opens_resolved(self, alert: Alert) -> bool:
         """A resolved alert never seen firing is evidence that its fault happened (an Xid that fired and
@@ -257,7 +267,7 @@ class Correlator:
         self.state.add(inc)
         return inc
 
-    def _join(self, inc: Incident, alert: Alert, now: datetime, *, opening: bool = False, folded: bool = False) -> None:
+    def _add_member(self, inc: Incident, alert: Alert, now: datetime, *, opening: bool, folded: bool) -> None:
         member = Member(
             fingerprint=alert.fingerprint, alertname=alert.name, status=alert.status, signal=alert.signal,
             subject=alert.subject, labels=alert.labels, starts_at=alert.starts_at, ends_at=alert.ends_at,
@@ -408,6 +418,7 @@ class Correlator:
             self.storms.fleet_closed(inc)
         elif inc.parent_id:
             self.storms.child_closed(inc, now)
+        self.domains.closed(inc, now)
 
     def _absorb(self, inc: Incident, m: Member) -> None:
         """Fold one new member into what the incident shows, in O(1) of the member count."""
@@ -421,9 +432,9 @@ class Correlator:
             if gpu not in inc.gpus:
                 inc.gpus.append(gpu)
         if not inc.fleet:
-            s = m.subject
-            inc.cluster, inc.node = inc.cluster or s.cluster, inc.node or s.node
-            inc.namespace, inc.pod = inc.namespace or s.namespace, inc.pod or s.pod
+            s, job = m.subject, is_job(inc)  # a job's nodes are listed apart (``nodes``), its pods are many
+            inc.cluster, inc.node = inc.cluster or s.cluster, inc.node or ("" if job else s.node)
+            inc.namespace, inc.pod = inc.namespace or s.namespace, inc.pod or ("" if job else s.pod)
         if sig.xid is not None and _code_unknown(inc.primary):
             self._refresh(inc)  # the code-unknown Xid gives way to the one that names its code
         elif sig.kind == "other" and inc.primary is not None and inc.primary.kind != "other":
@@ -460,6 +471,9 @@ class Correlator:
         if inc.fleet:
             inc.title = fleet_title(inc)
             return
+        if is_job(inc):
+            inc.title = self.jobs.title(inc)
+            return
         where = inc.node or inc.pod or inc.cluster
         # By index; a GPU known only from a kernel line's PCI address (a log alert) by that address.
         single = len(inc.gpus) == 1 and (inc.gpus[0].get("index") or inc.gpus[0].get("pci_bus_id"))
@@ -491,6 +505,8 @@ class Correlator:
     def _settle(self, now: datetime) -> None:
         """Storms are decided once a step has given each node incident all of its alerts."""
         self.storms.settle([c.incident for c in list(self._changes.values())], now)
+        self.jobs.settle([c.incident for c in list(self._changes.values())], now)
+        self.domains.settle([c.incident for c in list(self._changes.values())], now)
 
     def _flush(self) -> list[Change]:
         changes = list(self._changes.values())

@@ -43,6 +43,7 @@ from typing import Iterable, Protocol
 from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONArray, arr, strings
 from alertd.core.matchers import match_all
+from alertd.engine.domains import note_domains
 from alertd.engine.fleet_summary import (UNCLASSIFIED, count_signals, fleet_headline, lead_alertname, share_labels,
                                          uncount_signals)
 from alertd.engine.state import EngineState
@@ -343,6 +344,7 @@ class Storms:
             fleet.primary = fleet_headline(child, child.primary)
         count_signals(fleet, child)
         share_labels(fleet, child)
+        note_domains(fleet, child, self.c.rules.domains)
         lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
             if key not in fleet.storm_keys:

@@ -49,9 +49,10 @@ class DeliveryError(Exception):
 
 
 def folded_unposted(inc: Incident, ref: str | None) -> bool:
-    """A node incident folded into a fleet incident before anything was sent for it: its first post or
-    page is dropped, never delivered (the fleet incident speaks for it, even after an outage)."""
-    return bool(inc.parent_id) and not ref
+    """A node incident folded into a fleet incident (or linked as a stalled job's suspect) before anything
+    was sent for it: its first post or page is dropped, never delivered (the fleet or job incident speaks
+    for it, even after an outage)."""
+    return inc.spoken_for and not ref
 
 
 @dataclass(slots=True)

@@ -37,7 +37,7 @@ CONSOLE = Target.of("console")
 # Changes after which routes may name new targets: a conversation already posted elsewhere hears of it.
 ROUTE_CHANGING = frozenset({"severity_changed", "classification_upgraded"})
 # A fleet child is not notified on its own; only these changes still reach messages already sent for it.
-CHILD_KINDS = frozenset({"folded_into_fleet", "acknowledged", "resolved"})
+CHILD_KINDS = frozenset({"folded_into_fleet", "suspect_of_job", "acknowledged", "resolved"})
 
 
 def change_summary(change: Change) -> JsonDoc:
@@ -241,7 +241,7 @@ class Router:
         self._track_cordon(inc)
         self._track_child(inc)
         kinds = set(change.kinds)
-        child = bool(inc.parent_id)
+        child = inc.spoken_for
         if child and not kinds & CHILD_KINDS:
             return []
         decision = route_incident(self.routing, inc, now, cordoned_at=self.cordoned_at(inc),
@@ -362,7 +362,7 @@ class Router:
         batches split it); on a Slack target it names the node's message, which a notifier may take over
         (Slack does not yet: the fleet posts its own). Read from the fleet's children and the committed
         memory, so it holds after a restart too."""
-        if not inc.fleet:
+        if not inc.children:  # a fleet's nodes, a stalled job's suspects
             return ""
         return next((c for c in inc.children if target in self._targets.get(c, ())), "")
 
@@ -376,7 +376,7 @@ class Router:
         wait = self.routing.group_wait
         if inc.fleet or not (inc.node or inc.storm_keys) or inc.status != OPEN:
             return None
-        pending = inc.storm_until - now if inc.storm_until is not None and not inc.parent_id else timedelta(0)
+        pending = inc.storm_until - now if inc.storm_until is not None and not inc.spoken_for else timedelta(0)
         return max(wait, pending) or None
 
     def _escalations(self, change: Change, now: datetime, decision: RouteDecision, loud: set[Target],

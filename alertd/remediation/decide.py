@@ -18,13 +18,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from alertd.core.actor import Actor
-from alertd.core.model import Incident, iso
+from alertd.core.json_types import as_object, as_text, strings
+from alertd.core.model import DOMAIN, DOMAIN_OF, Incident, iso
 from alertd.gpu.recovery import XID_RECOVERY
 from alertd.remediation.blast import BlastRadius
 from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARANTINE, RUNNING, STOPPING,
                                       SUPERSEDED, UNCORDON, Remediation)
 from alertd.remediation.ladder import Escalation, pick_step
 from alertd.rules.remediation import CORDONING, Policy, RemediationPolicy
+
+
+DOMAIN_SIGNAL = "domain"  # what a remediation policy names to act on a bad failure domain
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +57,16 @@ def policy_for(inc: Incident, policy: RemediationPolicy, escalation: Escalation 
 
     ``escalation``: what the incident's history says it needs (a verdict). When it climbs the ladder above
     the rung of the incident's Xid catalog action, the ladder's step is proposed instead of the matching
-    policy (alertd/remediation/ladder.py); otherwise the first matching policy, as without one."""
-    if inc.parent_id or not (inc.nodes if inc.fleet else inc.node):
+    policy (alertd/remediation/ladder.py); otherwise the first matching policy, as without one.
+
+    A bad failure domain (engine/domains.py: its incident, or the fleet that is its one incident) proposes
+    under the policy for signal ``domain``, for all of its nodes."""
+    if taken_by(inc):
+        return None
+    if domain_nodes(inc):
+        chosen = policy.policy_for([], [DOMAIN_SIGNAL])
+        return chosen if chosen is not None and chosen.action != "none" else None
+    if not (inc.nodes if inc.fleet else inc.node):
         return None
     choice = pick_step(policy.ladder, inc.primary.action if inc.primary else "", escalation)
     if choice is not None and choice.escalated:
@@ -69,8 +81,18 @@ def recovery_asked(inc: Incident) -> frozenset[str]:
     return frozenset(s.detail for s in signals if s.xid == XID_RECOVERY and s.detail)
 
 
+def taken_by(inc: Incident) -> str:
+    """The fleet, or the bad domain's incident, that proposes for this incident's node; "" when none does."""
+    return inc.parent_id or as_text(inc.annotations.get(DOMAIN_OF))
+
+
+def domain_nodes(inc: Incident) -> list[str]:
+    """The nodes of the bad failure domain the incident stands for, if it stands for one."""
+    return sorted(strings(as_object(inc.annotations.get(DOMAIN)).get("nodes")))
+
+
 def target_nodes(inc: Incident) -> list[str]:
-    return sorted(inc.nodes) if inc.fleet else [inc.node]
+    return domain_nodes(inc) or (sorted(inc.nodes) if inc.fleet else [inc.node])
 
 
 def breaker(policy: RemediationPolicy, view: ClusterView, nodes: list[str]) -> str:
@@ -161,11 +183,11 @@ def stop(rem: Remediation, now: datetime, *, reason: str) -> tuple[Remediation, 
 
 
 def supersede(rem: Remediation, fleet_id: str, now: datetime) -> Remediation | None:
-    """A waiting node proposal gives way when its incident folds into a fleet incident; None if it ran."""
+    """A waiting node proposal gives way when its incident folds into a fleet incident (or a bad domain's);
+    None if it ran."""
     if rem.state not in (PROPOSED, HELD):
         return None
-    return dataclasses.replace(rem, state=SUPERSEDED, reason=f"folded into fleet incident {fleet_id}",
-                               updated_at=now)
+    return dataclasses.replace(rem, state=SUPERSEDED, reason=f"folded into incident {fleet_id}", updated_at=now)
 
 
 HARDWARE_CATEGORIES = frozenset({"hardware", "memory", "nvlink"})

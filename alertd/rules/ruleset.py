@@ -28,6 +28,7 @@ from alertd.gpu.sxid import DEFAULT_SXIDS, SxidCatalog, merge_sxids, parse_sxid_
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.promql.recording import RecordingIndex
 from alertd.rules.kube_health import KubeHealthRules, parse_kube_health
+from alertd.rules.jobs import DomainRule, JobRule, parse_domains, parse_job
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
@@ -135,6 +136,8 @@ class CorrelationRules:
     storm: StormRule = StormRule()
     watchdog: WatchdogRule = WatchdogRule()
     response: ResponseRule = ResponseRule()
+    job: JobRule = JobRule()
+    domains: DomainRule = DomainRule()
 
 
 @dataclass(slots=True)
@@ -442,6 +445,8 @@ def _correlation(doc: CorrelationDoc, check: _Checker) -> CorrelationRules:
         storm=storm,
         watchdog=watchdog,
         response=response,
+        job=parse_job(doc.get("job") or {}, check),
+        domains=parse_domains(doc.get("domains") or {}, check),
     )
 
 

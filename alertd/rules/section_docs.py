@@ -9,6 +9,7 @@ from alertd.core.json_types import JSONObject
 from alertd.gpu.catalog import XidEntryDoc
 from alertd.rules.evidence import EvidenceDoc
 from alertd.rules.history import HistoryRuleDoc
+from alertd.rules.jobs import DomainDoc, JobDoc
 from alertd.rules.kube_health import KubeHealthDoc
 from alertd.rules.remediation import RemediationDoc
 from alertd.rules.rma import RmaRuleDoc
@@ -72,6 +73,8 @@ class CorrelationDoc(TypedDict, total=False):
     storm: StormDoc
     response: ResponseDoc
     watchdog: WatchdogDoc
+    job: JobDoc
+    domains: DomainDoc
 
 
 class RuleFileDoc(TypedDict, total=False):

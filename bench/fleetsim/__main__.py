@@ -8,6 +8,7 @@ from typing import Sequence
 
 from bench.fleetsim.alertmanager import ROUTES
 from bench.fleetsim.faults import Rates
+from bench.fleetsim.job_score import job_line
 from bench.fleetsim.response import People
 from bench.fleetsim.run import RunResult, run_one
 from bench.fleetsim.rules import SHIPPED
@@ -50,6 +51,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--history", action="store_true",
                     help="add the faults with a past (bench/fleetsim/history.py): a GPU's third Xid 79 in 7 days and "
                          "a repair that did not hold; each is listed with its pages and history verdict")
+    ap.add_argument("--jobs", action="store_true",
+                    help="add training jobs (bench/fleetsim/jobs.py): hangs without an Xid (network, NIC, NCCL, "
+                         "silent corruption), stragglers, quiet GPUs, an NVLink clique fault, healthy pauses; the "
+                         "job rules are evaluated too and scored on a second line")
+    ap.add_argument("--job-rules", default=None,
+                    help="the job rules file (default deploy/prometheus/gpu-job-alerts.yml)")
     ap.add_argument("--interval", type=float, default=30.0, help="rule evaluation interval, seconds")
     ap.add_argument("--no-staleness-markers", action="store_true",
                     help="series of a failed scrape stay visible for the 5-minute lookback instead of going stale")
@@ -89,8 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             r = run_one(nodes=args.nodes, days=args.days, seed=seed, route=route, interval=args.interval,
                         rule_paths=args.rules, prometheus_rules=args.prometheus_rules,
                         dup_probability=args.dup_probability, reopen_window=args.reopen_window,
-                        rates=Rates(people=People() if args.people else None, history=args.history),
-                        lookback=300.0 if args.no_staleness_markers else 0.0)
+                        rates=Rates(people=People() if args.people else None, history=args.history, jobs=args.jobs),
+                        lookback=300.0 if args.no_staleness_markers else 0.0, job_rules=args.job_rules)
             results.append(r)
             if args.record:
                 from bench.fleetsim.record import write_run
@@ -100,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(line(r), flush=True)
                 for h in r.score.history:
                     print(history_line(h), flush=True)
+                if r.jobs is not None:
+                    print(job_line(r.jobs), flush=True)
     if args.json:
         out = []
         for r in results:
@@ -108,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for k in ("missed", "late", "false", "splits", "mixes", "unnamed"):
                     d[k] = len(d[k])
                 del d["late_by"]
+            if r.jobs is not None:
+                d["jobs"] = r.jobs.as_dict()
             out.append({"seed": r.seed, "route": r.route, "nodes": args.nodes, "days": args.days,
                         "simulate_s": round(r.simulate_s, 2), "replay_s": round(r.replay_s, 2),
                         "delivery": r.delivery.stats(), **d})

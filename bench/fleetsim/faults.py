@@ -66,6 +66,7 @@ class Rates:
     exporter_hangs_with_fault: float = 0.2  # share of faulty-GPU faults whose exporter hangs right after the Xid
     people: People | None = None  # operator response (response.py); None: the fixed repair of Builder.repair
     history: bool = False  # add the faults with a past (history.py): a GPU's third Xid 79, a repair that did not hold
+    jobs: bool = False  # add training jobs (jobs.py): hangs, stragglers, quiet GPUs, a clique fault, healthy pauses
 
 
 class Builder:
@@ -385,4 +386,8 @@ def build_fleet(nodes: int, days: float, seed: int, rates: Rates = Rates()) -> m
         from bench.fleetsim.history import history_cases
 
         history_cases(b, seed)
+    if rates.jobs:
+        from bench.fleetsim.jobs import add_jobs
+
+        fleet.jobs = add_jobs(b, seed)
     return fleet

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
+START = datetime(2026, 11, 2, tzinfo=timezone.utc)  # the run's second 0, a Monday
+EPOCH = START.timestamp()
 GPUS_PER_NODE = 8
 PCI_BUSES = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
 H100 = "NVIDIA H100 80GB HBM3"
@@ -31,6 +34,12 @@ THROTTLE = "throttle"              # interval, gpu, value = harmful clock-event 
 REMAP_FAIL = "remap_fail"          # interval, gpu: DCGM_FI_DEV_ROW_REMAP_FAILURE > 0
 REMAP_PENDING = "remap_pending"    # interval, gpu: DCGM_FI_DEV_ROW_REMAP_PENDING > 0
 
+# The jobs the nodes run (--jobs, bench/fleetsim/jobs.py): what the job rules (gpu-job-alerts.yml) read.
+IB_DOWN = "ib_down"                # interval, value = the port's device index (mlx5_<value>): state not active
+SLOW = "slow"                      # interval, gpu, value = the GPU's reading over its job's median; label: metric
+QUIET = "quiet"                    # interval, gpu: the GPU's samples stop while its node's others go on
+STALL = "stall"                    # interval: every GPU of the node's job idle (its job hangs), a job fact
+
 INSTANT = frozenset({XID, ECC_DBE, NVLINK})
 
 
@@ -42,6 +51,23 @@ class Fact:
     problem: str
     gpu: int = -1
     value: float = 0.0
+    label: str = ""  # SLOW: the metric the GPU lags in (tensor_active, sm_clock, power)
+
+
+@dataclass(slots=True)
+class Job:
+    """A training job (--jobs): its pods' top owner and its nodes; its healthy pauses (checkpoints,
+    evaluations: every GPU idle for minutes) are kept once here, not per node."""
+
+    namespace: str
+    kind: str
+    name: str
+    nodes: list[str]
+    pauses: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, problem)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"namespace": self.namespace, "owner_kind": self.kind, "owner_name": self.name}
 
 
 @dataclass(slots=True)
@@ -66,6 +92,9 @@ class Problem:
     #                               should hold (case-insensitive)
     expect_verdict: str | None = None  # a history case (bench/fleetsim/history.py): the rule of the verdict its
     #                                     incident should get ("" for none); None: not a history case
+    job: str = ""  # a job's hang or straggler (--jobs): "namespace/name" of the job
+    culprit: str = ""  # a hang: the node whose fault stalled the job ("" when nothing shows it: NCCL, corruption)
+    domain: str = ""  # a domain fault: the domain its incident should name ("rack r012", "NVLink domain c07")
 
 
 @dataclass(slots=True)
@@ -75,6 +104,8 @@ class Node:
     index: int
     rack: int
     facts: list[Fact] = field(default_factory=list)
+    topology: dict[str, str] = field(default_factory=dict)  # --jobs: rack, clique, zone labels joined onto its alerts
+    job: Job | None = None  # --jobs: the job it runs
 
     def gpu_labels(self, gpu: int) -> dict[str, str]:
         """The labels dcgm-exporter's series of one GPU carry after the scrape's relabeling."""
@@ -94,6 +125,7 @@ class Node:
             "job": "dcgm-exporter",
             "namespace": "gpu-operator",
             "container": "nvidia-dcgm-exporter",
+            **self.topology,
         }
 
     def exporter_instance(self) -> str:
@@ -106,6 +138,7 @@ class Fleet:
     nodes: list[Node]
     problems: dict[str, Problem]
     days: float
+    jobs: list[Job] = field(default_factory=list)
 
     @property
     def horizon(self) -> float:

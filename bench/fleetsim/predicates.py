@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from bench.fleetsim import model as m
@@ -50,6 +50,8 @@ class Series:
     labels: dict[str, str]
     spans: list[Span]
     value: float = 1.0
+    queried: float | None = None  # what an annotation's `query` reads (a straggler's job median)
+    by_problem: dict[str, float] = field(default_factory=dict)  # a spell's own value, by its problem
 
 
 class NodeView:
@@ -168,7 +170,7 @@ def gpu_nvlink_errors(view: NodeView, grid: Grid) -> list[Series]:
 
 
 def _node_labels(view: NodeView) -> dict[str, str]:
-    return {"cluster": view.node.cluster, "node": view.node.name}
+    return {"cluster": view.node.cluster, "node": view.node.name, **view.node.topology}
 
 
 def _problem_at(facts: list[m.Fact], s: float, e: float, default: str) -> str:

@@ -68,14 +68,15 @@ def _tick_ranges(spans: list[Span], grid: Grid, horizon: float) -> list[tuple[in
 
 
 def alert_instances(rule: AlertRule, labels: dict[str, str], spans: list[Span], value: float, grid: Grid,
-                    horizon: float) -> list[Instance]:
+                    horizon: float, queried: float | None = None,
+                    by_problem: dict[str, float] | None = None) -> list[Instance]:
     """The firing spells of one series of one rule (see the module doc)."""
     iv, off = grid.interval, grid.offset
     hold = math.ceil(rule.hold / iv - 1e-9)
     keep = math.ceil(rule.keep_firing_for / iv - 1e-9)
     full = {**labels, **rule.labels, "alertname": rule.name}
     fp = fingerprint(full)
-    annotations = {k: expand(v, full, value) for k, v in rule.annotations.items()}
+    values = by_problem or {}
     out: list[Instance] = []
     resolve_tick = -1
     for a, b, problem in _tick_ranges(spans, grid, horizon):
@@ -90,6 +91,7 @@ def alert_instances(rule: AlertRule, labels: dict[str, str], spans: list[Span], 
             out[-1].retained_until = min(out[-1].retained_until, off + a * iv - 0.001)
         resolve_tick = b + 1 + keep
         resolved = off + resolve_tick * iv
+        annotations = {k: expand(v, full, values.get(problem, value), queried) for k, v in rule.annotations.items()}
         out.append(Instance(rule, full, fp, annotations, off + a * iv, off + fire * iv,
                             resolved if resolved < horizon else None, problem,
                             retained_until=resolved + RESOLVED_RETENTION))

@@ -18,6 +18,7 @@ from alertd.core.durations import parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "deploy" / "prometheus" / "gpu-alerts.yml"
+JOB_RULES = ROOT / "deploy" / "prometheus" / "gpu-job-alerts.yml"  # stalled jobs, stragglers, quiet GPUs, links
 PROMETHEUS_URL = "http://prometheus-k8s.monitoring.svc:9090"
 
 
@@ -68,11 +69,14 @@ _IF = re.compile(r"\{\{-?\s*if\s+\$labels\.(\w+)\s*-?\}\}(.*?)\{\{-?\s*end\s*-?\
 _WITH = re.compile(r"\{\{-?\s*with\s.*?\}\}.*?\{\{-?\s*end\s*-?\}\}", re.S)
 _LABEL = re.compile(r"\{\{\s*\$labels\.(\w+)\s*\}\}")
 _VALUE = re.compile(r"\{\{\s*\$value(\s*\|\s*\w+)?\s*\}\}")
+_PRINTF = re.compile(r"\{\{\s*printf\s+\\?\"(%[.0-9]*[fg])\\?\"\s+\$value\s*\}\}")
 
 
-def expand(template: str, labels: dict[str, str], value: float) -> str:
-    """The subset of Prometheus's annotation templates the shipped rules use."""
+def expand(template: str, labels: dict[str, str], value: float, queried: float | None = None) -> str:
+    """The subset of Prometheus's annotation templates the shipped rules use. ``queried``: what a
+    ``{{ with ... | query }}`` block reads (a straggler's job median), else the alert's own value."""
     text = _IF.sub(lambda mt: mt.group(2) if labels.get(mt.group(1)) else "", template)
-    text = _WITH.sub(lambda mt: f"{value:g}", text)
+    text = _WITH.sub(lambda mt: f"{value:g}" if queried is None else f"{queried:.4g}", text)
+    text = _PRINTF.sub(lambda mt: mt.group(1) % value, text)
     text = _LABEL.sub(lambda mt: labels.get(mt.group(1), ""), text)
     return _VALUE.sub(lambda mt: f"{value:g}", text)

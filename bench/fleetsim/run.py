@@ -15,9 +15,10 @@ from alertd.rules.ruleset import RuleSet
 from bench.fleetsim.alertmanager import ROUTES
 from bench.fleetsim.faults import Rates, build_fleet
 from bench.fleetsim.model import Fleet
+from bench.fleetsim.job_score import JobScore, job_score
 from bench.fleetsim.score import Score, score
 from bench.fleetsim.sim import START, Delivery, deliver
-from bench.fleetsim.rules import SHIPPED
+from bench.fleetsim.rules import JOB_RULES, SHIPPED
 
 
 @dataclass(slots=True)
@@ -30,6 +31,7 @@ class RunResult:
     report: dict[str, Any]
     simulate_s: float
     replay_s: float
+    jobs: JobScore | None = None  # --jobs: the job and domain kinds
 
 
 def unmuted(rules: RuleSet) -> RuleSet:
@@ -58,13 +60,16 @@ def rules_reopen_window(rules: RuleSet) -> float:
 def run_one(*, nodes: int, days: float, seed: int, route: str, interval: float = 30.0,
             rule_paths: list[str] | None = None, prometheus_rules: str = str(SHIPPED),
             rates: Rates = Rates(), dup_probability: float | None = None,
-            reopen_window: float | None = None, lookback: float = 0.0) -> RunResult:
+            reopen_window: float | None = None, lookback: float = 0.0, job_rules: str | None = None) -> RunResult:
+    """``job_rules``: the job rules file (default the shipped one, when ``rates.jobs``)."""
     t0 = time.perf_counter()
     fleet = build_fleet(nodes, days, seed, rates)
     cfg = ROUTES[route]
     if dup_probability is not None:
         cfg = dataclasses.replace(cfg, dup_probability=dup_probability)
-    delivery = deliver(fleet, cfg, seed, interval=interval, rule_file=prometheus_rules, lookback=lookback)
+    jobs_file = (job_rules or str(JOB_RULES)) if rates.jobs else None
+    delivery = deliver(fleet, cfg, seed, interval=interval, rule_file=prometheus_rules, lookback=lookback,
+                       job_rule_file=jobs_file)
     rules = unmuted(load_rule_set(rule_paths or default_rule_paths()))
     t1 = time.perf_counter()
     res = replay(Recording(webhooks=delivery.webhooks), rules, router=build_router(rules), source=f"seed {seed}")
@@ -72,4 +77,5 @@ def run_one(*, nodes: int, days: float, seed: int, route: str, interval: float =
     t2 = time.perf_counter()
     window = reopen_window if reopen_window is not None else rules_reopen_window(rules)
     sc = score(report, fleet.problems, START, window)
-    return RunResult(seed, route, sc, fleet, delivery, report, t1 - t0, t2 - t1)
+    jobs = job_score(report, fleet, delivery.instances, START) if rates.jobs else None
+    return RunResult(seed, route, sc, fleet, delivery, report, t1 - t0, t2 - t1, jobs)

@@ -93,14 +93,20 @@ def _secs(start: datetime, text: str | None) -> float | None:
     return round((datetime.fromisoformat(text.replace("Z", "+00:00")) - start).total_seconds(), 3)
 
 
+def _speaker(inc: dict[str, Any]) -> str:
+    """The incident that speaks for this one: its fleet, the stalled job it is a suspect of, its bad domain."""
+    notes = inc.get("annotations") or {}
+    return str(inc.get("parentId") or notes.get("job_suspect") or notes.get("domain_of") or "")
+
+
 def top_level(incidents: dict[str, dict[str, Any]]) -> dict[str, str]:
     """Incident id -> the top-level incident it is folded into (itself when none)."""
     out = {}
     for iid in incidents:
         cur, seen = iid, set()
-        while incidents.get(cur, {}).get("parentId") and cur not in seen:
+        while _speaker(incidents.get(cur, {})) and cur not in seen:
             seen.add(cur)
-            cur = incidents[cur]["parentId"]
+            cur = _speaker(incidents[cur])
         out[iid] = cur
     return out
 

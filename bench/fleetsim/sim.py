@@ -3,18 +3,20 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bench.fleetsim import model as m
 from bench.fleetsim.alertmanager import Dispatcher, Flush, RouteConfig
+from bench.fleetsim.job_predicates import JOB_PREDICATES
 from bench.fleetsim.predicates import PREDICATES, NodeView, Series
 from bench.fleetsim.prometheus import Instance, alert_instances, group_grid, sends
 from bench.fleetsim.rules import SHIPPED, AlertRule, load_alert_rules
 
-START = datetime(2026, 11, 2, tzinfo=timezone.utc)  # a Monday
+START = m.START
 LEFT_OUT = frozenset({"Watchdog"})  # always firing, about no node: its own route at real sites
+ALL_PREDICATES = {**PREDICATES, **JOB_PREDICATES}
 
 
 class MissingPredicate(LookupError):
@@ -47,9 +49,10 @@ class Delivery:
 
 
 def check_rules(rules: list[AlertRule]) -> None:
-    missing = sorted({r.name for r in rules} - set(PREDICATES))
+    missing = sorted({r.name for r in rules} - set(ALL_PREDICATES))
     if missing:
-        raise MissingPredicate(f"alerting rules without a predicate in bench/fleetsim/predicates.py: {', '.join(missing)}")
+        raise MissingPredicate("alerting rules without a predicate in bench/fleetsim/predicates.py or "
+                               f"job_predicates.py: {', '.join(missing)}")
 
 
 def evaluate(fleet: m.Fleet, rules: list[AlertRule], interval: float, lookback: float = 0.0) -> list[Instance]:
@@ -58,15 +61,16 @@ def evaluate(fleet: m.Fleet, rules: list[AlertRule], interval: float, lookback: 
     out: list[Instance] = []
     grids = {r.group: group_grid(r.group, interval) for r in rules}
     for node in fleet.nodes:
-        if not node.facts:
+        if not node.facts and node.job is None:
             continue
         view = NodeView(node, lookback)
         for rule in rules:
             if rule.name in LEFT_OUT:
                 continue
             grid = grids[rule.group]
-            for series in _one_per_label_set(PREDICATES[rule.name](view, grid)):
-                out.extend(alert_instances(rule, series.labels, series.spans, series.value, grid, fleet.horizon))
+            for series in _one_per_label_set(ALL_PREDICATES[rule.name](view, grid)):
+                out.extend(alert_instances(rule, series.labels, series.spans, series.value, grid, fleet.horizon,
+                                           series.queried, series.by_problem))
     for inst in out:
         p = fleet.problems[inst.problem]
         p.alerts.append((inst.fingerprint, inst.starts_at))
@@ -75,9 +79,11 @@ def evaluate(fleet: m.Fleet, rules: list[AlertRule], interval: float, lookback: 
 
 
 def deliver(fleet: m.Fleet, route: RouteConfig, seed: int, *, interval: float = 30.0,
-            rule_file: Path | str = SHIPPED, start: datetime = START, lookback: float = 0.0) -> Delivery:
-    """``lookback``: seconds series of a failed scrape stay visible (0: staleness markers end them at once)."""
-    rules = load_alert_rules(rule_file)
+            rule_file: Path | str = SHIPPED, start: datetime = START, lookback: float = 0.0,
+            job_rule_file: Path | str | None = None) -> Delivery:
+    """``lookback``: seconds series of a failed scrape stay visible (0: staleness markers end them at once).
+    ``job_rule_file``: the job rules (gpu-job-alerts.yml), evaluated the same way."""
+    rules = load_alert_rules(rule_file) + (load_alert_rules(job_rule_file) if job_rule_file else [])
     instances = evaluate(fleet, rules, interval, lookback)
     grids = {r.group: group_grid(r.group, interval) for r in rules}
     puts = [(at, inst, resolved) for inst in instances for at, resolved in sends(inst, grids[inst.rule.group])]
@@ -108,7 +114,8 @@ def _one_per_label_set(found: list[Series]) -> list[Series]:
     for series in found:
         key = tuple(sorted(series.labels.items()))
         if key in merged:
-            merged[key] = Series(merged[key].labels, sorted(merged[key].spans + series.spans), merged[key].value)
+            merged[key] = Series(merged[key].labels, sorted(merged[key].spans + series.spans), merged[key].value,
+                                 merged[key].queried, {**merged[key].by_problem, **series.by_problem})
         else:
             merged[key] = series
     return list(merged.values())
