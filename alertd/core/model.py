@@ -38,6 +38,7 @@ KIND_PRIORITY = {
 }
 
 RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/alertmanager/reconcile.py)
+HELD_BY = "alertd:alertmanager-api"  # receiver of alerts reconciliation took from Alertmanager's API, never sent by webhook
 
 
 def max_severity(*levels: str) -> str:
@@ -245,6 +246,7 @@ class Member:
     generator_url: str = ""
     summary: str = ""
     response: bool = False  # a repair symptom (cordon, reboot) that followed the incident's fault: its response
+    via_api: bool = False  # taken from Alertmanager's API by reconciliation (HELD_BY): no webhook had carried it
 
     def to_dict(self) -> JSONObject:
         out: JSONObject = {
@@ -263,6 +265,8 @@ class Member:
         }
         if self.response:
             out["response"] = True
+        if self.via_api:
+            out["viaApi"] = True
         return out
 
     @classmethod
@@ -281,6 +285,7 @@ class Member:
             generator_url=text(data, "generatorURL"),
             summary=text(data, "summary"),
             response=bool(data.get("response")),
+            via_api=bool(data.get("viaApi")),
         )
 
 
