@@ -9,14 +9,20 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
 from alertd.alertmanager.reconcile import answer_from, as_webhook, to_take
+from alertd.alertmanager.reconcile_loop import Reconciler
+from alertd.alertmanager.settings import ReconcileSettings
 from alertd.authoring.replay import Recording, as_json, replay
 from alertd.authoring.virtual import build_router
 from alertd.core.model import HELD_BY, parse_instant
 from alertd.engine.pipeline import Engine
-from alertd.receive.payload import parse_notification
+from alertd.receive.payload import encode_webhook, parse_notification
 from alertd.rules.ruleset import load_rules
 from alertd.rules.shipped import SHIPPED_RULES
 
@@ -116,3 +122,53 @@ def test_a_taken_alert_pages_and_its_later_webhook_is_a_redelivery():
     pages = [n for n in report["notifications"]
              if n["sent"] and n["kind"] == "page" and n["target"].startswith("pagerduty")]
     assert len(pages) == 1 and parse_instant(pages[0]["due"]) < flush
+
+
+class Host:
+    """The service as reconciliation sees it: an engine (None on a replica that does not lead), a clock, and
+    the inbox, which here only records what enters it."""
+
+    def __init__(self, engine: Engine | None, now: datetime, settings: ReconcileSettings):
+        self.engine, self.now, self.bodies = engine, now, []
+        self.cfg = SimpleNamespace(reconcile=settings)
+
+    @property
+    def clock(self):
+        return lambda: self.now
+
+    async def receive(self, body: bytes, alerts: int, received_at: datetime | None = None) -> int:
+        self.bodies.append(json.loads(body))
+        return len(self.bodies)
+
+    async def receive_alerts(self, alerts) -> int:
+        return await self.receive(encode_webhook([a.to_wire() for a in alerts], alerts[0].receiver), len(alerts))
+
+
+async def test_the_leader_takes_a_held_alert_in_once_through_the_inbox():
+    _, xid = recorded_xid()
+    starts = parse_instant(xid["startsAt"])
+
+    async def alerts(_: web.Request) -> web.Response:
+        return web.json_response([listed(xid)])
+
+    async def status(_: web.Request) -> web.Response:
+        return web.json_response({"uptime": "2026-12-02T08:00:00.000Z"})
+
+    app = web.Application()
+    app.router.add_get("/api/v2/alerts", alerts)
+    app.router.add_get("/api/v2/status", status)
+    async with TestServer(app, host="127.0.0.1") as am:
+        settings = ReconcileSettings(urls=[str(am.make_url("")).rstrip("/")])
+        replica = Reconciler(Host(None, starts + timedelta(minutes=2), settings), settings)
+        leader = Reconciler(Host(Engine(load_rules([str(SHIPPED_RULES)])), starts + timedelta(minutes=2), settings),
+                            settings)
+        try:
+            assert await replica.reconcile_once() == 0 and replica.svc.bodies == []  # only the engine leader acts
+            await leader.reconcile_once()
+            await leader.reconcile_once()  # offered once: the inbox would drop it anyway
+        finally:
+            await replica.close()
+            await leader.close()
+    [body] = leader.svc.bodies
+    assert body["receiver"] == HELD_BY and [a["fingerprint"] for a in body["alerts"]] == [xid["fingerprint"]]
+    assert leader.taken == 1
