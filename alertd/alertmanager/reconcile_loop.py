@@ -127,7 +127,7 @@ class Reconciler:
         return len(gone)
 
     def _offer(self, alert: JSONObject) -> bool:
-        """Each occurrence (fingerprint, startsAt) is offered once per leadership: one alertd took by webhook
+        """Each occurrence (fingerprint, startsAt) is offered once (per process): one alertd took by webhook
         and whose incident has since closed is not sent through the inbox again every round."""
         key = f"{alert.get('fingerprint')}|{alert.get('startsAt')}"
         if key in self._offered:
