@@ -16,7 +16,7 @@ from bench.fleetsim.alertmanager import ROUTES
 from bench.fleetsim.faults import Rates, build_fleet
 from bench.fleetsim.model import Fleet
 from bench.fleetsim.score import Score, score
-from bench.fleetsim.sim import START, Delivery, deliver
+from bench.fleetsim.sim import RECONCILE_EVERY, START, Delivery, deliver
 from bench.fleetsim.rules import SHIPPED
 
 
@@ -58,13 +58,15 @@ def rules_reopen_window(rules: RuleSet) -> float:
 def run_one(*, nodes: int, days: float, seed: int, route: str, interval: float = 30.0,
             rule_paths: list[str] | None = None, prometheus_rules: str = str(SHIPPED),
             rates: Rates = Rates(), dup_probability: float | None = None,
-            reopen_window: float | None = None, lookback: float = 0.0) -> RunResult:
+            reopen_window: float | None = None, lookback: float = 0.0,
+            reconcile_every: float = RECONCILE_EVERY) -> RunResult:
     t0 = time.perf_counter()
     fleet = build_fleet(nodes, days, seed, rates)
     cfg = ROUTES[route]
     if dup_probability is not None:
         cfg = dataclasses.replace(cfg, dup_probability=dup_probability)
-    delivery = deliver(fleet, cfg, seed, interval=interval, rule_file=prometheus_rules, lookback=lookback)
+    delivery = deliver(fleet, cfg, seed, interval=interval, rule_file=prometheus_rules, lookback=lookback,
+                       reconcile_every=reconcile_every)
     rules = unmuted(load_rule_set(rule_paths or default_rule_paths()))
     t1 = time.perf_counter()
     res = replay(Recording(webhooks=delivery.webhooks), rules, router=build_router(rules), source=f"seed {seed}")
