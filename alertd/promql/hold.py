@@ -55,7 +55,6 @@ class _Reader:
         except (ValueError, TypeError, RecursionError):
             return None
 
-
     def _hold(self, node: object) -> Hold | None:
         if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.AggregateExpr)):
             return self._hold(node.expr)
