@@ -168,9 +168,11 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig, timing: Ti
             if not isinstance(rule, dict) or "alert" not in rule:
                 continue
             line = marks.get((*base, gi, "rules", ri), (0, 0))[0]
-            out.append(_classify_rule(rule, str(path), str(group.get("name", "")), line, rules, ncfg))
-            race = race_warning(rule, group.get("interval"), timing, rules.recorded.files)
-            out[-1].warnings.extend([race] if race else [])
+            res = _classify_rule(rule, str(path), str(group.get("name", "")), line, rules, ncfg)
+            declared = res.decision.signal.kind == "other" and res.decision.stage == "signals"  # never warned on
+            race = "" if declared else race_warning(rule, group.get("interval"), timing, rules.recorded.files)
+            res.warnings.extend([race] if race else [])
+            out.append(res)
     return out
 
 

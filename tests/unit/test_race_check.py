@@ -77,3 +77,14 @@ def test_event_windows_as_sites_write_them():
     assert event_hold("irate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[5m]) > 0").seconds == 0.0
     both = event_hold("DCGM_FI_DEV_XID_ERRORS > 0 and changes(DCGM_FI_DEV_XID_ERRORS[2m]) > 0")
     assert both is not None and both.seconds == 120.0
+
+
+def test_a_rule_the_site_declared_not_gpu_health_is_never_warned_on(capsys, tmp_path):
+    site = tmp_path / "00-site.yml"
+    site.write_text("signals:\n  - kind: other\n    match:\n      - 'alertname=\"GPU_XID错误\"'\n", encoding="utf-8")
+    out = check(capsys, str(CORPUS / "site-multilingual.rules.yml"), "--all")
+    assert len(races(out)) == 1
+    cli_main(["check", str(site), str(ROOT / "rules"), "--prometheus-rules", str(CORPUS / "site-multilingual.rules.yml"),
+              "--all"])
+    declared = capsys.readouterr().out
+    assert "GPU_XID错误" in declared and "other (not GPU health)" in declared and races(declared) == []
