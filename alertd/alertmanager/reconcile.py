@@ -6,6 +6,14 @@ lists what it still holds; an alert alertd holds as firing that no configured
 Alertmanager has any more is resolved, marked so in the timeline. When any
 Alertmanager could not be asked, or has just started (its alerts are in memory:
 Prometheus re-sends them within a minute or so), nothing is decided that round.
+
+The other way round, an alert Alertmanager holds may never be sent: its DedupStage sends no notification for
+a group whose alerts all fired and resolved between two flushes (notify/notify.go: "no need to notify the
+receiver since it doesn't know about them"), so an alert shorter than ``group_interval`` that fires just after
+a flush is lost. Every round therefore also takes in the alerts an Alertmanager lists as ``active`` (neither
+silenced nor inhibited: those it would not send either) for one of alertd's receivers, firing for at least
+``held_after`` (a new group's own first notification comes first), that alertd holds no member of:
+``to_take`` gives them; they enter with model.HELD_BY as their receiver.
 """
 from __future__ import annotations
 
@@ -31,10 +39,12 @@ class Held:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """One Alertmanager's answer: the fingerprints it holds, and since when it runs (None: unknown)."""
+    """One Alertmanager's answer: the fingerprints it holds, since when it runs (None: unknown), and the alerts
+    it would send to alertd's receivers (state ``active``: neither silenced nor inhibited), as listed."""
 
     fingerprints: frozenset[str]
     started_at: datetime | None = None
+    active: tuple[JSONObject, ...] = ()
 
 
 def held_firing(incidents: Iterable[Incident]) -> list[Held]:
@@ -61,8 +71,9 @@ def resolutions(gone: list[Held], now: datetime) -> list[Alert]:
                   ends_at=now, receiver=RECONCILED_BY, received_at=now) for h in gone]
 
 
-def answer_from(alerts: object, status: object) -> Answer:
-    """``GET /api/v2/alerts`` and ``GET /api/v2/status`` bodies -> Answer."""
+def answer_from(alerts: object, status: object, receivers: frozenset[str] = frozenset()) -> Answer:
+    """``GET /api/v2/alerts`` and ``GET /api/v2/status`` bodies -> Answer; ``receivers``: alertd's receivers in
+    Alertmanager's configuration (those of ``active`` alerts)."""
     if not isinstance(alerts, list):
         raise ValueError(f"GET /api/v2/alerts did not answer a list: {str(alerts)[:200]}")
     fingerprints = frozenset(str(a.get("fingerprint", "")).lower() for a in alerts if isinstance(a, dict))
@@ -72,7 +83,44 @@ def answer_from(alerts: object, status: object) -> Answer:
             started = parse_iso(status["uptime"])
         except ValueError:
             started = None
-    return Answer(fingerprints, started)
+    active = tuple(a for a in alerts if isinstance(a, dict) and member(a, "status").get("state") == "active"
+                   and any(isinstance(r, dict) and r.get("name") in receivers for r in _list(a.get("receivers"))))
+    return Answer(fingerprints, started, active)
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def to_take(answers: list[Answer | None], incidents: Iterable[Incident], now: datetime, held_after: timedelta,
+          heartbeats: tuple[str, ...] = ()) -> list[JSONObject]:
+    """The alerts to take from Alertmanager's API: active for one of alertd's receivers in any Alertmanager that
+    answered (once each), firing since ``held_after`` at least, no heartbeat (Watchdog: it must come by webhook
+    to show that webhooks come), and not held by alertd: no member has their fingerprint with this start or a
+    later one (a member resolved stays resolved: nothing is brought back). Alerts alertd took before and whose
+    incident has closed are dropped by the inbox as redeliveries."""
+    known: dict[str, datetime] = {}
+    for inc in incidents:
+        for m in inc.members.values():
+            if m.fingerprint not in known or m.starts_at > known[m.fingerprint]:
+                known[m.fingerprint] = m.starts_at
+    out: list[JSONObject] = []
+    seen: set[str] = set()
+    for answer in answers:
+        for a in answer.active if answer is not None else ():
+            fp = str(a.get("fingerprint", "")).lower()
+            try:
+                starts = parse_iso(str(a.get("startsAt", "")))
+            except ValueError:
+                continue
+            if not fp or fp in seen or starts is None or now - starts < held_after \
+                    or member(a, "labels").get("alertname") in heartbeats:
+                continue
+            seen.add(fp)
+            if fp in known and known[fp] >= starts:
+                continue
+            out.append(a)
+    return out
 
 
 def group_filter(group_labels: dict[str, str]) -> list[tuple[str, str]]:
@@ -84,7 +132,7 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def as_webhook(alerts: JSONArray, receiver: str, external_url: str = "") -> JSONObject:
+def as_webhook(alerts: JSONArray | list[JSONObject], receiver: str, external_url: str = "") -> JSONObject:
     """API v2 alerts (active ones) -> a webhook v4 document, so they take the receiver's own path."""
     items: JSONArray = [{
         "status": FIRING,

@@ -1,5 +1,6 @@
 """Reconciliation with Alertmanager, the I/O: asks every configured Alertmanager, feeds the decisions
-(alertd/alertmanager/reconcile.py) back through the inbox. Runs on the engine leader: at its start and every
+(alertd/alertmanager/reconcile.py) back through the inbox: resolutions of what no Alertmanager holds, and the
+alerts they hold for alertd that it never received. Runs on the engine leader: at its start and every
 ``alertmanager.reconcile_interval``; a webhook with ``truncatedAlerts`` asks for its group's full set.
 """
 from __future__ import annotations
@@ -15,11 +16,12 @@ import orjson
 from alertd.alertmanager import reconcile
 from alertd.alertmanager.settings import ReconcileSettings
 from alertd.core.http_session import LazySession
-from alertd.core.json_types import JSONValue, arr
-from alertd.core.model import Alert, Incident
-from alertd.receive.payload import parse_notification
+from alertd.core.json_types import JSONObject, JSONValue, arr
+from alertd.core.model import HELD_BY, Alert, Incident
+from alertd.receive.payload import BadPayload, parse_notification
 
 log = logging.getLogger(__name__)
+OFFERED_MAX = 65536
 
 
 class HeldState(Protocol):
@@ -32,6 +34,10 @@ class HeldState(Protocol):
 class HeldEngine(Protocol):
     @property
     def state(self) -> HeldState: ...
+
+    @property
+    def heartbeats(self) -> tuple[str, ...]:
+        """Alert names that only beat (Watchdog): received to show the webhooks flow, never taken from the API."""
 
 
 class ReconcileConfig(Protocol):
@@ -67,6 +73,8 @@ class Reconciler:
         self.rounds = 0
         self.resolved = 0
         self.fetched = 0
+        self.taken = 0
+        self._offered: dict[str, None] = {}  # insertion-ordered: the oldest goes first past OFFERED_MAX
 
     def session(self) -> aiohttp.ClientSession:
         return self._session.get()
@@ -93,7 +101,8 @@ class Reconciler:
 
     async def _ask(self, url: str) -> reconcile.Answer | None:
         try:
-            return reconcile.answer_from(await self._get(url, "/api/v2/alerts"), await self._get(url, "/api/v2/status"))
+            return reconcile.answer_from(await self._get(url, "/api/v2/alerts"), await self._get(url, "/api/v2/status"),
+                                         self.settings.receivers)
         except Exception as exc:  # one silent Alertmanager: decide nothing this round
             log.warning("reconciliation: cannot ask Alertmanager %s: %s", url, exc)
             return None
@@ -105,8 +114,8 @@ class Reconciler:
             return 0
         answers = await asyncio.gather(*(self._ask(u) for u in self.settings.urls))
         now = self.svc.clock()
-        gone = reconcile.stale(reconcile.held_firing(list(engine.state.incidents.values())), list(answers), now,
-                               self.settings.min_uptime)
+        incidents = list(engine.state.incidents.values())
+        gone = reconcile.stale(reconcile.held_firing(incidents), list(answers), now, self.settings.min_uptime)
         self.rounds += 1
         if gone:
             await self.svc.receive_alerts(reconcile.resolutions(gone, now))
@@ -115,7 +124,37 @@ class Reconciler:
             shown = ", ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
             log.warning("%s resolved: Alertmanager no longer holds its alerts (%d alerts; asked %s)", shown,
                         len(gone), ", ".join(self.settings.urls))
+        held = reconcile.to_take(list(answers), incidents, now, self.settings.held_after, engine.heartbeats)
+        await self._take([a for a in held if self._offer(a)], now)
         return len(gone)
+
+    def _offer(self, alert: JSONObject) -> bool:
+        """Each occurrence (fingerprint, startsAt) is offered once (per process): one alertd took by webhook
+        and whose incident has since closed is not sent through the inbox again every round."""
+        key = f"{alert.get('fingerprint')}|{alert.get('startsAt')}"
+        if key in self._offered:
+            return False
+        if len(self._offered) >= OFFERED_MAX:
+            self._offered.pop(next(iter(self._offered)))
+        self._offered[key] = None
+        return True
+
+    async def _take(self, alerts: list[JSONObject], now: datetime) -> None:
+        """Alerts Alertmanager holds for alertd and never sent it enter the inbox as one webhook of
+        model.HELD_BY (those alertd took before are dropped there as redeliveries)."""
+        if not alerts:
+            return
+        doc = reconcile.as_webhook(alerts, HELD_BY)
+        try:
+            note = parse_notification(doc, now)
+        except BadPayload as exc:
+            log.warning("reconciliation: alerts held by Alertmanager do not read as a webhook: %s", exc)
+            return
+        await self.svc.receive(orjson.dumps(doc), len(note.alerts), now)
+        self.taken += len(note.alerts)
+        log.warning("reconciliation took %d alerts Alertmanager holds for alertd and alertd holds no member of "
+                    "(those it took before are dropped as redeliveries): %s", len(note.alerts),
+                    ", ".join(sorted({a.name for a in note.alerts})))
 
     async def fetch_group(self, group_labels: dict[str, str], receiver: str) -> int:
         """A truncated webhook: read the group's full set from the first Alertmanager that answers and store it."""

@@ -25,6 +25,8 @@ class AlertmanagerDoc(TypedDict, total=False):
     urls: list[str]
     reconcile_interval: str
     reconcile_min_uptime: str
+    receivers: list[str]
+    reconcile_held_after: str
 
 
 def _basic(doc: AlertmanagerDoc) -> tuple[str, str] | None:
@@ -62,11 +64,14 @@ class AlertmanagerSettings:
 
 @dataclass(slots=True)
 class ReconcileSettings:
-    """Which Alertmanagers are asked what they still hold (every one of an HA pair), and how often."""
+    """Which Alertmanagers are asked what they still hold (every one of an HA pair), and how often; which of
+    their receivers send to alertd (the alerts routed to them that never came are taken in), and after how long."""
 
     urls: list[str] = field(default_factory=list)
-    interval: timedelta = timedelta(minutes=3)
+    interval: timedelta = timedelta(minutes=1)
     min_uptime: timedelta = timedelta(minutes=3)
+    receivers: frozenset[str] = frozenset({"alertd"})
+    held_after: timedelta = timedelta(minutes=1)
     timeout: float = 10.0
     headers: dict[str, str] = field(default_factory=dict)
     basic: tuple[str, str] | None = None
@@ -76,8 +81,10 @@ class ReconcileSettings:
         doc = doc or {}
         urls = list(doc.get("urls") or ([doc["url"]] if doc.get("url") else []))
         return cls(urls=[str(u).rstrip("/") for u in urls],
-                   interval=parse_duration(doc.get("reconcile_interval", "3m")),
+                   interval=parse_duration(doc.get("reconcile_interval", "1m")),
                    min_uptime=parse_duration(doc.get("reconcile_min_uptime", "3m")),
+                   receivers=frozenset(doc.get("receivers", ["alertd"])),
+                   held_after=parse_duration(doc.get("reconcile_held_after", "1m")),
                    timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
                    headers={"Authorization": f"Bearer {doc['bearer_token']}"} if doc.get("bearer_token") else {},
                    basic=_basic(doc))

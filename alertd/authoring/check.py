@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, TextIO
 
 from alertd.authoring.route_fields import route_field_findings
+from alertd.authoring.race import Timing
 from alertd.authoring.virtual import load_rule_set
 from alertd.config.settings import Config, parse_config
 from alertd.rules.shipped import default_rule_paths
@@ -426,9 +427,9 @@ def _plain(doc: Any) -> Any:
 
 
 def main(paths: list[str], out: TextIO, *, runbooks: str | None = None, strict: bool = False,
-         prometheus_rules: list[str] | None = None, show_all: bool = False) -> int:
+         prometheus_rules: list[str] | None = None, show_all: bool = False, timing: Timing = Timing()) -> int:
     if prometheus_rules:
-        return _prometheus_rules(paths, prometheus_rules, out, strict, show_all)
+        return _prometheus_rules(paths, prometheus_rules, out, strict, show_all, timing)
     report = check(paths or None, runbooks=runbooks)
     for line in report.lines():
         print(line, file=out)
@@ -436,11 +437,10 @@ def main(paths: list[str], out: TextIO, *, runbooks: str | None = None, strict: 
     return 0 if report.ok and not (strict and report.warnings) else 1
 
 
-def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool, show_all: bool = False) -> int:
+def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool, show_all: bool, timing: Timing) -> int:
     """Map a site's Prometheus alerting rules to signals with the rules (and normalization) in ``paths``."""
     from alertd.authoring import promrules
     from alertd.config.settings import load_config
-    from alertd.rules.shipped import default_rule_paths
     from alertd.app.recording_rules import with_site_recordings
     from alertd.rules.ruleset import load_rules
 
@@ -458,4 +458,4 @@ def _prometheus_rules(paths: list[str], files: list[str], out: Any, strict: bool
     except InvalidDocument as exc:
         print(f"invalid configuration or rules:\n{exc}", file=out)
         return 1
-    return promrules.main(files, rules, cfg.normalize, out, strict=strict, show_all=show_all)
+    return promrules.main(files, rules, cfg.normalize, out, strict=strict, show_all=show_all, timing=timing)

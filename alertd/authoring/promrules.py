@@ -5,7 +5,9 @@ resources with ``spec.groups``) and runs every alerting rule through the same
 classification as the engine, as Alertmanager would deliver it: its name, its
 static labels and annotations, and its expression in the generatorURL. Says,
 per rule, which signal it maps to and why, and warns on rules that look like
-GPU alerts but map to nothing, or whose Xid code alertd will not find.
+GPU alerts but map to nothing, or whose Xid code alertd will not find, and on
+rules whose alerts can fire and resolve between two flushes of their
+Alertmanager group (authoring/race.py).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from urllib.parse import quote_plus
 import yaml
 
 from alertd.authoring.node_carry import carried, host_only_note, node_warning
+from alertd.authoring.race import Timing, race_warning
 from alertd.engine.classify import Classification, classify_explained
 from alertd.rules.evidence import value_in_text, xid_in_text
 from alertd.core.errors import InvalidDocument
@@ -153,8 +156,9 @@ def _tested_reasons(alert: Alert, rules: RuleSet) -> tuple[str, str]:
     return text, ""
 
 
-def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[RuleResult]:
-    """Every alerting rule of one file, with its line; raises InvalidDocument (YAML) or NotRuleFile."""
+def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig, timing: Timing = Timing()) -> list[RuleResult]:
+    """Every alerting rule of one file, with its line; raises InvalidDocument (YAML) or NotRuleFile. ``timing``:
+    the Alertmanager timers a rule must outlast (authoring/race.py)."""
     doc, marks = load_yaml(path, with_marks=True)
     base = _groups_path(doc)
     rules = with_recorded(rules, [doc])
@@ -164,7 +168,11 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig) -> list[Ru
             if not isinstance(rule, dict) or "alert" not in rule:
                 continue
             line = marks.get((*base, gi, "rules", ri), (0, 0))[0]
-            out.append(_classify_rule(rule, str(path), str(group.get("name", "")), line, rules, ncfg))
+            res = _classify_rule(rule, str(path), str(group.get("name", "")), line, rules, ncfg)
+            declared = res.decision.signal.kind == "other" and res.decision.stage == "signals"  # never warned on
+            race = "" if declared else race_warning(rule, group.get("interval"), timing, rules.recorded.files)
+            res.warnings.extend([race] if race else [])
+            out.append(res)
     return out
 
 
@@ -257,7 +265,7 @@ def print_results(results: list[RuleResult], out: TextIO, *, show_all: bool = Fa
 
 
 def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *, strict: bool = False,
-         show_all: bool = False) -> int:
+         show_all: bool = False, timing: Timing = Timing()) -> int:
     """Print the mapping; 1 like promtool when a file is no rule file or cannot be read, or an expression does
     not parse (and, with strict, when any rule has a warning)."""
     results: list[RuleResult] = []
@@ -272,7 +280,7 @@ def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *
     rules = with_recorded(rules, [d for d in docs if isinstance(d, dict)])
     for path in paths:
         try:
-            results.extend(classify_rules(path, rules, ncfg))
+            results.extend(classify_rules(path, rules, ncfg, timing))
         except InvalidDocument as exc:
             for problem in exc.problems:
                 print(f"{problem.source}:{problem.line or 1}: ERROR: cannot read Prometheus rules: {problem.message}",

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from datetime import timedelta
 from urllib.parse import quote
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,11 +115,13 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _authoring(command: str, args: argparse.Namespace) -> int:
     from alertd.authoring import check, replay, ruletest
+    from alertd.authoring.race import Timing
 
     try:
         if command == "check":
             return check.main(args.paths, sys.stdout, runbooks=args.runbooks, strict=args.strict,
-                              prometheus_rules=args.prometheus_rules, show_all=args.all)
+                              prometheus_rules=args.prometheus_rules, show_all=args.all,
+                              timing=Timing(args.group_wait, args.group_interval, args.evaluation_interval))
         if command == "test":
             return ruletest.main(args.files, args.run, sys.stdout)
         return replay.main(args.file, rule_paths=args.rules, config=args.config, as_json_output=args.json,
@@ -166,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Prometheus rule files or directories of the site: say which signal each GPU-related "
                             "alerting rule maps to (exit 1 when one does not parse, like promtool)")
     check.add_argument("--all", action="store_true", help="with --prometheus-rules: list the other rules too")
+    _timing_flags(check)
     check.set_defaults(func=lambda a: _authoring("check", a))
 
     test = sub.add_parser("test", help="run rule unit tests (default: rules/tests/*.test.yml)")
@@ -212,6 +216,29 @@ def _listen_flag(value: str) -> str:
     if problem:
         raise argparse.ArgumentTypeError(problem)
     return value
+
+
+def _timing_flags(check: argparse.ArgumentParser) -> None:
+    """The timers ``check --prometheus-rules`` holds event rules against (alertd/authoring/race.py)."""
+    check.add_argument("--group-wait", type=_duration_flag, default="30s", metavar="DURATION",
+                       help="with --prometheus-rules: Alertmanager's group_wait the alerts must outlast (default 30s)")
+    check.add_argument("--group-interval", type=_duration_flag, default="5m", metavar="DURATION",
+                       help="with --prometheus-rules: Alertmanager's group_interval (default 5m); an event rule "
+                            "firing shorter than group_wait + group_interval is warned of, with the "
+                            "keep_firing_for that closes the gap")
+    check.add_argument("--evaluation-interval", type=_duration_flag, default="1m", metavar="DURATION",
+                       help="with --prometheus-rules: Prometheus's evaluation_interval, for groups that set none "
+                            "(default 1m)")
+
+
+def _duration_flag(value: str) -> timedelta:
+    """A Prometheus duration string ("30s", "5m", "1h30m"), refused with the reason otherwise."""
+    from alertd.core.durations import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a duration like 30s or 5m: {value!r} ({exc})") from exc
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,6 +43,7 @@ JOB_SUSPECT = "job_suspect"  # annotation of a node incident: the stalled job's 
 DOMAIN_OF = "domain_of"  # annotation of a node incident: the incident of its bad failure domain, which speaks for it
 DOMAIN = "failure_domain"  # annotation of a domain's incident: {kind, value, size, nodes} (engine/domains.py)
 RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/alertmanager/reconcile.py)
+HELD_BY = "alertd:alertmanager-api"  # receiver of alerts reconciliation took from Alertmanager's API, never sent by webhook
 
 
 def max_severity(*levels: str) -> str:
@@ -250,6 +251,7 @@ class Member:
     generator_url: str = ""
     summary: str = ""
     response: bool = False  # a repair symptom (cordon, reboot) that followed the incident's fault: its response
+    via_api: bool = False  # taken from Alertmanager's API by reconciliation (HELD_BY): no webhook had carried it
 
     def to_dict(self) -> JSONObject:
         out: JSONObject = {
@@ -268,6 +270,8 @@ class Member:
         }
         if self.response:
             out["response"] = True
+        if self.via_api:
+            out["viaApi"] = True
         return out
 
     @classmethod
@@ -286,6 +290,7 @@ class Member:
             generator_url=text(data, "generatorURL"),
             summary=text(data, "summary"),
             response=bool(data.get("response")),
+            via_api=bool(data.get("viaApi")),
         )
 
 

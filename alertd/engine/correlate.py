@@ -25,6 +25,7 @@ from alertd.core.model import (
     ACKNOWLEDGED,
     CLOSED,
     FIRING,
+    HELD_BY,
     OPEN,
     RECONCILED_BY,
     RESOLVED,
@@ -48,6 +49,7 @@ RECONCILED = "reconciled"  # an event's data: the alertnames reconciliation reso
 PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
+VIA_API = "via_api"  # a join event's mark: the alert was taken from Alertmanager's API (model.HELD_BY)
 
 
 def _code_unknown(sig: Signal | None) -> bool:
@@ -272,7 +274,7 @@ class Correlator:
             fingerprint=alert.fingerprint, alertname=alert.name, status=alert.status, signal=alert.signal,
             subject=alert.subject, labels=alert.labels, starts_at=alert.starts_at, ends_at=alert.ends_at,
             last_seen=now, folded=folded, generator_url=alert.generator_url,
-            summary=alert.annotations.get("summary", ""),
+            summary=alert.annotations.get("summary", ""), via_api=alert.receiver == HELD_BY,
         )
         fault = "" if opening else self._responds_to(inc, member)
         member.response = bool(fault)
@@ -293,6 +295,8 @@ class Correlator:
             what += " (unclassified)"
         if fault:
             what += f" (follows {fault})"
+        if member.via_api:
+            what += " (taken from Alertmanager's API: no webhook had carried it)"
         if not firing:
             what += " (fired and resolved before it reached alertd)"
             if inc.firing == 0 and inc.quiet_since is None:
@@ -301,9 +305,11 @@ class Correlator:
             inc.quiet_since = None
             inc.flaps += 0 if fault else 1  # the operator's cordon after a short fault is no flap
         kind = "opened" if opening else "alert_folded" if folded else "alert_joined"
-        if not (kind == "alert_joined" and self._merge_join(inc, now, what, alert.fingerprint, bool(fault))):
-            self.record(inc, flagged(inc.add_event(now, kind, what, fingerprint=alert.fingerprint), bool(fault)),
-                        member=alert.fingerprint)
+        if not (kind == "alert_joined" and self._merge_join(inc, now, what, member)):
+            event = flagged(inc.add_event(now, kind, what, fingerprint=alert.fingerprint), bool(fault))
+            if member.via_api:
+                event.data[VIA_API] = True
+            self.record(inc, event, member=alert.fingerprint)
         if not opening and SEVERITY_RANK[inc.severity] > SEVERITY_RANK.get(before, 0):
             self.record(inc, flagged(inc.add_event(now, "severity_changed", f"{before} -> {inc.severity}"), bool(fault)))
         if failed:
@@ -332,13 +338,15 @@ class Correlator:
         if failed:
             self._settle(now)
 
-    def _merge_join(self, inc: Incident, now: datetime, what: str, fingerprint: str, response: bool) -> bool:
+    def _merge_join(self, inc: Incident, now: datetime, what: str, member: Member) -> bool:
         """Alerts joining one incident in one step make ONE timeline line ("9 alerts joined, first ..."),
-        so a storm does not write a line per alert (responses and faults apart: one line never says both)."""
+        so a storm does not write a line per alert (responses and faults apart, and alerts taken from
+        Alertmanager's API apart from those sent by webhook: one line never says both)."""
         change = self._changes.get(inc.id)
         last = self.last_event(inc)
+        fingerprint = member.fingerprint
         if change is None or last is None or last.kind != "alert_joined" or last.at != now \
-                or bool(last.data.get(RESPONSE)) != response:
+                or bool(last.data.get(RESPONSE)) != member.response or bool(last.data.get(VIA_API)) != member.via_api:
             return False
         # The second join turns the first's "fingerprint" into the "fingerprints" list; later ones extend it in place.
         first = last.data.pop("fingerprint", "")

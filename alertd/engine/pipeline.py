@@ -33,6 +33,11 @@ class Engine:
     def state(self) -> EngineState:
         return self.correlator.state
 
+    @property
+    def heartbeats(self) -> tuple[str, ...]:
+        """The alert names that are the pipeline's heartbeat (correlation.watchdog), never an incident's members."""
+        return tuple(self.rules.correlation.watchdog.alertnames)
+
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
         self.correlator.rules = rules.correlation

@@ -11,6 +11,7 @@ from bench.fleetsim.faults import Rates
 from bench.fleetsim.job_score import job_line
 from bench.fleetsim.response import People
 from bench.fleetsim.run import RunResult, run_one
+from bench.fleetsim.sim import RECONCILE_EVERY
 from bench.fleetsim.rules import SHIPPED
 
 HEADER = (f"{'seed':>4} {'route':<9} {'probs':>5} {'worthy':>6} {'inc/prob':>8} {'split':>5} {'gap':>3} "
@@ -67,6 +68,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--reopen-window", type=float, default=None,
                     help="seconds: a problem split across a longer gap is not counted as split "
                          "(default: the rules' correlation reopen window, else the hold-down)")
+    ap.add_argument("--reconcile-interval", type=float, default=RECONCILE_EVERY,
+                    help="seconds between alertd's reconciliation rounds against the emulated Alertmanager's API, "
+                         f"which take in the alerts no webhook carried (default alertd's {RECONCILE_EVERY:g}; "
+                         "0: webhooks only)")
     ap.add_argument("--record", metavar="DIR",
                     help="also write each run's webhooks (for `alertd replay FILE`) and ground truth to DIR")
     ap.add_argument("--rescore", nargs=2, metavar=("TRUTH", "REPORT"),
@@ -89,7 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     if not args.json:
         print(f"# {args.nodes} nodes x {args.days:g} days, evaluation every {args.interval:g} s"
-              f"{', with operator response' if args.people else ''}; columns: docs/fleet-simulation.md")
+              f"{', with operator response' if args.people else ''}, reconciliation "
+              f"{f'every {args.reconcile_interval:g} s' if args.reconcile_interval else 'off'}; "
+              "columns: docs/fleet-simulation.md")
         print(HEADER)
     for seed in seeds:
         for route in routes:
@@ -97,7 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         rule_paths=args.rules, prometheus_rules=args.prometheus_rules,
                         dup_probability=args.dup_probability, reopen_window=args.reopen_window,
                         rates=Rates(people=People() if args.people else None, history=args.history, jobs=args.jobs),
-                        lookback=300.0 if args.no_staleness_markers else 0.0, job_rules=args.job_rules)
+                        lookback=300.0 if args.no_staleness_markers else 0.0, job_rules=args.job_rules,
+                        reconcile_every=args.reconcile_interval)
             results.append(r)
             if args.record:
                 from bench.fleetsim.record import write_run

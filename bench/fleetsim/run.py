@@ -17,7 +17,7 @@ from bench.fleetsim.faults import Rates, build_fleet
 from bench.fleetsim.model import Fleet
 from bench.fleetsim.job_score import JobScore, job_score
 from bench.fleetsim.score import Score, score
-from bench.fleetsim.sim import START, Delivery, deliver
+from bench.fleetsim.sim import RECONCILE_EVERY, START, Delivery, deliver
 from bench.fleetsim.rules import JOB_RULES, SHIPPED
 
 
@@ -60,7 +60,8 @@ def rules_reopen_window(rules: RuleSet) -> float:
 def run_one(*, nodes: int, days: float, seed: int, route: str, interval: float = 30.0,
             rule_paths: list[str] | None = None, prometheus_rules: str = str(SHIPPED),
             rates: Rates = Rates(), dup_probability: float | None = None,
-            reopen_window: float | None = None, lookback: float = 0.0, job_rules: str | None = None) -> RunResult:
+            reopen_window: float | None = None, lookback: float = 0.0, job_rules: str | None = None,
+            reconcile_every: float = RECONCILE_EVERY) -> RunResult:
     """``job_rules``: the job rules file (default the shipped one, when ``rates.jobs``)."""
     t0 = time.perf_counter()
     fleet = build_fleet(nodes, days, seed, rates)
@@ -69,7 +70,7 @@ def run_one(*, nodes: int, days: float, seed: int, route: str, interval: float =
         cfg = dataclasses.replace(cfg, dup_probability=dup_probability)
     jobs_file = (job_rules or str(JOB_RULES)) if rates.jobs else None
     delivery = deliver(fleet, cfg, seed, interval=interval, rule_file=prometheus_rules, lookback=lookback,
-                       job_rule_file=jobs_file)
+                       job_rule_file=jobs_file, reconcile_every=reconcile_every)
     rules = unmuted(load_rule_set(rule_paths or default_rule_paths()))
     t1 = time.perf_counter()
     res = replay(Recording(webhooks=delivery.webhooks), rules, router=build_router(rules), source=f"seed {seed}")

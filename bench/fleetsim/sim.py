@@ -7,14 +7,18 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from alertd.core.model import HELD_BY
+
 from bench.fleetsim import model as m
 from bench.fleetsim.alertmanager import Dispatcher, Flush, RouteConfig
 from bench.fleetsim.job_predicates import JOB_PREDICATES
 from bench.fleetsim.predicates import PREDICATES, NodeView, Series
 from bench.fleetsim.prometheus import Instance, alert_instances, group_grid, sends
+from bench.fleetsim.reconcile import DEFAULTS as RECONCILE_DEFAULTS, reconcile_webhooks
 from bench.fleetsim.rules import SHIPPED, AlertRule, load_alert_rules
 
 START = m.START
+RECONCILE_EVERY = RECONCILE_DEFAULTS.interval.total_seconds()
 LEFT_OUT = frozenset({"Watchdog"})  # always firing, about no node: its own route at real sites
 ALL_PREDICATES = {**PREDICATES, **JOB_PREDICATES}
 
@@ -33,11 +37,14 @@ class Delivery:
     rules: list[AlertRule]
 
     def stats(self) -> dict[str, int]:
-        """How Alertmanager's cadence treated the alerts Prometheus fired."""
+        """How Alertmanager's cadence treated the alerts Prometheus fired, and what reconciliation took in
+        (``api_only``: alerts no webhook of Alertmanager ever carried)."""
         first: dict[tuple[str, str], str] = {}
         for f in self.flushes:
             for a in f.body["alerts"]:
                 first.setdefault((a["fingerprint"], a["startsAt"]), a["status"])
+        held = {(a["fingerprint"], a["startsAt"]) for _, b in self.webhooks if b["receiver"] == HELD_BY
+                for a in b["alerts"]}
         return {
             "alerts_fired": len(self.instances),
             "alerts_delivered": len(first),
@@ -45,6 +52,8 @@ class Delivery:
             "never_delivered": max(0, len(self.instances) - len(first)),
             "webhooks": len(self.webhooks),
             "ha_copies": sum(1 for f in self.flushes if f.peer),
+            "taken_from_api": len(held),
+            "api_only": len(held - first.keys()),
         }
 
 
@@ -80,9 +89,10 @@ def evaluate(fleet: m.Fleet, rules: list[AlertRule], interval: float, lookback: 
 
 def deliver(fleet: m.Fleet, route: RouteConfig, seed: int, *, interval: float = 30.0,
             rule_file: Path | str = SHIPPED, start: datetime = START, lookback: float = 0.0,
-            job_rule_file: Path | str | None = None) -> Delivery:
+            job_rule_file: Path | str | None = None, reconcile_every: float = RECONCILE_EVERY) -> Delivery:
     """``lookback``: seconds series of a failed scrape stay visible (0: staleness markers end them at once).
-    ``job_rule_file``: the job rules (gpu-job-alerts.yml), evaluated the same way."""
+    ``job_rule_file``: the job rules (gpu-job-alerts.yml), evaluated the same way;
+    ``reconcile_every``: alertd's reconcile_interval, seconds (0: no reconciliation, webhooks only)."""
     rules = load_alert_rules(rule_file) + (load_alert_rules(job_rule_file) if job_rule_file else [])
     instances = evaluate(fleet, rules, interval, lookback)
     grids = {r.group: group_grid(r.group, interval) for r in rules}
@@ -91,12 +101,17 @@ def deliver(fleet: m.Fleet, route: RouteConfig, seed: int, *, interval: float = 
     rng = random.Random(f"{seed}/{route.name}")
     dispatcher = Dispatcher(route, start, rng, cleanup_offset=rng.uniform(0.0, 30.0))
     flushes = dispatcher.run(puts, fleet.horizon + 3600.0)
+    sent = [(f.at + rng.uniform(0.003, 0.040), f.body) for f in flushes]
+    if reconcile_every:
+        polls = random.Random(f"{seed}/{route.name}/reconcile")
+        sent += reconcile_webhooks(instances, flushes, route, start, fleet.horizon, interval=reconcile_every,
+                                   offset=polls.uniform(0.0, reconcile_every))
+        sent.sort(key=lambda x: x[0])
     webhooks = []
     by_alert = {(fp, round(t, 3)): p.id for p in fleet.problems.values() for fp, t in p.alerts}
-    for f in flushes:
-        received = f.at + rng.uniform(0.003, 0.040)
-        webhooks.append((start + timedelta(seconds=received), f.body))
-        for a in f.body["alerts"]:
+    for received, body in sent:
+        webhooks.append((start + timedelta(seconds=received), body))
+        for a in body["alerts"]:
             at = _seconds(start, a["startsAt"])
             pid = by_alert.get((a["fingerprint"], at))
             if pid is not None:

@@ -46,22 +46,33 @@ def test_a_rule_without_a_predicate_is_refused(tmp_path):
         raise AssertionError("a rule without a predicate passed")
 
 
+XID_KEEP = next(r for r in load_alert_rules() if r.name == "GPUXidError").keep_firing_for
+
+
 def test_for_and_keep_firing_for_come_from_the_file(tmp_path):
-    text = SHIPPED.read_text().replace("      - alert: GPUXidError\n", "      - alert: GPUXidError\n"
-                                       "        keep_firing_for: 15m\n", 1)
+    text = SHIPPED.read_text()
+    at = text.index("      - alert: GPUXidError\n")
+    text = text[:at] + text[at:].replace("keep_firing_for: 2m\n", "keep_firing_for: 15m\n", 1)
     f = tmp_path / "gpu-alerts.yml"
     f.write_text(text)
     view = node(m.Fact(m.XID, 1000.0, 1000.0, "P", 3, 79))
     plain = fired("GPUXidError", view)
     kept = fired("GPUXidError", view, load_alert_rules(f))
-    assert plain == [(1020.0, 1020.0 + 270.0)]  # changes()[5m] holds 5m minus one scrape interval
+    assert plain == [(1020.0, 1020.0 + 270.0 + XID_KEEP)]  # changes()[5m] holds 5m minus one scrape interval
     assert kept == [(1020.0, 1020.0 + 270.0 + 900.0)]
+
+
+def test_the_shipped_xid_alert_outlives_group_wait_and_group_interval():
+    """Alertmanager's defaults: 30s + 5m. Shorter, an Xid that fires just after its group's flush can resolve
+    before the next one, and the DedupStage sends nothing for it."""
+    [(start, end)] = fired("GPUXidError", node(m.Fact(m.XID, 1000.0, 1000.0, "P", 3, 79)))
+    assert end - start >= 30.0 + 300.0
 
 
 def test_an_exporter_hang_does_not_end_the_xid_alert_it_reported():
     view = node(m.Fact(m.XID, 1000.0, 1000.0, "P", 3, 79), m.Fact(m.EXPORTER_DOWN, 1075.0, 5000.0, "P"))
     # the series is stale at once, but last_over_time and changes over [5m] read the samples in the range
-    assert fired("GPUXidError", view) == [(1020.0, 1020.0 + 270.0)]
+    assert fired("GPUXidError", view) == [(1020.0, 1020.0 + 270.0 + XID_KEEP)]
 
 
 def test_an_xid_during_an_exporter_outage_is_never_seen():
@@ -107,5 +118,5 @@ def test_with_or_without_staleness_markers_a_hung_exporters_xid_stays_for_its_wi
     n = m.Node("h100-a-r000-n00", "h100-a", 0, 0)
     n.facts += [m.Fact(m.XID, 1000.0, 1000.0, "P", 3, 79), m.Fact(m.EXPORTER_DOWN, 1075.0, 5000.0, "P")]
     # changes() counts only samples taken: the window still holds the step for 270 s after it was seen.
-    assert fired("GPUXidError", NodeView(n, lookback=300.0)) == [(1020.0, 1020.0 + 270.0)]
-    assert fired("GPUXidError", NodeView(n)) == [(1020.0, 1020.0 + 270.0)]
+    assert fired("GPUXidError", NodeView(n, lookback=300.0)) == [(1020.0, 1020.0 + 270.0 + XID_KEEP)]
+    assert fired("GPUXidError", NodeView(n)) == [(1020.0, 1020.0 + 270.0 + XID_KEEP)]
