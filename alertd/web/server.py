@@ -5,7 +5,8 @@ Its listening socket is opened here with ``loop.create_server`` and serves conne
 lane (alertd/web/webhook_lane.py), which hands every request that is not a plain webhook, and the rest of its
 connection, to the aiohttp application's low-level server (``AppRunner.server``). Both paths keep one
 connection policy (the ``connections`` section, docs/security.md): the lane enforces it on every connection's
-first request and on every webhook it answers, aiohttp's runner is given the same keep-alive and header
+first request and on every webhook it answers, and on every later head of a connection it handed on, before
+aiohttp's parser sees it (alertd/web/head_gate.py); aiohttp's runner is given the same keep-alive and header
 limits, and the budget (alertd/web/connections.py) caps the open connections of the process."""
 from __future__ import annotations
 

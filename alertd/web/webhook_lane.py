@@ -29,9 +29,12 @@ past ``receiver.body_timeout`` gets 408; a connection that starts no request
 ``connections.keepalive_timeout`` after it opened or after its last answer closes,
 whatever bytes that start no request (empty lines) it sends meanwhile (before its
 first request, ``header_timeout`` applies instead). A connection
-handed to aiohttp keeps aiohttp's own enforcement of the same limits and keep-alive
-(set on its runner, alertd/web/server.py); the lane stays its protocol, passing every
-event through, so the budget (alertd/web/connections.py) counts it until it closes.
+handed to aiohttp keeps the same head limits and header deadline on every later
+request: the lane stays its protocol, passing every event through and its bytes
+through a HeadGate (alertd/web/head_gate.py), which holds each head until it is
+complete and within the limits, so aiohttp never buffers more; aiohttp keeps its
+keep-alive (set on its runner, alertd/web/server.py), and the budget
+(alertd/web/connections.py) counts the connection until it closes.
 """
 from __future__ import annotations
 
@@ -53,6 +56,7 @@ from alertd.web import alertmanager_webhook as webhook
 from alertd.web.auth import AUTH, Authenticator
 from alertd.web.connections import ConnectionBudget
 from alertd.web.guard import EDGE, SIMPLE_TYPES, WEBHOOK, EdgePolicy, checks_host
+from alertd.web.head_gate import HeadGate, HeadLimits, TooLarge, detached_parser
 from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
 
@@ -78,14 +82,6 @@ class HandOver(Exception):
         self.why = why
 
 
-class TooLarge(Exception):
-    """A head over one of the limits: the lane answers it (431, or 414 for the request line) and closes."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
-
-
 class Lane:
     """The protocol factory for a listening socket (``loop.create_server(lane, ...)``), and what its connections
     share: the service, the credentials, the edge's policy, the connection budget, the aiohttp server they hand
@@ -98,6 +94,7 @@ class Lane:
         self.edge: EdgePolicy = app[EDGE]
         self.fallback, self.limits, self.budget, self.clock = fallback, limits, budget, clock
         self.connections: set[LaneConnection] = set()  # those still in the lane (not handed to aiohttp)
+        self.gated: set[LaneConnection] = set()  # those handed to aiohttp, behind a HeadGate
         self._date: tuple[int, bytes] = (0, b"")
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -126,7 +123,7 @@ class Lane:
         while True:
             await asyncio.sleep(every)
             now = self.clock()
-            for conn in list(self.connections):
+            for conn in [*self.connections, *self.gated]:
                 conn.sweep(now)
 
     async def shutdown(self, timeout: float) -> None:
@@ -153,6 +150,8 @@ class LaneConnection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.handler: asyncio.Protocol | None = None  # aiohttp's, once handed over: every event goes to it
+        self.gate: HeadGate | None = None  # in front of aiohttp's handler: its heads, within the limits
+        self.head = HeadLimits(lane.limits)
         self.peer: str | None = None
         self.buf = bytearray()  # every byte from the first of the request being read
         self.queue: deque[tuple[bytes, float, bool]] = deque()  # body, start, keep-alive: waiting for answers
@@ -170,7 +169,7 @@ class LaneConnection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.body: list[bytes] = []
         self.head_length = 0
-        self.head_size = 0  # the header fields read so far, as sent less optional whitespace
+        self.head.reset()
         self.length = 0
         self.head_done: float | None = None  # lane.clock() when the head was complete
         self.begun: float | None = None  # lane.clock() at the request's first byte
@@ -198,8 +197,16 @@ class LaneConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lane.connections.discard(self)
+        self.lane.gated.discard(self)
         self.lane.budget.release(self)
         self.transport = None
+        # The parsers and this connection refer to each other: freed now, not at the next full collection of
+        # cycles (until then hundreds of closed connections would pin the heap between them).
+        self.buf.clear()
+        self.parser = detached_parser()
+        if self.gate is not None:
+            self.gate.close()
+            self.gate = None
         if self.handler is not None:
             self.handler.connection_lost(exc)
 
@@ -216,11 +223,11 @@ class LaneConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_in = self.lane.clock()  # for the budget's choice of whom to evict; no deadline moves
-        if self.handler is not None:
-            self.handler.data_received(data)
-            return
         if self.transport is None or self.last_answer is not None:
             return  # refused or closing: nothing more is read
+        if self.handler is not None:
+            self._pass_on(data)
+            return
         self.buf += data
         if self.handing_over:  # waiting for the lane's answers before aiohttp takes over: hold, within bounds
             if len(self.buf) > self.lane.limits.max_head_bytes and not self.paused:
@@ -231,6 +238,8 @@ class LaneConnection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:  # HandOver or TooLarge, raised by a callback
             why = exc.__context__
+            if why is not None:  # the parser keeps it: let it hold no frame (and so no read) of this connection
+                why.with_traceback(None)
             if isinstance(why, TooLarge):
                 self._refuse(why)
             else:
@@ -239,7 +248,7 @@ class LaneConnection(asyncio.Protocol):
             self._hand_over("malformed")  # bytes aiohttp will answer with 400
         else:
             if self.head_done is None and len(self.buf) > self.lane.limits.max_head_bytes:  # or empty lines
-                self._refuse(self._head_too_large())
+                self._refuse(self.head.too_large())
 
     def evict(self) -> None:
         """Closed by the budget to make room for a new connection."""
@@ -252,25 +261,12 @@ class LaneConnection(asyncio.Protocol):
         self.begun, self.started = self.lane.clock(), time.perf_counter()
 
     def on_url(self, url: bytes) -> None:
+        self.head.on_url(url)
         self.url += url
-        if len(self.url) > self.lane.limits.max_line_bytes:
-            raise TooLarge(414, f"the request line exceeds {self.lane.limits.max_line_bytes} bytes "
-                                "(connections.max_line_bytes)")
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        limits = self.lane.limits
-        if len(name) + len(value) > limits.max_field_bytes:
-            raise TooLarge(431, f"a header field exceeds {limits.max_field_bytes} bytes (connections.max_field_bytes)")
-        if len(self.headers) >= limits.max_headers:
-            raise TooLarge(431, f"more than {limits.max_headers} header fields (connections.max_headers)")
-        self.head_size += len(name) + len(value) + 4  # ": " and CRLF
-        if self.head_size + len(self.url) > limits.max_head_bytes:
-            raise self._head_too_large()
+        self.head.on_header(name, value)
         self.headers.append((name.lower(), value))
-
-    def _head_too_large(self) -> TooLarge:
-        limit = self.lane.limits.max_head_bytes
-        return TooLarge(431, f"the request head exceeds {limit} bytes (connections.max_head_bytes)")
 
     def on_headers_complete(self) -> None:
         self.head_done = self.lane.clock()
@@ -396,21 +392,52 @@ class LaneConnection(asyncio.Protocol):
             self._switch()
 
     def _switch(self) -> None:
-        """aiohttp's handler takes the connection: the lane stays its protocol only to pass every event on."""
+        """aiohttp's handler takes the connection: the lane stays its protocol to pass every event on, and its
+        bytes through a HeadGate."""
         transport = self.transport
         assert transport is not None
         self.lane.connections.discard(self)
+        self.lane.gated.add(self)
+        self.gate = HeadGate(self.lane.limits, self.lane.clock)
         self.handler = handler = self.lane.fallback()
         handler.connection_made(transport)
-        if self.buf:
-            handler.data_received(bytes(self.buf))
+        data = bytes(self.buf)
         self.buf.clear()
         if self.paused:
+            self.paused = False
             transport.resume_reading()
+        if data:
+            self._pass_on(data)
+
+    def _pass_on(self, data: bytes) -> None:
+        """Bytes for aiohttp's handler, through the gate: a head over a limit is refused here, never buffered
+        there."""
+        assert self.gate is not None and self.handler is not None
+        try:
+            data = self.gate.feed(data)
+        except TooLarge as why:
+            self.gate.held.clear()
+            self.lane.svc.metrics.connections_closed.labels("head_too_large").inc()
+            self._close_after_aiohttp(webhook.error(why.status, why.message, webhook.CLOSE))
+            return
+        if data:
+            self.handler.data_received(data)
+
+    def _close_after_aiohttp(self, answer: webhook.Answer) -> None:
+        """Answer and close once aiohttp has answered the requests it was given (the sweep checks again)."""
+        self.last_answer = answer
+        if self.transport is not None and not self.paused:
+            self.transport.pause_reading()
+            self.paused = True
+        if self.transport is not None and not _busy(self.handler):
+            self._write(answer, keep_alive=False)
 
     def sweep(self, now: float) -> None:
         """A head or a body stalled past its deadline gets 408 and the connection closes; so does an idle one,
         without an answer. Nothing here is reset by bytes that start no request."""
+        if self.gate is not None:
+            self._sweep_gated(now)
+            return
         if self.transport is None or self.handing_over or self.busy or self.queue or self.last_answer is not None:
             return
         limits = self.lane.limits
@@ -427,11 +454,31 @@ class LaneConnection(asyncio.Protocol):
             self.lane.svc.metrics.connections_closed.labels("idle" if self.answered else "header_timeout").inc()
             self.close()
 
+    def _sweep_gated(self, now: float) -> None:
+        """On aiohttp's connection: a refusal waiting for aiohttp's answers; a head held past its deadline."""
+        if self.transport is None:
+            return
+        if self.last_answer is not None:
+            if not _busy(self.handler):
+                self._write(self.last_answer, keep_alive=False)
+            return
+        assert self.gate is not None
+        begun, limit = self.gate.begun, self.lane.limits.header_timeout
+        if begun is not None and now - begun > limit:
+            self.lane.svc.metrics.connections_closed.labels("header_timeout").inc()
+            self._close_after_aiohttp(webhook.error(408, f"the request head did not arrive within {limit:g} s",
+                                                    webhook.CLOSE))
+
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
             self.transport = None
         self.lane.connections.discard(self)
+
+
+def _busy(handler: asyncio.Protocol | None) -> bool:
+    """aiohttp's handler has a request in hand or queued (aiohttp keeps no public word for it)."""
+    return bool(getattr(handler, "_request_in_progress", False) or getattr(handler, "_messages", None))
 
 
 __all__ = ["Lane", "LaneConnection"]
