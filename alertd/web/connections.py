@@ -127,4 +127,47 @@ class AcceptErrors:
         self.logged_at, self.held_back = now, 0
 
 
-__all__ = ["BACKLOG", "AcceptErrors", "ConnectionBudget", "connection_cap", "open_descriptors"]
+# The loggers a client's bytes can make write: aiohttp's server (a traceback per malformed head) and the lane.
+CLIENT_LOGGERS = ("aiohttp.server", "aiohttp.web", "alertd.web.webhook_lane")
+MAX_CAUSES = 1_000  # causes remembered; past it the oldest are forgotten
+
+
+class ErrorLogLimit(logging.Filter):
+    """Warnings and errors of the loggers a client can provoke, at most one line per cause and interval (a cause
+    is the logger, the message's template and the exception's type), the next one saying how many were held
+    back; each held back is counted (``alertd_log_lines_held_back_total{logger}``)."""
+
+    def __init__(self, metrics: Metrics, interval: float = ACCEPT_LOG_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.metrics, self.interval, self.clock = metrics, interval, clock
+        self.causes: dict[tuple[str, str, str], tuple[float, int]] = {}  # -> (logged at, held back since)
+
+    def install(self) -> None:
+        for name in CLIENT_LOGGERS:
+            logging.getLogger(name).addFilter(self)
+
+    def uninstall(self) -> None:
+        for name in CLIENT_LOGGERS:
+            logging.getLogger(name).removeFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        kind = type(record.exc_info[1]).__name__ if record.exc_info and record.exc_info[1] is not None else ""
+        cause, now = (record.name, str(record.msg), kind), self.clock()
+        logged_at, held = self.causes.get(cause, (None, 0))
+        if logged_at is not None and now - logged_at < self.interval:
+            self.causes[cause] = (logged_at, held + 1)
+            self.metrics.log_lines_held_back.labels(record.name).inc()
+            return False
+        if len(self.causes) >= MAX_CAUSES:
+            del self.causes[next(iter(self.causes))]
+        self.causes.pop(cause, None)
+        self.causes[cause] = (now, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more like this in the last {self.interval:g} s not logged)"
+        return True
+
+
+__all__ = ["BACKLOG", "AcceptErrors", "ConnectionBudget", "ErrorLogLimit", "connection_cap", "open_descriptors"]

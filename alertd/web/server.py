@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from alertd.web.connections import BACKLOG, AcceptErrors, ConnectionBudget, connection_cap
+from alertd.web.connections import BACKLOG, AcceptErrors, ConnectionBudget, ErrorLogLimit, connection_cap
 from alertd.web.keys import SERVICE
 from alertd.web.webhook_lane import Lane
 
@@ -51,6 +51,7 @@ class WebServer:
                                      keepalive_timeout=limits.keepalive_timeout, max_line_size=limits.max_line_bytes,
                                      max_field_size=limits.max_field_bytes, max_headers=limits.max_headers)
         self._accept_errors = AcceptErrors(svc.metrics)
+        self._error_logs = ErrorLogLimit(svc.metrics)
         self._lane: Lane | None = None
         self._listening: asyncio.Server | None = None
 
@@ -75,6 +76,7 @@ class WebServer:
         self._lane = lane = Lane(self.app, server, self.limits, ConnectionBudget(cap, svc.metrics))
         lane.start()
         self._accept_errors.install(loop)
+        self._error_logs.install()
         tls = self.listen.ssl_context
         # A TLS handshake holds a descriptor before any byte of a request: it gets the header deadline.
         handshake = self.limits.header_timeout if tls is not None else None
@@ -94,3 +96,4 @@ class WebServer:
             self._lane = None
         await self._runner.cleanup()  # aiohttp's connections: in-flight requests get shutdown_timeout
         self._accept_errors.uninstall(asyncio.get_running_loop())
+        self._error_logs.uninstall()

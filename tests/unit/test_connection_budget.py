@@ -12,7 +12,8 @@ import pytest
 
 from alertd.config.connections import ConnectionSettings
 from alertd.core.service_metrics import Metrics
-from alertd.web.connections import BACKLOG, MIN_CONNECTIONS, AcceptErrors, ConnectionBudget, connection_cap
+from alertd.web.connections import (BACKLOG, MIN_CONNECTIONS, AcceptErrors, ConnectionBudget, ErrorLogLimit,
+                                    connection_cap)
 
 
 @dataclass(eq=False)
@@ -105,3 +106,26 @@ async def test_failed_accepts_are_counted_each_and_logged_once_per_interval(capl
 ])
 def test_the_section_reads_durations_and_sizes(doc, field_, expected):
     assert getattr(ConnectionSettings.from_doc(doc), field_) == expected
+
+
+def test_a_client_provoked_error_is_logged_once_per_cause_and_interval_then_says_how_many_were_held(caplog):
+    clock, metrics = [100.0], Metrics()
+    limit = ErrorLogLimit(metrics, interval=10.0, clock=lambda: clock[0])
+    server = logging.getLogger("aiohttp.server")
+    limit.install()
+    try:
+        with caplog.at_level(logging.ERROR, logger="aiohttp.server"):
+            for i in range(50):  # what aiohttp writes for each malformed head, and one other cause
+                try:
+                    raise ValueError(f"Invalid header token {i}")
+                except ValueError:
+                    server.exception("Error handling request from %s", "127.0.0.1")
+            server.error("Missing return statement on request handler")
+            clock[0] += 10.5
+            server.exception("Error handling request from %s", "127.0.0.1", exc_info=ValueError("again"))
+    finally:
+        limit.uninstall()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["Error handling request from 127.0.0.1", "Missing return statement on request handler",
+                     "Error handling request from 127.0.0.1 (49 more like this in the last 10 s not logged)"]
+    assert metrics.log_lines_held_back.labels("aiohttp.server")._value.get() == 49
