@@ -148,11 +148,14 @@ class Authenticator:
                          {"WWW-Authenticate": self.receiver.challenge()})
         return principal
 
-    def receiver_accepts(self, peer: str, headers: Mapping[str, str]) -> bool:
-        """Would the webhook's route take these credentials from this peer (the lane's question, which takes a
-        request only then)? Right credentials are taken whatever the client's throttle says; the route answers
-        and counts every refusal (401, or 429 while throttled)."""
-        return not self.receiver.enabled or self.receiver.identify(headers, peer)[0] is not None
+    def receiver_principal(self, peer: str, headers: Mapping[str, str]) -> str | None:
+        """Whose credentials these are, if the webhook's route would take them from this peer (the lane's
+        question, which takes a request only then; None: it would not). Right credentials are taken whatever
+        the client's throttle says; the route answers and counts every refusal (401, or 429 while throttled)."""
+        if not self.receiver.enabled:
+            return ANONYMOUS
+        principal = self.receiver.identify(headers, peer)[0]
+        return principal.name if principal is not None else None
 
     def answer_slot(self, client: str) -> float | None:
         """Seconds this client's 429 waits (its refusals leave one at a time, ``hold_back`` apart), or None

@@ -3,10 +3,18 @@
 Every connection holds a file descriptor. Without a cap, idle clients take them all: ``accept()`` then fails
 with EMFILE, nothing new is served (not /readyz, not Alertmanager's next connection), and asyncio logs every
 failed attempt. So the cap sits below the descriptor limit read at start, and at the cap a new connection
-takes the place of the oldest one that has not proved itself (a connection proves itself when the webhook
-lane has answered one of its requests: an authenticated webhook); with none to take, the new connection is
-refused at once. Alertmanager's kept-alive connections are never the ones closed, and a new client that
-sends its request straight away is answered while a flood of idle ones holds the cap.
+takes the place of another, chosen by what each has proven (a connection proves itself when the webhook lane
+accepts an authenticated webhook head on it, and then belongs to that principal):
+
+1. a connection that has proven nothing (a TLS handshake in progress counts, it is counted from its accept) of
+   the new connection's own client address, when that address holds a quarter of the cap or more of them;
+2. else the longest-silent connection that has proven nothing, of any client;
+3. else, every open connection having proven itself, the longest-silent one with no request in hand of the
+   principal that holds the most: one token's holders cannot keep /readyz or another principal out, and
+   Alertmanager, whose kept-alive connection may be closed while idle, resends what failed on it.
+
+Only when every open connection is in the middle of a request is the new one refused at once. A new client
+that sends its request straight away is answered while a flood of idle ones holds the cap.
 """
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ import logging
 import os
 import resource
 import time
+from collections import Counter
 from typing import Any, Callable, Protocol
 
 from alertd.config.connections import ConnectionSettings
@@ -29,13 +38,20 @@ MIN_CONNECTIONS = 8  # the cap never goes below this, whatever the descriptor li
 # The listen backlog, which is also how many connections asyncio accepts in one round before the first of them
 # reaches the budget: the cap leaves room for one round.
 BACKLOG = 64
+CLIENT_SHARE = 4  # past 1/4 of the cap in unproven connections, a client's new one replaces its own oldest
 
 
 class Held(Protocol):
     """A connection as the budget sees it."""
 
-    proven: bool  # the lane answered one of its requests: never evicted
+    proven: bool  # an authenticated webhook head arrived on it
+    principal: str  # whose credentials proved it ("" until then)
+    client: str  # the client's address
     last_in: float  # the budget's clock at its last bytes received (or its start)
+
+    @property
+    def quiet(self) -> bool:
+        """No request in hand: closing it loses nothing sent."""
 
     def evict(self) -> None: ...
 
@@ -70,9 +86,9 @@ class ConnectionBudget:
         metrics.connections_limit.set(cap)
 
     def admit(self, conn: Held) -> bool:
-        """Take ``conn`` in, closing the longest-silent unproven connection at the cap; False: refuse it."""
+        """Take ``conn`` in, at the cap closing another (see the module's docstring); False: refuse it."""
         if len(self.held) >= self.cap:
-            victim = min((c for c in self.held if not c.proven), key=lambda c: c.last_in, default=None)
+            victim = self.victim(conn.client)
             if victim is None:
                 self.metrics.connections_refused.inc()
                 return False
@@ -82,6 +98,18 @@ class ConnectionBudget:
         self.held.add(conn)
         self.metrics.connections_open.set(len(self.held))
         return True
+
+    def victim(self, client: str) -> Held | None:
+        """The connection a new one from ``client`` takes the place of, at the cap."""
+        unproven = [c for c in self.held if not c.proven]
+        own = [c for c in unproven if c.client == client]
+        if len(own) >= max(1, self.cap // CLIENT_SHARE):
+            return min(own, key=lambda c: c.last_in)
+        if unproven:
+            return min(unproven, key=lambda c: c.last_in)
+        holders = Counter(c.principal for c in self.held)
+        quiet = [c for c in self.held if c.quiet]
+        return min(quiet, key=lambda c: (-holders[c.principal], c.last_in), default=None)
 
     def release(self, conn: Held) -> None:
         if conn in self.held:

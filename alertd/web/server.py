@@ -73,19 +73,17 @@ class WebServer:
         if cap < self.limits.max_open:
             log.info("at most %d open connections (connections.max_open %d, lowered to fit the file-descriptor "
                      "limit)", cap, self.limits.max_open)
-        self._lane = lane = Lane(self.app, server, self.limits, ConnectionBudget(cap, svc.metrics))
+        # A TLS handshake holds a descriptor before any byte of a request: the lane runs it, counted by the
+        # budget from the accept, within the header deadline.
+        self._lane = lane = Lane(self.app, server, self.limits, ConnectionBudget(cap, svc.metrics),
+                                 tls=self.listen.ssl_context)
         lane.start()
         self._accept_errors.install(loop)
         self._error_logs.install()
-        tls = self.listen.ssl_context
-        # A TLS handshake holds a descriptor before any byte of a request: it gets the header deadline.
-        handshake = self.limits.header_timeout if tls is not None else None
         if self.listen.sock is not None:
-            self._listening = await loop.create_server(lane, sock=self.listen.sock, ssl=tls, backlog=BACKLOG,
-                                                       ssl_handshake_timeout=handshake)
+            self._listening = await loop.create_server(lane, sock=self.listen.sock, backlog=BACKLOG)
         else:
-            self._listening = await loop.create_server(lane, self.listen.host, self.listen.port, ssl=tls,
-                                                       backlog=BACKLOG, ssl_handshake_timeout=handshake)
+            self._listening = await loop.create_server(lane, self.listen.host, self.listen.port, backlog=BACKLOG)
 
     async def stop(self) -> None:
         if self._listening is not None:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import time
 from collections import deque
 from email.utils import formatdate
@@ -53,7 +54,7 @@ from multidict import CIMultiDict
 
 from alertd.config.connections import ConnectionSettings
 from alertd.web import alertmanager_webhook as webhook
-from alertd.web.auth import AUTH, Authenticator
+from alertd.web.auth import ANONYMOUS, AUTH, Authenticator
 from alertd.web.connections import ConnectionBudget
 from alertd.web.guard import EDGE, SIMPLE_TYPES, WEBHOOK, EdgePolicy, checks_host
 from alertd.web.head_gate import HeadGate, HeadLimits, TooLarge, detached_parser
@@ -88,7 +89,8 @@ class Lane:
     over to."""
 
     def __init__(self, app: web.Application, fallback: Callable[[], asyncio.Protocol], limits: ConnectionSettings,
-                 budget: ConnectionBudget, clock: Callable[[], float] = time.monotonic):
+                 budget: ConnectionBudget, clock: Callable[[], float] = time.monotonic, tls: ssl.SSLContext | None = None):
+        self.tls = tls  # the listener's: each connection's handshake is the lane's, counted from its accept
         self.svc: WebHost = app[SERVICE]
         self.auth: Authenticator = app[AUTH]
         self.edge: EdgePolicy = app[EDGE]
@@ -159,7 +161,11 @@ class LaneConnection(asyncio.Protocol):
         self.handing_over = False
         self.paused = False
         self.last_answer: webhook.Answer | None = None  # a refusal written after the queued answers, then close
-        self.proven = False  # an authenticated webhook head arrived: the budget never evicts it
+        self.proven = False  # an authenticated webhook head arrived: evicted only when every connection is proven
+        self.principal = ""  # whose credentials proved it
+        self.client = ""  # the peer's address, for the budget's share per client
+        self.raw: asyncio.Transport | None = None  # the TCP transport while its TLS handshake runs
+        self.early = bytearray()  # bytes decrypted before the handshake's end was seen here
         self.answered = False  # an answer was written: from then on the keep-alive deadline applies between requests
         self.last_in = self.idle_since = lane.clock()
         self._reset()
@@ -176,6 +182,11 @@ class LaneConnection(asyncio.Protocol):
         self.started = 0.0  # time.perf_counter() at the same moment, for the acknowledgement latency
 
     @property
+    def quiet(self) -> bool:
+        """No request in hand, here or in aiohttp's handler (the budget may close it for room)."""
+        return self.raw is None and (self.idle if self.handler is None else not _busy(self.handler))
+
+    @property
     def idle(self) -> bool:
         return not self.busy and not self.queue and self.begun is None and not self.handing_over
 
@@ -183,12 +194,41 @@ class LaneConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
-        if not self.lane.budget.admit(self):  # at the cap, and every connection has proved itself
-            transport.close()
-            return
-        self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if isinstance(peer, tuple) else None
+        self.client = self.peer or ""
+        if not self.lane.budget.admit(self):  # at the cap, and every connection has a request in hand
+            transport.close()
+            return
+        if self.lane.tls is not None:
+            self.raw = transport
+            self.shaking = asyncio.get_running_loop().create_task(self._handshake(transport, self.lane.tls))
+            return
+        self._serve(transport)
+
+    async def _handshake(self, raw: asyncio.Transport, tls: ssl.SSLContext) -> None:
+        """TLS, within ``header_timeout`` of the accept; the budget counts the connection meanwhile."""
+        try:
+            transport = await asyncio.get_running_loop().start_tls(
+                raw, self, tls, server_side=True, ssl_handshake_timeout=self.lane.limits.header_timeout)
+        except (OSError, ssl.SSLError, asyncio.TimeoutError, ConnectionError) as exc:
+            if isinstance(exc, (asyncio.TimeoutError, ConnectionAbortedError)):  # past its deadline
+                self.lane.svc.metrics.connections_closed.labels("header_timeout").inc()
+            self.raw = None
+            raw.close()
+            self.lane.budget.release(self)
+            return
+        self.raw = None
+        if transport is None or transport.is_closing():  # evicted at the very end of its handshake
+            self.lane.budget.release(self)
+            return
+        self._serve(transport)
+        if self.early:
+            early, self.early = bytes(self.early), bytearray()
+            self.data_received(early)
+
+    def _serve(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -223,6 +263,9 @@ class LaneConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_in = self.lane.clock()  # for the budget's choice of whom to evict; no deadline moves
+        if self.raw is not None:  # decrypted before start_tls returned here
+            self.early += data
+            return
         if self.transport is None or self.last_answer is not None:
             return  # refused or closing: nothing more is read
         if self.handler is not None:
@@ -254,6 +297,8 @@ class LaneConnection(asyncio.Protocol):
         """Closed by the budget to make room for a new connection."""
         if self.transport is not None:
             self.transport.close()
+        elif self.raw is not None:
+            self.raw.close()
 
     # httptools callbacks
 
@@ -272,7 +317,7 @@ class LaneConnection(asyncio.Protocol):
         self.head_done = self.lane.clock()
         if why := self._not_plain():
             raise HandOver(why)
-        self.proven = True
+        self.proven = True  # and self.principal, set by _not_plain
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -328,11 +373,15 @@ class LaneConnection(asyncio.Protocol):
         return ""
 
     def _credentials_accepted(self) -> bool:
-        receiver = self.lane.auth.receiver
-        if not receiver.enabled:
-            return True
-        headers = CIMultiDict((n.decode("latin-1"), v.decode("latin-1")) for n, v in self.headers)
-        return self.lane.auth.receiver_accepts(self.peer or "", headers)
+        if self.lane.auth.receiver.enabled:
+            headers = CIMultiDict((n.decode("latin-1"), v.decode("latin-1")) for n, v in self.headers)
+            principal = self.lane.auth.receiver_principal(self.peer or "", headers)
+        else:
+            principal = ANONYMOUS
+        if principal is None:
+            return False
+        self.principal = principal
+        return True
 
     async def _answer_all(self) -> None:
         try:
