@@ -90,23 +90,17 @@ def _warning_text(p: Problem) -> str:
 
 
 def kind_of(doc: object) -> str:
-    """'rules', 'config', 'test' or 'rules' by default (it then fails as an unknown section).
-
-    ``rma`` is both a rule section (a list of RMA rules) and a config section (where tickets open, a mapping):
-    a key only one kind has decides, else the shape of ``rma``."""
+    """'rules', 'config', 'test' or 'rules' by default (it then fails as an unknown section). ``rma`` is a rule
+    section (a list) and a config section (a mapping): a key only one kind has decides, else its shape."""
     if not isinstance(doc, dict) or not doc:
         return "rules"
     keys = set(doc)
-    rule_keys, config_keys = keys & set(SECTIONS), keys & set(json_types.member(schema("config"), "properties"))
-    if rule_keys - config_keys:
+    rules, config = keys & set(SECTIONS), keys & set(json_types.member(schema("config"), "properties"))
+    if rules - config:
         return "rules"
     if "tests" in keys or "rule_files" in keys:
         return "test"
-    if config_keys - rule_keys:
-        return "config"
-    if rule_keys:  # only sections both kinds have
-        return "config" if isinstance(doc.get("rma"), dict) else "rules"
-    return "rules"
+    return "config" if config - rules or isinstance(doc.get("rma"), dict) else "rules"
 
 
 def expand(paths: Iterable[str | Path]) -> list[Path]:

@@ -10,6 +10,7 @@ more than one head within the limits; a head over a limit is refused by the lane
 line) before its bytes cost more than ``max_head_bytes`` and one read of the socket."""
 from __future__ import annotations
 
+import asyncio
 from typing import Callable
 
 import httptools
@@ -134,6 +135,55 @@ class HeadGate:
         self.begun = None
 
 
+class Handed:
+    """A connection handed to aiohttp's ``handler``: its bytes through a HeadGate. A head over a limit, or one
+    held past ``header_timeout``, is answered with ``refuse(status, message, reason)`` (which writes and closes)
+    once aiohttp has answered the requests it was given; meanwhile the connection reads nothing more."""
+
+    def __init__(self, handler: asyncio.Protocol, transport: asyncio.Transport, limits: ConnectionSettings,
+                 clock: Callable[[], float], refuse: Callable[[int, str, str], None]):
+        self.handler, self.transport, self.limits, self.refuse = handler, transport, limits, refuse
+        self.gate = HeadGate(limits, clock)
+        self.refusal: tuple[int, str, str] | None = None  # waiting for aiohttp's answers
+
+    @property
+    def busy(self) -> bool:
+        """aiohttp's handler has a request in hand or queued (aiohttp keeps no public word for it)."""
+        return bool(getattr(self.handler, "_request_in_progress", False) or getattr(self.handler, "_messages", None))
+
+    def feed(self, data: bytes) -> None:
+        if self.refusal is not None:
+            return
+        try:
+            data = self.gate.feed(data)
+        except TooLarge as why:
+            self.gate.held.clear()
+            self._refuse((why.status, why.message, "head_too_large"))
+            return
+        if data:
+            self.handler.data_received(data)
+
+    def _refuse(self, refusal: tuple[int, str, str]) -> None:
+        self.refusal = refusal
+        self.transport.pause_reading()
+        if not self.busy:
+            self.refuse(*refusal)
+
+    def sweep(self, now: float) -> None:
+        """A refusal whose turn came; a head held past its deadline."""
+        if self.transport.is_closing():
+            return
+        if self.refusal is not None:
+            if not self.busy:
+                self.refuse(*self.refusal)
+        elif self.gate.begun is not None and now - self.gate.begun > self.limits.header_timeout:
+            self._refuse((408, f"the request head did not arrive within {self.limits.header_timeout:g} s",
+                          "header_timeout"))
+
+    def close(self) -> None:
+        self.gate.close()
+
+
 def detached_parser() -> httptools.HttpRequestParser:
     """A parser that calls nothing back: what a closed connection keeps instead of its own."""
     return httptools.HttpRequestParser(_NO_CALLBACKS)
@@ -141,4 +191,4 @@ def detached_parser() -> httptools.HttpRequestParser:
 
 _NO_CALLBACKS = object()
 
-__all__ = ["HeadGate", "HeadLimits", "TooLarge", "detached_parser", "held_at_most"]
+__all__ = ["Handed", "HeadGate", "HeadLimits", "TooLarge", "detached_parser", "held_at_most"]

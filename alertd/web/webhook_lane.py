@@ -34,7 +34,9 @@ request: the lane stays its protocol, passing every event through and its bytes
 through a HeadGate (alertd/web/head_gate.py), which holds each head until it is
 complete and within the limits, so aiohttp never buffers more; aiohttp keeps its
 keep-alive (set on its runner, alertd/web/server.py), and the budget
-(alertd/web/connections.py) counts the connection until it closes.
+(alertd/web/connections.py) counts the connection until it closes. On a TLS
+listener the lane runs each handshake (``start_tls``), so the budget counts the
+connection from its accept.
 """
 from __future__ import annotations
 
@@ -57,7 +59,7 @@ from alertd.web import alertmanager_webhook as webhook
 from alertd.web.auth import ANONYMOUS, AUTH, Authenticator
 from alertd.web.connections import ConnectionBudget
 from alertd.web.guard import EDGE, SIMPLE_TYPES, WEBHOOK, EdgePolicy, checks_host
-from alertd.web.head_gate import HeadGate, HeadLimits, TooLarge, detached_parser
+from alertd.web.head_gate import Handed, HeadLimits, TooLarge, detached_parser
 from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
 
@@ -152,7 +154,7 @@ class LaneConnection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.handler: asyncio.Protocol | None = None  # aiohttp's, once handed over: every event goes to it
-        self.gate: HeadGate | None = None  # in front of aiohttp's handler: its heads, within the limits
+        self.handed: Handed | None = None  # in front of aiohttp's handler: its heads, within the limits
         self.head = HeadLimits(lane.limits)
         self.peer: str | None = None
         self.buf = bytearray()  # every byte from the first of the request being read
@@ -184,7 +186,7 @@ class LaneConnection(asyncio.Protocol):
     @property
     def quiet(self) -> bool:
         """No request in hand, here or in aiohttp's handler (the budget may close it for room)."""
-        return self.raw is None and (self.idle if self.handler is None else not _busy(self.handler))
+        return self.raw is None and (self.idle if self.handed is None else not self.handed.busy)
 
     @property
     def idle(self) -> bool:
@@ -244,9 +246,9 @@ class LaneConnection(asyncio.Protocol):
         # cycles (until then hundreds of closed connections would pin the heap between them).
         self.buf.clear()
         self.parser = detached_parser()
-        if self.gate is not None:
-            self.gate.close()
-            self.gate = None
+        if self.handed is not None:
+            self.handed.close()
+            self.handed = None
         if self.handler is not None:
             self.handler.connection_lost(exc)
 
@@ -268,8 +270,8 @@ class LaneConnection(asyncio.Protocol):
             return
         if self.transport is None or self.last_answer is not None:
             return  # refused or closing: nothing more is read
-        if self.handler is not None:
-            self._pass_on(data)
+        if self.handed is not None:
+            self.handed.feed(data)
             return
         self.buf += data
         if self.handing_over:  # waiting for the lane's answers before aiohttp takes over: hold, within bounds
@@ -442,50 +444,31 @@ class LaneConnection(asyncio.Protocol):
 
     def _switch(self) -> None:
         """aiohttp's handler takes the connection: the lane stays its protocol to pass every event on, and its
-        bytes through a HeadGate."""
+        bytes through a HeadGate (alertd/web/head_gate.py ``Handed``)."""
         transport = self.transport
         assert transport is not None
         self.lane.connections.discard(self)
         self.lane.gated.add(self)
-        self.gate = HeadGate(self.lane.limits, self.lane.clock)
         self.handler = handler = self.lane.fallback()
         handler.connection_made(transport)
+        self.handed = Handed(handler, transport, self.lane.limits, self.lane.clock, self._refuse_handed)
         data = bytes(self.buf)
         self.buf.clear()
         if self.paused:
             self.paused = False
             transport.resume_reading()
         if data:
-            self._pass_on(data)
+            self.handed.feed(data)
 
-    def _pass_on(self, data: bytes) -> None:
-        """Bytes for aiohttp's handler, through the gate: a head over a limit is refused here, never buffered
-        there."""
-        assert self.gate is not None and self.handler is not None
-        try:
-            data = self.gate.feed(data)
-        except TooLarge as why:
-            self.gate.held.clear()
-            self.lane.svc.metrics.connections_closed.labels("head_too_large").inc()
-            self._close_after_aiohttp(webhook.error(why.status, why.message, webhook.CLOSE))
-            return
-        if data:
-            self.handler.data_received(data)
-
-    def _close_after_aiohttp(self, answer: webhook.Answer) -> None:
-        """Answer and close once aiohttp has answered the requests it was given (the sweep checks again)."""
-        self.last_answer = answer
-        if self.transport is not None and not self.paused:
-            self.transport.pause_reading()
-            self.paused = True
-        if self.transport is not None and not _busy(self.handler):
-            self._write(answer, keep_alive=False)
+    def _refuse_handed(self, status: int, message: str, reason: str) -> None:
+        self.lane.svc.metrics.connections_closed.labels(reason).inc()
+        self._write(webhook.error(status, message, webhook.CLOSE), keep_alive=False)
 
     def sweep(self, now: float) -> None:
         """A head or a body stalled past its deadline gets 408 and the connection closes; so does an idle one,
         without an answer. Nothing here is reset by bytes that start no request."""
-        if self.gate is not None:
-            self._sweep_gated(now)
+        if self.handed is not None:
+            self.handed.sweep(now)
             return
         if self.transport is None or self.handing_over or self.busy or self.queue or self.last_answer is not None:
             return
@@ -503,31 +486,11 @@ class LaneConnection(asyncio.Protocol):
             self.lane.svc.metrics.connections_closed.labels("idle" if self.answered else "header_timeout").inc()
             self.close()
 
-    def _sweep_gated(self, now: float) -> None:
-        """On aiohttp's connection: a refusal waiting for aiohttp's answers; a head held past its deadline."""
-        if self.transport is None:
-            return
-        if self.last_answer is not None:
-            if not _busy(self.handler):
-                self._write(self.last_answer, keep_alive=False)
-            return
-        assert self.gate is not None
-        begun, limit = self.gate.begun, self.lane.limits.header_timeout
-        if begun is not None and now - begun > limit:
-            self.lane.svc.metrics.connections_closed.labels("header_timeout").inc()
-            self._close_after_aiohttp(webhook.error(408, f"the request head did not arrive within {limit:g} s",
-                                                    webhook.CLOSE))
-
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
             self.transport = None
         self.lane.connections.discard(self)
-
-
-def _busy(handler: asyncio.Protocol | None) -> bool:
-    """aiohttp's handler has a request in hand or queued (aiohttp keeps no public word for it)."""
-    return bool(getattr(handler, "_request_in_progress", False) or getattr(handler, "_messages", None))
 
 
 __all__ = ["Lane", "LaneConnection"]

@@ -59,6 +59,9 @@ class Transport(asyncio.Transport):
     def close(self) -> None:
         self.closed = True
 
+    def is_closing(self) -> bool:
+        return self.closed
+
 
 def _handed_over(conn: object, why: str) -> float:
     return conn.lane.svc.metrics.webhook_lane.labels(why)._value.get()  # type: ignore[attr-defined]
