@@ -167,6 +167,7 @@ class LaneConnection(asyncio.Protocol):
         self.principal = ""  # whose credentials proved it
         self.client = ""  # the peer's address, for the budget's share per client
         self.raw: asyncio.Transport | None = None  # the TCP transport while its TLS handshake runs
+        self.shaking: asyncio.Task[None] | None = None  # that handshake (held here: the loop keeps tasks weakly)
         self.early = bytearray()  # bytes decrypted before the handshake's end was seen here
         self.answered = False  # an answer was written: from then on the keep-alive deadline applies between requests
         self.last_in = self.idle_since = lane.clock()
@@ -213,8 +214,8 @@ class LaneConnection(asyncio.Protocol):
         try:
             transport = await asyncio.get_running_loop().start_tls(
                 raw, self, tls, server_side=True, ssl_handshake_timeout=self.lane.limits.header_timeout)
-        except (OSError, ssl.SSLError, asyncio.TimeoutError, ConnectionError) as exc:
-            if isinstance(exc, (asyncio.TimeoutError, ConnectionAbortedError)):  # past its deadline
+        except OSError as exc:  # SSLError, a reset, an eviction, the deadline (asyncio aborts the connection)
+            if isinstance(exc, (TimeoutError, ConnectionAbortedError)):
                 self.lane.svc.metrics.connections_closed.labels("header_timeout").inc()
             self.raw = None
             raw.close()
