@@ -94,17 +94,36 @@ class TlsAlertd(AlertdProcess):
         raise AssertionError(self.log_tail())
 
 
-@pytest.fixture
-def tls_server(tmp_path) -> TlsAlertd:
+def start_tls_server(tmp_path: Path, header_timeout: str) -> TlsAlertd:
     pki = tmp_path / "pki"
     make_pki(pki)
     proc = TlsAlertd(tmp_path, {"log": {"level": "warning"}, "receiver": {"auth": {"bearer_token": TOKEN}},
                                 "tls": {"cert_file": str(pki / "server1.crt"), "key_file": str(pki / "server1.key")},
-                                "connections": {"header_timeout": "30s"}},
+                                "connections": {"header_timeout": header_timeout}},
                      pki, serve_args=["--receivers", "0"], nofile=NOFILE)
-    proc.start()
+    return proc.start()
+
+
+@pytest.fixture
+def tls_server(tmp_path) -> TlsAlertd:
+    proc = start_tls_server(tmp_path, "30s")
     yield proc
     proc.stop()
+
+
+def test_a_tls_handshake_that_never_ends_is_closed_at_the_header_deadline(tmp_path):
+    proc = start_tls_server(tmp_path, "2s")
+    try:
+        with socket.create_connection(("127.0.0.1", proc.port), timeout=5) as sock:
+            sock.sendall(b"\x16\x03\x01\x00")  # the first bytes of a ClientHello, and nothing more
+            started = time.monotonic()
+            assert raw_http.closed(sock, timeout=6)
+            waited = time.monotonic() - started
+        metrics = parse_metrics(proc.get("/metrics")[1].decode())
+    finally:
+        proc.stop()
+    assert 1.5 <= waited <= 4.0, waited
+    assert metrics['alertd_connections_closed_total{reason="header_timeout"}'] >= 1
 
 
 def test_half_open_tls_handshakes_are_counted_and_leave_room_for_a_new_tls_client(tls_server):
