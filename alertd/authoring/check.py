@@ -88,17 +88,17 @@ def _warning_text(p: Problem) -> str:
 
 
 def kind_of(doc: object) -> str:
-    """'rules', 'config', 'test' or 'rules' by default (it then fails as an unknown section)."""
+    """'rules', 'config', 'test' or 'rules' by default (it then fails as an unknown section). ``rma`` is a rule
+    section (a list) and a config section (a mapping): a key only one kind has decides, else its shape."""
     if not isinstance(doc, dict) or not doc:
         return "rules"
     keys = set(doc)
-    if keys & set(SECTIONS):
+    rules, config = keys & set(SECTIONS), keys & set(json_types.member(schema("config"), "properties"))
+    if rules - config:
         return "rules"
     if "tests" in keys or "rule_files" in keys:
         return "test"
-    if keys & set(json_types.member(schema("config"), "properties")):
-        return "config"
-    return "rules"
+    return "config" if config - rules or isinstance(doc.get("rma"), dict) else "rules"
 
 
 def expand(paths: Iterable[str | Path]) -> list[Path]:

@@ -10,7 +10,10 @@ exception text and the stack before any formatter reads them:
 - the values of the headers that carry credentials (``Authorization``,
   ``Proxy-Authorization``, ``Cookie``, ``Set-Cookie``, Slack's signature and
   timestamp headers, ``X-Api-Key``), wherever a head is printed (raw bytes, a
-  repr, JSON);
+  repr, JSON), with every line such a value is folded onto (obs-fold: a line
+  that starts with a space or a tab continues the one before), and every
+  cookie's value in a cookie header, whatever an earlier cookie holds (a quote
+  ends the header's value in a repr, not in a raw head);
 - Bearer and Basic credentials, Slack signatures (``v0=<hex>``) and Slack
   tokens (``xoxb-...``) anywhere in the text;
 - ``password=...``, ``token: ...`` and the like, and the password of a URL;
@@ -55,12 +58,16 @@ _RULES: tuple[Rule, ...] = (
      r"\1\2" + REDACTED),
     (("bearer", "basic"), re.compile(r"(?i)\b(bearer|basic)\s+(?=[A-Za-z0-9._~+/-]*[0-9+/=_-])[A-Za-z0-9._~+/-]{8,}=*"),
      r"\1 " + REDACTED),
+    (("cookie",), re.compile(r"(?i)(\bcookie['\"]?\s*[:=]\s*['\"]?|;\s*)([^=;\s'\"]+=)" + _NOT_DONE
+                             + r"(\"[^\"]*\"|[^;\s'\"\\]*)"), r"\1\2" + REDACTED),
     (("v0=",), re.compile(r"\bv0=[0-9a-fA-F]{16,}"), "v0=" + REDACTED),
     (("xox", "xapp-"), re.compile(r"\bx(?:ox[abposre]|app)-[A-Za-z0-9-]{6,}"), REDACTED),
     (_KEY_NAMES, _KEYED, _keyed),
     (("://",), re.compile(r"(://[^/\s:@'\"]+:)[^@\s/'\"]+@"), r"\1" + REDACTED + "@"),
 )
 _LINES = re.compile(r"(\r?\n|\\r\\n|\\n)")  # raw line ends, and a repr's escaped ones: no rule crosses one
+_CREDENTIAL_LINE = re.compile(r"(?i)\b(?:" + _HEADERS + r")['\"]?\s*:")  # a head's line naming a credential header
+_FOLDED = re.compile(r"^((?:[ \t]|\\t)+)\S.*")  # a line that continues the one before (obs-fold)
 
 
 def _by_rules(line: str, rules: list[Rule]) -> str:
@@ -99,7 +106,17 @@ class Redactor:
         rules = [rule for rule in _RULES if any(word in lower for word in rule[0])]
         if not rules:  # most lines
             return text
-        return "".join(_by_rules(line, rules) for line in _LINES.split(text))
+        heads = rules[0] is _RULES[0]  # the text names a credential header: its value may go on over lines
+        out, folded = [], False
+        for i, line in enumerate(_LINES.split(text)):
+            if i % 2:  # a line end
+                out.append(line)
+            elif folded and _FOLDED.match(line):
+                out.append(_FOLDED.sub(r"\1" + REDACTED, line))
+            else:
+                folded = heads and _CREDENTIAL_LINE.search(line) is not None
+                out.append(_by_rules(line, rules))
+        return "".join(out)
 
     def scrub(self, value: object) -> object:
         """A record's extra field: text redacted; in a mapping (aiohttp's access log passes the request's

@@ -116,6 +116,9 @@ class Metrics:
             "alertd_connections_closed_total", "Connections the server closed itself, by why: evicted (at the cap, "
             "for a new one), header_timeout, idle (keep-alive over), head_too_large (answered 431).", ["reason"],
             registry=own)
+        self.log_lines_held_back = Counter(
+            "alertd_log_lines_held_back_total", "Warnings and errors a client provoked and that were not written: "
+            "one line per cause every 10 s (alertd/web/connections.py), by logger.", ["logger"], registry=own)
         self.accept_errors = Counter("alertd_accept_errors_total", "Failed accepts of new connections (EMFILE: out "
                                      "of file descriptors, ENFILE, ENOBUFS, ENOMEM).", registry=own)
         self.ack_latency = Histogram("alertd_webhook_ack_seconds", "Time from request to stored answer.", buckets=LATENCY_BUCKETS, registry=own)

@@ -20,7 +20,13 @@ principal or raises 401 (no or wrong credentials) / 403 (role too low) with a
 JSON reason. Failures are counted (``alertd_auth_failures_total``) and logged at
 most once a minute per surface and peer. Wrong and malformed credentials cost the
 client a unit of its throttle (alertd.web.throttle), on the API and the receiver
-alike; a throttled client gets 429 before its credentials are compared.
+alike. The credentials are compared first (in constant time): a right one is taken
+whatever the throttle says, so a guesser behind Alertmanager's address never gets
+Alertmanager refused. A wrong one from a throttled client gets 429, and since it
+was compared, its answer is what the guesser learns from: those answers leave one
+at a time per client, ``hold_back`` seconds apart (``answer_slot``), so however
+many connections a guesser opens it learns one guess per 6 s beyond the bucket's,
+as when a throttled guess was not compared at all.
 """
 from __future__ import annotations
 
@@ -43,6 +49,8 @@ from alertd.web.throttle import LoginThrottle
 log = logging.getLogger(__name__)
 
 LOG_EVERY = 60.0  # seconds between two failure log lines for one surface and peer
+HOLD_BACK = 6.0  # seconds between two 429 answers to one client (one unit of its bucket)
+QUEUED_ANSWERS = 10  # 429s waiting for their turn per client; past it a connection is closed unanswered
 # alertd_auth_failures_total's reason label for each refusal; every other "why" is a wrong credential ("invalid").
 FAILURE_REASONS = {"role": "role", "no credentials": "missing", MALFORMED: "malformed", "throttled": "throttled"}
 ANONYMOUS = "anonymous"
@@ -60,6 +68,8 @@ class Authenticator:
         self.insecure_no_auth = insecure_no_auth
         self.failures = failures  # a prometheus Counter labelled (surface, reason), or None
         self.clock = clock
+        self.hold_back = HOLD_BACK  # seconds between two 429 answers to one client (the edge waits)
+        self._next_answer: dict[str, float] = {}  # client -> clock() when its next 429 may leave
         self.throttle = LoginThrottle.default(clock)  # wrong API tokens, here and at the UI login
         self.receiver_throttle = LoginThrottle.default(clock)  # wrong receiver tokens (the webhook's route and lane)
         # The client a request comes from, for throttling: its TCP peer, or behind a trusted proxy the forwarded
@@ -99,11 +109,10 @@ class Authenticator:
     def authorize(self, request: web.Request, role: Role) -> Principal:
         """The caller if it holds ``role``; else raise 401/403 (429 while throttled) with a JSON reason."""
         presented = request.headers.get("Authorization", "") if self.api.enabled else ""
-        if presented:
-            self.check_throttle(request, presented)
         principal, why = self.identify(request)
         if principal is None:
             if presented:
+                self.check_throttle(request, presented)
                 self.throttle.failed(self.client_of(request), presented)
             self.failed("api", why, request)
             raise _error(web.HTTPUnauthorized, "missing or wrong credentials",
@@ -129,27 +138,36 @@ class Authenticator:
         if not self.receiver.enabled:
             return Principal(ANONYMOUS, Role.ACT, "none")
         presented = request.headers.get("Authorization", "")
-        if presented:
-            self.check_throttle(request, presented, "receiver")
         principal, why = self.receiver.identify(request.headers, request.remote)
         if principal is None:
             if presented:
+                self.check_throttle(request, presented, "receiver")
                 self.receiver_throttle.failed(self.client_of(request), presented)
             self.failed("receiver", why, request)
             raise _error(web.HTTPUnauthorized, "missing or wrong credentials",
                          {"WWW-Authenticate": self.receiver.challenge()})
         return principal
 
-    def receiver_accepts(self, peer: str, headers: Mapping[str, str]) -> bool:
-        """Would the webhook's route take these credentials from this peer now (the lane's question, which
-        takes a request only then)? False while the client or the value is throttled, so the route answers
-        429 and a right guess made while throttled is not taken either; the route counts every refusal."""
+    def receiver_principal(self, peer: str, headers: Mapping[str, str]) -> str | None:
+        """Whose credentials these are, if the webhook's route would take them from this peer (the lane's
+        question, which takes a request only then; None: it would not). Right credentials are taken whatever
+        the client's throttle says; the route answers and counts every refusal (401, or 429 while throttled)."""
         if not self.receiver.enabled:
-            return True
-        presented = headers.get("Authorization", "")
-        if presented and self.receiver_throttle.retry_after(self.client_from(peer, headers), presented):
-            return False
-        return self.receiver.identify(headers, peer)[0] is not None
+            return ANONYMOUS
+        principal = self.receiver.identify(headers, peer)[0]
+        return principal.name if principal is not None else None
+
+    def answer_slot(self, client: str) -> float | None:
+        """Seconds this client's 429 waits (its refusals leave one at a time, ``hold_back`` apart), or None
+        when ten are waiting already: that one gets no answer at all."""
+        now = self.clock()
+        at = max(now, self._next_answer.get(client, now))
+        if at - now > QUEUED_ANSWERS * self.hold_back:
+            return None
+        self._next_answer[client] = at + self.hold_back
+        if len(self._next_answer) > 10_000:  # many clients: forget those whose slot has passed
+            self._next_answer = {k: v for k, v in self._next_answer.items() if v > now}
+        return at - now
 
     def failed(self, surface: str, why: str, request: web.Request, detail: str = "") -> None:
         """Count every failure; log one line per surface and peer a minute, with how many were held back."""

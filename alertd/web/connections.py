@@ -3,10 +3,18 @@
 Every connection holds a file descriptor. Without a cap, idle clients take them all: ``accept()`` then fails
 with EMFILE, nothing new is served (not /readyz, not Alertmanager's next connection), and asyncio logs every
 failed attempt. So the cap sits below the descriptor limit read at start, and at the cap a new connection
-takes the place of the oldest one that has not proved itself (a connection proves itself when the webhook
-lane has answered one of its requests: an authenticated webhook); with none to take, the new connection is
-refused at once. Alertmanager's kept-alive connections are never the ones closed, and a new client that
-sends its request straight away is answered while a flood of idle ones holds the cap.
+takes the place of another, chosen by what each has proven (a connection proves itself when the webhook lane
+accepts an authenticated webhook head on it, and then belongs to that principal):
+
+1. a connection that has proven nothing (a TLS handshake in progress counts, it is counted from its accept) of
+   the new connection's own client address, when that address holds a quarter of the cap or more of them;
+2. else the longest-silent connection that has proven nothing, of any client;
+3. else, every open connection having proven itself, the longest-silent one with no request in hand of the
+   principal that holds the most: one token's holders cannot keep /readyz or another principal out, and
+   Alertmanager, whose kept-alive connection may be closed while idle, resends what failed on it.
+
+Only when every open connection is in the middle of a request is the new one refused at once. A new client
+that sends its request straight away is answered while a flood of idle ones holds the cap.
 """
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ import logging
 import os
 import resource
 import time
+from collections import Counter
 from typing import Any, Callable, Protocol
 
 from alertd.config.connections import ConnectionSettings
@@ -29,13 +38,20 @@ MIN_CONNECTIONS = 8  # the cap never goes below this, whatever the descriptor li
 # The listen backlog, which is also how many connections asyncio accepts in one round before the first of them
 # reaches the budget: the cap leaves room for one round.
 BACKLOG = 64
+CLIENT_SHARE = 4  # past 1/4 of the cap in unproven connections, a client's new one replaces its own oldest
 
 
 class Held(Protocol):
     """A connection as the budget sees it."""
 
-    proven: bool  # the lane answered one of its requests: never evicted
+    proven: bool  # an authenticated webhook head arrived on it
+    principal: str  # whose credentials proved it ("" until then)
+    client: str  # the client's address
     last_in: float  # the budget's clock at its last bytes received (or its start)
+
+    @property
+    def quiet(self) -> bool:
+        """No request in hand: closing it loses nothing sent."""
 
     def evict(self) -> None: ...
 
@@ -70,9 +86,9 @@ class ConnectionBudget:
         metrics.connections_limit.set(cap)
 
     def admit(self, conn: Held) -> bool:
-        """Take ``conn`` in, closing the longest-silent unproven connection at the cap; False: refuse it."""
+        """Take ``conn`` in, at the cap closing another (see the module's docstring); False: refuse it."""
         if len(self.held) >= self.cap:
-            victim = min((c for c in self.held if not c.proven), key=lambda c: c.last_in, default=None)
+            victim = self.victim(conn.client)
             if victim is None:
                 self.metrics.connections_refused.inc()
                 return False
@@ -82,6 +98,18 @@ class ConnectionBudget:
         self.held.add(conn)
         self.metrics.connections_open.set(len(self.held))
         return True
+
+    def victim(self, client: str) -> Held | None:
+        """The connection a new one from ``client`` takes the place of, at the cap."""
+        unproven = [c for c in self.held if not c.proven]
+        own = [c for c in unproven if c.client == client]
+        if len(own) >= max(1, self.cap // CLIENT_SHARE):
+            return min(own, key=lambda c: c.last_in)
+        if unproven:
+            return min(unproven, key=lambda c: c.last_in)
+        holders = Counter(c.principal for c in self.held)
+        quiet = [c for c in self.held if c.quiet]
+        return min(quiet, key=lambda c: (-holders[c.principal], c.last_in), default=None)
 
     def release(self, conn: Held) -> None:
         if conn in self.held:
@@ -127,4 +155,47 @@ class AcceptErrors:
         self.logged_at, self.held_back = now, 0
 
 
-__all__ = ["BACKLOG", "AcceptErrors", "ConnectionBudget", "connection_cap", "open_descriptors"]
+# The loggers a client's bytes can make write: aiohttp's server (a traceback per malformed head) and the lane.
+CLIENT_LOGGERS = ("aiohttp.server", "aiohttp.web", "alertd.web.webhook_lane")
+MAX_CAUSES = 1_000  # causes remembered; past it the oldest are forgotten
+
+
+class ErrorLogLimit(logging.Filter):
+    """Warnings and errors of the loggers a client can provoke, at most one line per cause and interval (a cause
+    is the logger, the message's template and the exception's type), the next one saying how many were held
+    back; each held back is counted (``alertd_log_lines_held_back_total{logger}``)."""
+
+    def __init__(self, metrics: Metrics, interval: float = ACCEPT_LOG_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__()
+        self.metrics, self.interval, self.clock = metrics, interval, clock
+        self.causes: dict[tuple[str, str, str], tuple[float, int]] = {}  # -> (logged at, held back since)
+
+    def install(self) -> None:
+        for name in CLIENT_LOGGERS:
+            logging.getLogger(name).addFilter(self)
+
+    def uninstall(self) -> None:
+        for name in CLIENT_LOGGERS:
+            logging.getLogger(name).removeFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        kind = type(record.exc_info[1]).__name__ if record.exc_info and record.exc_info[1] is not None else ""
+        cause, now = (record.name, str(record.msg), kind), self.clock()
+        logged_at, held = self.causes.get(cause, (None, 0))
+        if logged_at is not None and now - logged_at < self.interval:
+            self.causes[cause] = (logged_at, held + 1)
+            self.metrics.log_lines_held_back.labels(record.name).inc()
+            return False
+        if len(self.causes) >= MAX_CAUSES:
+            del self.causes[next(iter(self.causes))]
+        self.causes.pop(cause, None)
+        self.causes[cause] = (now, 0)
+        if held:
+            record.msg = f"{record.msg} ({held} more like this in the last {self.interval:g} s not logged)"
+        return True
+
+
+__all__ = ["BACKLOG", "AcceptErrors", "ConnectionBudget", "ErrorLogLimit", "connection_cap", "open_descriptors"]

@@ -25,6 +25,7 @@ by itself (the session cookie, basic auth), that would let any page act. So:
 """
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 from dataclasses import dataclass
@@ -179,7 +180,17 @@ async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
         request = request.clone(scheme=proto)
     if (refused := _refusal(request)) is not None:
         return refused
-    response = await handler(request)
+    try:
+        response = await handler(request)
+    except web.HTTPTooManyRequests:
+        # A throttled client's wrong credentials were still compared (a right one is always taken): its 429s
+        # leave one at a time, so more connections do not make a guesser learn faster.
+        auth = request.app[AUTH]
+        wait = auth.answer_slot(auth.client_of(request))
+        if wait is None and request.transport is not None:  # ten answers queued: this one learns nothing
+            request.transport.close()
+        await asyncio.sleep(wait or 0.0)
+        raise
     if request.path.startswith("/ui"):  # no page of alertd's in another site's frame (clickjacking the buttons)
         response.headers.setdefault("X-Frame-Options", "DENY")
         response.headers.setdefault("Content-Security-Policy", "frame-ancestors 'none'")

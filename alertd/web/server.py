@@ -5,7 +5,8 @@ Its listening socket is opened here with ``loop.create_server`` and serves conne
 lane (alertd/web/webhook_lane.py), which hands every request that is not a plain webhook, and the rest of its
 connection, to the aiohttp application's low-level server (``AppRunner.server``). Both paths keep one
 connection policy (the ``connections`` section, docs/security.md): the lane enforces it on every connection's
-first request and on every webhook it answers, aiohttp's runner is given the same keep-alive and header
+first request and on every webhook it answers, and on every later head of a connection it handed on, before
+aiohttp's parser sees it (alertd/web/head_gate.py); aiohttp's runner is given the same keep-alive and header
 limits, and the budget (alertd/web/connections.py) caps the open connections of the process."""
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from alertd.web.connections import BACKLOG, AcceptErrors, ConnectionBudget, connection_cap
+from alertd.web.connections import BACKLOG, AcceptErrors, ConnectionBudget, ErrorLogLimit, connection_cap
 from alertd.web.keys import SERVICE
 from alertd.web.webhook_lane import Lane
 
@@ -50,6 +51,7 @@ class WebServer:
                                      keepalive_timeout=limits.keepalive_timeout, max_line_size=limits.max_line_bytes,
                                      max_field_size=limits.max_field_bytes, max_headers=limits.max_headers)
         self._accept_errors = AcceptErrors(svc.metrics)
+        self._error_logs = ErrorLogLimit(svc.metrics)
         self._lane: Lane | None = None
         self._listening: asyncio.Server | None = None
 
@@ -71,18 +73,17 @@ class WebServer:
         if cap < self.limits.max_open:
             log.info("at most %d open connections (connections.max_open %d, lowered to fit the file-descriptor "
                      "limit)", cap, self.limits.max_open)
-        self._lane = lane = Lane(self.app, server, self.limits, ConnectionBudget(cap, svc.metrics))
+        # A TLS handshake holds a descriptor before any byte of a request: the lane runs it, counted by the
+        # budget from the accept, within the header deadline.
+        self._lane = lane = Lane(self.app, server, self.limits, ConnectionBudget(cap, svc.metrics),
+                                 tls=self.listen.ssl_context)
         lane.start()
         self._accept_errors.install(loop)
-        tls = self.listen.ssl_context
-        # A TLS handshake holds a descriptor before any byte of a request: it gets the header deadline.
-        handshake = self.limits.header_timeout if tls is not None else None
+        self._error_logs.install()
         if self.listen.sock is not None:
-            self._listening = await loop.create_server(lane, sock=self.listen.sock, ssl=tls, backlog=BACKLOG,
-                                                       ssl_handshake_timeout=handshake)
+            self._listening = await loop.create_server(lane, sock=self.listen.sock, backlog=BACKLOG)
         else:
-            self._listening = await loop.create_server(lane, self.listen.host, self.listen.port, ssl=tls,
-                                                       backlog=BACKLOG, ssl_handshake_timeout=handshake)
+            self._listening = await loop.create_server(lane, self.listen.host, self.listen.port, backlog=BACKLOG)
 
     async def stop(self) -> None:
         if self._listening is not None:
@@ -93,3 +94,4 @@ class WebServer:
             self._lane = None
         await self._runner.cleanup()  # aiohttp's connections: in-flight requests get shutdown_timeout
         self._accept_errors.uninstall(asyncio.get_running_loop())
+        self._error_logs.uninstall()

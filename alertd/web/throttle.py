@@ -3,10 +3,10 @@
 Every wrong or malformed token or password (on the API and the UI login, or on
 the receiver, which has buckets of its own) takes one unit from the bucket of the
 client's address and one from the bucket of the value tried (its SHA-256: the
-value itself is never kept). A client whose bucket is empty gets 429
-with ``Retry-After`` before its credentials are even compared, so a right guess
-made while throttled is not recognised either. Buckets refill steadily; a
-successful login takes nothing. The state is in memory, per process (a group of N
+value itself is never kept). A client whose bucket is empty gets 429 with
+``Retry-After`` for wrong credentials; right ones are compared first and taken
+(alertd/web/auth.py, which also spaces a client's 429s out). Buckets refill
+steadily; a successful login takes nothing. The state is in memory, per process (a group of N
 receiver processes allows N times the rate; still hours per million guesses, and
 tokens have at least 16 characters). A few lines of arithmetic, so no library:
 the well-known ones (``limits``) bring storage back-ends this does not need.

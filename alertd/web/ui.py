@@ -74,12 +74,14 @@ async def login_form(request: web.Request) -> web.Response:
 
 
 async def login_submit(request: web.Request) -> web.StreamResponse:
-    """A wrong token costs the client and the value tried a unit of their throttle (alertd.web.throttle)."""
+    """A wrong token costs the client and the value tried a unit of their throttle (alertd.web.throttle); a right
+    one is taken whatever the client's throttle says."""
     form = await read_form(request, _svc(request).cfg.body_timeout)
     target = _safe_next(str(form.get("next", "")))
     token = str(form.get("token", ""))
     auth = request.app[AUTH]
-    auth.check_throttle(request, token)
+    if auth.login(token) is None:
+        auth.check_throttle(request, token)
     response = web.HTTPSeeOther(target)
     try:
         principal = await access.login(request, token, response)

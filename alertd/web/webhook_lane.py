@@ -29,15 +29,21 @@ past ``receiver.body_timeout`` gets 408; a connection that starts no request
 ``connections.keepalive_timeout`` after it opened or after its last answer closes,
 whatever bytes that start no request (empty lines) it sends meanwhile (before its
 first request, ``header_timeout`` applies instead). A connection
-handed to aiohttp keeps aiohttp's own enforcement of the same limits and keep-alive
-(set on its runner, alertd/web/server.py); the lane stays its protocol, passing every
-event through, so the budget (alertd/web/connections.py) counts it until it closes.
+handed to aiohttp keeps the same head limits and header deadline on every later
+request: the lane stays its protocol, passing every event through and its bytes
+through a HeadGate (alertd/web/head_gate.py), which holds each head until it is
+complete and within the limits, so aiohttp never buffers more; aiohttp keeps its
+keep-alive (set on its runner, alertd/web/server.py), and the budget
+(alertd/web/connections.py) counts the connection until it closes. On a TLS
+listener the lane runs each handshake (``start_tls``), so the budget counts the
+connection from its accept.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import socket
+import ssl
 import time
 from collections import deque
 from email.utils import formatdate
@@ -50,9 +56,10 @@ from multidict import CIMultiDict
 
 from alertd.config.connections import ConnectionSettings
 from alertd.web import alertmanager_webhook as webhook
-from alertd.web.auth import AUTH, Authenticator
+from alertd.web.auth import ANONYMOUS, AUTH, Authenticator
 from alertd.web.connections import ConnectionBudget
 from alertd.web.guard import EDGE, SIMPLE_TYPES, WEBHOOK, EdgePolicy, checks_host
+from alertd.web.head_gate import Handed, HeadLimits, TooLarge, detached_parser
 from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
 
@@ -78,26 +85,20 @@ class HandOver(Exception):
         self.why = why
 
 
-class TooLarge(Exception):
-    """A head over one of the limits: the lane answers it (431, or 414 for the request line) and closes."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status, self.message = status, message
-
-
 class Lane:
     """The protocol factory for a listening socket (``loop.create_server(lane, ...)``), and what its connections
     share: the service, the credentials, the edge's policy, the connection budget, the aiohttp server they hand
     over to."""
 
     def __init__(self, app: web.Application, fallback: Callable[[], asyncio.Protocol], limits: ConnectionSettings,
-                 budget: ConnectionBudget, clock: Callable[[], float] = time.monotonic):
+                 budget: ConnectionBudget, clock: Callable[[], float] = time.monotonic, tls: ssl.SSLContext | None = None):
+        self.tls = tls  # the listener's: each connection's handshake is the lane's, counted from its accept
         self.svc: WebHost = app[SERVICE]
         self.auth: Authenticator = app[AUTH]
         self.edge: EdgePolicy = app[EDGE]
         self.fallback, self.limits, self.budget, self.clock = fallback, limits, budget, clock
         self.connections: set[LaneConnection] = set()  # those still in the lane (not handed to aiohttp)
+        self.gated: set[LaneConnection] = set()  # those handed to aiohttp, behind a HeadGate
         self._date: tuple[int, bytes] = (0, b"")
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -126,7 +127,7 @@ class Lane:
         while True:
             await asyncio.sleep(every)
             now = self.clock()
-            for conn in list(self.connections):
+            for conn in [*self.connections, *self.gated]:
                 conn.sweep(now)
 
     async def shutdown(self, timeout: float) -> None:
@@ -153,6 +154,8 @@ class LaneConnection(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.handler: asyncio.Protocol | None = None  # aiohttp's, once handed over: every event goes to it
+        self.handed: Handed | None = None  # in front of aiohttp's handler: its heads, within the limits
+        self.head = HeadLimits(lane.limits)
         self.peer: str | None = None
         self.buf = bytearray()  # every byte from the first of the request being read
         self.queue: deque[tuple[bytes, float, bool]] = deque()  # body, start, keep-alive: waiting for answers
@@ -160,7 +163,12 @@ class LaneConnection(asyncio.Protocol):
         self.handing_over = False
         self.paused = False
         self.last_answer: webhook.Answer | None = None  # a refusal written after the queued answers, then close
-        self.proven = False  # an authenticated webhook head arrived: the budget never evicts it
+        self.proven = False  # an authenticated webhook head arrived: evicted only when every connection is proven
+        self.principal = ""  # whose credentials proved it
+        self.client = ""  # the peer's address, for the budget's share per client
+        self.raw: asyncio.Transport | None = None  # the TCP transport while its TLS handshake runs
+        self.shaking: asyncio.Task[None] | None = None  # that handshake (held here: the loop keeps tasks weakly)
+        self.early = bytearray()  # bytes decrypted before the handshake's end was seen here
         self.answered = False  # an answer was written: from then on the keep-alive deadline applies between requests
         self.last_in = self.idle_since = lane.clock()
         self._reset()
@@ -170,11 +178,16 @@ class LaneConnection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.body: list[bytes] = []
         self.head_length = 0
-        self.head_size = 0  # the header fields read so far, as sent less optional whitespace
+        self.head.reset()
         self.length = 0
         self.head_done: float | None = None  # lane.clock() when the head was complete
         self.begun: float | None = None  # lane.clock() at the request's first byte
         self.started = 0.0  # time.perf_counter() at the same moment, for the acknowledgement latency
+
+    @property
+    def quiet(self) -> bool:
+        """No request in hand, here or in aiohttp's handler (the budget may close it for room)."""
+        return self.raw is None and (self.idle if self.handed is None else not self.handed.busy)
 
     @property
     def idle(self) -> bool:
@@ -184,12 +197,41 @@ class LaneConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
-        if not self.lane.budget.admit(self):  # at the cap, and every connection has proved itself
-            transport.close()
-            return
-        self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = peer[0] if isinstance(peer, tuple) else None
+        self.client = self.peer or ""
+        if not self.lane.budget.admit(self):  # at the cap, and every connection has a request in hand
+            transport.close()
+            return
+        if self.lane.tls is not None:
+            self.raw = transport
+            self.shaking = asyncio.get_running_loop().create_task(self._handshake(transport, self.lane.tls))
+            return
+        self._serve(transport)
+
+    async def _handshake(self, raw: asyncio.Transport, tls: ssl.SSLContext) -> None:
+        """TLS, within ``header_timeout`` of the accept; the budget counts the connection meanwhile."""
+        try:
+            transport = await asyncio.get_running_loop().start_tls(
+                raw, self, tls, server_side=True, ssl_handshake_timeout=self.lane.limits.header_timeout)
+        except OSError as exc:  # SSLError, a reset, an eviction, the deadline (asyncio aborts the connection)
+            if isinstance(exc, (TimeoutError, ConnectionAbortedError)):
+                self.lane.svc.metrics.connections_closed.labels("header_timeout").inc()
+            self.raw = None
+            raw.close()
+            self.lane.budget.release(self)
+            return
+        self.raw = None
+        if transport is None or transport.is_closing():  # evicted at the very end of its handshake
+            self.lane.budget.release(self)
+            return
+        self._serve(transport)
+        if self.early:
+            early, self.early = bytes(self.early), bytearray()
+            self.data_received(early)
+
+    def _serve(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -198,8 +240,16 @@ class LaneConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lane.connections.discard(self)
+        self.lane.gated.discard(self)
         self.lane.budget.release(self)
         self.transport = None
+        # The parsers and this connection refer to each other: freed now, not at the next full collection of
+        # cycles (until then hundreds of closed connections would pin the heap between them).
+        self.buf.clear()
+        self.parser = detached_parser()
+        if self.handed is not None:
+            self.handed.close()
+            self.handed = None
         if self.handler is not None:
             self.handler.connection_lost(exc)
 
@@ -216,11 +266,14 @@ class LaneConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_in = self.lane.clock()  # for the budget's choice of whom to evict; no deadline moves
-        if self.handler is not None:
-            self.handler.data_received(data)
+        if self.raw is not None:  # decrypted before start_tls returned here
+            self.early += data
             return
         if self.transport is None or self.last_answer is not None:
             return  # refused or closing: nothing more is read
+        if self.handed is not None:
+            self.handed.feed(data)
+            return
         self.buf += data
         if self.handing_over:  # waiting for the lane's answers before aiohttp takes over: hold, within bounds
             if len(self.buf) > self.lane.limits.max_head_bytes and not self.paused:
@@ -231,6 +284,8 @@ class LaneConnection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:  # HandOver or TooLarge, raised by a callback
             why = exc.__context__
+            if why is not None:  # the parser keeps it: let it hold no frame (and so no read) of this connection
+                why.with_traceback(None)
             if isinstance(why, TooLarge):
                 self._refuse(why)
             else:
@@ -239,12 +294,14 @@ class LaneConnection(asyncio.Protocol):
             self._hand_over("malformed")  # bytes aiohttp will answer with 400
         else:
             if self.head_done is None and len(self.buf) > self.lane.limits.max_head_bytes:  # or empty lines
-                self._refuse(self._head_too_large())
+                self._refuse(self.head.too_large())
 
     def evict(self) -> None:
         """Closed by the budget to make room for a new connection."""
         if self.transport is not None:
             self.transport.close()
+        elif self.raw is not None:
+            self.raw.close()
 
     # httptools callbacks
 
@@ -252,31 +309,18 @@ class LaneConnection(asyncio.Protocol):
         self.begun, self.started = self.lane.clock(), time.perf_counter()
 
     def on_url(self, url: bytes) -> None:
+        self.head.on_url(url)
         self.url += url
-        if len(self.url) > self.lane.limits.max_line_bytes:
-            raise TooLarge(414, f"the request line exceeds {self.lane.limits.max_line_bytes} bytes "
-                                "(connections.max_line_bytes)")
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        limits = self.lane.limits
-        if len(name) + len(value) > limits.max_field_bytes:
-            raise TooLarge(431, f"a header field exceeds {limits.max_field_bytes} bytes (connections.max_field_bytes)")
-        if len(self.headers) >= limits.max_headers:
-            raise TooLarge(431, f"more than {limits.max_headers} header fields (connections.max_headers)")
-        self.head_size += len(name) + len(value) + 4  # ": " and CRLF
-        if self.head_size + len(self.url) > limits.max_head_bytes:
-            raise self._head_too_large()
+        self.head.on_header(name, value)
         self.headers.append((name.lower(), value))
-
-    def _head_too_large(self) -> TooLarge:
-        limit = self.lane.limits.max_head_bytes
-        return TooLarge(431, f"the request head exceeds {limit} bytes (connections.max_head_bytes)")
 
     def on_headers_complete(self) -> None:
         self.head_done = self.lane.clock()
         if why := self._not_plain():
             raise HandOver(why)
-        self.proven = True
+        self.proven = True  # and self.principal, set by _not_plain
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -332,11 +376,15 @@ class LaneConnection(asyncio.Protocol):
         return ""
 
     def _credentials_accepted(self) -> bool:
-        receiver = self.lane.auth.receiver
-        if not receiver.enabled:
-            return True
-        headers = CIMultiDict((n.decode("latin-1"), v.decode("latin-1")) for n, v in self.headers)
-        return self.lane.auth.receiver_accepts(self.peer or "", headers)
+        if self.lane.auth.receiver.enabled:
+            headers = CIMultiDict((n.decode("latin-1"), v.decode("latin-1")) for n, v in self.headers)
+            principal = self.lane.auth.receiver_principal(self.peer or "", headers)
+        else:
+            principal = ANONYMOUS
+        if principal is None:
+            return False
+        self.principal = principal
+        return True
 
     async def _answer_all(self) -> None:
         try:
@@ -396,21 +444,33 @@ class LaneConnection(asyncio.Protocol):
             self._switch()
 
     def _switch(self) -> None:
-        """aiohttp's handler takes the connection: the lane stays its protocol only to pass every event on."""
+        """aiohttp's handler takes the connection: the lane stays its protocol to pass every event on, and its
+        bytes through a HeadGate (alertd/web/head_gate.py ``Handed``)."""
         transport = self.transport
         assert transport is not None
         self.lane.connections.discard(self)
+        self.lane.gated.add(self)
         self.handler = handler = self.lane.fallback()
         handler.connection_made(transport)
-        if self.buf:
-            handler.data_received(bytes(self.buf))
+        self.handed = Handed(handler, transport, self.lane.limits, self.lane.clock, self._refuse_handed)
+        data = bytes(self.buf)
         self.buf.clear()
         if self.paused:
+            self.paused = False
             transport.resume_reading()
+        if data:
+            self.handed.feed(data)
+
+    def _refuse_handed(self, status: int, message: str, reason: str) -> None:
+        self.lane.svc.metrics.connections_closed.labels(reason).inc()
+        self._write(webhook.error(status, message, webhook.CLOSE), keep_alive=False)
 
     def sweep(self, now: float) -> None:
         """A head or a body stalled past its deadline gets 408 and the connection closes; so does an idle one,
         without an answer. Nothing here is reset by bytes that start no request."""
+        if self.handed is not None:
+            self.handed.sweep(now)
+            return
         if self.transport is None or self.handing_over or self.busy or self.queue or self.last_answer is not None:
             return
         limits = self.lane.limits

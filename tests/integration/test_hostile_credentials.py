@@ -4,8 +4,8 @@ throttle):
 
 - undecodable bytes in any header, on any route, never give a 5xx; in Authorization they are a 401 counted
   as ``malformed`` and throttled like a wrong token;
-- token guessing on the webhook gets 429 after the limit, and then even the right token does (from that
-  client only: Alertmanager elsewhere is not held up);
+- token guessing on the webhook gets 429 after the limit, and the right token is still taken, from that
+  client too (a guesser behind Alertmanager's address never costs it a webhook);
 - every secret sent through every path that logs a request head (aiohttp's refusal of a bare-LF head, which
   logs the raw bytes; its other parse errors; alertd's own failure lines), with the log at DEBUG, reaches no
   log line.
@@ -134,11 +134,11 @@ def test_webhook_token_guessing_gets_429_after_the_limit(server):
                 for i in range(11)]
     assert statuses == [401] * 10 + [429]
     right = [("Authorization", f"Bearer {RECEIVER_TOKEN}".encode()), ("Content-Type", b"application/json")]
-    throttled = send(server, head("POST", HOOK, right, body), guesser)  # a right guess while throttled: not taken
-    assert throttled.status == 429 and int(throttled.headers["retry-after"]) > 0
+    # The right token from the throttled address is taken: a guesser behind Alertmanager's NAT never costs it
+    assert send(server, head("POST", HOOK, right, body), guesser).status == 200
     assert send(server, head("POST", HOOK, right, body), alertmanager).status == 200
-    assert auth_failures(server, "receiver", "throttled") >= 2
-    assert server.metrics()['alertd_webhooks_rejected_total{reason="throttled"}'] >= 2
+    assert auth_failures(server, "receiver", "throttled") >= 1
+    assert server.metrics()['alertd_webhooks_rejected_total{reason="throttled"}'] >= 1
 
 
 # ----- no secret in a log line -----

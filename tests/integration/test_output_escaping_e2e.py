@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from alertd.core.tickets import TicketLink
 from tests.support.notify_harness import hook, top_messages, wait_for
 from tests.support.sinks import HOSTILE_TEXT, SCRIPT_URL, mrkdwn_problems, mrkdwn_texts, web_only
 
@@ -62,3 +63,20 @@ async def test_incident_page_of_a_gpu_known_only_by_its_index(harness, slack):
     page = await resp.text()
     assert resp.status == 200 and "GPU 3" in page, page[-2000:]
     assert 'href="http://prometheus.example:9090/graph?g0.expr=up"' in page
+
+
+async def test_a_ticket_link_the_rma_webhook_answers_is_a_link_only_when_it_is_http(harness, slack):
+    """The RMA ticket webhook's answer names the ticket's URL (alertd/integrations/rma_webhook.py); a receiver
+    that answers ``javascript:`` gets its key shown as text, never a link."""
+    alert = hostile_alert()
+    alert["generatorURL"] = "http://prometheus.example:9090/graph?g0.expr=up"
+    await harness.post(hook(alert))
+    inc = await harness.one_incident()
+    await harness.svc.link_ticket(inc["id"], TicketLink("webhook", "webhook", "RMA-7", SCRIPT_URL, "", "now"))
+    await harness.svc.link_ticket(inc["id"], TicketLink("jira", "jira", "HW-9", "https://jira.example/browse/HW-9",
+                                                       "", "now"))
+    resp = await harness.client.get(f"/ui/incidents/{inc['id']}")
+    page = await resp.text()
+    assert resp.status == 200, page[-2000:]
+    assert "RMA-7" in page and 'href="javascript:' not in page and "href='javascript:" not in page
+    assert 'href="https://jira.example/browse/HW-9"' in page

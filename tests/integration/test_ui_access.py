@@ -213,12 +213,15 @@ async def test_cookie_on_the_api_needs_a_same_origin_request(locked):
 
 async def test_wrong_tokens_are_throttled_per_client_with_retry_after(locked):
     h, _ = locked
+    h.app[AUTH].hold_back = 0.0  # the edge would hold each 429 for its Retry-After
     statuses = [(await login(h, f"guess-{n:04d}-0123456789")).status for n in range(12)]
     assert statuses[:10] == [401] * 10 and statuses[10:] == [429, 429], statuses
-    resp = await login(h, READER)  # even the right token waits: a throttled guess must not be recognised
-    assert resp.status == 429 and 1 <= int(resp.headers["Retry-After"]) <= 6
+    resp = await h.client.get("/api/v1/gpus", headers={"Authorization": "Bearer guess-0099-0123456789"})
+    assert resp.status == 429 and 1 <= int(resp.headers["Retry-After"]) <= 6  # the API's tokens share the budget
+    # A right token is taken while its client is throttled for wrong ones: another's guesses never lock it out
+    assert (await login(h, READER)).status == 303
     resp = await h.client.get("/api/v1/gpus", headers={"Authorization": f"Bearer {READER}"})
-    assert resp.status == 429 and "Retry-After" in resp.headers  # the API's bearer tokens share the budget
+    assert resp.status == 200
 
 
 async def test_one_value_tried_from_many_clients_is_throttled(locked):

@@ -323,3 +323,34 @@ def test_relative_secret_files_are_read_from_the_config_files_directory(tmp_path
     assert any(f"cannot read secret file {site / 'secrets' / 'missing'}" in m for m in messages), messages
     with pytest.raises(Exception, match="secrets/missing"):  # serve reads the same files, and fails the same way
         load_config(cfg)
+
+
+def _documented_rma_section() -> str:
+    """The ``rma:`` section as docs/remediation.md documents it."""
+    doc = (ROOT / "docs/remediation.md").read_text()
+    start = doc.index("```yaml\nrma:\n") + len("```yaml\n")
+    return doc[start:doc.index("```", start)]
+
+
+def test_a_service_config_with_the_documented_rma_section_is_checked_as_a_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("JIRA_API_TOKEN", "jira-api-token-0123456789")
+    monkeypatch.setenv("RMA_WEBHOOK_SECRET", "rma-webhook-secret-0123456789")
+    rules = shutil.copytree(ROOT / "rules", tmp_path / "rules", ignore=shutil.ignore_patterns("tests"))
+    cfg = tmp_path / "alertd.yml"
+    cfg.write_text(f"listen: 127.0.0.1:9095\nrules:\n  paths: [{rules}]\n" + _documented_rma_section())
+    report = check([cfg])
+    assert report.config_files == [str(cfg)] and str(cfg) not in report.rule_files
+    assert report.errors == [], [p.message for p in report.errors]
+    broken = tmp_path / "broken.yml"  # and checked as one: a wrong key in it is named
+    broken.write_text(cfg.read_text().replace("  timeout: 10s", "  timeout: soon"))
+    assert any("rma.timeout" in p.message for p in check([broken]).errors), [p.message for p in check([broken]).errors]
+
+
+def test_a_rule_file_of_rma_rules_alone_is_still_a_rule_file(tmp_path):
+    rma_rules = write(tmp_path, "rma.yml", """\
+        rma:
+          - name: fell-off-the-bus-twice
+            any_of: [{xid: 79}]
+        """)
+    report = check([rma_rules])
+    assert str(rma_rules) in report.rule_files and report.config_files == []

@@ -126,3 +126,31 @@ notify:
     found = configured_secrets(load_config(tmp_path / "config.yml").raw)
     assert {API, API[::-1], TOKEN, SLACK, SIGNING, "wonder-land-42", "YWxpY2U6d29uZGVyLWxhbmQtNDI="} <= found
     assert "alice" not in found and "ops" not in found
+
+
+SESSION = "kX3v9QmT0bWl7yRz2NcP5uHs8dJf1aGe4oLi6tYw0qB"  # 32 random bytes, urlsafe base64, as the UI sets it
+FIRST_HALF, SECOND_HALF = TOKEN[:11], TOKEN[11:]
+
+
+@pytest.mark.parametrize("text", [
+    # a token folded onto a continuation line (obs-fold), as aiohttp prints the raw head it refuses
+    "400, message:\n  Invalid header value char:\n\n    b'POST /api/v1/alerts/alertmanager HTTP/1.1\\r\\nHost: x\\r\\n"
+    f"Authorization: Bearer {FIRST_HALF}\\r\\n {SECOND_HALF}\\r\\nContent-Length: 2\\r\\n\\r\\n'",
+    f"POST /api/v1/incidents HTTP/1.1\nHost: x\nAuthorization: Bearer {FIRST_HALF}\n\t{SECOND_HALF}\nX-A: b\n",
+    f"POST / HTTP/1.1\r\nX-Api-Key:\r\n {FIRST_HALF}\r\n  {SECOND_HALF}\r\n\r\n",
+])
+def test_a_credential_folded_over_several_header_lines_is_redacted_on_every_line(text: str) -> None:
+    out = Redactor().redact(text)
+    assert FIRST_HALF not in out and SECOND_HALF not in out, out
+    assert "Host: x" in out or "POST / HTTP/1.1" in out  # the rest of the head stays readable
+
+
+@pytest.mark.parametrize("text", [
+    f'GET /ui/incidents HTTP/1.1\r\nCookie: theme="dark"; alertd_session={SESSION}\r\nHost: x\r\n',
+    f"b'GET /ui HTTP/1.1\\r\\nCookie: a=\"1\"; b=2; alertd_session={SESSION}; c=3\\r\\n'",
+    f"<CIMultiDictProxy('Host': 'x', 'Cookie': 'theme=\"dark\"; alertd_session={SESSION}')>",
+    f'Set-Cookie: note="x"; alertd_session={SESSION}; HttpOnly',
+])
+def test_every_cookie_of_a_header_is_redacted_whatever_an_earlier_one_holds(text: str) -> None:
+    out = Redactor().redact(text)
+    assert SESSION not in out and SESSION[:12] not in out, out

@@ -1,6 +1,8 @@
 """Token buckets of failed logins (alertd/web/throttle.py), on an injected clock."""
 from __future__ import annotations
 
+from alertd.config.credentials import Credentials
+from alertd.web.auth import Authenticator
 from alertd.web.throttle import MAX_KEYS, Buckets, LoginThrottle
 
 
@@ -50,3 +52,13 @@ def test_many_clients_do_not_grow_the_table_without_bound():
         buckets.take(f"c{n}")
         clock.now += 0.001
     assert len(buckets._level) <= MAX_KEYS
+
+
+def test_a_throttled_clients_refusals_leave_one_per_6_s_however_many_it_sends_at_once():
+    clock = Clock()
+    auth = Authenticator(Credentials(), Credentials(), clock=clock)
+    waits = [auth.answer_slot("10.0.0.1") for _ in range(14)]  # 14 wrong guesses at once on 14 connections
+    assert waits[:11] == [6.0 * n for n in range(11)] and waits[11:] == [None] * 3  # past ten: no answer
+    assert auth.answer_slot("10.0.0.2") == 0.0  # another client is not held up
+    clock.now += 66
+    assert auth.answer_slot("10.0.0.1") == 0.0

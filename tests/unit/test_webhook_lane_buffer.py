@@ -59,6 +59,9 @@ class Transport(asyncio.Transport):
     def close(self) -> None:
         self.closed = True
 
+    def is_closing(self) -> bool:
+        return self.closed
+
 
 def _handed_over(conn: object, why: str) -> float:
     return conn.lane.svc.metrics.webhook_lane.labels(why)._value.get()  # type: ignore[attr-defined]
@@ -146,7 +149,84 @@ async def test_a_request_the_lane_does_not_take_reaches_aiohttp_from_its_first_b
     conn.data_received(data[:10])
     assert not handed
     conn.data_received(data[10:])
-    assert len(handed) == 1 and handed[0].made and handed[0].data == data and transport.written == b""
-    conn.data_received(b"Host: 127.0.0.1\r\n\r\n")  # the lane stays the protocol, passing bytes on
+    # the lane stays the protocol: a read that ends inside a head waits for the head's end
+    assert len(handed) == 1 and handed[0].made and handed[0].data == b"" and transport.written == b""
+    conn.data_received(b"Host: 127.0.0.1\r\n\r\n")
     assert handed[0].data == data + b"Host: 127.0.0.1\r\n\r\n"
     assert _handed_over(conn, "route") == 0 and _handed_over(conn, "malformed") == 0  # another route: not counted
+
+
+# After the hand-over: every later head on aiohttp's connection within the same limits.
+
+FIELD = b"X-Padding: " + b"a" * 8_100 + b"\r\n"  # within max_field_bytes; 126 of them are a megabyte
+
+
+async def test_a_later_head_over_the_limit_is_refused_before_aiohttp_holds_it():
+    conn, transport, handed = _connection()
+    first = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    conn.data_received(first)
+    conn.data_received(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    sent = 0
+    for _ in range(126):  # a 1 MB head without its last line ending, in reads of one field
+        if transport.closed:
+            break
+        conn.data_received(FIELD)
+        sent += len(FIELD)
+    assert handed[0].data == first  # aiohttp was given nothing of the second head
+    assert transport.written.startswith(b"HTTP/1.1 431 ") and b"connections.max_head_bytes" in transport.written
+    assert transport.closed and sent <= LIMITS.max_head_bytes + 2 * len(FIELD)  # a field is read at the next line
+    assert _closed(conn, "head_too_large") == 1
+
+
+async def test_a_later_head_too_large_waits_for_aiohttps_answer_in_hand_before_the_431():
+    conn, transport, handed = _connection()
+    conn.data_received(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    handed[0]._request_in_progress = True  # type: ignore[attr-defined]  # aiohttp is answering the first
+    conn.data_received(b"GET /healthz HTTP/1.1\r\n" + b"X-Padding: " + b"a" * 9_000 + b"\r\nX")
+    assert transport.written == b"" and not transport.closed and not transport.reading
+    conn.sweep(conn.lane.clock())
+    assert transport.written == b""
+    handed[0]._request_in_progress = False  # type: ignore[attr-defined]
+    conn.sweep(conn.lane.clock())
+    assert transport.written.startswith(b"HTTP/1.1 431 ") and b"connections.max_field_bytes" in transport.written
+    assert transport.closed
+
+
+async def test_a_later_head_trickled_past_the_header_deadline_gets_408_on_aiohttps_connection():
+    clock = Clock()
+    conn, transport, handed = _connection(clock)
+    conn.data_received(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    head = b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: b\r\n"
+    for byte in head:
+        clock.now += 1.0
+        conn.data_received(bytes([byte]))
+        conn.sweep(clock.now)
+        if transport.closed:
+            break
+    assert transport.written.startswith(b"HTTP/1.1 408 ") and transport.closed
+    assert clock.now - 1000.0 <= LIMITS.header_timeout + 2
+    assert handed[0].data == b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    assert _closed(conn, "header_timeout") == 1
+
+
+async def test_one_field_that_never_ends_is_refused_at_the_head_limit():
+    conn, transport, handed = _connection()
+    conn.data_received(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    conn.data_received(b"GET /readyz HTTP/1.1\r\nX-Padding: ")
+    fed = 0
+    for _ in range(200):  # 200 reads of 4 KB, no line ending
+        if transport.closed:
+            break
+        conn.data_received(b"a" * 4096)
+        fed += 4096
+    assert transport.written.startswith(b"HTTP/1.1 431 ") and transport.closed
+    assert fed <= LIMITS.max_head_bytes + 4096 and handed[0].data.startswith(b"GET /healthz") and b"X-Pad" not in handed[0].data
+
+
+async def test_a_declined_upgrade_and_pipelined_heads_pass_through_whole():
+    conn, transport, handed = _connection()
+    data = (b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+            b"POST /api/v1/incidents HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\n{}\r\n"
+            b"GET /readyz HTTP/1.1\r\nHost: a\r\n\r\n")
+    conn.data_received(data)
+    assert handed[0].data == data and transport.written == b""

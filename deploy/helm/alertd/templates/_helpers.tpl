@@ -37,6 +37,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   "listen" (printf "0.0.0.0:%v" .Values.port)
   "data_dir" "/var/lib/alertd"
   "log" (dict "format" "json")
+  "connections" (dict "max_open" .Values.maxConnections)
   "receiver" (dict "auth" (dict "bearer_token_file" (printf "%s%s" $secrets .Values.secrets.webhookTokenKey)))
   "api" (dict "auth" (dict "tokens" $tokens))
   "rules" (dict "site" (list "/etc/alertd/rules.d")) -}}
