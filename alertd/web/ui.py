@@ -19,14 +19,14 @@ from aiohttp import web
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core.actor import Actor
-from alertd.core.json_types import JSONObject, strings, text
+from alertd.core.json_types import JSONObject, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.remediation.blast import summary
 from alertd.store.base import StoreUnavailable
-from alertd.web import access, api
+from alertd.web import access, api, triage
 from alertd.web import incidents as incident_routes
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.host import WebHost
@@ -119,20 +119,28 @@ async def incidents(request: web.Request) -> web.Response:
     query = dict(request.query)
     fragment = query.pop("fragment", "")
     query.setdefault("limit", str(LIST_LIMIT))
-    store = _svc(request).store
-    rows, nxt = await api.incident_page(store, query)
-    ids = {text(r, "id") for r in rows}
-    children = await store.incident_docs([c for r in rows if r.get("fleet") for c in strings(r.get("children"))[:20]])
-    by_parent: dict[str, list[JSONObject]] = {}
-    for c in children:
-        by_parent.setdefault(text(c, "parentId"), []).append(c)
-    rows = [r for r in rows if r.get("parentId") not in ids]  # shown under their fleet incident
-    context: dict[str, Any] = dict(rows=rows, children=by_parent, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
+    rows, nxt = await triage.triage_page(_svc(request).store, query)
+    context: dict[str, Any] = dict(rows=rows, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
                    states=INCIDENT_STATES, severities=SEVERITIES, filters=INCIDENT_FILTERS, now=datetime.now(timezone.utc),
                    empty=empty_list_text(query))
     if fragment == "rows":
         return page(request, "_incident_rows.html", **context)
     return page(request, "incidents.html", **context)
+
+
+@login_required()
+async def fleet_nodes(request: web.Request) -> web.Response:
+    """A fleet incident's node incidents, the worst first, a hundred a page."""
+    reject_unknown(request.query, ("cursor",))
+    store = _svc(request).store
+    inc = await store.get_incident(request.match_info["id"])
+    if inc is None or not inc.fleet:
+        return page(request, "error.html", 404, title="Not found", message=f"No fleet incident {request.match_info['id']}.")
+    children = await store.incident_docs(inc.children)
+    labels = await triage.labels_of(store, inc.children)
+    rows, nxt, offset = triage.fleet_nodes(children, request.query)
+    return page(request, "fleet_nodes.html", inc=inc, fleet=triage.fleet_of(children, labels), rows=rows, next=nxt,
+                offset=offset, now=datetime.now(timezone.utc))
 
 
 def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
@@ -307,6 +315,7 @@ def register(app: web.Application) -> None:
     app.router.add_post("/ui/logout", logout)
     app.router.add_get("/ui/incidents", incidents)
     app.router.add_get("/ui/incidents/{id}", incident)
+    app.router.add_get("/ui/incidents/{id}/nodes", fleet_nodes)
     app.router.add_post("/ui/incidents/{id}/action", incident_action)
     app.router.add_get("/ui/nodes/{node}", node)
     app.router.add_get("/ui/gpus", gpu_search)

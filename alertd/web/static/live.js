@@ -37,7 +37,13 @@
         if (html !== last) {
           // Keep focus where it was when the link still exists after the update.
           var focused = document.activeElement && body.contains(document.activeElement) ? document.activeElement.getAttribute("href") : null;
+          // Fleet rows opened by the reader stay open.
+          var opened = Array.prototype.map.call(body.querySelectorAll("details[open][data-fleet]"),
+                                                function (d) { return d.getAttribute("data-fleet"); });
           body.innerHTML = html; last = body.innerHTML;
+          opened.forEach(function (id) {
+            var again = body.querySelector('details[data-fleet="' + CSS.escape(id) + '"]'); if (again) { again.open = true; }
+          });
           status.textContent = "Updated " + new Date().toLocaleTimeString();
           if (focused) { var again = body.querySelector('a[href="' + focused + '"]'); if (again) { again.focus(); } }
         }
