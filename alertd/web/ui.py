@@ -18,11 +18,13 @@ from aiohttp import web
 
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
+from alertd.core import signed_links
 from alertd.core.actor import Actor
 from alertd.core.json_types import JSONObject, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
+from alertd.integrations.slack.integration import SlackSettings
 from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.remediation.blast import summary
 from alertd.store.base import StoreUnavailable
@@ -50,7 +52,7 @@ def _svc(request: web.Request) -> WebHost:
 def login_required(role: Role = Role.READ) -> Callable[[Handler], Handler]:
     def wrap(handler: Handler) -> Handler:
         async def run(request: web.Request) -> web.StreamResponse:
-            who = access.identify(request)
+            who = access.identify(request) or request.get(access.LINK)
             if who is None:
                 raise web.HTTPSeeOther("/ui/login?next=" + quote(request.path_qs, safe=""))
             request[access.PRINCIPAL] = who
@@ -62,6 +64,26 @@ def login_required(role: Role = Role.READ) -> Callable[[Handler], Handler]:
                 return page(request, "error.html", 400, title="Bad request", message=exc.message, field=exc.field)
         return run
     return wrap
+
+
+def opens_signed(handler: Handler) -> Handler:
+    """The incident page opens read-only, without a sign-in, from a link signed for it (the Slack message's;
+    alertd/core/signed_links.py): to its reader alone, for that request alone (no session is made)."""
+    async def run(request: web.Request) -> web.StreamResponse:
+        if "sig" not in request.query or access.identify(request) is not None:
+            return await handler(request)
+        secret = SlackSettings.from_config(_svc(request).cfg).link_secret
+        why = signed_links.refusal(secret, request.match_info["id"], request.query.get("exp", ""), request.query["sig"],
+                                   datetime.now(timezone.utc))
+        if why:
+            response: web.StreamResponse = page(request, "error.html", 403, title="This link does not open the incident",
+                                                message=why + " Sign in to see the incident.")
+        else:
+            request[access.LINK] = access.LINK_READER
+            response = await handler(request)
+        response.headers["Referrer-Policy"] = "no-referrer"  # the page's links must not carry the signature away
+        return response
+    return run
 
 
 # ----- login -----
@@ -158,7 +180,7 @@ def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
 
 @login_required()
 async def incident(request: web.Request) -> web.Response:
-    reject_unknown(request.query, ("done", "problem", "confirm"))
+    reject_unknown(request.query, ("done", "problem", "confirm", "exp", "sig"))
     svc = _svc(request)
     inc = await svc.store.get_incident(request.match_info["id"])
     if inc is None:
@@ -314,7 +336,7 @@ def register(app: web.Application) -> None:
     app.router.add_post("/ui/login", login_submit)
     app.router.add_post("/ui/logout", logout)
     app.router.add_get("/ui/incidents", incidents)
-    app.router.add_get("/ui/incidents/{id}", incident)
+    app.router.add_get("/ui/incidents/{id}", opens_signed(incident))
     app.router.add_get("/ui/incidents/{id}/nodes", fleet_nodes)
     app.router.add_post("/ui/incidents/{id}/action", incident_action)
     app.router.add_get("/ui/nodes/{node}", node)
