@@ -3,7 +3,8 @@
 Order: open, then acknowledged, then resolved; within each, critical down to info; within each, the newest
 first. A history verdict that raised an incident's severity (alertd/engine/judge.py) raised its stored
 severity, so it counts. Each (status, severity) pair is one keyset range read newest first (the store's
-``status, seq`` index): page N costs what page 1 costs, and the cursor names the pair and the last sequence.
+``incidents_triage`` index): page N costs what page 1 costs, and the cursor names the pair and the last
+sequence.
 
 A node incident folded into a fleet (``parentId``) is shown inside its fleet's row instead of on its own
 when the fleet is listed at least as high (a status and severity as bad or worse, within the status and
@@ -19,8 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Protocol
 
-from alertd.core.findings import Findings
-from alertd.core.json_types import JSONObject, as_object, objects, strings, text
+from alertd.core.findings import JOBS, Job
+from alertd.core.json_types import JSONObject, as_object, each, objects, strings, text
 from alertd.core.model import INCIDENT_STATES, SEVERITIES
 from alertd.store.reads import IncidentQuery
 from alertd.web.api import resolve_gpu_filter
@@ -29,10 +30,10 @@ from alertd.web.params import BadParam, decode_cursor, encode_cursor, incident_q
 
 # open, acknowledged, resolved; critical .. info
 BUCKETS: tuple[tuple[str, str], ...] = tuple((s, v) for s in INCIDENT_STATES for v in reversed(SEVERITIES))
-BUCKET_OF = {pair: i for i, pair in enumerate(BUCKETS)}
+BUCKET_OF: dict[tuple[object, object], int] = {pair: i for i, pair in enumerate(BUCKETS)}
 CHILDREN_SHOWN = 20
 NODES_PAGE = 100
-BATCH = 200  # rows read at a time from one range (node incidents folded into a fleet are skipped)
+MIN_BATCH = 32  # rows read at a time from one range at least (node incidents folded into a fleet are skipped)
 SHOWS_CHILDREN = ("node", "gpu", "team")  # filters that list a fleet's node incidents on their own
 # What a fleet's node incidents may share, read from their alerts' labels (dcgm-exporter's and the site's own)
 SHARED_LABELS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -91,7 +92,7 @@ class Row:
 
 
 def rank(doc: JSONObject) -> int:
-    return BUCKET_OF.get((text(doc, "status"), text(doc, "severity")), len(BUCKETS))
+    return BUCKET_OF.get((doc.get("status"), doc.get("severity")), len(BUCKETS))
 
 
 def worst_first(docs: list[JSONObject]) -> list[JSONObject]:
@@ -121,7 +122,7 @@ async def triage_page(store: TriageReads, query: Mapping[str, str]) -> tuple[lis
     if not await resolve_gpu_filter(store, q, ident):
         return [], None
     folds = not any(query.get(name, "").strip() for name in SHOWS_CHILDREN)
-    limit, parents = q.limit, dict[str, JSONObject]()
+    limit, parents, inside = q.limit, dict[str, JSONObject](), dict[str, JSONObject]()  # inside: read, in a fleet
     found: list[tuple[int, int, JSONObject]] = []
     for bucket in range(start, len(BUCKETS)):
         status, severity = BUCKETS[bucket]
@@ -129,18 +130,23 @@ async def triage_page(store: TriageReads, query: Mapping[str, str]) -> tuple[lis
             continue
         cursor = before if bucket == start else None
         while len(found) <= limit:
-            rows = await store.query_incidents(replace(q, status=status, severity=severity, before=cursor, limit=BATCH))
+            batch = max(limit + 1 - len(found), MIN_BATCH)
+            rows = await store.query_incidents(replace(q, status=status, severity=severity, before=cursor, limit=batch))
             if folds:
                 await _load_parents(store, parents, rows)
-            found += [(bucket, seq, doc) for seq, doc in rows if not (folds and _folded(doc, parents, q))]
-            if len(rows) < BATCH:
+            for seq, doc in rows:
+                if folds and _folded(doc, parents, q):
+                    inside[text(doc, "id")] = doc
+                else:
+                    found.append((bucket, seq, doc))
+            if len(rows) < batch:
                 break
             cursor = rows[-1][0]
         if len(found) > limit:
             break
     page = found[:limit]
     nxt = encode_cursor(page[-1][0], page[-1][1]) if len(found) > limit else None
-    return await _rows(store, [doc for _, _, doc in page]), nxt
+    return await _rows(store, [doc for _, _, doc in page], inside), nxt
 
 
 async def _load_parents(store: TriageReads, parents: dict[str, JSONObject], rows: list[tuple[int, JSONObject]]) -> None:
@@ -159,10 +165,12 @@ def _folded(doc: JSONObject, parents: Mapping[str, JSONObject], q: IncidentQuery
     return rank(parent) <= rank(doc)
 
 
-async def _rows(store: TriageReads, docs: list[JSONObject]) -> list[Row]:
+async def _rows(store: TriageReads, docs: list[JSONObject], known: Mapping[str, JSONObject]) -> list[Row]:
+    """The page's rows; a fleet's with its node incidents (``known``: those read already)."""
     fleets = [d for d in docs if d.get("fleet")]
     ids = [c for d in fleets for c in strings(d.get("children"))]
-    children = {text(c, "id"): c for c in await store.incident_docs(ids)} if ids else {}
+    missing = [c for c in ids if c not in known]
+    children = {**known, **{text(c, "id"): c for c in await store.incident_docs(missing)}} if missing else dict(known)
     labels = await labels_of(store, ids)
     out: list[Row] = []
     for doc in docs:
@@ -197,8 +205,8 @@ def shared_facts(children: list[JSONObject], labels: Mapping[str, list[dict[str,
     for child in children:
         members = labels.get(text(child, "id"), [])
         facts = {name: {m.get(k, "") for m in members for k in keys} for name, keys in SHARED_LABELS}
-        found = Findings.from_annotations(as_object(child.get("annotations")))
-        facts["job"] = {f"{j.namespace}/{j.name}" if j.namespace else j.name for j in found.jobs}
+        jobs = each(Job.from_json, as_object(child.get("annotations")).get(JOBS))
+        facts["job"] = {f"{j.namespace}/{j.name}" if j.namespace else j.name for j in jobs}
         if text(child, "pod"):  # a workload's namespace, not an exporter's
             facts["namespace"] = {text(child, "namespace")}
         facts["GPU model"] |= {text(g, "model") for g in objects(child.get("gpus"))}
