@@ -20,6 +20,7 @@ from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core import signed_links
 from alertd.core.actor import Actor
+from alertd.core.verdict import action_text
 from alertd.core.json_types import JSONObject, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
@@ -144,7 +145,7 @@ async def incidents(request: web.Request) -> web.Response:
     rows, nxt = await triage.triage_page(_svc(request).store, query)
     context: dict[str, Any] = dict(rows=rows, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
                    states=INCIDENT_STATES, severities=SEVERITIES, filters=INCIDENT_FILTERS, now=datetime.now(timezone.utc),
-                   empty=empty_list_text(query))
+                   empty=empty_list_text(query), action_text=action_text)
     if fragment == "rows":
         return page(request, "_incident_rows.html", **context)
     return page(request, "incidents.html", **context)

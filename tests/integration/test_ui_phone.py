@@ -70,11 +70,14 @@ async def test_every_page_fits_a_phone_and_a_desktop_with_a_large_storm(tmp_path
             await browser.viewport(width)
             for path in pages:
                 await browser.get(base + path)
+                await browser.do(browser.driver.execute_script,  # a fleet's node incidents opened too
+                                 "document.querySelectorAll('details').forEach(d => { d.open = true; })")
                 scroll_width, inner, sticking_out = await browser.do(browser.driver.execute_script, OVERFLOWING)
                 # a page wider than a phone's screen also makes the phone widen its viewport (and shrink the text)
                 assert scroll_width <= inner == width and not sticking_out, \
                     f"{path} at {width} px: {scroll_width} px wide in a {inner} px viewport; sticking out: {sticking_out}"
             await browser.get(base + "/ui/incidents")
+            await browser.do(browser.driver.execute_script, "document.querySelector('details.nodes').open = true")
             await browser.screenshot(shots / f"triage-{width}.png", width)
             await browser.get(base + f"/ui/incidents/{verdict}")
             await browser.screenshot(shots / f"verdict-{width}.png", width)

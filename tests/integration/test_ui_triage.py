@@ -48,7 +48,7 @@ async def test_the_worst_first_and_a_storm_folded_into_one_row(tmp_path):
         shown = re.findall(r'<li><a href="/ui/incidents/(INC-\d+)">', row)
         assert len(shown) == 20 and set(shown) <= children
         assert f"+{NODES - 20} more: all {NODES} node incidents" in row
-        assert "history: replace gpu" in body[body.index(f">{verdict}</a>"):body.index(f">{fleet['id']}</a>")]
+        assert "history: replace GPU" in body[body.index(f">{verdict}</a>"):body.index(f">{fleet['id']}</a>")]
 
         # The list a page at a time: every incident that is not folded into the fleet, once, the worst first.
         listed, path = [], "/ui/incidents?limit=2"
