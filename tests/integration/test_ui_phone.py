@@ -7,14 +7,10 @@ saves the list and the verdict's page at both widths there (docs/screenshots/ is
 """
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-import pytest
-
+from tests.integration.test_ui_browser import browser, shots  # noqa: F401  (fixtures: Chromium, where PNGs go)
 from tests.support import triage_storm as ts
-from tests.support.browser import Browser
 from tests.support.notify_harness import Harness
 
 STORM_NODES = 500
@@ -37,20 +33,6 @@ for (const el of document.body.querySelectorAll('*')) {
 }
 return [document.scrollingElement.scrollWidth, width, out.slice(0, 8)];
 """
-
-
-@pytest.fixture
-def browser():
-    b = Browser.start()
-    yield b
-    b.quit()
-
-
-@pytest.fixture
-def shots(tmp_path) -> Path:
-    target = Path(os.environ.get("ALERTD_UI_SCREENSHOTS") or tmp_path / "shots")
-    target.mkdir(parents=True, exist_ok=True)
-    return target
 
 
 async def test_every_page_fits_a_phone_and_a_desktop_with_a_large_storm(tmp_path, browser, shots):
