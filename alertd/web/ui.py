@@ -20,16 +20,16 @@ from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
 from alertd.core import signed_links
 from alertd.core.actor import Actor
-from alertd.core.verdict import action_text
-from alertd.core.json_types import JSONObject, text
+from alertd.core.json_types import JSONObject, strings, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, silence_link
-from alertd.integrations.slack.integration import SlackSettings
 from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.remediation.blast import summary
 from alertd.store.base import StoreUnavailable
 from alertd.web import access, api, triage
+from alertd.core.verdict import action_text
+from alertd.integrations.slack.integration import SlackSettings
 from alertd.web import incidents as incident_routes
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.host import WebHost
@@ -80,8 +80,9 @@ def opens_signed(handler: Handler) -> Handler:
             response: web.StreamResponse = page(request, "error.html", 403, title="This link does not open the incident",
                                                 message=why + " Sign in to see the incident.")
         else:
-            request[access.LINK] = access.LINK_READER
-            response = await handler(request)
+            request[access.LINK] = access.LINK_READER  # the page as it is without the link's own parameters
+            rest = [(k, v) for k, v in request.query.items() if k not in ("exp", "sig")]
+            response = await handler(request.clone(rel_url=request.rel_url.with_query(rest)))
         response.headers["Referrer-Policy"] = "no-referrer"  # the page's links must not carry the signature away
         return response
     return run
@@ -151,21 +152,6 @@ async def incidents(request: web.Request) -> web.Response:
     return page(request, "incidents.html", **context)
 
 
-@login_required()
-async def fleet_nodes(request: web.Request) -> web.Response:
-    """A fleet incident's node incidents, the worst first, a hundred a page."""
-    reject_unknown(request.query, ("cursor",))
-    store = _svc(request).store
-    inc = await store.get_incident(request.match_info["id"])
-    if inc is None or not inc.fleet:
-        return page(request, "error.html", 404, title="Not found", message=f"No fleet incident {request.match_info['id']}.")
-    children = await store.incident_docs(inc.children)
-    labels = await triage.labels_of(store, inc.children)
-    rows, nxt, offset = triage.fleet_nodes(children, request.query)
-    return page(request, "fleet_nodes.html", inc=inc, fleet=triage.fleet_of(children, labels), rows=rows, next=nxt,
-                offset=offset, now=datetime.now(timezone.utc))
-
-
 def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
     out: list[JSONObject] = []
     for target, entry in sorted(state.items()):
@@ -181,7 +167,7 @@ def _notifications(state: dict[str, JSONObject]) -> list[JSONObject]:
 
 @login_required()
 async def incident(request: web.Request) -> web.Response:
-    reject_unknown(request.query, ("done", "problem", "confirm", "exp", "sig"))
+    reject_unknown(request.query, ("done", "problem", "confirm"))
     svc = _svc(request)
     inc = await svc.store.get_incident(request.match_info["id"])
     if inc is None:
@@ -287,6 +273,21 @@ async def rma_page(request: web.Request) -> web.StreamResponse:
     if fmt == ".json":
         return api._json({"candidates": [c.to_dict() for c in candidates]})
     return page(request, "rma.html", candidates=candidates, rules=svc.rules.rma)
+
+
+@login_required()
+async def fleet_nodes(request: web.Request) -> web.Response:
+    """A fleet incident's node incidents, the worst first, a hundred a page."""
+    reject_unknown(request.query, ("cursor",))
+    store = _svc(request).store
+    found = await store.incident_docs([request.match_info["id"]])  # the document alone: not the timeline
+    if not found or not found[0].get("fleet"):
+        return page(request, "error.html", 404, title="Not found", message=f"No fleet incident {request.match_info['id']}.")
+    ids = strings(found[0].get("children"))
+    children = await store.incident_docs(ids)
+    rows, nxt, offset = triage.fleet_nodes(children, request.query)
+    return page(request, "fleet_nodes.html", inc=found[0], fleet=triage.fleet_of(children, await triage.labels_of(store, ids)),
+                rows=rows, next=nxt, offset=offset, now=datetime.now(timezone.utc))
 
 
 # ----- quarantine -----

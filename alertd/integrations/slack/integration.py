@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, ClassVar, Hashable, Mapping
 
@@ -162,8 +162,7 @@ class SlackNotifier(Notifier):
     def _render_context(self, note: str = "") -> RenderContext:
         s = self.settings
         return RenderContext(runbook_base_url=s.runbook_base_url, alertmanager_url=s.alertmanager_url,
-                             alertd_url=s.alertd_url, note=note, now=self.clock(), installation_id=self.installation(),
-                             link_secret=s.link_secret, link_lifetime=s.link_lifetime)
+                             alertd_url=s.alertd_url, note=note, now=self.clock(), installation_id=self.installation())
 
     def rate_key(self, items: list[OutboxItem], ref: str | None) -> Hashable | None:
         """Posts are spaced per channel; edits are not (they only honour a 429 pause)."""
@@ -259,7 +258,8 @@ class SlackNotifier(Notifier):
         payloads = [i.payload for i in items]
         quiet = all(p.only_if_posted for p in payloads) or folded_unposted(inc, ref)
         note = payloads[-1].note
-        text, blocks = render_incident(inc, self._render_context(note))
+        text, blocks = render_incident(inc, replace(self._render_context(note), link_secret=self.settings.link_secret,
+                                                    link_lifetime=self.settings.link_lifetime))
         where = parse_ref(ref)
         if where is not None:
             try:

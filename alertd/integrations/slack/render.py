@@ -51,11 +51,11 @@ class RenderContext:
     runbook_base_url: str = ""
     alertmanager_url: str = ""
     alertd_url: str = ""
+    link_secret: str = ""  # signs the "Incident" link so it opens without a token (alertd/core/signed_links.py)
+    link_lifetime: timedelta = timedelta(days=7)
     note: str = ""  # routing note, e.g. a cordon downgrade
     now: datetime | None = None
     installation_id: str = ""  # prefixes button values (alertd/core/installation.py)
-    link_secret: str = ""  # signs the "Incident" link so it opens without a token (alertd/core/signed_links.py)
-    link_lifetime: timedelta = timedelta(days=7)
 
 
 def mrkdwn_escape(text: object) -> str:
