@@ -69,18 +69,23 @@ def login_required(role: Role = Role.READ) -> Callable[[Handler], Handler]:
 
 def opens_signed(handler: Handler) -> Handler:
     """The incident page opens read-only, without a sign-in, from a link signed for it (the Slack message's;
-    alertd/core/signed_links.py): to its reader alone, for that request alone (no session is made)."""
+    alertd/core/signed_links.py): to its reader alone, for that request alone (no session is made). Someone
+    signed in gets the page as always. The handler sees the request without the link's own parameters."""
     async def run(request: web.Request) -> web.StreamResponse:
-        if "sig" not in request.query or access.identify(request) is not None:
+        if "sig" not in request.query:
             return await handler(request)
-        secret = SlackSettings.from_config(_svc(request).cfg).link_secret
-        why = signed_links.refusal(secret, request.match_info["id"], request.query.get("exp", ""), request.query["sig"],
-                                   datetime.now(timezone.utc))
+        why = ""
+        if access.identify(request) is None:
+            secret = SlackSettings.from_config(_svc(request).cfg).link_secret
+            why = signed_links.refusal(secret, request.match_info["id"], request.query.get("exp", ""),
+                                       request.query["sig"], datetime.now(timezone.utc))
+            if not why:
+                request[access.LINK] = access.LINK_READER
+        response: web.StreamResponse
         if why:
-            response: web.StreamResponse = page(request, "error.html", 403, title="This link does not open the incident",
-                                                message=why + " Sign in to see the incident.")
+            response = page(request, "error.html", 403, title="This link does not open the incident",
+                            message=why + " Sign in to see the incident.")
         else:
-            request[access.LINK] = access.LINK_READER  # the page as it is without the link's own parameters
             rest = [(k, v) for k, v in request.query.items() if k not in ("exp", "sig")]
             response = await handler(request.clone(rel_url=request.rel_url.with_query(rest)))
         response.headers["Referrer-Policy"] = "no-referrer"  # the page's links must not carry the signature away

@@ -76,6 +76,10 @@ async def test_the_slack_link_opens_its_incident_read_only_and_nothing_else(link
     resp, again = await _get(h, f"{parts.path}?{parts.query}")  # what the page's live update asks (live.js)
     assert resp.status == 200 and f"<h1>{incident_id}:" in again
 
+    # Someone signed in who follows the link gets the page as always, buttons included.
+    resp = await h.client.get(f"{parts.path}?{parts.query}", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert resp.status == 200 and 'value="ack"' in await resp.text()
+
     # Without the link: the sign-in page, as before.
     resp, _ = await _get(h, parts.path)
     assert resp.status == 303 and resp.headers["Location"].startswith("/ui/login")
