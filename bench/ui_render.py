@@ -1,6 +1,8 @@
-"""Web UI render times with 50,000 stored incidents: the incidents list and a GPU page.
+"""Web UI render times with 50,000 stored incidents and an open 500-node storm: the incidents list, a GPU page,
+a fleet's node incidents.
 
-    python -m bench.ui_render                       # 50,000 incidents, SQLite
+    python -m bench.ui_render                       # 50,000 incidents and a 500-node storm, SQLite
+    python -m bench.ui_render --storm 2000          # a larger storm
     python -m bench.ui_render --incidents 10000 --requests 50
     python -m bench.ui_render --db /tmp/ui.sqlite3  # keep (and reuse) the populated store
 
@@ -101,6 +103,40 @@ async def populate(store: SqliteStore, n: int) -> str:
     return top["gpus"][0]["uuid"]
 
 
+async def add_storm(store: SqliteStore, first: int, nodes: int) -> str:
+    """An open Xid 119 storm: ``nodes`` node incidents folded into one fleet incident (its id is returned),
+    their alerts labelled as dcgm-exporter and the site label them (rack, model, driver)."""
+    opened = NOW - timedelta(minutes=10)
+    sig = Signal(kind="xid", severity="error", category="driver", xid=119, title="Xid 119: GSP RPC timeout")
+    fleet = Incident(id=f"INC-{first + nodes}", key="fleet|cluster=prod|event=gpu-fault", group="fleet",
+                     title=f"Xid 119: GSP RPC timeout on {nodes} nodes in prod", severity="error", category="driver",
+                     status="open", opened_at=opened, updated_at=opened, cluster="prod", fleet=True, primary=sig,
+                     signals=["xid"], xids=[119])
+    children = []
+    for i in range(nodes):
+        name = f"gpu-storm-{i:04d}"
+        inc = Incident(id=f"INC-{first + i}", key=f"node|cluster=prod|node={name}", group="node",
+                       title=f"Xid 119: GSP RPC timeout on {name} GPU {i % 8}", severity="error", category="driver",
+                       status="open", opened_at=opened, updated_at=opened, cluster="prod", node=name, primary=sig,
+                       signals=["xid"], xids=[119], parent_id=fleet.id)
+        g = GPU(uuid=uuid_of(100_000 + i, i % 8), index=str(i % 8), model="NVIDIA H100 80GB HBM3")
+        labels = {"alertname": "GPUXidError", "node": name, "UUID": g.uuid, "xid": "119", "rack": f"r{i // 32}",
+                  "modelName": g.model, "DCGM_FI_DRIVER_VERSION": "550.54.15"}
+        fp = f"{first + i:012x}0000"
+        inc.members[fp] = Member(fingerprint=fp, alertname="GPUXidError", status="firing", signal=sig,
+                                 subject=Subject(cluster="prod", node=name, gpu=g), labels=labels, starts_at=opened,
+                                 last_seen=opened, summary="Xid 119")
+        inc.gpus.append(g.to_dict())
+        inc.timeline = [Event(at=opened, kind="opened", text=inc.title)]
+        children.append(inc)
+    fleet.children = [c.id for c in children]
+    fleet.nodes = [c.node for c in children]
+    fleet.timeline = [Event(at=opened, kind="opened", text=fleet.title)]
+    await store.commit_step(Step(changes=[Change(incident=i, kinds=["opened"], events=i.timeline, members=list(i.members))
+                                          for i in [*children, fleet]], next_seq=first + nodes + 1))
+    return fleet.id
+
+
 async def timed(client: TestClient, path: str, requests: int) -> tuple[list[float], int, int]:
     for _ in range(2):
         await (await client.get(path)).read()
@@ -122,6 +158,8 @@ async def main(args: argparse.Namespace) -> None:
     await store.open()
     uuid = await populate(store, args.incidents) if fresh else \
         (await store.ranking(NOW - timedelta(days=365), limit=1))["gpus"][0]["uuid"]
+    fleet = await add_storm(store, args.incidents + 1, args.storm) if fresh and args.storm else \
+        f"INC-{args.incidents + args.storm + 1}"
     await store.close()
     cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}, "notify": {"console": {"enabled": False}}}, "bench")
     svc = Service(cfg, SqliteStore(db), load_rules(cfg.rule_paths))
@@ -135,6 +173,8 @@ async def main(args: argparse.Namespace) -> None:
         pages = [("incidents list (50 rows)", "/ui/incidents"),
                  ("incidents list, status=resolved&xid=79", "/ui/incidents?status=resolved&xid=79"),
                  ("incidents list, gpu=<serial>", f"/ui/incidents?gpu={serial}"),
+                 (f"incidents list, severity=error (the {args.storm}-node storm)", "/ui/incidents?severity=error"),
+                 (f"fleet node incidents ({args.storm}), first page", f"/ui/incidents/{fleet}/nodes"),
                  (f"GPU page ({history} incidents)", f"/ui/gpus/{uuid}"),
                  ("API: GET /api/v1/incidents?limit=100", "/api/v1/incidents?limit=100"),
                  ("API: GET /api/v1/gpus/{uuid}", f"/api/v1/gpus/{uuid}")]
@@ -153,5 +193,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--incidents", type=int, default=50_000)
     parser.add_argument("--requests", type=int, default=30)
+    parser.add_argument("--storm", type=int, default=500, help="nodes of the open storm stored besides (0: none)")
     parser.add_argument("--db", help="SQLite file to fill (first run) and reuse (later runs)")
     asyncio.run(main(parser.parse_args()))

@@ -87,6 +87,7 @@ class SqlStore:
         self.get_incident = reads.get_incident
         self.query_incidents = reads.query_incidents
         self.incident_docs = reads.incident_docs
+        self.member_labels = reads.member_labels
         self.find_gpus = reads.find_gpus
         self.list_gpus = reads.list_gpus
         self.gpu_history = reads.gpu_history

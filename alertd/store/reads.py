@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from alertd.core.json_types import JSONObject, integer
+from alertd.core.json_types import JSONObject, integer, obj, string_map
 from alertd.core.model import Incident, iso
 from alertd.store.database import Database
 from alertd.store.history import history_doc
-from alertd.store.sql import assemble, incident_doc
+from alertd.store.sql import assemble, incident_doc, unpacked
 
 
 @dataclass(slots=True)
@@ -131,6 +131,18 @@ class HistoryReads:
         marks = ", ".join("?" for _ in ids)
         rows = await self.db.run(self.db.query, f"SELECT doc FROM incidents WHERE id IN ({marks}) ORDER BY seq", ids)
         return [incident_doc(r[0]) for r in rows]
+
+    async def member_labels(self, ids: list[str]) -> list[tuple[str, dict[str, str]]]:
+        """(incident id, labels) of every member of these incidents: what a fleet's node incidents share."""
+        out: list[tuple[str, dict[str, str]]] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            rows = await self.db.run(self.db.query, f"SELECT incident_id, doc FROM members WHERE incident_id IN ({marks})",
+                                     chunk)
+            out += [(r[0], string_map(obj(json.loads(unpacked(r[1])), "a member document").get("labels")))
+                    for r in rows]
+        return out
 
     async def find_gpus(self, ident: str) -> list[JSONObject]:
         """GPUs known by this UUID, serial or (normalised) PCI id; a PCI id can name a GPU on many nodes."""

@@ -164,6 +164,9 @@ MIGRATIONS: list[list[str]] = [
     report_tables.MIGRATION,  # fleet size samples, report facts, the weekly digest's claim (store/report_tables.py)
     remediations.MIGRATION,  # cordon / drain proposals and their results (alertd/store/remediations.py)
     tickets.MIGRATION,  # RMA tickets: one per incident, GPU and target, claimed before opening (store/tickets.py)
+    [  # the incident list, the worst first (alertd/web/triage.py): one range per status and severity, newest first
+        "CREATE INDEX incidents_triage ON incidents (status, severity, seq)",
+    ],
 ]
 INBOX_LOG = ("CREATE TABLE inbox_log (id {serial} PRIMARY KEY, received_at TEXT NOT NULL, alerts INTEGER NOT NULL, "
              "body {blob} NOT NULL)")

@@ -25,7 +25,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from alertd.store.base import StoreUnavailable
-from alertd.config.credentials import Principal
+from alertd.config.credentials import Principal, Role
 from alertd.web.auth import AUTH, Authenticator, token_fingerprint
 from alertd.web.guard import Handler, fetched_same_origin
 from alertd.web.keys import SERVICE
@@ -34,6 +34,8 @@ COOKIE = "alertd_session"
 SESSION_MAX_AGE = 12 * 3600
 PRINCIPAL = web.RequestKey("principal", Principal)  # set by the API and UI guards
 SESSION = web.RequestKey("session", Principal)  # the session cookie's principal, found by ``sessions``
+LINK = web.RequestKey("link", Principal)  # a signed incident link's reader (alertd/web/ui.py, ``opens_signed``)
+LINK_READER = Principal("signed link", Role.READ, "link")
 API_PATHS = ("/api/", "/-/")
 NO_SESSION = ("/ui/static/", "/healthz", "/readyz", "/metrics")  # open anyway: no store read for their cookie
 

@@ -66,6 +66,8 @@ class WebStore(FleetReads, Protocol):
 
     async def end_session(self, key: str) -> bool: ...
 
+    async def member_labels(self, ids: list[str]) -> list[tuple[str, dict[str, str]]]: ...
+
 
 class WebHost(ActionTaker, Protocol):
     """The service as the web app sees it: configuration, metrics, readiness, the inbox, the actions a person

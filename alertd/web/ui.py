@@ -20,6 +20,7 @@ from alertd.alertmanager.silences import AlertmanagerError, silence_duration
 from alertd.app.silence_preview import SilenceOverlap
 from alertd.config.credentials import Role
 from alertd.web import fleet_views as views
+from alertd.core import signed_links
 from alertd.core.actor import Actor
 from alertd.core.json_types import JSONObject, as_object, integer, objects, strings, text
 from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
@@ -29,7 +30,9 @@ from alertd.integrations.slack.render import SILENCE_CHOICES
 from alertd.remediation.blast import summary
 from alertd.remediation.decide import rma_refusal
 from alertd.store.base import StoreUnavailable
-from alertd.web import access, api
+from alertd.web import access, api, triage
+from alertd.core.verdict import action_text
+from alertd.integrations.slack.integration import SlackSettings
 from alertd.web import incidents as incident_routes
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window
 from alertd.web.host import WebHost
@@ -53,7 +56,7 @@ def _svc(request: web.Request) -> WebHost:
 def login_required(role: Role = Role.READ) -> Callable[[Handler], Handler]:
     def wrap(handler: Handler) -> Handler:
         async def run(request: web.Request) -> web.StreamResponse:
-            who = access.identify(request)
+            who = access.identify(request) or request.get(access.LINK)
             if who is None:
                 raise web.HTTPSeeOther("/ui/login?next=" + quote(request.path_qs, safe=""))
             request[access.PRINCIPAL] = who
@@ -65,6 +68,32 @@ def login_required(role: Role = Role.READ) -> Callable[[Handler], Handler]:
                 return page(request, "error.html", 400, title="Bad request", message=exc.message, field=exc.field)
         return run
     return wrap
+
+
+def opens_signed(handler: Handler) -> Handler:
+    """The incident page opens read-only, without a sign-in, from a link signed for it (the Slack message's;
+    alertd/core/signed_links.py): to its reader alone, for that request alone (no session is made). Someone
+    signed in gets the page as always. The handler sees the request without the link's own parameters."""
+    async def run(request: web.Request) -> web.StreamResponse:
+        if "sig" not in request.query:
+            return await handler(request)
+        why = ""
+        if access.identify(request) is None:
+            secret = SlackSettings.from_config(_svc(request).cfg).link_secret
+            why = signed_links.refusal(secret, request.match_info["id"], request.query.get("exp", ""),
+                                       request.query["sig"], datetime.now(timezone.utc))
+            if not why:
+                request[access.LINK] = access.LINK_READER
+        response: web.StreamResponse
+        if why:
+            response = page(request, "error.html", 403, title="This link does not open the incident",
+                            message=why + " Sign in to see the incident.")
+        else:
+            rest = [(k, v) for k, v in request.query.items() if k not in ("exp", "sig")]
+            response = await handler(request.clone(rel_url=request.rel_url.with_query(rest)))
+        response.headers["Referrer-Policy"] = "no-referrer"  # the page's links must not carry the signature away
+        return response
+    return run
 
 
 # ----- login -----
@@ -124,17 +153,10 @@ async def incidents(request: web.Request) -> web.Response:
     query = dict(request.query)
     fragment = query.pop("fragment", "")
     query.setdefault("limit", str(LIST_LIMIT))
-    store = _svc(request).store
-    rows, nxt = await api.incident_page(store, query)
-    ids = {text(r, "id") for r in rows}
-    children = await store.incident_docs([c for r in rows if r.get("fleet") for c in strings(r.get("children"))[:20]])
-    by_parent: dict[str, list[JSONObject]] = {}
-    for c in children:
-        by_parent.setdefault(text(c, "parentId"), []).append(c)
-    rows = [r for r in rows if r.get("parentId") not in ids]  # shown under their fleet incident
-    context: dict[str, Any] = dict(rows=rows, children=by_parent, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
+    rows, nxt = await triage.triage_page(_svc(request).store, query)
+    context: dict[str, Any] = dict(rows=rows, next=nxt, query={k: v for k, v in query.items() if k != "cursor"},
                    states=INCIDENT_STATES, severities=SEVERITIES, filters=INCIDENT_FILTERS, now=datetime.now(timezone.utc),
-                   empty=empty_list_text(query))
+                   empty=empty_list_text(query), action_text=action_text)
     if fragment == "rows":
         return page(request, "_incident_rows.html", **context)
     return page(request, "incidents.html", **context)
@@ -306,6 +328,21 @@ async def rma_page(request: web.Request) -> web.StreamResponse:
     return page(request, "rma.html", candidates=candidates, rules=svc.rules.rma)
 
 
+@login_required()
+async def fleet_nodes(request: web.Request) -> web.Response:
+    """A fleet incident's node incidents, the worst first, a hundred a page."""
+    reject_unknown(request.query, ("cursor",))
+    store = _svc(request).store
+    found = await store.incident_docs([request.match_info["id"]])  # the document alone: not the timeline
+    if not found or not found[0].get("fleet"):
+        return page(request, "error.html", 404, title="Not found", message=f"No fleet incident {request.match_info['id']}.")
+    ids = strings(found[0].get("children"))
+    children = await store.incident_docs(ids)
+    rows, nxt, offset = triage.fleet_nodes(children, request.query)
+    return page(request, "fleet_nodes.html", inc=found[0], fleet=triage.fleet_of(children, await triage.labels_of(store, ids)),
+                rows=rows, next=nxt, offset=offset, now=datetime.now(timezone.utc))
+
+
 # ----- quarantine -----
 
 @login_required(Role.ADMIN)
@@ -354,7 +391,8 @@ def register(app: web.Application) -> None:
     app.router.add_post("/ui/login", login_submit)
     app.router.add_post("/ui/logout", logout)
     app.router.add_get("/ui/incidents", incidents)
-    app.router.add_get("/ui/incidents/{id}", incident)
+    app.router.add_get("/ui/incidents/{id}", opens_signed(incident))
+    app.router.add_get("/ui/incidents/{id}/nodes", fleet_nodes)
     app.router.add_post("/ui/incidents/{id}/action", incident_action)
     app.router.add_get("/ui/nodes/{node}", node)
     app.router.add_get("/ui/gpus", gpu_search)

@@ -68,8 +68,8 @@ async def test_fleet_incident_lists_its_node_incidents_under_it(tmp_path):
         page = await (await h.client.get("/ui/incidents")).text()
         assert 'class="fleet"' in page and "fleet · 6 nodes" in page
         children = fleet["children"]
-        assert children and page.count('class="child"') == len(children)
-        for child in children:  # nested once under the fleet row, not listed again on their own
+        assert children and page.count('<details class="nodes"') == 1 and f"Node incidents ({len(children)})" in page
+        for child in children:  # once inside the fleet row, not listed again on their own
             assert page.count(f'href="/ui/incidents/{child}"') == 1
         detail = await (await h.client.get(f"/ui/incidents/{fleet['id']}")).text()
         assert f"on its {len(children)} node incidents" in detail and all(c in detail for c in children)

@@ -57,7 +57,7 @@ async def test_the_ui_in_a_browser(tmp_path, slack, browser, shots):
         # --- the list, its filters (keyboard only), and a live update ---
         await browser.get(base + "/")
         await browser.wait(lambda: len(ids_in_table(d)) == 5, what="five incidents listed")
-        assert ids_in_table(d)[0] == ids["t11"]
+        assert ids_in_table(d)[0] == ids["t11"]  # the worst first: of the open critical ones, the newest
         await browser.screenshot(shots / "incidents.png")
         xid = await browser.do(d.find_element, By.ID, "f-xid")
         await browser.do(xid.send_keys, "79", Keys.ENTER)

@@ -80,15 +80,20 @@ class Browser:
                 raise AssertionError(f"browser: {what} not met within {timeout} s at {self.driver.current_url}")
             await asyncio.sleep(0.1)
 
-    async def screenshot(self, path: Path) -> None:
+    async def screenshot(self, path: Path, width: int = 1400) -> None:
         """A full-page PNG (through the DevTools protocol: the viewport grows to the document's height)."""
         import base64
 
         height = await self.do(self.driver.execute_script, "return document.documentElement.scrollHeight")
         shot = await self.do(self.driver.execute_cdp_cmd, "Page.captureScreenshot", {
             "format": "png", "captureBeyondViewport": True,
-            "clip": {"x": 0, "y": 0, "width": 1400, "height": min(int(height), 2400), "scale": 1}})
+            "clip": {"x": 0, "y": 0, "width": width, "height": min(int(height), 2400), "scale": 1}})
         path.write_bytes(base64.b64decode(shot["data"]))
+
+    async def viewport(self, width: int, height: int = 900) -> None:
+        """Lay pages out as a device this wide does (a phone: 390 CSS pixels, the viewport meta tag honoured)."""
+        await self.do(self.driver.execute_cdp_cmd, "Emulation.setDeviceMetricsOverride",
+                      {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 800})
 
     def quit(self) -> None:
         try:

@@ -9,7 +9,7 @@ from alertd.config.settings import load_config, parse_config
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "alertd.yml"
 ENV = {name: "x" * 32 for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "PD_GPU_INFRA_KEY", "PD_GPU_ESCALATION_KEY",
                                     "AM_TOKEN", "ALERTD_PG_DSN", "ALERTD_WEBHOOK_TOKEN", "ALERTD_WEBHOOK_PASSWORD",
-                                    "ALERTD_API_TOKEN")}
+                                    "ALERTD_API_TOKEN", "ALERTD_LINK_KEY")}
 
 
 def test_example_as_shipped_is_the_embedded_default():

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, ClassVar, Hashable, Mapping
 
@@ -69,6 +69,8 @@ class SlackSettings(NotifierSettings):
     debounce: timedelta = timedelta(seconds=2)
     per_channel: float = 1.0
     burst: int = 1
+    link_secret: str = ""  # links.signing_secret: the "Incident" link opens read-only without a token
+    link_lifetime: timedelta = timedelta(days=7)
 
     @property
     def enabled(self) -> bool:
@@ -76,7 +78,7 @@ class SlackSettings(NotifierSettings):
 
     @classmethod
     def parse(cls, doc: JSONObject, links: Links) -> "SlackSettings":
-        rate = as_object(doc.get("rate"))
+        rate, links_doc = as_object(doc.get("rate")), as_object(doc.get("links"))
         return cls(
             token=text(doc, "token"),
             base_url=text(doc, "base_url") or DEFAULT_BASE_URL,
@@ -85,6 +87,8 @@ class SlackSettings(NotifierSettings):
             debounce=parse_duration(text(doc, "debounce", "2s")),
             per_channel=number(rate, "per_channel", 1.0),
             burst=integer(rate, "burst", 1),
+            link_secret=text(links_doc, "signing_secret"),
+            link_lifetime=parse_duration(text(links_doc, "lifetime", "7d")),
             **cls.shared(doc, links),
         )
 
@@ -255,7 +259,8 @@ class SlackNotifier(Notifier):
         payloads = [i.payload for i in items]
         quiet = all(p.only_if_posted for p in payloads) or folded_unposted(inc, ref)
         note = payloads[-1].note
-        text, blocks = render_incident(inc, self._render_context(note))
+        text, blocks = render_incident(inc, replace(self._render_context(note), link_secret=self.settings.link_secret,
+                                                    link_lifetime=self.settings.link_lifetime))
         where = parse_ref(ref)
         if where is not None:
             try:
@@ -396,6 +401,9 @@ class Slack(Integration[SlackSettings]):
                 "per_channel": {"type": "number", "exclusiveMinimum": 0, "description": "Posts per second per channel. Default 1."},
                 "burst": {"type": "integer", "minimum": 1, "description": "Posts allowed back to back before the rate applies. Default 1."}}},
             "timeout": {**DURATION_SCHEMA, "description": "Per API call. Default 10s."},
+            "links": {"type": "object", "additionalProperties": False, "required": ["signing_secret"], "properties": {
+                "signing_secret": {"type": "string", "minLength": 32, "description": "Signs the message's \"Incident\" link so it opens that incident's page read-only without a token (docs/security.md, \"Signed incident links\"); at least 32 characters, e.g. from `openssl rand -base64 32` in a file given as signing_secret_file. Not Slack's signing secret. Rotating it revokes every link given out."},
+                "lifetime": {**DURATION_SCHEMA, "description": "How long a link opens the page after the message was last written (every update of the message writes a fresh one). Default 7d."}}},
         },
     }
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Iterable
+
+from yarl import URL
 
 from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONObject, JSONValue, as_object, objects, text as json_text
 from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
+from alertd.core.signed_links import signed_query
 from alertd.integrations.base import Links
 from alertd.integrations.presentation import ACTION_TEXT, event_words, incident_action, incident_links, web_url
 
@@ -49,6 +52,8 @@ class RenderContext:
     runbook_base_url: str = ""
     alertmanager_url: str = ""
     alertd_url: str = ""
+    link_secret: str = ""  # signs the "Incident" link so it opens without a token (alertd/core/signed_links.py)
+    link_lifetime: timedelta = timedelta(days=7)
     note: str = ""  # routing note, e.g. a cordon downgrade
     now: datetime | None = None
     installation_id: str = ""  # prefixes button values (alertd/core/installation.py)
@@ -267,8 +272,12 @@ def _links(inc: Incident, ctx: RenderContext) -> list[str]:
                            [m.generator_url for m in _ordered(inc.members.values())])
     tickets = [link(t.url, f"RMA {t.key}") if web_url(t.url) else f"RMA {mrkdwn_escape(t.key)}"
                for t in inc.tickets if t.key]
+    page = shown.ui
+    if page and ctx.link_secret:  # opens read-only without a token until it expires (docs/security.md)
+        page = str(URL(page).with_query(signed_query(ctx.link_secret, inc.id, ctx.now or datetime.now(timezone.utc),
+                                                     ctx.link_lifetime)))
     return [link(url, label) for url, label in ((shown.runbook, "Runbook"), (shown.prometheus, "Prometheus"),
-                                                (shown.alertmanager, "Alertmanager"), (shown.ui, "Incident")) if url] + tickets
+                                                (shown.alertmanager, "Alertmanager"), (page, "Incident")) if url] + tickets
 
 
 def _body(inc: Incident, found: Findings) -> list[JSONObject]:

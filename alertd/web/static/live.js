@@ -9,6 +9,8 @@
   var status = document.getElementById("live-status");
   if (!source || !box) { if (box) { box.disabled = true; } return; }
   var whole = source.hasAttribute("data-live-whole");
+  // A whole page asks for itself as the browser has it: a signed link's parameters stay on (core/signed_links.py).
+  var src = whole ? window.location.pathname + window.location.search : source.getAttribute("data-live-src");
   var body = whole ? source : document.getElementById("rows");
   var every = 5000, timer = null, last = body.innerHTML;
   function schedule() { clearTimeout(timer); if (box.checked) { timer = setTimeout(refresh, every); } }
@@ -26,7 +28,7 @@
   }
   function refresh() {
     if (document.hidden) { schedule(); return; }
-    fetch(source.getAttribute("data-live-src"), {credentials: "same-origin", headers: {"Accept": "text/html"}})
+    fetch(src, {credentials: "same-origin", headers: {"Accept": "text/html"}})
       .then(function (r) {
         if (signedOut(r)) { toLogin(); throw new Error("signed out"); }
         if (!r.ok) { throw new Error("HTTP " + r.status); }
@@ -37,7 +39,13 @@
         if (html !== last) {
           // Keep focus where it was when the link still exists after the update.
           var focused = document.activeElement && body.contains(document.activeElement) ? document.activeElement.getAttribute("href") : null;
+          // Fleet rows opened by the reader stay open.
+          var opened = Array.prototype.map.call(body.querySelectorAll("details[open][data-fleet]"),
+                                                function (d) { return d.getAttribute("data-fleet"); });
           body.innerHTML = html; last = body.innerHTML;
+          opened.forEach(function (id) {
+            var again = body.querySelector('details[data-fleet="' + CSS.escape(id) + '"]'); if (again) { again.open = true; }
+          });
           status.textContent = "Updated " + new Date().toLocaleTimeString();
           if (focused) { var again = body.querySelector('a[href="' + focused + '"]'); if (again) { again.focus(); } }
         }

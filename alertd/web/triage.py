@@ -1,0 +1,227 @@
+"""The incident list as a triage view: the worst first, and a fleet incident as one row over its node incidents.
+
+Order: open, then acknowledged, then resolved; within each, critical down to info; within each, the newest
+first. A history verdict that raised an incident's severity (alertd/engine/judge.py) raised its stored
+severity, so it counts. Each (status, severity) pair is one keyset range read newest first (the store's
+``incidents_triage`` index): page N costs what page 1 costs, and the cursor names the pair and the last
+sequence.
+
+A node incident folded into a fleet (``parentId``) is shown inside its fleet's row instead of on its own
+when the fleet is listed at least as high (a status and severity as bad or worse, within the status and
+severity filters) and the query does not look for a node, a GPU or a team (a node search wants the node's
+own incidents; a fleet holds no alerts, so no team): a node incident that a verdict made worse than its
+fleet is listed on its own as well, where its severity puts it. A fleet row counts its node incidents by
+status and severity and says what they share (rack, jobs, namespace, driver, GPU model); the worst
+``CHILDREN_SHOWN`` are in the row, all of them on the fleet's node page, a hundred a page.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Protocol
+
+from alertd.core.findings import JOBS, Job
+from alertd.core.json_types import JSONObject, as_object, each, objects, strings, text
+from alertd.core.model import INCIDENT_STATES, SEVERITIES
+from alertd.store.reads import IncidentQuery
+from alertd.web.api import resolve_gpu_filter
+from alertd.web.fleet_views import FleetReads
+from alertd.web.params import BadParam, decode_cursor, encode_cursor, incident_query
+
+# open, acknowledged, resolved; critical .. info
+BUCKETS: tuple[tuple[str, str], ...] = tuple((s, v) for s in INCIDENT_STATES for v in reversed(SEVERITIES))
+BUCKET_OF: dict[tuple[object, object], int] = {pair: i for i, pair in enumerate(BUCKETS)}
+CHILDREN_SHOWN = 20
+NODES_PAGE = 100
+MIN_BATCH = 32  # rows read at a time from one range at least (node incidents folded into a fleet are skipped)
+SHOWS_CHILDREN = ("node", "gpu", "team")  # filters that list a fleet's node incidents on their own
+# What a fleet's node incidents may share, read from their alerts' labels (dcgm-exporter's and the site's own)
+SHARED_LABELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("rack", ("rack",)),
+    ("driver", ("DCGM_FI_DRIVER_VERSION", "driver_version")),
+    ("GPU model", ("modelName",)),
+)
+
+
+class TriageReads(FleetReads, Protocol):
+    async def incident_docs(self, ids: list[str]) -> list[JSONObject]: ...
+
+    async def member_labels(self, ids: list[str]) -> list[tuple[str, dict[str, str]]]: ...
+
+
+@dataclass(slots=True)
+class Shared:
+    """One fact of a fleet's node incidents: its values, the most common first, with how many nodes show each."""
+
+    name: str
+    values: list[tuple[str, int]]
+    nodes: int  # node incidents in the fleet
+
+    @property
+    def line(self) -> str:
+        head = self.values[:3]
+        if len(head) == 1 and head[0][1] == self.nodes:
+            return f"{self.name} {head[0][0]} (all {self.nodes})"
+        shown = ", ".join(f"{v} ({n} of {self.nodes})" if i == 0 else f"{v} ({n})" for i, (v, n) in enumerate(head))
+        more = len(self.values) - len(head)
+        return f"{self.name} {shown}" + (f" +{more} more" if more else "")
+
+
+@dataclass(slots=True)
+class Fleet:
+    """A fleet row's contents: its node incidents, worst first, their counts and what they share."""
+
+    children: list[JSONObject]
+    by_status: list[tuple[str, int]]
+    by_severity: list[tuple[str, int]]
+    shared: list[Shared] = field(default_factory=list)
+
+    @property
+    def shown(self) -> list[JSONObject]:
+        return self.children[:CHILDREN_SHOWN]
+
+    @property
+    def more(self) -> int:
+        return max(0, len(self.children) - CHILDREN_SHOWN)
+
+
+@dataclass(slots=True)
+class Row:
+    doc: JSONObject
+    fleet: Fleet | None = None
+
+
+def rank(doc: JSONObject) -> int:
+    return BUCKET_OF.get((doc.get("status"), doc.get("severity")), len(BUCKETS))
+
+
+def worst_first(docs: list[JSONObject]) -> list[JSONObject]:
+    return sorted(docs, key=lambda d: (rank(d), -_number(d)))
+
+
+def _number(doc: JSONObject) -> int:
+    """INC-42 -> 42: the order incidents were opened in (ids are handed out in sequence)."""
+    digits = text(doc, "id").rpartition("-")[2]
+    return int(digits) if digits.isdigit() else 0
+
+
+def _cursor(query: Mapping[str, str]) -> tuple[int, int | None]:
+    parts = decode_cursor(query, 2)
+    if parts is None:
+        return 0, None
+    bucket, seq = parts
+    if not (bucket.isdigit() and int(bucket) < len(BUCKETS) and seq.isdigit() and int(seq) < 2 ** 63):
+        raise BadParam("cursor", "cursor is not one this server handed out (use the link to the next page)")
+    return int(bucket), int(seq)
+
+
+async def triage_page(store: TriageReads, query: Mapping[str, str]) -> tuple[list[Row], str | None]:
+    """One page of the list for these query parameters, the worst first (raises BadParam)."""
+    start, before = _cursor(query)
+    q, ident = incident_query({k: v for k, v in query.items() if k != "cursor"})
+    if not await resolve_gpu_filter(store, q, ident):
+        return [], None
+    folds = not any(query.get(name, "").strip() for name in SHOWS_CHILDREN)
+    limit, parents, inside = q.limit, dict[str, JSONObject](), dict[str, JSONObject]()  # inside: read, in a fleet
+    found: list[tuple[int, int, JSONObject]] = []
+    for bucket in range(start, len(BUCKETS)):
+        status, severity = BUCKETS[bucket]
+        if (q.status and q.status != status) or (q.severity and q.severity != severity):
+            continue
+        cursor = before if bucket == start else None
+        while len(found) <= limit:
+            batch = max(limit + 1 - len(found), MIN_BATCH)
+            rows = await store.query_incidents(replace(q, status=status, severity=severity, before=cursor, limit=batch))
+            if folds:
+                await _load_parents(store, parents, rows)
+            for seq, doc in rows:
+                if folds and _folded(doc, parents, q):
+                    inside[text(doc, "id")] = doc
+                else:
+                    found.append((bucket, seq, doc))
+            if len(rows) < batch:
+                break
+            cursor = rows[-1][0]
+        if len(found) > limit:
+            break
+    page = found[:limit]
+    nxt = encode_cursor(page[-1][0], page[-1][1]) if len(found) > limit else None
+    return await _rows(store, [doc for _, _, doc in page], inside), nxt
+
+
+async def _load_parents(store: TriageReads, parents: dict[str, JSONObject], rows: list[tuple[int, JSONObject]]) -> None:
+    wanted = sorted({text(d, "parentId") for _, d in rows if text(d, "parentId")} - parents.keys())
+    for doc in await store.incident_docs(wanted):
+        parents[text(doc, "id")] = doc
+
+
+def _folded(doc: JSONObject, parents: Mapping[str, JSONObject], q: IncidentQuery) -> bool:
+    """Shown inside its fleet's row: the fleet is listed too, at least as high as this node incident."""
+    parent = parents.get(text(doc, "parentId"))
+    if parent is None:
+        return False
+    if (q.status and text(parent, "status") != q.status) or (q.severity and text(parent, "severity") != q.severity):
+        return False
+    return rank(parent) <= rank(doc)
+
+
+async def _rows(store: TriageReads, docs: list[JSONObject], known: Mapping[str, JSONObject]) -> list[Row]:
+    """The page's rows; a fleet's with its node incidents (``known``: those read already)."""
+    fleets = [d for d in docs if d.get("fleet")]
+    ids = [c for d in fleets for c in strings(d.get("children"))]
+    missing = [c for c in ids if c not in known]
+    children = {**known, **{text(c, "id"): c for c in await store.incident_docs(missing)}} if missing else dict(known)
+    labels = await labels_of(store, ids)
+    out: list[Row] = []
+    for doc in docs:
+        if not doc.get("fleet"):
+            out.append(Row(doc))
+            continue
+        kids = [children[c] for c in strings(doc.get("children")) if c in children]
+        out.append(Row(doc, fleet_of(kids, labels)))
+    return out
+
+
+async def labels_of(store: TriageReads, ids: list[str]) -> dict[str, list[dict[str, str]]]:
+    """The alerts' labels of these incidents, by incident."""
+    labels: dict[str, list[dict[str, str]]] = {}
+    for incident_id, member_labels in await store.member_labels(ids) if ids else []:
+        labels.setdefault(incident_id, []).append(member_labels)
+    return labels
+
+
+def fleet_of(children: list[JSONObject], labels: Mapping[str, list[dict[str, str]]]) -> Fleet:
+    statuses = Counter(text(c, "status") for c in children)
+    severities = Counter(text(c, "severity") for c in children)
+    return Fleet(children=worst_first(children),
+                 by_status=[(s, statuses[s]) for s in INCIDENT_STATES if statuses[s]],
+                 by_severity=[(s, severities[s]) for s in reversed(SEVERITIES) if severities[s]],
+                 shared=shared_facts(children, labels))
+
+
+def shared_facts(children: list[JSONObject], labels: Mapping[str, list[dict[str, str]]]) -> list[Shared]:
+    """Per fact, how many node incidents show each value (a node counts once per value)."""
+    seen: dict[str, Counter[str]] = {}
+    for child in children:
+        members = labels.get(text(child, "id"), [])
+        facts = {name: {m.get(k, "") for m in members for k in keys} for name, keys in SHARED_LABELS}
+        jobs = each(Job.from_json, as_object(child.get("annotations")).get(JOBS))
+        facts["job"] = {f"{j.namespace}/{j.name}" if j.namespace else j.name for j in jobs}
+        if text(child, "pod"):  # a workload's namespace, not an exporter's
+            facts["namespace"] = {text(child, "namespace")}
+        facts["GPU model"] |= {text(g, "model") for g in objects(child.get("gpus"))}
+        for name, values in facts.items():
+            seen.setdefault(name, Counter()).update(v for v in values if v)
+    order = ("rack", "job", "namespace", "driver", "GPU model")
+    return [Shared(name, seen[name].most_common(), len(children)) for name in order if seen.get(name)]
+
+
+def fleet_nodes(children: list[JSONObject], query: Mapping[str, str]) -> tuple[list[JSONObject], str | None, int]:
+    """One page of a fleet's node incidents, the worst first: (rows, next cursor, offset of the first)."""
+    parts = decode_cursor(query, 1)
+    offset = int(parts[0]) if parts and parts[0].isdigit() else 0
+    if parts and not parts[0].isdigit():
+        raise BadParam("cursor", "cursor is not one this server handed out (use the link to the next page)")
+    ordered = worst_first(children)
+    nxt = encode_cursor(offset + NODES_PAGE) if offset + NODES_PAGE < len(ordered) else None
+    return ordered[offset:offset + NODES_PAGE], nxt, offset

@@ -1,0 +1,67 @@
+"""Every page of the web UI at a desktop's 1400 px and a phone's 390 px, in Chromium, with a large storm
+stored: nothing is wider than the screen (a table too wide scrolls inside its own box, long ids wrap).
+
+The store holds an Xid 119 storm over STORM_NODES nodes (one fleet incident) and a GPU's third Xid 79 in a
+week with its "replace GPU" verdict (tests.support.triage_storm). With ALERTD_UI_SCREENSHOTS=DIR the test
+saves the list and the verdict's page at both widths there (docs/screenshots/ is made so).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from tests.integration.test_ui_browser import browser, shots  # noqa: F401  (fixtures: Chromium, where PNGs go)
+from tests.support import triage_storm as ts
+from tests.support.notify_harness import Harness
+
+STORM_NODES = 500
+WIDTHS = (1400, 390)
+# What sticks out of the viewport, and is not inside a box that scrolls: named for the failure message.
+OVERFLOWING = """
+const width = window.innerWidth;
+function scrolls(el) {
+  for (let p = el.parentElement; p; p = p.parentElement) {
+    const s = getComputedStyle(p);
+    if ((s.overflowX === 'auto' || s.overflowX === 'scroll' || s.overflowX === 'hidden') && p.clientWidth <= width) return true;
+  }
+  return false;
+}
+const out = [];
+for (const el of document.body.querySelectorAll('*')) {
+  const r = el.getBoundingClientRect();
+  if (r.width && r.right > width + 0.5 && !scrolls(el)) out.push(el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
+      + (el.className && typeof el.className === 'string' ? '.' + el.className.split(' ').join('.') : '') + ' ' + Math.round(r.right));
+}
+return [document.scrollingElement.scrollWidth, width, out.slice(0, 8)];
+"""
+
+
+async def test_every_page_fits_a_phone_and_a_desktop_with_a_large_storm(tmp_path, browser, shots):
+    h = await Harness(tmp_path).start()
+    try:
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        verdict = await ts.replace_gpu(h, now)
+        fleet = await ts.storm(h, STORM_NODES, now - timedelta(minutes=3))
+        child = fleet["children"][0]
+        board = (await h.incident(verdict))["gpus"][0]["uuid"]
+        pages = ["/ui/incidents", f"/ui/incidents/{verdict}", f"/ui/incidents/{fleet['id']}",
+                 f"/ui/incidents/{fleet['id']}/nodes", f"/ui/incidents/{child}", f"/ui/nodes/{ts.BOARD_NODE}",
+                 "/ui/gpus", f"/ui/gpus/{board}", "/ui/fleet", "/ui/rma", "/ui/quarantine", "/ui/reports/reliability",
+                 "/ui/login", "/ui/incidents/INC-999999"]
+        base = str(h.client.make_url("")).rstrip("/")
+        for width in WIDTHS:
+            await browser.viewport(width)
+            for path in pages:
+                await browser.get(base + path)
+                await browser.do(browser.driver.execute_script,  # a fleet's node incidents opened too
+                                 "document.querySelectorAll('details').forEach(d => { d.open = true; })")
+                scroll_width, inner, sticking_out = await browser.do(browser.driver.execute_script, OVERFLOWING)
+                # a page wider than a phone's screen also makes the phone widen its viewport (and shrink the text)
+                assert scroll_width <= inner == width and not sticking_out, \
+                    f"{path} at {width} px: {scroll_width} px wide in a {inner} px viewport; sticking out: {sticking_out}"
+            await browser.get(base + "/ui/incidents")
+            await browser.do(browser.driver.execute_script, "document.querySelector('details.nodes').open = true")
+            await browser.screenshot(shots / f"triage-{width}.png", width)
+            await browser.get(base + f"/ui/incidents/{verdict}")
+            await browser.screenshot(shots / f"verdict-{width}.png", width)
+    finally:
+        await h.stop()
