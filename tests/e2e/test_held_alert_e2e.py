@@ -110,6 +110,6 @@ def check_held_alert_pages(sim: GPUClusterSim, prom: RunningService, am: Running
          GROUP_INTERVAL + 10)
     assert notifications_sent(am) == sent
     wait("node-2's alert resolved by reconciliation", lambda: any(
-        "resolved by reconciliation" in e.get("text", "")
+        "Alertmanager no longer holds its alerts" in e.get("text", "")
         for e in alertd.get_json(f"/api/v1/incidents/{row['id']}")[1]["timeline"]), 30)
     assert [e["event_action"] for e in pagerduty.events_for(row["id"])].count("trigger") == 1
