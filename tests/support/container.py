@@ -1,0 +1,69 @@
+"""The container image, as scripts/build-image.sh builds it, and podman to run it.
+
+podman runs with the storage the script builds in (under the test cache) and with
+deploy/podman/containers.conf, which these machines need to start a container at all. A machine
+without podman or mmdebstrap raises :class:`ServiceUnavailable` (the test skips, or fails under CI).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.support.process import ServiceUnavailable
+from tests.support.services import CACHE_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = ROOT / "scripts" / "build-image.sh"
+CONTAINERS_CONF = ROOT / "deploy" / "podman" / "containers.conf"
+TAG = "localhost/alertd:test"
+BUILD_TIMEOUT_S = 1200  # cold: the Debian base (about 2.5 min) and the dependencies from the registry
+
+
+@dataclass
+class Podman:
+    """podman on the image's storage; what it creates (containers, volumes) goes in :meth:`clean`."""
+
+    image: str
+    created: list[tuple[str, str]] = field(default_factory=list)
+
+    def argv(self, *args: str) -> list[str]:
+        return ["podman", "--root", str(CACHE_DIR / "podman" / "storage"),
+                "--runroot", str(CACHE_DIR / "podman" / "run"), *args]
+
+    def __call__(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
+        return subprocess.run(self.argv(*args), capture_output=True, text=True, env=env, timeout=timeout)
+
+    def ok(self, *args: str) -> str:
+        done = self(*args)
+        assert done.returncode == 0, (done.args, done.stdout, done.stderr)
+        return done.stdout.strip()
+
+    def volume(self, name: str) -> str:
+        self.ok("volume", "create", name)
+        self.created.append(("volume", name))
+        return name
+
+    def run(self, name: str, *args: str) -> str:
+        """``podman run -d --name NAME ARGS``: ARGS are run's options, the image, then its command."""
+        self.created.append(("container", name))
+        return self.ok("run", "-d", "--name", name, *args)
+
+    def clean(self) -> None:
+        for kind, name in reversed(self.created):
+            self(*(("rm", "--force", "--time", "5") if kind == "container" else ("volume", "rm", "--force")), name)
+        self.created.clear()
+
+
+def build() -> Podman:
+    """The image from this tree's Dockerfile (its cached layers when nothing they hold changed)."""
+    missing = [tool for tool in ("podman", "mmdebstrap", "runc") if shutil.which(tool) is None]
+    if missing:
+        raise ServiceUnavailable(f"{', '.join(missing)} not installed (Debian packages)")
+    done = subprocess.run(["bash", str(BUILD_SCRIPT), TAG], capture_output=True, text=True,
+                          env={**os.environ, "ALERTD_CACHE": str(CACHE_DIR)}, timeout=BUILD_TIMEOUT_S)
+    assert done.returncode == 0, f"scripts/build-image.sh failed:\n{done.stderr[-4000:]}"
+    return Podman(image=done.stdout.split()[-1])
