@@ -7,6 +7,8 @@ without podman or mmdebstrap raises :class:`ServiceUnavailable` (the test skips,
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -67,3 +69,24 @@ def build() -> Podman:
                           env={**os.environ, "ALERTD_CACHE": str(CACHE_DIR)}, timeout=BUILD_TIMEOUT_S)
     assert done.returncode == 0, f"scripts/build-image.sh failed:\n{done.stderr[-4000:]}"
     return Podman(image=done.stdout.split()[-1])
+
+
+def documented_commands(section: str = "## Docker") -> list[list[str]]:
+    """The shell commands of a docs/deploy.md section's ``sh`` blocks, each split as the shell splits it
+    (continued lines joined, comments dropped; ``$(...)`` and ``$PWD`` left as written)."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    body = text.split(section + "\n", 1)[1].split("\n## ", 1)[0]
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", body, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            argv = shlex.split(line, comments=True)
+            if argv:
+                commands.append(argv)
+    return commands
+
+
+def documented(program: str, verb: str) -> list[str]:
+    """The one documented command ``program verb ...`` (``docker run``), its arguments after the verb."""
+    found = [argv[2:] for argv in documented_commands() if argv[:2] == [program, verb]]
+    assert len(found) == 1, (program, verb, found)
+    return found[0]

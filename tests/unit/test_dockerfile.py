@@ -69,3 +69,22 @@ def test_health_check_fails_on_a_listener_nobody_serves(tmp_path):
 
     (tmp_path / "alertd.yml").write_text(yaml.safe_dump({"listen": f"127.0.0.1:{free_port()}"}))
     assert healthcheck(["--config", str(tmp_path / "alertd.yml"), "--timeout", "1"]) == 1
+
+
+def test_the_documented_run_keeps_the_store_on_a_volume_and_sends_the_configs_token():
+    """docs/deploy.md's container steps against the image's config: the named volume is at its data_dir
+    (which the Dockerfile declares a volume), and the curl reads the file the config's receiver reads."""
+    from tests.support.container import documented, documented_commands
+
+    config = yaml.safe_load((ROOT / "deploy/docker/alertd.yml").read_text())
+    volumes = [i["value"] for i in parsed().structure if i["instruction"] == "VOLUME"]
+    assert volumes == [config["data_dir"]]
+    options = documented("docker", "run")
+    mounted = dict(v.split(":")[:2][::-1] for flag, v in zip(options, options[1:]) if flag == "-v")
+    assert mounted[config["data_dir"]] == "alertd-data"
+    assert ["docker", "volume", "create", "alertd-data"] in documented_commands()
+    secrets_dir = mounted["/run/secrets"].replace("$PWD/", "")
+    token_file = config["receiver"]["auth"]["bearer_token_file"].replace("/run/secrets", secrets_dir)
+    curl = next(argv for argv in documented_commands() if argv[0] == "curl" and "--data" in argv)
+    assert f"Authorization: Bearer $(cat {token_file})" in curl
+    assert ["openssl", "rand", "-hex", "32", ">", token_file] in documented_commands()
