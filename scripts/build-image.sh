@@ -26,12 +26,13 @@ set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${ALERTD_CACHE:-$HOME/.cache/alertd-test}"
 TAG="${1:-localhost/alertd:dev}"
-BUILD_STAGE_TAG="$TAG-build"
 PYTHON="${PYTHON:-python3}"
 SUITE=bookworm   # Debian 12: Python 3.11, as the Dockerfile's PYTHON_IMAGE
 BASE_PACKAGES=python3,python3-venv,ca-certificates
-# What a slim image leaves out: manuals, documentation (the copyright files stay) and translations.
+# What a slim image leaves out: manuals, documentation (the copyright files stay) and translations;
+# and the usrmerge package with the perl it needs (about 50 MB): the merged-usr hook sets up /usr.
 BASE_DPKG_OPTS=(
+  --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
   --dpkgopt='path-exclude=/usr/share/man/*'
   --dpkgopt='path-exclude=/usr/share/doc/*'
   --dpkgopt='path-include=/usr/share/doc/*/copyright'
@@ -134,11 +135,11 @@ main() {
   log "building $TAG on $base"
   # The build stage is tagged too: its layers (the dependencies) are no ancestors of the image, and
   # the prune below would take them, cache and all.
-  local target
-  for target in build ""; do
+  local stage
+  for stage in "--target=build -t $TAG-build" "-t $TAG"; do
+    # shellcheck disable=SC2086  # $stage: two options and their values, without spaces of their own
     "${PODMAN[@]}" build --quiet --layers --format docker --network host --pull-never \
-      --build-arg PYTHON_IMAGE="$base" "${volumes[@]}" ${target:+--target "$target"} \
-      -t "${target:+$BUILD_STAGE_TAG}${target:-$TAG}" -f "$REPO_ROOT/Dockerfile" "$REPO_ROOT" >/dev/null
+      --build-arg PYTHON_IMAGE="$base" "${volumes[@]}" $stage -f "$REPO_ROOT/Dockerfile" "$REPO_ROOT" >/dev/null
   done
   "${PODMAN[@]}" image prune --force >/dev/null
   log "$TAG built in $((SECONDS - t0)) s: $("${PODMAN[@]}" image inspect --format '{{.Size}}' "$TAG") bytes"

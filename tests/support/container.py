@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "scripts" / "build-image.sh"
 CONTAINERS_CONF = ROOT / "deploy" / "podman" / "containers.conf"
 TAG = "localhost/alertd:test"
-BUILD_TIMEOUT_S = 1200  # cold: the Debian base (about 2.5 min) and the dependencies from the registry
+BUILD_TIMEOUT_S = 1200  # cold: about 5 min here (the Debian base, then the dependencies from the registry)
 
 
 @dataclass
