@@ -20,7 +20,7 @@
 # Environment:
 #   ALERTD_CACHE   cache dir (default: $HOME/.cache/alertd-test)
 #   PYTHON         interpreter whose pip configuration is passed on (default python3)
-# Needs podman, buildah's runtime (runc) and mmdebstrap (scripts/install-test-deps.sh installs them).
+# Needs root, podman with runc, and mmdebstrap (scripts/install-test-deps.sh installs them).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -2,7 +2,8 @@
 
 podman runs with the storage the script builds in (under the test cache) and with
 deploy/podman/containers.conf, which these machines need to start a container at all. A machine
-without podman or mmdebstrap raises :class:`ServiceUnavailable` (the test skips, or fails under CI).
+without podman or mmdebstrap, or a user other than root, raises :class:`ServiceUnavailable` (the test
+skips, or fails under CI).
 """
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ def build() -> Podman:
     missing = [tool for tool in ("podman", "mmdebstrap", "runc") if shutil.which(tool) is None]
     if missing:
         raise ServiceUnavailable(f"{', '.join(missing)} not installed (Debian packages)")
+    if os.geteuid() != 0:
+        raise ServiceUnavailable("building the image takes root (mmdebstrap --mode=root, rootful podman)")
     done = subprocess.run(["bash", str(BUILD_SCRIPT), TAG], capture_output=True, text=True,
                           env={**os.environ, "ALERTD_CACHE": str(CACHE_DIR)}, timeout=BUILD_TIMEOUT_S)
     assert done.returncode == 0, f"scripts/build-image.sh failed:\n{done.stderr[-4000:]}"
