@@ -19,14 +19,14 @@
 #
 # Environment:
 #   ALERTD_CACHE   cache dir (default: $HOME/.cache/alertd-test)
-#   PYTHON         interpreter whose pip configuration is passed on (default python3)
+#   PYTHON         interpreter whose pip configuration is passed on (default: .venv's, else python3)
 # Needs root, podman with runc, and mmdebstrap (scripts/install-test-deps.sh installs them).
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${ALERTD_CACHE:-$HOME/.cache/alertd-test}"
 TAG="${1:-localhost/alertd:dev}"
-PYTHON="${PYTHON:-python3}"
+PYTHON="${PYTHON:-$( [ -x "$REPO_ROOT/.venv/bin/python" ] && echo "$REPO_ROOT/.venv/bin/python" || echo python3)}"
 SUITE=bookworm   # Debian 12: Python 3.11, as the Dockerfile's PYTHON_IMAGE
 BASE_PACKAGES=python3,python3-venv,ca-certificates
 # What a slim image leaves out: manuals, documentation (the copyright files stay) and translations;
@@ -99,11 +99,9 @@ import configparser, os, re, subprocess, sys
 listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
 conf = configparser.ConfigParser(interpolation=None)
 mounts = []
-for line in listed.splitlines():
-    m = re.fullmatch(r"(.+?)\.([\w-]+)='(.*)'", line)
-    if not m:
-        continue
-    section, key, value = m.groups()
+entries = [m.groups() for line in listed.splitlines() if (m := re.fullmatch(r"(.+?)\.([\w-]+)='(.*)'", line))]
+# PIP_* variables win over the files, whatever order pip lists them in.
+for section, key, value in sorted(entries, key=lambda e: e[0] == ":env:"):
     section = "global" if section == ":env:" else section
     paths = value.split()
     if key in ("cert", "client-cert", "find-links") and all(p.startswith("/") for p in paths):
