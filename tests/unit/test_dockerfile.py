@@ -88,3 +88,21 @@ def test_the_documented_run_keeps_the_store_on_a_volume_and_sends_the_configs_to
     curl = next(argv for argv in documented_commands() if argv[0] == "curl" and "--data" in argv)
     assert f"Authorization: Bearer $(cat {token_file})" in curl
     assert ["openssl", "rand", "-hex", "32", ">", token_file] in documented_commands()
+
+
+def test_the_readmes_container_lines_are_the_documented_ones():
+    """README's Quick start tells how its curl passes the token to the container: with docs/deploy.md's header,
+    volume and listing, word for word."""
+    import shlex
+
+    from tests.support.container import documented_commands
+
+    readme = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    quoted = re.findall(r"`([^`]+)`", readme.rsplit("```", 1)[1].replace("\n", " "))  # the prose after the block
+    header = next(q for q in quoted if q.startswith("-H ") and "Authorization" in q)
+    listing = next(q for q in quoted if q.startswith("docker exec"))
+    commands = documented_commands()
+    curl = next(argv for argv in commands if argv[0] == "curl" and "--data" in argv)
+    assert shlex.split(header)[1] in curl[curl.index("-H") + 1:]
+    assert shlex.split(listing) in commands
+    assert "alertd-data" in quoted and ["docker", "volume", "create", "alertd-data"] in commands
