@@ -74,8 +74,9 @@ base_image() {
   if ! "${PODMAN[@]}" image exists "$tag"; then
     log "base $tag: mmdebstrap $SUITE with $BASE_PACKAGES"
     local proxy=()
-    eval "$(apt-config shell HTTP_PROXY Acquire::http::Proxy)"
-    [ -z "${HTTP_PROXY:-}" ] || proxy=(--aptopt="Acquire::http::Proxy \"$HTTP_PROXY\"")
+    local APT_PROXY=""
+    eval "$(apt-config shell APT_PROXY Acquire::http::Proxy)"
+    [ -z "$APT_PROXY" ] || proxy=(--aptopt="Acquire::http::Proxy \"$APT_PROXY\"")
     mmdebstrap --quiet --mode=root --variant=minbase --include="$BASE_PACKAGES" "${BASE_DPKG_OPTS[@]}" \
       "${proxy[@]}" --aptopt='Acquire::Check-Valid-Until "false"' \
       "$SUITE" "$WORK/base.tar" ${src:+"$src"} >&2
