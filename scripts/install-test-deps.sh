@@ -5,7 +5,8 @@
 # mvn, unpacked into a cache directory, run with the machine's JDK), and
 # kube-apiserver, kubectl and helm (built from the Go module proxy by
 # scripts/build-kube.sh, cached), and node-problem-detector (scripts/build-npd.sh,
-# from its Go module, cached).
+# from its Go module, cached), and podman with mmdebstrap for the container image
+# (scripts/build-image.sh, run by its test, builds and caches the image).
 #
 # Idempotent and fast on a warm machine: apt is skipped when every package is
 # installed, a distribution is skipped when it is already unpacked and was
@@ -19,6 +20,7 @@
 #   ALERTD_SKIP_KUBE=1            do not build kube-apiserver or node-problem-detector (their tests then skip, or fail under CI)
 #   ALERTD_SKIP_START_CHECK=1     do not start a freshly unpacked distribution
 #   PYTHON                        interpreter for the start check (default python3)
+# --apt-only                      install the Debian packages and stop
 set -euo pipefail
 
 CACHE="${ALERTD_CACHE:-$HOME/.cache/alertd-test}"
@@ -44,7 +46,10 @@ apt_packages() {
   # chromium + chromium-driver: the browser tests of the web UI (tests/browser/, selenium).
   # openssl: the test certificates of the TLS listener; util-linux: mount (tmpfs for the disk-full tests).
   # etcd-server: the store of the kube-apiserver the Kubernetes tests run against.
-  for p in prometheus prometheus-alertmanager postgresql etcd-server maven curl unzip chromium chromium-driver openssl util-linux; do
+  # podman, buildah, runc and mmdebstrap: the container image's test (scripts/build-image.sh builds
+  # its Python base from Debian packages; rootful, on the host's network: no slirp4netns or fuse-overlayfs).
+  for p in prometheus prometheus-alertmanager postgresql etcd-server maven curl unzip chromium chromium-driver openssl util-linux \
+      podman buildah runc mmdebstrap; do
     installed "$p" || missing+=("$p")
   done
   if ! installed openjdk-17-jdk-headless && ! installed default-jdk-headless; then
@@ -137,6 +142,7 @@ fetch_dist() {
 main() {
   local t0=$SECONDS
   apt_packages
+  [ "${1:-}" != --apt-only ] || return 0
   service_user
   command -v java >/dev/null || die "java not found after the apt step"
   command -v mvn >/dev/null || die "mvn not found after the apt step"

@@ -69,3 +69,40 @@ def test_health_check_fails_on_a_listener_nobody_serves(tmp_path):
 
     (tmp_path / "alertd.yml").write_text(yaml.safe_dump({"listen": f"127.0.0.1:{free_port()}"}))
     assert healthcheck(["--config", str(tmp_path / "alertd.yml"), "--timeout", "1"]) == 1
+
+
+def test_the_documented_run_keeps_the_store_on_a_volume_and_sends_the_configs_token():
+    """docs/deploy.md's container steps against the image's config: the named volume is at its data_dir
+    (which the Dockerfile declares a volume), and the curl reads the file the config's receiver reads."""
+    from tests.support.container import documented, documented_commands
+
+    config = yaml.safe_load((ROOT / "deploy/docker/alertd.yml").read_text())
+    volumes = [i["value"] for i in parsed().structure if i["instruction"] == "VOLUME"]
+    assert volumes == [config["data_dir"]]
+    options = documented("docker", "run")
+    mounted = dict(v.split(":")[:2][::-1] for flag, v in zip(options, options[1:]) if flag == "-v")
+    assert mounted[config["data_dir"]] == "alertd-data"
+    assert ["docker", "volume", "create", "alertd-data"] in documented_commands()
+    secrets_dir = mounted["/run/secrets"].replace("$PWD/", "")
+    token_file = config["receiver"]["auth"]["bearer_token_file"].replace("/run/secrets", secrets_dir)
+    curl = next(argv for argv in documented_commands() if argv[0] == "curl" and "--data" in argv)
+    assert f"Authorization: Bearer $(cat {token_file})" in curl
+    assert ["openssl", "rand", "-hex", "32", ">", token_file] in documented_commands()
+
+
+def test_the_readmes_container_lines_are_the_documented_ones():
+    """README's Quick start tells how its curl passes the token to the container: with docs/deploy.md's header,
+    volume and listing, word for word."""
+    import shlex
+
+    from tests.support.container import documented_commands
+
+    readme = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    quoted = re.findall(r"`([^`]+)`", readme.rsplit("```", 1)[1].replace("\n", " "))  # the prose after the block
+    header = next(q for q in quoted if q.startswith("-H ") and "Authorization" in q)
+    listing = next(q for q in quoted if q.startswith("docker exec"))
+    commands = documented_commands()
+    curl = next(argv for argv in commands if argv[0] == "curl" and "--data" in argv)
+    assert shlex.split(header)[1] in curl[curl.index("-H") + 1:]
+    assert shlex.split(listing) in commands
+    assert "alertd-data" in quoted and ["docker", "volume", "create", "alertd-data"] in commands
