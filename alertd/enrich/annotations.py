@@ -35,7 +35,7 @@ class NodeFindings:
 class IncidentState:
     """What enrichment found per node; annotation values are computed from this."""
 
-    nodes: list[str] = field(default_factory=list)
+    nodes: dict[str, None] = field(default_factory=dict)  # in the order they joined; a dict, for thousands
     evidence: dict[str, list[EvidenceLine]] = field(default_factory=dict)
     log_failures: dict[str, str] = field(default_factory=dict)
     kube: dict[str, NodeFindings] = field(default_factory=dict)
@@ -136,9 +136,7 @@ def seed_state(state: IncidentState, found: Findings) -> None:
     for ev in found.node_events:
         if ev.node in state.kube:
             state.kube[ev.node].events.append(ev)
-    for node in list(state.evidence) + list(state.kube):
-        if node and node not in state.nodes:
-            state.nodes.append(node)
+    state.nodes.update(dict.fromkeys(n for n in [*state.evidence, *state.kube] if n))
 
 
 __all__ = [

@@ -35,7 +35,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Iterable
 from prometheus_client import Histogram
 
 from alertd.enrich import metrics
-from alertd.core.json_types import JSONObject, JSONValue, strings
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.kube_findings import GpuDevice, Pod
 from alertd.enrich.annotations import IncidentState, NodeFindings, annotation_values, seed_state
 from alertd.enrich.host import EnrichHost
@@ -47,7 +47,8 @@ from alertd.enrich.backends import build_backend
 from alertd.enrich.logs import LogsUnavailable, describe_error
 from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import EnrichDoc, EnrichSettings
-from alertd.enrich.targets import EnrichTarget, enriched_before, nodes_of, target_for
+from alertd.enrich.targets import (EnrichTarget, enriched_before, joined_nodes, nodes_of, step_nodes,
+                                   targets_for)
 from alertd.enrich.writer import AnnotationWriter
 from alertd.core.findings import EvidenceLine, Job
 from alertd.core.model import Change, Incident, Signal
@@ -190,18 +191,16 @@ class Enricher:
         if not inc.is_open or "resolved" in change.kinds:
             self._forget(inc.id)
             return []
-        nodes = nodes_of(inc)
+        seen = self._seen.get(inc.id)
+        nodes = nodes_of(inc) if seen is None else step_nodes(change)
         if not nodes:
             return []
-        seen = self._seen.get(inc.id)
-        opened = "opened" in change.kinds
         if seen is None:
             seen = self._seen[inc.id] = set()
-            if not opened:
+            if "opened" not in change.kinds:
                 # First sight after a restart (or a late bind): nodes of members that did not change
                 # in this step were enriched before; only the ones that just joined are new.
-                joined = {n for e in change.events if e.kind == "nodes_joined" for n in strings(e.data.get("nodes"))}
-                seen.update(enriched_before(inc, set(change.members), joined))
+                seen.update(enriched_before(inc, set(change.members), joined_nodes(change)))
                 seed_state(self._state.setdefault(inc.id, IncidentState(fleet=inc.fleet)), inc.findings)
         new = [n for n in nodes if n not in seen]
         if not new:
@@ -209,11 +208,8 @@ class Enricher:
         seen.update(new)
         state = self._state.setdefault(inc.id, IncidentState())
         state.fleet = inc.fleet
-        for n in new:
-            if n not in state.nodes:
-                state.nodes.append(n)
-        now = time.monotonic()
-        return [target_for(inc, node, self._incident, now) for node in new]
+        state.nodes.update(dict.fromkeys(new))
+        return targets_for(inc, new, self._children_on(inc.id), time.monotonic())
 
     def _forget(self, incident_id: str) -> None:
         self._seen.pop(incident_id, None)
@@ -221,6 +217,10 @@ class Enricher:
 
     def _incident(self, incident_id: str) -> Incident | None:
         return self.service.open_incident(incident_id) if self.service is not None else None
+
+    def _children_on(self, fleet_id: str) -> Callable[[str], list[Incident]]:
+        service = self.service
+        return lambda node: service.fleet_children_on(fleet_id, node) if service is not None else []
 
     # ----- jobs -----
 
