@@ -35,6 +35,8 @@ class EngineState:
     open_children: dict[str, int] = field(default_factory=dict)  # fleet id -> child incidents still open
     waiting: dict[str, list[str]] = field(default_factory=dict)  # event key -> node-less followers awaiting a fleet
     storm_indexed: bool = False
+    # open incidents with a response member, whose repair the tick judges (a dict: in the order they responded)
+    responding: dict[str, None] = field(default_factory=dict)
     # fleet id -> each of its nodes -> the child incidents on it: beside its lists, as fleets hold thousands
     fleet_node_sets: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
@@ -78,8 +80,10 @@ class EngineState:
     def add(self, incident: Incident) -> None:
         self.incidents[incident.id] = incident
         self.by_key[incident.key] = incident.id
-        for fp in incident.members:
+        for fp, m in incident.members.items():
             self.by_fingerprint[fp] = incident.id
+            if m.response:
+                self.responding[incident.id] = None
         self.index_node(incident)
 
     def index_node(self, incident: Incident) -> None:
@@ -89,6 +93,7 @@ class EngineState:
     def remove(self, incident: Incident) -> None:
         self.incidents.pop(incident.id, None)
         self.fleet_node_sets.pop(incident.id, None)
+        self.responding.pop(incident.id, None)
         if self.by_key.get(incident.key) == incident.id:
             del self.by_key[incident.key]
         for fp in incident.members:

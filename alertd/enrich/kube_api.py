@@ -26,6 +26,7 @@ from alertd.core.json_types import JSONObject, JSONValue, as_object
 from alertd.enrich.settings import KubeSettings
 
 T = TypeVar("T")
+CACHE_SWEEP = 8192  # answers kept before expired ones are swept out (then twice what the last sweep left)
 # A cache key: what was read and its name parts, e.g. ("namespace", ns) or ("owner", ns, apiVersion, kind, name).
 CacheKey = tuple[str, ...]
 
@@ -77,6 +78,7 @@ class KubeApi:
         self.stats = KubeStats()
         self._sem = asyncio.Semaphore(max(1, settings.concurrency))
         self._cache: dict[CacheKey, tuple[float, object]] = {}
+        self._sweep_at = CACHE_SWEEP
         self._inflight: dict[CacheKey, asyncio.Future[object]] = {}
 
     # ----- client -----
@@ -187,10 +189,13 @@ class KubeApi:
             raise
         self._inflight.pop(key, None)
         self._cache[key] = (self.monotonic() + ttl, value)
-        if len(self._cache) > 8192:
+        if len(self._cache) > self._sweep_at:
+            # Expired answers go when the cache has doubled since the last sweep: a sweep reads every entry,
+            # so sweeping on each answer past a fixed size made a storm of nodes cost their square.
             now = self.monotonic()
             for k in [k for k, (exp, _) in self._cache.items() if exp <= now]:
                 del self._cache[k]
+            self._sweep_at = max(CACHE_SWEEP, 2 * len(self._cache))
         fut.set_result(value)
         return value
 
