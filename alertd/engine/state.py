@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable
 
-from alertd.core.model import Incident
+from alertd.core.json_types import JSONObject
+from alertd.core.model import Incident, Signal
 
 
 @dataclass(slots=True)
@@ -35,6 +36,9 @@ class EngineState:
     open_children: dict[str, int] = field(default_factory=dict)  # fleet id -> child incidents still open
     waiting: dict[str, list[str]] = field(default_factory=dict)  # event key -> node-less followers awaiting a fleet
     storm_indexed: bool = False
+    summarised: dict[str, None] = field(default_factory=dict)  # open incidents held summarised (engine/memory.py)
+    signal_pool: dict[Signal, Signal] = field(default_factory=dict)  # one of each signal summarised members share
+    counted_pool: dict[tuple[str, ...], JSONObject] = field(default_factory=dict)  # the same for storm_counted
     # open incidents with a response member, whose repair the tick judges (a dict: in the order they responded)
     responding: dict[str, None] = field(default_factory=dict)
     # fleet id -> each of its nodes -> the child incidents on it: beside its lists, as fleets hold thousands
@@ -94,6 +98,7 @@ class EngineState:
         self.incidents.pop(incident.id, None)
         self.fleet_node_sets.pop(incident.id, None)
         self.responding.pop(incident.id, None)
+        self.summarised.pop(incident.id, None)
         if self.by_key.get(incident.key) == incident.id:
             del self.by_key[incident.key]
         for fp in incident.members:

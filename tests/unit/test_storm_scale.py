@@ -1,0 +1,122 @@
+"""A storm of thousands of nodes: the work per node stays the same however many nodes the storm already
+has (counted in lines of alertd's code run, not in wall time), and what the engine holds in memory per open
+incident is bounded, less past the budget (processing.detailed_incidents)."""
+from __future__ import annotations
+
+import gc
+import sys
+import tracemalloc
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import FrameType
+from typing import Any, Awaitable, Callable
+
+from alertd.core.model import Alert
+from alertd.engine.memory import hold
+from tests.support.enrich_harness import Harness, MemoryKube, alert
+from tests.unit.builders import at, engine, xid
+
+ALERTD = str(Path(__file__).resolve().parents[2] / "alertd")
+
+
+async def lines_run(work: Callable[[], Awaitable[Any]]) -> int:
+    """Lines of alertd's own code that ``work`` runs on this thread: an operation count, the same on any machine."""
+    count = 0
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal count
+        if not frame.f_code.co_filename.startswith(ALERTD):
+            return None
+        if event == "line":
+            count += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        await work()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def xid_alerts(first: int, count: int, starts: datetime) -> list:
+    """Each node's dcgm-exporter Xid 79 alert, as the shipped rules name and label it."""
+    return [alert("GPUXidError", f"gpu-node-{i:05d}", starts, xid="79", gpu="0", UUID=f"GPU-{i:08x}",
+                  pci_bus_id="00000000:3B:00.0", Hostname=f"gpu-node-{i:05d}") for i in range(first, first + count)]
+
+
+async def cost_of_joining(tmp: Path, before: int, joining: int) -> float:
+    """Lines run per node when ``joining`` nodes join a storm of ``before`` nodes, Kubernetes enrichment on."""
+    h = Harness(tmp, kube=MemoryKube({}), logs=None)
+    async with h:
+        starts = datetime.now(timezone.utc) - timedelta(minutes=2)
+        await h.send(*xid_alerts(0, before, starts))
+        assert await h.enricher.wait_idle(60)
+        lines = await lines_run(lambda: h.send(*xid_alerts(before, joining, starts)))
+        [fleet] = [i for i in h.svc.engine.state.incidents.values() if i.fleet]
+        assert len(fleet.nodes) == before + joining
+        assert await h.enricher.wait_idle(60)
+    return lines / joining
+
+
+async def test_a_node_joining_a_storm_costs_the_same_in_a_storm_four_times_larger(tmp_path) -> None:
+    small = await cost_of_joining(tmp_path / "small", 150, 50)
+    large = await cost_of_joining(tmp_path / "large", 600, 50)
+    assert large < small * 1.3, f"{small:.0f} lines per joining node in a storm of 150, {large:.0f} in one of 600"
+
+
+def held_per_incident(nodes: int, budget: int) -> float:
+    """Bytes the engine holds per open node incident of a storm (tracemalloc), after the processor's trim."""
+    e = engine()
+    alerts = []
+    for i in range(nodes):
+        a = xid(79, node=f"gpu-node-{i:05d}")
+        a.fingerprint = f"{i:016x}"
+        alerts.append(a)
+    e.ingest(alerts[:8], at(0))  # the storm stands: later nodes join it
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k in range(8, nodes, 256):
+            changes = e.ingest(alerts[k:k + 256], at(k / 100))
+            hold(e.state, [c.incident for c in changes], budget)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(e.state.incidents) == nodes + 1
+    return held / (nodes - 8)
+
+
+def test_memory_per_open_incident_is_bounded_and_smaller_past_the_budget() -> None:
+    detailed = held_per_incident(1500, budget=100_000)
+    summarised = held_per_incident(1500, budget=100)
+    assert detailed < 6000, f"{detailed:.0f} bytes per open node incident held in detail"
+    assert summarised < 0.8 * detailed, f"{summarised:.0f} bytes summarised against {detailed:.0f} in detail"
+
+
+async def test_past_the_budget_incidents_are_summarised_not_dropped(tmp_path) -> None:
+    """Over budget, the storm's node incidents keep taking alerts and their whole story stays in the store."""
+    h = Harness(tmp_path, kube=MemoryKube({}), logs=None)
+    h.svc.processor.cfg.detailed_incidents = 4
+    async with h:
+        starts = datetime.now(timezone.utc) - timedelta(minutes=2)
+        await h.send(*xid_alerts(0, 12, starts))
+        state = h.svc.engine.state
+        children = [i for i in state.incidents.values() if i.parent_id]
+        assert len(children) == 12 and set(state.summarised) == {c.id for c in children}
+        assert all(not c.timeline for c in children)
+        metrics = h.svc.metrics.exposition().decode()
+        assert "alertd_incidents_summarised_open 12.0" in metrics
+        assert "alertd_incidents_summarised_total 12.0" in metrics
+        stored = await h.svc.store.get_incident(children[0].id)
+        assert [e.kind for e in stored.timeline][:1] == ["opened"] and "folded_into_fleet" in {e.kind for e in stored.timeline}
+        first = children[0]
+        [fired] = first.members.values()
+        ended = Alert(fired.fingerprint, "resolved", dict(fired.labels), {}, fired.starts_at, starts + timedelta(minutes=1),
+                      received_at=datetime.now(timezone.utc))
+        await h.send(ended)
+        assert first.id in state.summarised and first.members[fired.fingerprint].status == "resolved"
+        stored = await h.svc.store.get_incident(first.id)
+        assert stored.members[fired.fingerprint].labels == fired.labels and "alert_resolved" in {e.kind for e in stored.timeline}
