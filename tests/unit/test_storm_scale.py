@@ -11,9 +11,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Awaitable, Callable
 
+from aiohttp.test_utils import TestClient, TestServer
+
 from alertd.core.model import Alert
 from alertd.engine.memory import hold
 from tests.support.enrich_harness import Harness, MemoryKube, alert
+from tests.support.served import served
 from tests.unit.builders import at, engine, xid
 
 ALERTD = str(Path(__file__).resolve().parents[2] / "alertd")
@@ -100,7 +103,9 @@ async def test_past_the_budget_incidents_are_summarised_not_dropped(tmp_path) ->
     """Over budget, the storm's node incidents keep taking alerts and their whole story stays in the store."""
     h = Harness(tmp_path, kube=MemoryKube({}), logs=None)
     h.svc.processor.cfg.detailed_incidents = 4
-    async with h:
+    client = TestClient(TestServer(served(h.svc), host="127.0.0.1"))
+    await client.start_server()
+    try:
         starts = datetime.now(timezone.utc) - timedelta(minutes=2)
         await h.send(*xid_alerts(0, 12, starts))
         state = h.svc.engine.state
@@ -110,6 +115,9 @@ async def test_past_the_budget_incidents_are_summarised_not_dropped(tmp_path) ->
         metrics = h.svc.metrics.exposition().decode()
         assert "alertd_incidents_summarised_open 12.0" in metrics
         assert "alertd_incidents_summarised_total 12.0" in metrics
+        readyz = await client.get("/readyz")
+        assert (readyz.status, await readyz.text()) == (
+            200, "ready: leader\n12 open incidents held summarised in memory (past processing.detailed_incidents)\n")
         stored = await h.svc.store.get_incident(children[0].id)
         assert [e.kind for e in stored.timeline][:1] == ["opened"] and "folded_into_fleet" in {e.kind for e in stored.timeline}
         first = children[0]
@@ -120,3 +128,5 @@ async def test_past_the_budget_incidents_are_summarised_not_dropped(tmp_path) ->
         assert first.id in state.summarised and first.members[fired.fingerprint].status == "resolved"
         stored = await h.svc.store.get_incident(first.id)
         assert stored.members[fired.fingerprint].labels == fired.labels and "alert_resolved" in {e.kind for e in stored.timeline}
+    finally:
+        await client.close()
