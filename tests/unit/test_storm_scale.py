@@ -13,7 +13,9 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from alertd.core.model import Alert
+from alertd.core.model import OPEN, Alert, Incident, Severity
+from alertd.enrich.annotations import IncidentState
+from alertd.enrich.writer import PACE_NODES, AnnotationWriter
 from alertd.engine.memory import hold
 from tests.support.enrich_harness import Harness, MemoryKube, alert
 from tests.support.served import served
@@ -130,3 +132,36 @@ async def test_past_the_budget_incidents_are_summarised_not_dropped(tmp_path) ->
         assert stored.members[fired.fingerprint].labels == fired.labels and "alert_resolved" in {e.kind for e in stored.timeline}
     finally:
         await client.close()
+
+
+class WritesRecorded:
+    """The enrichment host's write, recorded in order (the writer asks nothing else of it here)."""
+
+    def __init__(self, ids: list[str]):
+        self.incidents = {i: Incident(i, i, "node", "", Severity.WARNING, "other", OPEN, at(0), at(0)) for i in ids}
+        self.writes: list[str] = []
+
+    def open_incident(self, incident_id: str) -> Incident | None:
+        return self.incidents.get(incident_id)
+
+    async def enrich(self, incident_id: str, annotations: Any, signals: Any, source: str) -> list:
+        self.writes.append(incident_id)
+        return []
+
+
+async def test_a_fleet_of_thousands_of_nodes_is_written_at_a_pace_its_size_sets() -> None:
+    """Writing a fleet's annotations reads all of its nodes: written after every result, a storm costs its
+    square. Its next write waits write_delay x nodes / PACE_NODES; a node incident's does not."""
+    fleet = IncidentState(fleet=True, nodes=dict.fromkeys(f"gpu-node-{i:05d}" for i in range(50 * PACE_NODES)))
+    states = {"INC-1": fleet, "INC-2": IncidentState(nodes={"gpu-node-00000": None})}
+    host = WritesRecorded(list(states))
+    values = iter(range(1000))
+    writer = AnnotationWriter(states, lambda i: {"note": (next(values), "")}, service=lambda: host,
+                              delay=lambda: 0.01, closed=lambda: False, later=lambda d, f: None, counts={})
+    await writer.mark_dirty("INC-1")
+    fleet_again, node = writer.mark_dirty("INC-1"), writer.mark_dirty("INC-2")  # the fleet's result came first
+    await node
+    assert host.writes == ["INC-1", "INC-2"]  # the node incident did not wait for the fleet's pace (0.5 s)
+    await fleet_again
+    assert host.writes == ["INC-1", "INC-2", "INC-1"]
+    await writer.close()
