@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Callable, Iterable
 
 from alertd.core.json_types import strings
-
 from alertd.enrich.annotations import KUBE_NODE, LOG_EVIDENCE, PODS
 from alertd.core.model import Change, Incident, Member
 
