@@ -21,6 +21,9 @@ from alertd.enrich.log_evidence import cap_evidence
 from alertd.enrich.settings import EnrichSettings
 
 
+LISTED_NODES = 100  # nodes whose Kubernetes state a fleet incident lists (kube_nodes)
+
+
 @dataclass(slots=True)
 class NodeFindings:
     """What Kubernetes showed for one node of the incident."""
@@ -72,7 +75,9 @@ def _kube_values(state: IncidentState, s: EnrichSettings, out: dict[str, tuple[J
         if not state.fleet and len(state.nodes) == 1:
             out[KUBE_NODE] = known[0].node.to_json(), _node_text(known[0].node)
         else:
-            out[KUBE_NODES] = [k.node.to_json() for k in known], f"Kubernetes state of {len(known)} node(s)"
+            listed = known[:LISTED_NODES]  # a storm's thousands: each node's own incident holds its state
+            more = f", the first {len(listed)} listed (each node's incident has its own)" if len(known) > len(listed) else ""
+            out[KUBE_NODES] = [k.node.to_json() for k in listed], f"Kubernetes state of {len(known)} node(s){more}"
         pods = [p for k in known for p in k.pods][: s.max_pods]
         out[PODS] = [p.to_json() for p in pods], f"{len(pods)} GPU pod(s) on the node(s)"
         owners = owners_of(pods)

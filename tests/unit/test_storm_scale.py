@@ -14,7 +14,9 @@ from typing import Any, Awaitable, Callable
 from aiohttp.test_utils import TestClient, TestServer
 
 from alertd.core.model import OPEN, Alert, Incident, Severity
-from alertd.enrich.annotations import IncidentState
+from alertd.core.kube_findings import KubeNode
+from alertd.enrich.annotations import LISTED_NODES, IncidentState, NodeFindings, annotation_values
+from alertd.enrich.settings import EnrichSettings
 from alertd.enrich.writer import PACE_NODES, AnnotationWriter
 from alertd.engine.memory import hold
 from tests.support.enrich_harness import Harness, MemoryKube, alert
@@ -165,3 +167,15 @@ async def test_a_fleet_of_thousands_of_nodes_is_written_at_a_pace_its_size_sets(
     await fleet_again
     assert host.writes == ["INC-1", "INC-2", "INC-1"]
     await writer.close()
+
+
+def test_a_fleet_lists_the_kubernetes_state_of_its_first_nodes_each_node_incident_its_own() -> None:
+    """A fleet incident of 20,000 nodes listing each one's Kubernetes state held and stored megabytes, rewritten
+    at each enrichment pass; each node's own incident holds its state."""
+    state = IncidentState(fleet=True, nodes=dict.fromkeys(f"gpu-node-{i:05d}" for i in range(LISTED_NODES + 50)))
+    state.kube = {n: NodeFindings(KubeNode(n)) for n in state.nodes}
+    values = annotation_values(state, EnrichSettings(), logs=False, kube=True)
+    listed, text = values["kube_nodes"]
+    assert isinstance(listed, list) and len(listed) == LISTED_NODES
+    assert text == (f"Kubernetes state of {LISTED_NODES + 50} node(s), the first {LISTED_NODES} listed "
+                    "(each node's incident has its own)")
