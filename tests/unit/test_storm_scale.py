@@ -179,3 +179,21 @@ def test_a_fleet_lists_the_kubernetes_state_of_its_first_nodes_each_node_inciden
     assert isinstance(listed, list) and len(listed) == LISTED_NODES
     assert text == (f"Kubernetes state of {LISTED_NODES + 50} node(s), the first {LISTED_NODES} listed "
                     "(each node's incident has its own)")
+
+
+async def test_a_large_api_answer_is_decoded_off_the_event_loop(monkeypatch) -> None:
+    """A list of a 20,000-node cluster's nodes is megabytes of JSON: seconds of CPU that would stall /readyz."""
+    import json
+    import threading
+
+    from alertd.enrich import kube_api
+
+    nodes = {"kind": "NodeList", "items": [{"metadata": {"name": f"gpu-node-{i:05d}", "labels": {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}} for i in range(5000)]}
+    threads: list[int] = []
+    loads = json.loads
+    monkeypatch.setattr(kube_api.json, "loads", lambda raw: threads.append(threading.get_ident()) or loads(raw))
+    small = await kube_api.decode_json(json.dumps(nodes["items"][0]).encode())
+    large = await kube_api.decode_json(json.dumps(nodes).encode())
+    assert small == nodes["items"][0] and large == nodes
+    assert threads[0] == threading.get_ident() and threads[1] != threading.get_ident()
