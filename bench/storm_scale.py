@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import subprocess
 import sys
@@ -82,12 +83,29 @@ def create_fleet(k: Any, nodes: int) -> float:
 
 # ----- one storm (child process) -----
 
+class GcPauses:
+    """The cyclic garbage collector's pauses (they stop the event loop too), from gc.callbacks."""
+
+    def __init__(self) -> None:
+        self.total = self.worst = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._note)
+
+    def _note(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            took = time.perf_counter() - self._started
+            self.total, self.worst = self.total + took, max(self.worst, took)
+
+
 class ReadyzPoller(threading.Thread):
     """Polls /readyz from its own thread, so a stalled event loop shows as a slow or missing answer."""
 
     def __init__(self, url: str):
         super().__init__(daemon=True)
         self.url, self.polls, self.unready, self.worst = url, 0, 0, 0.0
+        self.failing_since = self.longest = 0.0
         self.peak_rss = rss_bytes()
         self.stopping = threading.Event()
 
@@ -102,8 +120,14 @@ class ReadyzPoller(threading.Thread):
                 ok = False
             took = time.monotonic() - started
             self.polls += 1
-            self.unready += 0 if ok and took <= POLL_TIMEOUT else 1
+            failed = not ok or took > POLL_TIMEOUT
+            self.unready += failed
             self.worst = max(self.worst, took)
+            # the longest stretch with no 200 within the timeout: a kubelet probing every 5 s with a 1 s
+            # timeout marks the pod unready after 3 failures in a row, so a stretch over 10 s can
+            self.failing_since = (self.failing_since or started) if failed else 0.0
+            if self.failing_since:
+                self.longest = max(self.longest, time.monotonic() - self.failing_since)
             self.peak_rss = max(self.peak_rss, rss_bytes())
             self.stopping.wait(max(0.0, POLL - took))
 
@@ -150,6 +174,7 @@ async def one_storm(nodes: int, kubeconfig: str, work: Path, enrich_wait: float)
     await client.start_server()
     hooks = storm_webhooks(nodes, datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=3))
     poller = ReadyzPoller(str(client.make_url("/readyz")))
+    pauses = GcPauses()
     try:
         await svc.process_pending()
         base_rss, cpu0 = rss_bytes(), time.process_time()
@@ -172,11 +197,14 @@ async def one_storm(nodes: int, kubeconfig: str, work: Path, enrich_wait: float)
                 "engine_ms_per_node": round(engine_s / nodes * 1000, 3),
                 "cpu_ms_per_node": round(engine_cpu / nodes * 1000, 3),
                 "enriched_s": round(enriched_s, 2), "enrichment_idle": idle, "kube_ok": stats.get("kube_ok"),
+                "kube_unavailable": stats.get("kube_unavailable"), "kube_errors": kube.get("errors"),
                 "kube_api_calls": kube.get("calls"), "rss_added_mb": round((poller.peak_rss - base_rss) / 2**20, 1),
                 "kb_per_node": round((poller.peak_rss - base_rss) / nodes / 1024, 1),
                 "summarised": len(svc.engine.state.summarised) if svc.engine else 0,
                 "readyz_polls": poller.polls, "readyz_unready": poller.unready,
-                "readyz_worst_ms": round(poller.worst * 1000, 1)}
+                "readyz_worst_ms": round(poller.worst * 1000, 1),
+                "readyz_longest_failing_s": round(poller.longest, 1),
+                "gc_worst_ms": round(pauses.worst * 1000, 1), "gc_total_s": round(pauses.total, 1)}
     finally:
         poller.stopping.set()
         await client.close()
@@ -184,13 +212,28 @@ async def one_storm(nodes: int, kubeconfig: str, work: Path, enrich_wait: float)
 
 # ----- driver -----
 
+def storms(sizes: list[int], kubeconfig: str, enrich_wait: float) -> list[dict[str, Any]]:
+    """Each storm in a process of its own; [] when one fails."""
+    rows = []
+    for size in sizes:
+        out = subprocess.run([sys.executable, "-m", "bench.storm_scale", "--one", str(size), "--kubeconfig", kubeconfig,
+                              "--enrich-wait", str(enrich_wait)], capture_output=True, text=True, cwd=ROOT)
+        if out.returncode != 0:
+            print(out.stderr[-3000:], file=sys.stderr)
+            return []
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,5000,20000", help="storm sizes in nodes, comma-separated")
     ap.add_argument("--enrich-wait", type=float, default=120.0,
                     help="seconds after the engine is done to let enrichment run on, /readyz still polled (default 120)")
     ap.add_argument("--one", type=int, default=0, help=argparse.SUPPRESS)  # child: run one storm
-    ap.add_argument("--kubeconfig", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--kubeconfig", default="",
+                    help="an API server that holds the fleet already (a previous run's): no server started")
     args = ap.parse_args(argv)
     if args.one:
         with tempfile.TemporaryDirectory(prefix="alertd-storm-scale-") as tmp:
@@ -199,26 +242,21 @@ def main(argv: list[str] | None = None) -> int:
     from tests.support.kube_apiserver import bind_shipped_enrichment_role, start_kube_apiserver
 
     sizes = [int(s) for s in args.sizes.split(",")]
-    with tempfile.TemporaryDirectory(prefix="alertd-storm-scale-kube-") as tmp:
-        k = start_kube_apiserver(Path(tmp))
-        try:
-            bind_shipped_enrichment_role(k)
-            took = create_fleet(k, max(sizes))
-            print(f"kube-apiserver {k.url}: {max(sizes)} nodes and {max(sizes)} GPU pods created in {took:.0f} s",
-                  flush=True)
-            kubeconfig = str(k.kubeconfig(Path(tmp) / "alertd.kubeconfig", "alertd"))
-            rows = []
-            for size in sizes:
-                out = subprocess.run([sys.executable, "-m", "bench.storm_scale", "--one", str(size),
-                                      "--kubeconfig", kubeconfig, "--enrich-wait", str(args.enrich_wait)],
-                                     capture_output=True, text=True, cwd=ROOT)
-                if out.returncode != 0:
-                    print(out.stderr[-3000:], file=sys.stderr)
-                    return 1
-                rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-                print(json.dumps(rows[-1]), flush=True)
-        finally:
-            k.stop()
+    if args.kubeconfig:
+        rows = storms(sizes, args.kubeconfig, args.enrich_wait)
+    else:
+        with tempfile.TemporaryDirectory(prefix="alertd-storm-scale-kube-") as tmp:
+            k = start_kube_apiserver(Path(tmp))
+            try:
+                bind_shipped_enrichment_role(k)
+                took = create_fleet(k, max(sizes))
+                print(f"kube-apiserver {k.url}: {max(sizes)} nodes and {max(sizes)} GPU pods created in {took:.0f} s",
+                      flush=True)
+                rows = storms(sizes, str(k.kubeconfig(Path(tmp) / "alertd.kubeconfig", "alertd")), args.enrich_wait)
+            finally:
+                k.stop()
+    if not rows:
+        return 1
     print("\n| nodes | engine s | engine ms/node | CPU ms/node | nodes enriched (Kubernetes) | in s | RSS added MB | "
           "KB/node | summarised | /readyz polls | not ready | slowest ms |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
