@@ -257,13 +257,14 @@ def main(argv: list[str] | None = None) -> int:
                 k.stop()
     if not rows:
         return 1
-    print("\n| nodes | engine s | engine ms/node | CPU ms/node | nodes enriched (Kubernetes) | in s | RSS added MB | "
-          "KB/node | summarised | /readyz polls | not ready | slowest ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| nodes | engine s | engine ms/node | CPU ms/node | targets enriched | in s | RSS added MB | KB/node | "
+          "summarised | GC worst ms | /readyz polls | not ready in 1 s | slowest ms | longest failing s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['nodes']:,} | {r['engine_s']} | {r['engine_ms_per_node']} | {r['cpu_ms_per_node']} | "
               f"{r['kube_ok']:,} | {r['enriched_s']} | {r['rss_added_mb']} | {r['kb_per_node']} | {r['summarised']:,} | "
-              f"{r['readyz_polls']} | {r['readyz_unready']} | {r['readyz_worst_ms']} |")
+              f"{r['gc_worst_ms']} | {r['readyz_polls']} | {r['readyz_unready']} | {r['readyz_worst_ms']} | "
+              f"{r['readyz_longest_failing_s']} |")
     return 0
 
 
