@@ -112,6 +112,7 @@ async def test_past_the_budget_incidents_are_summarised_not_dropped(tmp_path) ->
     try:
         starts = datetime.now(timezone.utc) - timedelta(minutes=2)
         await h.send(*xid_alerts(0, 12, starts))
+        assert await h.enricher.wait_idle(60)  # its writes are steps too: none in flight while we look
         state = h.svc.engine.state
         children = [i for i in state.incidents.values() if i.parent_id]
         assert len(children) == 12 and set(state.summarised) == {c.id for c in children}
