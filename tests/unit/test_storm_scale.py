@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import sys
 import tracemalloc
+import asyncio
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import FrameType
@@ -198,3 +199,28 @@ async def test_a_large_api_answer_is_decoded_off_the_event_loop(monkeypatch) -> 
     large = await kube_api.decode_json(json.dumps(nodes).encode())
     assert small == nodes["items"][0] and large == nodes
     assert threads[0] == threading.get_ident() and threads[1] != threading.get_ident()
+
+
+async def test_a_storms_enrichment_targets_wait_in_a_queue_not_as_tasks(tmp_path) -> None:
+    """Each node of a storm is two targets (its incident and the fleet's): as a task each, a storm of 20,000
+    nodes held 40,000 coroutines waiting for the API server. At most IN_FLIGHT run; the rest are queued."""
+    from alertd.enrich.enricher import IN_FLIGHT
+
+    kube = MemoryKube({})
+    answering = asyncio.Event()  # the API server answers nothing until the storm is in
+    answer = kube._get
+
+    async def slow(*args: Any, **kwargs: Any) -> Any:
+        await answering.wait()
+        return await answer(*args, **kwargs)
+
+    kube._get = slow  # type: ignore[method-assign]
+    h = Harness(tmp_path, kube=kube, logs=None)
+    async with h:
+        starts = datetime.now(timezone.utc) - timedelta(minutes=2)
+        await h.send(*xid_alerts(0, 2 * IN_FLIGHT, starts))
+        running = [t for t in asyncio.all_tasks() if t.get_name() == "alertd-enrich" and not t.done()]
+        assert len(running) == IN_FLIGHT and h.enricher.counts["targets"] == 4 * IN_FLIGHT
+        answering.set()
+        assert await h.enricher.wait_idle(60)
+        assert h.enricher.counts["kube_ok"] == 4 * IN_FLIGHT  # every target enriched in the end
