@@ -215,10 +215,10 @@ class Processor(Intake):
     def _hold(self, state: EngineState, incidents: list[Incident]) -> None:
         """What the step's incidents keep in memory: in detail, or summarised past the budget."""
         budget = self.cfg.detailed_incidents
-        now = hold(state, incidents, budget)
-        if now:
-            self.metrics.incidents_summarised_total.inc(now)
-            if len(state.summarised) == now:  # the first of a run past the budget
+        fresh = hold(state, incidents, budget)
+        if fresh:
+            self.metrics.incidents_summarised_total.inc(fresh)
+            if len(state.summarised) == fresh:  # the first of a run past the budget
                 log.warning("more than %d open incidents (processing.detailed_incidents): the node incidents of "
                             "storms are held summarised in memory, their timelines in the store only", budget)
 

@@ -8,9 +8,9 @@ Past ``processing.detailed_incidents`` open incidents, the node incidents of a s
 incident, which tells their story) are held summarised as their steps commit: no timeline in memory (the API,
 the UI and the notifiers read it from the store, where all of it is) and their members' signals shared with
 the identical ones already held (a storm's thousands of Xid 79 alerts hold one), as is what their fleet counted
-of them. Nothing is dropped: a
-summarised incident takes alerts, folds, resolves and reopens as before, and one that leaves its fleet is
-held in detail again. ``EngineState.summarised`` names them (``alertd_incidents_summarised_open``).
+of them. Nothing is dropped: a summarised incident takes alerts, folds, resolves and reopens as before, and one
+that leaves its fleet is held in detail again. ``EngineState.summarised`` names them
+(``alertd_incidents_summarised_open``).
 """
 from __future__ import annotations
 
