@@ -5,7 +5,7 @@ Flow::
 
     Service._step -> enricher.submit(changes)      (synchronous, never blocks the step)
         only on "opened" and when a node new to the incident joins
-        one job per incident+node:
+        one job per incident+node, at most IN_FLIGHT at once (the rest of a storm's queued):
             logs:  LogSearcher.fetch(node, window around the alert's startsAt)
                    deadline (default 3s): not answered yet -> logs_unavailable, keep waiting
                    answer -> log_evidence (+ an Xid upgrade)
