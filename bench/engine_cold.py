@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from alertd.config.settings import parse_config
+from alertd.engine.memory import DETAILED_EVENTS
 from alertd.engine.pipeline import Engine
 from alertd.app.notifiers import build_router
 from alertd.receive.payload import delivery_key, read_notification
@@ -37,7 +38,6 @@ from alertd.store.sqlite import SqliteStore
 from tests.support.webhooks import UniqueWebhooks, dumps
 
 PARTS = ("engine", "router", "store", "sqlite")
-KEEP_EVENTS_IN_MEMORY = 20  # as alertd/app/service.py trims each committed incident's timeline
 WINDOW = 1000  # nodes in the first and last slices reported
 
 
@@ -154,7 +154,7 @@ async def cold_storm(nodes: int, step: int, work: Path,
                                          next_seq=state.next_seq, heartbeat_at=state.heartbeat_at, memory=memory))
             measuring[0] = False
             for c in changes:
-                del c.incident.timeline[:-KEEP_EVENTS_IN_MEMORY]
+                del c.incident.timeline[:-DETAILED_EVENTS]  # as the processor trims each committed incident
             cost.steps.append((len(chunk), {"engine": t1 - t0, "router": t2 - t1, "store": store_cpu.pop(),
                                             "sqlite": in_sqlite[0]}))
             in_sqlite[0] = 0.0

@@ -17,8 +17,9 @@ from alertd.app.intake import Intake, IntakeStore
 from alertd.app.store_health import StoreHealth
 from alertd.app.verdicts import HistorySource, Verdicts
 from alertd.config.settings import Config
-from alertd.core.model import ACKNOWLEDGED, OPEN, Alert, Change
+from alertd.core.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident
 from alertd.core.service_metrics import Metrics
+from alertd.engine.memory import hold
 from alertd.engine.pipeline import Engine
 from alertd.notify.outbox import OutboxWorker
 from alertd.notify.router import ConsoleRouter, Router
@@ -26,7 +27,6 @@ from alertd.rules.ruleset import RuleSet
 from alertd.store.base import EngineState, RouterMemory, Step, StoreUnavailable, Taken
 
 log = logging.getLogger(__name__)
-KEEP_EVENTS_IN_MEMORY = 20
 STEP_LINGER = 0.005  # seconds the processor waits after a wake-up to gather a larger step
 STOP_GRACE = 10.0  # seconds a delivery round in flight may take to finish on stop: the notifiers' default timeout
 
@@ -197,8 +197,8 @@ class Processor(Intake):
             except Exception:
                 await self._roll_back()
                 raise
+            self._hold(state, [c.incident for c in changes])
             for c in changes:
-                del c.incident.timeline[:-KEEP_EVENTS_IN_MEMORY]
                 if c.kinds and c.kinds[0] == "opened":
                     self.metrics.incidents_opened.inc()
                 if "resolved" in c.kinds:
@@ -211,6 +211,16 @@ class Processor(Intake):
             for follower in self.after_commit:
                 follower.submit(changes)
         return changes
+
+    def _hold(self, state: EngineState, incidents: list[Incident]) -> None:
+        """What the step's incidents keep in memory: in detail, or summarised past the budget."""
+        budget = self.cfg.detailed_incidents
+        fresh = hold(state, incidents, budget)
+        if fresh:
+            self.metrics.incidents_summarised_total.inc(fresh)
+            if len(state.summarised) == fresh:  # the first of a run past the budget
+                log.warning("more than %d open incidents (processing.detailed_incidents): the node incidents of "
+                            "storms are held summarised in memory, their timelines in the store only", budget)
 
     async def _roll_back(self) -> None:
         """After a failed commit, engine and router both carry on from what the store holds, so
@@ -238,3 +248,4 @@ class Processor(Intake):
             counts[inc.status] = counts.get(inc.status, 0) + 1
         for state, n in counts.items():
             self.metrics.incidents.labels(state).set(n)
+        self.metrics.incidents_summarised.set(len(self.engine.state.summarised))

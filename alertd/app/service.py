@@ -271,6 +271,15 @@ class Service:
         (enrichment reads it here, alertd/enrich/host.py)."""
         return self.engine.state.incidents.get(incident_id) if self.engine is not None else None
 
+    @property
+    def held_summarised(self) -> int:
+        """Open incidents the engine holds summarised, past ``processing.detailed_incidents`` (/readyz says so)."""
+        return len(self.engine.state.summarised) if self.engine is not None else 0
+
+    def fleet_children_on(self, fleet_id: str, node: str) -> list[Incident]:
+        """A fleet incident's open child incidents on one node, by the engine's index (enrichment)."""
+        return self.engine.state.fleet_children_on(fleet_id, node) if self.engine is not None else []
+
     # ----- delegated -----
 
     async def receive(self, body: bytes, alerts: int, received_at: datetime | None = None) -> int:

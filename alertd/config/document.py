@@ -103,6 +103,7 @@ class HADoc(TypedDict, total=False):
 class ProcessingDoc(TypedDict, total=False):
     batch_size: int
     tick_interval: str
+    detailed_incidents: int
 
 
 class ConfigDoc(TypedDict, total=False):

@@ -98,6 +98,7 @@ class Config:
     runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
     batch_size: int = 256
     tick_interval: timedelta = timedelta(seconds=1)
+    detailed_incidents: int = 10000  # open incidents held in detail; past it storms' node incidents are summarised
     console: bool | None = None
     retry_max_backoff: timedelta = timedelta(minutes=5)
     retry_max_attempts: int = 15
@@ -217,6 +218,7 @@ def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Cre
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
         batch_size=processing.get("batch_size", defaults.batch_size),
         tick_interval=parse_duration(processing.get("tick_interval", "1s")),
+        detailed_incidents=processing.get("detailed_incidents", defaults.detailed_incidents),
         console=_flag(member(notify, "console").get("enabled")),
         retry_max_backoff=parse_duration(str(retry.get("max_backoff", "5m"))),
         retry_max_attempts=int(str(retry.get("max_attempts", defaults.retry_max_attempts))),

@@ -134,6 +134,12 @@ class Metrics:
                                multiprocess_mode=ENGINE_ONLY)
         self.leader = Gauge("alertd_engine_leader", "1 while this process runs the engine (leader), else 0.", registry=own,
                             multiprocess_mode=ENGINE_ONLY)  # 1 when the group holds the engine
+        self.incidents_summarised = Gauge(
+            "alertd_incidents_summarised_open", "Open incidents held summarised in memory past processing.detailed_incidents "
+            "(node incidents of storms: their timelines in the store only).", registry=own, multiprocess_mode=ENGINE_ONLY)
+        self.incidents_summarised_total = Counter(
+            "alertd_incidents_summarised_total", "Incidents the engine began to hold summarised (over the budget).",
+            registry=own)
         self.incidents_opened = Counter("alertd_incidents_opened_total", "Incidents opened.", registry=own)
         self.incidents_resolved = Counter("alertd_incidents_resolved_total", "Incidents resolved.", registry=own)
         self.inbox_pending = Gauge("alertd_inbox_pending", "Stored alerts not yet through the engine.", registry=own,

@@ -278,6 +278,8 @@ class Correlator:
         )
         fault = "" if opening else self._responds_to(inc, member)
         member.response = bool(fault)
+        if fault:
+            self.state.responding[inc.id] = None
         failed = "" if opening else resp.fault_back(inc, self.rules.response, member)
         inc.members[alert.fingerprint] = member
         firing = alert.status == FIRING
@@ -330,9 +332,11 @@ class Correlator:
 
     def _still_down(self, now: datetime) -> None:
         failed = False
-        for inc in list(self.state.incidents.values()):
-            why = "" if inc.fleet else resp.still_down(inc, self.rules.response, now)
-            if why:
+        for inc_id in list(self.state.responding):  # only a response has a repair to fail
+            inc = self.state.incidents.get(inc_id)
+            if inc is None or inc.fleet:
+                continue
+            if why := resp.still_down(inc, self.rules.response, now):
                 self._repair_failed(inc, why, now)
                 failed = True
         if failed:
@@ -377,6 +381,8 @@ class Correlator:
             failed = resp.fault_back(inc, self.rules.response, m)
             inc.firing += 1
             m.response = bool(self._responds_to(inc, m))
+            if m.response:
+                self.state.responding[inc.id] = None
             event = flagged(inc.add_event(now, "alert_refired", f"{m.alertname} firing again",
                                           fingerprint=m.fingerprint), m.response)
             if inc.quiet_since is not None:

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable
 
-from alertd.core.model import Incident
+from alertd.core.json_types import JSONObject
+from alertd.core.model import Incident, Signal
 
 
 @dataclass(slots=True)
@@ -35,33 +36,58 @@ class EngineState:
     open_children: dict[str, int] = field(default_factory=dict)  # fleet id -> child incidents still open
     waiting: dict[str, list[str]] = field(default_factory=dict)  # event key -> node-less followers awaiting a fleet
     storm_indexed: bool = False
-    fleet_node_sets: dict[str, set[str]] = field(default_factory=dict)  # fleet id -> its nodes, beside its list
+    summarised: dict[str, None] = field(default_factory=dict)  # open incidents held summarised (engine/memory.py)
+    signal_pool: dict[Signal, Signal] = field(default_factory=dict)  # one of each signal summarised members share
+    counted_pool: dict[tuple[str, ...], JSONObject] = field(default_factory=dict)  # the same for storm_counted
+    # open incidents with a response member, whose repair the tick judges (a dict: in the order they responded)
+    responding: dict[str, None] = field(default_factory=dict)
+    # fleet id -> each of its nodes -> the child incidents on it: beside its lists, as fleets hold thousands
+    fleet_node_sets: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
-    def fleet_nodes(self, fleet: Incident) -> set[str]:
-        """The fleet's nodes as a set (built from its list on first use): fleets list thousands of nodes."""
+    def fleet_nodes(self, fleet: Incident) -> dict[str, list[str]]:
+        """The fleet's nodes, each with its child incidents (built from its lists on first use, so a lookup
+        by node costs the same however many nodes the fleet holds)."""
         nodes = self.fleet_node_sets.get(fleet.id)
         if nodes is None:
-            nodes = self.fleet_node_sets[fleet.id] = set(fleet.nodes)
+            nodes = self.fleet_node_sets[fleet.id] = {n: [] for n in fleet.nodes}
+            for child_id in fleet.children:
+                child = self.incidents.get(child_id)
+                if child is not None and child.node in nodes:
+                    nodes[child.node].append(child_id)
         return nodes
 
-    def add_fleet_node(self, fleet: Incident, node: str) -> bool:
-        """List ``node`` on the fleet; False when it was listed already."""
+    def add_fleet_node(self, fleet: Incident, node: str, child_id: str = "") -> bool:
+        """List ``node`` on the fleet (with ``child_id``, its incident that folded in); False when it was
+        listed already."""
         nodes = self.fleet_nodes(fleet)
-        if node in nodes:
-            return False
-        nodes.add(node)
-        fleet.nodes.append(node)
-        return True
+        children = nodes.get(node)
+        listed = children is not None
+        if children is None:
+            children = nodes[node] = []
+            fleet.nodes.append(node)
+        if child_id and child_id not in children:
+            children.append(child_id)
+        return not listed
 
     def drop_fleet_node(self, fleet: Incident, node: str) -> None:
         fleet.nodes = [n for n in fleet.nodes if n != node]
-        self.fleet_node_sets.pop(fleet.id, None)  # rebuilt from the list on next use
+        self.fleet_node_sets.pop(fleet.id, None)  # rebuilt from the lists on next use
+
+    def fleet_children_on(self, fleet_id: str, node: str) -> list[Incident]:
+        """The open child incidents of a fleet on one node."""
+        fleet = self.incidents.get(fleet_id)
+        if fleet is None or not fleet.fleet:
+            return []
+        ids = self.fleet_nodes(fleet).get(node, ())
+        return [c for c in (self.incidents.get(i) for i in ids) if c is not None and c.parent_id == fleet_id]
 
     def add(self, incident: Incident) -> None:
         self.incidents[incident.id] = incident
         self.by_key[incident.key] = incident.id
-        for fp in incident.members:
+        for fp, m in incident.members.items():
             self.by_fingerprint[fp] = incident.id
+            if m.response:
+                self.responding[incident.id] = None
         self.index_node(incident)
 
     def index_node(self, incident: Incident) -> None:
@@ -71,6 +97,8 @@ class EngineState:
     def remove(self, incident: Incident) -> None:
         self.incidents.pop(incident.id, None)
         self.fleet_node_sets.pop(incident.id, None)
+        self.responding.pop(incident.id, None)
+        self.summarised.pop(incident.id, None)
         if self.by_key.get(incident.key) == incident.id:
             del self.by_key[incident.key]
         for fp in incident.members:

@@ -300,7 +300,7 @@ class Storms:
             if not inc.node:  # a cluster-wide follower: one timeline line, no node to list
                 self.c.record(fleet, fleet.add_event(now, "incident_joined", f"{inc.title} ({inc.id})",
                                                      incident=inc.id))
-            elif state.add_fleet_node(fleet, inc.node):
+            elif state.add_fleet_node(fleet, inc.node, inc.id):
                 joined.append(inc.node)
             others += self._absorb(fleet, inc, now)
             self.c.record(inc, inc.add_event(now, "folded_into_fleet", f"part of fleet incident {fleet.id}",

@@ -22,6 +22,9 @@ from alertd.enrich.settings import EnrichSettings
 from alertd.core.words import counted
 
 
+LISTED_NODES = 100  # nodes whose Kubernetes state a fleet incident lists (kube_nodes)
+
+
 @dataclass(slots=True)
 class NodeFindings:
     """What Kubernetes showed for one node of the incident."""
@@ -36,7 +39,7 @@ class NodeFindings:
 class IncidentState:
     """What enrichment found per node; annotation values are computed from this."""
 
-    nodes: list[str] = field(default_factory=list)
+    nodes: dict[str, None] = field(default_factory=dict)  # in the order they joined; a dict, for thousands
     evidence: dict[str, list[EvidenceLine]] = field(default_factory=dict)
     log_failures: dict[str, str] = field(default_factory=dict)
     kube: dict[str, NodeFindings] = field(default_factory=dict)
@@ -73,7 +76,9 @@ def _kube_values(state: IncidentState, s: EnrichSettings, out: dict[str, tuple[J
         if not state.fleet and len(state.nodes) == 1:
             out[KUBE_NODE] = known[0].node.to_json(), _node_text(known[0].node)
         else:
-            out[KUBE_NODES] = [k.node.to_json() for k in known], f"Kubernetes state of {len(known)} node(s)"
+            listed = known[:LISTED_NODES]  # a storm's thousands: each node's own incident holds its state
+            more = f", the first {len(listed)} listed (each node's incident has its own)" if len(known) > len(listed) else ""
+            out[KUBE_NODES] = [k.node.to_json() for k in listed], f"Kubernetes state of {len(known)} node(s){more}"
         pods = [p for k in known for p in k.pods][: s.max_pods]
         out[PODS] = [p.to_json() for p in pods], f"{len(pods)} GPU pod(s) on the node(s)"
         owners = owners_of(pods)
@@ -137,9 +142,7 @@ def seed_state(state: IncidentState, found: Findings) -> None:
     for ev in found.node_events:
         if ev.node in state.kube:
             state.kube[ev.node].events.append(ev)
-    for node in list(state.evidence) + list(state.kube):
-        if node and node not in state.nodes:
-            state.nodes.append(node)
+    state.nodes.update(dict.fromkeys(n for n in [*state.evidence, *state.kube] if n))
 
 
 __all__ = [

@@ -5,7 +5,7 @@ Flow::
 
     Service._step -> enricher.submit(changes)      (synchronous, never blocks the step)
         only on "opened" and when a node new to the incident joins
-        one job per incident+node:
+        one job per incident+node, at most IN_FLIGHT at once (the rest of a storm's queued):
             logs:  LogSearcher.fetch(node, window around the alert's startsAt)
                    deadline (default 3s): not answered yet -> logs_unavailable, keep waiting
                    answer -> log_evidence (+ an Xid upgrade)
@@ -35,7 +35,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Iterable
 from prometheus_client import Histogram
 
 from alertd.enrich import metrics
-from alertd.core.json_types import JSONObject, JSONValue, strings
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.kube_findings import GpuDevice, Pod
 from alertd.enrich.annotations import IncidentState, NodeFindings, annotation_values, seed_state
 from alertd.enrich.host import EnrichHost
@@ -47,12 +47,16 @@ from alertd.enrich.backends import build_backend
 from alertd.enrich.logs import LogsUnavailable, describe_error
 from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import EnrichDoc, EnrichSettings
-from alertd.enrich.targets import EnrichTarget, enriched_before, nodes_of, target_for
+from alertd.enrich.targets import (EnrichTarget, enriched_before, joined_nodes, nodes_of, step_nodes,
+                                   targets_for)
 from alertd.enrich.writer import AnnotationWriter
 from alertd.core.findings import EvidenceLine, Job
 from alertd.core.model import Change, Incident, Signal
 
 log = logging.getLogger(__name__)
+# Targets enriched at once; the rest wait in a queue. A storm of 20,000 nodes is 40,000 targets (each node's
+# incident and the fleet): as a task each they added 630 MB to the process, queued 370 MB (bench/storm_scale.py).
+IN_FLIGHT = 64
 
 
 def _unfinished(inc: Incident) -> bool:
@@ -79,6 +83,8 @@ class Enricher:
         self._state: dict[str, IncidentState] = {}
         self._seen: dict[str, set[str]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._queue: deque[EnrichTarget] = deque()  # targets waiting for one of the IN_FLIGHT workers
+        self._working = 0
         self._closed = False
         self.latencies: deque[float] = deque(maxlen=10000)  # submit -> results written, seconds
         self.counts = {"targets": 0, "log_ok": 0, "log_unavailable": 0, "kube_ok": 0, "kube_unavailable": 0,
@@ -118,11 +124,15 @@ class Enricher:
             return
         for change in changes:
             try:
-                for target in self._targets(change):
-                    self.counts["targets"] += 1
-                    self._spawn(loop, self._enrich(target), "alertd-enrich")
+                targets = self._targets(change)
             except Exception:  # enrichment must never break the service
                 log.exception("could not start enrichment for %s", change.incident.id)
+                continue
+            self.counts["targets"] += len(targets)
+            self._queue.extend(targets)
+        while self._queue and self._working < IN_FLIGHT:
+            self._working += 1
+            self._spawn(loop, self._work(), "alertd-enrich")
 
     def resume(self, incidents: Iterable[Incident], limit: int = 500) -> int:
         """On becoming the engine (a start, a failover): enrich again the open incidents whose first attempt
@@ -144,6 +154,7 @@ class Enricher:
     async def close(self) -> None:
         """Stop background work: pending jobs are dropped, a write in progress may finish."""
         self._closed = True
+        self._queue.clear()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -158,7 +169,7 @@ class Enricher:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             busy = [t for t in self._tasks if not t.done() and t.get_name() != "alertd-enrich-later"]
-            if not busy and self.writer.idle:
+            if not busy and not self._queue and self.writer.idle:
                 return True
             await asyncio.sleep(0.02)
         return False
@@ -190,18 +201,16 @@ class Enricher:
         if not inc.is_open or "resolved" in change.kinds:
             self._forget(inc.id)
             return []
-        nodes = nodes_of(inc)
+        seen = self._seen.get(inc.id)
+        nodes = nodes_of(inc) if seen is None else step_nodes(change)
         if not nodes:
             return []
-        seen = self._seen.get(inc.id)
-        opened = "opened" in change.kinds
         if seen is None:
             seen = self._seen[inc.id] = set()
-            if not opened:
+            if "opened" not in change.kinds:
                 # First sight after a restart (or a late bind): nodes of members that did not change
                 # in this step were enriched before; only the ones that just joined are new.
-                joined = {n for e in change.events if e.kind == "nodes_joined" for n in strings(e.data.get("nodes"))}
-                seen.update(enriched_before(inc, set(change.members), joined))
+                seen.update(enriched_before(inc, set(change.members), joined_nodes(change)))
                 seed_state(self._state.setdefault(inc.id, IncidentState(fleet=inc.fleet)), inc.findings)
         new = [n for n in nodes if n not in seen]
         if not new:
@@ -209,11 +218,8 @@ class Enricher:
         seen.update(new)
         state = self._state.setdefault(inc.id, IncidentState())
         state.fleet = inc.fleet
-        for n in new:
-            if n not in state.nodes:
-                state.nodes.append(n)
-        now = time.monotonic()
-        return [target_for(inc, node, self._incident, now) for node in new]
+        state.nodes.update(dict.fromkeys(new))
+        return targets_for(inc, new, self._children_on(inc.id), time.monotonic())
 
     def _forget(self, incident_id: str) -> None:
         self._seen.pop(incident_id, None)
@@ -221,6 +227,10 @@ class Enricher:
 
     def _incident(self, incident_id: str) -> Incident | None:
         return self.service.open_incident(incident_id) if self.service is not None else None
+
+    def _children_on(self, fleet_id: str) -> Callable[[str], list[Incident]]:
+        service = self.service
+        return lambda node: service.fleet_children_on(fleet_id, node) if service is not None else []
 
     # ----- jobs -----
 
@@ -237,6 +247,18 @@ class Enricher:
 
         if not self._closed:
             self._spawn(asyncio.get_running_loop(), run(), "alertd-enrich-later")
+
+    async def _work(self) -> None:
+        """One of at most IN_FLIGHT workers: enriches queued targets until none is left."""
+        try:
+            while self._queue and not self._closed:
+                target = self._queue.popleft()
+                try:
+                    await self._enrich(target)
+                except Exception:  # one target's failure must not stop the queue
+                    log.exception("enrichment of %s failed", target.incident_id)
+        finally:
+            self._working -= 1
 
     async def _enrich(self, target: EnrichTarget) -> None:
         jobs = []
@@ -255,9 +277,9 @@ class Enricher:
                     self._set_log_failure(target, f"no answer within {self.settings.deadline:g}s (still searching)")
             await asyncio.gather(*jobs, return_exceptions=True)
             waiter = self.writer.mark_dirty(target.incident_id)
-            if waiter is not None:
-                await waiter
-                self._observe(time.monotonic() - target.submitted)
+            if waiter is not None:  # latency is measured to the write; the worker takes the next target now
+                submitted = target.submitted
+                waiter.add_done_callback(lambda f: None if f.cancelled() else self._observe(time.monotonic() - submitted))
         except asyncio.CancelledError:
             for j in jobs:
                 j.cancel()

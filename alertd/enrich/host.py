@@ -44,6 +44,9 @@ class EnrichHost(Protocol):
     def open_incident(self, incident_id: str) -> Incident | None:
         """The incident as the engine holds it now; None once it is gone or when this process is not the engine."""
 
+    def fleet_children_on(self, fleet_id: str, node: str) -> list[Incident]:
+        """A fleet incident's open child incidents on one node (looked up by node, not walked)."""
+
     async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[JSONValue, str]], signals: Sequence[Signal],
                      source: str) -> list[Change]:
         """Write annotations (key -> value and the event's text; None removes) and evidence in one step."""

@@ -26,6 +26,8 @@ from alertd.core.json_types import JSONObject, JSONValue, as_object
 from alertd.enrich.settings import KubeSettings
 
 T = TypeVar("T")
+DECODE_OFF_LOOP = 256 * 1024  # bytes of an answer past which it is decoded on a worker thread
+CACHE_SWEEP = 8192  # answers kept before expired ones are swept out (then twice what the last sweep left)
 # A cache key: what was read and its name parts, e.g. ("namespace", ns) or ("owner", ns, apiVersion, kind, name).
 CacheKey = tuple[str, ...]
 
@@ -50,6 +52,14 @@ class KubeStats:
 
     def to_dict(self) -> dict[str, int]:
         return {"calls": self.calls, "cache_hits": self.cache_hits, "errors": self.errors}
+
+
+async def decode_json(raw: bytes) -> JSONValue:
+    """An API answer decoded; a large one (a list of a big cluster's nodes or pods: megabytes, seconds of
+    CPU) on a worker thread, so the event loop keeps answering webhooks and /readyz meanwhile."""
+    if len(raw) < DECODE_OFF_LOOP:
+        return cast(JSONValue, json.loads(raw))
+    return cast(JSONValue, await asyncio.to_thread(json.loads, raw))
 
 
 def metadata(obj: JSONObject) -> JSONObject:
@@ -77,6 +87,7 @@ class KubeApi:
         self.stats = KubeStats()
         self._sem = asyncio.Semaphore(max(1, settings.concurrency))
         self._cache: dict[CacheKey, tuple[float, object]] = {}
+        self._sweep_at = CACHE_SWEEP
         self._inflight: dict[CacheKey, asyncio.Future[object]] = {}
 
     # ----- client -----
@@ -151,7 +162,7 @@ class KubeApi:
         if status == 404:
             raise NotFound(method)
         try:
-            body: JSONValue = json.loads(raw)
+            body = await decode_json(raw)
         except ValueError:
             self.stats.errors += 1
             raise KubeUnavailable(f"Kubernetes API: HTTP {status}, not JSON") from None
@@ -187,10 +198,13 @@ class KubeApi:
             raise
         self._inflight.pop(key, None)
         self._cache[key] = (self.monotonic() + ttl, value)
-        if len(self._cache) > 8192:
+        if len(self._cache) > self._sweep_at:
+            # Expired answers go when the cache has doubled since the last sweep: a sweep reads every entry,
+            # so sweeping on each answer past a fixed size made a storm of nodes cost their square.
             now = self.monotonic()
             for k in [k for k, (exp, _) in self._cache.items() if exp <= now]:
                 del self._cache[k]
+            self._sweep_at = max(CACHE_SWEEP, 2 * len(self._cache))
         fut.set_result(value)
         return value
 
@@ -201,4 +215,4 @@ class KubeApi:
         self._apis.clear()
 
 
-__all__ = ["KubeApi", "KubeStats", "KubeUnavailable", "NotFound", "metadata"]
+__all__ = ["KubeApi", "KubeStats", "KubeUnavailable", "NotFound", "decode_json", "metadata"]

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Iterable
 
+from alertd.core.json_types import strings
 from alertd.enrich.annotations import KUBE_NODE, LOG_EVIDENCE, PODS
-from alertd.core.model import Incident
+from alertd.core.model import Change, Incident, Member
 
 
 @dataclass(slots=True)
@@ -32,11 +33,25 @@ class EnrichTarget:
 
 
 def nodes_of(inc: Incident) -> list[str]:
-    nodes: list[str] = []
-    for n in ([*inc.nodes] if inc.fleet else [inc.node]) + [m.subject.node for m in inc.members.values()]:
-        if n and n not in nodes:
-            nodes.append(n)
-    return nodes
+    """Every node of the incident, in order: for a fleet its listed nodes, then its own members' nodes."""
+    listed = [*inc.nodes] if inc.fleet else [inc.node]
+    return [n for n in dict.fromkeys(listed + [m.subject.node for m in inc.members.values()]) if n]
+
+
+def step_nodes(change: Change) -> list[str]:
+    """The nodes a step may have added to an incident: those of the members it changed and, for a fleet,
+    those its ``nodes_joined`` events name. What a fleet of thousands of nodes costs per step is what the
+    step did, never the fleet's size."""
+    inc = change.incident
+    if not inc.fleet:
+        return nodes_of(inc)
+    members = [m.subject.node for fp in change.members if (m := inc.members.get(fp)) is not None]
+    return [n for n in dict.fromkeys(joined_nodes(change) + members) if n]
+
+
+def joined_nodes(change: Change) -> list[str]:
+    """The nodes the step's ``nodes_joined`` events name."""
+    return [n for e in change.events if e.kind == "nodes_joined" for n in strings(e.data.get("nodes"))]
 
 
 def member_nodes(inc: Incident, exclude: set[str], joined_nodes: Iterable[str] = ()) -> set[str]:
@@ -57,14 +72,26 @@ def enriched_before(inc: Incident, changed: set[str], joined_nodes: Iterable[str
     return seen
 
 
-def target_for(inc: Incident, node: str, incident: Callable[[str], Incident | None], submitted: float) -> EnrichTarget:
-    """The target for one node; ``incident`` looks up a fleet incident's children."""
-    members = [m for m in inc.members.values() if m.subject.node == node]
-    if not members and inc.fleet:  # a node the fleet took over: its alerts live in the child incident
-        for child_id in inc.children:
-            child = incident(child_id)
-            if child is not None:
-                members += [m for m in child.members.values() if m.subject.node == node]
+def targets_for(inc: Incident, nodes: list[str], children_on: Callable[[str], Iterable[Incident]],
+                submitted: float) -> list[EnrichTarget]:
+    """The targets for some nodes of an incident. ``children_on`` gives a fleet incident's child incidents on
+    one node (the engine's index by node), where the alerts of a node the fleet took over live. The
+    incident's own members are read once for all the nodes."""
+    wanted = set(nodes)
+    own: dict[str, list[Member]] = {}
+    for m in inc.members.values():
+        if m.subject.node in wanted:
+            own.setdefault(m.subject.node, []).append(m)
+    out = []
+    for node in nodes:
+        members = own.get(node, [])
+        if not members and inc.fleet:
+            members = [m for child in children_on(node) for m in child.members.values() if m.subject.node == node]
+        out.append(_target(inc, node, members, submitted))
+    return out
+
+
+def _target(inc: Incident, node: str, members: list[Member], submitted: float) -> EnrichTarget:
     anchor = min((m.starts_at for m in members), default=inc.opened_at)
     gpus: list[dict[str, str]] = []
     pods: dict[tuple[str, str], list[dict[str, str]]] = {}
@@ -83,4 +110,4 @@ def target_for(inc: Incident, node: str, incident: Callable[[str], Incident | No
     return EnrichTarget(inc.id, node, anchor, inc.cluster, inc.fleet, gpus, pods, submitted)
 
 
-__all__ = ["EnrichTarget", "enriched_before", "member_nodes", "nodes_of", "target_for"]
+__all__ = ["EnrichTarget", "enriched_before", "member_nodes", "joined_nodes", "nodes_of", "step_nodes", "targets_for"]

@@ -5,7 +5,9 @@ incident's state into annotation values and writes those that changed,
 together with any queued Xid upgrade, in one engine step (``Service.enrich``):
 nobody reads an upgrade without its log lines, and a pass is one update to the
 notifiers. After a wake-up it waits ``write_delay`` so a burst of results for
-one incident becomes one pass. Notifications never wait for this: what
+one incident becomes one pass; an incident of thousands of nodes (a storm's fleet),
+whose values are read over all of them, is written at most once per
+``write_delay`` x nodes / ``PACE_NODES``. Notifications never wait for this: what
 enrichment writes is a later change that notifiers see as an update.
 """
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from typing import Awaitable, Callable
 
 from alertd.core.json_types import JSONValue
@@ -23,6 +26,7 @@ from alertd.enrich.logs import describe_error
 log = logging.getLogger(__name__)
 
 EVENT_KIND = "enrichment"
+PACE_NODES = 1000  # an incident of more nodes than this is written less often than write_delay
 SOURCE = "kernel log"
 
 
@@ -50,6 +54,7 @@ class AnnotationWriter:
         self._wake: asyncio.Event | None = None
         self._writing = False
         self._force: set[str] = set()
+        self._due: dict[str, float] = {}  # incident -> when its pace allows its next write (large fleets)
 
     @property
     def idle(self) -> bool:
@@ -74,6 +79,7 @@ class AnnotationWriter:
     def forget(self, incident_id: str, state: IncidentState | None) -> None:
         """The incident was resolved: drop its pending write and release whoever waits for it."""
         self._dirty.pop(incident_id, None)
+        self._due.pop(incident_id, None)
         if state is not None:
             for fut in state.waiters:
                 if not fut.done():
@@ -103,7 +109,15 @@ class AnnotationWriter:
             if delay > 0 and not self._closed():
                 await asyncio.sleep(delay)
             while self._dirty:
-                incident_id = next(iter(self._dirty))
+                incident_id = self._next_due()
+                if incident_id is None:  # only large fleets written lately are dirty: wait for the first, or news
+                    self._wake.clear()
+                    wait = min(self._due.get(i, 0.0) for i in self._dirty) - time.monotonic()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), max(0.0, wait))
+                    except asyncio.TimeoutError:
+                        pass
+                    continue
                 del self._dirty[incident_id]
                 self._writing = True
                 try:
@@ -116,6 +130,20 @@ class AnnotationWriter:
             if self._closed():
                 return
 
+    def _next_due(self) -> str | None:
+        """The first dirty incident whose pace allows a write now (all of them once closing)."""
+        now = time.monotonic()
+        return next((i for i in self._dirty if self._closed() or self._due.get(i, 0.0) <= now), None)
+
+    def _paced(self, incident_id: str, state: IncidentState) -> None:
+        """A write reads all of an incident's nodes: a fleet of n nodes is written at most once per
+        ``delay`` x n / PACE_NODES, so a storm's results cost the same per node however many nodes it has."""
+        pace = self._delay() * len(state.nodes) / PACE_NODES
+        if pace > self._delay():
+            self._due[incident_id] = time.monotonic() + pace
+        else:
+            self._due.pop(incident_id, None)
+
     async def _rewrite(self, incident_id: str) -> None:
         # After a failed commit the engine's memory may hold values the store lost: write them all again.
         self._force.add(incident_id)
@@ -126,6 +154,7 @@ class AnnotationWriter:
         if state is None:
             return
         waiters, state.waiters = state.waiters, []
+        self._paced(incident_id, state)
         force = incident_id in self._force
         self._force.discard(incident_id)
         try:

@@ -11,7 +11,6 @@ is read and tried again.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from datetime import datetime, timedelta, timezone
 from typing import Awaitable, Callable, NotRequired, TypedDict, cast
@@ -22,6 +21,7 @@ from alertd.core.kube_findings import Pod
 from alertd.core.model import iso, parse_iso
 from alertd.enrich.jobs import JobImpactReader, OwnerGangs, owner_gangs
 from alertd.enrich.kube import KubeContext
+from alertd.enrich.kube_api import decode_json
 from alertd.remediation import blast as blast_mod
 from alertd.remediation.blast import BlastPod, BlastRadius, Gang
 from alertd.remediation.decide import ClusterView
@@ -116,11 +116,12 @@ class KubeRemediator(KubeContext):
                 if not status:
                     raise ApiError(0, f"unreachable: {type(exc).__name__}: {exc}"[:200]) from exc
         try:
-            body = json.loads(raw) if raw else {}
+            body = await decode_json(raw) if raw else {}
         except ValueError:
             body = {}
         if not 200 <= status < 300:
-            raise ApiError(status, (body.get("message") if isinstance(body, dict) else "") or "error")
+            message = body.get("message") if isinstance(body, dict) else ""
+            raise ApiError(status, message if isinstance(message, str) and message else "error")
         return body if isinstance(body, dict) else {}
 
     # ----- reads -----

@@ -68,7 +68,9 @@ async def readyz(request: web.Request) -> web.Response:
         return web.Response(status=503, text="starting or stopping\n", headers=role)
     if failure := svc.health.failure():
         return web.Response(status=503, text=f"{failure}\n", headers=role)
-    return web.Response(text=f"ready: {svc.role_name}\n", headers=role)
+    held = svc.held_summarised
+    summarised = f"{held} open incidents held summarised in memory (past processing.detailed_incidents)\n" if held else ""
+    return web.Response(text=f"ready: {svc.role_name}\n{summarised}", headers=role)
 
 
 async def metrics(request: web.Request) -> web.Response:

@@ -159,3 +159,17 @@ async def test_bad_kubeconfig_is_unavailable(tmp_path) -> None:
             await ctx.node_context("gpu-node-1")
     finally:
         await ctx.close()
+
+
+async def test_a_nodes_pods_and_events_are_read_from_the_api_servers_cache(cluster) -> None:
+    """resourceVersion=0, as the kubelet lists its pods: the API server answers from its watch cache, where pods
+    are indexed by node. A consistent read costs the server every pod of the cluster per node enriched."""
+    server, names, kubeconfig = cluster
+    ctx = context(kubeconfig)
+    try:
+        await ctx.node_context("gpu-node-2")
+    finally:
+        await ctx.close()
+    lists = {r.path: r.query for r in server.requests if r.path in ("/api/v1/pods", "/api/v1/events")}
+    assert {path: query.get("resourceVersion") for path, query in lists.items()} == \
+        {"/api/v1/pods": "0", "/api/v1/events": "0"}

@@ -319,6 +319,9 @@ class OnlyTheHost:
     def open_incident(self, incident_id: str) -> Any:
         return self._svc.open_incident(incident_id)
 
+    def fleet_children_on(self, fleet_id: str, node: str) -> Any:
+        return self._svc.fleet_children_on(fleet_id, node)
+
     async def enrich(self, *args: Any, **kw: Any) -> Any:
         return await self._svc.enrich(*args, **kw)
 
