@@ -173,9 +173,18 @@ def pending(dsn: str) -> int:
 
 
 def slack_messages_per_incident(slack: Any) -> Counter:
-    """(channel, incident id) -> top-level Slack messages about it (its button values name it)."""
-    return Counter((ch, m) for ch, msgs in list(slack.messages.items()) for top in list(msgs.values())
-                   if not top.get("thread_ts") for m in INCIDENT_IN_MESSAGE.findall(json.dumps(top))[:1])
+    """(channel, incident id) -> top-level Slack messages about it: its message metadata names it, which every
+    incident message carries, with or without buttons (no signing secret: no buttons)."""
+    return Counter((ch, inc) for ch, msgs in list(slack.messages.items()) for top in list(msgs.values())
+                   if not top.get("thread_ts") and (inc := _incident_of(top)))
+
+
+def _incident_of(message: dict[str, Any]) -> str:
+    payload = (message.get("metadata") or {}).get("event_payload") or {}
+    if isinstance(payload.get("incident"), str):
+        return payload["incident"]
+    found = INCIDENT_IN_MESSAGE.findall(json.dumps(message))
+    return found[0] if found else ""
 
 
 def check_pages(pagerduty: Any, rows: list[dict], critical: list[str]) -> None:
