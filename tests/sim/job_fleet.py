@@ -86,7 +86,6 @@ class Gpu:
     slow: bool = False
     quiet: bool = False
     nvlink_total: float = 0.0
-    pcie_replays: float = 0.0
 
 
 @dataclass
@@ -242,7 +241,7 @@ class JobFleetSim(ScrapeTargets):
             "util": util, "gr_active": gr, "sm_clock": clock,
             "power": round(power + jitter(-12, 12), 3), "temp": temp + self._rng.randint(-1, 1),
             "pcie_tx": round(tx * jitter(0.95, 1.05)), "pcie_rx": round(rx * jitter(0.95, 1.05)),
-            "nvlink_total": int(gpu.nvlink_total), "pcie_replays": int(gpu.pcie_replays), "xid": 0,
+            "nvlink_total": int(gpu.nvlink_total), "pcie_replays": 0, "xid": 0,
             "reasons": reasons,
         }
 
