@@ -3,6 +3,8 @@
     python bench/record_am_run.py --out tests/fixtures/alertmanager-runs    # ~44 minutes
     python bench/record_am_run.py --scenario storm-response \
         --out tests/fixtures/alertmanager-runs/storm-response                # ~52 minutes
+    python bench/record_am_run.py --scenario job-hang \
+        --out tests/fixtures/alertmanager-runs/job-hang                      # ~35 minutes
     python bench/record_am_run.py --scale 0.05 --tail 60 --out /tmp/amrun  # a 3-minute check of the plumbing
 
 A simulated cluster of 24 GPU nodes (tests/sim/gpu_cluster.py) is scraped by the real Prometheus, which
@@ -16,7 +18,10 @@ deploy/alertmanager/alertmanager.yml with group_wait 30s, group_interval 5m, rep
 Each pair's webhook goes to its own ``alertd serve --record FILE``, so a recording is exactly what
 Alertmanager delivered, both peers' deliveries included. The fault schedule and its ground truth are in
 bench/am_run_scenario.py (``--scenario faults``, the default) or bench/am_run_storm_scenario.py
-(``--scenario storm-response``: a driver-rollout storm and the operators' response); the run writes, into --out:
+(``--scenario storm-response``: a driver-rollout storm and the operators' response) or
+bench/am_run_job_scenario.py (``--scenario job-hang``: training jobs on tests/sim/job_fleet.py, a hang caused by
+one node's NIC, a straggler GPU, a quiet GPU and a healthy checkpoint pause, under the shipped gpu-alerts.yml and
+gpu-job-alerts.yml); the run writes, into --out:
 
   <route>.jsonl       the recordings (``alertd replay`` input)
   groundtruth.json    the problems, and every fault step with the wall-clock time it was applied
@@ -45,13 +50,14 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench import am_run_scenario, am_run_storm_scenario  # noqa: E402
+from bench import am_run_job_scenario, am_run_scenario, am_run_storm_scenario  # noqa: E402
 from tests.sim.gpu_cluster import GPUClusterSim  # noqa: E402
 from tests.support.alertd_proc import AlertdProcess  # noqa: E402
 from tests.support.process import free_ports, find_binary  # noqa: E402
 from tests.support.services import _start_prometheus_family, start_prometheus  # noqa: E402
 
-SCENARIOS = {"faults": am_run_scenario, "storm-response": am_run_storm_scenario}
+SCENARIOS = {"faults": am_run_scenario, "storm-response": am_run_storm_scenario, "job-hang": am_run_job_scenario}
+GPU_RULES = REPO / "deploy/prometheus/gpu-alerts.yml"
 TOKEN = "am-run-token"
 ROUTES = {"by-node": ["cluster", "node", "alertname"], "by-alertname": ["alertname", "cluster"]}
 TIMERS = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
@@ -96,15 +102,17 @@ def start_pair(name: str, config: Path, workdir: Path) -> list[Any]:
     return peers
 
 
-def keep_configs(work: Path, out: Path) -> None:
+def keep_configs(work: Path, out: Path, rule_files: list[Path]) -> None:
     """The exact configs of the run beside the recordings (the shipped files move on; the recording does not)."""
     configs = out / "config"
     configs.mkdir(exist_ok=True)
-    shutil.copyfile(REPO / "deploy/prometheus/gpu-alerts.yml", configs / "gpu-alerts.yml")
+    for rules in rule_files:
+        shutil.copyfile(rules, configs / rules.name)
     for name in ["prometheus.yml", *(f"alertmanager-{route}.yml" for route in ROUTES)]:
         text = (work / name).read_text()
-        if name == "prometheus.yml":  # the rule file by its name in config/, not the run's absolute path
-            text = text.replace(str(REPO / "deploy/prometheus/gpu-alerts.yml"), "gpu-alerts.yml")
+        if name == "prometheus.yml":  # the rule files by their names in config/, not the run's absolute paths
+            for rules in rule_files:
+                text = text.replace(str(rules.resolve()), rules.name)
         (configs / name).write_text(text)
 
 
@@ -113,7 +121,7 @@ def version(binary: str) -> str:
     return (out.stdout + out.stderr).strip().splitlines()[0]
 
 
-def run_schedule(sim: GPUClusterSim, pairs: list[list[Any]], t0: float, log: list[dict[str, Any]], scale: float,
+def run_schedule(sim: Any, pairs: list[list[Any]], t0: float, log: list[dict[str, Any]], scale: float,
                  scenario: Any = am_run_scenario) -> None:
     """Apply each step at its time; stall_peer/resume_peer signal the given peer of every Alertmanager pair."""
     for step in scenario.schedule(scale):
@@ -149,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
                            "scenario": args.scenario,
                            "prometheus": version("prometheus"),
                            "alertmanager": version("prometheus-alertmanager"), "configs": "config/"}
-    with GPUClusterSim(scenario.NODES, 8, cluster="sim").running_in_thread() as sim:
+    rule_files: list[Path] = getattr(scenario, "RULE_FILES", [GPU_RULES])
+    simulator = getattr(scenario, "simulator", lambda: GPUClusterSim(scenario.NODES, 8, cluster="sim"))
+    with simulator().running_in_thread() as sim:
         recorders, targets = {}, []
         for name, group_by in ROUTES.items():
             recording = work / f"{name}.jsonl"
@@ -163,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             targets.append([a.url.split("//", 1)[1] for a in peers])
             recorders[name] = (alertd, recording, peers)
         prom_cfg = sim.write_prometheus_config(work / "prometheus.yml", alertmanager_url="http://127.0.0.1:1",
-                                               rule_files=[REPO / "deploy/prometheus/gpu-alerts.yml"],
+                                               rule_files=rule_files,
                                                scrape_interval=SCRAPE, evaluation_interval=SCRAPE)
         doc = yaml.safe_load(prom_cfg.read_text())
         doc["alerting"]["alertmanagers"] = [{"static_configs": [{"targets": t}]} for t in targets]
@@ -194,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             truth = {"t0": run["t0"], "nodes": scenario.NODES, "problems": [asdict(pr) for pr in scenario.problems()],
                      "steps": steps}
             (out / "groundtruth.json").write_text(json.dumps(truth, indent=1) + "\n")
-            keep_configs(work, out)
+            keep_configs(work, out, rule_files)
             (out / "run.json").write_text(json.dumps(run, indent=1) + "\n")
     print(f"{utcnow()} done: {sorted(p.name for p in out.iterdir())}", flush=True)
     return 0

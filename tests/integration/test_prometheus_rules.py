@@ -121,7 +121,7 @@ def test_fast_rules_differ_only_in_for_and_windows(tmp_path: Path) -> None:
 def test_example_prometheus_config(tmp_path: Path) -> None:
     """Debian's promtool lacks Kubernetes SD: check everything else with static targets."""
     config = yaml.safe_load(EXAMPLE_PROM_CONFIG.read_text())
-    assert config["rule_files"] == ["gpu-alerts.yml", "alertd-alerts.yml"]
+    assert config["rule_files"] == ["gpu-alerts.yml", "gpu-job-alerts.yml", "alertd-alerts.yml"]
     jobs = {sc["job_name"]: sc for sc in config["scrape_configs"]}
     assert {"dcgm-exporter", "node-exporter", "kube-state-metrics", "alertd"} <= set(jobs)
     assert jobs["dcgm-exporter"]["honor_labels"] is True

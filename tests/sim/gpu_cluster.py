@@ -39,8 +39,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -48,8 +47,7 @@ from aiohttp import web
 from tests.sim.cluster_state import DCGM_FIELDS, GPU, Node, PodRef, UnknownNode
 from tests.sim.exposition import Exposition
 from tests.sim.kube_state import ksm_text, node_exporter_text
-from tests.sim.prometheus_config import write_prometheus_config
-from tests.support.loopback import LoopbackServer, serving_in_thread
+from tests.sim.targets import ScrapeTargets
 
 DEFAULT_MODEL = "NVIDIA H100 80GB HBM3"
 DEFAULT_DRIVER = "550.90.07"
@@ -61,7 +59,7 @@ _K8S_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 # ------------------------------------------------------------------ simulator
 
 
-class GPUClusterSim(LoopbackServer):
+class GPUClusterSim(ScrapeTargets):
     """N nodes x G GPUs with dcgm-exporter, node-exporter and kube-state-metrics.
 
     Fault methods are plain (non-async) and thread-safe, so a test can call them
@@ -409,27 +407,8 @@ class GPUClusterSim(LoopbackServer):
     # -------------------------------------------------------------- lifecycle
 
     @property
-    def address(self) -> str:
-        """host:port, as a Prometheus target."""
-        if self.port is None:
-            raise RuntimeError("simulator not started")
-        return f"{self.host}:{self.port}"
-
-    @property
     def url(self) -> str:
         return f"http://{self.address}"
-
-    @contextlib.contextmanager
-    def running_in_thread(self, timeout: float = 10.0) -> Iterator[GPUClusterSim]:
-        """Run the server on a private event loop in a daemon thread."""
-        with serving_in_thread(self, timeout=timeout):
-            yield self
-
-    # ------------------------------------------------------ Prometheus config
-
-    def write_prometheus_config(self, path: str | Path, **kwargs: Any) -> Path:
-        """`write_prometheus_config` for this running simulator."""
-        return write_prometheus_config(path, self.address, self.node_names, cluster=self.cluster, **kwargs)
 
 
 # action -> (method, accepted JSON keys)

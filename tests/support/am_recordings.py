@@ -39,6 +39,7 @@ from bench.fleetsim.run import unmuted
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "fixtures" / "alertmanager-runs"
 STORM_RESPONSE = RUNS / "storm-response"  # a storm and the people answering it (bench/am_run_storm_scenario.py)
+JOB_HANG = RUNS / "job-hang"  # training jobs: a NIC's hang, a straggler, a quiet GPU, a pause (bench/am_run_job_scenario.py)
 ROUTES = ("by-node", "by-alertname")
 Webhook = tuple[datetime, dict[str, Any]]
 
@@ -95,6 +96,11 @@ class AmRun:
             response = dataclasses.replace(corr.response, repair_timeout=self.repair_timeout)
             rules = dataclasses.replace(rules, correlation=dataclasses.replace(corr, response=response))
         return unmuted(rules) if self.unmuted else rules
+
+    def alerts(self, route: str, alertname: str, status: str = "firing") -> list[tuple[datetime, dict[str, Any]]]:
+        """Every alert of that name and status as delivered, with the time alertd received it."""
+        return [(at, a) for at, body in self.webhooks(route) for a in body["alerts"]
+                if a["labels"]["alertname"] == alertname and a["status"] == status]
 
     def first_arrival(self, route: str, nodes: list[str]) -> datetime:
         """When alertd first received a firing alert about one of these nodes."""
