@@ -1,11 +1,10 @@
 """The job kinds' done-when on a small fleet simulation (2,048 nodes, 7 days, 2 seeds, both routes): hangs
 without an Xid, stragglers, quiet GPUs, an NVLink clique fault and healthy pauses (bench/fleetsim/jobs.py),
-through the job rules (the shipped file, or their contract while it is not in the tree). The full-size run is
+through the shipped job rules (deploy/prometheus/gpu-job-alerts.yml). The full-size run is
 ``python -m bench.fleetsim --jobs`` (docs/fleet-simulation.md)."""
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import pytest
 
@@ -13,14 +12,12 @@ from bench.fleetsim.faults import Rates
 from bench.fleetsim.rules import JOB_RULES
 from bench.fleetsim.run import RunResult, run_one
 
-CONTRACT = Path(__file__).resolve().parents[1] / "fixtures" / "fleetsim" / "gpu-job-alerts.contract.yml"
 NODES, DAYS = 2048, 7
 
 
 @functools.lru_cache(maxsize=None)
 def result(seed: int, route: str) -> RunResult:
-    rules = JOB_RULES if JOB_RULES.exists() else CONTRACT
-    return run_one(nodes=NODES, days=DAYS, seed=seed, route=route, rates=Rates(jobs=True), job_rules=str(rules))
+    return run_one(nodes=NODES, days=DAYS, seed=seed, route=route, rates=Rates(jobs=True), job_rules=str(JOB_RULES))
 
 
 @pytest.mark.parametrize("route", ["alertname", "node"])

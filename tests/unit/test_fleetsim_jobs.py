@@ -2,7 +2,6 @@
 its annotations, and jobs that leave the rest of a seed's fleet as it was."""
 from __future__ import annotations
 
-from pathlib import Path
 
 from bench.fleetsim import model as m
 from bench.fleetsim.faults import Rates, build_fleet
@@ -14,8 +13,7 @@ from bench.fleetsim.sim import check_rules
 
 GRID = Grid(30.0, 0.0)
 DAY = 86400.0
-CONTRACT = Path(__file__).resolve().parents[1] / "fixtures" / "fleetsim" / "gpu-job-alerts.contract.yml"
-RULES = JOB_RULES if JOB_RULES.exists() else CONTRACT
+RULES = JOB_RULES
 
 
 def job_node(*facts: m.Fact, pauses: list[tuple[float, float, str]] | None = None) -> NodeView:
