@@ -1,0 +1,47 @@
+"""What alertd makes of the real Prometheus + Alertmanager run of training jobs
+(tests/fixtures/alertmanager-runs/job-hang), replayed with the shipped rules/:
+
+  hang       one job incident for ml-train/llama-70b whose title names the NIC's node first, the NIC's own
+             node incident folded under it, one page for both
+  straggler  one job incident naming the slow GPU, its node and the gap to the job's median
+  pause      no incident on the node of the job that paused for its checkpoints
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.support.am_recordings import JOB_HANG, ROUTES, AmRun, pages
+
+RUN = AmRun(JOB_HANG)
+
+
+def job_incidents(route: str, job: str) -> list[dict]:
+    ns, _, name = job.partition("/")
+    return [i for i in RUN.replayed(route)["incidents"] if i["group"] == "job" and f"{ns}/{name}" in i["title"]]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_the_hang_is_one_job_incident_naming_the_nics_node(route):
+    detail = RUN.problem("hang")["detail"]
+    [job] = job_incidents(route, detail["job"])
+    assert f"suspect {detail['culprit']}: InfiniBand port {detail['device']} down" in job["title"], job["title"]
+    by_id = {i["id"]: i for i in RUN.replayed(route)["incidents"]}
+    [suspect] = [by_id[c] for c in job["children"]]
+    assert suspect["node"] == detail["culprit"]
+    assert len(pages(RUN.replayed(route), {job["id"], suspect["id"]})) == 1
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_the_straggler_incident_names_its_gpu(route):
+    problem = RUN.problem("straggler")
+    [job] = job_incidents(route, problem["detail"]["job"])
+    gpu, [node] = problem["detail"]["gpu"], problem["nodes"]
+    assert job["title"].startswith(f"GPU {gpu} on {node} slows {problem['detail']['job']}: "), job["title"]
+    assert "against the job's median" in job["title"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_no_incident_for_the_checkpoint_pauses(route):
+    problem = RUN.problem("pause")
+    assert not job_incidents(route, problem["detail"]["job"])
+    assert not [i for i in RUN.replayed(route)["incidents"] if i.get("node") in problem["nodes"]]
