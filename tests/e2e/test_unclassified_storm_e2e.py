@@ -10,6 +10,7 @@ would send the seven as one notification.
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.e2e
 SLACK_TOKEN = "xoxb-unclassified"
 NODES = 9
 OUTAGE = [f"node-{i}" for i in range(1, 8)]  # seven exporters
+STORM_MIN_NODES = 5  # rules/correlation.yml correlation.storm.min_nodes
 ALERT = "GpuTelemetryLost"
 
 
@@ -82,7 +84,10 @@ def test_seven_unclassified_exporters_dying_at_once_page_once(tmp_path: Path, gr
             assert summary["pages"] == 1, summary
             assert summary["posts"] == {channel_id_for("#gpu-oncall"): 1}, summary
             [trigger] = [e for e in list(pagerduty.events) if e.get("event_action") == "trigger"]
-            assert f"{ALERT} on 7 nodes in sim" in trigger["payload"]["summary"], trigger
+            # The page goes out when the storm forms: with one Alertmanager group per node, the last nodes' first
+            # notifications can come a group_wait or an evaluation later and join the fleet after its page.
+            paged = re.search(rf"{ALERT} on (\d+) nodes in sim", trigger["payload"]["summary"])
+            assert paged and STORM_MIN_NODES <= int(paged[1]) <= len(OUTAGE), trigger
             sim.clear()
             wait("the fleet resolved with its nodes", lambda: all_resolved(alertd), timeout=60)
             wait("its page resolved", lambda: [e["event_action"] for e in list(pagerduty.events)] == [
