@@ -345,17 +345,10 @@ class GPUClusterSim(ScrapeTargets):
     # ------------------------------------------------------------------- HTTP
 
     def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/nodes/{node}/metrics", self._h_dcgm)
-        app.router.add_get("/nodes/{node}/node-metrics", self._h_node)
-        app.router.add_get("/ksm/metrics", self._h_ksm)
+        app = super().app()
         app.router.add_get("/control/state", self._h_state)
         app.router.add_post("/control/{action}", self._h_control)
         return app
-
-    @staticmethod
-    def _text(body: str) -> web.Response:
-        return web.Response(text=body, content_type="text/plain", charset="utf-8")
 
     def _scrapeable(self, node: str, *, exporter: bool) -> Node:
         try:
@@ -370,16 +363,13 @@ class GPUClusterSim(ScrapeTargets):
         node = request.match_info["node"]
         with self._lock:
             self._scrapeable(node, exporter=True)
-            return self._text(self.render_dcgm(node))
+            return self.exposition(self.render_dcgm(node))
 
     async def _h_node(self, request: web.Request) -> web.Response:
         node = request.match_info["node"]
         with self._lock:
             self._scrapeable(node, exporter=False)
-            return self._text(self.render_node_exporter(node))
-
-    async def _h_ksm(self, request: web.Request) -> web.Response:
-        return self._text(self.render_ksm())
+            return self.exposition(self.render_node_exporter(node))
 
     async def _h_state(self, request: web.Request) -> web.Response:
         return web.json_response(self.state())

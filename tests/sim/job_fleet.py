@@ -340,18 +340,6 @@ class JobFleetSim(ScrapeTargets):
 
     # ------------------------------------------------------------ serving
 
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/nodes/{node}/metrics", self._h_dcgm)
-        app.router.add_get("/nodes/{node}/node-metrics", self._h_node)
-        app.router.add_get("/ksm/metrics", self._h_ksm)
-        return app
-
-    @staticmethod
-    def _text(body: str) -> web.Response:
-        return web.Response(text=body, content_type="text/plain", charset="utf-8",
-                            headers={"X-Content-Type-Options": "nosniff"})
-
     async def _h_dcgm(self, request: web.Request) -> web.Response:
         return self._exporter(request, self.render_dcgm)
 
@@ -362,10 +350,7 @@ class JobFleetSim(ScrapeTargets):
         node = request.match_info["node"]
         if node not in self.nodes:
             raise web.HTTPNotFound(text=f"unknown node {node}")
-        return self._text(render(node))
-
-    async def _h_ksm(self, request: web.Request) -> web.Response:
-        return self._text(self.render_ksm())
+        return self.exposition(render(node))
 
     @property
     def node_names(self) -> list[str]:

@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
+from aiohttp import web
+
 from tests.sim.prometheus_config import write_prometheus_config
 from tests.support.loopback import LoopbackServer, serving_in_thread
 
@@ -19,6 +21,32 @@ class ScrapeTargets(LoopbackServer):
     @property
     def node_names(self) -> list[str]:
         raise NotImplementedError
+
+    def render_ksm(self) -> str:
+        raise NotImplementedError
+
+    def app(self) -> web.Application:
+        """The three scrape routes; a simulator adds its own routes to them."""
+        app = web.Application()
+        app.router.add_get("/nodes/{node}/metrics", self._h_dcgm)
+        app.router.add_get("/nodes/{node}/node-metrics", self._h_node)
+        app.router.add_get("/ksm/metrics", self._h_ksm)
+        return app
+
+    async def _h_dcgm(self, request: web.Request) -> web.Response:
+        raise NotImplementedError
+
+    async def _h_node(self, request: web.Request) -> web.Response:
+        raise NotImplementedError
+
+    async def _h_ksm(self, request: web.Request) -> web.Response:
+        return self.exposition(self.render_ksm())
+
+    @staticmethod
+    def exposition(body: str) -> web.Response:
+        """A scrape's answer in the text exposition format."""
+        return web.Response(text=body, content_type="text/plain", charset="utf-8",
+                            headers={"X-Content-Type-Options": "nosniff"})
 
     @property
     def address(self) -> str:
