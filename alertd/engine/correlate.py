@@ -15,7 +15,7 @@ from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
 from alertd.engine.fleet_summary import fleet_title
 from alertd.engine.grouping import fields_of, group_for
-from alertd.engine.domains import Domains
+from alertd.engine.domains import Domains, Topology
 from alertd.engine.jobs import GROUP as JOB_GROUP, SIZE as JOB_SIZE, Jobs, is_job
 from alertd.engine.state import EngineState
 from alertd.engine.reopen import Reopening
@@ -68,6 +68,7 @@ class Correlator:
         self.rules = rules
         self.state = state or EngineState()
         self._changes: dict[str, Change] = {}
+        self.topology: Topology | None = None  # the nodes' API labels, handed in by the service (engine/domains.py)
         self.storms = Storms(self)
         self.jobs = Jobs(self)
         self.domains = Domains(self)
