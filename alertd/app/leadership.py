@@ -69,7 +69,8 @@ class Leadership:
         if token:
             self.store.set_fence(self.elector.holder if self.elector else None, token)
         state = await self.store.load_state()
-        self.processor.take_engine(Engine(self.processor.rules, self.cfg.normalize, state, nodes=self.nodes))
+        self.processor.take_engine(Engine(self.processor.rules, self.cfg.normalize, state, nodes=self.nodes,
+                                            topology=self.nodes))
         self.processor.router.restore(await self.store.load_router_memory())
         self.processor.update_gauges()
         await self._leader.start()

@@ -15,8 +15,8 @@ from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
 from alertd.engine.fleet_summary import fleet_title
 from alertd.engine.grouping import fields_of, group_for
-from alertd.engine.domains import Domains
-from alertd.engine.jobs import GROUP as JOB_GROUP, Jobs, is_job
+from alertd.engine.domains import Domains, Topology
+from alertd.engine.jobs import GROUP as JOB_GROUP, SIZE as JOB_SIZE, Jobs, is_job
 from alertd.engine.state import EngineState
 from alertd.engine.reopen import Reopening
 from alertd.engine.storm import Storms
@@ -68,6 +68,7 @@ class Correlator:
         self.rules = rules
         self.state = state or EngineState()
         self._changes: dict[str, Change] = {}
+        self.topology: Topology | None = None  # the nodes' API labels, handed in by the service (engine/domains.py)
         self.storms = Storms(self)
         self.jobs = Jobs(self)
         self.domains = Domains(self)
@@ -156,8 +157,11 @@ class Correlator:
             return []
         for key, (value, text) in annotations.items():
             self._annotate(inc, key, value, now, kind, text, "")
+        sized = is_job(inc) and JOB_SIZE in annotations
+        if sized:  # the job's pods as the API lists them: its nodes, its GPU count in the title
+            self.jobs.sized(inc)
         added = [signal for signal in signals if self._add_signal(inc, signal, now, source)]  # all, not any()
-        if added:
+        if added or sized:
             self._settle(now)
         return self._flush()
 

@@ -11,13 +11,18 @@ incident opened within ``window`` is bad as a whole: its ``failure_domain`` anno
 and remediation proposes to drain them all (a policy on signal ``domain``). When one fleet already holds all
 of its bad nodes and names the domain, that fleet is the domain's one incident; otherwise the domain gets an
 incident of its own (group ``domain``) that speaks for its nodes' incidents, as a fleet does.
+
+Where the service reads the Kubernetes API it hands the engine a snapshot of the nodes' labels
+(:class:`Topology`): an alert whose labels name none of a domain kind's labels gets its node's (at intake,
+:func:`with_topology`), so a node alert of the shipped gpu-alerts.yml names its rack, and a domain's size is
+the number of nodes carrying its value there (else its configured ``size``).
 """
 from __future__ import annotations
 
 import math
 from collections import Counter
 from datetime import datetime
-from typing import Iterable, Protocol
+from typing import Iterable, Mapping, Protocol
 
 from alertd.core.json_types import JSONObject, JSONValue, as_text
 from alertd.core.model import DOMAIN, DOMAIN_OF, Event, Incident, Member, Signal, signal_rank
@@ -44,6 +49,43 @@ def domains_of(members: Iterable[Member], rule: DomainRule) -> dict[str, str]:
     return found
 
 
+class Topology(Protocol):
+    """The nodes' labels as the Kubernetes API listed them (alertd/enrich/node_index.py keeps the snapshot,
+    refreshed at the service's edge): data handed in, no I/O."""
+
+    def keep_labels(self, keys: Iterable[str]) -> None:
+        """The node labels worth keeping: those the domain kinds name."""
+
+    def node_labels(self, cluster: str, node: str) -> Mapping[str, str]:
+        """The kept labels of one node; empty when not known."""
+
+    def nodes_with(self, cluster: str, label: str, value: str) -> int:
+        """How many nodes carry ``label=value``; 0 when not known."""
+
+
+def with_topology(labels: Mapping[str, str], cluster: str, node: str, rule: DomainRule,
+                  topology: Topology) -> dict[str, str] | None:
+    """An alert's labels with its node's API labels added for each domain kind its labels do not name; None when
+    nothing is added."""
+    if not node:
+        return None
+    known = topology.node_labels(cluster, node)
+    added: dict[str, str] = {}
+    for domain in rule.domains if known else ():
+        if any(labels.get(label) for label in domain.labels):
+            continue
+        key = next((label for label in domain.labels if known.get(label)), "")
+        if key:
+            added[key] = known[key]
+    return {**labels, **added} if added else None
+
+
+def topology_keys(rule: DomainRule) -> list[str]:
+    """The node labels a topology snapshot keeps for these domain kinds: every label they name (Prometheus
+    label names never carry the "/" or "." of a Kubernetes label key, so only those ever match)."""
+    return sorted({label for domain in rule.domains for label in domain.labels})
+
+
 def note_domains(fleet: Incident, child: Incident, rule: DomainRule) -> None:
     """Keep what the fleet's nodes share as ``child`` folds in."""
     if not child.node or not rule.domains:
@@ -63,6 +105,7 @@ class DomainHost(Protocol):
 
     state: EngineState
     rules: CorrelationRules
+    topology: Topology | None
 
     def open_incident(self, key: str, group: str, signal: Signal, now: datetime) -> Incident: ...
 
@@ -92,7 +135,7 @@ class Domains:
         """File a node incident under its sized domains (or take it off them); returns those domains."""
         rule = self.rule
         keys = {(inc.cluster, kind, value) for kind, value in domains_of(inc.members.values(), rule).items()
-                if rule.size(kind)}
+                if self.size(inc.cluster, kind, value)}
         for key in keys:
             ids = self._in.setdefault(key, set())
             if _bad(inc) and inc.is_open:
@@ -105,8 +148,15 @@ class Domains:
     def rule(self) -> DomainRule:
         return self.c.rules.domains
 
+    def size(self, cluster: str, kind: str, value: str) -> int:
+        """Nodes in the domain: those carrying its value in the API's snapshot, else the kind's ``size``."""
+        topology, rule = self.c.topology, self.rule
+        labels = next((d.labels for d in rule.domains if d.name == kind), ())
+        counted = max((topology.nodes_with(cluster, label, value) for label in labels), default=0) if topology else 0
+        return counted or rule.size(kind)
+
     def settle(self, touched: Iterable[Incident], now: datetime) -> None:
-        if not self.rule.sizes:
+        if not self.rule.sizes and self.c.topology is None:
             return
         self._index()
         seen: set[tuple[str, str, str]] = set()
@@ -120,7 +170,7 @@ class Domains:
         """Open (or update) the domain's incident once enough of its nodes are bad within the window."""
         rule, state = self.rule, self.c.state
         bad = self._bad_nodes(cluster, kind, value, now)
-        size = rule.size(kind)
+        size = self.size(cluster, kind, value)
         key = f"{GROUP}|cluster={cluster}|{kind}={value}"
         open_id = state.by_key.get(key)
         if len(bad) < max(rule.min_nodes, math.ceil(rule.share * size)):
@@ -193,4 +243,4 @@ def _said(where: str, bad: int, size: int) -> str:
     return f"{bad} of the {size} nodes of {where} are bad"
 
 
-__all__ = ["GROUP", "Domains", "domains_of", "note_domains"]
+__all__ = ["GROUP", "Domains", "Topology", "domains_of", "note_domains", "topology_keys", "with_topology"]

@@ -12,6 +12,10 @@ down at 13:57"), or says that none was found and what was looked at. A suspect's
 job's (it is marked ``job_suspect``; routing treats it as a fleet's child, and the job's first page takes
 over an alert it already paged), so a hang pages once. The incident resolves like any other when its alerts
 do: the job busy again, or gone.
+
+Its size is what its alerts name (a per-GPU alert's GPU, each alert's node) and, where the service reads the
+Kubernetes API, the job's pods there (``job_size``, written by enrichment: their nodes and ``nvidia.com/gpu``
+requests), whichever says more: a hang's alerts name nodes only, the API its 512 GPUs.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from typing import Iterable, Protocol
 
 from alertd.core.durations import format_duration
 from alertd.core.instants import parse_iso
-from alertd.core.json_types import JSONObject, JSONValue, as_object, as_text, string_map
+from alertd.core.json_types import JSONObject, JSONValue, as_object, as_text, integer, string_map, strings
 from alertd.core.matchers import match_all
 from alertd.core.model import FIRING, JOB_SUSPECT, Alert, Event, Incident, Member
 from alertd.engine.state import EngineState
@@ -33,6 +37,7 @@ FOR_GRACE = timedelta(minutes=5)  # a suspect's alert starts after its rule's fo
 FACTS = "job"  # job incident annotation: {"stalls": {node: since}, "stragglers": {fingerprint: {...}}}
 SUSPECTS = "job_suspects"  # job incident annotation: its suspects, first the culprit named in its title
 SUSPECT_OF = JOB_SUSPECT  # node incident annotation: the stalled job whose page speaks for it
+SIZE = "job_size"  # job incident annotation, from the Kubernetes API: {"gpus": n, "pods": n, "nodes": [...]}
 METRICS = {"tensor_active": "tensor activity", "sm_clock": "SM clock", "power": "power", "nvlink": "NVLink traffic",
            "pcie": "PCIe traffic"}
 UNITS = {"sm_clock": " MHz", "power": " W", "nvlink": "B/s", "pcie": "B/s"}
@@ -185,6 +190,19 @@ class Jobs:
             facts["stragglers"] = stragglers
         inc.annotations[FACTS] = facts
 
+    def sized(self, inc: Incident) -> None:
+        """The job's pods as the Kubernetes API lists them (``job_size``): their nodes join the job's, so a
+        suspect on a node whose own alert has not arrived yet is found."""
+        nodes = [n for n in strings(as_object(inc.annotations.get(SIZE)).get("nodes")) if n not in inc.nodes]
+        inc.nodes.extend(nodes)
+        index = self._index()
+        for node in nodes:
+            index.setdefault((inc.cluster, node), set()).add(inc.id)
+
+    def gpu_count(self, job: Incident) -> int:
+        """The job's GPUs: those its alerts name, or the API's count of its pods' GPUs when that says more."""
+        return max(len(job.gpus), integer(as_object(job.annotations.get(SIZE)), "gpus"))
+
     def _hung(self, kind: str, severity: str) -> bool:
         return match_all(self.rule.hang, {"signal": kind, "severity": severity})
 
@@ -320,7 +338,8 @@ class Jobs:
 
     def title(self, job: Incident, now: datetime | None = None) -> str:
         name = f"{job.namespace}/{_owner(job)}"
-        size = f"{len(job.gpus)} GPUs" if len(job.gpus) > 1 else f"{len(job.nodes)} node{'s' * (len(job.nodes) != 1)}"
+        gpus = self.gpu_count(job)
+        size = f"{gpus} GPUs" if gpus > 1 else f"{len(job.nodes)} node{'s' * (len(job.nodes) != 1)}"
         since = self.stalled_since(job)
         if since is not None:
             head = f"Job {name} ({size}) stalled since {_hhmm(since)}"
@@ -384,4 +403,4 @@ def _list(value: object) -> list[JSONValue]:
     return list(value) if isinstance(value, list) else []
 
 
-__all__ = ["FACTS", "GROUP", "SUSPECTS", "SUSPECT_OF", "Jobs", "Suspect", "is_job"]
+__all__ = ["FACTS", "GROUP", "SIZE", "SUSPECTS", "SUSPECT_OF", "Jobs", "Suspect", "is_job"]

@@ -7,6 +7,7 @@ from typing import Iterable
 from alertd.engine.classify import classify
 from alertd.engine.correlate import Correlator, EngineState
 from alertd.core.model import Alert, Change, Signal, Subject
+from alertd.engine.domains import Topology, topology_keys, with_topology
 from alertd.engine.identity import NodeLookup
 from alertd.engine.normalize import NormalizeConfig, subject_of
 from alertd.rules.ruleset import RuleSet
@@ -22,12 +23,19 @@ class Engine:
     """The whole pure engine; swap ``rules`` to hot-reload without losing state."""
 
     def __init__(self, rules: RuleSet, ncfg: NormalizeConfig | None = None, state: EngineState | None = None,
-                 nodes: NodeLookup | None = None):
+                 nodes: NodeLookup | None = None, topology: Topology | None = None):
         self.ncfg = ncfg or NormalizeConfig()
         self.nodes = nodes  # the service's pod/address -> node index, filled before each step (no I/O here)
         self.rules = rules
         self.correlator = Correlator(rules.correlation, state)
+        self.correlator.topology = topology  # the nodes' API labels, a snapshot refreshed at the edge
         self._prepared: dict[str, Prepared] = {}
+        self._keep_labels()
+
+    def _keep_labels(self) -> None:
+        """Tell the topology snapshot which node labels the domain kinds name."""
+        if self.correlator.topology is not None:
+            self.correlator.topology.keep_labels(topology_keys(self.rules.correlation.domains))
 
     @property
     def state(self) -> EngineState:
@@ -42,6 +50,7 @@ class Engine:
         self.rules = rules
         self.correlator.rules = rules.correlation
         self._prepared = {}  # a new dict, not clear(): a classification on the worker thread may be using the old
+        self._keep_labels()
 
     def prepare(self, alert: Alert) -> Alert:
         """Subject and signal depend on nothing but the alert's labels, annotations and expression (and the
@@ -61,6 +70,11 @@ class Engine:
                 del prepared[next(iter(prepared))]
             prepared[alert.fingerprint] = known  # into the old dict after a reload: forgotten with it
         _, alert.subject, alert.signal = known
+        topology = self.correlator.topology
+        if topology is not None:  # the node's rack, clique, zone from the API, for an alert that names none
+            labels = with_topology(alert.labels, alert.subject.cluster, alert.subject.node, rules.correlation.domains,
+                                   topology)
+            alert.labels = labels if labels is not None else alert.labels
         return alert
 
     def ingest(self, alerts: Iterable[Alert], now: datetime) -> list[Change]:

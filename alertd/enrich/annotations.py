@@ -13,9 +13,10 @@ from dataclasses import dataclass, field, replace
 
 from alertd.core.findings import (JOBS, KUBE_NODE, KUBE_NODES, KUBE_UNAVAILABLE, LOG_EVIDENCE, LOGS_UNAVAILABLE,
                                   NODE_EVENTS, OWNERS, PODS, EvidenceLine, Findings, Job, jobs_line)
-from alertd.core.json_types import JSONValue
+from alertd.core.json_types import JSONObject, JSONValue, integer, strings
 from alertd.core.kube_findings import KubeNode, NodeEvent, Pod
 from alertd.core.model import Signal
+from alertd.engine.jobs import SIZE as JOB_SIZE
 from alertd.enrich.kube_owners import owners_of
 from alertd.enrich.log_evidence import cap_evidence
 from alertd.enrich.settings import EnrichSettings
@@ -46,6 +47,7 @@ class IncidentState:
     kube_failures: dict[str, str] = field(default_factory=dict)
     signals: list[Signal] = field(default_factory=list)
     fleet: bool = False
+    job_size: JSONObject | None = None  # a job incident's pods from the API (engine/jobs.py's SIZE)
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
@@ -67,6 +69,10 @@ def annotation_values(state: IncidentState, s: EnrichSettings, *, logs: bool,
         out[LOGS_UNAVAILABLE] = reason, (f"kernel log unavailable: {reason}" if reason else "kernel log available again")
     if kube:
         _kube_values(state, s, out)
+        size = state.job_size
+        if size is not None:
+            out[JOB_SIZE] = size, (f"job: {counted(integer(size, 'gpus'), 'GPU')} in {counted(integer(size, 'pods'), 'pod')} "
+                                   f"on {counted(len(strings(size.get('nodes'))), 'node')} (Kubernetes API)")
     return out
 
 

@@ -42,7 +42,8 @@ from alertd.enrich.host import EnrichHost
 from alertd.enrich.log_evidence import evidence_from_lines, upgrade_signal
 from alertd.enrich.kube import KubeContext, NodeContext
 from alertd.enrich.kube_api import KubeUnavailable
-from alertd.enrich.jobs import JobImpactReader
+from alertd.enrich.jobs import JobImpactReader, job_of
+from alertd.engine.jobs import is_job
 from alertd.enrich.backends import build_backend
 from alertd.enrich.logs import LogsUnavailable, describe_error
 from alertd.enrich.searcher import LogSearcher
@@ -82,6 +83,7 @@ class Enricher:
         self.service: EnrichHost | None = None
         self._state: dict[str, IncidentState] = {}
         self._seen: dict[str, set[str]] = {}
+        self._sizing: dict[str, bool] = {}  # job incident -> its pods are being read (True: read again after)
         self._tasks: set[asyncio.Task[None]] = set()
         self._queue: deque[EnrichTarget] = deque()  # targets waiting for one of the IN_FLIGHT workers
         self._working = 0
@@ -219,6 +221,8 @@ class Enricher:
         state = self._state.setdefault(inc.id, IncidentState())
         state.fleet = inc.fleet
         state.nodes.update(dict.fromkeys(new))
+        if is_job(inc):
+            self._size_job(inc)
         return targets_for(inc, new, self._children_on(inc.id), time.monotonic())
 
     def _forget(self, incident_id: str) -> None:
@@ -231,6 +235,36 @@ class Enricher:
     def _children_on(self, fleet_id: str) -> Callable[[str], list[Incident]]:
         service = self.service
         return lambda node: service.fleet_children_on(fleet_id, node) if service is not None else []
+
+    def _size_job(self, inc: Incident) -> None:
+        """Read a job incident's pods from the API (its GPUs, its nodes), again as nodes join it."""
+        who = job_of(inc)
+        if who is None or self.jobs is None or self.kube is None or not self.kube.applies_to(inc.cluster):
+            return
+        if inc.id in self._sizing:
+            self._sizing[inc.id] = True  # read again once the running read ends
+            return
+        self._sizing[inc.id] = False
+        self._spawn(asyncio.get_running_loop(), self._job_size(inc.id, who), "alertd-enrich-job")
+
+    async def _job_size(self, incident_id: str, who: tuple[str, str, str]) -> None:
+        assert self.jobs is not None
+        try:
+            again = True
+            while again and not self._closed:
+                try:
+                    size = await self.jobs.size(*who)
+                except KubeUnavailable as exc:  # the title keeps what the alerts name
+                    log.info("pods of job %s/%s/%s not read: %s", *who, exc.reason)
+                    size = None
+                state = self._state.get(incident_id)
+                if state is not None and size is not None and size != state.job_size:
+                    state.job_size = size
+                    self.writer.mark_dirty(incident_id)
+                again = self._sizing.get(incident_id, False)
+                self._sizing[incident_id] = False
+        finally:
+            self._sizing.pop(incident_id, None)
 
     # ----- jobs -----
 

@@ -31,13 +31,14 @@ from typing import Mapping
 from alertd.core.findings import Job
 from alertd.core.json_types import JSONObject, JSONValue, as_object, string_map, text
 from alertd.core.kube_findings import Pod
-from alertd.core.model import parse_iso
+from alertd.core.model import Incident, parse_iso
 from alertd.enrich.kube_api import KubeUnavailable, NotFound, metadata
 from alertd.enrich.kube_owners import top_owner
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.settings import CostModel, JobCostSettings
 
 MAX_GANG_PODS = 4096  # pods of one namespace read to find a gang
+MAX_SIZE_NODES = 2048  # nodes a job incident's ``job_size`` lists
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,15 @@ class JobImpactReader:
                                text(status, "startTime")))
         return sorted(out, key=lambda p: p.name)
 
+    async def size(self, ns: str, kind: str, name: str) -> JSONObject | None:
+        """A job's pods as the API lists them, for its incident (``job_size``): their GPUs (``nvidia.com/gpu``
+        limits, else requests), pods and nodes; None for a job the API shows no GPU pod of."""
+        gang = await self.gang(ns, kind, name)
+        if not gang:
+            return None
+        nodes: list[JSONValue] = list(sorted({p.node for p in gang if p.node})[:MAX_SIZE_NODES])
+        return {"gpus": sum(p.gpus for p in gang), "pods": len(gang), "nodes": nodes}
+
     async def _top_object(self, job: JobImpact) -> JSONObject | None:
         if job.kind == "Pod" or not job.api_version:
             return None
@@ -164,6 +174,17 @@ class JobImpactReader:
         labels, annotations = string_map(m.get("labels")), string_map(m.get("annotations"))
         return next((annotations.get(k) or labels.get(k) for k in self.costs.owner_keys
                      if annotations.get(k) or labels.get(k)), "") or ""
+
+
+def job_of(inc: Incident) -> tuple[str, str, str] | None:
+    """The namespace, owner kind and name a job incident's alerts name (the job rules' ``owner_kind`` and
+    ``owner_name`` labels); None when they name no controller (a bare pod is its own, single-pod job)."""
+    for m in inc.members.values():
+        kind, name = m.labels.get("owner_kind", ""), m.labels.get("owner_name", "")
+        ns = inc.namespace or m.subject.namespace or m.labels.get("namespace", "")
+        if kind and name and ns and kind != "Pod":
+            return ns, kind, name
+    return None
 
 
 def _gang_pod(p: Pod) -> GangPod:
@@ -192,4 +213,4 @@ async def owner_gangs(reader: JobImpactReader, pods: list[Pod], at: datetime) ->
     return OwnerGangs(await reader.jobs_for_pods([p for p in pods if p.gpus], at))
 
 
-__all__ = ["CostModel", "GangPod", "JobCostSettings", "JobImpact", "JobImpactReader", "OwnerGangs", "owner_gangs"]
+__all__ = ["CostModel", "GangPod", "JobCostSettings", "JobImpact", "JobImpactReader", "OwnerGangs", "job_of", "owner_gangs"]

@@ -15,14 +15,20 @@ is not tried again for ``failure_ttl``, answers are refreshed after ``ttl``, the
 nodes' addresses are listed at most every ``refresh``, and at most
 ``MAX_ENTRIES`` answers are kept. A lookup still running when the step goes on
 keeps running: its answer serves the alert when Alertmanager sends it again.
+
+The same node list is the engine's topology snapshot (:class:`~alertd.engine.domains.Topology`): per node,
+the labels the domain kinds name (``topology.kubernetes.io/zone``, a rack label, ``nvidia.com/gpu.clique``),
+and how many nodes carry each value. It is listed every ``refresh`` from the API server's cache
+(``resourceVersion=0``: no read of etcd), the first time waited for like a lookup, later in the background.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Iterable, Protocol
+from collections import Counter
+from typing import Any, Iterable, Mapping, Protocol
 
-from alertd.core.json_types import JSONObject, as_object, objects, text
+from alertd.core.json_types import JSONObject, as_object, objects, string_map, text
 from alertd.enrich.kube_api import KubeApi, KubeUnavailable, NotFound, metadata
 from alertd.enrich.settings import EnrichSettings, KubeSettings, NodeIndexSettings
 from alertd.core.model import Alert
@@ -61,6 +67,9 @@ class NodeIndex(KubeApi):
         self._pod_ips: dict[str, str] = {}  # pod IP -> node
         self._next_try: dict[Pointer, float] = {}  # not looked up again before this monotonic time
         self._stale_at: dict[Any, float] = {}  # answer -> when it is looked up again (pod IPs are reused)
+        self._keys: frozenset[str] = frozenset()  # node labels the topology snapshot keeps
+        self._labels: dict[str, dict[str, str]] = {}  # node -> its kept labels
+        self._carrying: Counter[tuple[str, str]] = Counter()  # (label, value) -> nodes carrying it
         self._nodes_due = float("-inf")
         self._nodes_task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
@@ -93,6 +102,20 @@ class NodeIndex(KubeApi):
             return None  # not listed (yet), or another cluster's
         return name in self._node_addresses
 
+    # ----- Topology: the nodes' labels, for the engine -----
+
+    def keep_labels(self, keys: Iterable[str]) -> None:
+        keys = frozenset(keys)
+        if keys - self._keys:
+            self._nodes_due = float("-inf")  # list again at the next step: a label not kept so far
+        self._keys = keys
+
+    def node_labels(self, cluster: str, node: str) -> Mapping[str, str]:
+        return self._labels.get(node, {}) if self.applies_to(cluster) else {}
+
+    def nodes_with(self, cluster: str, label: str, value: str) -> int:
+        return self._carrying.get((label, value), 0) if self.applies_to(cluster) else 0
+
     # ----- the edge: look up what a step's alerts point at -----
 
     async def prepare(self, alerts: Iterable[Alert]) -> None:
@@ -117,6 +140,10 @@ class NodeIndex(KubeApi):
         tasks: list[asyncio.Task[None]] = []
         if any(p.kind in ("address", "node") for p in wanted):
             tasks.append(self._nodes_refreshed())
+        elif self._keys and now >= self._nodes_due:  # the topology snapshot: waited for until there is one
+            listing = self._nodes_refreshed()
+            if not self._labels:
+                tasks.append(listing)
         for p in wanted[: s.max_lookups]:
             self._next_try[p] = now + s.failure_ttl
             task = asyncio.get_running_loop().create_task(self._lookup(p))
@@ -145,13 +172,19 @@ class NodeIndex(KubeApi):
 
     async def _list_nodes(self) -> None:
         found: dict[str, str] = {}
+        labels: dict[str, dict[str, str]] = {}
         cont = ""
         try:
             for _ in range(MAX_NODE_PAGES):
-                page = await self._get("CoreV1Api", "list_node", limit=500, **({"_continue": cont} if cont else {}))
+                # the first page from the API server's watch cache (resourceVersion=0), the rest by their token
+                page = await self._get("CoreV1Api", "list_node", limit=500,
+                                       **({"_continue": cont} if cont else {"resource_version": "0"}))
                 for node in objects(page.get("items")):
                     name = text(metadata(node), "name")
                     found[name] = name
+                    kept = {k: v for k, v in string_map(metadata(node).get("labels")).items() if k in self._keys}
+                    if kept:
+                        labels[name] = kept
                     for addr in objects(as_object(node.get("status")).get("addresses")):
                         if text(addr, "address"):
                             found[text(addr, "address")] = name
@@ -165,6 +198,9 @@ class NodeIndex(KubeApi):
         if found != self._node_addresses:
             self._node_addresses = found
             self.generation += 1
+        if labels != self._labels:
+            self._labels = labels
+            self._carrying = Counter(kv for kept in labels.values() for kv in kept.items())
 
     async def _lookup(self, p: Pointer) -> None:
         try:

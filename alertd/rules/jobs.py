@@ -39,10 +39,12 @@ class Domain:
     labels: tuple[str, ...]
 
 
-DEFAULT_DOMAINS = (  # NVIDIA's nvidia.com/gpu.clique, a rack label, topology.kubernetes.io/zone as the rules join them
-    Domain("NVLink domain", ("label_nvidia_com_gpu_clique", "clique")),
-    Domain("rack", ("label_rack", "rack", "label_topology_kubernetes_io_rack")),
-    Domain("zone", ("label_topology_kubernetes_io_zone", "zone")),
+# NVIDIA's nvidia.com/gpu.clique, a rack label, topology.kubernetes.io/zone as the rules join them, then as the
+# node carries them (added from the Kubernetes API to an alert that names none of the others)
+DEFAULT_DOMAINS = (
+    Domain("NVLink domain", ("label_nvidia_com_gpu_clique", "clique", "nvidia.com/gpu.clique")),
+    Domain("rack", ("label_rack", "rack", "label_topology_kubernetes_io_rack", "topology.kubernetes.io/rack")),
+    Domain("zone", ("label_topology_kubernetes_io_zone", "zone", "topology.kubernetes.io/zone")),
 )
 
 
@@ -54,7 +56,8 @@ class DomainRule:
     domains: tuple[Domain, ...] = DEFAULT_DOMAINS
     min_nodes: int = 2
     share: float = 0.5
-    # Nodes in one domain of a kind (an NVL72 rack's clique: 18), by kind; else the nodes seen in it so far
+    # Nodes in one domain of a kind (an NVL72 rack's clique: 18), by kind, where the Kubernetes API's node
+    # labels do not count them
     sizes: tuple[tuple[str, int], ...] = ()
     window: timedelta = timedelta(minutes=30)  # bad nodes of one domain count together this long
 

@@ -97,6 +97,23 @@ def test_the_dry_run_refuses_an_invalid_object(cluster, tmp_path):
     assert "replicas" in done.stderr and "for" in done.stderr, done.stderr
 
 
+def test_the_prometheus_rule_ships_the_rule_files_as_they_are(tmp_path):
+    """The PrometheusRule is deploy/prometheus's gpu-alerts.yml, gpu-job-alerts.yml and alertd-alerts.yml,
+    group for group and rule for rule: a change to one of the files is the chart's change too."""
+    shipped = ROOT / "deploy" / "prometheus"
+
+    def groups(*names: str) -> list:
+        return [g for name in names for g in yaml.safe_load((shipped / name).read_text())["groups"]]
+
+    def rendered(job_rules: bool) -> list:
+        values = VALUE_SETS["monitoring"] | {"monitoring": {"prometheusRule": {"enabled": True, "jobRules": job_rules}}}
+        docs = documents(render(values, release=f"rules-{str(job_rules).lower()}", values_dir=tmp_path))
+        return next(d for d in docs if d["kind"] == "PrometheusRule")["spec"]["groups"]
+
+    assert rendered(True) == groups("gpu-alerts.yml", "gpu-job-alerts.yml", "alertd-alerts.yml")
+    assert rendered(False) == groups("gpu-alerts.yml", "alertd-alerts.yml")
+
+
 def test_postgres_replicas_share_one_store_and_sqlite_keeps_one_writer(tmp_path):
     sqlite = {d["kind"]: d for d in documents(render({}, release="one", values_dir=tmp_path))}
     assert sqlite["Deployment"]["spec"]["replicas"] == 1

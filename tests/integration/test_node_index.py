@@ -3,6 +3,7 @@ test server (real object shapes, field selectors, Status errors): what stock dcg
 at (the GPU Operator's exporter pod in Hostname and pod, its pod IP in instance) becomes the node."""
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -151,3 +152,31 @@ async def test_a_workload_pods_ip_is_no_node_and_a_name_the_node_list_lacks_is_r
     assert ip_subject.origin == f"target {ip}:8000"
     assert name_subject.node == "" and "Hostname=render-box-9: no node of cluster prod" in name_subject.node_refused
     assert index.is_node("prod", "gpu-node-2") and index.is_node("prod", "render-box-9") is False
+
+
+async def test_the_topology_snapshot_is_listed_from_the_cache_and_refreshed_every_refresh(cluster) -> None:
+    server, _, kubeconfig = cluster
+    rack = "topology.kubernetes.io/rack"
+    server.add_node("gpu-node-9", labels={rack: "r1"}, zone="us-east-1c")
+    clock = Clock()
+    index = index_for(kubeconfig, clock, refresh=300.0)
+    Engine(shipped_rules(), nodes=index, topology=index)  # tells the index the labels the domains name
+    alert = xid_alert({"node": "gpu-node-9"})
+    try:
+        await index.prepare([alert])
+        assert index.node_labels("prod", "gpu-node-9") == {rack: "r1", "topology.kubernetes.io/zone": "us-east-1c"}
+        lists = server.requests_to("/api/v1/nodes")
+        assert lists and lists[0].query.get("resourceVersion") == "0"  # the API server's watch cache
+        server.add_node("gpu-node-9", labels={rack: "r2"}, zone="us-east-1c")  # moved
+        clock.t += 299
+        await index.prepare([alert])
+        assert len(server.requests_to("/api/v1/nodes")) == len(lists)  # not due yet
+        clock.t += 2
+        await index.prepare([alert])  # due: listed again in the background, the step not held
+        deadline = time.monotonic() + 5
+        while index.node_labels("prod", "gpu-node-9").get(rack) != "r2":
+            assert time.monotonic() < deadline, "the relabelled node not seen after refresh"
+            await asyncio.sleep(0.02)
+        assert index.nodes_with("prod", rack, "r2") == 1 and index.nodes_with("prod", rack, "r1") == 0
+    finally:
+        await index.close()

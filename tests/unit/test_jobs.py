@@ -5,7 +5,7 @@ from __future__ import annotations
 from alertd.core.model import CLOSED, JOB_SUSPECT, Incident
 from alertd.engine.pipeline import Engine
 from alertd.engine.state import EngineState
-from alertd.engine.jobs import SUSPECTS, is_job
+from alertd.engine.jobs import SIZE, SUSPECTS, is_job
 from alertd.integrations.base import folded_unposted
 from alertd.notify.router import Router
 from tests.unit.builders import alert, at, engine, resolved, shipped_rules, xid
@@ -129,3 +129,30 @@ def test_a_job_and_its_suspects_survive_a_restart():
     # the Xid began 9 minutes after the stall: a suspect, behind the port that went down before it
     assert job.title.endswith("; suspect n2: InfiniBand port mlx5_3 down at 12:01 (+1 more)")
     assert sorted(job.children) == sorted(i.id for i in again.state.incidents.values() if i.node in ("n2", "n3"))
+
+
+def test_the_job_incident_lists_the_gpus_its_per_gpu_alerts_name():
+    eng = engine()
+    slow = [alert("GPUStraggler", starts=0, node=node, gpu=gpu, UUID=f"GPU-{node}-{gpu}", signal="straggler",
+                  severity="warning", metric="power", **JOB) for node, gpu in (("n1", "3"), ("n2", "3"), ("n2", "5"))]
+    job = eng.ingest(slow, at(0))[0].incident
+    assert is_job(job) and job.nodes == ["n1", "n2"]
+    assert [(g.get("index"), g.get("uuid")) for g in job.gpus] == [("3", "GPU-n1-3"), ("3", "GPU-n2-3"),
+                                                                    ("5", "GPU-n2-5")]
+
+
+def test_the_api_s_count_of_the_job_s_gpus_titles_a_hang_and_its_nodes_join_the_job():
+    """A hang's alerts name nodes only; the job's pods read from the Kubernetes API (enrichment's
+    ``job_size``) give its GPU count, and their nodes: a suspect on one whose stall alert has not come yet is
+    found."""
+    eng = engine()
+    job = eng.ingest([stalled("n1", 300, "1796040060"), stalled("n2", 300, "1796040060")], at(330))[0].incident
+    assert job.title.startswith("Job llm-pretrain/llama-70b (2 nodes) stalled since 12:01; no suspect: nothing on "
+                                "its 2 node(s) from 11:31 to 12:11 (Xid, NVSwitch SXid, link,")
+    eng.ingest([xid(79, node="n7", gpu="2", starts=30)], at(340))  # n7's own alert, not naming the job
+    size = {"gpus": 512, "pods": 64, "nodes": [f"n{i}" for i in range(1, 65)]}
+    changes = eng.correlator.enrich(job.id, at(350), "kubernetes", {SIZE: (size, "job: 512 GPUs")})
+    assert job.nodes[:3] == ["n1", "n2", "n3"] and len(job.nodes) == 64
+    assert job.title.startswith("Job llm-pretrain/llama-70b (512 GPUs) stalled since 12:01; suspect n7: Xid 79")
+    assert job.title.endswith("(GPU 2) at 12:00")
+    assert any(c.incident is job and "suspects" in c.kinds for c in changes)
