@@ -106,3 +106,33 @@ async def test_updates_wait_for_their_interval_and_carry_the_count_of_then(tmp_p
         assert 2 <= len(sent) <= 2 + int(took / EVERY) + 1, (len(sent), took)
     finally:
         await h.stop()
+
+
+async def test_an_update_due_when_the_service_stops_is_sent_once_by_the_next_one(tmp_path, slack, pd):
+    """The due update is the engine's, stored with the fleet: a restart (or a new leader on the same store)
+    sends it when it comes due, once, on the same alert, and posts nothing twice."""
+    db = tmp_path / "alertd.sqlite3"
+    first = Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys(), routing=ROUTING, db=db)
+    with_page_updates(first, "4s")
+    await first.start()
+    try:
+        await first.post(hook(*(xid_alert(f"r{i}") for i in range(5)), node="r0"))
+        await wait_for(lambda: triggers(pd) and top_messages(slack, "#gpu-oncall"))
+        await first.post(hook(xid_alert("r5"), node="r5"))  # 6 nodes, within the interval: due later
+        fleet = next(i for i in await first.incidents() if i["fleet"])
+        await wait_for(lambda: "6 nodes" in top_messages(slack, "#gpu-oncall")[0]["text"])
+    finally:
+        await first.stop()
+    assert len(triggers(pd)) == 1  # stopped before the update was due
+    second = Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys(), routing=ROUTING, db=db)
+    with_page_updates(second, "4s")
+    await second.start()
+    try:
+        await wait_for(lambda: len(triggers(pd)) == 2, timeout=15)
+        await asyncio.sleep(EVERY + 1.5)
+        sent = triggers(pd)
+        assert len(sent) == 2 and sent[1]["dedup_key"] == sent[0]["dedup_key"]
+        assert "on 6 nodes" in sent[1]["payload"]["summary"] and sent[1]["dedup_key"].endswith(fleet["id"])
+        assert len(pd.alerts) == 1 and len(top_messages(slack, "#gpu-oncall")) == 1
+    finally:
+        await second.stop()

@@ -145,3 +145,75 @@ def test_a_replayed_step_decides_the_same_from_the_stored_record():
     assert Growth.of(stored.annotations) == Growth.of(s.fleet.annotations)
     record = Growth.of(stored.annotations)
     assert record is not None and record.due == at(300) and [p.nodes for p in record.points] == [5, 10]
+
+
+# ----- routing and PagerDuty: the events the engine decided, sent -----
+
+def test_routing_sends_a_doubling_to_the_thread_and_an_update_to_the_pager_already_paged(tmp_path):
+    from alertd.notify.router import Router
+    from tests.unit.test_routing import load
+
+    router = Router(load(tmp_path))
+    s = Storm()
+    s.batch(0, 5)
+    opened = router.route(s.changes, at(0))
+    assert [i for i in opened if i.target == "pagerduty:infra" and i.intent == "page"]
+    s.changes = []
+    s.batch(400, 6)  # 11 nodes, past the interval: doubled, and the page is told at once
+    items = router.route(s.changes, at(400))
+    mine = [i for i in items if i.incident_id == s.fleet.id]
+    [reply] = [i for i in mine if i.target == "slack:#gpu-oncall" and i.intent == "timeline"]
+    assert [e["kind"] for e in reply.payload.events] == [DOUBLED]
+    assert reply.payload.events[0]["text"].startswith("11 nodes now, 5 at 12:00")
+    [page] = [i for i in mine if i.target == "pagerduty:infra" and i.intent == "page"]
+    assert GREW in page.payload.kinds and page.due_at == at(400)
+    s.changes = []
+    s.batch(420, 1)  # 12 nodes: no doubling, the update waits for the interval: only the message is edited
+    later = [i for i in router.route(s.changes, at(420)) if i.incident_id == s.fleet.id]
+    assert {(str(i.target), i.intent) for i in later if not i.payload.only_if_posted} <= {
+        ("slack:#gpu-oncall", "show"), ("slack:#gpu-audit", "show")}
+    s.changes = []
+    s.until(701)  # due at 700: the tick tells the pager, and no thread hears of it
+    ticked = [i for i in router.route(s.changes, at(701)) if i.incident_id == s.fleet.id]
+    assert [i.intent for i in ticked if i.target == "pagerduty:infra"] == ["page"]
+    assert not [i for i in ticked if i.intent == "timeline"]
+
+
+def test_pagerduty_retriggers_the_same_alert_only_when_the_storm_outgrew_its_summary():
+    import asyncio
+    import json
+
+    from alertd.core.outbox_items import Intent, OutboxItem, Page, Target
+    from alertd.integrations.pagerduty import PagerDutyNotifier, PagerDutySettings
+    from tests.unit.test_routing_paging import FakeStore
+
+    s = Storm()
+    s.batch(0, 5)
+    fleet = s.fleet
+    target = Target.of("pagerduty", "infra")
+    store = FakeStore({fleet.id: fleet})
+    pd = PagerDutyNotifier(PagerDutySettings(routing_keys={"infra": "k" * 32}), store, lambda: at(0))
+    sent: list[tuple[str, str, str]] = []
+
+    async def send(key, action, inc, severity, dedup, note=""):
+        body = pd.event(key, action, inc, severity, note, dedup)
+        sent.append((action, dedup, str(body.get("payload", {}).get("summary", ""))))
+    pd._send = send  # type: ignore[method-assign]
+
+    def deliver(kinds: tuple[str, ...], ref: str | None) -> str | None:
+        item = OutboxItem(fleet.id, target, Intent.PAGE, Page(kinds=kinds, routing_key="infra",
+                                                               severity=fleet.severity), at(0))
+        return asyncio.run(pd.deliver([item], ref)).ref
+
+    ref = deliver(("opened",), None)
+    assert ref is not None and json.loads(ref)["nodes"] == 5 and "on 5 nodes" in sent[-1][2]
+    s.batch(400, 6)
+    assert deliver(("nodes_joined",), ref) is None and len(sent) == 1  # growth the engine did not call news
+    grown = deliver(("nodes_joined", GREW), ref)
+    assert grown is not None and json.loads(grown)["nodes"] == 11
+    assert sent[-1][0] == "trigger" and sent[-1][1] == sent[0][1] and "on 11 nodes" in sent[-1][2]
+    assert deliver((GREW,), grown) is None and len(sent) == 2  # redelivered: the summary says 11 already
+    s.e.correlator.acknowledge(fleet.id, "ana", at(410))
+    s.batch(420, 20)
+    deliver((GREW,), grown)
+    assert [a for a, _, _ in sent[2:]] == ["acknowledge"]  # an acknowledged page is not re-triggered
