@@ -14,6 +14,7 @@ from alertd.core.json_types import arr, as_text, objects
 from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
 from alertd.engine.fleet_summary import fleet_title
+from alertd.engine import growth
 from alertd.engine.grouping import fields_of, group_for
 from alertd.engine.domains import Domains, Topology
 from alertd.engine.jobs import GROUP as JOB_GROUP, SIZE as JOB_SIZE, Jobs, is_job
@@ -88,13 +89,17 @@ class Correlator:
     def tick(self, now: datetime) -> list[Change]:
         """Time passing: hold-downs expire, a silent pipeline opens an incident."""
         hold = self.rules.hold_down
+        fleets: list[Incident] = []
         for inc in list(self.state.incidents.values()):
+            if inc.fleet:
+                fleets.append(inc)
             if inc.quiet_since is None or now - inc.quiet_since < hold:
                 continue
             if inc.fleet and any(c in self.state.incidents for c in inc.children):
                 continue
             self.close(inc, now, f"all alerts resolved for {format_duration(now - inc.quiet_since)} (hold-down passed)")
         self._still_down(now)
+        self._grown(now, [f for f in fleets if f.is_open], tick=True)
         self.reopening.forget(now)
         wd = self.rules.watchdog
         hb = self.state.heartbeat_at
@@ -525,6 +530,15 @@ class Correlator:
         self.storms.settle([c.incident for c in list(self._changes.values())], now)
         self.jobs.settle([c.incident for c in list(self._changes.values())], now)
         self.domains.settle([c.incident for c in list(self._changes.values())], now)
+        self._grown(now, [c.incident for c in list(self._changes.values()) if c.incident.fleet and c.incident.is_open])
+
+    def _grown(self, now: datetime, fleets: list[Incident], *, tick: bool = False) -> None:
+        """Open fleets a step changed: whether they doubled or their pages are due the new count
+        (engine/growth.py); on the tick, updates that waited for their interval."""
+        for fleet in fleets:
+            events = growth.due(fleet, now) if tick else growth.note(fleet, now, self.rules.storm.page_updates)
+            for event in events:
+                self.record(fleet, event)
 
     def _flush(self) -> list[Change]:
         changes = list(self._changes.values())

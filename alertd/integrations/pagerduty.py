@@ -32,13 +32,14 @@ from typing import Any, Callable, ClassVar
 
 import aiohttp
 
-from alertd.core.json_types import JSONObject, JSONValue, string_map, text as json_text
+from alertd.core.json_types import JSONObject, JSONValue, integer, string_map, text as json_text
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Paging, Target
 from alertd.core.response_marks import notifies_again
 from alertd.core.durations import format_duration
 from alertd.core.installation import scoped
+from alertd.core.storm_growth import GREW, incident_trend
 from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
@@ -148,7 +149,7 @@ class PagerDutyNotifier(Notifier):
                 return Delivered()  # escalated already, acknowledged/resolved in time, or its fleet escalates
             after = format_duration(timedelta(seconds=head.after))
             await self._send(key, "trigger", inc, severity, dedup, note=f"escalated: not acknowledged within {after}")
-            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
+            return Delivered(ref=_triggered(inc, severity, dedup))
         last = sent.get("state", "")
         if inc.status == CLOSED:
             if last in ("triggered", "acknowledged", "adopting"):
@@ -165,12 +166,12 @@ class PagerDutyNotifier(Notifier):
             return Delivered()
         if last in ("triggered", "acknowledged") and any(notifies_again(p.kinds) for p in payloads):
             return await self._notify_again(key, inc, item.target, severity, dedup, latest.note)
-        if last == "adopting":  # the same PagerDuty alert, now saying what the fleet is: no new page
+        rose = SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(json_text(sent, "severity"), 0)
+        # "adopting": the same PagerDuty alert, now saying what the fleet is; a storm grown since its page was
+        # sent: the same alert, with the summary of now. A trigger on an open alert's dedup_key pages no one.
+        if not last or last == "adopting" or (last == "triggered" and (rose or _grew(inc, payloads, sent))):
             await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
-            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
-        if not last or (last == "triggered" and SEVERITY_RANK.get(severity, 0) > SEVERITY_RANK.get(json_text(sent, "severity"), 0)):
-            await self._send(key, "trigger", inc, severity, dedup, note=latest.note)
-            return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
+            return Delivered(ref=_triggered(inc, severity, dedup))
         return Delivered()
 
     async def _notify_again(self, key: str, inc: Incident, target: Target, severity: str, dedup: str,
@@ -183,7 +184,7 @@ class PagerDutyNotifier(Notifier):
         else:
             await self._send(key, "resolve", inc, severity, dedup)
         await self._send(key, "trigger", inc, severity, dedup, note=note)
-        return Delivered(ref=json.dumps({"state": "triggered", "severity": severity, "dedup_key": dedup}))
+        return Delivered(ref=_triggered(inc, severity, dedup))
 
     async def _fleet_holds(self, inc: Incident, target: Target, dedup: str) -> bool:
         """Whether a fleet the node incident left (its ``left_fleet`` events) pages under the node's key."""
@@ -216,6 +217,11 @@ class PagerDutyNotifier(Notifier):
             "firing": list[JSONValue]([f"{m.alertname} {m.signal.title}".strip() for m in inc.firing_members()][:20]),
             "links": {text: href for href, text in shown_links},
         }
+        trend = incident_trend(inc.annotations, len(inc.nodes), inc.storm_last) if inc.fleet else ""
+        if inc.fleet:
+            details["node_count"] = len(inc.nodes)
+        if trend:  # "16 nodes now, 8 at 13:02, 4 at 12:58; +8 in 6 minutes"
+            details["trend"] = trend
         if inc.namespace or inc.pod:
             details["pod"] = "/".join(x for x in (inc.namespace, inc.pod) if x)
         if note:
@@ -305,6 +311,20 @@ class PagerDuty(Integration[PagerDutySettings]):
 
 
 INTEGRATION = PagerDuty()
+
+
+def _triggered(inc: Incident, severity: str, dedup: str) -> str:
+    """The ref of a trigger sent: a fleet's also keeps the node count its summary said."""
+    sent: JSONObject = {"state": "triggered", "severity": severity, "dedup_key": dedup}
+    if inc.fleet:
+        sent["nodes"] = len(inc.nodes)
+    return json.dumps(sent)
+
+
+def _grew(inc: Incident, payloads: list[Paging], sent: JSONObject) -> bool:
+    """The engine said the storm grew (``storm_grew``, at most once per ``correlation.storm.page_updates``)
+    and it has more nodes than the summary sent: a redelivery, or a count already sent, sends nothing."""
+    return inc.fleet and any(GREW in p.kinds for p in payloads) and len(inc.nodes) > integer(sent, "nodes")
 
 
 def _clip(text: str, limit: int) -> str:

@@ -16,6 +16,7 @@ from alertd.core.outbox_items import Escalate, Intent, JsonDoc, OutboxItem, Page
 from alertd.core.router_memory import ESCALATION, SENT, MemoryDelta, RouterMemory
 from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
 from alertd.core.response_marks import REPAIR_FAILED, is_response, repair_failed
+from alertd.core.storm_growth import GREW
 from alertd.integrations import registry
 from alertd.notify.decision import RouteDecision, Hit, cordon_severity, muted_notes, route_incident
 from alertd.rules.routing import Receiver, Routing, owner_channel
@@ -24,11 +25,14 @@ from alertd.rules.windows import CORDON_KIND, cordon_since
 log = logging.getLogger(__name__)
 
 # Timeline kinds that are shown by editing the message only; every other kind is also a thread reply.
+# A storm that doubled (storm_doubled) is a reply; its pages' update (storm_grew) edits the message only.
 QUIET_KINDS = frozenset({"opened", "alert_resolved", "alert_refired", "all_alerts_resolved", "severity_changed",
-                         "folded_into_fleet", "nodes_joined", "nodes_resolved", "node_updated", "storm_pending"})
+                         "folded_into_fleet", "nodes_joined", "nodes_resolved", "node_updated", "storm_pending",
+                         GREW})
 # Changes that matter to a pager once the incident has been sent there; the urgent ones bring a page along.
+# storm_grew: the engine's rate-limited word that a fleet's pages should say its new node count.
 PAGER_KINDS = frozenset({"opened", "severity_changed", "classification_upgraded", "acknowledged", "resolved",
-                         REPAIR_FAILED})
+                         REPAIR_FAILED, GREW})
 URGENT_KINDS = frozenset({"acknowledged", "resolved"})
 # A change made only of these is no news to a target that has heard nothing of the incident: it never opens
 # a message or a page there (a cordon that resolves is not a first notification of the maintenance).

@@ -108,6 +108,8 @@ class StormRule:
     # A node incident whose event has peers still too few for a fleet may fold until this long after it is
     # marked "storm pending" (never past the window): routing holds its first post and page until then.
     pending: timedelta = timedelta(minutes=5, seconds=10)
+    # A growing fleet's pages are told its new count at most this often, and only when it grew (0: never).
+    page_updates: timedelta = timedelta(minutes=5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,6 +431,8 @@ def _correlation(doc: CorrelationDoc, check: _Checker) -> CorrelationRules:
         events=tuple(events) if "events" in storm_doc else base.storm.events,
         followers=base.storm.followers if followers is None else check.matchers(followers, ("correlation", "storm", "followers")),
         pending=check.duration(storm_doc.get("pending"), ("correlation", "storm", "pending"), base.storm.pending),
+        page_updates=check.duration(storm_doc.get("page_updates"), ("correlation", "storm", "page_updates"),
+                                    base.storm.page_updates),
     )
     response = _response(doc.get("response") or {}, base.response, check)
     wd_doc = doc.get("watchdog") or {}

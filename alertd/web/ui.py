@@ -31,6 +31,7 @@ from alertd.remediation.blast import summary
 from alertd.remediation.decide import rma_refusal
 from alertd.store.base import StoreUnavailable
 from alertd.web import access, api, triage
+from alertd.core.storm_growth import incident_trend
 from alertd.core.verdict import action_text
 from alertd.integrations.slack.integration import SlackSettings
 from alertd.web import incidents as incident_routes
@@ -205,7 +206,8 @@ async def incident(request: web.Request) -> web.Response:
         **_children(await svc.store.incident_docs(inc.children) if inc.children else []),
         can_act=request[access.PRINCIPAL].can(Role.ACT) and inc.status != CLOSED, silences=SILENCE_CHOICES if can_silence else (),
         remediations=await svc.remediation.for_incident(inc.id), may_act=request[access.PRINCIPAL].can(Role.ACT),
-        blast_summary=summary, **await _preview(request, inc.id, can_silence and inc.status != CLOSED),
+        blast_summary=summary, trend=incident_trend(inc.annotations, len(inc.nodes), inc.storm_last) if inc.fleet else "",
+        **await _preview(request, inc.id, can_silence and inc.status != CLOSED),
         done=request.query.get("done", ""), problem=request.query.get("problem", ""), now=datetime.now(timezone.utc))
 
 

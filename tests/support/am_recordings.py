@@ -122,12 +122,16 @@ def pages(out: dict[str, Any], incident_ids: set[str]) -> list[dict[str, Any]]:
     """The first sent PagerDuty page of each of these incidents, in time order."""
     first: dict[str, dict[str, Any]] = {}
     paged: set[tuple[str, str]] = set()  # (incident, target) triggered, whichever incidents are asked about
+    taken: set[tuple[str, str]] = set()  # (fleet, target) that took a node's alert over
     for n in sorted(out["notifications"], key=lambda n: n["due"]):
         if not (n["sent"] and n["kind"] == "page" and n["target"].startswith("pagerduty:")):
             continue
         adopted = (n.get("payload") or {}).get("adopt")
         if adopted and (adopted, n["target"]) in paged:
+            taken.add((n["incident"], n["target"]))
             continue  # a fleet taking over the PagerDuty alert of its node already paged: no new page
+        if (n["incident"], n["target"]) in taken:
+            continue  # the alert it took over, kept current (a storm grown since): the same page
         paged.add((n["incident"], n["target"]))
         if n["incident"] in incident_ids:
             first.setdefault(n["incident"], n)

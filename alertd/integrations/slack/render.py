@@ -21,6 +21,7 @@ from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
 from alertd.core.signed_links import signed_query
+from alertd.core.storm_growth import incident_trend
 from alertd.integrations.base import Links
 from alertd.integrations.presentation import ACTION_TEXT, event_words, incident_action, incident_links, web_url
 
@@ -252,6 +253,9 @@ def _notes(inc: Incident, ctx: RenderContext, now: datetime, found: Findings) ->
         notes.append(f":link: Part of fleet incident {inc.parent_id}: follow it there.")
     if inc.fleet and inc.children:
         notes.append(f"Folds {len(inc.children)} node incidents")
+    trend = incident_trend(inc.annotations, len(inc.nodes), inc.storm_last) if inc.fleet else ""
+    if trend:  # the storm grew since it opened: how fast
+        notes.append(f":chart_with_upwards_trend: {mrkdwn_escape(trend)}")
     if inc.previous_id:
         notes.append(f"Happened before: {inc.previous_id}")
     owners = found.owner_lines()
@@ -404,7 +408,7 @@ EVENT_ICON = {
     "resolved": ":white_check_mark:", "evidence": ":mag:", "classification_upgraded": ":arrow_up:",
     "silenced": ":no_bell:", "silence_removed": ":bell:", "escalated": ":rotating_light:",
     "repair_failed": ":rotating_light:",
-    "verdict": ":repeat:",
+    "verdict": ":repeat:", "storm_doubled": ":chart_with_upwards_trend:",
 }
 
 
