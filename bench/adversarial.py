@@ -1,8 +1,8 @@
 """The adversarial corpus (tests/fixtures/adversarial/) sent alongside a steady stream of good webhooks, against
 the same stream alone: does hostile input delay good webhooks, fail /readyz or lose anything acknowledged?
 
-    python bench/adversarial.py                                  # SQLite, then PostgreSQL with two replicas
-    python bench/adversarial.py --phases sqlite --seconds 20 --rate 100
+    python -m bench.adversarial                                  # SQLite, then PostgreSQL with two replicas
+    python -m bench.adversarial --phases sqlite --seconds 20 --rate 100
 
 Each phase runs twice on a fresh store: good webhooks only, then good webhooks plus the corpus. Good webhooks
 are one node's 8 GPU alerts each, every one a node never seen (4 nodes per cluster, so each keeps an incident
@@ -22,7 +22,6 @@ import asyncio
 import hashlib
 import json
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -34,7 +33,6 @@ from typing import Any
 import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from tests.support.alertd_proc import AlertdProcess  # noqa: E402
 from tests.support.ha_cluster import fresh_database  # noqa: E402

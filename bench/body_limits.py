@@ -6,18 +6,16 @@ as fast as the server takes it, until the server answers or closes. The figure
 printed is the server's peak resident memory (VmHWM) before and after, and how
 many clients got a 413.
 
-    .venv/bin/python bench/body_limits.py --clients 30 --mib 10
-    .venv/bin/python bench/body_limits.py --clients 30 --mib 10 --chunked
+    .venv/bin/python -m bench.body_limits --clients 30 --mib 10
+    .venv/bin/python -m bench.body_limits --clients 30 --mib 10 --chunked
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.alertd_proc import AlertdProcess  # noqa: E402
 from tests.support.big_bodies import measure  # noqa: E402

@@ -1,7 +1,7 @@
 """What the edge's credential checks and the log's redaction cost, in process: CPU per call, best of 5.
 
-    python bench/credentials.py
-    python bench/credentials.py --calls 100000
+    python -m bench.credentials
+    python -m bench.credentials --calls 100000
 
 The webhook lane asks ``Authenticator.receiver_principal`` for every webhook it takes: the token
 comparison (right credentials are taken whatever the throttle says, so the throttle is asked only of
@@ -14,12 +14,10 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from multidict import CIMultiDict  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Disk use through an alert storm: N nodes x 8 GPU alerts against `alertd serve` on durable SQLite.
 
-    python bench/disk_storm.py --nodes 20000
+    python -m bench.disk_storm --nodes 20000
 
 Prints the peak WAL, the peak and final data directory and the bytes per alert (sampled every 0.5 s),
 and the largest tables (SQLite dbstat). Bounded: one storm, every wait has a deadline. Loopback only.
@@ -13,7 +13,6 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from tests.support.alertd_proc import AlertdProcess  # noqa: E402
 from tests.support.disk_storm import run_storm  # noqa: E402

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 

@@ -1,7 +1,7 @@
 """How fast one client address can guess the receiver's token: ``alertd serve``, and a guesser sending wrong
 bearer tokens on C connections at once for T seconds, from one loopback address.
 
-    .venv/bin/python bench/guessing.py --connections 32 --seconds 20
+    .venv/bin/python -m bench.guessing --connections 32 --seconds 20
 
 Prints the answers per second by status. A 401 is a comparison the guesser learnt from. A 429 is one too
 where the credentials are compared before the throttle (a right token would have been taken), and none where
@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import sys
 import tempfile
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.alertd_proc import AlertdProcess  # noqa: E402
 

@@ -2,11 +2,11 @@
 ``POST /api/v2/alerts``, the same closed-loop load; then alertd's ack p99 at a fixed 1,000 webhooks/s,
 a cold storm of 10,000 nodes, and 3 replicas on PostgreSQL with a kill -9 of the leader.
 
-    python bench/ha.py                                  # everything, ~3 minutes
-    python bench/ha.py --phases compare --receivers 0,1,2 --seconds 10
-    python bench/ha.py --phases postgres
-    python bench/ha.py --phases compare --webhooks 20000 --rounds 3   # the headline compare, ratio per round
-    python bench/ha.py --phases storm --receivers 2      # the cold storm with and without receivers
+    python -m bench.ha                                  # everything, ~3 minutes
+    python -m bench.ha --phases compare --receivers 0,1,2 --seconds 10
+    python -m bench.ha --phases postgres
+    python -m bench.ha --phases compare --webhooks 20000 --rounds 3   # the headline compare, ratio per round
+    python -m bench.ha --phases storm --receivers 2      # the cold storm with and without receivers
 
 Nothing is pinned (both systems share every core, as they would in production). The load generator
 is bench/loadgen (Go) with ``-closed``: each of ``--conns`` connections sends its next body as soon as
@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from bench.ingest import build_loadgen  # noqa: E402
 from tests.support.alertd_proc import AlertdProcess  # noqa: E402

@@ -1,7 +1,7 @@
 """Resident memory of ``alertd serve`` while N connections, each after one ``GET /healthz``, send a 1 MB head
 (126 fields of 8.1 KB, the last line never ended) and stay open on the client's side.
 
-    .venv/bin/python bench/head_memory.py --connections 400
+    .venv/bin/python -m bench.head_memory --connections 400
 
 Prints the server's RSS before, with every head sent, and a second after the client closed them, and what each
 connection got (431: refused at ``connections.max_head_bytes``; held: the server kept reading). A benchmark:
@@ -9,11 +9,9 @@ it prints figures and asserts nothing."""
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.alertd_proc import AlertdProcess  # noqa: E402
 from tests.support.big_heads import measure  # noqa: E402

@@ -1,7 +1,7 @@
 """What one history verdict costs: the store's snapshot read (alertd/store/history_snapshot.py) and the judge.
 
-    python bench/history_snapshot.py                    # 1 GPU and 256 GPUs of history, 20,000 other incidents
-    python bench/history_snapshot.py --other 50000 --reads 500
+    python -m bench.history_snapshot                    # 1 GPU and 256 GPUs of history, 20,000 other incidents
+    python -m bench.history_snapshot --other 50000 --reads 500
 
 A SQLite store (synchronous=OFF) holds ``--other`` unrelated node incidents (8 GPUs each, Xid 48) and the
 history under test: a node with ``--past`` earlier incidents (each an Xid 79 on every one of its GPUs, a
@@ -20,9 +20,7 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from alertd.app.verdicts import gpu_uuids  # noqa: E402
 from alertd.core.model import GPU, Change, Event, Incident, Member, Signal, Subject  # noqa: E402

@@ -1,8 +1,8 @@
 """Ingest benchmark: realistic GPU webhooks at rising rates against `alertd serve` on durable SQLite.
 
-    python bench/ingest.py                      # the default run (see bench/README.md)
-    python bench/ingest.py --rates 500,1000 --step-seconds 5 --skip-active
-    python bench/ingest.py --profile prof.out   # the server under cProfile (slower: for where, not how fast)
+    python -m bench.ingest                      # the default run (see bench/README.md)
+    python -m bench.ingest --rates 500,1000 --step-seconds 5 --skip-active
+    python -m bench.ingest --profile prof.out   # the server under cProfile (slower: for where, not how fast)
 
 For each rate step the compiled load generator (bench/loadgen, Go) replays
 unique webhooks -- eight GPU alerts each, dcgm-exporter label sets -- at a fixed
@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from tests.support.alertd_proc import AlertdProcess  # noqa: E402
 from tests.support.webhooks import UniqueWebhooks, dumps  # noqa: E402

@@ -6,7 +6,7 @@ common case, which must store nothing), then an admission storm (R pods rejected
 rates and the source's memory (tracemalloc) after the list. The inbox append is a no-op counter: the store's
 cost is bench/receive.py's.
 
-    python bench/kube_health.py --nodes 5000 --events 50000 --rejections 2000
+    python -m bench.kube_health --nodes 5000 --events 50000 --rejections 2000
 """
 from __future__ import annotations
 
@@ -17,9 +17,7 @@ import tracemalloc
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
-import sys
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from alertd.rules.ruleset import load_rules  # noqa: E402
 from alertd.sources.kube_health import KubeHealthSource  # noqa: E402

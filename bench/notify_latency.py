@@ -33,7 +33,6 @@ from pathlib import Path
 from aiohttp.test_utils import TestClient, TestServer
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from alertd.config.settings import parse_config  # noqa: E402
 from alertd.app.assemble import build_service  # noqa: E402

@@ -1,6 +1,6 @@
 """Pages and first-page latency of hand-built stories, replayed as Alertmanager delivers them.
 
-    python bench/paging.py [--group-wait 2s,30s,60s] [--seeds 5] [--pending 5m10s]
+    python -m bench.paging [--group-wait 2s,30s,60s] [--seeds 5] [--pending 5m10s]
 
 Each story (bench/amcadence.py) is delivered with Alertmanager's cadence
 (group_wait 30s, group_interval 5m, by alertname+cluster+node and by
@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from alertd.authoring.replay import Recording, replay  # noqa: E402
 from alertd.core.durations import parse_duration  # noqa: E402

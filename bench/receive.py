@@ -2,8 +2,8 @@
 body, building the inbox entries, and the durable inbox append (SQLite, synchronous=FULL, group commit
 of 16 concurrent webhooks, as 16 connections would give).
 
-    python bench/receive.py                  # 4,000 webhooks of 8 GPU alerts, best of 5 rounds
-    python bench/receive.py --webhooks 8000 --group 32
+    python -m bench.receive                  # 4,000 webhooks of 8 GPU alerts, best of 5 rounds
+    python -m bench.receive --webhooks 8000 --group 32
 
 The schema path (decode_body + jsonschema) is what a refused webhook, or one only msgspec is stricter
 about, goes through; it is shown for comparison. A benchmark: it prints figures and asserts nothing.
@@ -21,7 +21,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from alertd.receive.payload import (  # noqa: E402
     decode_body, delivery_key, parse_notification, read_notification, read_stored)

@@ -1,11 +1,11 @@
 """Record what the real Prometheus and a real, clustered Alertmanager deliver for a scripted set of GPU problems.
 
-    python bench/record_am_run.py --out tests/fixtures/alertmanager-runs    # ~44 minutes
-    python bench/record_am_run.py --scenario storm-response \
+    python -m bench.record_am_run --out tests/fixtures/alertmanager-runs    # ~44 minutes
+    python -m bench.record_am_run --scenario storm-response \
         --out tests/fixtures/alertmanager-runs/storm-response                # ~52 minutes
-    python bench/record_am_run.py --scenario job-hang \
+    python -m bench.record_am_run --scenario job-hang \
         --out tests/fixtures/alertmanager-runs/job-hang                      # ~35 minutes
-    python bench/record_am_run.py --scale 0.05 --tail 60 --out /tmp/amrun  # a 3-minute check of the plumbing
+    python -m bench.record_am_run --scale 0.05 --tail 60 --out /tmp/amrun  # a 3-minute check of the plumbing
 
 A simulated cluster of 24 GPU nodes (tests/sim/gpu_cluster.py) is scraped by the real Prometheus, which
 evaluates the SHIPPED rules (deploy/prometheus/gpu-alerts.yml) at their real `for:` durations and sends to
@@ -48,7 +48,6 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 from bench import am_run_job_scenario, am_run_scenario, am_run_storm_scenario  # noqa: E402
 from tests.sim.gpu_cluster import GPUClusterSim  # noqa: E402

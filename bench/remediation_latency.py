@@ -1,7 +1,7 @@
 """Time from a remediation's approval to the node cordoned and to it drained, on a real kube-apiserver.
 
-    python bench/remediation_latency.py                    # 10 rounds, 8 GPU pods per node
-    python bench/remediation_latency.py --rounds 20 --pods 16
+    python -m bench.remediation_latency                    # 10 rounds, 8 GPU pods per node
+    python -m bench.remediation_latency --rounds 20 --pods 16
 
 Starts etcd, kube-apiserver and kube-controller-manager (tests/support/kube_apiserver.py, built by
 scripts/install-test-deps.sh) and alertd in-process on SQLite, acting as the static-token user bound to the
@@ -16,12 +16,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 from datetime import datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from alertd.config.settings import parse_config  # noqa: E402
 from tests.support import kube_gpu_cluster as kc  # noqa: E402

@@ -3,14 +3,12 @@ GPU rules classified right, alerts on a wrong node, node-less rules and whether 
 rules the site declared not GPU health, rules `check` and `explain` read alike. Prints a markdown table
 (docs/rules.md); --rules lists every rule, and what each command read where they differ.
 
-    python bench/rule_corpus.py [--rules]
+    python -m bench.rule_corpus [--rules]
 """
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.rule_corpus import markdown, run_corpus, table  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The store thread's CPU per engine step of a storm, and the database bytes per alert it leaves.
 
-    python bench/store_steps.py                 # 3,000 steps
-    python bench/store_steps.py --steps 10000
+    python -m bench.store_steps                 # 3,000 steps
+    python -m bench.store_steps --steps 10000
 
 Each step is what a storm webhook becomes: a new node incident with 8 GPU members (dcgm-exporter
 labels, catalog Xid 48), its two timeline events and one outbox item, which is then delivered (the
@@ -17,9 +17,7 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from alertd.rules.shipped import SHIPPED_RULES  # noqa: E402
 from alertd.core.outbox_items import Intent, Show  # noqa: E402

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from tests.support.loopback import serving_in_thread  # noqa: E402
 from tests.support.pagerduty_server import PagerDutyTestServer  # noqa: E402

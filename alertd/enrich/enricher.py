@@ -30,12 +30,13 @@ import logging
 import time
 from collections import deque
 from dataclasses import replace
-from typing import Any, Awaitable, Callable, Coroutine, Iterable
+from typing import Any, Callable, Coroutine, Iterable
 
 from prometheus_client import Histogram
 
 from alertd.enrich import metrics
 from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.timer import REAL_TIMER, Timer
 from alertd.core.kube_findings import GpuDevice, Pod
 from alertd.enrich.annotations import IncidentState, NodeFindings, annotation_values, seed_state
 from alertd.enrich.host import EnrichHost
@@ -71,8 +72,9 @@ class Enricher:
     """Owns the log searcher and the Kubernetes context; the service calls submit/bind/close."""
 
     def __init__(self, settings: EnrichSettings, *, searcher: LogSearcher | None = None,
-                 kube: KubeContext | None = None):
+                 kube: KubeContext | None = None, timer: Timer = REAL_TIMER):
         self.settings = settings
+        self.timer = timer  # what retries and rechecks wait on
         self.searcher = searcher
         if self.searcher is None and settings.logs is not None:
             self.searcher = LogSearcher(build_backend(settings.logs), settings.logs)
@@ -223,7 +225,7 @@ class Enricher:
         state.nodes.update(dict.fromkeys(new))
         if is_job(inc):
             self._size_job(inc)
-        return targets_for(inc, new, self._children_on(inc.id), time.monotonic())
+        return targets_for(inc, new, self._children_on(inc.id), self.timer.monotonic())
 
     def _forget(self, incident_id: str) -> None:
         self._seen.pop(incident_id, None)
@@ -274,10 +276,11 @@ class Enricher:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _later(self, delay: float, coro_fn: Callable[[], Awaitable[None]]) -> None:
+    def _later(self, delay: float, coro_fn: Callable[[], Coroutine[Any, Any, None]]) -> None:
         async def run() -> None:
-            await asyncio.sleep(delay)
-            await coro_fn()
+            await self.timer.sleep(delay)
+            if not self._closed:  # due now: a task of its own, which wait_idle counts as work
+                self._spawn(asyncio.get_running_loop(), coro_fn(), "alertd-enrich-due")
 
         if not self._closed:
             self._spawn(asyncio.get_running_loop(), run(), "alertd-enrich-later")

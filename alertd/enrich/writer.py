@@ -16,7 +16,7 @@ import asyncio
 import functools
 import logging
 import time
-from typing import Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from alertd.core.json_types import JSONValue
 from alertd.enrich.annotations import IncidentState
@@ -41,7 +41,7 @@ class AnnotationWriter:
 
     def __init__(self, states: dict[str, IncidentState], values: Callable[[str], dict[str, tuple[JSONValue, str]]], *,
                  service: Callable[[], EnrichHost | None], delay: Callable[[], float], closed: Callable[[], bool],
-                 later: Callable[[float, Callable[[], Awaitable[None]]], None], counts: dict[str, int]):
+                 later: Callable[[float, Callable[[], Coroutine[Any, Any, None]]], None], counts: dict[str, int]):
         self._service = service
         self._states = states
         self._values = values

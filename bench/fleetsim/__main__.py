@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from bench.fleetsim.alertmanager import ROUTES
-from bench.fleetsim.faults import Rates
+from bench.fleetsim.builder import Rates
 from bench.fleetsim.job_score import job_line
 from bench.fleetsim.response import People
 from bench.fleetsim.run import RunResult, run_one

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 
 from bench.fleetsim import model as m
-from bench.fleetsim.faults import GPU_GONE_WORDS, MEMORY_WORDS, Builder
+from bench.fleetsim.builder import GPU_GONE_WORDS, MEMORY_WORDS, Builder
 
 DAY, HOUR, MIN = 86400.0, 3600.0, 60.0
 REPEAT_DAYS = (1, 3, 5)  # the GPU's Xid 79s

@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 
 from bench.fleetsim import model as m
-from bench.fleetsim.faults import LLAMA3_GPU_DAYS, MIN, HOUR, Builder, _poisson
+from bench.fleetsim.builder import LLAMA3_GPU_DAYS, MIN, HOUR, Builder, poisson
 
 SIZES = (4, 8, 8, 16, 16, 32, 64)
 TEAMS = (("llm-pretrain", "PyTorchJob"), ("ml-research", "JobSet"), ("vision", "PyTorchJob"), ("speech", "MPIJob"))
@@ -44,12 +44,12 @@ def add_jobs(b: Builder, seed: int) -> list[m.Job]:
     scale = sum(len(j.nodes) for j in jobs) * m.GPUS_PER_NODE * fleet.days / LLAMA3_GPU_DAYS
     by_name = {n.name: n for n in fleet.nodes}
     for cause, count in HANGS.items():
-        for _ in range(_poisson(rng, count * scale)):
+        for _ in range(poisson(rng, count * scale)):
             hang(b, rng, cause, jobs, by_name)
     month = len(fleet.nodes) * fleet.days / (2048 * 30)
-    for _ in range(_poisson(rng, QUIET * month)):
+    for _ in range(poisson(rng, QUIET * month)):
         quiet(b, rng, jobs, by_name)
-    for _ in range(_poisson(rng, STRAGGLERS * month)):
+    for _ in range(poisson(rng, STRAGGLERS * month)):
         straggler(b, rng, jobs, by_name)
     clique_fault(b, rng)
     for p in fleet.problems.values():

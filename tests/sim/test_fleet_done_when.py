@@ -11,7 +11,7 @@ import functools
 
 import pytest
 
-from bench.fleetsim.faults import Rates
+from bench.fleetsim.builder import Rates
 from bench.fleetsim.response import People
 from bench.fleetsim.run import RunResult, run_one
 from bench.fleetsim.score import Score

@@ -8,7 +8,7 @@ import functools
 
 import pytest
 
-from bench.fleetsim.faults import Rates
+from bench.fleetsim.builder import Rates
 from bench.fleetsim.rules import JOB_RULES
 from bench.fleetsim.run import RunResult, run_one
 

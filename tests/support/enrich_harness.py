@@ -19,6 +19,7 @@ from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
 from tests.support.fakes import Recorder, ScriptedLogBackend
+from tests.support.manual_timer import ManualTimer
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 XID79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
@@ -114,14 +115,19 @@ def alert(name: str, node: str, starts: datetime, fp: str = "", **labels: str) -
 
 
 class Harness:
-    def __init__(self, tmp_path: Path, *, lines=None, kube: MemoryKube | None = None, **enrich: Any):
+    def __init__(self, tmp_path: Path, *, lines=None, kube: MemoryKube | None = None,
+                 timer: ManualTimer | None = None, **enrich: Any):
+        """With ``timer``, retries and rechecks (and the log searcher's clocks) wait on it: the test advances it."""
         self.settings = LogSettings(linger=0.01, timeout=enrich.pop("timeout", 2.0), failure_ttl=0.05)
         self.backend = MemoryLogs(self.settings, lines)
-        self.searcher = LogSearcher(self.backend, self.settings)
+        self.timer = timer
+        clocks: dict[str, Any] = {"now": timer.wall, "monotonic": timer.monotonic} if timer is not None else {}
+        self.searcher = LogSearcher(self.backend, self.settings, **clocks)
         opts = dict(deadline=0.5, write_delay=0.02, retry=(), logs=self.settings,
                     kube=kube.settings if kube else None)
         opts.update(enrich)
-        self.enricher = Enricher(EnrichSettings(**opts), searcher=self.searcher, kube=kube)
+        self.enricher = Enricher(EnrichSettings(**opts), searcher=self.searcher, kube=kube,
+                                 **({"timer": timer} if timer is not None else {}))
         self.recorder = Recorder()
         self.svc = Service(Config(data_dir=tmp_path, rule_paths=[str(RULES)]), SqliteStore(tmp_path / "a.sqlite3"),
                            load_rules([str(RULES)]), notifiers={"console": self.recorder}, enricher=self.enricher)

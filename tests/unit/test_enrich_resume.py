@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from alertd.enrich.logs import LogsUnavailable
 from alertd.store.base import StoreUnavailable
 from tests.support.enrich_harness import XID79, Harness, MemoryKube, alert, cluster_objects
+from tests.support.manual_timer import ManualTimer
 
 
 async def test_stop_cancels_background_work(tmp_path) -> None:
@@ -42,7 +43,7 @@ async def test_restart_enriches_only_the_node_that_joins(tmp_path) -> None:
 
 
 async def test_failed_write_is_retried(tmp_path, caplog) -> None:
-    async with Harness(tmp_path, lines={"n1": [XID79]}) as h:
+    async with Harness(tmp_path, lines={"n1": [XID79]}, timer=ManualTimer()) as h:
         h.backend.delay = 0.3
         await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc) - timedelta(minutes=5)))
         await h.svc.outbox.drain()
@@ -54,7 +55,8 @@ async def test_failed_write_is_retried(tmp_path, caplog) -> None:
         await asyncio.sleep(0.8)
         assert "could not write enrichment for INC-1, retrying" in caplog.text
         h.svc.store.commit_step = real_commit
-        await asyncio.sleep(2.5)
+        assert h.timer.sleeping == 1  # the retry, two seconds out
+        await h.timer.advance(2.5)
         assert await h.enricher.wait_idle(10)
         stored = await h.svc.store.get_incident(h.incident("n1").id)
         assert stored.primary.xid == 79 and stored.annotations["log_evidence"][0]["xid"] == 79

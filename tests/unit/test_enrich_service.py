@@ -15,6 +15,7 @@ from alertd.enrich.logs import LogsUnavailable
 from alertd.enrich.settings import EnrichSettings, LogSettings
 from alertd.app.service import Service
 from tests.support.enrich_harness import XID79, Harness, MemoryKube, alert, cluster_objects
+from tests.support.manual_timer import ManualTimer
 from tests.support.notify_harness import wait_for
 
 
@@ -247,18 +248,19 @@ def test_from_config_search_backends(backend) -> None:
     assert e.searcher.backend.name == backend and e.kube is not None
 
 async def test_open_window_is_searched_again_when_it_closes(tmp_path) -> None:
-    async with Harness(tmp_path, lines={}) as h:
+    async with Harness(tmp_path, lines={}, timer=ManualTimer()) as h:
         h.searcher.settings = h.settings = LogSettings(linger=0.01, timeout=2.0, before=timedelta(minutes=1),
                                                        after=timedelta(seconds=1), bucket=timedelta(0),
                                                        ingest_lag=timedelta(milliseconds=100))
         h.enricher.settings = EnrichSettings(**{**{f: getattr(h.enricher.settings, f)
                                                    for f in EnrichSettings.__dataclass_fields__}, "logs": h.settings})
-        await h.send(alert("DCGMExporterDown", "n1", datetime.now(timezone.utc)))
+        await h.send(alert("DCGMExporterDown", "n1", h.timer.wall()))
         assert await h.enricher.wait_idle(10)
         inc = h.incident("n1")
         assert inc.annotations["log_evidence"] == [] and inc.primary.kind == "metrics_missing"
         h.backend.lines["n1"] = [XID79]  # the line was indexed a moment after the first search
-        await asyncio.sleep(2.5)
+        assert h.enricher.counts["rechecks"] == 0
+        await h.timer.advance(2.5)
         assert await h.enricher.wait_idle(10)
         assert inc.annotations["log_evidence"][0]["xid"] == 79 and inc.primary.xid == 79
         assert h.enricher.counts["rechecks"] == 1 and h.backend.requests == 2
