@@ -19,6 +19,7 @@ dir), engine, router, outbox and slack_sdk client; the test server is on
 """
 from __future__ import annotations
 
+from alertd.core.incident_commands import Resolve
 import argparse
 import asyncio
 import json
@@ -166,7 +167,7 @@ async def throughput(n: int, channels: int, per_channel: float, delay: float) ->
             before = len(slack.calls)
             t1 = time.monotonic()
             for row in rows:
-                await bench.svc.resolve(row["id"], "bench")
+                await bench.svc.run(Resolve(row["id"], "bench"))
             while len(slack.calls) - before < 2 * len(rows):
                 await asyncio.sleep(0.02)
             wave_s = time.monotonic() - t1

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Awaitable, Callable, Mapping, Protocol, Sequence, cast
+from typing import Awaitable, Callable, Mapping, Protocol, Sequence
 
-from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.incident_commands import IncidentCommand
+from alertd.core.json_types import JSONValue
 from alertd.app.processor import Processor
 from alertd.core.model import Change, Signal
 from alertd.core.service_metrics import Metrics
-from alertd.core.tickets import TicketLink
 from alertd.ha import commands
 from alertd.store.base import AuditEntry
 from alertd.store.quarantine import SetAside
@@ -39,30 +39,12 @@ class Actions:
     def leading(self) -> bool:
         return self.processor.engine is not None
 
-    async def acknowledge(self, incident_id: str, actor: str) -> list[Change]:
+    async def run(self, command: IncidentCommand) -> list[Change]:
+        """One incident command (alertd/core/incident_commands.py): an engine step here, or forwarded to the
+        process that leads."""
         if not self.leading:
-            return await commands.forward(self.store, "acknowledge", incident_id, {"actor": actor})
-        return await self.processor.step(lambda e, now: e.correlator.acknowledge(incident_id, actor, now))
-
-    async def resolve(self, incident_id: str, actor: str) -> list[Change]:
-        if not self.leading:
-            return await commands.forward(self.store, "resolve", incident_id, {"actor": actor})
-        return await self.processor.step(lambda e, now: e.correlator.resolve(incident_id, actor, now))
-
-    async def annotate(self, incident_id: str, key: str, value: JSONValue, kind: str, text: str = "",
-                       actor: str = "") -> list[Change]:
-        if not self.leading:
-            return await commands.forward(self.store, "annotate", incident_id,
-                                          {"key": key, "value": value, "kind": kind, "text": text, "actor": actor})
-        return await self.processor.step(
-            lambda e, now: e.correlator.annotate(incident_id, key, value, now, kind, text, actor))
-
-    async def link_ticket(self, incident_id: str, ticket: TicketLink, actor: str = "") -> list[Change]:
-        """A ticket opened for the incident, on the incident (Correlator.link_ticket)."""
-        if not self.leading:
-            return await commands.forward(self.store, "link_ticket", incident_id,
-                                          {"ticket": cast(JSONObject, ticket.to_json()), "actor": actor})
-        return await self.processor.step(lambda e, now: e.correlator.link_ticket(incident_id, ticket, now, actor))
+            return await commands.forward(self.store, command)
+        return await self.processor.step(lambda e, now: command.apply(e.correlator, now))
 
     async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[JSONValue, str]], signals: Sequence[Signal],
                      source: str) -> list[Change]:

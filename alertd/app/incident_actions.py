@@ -20,31 +20,28 @@ from datetime import datetime, timezone
 from typing import Callable, Protocol, cast
 
 from alertd.core.findings import SILENCE, SilenceFinding
+from alertd.core.incident_commands import Acknowledge, Annotate, Resolve
+from alertd.core.verbs import AUDITED_AS, REMEDIATION_VERBS, Verb, verb_of
 from alertd.core.json_types import JSONObject
 from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
-from alertd.app.remediate import VERBS as REMEDIATION_VERBS
 from alertd.app.silence_preview import PreviewStore, SilenceOverlap, SilencePreview, preview_silence
 from alertd.app.remediate import RemediationRunner
 from alertd.config.settings import Config
 from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, Incident
-from alertd.ha.commands import ActionTaker
+from alertd.ha.commands import CommandRunner
 
 log = logging.getLogger(__name__)
 
-INCIDENT_VERBS = ("acknowledge", "resolve", "silence", "unsilence")
-RMA_HANDOFF = "rma_handoff"
-VERBS = (*INCIDENT_VERBS, *REMEDIATION_VERBS, RMA_HANDOFF)
-AUDITED_AS = {"acknowledge": "ack"}  # the audit trail's name for a verb, where it differs
 
 
 class IncidentStore(PreviewStore, Protocol):
     async def get_incident(self, incident_id: str) -> Incident | None: ...
 
 
-class IncidentActionHost(ActionTaker, Protocol):
+class IncidentActionHost(CommandRunner, Protocol):
     """The service as the use cases see it (alertd/app/service.py): its configuration (Alertmanager settings,
-    labels for silences), the engine's actions (ActionTaker), remediation, and the audit trail."""
+    labels for silences), the engine's commands (CommandRunner), remediation, and the audit trail."""
 
     @property
     def cfg(self) -> Config: ...
@@ -67,31 +64,31 @@ class IncidentActions:
 
     async def perform(self, verb: str, incident_id: str, who: Actor, via: str, *, duration: str = "",
                       kind: str = "", force: bool = False) -> str:
-        """One verb of VERBS on the incident; ``duration`` for silence (``force``: even when it would mute
-        another open incident; else SilenceOverlap), ``kind`` for a remediation verb."""
-        if verb in REMEDIATION_VERBS:  # audited where it is decided, with the remediation's own record
-            return await self.svc.remediation.act(incident_id, verb, who, via, kind=kind)
-        if verb == RMA_HANDOFF:  # a proposal with this principal's approval: audited with the remediation's record
+        """One Verb (alertd/core/verbs.py) on the incident; ``duration`` for silence (``force``: even when it
+        would mute another open incident; else SilenceOverlap), ``kind`` for a remediation verb."""
+        known = verb_of(verb)
+        if known is None:
+            return f"unknown action {verb!r}; one of {', '.join(Verb)}"
+        if known in REMEDIATION_VERBS:  # audited where it is decided, with the remediation's own record
+            return await self.svc.remediation.act(incident_id, known, who, via, kind=kind)
+        if known is Verb.RMA_HANDOFF:  # a proposal with this principal's approval: audited with its record
             return await self.svc.remediation.rma_handoff(incident_id, who, via)
-        action = f"silence {duration}" if verb == "silence" else AUDITED_AS.get(verb, verb)
+        action = f"silence {duration}" if known is Verb.SILENCE else AUDITED_AS.get(known, known.value)
         try:
-            why = await self._incident_verb(verb, incident_id, who.shown, duration, force)
+            why = await self._incident_verb(known, incident_id, who.shown, duration, force)
         except Exception as exc:
             await self.svc.audit(who.shown, action, incident_id, via, f"refused: {exc}")
             raise
         await self.svc.audit(who.shown, action, incident_id, via, f"refused: {why}" if why else "ok")
         return why
 
-    async def _incident_verb(self, verb: str, incident_id: str, actor: str, duration: str, force: bool) -> str:
-        if verb == "acknowledge":
-            return "" if await self.svc.acknowledge(incident_id, actor) else await self._unchanged(incident_id, verb)
-        if verb == "resolve":
-            return "" if await self.svc.resolve(incident_id, actor) else await self._unchanged(incident_id, verb)
-        if verb == "silence":
+    async def _incident_verb(self, verb: Verb, incident_id: str, actor: str, duration: str, force: bool) -> str:
+        if verb is Verb.SILENCE:
             return await self._silence(incident_id, duration, actor, force)
-        if verb == "unsilence":
+        if verb is Verb.UNSILENCE:
             return await self._unsilence(incident_id, actor)
-        return f"unknown action {verb!r}; one of {', '.join(VERBS)}"
+        command = Acknowledge(incident_id, actor) if verb is Verb.ACKNOWLEDGE else Resolve(incident_id, actor)
+        return "" if await self.svc.run(command) else await self._unchanged(incident_id, verb)
 
     async def _unchanged(self, incident_id: str, verb: str) -> str:
         inc = await self.svc.store.get_incident(incident_id)
@@ -122,10 +119,10 @@ class IncidentActions:
             except AlertmanagerError as exc:
                 log.info("could not expire the previous silence %s of %s: %s", old.id, incident_id, exc)
         until = made.ends_at.replace("T", " ").replace("Z", " UTC")
-        changes = await self.svc.annotate(incident_id, SILENCE, made.to_json(), "silenced",
-                                          f"silenced for {choice} by {actor} until {until} (Alertmanager silence {made.id}): "
-                                          f"{preview.summary()}",
-                                          actor)
+        changes = await self.svc.run(Annotate(
+            incident_id, SILENCE, made.to_json(), "silenced",
+            f"silenced for {choice} by {actor} until {until} (Alertmanager silence {made.id}): {preview.summary()}",
+            actor))
         return "" if changes else f"Silence {made.id} created, but {incident_id} closed meanwhile."
 
     async def _unsilence(self, incident_id: str, actor: str) -> str:
@@ -140,12 +137,12 @@ class IncidentActions:
         except AlertmanagerError as exc:
             if "expired" not in str(exc) and "404" not in str(exc):
                 raise
-        changes = await self.svc.annotate(incident_id, SILENCE, None, "silence_removed",
-                                          f"unsilenced by {actor} (Alertmanager silence {silence.id} expired)", actor)
+        changes = await self.svc.run(Annotate(incident_id, SILENCE, None, "silence_removed",
+                                              f"unsilenced by {actor} (Alertmanager silence {silence.id} expired)", actor))
         return "" if changes else f"Silence {silence.id} expired; {incident_id} is closed."
 
     async def close(self) -> None:
         await self.am.close()
 
 
-__all__ = ["INCIDENT_VERBS", "IncidentActions", "RMA_HANDOFF", "VERBS"]
+__all__ = ["IncidentActions"]

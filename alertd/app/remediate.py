@@ -18,8 +18,10 @@ import logging
 from datetime import datetime
 from typing import Callable, Iterable, Protocol
 
+from alertd.core.incident_commands import Annotate, IncidentCommand
+from alertd.core.verbs import REMEDIATION_VERBS
 from alertd.core.findings import RemediationFinding
-from alertd.core.json_types import JSONObject, JSONValue, text
+from alertd.core.json_types import JSONObject, text
 from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, Change, Event, Incident
 from alertd.enrich.settings import KubeSettings
@@ -36,7 +38,6 @@ from alertd.app.rma_handoff import RmaHandoff
 log = logging.getLogger(__name__)
 POLL = 1.0  # seconds between the executor's looks for approved work
 MAX_ATTEMPTS = 3  # an unreachable API server is tried this many times before the remediation fails
-VERBS = ("approve", "override", "cancel", "stop")
 
 
 class RemediationStore(Protocol):
@@ -78,8 +79,7 @@ class RemediationHost(Protocol):
     async def audit(self, actor: str, action: str, target: str, via: str, outcome: str = "ok",
                     detail: str = "") -> None: ...
 
-    async def annotate(self, incident_id: str, key: str, value: JSONValue, kind: str, text: str = "",
-                       actor: str = "") -> list[Change]: ...
+    async def run(self, command: IncidentCommand) -> list[Change]: ...
 
 
 class RemediationRunner:
@@ -124,7 +124,7 @@ class RemediationRunner:
                                        approvals=tuple(a["actor"] for a in rem.approvals),
                                        approvals_needed=rem.approvals_needed).to_json()
             try:
-                await self.svc.annotate(rem.incident_id, "remediation", shown, kind, text, actor)
+                await self.svc.run(Annotate(rem.incident_id, "remediation", shown, kind, text, actor))
             except CommandTimeout as exc:  # the command stays queued: the next leader writes the event
                 log.warning("timeline event %s of %s deferred: %s", kind, rem.id, exc)
         return ok
@@ -220,7 +220,7 @@ class RemediationRunner:
         """approve / override / cancel / stop the incident's remediation; "" when done, else why not.
 
         ``who``: the authenticated principal, which approvals count, and any name it stated."""
-        if verb not in VERBS:
+        if verb not in REMEDIATION_VERBS:
             return f"unknown remediation action {verb!r}"
         rem = await self._current(incident_id, kind)
         if rem is None:
@@ -385,4 +385,4 @@ class RemediationRunner:
             await self.kube.close()
 
 
-__all__ = ["RemediationRunner", "VERBS"]
+__all__ = ["RemediationRunner"]

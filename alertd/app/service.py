@@ -17,6 +17,7 @@ import secrets
 from datetime import datetime, timezone
 from typing import Any, Callable, Coroutine, Mapping, Protocol, Sequence, runtime_checkable
 
+from alertd.core.incident_commands import IncidentCommand, LinkTicket
 from alertd.core.json_types import JSONValue
 from alertd.app.actions import Actions
 from alertd.app.budget import Budget
@@ -35,7 +36,6 @@ from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
 from alertd.core.model import Alert, Change, Incident, Signal
 from alertd.core.service_metrics import Metrics
-from alertd.core.tickets import TicketLink
 from alertd.engine.pipeline import Engine
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.node_index import NodeIndex
@@ -61,6 +61,10 @@ class Enriches(Submits, Resumes, Protocol):
 
     def bind(self, service: Any) -> None: ...
 
+    @property
+    def kube(self) -> KubeContext | None:
+        """Its Kubernetes client, when it has one: the report samples the fleet with it."""
+
 
 class Reconciles(Protocol):
     """Reconciliation with Alertmanager (alertd/alertmanager/reconcile_loop.py): runs on the leader."""
@@ -85,12 +89,6 @@ class Records(Protocol):
     def write(self, received_at: datetime, raw_body: bytes | str) -> None: ...
 
 
-def _kube_of(enricher: Enriches | None) -> KubeContext | None:
-    """Enrichment's Kubernetes client, when it has one: the report samples the fleet with it."""
-    kube = getattr(enricher, "kube", None)
-    return kube if isinstance(kube, KubeContext) else None
-
-
 class Service:
     def __init__(self, cfg: Config, store: SqlStore, rules: RuleSet, *, clock: Callable[[], datetime] = utcnow,
                  notifiers: dict[str, Notifier] | None = None, router: ConsoleRouter | Router | None = None,
@@ -109,13 +107,13 @@ class Service:
         self.recorder = recorder  # serve --record: the webhook handler appends every accepted webhook
         self.ready = False
         self.reporting = Reporting(  # fleet samples, report facts, digest
-            self, cfg.report, clock, kube=_kube_of(enricher), metrics=self.metrics,
+            self, cfg.report, clock, kube=enricher.kube if enricher is not None else None, metrics=self.metrics,
             cluster_default=cfg.normalize.cluster_default, external_url=cfg.external_url)
         # Cordon / drain proposals, approvals and the executor (alertd/app/remediate.py, docs/remediation.md).
         # A replica's name in the engine lease also fences the remediations it claims; one engine is "engine".
         self.holder = replica_name() if role == "replica" else "engine"
         self.tickets = RmaHandoff(store, build_systems(cfg.rma), holder=self.holder, clock=self.clock,
-                                  link=self.link_ticket, alertd_url=cfg.external_url) if cfg.rma.enabled else None
+                                  link=lambda incident_id, ticket: self.run(LinkTicket(incident_id, ticket)), alertd_url=cfg.external_url) if cfg.rma.enabled else None
         self.remediation = RemediationRunner.from_config(self, cfg.enrich.kube, holder=self.holder, tickets=self.tickets)
         self.processor = self._processor(rules)
         self.admission = Admission(cfg, store.inbox, clock=clock, metrics=self.metrics, health=self.health,
@@ -132,8 +130,8 @@ class Service:
         self.leadership = Leadership(cfg, store, self.processor, role=role, parts=self._leader_parts(),
                                      nodes=nodes, enricher=enricher, holder=self.holder)
         self._lifecycle = Lifecycle(self._parts())
-        if callable(getattr(store, "disk_bytes", None)):  # SQLite: a few stat() calls, so measured at each scrape
-            self.metrics.measure_store_bytes(store.disk_bytes)  # type: ignore[attr-defined]
+        if store.disk_bytes is not None:  # SQLite: a few stat() calls, so measured at each scrape
+            self.metrics.measure_store_bytes(store.disk_bytes)
 
     def _processor(self, rules: RuleSet) -> Processor:
         def worker() -> OutboxWorker:
@@ -297,18 +295,8 @@ class Service:
     async def process_pending(self) -> bool:
         return await self.processor.process_pending()
 
-    async def acknowledge(self, incident_id: str, actor: str) -> list[Change]:
-        return await self.actions.acknowledge(incident_id, actor)
-
-    async def resolve(self, incident_id: str, actor: str) -> list[Change]:
-        return await self.actions.resolve(incident_id, actor)
-
-    async def link_ticket(self, incident_id: str, ticket: TicketLink, actor: str = "") -> list[Change]:
-        return await self.actions.link_ticket(incident_id, ticket, actor)
-
-    async def annotate(self, incident_id: str, key: str, value: JSONValue, kind: str, text: str = "",
-                       actor: str = "") -> list[Change]:
-        return await self.actions.annotate(incident_id, key, value, kind, text, actor)
+    async def run(self, command: IncidentCommand) -> list[Change]:
+        return await self.actions.run(command)
 
     async def enrich(self, incident_id: str, annotations: Mapping[str, tuple[JSONValue, str]], signals: Sequence[Signal],
                      source: str) -> list[Change]:

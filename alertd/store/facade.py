@@ -7,6 +7,8 @@ the transactions, the inbox log) at construction. ``SqlStore`` builds them and i
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from alertd.store.audit import AuditTrail, SeenOnce
 from alertd.store.backend import SqlBackend
 from alertd.store.coordination import Commands, Lease, SharedMeta
@@ -38,6 +40,8 @@ class SqlStore:
 
     def __init__(self, db: SqlBackend):
         self.db = db
+        # The file's size on disk, where a stat() tells it (SQLite sets it; PostgreSQL has none).
+        self.disk_bytes: Callable[[], int] | None = None
         self.inbox = Inbox(db)
         self.quarantine = Quarantine(db)
         self.steps = EngineSteps(db, self.inbox)

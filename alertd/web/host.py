@@ -11,7 +11,7 @@ from alertd.app.remediate import RemediationRunner
 from alertd.app.service import Records
 from alertd.app.store_health import StoreHealth
 from alertd.config.settings import Config
-from alertd.ha.commands import ActionTaker
+from alertd.ha.commands import CommandRunner
 from alertd.core.model import Incident
 from alertd.core.service_metrics import Metrics
 from alertd.rules.ruleset import RuleSet
@@ -69,9 +69,9 @@ class WebStore(FleetReads, Protocol):
     async def member_labels(self, ids: list[str]) -> list[tuple[str, dict[str, str]]]: ...
 
 
-class WebHost(ActionTaker, Protocol):
+class WebHost(CommandRunner, Protocol):
     """The service as the web app sees it: configuration, metrics, readiness, the inbox, the actions a person
-    takes on an incident (acknowledge, resolve, annotate: alertd/ha/commands.py's ActionTaker), and the parts
+    takes on an incident (the commands of alertd/core/incident_commands.py, run or forwarded), and the parts
     it reads directly."""
 
     @property

@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 
 from aiohttp import web
 
+from alertd.core.verbs import REMEDIATION_VERBS, Verb
 from alertd.alertmanager.silences import AlertmanagerError, silence_duration
-from alertd.app.remediate import VERBS as REMEDIATION_VERBS
 from alertd.app.silence_preview import SilenceOverlap
 from alertd.config.credentials import Role
 from alertd.core.actor import Actor
@@ -26,8 +26,8 @@ from alertd.web.params import reject_unknown
 from alertd.web.states import routing_notes
 
 KINDS = ("", "quarantine", "uncordon", "rma")
-ROUTE_VERBS = {"ack": "acknowledge", "resolve": "resolve", "silence": "silence", "unsilence": "unsilence",
-               "rma": "rma_handoff"}
+ROUTE_VERBS = {"ack": Verb.ACKNOWLEDGE, "resolve": Verb.RESOLVE, "silence": Verb.SILENCE, "unsilence": Verb.UNSILENCE,
+               "rma": Verb.RMA_HANDOFF}  # the URL's segment -> the verb
 
 
 async def perform(request: web.Request, incident_id: str, verb: str, who: Actor, via: str,

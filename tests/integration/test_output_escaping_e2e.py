@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from alertd.core.incident_commands import LinkTicket
 from alertd.core.tickets import TicketLink
 from tests.support.notify_harness import hook, top_messages, wait_for
 from tests.support.sinks import HOSTILE_TEXT, SCRIPT_URL, mrkdwn_problems, mrkdwn_texts, web_only
@@ -72,9 +73,9 @@ async def test_a_ticket_link_the_rma_webhook_answers_is_a_link_only_when_it_is_h
     alert["generatorURL"] = "http://prometheus.example:9090/graph?g0.expr=up"
     await harness.post(hook(alert))
     inc = await harness.one_incident()
-    await harness.svc.link_ticket(inc["id"], TicketLink("webhook", "webhook", "RMA-7", SCRIPT_URL, "", "now"))
-    await harness.svc.link_ticket(inc["id"], TicketLink("jira", "jira", "HW-9", "https://jira.example/browse/HW-9",
-                                                       "", "now"))
+    await harness.svc.run(LinkTicket(inc["id"], TicketLink("webhook", "webhook", "RMA-7", SCRIPT_URL, "", "now")))
+    await harness.svc.run(LinkTicket(inc["id"], TicketLink("jira", "jira", "HW-9", "https://jira.example/browse/HW-9",
+                                                       "", "now")))
     resp = await harness.client.get(f"/ui/incidents/{inc['id']}")
     page = await resp.text()
     assert resp.status == 200, page[-2000:]

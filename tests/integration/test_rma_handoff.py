@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from alertd.core.incident_commands import Annotate
 from alertd.app.rma_handoff import RmaHandoff, build_systems
 from alertd.app.service import Service
 from alertd.config.settings import parse_config
@@ -81,8 +82,8 @@ async def open_incident(client: TestClient) -> str:
         return (await (await client.get("/api/v1/incidents", headers=ACT)).json())["incidents"]
     incident: str = (await wait_for(one))[0]["id"]
     svc = client.server.app[SERVICE]
-    await svc.annotate(incident, LOG_EVIDENCE, [{"time": "2026-12-06T09:00:01Z", "host": "gpu-node-17",
-                                                 "line": NVRM}], "enrichment")
+    await svc.run(Annotate(incident, LOG_EVIDENCE, [{"time": "2026-12-06T09:00:01Z", "host": "gpu-node-17",
+                                                 "line": NVRM}], "enrichment"))
     return incident
 
 

@@ -7,6 +7,7 @@ docs/screenshots/ is made).
 """
 from __future__ import annotations
 
+from alertd.core.incident_commands import Annotate
 import csv
 import io
 import os
@@ -50,7 +51,7 @@ async def test_the_ui_in_a_browser(tmp_path, slack, browser, shots):
     h = await Harness(tmp_path, slack=slack).start()
     try:
         ids = await sc.build(h)
-        await h.svc.annotate(ids["b07"], "log_evidence", KERNEL_LOG, "enrichment", "kernel log: 2 NVRM lines")
+        await h.svc.run(Annotate(ids["b07"], "log_evidence", KERNEL_LOG, "enrichment", "kernel log: 2 NVRM lines"))
         base = str(h.client.make_url("")).rstrip("/")
         d = browser.driver
 

@@ -3,6 +3,7 @@ Kubernetes backends: upgrade from the kernel log, deadline, down/slow/garbage ba
 when enrichment runs, fleet incidents. Across stops and restarts: test_enrich_resume.py."""
 from __future__ import annotations
 
+from alertd.core.incident_commands import Acknowledge
 import asyncio
 import time
 from datetime import datetime, timedelta, timezone
@@ -174,7 +175,7 @@ async def test_only_opened_and_new_nodes_are_enriched(tmp_path) -> None:
         assert h.searcher.stats.queries == queries
         assert len(h.svc.engine.state.incidents) == 1
         # nor does an acknowledgement
-        await h.svc.acknowledge(h.incident("n1").id, "alice")
+        await h.svc.run(Acknowledge(h.incident("n1").id, "alice"))
         assert await h.enricher.wait_idle(10)
         assert h.searcher.stats.queries == queries and h.backend.requests == 1
 

@@ -1,7 +1,7 @@
 """What a click on one of alertd's Slack buttons asks for, in alertd's words: the button IDs stay here.
 
 alertd/integrations/slack/render.py draws the buttons; this reads a click back into a verb of
-alertd/app/incident_actions.py (``acknowledge``, ``resolve``, ``silence`` with its duration, ``unsilence``,
+alertd/core/verbs.py (``acknowledge``, ``resolve``, ``silence`` with its duration, ``unsilence``,
 and the remediation verbs ``approve``, ``override``, ``cancel``, ``stop``) and the button's value, the
 installation-scoped incident id. The Slack adapter (alertd/web/slack_actions.py) checks the request and calls
 the use case; it never sees a button ID.
@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from alertd.core.verbs import REMEDIATION_VERBS, Verb
 from alertd.integrations.slack.render import (ACTION_ACK, ACTION_REMEDIATE, ACTION_RESOLVE, ACTION_SILENCE,
                                               ACTION_SILENCE_ANYWAY, ACTION_UNSILENCE)
 
-INCIDENT_VERBS = {ACTION_ACK: "acknowledge", ACTION_RESOLVE: "resolve", ACTION_UNSILENCE: "unsilence"}
-REMEDIATION_VERBS = ("approve", "override", "cancel", "stop")
+BUTTON_VERBS = {ACTION_ACK: Verb.ACKNOWLEDGE, ACTION_RESOLVE: Verb.RESOLVE, ACTION_UNSILENCE: Verb.UNSILENCE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,14 +34,14 @@ class Click:
 def read_click(action: Mapping[str, object]) -> Click:
     """One element of a block_actions payload's ``actions``."""
     button, value = str(action.get("action_id", "")), str(action.get("value", ""))
-    if button in INCIDENT_VERBS:
-        return Click(INCIDENT_VERBS[button], value, button=button)
+    if button in BUTTON_VERBS:
+        return Click(BUTTON_VERBS[button], value, button=button)
     if button.startswith(ACTION_SILENCE):
-        return Click("silence", value, button[len(ACTION_SILENCE):], button=button)
+        return Click(Verb.SILENCE, value, button[len(ACTION_SILENCE):], button=button)
     if button.startswith(ACTION_SILENCE_ANYWAY):
-        return Click("silence", value, button[len(ACTION_SILENCE_ANYWAY):], button=button, force=True)
+        return Click(Verb.SILENCE, value, button[len(ACTION_SILENCE_ANYWAY):], button=button, force=True)
     verb = button.removeprefix(ACTION_REMEDIATE) if button.startswith(ACTION_REMEDIATE) else ""
     return Click(verb if verb in REMEDIATION_VERBS else "", value, button=button)
 
 
-__all__ = ["Click", "REMEDIATION_VERBS", "read_click"]
+__all__ = ["Click", "read_click"]
