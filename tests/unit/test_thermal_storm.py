@@ -173,3 +173,20 @@ def test_escalate_steps_are_checked_with_errors_naming_the_step(tmp_path):
     assert "nodes" in storm_rules(tmp_path, "          - {severity: error}\n")  # a step needs nodes or GPUs
     assert "severity" in storm_rules(tmp_path, "          - {severity: page, nodes: 3}\n")
 
+
+def test_the_slack_message_of_a_hot_rack_says_its_temperatures_and_what_to_do():
+    from alertd.integrations.slack import render as R
+    from tests.support.slack_blocks import validate_blocks
+    from tests.unit.test_slack_render import texts
+    e = engine()
+    feed(e, [f"gpu-r07-n{i:02d}" for i in range(16)])
+    fleet = the_fleet(e)
+    fallback, blocks = R.render_incident(fleet, R.RenderContext(now=_at(60)))
+    validate_blocks(blocks)
+    shown = texts(blocks)
+    assert blocks[0]["text"]["text"].startswith("ERROR: ") and "rack r07" in blocks[0]["text"]["text"]
+    assert "86-95 °C, median 90 °C" in fallback
+    assert "*Readings*\nGPU temperature: hottest 95 °C on GPU 1 of gpu-r07-n01; 86-95 °C, median 90 °C over 128" \
+        in shown, shown
+    assert "*Advice*\nCheck the cooling these nodes share" in shown and "drain the hottest nodes" in shown
+
