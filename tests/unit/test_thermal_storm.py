@@ -190,3 +190,16 @@ def test_the_slack_message_of_a_hot_rack_says_its_temperatures_and_what_to_do():
         in shown, shown
     assert "*Advice*\nCheck the cooling these nodes share" in shown and "drain the hottest nodes" in shown
 
+
+def test_cordoning_the_hot_nodes_leaves_the_storm_as_severe_as_its_extent():
+    from alertd.notify.decision import route_incident
+    from tests.unit.builders import shipped_rules
+    e = engine()
+    feed(e, [f"gpu-r07-n{i:02d}" for i in range(8)])
+    fleet = the_fleet(e)
+    routing = shipped_rules().routing
+    # every node drained after its fault: what is not the repair is the nodes' own warning
+    decision = route_incident(routing, fleet, _at(600), children=[("warning", "warning")] * 8)
+    assert decision.severity == "error" and {h.route for h in decision.hits} >= {"error-storms"}
+    fleet.annotations.pop(EXTENT)  # without the extent, the repair leaves the nodes' warning
+    assert route_incident(routing, fleet, _at(600), children=[("warning", "warning")] * 8).severity == "warning"
