@@ -203,3 +203,13 @@ def test_cordoning_the_hot_nodes_leaves_the_storm_as_severe_as_its_extent():
     assert decision.severity == "error" and {h.route for h in decision.hits} >= {"error-storms"}
     fleet.annotations.pop(EXTENT)  # without the extent, the repair leaves the nodes' warning
     assert route_incident(routing, fleet, _at(600), children=[("warning", "warning")] * 8).severity == "warning"
+
+
+def test_a_members_reading_is_stored_with_it():
+    from alertd.core.model import Member
+    e = engine()
+    feed(e, ["n0"])
+    [inc] = e.state.incidents.values()
+    readings = {m.fingerprint: m.reading for m in inc.members.values()}
+    assert sorted(r for r in readings.values() if r is not None) == sorted(rack_temps(0))
+    assert {m.fingerprint: Member.from_dict(m.to_dict()).reading for m in inc.members.values()} == readings
