@@ -11,7 +11,7 @@ from typing import cast
 from alertd.core.findings import Findings
 from alertd.core.instants import iso as iso, parse_instant as parse_instant, parse_iso as parse_iso
 from alertd.core.json_types import (JSONObject, JSONValue, as_json, as_object, integer, integers, objects,
-                                    optional_integer, optional_text, required_text, string_map, strings, text)
+                                    number, optional_integer, optional_text, required_text, string_map, strings, text)
 from alertd.core.tickets import TicketLink
 from alertd.core.verdict import HistoryVerdict
 from alertd.core.states import (
@@ -42,6 +42,8 @@ KIND_PRIORITY = {
 JOB_SUSPECT = "job_suspect"  # annotation of a node incident: the stalled job's incident that speaks for it
 DOMAIN_OF = "domain_of"  # annotation of a node incident: the incident of its bad failure domain, which speaks for it
 DOMAIN = "failure_domain"  # annotation of a domain's incident: {kind, value, size, nodes} (engine/domains.py)
+STORM_SAYS = "storm_says"  # annotation of a fleet: {title, reading, advice}, in words (engine/storm_extent.py)
+STORM_EXTENT = "storm_extent"  # annotation of a fleet: {severity, nodes, gpus, step}, the escalate step it reached
 RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/alertmanager/reconcile.py)
 HELD_BY = "alertd:alertmanager-api"  # receiver of alerts reconciliation took from Alertmanager's API, never sent by webhook
 
@@ -252,6 +254,7 @@ class Member:
     summary: str = ""
     response: bool = False  # a repair symptom (cordon, reboot) that followed the incident's fault: its response
     via_api: bool = False  # taken from Alertmanager's API by reconciliation (HELD_BY): no webhook had carried it
+    reading: float | None = None  # the number a storm event reads from its annotation (a GPU's temperature)
 
     def to_dict(self) -> JSONObject:
         out: JSONObject = {
@@ -272,6 +275,8 @@ class Member:
             out["response"] = True
         if self.via_api:
             out["viaApi"] = True
+        if self.reading is not None:
+            out["reading"] = self.reading
         return out
 
     @classmethod
@@ -291,6 +296,7 @@ class Member:
             summary=text(data, "summary"),
             response=bool(data.get("response")),
             via_api=bool(data.get("viaApi")),
+            reading=number(data, "reading") if "reading" in data else None,
         )
 
 
@@ -491,3 +497,4 @@ class Change:
     events: list[Event] = field(default_factory=list)
     members: list[str] = field(default_factory=list)  # fingerprints whose membership changed
     urgent: bool = False  # ack / resolve: notifiers skip their debounce
+

@@ -15,6 +15,7 @@ from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
 from alertd.engine.fleet_summary import fleet_title
 from alertd.engine import growth
+from alertd.engine.storm_extent import reading_of
 from alertd.engine.grouping import fields_of, group_for
 from alertd.engine.domains import Domains, Topology
 from alertd.engine.jobs import GROUP as JOB_GROUP, SIZE as JOB_SIZE, Jobs, is_job
@@ -284,6 +285,7 @@ class Correlator:
             subject=alert.subject, labels=alert.labels, starts_at=alert.starts_at, ends_at=alert.ends_at,
             last_seen=now, folded=folded, generator_url=alert.generator_url,
             summary=alert.annotations.get("summary", ""), via_api=alert.receiver == HELD_BY,
+            reading=reading_of(alert.annotations, self.rules.storm.events),
         )
         fault = "" if opening else self._responds_to(inc, member)
         member.response = bool(fault)
@@ -377,6 +379,12 @@ class Correlator:
         if alert.starts_at < m.starts_at:
             return  # a stale delivery of an older occurrence
         m.last_seen = now
+        reading = reading_of(alert.annotations, self.rules.storm.events)  # the temperature now
+        if reading is not None and m.reading is not None and round(reading) != round(m.reading) and inc.parent_id:
+            # its fleet says its hottest GPU and range: a step that changes them touches the node
+            self.record(inc, inc.add_event(now, "reading_changed", f"{m.alertname}: {m.reading:g} -> {reading:g}"),
+                        member=m.fingerprint)
+        m.reading = reading
         if _code_unknown(m.signal) and alert.signal.kind == "xid" and alert.signal.xid is not None:
             m.signal = alert.signal  # the same alert now names its Xid (e.g. in its summary)
             self._refresh(inc)

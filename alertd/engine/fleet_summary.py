@@ -10,7 +10,7 @@ import dataclasses
 
 from alertd.rules.fields import STORM_LABELS
 from alertd.core.json_types import JSONValue, as_object, as_text, integer, strings
-from alertd.core.model import Incident, Signal
+from alertd.core.model import STORM_SAYS, Incident, Signal
 from alertd.core.words import counted
 
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
@@ -85,6 +85,9 @@ def fleet_title(fleet: Incident) -> str:
     done = [f"{RESPONSES[k]} {counts[k]}" for k in RESPONSES if counts.get(k) and k != main]
     if done:
         parts.append(", ".join(done))
+    reading = as_text(as_object(fleet.annotations.get(STORM_SAYS)).get("title"))  # "86-95 °C, median 90 °C"
+    if reading:
+        parts.insert(0, reading)
     return f"{primary.title} on {counted(shown, 'node')} {'of' if domain else 'in'} {where}" + (f" ({'; '.join(parts)})" if parts else "")
 
 

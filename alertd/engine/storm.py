@@ -47,8 +47,11 @@ from alertd.engine.domains import note_domains
 from alertd.engine.fleet_summary import (UNCLASSIFIED, count_signals, fleet_headline, lead_alertname, share_labels,
                                          uncount_signals)
 from alertd.engine.state import EngineState
+from alertd.engine.storm_extent import (EXTENT, drop_gpus, event_of, extent_fact, extent_said, extent_step, note_gpus,
+                                        readings, speak)
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
+from alertd.core.states import as_severity
 from alertd.rules.ruleset import CorrelationRules, StormRule
 
 
@@ -306,6 +309,7 @@ class Storms:
             self.c.record(inc, inc.add_event(now, "folded_into_fleet", f"part of fleet incident {fleet.id}",
                                              fleet=fleet.id))
         fleet.storm_last = now
+        self._extent(fleet, now, "" if opening else was)
         self.c.retitle(fleet)
         if not opening and joined:
             self._node_event(fleet, now, "nodes_joined", joined, "joined")
@@ -345,6 +349,9 @@ class Storms:
         count_signals(fleet, child)
         share_labels(fleet, child)
         note_domains(fleet, child, self.c.rules.domains)
+        event = event_of(self.rule.events, fleet)
+        if event is not None:
+            note_gpus(fleet, child, lambda sig: match_all(event.matchers, signal_fields(child, sig)))
         lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
             if key not in fleet.storm_keys:
@@ -354,6 +361,21 @@ class Storms:
                 fleet.storm_keys.append(key)
                 state.fleets[key] = fleet.id
         return others
+
+    def _extent(self, fleet: Incident, now: datetime, was: str) -> None:
+        """Say the readings and advice of the fleet's event, and raise its severity to what its extent reaches
+        (engine/storm_extent.py); ``was``: its severity before this step, to log a rise ("" logs none)."""
+        event = event_of(self.rule.events, fleet)
+        if event is None:
+            return
+        r = readings(fleet)
+        speak(fleet, event, r)
+        step = extent_step(fleet, event.escalate, r)
+        if step is not None and SEVERITY_RANK.get(step.severity, 0) >= SEVERITY_RANK.get(fleet.severity, 0):
+            fleet.severity = as_severity(step.severity)
+            fleet.annotations[EXTENT] = extent_fact(step, len(fleet.nodes), r.gpus)
+        if was and SEVERITY_RANK.get(fleet.severity, 0) > SEVERITY_RANK.get(was, 0) and (why := extent_said(fleet)):
+            self.c.record(fleet, fleet.add_event(now, "severity_changed", f"{was} -> {fleet.severity}: {why}"))
 
     def _fleet_rank(self, sig: Signal) -> tuple[int, int, int]:
         """What names a fleet: a fault before any follower (exporter down and not ready follow a fault,
@@ -425,11 +447,13 @@ class Storms:
         before = (fleet.severity, fleet.title, list(fleet.signals))
         events = len(fleet.storm_keys)
         others = self._absorb(fleet, child, now)
+        self._extent(fleet, now, "")
         self.c.retitle(fleet)
         repair = self.c.only_response(child)  # the repair of what the fleet paged: no news for a pager
         if SEVERITY_RANK.get(fleet.severity, 0) > SEVERITY_RANK.get(before[0], 0):
-            self.c.record(fleet, flagged(fleet.add_event(now, "severity_changed", f"{before[0]} -> {fleet.severity}"),
-                                         repair))
+            why = extent_said(fleet)
+            self.c.record(fleet, flagged(fleet.add_event(now, "severity_changed", f"{before[0]} -> {fleet.severity}"
+                                                         + (f": {why}" if why else "")), repair))
         elif (fleet.title, fleet.signals) != before[1:]:
             self.c.record(fleet, flagged(fleet.add_event(now, "node_updated", f"{child.node}: {child.title}"), repair))
         if len(fleet.storm_keys) > events and self._takes_nodes(fleet, now):
@@ -449,6 +473,7 @@ class Storms:
         if child.node in fleet.nodes:
             state.drop_fleet_node(fleet, child.node)
         uncount_signals(fleet, child)
+        drop_gpus(fleet, child.node)
         self.c.record(child, child.add_event(now, "left_fleet", f"not part of fleet incident {fleet.id}: {why}",
                                              fleet=fleet.id))
         if state.open_children[fleet.id] == 0:

@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from yarl import URL
 
 from alertd.core.matchers import Matcher
+from alertd.core.model import STORM_SAYS
 from alertd.integrations.base import Links
 
 if TYPE_CHECKING:
@@ -48,6 +49,16 @@ def incident_action(inc: "Incident") -> str:
     if inc.verdict is not None and inc.verdict.action:
         return inc.verdict.action
     return inc.primary.action if inc.primary else ""
+
+
+def storm_says(inc: "Incident") -> tuple[str, str]:
+    """What a fleet incident says of its storm as a whole (engine/storm_extent.py): the readings of its GPUs
+    (the hottest, range and median temperature) and the advice of its event (rules/correlation.yml)."""
+    says = inc.annotations.get(STORM_SAYS)
+    if not isinstance(says, dict):
+        return "", ""
+    reading, advice = says.get("reading"), says.get("advice")
+    return (reading if isinstance(reading, str) else ""), (advice if isinstance(advice, str) else "")
 
 
 WEB_SCHEMES = ("http", "https")

@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import Sequence
 
 from alertd.core.matchers import match_all
-from alertd.core.model import SEVERITY_RANK, Incident, iso, max_severity
+from alertd.core.json_types import as_object, as_text
+from alertd.core.model import SEVERITY_RANK, STORM_EXTENT, Incident, iso, max_severity
 from alertd.rules.fields import incident_fields
 from alertd.rules.routing import Escalation, Routing
 from alertd.rules.windows import Cordon, CordonPolicy, cordon_of, unplanned_severity
@@ -83,6 +84,20 @@ def fleet_severity(children: Sequence[tuple[str, str | None]]) -> str | None:
     return max_severity(*rest) if rest else ""
 
 
+def _judged(policy: CordonPolicy, inc: Incident, cordoned_at: datetime | None,
+            children: Sequence[tuple[str, str | None]] | None) -> str | None:
+    """How the incident stands to its cordon (``cordon_severity``; a fleet: ``fleet_severity``), None when
+    the policy notifies as is. A storm stays as severe as its extent made it (engine/storm_extent.py: its
+    event's escalate step): its nodes' repair takes none of that away."""
+    if policy.action == "notify":
+        return None
+    if not inc.fleet:
+        return cordon_severity(policy, inc, cordoned_at)
+    judged = fleet_severity(children) if children else None
+    extent = as_text(as_object(inc.annotations.get(STORM_EXTENT)).get("severity"))
+    return extent if judged and SEVERITY_RANK.get(judged, 0) < SEVERITY_RANK.get(extent, 0) else judged
+
+
 def route_incident(routing: Routing, inc: Incident, now: datetime, *, cordoned_at: datetime | None = None,
            children: Sequence[tuple[str, str | None]] | None = None) -> RouteDecision:
     """Route one incident at ``now``. ``cordoned_at``: when its node was cordoned, if known from elsewhere;
@@ -94,10 +109,7 @@ def route_incident(routing: Routing, inc: Incident, now: datetime, *, cordoned_a
             decision.suppressed = f"maintenance window {m.name!r} until {iso(m.end)}"
             break
     policy = routing.cordoned
-    judged = None
-    if policy.action != "notify":
-        judged = fleet_severity(children) if inc.fleet and children else \
-            None if inc.fleet else cordon_severity(policy, inc, cordoned_at)
+    judged = _judged(policy, inc, cordoned_at, children)
     where = inc.node or ("its nodes" if inc.fleet else "the node")
     if judged == "":
         decision.planned = True
@@ -107,7 +119,7 @@ def route_incident(routing: Routing, inc: Incident, now: datetime, *, cordoned_a
             decision.note = f"severity {inc.severity} downgraded to {policy.severity}: {where} was cordoned first"
             decision.severity = policy.severity
             fields["severity"] = policy.severity
-    elif judged is not None and SEVERITY_RANK.get(judged, 0) < SEVERITY_RANK.get(inc.severity, 0):
+    elif judged and SEVERITY_RANK.get(judged, 0) < SEVERITY_RANK.get(inc.severity, 0):
         work = "the repair of its fault" if any(m.response for m in inc.members.values()) else \
             "planned work on a cordoned node"
         decision.note = f"severity {inc.severity} is {work}; the rest is {judged}"

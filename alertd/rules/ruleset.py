@@ -17,6 +17,7 @@ from alertd.core.durations import DurationError, parse_duration
 from alertd.rules.evidence import EvidenceRules, parse_evidence_rules, merge
 from alertd.rules.remediation import RemediationPolicy, parse_remediation
 from alertd.core.json_types import JSONObject, objects
+from alertd.rules.storm_says import Escalation, Reading, parse_escalate, parse_reading
 from alertd.rules.history import HistoryRule, parse_history, rma_rules
 from alertd.rules.rma import RmaRule, parse_rma
 from alertd.rules.routing import RoutingDoc, parse_routing
@@ -67,6 +68,9 @@ class StormEvent:
     name: str
     by: tuple[str, ...]
     matchers: tuple[Matcher, ...] = ()
+    reading: Reading | None = None  # the value its alerts carry (a GPU's temperature), summed up over the storm
+    advice: str = ""  # what to do about the storm as a whole, in words
+    escalate: tuple[Escalation, ...] = ()  # the severity its extent reaches (rules/storm_says.py)
 
 
 DEFAULT_STORM_EVENTS = (
@@ -420,8 +424,10 @@ def _correlation(doc: CorrelationDoc, check: _Checker) -> CorrelationRules:
     for i, ev in enumerate(storm_doc.get("events") or []):
         if ev["name"] in {e.name for e in events}:
             check.problem(("correlation", "storm", "events", i, "name"), f"duplicate storm event name {ev['name']!r}")
-        events.append(StormEvent(ev["name"], tuple(ev["by"]),
-                                 check.matchers(ev.get("match"), ("correlation", "storm", "events", i, "match"))))
+        where = ("correlation", "storm", "events", i)
+        events.append(StormEvent(ev["name"], tuple(ev["by"]), check.matchers(ev.get("match"), where + ("match",)),
+                                 parse_reading(ev.get("reading")), ev.get("advice", ""),
+                                 parse_escalate(ev.get("escalate"), where + ("escalate",), check)))
     followers = storm_doc.get("followers")
     storm = StormRule(
         enabled=storm_doc.get("enabled", True),

@@ -14,6 +14,7 @@ from alertd.rules.kube_health import KubeHealthDoc
 from alertd.rules.remediation import RemediationDoc
 from alertd.rules.rma import RmaRuleDoc
 from alertd.rules.routing import RoutingDoc
+from alertd.rules.storm_says import EscalateDoc, ReadingDoc
 
 
 class SignalDoc(TypedDict, total=False):
@@ -38,6 +39,9 @@ class StormEventDoc(TypedDict, total=False):
     name: str  # required, with by
     match: list[str]
     by: list[str]
+    reading: ReadingDoc
+    advice: str
+    escalate: list[EscalateDoc]
 
 
 class StormDoc(TypedDict, total=False):

@@ -33,6 +33,10 @@ MIX: dict[str, tuple[float, str, bool]] = {
     "gpu_thermal_interface": (1.4, "warning", False),  # throttling and high temperature on one GPU
 }
 UNOBSERVED = frozenset({"nccl_watchdog", "silent_data_corruption"})
+# A storm is one from this many nodes (rules/correlation.yml, correlation.storm.min_nodes; the thermal event's
+# error step asks no more): a storm page-worthy by its extent alone is prompt when it pages within 5 minutes
+# of alerts of this many of its nodes reaching alertd. tests/unit/test_fleetsim_intent.py checks it.
+STORM_NODES = 5
 
 # ----- unplanned faults (the Llama 3 mix) -----
 
@@ -213,7 +217,10 @@ def storms(b: Builder, day_hours: list[float]) -> None:
     rack = b.rng.choice(sorted({n.rack for n in nodes}))
     members = [n for n in nodes if n.rack == rack]
     hit = b.rng.sample(members, min(len(members), b.rng.randint(12, 16)))
-    p = b.problem("storm_rack_cooling", hit, t, "warning", False, storm=True)
+    # Each GPU's alerts are warnings; 12-16 nodes and 96-128 GPUs of one rack reach the thermal storm's
+    # error step (rules/correlation.yml, escalate): the rack's cooling, which pages.
+    p = b.problem("storm_rack_cooling", hit, t, "error", True, storm=True)
+    p.extent_nodes = STORM_NODES
     for node in hit:
         at, end = t + b.u(0.0, 10 * MIN), t + b.u(40 * MIN, 90 * MIN)
         for gpu in range(m.GPUS_PER_NODE):

@@ -85,6 +85,11 @@ class Problem:
     alerts: list[tuple[str, float]] = field(default_factory=list)  # (fingerprint, startsAt) it caused
     spells: list[tuple[float, float]] = field(default_factory=list)  # when those alerts fired: (startsAt, resolved)
     first_received: float | None = None  # when its first alert reached alertd
+    # Page-worthy by its extent alone (a storm of warnings, rules/correlation.yml escalate): no page can come
+    # before alerts of this many of its nodes reached alertd (a storm is one from correlation.storm.min_nodes
+    # nodes), so promptness counts from then (extent_received).
+    extent_nodes: int = 0
+    extent_received: float | None = None
     acted_at: float | None = None  # when the operator first acted on it (cordon); later alerts are the repair's
     responder: str = ""  # who answered it: "on-call" or "alertd" (its approved remediation), "" nobody
     repair_failed_at: float | None = None  # when its repair was seen to fail (back NotReady, or the fault again)

@@ -225,12 +225,13 @@ def _page_figures(s: Score, report: dict[str, Any], problems: dict[str, Problem]
             s.missed.append(p.id)
             continue
         paged += 1
-        if p.first_received is not None and when - p.first_received <= PROMPT:
+        since = p.extent_received if p.extent_received is not None else p.first_received
+        if since is not None and when - since <= PROMPT:
             prompt += 1
         else:
             s.late.append(p.id)
-            if p.first_received is not None:
-                s.late_by[p.id] = round(when - p.first_received, 1)
+            if since is not None:
+                s.late_by[p.id] = round(when - since, 1)
     s.recall = paged / max(1, len(worthy))
     s.recall_5m = prompt / max(1, len(worthy))
     s.pages_per_page_worthy = s.pages / max(1, len(worthy))

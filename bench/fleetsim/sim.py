@@ -109,6 +109,7 @@ def deliver(fleet: m.Fleet, route: RouteConfig, seed: int, *, interval: float = 
         sent.sort(key=lambda x: x[0])
     webhooks = []
     by_alert = {(fp, round(t, 3)): p.id for p in fleet.problems.values() for fp, t in p.alerts}
+    nodes_received: dict[str, dict[str, float]] = {}  # problems page-worthy by extent: node -> first received
     for received, body in sent:
         webhooks.append((start + timedelta(seconds=received), body))
         for a in body["alerts"]:
@@ -118,6 +119,12 @@ def deliver(fleet: m.Fleet, route: RouteConfig, seed: int, *, interval: float = 
                 p = fleet.problems[pid]
                 if p.first_received is None or received < p.first_received:
                     p.first_received = received
+                if p.extent_nodes:
+                    nodes_received.setdefault(pid, {}).setdefault(a["labels"].get("node", ""), received)
+    for pid, by_node in nodes_received.items():
+        p = fleet.problems[pid]
+        times = sorted(by_node.values())
+        p.extent_received = times[p.extent_nodes - 1] if len(times) >= p.extent_nodes else None
     return Delivery(webhooks, flushes, instances, rules)
 
 

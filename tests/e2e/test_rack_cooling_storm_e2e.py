@@ -5,8 +5,8 @@ reasons, not the shipped names), a real Alertmanager whose route groups by ``[al
 each webhook carries every node's alert of one name, and later nodes come in later batches a group
 interval apart), twelve nodes of one rack heating up a few seconds apart, and ``alertd serve`` with the
 shipped rules. One event: one fleet incident naming the twelve nodes with a true title, one Slack post for
-it (a node posted before the fleet formed is edited to point at it), no second incident beside it, at most
-one page; everything resolves once the rack cools.
+it in each channel (a node posted before the fleet formed is edited to point at it), no second incident
+beside it; 96 GPUs throttling make it an error storm, paged once; everything resolves once the rack cools.
 """
 from __future__ import annotations
 
@@ -95,12 +95,16 @@ def test_rack_cooling_failure_grouped_by_alertname_is_one_fleet_incident(tmp_pat
             assert found["title"].endswith("on 12 nodes in sim"), found["title"]
             assert found["title"].startswith(("GPU thermal slowdown: clocks cut by heat", "GPU temperature high")), \
                 found["title"]
-            # one post for the fleet; a node posted alone before the fleet formed (the first, with nothing like
-            # it yet) is edited to point at the fleet, not posted again
+            # one post for the fleet in each channel: 96 GPUs throttling are an error storm (rules/correlation.yml,
+            # escalate), posted in the on-call channel and the alert channel; a node posted alone before the fleet
+            # formed (the first, with nothing like it yet) is edited to point at the fleet, not posted again
             posts = wait("every top-level message pointing at the fleet", lambda: (
                 ms if (ms := top_level_messages(slack)) and all(found["id"] in _all_text(m) for m in ms) else None))
-            assert len(posts) <= 2 and sum(1 for m in posts if "on 12 nodes" in m["text"]) == 1, [m["text"] for m in posts]
-            assert pages(pagerduty) <= 1
+            fleet_posts = [c for c, ms in slack.messages.items() for m in list(ms.values())
+                           if not m.get("thread_ts") and "on 12 nodes" in m["text"]]
+            assert len(posts) <= 3 and sorted(fleet_posts) == sorted(set(fleet_posts)), [m["text"] for m in posts]
+            assert [r["severity"] for r in rows if r["fleet"]] == ["error"]
+            assert pages(pagerduty) == 1
             for node in RACK:
                 for gpu in range(8):
                     sim.set_temperature(node, gpu, 45.0)

@@ -1,10 +1,11 @@
 """The incident page at 3 a.m.: the action in words, the catalog's investigate text, the runbook as a link,
-which reasons throttle the clocks; resolve asks first; no silence buttons that can only fail."""
+which reasons throttle the clocks, a hot rack's temperatures and advice; resolve asks first; no silence
+buttons that can only fail."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from tests.support.notify_harness import Harness, hook, xid_alert
+from tests.support.notify_harness import Harness, hook, wait_for, xid_alert
 from tests.support.webhooks import gpu_alert
 
 ACTION_79 = "Drain and reboot the node (often a power cycle); save dmesg and the BMC log first."
@@ -57,3 +58,36 @@ async def test_a_throttling_incident_says_which_reason(tmp_path):
         assert "Throttled by</dt><dd>sw thermal slowdown, hw thermal slowdown</dd>" in page, inc["title"]
     finally:
         await h.stop()
+
+
+async def test_a_hot_rack_says_its_temperatures_and_what_to_do(tmp_path):
+    from tests.support.webhooks import fingerprint
+    h = await Harness(tmp_path).start()
+    try:
+        starts = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=6)
+        for n in range(12):
+            node = f"gpu-r07-n{n:02d}"
+            alerts = []
+            for gpu in range(8):
+                hot = gpu_alert("prod", node, gpu, kind=4, starts_at=starts, extra={"label_rack": "r07"})
+                hot["annotations"]["temperature"] = str(86 + (n + gpu) % 9)  # as GPUTemperatureHigh sends it
+                throttled = gpu_alert("prod", node, gpu, kind=5, starts_at=starts,
+                                      extra={"label_rack": "r07", "clock_event_reasons": "64"})
+                for a in (hot, throttled):
+                    a["fingerprint"] = fingerprint(a["labels"])
+                alerts += [hot, throttled]
+            await h.post(hook(*alerts, node=node))
+        fleet = await wait_for(lambda: _fleet(h))
+        page = await (await h.client.get(f"/ui/incidents/{fleet['id']}")).text()
+        assert "of rack r07 in prod (86-94 °C, median 90 °C" in page, fleet["title"]
+        assert "<dt>Readings</dt><dd>GPU temperature: hottest 94 °C on GPU" in page
+        assert "over 96 of the storm&#39;s 96 GPUs</dd>" in page
+        assert "<dt>Advice</dt><dd>Check the cooling these nodes share" in page
+        assert fleet["severity"] == "error"
+    finally:
+        await h.stop()
+
+
+async def _fleet(h: Harness) -> dict | None:
+    rows = [r for r in await h.incidents() if r.get("fleet") and len(r.get("nodes") or ()) == 12]
+    return rows[0] if rows else None

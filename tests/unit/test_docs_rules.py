@@ -48,7 +48,7 @@ def test_generator_prints_every_table(capsys):
 def test_rule_examples_are_valid(tmp_path):
     sections = {"xids", "signals", "evidence", "correlation", "routing"}
     examples = [b for b in code_blocks("yaml") if set(yaml.safe_load(b) or {}) & sections]
-    assert len(examples) == 7
+    assert len(examples) == 8
     for i, block in enumerate(examples):
         path = tmp_path / f"example{i}.yml"
         path.write_text(block)

@@ -23,7 +23,8 @@ from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Mem
 from alertd.core.signed_links import signed_query
 from alertd.core.storm_growth import incident_trend
 from alertd.integrations.base import Links
-from alertd.integrations.presentation import ACTION_TEXT, event_words, incident_action, incident_links, web_url
+from alertd.integrations.presentation import (ACTION_TEXT, event_words, incident_action, incident_links, storm_says,
+                                              web_url)
 
 MAX_BLOCKS = 50
 MAX_SECTION = 3000
@@ -235,6 +236,11 @@ def _guidance(inc: Incident) -> str:
         lines.append(f"*Recommended action*\n{mrkdwn_escape(action)}" + (" *Drain the GPU first.*" if p.drain and p.action != "reboot_node" else ""))
     if p.investigate:
         lines.append(f"*Investigate*\n{mrkdwn_escape(p.investigate)}")
+    reading, advice = storm_says(inc)
+    if reading:
+        lines.append(f"*Readings*\n{mrkdwn_escape(reading)}")
+    if advice:
+        lines.append(f"*Advice*\n{mrkdwn_escape(advice)}")
     return "\n\n".join(lines)
 
 

@@ -1,0 +1,91 @@
+"""What a storm event says beyond its title, and how its severity follows its extent: a storm event's
+``reading``, ``advice`` and ``escalate`` (correlation.storm.events, correlation.schema.json), read into the
+rules engine/storm_extent.py takes.
+
+A fault that each GPU reports as a warning (a thermal slowdown) is another matter on 128 GPUs of one rack:
+the rack's cooling, not a GPU. So the severity a storm of such warnings reaches is data, by the nodes and
+GPUs it spans, never code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, TypedDict
+
+from alertd.core.model import SEVERITY_RANK
+from alertd.core.yamlio import Path_
+
+
+class ReadingDoc(TypedDict, total=False):
+    annotation: str  # required
+    name: str
+    unit: str
+
+
+class EscalateDoc(TypedDict, total=False):
+    severity: str  # required
+    nodes: int
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """The value each alert of the event carries in an annotation (a GPU's temperature), summed up over the
+    storm: its hottest GPU, range and median."""
+
+    annotation: str
+    name: str = "value"
+    unit: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """The storm is at least ``severity`` once it spans ``nodes`` nodes and ``gpus`` GPUs (both, when given)."""
+
+    severity: str
+    nodes: int = 0
+    gpus: int = 0
+
+    def reached(self, nodes: int, gpus: int) -> bool:
+        return nodes >= self.nodes and gpus >= self.gpus
+
+    def said(self) -> str:
+        parts = [f"{n} {what}" for n, what in ((self.nodes, "nodes"), (self.gpus, "GPUs")) if n]
+        return " and ".join(parts)
+
+
+class Problems(Protocol):
+    def problem(self, path: Path_, message: str) -> None: ...
+
+
+def parse_reading(doc: ReadingDoc | None) -> Reading | None:
+    if not doc:
+        return None
+    return Reading(doc["annotation"], doc.get("name", "value"), doc.get("unit", ""))
+
+
+def parse_escalate(items: list[EscalateDoc] | None, path: Path_, check: Problems) -> tuple[Escalation, ...]:
+    """The steps, each more severe and no smaller than the one before it (else a problem naming the step)."""
+    steps: list[Escalation] = []
+    for i, item in enumerate(items or []):
+        step = Escalation(item["severity"], item.get("nodes", 0), item.get("gpus", 0))
+        if not step.nodes and not step.gpus:
+            check.problem(path + (i,), f"escalate step {i + 1} ({step.severity}) names neither nodes nor gpus: "
+                                       "say how far the storm must reach")
+        if steps:
+            before = steps[-1]
+            if SEVERITY_RANK.get(step.severity, 0) <= SEVERITY_RANK.get(before.severity, 0):
+                check.problem(path + (i, "severity"), f"escalate step {i + 1} ({step.severity}) must be more severe "
+                                                      f"than the step before it ({before.severity})")
+            if step.nodes < before.nodes or step.gpus < before.gpus:
+                check.problem(path + (i,), f"escalate step {i + 1} ({step.said()}) must not be smaller than the "
+                                           f"step before it ({before.said()})")
+        steps.append(step)
+    return tuple(steps)
+
+
+def escalated(steps: tuple[Escalation, ...], nodes: int, gpus: int) -> Escalation | None:
+    """The most severe step the storm's extent reaches, or None."""
+    return next((s for s in reversed(steps) if s.reached(nodes, gpus)), None)
+
+
+__all__ = ["EscalateDoc", "Escalation", "Reading", "ReadingDoc", "escalated", "parse_escalate", "parse_reading"]
