@@ -22,6 +22,7 @@ its node's zone, rack and NVLink clique. How the expressions read the state (``-
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Callable
 
 from bench.fleetsim import model as m
@@ -44,37 +45,50 @@ def _job_labels(view: NodeView) -> dict[str, str]:
 
 
 def gpu_job_stalled(view: NodeView, grid: Grid) -> list[Series]:
-    """Every tick at which one of the rule's arms holds, per idle spell of the job.
+    """Every evaluation at which one of the rule's arms holds, per idle spell of the job.
 
-    Samples are taken on the grid (as everywhere in the simulation) and read at once by the evaluation:
-    * DCGM's tensor activity is a ratio over its sampling period, so the first sample at or after the stop
-      (tick ``c``) still reads activity: ``last_active_time`` is ``c``, up to an interval after the stop, and
-      every later tick until the job computes again reads idle.
-    * ``last_active_time < time() - X`` is strict: true from the first tick after ``c + X``.
-    * ``rate(...[2m])`` reads the samples in [t - 2m, t] (both ends, as Prometheus 2 does): the job is quiet
-      at ``t`` when nothing crossed the wire between the first of them and ``t``, i.e. the silence began
-      by that first sample.
+    Each exporter of each node is a target Prometheus scrapes every interval at an offset of its own
+    (:func:`scrape_grid`), the rule group is evaluated on ``grid``; an evaluation reads each target's latest
+    sample. With every GPU stopping at ``T``:
+    * DCGM's tensor activity is a ratio over its sampling period, so a node's first sample at or after the
+      stop still reads activity and its next one reads idle; ``last_active_time`` is the last evaluation
+      before the last node's first idle sample: up to one evaluation interval plus a scrape after ``T``.
+    * ``last_active_time < time() - X`` is strict: true from the first evaluation after it + X.
+    * ``rate(...[2m])`` reads a node's samples in [t - 2m, t] (both ends, as Prometheus 2 does): its node is
+      quiet once its last sample from before the silence has left that window, until a sample from after
+      the silence enters it. The job is quiet when all its nodes are (its busiest one is).
     """
     job = view.node.job
     if job is None:
         return []
     stalls = [(f.start, f.end, f.problem) for f in view.facts(m.STALL)]
-    busy = merge((q.start, q.end) for q in job.pauses if q.idle)  # a checkpoint writes, a loader reads
-    silent = subtract(stalls, busy)
+    idle = [(q.start, q.end, q.problem) for q in job.pauses if q.idle]
+    silent = subtract(stalls, merge((s, e) for s, e, _ in idle))  # a checkpoint writes, a loader reads
+    hold = IDLE_ANY if job.counters else IDLE_BLIND
     labels = {"cluster": view.node.cluster, "node": view.node.name, **_job_labels(view)}
     out = []
-    for start, end, problem in _idle_spells(stalls, [(q.start, q.end, q.problem) for q in job.pauses if q.idle]):
-        last = grid.ceil(start)
-        spans = [(_after(grid, last + (IDLE_ANY if job.counters else IDLE_BLIND)), _after(grid, end), problem)]
-        if job.counters:
-            for a, b, p in (x for x in silent if x[0] < end and x[1] > start):
-                lo = max(_after(grid, last + IDLE_QUIET), grid.ceil(a + _window(grid)))
-                spans.append((lo, min(_after(grid, b), _after(grid, end)), p))
-        spans = [s for s in spans if s[0] < s[1]]
+    for start, end, problem in _idle_spells(stalls, idle):
+        quiet = [x for x in silent if x[0] < end and x[1] > start] if job.counters else []
+        if not quiet and end - start <= hold - 2 * grid.interval:
+            continue  # too short for any arm (its last active evaluation is at most an interval before it)
+        dcgm = [scrape_grid("dcgm-exporter", n, grid.interval) for n in job.nodes]
+        net = [scrape_grid("node-exporter", n, grid.interval) for n in job.nodes]
+        last = _before(grid, max(g.ceil(start + grid.interval) for g in dcgm))  # after the last first idle sample
+        until = min(_after(g, end) for g in dcgm)  # a node's first sample holding activity again
+        spans = [(_after(grid, last + hold), until, problem)]
+        for a, b, p in quiet:
+            lo = max(_after(grid, last + IDLE_QUIET), _after(grid, max(_before(g, a) for g in net) + RATE_WINDOW))
+            spans.append((lo, min(until, min(_after(g, b) for g in net)), p))
+        spans = [(s, e, p) for s, e, p in spans if grid.ceil(s) < grid.ceil(e)]
         if spans:
             out.append(Series(labels, sorted(spans), m.EPOCH + last,
                               by_problem={p: m.EPOCH + last for _, _, p in spans}))
     return out
+
+
+def scrape_grid(exporter: str, node: str, interval: float) -> Grid:
+    """When Prometheus scrapes one target: every interval, at an offset it draws from the target's hash."""
+    return Grid(interval, (zlib.crc32(f"{exporter}/{node}".encode()) % 997) / 997.0 * interval)
 
 
 def _idle_spells(stalls: list[Span], pauses: list[Span]) -> list[Span]:
@@ -96,9 +110,9 @@ def _after(grid: Grid, t: float) -> float:
     return grid.offset + (math.floor((t - grid.offset) / grid.interval) + 1) * grid.interval
 
 
-def _window(grid: Grid) -> float:
-    """How far before ``t`` the first sample of ``[t - 2m, t]`` lies, samples on the grid."""
-    return math.floor(RATE_WINDOW / grid.interval + 1e-9) * grid.interval
+def _before(grid: Grid, t: float) -> float:
+    """The last tick strictly before ``t``."""
+    return grid.offset + (math.ceil((t - grid.offset) / grid.interval) - 1) * grid.interval
 
 
 def gpu_straggler(view: NodeView, grid: Grid) -> list[Series]:
