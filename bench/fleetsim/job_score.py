@@ -1,8 +1,8 @@
 """Score the job and domain kinds of a ``--jobs`` run (bench/fleetsim/jobs.py) against alertd's replay.
 
 * a hang: the top-level incidents holding its alerts (the stall of every node, its culprit's port down): one,
-  a job incident, opened within 5 minutes of its GPUJobStalled alert firing (and how long after the stall
-  itself began: the rule waits 10 minutes), paged once (a page taking over its suspect's alert is none), and
+  a job incident, opened within 5 minutes of the hang's start (when its job stopped computing; how long after
+  its GPUJobStalled alert fired is kept too), paged once (a page taking over its suspect's alert is none), and
   where it has a culprit, the title's first suspect is that node;
 * false job incidents: job incidents holding no hang or straggler, per 1,000 job-days; any incident holding a
   healthy pause's alert;
@@ -27,12 +27,12 @@ PROMPT = 300.0
 class JobScore:
     hangs: int = 0
     one_incident: int = 0          # hangs held by exactly one top-level incident, a job incident
-    within_5m: int = 0             # ... opened within 5 minutes of the stall alert firing
+    within_5m: int = 0             # ... opened within 5 minutes of the hang's start (the stall's)
     paged_once: int = 0
     with_culprit: int = 0
     culprit_first: int = 0
     latency_alert: list[float] = field(default_factory=list)  # job incident opened - stall alert fired, s
-    latency_start: list[float] = field(default_factory=list)  # job incident opened - the stall began, s
+    latency_start: list[float] = field(default_factory=list)  # job incident opened - the hang began, s
     job_incidents: int = 0
     false_job_incidents: int = 0
     job_days: float = 0.0
@@ -73,6 +73,9 @@ def job_score(report: dict[str, Any], fleet: Fleet, instances: list[Instance], s
         held = sorted(holders.get(p.id, ()))
         if p.cause.startswith("job_hang") and p.id in fired:
             _hang(s, p, held, incidents, pages, fired[p.id], start)
+        elif p.cause.startswith("job_hang"):
+            s.hangs += 1
+            s.problems.append(f"hang {p.id}: no stall alert fired")
         elif p.cause == "straggler":
             s.stragglers += 1
             if any(_of_job(incidents[t], p.job) for t in held):
@@ -110,9 +113,10 @@ def _hang(s: JobScore, p: Any, held: list[str], incidents: dict[str, dict[str, A
     inc = incidents[held[0]]
     s.one_incident += 1
     opened = _secs(start, inc["openedAt"]) or 0.0
+    began = p.stalled if p.stalled is not None else p.start
     s.latency_alert.append(opened - fired)
-    s.latency_start.append(opened - p.start)
-    if opened - fired <= PROMPT:
+    s.latency_start.append(opened - began)
+    if opened - began <= PROMPT:
         s.within_5m += 1
     if pages.get(held[0], 0) == 1:
         s.paged_once += 1
@@ -136,8 +140,9 @@ def _of_job(inc: dict[str, Any], job: str) -> bool:
 def job_line(s: JobScore) -> str:
     med = statistics.median(s.latency_alert) / 60 if s.latency_alert else 0.0
     med_start = statistics.median(s.latency_start) / 60 if s.latency_start else 0.0
+    max_start = max(s.latency_start) / 60 if s.latency_start else 0.0
     return (f"     jobs: hangs {s.hangs} one-incident {s.one_incident} <=5m {s.within_5m} paged-once {s.paged_once} "
-            f"culprit-first {s.culprit_first}/{s.with_culprit} (median {med:.1f} m after the stall alert, "
-            f"{med_start:.1f} m after the stall) | false job incidents {s.false_job_incidents} "
+            f"culprit-first {s.culprit_first}/{s.with_culprit} (from the hang's start: median {med_start:.1f} m, "
+            f"max {max_start:.1f} m; median {med:.1f} m after the stall alert) | false job incidents {s.false_job_incidents} "
             f"({s.false_per_1000_job_days:.2f}/1k job-days of {s.job_days:.0f}) | pauses {s.pause_incidents} | "
             f"stragglers {s.stragglers_found}/{s.stragglers} | domains named {s.domains_named}/{s.domains}")

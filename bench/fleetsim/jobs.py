@@ -4,13 +4,17 @@ Drawn after everything else from a random stream of their own, so the other prob
 were. Nodes get the topology labels the job rules join from kube_node_labels (rack, zone; the second
 cluster's nodes an NVLink clique of 18, as a GB200 NVL72 rack has), and run jobs of 4 to 64 nodes:
 
-* healthy pauses: a checkpoint every 1-3 hours (every GPU idle 1-6 minutes) and an evaluation every 6-12
-  hours (3-9 minutes); no incident may come of them;
+* healthy pauses, none of which may raise an alert: a checkpoint every 1-3 hours (every GPU idle 1-15
+  minutes, some longer than the 10 minutes a job without network counters waits, one node writing it at
+  about 1 GB/s), a data-loading pause every 2-6 hours (every GPU idle 1-6 minutes, the nodes reading), and an
+  evaluation every 6-12 hours (3-9 minutes of forward passes: tensor activity stays above 1 %);
 * hangs at the Llama 3 rates of the interruptions that raise no Xid (Meta, "The Llama 3 Herd of Models",
   2024, Table 5, of 419 in 54 days on 16,384 GPUs): network switch or cable (35) and NIC (7), an InfiniBand
   port of one node going down and the job stalling seconds later; NCCL watchdog timeouts (7) and silent data
   corruption (6), a stall nothing on any node explains. A stall lasts 15-45 minutes (the job's NCCL timeout,
-  or its people restarting it);
+  or its people restarting it), every rank blocked in a collective: nothing on the wire. A fault during a
+  checkpoint or a data-loading pause hangs the job when the pause ends (its next collective), and a hung job
+  takes no pause;
 * a GPU whose telemetry goes quiet, 40 % of them stalling their job a few minutes later;
 * stragglers: one GPU 25-60 % below its job's median in tensor activity, SM clock or power for 30 minutes
   to 3 hours, half of them held back by a hardware slowdown its throttle alert reports (a problem of its own);
@@ -87,15 +91,23 @@ def place(fleet: m.Fleet, rng: random.Random) -> list[m.Job]:
     return jobs
 
 
+PAUSES = (  # kind, every (hours), length (minutes)
+    (m.CHECKPOINT, (1, 3), (1, 15)),
+    (m.DATA_LOADING, (2, 6), (1, 6)),
+    (m.EVALUATION, (6, 12), (3, 9)),
+)
+
+
 def pauses(b: Builder, rng: random.Random, job: m.Job) -> None:
     p = b.problem("healthy_pauses", [], 0.0, "info", False)
     p.job = f"{job.namespace}/{job.name}"
-    for every, lo, hi in ((rng.uniform(1, 3) * HOUR, 1 * MIN, 6 * MIN), (rng.uniform(6, 12) * HOUR, 3 * MIN, 9 * MIN)):
+    for kind, (every_lo, every_hi), (lo, hi) in PAUSES:
+        every = rng.uniform(every_lo, every_hi) * HOUR
         t = rng.uniform(0, every)
         while t < b.fleet.horizon:
-            job.pauses.append((t, t + rng.uniform(lo, hi), p.id))
+            job.pauses.append(m.Pause(t, t + rng.uniform(lo, hi) * MIN, p.id, kind))
             t += every * rng.uniform(0.9, 1.1)
-    job.pauses.sort()
+    job.pauses.sort(key=lambda q: (q.start, q.end))
 
 
 def _free(b: Builder, rng: random.Random, jobs: list[m.Job], span: float) -> tuple[float, m.Job] | None:
@@ -110,10 +122,13 @@ def _free(b: Builder, rng: random.Random, jobs: list[m.Job], span: float) -> tup
 
 
 def _stall(b: Builder, rng: random.Random, p: m.Problem, job: m.Job, by_name: dict[str, m.Node], at: float) -> None:
+    while (q := next((q for q in job.pauses if q.idle and q.start <= at < q.end), None)) is not None:
+        at = q.end  # the pause goes on to its end; the job hangs in its first collective after it
     end = at + rng.uniform(15 * MIN, 45 * MIN)
+    job.pauses = [q for q in job.pauses if q.end <= at or q.start >= end]  # a hung job takes no pause
     for name in job.nodes:
         b.fact(by_name[name], p, m.STALL, at, end)
-    p.job = f"{job.namespace}/{job.name}"
+    p.job, p.stalled = f"{job.namespace}/{job.name}", at
 
 
 def hang(b: Builder, rng: random.Random, cause: str, jobs: list[m.Job], by_name: dict[str, m.Node]) -> None:

@@ -38,7 +38,7 @@ REMAP_PENDING = "remap_pending"    # interval, gpu: DCGM_FI_DEV_ROW_REMAP_PENDIN
 IB_DOWN = "ib_down"                # interval, value = the port's device index (mlx5_<value>): state not active
 SLOW = "slow"                      # interval, gpu, value = the GPU's reading over its job's median; label: metric
 QUIET = "quiet"                    # interval, gpu: the GPU's samples stop while its node's others go on
-STALL = "stall"                    # interval: every GPU of the node's job idle (its job hangs), a job fact
+STALL = "stall"                    # interval: every GPU of the node's job idle and nothing on its wire (a hang)
 
 INSTANT = frozenset({XID, ECC_DBE, NVLINK})
 
@@ -54,16 +54,37 @@ class Fact:
     label: str = ""  # SLOW: the metric the GPU lags in (tensor_active, sm_clock, power)
 
 
+# Healthy pauses of a job (--jobs): what its GPUs and its nodes' network counters show meanwhile.
+CHECKPOINT = "checkpoint"      # every GPU idle; a node writes the checkpoint (~1 GB/s on its network)
+DATA_LOADING = "data_loading"  # every GPU idle; the nodes read their next shards (hundreds of MB/s)
+EVALUATION = "evaluation"      # forward passes: tensor activity stays above 1 %, never idle
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    start: float
+    end: float
+    problem: str
+    kind: str = CHECKPOINT
+
+    @property
+    def idle(self) -> bool:
+        """Every GPU of the job under 1 % tensor activity meanwhile."""
+        return self.kind != EVALUATION
+
+
 @dataclass(slots=True)
 class Job:
     """A training job (--jobs): its pods' top owner and its nodes; its healthy pauses (checkpoints,
-    evaluations: every GPU idle for minutes) are kept once here, not per node."""
+    data loading, evaluations) are kept once here, not per node. ``counters``: its nodes export
+    node-exporter's netdev and infiniband byte counters (what tells a hang from a pause on the wire)."""
 
     namespace: str
     kind: str
     name: str
     nodes: list[str]
-    pauses: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, problem)
+    pauses: list[Pause] = field(default_factory=list)
+    counters: bool = True
 
     @property
     def labels(self) -> dict[str, str]:
@@ -99,6 +120,7 @@ class Problem:
     #                                     incident should get ("" for none); None: not a history case
     job: str = ""  # a job's hang or straggler (--jobs): "namespace/name" of the job
     culprit: str = ""  # a hang: the node whose fault stalled the job ("" when nothing shows it: NCCL, corruption)
+    stalled: float | None = None  # a hang: when its job stopped computing (its STALL facts' start)
     domain: str = ""  # a domain fault: the domain its incident should name ("rack r012", "NVLink domain c07")
 
 

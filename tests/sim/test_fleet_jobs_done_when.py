@@ -1,5 +1,6 @@
 """The job kinds' done-when on a small fleet simulation (2,048 nodes, 7 days, 2 seeds, both routes): hangs
-without an Xid, stragglers, quiet GPUs, an NVLink clique fault and healthy pauses (bench/fleetsim/jobs.py),
+without an Xid, each a job incident within 5 minutes of its start, stragglers, quiet GPUs, an NVLink clique
+fault and healthy pauses (checkpoints, data loading, evaluations: bench/fleetsim/jobs.py),
 through the shipped job rules (deploy/prometheus/gpu-job-alerts.yml). The full-size run is
 ``python -m bench.fleetsim --jobs`` (docs/fleet-simulation.md)."""
 from __future__ import annotations
@@ -29,7 +30,9 @@ def test_each_hang_is_one_job_incident_paged_once_naming_its_culprit(seed: int, 
     misses = []
     if not j.one_incident == j.within_5m == j.paged_once == j.hangs:
         misses.append(f"of {j.hangs} hangs {j.one_incident} one incident, {j.within_5m} within 5 minutes of the "
-                      f"stall alert, {j.paged_once} paged once")
+                      f"hang's start, {j.paged_once} paged once")
+    if j.latency_start and max(j.latency_start) > 300.0:
+        misses.append(f"a job incident opened {max(j.latency_start) / 60:.1f} minutes after its hang began")
     if j.with_culprit and j.culprit_first < 0.9 * j.with_culprit:
         misses.append(f"culprit named first in {j.culprit_first} of {j.with_culprit}")
     if j.stragglers_found < 0.9 * j.stragglers:

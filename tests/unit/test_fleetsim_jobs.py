@@ -1,8 +1,14 @@
-"""bench/fleetsim's jobs: a predicate per job rule, healthy pauses that never fire, the spell's own values in
-its annotations, and jobs that leave the rest of a seed's fleet as it was."""
+"""bench/fleetsim's jobs: a predicate per job rule, the stall rule's three arms with Prometheus's timing,
+healthy pauses that never fire, the spell's own values in its annotations, and jobs that leave the rest of a
+seed's fleet as it was."""
 from __future__ import annotations
 
 
+import re
+
+import yaml
+
+from bench.fleetsim import job_predicates as jp
 from bench.fleetsim import model as m
 from bench.fleetsim.faults import Rates, build_fleet
 from bench.fleetsim.job_predicates import JOB_PREDICATES
@@ -16,9 +22,9 @@ DAY = 86400.0
 RULES = JOB_RULES
 
 
-def job_node(*facts: m.Fact, pauses: list[tuple[float, float, str]] | None = None) -> NodeView:
+def job_node(*facts: m.Fact, pauses: list[m.Pause] | None = None, counters: bool = True) -> NodeView:
     n = m.Node("h100-b-r070-n08", "h100-b", 1128, 70, topology={"rack": "r070", "clique": "c005"})
-    n.job = m.Job("llm-pretrain", "PyTorchJob", "llm-050", [n.name], pauses or [])
+    n.job = m.Job("llm-pretrain", "PyTorchJob", "llm-050", [n.name], pauses or [], counters)
     n.facts.extend(facts)
     return NodeView(n)
 
@@ -38,15 +44,73 @@ def test_every_alerting_rule_of_the_job_rules_has_a_predicate():
     check_rules(load_alert_rules(RULES))
 
 
-def test_a_stall_fires_ten_minutes_in_saying_when_the_job_last_computed_and_a_pause_never_does():
-    view = job_node(m.Fact(m.STALL, 7200.0, 9000.0, "P-hang"), m.Fact(m.STALL, 20000.0, 21500.0, "P-later"),
-                    pauses=[(3600.0, 3600.0 + 540.0, "P-pause")])  # a 9-minute checkpoint
-    alerts = fired("GPUJobStalled", view)
-    assert [(a[0], a[1]) for a in alerts] == [(7800.0, 9000.0), (20610.0, 21510.0)]
-    assert [a[3]["stalled_since"] for a in alerts] == [f"{m.EPOCH + 7200:.0f}", f"{m.EPOCH + 20000:.0f}"]
+def stall_alerts(view: NodeView, grid: Grid = GRID) -> list[tuple[float, float | None, float]]:
+    """(fired, resolved, last active evaluation) of each GPUJobStalled spell."""
+    rule = next(r for r in load_alert_rules(RULES) if r.name == "GPUJobStalled")
+    out = []
+    for s in JOB_PREDICATES["GPUJobStalled"](view, grid):
+        for i in alert_instances(rule, s.labels, s.spans, s.value, grid, DAY, s.queried, s.by_problem):
+            out.append((i.starts_at, i.resolved_at, float(i.annotations["stalled_since"]) - m.EPOCH))
+    return out
+
+
+def test_a_hang_fires_within_four_minutes_of_its_stop_saying_when_the_job_last_computed():
+    # Whatever the stop's phase against the scrapes and the evaluations (30 s each): the last active evaluation
+    # is the one before the last node's first idle sample, up to an evaluation plus a scrape after the stop;
+    # the rule fires on the first evaluation past it + 150 s, and resolves once the job computes again.
+    for k in range(24):
+        stop = 7200.0 + k * 1.3
+        (at, resolved, last), = stall_alerts(job_node(m.Fact(m.STALL, stop, stop + 1800.0, "P-hang")))
+        assert stop <= last < stop + 60.0 and last % 30.0 == 0.0
+        assert 150.0 < at - last <= 180.0 and at - stop <= 240.0
+        assert resolved is not None and stop + 1800.0 < resolved <= stop + 1800.0 + 60.0
+    alerts = fired("GPUJobStalled", job_node(m.Fact(m.STALL, 7200.0, 9000.0, "P-hang")))
     labels = alerts[0][2]
     assert (labels["namespace"], labels["owner_kind"], labels["owner_name"], labels["clique"]) == \
         ("llm-pretrain", "PyTorchJob", "llm-050", "c005")
+
+
+def test_the_timing_follows_the_evaluation_interval():
+    view = job_node(m.Fact(m.STALL, 7210.0, 9000.0, "P-hang"))
+    for iv in (60.0, 90.0):
+        (fired, _, last), = stall_alerts(view, Grid(iv, 0.0))
+        assert 7210.0 <= last < 7210.0 + 2 * iv and 150.0 < fired - last <= 150.0 + iv
+
+
+def test_healthy_pauses_never_fire_however_long_while_the_wire_is_busy():
+    pauses = [m.Pause(3600.0, 3600.0 + 14 * 60, "P-pause", m.CHECKPOINT),  # longer than the 10-minute arm
+              m.Pause(9000.0, 9000.0 + 6 * 60, "P-pause", m.DATA_LOADING),
+              m.Pause(12000.0, 12000.0 + 9 * 60, "P-pause", m.EVALUATION)]
+    assert stall_alerts(job_node(pauses=pauses)) == []
+    # The same checkpoint on a job without network counters is a stall to the rule from 10 minutes in.
+    (fired, resolved, _), = stall_alerts(job_node(pauses=pauses, counters=False))
+    assert 600.0 < fired - 3600.0 <= 690.0 and resolved is not None and 0.0 < resolved - (3600.0 + 840.0) <= 60.0
+
+
+def test_a_hang_right_after_a_checkpoint_waits_for_the_wire_to_go_quiet():
+    # Idle from 3600 (the checkpoint), silent from 4200 when its writes end: quiet once each node's last sample
+    # of the writes (at most a scrape before 4200) has left the 2-minute window.
+    view = job_node(m.Fact(m.STALL, 4200.0, 6000.0, "P-hang"),
+                    pauses=[m.Pause(3600.0, 4200.0, "P-pause", m.CHECKPOINT)])
+    (fired, _, last), = stall_alerts(view)
+    assert 4200.0 + 90.0 < fired <= 4200.0 + 150.0 and 3600.0 <= last < 3660.0
+
+
+def test_an_idle_job_fires_at_thirty_minutes_whatever_its_network_does():
+    (fired, _, _), = stall_alerts(job_node(pauses=[m.Pause(3600.0, 3600.0 + 40 * 60, "P-long", m.DATA_LOADING)]))
+    assert 1800.0 < fired - 3600.0 <= 1890.0
+
+
+def test_the_predicate_mirrors_the_rule_files_arms():
+    """The thresholds the predicate uses are the rule's: a change to one without the other fails here."""
+    doc = yaml.safe_load(RULES.read_text())
+    rules = {r.get("alert") or r.get("record"): r for g in doc["groups"] for r in g["rules"]}
+    expr = " ".join(rules["GPUJobStalled"]["expr"].split())
+    idle = sorted(float(x) for x in re.findall(r"last_active_time\[6h\]\) < time\(\) - (\d+)", expr))
+    assert idle == [jp.IDLE_QUIET, jp.IDLE_BLIND, jp.IDLE_ANY]
+    assert float(re.search(r"max_rate2m < ([0-9.e]+)\)", expr).group(1)) == jp.QUIET_BYTES  # type: ignore[union-attr]
+    windows = set(re.findall(r"\[(\w+)\]\)", rules["node:network_bytes:rate2m"]["expr"]))
+    assert windows == {"2m"} and jp.RATE_WINDOW == 120.0
 
 
 def test_a_straggler_says_its_reading_and_its_jobs_median():
