@@ -4,7 +4,7 @@
     python bench/record_am_run.py --scenario storm-response \
         --out tests/fixtures/alertmanager-runs/storm-response                # ~52 minutes
     python bench/record_am_run.py --scenario job-hang \
-        --out tests/fixtures/alertmanager-runs/job-hang                      # ~35 minutes
+        --out tests/fixtures/alertmanager-runs/job-hang                      # ~36 minutes
     python bench/record_am_run.py --scale 0.05 --tail 60 --out /tmp/amrun  # a 3-minute check of the plumbing
 
 A simulated cluster of 24 GPU nodes (tests/sim/gpu_cluster.py) is scraped by the real Prometheus, which
