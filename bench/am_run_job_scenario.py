@@ -8,15 +8,18 @@ Four jobs run side by side on 10 nodes, so one ~35 minute run records all of the
               stops); the operator cordons nothing, and at 21:00 the port is back and the job trains again
   straggler   ml-train/mixtral-ft, a PyTorchJob on gpu-node-05..06 (16 GPUs): GPU 5 of gpu-node-06 in HW
               slowdown from 1:00 to 25:00 (clock 1260 MHz, 380 W); its 15 peers wait for it
-  pause       research/vit-h, a Deployment (pod -> ReplicaSet -> Deployment) on gpu-node-07: two synchronous
-              checkpoints, every GPU idle at once for 4 minutes (2:00) and 8 minutes (12:00). Not a problem.
+  pause       research/vit-h, a Deployment (pod -> ReplicaSet -> Deployment) on gpu-node-07: every GPU idle
+              at once for 12 minutes (2:00) for a synchronous checkpoint, the node writing it out at ~1 GB/s,
+              and for 5 minutes (16:00) waiting for data, the node reading at ~800 MB/s. Not a problem: the
+              checkpoint outlasts the 10 idle minutes GPUJobStalled once waited, and the network says it is
+              no hang (the rule's 150 s branch needs a quiet network, its 30 minute bound is not reached)
   quiet       research/bert-large, a JobSet's Job on gpu-node-08: DCGM stalls on its GPU 2 from 7:00 to 23:00
               (the exporter leaves the GPU's series out) while its other GPUs report
 
 gpu-node-09 and gpu-node-10 run nothing. At ``END_CLEAR_S`` every fault is over, so the resolutions are
 recorded too. Time is compressed only in the scenario's waits, as in the other recordings: a field operator
-takes longer than 17 minutes to bring a hung 32-GPU job back, and checkpoints come every 30-60 minutes rather
-than every 10; the pauses' lengths, every `for:`, range window and Alertmanager timer are real.
+takes longer than 17 minutes to bring a hung 32-GPU job back, and a data-loading pause rarely follows a
+checkpoint 2 minutes after it; the pauses' lengths, every `for:`, range window and Alertmanager timer are real.
 """
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ NODES = [f"gpu-node-{i:02d}" for i in range(1, 11)]
 HANG_NODES, HANG_NIC_NODE, HANG_NIC = NODES[0:4], "gpu-node-03", "mlx5_2"
 HANG_NIC_DOWN_S, HANG_STALL_S, HANG_BACK_S = 240, 250, 1260
 STRAGGLER_NODES, STRAGGLER_NODE, STRAGGLER_GPU, STRAGGLER_S = NODES[4:6], "gpu-node-06", 5, (60, 1500)
-PAUSE_NODE, PAUSES = "gpu-node-07", [(120, 360), (720, 1200)]
+PAUSE_NODE = "gpu-node-07"
+PAUSES = [(120, 840, "paused", "checkpoint"), (960, 1260, "loading", "data loading")]  # start, end, state, what
 QUIET_NODE, QUIET_GPU, QUIET_S = "gpu-node-08", 2, (420, 1380)
 END_CLEAR_S = 1560
 # Racks of four nodes, one NVLink clique per rack (as on a GB200 NVL72 rack), two zones.
@@ -66,10 +70,10 @@ def schedule(scale: float = 1.0) -> list[Step]:
         Step(QUIET_S[1], "quiet_gpu", {"node": QUIET_NODE, "gpu": QUIET_GPU, "quiet": False}, "quiet",
              "the GPU reports again"),
     ]
-    for n, (start, end) in enumerate(PAUSES, 1):
-        job = {"namespace": "research", "owner_name": "vit-h"}
-        steps.append(Step(start, "job_state", {**job, "state": "paused"}, "pause", f"checkpoint {n}: every GPU idle"))
-        steps.append(Step(end, "job_state", {**job, "state": "training"}, "pause", f"checkpoint {n} written"))
+    job = {"namespace": "research", "owner_name": "vit-h"}
+    for start, end, state, what in PAUSES:
+        steps.append(Step(start, "job_state", {**job, "state": state}, "pause", f"{what}: every GPU idle"))
+        steps.append(Step(end, "job_state", {**job, "state": "training"}, "pause", f"{what} over: training"))
     steps.sort(key=lambda s: s.at_s)
     return [Step(s.at_s * scale, s.action, s.kwargs, s.problem, s.note) for s in steps]
 
@@ -85,8 +89,9 @@ def problems() -> list[Problem]:
                 {"job": "ml-train/mixtral-ft", "job_nodes": list(STRAGGLER_NODES), "gpu": STRAGGLER_GPU,
                  "window_s": STRAGGLER_S}),
         Problem("pause", "healthy", [PAUSE_NODE], False,
-                "research/vit-h's checkpoints: every GPU idle at once for 4 and 8 minutes",
-                {"job": "research/vit-h", "pauses_s": PAUSES}),
+                "research/vit-h pauses: every GPU idle at once for a 12 minute checkpoint and 5 minutes of data loading",
+                {"job": "research/vit-h", "pauses_s": [[start, end] for start, end, _, _ in PAUSES],
+                 "pause_kinds": [what for _, _, _, what in PAUSES]}),
         Problem("quiet", "gpu_quiet", [QUIET_NODE], True,
                 f"GPU {QUIET_GPU} of {QUIET_NODE} stops reporting while its node's other GPUs report",
                 {"job": "research/bert-large", "gpu": QUIET_GPU, "window_s": QUIET_S}),

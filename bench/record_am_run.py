@@ -4,7 +4,7 @@
     python -m bench.record_am_run --scenario storm-response \
         --out tests/fixtures/alertmanager-runs/storm-response                # ~52 minutes
     python -m bench.record_am_run --scenario job-hang \
-        --out tests/fixtures/alertmanager-runs/job-hang                      # ~35 minutes
+        --out tests/fixtures/alertmanager-runs/job-hang                      # ~36 minutes
     python -m bench.record_am_run --scale 0.05 --tail 60 --out /tmp/amrun  # a 3-minute check of the plumbing
 
 A simulated cluster of 24 GPU nodes (tests/sim/gpu_cluster.py) is scraped by the real Prometheus, which

@@ -5,7 +5,9 @@ labels and HELP/TYPE lines:
 
   /nodes/{node}/metrics       dcgm-exporter with its default profiling fields (etc/dcp-metrics-included.csv)
                               and its Kubernetes pod mapping (pod, namespace, container on a job's GPUs)
-  /nodes/{node}/node-metrics  node-exporter's infiniband collector: eight HCAs mlx5_0..7, port 1 each
+  /nodes/{node}/node-metrics  node-exporter's infiniband collector (eight HCAs mlx5_0..7, port 1 each) and
+                              netdev collector (lo, the front-end NIC ens9f0np0 that reaches storage, its
+                              unused second port ens9f1np1)
   /ksm/metrics                kube-state-metrics: nodes (Ready, allowlisted topology labels) and the jobs'
                               pods (kube_pod_owner, kube_pod_info, kube_pod_status_phase, and
                               kube_replicaset_owner / kube_job_owner for a pod owned through a ReplicaSet or Job)
@@ -13,15 +15,20 @@ labels and HELP/TYPE lines:
 The paths are those of tests/sim/gpu_cluster.py, so tests/sim/prometheus_config.py writes its scrape config.
 What a GPU reports follows its job's state, as measured on real jobs:
 
-  training  tensor pipe ~60 % busy, GPU_UTIL ~99 %, boost clock, ~690 W, PCIe and NVLink and InfiniBand moving data
+  training  tensor pipe ~60 % busy, GPU_UTIL ~99 %, boost clock, ~690 W, PCIe and NVLink and InfiniBand moving
+            data, the front-end NIC streaming batches in (~20 MB/s)
   paused    a checkpoint: every GPU idle at once (no kernel: GPU_UTIL 0), the state copied to the host over PCIe
+            and written to storage by every node of the job (its shard, ~1 GB/s out of the front-end NIC)
+  loading   a data-loading pause: every GPU idle, every node reading its next shards (~800 MB/s in)
   hung      every rank blocked in an NCCL collective: the kernel spins (GPU_UTIL 100 %, GR engine 1.0) while
-            the tensor pipe, NVLink and InfiniBand carry nothing and power stays low
+            the tensor pipe, NVLink and InfiniBand carry nothing and power stays low; the NICs carry only
+            background (kubelet, metrics, subnet management: KB/s)
 
 and a GPU's own faults: ``slow_gpu`` (HW slowdown: clock 1260 MHz, 380 W, clock-event reason 8; in synchronous
 training it computes longer, so its tensor activity is above its waiting peers'), ``quiet_gpu`` (DCGM stalls on
 it: the exporter leaves its series out). ``nic_down`` takes an HCA port down (state 1, physical state polling,
-link_downed + 1). Counters (NVLink, PCIe replays, InfiniBand bytes) advance with the injected ``clock``.
+link_downed + 1). Counters (NVLink, PCIe replays, InfiniBand and netdev bytes) advance with the injected
+``clock``.
 
     with JobFleetSim(["gpu-node-01", "gpu-node-02"]).running_in_thread() as sim:
         sim.add_job("ml-train", "PyTorchJob", "llama-70b", ["gpu-node-01", "gpu-node-02"])
@@ -45,7 +52,7 @@ from tests.sim.targets import ScrapeTargets
 MODEL = "NVIDIA H100 80GB HBM3"
 DRIVER = "550.90.07"
 HGX_PCI_BUSES = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
-STATES = ("training", "paused", "hung")
+STATES = ("training", "paused", "loading", "hung")
 KSM_LABELS = (("zone", "label_topology_kubernetes_io_zone"), ("rack", "label_topology_kubernetes_io_rack"),
               ("clique", "label_nvidia_com_gpu_clique"))
 
@@ -74,9 +81,24 @@ PROFILES: dict[str, tuple[float, ...]] = {
     "waiting": (0.45, 99, 0.97, 1980, 560, 58, 0.9e10, 1.0e10, 1.5e8, 0),  # peers of a slow GPU
     "slow": (0.70, 100, 0.99, 1260, 380, 79, 0.9e10, 1.0e10, 1.5e8, 8),    # HW slowdown
     "paused": (0.0, 0, 0.0, 1980, 120, 44, 2.2e10, 1e8, 0, 1),
+    "loading": (0.0, 0, 0.0, 1980, 110, 42, 2e6, 2e6, 0, 1),
     "hung": (0.0, 100, 1.0, 1980, 140, 43, 5e6, 5e6, 0, 0),
 }
-IB_RATE = {"training": 2.2e10, "paused": 1e7, "hung": 0.0}  # bytes/s per port
+BACKGROUND = 2e3  # bytes/s: what an idle link still carries (subnet management, kubelet, metrics)
+IB_RATE = {"training": 2.2e10, "paused": BACKGROUND, "loading": BACKGROUND, "hung": BACKGROUND}  # per port, each way
+# netdev: (receive, transmit) bytes/s per device and job state; None is a node without a job.
+FRONT_NIC, SPARE_NIC = "ens9f0np0", "ens9f1np1"
+NETDEV_RATE: dict[str | None, dict[str, tuple[float, float]]] = {
+    None: {"lo": (2e4, 2e4), FRONT_NIC: (5e4, 3e4), SPARE_NIC: (0.0, 0.0)},
+    "training": {"lo": (2e4, 2e4), FRONT_NIC: (2e7, 5e6), SPARE_NIC: (0.0, 0.0)},
+    "paused": {"lo": (2e4, 2e4), FRONT_NIC: (2e6, 1.0e9), SPARE_NIC: (0.0, 0.0)},   # the checkpoint goes out
+    "loading": {"lo": (2e4, 2e4), FRONT_NIC: (8e8, 2e6), SPARE_NIC: (0.0, 0.0)},    # the batches come in
+    "hung": {"lo": (2e4, 2e4), FRONT_NIC: (5e4, 3e4), SPARE_NIC: (0.0, 0.0)},
+}
+# node-exporter's netdev collector: Network device statistic <key>. (collector/netdev_common.go), a counter
+# each; packets at a 9000-byte MTU, no errors or drops.
+NETDEV_KEYS = ("receive_bytes", "receive_packets", "receive_errs", "receive_drop",
+               "transmit_bytes", "transmit_packets", "transmit_errs", "transmit_drop")
 
 
 @dataclass
@@ -106,6 +128,7 @@ class FleetNode:
     exporter_pod: str
     gpus: list[Gpu]
     ports: list[Port]
+    netdev: dict[str, list[float]] = field(default_factory=dict)  # device -> [received, transmitted] bytes
 
 
 @dataclass
@@ -136,6 +159,7 @@ class JobFleetSim(ScrapeTargets):
         self.nodes = {name: FleetNode(
             name, i, dict(topology.get(name, {})), f"dcgm-exporter-{self._suffix(5)}",
             [Gpu(g, self._uuid()) for g in range(8)], [Port(f"mlx5_{p}") for p in range(8)],
+            {dev: [0.0, 0.0] for dev in NETDEV_RATE[None]},
         ) for i, name in enumerate(nodes)}
 
     def _suffix(self, n: int) -> str:
@@ -226,11 +250,14 @@ class JobFleetSim(ScrapeTargets):
             job = self._job_on(node.name)
             for g in node.gpus:
                 g.nvlink_total += self._profile(node, g)[8] * dt
-            rate = IB_RATE[job.state] if job else 0.0
+            rate = IB_RATE[job.state] if job else BACKGROUND
             for p in node.ports:
                 if p.state_id == 4:
                     p.tx += rate * dt
                     p.rx += rate * dt
+            for dev, (rx, tx) in NETDEV_RATE[job.state if job else None].items():
+                node.netdev[dev][0] += rx * dt
+                node.netdev[dev][1] += tx * dt
 
     def _reading(self, node: FleetNode, gpu: Gpu) -> dict[str, float]:
         tensor, util, gr, clock, power, temp, tx, rx, _, reasons = self._profile(node, gpu)
@@ -293,7 +320,18 @@ class JobFleetSim(ScrapeTargets):
                 out.family(name, kind, help_text)
                 for p in n.ports:
                     out.sample(name, [("device", p.device), ("port", "1")], read(p))
+            self._render_netdev(n, out)
             return out.text()
+
+    @staticmethod
+    def _render_netdev(n: FleetNode, out: Exposition) -> None:
+        for key in NETDEV_KEYS:
+            name = f"node_network_{key}_total"
+            out.family(name, "counter", f"Network device statistic {key}.")
+            for dev, (rx, tx) in n.netdev.items():
+                moved = rx if key.startswith("receive") else tx
+                value = {"bytes": int(moved), "packets": int(moved // 9000)}.get(key.split("_")[1], 0)
+                out.sample(name, [("device", dev)], value)
 
     def render_ksm(self) -> str:
         with self._lock:

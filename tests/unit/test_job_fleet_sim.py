@@ -111,3 +111,48 @@ def test_kube_state_metrics_owners_and_topology() -> None:
     assert "label_topology_kubernetes_io_rack" not in node_labels["gpu-node-02"]
     with pytest.raises(ValueError, match="already runs a job"):
         sim.add_job("x", "PyTorchJob", "y", ["gpu-node-01"])
+
+
+def wire_rates(sim: JobFleetSim, clock: Clock, node: str) -> dict[str, float]:
+    """Bytes per second over a minute, as node:network_bytes:rate2m adds them: per netdev device and direction
+    (loopback apart) and per InfiniBand direction summed over the HCAs."""
+    def counters() -> dict[str, float]:
+        got = samples(sim.render_node_exporter(node))
+        out = {f"{d}/{labels['device']}": v for d in ("receive", "transmit")
+               for labels, v in got[f"node_network_{d}_bytes_total"]}
+        for d in ("received", "transmitted"):
+            out[f"ib/{d}"] = sum(v for _, v in got[f"node_infiniband_port_data_{d}_bytes_total"])
+        return out
+
+    before = counters()
+    clock.now += 60
+    return {k: (v - before[k]) / 60 for k, v in counters().items()}
+
+
+def test_netdev_series_are_node_exporters() -> None:
+    sim, _ = fleet()
+    families = {f.name: f for f in text_string_to_metric_families(sim.render_node_exporter("gpu-node-01"))}
+    for key in ("receive_bytes", "transmit_bytes", "receive_packets", "transmit_drop"):
+        family = families[f"node_network_{key}"]
+        assert (family.type, family.documentation) == ("counter", f"Network device statistic {key}.")
+        assert {s.name for s in family.samples} == {f"node_network_{key}_total"}
+        assert sorted(s.labels["device"] for s in family.samples) == ["ens9f0np0", "ens9f1np1", "lo"]
+        assert all(set(s.labels) == {"device"} for s in family.samples)
+
+
+def test_the_network_follows_the_job_state() -> None:
+    sim, clock = fleet()
+    training = wire_rates(sim, clock, "gpu-node-01")
+    assert training["ib/transmitted"] > 1e11 and training["receive/ens9f0np0"] > 1e7  # collectives, batches in
+    sim.job_state("ml-train", "llama-70b", "paused")  # a checkpoint: every node writes its shard
+    checkpoint = wire_rates(sim, clock, "gpu-node-02")
+    assert checkpoint["transmit/ens9f0np0"] == pytest.approx(1e9, rel=0.2)
+    assert checkpoint["ib/transmitted"] < 1e5
+    sim.job_state("ml-train", "llama-70b", "loading")  # waiting for data: every node reads
+    loading = wire_rates(sim, clock, "gpu-node-01")
+    assert loading["receive/ens9f0np0"] == pytest.approx(8e8, rel=0.2)
+    assert {v for _, v in samples(sim.render_dcgm("gpu-node-01"))["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"]} == {0.0}
+    sim.job_state("ml-train", "llama-70b", "hung")  # nothing but background, loopback apart
+    hung = wire_rates(sim, clock, "gpu-node-02")
+    assert 0 < sum(v for k, v in hung.items() if not k.endswith("/lo")) < 2e5
+    assert hung["transmit/lo"] > 0
