@@ -1,5 +1,6 @@
 """The link a Slack message carries opens its incident's page, with the chart's example values
-(deploy/helm/alertd/values-example.yaml) installed in a real kube-apiserver: the signed "Incident" link, taken
+(deploy/helm/alertd/values-example.yaml) installed in a real kube-apiserver by docs/deploy.md's own commands
+(steps 2 and 3, run by bash as written): the signed "Incident" link, taken
 from the message the Slack test server received, is followed the way the cluster would carry it, with no
 token.
 
@@ -14,18 +15,22 @@ forwards it.
 """
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
 import secrets
+import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
+from tests.support.container import documented_steps
 from tests.support.fixtures import kube_apiserver  # noqa: F401  (fixture)
-from tests.support.helm_chart import CHART, helm, kube_json, materialize, remount, serve_example
+from tests.support.kube_apiserver import kube_bin
+from tests.support.helm_chart import CHART, kube_json, materialize, remount, serve_example
 from tests.support.loopback import serving_in_thread
 from tests.support.pagerduty_server import PagerDutyTestServer
 from tests.support.pipeline import wait
@@ -34,6 +39,7 @@ from tests.support.slack_server import SlackTestServer
 
 pytestmark = pytest.mark.services
 
+ROOT = CHART.parents[2]
 NAMESPACE, RELEASE = "example-site", "alertd"  # its own namespace: other tests of the session install too
 VALUES = yaml.safe_load((CHART / "values-example.yaml").read_text())
 INCIDENT_LINK = re.compile(r"<(https?://[^|>]+)\|Incident>")
@@ -44,33 +50,43 @@ def ok(done) -> str:
     return str(done.stdout)
 
 
-def secret_keys(values: dict) -> dict[str, str]:
-    """Every key of the Secret these values name, with a value (PagerDuty's the test server's)."""
-    slack, pagerduty = values["notify"]["slack"], values["notify"]["pagerduty"]
-    keys = {"webhook-token": secrets.token_hex(32), slack["tokenKey"]: "xoxb-" + secrets.token_hex(8),
-            slack["linkKey"]: secrets.token_urlsafe(32)}
-    keys |= {t["key"]: secrets.token_hex(32) for t in values["apiTokens"]}
-    keys |= {key: PagerDutyTestServer.ROUTING_KEY for key in pagerduty["routingKeys"].values()}
-    return keys
+def documented_install(kubeconfig: Path, workdir: Path) -> list[str]:
+    """docs/deploy.md's Helm steps 2 and 3 with the example values, each command through bash in ``workdir``
+    as written, ``kubectl`` and ``helm`` on the test API server; only the namespace is the test's, and the
+    Secret's placeholders (``xoxb-...``, ``...``) are given values. The commands run, as run."""
+    steps = documented_steps("## Kubernetes: the Helm chart", until="**4. Check that it works.**")
+    (workdir / "deploy").symlink_to(ROOT / "deploy")  # the page runs from the repository's top
+    tools = (f'kubectl() {{ {kube_bin("kubectl")} --kubeconfig {kubeconfig} "$@"; }}\n'
+             f'helm() {{ {kube_bin("helm")} --kubeconfig {kubeconfig} "$@"; }}\nset -eo pipefail\n')
+    ran = []
+    for step in steps:
+        if step.line.startswith("docker "):  # step 1: the image; no kubelet here pulls it
+            continue
+        line = re.sub(r"(-n|--namespace|namespace) monitoring\b", rf"\1 {NAMESPACE}", step.line)
+        line = line.replace("=xoxb-...", f"=xoxb-{secrets.token_hex(8)}")
+        line = re.sub(r"=\.\.\.(?=\s|$)", f"={PagerDutyTestServer.ROUTING_KEY}", line)
+        done = subprocess.run(["bash", "-c", tools + line], cwd=workdir, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"docs/deploy.md: {step.line}\nran: {line}\n{done.stdout}{done.stderr}"
+        ran.append(line)
+    return ran
 
 
 @pytest.fixture(scope="module")
 def installed(kube_apiserver, tmp_path_factory):  # noqa: F811
-    """docs/deploy.md's steps 2 and 3 with the example values: the Secret, ``helm install -f``."""
+    """docs/deploy.md's steps 2 and 3 with the example values: the Secret, ``helm install -f``; the Secret's
+    keys as the API server has them."""
     k = kube_apiserver
-    kubeconfig = k.kubeconfig(tmp_path_factory.mktemp("helm-links") / "kubeconfig")
-    keys = secret_keys(VALUES)
-    for namespace in (NAMESPACE, VALUES["ingress"]["controllerNamespace"]):
-        ok(k.kubectl("create", "namespace", namespace))
-    ok(k.kubectl("-n", NAMESPACE, "create", "secret", "generic", "alertd",
-                 *(f"--from-literal={key}={value}" for key, value in keys.items())))
+    workdir = tmp_path_factory.mktemp("helm-links")
+    kubeconfig = k.kubeconfig(workdir / "kubeconfig")
+    ok(k.kubectl("create", "namespace", VALUES["ingress"]["controllerNamespace"]))  # the controller's, a site's own
     try:
-        done = helm("install", RELEASE, str(CHART), "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig),
-                    "-f", str(CHART / "values-example.yaml"))
+        kube_bin("helm")
     except ServiceUnavailable as exc:
         pytest.skip(str(exc))
-    ok(done)
-    return k, keys
+    ran = documented_install(kubeconfig, workdir)
+    assert any(line.startswith("helm install ") and "-f my-values.yaml" in line for line in ran), ran
+    data = kube_json(k, NAMESPACE, "secret", "alertd")["data"]
+    return k, {key: base64.b64decode(value).decode() for key, value in data.items()}
 
 
 def ingress_route(k, url: str) -> tuple[str, int]:
