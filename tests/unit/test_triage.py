@@ -10,8 +10,9 @@ from alertd.core import signed_links
 from alertd.core.model import Change, Event, Incident, Signal
 from alertd.store.base import Step
 from alertd.store.sqlite import SqliteStore
-from alertd.web import triage
+from alertd.web import api, triage
 from alertd.web.params import BadParam
+from alertd.web.worst_first import worst_first
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 XID119 = Signal(kind="xid", severity="error", category="driver", xid=119, title="Xid 119: GSP RPC timeout")
@@ -75,6 +76,34 @@ async def test_a_cursor_it_did_not_hand_out_is_a_clear_error(store):
         with pytest.raises(BadParam) as err:
             await triage.triage_page(store, {"cursor": cursor})
         assert err.value.field == "cursor"
+
+
+async def test_the_api_lists_in_the_triage_order_every_incident_and_newest_on_request(store):
+    """GET /api/v1/incidents's page (alertd/web/api.py) in the web list's order, fleets' node incidents listed
+    too; page by page the same; ``sort=newest`` the sequence alone."""
+    kids = [_incident(n, "critical" if n == 2 else "error", parent_id="INC-5") for n in (1, 2, 3)]
+    fleet = _incident(5, "error", node="-", fleet=True, children=["INC-1", "INC-2", "INC-3"])
+    await _commit(store, [*kids, _incident(4, "warning", status="resolved"), fleet, _incident(6, "info")])
+
+    docs, nxt = await api.incident_page(store, {})
+    worst = ["INC-2", "INC-5", "INC-3", "INC-1", "INC-6", "INC-4"]
+    assert [d["id"] for d in docs] == worst and nxt is None
+    assert [d["id"] for d in worst_first(docs[::-1])] == worst  # the same order for documents already read
+    rows, _ = await triage.triage_page(store, {})
+    assert [r.doc["id"] for r in rows] == [i for i in worst if i in {"INC-2", "INC-5", "INC-6", "INC-4"}]
+
+    for sort, expected in (("worst", worst), ("newest", ["INC-6", "INC-5", "INC-4", "INC-3", "INC-2", "INC-1"])):
+        seen, query = [], {"limit": "2", "sort": sort}
+        for _ in range(10):
+            docs, nxt = await api.incident_page(store, query)
+            seen += [d["id"] for d in docs]
+            if nxt is None:
+                break
+            query = {"limit": "2", "sort": sort, "cursor": nxt}
+        assert seen == expected, sort
+    with pytest.raises(BadParam) as err:
+        await api.incident_page(store, {"sort": "oldest"})
+    assert err.value.field == "sort" and "newest" in err.value.message
 
 
 def test_what_a_fleets_nodes_share_counts_each_node_once_per_value():
