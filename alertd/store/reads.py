@@ -34,6 +34,7 @@ class IncidentQuery:
     until: datetime | None = None  # opened at or before
     before: int | None = None  # keyset cursor: seq of the last row of the previous page
     limit: int = 100
+    leave_out: frozenset[str] = frozenset()  # ids not to read (shown inside another row, read with it)
 
 
 def incident_sql(q: IncidentQuery) -> tuple[str, list[Any]]:
@@ -63,6 +64,10 @@ def incident_sql(q: IncidentQuery) -> tuple[str, list[Any]]:
     if q.before is not None:
         where.append("seq < ?")
         args.append(q.before)
+    if q.leave_out:
+        left = sorted(q.leave_out)[:IDS_PER_QUERY]  # past that many, the rest are read and skipped by the caller
+        where.append(f"id NOT IN ({', '.join('?' for _ in left)})")
+        args += left
     statement = "SELECT seq, doc FROM incidents" + (" WHERE " + " AND ".join(where) if where else "")
     return statement + " ORDER BY seq DESC LIMIT ?", args + [q.limit]
 

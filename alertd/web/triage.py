@@ -93,10 +93,14 @@ async def triage_page(store: TriageReads, query: Mapping[str, str]) -> tuple[lis
         return [], None
     parents, inside = dict[str, JSONObject](), dict[str, JSONObject]()  # inside: read, shown in a fleet's row
 
-    async def fold(rows: list[tuple[int, JSONObject]]) -> set[str]:
+    async def fold(rows: list[tuple[int, JSONObject]], bucket: int) -> set[str]:
+        """The rows inside their fleet's, and every node incident of a fleet listed in this range or before:
+        those not read yet rank here or lower, so they fold too, and are read once, with their fleet's row."""
+        parents.update((text(doc, "id"), doc) for _, doc in rows if doc.get("fleet"))
         await _load_parents(store, parents, rows)
         inside.update((text(doc, "id"), doc) for _, doc in rows if _folded(doc, parents, q))
-        return {text(doc, "id") for _, doc in rows if text(doc, "id") in inside}
+        ahead = {c for p in parents.values() if rank(p) <= bucket and _listed(p, q) for c in strings(p.get("children"))}
+        return ahead | {text(doc, "id") for _, doc in rows if text(doc, "id") in inside}
 
     folds = not any(query.get(name, "").strip() for name in SHOWS_CHILDREN)
     page, nxt = await worst_first_page(store, q, cursor, fold if folds else None)
@@ -112,11 +116,12 @@ async def _load_parents(store: TriageReads, parents: dict[str, JSONObject], rows
 def _folded(doc: JSONObject, parents: Mapping[str, JSONObject], q: IncidentQuery) -> bool:
     """Shown inside its fleet's row: the fleet is listed too, at least as high as this node incident."""
     parent = parents.get(text(doc, "parentId"))
-    if parent is None:
-        return False
-    if (q.status and text(parent, "status") != q.status) or (q.severity and text(parent, "severity") != q.severity):
-        return False
-    return rank(parent) <= rank(doc)
+    return parent is not None and _listed(parent, q) and rank(parent) <= rank(doc)
+
+
+def _listed(fleet: JSONObject, q: IncidentQuery) -> bool:
+    """The fleet passes the status and severity filters, so its row is on the list."""
+    return not (q.status and text(fleet, "status") != q.status) and not (q.severity and text(fleet, "severity") != q.severity)
 
 
 async def _rows(store: TriageReads, docs: list[JSONObject], known: Mapping[str, JSONObject]) -> list[Row]:

@@ -21,8 +21,9 @@ BUCKET_OF: dict[tuple[object, object], int] = {pair: i for i, pair in enumerate(
 MIN_BATCH = 32  # rows read at a time from one range at least (rows folded into another's are skipped)
 
 Rows = list[tuple[int, JSONObject]]  # (sequence, incident document), as the store answers
-# The ids of these rows that are shown inside another row (a fleet's), and so not on their own
-Fold = Callable[[Rows], Awaitable[set[str]]]
+# Given rows read from a range: the ids shown inside another row (a fleet's), and so not on their own: these
+# rows' and any not read yet, which the range and the ones after it then leave out of their reads
+Fold = Callable[[Rows, int], Awaitable[set[str]]]
 
 
 class OrderedReads(Protocol):
@@ -58,9 +59,11 @@ def cursor_of(query: Mapping[str, str]) -> tuple[int, int | None]:
 async def worst_first_page(store: OrderedReads, q: IncidentQuery, cursor: tuple[int, int | None],
                            fold: Fold | None = None) -> tuple[Rows, str | None]:
     """One page of ``q`` (its filters and limit) the worst first, from ``cursor`` (:func:`cursor_of`); the rows
-    and the next page's cursor. ``fold`` names rows shown inside others: they are left out and not counted."""
+    and the next page's cursor. ``fold`` names rows shown inside others: they are left out and not counted,
+    and those it names before they are read are not read at all."""
     start, before = cursor
     found: list[tuple[int, int, JSONObject]] = []
+    inside: set[str] = set()
     for bucket in range(start, len(BUCKETS)):
         status, severity = BUCKETS[bucket]
         if (q.status and q.status != status) or (q.severity and q.severity != severity):
@@ -68,8 +71,9 @@ async def worst_first_page(store: OrderedReads, q: IncidentQuery, cursor: tuple[
         after = before if bucket == start else None
         while len(found) <= q.limit:
             batch = max(q.limit + 1 - len(found), MIN_BATCH)
-            rows = await store.query_incidents(replace(q, status=status, severity=severity, before=after, limit=batch))
-            inside = await fold(rows) if fold is not None else set()
+            rows = await store.query_incidents(replace(q, status=status, severity=severity, before=after, limit=batch,
+                                                       leave_out=frozenset(inside)))
+            inside |= await fold(rows, bucket) if fold is not None else set()
             found += [(bucket, seq, doc) for seq, doc in rows if text(doc, "id") not in inside]
             if len(rows) < batch:
                 break

@@ -71,6 +71,31 @@ async def test_a_node_incident_a_verdict_made_worse_than_its_fleet_is_listed_on_
     assert seen == ["INC-2", "INC-5", "INC-4"]
 
 
+async def test_a_fleets_node_incidents_are_read_once_a_render_not_range_by_range(store, monkeypatch):
+    """A 100-node fleet listed first: its node incidents are left out of the range reads once it is known and
+    read together for its row (one query), instead of a batch of range reads that skip them."""
+    kids = [_incident(n, "error", parent_id="INC-200") for n in range(1, 101)]
+    fleet = _incident(200, "error", fleet=True, children=[k.id for k in kids])
+    await _commit(store, [*kids, _incident(150, "warning"), fleet])
+    statements: list[tuple[str, int]] = []  # each query, and the rows it answered
+    real = store.db.query
+
+    def query(statement: str, args=()):
+        rows = real(statement, args)
+        statements.append((statement, len(rows)))
+        return rows
+    monkeypatch.setattr(store.db, "query", query)
+
+    rows, nxt = await triage.triage_page(store, {"limit": "10"})
+    assert [r.doc["id"] for r in rows] == ["INC-200", "INC-150"] and nxt is None
+    fleet_row = rows[0].fleet
+    assert fleet_row is not None and len(fleet_row.children) == 100 and fleet_row.by_status == [("open", 100)]
+    ranged = sum(n for st, n in statements if st.startswith("SELECT seq, doc FROM incidents"))
+    assert ranged <= 34, statements  # the fleet's first batch only (MIN_BATCH), then the fleet's nodes left out
+    by_id = [n for st, n in statements if st.startswith("SELECT doc FROM incidents WHERE id IN")]
+    assert len(by_id) == 1 and by_id[0] >= 100 - ranged, statements  # the rest in one read, for the fleet's row
+
+
 async def test_a_cursor_it_did_not_hand_out_is_a_clear_error(store):
     for cursor in ("MTI", "OTkfMQ", "eHgfMQ"):  # one part; range 99; not a number
         with pytest.raises(BadParam) as err:
