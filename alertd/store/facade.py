@@ -91,6 +91,8 @@ class SqlStore:
         self.get_incident = reads.get_incident
         self.query_incidents = reads.query_incidents
         self.incident_docs = reads.incident_docs
+        self.incidents_with_members = reads.incidents_with_members
+        self.open_incidents_on = reads.open_incidents_on
         self.member_labels = reads.member_labels
         self.find_gpus = reads.find_gpus
         self.list_gpus = reads.list_gpus

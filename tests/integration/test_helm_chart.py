@@ -21,7 +21,8 @@ VALUE_SETS = {
     "sqlite": {},
     "postgres-1": {"storage": POSTGRES | {"postgres": POSTGRES["postgres"] | {"replicas": 1}}},
     "postgres-3": {"storage": POSTGRES | {"postgres": POSTGRES["postgres"] | {"passwordKey": "postgres-password"}},
-                   "ingress": {"enabled": True, "className": "nginx", "tlsSecretName": "alertd-tls"}},
+                   "ingress": {"enabled": True, "className": "nginx", "host": "alertd.example.com",
+                               "tlsSecretName": "alertd-tls"}},
     "postgres-5": {"storage": POSTGRES | {"postgres": POSTGRES["postgres"] | {"replicas": 5}},
                    "networkPolicy": {"from": [{"namespaceSelector": {"matchLabels": {
                        "kubernetes.io/metadata.name": "monitoring"}}}]}},

@@ -139,7 +139,7 @@ def click_link(driver, text: str) -> None:
 
 
 async def _newest(h: Harness, count: int) -> dict | None:
-    rows = await h.incidents()
+    rows = await h.incidents(sort="newest")
     return rows[0] if len(rows) >= count else None
 
 

@@ -93,3 +93,26 @@ def documented(program: str, verb: str) -> list[str]:
     found = [argv[2:] for argv in documented_commands() if argv[:2] == [program, verb]]
     assert len(found) == 1, (program, verb, found)
     return found[0]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a docs/deploy.md ``sh`` block as a shell reads it (continued lines joined), and the
+    output the page shows under it (its ``# ...`` lines, the ``# `` taken off)."""
+
+    line: str
+    shows: tuple[str, ...] = ()
+
+
+def documented_steps(section: str = "## Docker", until: str = "**Without a registry.**") -> list[Step]:
+    """The ``sh`` blocks of a docs/deploy.md section (up to ``until``), command by command."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    body = text.split(section + "\n", 1)[1].split("\n## ", 1)[0].split(until, 1)[0]
+    steps: list[Step] = []
+    for block in re.findall(r"```sh\n(.*?)```", body, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if line.startswith("#") and steps:
+                steps[-1] = Step(steps[-1].line, (*steps[-1].shows, line[1:].strip()))
+            elif line.strip():
+                steps.append(Step(line))
+    return steps

@@ -32,7 +32,7 @@ async def _settle(h: Harness, count: int) -> list[dict[str, Any]]:
 
 
 async def _at_least(h: Harness, count: int) -> list[dict[str, Any]] | None:
-    rows = await h.incidents()
+    rows = await h.incidents(sort="newest")  # the one just made first
     return rows if len(rows) >= count else None
 
 
