@@ -116,7 +116,7 @@ class Service:
                                   link=lambda incident_id, ticket: self.run(LinkTicket(incident_id, ticket)), alertd_url=cfg.external_url) if cfg.rma.enabled else None
         self.remediation = RemediationRunner.from_config(self, cfg.enrich.kube, holder=self.holder, tickets=self.tickets)
         self.processor = self._processor(rules)
-        self.admission = Admission(cfg, store.inbox, clock=clock, metrics=self.metrics, health=self.health,
+        self.admission = Admission(cfg, store, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)
         self.actions = Actions(store, self.processor, metrics=self.metrics, receive=self.admission.receive)
         self.reload_rules = RuleReload(cfg, self.processor, self.router, self.metrics)
