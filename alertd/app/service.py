@@ -25,7 +25,8 @@ from alertd.app.admission import Admission
 from alertd.app.housekeeping import Housekeeping
 from alertd.app.leadership import Leadership, Resumes
 from alertd.app.lifecycle import Hooks, Lifecycle, Part, Task
-from alertd.app.processor import EdgeLookup, OutboxRunner, Processor, Submits
+from alertd.app.intake import EdgeLookup
+from alertd.app.processor import OutboxRunner, Processor, Submits
 from alertd.app.recording_rules import fetcher_for
 from alertd.app.reload import RuleReload
 from alertd.app.remediate import RemediationRunner
