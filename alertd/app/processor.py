@@ -65,7 +65,7 @@ class OutboxRunner:
         self.grace = STOP_GRACE
 
     async def start(self) -> None:
-        if self.worker._stopping:
+        if self.worker.stopped:
             self.worker = self._make()
         self._task = asyncio.get_running_loop().create_task(self.worker.run(), name="alertd-outbox")
 
