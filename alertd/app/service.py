@@ -155,7 +155,8 @@ class Service:
     def _leader_parts(self) -> list[Part]:
         """What runs only while this process leads, in the order it starts."""
         housekeeping = Housekeeping(self.cfg, self.store, clock=self.clock, metrics=self.metrics,
-                                    failed=self.processor.step_failed, before_prune=self.reporting.rollup)
+                                    failed=self.processor.step_failed, before_prune=self.reporting.rollup,
+                                    measured_at_scrape=self.store.disk_bytes is not None)
         parts: list[Part] = [Task("alertd-processor", self.processor.run), Task("alertd-ticker", self.processor.tick),
                              self.processor.outbox, Task("alertd-housekeeping", housekeeping.run),
                              Task("alertd-reporting", self.reporting.run), Task("alertd-remediation", self.remediation.run)]
