@@ -12,7 +12,7 @@ from typing import Any, Collection
 
 from alertd.core.json_types import JSONObject, integer, obj, string_map
 from alertd.core.model import ACKNOWLEDGED, OPEN, Incident, iso
-from alertd.store.database import Database
+from alertd.store.database import Database, Part
 from alertd.store.history import history_doc
 from alertd.store.sql import assemble, incident_doc, unpacked
 
@@ -105,11 +105,8 @@ def assemble_incident(db: Database, cur: Any, inc_id: str, doc: str | bytes, rec
     return assemble(doc, members, events)
 
 
-class HistoryReads:
+class HistoryReads(Part):
     """Incident, GPU and node history for the API and the web UI (a part of the store)."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def list_incidents(self, *, status: str | None = None, node: str | None = None,
                              since: datetime | None = None, limit: int = 100) -> list[JSONObject]:

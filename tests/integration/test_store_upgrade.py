@@ -262,7 +262,7 @@ async def test_a_crash_between_moving_and_deleting_the_previous_rows_leaves_copi
     legacy = legacy_inbox()
     await open_legacy(make_store, monkeypatch, legacy)
     crashed = make_store()  # the run that appended the first webhooks to the log and died before deleting the rows
-    crashed.inbox.adopt_legacy = lambda: None  # type: ignore[method-assign]
+    monkeypatch.setattr(crashed, "adopt_legacy", lambda: None)
     await crashed.open()
     await crashed.append_hook(legacy.partly, T0, 4)
     single = legacy.singles[0]
