@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import TypedDict
 
 from alertd.alertmanager.settings import AlertmanagerDoc
-from alertd.config.classify import ClassifyDoc
-from alertd.config.connections import ConnectionsDoc
 from alertd.core.json_types import JSONObject
 from alertd.enrich.settings import EnrichDoc, NodeIndexDoc
 from alertd.integrations.tickets import RmaDoc
@@ -113,7 +111,7 @@ class ConfigDoc(TypedDict, total=False):
     external_url: str
     log: LogDoc
     storage: StorageDoc
-    connections: ConnectionsDoc
+    connections: JSONObject  # declared once: alertd/config/connections.py
     receiver: ReceiverDoc
     api: ApiDoc
     rules: RulesDoc
@@ -124,7 +122,7 @@ class ConfigDoc(TypedDict, total=False):
     processing: ProcessingDoc
     notify: JSONObject
     alertmanager: AlertmanagerDoc
-    classify: ClassifyDoc
+    classify: JSONObject  # declared once: alertd/config/classify.py
     enrich: EnrichDoc
     report: ReportDoc
     sources: SourcesDoc

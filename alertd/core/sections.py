@@ -1,0 +1,110 @@
+"""Configuration sections declared once, as msgspec Structs: each field's type, bounds, default and description
+beside each other. The same declaration decodes a validated section (``Section.from_doc``) and generates the
+JSON Schema that validates it (``section_schema``; alertd/config/schemafiles.py writes the checked-in files).
+
+The schema is still what checks a file, through jsonschema: its errors carry the path that gives line and
+column and the wording of alertd/schemas/messages.py. msgspec then only converts what passed."""
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping
+from typing import Literal, Self
+
+import msgspec
+
+from alertd.core.durations import parse_duration
+from alertd.core.json_types import JSONObject, JSONValue, obj
+
+DURATION_REF = "#/$defs/duration"  # each schema file that holds a duration defines it (Prometheus durations)
+
+
+class Seconds(float):
+    """A duration in seconds, written in the file as a Prometheus duration (``10s``, ``1h30m``, ``20ms``)."""
+
+
+class DurationDefault:
+    """A duration field's default, kept as written so the generated schema shows ``"default": "10s"``."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __call__(self) -> Seconds:
+        return Seconds(parse_duration(self.text).total_seconds())
+
+
+def duration(default: str) -> Seconds:
+    """The default of a ``Seconds`` field, as a Prometheus duration."""
+    value: Seconds = msgspec.field(default_factory=DurationDefault(default))
+    return value
+
+
+class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A configuration section (or a part of one); its docstring is the schema's description of it."""
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, object] | None) -> Self:
+        """The section of a document the generated schema accepted; absent keys take their defaults."""
+        return msgspec.convert(dict(doc or {}), cls, strict=False, dec_hook=_decode)
+
+
+def _decode(kind: type, value: object) -> object:
+    if kind is Seconds and isinstance(value, str):
+        return Seconds(parse_duration(value).total_seconds())
+    raise NotImplementedError(f"{kind.__name__} is not a configuration type")
+
+
+def _schema_hook(kind: type) -> dict[str, object]:
+    if kind is Seconds:
+        return {"$ref": DURATION_REF}
+    raise NotImplementedError(f"{kind.__name__} has no schema")
+
+
+def section_schema(cls: type[Section]) -> JSONObject:
+    """The JSON Schema of a section with its parts inlined (as hand-written schemas had them, so an error's
+    schema is the object it is about), enums in declaration order (their error lists them as declared)."""
+    generated = obj(msgspec.json.schema(cls, schema_hook=_schema_hook), cls.__name__)
+    defs = obj(generated["$defs"], "$defs")
+    return _inline(cls, obj(defs[_def_name(generated["$ref"])], cls.__name__), defs)
+
+
+def _def_name(ref: JSONValue) -> str:
+    return str(ref).rsplit("/", 1)[-1]
+
+
+def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObject:
+    out = {k: v for k, v in node.items() if k != "title" and not (k == "required" and not v)}
+    properties = dict(obj(node.get("properties", {}), "properties"))
+    for field in msgspec.structs.fields(cls):
+        prop = dict(obj(properties[field.encode_name], field.name))
+        kind = _bare(field.type)
+        if isinstance(kind, type) and issubclass(kind, Section):
+            part = _inline(kind, obj(defs[_def_name(prop.pop("$ref"))], kind.__name__), defs)
+            prop = {**part, **prop}  # the field's own description before the part's docstring
+        elif typing.get_origin(kind) is Literal:
+            prop["enum"] = list(typing.get_args(kind))
+        if isinstance(field.default_factory, DurationDefault):
+            prop["default"] = field.default_factory.text
+        properties[field.encode_name] = prop
+    out["properties"] = properties
+    return out
+
+
+def _bare(kind: object) -> object:
+    """A field's type without ``Annotated``."""
+    while typing.get_origin(kind) is typing.Annotated:
+        kind = typing.get_args(kind)[0]
+    return kind
+
+
+def option_paths(cls: type[Section], prefix: str) -> list[str]:
+    """Every option of a section as ``section.key`` (``classify.rules_api.ttl``), parts before their keys."""
+    paths = []
+    for field in msgspec.structs.fields(cls):
+        path, kind = f"{prefix}.{field.encode_name}", _bare(field.type)
+        paths.append(path)
+        if isinstance(kind, type) and issubclass(kind, Section):
+            paths += option_paths(kind, path)
+    return paths
+
+
+__all__ = ["DURATION_REF", "Seconds", "Section", "duration", "option_paths", "section_schema"]
