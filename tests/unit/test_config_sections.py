@@ -1,0 +1,164 @@
+"""Sections of alertd.yml declared once (alertd/core/sections.py): the checked-in schemas are generated from
+the declarations, a new option is one declaration, and the example config and docs/*.md name exactly the
+declared options."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from msgspec import Meta
+
+from alertd.config import schemafiles
+from alertd.config.connections import ConnectionSettings
+from alertd.core.json_types import JSONObject
+from alertd.core.sections import Seconds, Section, duration, option_paths, section_schema
+from alertd.integrations.base import DURATION_SCHEMA
+from alertd.schemas.messages import describe
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "alertd.yml"
+DECLARED = schemafiles.DECLARED
+
+
+def test_the_checked_in_schemas_are_what_the_declarations_generate():
+    assert schemafiles.stale() == [], "run: python -m alertd.config.schemafiles"
+
+
+def test_a_stale_schema_file_is_found(tmp_path):
+    for name, text in schemafiles.generated().items():
+        (tmp_path / name).write_text(text)
+    assert schemafiles.stale(tmp_path) == []
+    edited = (tmp_path / "classify.schema.json").read_text().replace('"minimum": 1024', '"minimum": 1000')
+    (tmp_path / "classify.schema.json").write_text(edited)
+    assert schemafiles.stale(tmp_path) == ["classify.schema.json"]
+
+
+class WithDrain(ConnectionSettings, frozen=True):
+    """connections with one option more, as a new option is added: one declaration, its doc in it."""
+
+    drain_timeout: Annotated[Seconds, Meta(description="How long open connections may finish at shutdown.")] = \
+        duration("3s")
+    drain_max: Annotated[int, Meta(ge=1, description="Connections drained at once.")] = 16
+
+
+def _errors(schema: JSONObject, doc: object) -> list[str]:
+    full = {**schema, "$defs": {"duration": dict(DURATION_SCHEMA)}}
+    return [describe(e) for e in Draft202012Validator(full).iter_errors(doc)]
+
+
+def test_a_new_option_is_validated_defaulted_decoded_and_in_the_schema():
+    schema = section_schema(WithDrain)
+    props = schema["properties"]
+    assert isinstance(props, dict)
+    assert props["drain_timeout"] == {"$ref": "#/$defs/duration", "default": "3s",
+                                      "description": "How long open connections may finish at shutdown."}
+    assert props["drain_max"] == {"type": "integer", "minimum": 1, "default": 16,
+                                  "description": "Connections drained at once."}
+    assert set(props) == set(section_schema(ConnectionSettings)["properties"]) | {"drain_timeout", "drain_max"}  # type: ignore[arg-type]
+    assert _errors(schema, {"drain_timeout": "5s", "drain_max": 2}) == []
+    assert _errors(schema, {"drain_timeout": "soon"}) == [
+        "drain_timeout: 'soon' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m "
+        "(units: ms, s, m, h, d, w, y)"]
+    assert _errors(schema, {"drain_max": 0}) == ["drain_max: 0 is less than the minimum of 1"]
+    assert _errors(schema, {"drain_timeut": "5s"}) == ["document: unknown key(s) 'drain_timeut' (did you mean 'drain_timeout'?)"]
+    assert WithDrain.from_doc({}).drain_timeout == 3.0 and WithDrain.from_doc({}).drain_max == 16
+    decoded = WithDrain.from_doc({"drain_timeout": "1m30s", "max_open": 64})
+    assert (decoded.drain_timeout, decoded.max_open, decoded.header_timeout) == (90.0, 64, 10.0)
+    assert isinstance(decoded.drain_timeout, Seconds)
+    assert "connections.drain_timeout" in option_paths(WithDrain, "connections")
+
+
+def test_decoding_refuses_what_the_schema_refuses():
+    """from_doc is for documents the schema passed, but a caller that skips the schema still gets no garbage."""
+    with pytest.raises(msgspec.ValidationError, match="drain_max"):
+        WithDrain.from_doc({"drain_max": 0})
+    with pytest.raises(msgspec.ValidationError, match="unknown field"):
+        WithDrain.from_doc({"drain_timeut": "5s"})
+
+
+class Log(Section, frozen=True):
+    format: Literal["text", "json"] = "text"
+
+
+def test_enums_keep_their_declared_order_for_the_error_message():
+    assert _errors(section_schema(Log), {"format": "xml"}) == ["format: 'xml' is not one of ['text', 'json']"]
+
+
+# -- the example config and the docs name exactly the declared options
+
+def _paths(doc: object, prefix: str) -> set[str]:
+    if not isinstance(doc, dict):
+        return set()
+    out = set()
+    for key, value in doc.items():
+        out |= {f"{prefix}.{key}"} | _paths(value, f"{prefix}.{key}")
+    return out
+
+
+def _declared(name: str) -> set[str]:
+    return set(option_paths(DECLARED[name], name))
+
+
+def _leaves(name: str) -> set[str]:
+    paths = _declared(name)
+    return {p for p in paths if not any(q.startswith(p + ".") for q in paths)}
+
+
+def example_options(text: str) -> dict[str, set[str]]:
+    """The options the example sets or shows commented out, per declared section."""
+    live = yaml.safe_load(re.sub(r"^(\s*)# (?=[a-z_]+:|  |- )", r"\1", text, flags=re.M))
+    return {name: _paths(live.get(name), name) for name in DECLARED}
+
+
+def docs_options(texts: list[str]) -> dict[str, set[str]]:
+    """The options docs/*.md name: `section.key` in backticks, or keys of a YAML block under a declared section."""
+    found: dict[str, set[str]] = {name: set() for name in DECLARED}
+    sections = "|".join(DECLARED)
+    for text in texts:
+        for path in re.findall(rf"`((?:{sections})(?:\.[a-z_]+)+)`", text):
+            found[path.split(".")[0]].add(path)
+        for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
+            try:
+                doc = yaml.safe_load(block)
+            except yaml.YAMLError:
+                continue
+            for name in DECLARED:
+                if isinstance(doc, dict) and isinstance(doc.get(name), dict):
+                    found[name] |= _paths(doc[name], name)
+    return found
+
+
+def _disagreements(found: dict[str, set[str]], where: str) -> list[str]:
+    out = []
+    for name in DECLARED:
+        out += [f"{where} names {p}, which is not declared" for p in sorted(found[name] - _declared(name))]
+        out += [f"{where} does not name {p}" for p in sorted(_leaves(name) - found[name])]
+    return out
+
+
+def test_the_example_config_shows_every_declared_option_and_no_other():
+    assert _disagreements(example_options(EXAMPLE.read_text()), "examples/alertd.yml") == []
+
+
+def test_the_docs_name_every_declared_option_and_no_other():
+    texts = [p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))]
+    assert _disagreements(docs_options(texts), "docs/*.md") == []
+
+
+def test_an_undocumented_or_gone_option_is_found():
+    text = EXAMPLE.read_text()
+    dropped = re.sub(r"^\s*max_headers:.*\n", "", text, flags=re.M)
+    assert "examples/alertd.yml does not name connections.max_headers" in _disagreements(
+        example_options(dropped), "examples/alertd.yml")
+    gone = text.replace("  max_headers: 128", "  max_headers: 128\n  max_idle: 5")
+    assert "examples/alertd.yml names connections.max_idle, which is not declared" in _disagreements(
+        example_options(gone), "examples/alertd.yml")
+    docs = docs_options(["`connections.max_open` and `classify.rules_api.waits`"])
+    found = _disagreements(docs, "docs")
+    assert "docs names classify.rules_api.waits, which is not declared" in found
+    assert "docs does not name connections.reserved_fds" in found and "docs does not name connections.max_open" not in found
