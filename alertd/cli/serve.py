@@ -93,7 +93,7 @@ class CredentialReloader:
 def run(options: ServeOptions, cfg: Config, group: GroupDir | None) -> int:
     """Preflight, then the App until SIGTERM or SIGINT; 2 with one line on stderr when it cannot start."""
     options.apply(cfg)
-    redactor = setup_logging(cfg.log_format, cfg.log_level, configured_secrets(cfg.raw))
+    redactor = setup_logging(cfg.log.format, cfg.log.level, configured_secrets(cfg.raw))
     metrics = Metrics()
     credentials, certificate = CredentialReloader(options, cfg, metrics, redactor), Certificate(options, cfg)
     try:

@@ -43,11 +43,6 @@ class TlsDoc(TypedDict, total=False):
     min_version: str
 
 
-class LogDoc(TypedDict, total=False):
-    format: str
-    level: str
-
-
 class StorageDoc(TypedDict, total=False):
     backend: str
     sqlite_path: str
@@ -91,25 +86,12 @@ class NormalizeDoc(TypedDict, total=False):
     xid_annotation: str
 
 
-class HADoc(TypedDict, total=False):
-    lease_ttl: str
-    renew_interval: str
-    poll_interval: str
-    advertise: str
-
-
-class ProcessingDoc(TypedDict, total=False):
-    batch_size: int
-    tick_interval: str
-    detailed_incidents: int
-
-
 class ConfigDoc(TypedDict, total=False):
     listen: str
     tls: TlsDoc
     data_dir: str
     external_url: str
-    log: LogDoc
+    log: JSONObject  # declared once: alertd/config/service.py, as are ha and processing
     storage: StorageDoc
     connections: JSONObject  # declared once: alertd/config/connections.py
     receiver: ReceiverDoc
@@ -118,8 +100,8 @@ class ConfigDoc(TypedDict, total=False):
     normalize: NormalizeDoc
     runbook_base_url: str
     installation_id: str
-    ha: HADoc
-    processing: ProcessingDoc
+    ha: JSONObject
+    processing: JSONObject
     notify: JSONObject
     alertmanager: AlertmanagerDoc
     classify: JSONObject  # declared once: alertd/config/classify.py
@@ -129,5 +111,4 @@ class ConfigDoc(TypedDict, total=False):
     rma: RmaDoc
 
 
-__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "HADoc", "LogDoc", "NormalizeDoc", "ProcessingDoc",
-           "ReceiverDoc", "RulesDoc", "StorageDoc", "TlsDoc", "TokenDoc", "TrustedProxyDoc"]
+__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "NormalizeDoc", "ReceiverDoc", "RulesDoc", "StorageDoc", "TlsDoc", "TokenDoc", "TrustedProxyDoc"]

@@ -12,13 +12,17 @@ from pathlib import Path
 
 from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
+from alertd.config.service import HAConfig, LogSettings, ProcessingSettings
 from alertd.core.json_types import JSONObject, obj
 from alertd.core.sections import Section, section_schema
 from alertd.integrations.base import DURATION_SCHEMA
 
 # config.schema.json's properties that a Struct declares (the others are still written in the file).
 SECTIONS: dict[str, type[Section]] = {
+    "log": LogSettings,
     "connections": ConnectionSettings,
+    "ha": HAConfig,
+    "processing": ProcessingSettings,
 }
 # Sections with a schema file of their own, referred to by config.schema.json: file name -> (title, section).
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {

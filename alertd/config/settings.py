@@ -23,31 +23,11 @@ from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, Network, trusted_networks
-from alertd.config.document import ConfigDoc, HADoc, NormalizeDoc, TlsDoc
+from alertd.config.document import ConfigDoc, NormalizeDoc, TlsDoc
+from alertd.config.service import HAConfig, LogSettings, ProcessingSettings
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
-
-
-@dataclass(slots=True)
-class HAConfig:
-    """Several processes over one store (docs/ha.md)."""
-
-    lease_ttl: float = 5.0  # seconds a leader's lease lasts without renewal
-    renew_interval: float = 1.0  # seconds between lease rounds (renewal, or a follower's attempt)
-    poll_interval: float = 0.02  # seconds between the leader's reads of a shared inbox when idle
-    advertise: str = ""  # this replica's address, shown to the others (default: listen)
-
-    @classmethod
-    def from_doc(cls, doc: HADoc | None) -> "HAConfig":
-        doc, base = doc or {}, cls()
-
-        def secs(value: str | None, default: float) -> float:
-            return parse_duration(value).total_seconds() if value is not None else default
-
-        return cls(lease_ttl=secs(doc.get("lease_ttl"), base.lease_ttl),
-                   renew_interval=secs(doc.get("renew_interval"), base.renew_interval),
-                   poll_interval=secs(doc.get("poll_interval"), base.poll_interval), advertise=doc.get("advertise", ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +55,7 @@ class Config:
     listen: str = "127.0.0.1:9095"
     data_dir: Path = Path("data")
     external_url: str = ""
-    log_format: str = "text"
-    log_level: str = "info"
+    log: LogSettings = field(default_factory=LogSettings)
     storage_backend: str = "sqlite"
     sqlite_path: str = ""
     synchronous: str = "FULL"
@@ -96,9 +75,7 @@ class Config:
     rule_watch_interval: float = 10.0  # seconds between looks at the rule files for changes; 0: only on SIGHUP
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
-    batch_size: int = 256
-    tick_interval: timedelta = timedelta(seconds=1)
-    detailed_incidents: int = 10000  # open incidents held in detail; past it storms' node incidents are summarised
+    processing: ProcessingSettings = field(default_factory=ProcessingSettings)  # the engine's pace, what it holds
     console: bool | None = None
     retry_max_backoff: timedelta = timedelta(minutes=5)
     retry_max_attempts: int = 15
@@ -188,15 +165,14 @@ def _credentials(doc: ConfigDoc, source: str) -> tuple[Credentials, Credentials]
 def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
     """Every section, parsed once: each into the settings its user reads (defined beside that user)."""
     storage, receiver = doc.get("storage", {}), doc.get("receiver", {})
-    processing, notify = doc.get("processing", {}), doc.get("notify", {})
+    notify = doc.get("notify", {})
     retry = member(notify, "retry")  # notify's sections besides console and retry: the integrations' own
     defaults = Config()
     return Config(
         listen=doc.get("listen", defaults.listen),
         data_dir=Path(doc.get("data_dir", "data")),
         external_url=doc.get("external_url", ""),
-        log_format=doc.get("log", {}).get("format", "text"),
-        log_level=doc.get("log", {}).get("level", "info"),
+        log=LogSettings.from_doc(doc.get("log")),
         storage_backend=storage.get("backend", "sqlite"),
         sqlite_path=storage.get("sqlite_path", ""),
         synchronous=storage.get("synchronous", "FULL"),
@@ -216,9 +192,7 @@ def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Cre
         rule_watch_interval=parse_duration(doc.get("rules", {}).get("watch_interval", "10s")).total_seconds(),
         normalize=_normalize(doc.get("normalize", {})),
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
-        batch_size=processing.get("batch_size", defaults.batch_size),
-        tick_interval=parse_duration(processing.get("tick_interval", "1s")),
-        detailed_incidents=processing.get("detailed_incidents", defaults.detailed_incidents),
+        processing=ProcessingSettings.from_doc(doc.get("processing")),
         console=_flag(member(notify, "console").get("enabled")),
         retry_max_backoff=parse_duration(str(retry.get("max_backoff", "5m"))),
         retry_max_attempts=int(str(retry.get("max_attempts", defaults.retry_max_attempts))),

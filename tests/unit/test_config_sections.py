@@ -116,11 +116,11 @@ def example_options(text: str) -> dict[str, set[str]]:
 
 
 def docs_options(texts: list[str]) -> dict[str, set[str]]:
-    """The options docs/*.md name: `section.key` in backticks, or keys of a YAML block under a declared section."""
+    """The options docs/*.md name: `section.key` (or `section.key: value`) in backticks, or keys of a YAML block under a declared section."""
     found: dict[str, set[str]] = {name: set() for name in DECLARED}
     sections = "|".join(DECLARED)
     for text in texts:
-        for path in re.findall(rf"`((?:{sections})(?:\.[a-z_]+)+)`", text):
+        for path in re.findall(rf"`((?:{sections})(?:\.[a-z_]+)+)(?:`|: )", text):
             found[path.split(".")[0]].add(path)
         for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
             try:

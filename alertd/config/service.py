@@ -1,0 +1,48 @@
+"""Small sections of the service's own: the log, the engine's pace, several replicas (docs/ha.md).
+
+Declared once each (alertd/core/sections.py): these declarations are the schema, the defaults and the
+description of every option they hold."""
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta
+
+from alertd.core.sections import Seconds, Section, duration
+
+
+class LogSettings(Section, frozen=True):
+    """How alertd logs: text for people, JSON lines for log pipelines."""
+
+    format: Annotated[Literal["text", "json"], Meta(description="text, or json (JSON lines).")] = "text"
+    level: Annotated[Literal["debug", "info", "warning", "error"], Meta(description="The least severe level logged.")] = "info"
+
+
+class ProcessingSettings(Section, frozen=True):
+    """The engine's pace and the incidents it holds in memory."""
+
+    batch_size: Annotated[int, Meta(ge=1, description=(
+        "Alerts per engine step; smaller steps keep webhook answers fast under load."))] = 256
+    tick_interval: Annotated[Seconds, Meta(description=(
+        "How often hold-downs and the watchdog are evaluated."))] = duration("1s")
+    detailed_incidents: Annotated[int, Meta(ge=0, description=(
+        "Open incidents the engine holds in full detail in memory. Past it, the node incidents folded into a "
+        "storm's fleet incident are held summarised (no timeline in memory, shared signals; everything stays in "
+        "the store), counted by alertd_incidents_summarised_open."))] = 10000
+
+
+class HAConfig(Section, frozen=True):
+    """Several replicas on one PostgreSQL database (docs/ha.md)."""
+
+    lease_ttl: Annotated[Seconds, Meta(description=(
+        "How long the engine lease lasts without renewal; a follower takes over this long after the leader "
+        "dies."))] = duration("5s")
+    renew_interval: Annotated[Seconds, Meta(description=(
+        "Between lease renewals (and a follower's attempts). At most half of lease_ttl."))] = duration("1s")
+    poll_interval: Annotated[Seconds, Meta(description=(
+        "Between the leader's reads of the shared inbox when idle."))] = duration("20ms")
+    advertise: Annotated[str, Meta(description=(
+        "This replica's address as the others should see it; empty: listen."))] = ""
+
+
+__all__ = ["HAConfig", "LogSettings", "ProcessingSettings"]
