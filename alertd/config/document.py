@@ -43,16 +43,6 @@ class TlsDoc(TypedDict, total=False):
     min_version: str
 
 
-class StorageDoc(TypedDict, total=False):
-    backend: str
-    sqlite_path: str
-    synchronous: str
-    postgres_dsn: str
-    postgres_password: str
-    retention: str
-    incident_retention: str
-
-
 class ReceiverDoc(TypedDict, total=False):
     max_body_bytes: int
     auth: AuthDoc
@@ -91,8 +81,8 @@ class ConfigDoc(TypedDict, total=False):
     tls: TlsDoc
     data_dir: str
     external_url: str
-    log: JSONObject  # declared once: alertd/config/service.py, as are ha and processing
-    storage: StorageDoc
+    log: JSONObject  # declared once: alertd/config/service.py, as are storage, ha and processing
+    storage: JSONObject
     connections: JSONObject  # declared once: alertd/config/connections.py
     receiver: ReceiverDoc
     api: ApiDoc
@@ -111,4 +101,4 @@ class ConfigDoc(TypedDict, total=False):
     rma: RmaDoc
 
 
-__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "NormalizeDoc", "ReceiverDoc", "RulesDoc", "StorageDoc", "TlsDoc", "TokenDoc", "TrustedProxyDoc"]
+__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "NormalizeDoc", "ReceiverDoc", "RulesDoc", "TlsDoc", "TokenDoc", "TrustedProxyDoc"]

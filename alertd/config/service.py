@@ -1,4 +1,4 @@
-"""Small sections of the service's own: the log, the engine's pace, several replicas (docs/ha.md).
+"""Small sections of the service's own: the log, the store, the engine's pace, several replicas (docs/ha.md).
 
 Declared once each (alertd/core/sections.py): these declarations are the schema, the defaults and the
 description of every option they hold."""
@@ -16,6 +16,24 @@ class LogSettings(Section, frozen=True):
 
     format: Annotated[Literal["text", "json"], Meta(description="text, or json (JSON lines).")] = "text"
     level: Annotated[Literal["debug", "info", "warning", "error"], Meta(description="The least severe level logged.")] = "info"
+
+
+class StorageSettings(Section, frozen=True):
+    """Where alertd keeps its state: embedded SQLite, or PostgreSQL (several replicas, docs/ha.md)."""
+
+    backend: Annotated[Literal["sqlite", "postgres"], Meta(description="sqlite (embedded) or postgres.")] = "sqlite"
+    sqlite_path: Annotated[str, Meta(description="The SQLite database; empty: <data_dir>/alertd.sqlite3.")] = ""
+    synchronous: Annotated[Literal["FULL", "NORMAL"], Meta(description=(
+        "SQLite fsync policy. FULL survives power loss; NORMAL survives process crashes only."))] = "FULL"
+    postgres_dsn: Annotated[str, Meta(description="libpq connection string, e.g. ${ALERTD_PG_DSN}.")] = ""
+    retention: Annotated[Seconds, Meta(description=(
+        "How long processed inbox rows (the redelivery dedup window) and delivered notifications are "
+        "kept."))] = duration("24h")
+    postgres_password: Annotated[str, Meta(description=(
+        "PostgreSQL password, kept out of the DSN; give postgres_password_file to read it from a file."))] = ""
+    incident_retention: Annotated[Seconds, Meta(description=(
+        "How long resolved incidents (members, timeline, search facets) are kept; 0 keeps them forever. GPU "
+        "history is kept. Pruned in small batches every five minutes."))] = duration("400d")
 
 
 class ProcessingSettings(Section, frozen=True):
@@ -45,4 +63,4 @@ class HAConfig(Section, frozen=True):
         "This replica's address as the others should see it; empty: listen."))] = ""
 
 
-__all__ = ["HAConfig", "LogSettings", "ProcessingSettings"]
+__all__ = ["HAConfig", "LogSettings", "ProcessingSettings", "StorageSettings"]

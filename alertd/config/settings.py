@@ -24,7 +24,7 @@ from alertd.config.connections import ConnectionSettings
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, Network, trusted_networks
 from alertd.config.document import ConfigDoc, NormalizeDoc, TlsDoc
-from alertd.config.service import HAConfig, LogSettings, ProcessingSettings
+from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, StorageSettings
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
@@ -56,12 +56,7 @@ class Config:
     data_dir: Path = Path("data")
     external_url: str = ""
     log: LogSettings = field(default_factory=LogSettings)
-    storage_backend: str = "sqlite"
-    sqlite_path: str = ""
-    synchronous: str = "FULL"
-    postgres_dsn: str = ""
-    retention: timedelta = timedelta(hours=24)
-    incident_retention: timedelta = timedelta(days=400)  # resolved incidents; 0 keeps them forever
+    storage: StorageSettings = field(default_factory=StorageSettings)
     max_body_bytes: int = 10 * 1024 * 1024
     body_timeout: float = 30.0  # seconds a request body may take to arrive
     max_backlog: int = 100_000  # webhooks stored and not yet through the engine before new ones get 503; 0 = none
@@ -70,7 +65,6 @@ class Config:
     api_auth: Credentials = field(default_factory=Credentials)
     allowed_hosts: tuple[str, ...] = ()  # api.allowed_hosts: Host names accepted besides the listen address
     trusted_proxies: tuple[Network, ...] = ()  # api.trusted_proxies: whose X-Forwarded-For is believed
-    postgres_password: str = ""
     rule_paths: list[str] = field(default_factory=default_rule_paths)
     rule_watch_interval: float = 10.0  # seconds between looks at the rule files for changes; 0: only on SIGHUP
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
@@ -93,6 +87,36 @@ class Config:
     tls: TlsSettings | None = None  # HTTPS on the listener; None: plain HTTP
     raw: ConfigDoc = field(default_factory=lambda: ConfigDoc())  # the validated document, as read (config/ internals only)
     source: str = "<defaults>"
+
+    # The storage section's options under the names the service has always read them by.
+    @property
+    def storage_backend(self) -> str:
+        return self.storage.backend
+
+    @property
+    def sqlite_path(self) -> str:
+        return self.storage.sqlite_path
+
+    @property
+    def synchronous(self) -> str:
+        return self.storage.synchronous
+
+    @property
+    def postgres_dsn(self) -> str:
+        return self.storage.postgres_dsn
+
+    @property
+    def postgres_password(self) -> str:
+        return self.storage.postgres_password
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(seconds=self.storage.retention)
+
+    @property
+    def incident_retention(self) -> timedelta:
+        """Resolved incidents are kept this long; 0 keeps them forever."""
+        return timedelta(seconds=self.storage.incident_retention)
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -164,7 +188,7 @@ def _credentials(doc: ConfigDoc, source: str) -> tuple[Credentials, Credentials]
 
 def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
     """Every section, parsed once: each into the settings its user reads (defined beside that user)."""
-    storage, receiver = doc.get("storage", {}), doc.get("receiver", {})
+    receiver = doc.get("receiver", {})
     notify = doc.get("notify", {})
     retry = member(notify, "retry")  # notify's sections besides console and retry: the integrations' own
     defaults = Config()
@@ -173,12 +197,7 @@ def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Cre
         data_dir=Path(doc.get("data_dir", "data")),
         external_url=doc.get("external_url", ""),
         log=LogSettings.from_doc(doc.get("log")),
-        storage_backend=storage.get("backend", "sqlite"),
-        sqlite_path=storage.get("sqlite_path", ""),
-        synchronous=storage.get("synchronous", "FULL"),
-        postgres_dsn=storage.get("postgres_dsn", ""),
-        retention=parse_duration(storage.get("retention", "24h")),
-        incident_retention=parse_duration(storage.get("incident_retention", "400d")),
+        storage=StorageSettings.from_doc(doc.get("storage")),
         max_body_bytes=receiver.get("max_body_bytes", defaults.max_body_bytes),
         body_timeout=parse_duration(receiver.get("body_timeout", "30s")).total_seconds(),
         max_backlog=receiver.get("max_backlog", defaults.max_backlog),
@@ -187,7 +206,6 @@ def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Cre
         api_auth=api_auth,
         allowed_hosts=tuple(str(h) for h in doc.get("api", {}).get("allowed_hosts") or ()),
         trusted_proxies=trusted_networks(doc.get("api", {}).get("trusted_proxies")),
-        postgres_password=storage.get("postgres_password", ""),
         rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()) + list(doc.get("rules", {}).get("site") or ()),
         rule_watch_interval=parse_duration(doc.get("rules", {}).get("watch_interval", "10s")).total_seconds(),
         normalize=_normalize(doc.get("normalize", {})),

@@ -14,6 +14,7 @@ from jsonschema import Draft202012Validator
 from msgspec import Meta
 
 from alertd.config import schemafiles
+from alertd.config.secrets import SECRET_KEYS, SUFFIX
 from alertd.config.connections import ConnectionSettings
 from alertd.core.json_types import JSONObject
 from alertd.core.sections import Seconds, Section, duration, option_paths, section_schema
@@ -23,6 +24,7 @@ from alertd.schemas.messages import describe
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "alertd.yml"
 DECLARED = schemafiles.DECLARED
+NOT_OPTIONS = {"storage.postgres.replicas"}  # a value of the Helm chart (docs/deploy.md), not of alertd.yml
 
 
 def test_the_checked_in_schemas_are_what_the_declarations_generate():
@@ -133,8 +135,15 @@ def docs_options(texts: list[str]) -> dict[str, set[str]]:
     return found
 
 
+def _as_declared(path: str) -> str:
+    """``storage.postgres_password_file`` names ``storage.postgres_password``: a secret may come from a file."""
+    head, _, key = path.rpartition(".")
+    return f"{head}.{key.removesuffix(SUFFIX)}" if key.removesuffix(SUFFIX) in SECRET_KEYS else path
+
+
 def _disagreements(found: dict[str, set[str]], where: str) -> list[str]:
     out = []
+    found = {name: {_as_declared(p) for p in paths} - NOT_OPTIONS for name, paths in found.items()}
     for name in DECLARED:
         out += [f"{where} names {p}, which is not declared" for p in sorted(found[name] - _declared(name))]
         out += [f"{where} does not name {p}" for p in sorted(_leaves(name) - found[name])]
