@@ -10,7 +10,6 @@ from alertd.core.json_types import JSONObject
 from alertd.enrich.settings import EnrichDoc, NodeIndexDoc
 from alertd.integrations.tickets import RmaDoc
 from alertd.report.settings import ReportDoc
-from alertd.sources.settings import SourcesDoc
 
 TrustedProxyDoc = TypedDict("TrustedProxyDoc", {"header": str, "from": list[str], "users": dict[str, str],
                                                 "default_role": str}, total=False)
@@ -97,7 +96,7 @@ class ConfigDoc(TypedDict, total=False):
     classify: JSONObject  # declared once: alertd/config/classify.py
     enrich: EnrichDoc
     report: ReportDoc
-    sources: SourcesDoc
+    sources: JSONObject  # declared once: alertd/sources/settings.py
     rma: RmaDoc
 
 

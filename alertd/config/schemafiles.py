@@ -16,6 +16,7 @@ from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, Sto
 from alertd.core.json_types import JSONObject, obj
 from alertd.core.sections import Section, section_schema
 from alertd.integrations.base import DURATION_SCHEMA
+from alertd.sources.settings import SourcesSettings
 
 # config.schema.json's properties that a Struct declares (the others are still written in the file).
 SECTIONS: dict[str, type[Section]] = {
@@ -24,6 +25,7 @@ SECTIONS: dict[str, type[Section]] = {
     "connections": ConnectionSettings,
     "ha": HAConfig,
     "processing": ProcessingSettings,
+    "sources": SourcesSettings,
 }
 # Sections with a schema file of their own, referred to by config.schema.json: file name -> (title, section).
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {
