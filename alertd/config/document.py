@@ -36,12 +36,6 @@ class AuthDoc(TypedDict, total=False):
     trusted_proxy: TrustedProxyDoc
 
 
-class TlsDoc(TypedDict, total=False):
-    cert_file: str  # required, with key_file
-    key_file: str
-    min_version: str
-
-
 class ReceiverDoc(TypedDict, total=False):
     max_body_bytes: int
     auth: AuthDoc
@@ -77,7 +71,7 @@ class NormalizeDoc(TypedDict, total=False):
 
 class ConfigDoc(TypedDict, total=False):
     listen: str
-    tls: TlsDoc
+    tls: JSONObject  # declared once: alertd/config/service.py
     data_dir: str
     external_url: str
     log: JSONObject  # declared once: alertd/config/service.py, as are storage, ha and processing
@@ -100,4 +94,4 @@ class ConfigDoc(TypedDict, total=False):
     rma: RmaDoc
 
 
-__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "NormalizeDoc", "ReceiverDoc", "RulesDoc", "TlsDoc", "TokenDoc", "TrustedProxyDoc"]
+__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "NormalizeDoc", "ReceiverDoc", "RulesDoc", "TokenDoc", "TrustedProxyDoc"]

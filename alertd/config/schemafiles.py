@@ -12,7 +12,7 @@ from pathlib import Path
 
 from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
-from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, StorageSettings
+from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, StorageSettings, TlsSettings
 from alertd.core.json_types import JSONObject, obj
 from alertd.core.sections import Section, section_schema
 from alertd.integrations.base import DURATION_SCHEMA
@@ -20,6 +20,7 @@ from alertd.sources.settings import SourcesSettings
 
 # config.schema.json's properties that a Struct declares (the others are still written in the file).
 SECTIONS: dict[str, type[Section]] = {
+    "tls": TlsSettings,
     "log": LogSettings,
     "storage": StorageSettings,
     "connections": ConnectionSettings,

@@ -1,14 +1,33 @@
-"""Small sections of the service's own: the log, the store, the engine's pace, several replicas (docs/ha.md).
+"""Small sections of the service's own: HTTPS, the log, the store, the engine's pace, several replicas (docs/ha.md).
 
 Declared once each (alertd/core/sections.py): these declarations are the schema, the defaults and the
 description of every option they hold."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
+import msgspec
 from msgspec import Meta
 
 from alertd.core.sections import Seconds, Section, duration
+
+
+PemFile = Annotated[Path, Meta(extra_json_schema={"minLength": 1})]
+
+
+class TlsSettings(Section, frozen=True):
+    """Serve HTTPS: the certificate (chain) and key files, PEM. Both are read again on SIGHUP (certificate rotation without a restart)."""
+
+    cert_file: Annotated[PemFile, Meta(description="The certificate and its chain; relative: to the config file.")]
+    key_file: Annotated[PemFile, Meta(description="The certificate's private key; relative: to the config file.")]
+    min_version: Annotated[Literal["TLS1.2", "TLS1.3"], Meta(description="The oldest TLS version accepted.")] = "TLS1.2"
+
+    def resolved(self, base: Path | None) -> "TlsSettings":
+        """Relative paths resolved against the configuration file's directory (alertd/web/tls.py loads them)."""
+        def path(p: Path) -> Path:
+            return p if p.is_absolute() or base is None else base / p
+        return msgspec.structs.replace(self, cert_file=path(self.cert_file), key_file=path(self.key_file))
 
 
 class LogSettings(Section, frozen=True):
@@ -63,4 +82,4 @@ class HAConfig(Section, frozen=True):
         "This replica's address as the others should see it; empty: listen."))] = ""
 
 
-__all__ = ["HAConfig", "LogSettings", "ProcessingSettings", "StorageSettings"]
+__all__ = ["HAConfig", "LogSettings", "TlsSettings", "ProcessingSettings", "StorageSettings"]

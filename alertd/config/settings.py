@@ -23,31 +23,11 @@ from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, Network, trusted_networks
-from alertd.config.document import ConfigDoc, NormalizeDoc, TlsDoc
-from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, StorageSettings
+from alertd.config.document import ConfigDoc, NormalizeDoc
+from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, StorageSettings, TlsSettings
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
-
-
-@dataclass(frozen=True, slots=True)
-class TlsSettings:
-    """The ``tls`` section: the listener's certificate and key (alertd/web/tls.py loads them). Relative paths are
-    resolved against the configuration file's directory when it is parsed."""
-
-    cert_file: Path
-    key_file: Path
-    min_version: str = "TLS1.2"
-
-    @classmethod
-    def from_doc(cls, doc: TlsDoc | None, base: Path | None = None) -> "TlsSettings | None":
-        if not doc:
-            return None
-
-        def path(value: str) -> Path:
-            p = Path(value)
-            return p if p.is_absolute() or base is None else base / p
-        return cls(path(doc["cert_file"]), path(doc["key_file"]), str(doc.get("min_version", "TLS1.2")))
 
 
 @dataclass(slots=True)
@@ -137,7 +117,7 @@ def parse_config(doc: object, source: str, marks: Marks | None = None, env: Mapp
     section by section, then checked across sections."""
     doc = _validated(doc, source, marks, env, base)
     cfg = _read(doc, source, *_credentials(doc, source))
-    cfg.tls = TlsSettings.from_doc(doc.get("tls"), base)
+    cfg.tls = TlsSettings.from_doc(doc["tls"]).resolved(base) if doc.get("tls") else None
     links = registry.Links(runbook_base_url=cfg.runbook_base_url or "", alertmanager_url=cfg.alertmanager.web_url,
                            alertd_url=cfg.external_url, silences=cfg.alertmanager.enabled)
     cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal, Self
 
 import msgspec
@@ -50,12 +51,16 @@ class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 def _decode(kind: type, value: object) -> object:
     if kind is Seconds and isinstance(value, str):
         return Seconds(parse_duration(value).total_seconds())
+    if kind is Path and isinstance(value, str):
+        return Path(value)
     raise NotImplementedError(f"{kind.__name__} is not a configuration type")
 
 
 def _schema_hook(kind: type) -> dict[str, object]:
     if kind is Seconds:
         return {"$ref": DURATION_REF}
+    if kind is Path:
+        return {"type": "string"}
     raise NotImplementedError(f"{kind.__name__} has no schema")
 
 
