@@ -7,7 +7,7 @@ from typing import TypedDict
 
 from alertd.alertmanager.settings import AlertmanagerDoc
 from alertd.core.json_types import JSONObject
-from alertd.enrich.settings import EnrichDoc, NodeIndexDoc
+from alertd.enrich.settings import EnrichDoc
 from alertd.integrations.tickets import RmaDoc
 from alertd.report.settings import ReportDoc
 
@@ -64,7 +64,7 @@ class NormalizeDoc(TypedDict, total=False):
     node_map: dict[str, str]
     log_host_labels: list[str]
     log_line_fields: list[str]
-    kubernetes: NodeIndexDoc
+    kubernetes: JSONObject  # declared once: alertd/enrich/settings.py (NodeIndexSettings)
     xid_labels: list[str]
     xid_annotation: str
 

@@ -14,11 +14,13 @@ from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
 from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, StorageSettings, TlsSettings
 from alertd.core.json_types import JSONObject, obj
+from alertd.enrich.settings import NodeIndexSettings
 from alertd.core.sections import Section, section_schema
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.sources.settings import SourcesSettings
 
-# config.schema.json's properties that a Struct declares (the others are still written in the file).
+# config.schema.json's sections (or parts of one, dotted) that a Struct declares; the others are still written
+# in the file.
 SECTIONS: dict[str, type[Section]] = {
     "tls": TlsSettings,
     "log": LogSettings,
@@ -27,6 +29,7 @@ SECTIONS: dict[str, type[Section]] = {
     "ha": HAConfig,
     "processing": ProcessingSettings,
     "sources": SourcesSettings,
+    "normalize.kubernetes": NodeIndexSettings,
 }
 # Sections with a schema file of their own, referred to by config.schema.json: file name -> (title, section).
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {
@@ -44,10 +47,18 @@ def _dump(doc: JSONObject) -> str:
 
 
 def _config(current: JSONObject) -> JSONObject:
-    properties = dict(obj(current["properties"], "properties"))
+    out = current
     for name, cls in SECTIONS.items():
-        properties[name] = section_schema(cls)
-    return {**current, "properties": properties}
+        out = _replaced(out, name.split("."), section_schema(cls))
+    return out
+
+
+def _replaced(node: JSONObject, path: list[str], schema: JSONObject) -> JSONObject:
+    """``node`` with the schema of the property at ``path`` replaced (the enclosing objects copied)."""
+    properties = dict(obj(node["properties"], "properties"))
+    head, rest = path[0], path[1:]
+    properties[head] = _replaced(obj(properties[head], head), rest, schema) if rest else schema
+    return {**node, "properties": properties}
 
 
 def _own_file(name: str, title: str, cls: type[Section]) -> JSONObject:

@@ -102,6 +102,13 @@ def _paths(doc: object, prefix: str) -> set[str]:
     return out
 
 
+def _at(doc: object, name: str) -> object:
+    """The part of a document at a declared name (``normalize.kubernetes``), or None."""
+    for key in name.split("."):
+        doc = doc.get(key) if isinstance(doc, dict) else None
+    return doc
+
+
 def _declared(name: str) -> set[str]:
     return set(option_paths(DECLARED[name], name))
 
@@ -114,24 +121,23 @@ def _leaves(name: str) -> set[str]:
 def example_options(text: str) -> dict[str, set[str]]:
     """The options the example sets or shows commented out, per declared section."""
     live = yaml.safe_load(re.sub(r"^(\s*)# (?=[a-z_]+:|  |- )", r"\1", text, flags=re.M))
-    return {name: _paths(live.get(name), name) for name in DECLARED}
+    return {name: _paths(_at(live, name), name) for name in DECLARED}
 
 
 def docs_options(texts: list[str]) -> dict[str, set[str]]:
     """The options docs/*.md name: `section.key` (or `section.key: value`) in backticks, or keys of a YAML block under a declared section."""
     found: dict[str, set[str]] = {name: set() for name in DECLARED}
-    sections = "|".join(DECLARED)
+    sections = "|".join(re.escape(name) for name in sorted(DECLARED, key=len, reverse=True))
     for text in texts:
         for path in re.findall(rf"`((?:{sections})(?:\.[a-z_]+)+)(?:`|: )", text):
-            found[path.split(".")[0]].add(path)
+            found[max((n for n in DECLARED if path.startswith(n + ".")), key=len)].add(path)
         for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
             try:
                 doc = yaml.safe_load(block)
             except yaml.YAMLError:
                 continue
             for name in DECLARED:
-                if isinstance(doc, dict) and isinstance(doc.get(name), dict):
-                    found[name] |= _paths(doc[name], name)
+                found[name] |= _paths(_at(doc, name), name)
     return found
 
 

@@ -28,7 +28,6 @@ CASES = [
     (KUBE, s.KubeDoc),
     (KUBE["properties"]["jobs"], s.JobCostDoc),
     (ENRICH["$defs"]["job_cost"], s.CostModelDoc),
-    (CONFIG["properties"]["normalize"]["properties"]["kubernetes"], s.NodeIndexDoc),
     (CONFIG["properties"]["rma"], tickets.RmaDoc),
     (CONFIG["properties"]["rma"]["properties"]["jira"], tickets.JiraDoc),
     (CONFIG["properties"]["rma"]["properties"]["webhook"], tickets.RmaWebhookDoc),
