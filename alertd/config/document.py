@@ -9,7 +9,6 @@ from alertd.alertmanager.settings import AlertmanagerDoc
 from alertd.core.json_types import JSONObject
 from alertd.enrich.settings import EnrichDoc
 from alertd.integrations.tickets import RmaDoc
-from alertd.report.settings import ReportDoc
 
 TrustedProxyDoc = TypedDict("TrustedProxyDoc", {"header": str, "from": list[str], "users": dict[str, str],
                                                 "default_role": str}, total=False)
@@ -89,7 +88,7 @@ class ConfigDoc(TypedDict, total=False):
     alertmanager: AlertmanagerDoc
     classify: JSONObject  # declared once: alertd/config/classify.py
     enrich: EnrichDoc
-    report: ReportDoc
+    report: JSONObject  # declared once: alertd/report/settings.py
     sources: JSONObject  # declared once: alertd/sources/settings.py
     rma: RmaDoc
 

@@ -15,6 +15,7 @@ from alertd.config.connections import ConnectionSettings
 from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, StorageSettings, TlsSettings
 from alertd.core.json_types import JSONObject, obj
 from alertd.enrich.settings import NodeIndexSettings
+from alertd.report.settings import ReportSettings
 from alertd.core.sections import Section, section_schema
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.sources.settings import SourcesSettings
@@ -22,6 +23,7 @@ from alertd.sources.settings import SourcesSettings
 # config.schema.json's sections (or parts of one, dotted) that a Struct declares; the others are still written
 # in the file.
 SECTIONS: dict[str, type[Section]] = {
+    "report": ReportSettings,
     "tls": TlsSettings,
     "log": LogSettings,
     "storage": StorageSettings,

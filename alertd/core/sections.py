@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
-from typing import Literal, Self
+from typing import Callable, Generic, Literal, Self, TypeVar
 
 import msgspec
 
@@ -17,26 +18,52 @@ from alertd.core.durations import parse_duration
 from alertd.core.json_types import JSONObject, JSONValue, obj
 
 DURATION_REF = "#/$defs/duration"  # each schema file that holds a duration defines it (Prometheus durations)
+T = TypeVar("T")
 
 
 class Seconds(float):
     """A duration in seconds, written in the file as a Prometheus duration (``10s``, ``1h30m``, ``20ms``)."""
 
+    @classmethod
+    def from_config(cls, value: str) -> "Seconds":
+        return cls(parse_duration(value).total_seconds())
 
-class DurationDefault:
-    """A duration field's default, kept as written so the generated schema shows ``"default": "10s"``."""
+    @staticmethod
+    def config_schema() -> dict[str, object]:
+        return {"$ref": DURATION_REF}
 
-    def __init__(self, text: str):
-        self.text = text
 
-    def __call__(self) -> Seconds:
-        return Seconds(parse_duration(self.text).total_seconds())
+class Span(timedelta):
+    """A duration as a timedelta, written in the file as a Prometheus duration."""
+
+    @classmethod
+    def from_config(cls, value: str) -> "Span":
+        return cls(seconds=parse_duration(value).total_seconds())
+
+    @staticmethod
+    def config_schema() -> dict[str, object]:
+        return {"$ref": DURATION_REF}
+
+
+class WrittenDefault(Generic[T]):
+    """A default kept as the file would write it, so the generated schema shows ``"default": "10s"``."""
+
+    def __init__(self, read: Callable[[str], T], text: str):
+        self.read, self.text = read, text
+
+    def __call__(self) -> T:
+        return self.read(self.text)
+
+
+def written(read: Callable[[str], T], text: str) -> T:
+    """The default of a field whose type reads its value from text (``from_config``), given as that text."""
+    value: T = msgspec.field(default_factory=WrittenDefault(read, text))
+    return value
 
 
 def duration(default: str) -> Seconds:
     """The default of a ``Seconds`` field, as a Prometheus duration."""
-    value: Seconds = msgspec.field(default_factory=DurationDefault(default))
-    return value
+    return written(Seconds.from_config, default)
 
 
 class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -49,16 +76,19 @@ class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 def _decode(kind: type, value: object) -> object:
-    if kind is Seconds and isinstance(value, str):
-        return Seconds(parse_duration(value).total_seconds())
+    """A type of a section's own reads its value with ``from_config`` (Seconds, Span, report's Weekday)."""
+    read = getattr(kind, "from_config", None)
+    if callable(read) and isinstance(value, str):
+        return read(value)
     if kind is Path and isinstance(value, str):
         return Path(value)
     raise NotImplementedError(f"{kind.__name__} is not a configuration type")
 
 
 def _schema_hook(kind: type) -> dict[str, object]:
-    if kind is Seconds:
-        return {"$ref": DURATION_REF}
+    schema = getattr(kind, "config_schema", None)
+    if callable(schema):
+        return dict(schema())
     if kind is Path:
         return {"type": "string"}
     raise NotImplementedError(f"{kind.__name__} has no schema")
@@ -87,7 +117,7 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
             prop = {**part, **prop}  # the field's own description before the part's docstring
         elif typing.get_origin(kind) is Literal:
             prop["enum"] = list(typing.get_args(kind))
-        if isinstance(field.default_factory, DurationDefault):
+        if isinstance(field.default_factory, WrittenDefault):
             prop["default"] = field.default_factory.text
         properties[field.encode_name] = prop
     out["properties"] = properties
@@ -112,4 +142,4 @@ def option_paths(cls: type[Section], prefix: str) -> list[str]:
     return paths
 
 
-__all__ = ["DURATION_REF", "Seconds", "Section", "duration", "option_paths", "section_schema"]
+__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "duration", "option_paths", "section_schema", "written"]
