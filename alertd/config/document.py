@@ -48,12 +48,6 @@ class ApiDoc(TypedDict, total=False):
     trusted_proxies: list[str]
 
 
-class RulesDoc(TypedDict, total=False):
-    paths: list[str]
-    site: list[str]
-    watch_interval: str
-
-
 class NormalizeDoc(TypedDict, total=False):
     cluster_label: str
     cluster: str
@@ -78,7 +72,7 @@ class ConfigDoc(TypedDict, total=False):
     connections: JSONObject  # declared once: alertd/config/connections.py
     receiver: ReceiverDoc
     api: ApiDoc
-    rules: RulesDoc
+    rules: JSONObject  # declared once: alertd/config/service.py
     normalize: NormalizeDoc
     runbook_base_url: str
     installation_id: str
@@ -93,4 +87,4 @@ class ConfigDoc(TypedDict, total=False):
     rma: RmaDoc
 
 
-__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "NormalizeDoc", "ReceiverDoc", "RulesDoc", "TokenDoc", "TrustedProxyDoc"]
+__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "NormalizeDoc", "ReceiverDoc", "TokenDoc", "TrustedProxyDoc"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
-from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, StorageSettings, TlsSettings
+from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, RulesSettings, StorageSettings, TlsSettings
 from alertd.core.json_types import JSONObject, obj
 from alertd.enrich.settings import NodeIndexSettings
 from alertd.report.settings import ReportSettings
@@ -29,6 +29,7 @@ SECTIONS: dict[str, type[Section]] = {
     "storage": StorageSettings,
     "connections": ConnectionSettings,
     "ha": HAConfig,
+    "rules": RulesSettings,
     "processing": ProcessingSettings,
     "sources": SourcesSettings,
     "normalize.kubernetes": NodeIndexSettings,

@@ -1,4 +1,4 @@
-"""Small sections of the service's own: HTTPS, the log, the store, the engine's pace, several replicas (docs/ha.md).
+"""Small sections of the service's own: HTTPS, the log, the store, the rule files, the engine's pace, several replicas (docs/ha.md).
 
 Declared once each (alertd/core/sections.py): these declarations are the schema, the defaults and the
 description of every option they hold."""
@@ -11,6 +11,7 @@ import msgspec
 from msgspec import Meta
 
 from alertd.core.sections import Seconds, Section, duration
+from alertd.rules.shipped import default_rule_paths
 
 
 PemFile = Annotated[Path, Meta(extra_json_schema={"minLength": 1})]
@@ -55,6 +56,28 @@ class StorageSettings(Section, frozen=True):
         "history is kept. Pruned in small batches every five minutes."))] = duration("400d")
 
 
+class RulesSettings(Section, frozen=True):
+    """Which rule files the service reads, and how often it looks at them for changes."""
+
+    paths: Annotated[tuple[str, ...], Meta(min_length=1, description=(
+        "Rule files or directories that replace the shipped rules; relative paths are relative to the config "
+        "file. Default: the shipped rules (package data)."))] | msgspec.UnsetType = msgspec.UNSET
+    site: Annotated[tuple[str, ...], Meta(description=(
+        "The site's rule files or directories, read after the shipped rules (or rules.paths): a file named like "
+        "a shipped one (routing.yml) replaces it, the others add to them. Relative to the config file."))] = ()
+    watch_interval: Annotated[Seconds, Meta(description=(
+        "How often the rule files are checked for changes (an edited ConfigMap, a new file); a change reloads "
+        "the rules as SIGHUP does. 0 checks never."))] = duration("10s")
+
+    def files(self, here: Path | None = None) -> list[str]:
+        """paths (or the shipped rules), then site; relative ones against ``here``, the config file's directory,
+        as Prometheus reads its rule_files."""
+        def at(p: str) -> str:
+            return str(here / p) if here is not None else p
+        paths = [at(p) for p in self.paths] if not isinstance(self.paths, msgspec.UnsetType) else []
+        return (paths or default_rule_paths()) + [at(p) for p in self.site]
+
+
 class ProcessingSettings(Section, frozen=True):
     """The engine's pace and the incidents it holds in memory."""
 
@@ -82,4 +105,4 @@ class HAConfig(Section, frozen=True):
         "This replica's address as the others should see it; empty: listen."))] = ""
 
 
-__all__ = ["HAConfig", "LogSettings", "TlsSettings", "ProcessingSettings", "StorageSettings"]
+__all__ = ["HAConfig", "LogSettings", "TlsSettings", "ProcessingSettings", "RulesSettings", "StorageSettings"]

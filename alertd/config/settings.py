@@ -24,7 +24,7 @@ from alertd.config.connections import ConnectionSettings
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, Network, trusted_networks
 from alertd.config.document import ConfigDoc, NormalizeDoc
-from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, StorageSettings, TlsSettings
+from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, RulesSettings, StorageSettings, TlsSettings
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
@@ -46,7 +46,7 @@ class Config:
     allowed_hosts: tuple[str, ...] = ()  # api.allowed_hosts: Host names accepted besides the listen address
     trusted_proxies: tuple[Network, ...] = ()  # api.trusted_proxies: whose X-Forwarded-For is believed
     rule_paths: list[str] = field(default_factory=default_rule_paths)
-    rule_watch_interval: float = 10.0  # seconds between looks at the rule files for changes; 0: only on SIGHUP
+    rules: RulesSettings = field(default_factory=RulesSettings)  # rule_paths: what its files() names
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
     processing: ProcessingSettings = field(default_factory=ProcessingSettings)  # the engine's pace, what it holds
@@ -169,7 +169,7 @@ def _credentials(doc: ConfigDoc, source: str) -> tuple[Credentials, Credentials]
 def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
     """Every section, parsed once: each into the settings its user reads (defined beside that user)."""
     receiver = doc.get("receiver", {})
-    notify = doc.get("notify", {})
+    notify, rules = doc.get("notify", {}), RulesSettings.from_doc(doc.get("rules"))
     retry = member(notify, "retry")  # notify's sections besides console and retry: the integrations' own
     defaults = Config()
     return Config(
@@ -186,8 +186,8 @@ def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Cre
         api_auth=api_auth,
         allowed_hosts=tuple(str(h) for h in doc.get("api", {}).get("allowed_hosts") or ()),
         trusted_proxies=trusted_networks(doc.get("api", {}).get("trusted_proxies")),
-        rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()) + list(doc.get("rules", {}).get("site") or ()),
-        rule_watch_interval=parse_duration(doc.get("rules", {}).get("watch_interval", "10s")).total_seconds(),
+        rules=rules,
+        rule_paths=rules.files(),
         normalize=_normalize(doc.get("normalize", {})),
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
         processing=ProcessingSettings.from_doc(doc.get("processing")),
@@ -263,10 +263,5 @@ def load_config(path: Path | str | None, env: Mapping[str, str] | None = None) -
         return parse_config({}, "<defaults>", env=env)
     doc, marks = load_yaml(path, with_marks=True)
     cfg = parse_config(doc, str(path), marks, env, base=Path(path).resolve().parent)
-    rules = cfg.raw.get("rules", {})
-    if rules.get("paths") or rules.get("site"):
-        # Like Prometheus's rule_files: relative rule paths are relative to the config file.
-        here = Path(path).parent
-        cfg.rule_paths = [str(here / p) for p in rules.get("paths") or ()] or default_rule_paths()
-        cfg.rule_paths += [str(here / p) for p in rules.get("site") or ()]
+    cfg.rule_paths = cfg.rules.files(Path(path).parent)
     return cfg

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "alertd.yml"
 DECLARED = schemafiles.DECLARED
 NOT_OPTIONS = {"storage.postgres.replicas"}  # a value of the Helm chart (docs/deploy.md), not of alertd.yml
+FILE_SUFFIXES = {"py", "md", "yml", "yaml", "json"}  # `rules.py` names a module, not an option
 
 
 def test_the_checked_in_schemas_are_what_the_declarations_generate():
@@ -130,6 +131,8 @@ def docs_options(texts: list[str]) -> dict[str, set[str]]:
     sections = "|".join(re.escape(name) for name in sorted(DECLARED, key=len, reverse=True))
     for text in texts:
         for path in re.findall(rf"`((?:{sections})(?:\.[a-z_]+)+)(?:`|: )", text):
+            if path.rsplit(".", 1)[-1] in FILE_SUFFIXES:
+                continue
             found[max((n for n in DECLARED if path.startswith(n + ".")), key=len)].add(path)
         for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
             try:
