@@ -8,7 +8,6 @@ from typing import TypedDict
 from alertd.alertmanager.settings import AlertmanagerDoc
 from alertd.core.json_types import JSONObject
 from alertd.enrich.settings import EnrichDoc
-from alertd.integrations.tickets import RmaDoc
 
 TrustedProxyDoc = TypedDict("TrustedProxyDoc", {"header": str, "from": list[str], "users": dict[str, str],
                                                 "default_role": str}, total=False)
@@ -84,7 +83,7 @@ class ConfigDoc(TypedDict, total=False):
     enrich: EnrichDoc
     report: JSONObject  # declared once: alertd/report/settings.py
     sources: JSONObject  # declared once: alertd/sources/settings.py
-    rma: RmaDoc
+    rma: JSONObject  # declared once: alertd/integrations/tickets.py
 
 
 __all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "NormalizeDoc", "ReceiverDoc", "TokenDoc", "TrustedProxyDoc"]

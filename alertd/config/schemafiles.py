@@ -18,6 +18,7 @@ from alertd.enrich.settings import NodeIndexSettings
 from alertd.report.settings import ReportSettings
 from alertd.core.sections import Section, section_schema
 from alertd.integrations.base import DURATION_SCHEMA
+from alertd.integrations.tickets import RmaSettings
 from alertd.sources.settings import SourcesSettings
 
 # config.schema.json's sections (or parts of one, dotted) that a Struct declares; the others are still written
@@ -33,6 +34,7 @@ SECTIONS: dict[str, type[Section]] = {
     "processing": ProcessingSettings,
     "sources": SourcesSettings,
     "normalize.kubernetes": NodeIndexSettings,
+    "rma": RmaSettings,
 }
 # Sections with a schema file of their own, referred to by config.schema.json: file name -> (title, section).
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {

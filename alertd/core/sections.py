@@ -10,12 +10,13 @@ import typing
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable, Generic, Literal, Self, TypeVar
+from types import UnionType
+from typing import Callable, Generic, Literal, Self, TypeVar, Union
 
 import msgspec
 
 from alertd.core.durations import parse_duration
-from alertd.core.json_types import JSONObject, JSONValue, obj
+from alertd.core.json_types import JSONObject, JSONValue, arr, obj
 
 DURATION_REF = "#/$defs/duration"  # each schema file that holds a duration defines it (Prometheus durations)
 T = TypeVar("T")
@@ -111,9 +112,14 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
     properties = dict(obj(node.get("properties", {}), "properties"))
     for field in msgspec.structs.fields(cls):
         prop = dict(obj(properties[field.encode_name], field.name))
-        kind = _bare(field.type)
-        if isinstance(kind, type) and issubclass(kind, Section):
-            part = _inline(kind, obj(defs[_def_name(prop.pop("$ref"))], kind.__name__), defs)
+        kind, part_cls = _bare(field.type), _part(field.type)
+        if part_cls is not None:
+            # An optional part (None: absent) is the part's schema alone: the document never holds null
+            # (alertd.config.settings drops empty keys), and anyOf would blur the part's own errors.
+            ref = prop.pop("$ref", None) or next(o["$ref"] for o in arr(prop.pop("anyOf")) if isinstance(o, dict) and "$ref" in o)
+            if prop.get("default", 0) is None:
+                del prop["default"]
+            part = _inline(part_cls, obj(defs[_def_name(ref)], part_cls.__name__), defs)
             prop = {**part, **prop}  # the field's own description before the part's docstring
         elif typing.get_origin(kind) is Literal:
             prop["enum"] = list(typing.get_args(kind))
@@ -122,6 +128,16 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
         properties[field.encode_name] = prop
     out["properties"] = properties
     return out
+
+
+def _part(kind: object) -> type[Section] | None:
+    """The Section a field holds (``Part`` or ``Part | None``), or None for an option."""
+    kind = _bare(kind)
+    members = [k for k in typing.get_args(kind) if k is not type(None)] if typing.get_origin(kind) in (Union, UnionType) \
+        else [kind]
+    if len(members) == 1 and isinstance(members[0], type) and issubclass(members[0], Section):
+        return members[0]
+    return None
 
 
 def _bare(kind: object) -> object:
@@ -135,10 +151,10 @@ def option_paths(cls: type[Section], prefix: str) -> list[str]:
     """Every option of a section as ``section.key`` (``classify.rules_api.ttl``), parts before their keys."""
     paths = []
     for field in msgspec.structs.fields(cls):
-        path, kind = f"{prefix}.{field.encode_name}", _bare(field.type)
+        path, part = f"{prefix}.{field.encode_name}", _part(field.type)
         paths.append(path)
-        if isinstance(kind, type) and issubclass(kind, Section):
-            paths += option_paths(kind, path)
+        if part is not None:
+            paths += option_paths(part, path)
     return paths
 
 

@@ -26,6 +26,8 @@ EXAMPLE = ROOT / "examples" / "alertd.yml"
 DECLARED = schemafiles.DECLARED
 NOT_OPTIONS = {"storage.postgres.replicas"}  # a value of the Helm chart (docs/deploy.md), not of alertd.yml
 FILE_SUFFIXES = {"py", "md", "yml", "yaml", "json"}  # `rules.py` names a module, not an option
+# Sections the example points to the docs for: their secrets have no environment variable test_example_config sets.
+SHOWN_IN_DOCS_ONLY = frozenset({"rma"})
 
 
 def test_the_checked_in_schemas_are_what_the_declarations_generate():
@@ -150,17 +152,21 @@ def _as_declared(path: str) -> str:
     return f"{head}.{key.removesuffix(SUFFIX)}" if key.removesuffix(SUFFIX) in SECRET_KEYS else path
 
 
-def _disagreements(found: dict[str, set[str]], where: str) -> list[str]:
+def _disagreements(found: dict[str, set[str]], where: str, partial: frozenset[str] = frozenset()) -> list[str]:
+    """Options named but not declared, and declared options not named (but in the ``partial`` sections)."""
     out = []
-    found = {name: {_as_declared(p) for p in paths} - NOT_OPTIONS for name, paths in found.items()}
     for name in DECLARED:
-        out += [f"{where} names {p}, which is not declared" for p in sorted(found[name] - _declared(name))]
-        out += [f"{where} does not name {p}" for p in sorted(_leaves(name) - found[name])]
+        leaves = _leaves(name)
+        named = {p for p in {_as_declared(p) for p in found[name]} - NOT_OPTIONS
+                 if not any(p.startswith(leaf + ".") for leaf in leaves)}  # a mapping option's own keys
+        out += [f"{where} names {p}, which is not declared" for p in sorted(named - _declared(name))]
+        if name not in partial:
+            out += [f"{where} does not name {p}" for p in sorted(leaves - named)]
     return out
 
 
 def test_the_example_config_shows_every_declared_option_and_no_other():
-    assert _disagreements(example_options(EXAMPLE.read_text()), "examples/alertd.yml") == []
+    assert _disagreements(example_options(EXAMPLE.read_text()), "examples/alertd.yml", SHOWN_IN_DOCS_ONLY) == []
 
 
 def test_the_docs_name_every_declared_option_and_no_other():
