@@ -16,6 +16,8 @@ from msgspec import Meta
 from alertd.config import schemafiles
 from alertd.config.secrets import SECRET_KEYS, SUFFIX
 from alertd.config.connections import ConnectionSettings
+from alertd.config.settings import load_config
+from alertd.core.errors import InvalidDocument
 from alertd.core.json_types import JSONObject
 from alertd.core.sections import Seconds, Section, duration, option_paths, section_schema
 from alertd.integrations.base import DURATION_SCHEMA
@@ -186,3 +188,75 @@ def test_an_undocumented_or_gone_option_is_found():
     found = _disagreements(docs, "docs")
     assert "docs names classify.rules_api.waits, which is not declared" in found
     assert "docs does not name connections.reserved_fds" in found and "docs does not name connections.max_open" not in found
+
+
+# -- every declared section's errors read as they did when the schema was written by hand
+
+BAD = """\
+tls: {cert_file: "", min_version: TLS1.0}
+log: {format: xml, level: loud}
+storage: {backend: mysql, retention: forever, incident_retention: 5, synchronous: OFF, extra: 1}
+connections: {max_open: 2, reserved_fds: -1, header_timeout: soon, max_opn: 5}
+rules: {paths: [], site: [1], watch_interval: 1x}
+ha: {lease_ttl: 5, renew_interval: 1s, advertize: x}
+processing: {batch_size: 0, tick_interval: "1 s", detailed_incidents: -1}
+sources: {kube_health: {enabled: "yes", max_event_age: 1h, unready_afer: 1m}, cloudevents: {cluster: 5}}
+report: {sample_interval: 1hour, digest: {weekday: funday, hour: 24}}
+normalize: {kubernetes: {max_lookups: 0, wait: 2}}
+classify: {prometheus_rules: [""], rules_api: {prometheus: ["ftp://x"], max_bytes: 10, tll: 1m}}
+rma: {jira: {url: ftp://x, email: a, api_token: "", project: hw, labels: ["a b"]}, webhook: {url: http://x, signing_secret: short, headers: {a: 1}}, timeout: 1}
+"""
+BAD_MESSAGES = [
+    "1:6: tls: 'key_file' is a required property",
+    "1:18: tls.cert_file: '' should be non-empty",
+    "1:35: tls.min_version: 'TLS1.0' is not one of ['TLS1.2', 'TLS1.3']",
+    "2:15: log.format: 'xml' is not one of ['text', 'json']",
+    "2:27: log.level: 'loud' is not one of ['debug', 'info', 'warning', 'error']",
+    "3:10: storage: unknown key(s) 'extra'",
+    "3:20: storage.backend: 'mysql' is not one of ['sqlite', 'postgres']",
+    "3:38: storage.retention: 'forever' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    "3:67: storage.incident_retention: 5 is not of type 'string'",
+    "3:83: storage.synchronous: False is not one of ['FULL', 'NORMAL']",
+    "4:14: connections: unknown key(s) 'max_opn' (did you mean 'max_open'?)",
+    '4:25: connections.max_open: 2 is less than the minimum of 8',
+    '4:42: connections.reserved_fds: -1 is less than the minimum of 0',
+    "4:62: connections.header_timeout: 'soon' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    '5:16: rules.paths: [] should be non-empty',
+    "5:27: rules.site[0]: 1 is not of type 'string'",
+    "5:47: rules.watch_interval: '1x' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    "6:5: ha: unknown key(s) 'advertize' (did you mean 'advertise'?)",
+    "6:17: ha.lease_ttl: 5 is not of type 'string'",
+    '7:26: processing.batch_size: 0 is less than the minimum of 1',
+    "7:44: processing.tick_interval: '1 s' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    '7:71: processing.detailed_incidents: -1 is less than the minimum of 0',
+    "8:24: sources.kube_health: unknown key(s) 'unready_afer' (did you mean 'unready_after'?)",
+    "8:34: sources.kube_health.enabled: 'yes' is not of type 'boolean'",
+    "8:102: sources.cloudevents.cluster: 5 is not of type 'string'",
+    "9:27: report.sample_interval: '1hour' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    "9:42: report.digest: 'channel' is a required property",
+    "9:52: report.digest.weekday: 'funday' is not one of ['monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday']",
+    '9:66: report.digest.hour: 24 is greater than the maximum of 23',
+    '10:39: normalize.kubernetes.max_lookups: 0 is less than the minimum of 1',
+    "10:48: normalize.kubernetes.wait: 2 is not of type 'string'",
+    "11:31: classify.prometheus_rules[0]: '' should be non-empty",
+    "11:47: classify.rules_api: unknown key(s) 'tll' (did you mean 'ttl'?)",
+    "11:61: classify.rules_api.prometheus[0]: 'ftp://x' does not match '^https?://[^/?#]+(/[^?#]*)?$'",
+    '11:84: classify.rules_api.max_bytes: 10 is less than the minimum of 1024',
+    "12:19: rma.jira.url: 'ftp://x' does not match '^https?://'",
+    "12:35: rma.jira.email: 'a' is too short",
+    "12:49: rma.jira.api_token: '' should be non-empty",
+    "12:62: rma.jira.project: 'hw' does not match '^[A-Z][A-Z0-9_]+$'",
+    "12:75: rma.jira.labels[0]: 'a b' does not match '^[^\\\\s]+$'",
+    "12:125: rma.webhook.signing_secret: 'short' is too short",
+    "12:145: rma.webhook.headers.a: 1 is not of type 'string'",
+    "12:159: rma.timeout: 1 is not of type 'string'",
+]
+
+
+def test_every_declared_section_reports_its_errors_with_line_column_and_the_same_words(tmp_path):
+    """The messages of the hand-written schema, word for word (its last version, before the declarations)."""
+    path = tmp_path / "bad.yml"
+    path.write_text(BAD)
+    with pytest.raises(InvalidDocument) as raised:
+        load_config(path)
+    assert sorted(str(p).removeprefix(f"{path}:") for p in raised.value.problems) == sorted(BAD_MESSAGES)
