@@ -14,11 +14,11 @@ from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
 from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, RulesSettings, StorageSettings, TlsSettings
 from alertd.core.json_types import JSONObject, obj
-from alertd.enrich.settings import NodeIndexSettings
-from alertd.report.settings import ReportSettings
 from alertd.core.sections import Section, section_schema
+from alertd.enrich.settings import NodeIndexSettings
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.tickets import RmaSettings
+from alertd.report.settings import ReportSettings
 from alertd.sources.settings import SourcesSettings
 
 # config.schema.json's sections (or parts of one, dotted) that a Struct declares; the others are still written
