@@ -96,7 +96,7 @@ class Intake:
 
     async def process_pending(self) -> bool:
         """Take the next webhooks from the log through the engine; True when some were taken."""
-        hooks = await self.store.pending_hooks(self.cfg.batch_size)
+        hooks = await self.store.pending_hooks(self.cfg.processing.batch_size)
         if not hooks:
             self.metrics.inbox_pending.set(0)
             return False

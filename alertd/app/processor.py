@@ -162,7 +162,7 @@ class Processor:
 
     async def tick(self) -> None:
         """The engine's timers, every ``tick_interval``."""
-        interval = self.cfg.tick_interval.total_seconds()
+        interval = self.cfg.processing.tick_interval
         while not self._stopping:
             await asyncio.sleep(interval)
             try:
@@ -206,7 +206,7 @@ class Processor:
 
     def _hold(self, state: EngineState, incidents: list[Incident]) -> None:
         """What the step's incidents keep in memory: in detail, or summarised past the budget."""
-        budget = self.cfg.detailed_incidents
+        budget = self.cfg.processing.detailed_incidents
         fresh = hold(state, incidents, budget)
         if fresh:
             self.metrics.incidents_summarised_total.inc(fresh)
