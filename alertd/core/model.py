@@ -14,6 +14,7 @@ from alertd.core.json_types import (JSONObject, JSONValue, as_json, as_object, i
                                     optional_integer, optional_text, required_text, string_map, strings, text)
 from alertd.core.tickets import TicketLink
 from alertd.core.verdict import HistoryVerdict
+from alertd.core.vocabulary import KIND_PRIORITY
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
     CLOSED as CLOSED,
@@ -30,14 +31,6 @@ from alertd.core.states import (
     as_incident_status as as_incident_status,
     as_severity as as_severity,
 )
-
-# When severities tie, the signal that best explains a node's trouble leads (names the incident).
-KIND_PRIORITY = {
-    "xid": 90, "sxid": 85, "ecc": 80, "row_remap": 70, "nvlink": 60, "gpu_check": 55, "thermal": 50, "metrics_missing": 40,
-    "node_not_ready": 30, "node_cordoned": 20, "watchdog": 10, "other": 0,
-    # What degrades a job without a GPU error: a link, a GPU whose telemetry went quiet, a slow GPU, a hang
-    "link_degraded": 58, "gpu_quiet": 45, "straggler": 35, "job_stalled": 33,
-}
 
 JOB_SUSPECT = "job_suspect"  # annotation of a node incident: the stalled job's incident that speaks for it
 DOMAIN_OF = "domain_of"  # annotation of a node incident: the incident of its bad failure domain, which speaks for it

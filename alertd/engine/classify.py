@@ -20,6 +20,7 @@ from alertd.gpu.sxid import SxidLine, find_sxid
 from alertd.core.matchers import match_all
 from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
 from alertd.core.states import SEVERITY_ALIASES
+from alertd.core.vocabulary import KIND_TITLES
 from alertd.engine.identity import nvrm_line
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
@@ -27,23 +28,6 @@ from alertd.promql.xidvalue import value_is_code
 from alertd.promql.recording import EMPTY, RecordedRules, facts_of_url_expanded
 from alertd.rules.ruleset import RuleSet
 
-KIND_TITLES = {
-    "xid": "Xid (code unknown)",
-    "sxid": "NVSwitch SXid (line unknown)",
-    "thermal": "GPU clocks throttled",
-    "ecc": "GPU uncorrectable ECC errors",
-    "row_remap": "GPU memory row remapping",
-    "nvlink": "NVLink errors",
-    "gpu_check": "GPU health check failed",
-    "metrics_missing": "GPU metrics missing",
-    "node_cordoned": "Node cordoned",
-    "node_not_ready": "Node not ready",
-    "watchdog": "Alerting pipeline heartbeat",
-    "job_stalled": "Job stalled: its GPUs idle after being busy",
-    "straggler": "GPU straggler: well below its job's median",
-    "gpu_quiet": "GPU telemetry quiet: its series stopped while its peers report",
-    "link_degraded": "Link degraded",
-}
 DETAIL_TITLES = {
     "exporter_down": "GPU metrics missing: dcgm-exporter down",
     "node_down": "Node down: no metrics from the node",

@@ -41,6 +41,7 @@ from alertd.core.model import (
 )
 from alertd.core.response_marks import REPAIR_FAILED, RESPONSE, flagged, is_response
 from alertd.core.tickets import TicketLink
+from alertd.core.vocabulary import NEVER_FAULT
 from alertd.rules.ruleset import CorrelationRules, GroupRule
 from alertd.core.words import counted
 
@@ -234,7 +235,7 @@ class Correlator:
         resolved between two deliveries is still an Xid): it opens an incident, which resolves after the
         hold-down. Followers (exporter down, not ready), cordons and unclassified alerts do not."""
         sig = alert.signal
-        if sig.kind in ("other", "watchdog", "node_cordoned"):
+        if sig.kind in NEVER_FAULT:
             return False
         return not match_all(self.rules.storm.followers, {"signal": sig.kind, "category": sig.category,
                                                           "severity": sig.severity, "xid": str(sig.xid or "")})

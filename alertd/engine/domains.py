@@ -21,13 +21,13 @@ from typing import Iterable, Protocol
 
 from alertd.core.json_types import JSONObject, JSONValue, as_text
 from alertd.core.model import DOMAIN, DOMAIN_OF, Event, Incident, Member, Signal, signal_rank
+from alertd.core.vocabulary import KIND_SHORT, NOT_FAULTS
 from alertd.engine.state import EngineState
-from alertd.engine.fleet_summary import SHARED, SHORT, domain_pairs, shared_domain
+from alertd.engine.fleet_summary import SHARED, domain_pairs, shared_domain
 from alertd.rules.jobs import DomainRule
 from alertd.rules.ruleset import CorrelationRules
 
 GROUP = "domain"  # the correlation group (and primary signal kind) of domain incidents
-NOT_FAULTS = frozenset({"other", "watchdog", "node_cordoned", "job_stalled", "straggler"})
 
 
 def domains_of(members: Iterable[Member], rule: DomainRule) -> dict[str, str]:
@@ -184,7 +184,7 @@ def _bad(inc: Incident) -> bool:
 
 def _kinds(incidents: Iterable[Incident]) -> str:
     """What the bad nodes show, most nodes first: "NVLink 3, Xid 74 2, NotReady 2"."""
-    counts = Counter(f"Xid {i.primary.xid}" if i.primary.xid else SHORT.get(i.primary.kind, i.primary.kind)
+    counts = Counter(f"Xid {i.primary.xid}" if i.primary.xid else KIND_SHORT.get(i.primary.kind, i.primary.kind)
                      for i in incidents if i.primary is not None)
     return ", ".join(f"{what} {n}" for what, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 

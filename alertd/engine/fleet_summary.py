@@ -11,6 +11,7 @@ import dataclasses
 from alertd.rules.fields import STORM_LABELS
 from alertd.core.json_types import JSONValue, as_object, as_text, integer, strings
 from alertd.core.model import Incident, Signal
+from alertd.core.vocabulary import KIND_SHORT, NEVER_CAUSE, SignalKind
 from alertd.core.words import counted
 
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
@@ -18,14 +19,12 @@ SHARED = "storm_domains"  # fleet annotation: [[domain kind, the value all its n
 COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
 # What people do to the nodes (the response to the fault), counted as "cordoned 40, rebooting 12".
 RESPONSES = {"node_cordoned": "cordoned", "rebooting": "rebooting", "node_not_ready": "NotReady"}
-SHORT = {"metrics_missing": "exporter down", "node_not_ready": "NotReady", "node_cordoned": "cordoned",
-         "thermal": "thermal", "ecc": "ECC", "row_remap": "row remap", "nvlink": "NVLink", "gpu_check": "health check", "xid": "Xid (code unknown)",
-         "gpu_quiet": "GPU quiet", "link_degraded": "link degraded"}
+
 
 
 def signal_keys(inc: Incident) -> set[str]:
     """What a node incident shows, as fleet counts name it: each Xid code apart, other signals by kind."""
-    keys = {k for k in inc.signals if k not in ("xid", "other", "watchdog")}
+    keys = {k for k in inc.signals if k not in NEVER_CAUSE and k != SignalKind.XID}
     keys.update(f"xid:{x}" for x in inc.xids)
     if "xid" in inc.signals and not inc.xids:
         keys.add("xid")
@@ -39,7 +38,7 @@ def _count_key(sig: Signal) -> str:
 
 
 def _label(key: str) -> str:
-    return f"Xid {key[4:]}" if key.startswith("xid:") else SHORT.get(key, key)
+    return f"Xid {key[4:]}" if key.startswith("xid:") else KIND_SHORT.get(key, key)
 
 
 def count_signals(fleet: Incident, child: Incident) -> None:
@@ -88,7 +87,7 @@ def fleet_title(fleet: Incident) -> str:
     return f"{primary.title} on {counted(shown, 'node')} {'of' if domain else 'in'} {where}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
-UNCLASSIFIED = "other"  # the signal kind of an alert alertd cannot classify
+UNCLASSIFIED = SignalKind.OTHER
 
 
 def lead_alertname(inc: Incident, sig: Signal) -> str:

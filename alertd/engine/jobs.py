@@ -24,6 +24,7 @@ from alertd.core.instants import parse_iso
 from alertd.core.json_types import JSONObject, JSONValue, as_object, as_text, string_map
 from alertd.core.matchers import match_all
 from alertd.core.model import FIRING, JOB_SUSPECT, Alert, Event, Incident, Member
+from alertd.core.vocabulary import KIND_WORDS
 from alertd.engine.state import EngineState
 from alertd.rules.jobs import JobRule
 from alertd.rules.ruleset import CorrelationRules
@@ -38,8 +39,6 @@ METRICS = {"tensor_active": "tensor activity", "sm_clock": "SM clock", "power": 
 UNITS = {"sm_clock": " MHz", "power": " W", "nvlink": "B/s", "pcie": "B/s"}
 CLOCK_REASONS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
                  "sw_thermal_slowdown": "SW thermal slowdown", "hw_power_brake_slowdown": "HW power brake"}
-KIND_WORDS = {"xid": "Xid", "sxid": "NVSwitch SXid", "link_degraded": "link", "metrics_missing": "node or exporter down",
-              "node_not_ready": "NotReady", "gpu_quiet": "quiet GPU", "straggler": "straggler", "thermal": "throttle"}
 
 
 class JobHost(Protocol):

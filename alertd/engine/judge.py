@@ -22,10 +22,10 @@ from typing import Iterable, Protocol, Sequence
 
 from alertd.core.model import SEVERITY_RANK, Incident, Member, as_severity
 from alertd.core.verdict import HistoryVerdict, action_text, ladder_action, ladder_rank
+from alertd.core.vocabulary import NEVER_FAULT, SignalKind
 from alertd.rules.history import LEMON_NODE, REPAIR_NOT_HELD, REPEAT_OFFENDER, HistoryRule
 from alertd.core.words import counted
 
-NEVER_FAULT = frozenset({"node_cordoned", "other", "watchdog"})  # what a repair shows, not a fault
 
 
 class PastFault(Protocol):
@@ -212,7 +212,7 @@ def _same_fault(now: Seen, past: PastFault) -> str:
     xids = sorted(set(now.xids) & set(past.xids))
     if xids:
         return "Xid " + "/".join(map(str, xids))
-    kinds = sorted((set(now.signals) & set(past.signals)) - NEVER_FAULT - {"xid"})
+    kinds = sorted((set(now.signals) & set(past.signals)) - NEVER_FAULT - {SignalKind.XID})
     return f"{kinds[0]} fault" if kinds else ""
 
 

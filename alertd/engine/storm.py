@@ -49,6 +49,7 @@ from alertd.engine.fleet_summary import (UNCLASSIFIED, count_signals, fleet_head
 from alertd.engine.state import EngineState
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
+from alertd.core.vocabulary import NEVER_STORM
 from alertd.rules.ruleset import CorrelationRules, StormRule
 
 
@@ -73,7 +74,6 @@ class StormHost(Protocol):
 
     def only_response(self, inc: Incident) -> bool: ...
 
-NEVER_STORM = ("watchdog",)
 # What storm event matchers and keys may name: signal_fields, and the leading alert's name
 EVENT_FIELDS = frozenset({"cluster", "node", "group", "signal", "category", "severity", "xid", "detail", "alertname"})
 

@@ -1,0 +1,113 @@
+"""The words alertd's stages, rule files and schemas share, each declared once: the signal kinds (with what
+each kind means to ranking, titles and summaries). A stage that needs a kind, a set of kinds or a kind's
+word reads it from here; the JSON Schemas that list kinds are tested equal to the sets below
+(tests/unit/test_vocabulary.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Mapping
+
+
+class SignalKind(StrEnum):
+    """What kind of problem an alert reports (``Signal.kind``), decided by the signals rules."""
+
+    XID = "xid"
+    SXID = "sxid"
+    THERMAL = "thermal"
+    ECC = "ecc"
+    ROW_REMAP = "row_remap"
+    NVLINK = "nvlink"
+    GPU_CHECK = "gpu_check"
+    METRICS_MISSING = "metrics_missing"
+    NODE_CORDONED = "node_cordoned"
+    NODE_NOT_READY = "node_not_ready"
+    WATCHDOG = "watchdog"
+    JOB_STALLED = "job_stalled"
+    STRAGGLER = "straggler"
+    GPU_QUIET = "gpu_quiet"
+    LINK_DEGRADED = "link_degraded"
+    DOMAIN = "domain"  # the primary signal of a bad failure domain's incident (engine/domains.py)
+    OTHER = "other"  # what alertd cannot classify
+
+
+class Nature(Enum):
+    """What a kind says of a node, which decides the sets a stage skips (they nest, pipeline innermost)."""
+
+    FAULT = "fault"  # something broke
+    JOB = "job"  # a job's symptom (a stall, a slow GPU): no fault of the node by itself
+    REPAIR = "repair"  # what people do to a node (a cordon): a response, not a fault
+    UNCLASSIFIED = "unclassified"  # alertd cannot say
+    PIPELINE = "pipeline"  # the alerting pipeline's heartbeat, about no node
+
+
+@dataclass(frozen=True, slots=True)
+class KindSpec:
+    """One kind's data: ``rank`` breaks severity ties (the highest best explains a node's trouble and names
+    its incident), ``title`` is the incident title when the alert gives none, ``word`` names it among a stalled
+    job's suspects, ``short`` in a fleet's counts."""
+
+    rank: int
+    nature: Nature = Nature.FAULT
+    title: str = ""
+    word: str = ""
+    short: str = ""
+
+
+K = SignalKind
+KINDS: Mapping[SignalKind, KindSpec] = {
+    K.XID: KindSpec(90, title="Xid (code unknown)", word="Xid", short="Xid (code unknown)"),
+    K.SXID: KindSpec(85, title="NVSwitch SXid (line unknown)", word="NVSwitch SXid"),
+    K.THERMAL: KindSpec(50, title="GPU clocks throttled", word="throttle", short="thermal"),
+    K.ECC: KindSpec(80, title="GPU uncorrectable ECC errors", short="ECC"),
+    K.ROW_REMAP: KindSpec(70, title="GPU memory row remapping", short="row remap"),
+    K.NVLINK: KindSpec(60, title="NVLink errors", short="NVLink"),
+    K.GPU_CHECK: KindSpec(55, title="GPU health check failed", short="health check"),
+    K.METRICS_MISSING: KindSpec(40, title="GPU metrics missing", word="node or exporter down", short="exporter down"),
+    K.NODE_CORDONED: KindSpec(20, Nature.REPAIR, title="Node cordoned", short="cordoned"),
+    K.NODE_NOT_READY: KindSpec(30, title="Node not ready", word="NotReady", short="NotReady"),
+    K.WATCHDOG: KindSpec(10, Nature.PIPELINE, title="Alerting pipeline heartbeat"),
+    # What degrades a job without a GPU error: a link, a GPU whose telemetry went quiet, a slow GPU, a hang
+    K.JOB_STALLED: KindSpec(33, Nature.JOB, title="Job stalled: its GPUs idle after being busy"),
+    K.STRAGGLER: KindSpec(35, Nature.JOB, title="GPU straggler: well below its job's median", word="straggler"),
+    K.GPU_QUIET: KindSpec(45, title="GPU telemetry quiet: its series stopped while its peers report",
+                          word="quiet GPU", short="GPU quiet"),
+    K.LINK_DEGRADED: KindSpec(58, title="Link degraded", word="link", short="link degraded"),
+    K.DOMAIN: KindSpec(0),
+    K.OTHER: KindSpec(0, Nature.UNCLASSIFIED),
+}
+
+
+def _of_nature(*natures: Nature) -> frozenset[SignalKind]:
+    return frozenset(k for k, spec in KINDS.items() if spec.nature in natures)
+
+
+SIGNAL_KINDS = frozenset(SignalKind)
+NEVER_STORM = _of_nature(Nature.PIPELINE)  # no fleet event, whatever the storm rules say
+NEVER_CAUSE = _of_nature(Nature.PIPELINE, Nature.UNCLASSIFIED)  # never the fault a repair responds to
+NEVER_FAULT = _of_nature(Nature.PIPELINE, Nature.UNCLASSIFIED, Nature.REPAIR)  # what a repair shows, not a fault
+NOT_FAULTS = _of_nature(Nature.PIPELINE, Nature.UNCLASSIFIED, Nature.REPAIR, Nature.JOB)  # no bad node by itself
+
+KIND_PRIORITY: Mapping[str, int] = {k: s.rank for k, s in KINDS.items()}
+KIND_TITLES: Mapping[str, str] = {k: s.title for k, s in KINDS.items() if s.title}
+KIND_WORDS: Mapping[str, str] = {k: s.word for k, s in KINDS.items() if s.word}
+KIND_SHORT: Mapping[str, str] = {k: s.short for k, s in KINDS.items() if s.short}
+
+# Node incidents of these kinds, in this order, are a stalled job's suspects (then by time: the nearest to
+# the stall first). A link or an Xid explains a hang better than a node that went NotReady after it.
+SUSPECT_KINDS = (K.XID, K.SXID, K.LINK_DEGRADED, K.METRICS_MISSING, K.NODE_NOT_READY, K.GPU_QUIET, K.ECC,
+                 K.ROW_REMAP, K.NVLINK, K.GPU_CHECK, K.THERMAL, K.STRAGGLER)
+
+# The kinds each rule file may name (their JSON Schemas list them; tests/unit/test_vocabulary.py checks)
+RULED_KINDS = SIGNAL_KINDS - {K.DOMAIN}  # rules/signals.yml: every kind but the engine's own domain
+EVIDENCE_KINDS = frozenset({K.XID, K.THERMAL, K.ECC, K.ROW_REMAP, K.NVLINK, K.GPU_CHECK, K.METRICS_MISSING,
+                            K.NODE_CORDONED, K.NODE_NOT_READY})  # rules/evidence.yml
+HISTORY_KINDS = EVIDENCE_KINDS | {K.SXID}  # rules/history.yml and rules/rma.yml
+REMEDIATION_KINDS = HISTORY_KINDS | {K.GPU_QUIET, K.LINK_DEGRADED, K.DOMAIN}  # rules/remediation.yml policies
+SUSPECT_CHOICES = HISTORY_KINDS | {K.GPU_QUIET, K.LINK_DEGRADED, K.STRAGGLER}  # correlation.job.kinds
+# What a GPU health check's CloudEvent may say it found (receive/cloudevents.py): a kind, or a detail of one
+HEALTH_EVENT_KINDS = frozenset({K.XID, K.ECC, K.ROW_REMAP, K.NVLINK, K.THERMAL, "gpu_missing", "gpu_unusable", K.OTHER})
+
+__all__ = ["EVIDENCE_KINDS", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "KINDS", "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS",
+           "KindSpec", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NOT_FAULTS", "Nature", "REMEDIATION_KINDS",
+           "RULED_KINDS", "SIGNAL_KINDS", "SUSPECT_CHOICES", "SUSPECT_KINDS", "SignalKind"]
