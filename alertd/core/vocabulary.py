@@ -1,5 +1,5 @@
 """The words alertd's stages, rule files and schemas share, each declared once: the signal kinds (with what
-each kind means to ranking, titles and summaries). A stage that needs a kind, a set of kinds or a kind's
+each kind means to ranking, titles and summaries) and the labels that name a node. A stage that needs a kind, a set of kinds or a kind's
 word reads it from here; the JSON Schemas that list kinds are tested equal to the sets below
 (tests/unit/test_vocabulary.py)."""
 from __future__ import annotations
@@ -108,6 +108,16 @@ SUSPECT_CHOICES = HISTORY_KINDS | {K.GPU_QUIET, K.LINK_DEGRADED, K.STRAGGLER}  #
 # What a GPU health check's CloudEvent may say it found (receive/cloudevents.py): a kind, or a detail of one
 HEALTH_EVENT_KINDS = frozenset({K.XID, K.ECC, K.ROW_REMAP, K.NVLINK, K.THERMAL, "gpu_missing", "gpu_unusable", K.OTHER})
 
-__all__ = ["EVIDENCE_KINDS", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "KINDS", "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS",
-           "KindSpec", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NOT_FAULTS", "Nature", "REMEDIATION_KINDS",
-           "RULED_KINDS", "SIGNAL_KINDS", "SUSPECT_CHOICES", "SUSPECT_KINDS", "SignalKind"]
+
+# Labels that name an alert's node, tried in order: the first naming a node wins. Hostname comes after node:
+# dcgm-exporter may set it to its own pod's name, which is never taken as a node (exporter_pod_pattern). host
+# and source: log alerts (Loki, Graylog). A site sets its own list (normalize.node_labels).
+INSTANCE = "instance"  # Prometheus's scrape target, host:port: names a node only through its address
+HOSTNAMES = ("Hostname", "hostname")  # dcgm-exporter's, and node-exporter's Compose/Docker form
+LOG_HOST_LABELS = ("host", "source")
+NODE_LABELS = ("node", "kubernetes_node", *HOSTNAMES, LOG_HOST_LABELS[0], INSTANCE, LOG_HOST_LABELS[1])
+WEAK_NODE_LABELS = frozenset({*HOSTNAMES, INSTANCE})  # may name the exporter pod or its address
+
+__all__ = ["EVIDENCE_KINDS", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "INSTANCE", "KINDS", "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS",
+           "KindSpec", "LOG_HOST_LABELS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS", "Nature", "REMEDIATION_KINDS",
+           "RULED_KINDS", "SIGNAL_KINDS", "SUSPECT_CHOICES", "SUSPECT_KINDS", "SignalKind", "WEAK_NODE_LABELS"]

@@ -123,3 +123,13 @@ def test_alertd_check_warns_of_no_kind_in_the_vocabulary(tmp_path: Path) -> None
              if "names signal kind" in p.message]
     assert named == ["'no_such_kind'"], named
 
+
+
+def test_the_weak_and_log_host_labels_are_node_labels_every_reader_shares() -> None:
+    from alertd.alertmanager.silences import silence_matchers
+    from alertd.engine.normalize import NormalizeConfig
+
+    assert v.WEAK_NODE_LABELS | set(v.LOG_HOST_LABELS) < set(v.NODE_LABELS)
+    assert len(set(v.NODE_LABELS)) == len(v.NODE_LABELS)
+    assert NormalizeConfig().node_labels == v.NODE_LABELS
+    assert silence_matchers.__defaults__ is not None and v.NODE_LABELS in silence_matchers.__defaults__
