@@ -14,7 +14,7 @@ from alertd.core.json_types import (JSONObject, JSONValue, as_json, as_object, i
                                     optional_integer, optional_text, required_text, string_map, strings, text)
 from alertd.core.tickets import TicketLink
 from alertd.core.verdict import HistoryVerdict
-from alertd.core.vocabulary import KIND_PRIORITY
+from alertd.core.vocabulary import KIND_PRIORITY, SignalKind
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
     CLOSED as CLOSED,
@@ -109,7 +109,7 @@ class Subject:
 class Signal:
     """What kind of problem an alert reports, decided by rules/ data."""
 
-    kind: str = "other"  # xid, sxid, thermal, ecc, row_remap, nvlink, gpu_check, metrics_missing, node_cordoned, ...
+    kind: str = SignalKind.OTHER  # a SignalKind, as the signals rules decide it
     severity: Severity = Severity.WARNING
     category: str = "other"
     xid: int | None = None
@@ -138,7 +138,7 @@ class Signal:
     def from_dict(cls, data: JSONObject) -> "Signal":
         # Absent members keep the dataclass defaults, as before; present ones are narrowed to the field's type.
         return cls(
-            kind=text(data, "kind", "other"),
+            kind=text(data, "kind", SignalKind.OTHER),
             severity=as_severity(text(data, "severity", Severity.WARNING)),
             category=text(data, "category", "other"),
             xid=optional_integer(data, "xid"),

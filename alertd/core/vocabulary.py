@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Mapping
 
+from alertd.core.matchers import one_of
+
 
 class SignalKind(StrEnum):
     """What kind of problem an alert reports (``Signal.kind``), decided by the signals rules."""
@@ -109,6 +111,12 @@ SUSPECT_CHOICES = HISTORY_KINDS | {K.GPU_QUIET, K.LINK_DEGRADED, K.STRAGGLER}  #
 HEALTH_EVENT_KINDS = frozenset({K.XID, K.ECC, K.ROW_REMAP, K.NVLINK, K.THERMAL, "gpu_missing", "gpu_unusable", K.OTHER})
 
 
+
+def signal_is(*kinds: SignalKind, negate: bool = False) -> str:
+    """The matcher text on field ``signal`` that accepts these kinds (all but them when ``negate``)."""
+    return one_of("signal", *kinds, negate=negate)
+
+
 # Labels that name an alert's node, tried in order: the first naming a node wins. Hostname comes after node:
 # dcgm-exporter may set it to its own pod's name, which is never taken as a node (exporter_pod_pattern). host
 # and source: log alerts (Loki, Graylog). A site sets its own list (normalize.node_labels).
@@ -120,4 +128,5 @@ WEAK_NODE_LABELS = frozenset({*HOSTNAMES, INSTANCE})  # may name the exporter po
 
 __all__ = ["EVIDENCE_KINDS", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "INSTANCE", "KINDS", "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS",
            "KindSpec", "LOG_HOST_LABELS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS", "Nature", "REMEDIATION_KINDS",
-           "RULED_KINDS", "SIGNAL_KINDS", "SUSPECT_CHOICES", "SUSPECT_KINDS", "SignalKind", "WEAK_NODE_LABELS"]
+           "RULED_KINDS", "SIGNAL_KINDS", "SUSPECT_CHOICES", "SUSPECT_KINDS", "SignalKind", "WEAK_NODE_LABELS",
+           "signal_is"]

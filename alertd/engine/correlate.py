@@ -41,7 +41,7 @@ from alertd.core.model import (
 )
 from alertd.core.response_marks import REPAIR_FAILED, RESPONSE, flagged, is_response
 from alertd.core.tickets import TicketLink
-from alertd.core.vocabulary import NEVER_FAULT
+from alertd.core.vocabulary import NEVER_FAULT, SignalKind
 from alertd.rules.ruleset import CorrelationRules, GroupRule
 from alertd.core.words import counted
 
@@ -54,12 +54,12 @@ VIA_API = "via_api"  # a join event's mark: the alert was taken from Alertmanage
 
 
 def _code_unknown(sig: Signal | None) -> bool:
-    return sig is not None and sig.kind == "xid" and sig.xid is None
+    return sig is not None and sig.kind == SignalKind.XID and sig.xid is None
 
 
 def _known_first(signals: list[Signal]) -> list[Signal]:
     """An Xid whose code is known replaces the code-unknown Xid signals (it names what they could not)."""
-    if any(s.kind == "xid" and s.xid is not None for s in signals):
+    if any(s.kind == SignalKind.XID and s.xid is not None for s in signals):
         return [s for s in signals if not _code_unknown(s)]
     return signals
 
@@ -99,14 +99,14 @@ class Correlator:
         wd = self.rules.watchdog
         hb = self.state.heartbeat_at
         if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.state.by_key:
-            sig = Signal(kind="watchdog", severity=as_severity(wd.severity), category="pipeline",
+            sig = Signal(kind=SignalKind.WATCHDOG, severity=as_severity(wd.severity), category="pipeline",
                          title="Alerting pipeline silent", runbook="pipeline-silent",
                          meaning=f"No {'/'.join(wd.alertnames)} heartbeat since {hb.isoformat()}: "
                                  "Prometheus or Alertmanager may be down, so other alerts may be missing.")
             inc = self.open_incident(PIPELINE_KEY, "watchdog", sig, now)
             inc.primary = sig
             inc.severity, inc.category, inc.title = sig.severity, sig.category, sig.title
-            inc.signals = ["watchdog"]
+            inc.signals = [SignalKind.WATCHDOG]
             self.record(inc, inc.add_event(now, "opened", sig.meaning))
         return self._flush()
 
@@ -207,7 +207,7 @@ class Correlator:
         if alert.signal.fold_into_previous:
             target = self._fold_target(alert, now)
             folded = target is not None
-        if target is None and alert.signal.kind == "other":
+        if target is None and alert.signal.kind == SignalKind.OTHER:
             target = self._node_incident(alert)  # unclassified: it joins what its node already has
         if target is None:
             job_key = self.jobs.key(fields)  # a job's own symptom: one incident per job, whatever its node
@@ -254,7 +254,7 @@ class Correlator:
             inc = self.state.incidents[inc_id]
             for m in inc.members.values():
                 seen = m.last_seen or m.starts_at
-                if m.signal.kind == "xid" and not m.folded and now - seen <= self.rules.fold_window:
+                if m.signal.kind == SignalKind.XID and not m.folded and now - seen <= self.rules.fold_window:
                     if best is None or seen > best[0]:
                         best = (seen, inc)
         return best[1] if best else None
@@ -294,7 +294,7 @@ class Correlator:
         if opening:
             self.state.add(inc)  # now that it has a node and a primary signal: index it
         what = f"{alert.name}: {alert.signal.title}" + (f" (GPU {alert.subject.gpu.index})" if alert.subject.gpu and alert.subject.gpu.index else "")
-        if alert.signal.kind == "other":
+        if alert.signal.kind == SignalKind.OTHER:
             what += " (unclassified)"
         if fault:
             what += f" (follows {fault})"
@@ -369,7 +369,7 @@ class Correlator:
         if alert.starts_at < m.starts_at:
             return  # a stale delivery of an older occurrence
         m.last_seen = now
-        if _code_unknown(m.signal) and alert.signal.kind == "xid" and alert.signal.xid is not None:
+        if _code_unknown(m.signal) and alert.signal.kind == SignalKind.XID and alert.signal.xid is not None:
             m.signal = alert.signal  # the same alert now names its Xid (e.g. in its summary)
             self._refresh(inc)
             self.record(inc, inc.add_event(now, "classification_upgraded", f"{m.alertname}: {alert.signal.title}"),
@@ -452,7 +452,7 @@ class Correlator:
             inc.namespace, inc.pod = inc.namespace or s.namespace, inc.pod or ("" if job else s.pod)
         if sig.xid is not None and _code_unknown(inc.primary):
             self._refresh(inc)  # the code-unknown Xid gives way to the one that names its code
-        elif sig.kind == "other" and inc.primary is not None and inc.primary.kind != "other":
+        elif sig.kind == SignalKind.OTHER and inc.primary is not None and inc.primary.kind != SignalKind.OTHER:
             pass  # an unclassified alert on the node is shown, but does not decide what the incident is
         elif not m.folded or inc.primary is None:
             if inc.primary is None or len(inc.members) == 1:

@@ -21,13 +21,13 @@ from typing import Iterable, Protocol
 
 from alertd.core.json_types import JSONObject, JSONValue, as_text
 from alertd.core.model import DOMAIN, DOMAIN_OF, Event, Incident, Member, Signal, signal_rank
-from alertd.core.vocabulary import KIND_SHORT, NOT_FAULTS
+from alertd.core.vocabulary import KIND_SHORT, NOT_FAULTS, SignalKind
 from alertd.engine.state import EngineState
 from alertd.engine.fleet_summary import SHARED, domain_pairs, shared_domain
 from alertd.rules.jobs import DomainRule
 from alertd.rules.ruleset import CorrelationRules
 
-GROUP = "domain"  # the correlation group (and primary signal kind) of domain incidents
+GROUP = SignalKind.DOMAIN  # the correlation group (and primary signal kind) of domain incidents
 
 
 def domains_of(members: Iterable[Member], rule: DomainRule) -> dict[str, str]:

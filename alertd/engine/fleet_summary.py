@@ -18,7 +18,7 @@ COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metri
 SHARED = "storm_domains"  # fleet annotation: [[domain kind, the value all its nodes share, or ""], ...] narrowest first
 COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
 # What people do to the nodes (the response to the fault), counted as "cordoned 40, rebooting 12".
-RESPONSES = {"node_cordoned": "cordoned", "rebooting": "rebooting", "node_not_ready": "NotReady"}
+RESPONSES = {SignalKind.NODE_CORDONED: "cordoned", "rebooting": "rebooting", SignalKind.NODE_NOT_READY: "NotReady"}
 
 
 
@@ -26,15 +26,16 @@ def signal_keys(inc: Incident) -> set[str]:
     """What a node incident shows, as fleet counts name it: each Xid code apart, other signals by kind."""
     keys = {k for k in inc.signals if k not in NEVER_CAUSE and k != SignalKind.XID}
     keys.update(f"xid:{x}" for x in inc.xids)
-    if "xid" in inc.signals and not inc.xids:
-        keys.add("xid")
-    if "metrics_missing" in keys and any(m.response and m.signal.detail == "node_down" for m in inc.members.values()):
+    if SignalKind.XID in inc.signals and not inc.xids:
+        keys.add(SignalKind.XID)
+    if SignalKind.METRICS_MISSING in keys and any(m.response and m.signal.detail == "node_down"
+                                                  for m in inc.members.values()):
         keys.add("rebooting")  # the node went down after its cordon: the repair reboot
     return keys
 
 
 def _count_key(sig: Signal) -> str:
-    return f"xid:{sig.xid}" if sig.kind == "xid" and sig.xid else sig.kind
+    return f"xid:{sig.xid}" if sig.kind == SignalKind.XID and sig.xid else sig.kind
 
 
 def _label(key: str) -> str:
@@ -78,7 +79,7 @@ def fleet_title(fleet: Incident) -> str:
     where = (f"{domain} in " if domain else "") + (fleet.cluster or "the fleet")
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     parts = [f"{_label(k)} on {n}" for k, n in ranked if k != main and k not in RESPONSES
-             and not (k == "metrics_missing" and counts.get("rebooting") == n)][:3]
+             and not (k == SignalKind.METRICS_MISSING and counts.get("rebooting") == n)][:3]
     if shown != total:
         parts.append(f"{counted(total, 'node')} in all")
     done = [f"{RESPONSES[k]} {counts[k]}" for k in RESPONSES if counts.get(k) and k != main]

@@ -24,7 +24,7 @@ from alertd.core.instants import parse_iso
 from alertd.core.json_types import JSONObject, JSONValue, as_object, as_text, string_map
 from alertd.core.matchers import match_all
 from alertd.core.model import FIRING, JOB_SUSPECT, Alert, Event, Incident, Member
-from alertd.core.vocabulary import KIND_WORDS
+from alertd.core.vocabulary import KIND_WORDS, SignalKind
 from alertd.engine.state import EngineState
 from alertd.rules.jobs import JobRule
 from alertd.rules.ruleset import CorrelationRules
@@ -260,7 +260,7 @@ class Jobs:
     def _take_over(self, job: Incident, suspect: Suspect, now: datetime) -> None:
         """The job's page speaks for its suspect's (a suspect already in a fleet keeps the fleet's)."""
         inc = self.c.state.incidents.get(suspect.incident)
-        if inc is None or inc.parent_id or inc.annotations.get(SUSPECT_OF) or suspect.kind == "straggler":
+        if inc is None or inc.parent_id or inc.annotations.get(SUSPECT_OF) or suspect.kind == SignalKind.STRAGGLER:
             return
         inc.annotations[SUSPECT_OF] = job.id
         if inc.id not in job.children:
@@ -281,7 +281,8 @@ class Jobs:
                 inc = state.incidents.get(inc_id)
                 if inc is not None and not inc.fleet and not is_job(inc):
                     found.extend(self._of(inc, node, inc.members.values(), lo, hi))
-        found.extend(self._of(job, "", [m for m in job.members.values() if m.signal.kind == "straggler"], lo, hi))
+        slowed = [m for m in job.members.values() if m.signal.kind == SignalKind.STRAGGLER]
+        found.extend(self._of(job, "", slowed, lo, hi))
         order = {kind: i for i, kind in enumerate(rule.kinds)}
         # a suspect found before whose incident has resolved since (its port came back) stays one
         gone = [s for doc in _list(job.annotations.get(SUSPECTS)) if (s := Suspect.from_json(doc)) is not None
@@ -311,7 +312,7 @@ class Jobs:
             port = labels.get("port", "")
             where = labels["device"] + (f" port {port}" if port and port != "1" else "")
             return f"InfiniBand port {where} {'down' if sig.detail == 'ib_port_down' else 'flapping'}"
-        if sig.kind == "straggler":
+        if sig.kind == SignalKind.STRAGGLER:
             return f"GPU {gpu} straggling" if gpu else "a GPU straggling"
         return sig.title + (f" (GPU {gpu})" if gpu else "")
 
@@ -337,7 +338,7 @@ class Jobs:
 
     def _straggler_title(self, job: Incident, name: str, now: datetime) -> str:
         stragglers = as_object(as_object(job.annotations.get(FACTS)).get("stragglers"))
-        slowed = [m for m in job.members.values() if m.signal.kind == "straggler"]
+        slowed = [m for m in job.members.values() if m.signal.kind == SignalKind.STRAGGLER]
         if not slowed:
             return f"Job {name}: {job.primary.title if job.primary else 'job alerts'}"
         firing = [m for m in slowed if m.status == FIRING]
@@ -366,7 +367,7 @@ class Jobs:
             inc = state.incidents.get(inc_id)
             for m in inc.members.values() if inc is not None else ():
                 other = m.subject.gpu
-                if m.signal.kind == "thermal" and m.status == FIRING and other is not None and \
+                if m.signal.kind == SignalKind.THERMAL and m.status == FIRING and other is not None and \
                         other.key() and (other.key() == gpu.key() or other.index == gpu.index):
                     reasons = [CLOCK_REASONS.get(r, r) for r in m.signal.detail.split(",") if r in CLOCK_REASONS]
                     if reasons:

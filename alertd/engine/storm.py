@@ -49,7 +49,7 @@ from alertd.engine.fleet_summary import (UNCLASSIFIED, count_signals, fleet_head
 from alertd.engine.state import EngineState
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
-from alertd.core.vocabulary import NEVER_STORM
+from alertd.core.vocabulary import NEVER_STORM, SignalKind
 from alertd.rules.ruleset import CorrelationRules, StormRule
 
 
@@ -180,9 +180,9 @@ class Storms:
             return False
         if any(m.response for m in inc.members.values()):
             return False
-        cordons = [m.starts_at for m in inc.members.values() if m.signal.kind == "node_cordoned"]
+        cordons = [m.starts_at for m in inc.members.values() if m.signal.kind == SignalKind.NODE_CORDONED]
         follows = [m.starts_at for m in inc.members.values()
-                   if m.signal.kind != "node_cordoned" and match_all(followers, signal_fields(inc, m.signal))]
+                   if m.signal.kind != SignalKind.NODE_CORDONED and match_all(followers, signal_fields(inc, m.signal))]
         return bool(cordons and follows) and min(cordons) <= min(follows)
 
     def _joinable(self, key: str, now: datetime) -> Incident | None:

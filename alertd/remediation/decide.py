@@ -26,9 +26,10 @@ from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARA
                                       SUPERSEDED, UNCORDON, Remediation)
 from alertd.remediation.ladder import Escalation, pick_step
 from alertd.rules.remediation import CORDONING, Policy, RemediationPolicy
+from alertd.core.vocabulary import SignalKind
 
 
-DOMAIN_SIGNAL = "domain"  # what a remediation policy names to act on a bad failure domain
+DOMAIN_SIGNAL = SignalKind.DOMAIN  # what a remediation policy names to act on a bad failure domain
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +204,7 @@ def rma_refusal(inc: Incident) -> str:
     if inc.verdict is not None and inc.verdict.action in HANDOFF_VERDICTS:
         return ""
     p = inc.primary
-    if p is None or p.kind == "thermal":
+    if p is None or p.kind == SignalKind.THERMAL:
         return f"{inc.id} is {'heat' if p else 'no fault'}, not a hardware fault: nothing to return to the vendor"
     if p.category not in HARDWARE_CATEGORIES or p.action in NOT_HARDWARE_ACTIONS:
         return (f"{inc.id} is not a hardware fault ({p.category}, action {p.action or 'none'}): "

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from alertd.integrations.presentation import action_in_words, incident_action, runbook_url
+from alertd.core.vocabulary import SignalKind
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ def incident_guide(inc: Any, runbook_base_url: str) -> Guide:
     action = action_in_words(chosen)
     if action and p.drain and chosen == p.action and p.action != "reboot_node":
         action += " Drain the GPU first."
-    reasons = ", ".join(_words(r) for r in p.detail.split(",") if r) if p.kind == "thermal" and p.detail else ""
+    thermal = p.kind == SignalKind.THERMAL and p.detail
+    reasons = ", ".join(_words(r) for r in p.detail.split(",") if r) if thermal else ""
     return Guide(action=action, investigate=p.investigate, runbook=p.runbook,
                  runbook_link=runbook_url(p.runbook, runbook_base_url), reasons=reasons)
