@@ -1,5 +1,5 @@
 """The words alertd's stages, rule files and schemas share, each declared once: the signal kinds (with what
-each kind means to ranking, titles and summaries) and the labels that name a node. A stage that needs a kind, a set of kinds or a kind's
+each kind means to ranking, titles and summaries), their details and the labels that name a node. A stage that needs a kind, a set of kinds or a kind's
 word reads it from here; the JSON Schemas that list kinds are tested equal to the sets below
 (tests/unit/test_vocabulary.py)."""
 from __future__ import annotations
@@ -80,6 +80,62 @@ KINDS: Mapping[SignalKind, KindSpec] = {
 }
 
 
+class Detail(StrEnum):
+    """What refines a kind (``Signal.detail``): what is missing, which link, which reading."""
+
+    EXPORTER_DOWN = "exporter_down"
+    NODE_DOWN = "node_down"
+    GPU_MISSING = "gpu_missing"
+    GPU_UNUSABLE = "gpu_unusable"
+    TEMPERATURE = "temperature"
+    THERMAL_VIOLATION = "thermal_violation"
+    POWER_VIOLATION = "power_violation"
+    ANY_CLOCK_EVENT_REASON = "any_clock_event_reason"  # a whole-mask clock test: benign and harmful alike
+    CORRECTABLE = "correctable"
+    POWER_SLOWDOWN = "power_slowdown"
+    PCIE_BANDWIDTH = "pcie_bandwidth"
+    PCIE_REPLAY = "pcie_replay"
+    PCIE_LINK = "pcie_link"
+    DIAGNOSTICS = "diagnostics"
+    TELEMETRY_FROZEN = "telemetry_frozen"
+    DRIVER_SLOW = "driver_slow"
+    IB_PORT_DOWN = "ib_port_down"
+    IB_PORT_FLAPPING = "ib_port_flapping"
+    LINK_COLLAPSED = "link_collapsed"
+
+
+D = Detail
+DETAIL_TITLES: Mapping[str, str] = {
+    D.EXPORTER_DOWN: "GPU metrics missing: dcgm-exporter down",
+    D.NODE_DOWN: "Node down: no metrics from the node",
+    D.GPU_MISSING: "GPU missing from the node",
+    D.GPU_UNUSABLE: "GPU unusable: GPU pods rejected on a Ready node",
+    D.TEMPERATURE: "GPU temperature high",
+    D.THERMAL_VIOLATION: "GPU held back by heat (thermal violation)",
+    D.POWER_VIOLATION: "GPU held back at its power limit (power violation)",
+    D.ANY_CLOCK_EVENT_REASON: "GPU clocks throttled (any reason)",
+    D.CORRECTABLE: "GPU correctable ECC errors (single-bit, fixed by the GPU)",
+    D.POWER_SLOWDOWN: "GPU power slowdown: clocks cut at the power limit",
+    D.PCIE_BANDWIDTH: "GPU PCIe bandwidth low",
+    D.PCIE_REPLAY: "GPU PCIe replays: the link retransmits",
+    D.PCIE_LINK: "GPU PCIe link degraded (width or generation)",
+    D.DIAGNOSTICS: "GPU diagnostics failed (DCGM)",
+    D.TELEMETRY_FROZEN: "GPU telemetry frozen: its readings stopped changing",
+    D.DRIVER_SLOW: "GPU driver slow: nvidia-smi answers late",
+    D.IB_PORT_DOWN: "InfiniBand port down",
+    D.IB_PORT_FLAPPING: "InfiniBand port flapping",
+    D.LINK_COLLAPSED: "GPU link traffic collapsed next to its peers",
+}
+# Details whose title the alert's summary gives, because it counts something ("GPU unusable: 12 GPU pods
+# rejected on a Ready node", alertd/sources/admission.py).
+COUNTED_DETAILS = frozenset({D.GPU_UNUSABLE})
+# What a metrics_missing rule must say is missing (rules/signals.yml)
+MISSING_DETAILS = frozenset({D.EXPORTER_DOWN, D.NODE_DOWN, D.GPU_MISSING, D.GPU_UNUSABLE, D.TELEMETRY_FROZEN})
+# ... and what evidence may (rules/evidence.yml): an unusable GPU is only seen by alertd's admission source
+EVIDENCE_MISSING_DETAILS = MISSING_DETAILS - {D.GPU_UNUSABLE}
+IB_PORT_DETAILS = frozenset({D.IB_PORT_DOWN, D.IB_PORT_FLAPPING})
+
+
 def _of_nature(*natures: Nature) -> frozenset[SignalKind]:
     return frozenset(k for k, spec in KINDS.items() if spec.nature in natures)
 
@@ -108,13 +164,17 @@ HISTORY_KINDS = EVIDENCE_KINDS | {K.SXID}  # rules/history.yml and rules/rma.yml
 REMEDIATION_KINDS = HISTORY_KINDS | {K.GPU_QUIET, K.LINK_DEGRADED, K.DOMAIN}  # rules/remediation.yml policies
 SUSPECT_CHOICES = HISTORY_KINDS | {K.GPU_QUIET, K.LINK_DEGRADED, K.STRAGGLER}  # correlation.job.kinds
 # What a GPU health check's CloudEvent may say it found (receive/cloudevents.py): a kind, or a detail of one
-HEALTH_EVENT_KINDS = frozenset({K.XID, K.ECC, K.ROW_REMAP, K.NVLINK, K.THERMAL, "gpu_missing", "gpu_unusable", K.OTHER})
-
+HEALTH_EVENT_KINDS = frozenset({K.XID, K.ECC, K.ROW_REMAP, K.NVLINK, K.THERMAL, D.GPU_MISSING, D.GPU_UNUSABLE, K.OTHER})
 
 
 def signal_is(*kinds: SignalKind, negate: bool = False) -> str:
     """The matcher text on field ``signal`` that accepts these kinds (all but them when ``negate``)."""
     return one_of("signal", *kinds, negate=negate)
+
+
+def detail_is(*details: Detail | str) -> str:
+    """The matcher text on field ``detail`` that accepts these details ("" among them: none)."""
+    return one_of("detail", *details)
 
 
 # Labels that name an alert's node, tried in order: the first naming a node wins. Hostname comes after node:
@@ -126,7 +186,9 @@ LOG_HOST_LABELS = ("host", "source")
 NODE_LABELS = ("node", "kubernetes_node", *HOSTNAMES, LOG_HOST_LABELS[0], INSTANCE, LOG_HOST_LABELS[1])
 WEAK_NODE_LABELS = frozenset({*HOSTNAMES, INSTANCE})  # may name the exporter pod or its address
 
-__all__ = ["EVIDENCE_KINDS", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "INSTANCE", "KINDS", "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS",
-           "KindSpec", "LOG_HOST_LABELS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS", "Nature", "REMEDIATION_KINDS",
-           "RULED_KINDS", "SIGNAL_KINDS", "SUSPECT_CHOICES", "SUSPECT_KINDS", "SignalKind", "WEAK_NODE_LABELS",
+__all__ = ["COUNTED_DETAILS", "DETAIL_TITLES", "Detail", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS",
+           "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS", "KIND_PRIORITY",
+           "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LOG_HOST_LABELS", "MISSING_DETAILS", "NEVER_CAUSE",
+           "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS", "Nature", "REMEDIATION_KINDS", "RULED_KINDS",
+           "SIGNAL_KINDS", "SUSPECT_CHOICES", "SUSPECT_KINDS", "SignalKind", "WEAK_NODE_LABELS", "detail_is",
            "signal_is"]

@@ -20,7 +20,7 @@ from alertd.gpu.sxid import SxidLine, find_sxid
 from alertd.core.matchers import match_all
 from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
 from alertd.core.states import SEVERITY_ALIASES
-from alertd.core.vocabulary import KIND_TITLES, SignalKind
+from alertd.core.vocabulary import COUNTED_DETAILS, DETAIL_TITLES, KIND_TITLES, SignalKind
 from alertd.engine.identity import nvrm_line
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
@@ -28,30 +28,6 @@ from alertd.promql.xidvalue import value_is_code
 from alertd.promql.recording import EMPTY, RecordedRules, facts_of_url_expanded
 from alertd.rules.ruleset import RuleSet
 
-DETAIL_TITLES = {
-    "exporter_down": "GPU metrics missing: dcgm-exporter down",
-    "node_down": "Node down: no metrics from the node",
-    "gpu_missing": "GPU missing from the node",
-    "gpu_unusable": "GPU unusable: GPU pods rejected on a Ready node",
-    "temperature": "GPU temperature high",
-    "thermal_violation": "GPU held back by heat (thermal violation)",
-    "power_violation": "GPU held back at its power limit (power violation)",
-    "any_clock_event_reason": "GPU clocks throttled (any reason)",
-    "correctable": "GPU correctable ECC errors (single-bit, fixed by the GPU)",
-    "power_slowdown": "GPU power slowdown: clocks cut at the power limit",
-    "pcie_bandwidth": "GPU PCIe bandwidth low",
-    "pcie_replay": "GPU PCIe replays: the link retransmits",
-    "pcie_link": "GPU PCIe link degraded (width or generation)",
-    "diagnostics": "GPU diagnostics failed (DCGM)",
-    "telemetry_frozen": "GPU telemetry frozen: its readings stopped changing",
-    "driver_slow": "GPU driver slow: nvidia-smi answers late",
-    "ib_port_down": "InfiniBand port down",
-    "ib_port_flapping": "InfiniBand port flapping",
-    "link_collapsed": "GPU link traffic collapsed next to its peers",
-}
-# Details whose title the alert's summary gives, because it counts something ("GPU unusable: 12 GPU pods
-# rejected on a Ready node", alertd/sources/admission.py).
-COUNTED_DETAILS = frozenset({"gpu_unusable"})
 # Harmful clock-event reasons (alertd/gpu/clocks.py), most telling first: what a thermal alert's title says
 CLOCK_TITLES = (
     ("thermal_slowdown", "GPU thermal slowdown: clocks cut by heat"),

@@ -11,7 +11,7 @@ import dataclasses
 from alertd.rules.fields import STORM_LABELS
 from alertd.core.json_types import JSONValue, as_object, as_text, integer, strings
 from alertd.core.model import Incident, Signal
-from alertd.core.vocabulary import KIND_SHORT, NEVER_CAUSE, SignalKind
+from alertd.core.vocabulary import KIND_SHORT, NEVER_CAUSE, Detail, SignalKind
 from alertd.core.words import counted
 
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
@@ -28,7 +28,7 @@ def signal_keys(inc: Incident) -> set[str]:
     keys.update(f"xid:{x}" for x in inc.xids)
     if SignalKind.XID in inc.signals and not inc.xids:
         keys.add(SignalKind.XID)
-    if SignalKind.METRICS_MISSING in keys and any(m.response and m.signal.detail == "node_down"
+    if SignalKind.METRICS_MISSING in keys and any(m.response and m.signal.detail == Detail.NODE_DOWN
                                                   for m in inc.members.values()):
         keys.add("rebooting")  # the node went down after its cordon: the repair reboot
     return keys

@@ -24,7 +24,7 @@ from alertd.core.instants import parse_iso
 from alertd.core.json_types import JSONObject, JSONValue, as_object, as_text, string_map
 from alertd.core.matchers import match_all
 from alertd.core.model import FIRING, JOB_SUSPECT, Alert, Event, Incident, Member
-from alertd.core.vocabulary import KIND_WORDS, SignalKind
+from alertd.core.vocabulary import IB_PORT_DETAILS, KIND_WORDS, Detail, SignalKind
 from alertd.engine.state import EngineState
 from alertd.rules.jobs import JobRule
 from alertd.rules.ruleset import CorrelationRules
@@ -308,10 +308,10 @@ class Jobs:
     def _what(m: Member) -> str:
         sig, labels = m.signal, m.labels
         gpu = m.subject.gpu.index if m.subject.gpu is not None and m.subject.gpu.index else ""
-        if sig.detail in ("ib_port_down", "ib_port_flapping") and labels.get("device"):
+        if sig.detail in IB_PORT_DETAILS and labels.get("device"):
             port = labels.get("port", "")
             where = labels["device"] + (f" port {port}" if port and port != "1" else "")
-            return f"InfiniBand port {where} {'down' if sig.detail == 'ib_port_down' else 'flapping'}"
+            return f"InfiniBand port {where} {'down' if sig.detail == Detail.IB_PORT_DOWN else 'flapping'}"
         if sig.kind == SignalKind.STRAGGLER:
             return f"GPU {gpu} straggling" if gpu else "a GPU straggling"
         return sig.title + (f" (GPU {gpu})" if gpu else "")

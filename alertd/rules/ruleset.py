@@ -31,7 +31,7 @@ from alertd.rules.kube_health import KubeHealthRules, parse_kube_health
 from alertd.rules.jobs import DomainRule, JobRule, parse_domains, parse_job
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
-from alertd.core.vocabulary import SignalKind as K, signal_is
+from alertd.core.vocabulary import Detail as D, SignalKind as K, detail_is, signal_is
 
 # section name -> JSON Schema name
 SECTIONS = {"xids": "xid-catalog", "recovery_actions": "recovery-actions", "sxids": "sxid-catalog", "signals": "signals",
@@ -78,9 +78,9 @@ DEFAULT_STORM_EVENTS = (
 )
 DEFAULT_FOLLOWERS = parse_matchers([signal_is(K.METRICS_MISSING, K.NODE_NOT_READY)])
 DEFAULT_RESPONSE_SIGNALS = parse_matchers([signal_is(K.NODE_CORDONED, K.NODE_NOT_READY, K.METRICS_MISSING),
-                                           'detail=~"|exporter_down|node_down"'])
-DEFAULT_STILL_DOWN = parse_matchers([signal_is(K.METRICS_MISSING, K.NODE_NOT_READY), 'detail=~"|node_down"'])
-DEFAULT_UNREACHABLE = parse_matchers([signal_is(K.METRICS_MISSING), 'detail="node_down"'])
+                                           detail_is("", D.EXPORTER_DOWN, D.NODE_DOWN)])
+DEFAULT_STILL_DOWN = parse_matchers([signal_is(K.METRICS_MISSING, K.NODE_NOT_READY), detail_is("", D.NODE_DOWN)])
+DEFAULT_UNREACHABLE = parse_matchers([signal_is(K.METRICS_MISSING), detail_is(D.NODE_DOWN)])
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""The vocabulary (alertd/core/vocabulary.py) is the one list of signal kinds: every JSON Schema enum that
-names kinds equals one of its sets, and every kind passes `alertd check`, the schemas and the matchers."""
+"""The vocabulary (alertd/core/vocabulary.py) is the one list of signal kinds and details: every JSON Schema
+enum that names them equals one of its sets, and every kind passes `alertd check`, the schemas and the matchers."""
 from __future__ import annotations
 
 import json
@@ -35,7 +35,10 @@ ENUMS: dict[tuple[str, str], frozenset[str]] = {
     ("correlation", "properties/correlation/properties/job/properties/suspects/properties/kinds/items"):
         v.SUSPECT_CHOICES,
     ("cloudevent-gpu-health", "properties/kind"): v.HEALTH_EVENT_KINDS,
+    ("signals", "$defs/rule/allOf/0/then/properties/detail"): v.MISSING_DETAILS,
+    ("evidence", "$defs/needs_detail/then/properties/detail"): v.EVIDENCE_MISSING_DETAILS,
 }
+WORDS = (v.SIGNAL_KINDS | set(v.Detail)) - {"nvlink"}  # nvlink is also a category
 
 
 def _enums(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, list[Any]]]:
@@ -55,12 +58,12 @@ def _kind_enums() -> dict[tuple[str, str], list[Any]]:
     for f in sorted(SCHEMAS.glob("*.schema.json")):
         name = f.name.removesuffix(".schema.json")
         for path, values in _enums(json.loads(f.read_text(encoding="utf-8"))):
-            if set(map(str, values)) & v.SIGNAL_KINDS - {"nvlink"}:  # nvlink is also a category
+            if set(map(str, values)) & WORDS:
                 out[(name, path)] = values
     return out
 
 
-def test_every_schema_enum_naming_kinds_is_one_of_the_vocabulary_sets() -> None:
+def test_every_schema_enum_naming_kinds_or_details_is_one_of_the_vocabulary_sets() -> None:
     found = _kind_enums()
     assert set(found) == set(ENUMS), f"enums of kinds the vocabulary has no set for: {sorted(set(found) - set(ENUMS))}"
     for where, values in found.items():
@@ -72,6 +75,8 @@ def test_every_schema_enum_naming_kinds_is_one_of_the_vocabulary_sets() -> None:
 def test_the_vocabulary_sets_hold_only_its_words() -> None:
     kinds = set(v.SignalKind)
     assert set(v.KINDS) == kinds
+    assert set(v.DETAIL_TITLES) == set(v.Detail) and v.COUNTED_DETAILS | v.MISSING_DETAILS <= set(v.Detail)
+    assert not kinds & set(v.Detail), "a word is either a kind or a detail"
     for name in ("RULED_KINDS", "EVIDENCE_KINDS", "HISTORY_KINDS", "REMEDIATION_KINDS", "SUSPECT_CHOICES",
                  "NEVER_STORM", "NEVER_CAUSE", "NEVER_FAULT", "NOT_FAULTS"):
         assert getattr(v, name) <= kinds, name
@@ -133,3 +138,14 @@ def test_the_weak_and_log_host_labels_are_node_labels_every_reader_shares() -> N
     assert len(set(v.NODE_LABELS)) == len(v.NODE_LABELS)
     assert NormalizeConfig().node_labels == v.NODE_LABELS
     assert silence_matchers.__defaults__ is not None and v.NODE_LABELS in silence_matchers.__defaults__
+
+
+@pytest.mark.parametrize("made, text", [
+    (v.signal_is(v.SignalKind.THERMAL), 'signal="thermal"'),
+    (v.signal_is(v.SignalKind.OTHER, v.SignalKind.WATCHDOG, negate=True), 'signal!~"other|watchdog"'),
+    (v.signal_is(v.SignalKind.OTHER, negate=True), 'signal!="other"'),
+    (v.detail_is("", v.Detail.NODE_DOWN), 'detail=~"|node_down"'),
+])
+def test_the_matcher_texts_of_the_defaults_read_as_written_by_hand(made: str, text: str) -> None:
+    assert made == text
+    assert str(parse_matchers([made])[0]) == text
