@@ -28,6 +28,7 @@ from alertd.app.remediate import RemediationRunner
 from alertd.config.settings import Config
 from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, Incident
+from alertd.core.vocabulary import EventKind
 from alertd.ha.commands import ActionTaker
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ class IncidentActions:
             except AlertmanagerError as exc:
                 log.info("could not expire the previous silence %s of %s: %s", old.id, incident_id, exc)
         until = made.ends_at.replace("T", " ").replace("Z", " UTC")
-        changes = await self.svc.annotate(incident_id, SILENCE, made.to_json(), "silenced",
+        changes = await self.svc.annotate(incident_id, SILENCE, made.to_json(), EventKind.SILENCED,
                                           f"silenced for {choice} by {actor} until {until} (Alertmanager silence {made.id}): "
                                           f"{preview.summary()}",
                                           actor)
@@ -140,7 +141,7 @@ class IncidentActions:
         except AlertmanagerError as exc:
             if "expired" not in str(exc) and "404" not in str(exc):
                 raise
-        changes = await self.svc.annotate(incident_id, SILENCE, None, "silence_removed",
+        changes = await self.svc.annotate(incident_id, SILENCE, None, EventKind.SILENCE_REMOVED,
                                           f"unsilenced by {actor} (Alertmanager silence {silence.id} expired)", actor)
         return "" if changes else f"Silence {silence.id} expired; {incident_id} is closed."
 

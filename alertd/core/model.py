@@ -109,7 +109,7 @@ class Subject:
 class Signal:
     """What kind of problem an alert reports, decided by rules/ data."""
 
-    kind: str = SignalKind.OTHER  # a SignalKind, as the signals rules decide it
+    kind: str = SignalKind.OTHER.value  # a SignalKind, as the signals rules decide it
     severity: Severity = Severity.WARNING
     category: str = "other"
     xid: int | None = None
@@ -138,7 +138,7 @@ class Signal:
     def from_dict(cls, data: JSONObject) -> "Signal":
         # Absent members keep the dataclass defaults, as before; present ones are narrowed to the field's type.
         return cls(
-            kind=text(data, "kind", SignalKind.OTHER),
+            kind=text(data, "kind", SignalKind.OTHER.value),
             severity=as_severity(text(data, "severity", Severity.WARNING)),
             category=text(data, "category", "other"),
             xid=optional_integer(data, "xid"),
@@ -388,7 +388,7 @@ class Incident:
         return self.firing
 
     def add_event(self, at: datetime, kind: str, text: str = "", actor: str = "", **data: JSONValue) -> Event:
-        event = Event(at=at, kind=kind, text=text, actor=actor, data=data)
+        event = Event(at=at, kind=str(kind), text=text, actor=actor, data=data)  # an EventKind, stored as its word
         self.timeline.append(event)
         self.updated_at = at
         return event

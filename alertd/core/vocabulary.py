@@ -1,7 +1,7 @@
 """The words alertd's stages, rule files and schemas share, each declared once: the signal kinds (with what
-each kind means to ranking, titles and summaries), their details and the labels that name a node. A stage that needs a kind, a set of kinds or a kind's
-word reads it from here; the JSON Schemas that list kinds are tested equal to the sets below
-(tests/unit/test_vocabulary.py)."""
+each kind means to ranking, titles and summaries), their details, the timeline's event kinds and the labels
+that name a node. A stage that needs a word, a set of them or a word's wording reads it from here; the JSON
+Schemas that list kinds are tested equal to the sets below (tests/unit/test_vocabulary.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -177,6 +177,76 @@ def detail_is(*details: Detail | str) -> str:
     return one_of("detail", *details)
 
 
+class EventKind(StrEnum):
+    """What one line of an incident's timeline tells (``Event.kind``); routing reads them from each change."""
+
+    OPENED = "opened"
+    REOPENED = "reopened"
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVED = "resolved"
+    ALERT_JOINED = "alert_joined"
+    ALERT_FOLDED = "alert_folded"
+    ALERT_REFIRED = "alert_refired"
+    ALERT_RESOLVED = "alert_resolved"
+    ALL_ALERTS_RESOLVED = "all_alerts_resolved"
+    SEVERITY_CHANGED = "severity_changed"
+    CLASSIFICATION_UPGRADED = "classification_upgraded"
+    EVIDENCE = "evidence"
+    OWNERS = "owners"
+    NODE_UPDATED = "node_updated"
+    INCIDENT_JOINED = "incident_joined"
+    FOLDED_INTO_FLEET = "folded_into_fleet"
+    LEFT_FLEET = "left_fleet"
+    NODES_JOINED = "nodes_joined"
+    NODES_LEFT = "nodes_left"
+    NODES_RESOLVED = "nodes_resolved"
+    STORM_PENDING = "storm_pending"
+    STORM_COUNTED = "storm_counted"
+    DOMAIN_BAD = "domain_bad"
+    DOMAIN_MEMBER = "domain_member"
+    SUSPECTS = "suspects"
+    SUSPECT_OF_JOB = "suspect_of_job"
+    RETITLED = "retitled"
+    SILENCED = "silenced"
+    SILENCE_REMOVED = "silence_removed"
+    ESCALATED = "escalated"
+    ROUTED = "routed"
+    VERDICT = "verdict"
+    REPAIR_FAILED = "repair_failed"
+    TICKET_OPENED = "ticket_opened"
+    REMEDIATION_PROPOSED = "remediation_proposed"
+    REMEDIATION_NOT_PROPOSED = "remediation_not_proposed"
+    REMEDIATION_STARTED = "remediation_started"
+    REMEDIATION_UPDATED = "remediation_updated"
+    REMEDIATION_SUPERSEDED = "remediation_superseded"
+    REMEDIATION_APPROVE = "remediation_approve"
+    REMEDIATION_OVERRIDE = "remediation_override"
+    REMEDIATION_CANCEL = "remediation_cancel"
+    REMEDIATION_STOP = "remediation_stop"
+
+
+E = EventKind
+# What each timeline event is, in words (the UI's timeline, the CLI): never the event's internal name.
+EVENT_WORDS: Mapping[str, str] = {
+    E.OPENED: "Opened", E.REOPENED: "Reopened", E.ACKNOWLEDGED: "Acknowledged", E.RESOLVED: "Resolved",
+    E.ALERT_JOINED: "Alert joined", E.ALERT_FOLDED: "Fallout alert joined", E.ALERT_REFIRED: "Alert firing again",
+    E.ALERT_RESOLVED: "Alert resolved", E.ALL_ALERTS_RESOLVED: "All alerts resolved",
+    E.SEVERITY_CHANGED: "Severity changed", E.CLASSIFICATION_UPGRADED: "Classification upgraded",
+    E.EVIDENCE: "Kernel-log evidence", E.OWNERS: "Owners found", E.NODE_UPDATED: "Node changed",
+    E.INCIDENT_JOINED: "Node incident joined", E.FOLDED_INTO_FLEET: "Folded into a fleet",
+    E.LEFT_FLEET: "Left the fleet", E.NODES_JOINED: "Nodes joined", E.NODES_LEFT: "Nodes left",
+    E.NODES_RESOLVED: "Nodes resolved", E.STORM_PENDING: "Storm pending", E.STORM_COUNTED: "Storm counted",
+    E.SILENCED: "Silenced", E.SILENCE_REMOVED: "Silence removed", E.ESCALATED: "Escalated",
+    E.ROUTED: "Routed", E.VERDICT: "History verdict", E.REPAIR_FAILED: "Repair failed",
+    E.TICKET_OPENED: "RMA ticket opened", E.REMEDIATION_PROPOSED: "Remediation proposed",
+    E.REMEDIATION_NOT_PROPOSED: "No remediation proposed", E.REMEDIATION_STARTED: "Remediation started",
+    E.REMEDIATION_UPDATED: "Remediation step", E.REMEDIATION_SUPERSEDED: "Remediation superseded",
+    E.REMEDIATION_APPROVE: "Remediation approved", E.REMEDIATION_OVERRIDE: "Breaker overridden",
+    E.REMEDIATION_CANCEL: "Remediation cancelled", E.REMEDIATION_STOP: "Remediation stopped",
+}
+REMEDIATION_EVENT = "remediation_"  # + a remediation's verb or end state: the event kinds remediation writes
+
+
 # Labels that name an alert's node, tried in order: the first naming a node wins. Hostname comes after node:
 # dcgm-exporter may set it to its own pod's name, which is never taken as a node (exporter_pod_pattern). host
 # and source: log alerts (Loki, Graylog). A site sets its own list (normalize.node_labels).
@@ -186,9 +256,9 @@ LOG_HOST_LABELS = ("host", "source")
 NODE_LABELS = ("node", "kubernetes_node", *HOSTNAMES, LOG_HOST_LABELS[0], INSTANCE, LOG_HOST_LABELS[1])
 WEAK_NODE_LABELS = frozenset({*HOSTNAMES, INSTANCE})  # may name the exporter pod or its address
 
-__all__ = ["COUNTED_DETAILS", "DETAIL_TITLES", "Detail", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS",
-           "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS", "KIND_PRIORITY",
-           "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LOG_HOST_LABELS", "MISSING_DETAILS", "NEVER_CAUSE",
-           "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS", "Nature", "REMEDIATION_KINDS", "RULED_KINDS",
-           "SIGNAL_KINDS", "SUSPECT_CHOICES", "SUSPECT_KINDS", "SignalKind", "WEAK_NODE_LABELS", "detail_is",
-           "signal_is"]
+__all__ = ["COUNTED_DETAILS", "DETAIL_TITLES", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS",
+           "EventKind", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS",
+           "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LOG_HOST_LABELS", "MISSING_DETAILS",
+           "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS", "Nature", "REMEDIATION_EVENT",
+           "REMEDIATION_KINDS", "RULED_KINDS", "SIGNAL_KINDS", "SUSPECT_CHOICES", "SUSPECT_KINDS", "SignalKind",
+           "WEAK_NODE_LABELS", "detail_is", "signal_is"]

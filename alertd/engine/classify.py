@@ -166,7 +166,7 @@ def _sxid_signal(alert: Alert, rules: RuleSet, line: SxidLine | None, rule: Deci
     if line is not None:
         return rules.sxids.signal(line, basis=basis)
     severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
-    return Signal(kind=SignalKind.SXID, severity=as_severity(severity), category="nvlink",
+    return Signal(kind=SignalKind.SXID.value, severity=as_severity(severity), category="nvlink",
                   title=KIND_TITLES[SignalKind.SXID],
                   meaning=alert.annotations.get("description", ""), runbook=(rule.runbook if rule else "") or "sxid",
                   basis=basis)
@@ -181,7 +181,7 @@ def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: DecidingRu
         return rules.catalog.signal_for(code, _alert_text(alert, rules.evidence), alert.labels, basis=basis)
     # An Xid without a code is still an Xid: hardware, on its node and GPU, its own severity.
     severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
-    return Signal(kind=SignalKind.XID, severity=as_severity(severity), category="hardware",
+    return Signal(kind=SignalKind.XID.value, severity=as_severity(severity), category="hardware",
                   title=KIND_TITLES[SignalKind.XID],
                   meaning=UNKNOWN_XID_MEANING, runbook=(rule.runbook if rule else "") or "xid-hardware", basis=basis)
 
@@ -196,7 +196,7 @@ def _signal(alert: Alert, rule: DecidingRule, kind: str, basis: str, recorded: R
             detail = reasons.detail
             basis += f"; {reasons.basis}"
         elif reasons.benign:  # idle / power cap / sync boost only: the GPU is fine, the alert flows as information
-            kind, severity, detail = SignalKind.OTHER, "info", ",".join(reasons.benign)
+            kind, severity, detail = SignalKind.OTHER.value, "info", ",".join(reasons.benign)
             basis += f"; {reasons.basis}: benign reasons only"
     counted = alert.annotations.get("summary", "") if detail in COUNTED_DETAILS else ""
     title = counted or DETAIL_TITLES.get(detail) or _clock_title(detail) or KIND_TITLES.get(kind) or \
@@ -220,7 +220,7 @@ def _clock_title(detail: str) -> str:
 
 def _other(alert: Alert) -> Signal:
     return Signal(
-        kind=SignalKind.OTHER,
+        kind=SignalKind.OTHER.value,
         severity=as_severity(severity_label(alert.labels.get("severity")) or "warning"),
         category="other",
         title=alert.annotations.get("summary") or alert.name or "alert",

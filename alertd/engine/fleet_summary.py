@@ -27,7 +27,7 @@ def signal_keys(inc: Incident) -> set[str]:
     keys = {k for k in inc.signals if k not in NEVER_CAUSE and k != SignalKind.XID}
     keys.update(f"xid:{x}" for x in inc.xids)
     if SignalKind.XID in inc.signals and not inc.xids:
-        keys.add(SignalKind.XID)
+        keys.add(SignalKind.XID.value)
     if SignalKind.METRICS_MISSING in keys and any(m.response and m.signal.detail == Detail.NODE_DOWN
                                                   for m in inc.members.values()):
         keys.add("rebooting")  # the node went down after its cordon: the repair reboot

@@ -24,7 +24,7 @@ from alertd.core.instants import parse_iso
 from alertd.core.json_types import JSONObject, JSONValue, as_object, as_text, string_map
 from alertd.core.matchers import match_all
 from alertd.core.model import FIRING, JOB_SUSPECT, Alert, Event, Incident, Member
-from alertd.core.vocabulary import IB_PORT_DETAILS, KIND_WORDS, Detail, SignalKind
+from alertd.core.vocabulary import IB_PORT_DETAILS, KIND_WORDS, Detail, EventKind, SignalKind
 from alertd.engine.state import EngineState
 from alertd.rules.jobs import JobRule
 from alertd.rules.ruleset import CorrelationRules
@@ -246,13 +246,13 @@ class Jobs:
         if not hung or listed == job.annotations.get(SUSPECTS, []):  # a stall over keeps what it found
             job.title = self.title(job, now)
             if job.title != title:
-                self.c.record(job, job.add_event(now, "retitled", job.title))
+                self.c.record(job, job.add_event(now, EventKind.RETITLED, job.title))
             return
         before = {as_text(as_object(s).get("incident")) for s in _list(job.annotations.get(SUSPECTS))}
         job.annotations[SUSPECTS] = list[JSONValue](listed)
         job.title = self.title(job, now)
         if found:
-            self.c.record(job, job.add_event(now, "suspects", "suspects: " + "; ".join(s.text() for s in found)))
+            self.c.record(job, job.add_event(now, EventKind.SUSPECTS, "suspects: " + "; ".join(s.text() for s in found)))
         for suspect in found:
             if suspect.incident not in before:
                 self._take_over(job, suspect, now)
@@ -265,7 +265,7 @@ class Jobs:
         inc.annotations[SUSPECT_OF] = job.id
         if inc.id not in job.children:
             job.children.append(inc.id)
-        self.c.record(inc, inc.add_event(now, "suspect_of_job", f"suspect of {job.title} ({job.id}): its page "
+        self.c.record(inc, inc.add_event(now, EventKind.SUSPECT_OF_JOB, f"suspect of {job.title} ({job.id}): its page "
                                                                 "speaks for this node's"))
 
     def suspects(self, job: Incident, since: datetime) -> list[Suspect]:

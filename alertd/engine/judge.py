@@ -22,7 +22,7 @@ from typing import Iterable, Protocol, Sequence
 
 from alertd.core.model import SEVERITY_RANK, Incident, Member, as_severity
 from alertd.core.verdict import HistoryVerdict, action_text, ladder_action, ladder_rank
-from alertd.core.vocabulary import NEVER_FAULT, SignalKind
+from alertd.core.vocabulary import NEVER_FAULT, EventKind, SignalKind
 from alertd.rules.history import LEMON_NODE, REPAIR_NOT_HELD, REPEAT_OFFENDER, HistoryRule
 from alertd.core.words import counted
 
@@ -259,7 +259,7 @@ def span_words(span: timedelta) -> str:
     return counted(max(1, int(span.total_seconds() // 60)), "minute")
 
 
-VERDICT_EVENT = "verdict"  # the timeline event that tells of a new verdict (routing: shown, never paged again)
+VERDICT_EVENT = EventKind.VERDICT  # the timeline event that tells of a new verdict (routing: shown, never paged again)
 
 
 def apply_verdict(inc: Incident, verdict: HistoryVerdict | None, now: datetime) -> bool:

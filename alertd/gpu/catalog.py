@@ -48,7 +48,7 @@ class XidEntry:
 
     def signal(self, detail: str = "", basis: str = "") -> Signal:
         return Signal(
-            kind=SignalKind.XID,
+            kind=SignalKind.XID.value,
             severity=as_severity(self.severity),
             category=self.category,
             xid=self.code,

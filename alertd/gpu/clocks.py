@@ -60,7 +60,7 @@ class ClockReasons:
         """The signal detail: the harmful reasons; ``any_clock_event_reason`` for an expression that fires on
         benign reasons as much as on harmful ones (a whole-mask ``> 0``)."""
         if self.tested and self.harmful and self.benign:
-            return Detail.ANY_CLOCK_EVENT_REASON
+            return Detail.ANY_CLOCK_EVENT_REASON.value
         return ",".join(self.harmful)
 
 

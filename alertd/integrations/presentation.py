@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from yarl import URL
 
 from alertd.core.matchers import Matcher
+from alertd.core.vocabulary import EVENT_WORDS
 from alertd.integrations.base import Links
 
 if TYPE_CHECKING:
@@ -133,26 +134,6 @@ def incident_links(inc: "Incident", links: Links, generator_urls: Iterable[str] 
         ui=str(alertd.joinpath("ui", "incidents", inc.id)) if alertd else "",
         api=str(alertd.joinpath("api", "v1", "incidents", inc.id)) if alertd else "",
     )
-
-
-# What each timeline event is, in words (the UI's timeline, the CLI): never the event's internal name.
-EVENT_WORDS = {
-    "opened": "Opened", "reopened": "Reopened", "acknowledged": "Acknowledged", "resolved": "Resolved",
-    "alert_joined": "Alert joined", "alert_folded": "Fallout alert joined", "alert_refired": "Alert firing again",
-    "alert_resolved": "Alert resolved", "all_alerts_resolved": "All alerts resolved",
-    "severity_changed": "Severity changed", "classification_upgraded": "Classification upgraded",
-    "evidence": "Kernel-log evidence", "owners": "Owners found", "node_updated": "Node changed",
-    "incident_joined": "Node incident joined", "folded_into_fleet": "Folded into a fleet",
-    "left_fleet": "Left the fleet", "nodes_joined": "Nodes joined", "nodes_left": "Nodes left",
-    "nodes_resolved": "Nodes resolved", "storm_pending": "Storm pending", "storm_counted": "Storm counted",
-    "silenced": "Silenced", "silence_removed": "Silence removed", "escalated": "Escalated",
-    "routed": "Routed", "verdict": "History verdict", "repair_failed": "Repair failed",
-    "ticket_opened": "RMA ticket opened", "remediation_proposed": "Remediation proposed",
-    "remediation_not_proposed": "No remediation proposed", "remediation_started": "Remediation started",
-    "remediation_updated": "Remediation step", "remediation_superseded": "Remediation superseded",
-    "remediation_approve": "Remediation approved", "remediation_override": "Breaker overridden",
-    "remediation_cancel": "Remediation cancelled", "remediation_stop": "Remediation stopped",
-}
 
 
 def event_words(kind: str) -> str:

@@ -149,3 +149,25 @@ def test_the_weak_and_log_host_labels_are_node_labels_every_reader_shares() -> N
 def test_the_matcher_texts_of_the_defaults_read_as_written_by_hand(made: str, text: str) -> None:
     assert made == text
     assert str(parse_matchers([made])[0]) == text
+
+
+def test_routing_and_rendering_name_only_event_kinds_of_the_vocabulary() -> None:
+    from alertd.app.verdicts import JUDGED_KINDS
+    from alertd.integrations.slack.render import EVENT_ICON
+    from alertd.notify import router
+
+    kinds = set(v.EventKind)
+    for name in ("QUIET_KINDS", "PAGER_KINDS", "URGENT_KINDS", "RESOLUTION_KINDS", "ROUTE_CHANGING", "CHILD_KINDS"):
+        assert getattr(router, name) <= kinds, name
+    assert JUDGED_KINDS <= kinds and set(EVENT_ICON) <= kinds and set(v.EVENT_WORDS) <= kinds
+    assert all(k.startswith(v.REMEDIATION_EVENT) for k in kinds if "remediation" in k)
+
+
+def test_a_timeline_event_stores_its_kind_as_a_plain_word() -> None:
+    """Annotations and timelines are written by orjson, which takes no str subclass as a key."""
+    from alertd.core.model import Incident, OPEN, Severity
+
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    inc = Incident("i", "k", "node", "t", Severity.WARNING, "hardware", OPEN, at, at)
+    assert type(inc.add_event(at, v.EventKind.OPENED).kind) is str
+    assert type(Signal().kind) is str

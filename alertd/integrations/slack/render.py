@@ -21,6 +21,7 @@ from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
 from alertd.core.signed_links import signed_query
+from alertd.core.vocabulary import EventKind as E
 from alertd.integrations.base import Links
 from alertd.integrations.presentation import ACTION_TEXT, event_words, incident_action, incident_links, web_url
 
@@ -399,12 +400,12 @@ def _button(text: str, action_id: str, value: str, *, style: str = "",
 
 # ----- thread replies -----
 
-EVENT_ICON = {
-    "alert_joined": ":heavy_plus_sign:", "alert_folded": ":heavy_plus_sign:", "acknowledged": ":eyes:",
-    "resolved": ":white_check_mark:", "evidence": ":mag:", "classification_upgraded": ":arrow_up:",
-    "silenced": ":no_bell:", "silence_removed": ":bell:", "escalated": ":rotating_light:",
-    "repair_failed": ":rotating_light:",
-    "verdict": ":repeat:",
+EVENT_ICON: dict[str, str] = {
+    E.ALERT_JOINED: ":heavy_plus_sign:", E.ALERT_FOLDED: ":heavy_plus_sign:", E.ACKNOWLEDGED: ":eyes:",
+    E.RESOLVED: ":white_check_mark:", E.EVIDENCE: ":mag:", E.CLASSIFICATION_UPGRADED: ":arrow_up:",
+    E.SILENCED: ":no_bell:", E.SILENCE_REMOVED: ":bell:", E.ESCALATED: ":rotating_light:",
+    E.REPAIR_FAILED: ":rotating_light:",
+    E.VERDICT: ":repeat:",
 }
 
 
@@ -421,7 +422,7 @@ def render_thread(events: list[JSONObject], inc: Incident | None = None, limit_l
     shown = lines[:limit_lines]
     if len(lines) > limit_lines:
         shown.append(f"…and {len(lines) - limit_lines} more")
-    if inc is not None and inc.status == CLOSED and any((e.get("kind") if isinstance(e, dict) else e.kind) == "resolved" for e in events):
+    if inc is not None and inc.status == CLOSED and any((e.get("kind") if isinstance(e, dict) else e.kind) == E.RESOLVED for e in events):
         shown.append(resolution_summary(inc))
     chunks = pack_lines(shown, MAX_SECTION, 3)
     blocks = [_section(c) for c in chunks]
