@@ -1,6 +1,6 @@
 """The words alertd's stages, rule files and schemas share, each declared once: the signal kinds (with what
-each kind means to ranking, titles and summaries), their details, the timeline's event kinds and the labels
-that name a node. A stage that needs a word, a set of them or a word's wording reads it from here; the JSON
+each kind means to ranking, titles and summaries), their details, the timeline's event kinds, the actions,
+the verdict kinds and the labels that name a node. A stage that needs a word, a set of them or a word's wording reads it from here; the JSON
 Schemas that list kinds are tested equal to the sets below (tests/unit/test_vocabulary.py)."""
 from __future__ import annotations
 
@@ -247,6 +247,76 @@ EVENT_WORDS: Mapping[str, str] = {
 REMEDIATION_EVENT = "remediation_"  # + a remediation's verb or end state: the event kinds remediation writes
 
 
+class GpuAction(StrEnum):
+    """What to do about a fault: the Xid and SXid catalogs' actions and the history ladder's steps."""
+
+    RESTART_APP = "restart_app"
+    RESET_GPU = "reset_gpu"
+    REBOOT_NODE = "reboot_node"
+    CONTACT_SUPPORT = "contact_support"
+    DRAIN_P2P = "drain_p2p"
+    DRAIN_RESET = "drain_reset"
+    DRAIN_AND_HANDOFF = "drain_and_handoff"
+    REPLACE_GPU = "replace_gpu"
+    WATCH = "watch"
+    IGNORE = "ignore"
+
+
+A = GpuAction
+# The action ladder, mildest first: a history verdict only ever climbs it (rules/history.yml, remediation.yml).
+LADDER = (A.REBOOT_NODE, A.RESET_GPU, A.DRAIN_AND_HANDOFF, A.REPLACE_GPU)
+LADDER_WORDS: Mapping[str, str] = {A.REBOOT_NODE: "reboot node", A.RESET_GPU: "reset GPU",
+                                   A.DRAIN_AND_HANDOFF: "drain and hand off", A.REPLACE_GPU: "replace GPU"}
+CATALOG_ACTIONS = frozenset({A.RESTART_APP, A.RESET_GPU, A.REBOOT_NODE, A.CONTACT_SUPPORT, A.IGNORE, A.WATCH})
+SXID_ACTIONS = CATALOG_ACTIONS - {A.RESTART_APP}  # an NVSwitch fault is never the application's
+DRAINED_ACTIONS = frozenset({A.RESET_GPU, A.REBOOT_NODE})  # their GPU's work must be drained first
+# What the driver's recovery action (Xid 154) asks of an incident (rules/recovery-actions.yml)
+RECOVERY_ACTIONS = frozenset({A.IGNORE, A.RESET_GPU, A.REBOOT_NODE, A.DRAIN_P2P, A.DRAIN_RESET, A.CONTACT_SUPPORT})
+# Actions that leave the GPU in service (never drained): the job's fault, or nothing to replace
+NOT_HARDWARE_ACTIONS = frozenset({A.RESTART_APP, A.WATCH, A.IGNORE})
+# What each action asks of a person, in a sentence (Slack, PagerDuty, Opsgenie, the UI)
+ACTION_ADVICE: Mapping[str, str] = {
+    A.RESTART_APP: "Restart the job: the application faulted; the GPU is healthy.",
+    A.RESET_GPU: "Drain the GPU and reset it (nvidia-smi -r), then run diagnostics before returning it.",
+    A.REBOOT_NODE: "Drain and reboot the node (often a power cycle); save dmesg and the BMC log first.",
+    A.CONTACT_SUPPORT: "Drain the GPU and open a case with the hardware vendor.",
+    A.DRAIN_P2P: "Stop peer-to-peer (NVLink) work on the GPU: let multi-GPU jobs finish, start no new ones.",
+    A.DRAIN_RESET: "Let the GPU's work finish, take no new work, then reset the GPU (nvidia-smi -r).",
+    A.DRAIN_AND_HANDOFF: "Drain the node and hand it off for hardware inspection; the same repair again will not hold.",
+    A.REPLACE_GPU: "Drain the GPU and return it to the vendor (RMA).",
+    A.WATCH: "Nothing now; repeats need a look.",
+    A.IGNORE: "No action needed.",
+}
+
+
+class RemediationAction(StrEnum):
+    """What a remediation policy has alertd do to the node (rules/remediation.yml)."""
+
+    CORDON = "cordon"
+    DRAIN = "drain"
+    DRAIN_GPU = "drain-gpu"
+    HANDOFF = "handoff"
+    DRAIN_HANDOFF = "drain-handoff"
+    RMA = "rma"  # open a ticket to return the incident's GPU(s) to the vendor (alertd/app/rma_handoff.py)
+    NONE = "none"
+
+
+R = RemediationAction
+REMEDIATION_ACTIONS = tuple(R)
+STEP_ACTIONS = frozenset(R) - {R.NONE}  # what a ladder step's policy may do
+CORDONING = (R.CORDON, R.DRAIN, R.DRAIN_GPU, R.DRAIN_HANDOFF)  # actions that cordon the node first
+DRAINING = (R.DRAIN, R.DRAIN_GPU, R.DRAIN_HANDOFF)  # actions that evict pods after the cordon
+HANDING_OFF = (R.HANDOFF, R.DRAIN_HANDOFF)  # actions that label/annotate the node for an external remediator
+
+
+class VerdictKind(StrEnum):
+    """The three kinds of history rule (rules/history.yml), each a way the past condemns a GPU or node."""
+
+    REPEAT_OFFENDER = "repeat_offender"
+    REPAIR_NOT_HELD = "repair_not_held"
+    LEMON_NODE = "lemon_node"
+
+
 # Labels that name an alert's node, tried in order: the first naming a node wins. Hostname comes after node:
 # dcgm-exporter may set it to its own pod's name, which is never taken as a node (exporter_pod_pattern). host
 # and source: log alerts (Loki, Graylog). A site sets its own list (normalize.node_labels).
@@ -256,9 +326,12 @@ LOG_HOST_LABELS = ("host", "source")
 NODE_LABELS = ("node", "kubernetes_node", *HOSTNAMES, LOG_HOST_LABELS[0], INSTANCE, LOG_HOST_LABELS[1])
 WEAK_NODE_LABELS = frozenset({*HOSTNAMES, INSTANCE})  # may name the exporter pod or its address
 
-__all__ = ["COUNTED_DETAILS", "DETAIL_TITLES", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS",
-           "EventKind", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS",
-           "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LOG_HOST_LABELS", "MISSING_DETAILS",
-           "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS", "Nature", "REMEDIATION_EVENT",
-           "REMEDIATION_KINDS", "RULED_KINDS", "SIGNAL_KINDS", "SUSPECT_CHOICES", "SUSPECT_KINDS", "SignalKind",
-           "WEAK_NODE_LABELS", "detail_is", "signal_is"]
+__all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "COUNTED_DETAILS", "DETAIL_TITLES", "DRAINED_ACTIONS",
+           "DRAINING", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS", "EventKind", "GpuAction",
+           "HANDING_OFF", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS",
+           "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS",
+           "LOG_HOST_LABELS", "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS",
+           "NOT_FAULTS", "NOT_HARDWARE_ACTIONS", "Nature", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS",
+           "REMEDIATION_EVENT", "REMEDIATION_KINDS", "RULED_KINDS", "RemediationAction", "SIGNAL_KINDS", "STEP_ACTIONS",
+           "SUSPECT_CHOICES", "SUSPECT_KINDS", "SXID_ACTIONS", "SignalKind", "VerdictKind", "WEAK_NODE_LABELS",
+           "detail_is", "signal_is"]

@@ -22,7 +22,7 @@ from typing import TypedDict, cast
 
 from alertd.core.json_types import JSONObject
 from alertd.core.model import Signal, as_severity
-from alertd.core.vocabulary import SignalKind
+from alertd.core.vocabulary import GpuAction, SignalKind
 from alertd.gpu.pci import PCI_ADDRESS, normalize_pci
 
 _SXID = re.compile(
@@ -171,8 +171,8 @@ def merge_sxids(a: SxidCatalog | None, b: SxidCatalog) -> SxidCatalog:
 
 DEFAULT_SXIDS = SxidCatalog(
     entries={},
-    fatal=Handling("critical", "reboot_node", True, "A fatal NVSwitch error.", "See the Fabric Manager User Guide."),
-    non_fatal=Handling("warning", "watch", False, "A non-fatal NVSwitch error.", "Watch for repeats."),
+    fatal=Handling("critical", GpuAction.REBOOT_NODE.value, True, "A fatal NVSwitch error.", "See the Fabric Manager User Guide."),
+    non_fatal=Handling("warning", GpuAction.WATCH.value, False, "A non-fatal NVSwitch error.", "Watch for repeats."),
 )
 
 __all__ = ["DEFAULT_SXIDS", "Handling", "HandlingDoc", "SxidCodeDoc", "SxidsDoc", "SxidCatalog", "SxidEntry", "SxidLine", "find_sxid", "merge_sxids",

@@ -17,25 +17,13 @@ from urllib.parse import quote, urlencode, urlsplit
 from yarl import URL
 
 from alertd.core.matchers import Matcher
-from alertd.core.vocabulary import EVENT_WORDS
+from alertd.core.vocabulary import ACTION_ADVICE, EVENT_WORDS
 from alertd.integrations.base import Links
 
 if TYPE_CHECKING:
     from alertd.core.model import Incident
 
-ACTION_TEXT = {
-    "restart_app": "Restart the job: the application faulted; the GPU is healthy.",
-    "reset_gpu": "Drain the GPU and reset it (nvidia-smi -r), then run diagnostics before returning it.",
-    "reboot_node": "Drain and reboot the node (often a power cycle); save dmesg and the BMC log first.",
-    "contact_support": "Drain the GPU and open a case with the hardware vendor.",
-    "drain_p2p": "Stop peer-to-peer (NVLink) work on the GPU: let multi-GPU jobs finish, start no new ones.",
-    "drain_reset": "Let the GPU's work finish, take no new work, then reset the GPU (nvidia-smi -r).",
-    "drain_and_handoff": "Drain the node and hand it off for hardware inspection; the same repair again will not hold.",
-    "replace_gpu": "Drain the GPU and return it to the vendor (RMA).",
-    "watch": "Nothing now; repeats need a look.",
-    "ignore": "No action needed.",
-}
-
+ACTION_TEXT = ACTION_ADVICE  # each action in a sentence (alertd/core/vocabulary.py)
 
 
 def action_in_words(action: str) -> str:

@@ -25,8 +25,9 @@ from alertd.remediation.blast import BlastRadius
 from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARANTINE, RUNNING, STOPPING,
                                       SUPERSEDED, UNCORDON, Remediation)
 from alertd.remediation.ladder import Escalation, pick_step
-from alertd.rules.remediation import CORDONING, Policy, RemediationPolicy
-from alertd.core.vocabulary import SignalKind
+from alertd.core.vocabulary import CORDONING
+from alertd.rules.remediation import Policy, RemediationPolicy
+from alertd.core.vocabulary import NOT_HARDWARE_ACTIONS, RemediationAction, SignalKind
 
 
 DOMAIN_SIGNAL = SignalKind.DOMAIN  # what a remediation policy names to act on a bad failure domain
@@ -66,14 +67,14 @@ def policy_for(inc: Incident, policy: RemediationPolicy, escalation: Escalation 
         return None
     if domain_nodes(inc):
         chosen = policy.policy_for([], [DOMAIN_SIGNAL])
-        return chosen if chosen is not None and chosen.action != "none" else None
+        return chosen if chosen is not None and chosen.action != RemediationAction.NONE else None
     if not (inc.nodes if inc.fleet else inc.node):
         return None
     choice = pick_step(policy.ladder, inc.primary.action if inc.primary else "", escalation)
     if choice is not None and choice.escalated:
         return choice.step.policy
     chosen = policy.policy_for(inc.xids, inc.signals, recovery_asked(inc))
-    return chosen if chosen is not None and chosen.action != "none" else None
+    return chosen if chosen is not None and chosen.action != RemediationAction.NONE else None
 
 
 def recovery_asked(inc: Incident) -> frozenset[str]:
@@ -192,7 +193,6 @@ def supersede(rem: Remediation, fleet_id: str, now: datetime) -> Remediation | N
 
 
 HARDWARE_CATEGORIES = frozenset({"hardware", "memory", "nvlink"})
-NOT_HARDWARE_ACTIONS = frozenset({"restart_app", "watch", "ignore"})  # the job's fault, or nothing to replace
 HANDOFF_VERDICTS = frozenset({"drain_and_handoff", "replace_gpu"})
 
 

@@ -37,8 +37,23 @@ ENUMS: dict[tuple[str, str], frozenset[str]] = {
     ("cloudevent-gpu-health", "properties/kind"): v.HEALTH_EVENT_KINDS,
     ("signals", "$defs/rule/allOf/0/then/properties/detail"): v.MISSING_DETAILS,
     ("evidence", "$defs/needs_detail/then/properties/detail"): v.EVIDENCE_MISSING_DETAILS,
+    ("history", "$defs/rule/properties/kind"): frozenset(v.VerdictKind),
+    ("history", "$defs/rule/properties/action"): frozenset(v.LADDER),
+    ("remediation", "$defs/step/properties/step"): frozenset(v.LADDER),
+    ("ruletest", "$defs/incident/properties/verdict_action"): frozenset({"", *v.LADDER}),
+    ("remediation", "$defs/step/properties/catalog/items"): v.CATALOG_ACTIONS,
+    ("xid-catalog", "$defs/entry/properties/action"): v.CATALOG_ACTIONS,
+    ("xid-catalog", "$defs/entry/allOf/1/if/properties/action"): v.DRAINED_ACTIONS,
+    ("xid-catalog", "$defs/entry/allOf/2/if/properties/action"): v.NOT_HARDWARE_ACTIONS,
+    ("recovery-actions", "$defs/action/properties/action"): v.RECOVERY_ACTIONS,
+    ("sxid-catalog", "$defs/handling/properties/action"): v.SXID_ACTIONS,
+    ("remediation", "$defs/step/properties/action"): v.STEP_ACTIONS,
+    ("remediation", "$defs/policy/properties/action"): frozenset(v.REMEDIATION_ACTIONS),
+    ("ruletest", "$defs/incident/properties/remediation"): frozenset(v.REMEDIATION_ACTIONS),
 }
-WORDS = (v.SIGNAL_KINDS | set(v.Detail)) - {"nvlink"}  # nvlink is also a category
+# nvlink is also a category; none is no word of its own
+WORDS = (v.SIGNAL_KINDS | set(v.Detail) | set(v.GpuAction) | set(v.RemediationAction) | set(v.VerdictKind)) - {
+    "nvlink", "none"}
 
 
 def _enums(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, list[Any]]]:
