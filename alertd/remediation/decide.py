@@ -27,7 +27,7 @@ from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARA
 from alertd.remediation.ladder import Escalation, pick_step
 from alertd.core.vocabulary import CORDONING
 from alertd.rules.remediation import Policy, RemediationPolicy
-from alertd.core.vocabulary import NOT_HARDWARE_ACTIONS, RemediationAction, SignalKind
+from alertd.core.vocabulary import NOT_HARDWARE_ACTIONS, GpuAction, RemediationAction, SignalKind
 
 
 DOMAIN_SIGNAL = SignalKind.DOMAIN  # what a remediation policy names to act on a bad failure domain
@@ -193,7 +193,7 @@ def supersede(rem: Remediation, fleet_id: str, now: datetime) -> Remediation | N
 
 
 HARDWARE_CATEGORIES = frozenset({"hardware", "memory", "nvlink"})
-HANDOFF_VERDICTS = frozenset({"drain_and_handoff", "replace_gpu"})
+HANDOFF_VERDICTS = frozenset({GpuAction.DRAIN_AND_HANDOFF, GpuAction.REPLACE_GPU})
 
 
 def rma_refusal(inc: Incident) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from alertd.integrations.presentation import action_in_words, incident_action, runbook_url
-from alertd.core.vocabulary import SignalKind
+from alertd.core.vocabulary import GpuAction, SignalKind
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def incident_guide(inc: Any, runbook_base_url: str) -> Guide:
         return Guide()
     chosen = incident_action(inc)  # a history verdict's action when it has one
     action = action_in_words(chosen)
-    if action and p.drain and chosen == p.action and p.action != "reboot_node":
+    if action and p.drain and chosen == p.action and p.action != GpuAction.REBOOT_NODE:
         action += " Drain the GPU first."
     thermal = p.kind == SignalKind.THERMAL and p.detail
     reasons = ", ".join(_words(r) for r in p.detail.split(",") if r) if thermal else ""

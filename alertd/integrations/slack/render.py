@@ -21,7 +21,7 @@ from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
 from alertd.core.signed_links import signed_query
-from alertd.core.vocabulary import EventKind as E
+from alertd.core.vocabulary import EventKind as E, GpuAction
 from alertd.integrations.base import Links
 from alertd.integrations.presentation import ACTION_TEXT, event_words, incident_action, incident_links, web_url
 
@@ -232,7 +232,7 @@ def _guidance(inc: Incident) -> str:
     chosen = incident_action(inc)
     action = ACTION_TEXT.get(chosen, chosen.replace("_", " ")) if chosen else ""
     if action:
-        lines.append(f"*Recommended action*\n{mrkdwn_escape(action)}" + (" *Drain the GPU first.*" if p.drain and p.action != "reboot_node" else ""))
+        lines.append(f"*Recommended action*\n{mrkdwn_escape(action)}" + (" *Drain the GPU first.*" if p.drain and p.action != GpuAction.REBOOT_NODE else ""))
     if p.investigate:
         lines.append(f"*Investigate*\n{mrkdwn_escape(p.investigate)}")
     return "\n\n".join(lines)
