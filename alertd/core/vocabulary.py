@@ -136,8 +136,8 @@ EVIDENCE_MISSING_DETAILS = MISSING_DETAILS - {D.GPU_UNUSABLE}
 IB_PORT_DETAILS = frozenset({D.IB_PORT_DOWN, D.IB_PORT_FLAPPING})
 
 
-def _of_nature(*natures: Nature) -> frozenset[SignalKind]:
-    return frozenset(k for k, spec in KINDS.items() if spec.nature in natures)
+def _of_nature(*natures: Nature) -> frozenset[str]:
+    return frozenset(k.value for k, spec in KINDS.items() if spec.nature in natures)
 
 
 SIGNAL_KINDS = frozenset(SignalKind)
@@ -146,10 +146,11 @@ NEVER_CAUSE = _of_nature(Nature.PIPELINE, Nature.UNCLASSIFIED)  # never the faul
 NEVER_FAULT = _of_nature(Nature.PIPELINE, Nature.UNCLASSIFIED, Nature.REPAIR)  # what a repair shows, not a fault
 NOT_FAULTS = _of_nature(Nature.PIPELINE, Nature.UNCLASSIFIED, Nature.REPAIR, Nature.JOB)  # no bad node by itself
 
-KIND_PRIORITY: Mapping[str, int] = {k: s.rank for k, s in KINDS.items()}
-KIND_TITLES: Mapping[str, str] = {k: s.title for k, s in KINDS.items() if s.title}
-KIND_WORDS: Mapping[str, str] = {k: s.word for k, s in KINDS.items() if s.word}
-KIND_SHORT: Mapping[str, str] = {k: s.short for k, s in KINDS.items() if s.short}
+# Keyed by the plain word: a signal's kind is read from rule files, and str-only dicts look it up fastest
+KIND_PRIORITY: Mapping[str, int] = {k.value: s.rank for k, s in KINDS.items()}
+KIND_TITLES: Mapping[str, str] = {k.value: s.title for k, s in KINDS.items() if s.title}
+KIND_WORDS: Mapping[str, str] = {k.value: s.word for k, s in KINDS.items() if s.word}
+KIND_SHORT: Mapping[str, str] = {k.value: s.short for k, s in KINDS.items() if s.short}
 
 # Node incidents of these kinds, in this order, are a stalled job's suspects (then by time: the nearest to
 # the stall first). A link or an Xid explains a hang better than a node that went NotReady after it.
