@@ -25,6 +25,7 @@ from alertd.receive.payload import BadPayload, delivery_key, encode_webhook, rea
 from alertd.rules.ruleset import RuleSet
 from alertd.store.base import Hook, InboxKey, StoreUnavailable, Taken
 from alertd.store.quarantine import note
+from alertd.core.vocabulary import SignalKind
 
 log = logging.getLogger(__name__)
 # Attempts at one webhook (counted in the store before each, so a crash or a stuck step counts, on any
@@ -205,7 +206,7 @@ class Intake:
         for received in {a.received_at for a in alerts if a.received_at}:  # a webhook's alerts share it
             self.metrics.processing_latency.observe(max(0.0, (done - received).total_seconds()))
         for a in alerts:
-            if a.signal.kind == "other" and a.firing and gpu_looking(a, self.rules.evidence):
+            if a.signal.kind == SignalKind.OTHER and a.firing and gpu_looking(a, self.rules.evidence):
                 self.metrics.unclassified_gpu.labels(a.name).inc()
 
     def _aside_alert(self, key: str, alert: Alert, cause: str, reason: str) -> InboxKey:

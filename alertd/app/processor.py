@@ -19,6 +19,7 @@ from alertd.app.verdicts import HistorySource, Verdicts
 from alertd.config.settings import Config
 from alertd.core.model import ACKNOWLEDGED, OPEN, Change, Incident
 from alertd.core.service_metrics import Metrics
+from alertd.core.vocabulary import EventKind
 from alertd.engine.memory import hold
 from alertd.engine.pipeline import Engine
 from alertd.notify.outbox import OutboxWorker
@@ -191,9 +192,9 @@ class Processor:
                 raise
             self._hold(state, [c.incident for c in changes])
             for c in changes:
-                if c.kinds and c.kinds[0] == "opened":
+                if c.kinds and c.kinds[0] == EventKind.OPENED:
                     self.metrics.incidents_opened.inc()
-                if "resolved" in c.kinds:
+                if EventKind.RESOLVED in c.kinds:
                     self.metrics.incidents_resolved.inc()
             self.health.step_ok()
         self.update_gauges()

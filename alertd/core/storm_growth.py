@@ -12,10 +12,11 @@ from datetime import datetime, timedelta
 
 from alertd.core.instants import iso, parse_iso
 from alertd.core.json_types import JSONObject, JSONValue, as_array, optional_text
+from alertd.core.vocabulary import EventKind
 from alertd.core.words import counted
 
-DOUBLED = "storm_doubled"  # timeline kind: the node count reached twice the last milestone (a thread reply)
-GREW = "storm_grew"  # timeline kind: pagers are told the new count (rate-limited by the engine)
+DOUBLED = EventKind.STORM_DOUBLED.value  # timeline kind: a thread reply
+GREW = EventKind.STORM_GREW.value  # timeline kind: pagers are told the new count
 GROWTH = "storm_growth"  # fleet annotation: {"points": [[at, nodes], ...], "told": [at, nodes], "due": at | null}
 SHOWN = 3  # earlier counts a trend line names
 

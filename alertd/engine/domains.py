@@ -26,13 +26,13 @@ from typing import Iterable, Mapping, Protocol
 
 from alertd.core.json_types import JSONObject, JSONValue, as_text
 from alertd.core.model import DOMAIN, DOMAIN_OF, Event, Incident, Member, Signal, signal_rank
+from alertd.core.vocabulary import KIND_SHORT, NOT_FAULTS, EventKind, SignalKind
 from alertd.engine.state import EngineState
-from alertd.engine.fleet_summary import SHARED, SHORT, domain_pairs, shared_domain
+from alertd.engine.fleet_summary import SHARED, domain_pairs, shared_domain
 from alertd.rules.jobs import DomainRule
 from alertd.rules.ruleset import CorrelationRules
 
-GROUP = "domain"  # the correlation group (and primary signal kind) of domain incidents
-NOT_FAULTS = frozenset({"other", "watchdog", "node_cordoned", "job_stalled", "straggler"})
+GROUP = SignalKind.DOMAIN.value  # the correlation group (and primary signal kind) of domain incidents
 
 
 def domains_of(members: Iterable[Member], rule: DomainRule) -> dict[str, str]:
@@ -182,7 +182,7 @@ class Domains:
         if open_id is None and fleet is not None and shared_domain(fleet) == where:
             if fleet.annotations.get(DOMAIN) != fact:  # the storm is the domain's one incident
                 fleet.annotations[DOMAIN] = fact
-                self.c.record(fleet, fleet.add_event(now, "domain_bad", _said(where, len(bad), size)))
+                self.c.record(fleet, fleet.add_event(now, EventKind.DOMAIN_BAD, _said(where, len(bad), size)))
             return
         inc = state.incidents.get(open_id or "")
         if inc is None:
@@ -193,7 +193,7 @@ class Domains:
                                  "cooling, power shelf, NVLink fabric) rather than each node")
             inc = self.c.open_incident(key, GROUP, sig, now)
             inc.primary, inc.cluster = sig, cluster
-            self.c.record(inc, inc.add_event(now, "opened", sig.meaning))
+            self.c.record(inc, inc.add_event(now, EventKind.OPENED, sig.meaning))
         elif inc.annotations.get(DOMAIN) == fact:
             return
         inc.annotations[DOMAIN] = fact
@@ -207,8 +207,8 @@ class Domains:
             if one.id not in inc.children and (one is fleet or not one.spoken_for) and DOMAIN_OF not in one.annotations:
                 one.annotations[DOMAIN_OF] = inc.id
                 inc.children.append(one.id)
-                self.c.record(one, one.add_event(now, "domain_member", f"part of {where} ({inc.id})"))
-        self.c.record(inc, inc.add_event(now, "domain_bad", _said(where, len(bad), size)))
+                self.c.record(one, one.add_event(now, EventKind.DOMAIN_MEMBER, f"part of {where} ({inc.id})"))
+        self.c.record(inc, inc.add_event(now, EventKind.DOMAIN_BAD, _said(where, len(bad), size)))
 
     def _bad_nodes(self, cluster: str, kind: str, value: str, now: datetime) -> dict[str, Incident]:
         """The domain's nodes with an open fault incident opened within the window, node -> incident."""
@@ -234,7 +234,7 @@ def _bad(inc: Incident) -> bool:
 
 def _kinds(incidents: Iterable[Incident]) -> str:
     """What the bad nodes show, most nodes first: "NVLink 3, Xid 74 2, NotReady 2"."""
-    counts = Counter(f"Xid {i.primary.xid}" if i.primary.xid else SHORT.get(i.primary.kind, i.primary.kind)
+    counts = Counter(f"Xid {i.primary.xid}" if i.primary.xid else KIND_SHORT.get(i.primary.kind, i.primary.kind)
                      for i in incidents if i.primary is not None)
     return ", ".join(f"{what} {n}" for what, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 

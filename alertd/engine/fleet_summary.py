@@ -11,35 +11,35 @@ import dataclasses
 from alertd.rules.fields import STORM_LABELS
 from alertd.core.json_types import JSONValue, as_object, as_text, integer, strings
 from alertd.core.model import STORM_SAYS, Incident, Signal
+from alertd.core.vocabulary import KIND_SHORT, NEVER_CAUSE, Detail, SignalKind
 from alertd.core.words import counted
 
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
 SHARED = "storm_domains"  # fleet annotation: [[domain kind, the value all its nodes share, or ""], ...] narrowest first
 COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
 # What people do to the nodes (the response to the fault), counted as "cordoned 40, rebooting 12".
-RESPONSES = {"node_cordoned": "cordoned", "rebooting": "rebooting", "node_not_ready": "NotReady"}
-SHORT = {"metrics_missing": "exporter down", "node_not_ready": "NotReady", "node_cordoned": "cordoned",
-         "thermal": "thermal", "ecc": "ECC", "row_remap": "row remap", "nvlink": "NVLink", "gpu_check": "health check", "xid": "Xid (code unknown)",
-         "gpu_quiet": "GPU quiet", "link_degraded": "link degraded"}
+RESPONSES = {SignalKind.NODE_CORDONED: "cordoned", "rebooting": "rebooting", SignalKind.NODE_NOT_READY: "NotReady"}
+
 
 
 def signal_keys(inc: Incident) -> set[str]:
     """What a node incident shows, as fleet counts name it: each Xid code apart, other signals by kind."""
-    keys = {k for k in inc.signals if k not in ("xid", "other", "watchdog")}
+    keys = {k for k in inc.signals if k not in NEVER_CAUSE and k != SignalKind.XID}
     keys.update(f"xid:{x}" for x in inc.xids)
-    if "xid" in inc.signals and not inc.xids:
-        keys.add("xid")
-    if "metrics_missing" in keys and any(m.response and m.signal.detail == "node_down" for m in inc.members.values()):
+    if SignalKind.XID in inc.signals and not inc.xids:
+        keys.add(SignalKind.XID.value)
+    if SignalKind.METRICS_MISSING in keys and any(m.response and m.signal.detail == Detail.NODE_DOWN
+                                                  for m in inc.members.values()):
         keys.add("rebooting")  # the node went down after its cordon: the repair reboot
     return keys
 
 
 def _count_key(sig: Signal) -> str:
-    return f"xid:{sig.xid}" if sig.kind == "xid" and sig.xid else sig.kind
+    return f"xid:{sig.xid}" if sig.kind == SignalKind.XID and sig.xid else sig.kind
 
 
 def _label(key: str) -> str:
-    return f"Xid {key[4:]}" if key.startswith("xid:") else SHORT.get(key, key)
+    return f"Xid {key[4:]}" if key.startswith("xid:") else KIND_SHORT.get(key, key)
 
 
 def count_signals(fleet: Incident, child: Incident) -> None:
@@ -79,7 +79,7 @@ def fleet_title(fleet: Incident) -> str:
     where = (f"{domain} in " if domain else "") + (fleet.cluster or "the fleet")
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     parts = [f"{_label(k)} on {n}" for k, n in ranked if k != main and k not in RESPONSES
-             and not (k == "metrics_missing" and counts.get("rebooting") == n)][:3]
+             and not (k == SignalKind.METRICS_MISSING and counts.get("rebooting") == n)][:3]
     if shown != total:
         parts.append(f"{counted(total, 'node')} in all")
     done = [f"{RESPONSES[k]} {counts[k]}" for k in RESPONSES if counts.get(k) and k != main]
@@ -91,7 +91,7 @@ def fleet_title(fleet: Incident) -> str:
     return f"{primary.title} on {counted(shown, 'node')} {'of' if domain else 'in'} {where}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
-UNCLASSIFIED = "other"  # the signal kind of an alert alertd cannot classify
+UNCLASSIFIED = SignalKind.OTHER
 
 
 def lead_alertname(inc: Incident, sig: Signal) -> str:

@@ -52,6 +52,7 @@ from alertd.engine.storm_extent import (EXTENT, drop_gpus, event_of, extent_fact
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
 from alertd.core.states import as_severity
+from alertd.core.vocabulary import NEVER_STORM, EventKind, SignalKind
 from alertd.rules.ruleset import CorrelationRules, StormRule
 
 
@@ -76,7 +77,6 @@ class StormHost(Protocol):
 
     def only_response(self, inc: Incident) -> bool: ...
 
-NEVER_STORM = ("watchdog",)
 # What storm event matchers and keys may name: signal_fields, and the leading alert's name
 EVENT_FIELDS = frozenset({"cluster", "node", "group", "signal", "category", "severity", "xid", "detail", "alertname"})
 
@@ -183,9 +183,9 @@ class Storms:
             return False
         if any(m.response for m in inc.members.values()):
             return False
-        cordons = [m.starts_at for m in inc.members.values() if m.signal.kind == "node_cordoned"]
+        cordons = [m.starts_at for m in inc.members.values() if m.signal.kind == SignalKind.NODE_CORDONED]
         follows = [m.starts_at for m in inc.members.values()
-                   if m.signal.kind != "node_cordoned" and match_all(followers, signal_fields(inc, m.signal))]
+                   if m.signal.kind != SignalKind.NODE_CORDONED and match_all(followers, signal_fields(inc, m.signal))]
         return bool(cordons and follows) and min(cordons) <= min(follows)
 
     def _joinable(self, key: str, now: datetime) -> Incident | None:
@@ -266,7 +266,7 @@ class Storms:
         if inc.storm_until is not None or not rule.pending or inc.category == "application":
             return
         inc.storm_until = min(now + rule.pending, inc.opened_at + rule.window)
-        self.c.record(inc, inc.add_event(now, "storm_pending", f"{peers} other incident(s) of its event within "
+        self.c.record(inc, inc.add_event(now, EventKind.STORM_PENDING, f"{peers} other incident(s) of its event within "
                                                                f"{format_duration(rule.window)}: held until "
                                                                f"{inc.storm_until:%H:%M:%S} for a storm to form",
                                          until=inc.storm_until.isoformat()))
@@ -286,7 +286,7 @@ class Storms:
         name = key.split("|", 1)[0]
         nodes = len({c.node for c in children})
         self.c.record(fleet, fleet.add_event(
-            now, "opened", f"{lead.primary.kind} on {nodes} nodes within {format_duration(self.rule.window)}: "
+            now, EventKind.OPENED, f"{lead.primary.kind} on {nodes} nodes within {format_duration(self.rule.window)}: "
                            f"storm ({name})", event=name))
         self._fold(fleet, children, now, opening=True)
 
@@ -301,18 +301,18 @@ class Storms:
             state.open_children[fleet.id] = state.open_children.get(fleet.id, 0) + 1
             state.storm_key_of.pop(inc.id, None)
             if not inc.node:  # a cluster-wide follower: one timeline line, no node to list
-                self.c.record(fleet, fleet.add_event(now, "incident_joined", f"{inc.title} ({inc.id})",
+                self.c.record(fleet, fleet.add_event(now, EventKind.INCIDENT_JOINED, f"{inc.title} ({inc.id})",
                                                      incident=inc.id))
             elif state.add_fleet_node(fleet, inc.node, inc.id):
                 joined.append(inc.node)
             others += self._absorb(fleet, inc, now)
-            self.c.record(inc, inc.add_event(now, "folded_into_fleet", f"part of fleet incident {fleet.id}",
+            self.c.record(inc, inc.add_event(now, EventKind.FOLDED_INTO_FLEET, f"part of fleet incident {fleet.id}",
                                              fleet=fleet.id))
         fleet.storm_last = now
         self._extent(fleet, now, "" if opening else was)
         self.c.retitle(fleet)
         if not opening and joined:
-            self._node_event(fleet, now, "nodes_joined", joined, "joined")
+            self._node_event(fleet, now, EventKind.NODES_JOINED, joined, "joined")
         self._merge(fleet, others, now, was)
         if fleet.is_open:  # else it merged into another fleet, which adopted what waits for it
             self._adopt(fleet, now)
@@ -452,10 +452,10 @@ class Storms:
         repair = self.c.only_response(child)  # the repair of what the fleet paged: no news for a pager
         if SEVERITY_RANK.get(fleet.severity, 0) > SEVERITY_RANK.get(before[0], 0):
             why = extent_said(fleet)
-            self.c.record(fleet, flagged(fleet.add_event(now, "severity_changed", f"{before[0]} -> {fleet.severity}"
+            self.c.record(fleet, flagged(fleet.add_event(now, EventKind.SEVERITY_CHANGED, f"{before[0]} -> {fleet.severity}"
                                                          + (f": {why}" if why else "")), repair))
         elif (fleet.title, fleet.signals) != before[1:]:
-            self.c.record(fleet, flagged(fleet.add_event(now, "node_updated", f"{child.node}: {child.title}"), repair))
+            self.c.record(fleet, flagged(fleet.add_event(now, EventKind.NODE_UPDATED, f"{child.node}: {child.title}"), repair))
         if len(fleet.storm_keys) > events and self._takes_nodes(fleet, now):
             self._merge(fleet, others, now, before[0])
             if fleet.is_open:  # else it merged into another fleet, which adopted what waits for it
@@ -474,13 +474,13 @@ class Storms:
             state.drop_fleet_node(fleet, child.node)
         uncount_signals(fleet, child)
         drop_gpus(fleet, child.node)
-        self.c.record(child, child.add_event(now, "left_fleet", f"not part of fleet incident {fleet.id}: {why}",
+        self.c.record(child, child.add_event(now, EventKind.LEFT_FLEET, f"not part of fleet incident {fleet.id}: {why}",
                                              fleet=fleet.id))
         if state.open_children[fleet.id] == 0:
             self.c.close(fleet, now, f"its last node ({child.node}) left it: {short}")
             return
         self.c.retitle(fleet)
-        self._node_event(fleet, now, "nodes_left", [child.node], f"left: {short}")
+        self._node_event(fleet, now, EventKind.NODES_LEFT, [child.node], f"left: {short}")
 
     # ----- lifecycle -----
 
@@ -494,7 +494,7 @@ class Storms:
         state.open_children[fleet.id] = left
         if left > 0 or fleet.firing > 0:
             if child.node:
-                self._node_event(fleet, now, "nodes_resolved", [child.node], "resolved")
+                self._node_event(fleet, now, EventKind.NODES_RESOLVED, [child.node], "resolved")
             return
         self.c.close(fleet, now, f"all {len(fleet.children)} node incidents resolved")
 
