@@ -13,15 +13,12 @@ from alertd.core.durations import format_duration
 from alertd.core.json_types import arr, as_text, objects
 from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
-from alertd.engine.fleet_summary import fleet_title
-from alertd.engine import growth
-from alertd.engine.storm_extent import reading_of
 from alertd.engine.grouping import fields_of, group_for
 from alertd.engine.domains import Domains, Topology
 from alertd.engine.jobs import GROUP as JOB_GROUP, SIZE as JOB_SIZE, Jobs, is_job
 from alertd.engine.state import EngineState
 from alertd.engine.reopen import Reopening
-from alertd.engine.storm import Storms
+from alertd.engine.storm import Storms, fleet_title, growth, reading_of
 from alertd.core.matchers import match_all
 from alertd.core.model import (
     ACKNOWLEDGED,
@@ -542,7 +539,7 @@ class Correlator:
 
     def _grown(self, now: datetime, fleets: list[Incident], *, tick: bool = False) -> None:
         """Open fleets a step changed: whether they doubled or their pages are due the new count
-        (engine/growth.py); on the tick, updates that waited for their interval."""
+        (engine/storm/growth.py); on the tick, updates that waited for their interval."""
         for fleet in fleets:
             events = growth.due(fleet, now) if tick else growth.note(fleet, now, self.rules.storm.page_updates)
             for event in events:

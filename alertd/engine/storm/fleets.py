@@ -44,10 +44,10 @@ from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONArray, arr, strings
 from alertd.core.matchers import match_all
 from alertd.engine.domains import note_domains
-from alertd.engine.fleet_summary import (UNCLASSIFIED, count_signals, fleet_headline, lead_alertname, share_labels,
+from alertd.engine.storm.summary import (UNCLASSIFIED, count_signals, fleet_headline, lead_alertname, share_labels,
                                          uncount_signals)
 from alertd.engine.state import EngineState
-from alertd.engine.storm_extent import (EXTENT, drop_gpus, event_of, extent_fact, extent_said, extent_step, note_gpus,
+from alertd.engine.storm.extent import (EXTENT, drop_gpus, event_of, extent_fact, extent_said, extent_step, note_gpus,
                                         readings, speak)
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
@@ -364,7 +364,7 @@ class Storms:
 
     def _extent(self, fleet: Incident, now: datetime, was: str) -> None:
         """Say the readings and advice of the fleet's event, and raise its severity to what its extent reaches
-        (engine/storm_extent.py); ``was``: its severity before this step, to log a rise ("" logs none)."""
+        (engine/storm/extent.py); ``was``: its severity before this step, to log a rise ("" logs none)."""
         event = event_of(self.rule.events, fleet)
         if event is None:
             return
