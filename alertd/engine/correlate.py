@@ -18,7 +18,7 @@ from alertd.engine.domains import Domains, Topology
 from alertd.engine.jobs import GROUP as JOB_GROUP, SIZE as JOB_SIZE, Jobs, is_job
 from alertd.engine.state import EngineState
 from alertd.engine.reopen import Reopening
-from alertd.engine.storm import Storms, fleet_title, growth, reading_of
+from alertd.engine.storm import Storms, fleet_title, reading_of
 from alertd.core.matchers import match_all
 from alertd.core.model import (
     ACKNOWLEDGED,
@@ -97,7 +97,7 @@ class Correlator:
                 continue
             self.close(inc, now, f"all alerts resolved for {format_duration(now - inc.quiet_since)} (hold-down passed)")
         self._still_down(now)
-        self._grown(now, [f for f in fleets if f.is_open], tick=True)
+        self.storms.grown(now, [f for f in fleets if f.is_open], tick=True)
         self.reopening.forget(now)
         wd = self.rules.watchdog
         hb = self.state.heartbeat_at
@@ -535,15 +535,7 @@ class Correlator:
         self.storms.settle([c.incident for c in list(self._changes.values())], now)
         self.jobs.settle([c.incident for c in list(self._changes.values())], now)
         self.domains.settle([c.incident for c in list(self._changes.values())], now)
-        self._grown(now, [c.incident for c in list(self._changes.values()) if c.incident.fleet and c.incident.is_open])
-
-    def _grown(self, now: datetime, fleets: list[Incident], *, tick: bool = False) -> None:
-        """Open fleets a step changed: whether they doubled or their pages are due the new count
-        (engine/storm/growth.py); on the tick, updates that waited for their interval."""
-        for fleet in fleets:
-            events = growth.due(fleet, now) if tick else growth.note(fleet, now, self.rules.storm.page_updates)
-            for event in events:
-                self.record(fleet, event)
+        self.storms.grown(now, [c.incident for c in list(self._changes.values()) if c.incident.fleet and c.incident.is_open])
 
     def _flush(self) -> list[Change]:
         changes = list(self._changes.values())

@@ -47,6 +47,7 @@ from alertd.engine.domains import note_domains
 from alertd.engine.storm.summary import (UNCLASSIFIED, count_signals, fleet_headline, lead_alertname, share_labels,
                                          uncount_signals)
 from alertd.engine.state import EngineState
+from alertd.engine.storm import growth
 from alertd.engine.storm.extent import (EXTENT, drop_gpus, event_of, extent_fact, extent_said, extent_step, note_gpus,
                                         readings, speak)
 from alertd.core.response_marks import flagged, repair_failed
@@ -481,6 +482,14 @@ class Storms:
             return
         self.c.retitle(fleet)
         self._node_event(fleet, now, "nodes_left", [child.node], f"left: {short}")
+
+    def grown(self, now: datetime, fleets: list[Incident], *, tick: bool = False) -> None:
+        """Open fleets a step changed: whether they doubled or their pages are due the new count
+        (engine/storm/growth.py); on the tick, updates that waited for their interval."""
+        for fleet in fleets:
+            events = growth.due(fleet, now) if tick else growth.note(fleet, now, self.rule.page_updates)
+            for event in events:
+                self.c.record(fleet, event)
 
     # ----- lifecycle -----
 
