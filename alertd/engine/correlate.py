@@ -19,6 +19,7 @@ from alertd.engine.jobs import GROUP as JOB_GROUP, SIZE as JOB_SIZE, Jobs, is_jo
 from alertd.engine.state import EngineState
 from alertd.engine.reopen import Reopening
 from alertd.engine.storm import Storms, fleet_title, reading_of
+from alertd.engine.watchdog import PIPELINE_KEY, Watchdog
 from alertd.core.matchers import match_all
 from alertd.core.model import (
     ACKNOWLEDGED,
@@ -35,7 +36,6 @@ from alertd.core.model import (
     Incident,
     Member,
     Signal,
-    as_severity,
     interned,
 )
 from alertd.core.response_marks import REPAIR_FAILED, RESPONSE, flagged, is_response
@@ -45,7 +45,6 @@ from alertd.core.words import counted
 
 RECONCILED = "reconciled"  # an event's data: the alertnames reconciliation resolved in one step
 
-PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
 VIA_API = "via_api"  # a join event's mark: the alert was taken from Alertmanager's API (model.HELD_BY)
@@ -72,13 +71,14 @@ class Correlator:
         self.jobs = Jobs(self)
         self.domains = Domains(self)
         self.reopening = Reopening(self)
+        self.watchdog = Watchdog(self)
 
     # ----- public steps: each returns the incidents it changed -----
 
     def ingest(self, alerts: Iterable[Alert], now: datetime) -> list[Change]:
         for alert in alerts:
             if alert.name in self.rules.watchdog.alertnames:
-                self._heartbeat(alert, now)
+                self.watchdog.heartbeat(alert, now)
             else:
                 self._ingest_one(alert, now)
         self._settle(now)
@@ -99,18 +99,7 @@ class Correlator:
         self._still_down(now)
         self.storms.grown(now, [f for f in fleets if f.is_open], tick=True)
         self.reopening.forget(now)
-        wd = self.rules.watchdog
-        hb = self.state.heartbeat_at
-        if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.state.by_key:
-            sig = Signal(kind="watchdog", severity=as_severity(wd.severity), category="pipeline",
-                         title="Alerting pipeline silent", runbook="pipeline-silent",
-                         meaning=f"No {'/'.join(wd.alertnames)} heartbeat since {hb.isoformat()}: "
-                                 "Prometheus or Alertmanager may be down, so other alerts may be missing.")
-            inc = self.open_incident(PIPELINE_KEY, "watchdog", sig, now)
-            inc.primary = sig
-            inc.severity, inc.category, inc.title = sig.severity, sig.category, sig.title
-            inc.signals = ["watchdog"]
-            self.record(inc, inc.add_event(now, "opened", sig.meaning))
+        self.watchdog.tick(now)
         return self._flush()
 
     def acknowledge(self, incident_id: str, actor: str, now: datetime) -> list[Change]:
@@ -188,16 +177,6 @@ class Correlator:
         kind = "classification_upgraded" if (inc.severity, inc.title) != before else "evidence"
         self.record(inc, inc.add_event(now, kind, f"{signal.title} (from {source})"))
         return True
-
-    def _heartbeat(self, alert: Alert, now: datetime) -> None:
-        if alert.status != FIRING:
-            return
-        seen = alert.received_at or now
-        if self.state.heartbeat_at is None or seen > self.state.heartbeat_at:
-            self.state.heartbeat_at = seen
-        pid = self.state.by_key.get(PIPELINE_KEY)
-        if pid:
-            self.close(self.state.incidents[pid], now, "heartbeat received again")
 
     def _ingest_one(self, alert: Alert, now: datetime) -> None:
         inc_id = self.state.by_fingerprint.get(alert.fingerprint)
