@@ -22,7 +22,7 @@ from typing import Iterable
 from alertd.app.notifiers import build_router as build_service_router
 from alertd.app.verdicts import gpu_uuids, judge_change, to_judge
 from alertd.config.settings import Config
-from alertd.engine.correlate import PIPELINE_KEY
+from alertd.engine.watchdog import PIPELINE_KEY
 from alertd.engine.pipeline import Engine
 from alertd.engine.response import repair_due
 from alertd.core.model import Alert, Change, Incident

@@ -35,7 +35,7 @@ from alertd.core.states import (
 JOB_SUSPECT = "job_suspect"  # annotation of a node incident: the stalled job's incident that speaks for it
 DOMAIN_OF = "domain_of"  # annotation of a node incident: the incident of its bad failure domain, which speaks for it
 DOMAIN = "failure_domain"  # annotation of a domain's incident: {kind, value, size, nodes} (engine/domains.py)
-STORM_SAYS = "storm_says"  # annotation of a fleet: {title, reading, advice}, in words (engine/storm_extent.py)
+STORM_SAYS = "storm_says"  # annotation of a fleet: {title, reading, advice}, in words (engine/storm/extent.py)
 STORM_EXTENT = "storm_extent"  # annotation of a fleet: {severity, nodes, gpus, step}, the escalate step it reached
 RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/alertmanager/reconcile.py)
 HELD_BY = "alertd:alertmanager-api"  # receiver of alerts reconciliation took from Alertmanager's API, never sent by webhook

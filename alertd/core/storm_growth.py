@@ -1,7 +1,7 @@
 """How a fleet incident grew: the counts its messages and pages tell the trend by.
 
 A storm that grows is news: "16 nodes now, 8 at 13:02, 4 at 12:58; +8 in 6 minutes" says more than an
-edited count. The engine (alertd/engine/growth.py) keeps this record on the fleet (annotation
+edited count. The engine (alertd/engine/storm/growth.py) keeps this record on the fleet (annotation
 ``storm_growth``) and decides from it when a Slack thread hears of a doubling and when pagers are told the
 new count; Slack, PagerDuty and the web page read it here to show the trend line. Times are UTC.
 """

@@ -13,15 +13,13 @@ from alertd.core.durations import format_duration
 from alertd.core.json_types import arr, as_text, objects
 from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
-from alertd.engine.fleet_summary import fleet_title
-from alertd.engine import growth
-from alertd.engine.storm_extent import reading_of
 from alertd.engine.grouping import fields_of, group_for
 from alertd.engine.domains import Domains, Topology
 from alertd.engine.jobs import GROUP as JOB_GROUP, SIZE as JOB_SIZE, Jobs, is_job
 from alertd.engine.state import EngineState
 from alertd.engine.reopen import Reopening
-from alertd.engine.storm import Storms
+from alertd.engine.storm import Storms, fleet_title, reading_of
+from alertd.engine.watchdog import PIPELINE_KEY, Watchdog
 from alertd.core.matchers import match_all
 from alertd.core.model import (
     ACKNOWLEDGED,
@@ -38,7 +36,6 @@ from alertd.core.model import (
     Incident,
     Member,
     Signal,
-    as_severity,
     interned,
 )
 from alertd.core.response_marks import REPAIR_FAILED, RESPONSE, flagged, is_response
@@ -49,7 +46,6 @@ from alertd.core.words import counted
 
 RECONCILED = "reconciled"  # an event's data: the alertnames reconciliation resolved in one step
 
-PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
 VIA_API = "via_api"  # a join event's mark: the alert was taken from Alertmanager's API (model.HELD_BY)
@@ -76,13 +72,14 @@ class Correlator:
         self.jobs = Jobs(self)
         self.domains = Domains(self)
         self.reopening = Reopening(self)
+        self.watchdog = Watchdog(self)
 
     # ----- public steps: each returns the incidents it changed -----
 
     def ingest(self, alerts: Iterable[Alert], now: datetime) -> list[Change]:
         for alert in alerts:
             if alert.name in self.rules.watchdog.alertnames:
-                self._heartbeat(alert, now)
+                self.watchdog.heartbeat(alert, now)
             else:
                 self._ingest_one(alert, now)
         self._settle(now)
@@ -101,20 +98,9 @@ class Correlator:
                 continue
             self.close(inc, now, f"all alerts resolved for {format_duration(now - inc.quiet_since)} (hold-down passed)")
         self._still_down(now)
-        self._grown(now, [f for f in fleets if f.is_open], tick=True)
+        self.storms.grown(now, [f for f in fleets if f.is_open], tick=True)
         self.reopening.forget(now)
-        wd = self.rules.watchdog
-        hb = self.state.heartbeat_at
-        if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.state.by_key:
-            sig = Signal(kind=SignalKind.WATCHDOG.value, severity=as_severity(wd.severity), category="pipeline",
-                         title="Alerting pipeline silent", runbook="pipeline-silent",
-                         meaning=f"No {'/'.join(wd.alertnames)} heartbeat since {hb.isoformat()}: "
-                                 "Prometheus or Alertmanager may be down, so other alerts may be missing.")
-            inc = self.open_incident(PIPELINE_KEY, "watchdog", sig, now)
-            inc.primary = sig
-            inc.severity, inc.category, inc.title = sig.severity, sig.category, sig.title
-            inc.signals = [SignalKind.WATCHDOG.value]
-            self.record(inc, inc.add_event(now, EventKind.OPENED, sig.meaning))
+        self.watchdog.tick(now)
         return self._flush()
 
     def acknowledge(self, incident_id: str, actor: str, now: datetime) -> list[Change]:
@@ -192,16 +178,6 @@ class Correlator:
         kind = EventKind.CLASSIFICATION_UPGRADED if (inc.severity, inc.title) != before else EventKind.EVIDENCE
         self.record(inc, inc.add_event(now, kind, f"{signal.title} (from {source})"))
         return True
-
-    def _heartbeat(self, alert: Alert, now: datetime) -> None:
-        if alert.status != FIRING:
-            return
-        seen = alert.received_at or now
-        if self.state.heartbeat_at is None or seen > self.state.heartbeat_at:
-            self.state.heartbeat_at = seen
-        pid = self.state.by_key.get(PIPELINE_KEY)
-        if pid:
-            self.close(self.state.incidents[pid], now, "heartbeat received again")
 
     def _ingest_one(self, alert: Alert, now: datetime) -> None:
         inc_id = self.state.by_fingerprint.get(alert.fingerprint)
@@ -539,15 +515,7 @@ class Correlator:
         self.storms.settle([c.incident for c in list(self._changes.values())], now)
         self.jobs.settle([c.incident for c in list(self._changes.values())], now)
         self.domains.settle([c.incident for c in list(self._changes.values())], now)
-        self._grown(now, [c.incident for c in list(self._changes.values()) if c.incident.fleet and c.incident.is_open])
-
-    def _grown(self, now: datetime, fleets: list[Incident], *, tick: bool = False) -> None:
-        """Open fleets a step changed: whether they doubled or their pages are due the new count
-        (engine/growth.py); on the tick, updates that waited for their interval."""
-        for fleet in fleets:
-            events = growth.due(fleet, now) if tick else growth.note(fleet, now, self.rules.storm.page_updates)
-            for event in events:
-                self.record(fleet, event)
+        self.storms.grown(now, [c.incident for c in list(self._changes.values()) if c.incident.fleet and c.incident.is_open])
 
     def _flush(self) -> list[Change]:
         changes = list(self._changes.values())

@@ -28,11 +28,11 @@ from alertd.core.json_types import JSONObject, JSONValue, as_text
 from alertd.core.model import DOMAIN, DOMAIN_OF, Event, Incident, Member, Signal, signal_rank
 from alertd.core.vocabulary import KIND_SHORT, NOT_FAULTS, EventKind, SignalKind
 from alertd.engine.state import EngineState
-from alertd.engine.fleet_summary import SHARED, domain_pairs, shared_domain
 from alertd.rules.jobs import DomainRule
 from alertd.rules.ruleset import CorrelationRules
 
 GROUP = SignalKind.DOMAIN.value  # the correlation group (and primary signal kind) of domain incidents
+SHARED = "storm_domains"  # fleet annotation: [[domain kind, the value all its nodes share, or ""], ...] narrowest first
 
 
 def domains_of(members: Iterable[Member], rule: DomainRule) -> dict[str, str]:
@@ -84,6 +84,17 @@ def topology_keys(rule: DomainRule) -> list[str]:
     """The node labels a topology snapshot keeps for these domain kinds: every label they name (Prometheus
     label names never carry the "/" or "." of a Kubernetes label key, so only those ever match)."""
     return sorted({label for domain in rule.domains for label in domain.labels})
+
+
+def shared_domain(fleet: Incident) -> str:
+    """The narrowest domain every node of the fleet shares ("rack r12"), or ""."""
+    return next((f"{kind} {value}" for kind, value in domain_pairs(fleet.annotations.get(SHARED)) if value), "")
+
+
+def domain_pairs(value: JSONValue | None) -> list[tuple[str, str]]:
+    """The ``storm_domains`` annotation as (kind, value) pairs, narrowest first."""
+    pairs = value if isinstance(value, list) else []
+    return [(as_text(p[0]), as_text(p[1])) for p in pairs if isinstance(p, list) and len(p) == 2]
 
 
 def note_domains(fleet: Incident, child: Incident, rule: DomainRule) -> None:
@@ -243,4 +254,5 @@ def _said(where: str, bad: int, size: int) -> str:
     return f"{bad} of the {size} nodes of {where} are bad"
 
 
-__all__ = ["GROUP", "Domains", "Topology", "domains_of", "note_domains", "topology_keys", "with_topology"]
+__all__ = ["GROUP", "SHARED", "Domains", "Topology", "domain_pairs", "domains_of", "note_domains", "shared_domain", "topology_keys",
+           "with_topology"]

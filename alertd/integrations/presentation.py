@@ -41,7 +41,7 @@ def incident_action(inc: "Incident") -> str:
 
 
 def storm_says(inc: "Incident") -> tuple[str, str]:
-    """What a fleet incident says of its storm as a whole (engine/storm_extent.py): the readings of its GPUs
+    """What a fleet incident says of its storm as a whole (engine/storm/extent.py): the readings of its GPUs
     (the hottest, range and median temperature) and the advice of its event (rules/correlation.yml)."""
     says = inc.annotations.get(STORM_SAYS)
     if not isinstance(says, dict):

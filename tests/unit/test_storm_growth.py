@@ -1,5 +1,5 @@
 """A growing storm is news: the engine decides when a fleet's thread hears of a doubling and when its
-pages are told the new count (engine/growth.py), on a virtual clock."""
+pages are told the new count (engine/storm/growth.py), on a virtual clock."""
 from __future__ import annotations
 
 from datetime import timedelta

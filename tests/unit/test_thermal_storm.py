@@ -7,7 +7,7 @@ import statistics
 
 from alertd.core.model import STORM_SAYS, Alert, Incident
 from alertd.engine.pipeline import Engine
-from alertd.engine.storm_extent import EXTENT, GPUS
+from alertd.engine.storm import EXTENT, GPUS
 from bench.fleetsim.rules import expand, load_alert_rules
 
 from tests.unit.builders import alert, engine

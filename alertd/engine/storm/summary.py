@@ -13,9 +13,9 @@ from alertd.core.json_types import JSONValue, as_object, as_text, integer, strin
 from alertd.core.model import STORM_SAYS, Incident, Signal
 from alertd.core.vocabulary import KIND_SHORT, NEVER_CAUSE, Detail, SignalKind
 from alertd.core.words import counted
+from alertd.engine.domains import shared_domain
 
 COUNTS = "storm_signals"  # fleet annotation: nodes per signal ("xid:79", "metrics_missing", ...)
-SHARED = "storm_domains"  # fleet annotation: [[domain kind, the value all its nodes share, or ""], ...] narrowest first
 COUNTED = "storm_counted"  # child annotation: {"fleet": id, "keys": [...]}, what the fleet counted of it
 # What people do to the nodes (the response to the fault), counted as "cordoned 40, rebooting 12".
 RESPONSES = {SignalKind.NODE_CORDONED: "cordoned", "rebooting": "rebooting", SignalKind.NODE_NOT_READY: "NotReady"}
@@ -136,14 +136,3 @@ def uncount_signals(fleet: Incident, child: Incident) -> None:
             counts.pop(key, None)
     if COUNTS in fleet.annotations:
         fleet.annotations[COUNTS] = dict[str, JSONValue](counts)
-
-
-def shared_domain(fleet: Incident) -> str:
-    """The narrowest domain every node of the fleet shares ("rack r12"), or ""."""
-    return next((f"{kind} {value}" for kind, value in domain_pairs(fleet.annotations.get(SHARED)) if value), "")
-
-
-def domain_pairs(value: JSONValue | None) -> list[tuple[str, str]]:
-    """The ``storm_domains`` annotation as (kind, value) pairs, narrowest first."""
-    pairs = value if isinstance(value, list) else []
-    return [(as_text(p[0]), as_text(p[1])) for p in pairs if isinstance(p, list) and len(p) == 2]

@@ -44,17 +44,18 @@ from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONArray, arr, strings
 from alertd.core.matchers import match_all
 from alertd.engine.domains import note_domains
-from alertd.engine.fleet_summary import (UNCLASSIFIED, count_signals, fleet_headline, lead_alertname, share_labels,
+from alertd.engine.storm.summary import (UNCLASSIFIED, count_signals, fleet_headline, share_labels,
                                          uncount_signals)
 from alertd.engine.state import EngineState
-from alertd.engine.storm_extent import (EXTENT, drop_gpus, event_of, extent_fact, extent_said, extent_step, note_gpus,
+from alertd.engine.storm import growth
+from alertd.engine.storm.events import cluster_follower_key, event_key, signal_fields
+from alertd.engine.storm.extent import (EXTENT, drop_gpus, event_of, extent_fact, extent_said, extent_step, note_gpus,
                                         readings, speak)
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
 from alertd.core.states import as_severity
-from alertd.core.vocabulary import NEVER_STORM, EventKind, SignalKind
+from alertd.core.vocabulary import EventKind, SignalKind
 from alertd.rules.ruleset import CorrelationRules, StormRule
-
 
 
 class StormHost(Protocol):
@@ -76,40 +77,6 @@ class StormHost(Protocol):
     def last_event(self, inc: Incident) -> Event | None: ...
 
     def only_response(self, inc: Incident) -> bool: ...
-
-# What storm event matchers and keys may name: signal_fields, and the leading alert's name
-EVENT_FIELDS = frozenset({"cluster", "node", "group", "signal", "category", "severity", "xid", "detail", "alertname"})
-
-
-def signal_fields(inc: Incident, sig: Signal) -> dict[str, str]:
-    """What storm event matchers and keys may name (``alertname``: see ``event_key``)."""
-    return {"cluster": inc.cluster, "node": inc.node, "group": inc.group, "signal": sig.kind,
-            "category": sig.category, "severity": sig.severity, "xid": str(sig.xid or ""), "detail": sig.detail}
-
-
-def event_key(rule: StormRule, inc: Incident, sig: Signal) -> str | None:
-    """The event a node incident led by ``sig`` belongs to, or None when it cannot storm. An event may also
-    name ``alertname``, the leading alert's (all there is to go by for an alert alertd cannot classify)."""
-    if sig.kind in NEVER_STORM or (rule.signals and sig.kind not in rule.signals):
-        return None
-    fields = signal_fields(inc, sig)
-    for event in rule.events:  # the leading alert's name is looked up among the members only when needed
-        if "alertname" not in fields and any(m.name == "alertname" for m in event.matchers):
-            fields["alertname"] = lead_alertname(inc, sig)
-        if match_all(event.matchers, fields):
-            if "alertname" in event.by and "alertname" not in fields:
-                fields["alertname"] = lead_alertname(inc, sig)
-            return event.name + "|" + "|".join(f"{b}={fields.get(b, '')}" for b in event.by)
-    return None
-
-
-def cluster_follower_key(rule: StormRule, inc: Incident) -> str | None:
-    """The event a node-less incident of one cluster may join a fleet of: its leading signal must be a follower."""
-    sig = inc.primary
-    if inc.node or inc.fleet or not inc.cluster or sig is None \
-            or not match_all(rule.followers, signal_fields(inc, sig)):
-        return None
-    return event_key(rule, inc, sig)
 
 
 class Storms:
@@ -364,7 +331,7 @@ class Storms:
 
     def _extent(self, fleet: Incident, now: datetime, was: str) -> None:
         """Say the readings and advice of the fleet's event, and raise its severity to what its extent reaches
-        (engine/storm_extent.py); ``was``: its severity before this step, to log a rise ("" logs none)."""
+        (engine/storm/extent.py); ``was``: its severity before this step, to log a rise ("" logs none)."""
         event = event_of(self.rule.events, fleet)
         if event is None:
             return
@@ -482,6 +449,14 @@ class Storms:
         self.c.retitle(fleet)
         self._node_event(fleet, now, EventKind.NODES_LEFT, [child.node], f"left: {short}")
 
+    def grown(self, now: datetime, fleets: list[Incident], *, tick: bool = False) -> None:
+        """Open fleets a step changed: whether they doubled or their pages are due the new count
+        (engine/storm/growth.py); on the tick, updates that waited for their interval."""
+        for fleet in fleets:
+            events = growth.due(fleet, now) if tick else growth.note(fleet, now, self.rule.page_updates)
+            for event in events:
+                self.c.record(fleet, event)
+
     # ----- lifecycle -----
 
     def child_closed(self, child: Incident, now: datetime) -> None:
@@ -518,7 +493,3 @@ def _unsent_unclassified(inc: Incident) -> bool:
 def _standing(fleet: Incident, severity: str) -> tuple[int, datetime, int]:
     """Which of two merging fleets stays (the lower): the more severe, then the elder."""
     return -SEVERITY_RANK.get(severity, 0), fleet.opened_at, int(fleet.id.rsplit("-", 1)[-1])
-
-
-def _rank(sig: Signal | None) -> tuple[int, int]:
-    return (-1, -1) if sig is None else signal_rank(sig)
