@@ -22,9 +22,9 @@ from typing import Iterator
 
 import pytest
 
-from tests.support.container import Podman, Step, build, documented_steps
+from testkit.container import Podman, Step, build, documented_steps
 from tests.support.fixtures import require
-from tests.support.process import free_port, http
+from testkit.process import free_port, http
 
 pytestmark = [pytest.mark.services, pytest.mark.timeout(1500)]
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from tests.support.fixtures import kube_apiserver, missing_service  # noqa: F401  (fixture)
-from tests.support.helm_chart import CHART, documents, helm, helm_path, operator_crds, render
-from tests.support.process import ServiceUnavailable
+from testkit.helm_chart import CHART, documents, helm, helm_path, operator_crds, render
+from testkit.process import ServiceUnavailable
 
 ROOT = CHART.parents[2]
 NAMESPACE = "monitoring"

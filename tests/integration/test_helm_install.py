@@ -18,9 +18,9 @@ import sys
 import pytest
 
 from tests.support.fixtures import kube_apiserver  # noqa: F401  (fixture)
-from tests.support.helm_chart import CHART, helm, kube_json, materialize, remount
-from tests.support.pipeline import wait
-from tests.support.process import ServiceUnavailable, free_port, http
+from testkit.helm_chart import CHART, helm, kube_json, materialize, remount
+from testkit.pipeline import wait
+from testkit.process import ServiceUnavailable, free_port, http
 
 pytestmark = pytest.mark.services
 

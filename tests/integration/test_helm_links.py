@@ -27,15 +27,15 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from tests.support.container import documented_steps
+from testkit.container import documented_steps
 from tests.support.fixtures import kube_apiserver  # noqa: F401  (fixture)
-from tests.support.kube_apiserver import kube_bin
-from tests.support.helm_chart import CHART, kube_json, materialize, remount, serve_example
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import wait
-from tests.support.process import ServiceUnavailable, http
-from tests.support.slack_server import SlackTestServer
+from testkit.kube_apiserver import kube_bin
+from testkit.helm_chart import CHART, kube_json, materialize, remount, serve_example
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.pipeline import wait
+from testkit.process import ServiceUnavailable, http
+from testkit.slack_server import SlackTestServer
 
 pytestmark = pytest.mark.services
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.helm_chart import CHART, documents, render, serve_example
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import top_level_messages, wait
-from tests.support.process import ServiceUnavailable
-from tests.support.slack_server import SlackTestServer, channel_id_for
+from testkit.alertd_proc import AlertdProcess
+from testkit.helm_chart import CHART, documents, render, serve_example
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.pipeline import top_level_messages, wait
+from testkit.process import ServiceUnavailable
+from testkit.slack_server import SlackTestServer, channel_id_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SLACK_TOKEN = "xoxb-chart-defaults"

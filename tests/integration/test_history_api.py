@@ -1,6 +1,6 @@
 """API contract of incident history: filters, cursor pagination, GPUs, nodes, RMA candidates, silences.
 
-The data is tests.support.ui_scenario: one GPU failing three times on two nodes,
+The data is testkit.ui_scenario: one GPU failing three times on two nodes,
 posted as Alertmanager webhooks through a whole in-process service.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import io
 import pytest
 
 from alertd.web.worst_first import worst_first
-from tests.support import ui_scenario as sc
-from tests.support.notify_harness import Harness
+from testkit import ui_scenario as sc
+from testkit.notify_harness import Harness
 
 
 @pytest.fixture

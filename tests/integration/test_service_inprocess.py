@@ -16,10 +16,10 @@ from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.base import StoreUnavailable
 from alertd.store.sqlite import SqliteStore
-from tests.support.served import served
-from tests.support.stores import make_store  # noqa: F401  (fixture)
+from testkit.served import served
+from testkit.stores import make_store  # noqa: F401  (fixture)
 from alertd.web.keys import SERVICE
-from tests.support.notify_harness import wait_for
+from testkit.notify_harness import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = json.loads((ROOT / "examples" / "webhook-gpu-node.json").read_text())

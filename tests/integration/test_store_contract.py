@@ -22,7 +22,7 @@ from alertd.store.base import (ESCALATION, SENT, Hook, InboxKey, MemoryDelta, Ou
                                StoreUnavailable, Taken)
 from alertd.store.facade import SqlStore
 from alertd.store.steps import RECENT_EVENTS
-from tests.support.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
+from testkit.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
                                   taking)
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
@@ -33,7 +33,7 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-# ----- one fresh store per test, on each backend, and reads on its connection: tests/support/stores.py -----
+# ----- one fresh store per test, on each backend, and reads on its connection: testkit/stores.py -----
 # ----- builders -----
 
 def member(fp: str, node: str = "gpu-node-1", *, status: str = "firing", starts: datetime = T0) -> Member:

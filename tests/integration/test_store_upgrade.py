@@ -19,7 +19,7 @@ from alertd.store import sql
 from alertd.store.base import Hook, Step
 from alertd.store.reads import IncidentQuery
 from alertd.store.sqlite import SqliteStore
-from tests.support.stores import gpu_hook, keys_of, make_store, query, received, take_all  # noqa: F401  (fixture)
+from testkit.stores import gpu_hook, keys_of, make_store, query, received, take_all  # noqa: F401  (fixture)
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
 UUID = "GPU-5d1f0c2e-91aa-4c3b-8e7d-2f60a1b4c9e8"

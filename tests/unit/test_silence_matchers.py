@@ -12,7 +12,7 @@ from alertd.core.matchers import match_all
 from alertd.core.model import Incident
 from alertd.integrations.slack.clicks import read_click
 from alertd.integrations.slack.render import overlap_question
-from tests.unit.builders import alert, at, engine, xid
+from testkit.builders import alert, at, engine, xid
 
 GPU = {"gpu": "0", "UUID": "GPU-n1-0", "pci_bus_id": "00000000:18:00.0", "Hostname": "dcgm-exporter-abcde"}
 

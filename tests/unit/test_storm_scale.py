@@ -22,9 +22,9 @@ from alertd.enrich.annotations import LISTED_NODES, IncidentState, NodeFindings,
 from alertd.enrich.settings import EnrichSettings
 from alertd.enrich.writer import PACE_NODES, AnnotationWriter
 from alertd.engine.memory import hold
-from tests.support.enrich_harness import Harness, MemoryKube, alert
-from tests.support.served import served
-from tests.unit.builders import at, engine, xid
+from testkit.enrich_harness import Harness, MemoryKube, alert
+from testkit.served import served
+from testkit.builders import at, engine, xid
 
 ALERTD = str(Path(__file__).resolve().parents[2] / "alertd")
 
