@@ -5,7 +5,7 @@ topology (kube_node_labels), so every alert names its job (``namespace``, ``owne
 its node's zone, rack and NVLink clique. How the expressions read the state (``--jobs``, jobs.py):
 
 * GPUJobStalled: every GPU of the job idle after it trained, and one of three arms (its expression, with
-  ``for: 0m``): idle for 150 s while the job's busiest node moves under 50 MB/s (a STALL fact: nothing on
+  ``for: 0m``): idle for 120 s while the job's busiest node moves under 50 MB/s (a STALL fact: nothing on
   the wire), for 10 minutes on a job whose nodes export no network counters, or for 30 minutes whatever the
   network does. A checkpoint (a node writing) or a data-loading pause (the nodes reading) keeps the wire
   busy; an evaluation keeps the tensor pipes above 1 %. See :func:`gpu_job_stalled` for the timing. True
@@ -30,7 +30,7 @@ from bench.fleetsim.intervals import Span, merge, subtract
 from bench.fleetsim.predicates import Grid, NodeView, Series
 
 # GPUJobStalled's arms (tests/unit/test_fleetsim_jobs.py reads them back from the rule file).
-IDLE_QUIET = 150.0   # idle this long with the wire quiet ...
+IDLE_QUIET = 120.0   # idle this long with the wire quiet ...
 QUIET_BYTES = 5e7    # ... the busiest node under this many bytes a second ...
 RATE_WINDOW = 120.0  # ... over rate(...[2m]) of its counters
 IDLE_BLIND = 600.0   # idle this long, no network counters

@@ -54,15 +54,15 @@ def stall_alerts(view: NodeView, grid: Grid = GRID) -> list[tuple[float, float |
     return out
 
 
-def test_a_hang_fires_within_four_minutes_of_its_stop_saying_when_the_job_last_computed():
+def test_a_hang_fires_within_three_and_a_half_minutes_of_its_stop_saying_when_it_last_computed():
     # Whatever the stop's phase against the scrapes and the evaluations (30 s each): the last active evaluation
     # is the one before the last node's first idle sample, up to an evaluation plus a scrape after the stop;
-    # the rule fires on the first evaluation past it + 150 s, and resolves once the job computes again.
+    # the rule fires on the first evaluation past it + 120 s, and resolves once the job computes again.
     for k in range(24):
         stop = 7200.0 + k * 1.3
         (at, resolved, last), = stall_alerts(job_node(m.Fact(m.STALL, stop, stop + 1800.0, "P-hang")))
         assert stop <= last < stop + 60.0 and last % 30.0 == 0.0
-        assert 150.0 < at - last <= 180.0 and at - stop <= 240.0
+        assert 120.0 < at - last <= 150.0 and at - stop < 210.0
         assert resolved is not None and stop + 1800.0 < resolved <= stop + 1800.0 + 60.0
     alerts = fired("GPUJobStalled", job_node(m.Fact(m.STALL, 7200.0, 9000.0, "P-hang")))
     labels = alerts[0][2]
@@ -74,7 +74,7 @@ def test_the_timing_follows_the_evaluation_interval():
     view = job_node(m.Fact(m.STALL, 7210.0, 9000.0, "P-hang"))
     for iv in (60.0, 90.0):
         (fired, _, last), = stall_alerts(view, Grid(iv, 0.0))
-        assert 7210.0 <= last < 7210.0 + 2 * iv and 150.0 < fired - last <= 150.0 + iv
+        assert 7210.0 <= last < 7210.0 + 2 * iv and 120.0 < fired - last <= 120.0 + iv
 
 
 def test_healthy_pauses_never_fire_however_long_while_the_wire_is_busy():
