@@ -34,10 +34,10 @@ import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
 
-from tests.support.alertd_proc import AlertdProcess  # noqa: E402
-from tests.support.ha_cluster import fresh_database  # noqa: E402
-from tests.support.services import start_postgres  # noqa: E402
-from tests.support.webhooks import UniqueWebhooks  # noqa: E402
+from testkit.alertd_proc import AlertdProcess  # noqa: E402
+from testkit.ha_cluster import fresh_database  # noqa: E402
+from testkit.services import start_postgres  # noqa: E402
+from testkit.webhooks import UniqueWebhooks  # noqa: E402
 
 SLACK_SECRET = "adversarial-signing-secret"  # what the corpus's signed Slack cases are signed with
 CONFIG = {"log": {"level": "error"}, "notify": {"slack": {"signing_secret": SLACK_SECRET}}}

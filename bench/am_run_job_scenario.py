@@ -1,5 +1,5 @@
 """The job schedule of ``bench/record_am_run.py --scenario job-hang``: training jobs on a simulated fleet
-(tests/sim/job_fleet.py) scraped by the real Prometheus with the shipped gpu-alerts.yml and gpu-job-alerts.yml.
+(testkit/sim/job_fleet.py) scraped by the real Prometheus with the shipped gpu-alerts.yml and gpu-job-alerts.yml.
 
 Four jobs run side by side on 10 nodes, so one ~35 minute run records all of them:
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.am_run_scenario import Problem, Step
-from tests.sim.job_fleet import JobFleetSim
+from testkit.sim.job_fleet import JobFleetSim
 
 REPO = Path(__file__).resolve().parents[1]
 RULE_FILES = [REPO / "deploy/prometheus/gpu-alerts.yml", REPO / "deploy/prometheus/gpu-job-alerts.yml"]

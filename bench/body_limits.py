@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 
-from tests.support.alertd_proc import AlertdProcess  # noqa: E402
-from tests.support.big_bodies import measure  # noqa: E402
+from testkit.alertd_proc import AlertdProcess  # noqa: E402
+from testkit.big_bodies import measure  # noqa: E402
 
 
 def main() -> None:

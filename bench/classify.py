@@ -29,7 +29,7 @@ from alertd.promql import expr as promql
 from alertd.promql import recording
 from alertd.promql.recording import RecordingIndex, collect
 from alertd.engine.normalize import NormalizeConfig, normalize
-from tests.unit.builders import alert, shipped_rules
+from testkit.builders import alert, shipped_rules
 
 XID_EXPR = "DCGM_FI_DEV_XID_ERRORS != 0 and on (node) kube_node_spec_unschedulable == 0"
 RECORDED = collect([("node:dcgm_up:min", 'min by (cluster, node) (up{job="dcgm-exporter"})'),

@@ -25,7 +25,7 @@ from alertd.config.settings import parse_config  # noqa: E402
 from alertd.core.redaction import RedactingFilter, Redactor  # noqa: E402
 from alertd.web.auth import Authenticator  # noqa: E402
 from alertd.web.guard import EdgePolicy, client_from  # noqa: E402
-from tests.support.webhooks import dumps, node_webhook  # noqa: E402
+from testkit.webhooks import dumps, node_webhook  # noqa: E402
 
 TOKEN = "rcv-7d2e9a41c6b8f0153e9d"
 

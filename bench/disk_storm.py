@@ -14,8 +14,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from tests.support.alertd_proc import AlertdProcess  # noqa: E402
-from tests.support.disk_storm import run_storm  # noqa: E402
+from testkit.alertd_proc import AlertdProcess  # noqa: E402
+from testkit.disk_storm import run_storm  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

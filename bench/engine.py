@@ -14,7 +14,7 @@ import argparse
 import time
 from dataclasses import replace
 
-from tests.unit.builders import alert, at, engine, xid
+from testkit.builders import alert, at, engine, xid
 
 KINDS = ("DCGMExporterDown", "KubeNodeCordoned", "GPUNVLinkErrors", "GPUTemperatureHigh")
 

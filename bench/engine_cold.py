@@ -4,7 +4,7 @@
     python -m bench.engine --cold --nodes 2000 --step 8
     python -m bench.engine --cold --profile /tmp/cold.prof   # cProfiles: engine+router, and .store
 
-The webhooks are bench/ha.py's cold storm (tests/support/webhooks.py, one webhook of 8 GPU alerts per node
+The webhooks are bench/ha.py's cold storm (testkit/webhooks.py, one webhook of 8 GPU alerts per node
 never seen before, 4 clusters), parsed as the receiver parses them. Each step goes through what the
 service's processor does after receiving: ``Engine.ingest`` on the shipped rules, ``route_step`` on the
 router the default config builds, and ``commit_step`` on a real SQLite store (synchronous=FULL) in a
@@ -35,7 +35,7 @@ from alertd.receive.payload import delivery_key, read_notification
 from alertd.rules.ruleset import load_rules
 from alertd.store.base import InboxKey, Step, Taken
 from alertd.store.sqlite import SqliteStore
-from tests.support.webhooks import UniqueWebhooks, dumps
+from testkit.webhooks import UniqueWebhooks, dumps
 
 PARTS = ("engine", "router", "store", "sqlite")
 WINDOW = 1000  # nodes in the first and last slices reported

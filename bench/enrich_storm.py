@@ -37,11 +37,11 @@ from alertd.integrations.base import Delivered, Notifier  # noqa: E402
 from alertd.rules.ruleset import load_rules  # noqa: E402
 from alertd.app.service import Service  # noqa: E402
 from alertd.store.sqlite import SqliteStore  # noqa: E402
-from tests.support.es_compat_server import SearchCompatServer  # noqa: E402
-from tests.support.graylog_server import graylog_message, load_graylog_indices  # noqa: E402
-from tests.support.kube_server import KubeTestServer  # noqa: E402
-from tests.support.webhooks import PCI_BUSES, node_webhook  # noqa: E402
-from tests.support.served import served  # noqa: E402
+from testkit.es_compat_server import SearchCompatServer  # noqa: E402
+from testkit.graylog_server import graylog_message, load_graylog_indices  # noqa: E402
+from testkit.kube_server import KubeTestServer  # noqa: E402
+from testkit.webhooks import PCI_BUSES, node_webhook  # noqa: E402
+from testkit.served import served  # noqa: E402
 
 CLUSTER = "storm-1"
 
@@ -119,7 +119,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     docs = kernel_docs(args.nodes, starts)
     if backend_kind in ("auto", "opensearch"):
         try:
-            from tests.support.services import start_opensearch
+            from testkit.services import start_opensearch
 
             started_search = await asyncio.to_thread(start_opensearch, work / "opensearch")
             url = started_search.url

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 
-from tests.support.alertd_proc import AlertdProcess  # noqa: E402
+from testkit.alertd_proc import AlertdProcess  # noqa: E402
 
 TOKEN = "rcv-5b1f0c7e93a24d68be10"
 SOURCE = "127.0.0.9"

@@ -32,10 +32,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 
 from bench.ingest import build_loadgen  # noqa: E402
-from tests.support.alertd_proc import AlertdProcess  # noqa: E402
-from tests.support.process import http  # noqa: E402
-from tests.support.services import start_alertmanager, start_postgres  # noqa: E402
-from tests.support.webhooks import UniqueWebhooks, dumps  # noqa: E402
+from testkit.alertd_proc import AlertdProcess  # noqa: E402
+from testkit.process import http  # noqa: E402
+from testkit.services import start_alertmanager, start_postgres  # noqa: E402
+from testkit.webhooks import UniqueWebhooks, dumps  # noqa: E402
 
 
 def write_bodies(work: Path, name: str, count: int, *, distinct: bool, run: str, fleet: int = 0,

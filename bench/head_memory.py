@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 
-from tests.support.alertd_proc import AlertdProcess  # noqa: E402
-from tests.support.big_heads import measure  # noqa: E402
+from testkit.alertd_proc import AlertdProcess  # noqa: E402
+from testkit.big_heads import measure  # noqa: E402
 
 
 def main() -> None:

@@ -35,8 +35,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from tests.support.alertd_proc import AlertdProcess  # noqa: E402
-from tests.support.webhooks import UniqueWebhooks, dumps  # noqa: E402
+from testkit.alertd_proc import AlertdProcess  # noqa: E402
+from testkit.webhooks import UniqueWebhooks, dumps  # noqa: E402
 
 ALERTS_PER_WEBHOOK = 8
 WORKLOADS = {

@@ -39,9 +39,9 @@ from alertd.config.settings import parse_config  # noqa: E402
 from alertd.app.assemble import build_service  # noqa: E402
 from alertd.rules.ruleset import load_rules  # noqa: E402
 from alertd.store.sqlite import SqliteStore  # noqa: E402
-from tests.support.served import served  # noqa: E402
-from tests.support.slack_server import SlackTestServer  # noqa: E402
-from tests.support.webhooks import gpu_alert, webhook  # noqa: E402
+from testkit.served import served  # noqa: E402
+from testkit.slack_server import SlackTestServer  # noqa: E402
+from testkit.webhooks import gpu_alert, webhook  # noqa: E402
 
 HOOK = "/api/v1/alerts/alertmanager"
 

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 from alertd.receive.payload import (  # noqa: E402
     decode_body, delivery_key, parse_notification, read_notification, read_stored)
 from alertd.store.sqlite import SqliteStore  # noqa: E402
-from tests.support.webhooks import UniqueWebhooks, dumps  # noqa: E402
+from testkit.webhooks import UniqueWebhooks, dumps  # noqa: E402
 
 
 def best_cpu_us(fn, items: list, rounds: int) -> float:

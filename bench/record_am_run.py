@@ -7,7 +7,7 @@
         --out tests/fixtures/alertmanager-runs/job-hang                      # ~36 minutes
     python -m bench.record_am_run --scale 0.05 --tail 60 --out /tmp/amrun  # a 3-minute check of the plumbing
 
-A simulated cluster of 24 GPU nodes (tests/sim/gpu_cluster.py) is scraped by the real Prometheus, which
+A simulated cluster of 24 GPU nodes (testkit/sim/gpu_cluster.py) is scraped by the real Prometheus, which
 evaluates the SHIPPED rules (deploy/prometheus/gpu-alerts.yml) at their real `for:` durations and sends to
 two Alertmanager pairs. Each pair is two peers clustered by gossip on loopback, configured like
 deploy/alertmanager/alertmanager.yml with group_wait 30s, group_interval 5m, repeat_interval 4h:
@@ -19,7 +19,7 @@ Each pair's webhook goes to its own ``alertd serve --record FILE``, so a recordi
 Alertmanager delivered, both peers' deliveries included. The fault schedule and its ground truth are in
 bench/am_run_scenario.py (``--scenario faults``, the default) or bench/am_run_storm_scenario.py
 (``--scenario storm-response``: a driver-rollout storm and the operators' response) or
-bench/am_run_job_scenario.py (``--scenario job-hang``: training jobs on tests/sim/job_fleet.py, a hang caused by
+bench/am_run_job_scenario.py (``--scenario job-hang``: training jobs on testkit/sim/job_fleet.py, a hang caused by
 one node's NIC, a straggler GPU, a quiet GPU and a healthy checkpoint pause, under the shipped gpu-alerts.yml and
 gpu-job-alerts.yml); the run writes, into --out:
 
@@ -50,10 +50,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 from bench import am_run_job_scenario, am_run_scenario, am_run_storm_scenario  # noqa: E402
-from tests.sim.gpu_cluster import GPUClusterSim  # noqa: E402
-from tests.support.alertd_proc import AlertdProcess  # noqa: E402
-from tests.support.process import free_ports, find_binary  # noqa: E402
-from tests.support.services import _start_prometheus_family, start_prometheus  # noqa: E402
+from testkit.sim.gpu_cluster import GPUClusterSim  # noqa: E402
+from testkit.alertd_proc import AlertdProcess  # noqa: E402
+from testkit.process import free_ports, find_binary  # noqa: E402
+from testkit.services import _start_prometheus_family, start_prometheus  # noqa: E402
 
 SCENARIOS = {"faults": am_run_scenario, "storm-response": am_run_storm_scenario, "job-hang": am_run_job_scenario}
 GPU_RULES = REPO / "deploy/prometheus/gpu-alerts.yml"

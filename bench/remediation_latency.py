@@ -3,7 +3,7 @@
     python -m bench.remediation_latency                    # 10 rounds, 8 GPU pods per node
     python -m bench.remediation_latency --rounds 20 --pods 16
 
-Starts etcd, kube-apiserver and kube-controller-manager (tests/support/kube_apiserver.py, built by
+Starts etcd, kube-apiserver and kube-controller-manager (testkit/kube_apiserver.py, built by
 scripts/install-test-deps.sh) and alertd in-process on SQLite, acting as the static-token user bound to the
 shipped RBAC (deploy/kubernetes/rbac.yaml). Each round: an Xid 79 webhook for a fresh node holding ``--pods``
 GPU pods, the proposal it makes, an approval through the API (its time is the approval's ``at``), then the
@@ -22,9 +22,9 @@ from pathlib import Path
 
 
 from alertd.config.settings import parse_config  # noqa: E402
-from tests.support import kube_gpu_cluster as kc  # noqa: E402
-from tests.support.kube_apiserver import start_kube_apiserver  # noqa: E402
-from tests.support.notify_harness import Harness, hook, wait_for, xid_alert  # noqa: E402
+from testkit import kube_gpu_cluster as kc  # noqa: E402
+from testkit.kube_apiserver import start_kube_apiserver  # noqa: E402
+from testkit.notify_harness import Harness, hook, wait_for, xid_alert  # noqa: E402
 
 
 

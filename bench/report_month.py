@@ -90,7 +90,7 @@ def side_by_side(r: dict[str, Any], t: dict[str, Any]) -> None:
 
 
 def page_seconds(url: str, loads: int) -> list[float]:
-    from tests.support.browser import Browser
+    from testkit.browser import Browser
 
     b = Browser.start()
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 
-from tests.support.rule_corpus import markdown, run_corpus, table  # noqa: E402
+from testkit.rule_corpus import markdown, run_corpus, table  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -3,7 +3,7 @@
 20 nodes each lose a GPU within two seconds, one webhook per node (GPUXidError
 79 + DCGMExporterDown + KubeNodeCordoned, the shipped alert names), through a
 real ``alertd serve`` subprocess on the shipped rules, against the Slack and
-PagerDuty test servers (tests/support/storm.py). Per scenario and run it prints
+PagerDuty test servers (testkit/storm.py). Per scenario and run it prints
 the top-level Slack posts per channel, PagerDuty triggers per routing key,
 whether the posts name every node, and the seconds from the first webhook to
 the fleet incident's Slack post and page. Then the price of the hold: one node
@@ -28,10 +28,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from tests.support.loopback import serving_in_thread  # noqa: E402
-from tests.support.pagerduty_server import PagerDutyTestServer  # noqa: E402
-from tests.support.slack_server import SlackTestServer  # noqa: E402
-from tests.support.storm import ESCALATION_KEY, SLACK_TOKEN, StormRun  # noqa: E402
+from testkit.loopback import serving_in_thread  # noqa: E402
+from testkit.pagerduty_server import PagerDutyTestServer  # noqa: E402
+from testkit.slack_server import SlackTestServer  # noqa: E402
+from testkit.storm import ESCALATION_KEY, SLACK_TOKEN, StormRun  # noqa: E402
 
 
 def servers() -> tuple[SlackTestServer, PagerDutyTestServer]:

@@ -1,6 +1,6 @@
 """A storm of thousands of nodes with Kubernetes enrichment on: engine time and memory per node, /readyz.
 
-A real kube-apiserver with etcd (tests/support/kube_apiserver.py; built by scripts/install-test-deps.sh)
+A real kube-apiserver with etcd (testkit/kube_apiserver.py; built by scripts/install-test-deps.sh)
 holds the fleet: every node a Node object with one GPU pod of a training job on it. alertd runs
 in-process on the shipped rules, a SQLite store and ``enrich.kube`` reading that API server as the
 shipped read-only role (deploy/kubernetes/rbac.yaml). Each storm is one Xid 79 alert per node, as
@@ -132,7 +132,7 @@ class ReadyzPoller(threading.Thread):
 
 
 def storm_webhooks(nodes: int, starts: datetime) -> list[dict[str, Any]]:
-    from tests.support.webhooks import gpu_alert, webhook
+    from testkit.webhooks import gpu_alert, webhook
 
     alerts = [gpu_alert(CLUSTER, node_name(i), 0, 0, starts_at=starts + timedelta(milliseconds=i % 1000),
                         node_index=i, extra={"xid": "79", "node": node_name(i), "Hostname": node_name(i)})
@@ -155,7 +155,7 @@ async def one_storm(nodes: int, kubeconfig: str, work: Path, enrich_wait: float)
     from alertd.integrations.base import Delivered, Notifier
     from alertd.rules.ruleset import load_rules
     from alertd.store.sqlite import SqliteStore
-    from tests.support.served import served
+    from testkit.served import served
 
     class Quiet(Notifier):
         kind = "console"
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="alertd-storm-scale-") as tmp:
             print(json.dumps(asyncio.run(one_storm(args.one, args.kubeconfig, Path(tmp), args.enrich_wait))))
         return 0
-    from tests.support.kube_apiserver import bind_shipped_enrichment_role, start_kube_apiserver
+    from testkit.kube_apiserver import bind_shipped_enrichment_role, start_kube_apiserver
 
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.kubeconfig:

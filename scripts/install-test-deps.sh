@@ -99,7 +99,7 @@ service_user() {
 
 # fetch_dist NAME GROUP ARTIFACT VERSION
 # Unpacks GROUP:ARTIFACT:VERSION:zip to $CACHE/ARTIFACT-VERSION, then starts it
-# once through tests/support/services.py and records that it started.
+# once through testkit/services.py and records that it started.
 fetch_dist() {
   local name="$1" group="$2" artifact="$3" version="$4"
   local dest="$CACHE/$artifact-$version" marker
@@ -133,7 +133,7 @@ fetch_dist() {
   fi
   log "$name $version: checking that it starts"
   local t0=$SECONDS
-  (cd "$REPO_ROOT" && ALERTD_CACHE="$CACHE" "$PYTHON" -m tests.support.services check "$name") \
+  (cd "$REPO_ROOT" && ALERTD_CACHE="$CACHE" "$PYTHON" -m testkit.services check "$name") \
     || die "$name $version did not start (see the log above)"
   touch "$marker"
   log "$name $version: started and stopped cleanly in $((SECONDS - t0)) s"

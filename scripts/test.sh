@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--unit" ]; then
   shift
   if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=${PYTHON:-python3}; fi
-  "$PY" -m ruff check alertd tests bench
+  "$PY" -m ruff check alertd tests bench testkit
   mypy_out=$(mktemp); trap 'rm -f "$mypy_out"' EXIT
   "$PY" -m mypy > "$mypy_out" 2>&1 & mypy_pid=$!
   # Two pytest workers (pytest-xdist, in the test extra) when the .venv has it: unit tests share nothing.
@@ -42,7 +42,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 # Lint and types first (configured in pyproject.toml): they fail in seconds, the suite takes minutes.
-.venv/bin/ruff check alertd tests bench
+.venv/bin/ruff check alertd tests bench testkit
 .venv/bin/mypy
 # pytest-xdist workers (ALERTD_TEST_WORKERS, default 4; `scripts/test.sh -n 0` runs serially). Most of the
 # suite's time is tests waiting on real clocks and real services, not CPU, so 4 workers beat 2 even on 2

@@ -68,7 +68,7 @@ class ReconcileSettings:
     their receivers send to alertd (the alerts routed to them that never came are taken in), and after how long."""
 
     urls: list[str] = field(default_factory=list)
-    interval: timedelta = timedelta(minutes=1)
+    interval: timedelta = timedelta(seconds=30)
     min_uptime: timedelta = timedelta(minutes=3)
     receivers: frozenset[str] = frozenset({"alertd"})
     held_after: timedelta = timedelta(minutes=1)
@@ -81,7 +81,7 @@ class ReconcileSettings:
         doc = doc or {}
         urls = list(doc.get("urls") or ([doc["url"]] if doc.get("url") else []))
         return cls(urls=[str(u).rstrip("/") for u in urls],
-                   interval=parse_duration(doc.get("reconcile_interval", "1m")),
+                   interval=parse_duration(doc.get("reconcile_interval", "30s")),
                    min_uptime=parse_duration(doc.get("reconcile_min_uptime", "3m")),
                    receivers=frozenset(doc.get("receivers", ["alertd"])),
                    held_after=parse_duration(doc.get("reconcile_held_after", "1m")),

@@ -26,6 +26,7 @@ from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.matchers import Matcher as CoreMatcher
 from alertd.core.matchers import parse_matcher
 from alertd.core.model import FIRING, Incident, Member, iso
+from alertd.core.vocabulary import INSTANCE, NODE_LABELS
 
 GPU_UUID_LABELS = ("UUID", "uuid", "gpu_uuid")
 
@@ -92,7 +93,6 @@ def silence_duration(text: str) -> timedelta | str:
     return duration
 
 
-NODE_LABELS = ("node", "kubernetes_node", "Hostname", "hostname", "instance")
 XID_LABELS = ("xid", "Xid", "XID", "xid_code")
 
 
@@ -119,7 +119,7 @@ def silence_matchers(inc: Incident, members: list[Member] | None = None, node_la
     elif inc.node:
         label = _label_for_nodes(members, {inc.node}, node_labels)
         value = inc.node
-        if label == "instance":  # the node came from host:port; match any port
+        if label == INSTANCE:  # the node came from host:port; match any port
             out.append(_matcher(label, _re_escape(value) + "(:[0-9]+)?", regex=True))
         else:
             out.append(_matcher(label, value))
@@ -171,7 +171,7 @@ def _label_for_nodes(members: list[Member], nodes: set[str], node_labels: tuple[
     for name in node_labels:
         for m in firing:
             value = m.labels.get(name, "")
-            if value in nodes or (name == "instance" and value.rsplit(":", 1)[0] in nodes):
+            if value in nodes or (name == INSTANCE and value.rsplit(":", 1)[0] in nodes):
                 return name
     return node_labels[0] if node_labels else "node"
 

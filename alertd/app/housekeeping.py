@@ -30,9 +30,10 @@ class Retained(Protocol):
 
 class Housekeeping:
     def __init__(self, cfg: Config, store: Retained, *, clock: Callable[[], datetime], metrics: Metrics,
-                 failed: Callable[[str, Exception], None],
+                 failed: Callable[[str, Exception], None], measured_at_scrape: bool,
                  before_prune: Callable[[], Awaitable[object]] | None = None):
         self.cfg, self.store, self.clock, self.metrics, self._failed = cfg, store, clock, metrics, failed
+        self.measured_at_scrape = measured_at_scrape  # the store's size (SQLite's stat() calls): not asked here
         self._before_prune = before_prune  # the report keeps what it needs of incidents before they go
 
     async def run(self) -> None:
@@ -55,5 +56,5 @@ class Housekeeping:
             if pruned:
                 log.info("pruned %d old rows (inbox, outbox, resolved incidents)", pruned)
         self.metrics.outbox_pending.set((await self.store.stats()).get("outbox_pending", 0))
-        if not hasattr(self.store, "disk_bytes") and (size := await self.store.size_bytes()) is not None:
+        if not self.measured_at_scrape and (size := await self.store.size_bytes()) is not None:
             self.metrics.store_bytes.set(size)

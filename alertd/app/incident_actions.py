@@ -29,6 +29,7 @@ from alertd.app.remediate import RemediationRunner
 from alertd.config.settings import Config
 from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, Incident
+from alertd.core.vocabulary import EventKind
 from alertd.ha.commands import CommandRunner
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class IncidentActions:
                 log.info("could not expire the previous silence %s of %s: %s", old.id, incident_id, exc)
         until = made.ends_at.replace("T", " ").replace("Z", " UTC")
         changes = await self.svc.run(Annotate(
-            incident_id, SILENCE, made.to_json(), "silenced",
+            incident_id, SILENCE, made.to_json(), EventKind.SILENCED,
             f"silenced for {choice} by {actor} until {until} (Alertmanager silence {made.id}): {preview.summary()}",
             actor))
         return "" if changes else f"Silence {made.id} created, but {incident_id} closed meanwhile."
@@ -137,7 +138,7 @@ class IncidentActions:
         except AlertmanagerError as exc:
             if "expired" not in str(exc) and "404" not in str(exc):
                 raise
-        changes = await self.svc.run(Annotate(incident_id, SILENCE, None, "silence_removed",
+        changes = await self.svc.run(Annotate(incident_id, SILENCE, None, EventKind.SILENCE_REMOVED,
                                               f"unsilenced by {actor} (Alertmanager silence {silence.id} expired)", actor))
         return "" if changes else f"Silence {silence.id} expired; {incident_id} is closed."
 

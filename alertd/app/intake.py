@@ -1,4 +1,4 @@
-"""Taking webhooks from the inbox log through the engine, and setting poison aside (mixed into Processor).
+"""Taking webhooks from the inbox log through the engine, and setting poison aside (the Processor's Intake).
 
 Each round counts an attempt at the webhooks it takes before running them (in the store,
 so a crash, a kill or a replica that loses its lease mid-step counts too); after a failed
@@ -13,18 +13,19 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime
-from typing import Any, Callable, Protocol
+from typing import Callable, Iterable, Protocol, Sequence
 
 from alertd.app.budget import Budget, Stuck
 from alertd.config.settings import Config
 from alertd.rules.evidence import gpu_looking
 from alertd.engine.pipeline import Engine
 from alertd.core.service_metrics import Metrics
-from alertd.core.model import Alert, parse_iso
+from alertd.core.model import Alert, Change, parse_iso
 from alertd.receive.payload import BadPayload, delivery_key, encode_webhook, read_stored
 from alertd.rules.ruleset import RuleSet
 from alertd.store.base import Hook, InboxKey, StoreUnavailable, Taken
 from alertd.store.quarantine import note
+from alertd.core.vocabulary import SignalKind
 
 log = logging.getLogger(__name__)
 # Attempts at one webhook (counted in the store before each, so a crash or a stuck step counts, on any
@@ -47,22 +48,46 @@ class IntakeStore(Protocol):
     async def uncount_attempt(self, ids: list[int]) -> None: ...
 
 
-class Intake:
-    """Needs the Processor's store, config, clock, metrics, rules, engine and ``step``."""
+class EdgeLookup(Protocol):
+    """Something the engine reads that lives outside (Kubernetes, Prometheus' rules API): filled for a step's
+    alerts before the step, within its own time bound, so the engine itself does no I/O."""
 
-    cfg: Config
-    store: IntakeStore
-    clock: Callable[[], datetime]
-    metrics: Metrics
-    rules: RuleSet
-    engine: Engine | None
-    watchdog_names: set[str]
-    budget: Budget
-    worst_classify: float
-    _pending_counted_at: float
-    _lookups: list[Any]  # the Processor's EdgeLookup list: asked before each step
-    _stopping: bool
-    step: Callable[..., Any]
+    async def prepare(self, alerts: Iterable[Alert]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Steps(Protocol):
+    """The engine's steps the intake runs its batches in (alertd/app/processor.py, ``Processor``): the engine
+    while this process leads, and one step committed with what it took from the inbox."""
+
+    @property
+    def engine(self) -> Engine | None: ...
+
+    async def step(self, fn: Callable[[Engine, datetime], list[Change]],
+                   inbox: Taken | None = None) -> list[Change]: ...
+
+
+class Intake:
+    """Feeds the inbox log to the engine's ``steps``; everything else it needs is given here."""
+
+    def __init__(self, cfg: Config, store: IntakeStore, rules: RuleSet, steps: Steps, *,
+                 clock: Callable[[], datetime], metrics: Metrics, budget: Budget, lookups: Sequence[EdgeLookup]):
+        self.cfg, self.store, self.steps, self.clock, self.metrics = cfg, store, steps, clock, metrics
+        self.budget = budget  # classification off the event loop, within a budget per alert
+        self.lookups = lookups  # asked before each step
+        self.worst_classify = 0.0  # the most CPU seconds one alert's classification took (alertd_classify_seconds_max)
+        self._pending_counted_at = 0.0
+        self._stopping = False
+        self.set_rules(rules)
+
+    def set_rules(self, rules: RuleSet) -> None:
+        self.rules = rules
+        self.watchdog_names = set(rules.correlation.watchdog.alertnames)
+
+    def stop(self) -> None:
+        """From now on a step asks nothing outside (shutdown drains what is left)."""
+        self._stopping = True
 
     def _dedup(self, alert: Alert) -> str:
         key = delivery_key(alert)
@@ -72,7 +97,7 @@ class Intake:
 
     async def process_pending(self) -> bool:
         """Take the next webhooks from the log through the engine; True when some were taken."""
-        hooks = await self.store.pending_hooks(self.cfg.batch_size)
+        hooks = await self.store.pending_hooks(self.cfg.processing.batch_size)
         if not hooks:
             self.metrics.inbox_pending.set(0)
             return False
@@ -107,7 +132,7 @@ class Intake:
             if key not in known:
                 fresh.setdefault(key, alert)  # a key twice in one batch (an HA peer's copy): the first counts
         self.metrics.duplicates.inc(len(alerts) - len(fresh))
-        for lookup in self._lookups if not self._stopping else ():  # nodes from Kubernetes, recording rules
+        for lookup in self.lookups if not self._stopping else ():  # nodes from Kubernetes, recording rules
             await lookup.prepare(fresh.values())
         await self._ingest(list(fresh.items()), Taken([h.id for h in hooks], set_aside))
 
@@ -128,7 +153,7 @@ class Intake:
         received = parse_iso(hook.received_at) or self.clock()
         key = InboxKey(f"webhook:{hook.id}:{received.timestamp():.6f}", received, 2,
                        note(reason, hook.body.decode(errors="replace")))
-        await self.step(lambda engine, now: [], inbox=Taken([hook.id], [key]))
+        await self.steps.step(lambda engine, now: [], inbox=Taken([hook.id], [key]))
 
     def _read_hooks(self, hooks: list[Hook]) -> tuple[list[Alert], list[InboxKey]]:
         """The webhooks' alerts; one that no longer reads (stored by another version, damaged) is set aside."""
@@ -148,8 +173,9 @@ class Intake:
         """One engine step for the batch, committing its keys and ``taken`` with it. An alert the engine cannot
         take must not block the ones behind it: on failure each goes alone, a failing one is set aside.
         Classification runs first, off the event loop and within its budget (alertd/app/budget.py)."""
-        assert self.engine is not None
-        classified = await self.budget.classify(self.engine, batch)
+        engine = self.steps.engine
+        assert engine is not None
+        classified = await self.budget.classify(engine, batch)
         if classified.worst > self.worst_classify:
             self.worst_classify = classified.worst
             self.metrics.classify_max.set(classified.worst)
@@ -159,28 +185,28 @@ class Intake:
         alerts = [a for _, a in batch]
         keys = [InboxKey(key, a.received_at or self.clock()) for key, a in batch]
         try:
-            await self.step(lambda engine, now: engine.ingest(alerts, now),
-                             inbox=Taken(taken.hooks, keys + taken.keys))
+            await self.steps.step(lambda engine, now: engine.ingest(alerts, now),
+                                   inbox=Taken(taken.hooks, keys + taken.keys))
         except StoreUnavailable:
             raise  # nothing committed: the webhooks are still in the log
         except Exception as exc:
             if len(batch) > 1:
                 for one in batch:
                     await self._ingest([one], Taken())
-                await self.step(lambda engine, now: [], inbox=taken)
+                await self.steps.step(lambda engine, now: [], inbox=taken)
                 return
             if not batch:
                 raise
             log.exception("engine failed on alert %s; setting it aside", batch[0][0])
             key, alert = batch[0]
-            await self.step(lambda engine, now: [], inbox=Taken(taken.hooks, taken.keys + [
+            await self.steps.step(lambda engine, now: [], inbox=Taken(taken.hooks, taken.keys + [
                 self._aside_alert(key, alert, "failed", f"{type(exc).__name__}: {exc}")]))
             return
         done = self.clock()
         for received in {a.received_at for a in alerts if a.received_at}:  # a webhook's alerts share it
             self.metrics.processing_latency.observe(max(0.0, (done - received).total_seconds()))
         for a in alerts:
-            if a.signal.kind == "other" and a.firing and gpu_looking(a, self.rules.evidence):
+            if a.signal.kind == SignalKind.OTHER and a.firing and gpu_looking(a, self.rules.evidence):
                 self.metrics.unclassified_gpu.labels(a.name).inc()
 
     def _aside_alert(self, key: str, alert: Alert, cause: str, reason: str) -> InboxKey:

@@ -58,7 +58,7 @@ class Leadership:
             await self.lead(0)
         elif self.role == "replica":
             ha = self.cfg.ha
-            self.elector = Elector(self.store.engine_lease, holder=self.holder, address=ha.advertise or self.cfg.listen,
+            self.elector = Elector(self.store, holder=self.holder, address=ha.advertise or self.cfg.listen,
                                    ttl=ha.lease_ttl, renew_every=ha.renew_interval,
                                    on_elected=self.lead, on_deposed=self.follow)
             await self.elector.round()  # lead at once when the lease is free

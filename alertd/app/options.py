@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import msgspec
+
 from alertd.app.receiver_processes import default_receivers
 from alertd.config.settings import Config
 
@@ -51,14 +53,15 @@ class ServeOptions:
             receivers = flags.receivers or 0
         data_dir = Path(flags.data_dir) if flags.data_dir else cfg.data_dir
         return cls(config_path=flags.config, listen=flags.listen or cfg.listen, data_dir=data_dir,
-                   log_format=flags.log_format or cfg.log_format, insecure_no_auth=flags.insecure_no_auth,
+                   log_format=flags.log_format or cfg.log.format, insecure_no_auth=flags.insecure_no_auth,
                    record=flags.record, role=role, receivers=receivers if role != "receiver" else 0,
                    backend=backend,
                    database=Path(cfg.sqlite_path) if cfg.sqlite_path else data_dir / "alertd.sqlite3")
 
     def apply(self, cfg: Config) -> None:
         """The flags that override the configuration, written into it (the service reads them there)."""
-        cfg.listen, cfg.data_dir, cfg.log_format = self.listen, self.data_dir, self.log_format
+        cfg.listen, cfg.data_dir = self.listen, self.data_dir
+        cfg.log = msgspec.structs.replace(cfg.log, format=self.log_format)
 
     @property
     def leads_group(self) -> bool:

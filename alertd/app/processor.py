@@ -13,12 +13,13 @@ from datetime import datetime
 from typing import Awaitable, Callable, Iterable, Protocol, Sequence
 
 from alertd.app.budget import Budget
-from alertd.app.intake import Intake, IntakeStore
+from alertd.app.intake import EdgeLookup, Intake, IntakeStore
 from alertd.app.store_health import StoreHealth
 from alertd.app.verdicts import HistorySource, Verdicts
 from alertd.config.settings import Config
-from alertd.core.model import ACKNOWLEDGED, OPEN, Alert, Change, Incident
+from alertd.core.model import ACKNOWLEDGED, OPEN, Change, Incident
 from alertd.core.service_metrics import Metrics
+from alertd.core.vocabulary import EventKind
 from alertd.engine.memory import hold
 from alertd.engine.pipeline import Engine
 from alertd.notify.outbox import OutboxWorker
@@ -29,15 +30,6 @@ from alertd.store.base import EngineState, RouterMemory, Step, StoreUnavailable,
 log = logging.getLogger(__name__)
 STEP_LINGER = 0.005  # seconds the processor waits after a wake-up to gather a larger step
 STOP_GRACE = 10.0  # seconds a delivery round in flight may take to finish on stop: the notifiers' default timeout
-
-
-class EdgeLookup(Protocol):
-    """Something the engine reads that lives outside (Kubernetes, Prometheus' rules API): filled for a step's
-    alerts before the step, within its own time bound, so the engine itself does no I/O."""
-
-    async def prepare(self, alerts: Iterable[Alert]) -> None: ...
-
-    async def close(self) -> None: ...
 
 
 class Submits(Protocol):
@@ -74,7 +66,7 @@ class OutboxRunner:
         self.grace = STOP_GRACE
 
     async def start(self) -> None:
-        if self.worker._stopping:
+        if self.worker.stopped:
             self.worker = self._make()
         self._task = asyncio.get_running_loop().create_task(self.worker.run(), name="alertd-outbox")
 
@@ -92,10 +84,8 @@ class OutboxRunner:
         await asyncio.gather(task, return_exceptions=True)
 
 
-class Processor(Intake):
+class Processor:
     """Engine steps and their commits; the intake (alertd/app/intake.py) feeds it the inbox log."""
-
-    store: StepStore
 
     def __init__(self, cfg: Config, store: StepStore, rules: RuleSet, *, clock: Callable[[], datetime],
                  metrics: Metrics, health: StoreHealth, router: ConsoleRouter | Router, outbox: OutboxRunner,
@@ -103,7 +93,7 @@ class Processor(Intake):
                  forwarded: Callable[[], Awaitable[int]] | None = None, history: HistorySource | None = None):
         self.cfg, self.store, self.rules, self.clock = cfg, store, rules, clock
         self.metrics, self.health, self.router, self.outbox = metrics, health, router, outbox
-        self._lookups, self.after_commit = lookups, tuple(after_commit)
+        self.after_commit = tuple(after_commit)
         # With a shared inbox other processes' webhooks, and their forwarded actions (ha/commands.py), are seen
         # only by reading the store: ``forwarded`` runs the pending actions, after each round.
         self.shared_inbox, self._forwarded = shared_inbox, forwarded
@@ -111,9 +101,7 @@ class Processor(Intake):
         # the history judge, between correlation and routing (alertd/app/verdicts.py)
         self.verdicts = Verdicts(history, lambda: self.rules.history) if history is not None else None
         self.budget = Budget()  # classification off the event loop, within a budget per alert
-        self.worst_classify = 0.0  # the most CPU seconds one alert's classification took (alertd_classify_seconds_max)
-        self.watchdog_names = set(rules.correlation.watchdog.alertnames)
-        self._pending_counted_at = 0.0
+        self.intake = Intake(cfg, store, rules, self, clock=clock, metrics=metrics, budget=self.budget, lookups=lookups)
         self._engine_lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._stopping = False
@@ -131,15 +119,20 @@ class Processor(Intake):
 
     def set_rules(self, rules: RuleSet) -> None:
         self.rules = rules
-        self.watchdog_names = set(rules.correlation.watchdog.alertnames)
+        self.intake.set_rules(rules)
         if self.engine is not None:
             self.engine.set_rules(rules)
 
     def stopping(self) -> None:
         """From now on the loops end and a step asks nothing outside (shutdown drains what is left)."""
         self._stopping = True
+        self.intake.stop()
         self._wake.set()
         self.outbox.shutting_down()
+
+    async def process_pending(self) -> bool:
+        """Take the next webhooks from the log through the engine; True when some were taken."""
+        return await self.intake.process_pending()
 
     async def run(self) -> None:
         # With a shared inbox, other processes' rows are only seen by reading the store: poll it.
@@ -170,7 +163,7 @@ class Processor(Intake):
 
     async def tick(self) -> None:
         """The engine's timers, every ``tick_interval``."""
-        interval = self.cfg.tick_interval.total_seconds()
+        interval = self.cfg.processing.tick_interval
         while not self._stopping:
             await asyncio.sleep(interval)
             try:
@@ -199,9 +192,9 @@ class Processor(Intake):
                 raise
             self._hold(state, [c.incident for c in changes])
             for c in changes:
-                if c.kinds and c.kinds[0] == "opened":
+                if c.kinds and c.kinds[0] == EventKind.OPENED:
                     self.metrics.incidents_opened.inc()
-                if "resolved" in c.kinds:
+                if EventKind.RESOLVED in c.kinds:
                     self.metrics.incidents_resolved.inc()
             self.health.step_ok()
         self.update_gauges()
@@ -214,7 +207,7 @@ class Processor(Intake):
 
     def _hold(self, state: EngineState, incidents: list[Incident]) -> None:
         """What the step's incidents keep in memory: in detail, or summarised past the budget."""
-        budget = self.cfg.detailed_incidents
+        budget = self.cfg.processing.detailed_incidents
         fresh = hold(state, incidents, budget)
         if fresh:
             self.metrics.incidents_summarised_total.inc(fresh)

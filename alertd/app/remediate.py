@@ -24,6 +24,7 @@ from alertd.core.findings import RemediationFinding
 from alertd.core.json_types import JSONObject, text
 from alertd.core.actor import Actor
 from alertd.core.model import CLOSED, Change, Event, Incident
+from alertd.core.vocabulary import REMEDIATION_EVENT, EventKind
 from alertd.enrich.settings import KubeSettings
 from alertd.ha.commands import CommandTimeout
 from alertd.remediation import decide
@@ -168,7 +169,7 @@ class RemediationRunner:
             prior = Remediation.from_dict(doc) if doc else None
             gone = decide.supersede(prior, taker, now) if prior is not None else None
             if gone is not None and prior is not None:
-                await self._write(gone, prior.version, "remediation_superseded", gone.reason, "alertd", "engine")
+                await self._write(gone, prior.version, EventKind.REMEDIATION_SUPERSEDED, gone.reason, "alertd", "engine")
             return
         if inc.status == CLOSED:
             await self._propose_uncordon(inc.id, now)
@@ -194,10 +195,10 @@ class RemediationRunner:
                 + (f"; needs {rem.approvals_needed} approvers" if rem.approvals_needed > 1 else "")
                 + (f"; ladder: {escalation.line}" if escalation is not None and rem.policy.startswith(LADDER_POLICY) else ""))
         if old is None:
-            if await self._write(rem, None, "remediation_proposed", text, "alertd", "engine") and rem.state == APPROVED:
+            if await self._write(rem, None, EventKind.REMEDIATION_PROPOSED, text, "alertd", "engine") and rem.state == APPROVED:
                 self._wake.set()
         else:  # the fleet grew: what was approved for fewer nodes does not count for more
-            await self._write(rem, old.version, "remediation_updated", text + "; approvals reset", "alertd", "engine")
+            await self._write(rem, old.version, EventKind.REMEDIATION_UPDATED, text + "; approvals reset", "alertd", "engine")
 
     async def _propose_uncordon(self, incident_id: str, now: datetime) -> None:
         assert self.kube is not None
@@ -208,11 +209,11 @@ class RemediationRunner:
             return
         rem, why = decide.propose_uncordon(Remediation.from_dict(doc), await self.kube.view(now), self.policy, now)
         if rem is not None:
-            await self._write(rem, None, "remediation_proposed",
+            await self._write(rem, None, EventKind.REMEDIATION_PROPOSED,
                               f"proposes uncordon of {', '.join(rem.nodes)} (cordoned by alertd for {incident_id})"
                               + (f"; {why}" if why else ""), "alertd", "engine")
         elif why:
-            await self.svc.audit("alertd", "remediation_not_proposed", incident_id, "engine", "ok", why)
+            await self.svc.audit("alertd", EventKind.REMEDIATION_NOT_PROPOSED, incident_id, "engine", "ok", why)
 
     # ----- people (Slack, UI, API) -----
 
@@ -237,9 +238,9 @@ class RemediationRunner:
             new, why = decide.stop(rem, now, reason=f"stopped by {actor}")
             text = f"stop asked by {actor}"
         if why:
-            await self.svc.audit(actor, f"remediation_{verb}", incident_id, via, f"refused: {why}")
+            await self.svc.audit(actor, REMEDIATION_EVENT + verb, incident_id, via, f"refused: {why}")
             return why
-        ok = await self._write(new, rem.version, f"remediation_{verb}", f"{rem.kind} {rem.action}: {text}", actor, via)
+        ok = await self._write(new, rem.version, REMEDIATION_EVENT + verb, f"{rem.kind} {rem.action}: {text}", actor, via)
         if ok and new.state == APPROVED:
             self._wake.set()
         return "" if ok else f"{rem.id} changed meanwhile; look again"
@@ -275,7 +276,7 @@ class RemediationRunner:
             return why
         text = (f"RMA handoff asked by {who.shown} to {', '.join(targets)} "
                 f"({len(new.approvals)} of {new.approvals_needed} approvals)" + (" (dry run)" if new.dry_run else ""))
-        ok = await self._write(new, None, "remediation_proposed", text, who.shown, via)
+        ok = await self._write(new, None, EventKind.REMEDIATION_PROPOSED, text, who.shown, via)
         if ok and new.state == APPROVED:
             self._wake.set()
         return "" if ok else f"{rem.id} changed meanwhile; look again"
@@ -314,7 +315,7 @@ class RemediationRunner:
             if self.kube is None and rem.action != RMA:
                 continue  # a cluster action, and no Kubernetes API to act through
             claimed = dataclasses.replace(rem, state=RUNNING, holder=self.holder)
-            if not await self._write(claimed, rem.version, "remediation_started",
+            if not await self._write(claimed, rem.version, EventKind.REMEDIATION_STARTED,
                                      f"{'dry run of ' if rem.dry_run else ''}{rem.action} of {', '.join(rem.nodes[:10])} "
                                      f"started by {self.holder}", "alertd", "engine", fenced=True):
                 continue
@@ -366,7 +367,7 @@ class RemediationRunner:
         final = dataclasses.replace(rem, state=state, results=results, reason=reason)
         done = sum(1 for r in results if r.get("ok"))
         text = f"{rem.action} {state}: {done} of {len(results)} steps done" + (f"; {reason}" if reason else "")
-        await self._write(final, version, f"remediation_{state}", text, "alertd", "engine", fenced=True)
+        await self._write(final, version, REMEDIATION_EVENT + state, text, "alertd", "engine", fenced=True)
 
     async def _watch_stop(self, rem_id: str, stop: asyncio.Event) -> None:
         """A stop asked on any replica reaches the running drain within a poll."""

@@ -16,7 +16,8 @@ from alertd.core.model import iso
 
 from alertd.remediation.kube import ApiError, KubeRemediator
 from alertd.remediation.model import DONE, FAILED, UNCORDON, Remediation
-from alertd.rules.remediation import CORDONING, DRAINING, HANDING_OFF, RemediationPolicy
+from alertd.core.vocabulary import CORDONING, DRAINING, HANDING_OFF, RemediationAction
+from alertd.rules.remediation import RemediationPolicy
 from alertd.core.words import counted
 
 
@@ -51,7 +52,7 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
             return [{"node": node, "step": "uncordon", "ok": True, "result": "dry run: would uncordon"}]
         why = await kube.uncordon(node, rem.incident_id, policy.taint)
         return [{"node": node, "step": "uncordon", "ok": not why, "result": why or "uncordoned"}]
-    if rem.action == "handoff":
+    if rem.action == RemediationAction.HANDOFF:
         return [await _handoff(kube, policy, rem, node)]
     out: list[JSONObject] = []
     if rem.action in CORDONING:

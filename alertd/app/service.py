@@ -25,7 +25,8 @@ from alertd.app.admission import Admission
 from alertd.app.housekeeping import Housekeeping
 from alertd.app.leadership import Leadership, Resumes
 from alertd.app.lifecycle import Hooks, Lifecycle, Part, Task
-from alertd.app.processor import EdgeLookup, OutboxRunner, Processor, Submits
+from alertd.app.intake import EdgeLookup
+from alertd.app.processor import OutboxRunner, Processor, Submits
 from alertd.app.recording_rules import fetcher_for
 from alertd.app.reload import RuleReload
 from alertd.app.remediate import RemediationRunner
@@ -116,7 +117,7 @@ class Service:
                                   link=lambda incident_id, ticket: self.run(LinkTicket(incident_id, ticket)), alertd_url=cfg.external_url) if cfg.rma.enabled else None
         self.remediation = RemediationRunner.from_config(self, cfg.enrich.kube, holder=self.holder, tickets=self.tickets)
         self.processor = self._processor(rules)
-        self.admission = Admission(cfg, store.inbox, clock=clock, metrics=self.metrics, health=self.health,
+        self.admission = Admission(cfg, store, clock=clock, metrics=self.metrics, health=self.health,
                                    wake=self.processor.wake)
         self.actions = Actions(store, self.processor, metrics=self.metrics, receive=self.admission.receive)
         self.reload_rules = RuleReload(cfg, self.processor, self.router, self.metrics)
@@ -154,7 +155,8 @@ class Service:
     def _leader_parts(self) -> list[Part]:
         """What runs only while this process leads, in the order it starts."""
         housekeeping = Housekeeping(self.cfg, self.store, clock=self.clock, metrics=self.metrics,
-                                    failed=self.processor.step_failed, before_prune=self.reporting.rollup)
+                                    failed=self.processor.step_failed, before_prune=self.reporting.rollup,
+                                    measured_at_scrape=self.store.disk_bytes is not None)
         parts: list[Part] = [Task("alertd-processor", self.processor.run), Task("alertd-ticker", self.processor.tick),
                              self.processor.outbox, Task("alertd-housekeeping", housekeeping.run),
                              Task("alertd-reporting", self.reporting.run), Task("alertd-remediation", self.remediation.run)]

@@ -14,22 +14,21 @@ cluster, its GPU). Two answers, from two places:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Collection, Protocol
 
 from alertd.alertmanager.silences import Matcher, local_matchers, matcher_text, silence_matchers
 from alertd.config.settings import Config
 from alertd.core.json_types import JSONObject, text
 from alertd.core.matchers import match_all
-from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, OPEN, Incident, Member
+from alertd.core.model import ACKNOWLEDGED, FIRING, OPEN, Incident, Member
 
-MAX_INCIDENTS = 1000  # open incidents looked at per node (a storm's node incidents are one each)
+MAX_INCIDENTS = 1000  # open incidents looked at per node of the silence (a storm's node incidents are one each)
 
 
 class PreviewStore(Protocol):
-    async def get_incident(self, incident_id: str) -> Incident | None: ...
+    async def incidents_with_members(self, ids: list[str]) -> list[Incident]: ...
 
-    async def list_incidents(self, *, status: str | None = None, node: str | None = None,
-                             limit: int = 100) -> list[JSONObject]: ...
+    async def open_incidents_on(self, nodes: list[str], limit: int, known: Collection[str] = ()) -> list[Incident]: ...
 
 
 class AlertSource(Protocol):
@@ -85,37 +84,43 @@ def _alert_row(a: JSONObject) -> JSONObject:
 
 async def scope_members(store: PreviewStore, inc: Incident) -> tuple[list[Member], dict[str, Incident]]:
     """The alerts a silence of the incident is scoped by (a fleet's are its node incidents'), and the node
-    incidents read for them, by id."""
+    incidents read for them, by id: one read for all of them."""
     if not inc.fleet or inc.members:
         return list(inc.members.values()), {}
-    children = [c for c in [await store.get_incident(i) for i in inc.children] if c is not None]
+    children = await store.incidents_with_members(list(inc.children))
     return [m for c in children for m in c.members.values()], {c.id: c for c in children}
 
 
 async def preview_silence(store: PreviewStore, am: AlertSource, cfg: Config, inc: Incident) -> SilencePreview:
+    """Two store reads whatever the number of nodes: the fleet's node incidents, then the open incidents on
+    every node of the silence, each with its members."""
     ncfg = cfg.normalize
     members, loaded = await scope_members(store, inc)
     matchers = silence_matchers(inc, members, ncfg.node_labels, ncfg.cluster_label)
     preview = SilencePreview(inc.id, matchers, alerts=await am.alerts_matching(matchers))
     local = local_matchers(matchers)
     own = {inc.id, inc.parent_id, *inc.children} - {""}
-    loaded[inc.id] = inc
-    seen: set[str] = set()
-    for node in sorted(set(inc.nodes) | {inc.node} - {""}):
-        for status in (OPEN, ACKNOWLEDGED):
-            for doc in await store.list_incidents(status=status, node=node, limit=MAX_INCIDENTS):
-                found = text(doc, "id")
-                if not found or found in seen:
-                    continue
-                seen.add(found)
-                other = loaded.get(found) or await store.get_incident(found)
-                if other is None or other.status == CLOSED:
-                    continue
-                hits = sorted({m.alertname for m in other.members.values()
-                               if m.status == FIRING and match_all(local, m.labels)})
-                if hits:
-                    (preview.incidents if found in own else preview.overlap).append(Muted(found, other.title, tuple(hits)))
+    loaded[inc.id] = inc  # as the caller has it
+    nodes = sorted(set(inc.nodes) | {inc.node} - {""})
+    found = {o.id: o for o in await store.open_incidents_on(nodes, MAX_INCIDENTS * max(1, len(nodes)), loaded.keys())}
+    on = set(nodes)
+    found |= {i: o for i, o in loaded.items() if o.status in (OPEN, ACKNOWLEDGED) and _on(o, on)}
+    for other in sorted(found.values(), key=_listed):
+        hits = sorted({m.alertname for m in other.members.values() if m.status == FIRING and match_all(local, m.labels)})
+        if hits:
+            (preview.incidents if other.id in own else preview.overlap).append(Muted(other.id, other.title, tuple(hits)))
     return preview
+
+
+def _on(inc: Incident, nodes: set[str]) -> bool:
+    return inc.node in nodes or any(n in nodes for n in inc.nodes)
+
+
+def _listed(inc: Incident) -> tuple[str, int, int, str]:
+    """By node, open before acknowledged, then as opened (INC-9 before INC-10): the order the preview lists
+    what it would mute."""
+    node = inc.node or min(inc.nodes, default="")
+    return node, 0 if inc.status == OPEN else 1, len(inc.id), inc.id
 
 
 class SilenceOverlap(Exception):

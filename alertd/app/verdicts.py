@@ -15,12 +15,13 @@ from datetime import datetime, timedelta
 from typing import Callable, Iterable, Protocol, Sequence
 
 from alertd.core.model import Change, Incident
+from alertd.core.vocabulary import EventKind
 from alertd.engine.judge import VERDICT_EVENT, History, apply_verdict, judge, judgeable
 from alertd.rules.history import HistoryRule, longest_lookback
 
 log = logging.getLogger(__name__)
 MAX_PER_STEP = 64  # incidents judged in one step (each is one store read)
-JUDGED_KINDS = frozenset({"opened", "reopened", "alert_joined", "classification_upgraded"})
+JUDGED_KINDS = frozenset({EventKind.OPENED, EventKind.REOPENED, EventKind.ALERT_JOINED, EventKind.CLASSIFICATION_UPGRADED})
 
 
 class HistorySource(Protocol):

@@ -26,6 +26,7 @@ from alertd.engine.normalize import NormalizeConfig, normalize
 from alertd.promql.expr import expr_of_url
 from alertd.receive.payload import BadPayload, parse_notification
 from alertd.rules.ruleset import RuleSet
+from alertd.core.vocabulary import SignalKind
 
 
 @dataclass(slots=True)
@@ -138,7 +139,7 @@ def alerts_of_incident(data: JSONObject) -> list[tuple[Alert, Signal]]:
 
 
 def _signal_line(sig: Signal) -> str:
-    what = sig.title + (f" [{sig.detail}]" if sig.detail and sig.kind != "xid" else "")
+    what = sig.title + (f" [{sig.detail}]" if sig.detail and sig.kind != SignalKind.XID else "")
     return f"{sig.kind}  {what}  ({sig.severity}, {sig.category})"
 
 
@@ -151,7 +152,7 @@ def _print_decision(d: Classification, out: TextIO) -> None:
             print(f"          WARNING: looks like a GPU alert ({d.gpu_looking}) but is unclassified", file=out)
     else:
         print(f"          by {d.stage}{' ' + d.rule if d.rule else ''}: {d.evidence}", file=out)
-    if d.signal.kind == "xid":
+    if d.signal.kind == SignalKind.XID:
         print(f"          Xid {d.signal.xid} from {d.xid_from}" if d.signal.xid else
               "          Xid code unknown: no xid/err_code label, no xid annotation, no code in the text", file=out)
 
@@ -161,11 +162,11 @@ def _print_stored(stored: Signal, now: Classification, out: TextIO) -> None:
     basis, _, xid_from = stored.basis.partition("; Xid from ")
     print(f"  signal  {_signal_line(stored)}", file=out)
     print(f"          by {basis} (when received)", file=out)
-    if stored.kind == "xid":
+    if stored.kind == SignalKind.XID:
         print(f"          Xid {stored.xid} from {xid_from}" if stored.xid else "          Xid code unknown", file=out)
     if (stored.kind, stored.xid) != (now.signal.kind, now.signal.xid):
         sig = now.signal
-        what = sig.kind + (f" Xid {sig.xid}" if sig.xid else " (code unknown)" if sig.kind == "xid" else "")
+        what = sig.kind + (f" Xid {sig.xid}" if sig.xid else " (code unknown)" if sig.kind == SignalKind.XID else "")
         print(f"          the current rules on what the incident keeps (labels, summary, expression; not the other "
               f"annotations) say: {what}{f' by {now.stage} {now.rule}' if now.stage != 'none' else ''}", file=out)
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import promql_parser as pp
 
+from alertd.core.vocabulary import WEAK_NODE_LABELS
 from alertd.promql.expr import too_complex
 
-WEAK_NODE_LABELS = frozenset({"Hostname", "hostname", "instance"})  # may name the exporter pod or its address
 _KEEP_ALL_AGGREGATIONS = frozenset({"topk", "bottomk", "limitk", "limit_ratio"})
 _NO_LABELS = frozenset({"vector", "scalar", "time"})
 

@@ -36,6 +36,7 @@ from alertd.promql.xidvalue import value_is_code
 from alertd.promql.recording import (RecordingIndex, collect, facts_of_url_expanded, recording_pairs, rule_groups,
                                      unknown_recorded)
 from alertd.rules.ruleset import RuleSet
+from alertd.core.vocabulary import NEVER_CAUSE, SignalKind
 
 _COUNT_VALUES_XID = re.compile(r'count_values\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*"(xid|err_code)"')
 _TEMPLATE = re.compile(r"\{\{-?(.*?)-?\}\}", re.S)
@@ -60,7 +61,7 @@ class RuleResult:
     @property
     def gpu_relevant(self) -> bool:
         """Shown without --all: mapped to a GPU signal, decided at runtime, or with something to say."""
-        return self.decision.signal.kind != "other" or self.decision.stage == "signals" or bool(
+        return self.decision.signal.kind != SignalKind.OTHER or self.decision.stage == "signals" or bool(
             self.runtime or self.warnings or self.errors or self.decision.signal.detail)
 
 
@@ -169,7 +170,8 @@ def classify_rules(path: Path, rules: RuleSet, ncfg: NormalizeConfig, timing: Ti
                 continue
             line = marks.get((*base, gi, "rules", ri), (0, 0))[0]
             res = _classify_rule(rule, str(path), str(group.get("name", "")), line, rules, ncfg)
-            declared = res.decision.signal.kind == "other" and res.decision.stage == "signals"  # never warned on
+            # never warned on
+            declared = res.decision.signal.kind == SignalKind.OTHER and res.decision.stage == "signals"
             race = "" if declared else race_warning(rule, group.get("interval"), timing, rules.recorded.files)
             res.warnings.extend([race] if race else [])
             out.append(res)
@@ -185,18 +187,18 @@ def _classify_rule(rule: JSONObject, path: str, group: str, line: int, rules: Ru
     if decision.expr_error:
         hint = bitwise_hint(expr)
         res.errors.append(f"expression does not parse: {decision.expr_error}" + (f"; {hint}" if hint else ""))
-    if decision.signal.kind == "other":
+    if decision.signal.kind == SignalKind.OTHER:
         res.runtime = _decided_at_runtime(alert, rules)
-    if decision.signal.kind == "other" and decision.gpu_looking and not res.runtime:
+    if decision.signal.kind == SignalKind.OTHER and decision.gpu_looking and not res.runtime:
         res.warnings.append(f"looks like a GPU alert ({decision.gpu_looking}) but no rule classifies it: "
                             "name it in a site signals file (see docs/rules.md)")
-    if decision.signal.kind == "xid":
+    if decision.signal.kind == SignalKind.XID:
         res.xid_from, more = _xid_source(rule, decision, rules)
         res.warnings.extend(more)
-    if decision.signal.kind in ("thermal", "other") and not decision.expr_error:
+    if decision.signal.kind in (SignalKind.THERMAL, SignalKind.OTHER) and not decision.expr_error:
         res.reasons, benign_too = _tested_reasons(alert, rules)
         res.warnings.extend([benign_too] if benign_too else [])
-    if decision.signal.kind not in ("other", "watchdog") or res.runtime:
+    if decision.signal.kind not in NEVER_CAUSE or res.runtime:
         carry = node_warning(expr, alert.labels, ncfg.node_labels) or _cluster_only(expr, rules)
         res.warnings.extend([carry] if carry else [])
         texts = [*alert.annotations.values(), *alert.labels.values()]
@@ -235,11 +237,11 @@ def rule_file_paths(names: list[str]) -> list[Path]:
 
 def _mapped(d: Classification) -> str:
     sig = d.signal
-    if sig.kind == "other" and d.stage == "signals":
+    if sig.kind == SignalKind.OTHER and d.stage == "signals":
         return "other (not GPU health)"  # the site said so
-    if sig.kind == "other":
+    if sig.kind == SignalKind.OTHER:
         return f"other/info ({sig.detail})" if sig.detail else "other"  # benign clock reasons only
-    return sig.kind + (f"/{sig.detail}" if sig.detail and sig.kind != "xid" else "")
+    return sig.kind + (f"/{sig.detail}" if sig.detail and sig.kind != SignalKind.XID else "")
 
 
 def print_results(results: list[RuleResult], out: TextIO, *, show_all: bool = False) -> None:
@@ -252,7 +254,7 @@ def print_results(results: list[RuleResult], out: TextIO, *, show_all: bool = Fa
         print(f"{at} {r.alert:<{width}}  -> {_mapped(d):<30} {why}", file=out)
         if r.runtime:
             print(f"{at} at runtime: {r.runtime}", file=out)
-        if d.signal.kind == "xid" and r.xid_from:
+        if d.signal.kind == SignalKind.XID and r.xid_from:
             print(f"{at} Xid code from the {r.xid_from}", file=out)
         if r.reasons:
             print(f"{at} {r.reasons}", file=out)
@@ -293,11 +295,11 @@ def main(files: list[str], rules: RuleSet, ncfg: NormalizeConfig, out: TextIO, *
         print(f"{', '.join(files)}: ERROR: no rule files (*.yml, *.yaml) found", file=out)
         failed = True
     print_results(results, out, show_all=show_all)
-    mapped = sum(1 for r in results if r.decision.signal.kind != "other")
+    mapped = sum(1 for r in results if r.decision.signal.kind != SignalKind.OTHER)
     warned = sum(1 for r in results if r.warnings)
     errors = sum(len(r.errors) for r in results)
     hidden = 0 if show_all else sum(1 for r in results if not r.gpu_relevant)
-    declared = sum(1 for r in results if r.decision.signal.kind == "other" and r.decision.stage == "signals")
+    declared = sum(1 for r in results if r.decision.signal.kind == SignalKind.OTHER and r.decision.stage == "signals")
     print(f"{len(results)} alerting rules: {mapped} classified, {len(results) - mapped} other"
           f"{f' ({declared} declared not GPU health)' if declared else ''}, "
           f"{warned} with warnings" + (f", {errors} with errors" if errors else "") +

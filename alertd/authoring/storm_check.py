@@ -7,12 +7,10 @@ from typing import Any
 
 from alertd.core import json_types
 from alertd.core.matchers import MatcherError, parse_matchers
+from alertd.core.vocabulary import SIGNAL_KINDS
 from alertd.core.yamlio import Path_
 from alertd.engine.storm import EVENT_FIELDS
 
-SIGNAL_KINDS = frozenset({"xid", "sxid", "thermal", "ecc", "row_remap", "nvlink", "gpu_check", "metrics_missing",
-                          "node_cordoned", "node_not_ready", "watchdog", "job_stalled", "straggler", "gpu_quiet",
-                          "link_degraded", "domain", "other"})
 STORM: Path_ = ("correlation", "storm")
 
 

@@ -22,10 +22,11 @@ from typing import Iterable
 from alertd.app.notifiers import build_router as build_service_router
 from alertd.app.verdicts import gpu_uuids, judge_change, to_judge
 from alertd.config.settings import Config
-from alertd.engine.correlate import PIPELINE_KEY
+from alertd.engine.watchdog import PIPELINE_KEY
 from alertd.engine.pipeline import Engine
 from alertd.engine.response import repair_due
 from alertd.core.model import Alert, Change, Incident
+from alertd.core.vocabulary import EventKind
 from alertd.engine.normalize import NormalizeConfig
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import delivery_key
@@ -64,8 +65,8 @@ def folded_by(inc: Incident, when: datetime) -> bool:
     """Was the incident part of a fleet incident at ``when``? (Notifiers then drop its first post.) Judged by
     its timeline, as the notifier saw it then: a node that left its fleet later (planned work, a failed
     repair) was still folded when an item held for it came due before."""
-    moves = [e for e in inc.timeline if e.kind in ("folded_into_fleet", "left_fleet") and e.at <= when]
-    return bool(moves) and moves[-1].kind == "folded_into_fleet"
+    moves = [e for e in inc.timeline if e.kind in (EventKind.FOLDED_INTO_FLEET, EventKind.LEFT_FLEET) and e.at <= when]
+    return bool(moves) and moves[-1].kind == EventKind.FOLDED_INTO_FLEET
 
 
 def has_routing(rules: RuleSet) -> bool:
@@ -211,7 +212,7 @@ class VirtualRun:
             elif target not in posted and inc is not None and folded_by(inc, item.due_at):
                 fate = f"folded into fleet incident {inc.parent_id} before it was posted: dropped"
             elif item.intent == "escalate" and inc is not None and any(
-                    e.kind in ("acknowledged", "resolved") and e.at <= item.due_at for e in inc.timeline):
+                    e.kind in (EventKind.ACKNOWLEDGED, EventKind.RESOLVED) and e.at <= item.due_at for e in inc.timeline):
                 fate = "acknowledged or resolved in time: skipped"
             else:
                 fate = ""

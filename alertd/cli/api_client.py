@@ -124,7 +124,7 @@ def incidents(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
-    params = [(k, getattr(args, k)) for k in FILTER_NAMES] + [("limit", args.limit)]
+    params = [(k, getattr(args, k)) for k in FILTER_NAMES] + [("limit", args.limit), ("sort", args.sort)]
     rows: list[JSONObject] = []
     cursor = None
     for _ in range(MAX_PAGES if args.all else 1):
@@ -147,7 +147,8 @@ def _list_incidents(args: argparse.Namespace, out: TextIO) -> int:
 
 def as_tree(rows: list[JSONObject]) -> list[tuple[str, JSONObject]]:
     """Each fleet incident followed by its node incidents on this page, indented under it; the others
-    in the API's order. A node whose fleet is not on the page stays where it is."""
+    in the API's order (the worst first, as the web UI lists). A node whose fleet is not on the page stays
+    where it is."""
     by_id = {str(r["id"]): r for r in rows}
     under: dict[str, list[JSONObject]] = {}
     for r in rows:
@@ -284,6 +285,8 @@ def add_parsers(sub: Any) -> None:
     for f in INCIDENT_FILTERS:
         inc.add_argument(f"--{f.name}", help=f"list: filter by {f.name}" + (f" ({f.hint})" if f.hint else ""))
     inc.add_argument("--limit", type=int, default=100)
+    inc.add_argument("--sort", choices=["worst", "newest"], help="list: the worst first (open, critical; the "
+                                                                 "default, as the web UI lists) or the newest first")
     inc.add_argument("--all", action="store_true", help="list: follow the pages")
     inc.add_argument("--duration", default="1h", help="silence: how long, a Prometheus duration (30m, 2h, 3d; at "
                                                       "most 7d)")

@@ -93,7 +93,7 @@ class CredentialReloader:
 def run(options: ServeOptions, cfg: Config, group: GroupDir | None) -> int:
     """Preflight, then the App until SIGTERM or SIGINT; 2 with one line on stderr when it cannot start."""
     options.apply(cfg)
-    redactor = setup_logging(cfg.log_format, cfg.log_level, configured_secrets(cfg.raw))
+    redactor = setup_logging(cfg.log.format, cfg.log.level, configured_secrets(cfg.raw))
     metrics = Metrics()
     credentials, certificate = CredentialReloader(options, cfg, metrics, redactor), Certificate(options, cfg)
     try:
@@ -143,8 +143,8 @@ def parts(options: ServeOptions, cfg: Config, cleared: Cleared, group: GroupDir 
         out.append(ReceiverGroup(group, pool, reload=reloader.reload, failure=svc.health.failure,
                                  publish=svc.metrics.publish))
     out.append(reloader)
-    if joined is None and options.role != "receiver" and cfg.rule_watch_interval > 0:  # an edited ConfigMap reloads
-        out.append(RuleWatcher(lambda: svc.cfg.rule_paths, reloader.reload_recorded, cfg.rule_watch_interval))
+    if joined is None and options.role != "receiver" and cfg.rules.watch_interval > 0:  # an edited ConfigMap reloads
+        out.append(RuleWatcher(lambda: svc.cfg.rule_paths, reloader.reload_recorded, cfg.rules.watch_interval))
     if recorder is not None:
         out.append(recorder)
     host, port = cfg.host_port

@@ -2,64 +2,45 @@
 with the configuration (alertd/app/recording_rules.py reads them)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Annotated
 
-from alertd.core.durations import parse_duration
+import msgspec
+from msgspec import Meta
 
+from alertd.core.sections import Seconds, Section, duration
 
-class RulesApiDoc(TypedDict, total=False):
-    prometheus: list[str]
-    ttl: str
-    retry: str
-    timeout: str
-    wait: str
-    max_bytes: int
+PrometheusURL = Annotated[str, Meta(pattern="^https?://[^/?#]+(/[^?#]*)?$")]
 
 
-class ClassifyDoc(TypedDict, total=False):
-    """The ``classify`` config section as classify.schema.json admits it."""
+class RulesApiSettings(Section, frozen=True):
+    """Ask the Prometheus named in an alert's generatorURL for its recording rules (GET /api/v1/rules?type=record). Off unless `prometheus` lists it."""
 
-    prometheus_rules: list[str]
-    rules_api: RulesApiDoc
+    prometheus: Annotated[tuple[PrometheusURL, ...], Meta(description=(
+        "Base URLs of the Prometheus servers alertd may ask (as in their generatorURL, e.g. "
+        "http://prometheus.monitoring:9090). A generatorURL under none of them is never fetched."))] = ()
+    ttl: Annotated[Seconds, Meta(description=(
+        "How long a Prometheus's rules are trusted before they are asked again."))] = duration("10m")
+    retry: Annotated[Seconds, Meta(description=(
+        "How long after a failed request a Prometheus is asked again."))] = duration("1m")
+    timeout: Annotated[Seconds, Meta(description="Longest a request may take.")] = duration("5s")
+    wait: Annotated[Seconds, Meta(description=(
+        "Longest an engine step waits for rules it is missing before it classifies with what it knows "
+        "(webhooks are answered before, never after)."))] = duration("2s")
+    max_bytes: Annotated[int, Meta(ge=1024, description="Largest rules response read (8 MiB by default).")] = 8 * 1024 * 1024
 
-
-@dataclass(frozen=True, slots=True)
-class RulesApiSettings:
-    """``classify.rules_api``: the Prometheus servers whose ``/api/v1/rules`` may be asked, and how."""
-
-    prometheus: tuple[str, ...] = ()
-    ttl: float = 600.0
-    retry: float = 60.0
-    timeout: float = 5.0
-    wait: float = 2.0
-    max_bytes: int = 8 * 1024 * 1024
-
-    @classmethod
-    def from_doc(cls, doc: RulesApiDoc | None) -> "RulesApiSettings":
-        doc, base = doc or {}, cls()
-
-        def secs(value: str | None, default: float) -> float:
-            return parse_duration(value).total_seconds() if value is not None else default
-
-        return cls(prometheus=tuple(str(p).rstrip("/") for p in doc.get("prometheus") or ()),
-                   ttl=secs(doc.get("ttl"), base.ttl), retry=secs(doc.get("retry"), base.retry),
-                   timeout=secs(doc.get("timeout"), base.timeout), wait=secs(doc.get("wait"), base.wait),
-                   max_bytes=int(doc.get("max_bytes", base.max_bytes)))
+    def __post_init__(self) -> None:
+        # Compared with generatorURLs by prefix: one trailing slash or none is the same server.
+        msgspec.structs.force_setattr(self, "prometheus", tuple(p.rstrip("/") for p in self.prometheus))
 
 
-@dataclass(frozen=True, slots=True)
-class ClassifySettings:
-    """``classify``: Prometheus rule files (globs, relative to the configuration file) and the rules API."""
+class ClassifySettings(Section, frozen=True):
+    """The site's Prometheus rule files and rules API, for alerts that read recording rules."""
 
-    prometheus_rules: tuple[str, ...] = ()
-    rules_api: RulesApiSettings = field(default_factory=RulesApiSettings)
-
-    @classmethod
-    def from_doc(cls, doc: ClassifyDoc | None) -> "ClassifySettings":
-        doc = doc or {}
-        return cls(prometheus_rules=tuple(str(p) for p in doc.get("prometheus_rules") or ()),
-                   rules_api=RulesApiSettings.from_doc(doc.get("rules_api")))
+    prometheus_rules: Annotated[tuple[Annotated[str, Meta(min_length=1)], ...], Meta(description=(
+        "The site's Prometheus rule files (paths or globs, relative to the config file; plain files or "
+        "PrometheusRule resources). Their recording rules are expanded when an alert's expression reads a "
+        "recorded series (node:dcgm_up:min == 0)."))] = ()
+    rules_api: RulesApiSettings = msgspec.field(default_factory=RulesApiSettings)
 
 
 __all__ = ["ClassifySettings", "RulesApiSettings"]

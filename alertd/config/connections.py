@@ -6,52 +6,35 @@ server (alertd/web/server.py, alertd/web/connections.py) and the webhook lane re
 lists each with its default and its metric."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TypedDict
+from typing import Annotated
 
-from alertd.core.durations import parse_duration
+from msgspec import Meta
 
-
-class ConnectionsDoc(TypedDict, total=False):
-    """The ``connections`` config section as config.schema.json admits it."""
-
-    max_open: int
-    reserved_fds: int
-    header_timeout: str
-    keepalive_timeout: str
-    max_line_bytes: int
-    max_field_bytes: int
-    max_headers: int
-    max_head_bytes: int
+from alertd.core.sections import Seconds, Section, duration
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectionSettings:
-    """Deadlines in seconds, sizes in bytes; the header limits are aiohttp's own defaults."""
+class ConnectionSettings(Section, frozen=True):
+    """What one client connection may cost, on every route (webhooks, API, UI, scrapes); docs/security.md lists each limit with its metric."""
 
-    max_open: int = 1024  # open connections per process; lowered at start to fit the descriptor limit
-    reserved_fds: int = 64  # descriptors kept for the process's own files above those open at start
-    header_timeout: float = 10.0  # from a request's first byte to the end of its head
-    keepalive_timeout: float = 75.0  # from a connection's start or its last answer to the next request
-    max_line_bytes: int = 8190  # the request line
-    max_field_bytes: int = 8190  # one header field, name and value
-    max_headers: int = 128  # header fields in one head
-    max_head_bytes: int = 65536  # the whole head, request line included
-
-    @classmethod
-    def from_doc(cls, doc: ConnectionsDoc | None) -> "ConnectionSettings":
-        doc, base = doc or {}, cls()
-
-        def secs(value: str | None, default: float) -> float:
-            return parse_duration(value).total_seconds() if value is not None else default
-
-        return cls(max_open=doc.get("max_open", base.max_open), reserved_fds=doc.get("reserved_fds", base.reserved_fds),
-                   header_timeout=secs(doc.get("header_timeout"), base.header_timeout),
-                   keepalive_timeout=secs(doc.get("keepalive_timeout"), base.keepalive_timeout),
-                   max_line_bytes=doc.get("max_line_bytes", base.max_line_bytes),
-                   max_field_bytes=doc.get("max_field_bytes", base.max_field_bytes),
-                   max_headers=doc.get("max_headers", base.max_headers),
-                   max_head_bytes=doc.get("max_head_bytes", base.max_head_bytes))
+    max_open: Annotated[int, Meta(ge=8, description=(
+        "Open connections per process. Lowered at start to the file-descriptor limit (RLIMIT_NOFILE) less the "
+        "descriptors open then and reserved_fds. At the cap a new connection closes the oldest one that has not "
+        "yet sent a whole request, or is refused at once when there is none (alertd_connections_refused_total)."))] = 1024
+    reserved_fds: Annotated[int, Meta(ge=0, description=(
+        "File descriptors kept for the process's own files (databases, log files, outgoing HTTP) above those open "
+        "at start: the cap never lets connections take them."))] = 64
+    header_timeout: Annotated[Seconds, Meta(description=(
+        "A request head not complete this long after its first byte closes the connection with 408 (never "
+        "handed on)."))] = duration("10s")
+    keepalive_timeout: Annotated[Seconds, Meta(description=(
+        "A connection that starts no request this long after it opened or after its last answer is closed; bytes "
+        "that start no request (empty lines) do not count. Set on aiohttp's runner too."))] = duration("75s")
+    max_line_bytes: Annotated[int, Meta(ge=256, description="Longest request line (aiohttp's max_line_size).")] = 8190
+    max_field_bytes: Annotated[int, Meta(ge=256, description=(
+        "Longest header field, name and value (aiohttp's max_field_size)."))] = 8190
+    max_headers: Annotated[int, Meta(ge=8, description="Most header fields in one request (aiohttp's max_headers).")] = 128
+    max_head_bytes: Annotated[int, Meta(ge=1024, description=(
+        "Largest request head, request line included; larger gets 431."))] = 65536
 
 
 __all__ = ["ConnectionSettings"]

@@ -6,13 +6,8 @@ from __future__ import annotations
 from typing import TypedDict
 
 from alertd.alertmanager.settings import AlertmanagerDoc
-from alertd.config.classify import ClassifyDoc
-from alertd.config.connections import ConnectionsDoc
 from alertd.core.json_types import JSONObject
-from alertd.enrich.settings import EnrichDoc, NodeIndexDoc
-from alertd.integrations.tickets import RmaDoc
-from alertd.report.settings import ReportDoc
-from alertd.sources.settings import SourcesDoc
+from alertd.enrich.settings import EnrichDoc
 
 TrustedProxyDoc = TypedDict("TrustedProxyDoc", {"header": str, "from": list[str], "users": dict[str, str],
                                                 "default_role": str}, total=False)
@@ -39,27 +34,6 @@ class AuthDoc(TypedDict, total=False):
     trusted_proxy: TrustedProxyDoc
 
 
-class TlsDoc(TypedDict, total=False):
-    cert_file: str  # required, with key_file
-    key_file: str
-    min_version: str
-
-
-class LogDoc(TypedDict, total=False):
-    format: str
-    level: str
-
-
-class StorageDoc(TypedDict, total=False):
-    backend: str
-    sqlite_path: str
-    synchronous: str
-    postgres_dsn: str
-    postgres_password: str
-    retention: str
-    incident_retention: str
-
-
 class ReceiverDoc(TypedDict, total=False):
     max_body_bytes: int
     auth: AuthDoc
@@ -73,12 +47,6 @@ class ApiDoc(TypedDict, total=False):
     trusted_proxies: list[str]
 
 
-class RulesDoc(TypedDict, total=False):
-    paths: list[str]
-    site: list[str]
-    watch_interval: str
-
-
 class NormalizeDoc(TypedDict, total=False):
     cluster_label: str
     cluster: str
@@ -88,48 +56,34 @@ class NormalizeDoc(TypedDict, total=False):
     node_map: dict[str, str]
     log_host_labels: list[str]
     log_line_fields: list[str]
-    kubernetes: NodeIndexDoc
+    kubernetes: JSONObject  # declared once: alertd/enrich/settings.py (NodeIndexSettings)
     xid_labels: list[str]
     xid_annotation: str
 
 
-class HADoc(TypedDict, total=False):
-    lease_ttl: str
-    renew_interval: str
-    poll_interval: str
-    advertise: str
-
-
-class ProcessingDoc(TypedDict, total=False):
-    batch_size: int
-    tick_interval: str
-    detailed_incidents: int
-
-
 class ConfigDoc(TypedDict, total=False):
     listen: str
-    tls: TlsDoc
+    tls: JSONObject  # declared once: alertd/config/service.py
     data_dir: str
     external_url: str
-    log: LogDoc
-    storage: StorageDoc
-    connections: ConnectionsDoc
+    log: JSONObject  # declared once: alertd/config/service.py, as are storage, ha and processing
+    storage: JSONObject
+    connections: JSONObject  # declared once: alertd/config/connections.py
     receiver: ReceiverDoc
     api: ApiDoc
-    rules: RulesDoc
+    rules: JSONObject  # declared once: alertd/config/service.py
     normalize: NormalizeDoc
     runbook_base_url: str
     installation_id: str
-    ha: HADoc
-    processing: ProcessingDoc
+    ha: JSONObject
+    processing: JSONObject
     notify: JSONObject
     alertmanager: AlertmanagerDoc
-    classify: ClassifyDoc
+    classify: JSONObject  # declared once: alertd/config/classify.py
     enrich: EnrichDoc
-    report: ReportDoc
-    sources: SourcesDoc
-    rma: RmaDoc
+    report: JSONObject  # declared once: alertd/report/settings.py
+    sources: JSONObject  # declared once: alertd/sources/settings.py
+    rma: JSONObject  # declared once: alertd/integrations/tickets.py
 
 
-__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "HADoc", "LogDoc", "NormalizeDoc", "ProcessingDoc",
-           "ReceiverDoc", "RulesDoc", "StorageDoc", "TlsDoc", "TokenDoc", "TrustedProxyDoc"]
+__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "NormalizeDoc", "ReceiverDoc", "TokenDoc", "TrustedProxyDoc"]

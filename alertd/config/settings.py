@@ -23,51 +23,11 @@ from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, Network, trusted_networks
-from alertd.config.document import ConfigDoc, HADoc, NormalizeDoc, TlsDoc
+from alertd.config.document import ConfigDoc, NormalizeDoc
+from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, RulesSettings, StorageSettings, TlsSettings
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
-
-
-@dataclass(slots=True)
-class HAConfig:
-    """Several processes over one store (docs/ha.md)."""
-
-    lease_ttl: float = 5.0  # seconds a leader's lease lasts without renewal
-    renew_interval: float = 1.0  # seconds between lease rounds (renewal, or a follower's attempt)
-    poll_interval: float = 0.02  # seconds between the leader's reads of a shared inbox when idle
-    advertise: str = ""  # this replica's address, shown to the others (default: listen)
-
-    @classmethod
-    def from_doc(cls, doc: HADoc | None) -> "HAConfig":
-        doc, base = doc or {}, cls()
-
-        def secs(value: str | None, default: float) -> float:
-            return parse_duration(value).total_seconds() if value is not None else default
-
-        return cls(lease_ttl=secs(doc.get("lease_ttl"), base.lease_ttl),
-                   renew_interval=secs(doc.get("renew_interval"), base.renew_interval),
-                   poll_interval=secs(doc.get("poll_interval"), base.poll_interval), advertise=doc.get("advertise", ""))
-
-
-@dataclass(frozen=True, slots=True)
-class TlsSettings:
-    """The ``tls`` section: the listener's certificate and key (alertd/web/tls.py loads them). Relative paths are
-    resolved against the configuration file's directory when it is parsed."""
-
-    cert_file: Path
-    key_file: Path
-    min_version: str = "TLS1.2"
-
-    @classmethod
-    def from_doc(cls, doc: TlsDoc | None, base: Path | None = None) -> "TlsSettings | None":
-        if not doc:
-            return None
-
-        def path(value: str) -> Path:
-            p = Path(value)
-            return p if p.is_absolute() or base is None else base / p
-        return cls(path(doc["cert_file"]), path(doc["key_file"]), str(doc.get("min_version", "TLS1.2")))
 
 
 @dataclass(slots=True)
@@ -75,14 +35,8 @@ class Config:
     listen: str = "127.0.0.1:9095"
     data_dir: Path = Path("data")
     external_url: str = ""
-    log_format: str = "text"
-    log_level: str = "info"
-    storage_backend: str = "sqlite"
-    sqlite_path: str = ""
-    synchronous: str = "FULL"
-    postgres_dsn: str = ""
-    retention: timedelta = timedelta(hours=24)
-    incident_retention: timedelta = timedelta(days=400)  # resolved incidents; 0 keeps them forever
+    log: LogSettings = field(default_factory=LogSettings)
+    storage: StorageSettings = field(default_factory=StorageSettings)
     max_body_bytes: int = 10 * 1024 * 1024
     body_timeout: float = 30.0  # seconds a request body may take to arrive
     max_backlog: int = 100_000  # webhooks stored and not yet through the engine before new ones get 503; 0 = none
@@ -91,14 +45,11 @@ class Config:
     api_auth: Credentials = field(default_factory=Credentials)
     allowed_hosts: tuple[str, ...] = ()  # api.allowed_hosts: Host names accepted besides the listen address
     trusted_proxies: tuple[Network, ...] = ()  # api.trusted_proxies: whose X-Forwarded-For is believed
-    postgres_password: str = ""
     rule_paths: list[str] = field(default_factory=default_rule_paths)
-    rule_watch_interval: float = 10.0  # seconds between looks at the rule files for changes; 0: only on SIGHUP
+    rules: RulesSettings = field(default_factory=RulesSettings)  # rule_paths: what its files() names
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
     runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
-    batch_size: int = 256
-    tick_interval: timedelta = timedelta(seconds=1)
-    detailed_incidents: int = 10000  # open incidents held in detail; past it storms' node incidents are summarised
+    processing: ProcessingSettings = field(default_factory=ProcessingSettings)  # the engine's pace, what it holds
     console: bool | None = None
     retry_max_backoff: timedelta = timedelta(minutes=5)
     retry_max_attempts: int = 15
@@ -116,6 +67,36 @@ class Config:
     tls: TlsSettings | None = None  # HTTPS on the listener; None: plain HTTP
     raw: ConfigDoc = field(default_factory=lambda: ConfigDoc())  # the validated document, as read (config/ internals only)
     source: str = "<defaults>"
+
+    # The storage section's options under the names the service has always read them by.
+    @property
+    def storage_backend(self) -> str:
+        return self.storage.backend
+
+    @property
+    def sqlite_path(self) -> str:
+        return self.storage.sqlite_path
+
+    @property
+    def synchronous(self) -> str:
+        return self.storage.synchronous
+
+    @property
+    def postgres_dsn(self) -> str:
+        return self.storage.postgres_dsn
+
+    @property
+    def postgres_password(self) -> str:
+        return self.storage.postgres_password
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(seconds=self.storage.retention)
+
+    @property
+    def incident_retention(self) -> timedelta:
+        """Resolved incidents are kept this long; 0 keeps them forever."""
+        return timedelta(seconds=self.storage.incident_retention)
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -136,7 +117,7 @@ def parse_config(doc: object, source: str, marks: Marks | None = None, env: Mapp
     section by section, then checked across sections."""
     doc = _validated(doc, source, marks, env, base)
     cfg = _read(doc, source, *_credentials(doc, source))
-    cfg.tls = TlsSettings.from_doc(doc.get("tls"), base)
+    cfg.tls = TlsSettings.from_doc(doc["tls"]).resolved(base) if doc.get("tls") else None
     links = registry.Links(runbook_base_url=cfg.runbook_base_url or "", alertmanager_url=cfg.alertmanager.web_url,
                            alertd_url=cfg.external_url, silences=cfg.alertmanager.enabled)
     cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
@@ -187,22 +168,16 @@ def _credentials(doc: ConfigDoc, source: str) -> tuple[Credentials, Credentials]
 
 def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
     """Every section, parsed once: each into the settings its user reads (defined beside that user)."""
-    storage, receiver = doc.get("storage", {}), doc.get("receiver", {})
-    processing, notify = doc.get("processing", {}), doc.get("notify", {})
+    receiver = doc.get("receiver", {})
+    notify, rules = doc.get("notify", {}), RulesSettings.from_doc(doc.get("rules"))
     retry = member(notify, "retry")  # notify's sections besides console and retry: the integrations' own
     defaults = Config()
     return Config(
         listen=doc.get("listen", defaults.listen),
         data_dir=Path(doc.get("data_dir", "data")),
         external_url=doc.get("external_url", ""),
-        log_format=doc.get("log", {}).get("format", "text"),
-        log_level=doc.get("log", {}).get("level", "info"),
-        storage_backend=storage.get("backend", "sqlite"),
-        sqlite_path=storage.get("sqlite_path", ""),
-        synchronous=storage.get("synchronous", "FULL"),
-        postgres_dsn=storage.get("postgres_dsn", ""),
-        retention=parse_duration(storage.get("retention", "24h")),
-        incident_retention=parse_duration(storage.get("incident_retention", "400d")),
+        log=LogSettings.from_doc(doc.get("log")),
+        storage=StorageSettings.from_doc(doc.get("storage")),
         max_body_bytes=receiver.get("max_body_bytes", defaults.max_body_bytes),
         body_timeout=parse_duration(receiver.get("body_timeout", "30s")).total_seconds(),
         max_backlog=receiver.get("max_backlog", defaults.max_backlog),
@@ -211,14 +186,11 @@ def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Cre
         api_auth=api_auth,
         allowed_hosts=tuple(str(h) for h in doc.get("api", {}).get("allowed_hosts") or ()),
         trusted_proxies=trusted_networks(doc.get("api", {}).get("trusted_proxies")),
-        postgres_password=storage.get("postgres_password", ""),
-        rule_paths=list(doc.get("rules", {}).get("paths") or default_rule_paths()) + list(doc.get("rules", {}).get("site") or ()),
-        rule_watch_interval=parse_duration(doc.get("rules", {}).get("watch_interval", "10s")).total_seconds(),
+        rules=rules,
+        rule_paths=rules.files(),
         normalize=_normalize(doc.get("normalize", {})),
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
-        batch_size=processing.get("batch_size", defaults.batch_size),
-        tick_interval=parse_duration(processing.get("tick_interval", "1s")),
-        detailed_incidents=processing.get("detailed_incidents", defaults.detailed_incidents),
+        processing=ProcessingSettings.from_doc(doc.get("processing")),
         console=_flag(member(notify, "console").get("enabled")),
         retry_max_backoff=parse_duration(str(retry.get("max_backoff", "5m"))),
         retry_max_attempts=int(str(retry.get("max_attempts", defaults.retry_max_attempts))),
@@ -291,10 +263,5 @@ def load_config(path: Path | str | None, env: Mapping[str, str] | None = None) -
         return parse_config({}, "<defaults>", env=env)
     doc, marks = load_yaml(path, with_marks=True)
     cfg = parse_config(doc, str(path), marks, env, base=Path(path).resolve().parent)
-    rules = cfg.raw.get("rules", {})
-    if rules.get("paths") or rules.get("site"):
-        # Like Prometheus's rule_files: relative rule paths are relative to the config file.
-        here = Path(path).parent
-        cfg.rule_paths = [str(here / p) for p in rules.get("paths") or ()] or default_rule_paths()
-        cfg.rule_paths += [str(here / p) for p in rules.get("site") or ()]
+    cfg.rule_paths = cfg.rules.files(Path(path).parent)
     return cfg

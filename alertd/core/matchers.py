@@ -117,6 +117,13 @@ def match_all(matchers: Iterable[Matcher], labels: Mapping[str, object]) -> bool
     return True
 
 
+def one_of(name: str, *values: str, negate: bool = False) -> str:
+    """The matcher text that accepts exactly ``values`` (or all but them): ``name="a"`` for one value,
+    ``name=~"a|b"`` for several ("" among them: the label absent). The values are words, no regex."""
+    op = ("!=" if negate else "=") if len(values) == 1 else ("!~" if negate else "=~")
+    return f'{name}{op}"{"|".join(values)}"'
+
+
 _LITERALS = re.compile(r"^[A-Za-z0-9_:.-]+(\|[A-Za-z0-9_:.-]+)*$")
 
 

@@ -14,6 +14,7 @@ from alertd.core.json_types import (JSONObject, JSONValue, as_json, as_object, i
                                     number, optional_integer, optional_text, required_text, string_map, strings, text)
 from alertd.core.tickets import TicketLink
 from alertd.core.verdict import HistoryVerdict
+from alertd.core.vocabulary import KIND_PRIORITY, SignalKind
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
     CLOSED as CLOSED,
@@ -31,18 +32,10 @@ from alertd.core.states import (
     as_severity as as_severity,
 )
 
-# When severities tie, the signal that best explains a node's trouble leads (names the incident).
-KIND_PRIORITY = {
-    "xid": 90, "sxid": 85, "ecc": 80, "row_remap": 70, "nvlink": 60, "gpu_check": 55, "thermal": 50, "metrics_missing": 40,
-    "node_not_ready": 30, "node_cordoned": 20, "watchdog": 10, "other": 0,
-    # What degrades a job without a GPU error: a link, a GPU whose telemetry went quiet, a slow GPU, a hang
-    "link_degraded": 58, "gpu_quiet": 45, "straggler": 35, "job_stalled": 33,
-}
-
 JOB_SUSPECT = "job_suspect"  # annotation of a node incident: the stalled job's incident that speaks for it
 DOMAIN_OF = "domain_of"  # annotation of a node incident: the incident of its bad failure domain, which speaks for it
 DOMAIN = "failure_domain"  # annotation of a domain's incident: {kind, value, size, nodes} (engine/domains.py)
-STORM_SAYS = "storm_says"  # annotation of a fleet: {title, reading, advice}, in words (engine/storm_extent.py)
+STORM_SAYS = "storm_says"  # annotation of a fleet: {title, reading, advice}, in words (engine/storm/extent.py)
 STORM_EXTENT = "storm_extent"  # annotation of a fleet: {severity, nodes, gpus, step}, the escalate step it reached
 RECONCILED_BY = "alertd:reconciliation"  # receiver of resolutions made by reconciliation (alertd/alertmanager/reconcile.py)
 HELD_BY = "alertd:alertmanager-api"  # receiver of alerts reconciliation took from Alertmanager's API, never sent by webhook
@@ -118,7 +111,7 @@ class Subject:
 class Signal:
     """What kind of problem an alert reports, decided by rules/ data."""
 
-    kind: str = "other"  # xid, sxid, thermal, ecc, row_remap, nvlink, gpu_check, metrics_missing, node_cordoned, ...
+    kind: str = SignalKind.OTHER.value  # a SignalKind, as the signals rules decide it
     severity: Severity = Severity.WARNING
     category: str = "other"
     xid: int | None = None
@@ -147,7 +140,7 @@ class Signal:
     def from_dict(cls, data: JSONObject) -> "Signal":
         # Absent members keep the dataclass defaults, as before; present ones are narrowed to the field's type.
         return cls(
-            kind=text(data, "kind", "other"),
+            kind=text(data, "kind", SignalKind.OTHER.value),
             severity=as_severity(text(data, "severity", Severity.WARNING)),
             category=text(data, "category", "other"),
             xid=optional_integer(data, "xid"),
@@ -401,7 +394,7 @@ class Incident:
         return self.firing
 
     def add_event(self, at: datetime, kind: str, text: str = "", actor: str = "", **data: JSONValue) -> Event:
-        event = Event(at=at, kind=kind, text=text, actor=actor, data=data)
+        event = Event(at=at, kind=str(kind), text=text, actor=actor, data=data)  # an EventKind, stored as its word
         self.timeline.append(event)
         self.updated_at = at
         return event

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from alertd.core.model import Event, Incident
+from alertd.core.vocabulary import EventKind
 
-REPAIR_FAILED = "repair_failed"  # incident annotation {"at": ..., "why": ...}; also the event kind that says it
+REPAIR_FAILED = EventKind.REPAIR_FAILED.value  # incident annotation {"at": ..., "why": ...}; also the event kind that says it
 RESPONSE = "response"  # event data flag: the event only tells of the response to the fault (never news to a pager)
 
 

@@ -1,7 +1,7 @@
 """How a fleet incident grew: the counts its messages and pages tell the trend by.
 
 A storm that grows is news: "16 nodes now, 8 at 13:02, 4 at 12:58; +8 in 6 minutes" says more than an
-edited count. The engine (alertd/engine/growth.py) keeps this record on the fleet (annotation
+edited count. The engine (alertd/engine/storm/growth.py) keeps this record on the fleet (annotation
 ``storm_growth``) and decides from it when a Slack thread hears of a doubling and when pagers are told the
 new count; Slack, PagerDuty and the web page read it here to show the trend line. Times are UTC.
 """
@@ -12,10 +12,11 @@ from datetime import datetime, timedelta
 
 from alertd.core.instants import iso, parse_iso
 from alertd.core.json_types import JSONObject, JSONValue, as_array, optional_text
+from alertd.core.vocabulary import EventKind
 from alertd.core.words import counted
 
-DOUBLED = "storm_doubled"  # timeline kind: the node count reached twice the last milestone (a thread reply)
-GREW = "storm_grew"  # timeline kind: pagers are told the new count (rate-limited by the engine)
+DOUBLED = EventKind.STORM_DOUBLED.value  # timeline kind: a thread reply
+GREW = EventKind.STORM_GREW.value  # timeline kind: pagers are told the new count
 GROWTH = "storm_growth"  # fleet annotation: {"points": [[at, nodes], ...], "told": [at, nodes], "due": at | null}
 SHOWN = 3  # earlier counts a trend line names
 

@@ -10,11 +10,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.vocabulary import LADDER, LADDER_WORDS
 
-# The action ladder, mildest first: a verdict only ever climbs it.
-LADDER = ("reboot_node", "reset_gpu", "drain_and_handoff", "replace_gpu")
-ACTION_TEXT = {"reboot_node": "reboot node", "reset_gpu": "reset GPU", "drain_and_handoff": "drain and hand off",
-               "replace_gpu": "replace GPU"}
 
 
 def ladder_rank(action: str) -> int:
@@ -29,7 +26,7 @@ def ladder_action(text: str) -> str:
 
 
 def action_text(action: str) -> str:
-    return ACTION_TEXT.get(action, action.replace("_", " "))
+    return LADDER_WORDS.get(action, action.replace("_", " "))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from alertd.gpu.sxid import SxidLine, find_sxid
 from alertd.core.matchers import match_all
 from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
 from alertd.core.states import SEVERITY_ALIASES
+from alertd.core.vocabulary import COUNTED_DETAILS, DETAIL_TITLES, KIND_TITLES, SignalKind
 from alertd.engine.identity import nvrm_line
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
@@ -27,47 +28,6 @@ from alertd.promql.xidvalue import value_is_code
 from alertd.promql.recording import EMPTY, RecordedRules, facts_of_url_expanded
 from alertd.rules.ruleset import RuleSet
 
-KIND_TITLES = {
-    "xid": "Xid (code unknown)",
-    "sxid": "NVSwitch SXid (line unknown)",
-    "thermal": "GPU clocks throttled",
-    "ecc": "GPU uncorrectable ECC errors",
-    "row_remap": "GPU memory row remapping",
-    "nvlink": "NVLink errors",
-    "gpu_check": "GPU health check failed",
-    "metrics_missing": "GPU metrics missing",
-    "node_cordoned": "Node cordoned",
-    "node_not_ready": "Node not ready",
-    "watchdog": "Alerting pipeline heartbeat",
-    "job_stalled": "Job stalled: its GPUs idle after being busy",
-    "straggler": "GPU straggler: well below its job's median",
-    "gpu_quiet": "GPU telemetry quiet: its series stopped while its peers report",
-    "link_degraded": "Link degraded",
-}
-DETAIL_TITLES = {
-    "exporter_down": "GPU metrics missing: dcgm-exporter down",
-    "node_down": "Node down: no metrics from the node",
-    "gpu_missing": "GPU missing from the node",
-    "gpu_unusable": "GPU unusable: GPU pods rejected on a Ready node",
-    "temperature": "GPU temperature high",
-    "thermal_violation": "GPU held back by heat (thermal violation)",
-    "power_violation": "GPU held back at its power limit (power violation)",
-    "any_clock_event_reason": "GPU clocks throttled (any reason)",
-    "correctable": "GPU correctable ECC errors (single-bit, fixed by the GPU)",
-    "power_slowdown": "GPU power slowdown: clocks cut at the power limit",
-    "pcie_bandwidth": "GPU PCIe bandwidth low",
-    "pcie_replay": "GPU PCIe replays: the link retransmits",
-    "pcie_link": "GPU PCIe link degraded (width or generation)",
-    "diagnostics": "GPU diagnostics failed (DCGM)",
-    "telemetry_frozen": "GPU telemetry frozen: its readings stopped changing",
-    "driver_slow": "GPU driver slow: nvidia-smi answers late",
-    "ib_port_down": "InfiniBand port down",
-    "ib_port_flapping": "InfiniBand port flapping",
-    "link_collapsed": "GPU link traffic collapsed next to its peers",
-}
-# Details whose title the alert's summary gives, because it counts something ("GPU unusable: 12 GPU pods
-# rejected on a Ready node", alertd/sources/admission.py).
-COUNTED_DETAILS = frozenset({"gpu_unusable"})
 # Harmful clock-event reasons (alertd/gpu/clocks.py), most telling first: what a thermal alert's title says
 CLOCK_TITLES = (
     ("thermal_slowdown", "GPU thermal slowdown: clocks cut by heat"),
@@ -124,7 +84,7 @@ def classify_explained(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> C
         found = _through_recorded(by_expression(facts, ev), alert.generator_url, recorded)
     found = found or by_alertname(alert, ev) or by_labels(alert, ev)
     text_xid = None
-    sxid = _sxid_line(alert, ev) if found is None or found.rule is None or found.rule.kind == "sxid" else None
+    sxid = _sxid_line(alert, ev) if found is None or found.rule is None or found.rule.kind == SignalKind.SXID else None
     if found is None and sxid is not None:
         found = Found(*sxid[1])
     if found is None:
@@ -139,10 +99,10 @@ def classify_explained(alert: Alert, rules: RuleSet, ncfg: NormalizeConfig) -> C
     rule = found.rule
     where = rule.where if rule is not None else ""
     basis = f"{found.stage}{' ' + where if where else ''}: {found.evidence}"
-    if sxid is not None or (rule is not None and rule.kind == "sxid"):
+    if sxid is not None or (rule is not None and rule.kind == SignalKind.SXID):
         signal = _sxid_signal(alert, rules, sxid[0] if sxid else None, rule, basis)
         return Classification(signal, found.stage, where, found.evidence, "", expr_error)
-    if rule is None or rule.kind == "xid":
+    if rule is None or rule.kind == SignalKind.XID:
         code, xid_from = _xid_code(alert, ncfg, rules, text_xid)
         if xid_from:
             basis += f"; Xid from {xid_from}"
@@ -206,7 +166,8 @@ def _sxid_signal(alert: Alert, rules: RuleSet, line: SxidLine | None, rule: Deci
     if line is not None:
         return rules.sxids.signal(line, basis=basis)
     severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
-    return Signal(kind="sxid", severity=as_severity(severity), category="nvlink", title=KIND_TITLES["sxid"],
+    return Signal(kind=SignalKind.SXID.value, severity=as_severity(severity), category="nvlink",
+                  title=KIND_TITLES[SignalKind.SXID],
                   meaning=alert.annotations.get("description", ""), runbook=(rule.runbook if rule else "") or "sxid",
                   basis=basis)
 
@@ -220,7 +181,8 @@ def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: DecidingRu
         return rules.catalog.signal_for(code, _alert_text(alert, rules.evidence), alert.labels, basis=basis)
     # An Xid without a code is still an Xid: hardware, on its node and GPU, its own severity.
     severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
-    return Signal(kind="xid", severity=as_severity(severity), category="hardware", title=KIND_TITLES["xid"],
+    return Signal(kind=SignalKind.XID.value, severity=as_severity(severity), category="hardware",
+                  title=KIND_TITLES[SignalKind.XID],
                   meaning=UNKNOWN_XID_MEANING, runbook=(rule.runbook if rule else "") or "xid-hardware", basis=basis)
 
 
@@ -228,13 +190,13 @@ def _signal(alert: Alert, rule: DecidingRule, kind: str, basis: str, recorded: R
     labels = alert.labels
     severity = severity_label(labels.get("severity")) or rule.severity or "warning"
     detail = rule.detail
-    if kind == "thermal" and not detail:
+    if kind == SignalKind.THERMAL and not detail:
         reasons = clock_reasons(alert.labels, alert.annotations, alert.generator_url, recorded)
         if reasons.harmful:
             detail = reasons.detail
             basis += f"; {reasons.basis}"
         elif reasons.benign:  # idle / power cap / sync boost only: the GPU is fine, the alert flows as information
-            kind, severity, detail = "other", "info", ",".join(reasons.benign)
+            kind, severity, detail = SignalKind.OTHER.value, "info", ",".join(reasons.benign)
             basis += f"; {reasons.basis}: benign reasons only"
     counted = alert.annotations.get("summary", "") if detail in COUNTED_DETAILS else ""
     title = counted or DETAIL_TITLES.get(detail) or _clock_title(detail) or KIND_TITLES.get(kind) or \
@@ -242,7 +204,7 @@ def _signal(alert: Alert, rule: DecidingRule, kind: str, basis: str, recorded: R
     return Signal(
         kind=kind,
         severity=as_severity(severity),
-        category=rule.category or ("hardware" if kind != "other" else "other"),
+        category=rule.category or ("hardware" if kind != SignalKind.OTHER else "other"),
         title=title,
         meaning=alert.annotations.get("description", ""),
         runbook=rule.runbook or alert.annotations.get("runbook_url", ""),
@@ -258,7 +220,7 @@ def _clock_title(detail: str) -> str:
 
 def _other(alert: Alert) -> Signal:
     return Signal(
-        kind="other",
+        kind=SignalKind.OTHER.value,
         severity=as_severity(severity_label(alert.labels.get("severity")) or "warning"),
         category="other",
         title=alert.annotations.get("summary") or alert.name or "alert",

@@ -13,15 +13,13 @@ from alertd.core.durations import format_duration
 from alertd.core.json_types import arr, as_text, objects
 from alertd.engine import response as resp
 from alertd.engine.classify import severity_label
-from alertd.engine.fleet_summary import fleet_title
-from alertd.engine import growth
-from alertd.engine.storm_extent import reading_of
 from alertd.engine.grouping import fields_of, group_for
 from alertd.engine.domains import Domains, Topology
 from alertd.engine.jobs import GROUP as JOB_GROUP, SIZE as JOB_SIZE, Jobs, is_job
 from alertd.engine.state import EngineState
 from alertd.engine.reopen import Reopening
-from alertd.engine.storm import Storms
+from alertd.engine.storm import Storms, fleet_title, reading_of
+from alertd.engine.watchdog import PIPELINE_KEY, Watchdog
 from alertd.core.matchers import match_all
 from alertd.core.model import (
     ACKNOWLEDGED,
@@ -38,29 +36,28 @@ from alertd.core.model import (
     Incident,
     Member,
     Signal,
-    as_severity,
     interned,
 )
 from alertd.core.response_marks import REPAIR_FAILED, RESPONSE, flagged, is_response
 from alertd.core.tickets import TicketLink
+from alertd.core.vocabulary import NEVER_FAULT, EventKind, SignalKind
 from alertd.rules.ruleset import CorrelationRules, GroupRule
 from alertd.core.words import counted
 
 RECONCILED = "reconciled"  # an event's data: the alertnames reconciliation resolved in one step
 
-PIPELINE_KEY = "watchdog|pipeline"
 MAX_GPUS_LISTED = 64  # a fleet incident can touch thousands of GPUs; list the first ones
 EVIDENCE = "evidence_signals"
 VIA_API = "via_api"  # a join event's mark: the alert was taken from Alertmanager's API (model.HELD_BY)
 
 
 def _code_unknown(sig: Signal | None) -> bool:
-    return sig is not None and sig.kind == "xid" and sig.xid is None
+    return sig is not None and sig.kind == SignalKind.XID and sig.xid is None
 
 
 def _known_first(signals: list[Signal]) -> list[Signal]:
     """An Xid whose code is known replaces the code-unknown Xid signals (it names what they could not)."""
-    if any(s.kind == "xid" and s.xid is not None for s in signals):
+    if any(s.kind == SignalKind.XID and s.xid is not None for s in signals):
         return [s for s in signals if not _code_unknown(s)]
     return signals
 
@@ -75,13 +72,14 @@ class Correlator:
         self.jobs = Jobs(self)
         self.domains = Domains(self)
         self.reopening = Reopening(self)
+        self.watchdog = Watchdog(self)
 
     # ----- public steps: each returns the incidents it changed -----
 
     def ingest(self, alerts: Iterable[Alert], now: datetime) -> list[Change]:
         for alert in alerts:
             if alert.name in self.rules.watchdog.alertnames:
-                self._heartbeat(alert, now)
+                self.watchdog.heartbeat(alert, now)
             else:
                 self._ingest_one(alert, now)
         self._settle(now)
@@ -100,20 +98,9 @@ class Correlator:
                 continue
             self.close(inc, now, f"all alerts resolved for {format_duration(now - inc.quiet_since)} (hold-down passed)")
         self._still_down(now)
-        self._grown(now, [f for f in fleets if f.is_open], tick=True)
+        self.storms.grown(now, [f for f in fleets if f.is_open], tick=True)
         self.reopening.forget(now)
-        wd = self.rules.watchdog
-        hb = self.state.heartbeat_at
-        if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.state.by_key:
-            sig = Signal(kind="watchdog", severity=as_severity(wd.severity), category="pipeline",
-                         title="Alerting pipeline silent", runbook="pipeline-silent",
-                         meaning=f"No {'/'.join(wd.alertnames)} heartbeat since {hb.isoformat()}: "
-                                 "Prometheus or Alertmanager may be down, so other alerts may be missing.")
-            inc = self.open_incident(PIPELINE_KEY, "watchdog", sig, now)
-            inc.primary = sig
-            inc.severity, inc.category, inc.title = sig.severity, sig.category, sig.title
-            inc.signals = ["watchdog"]
-            self.record(inc, inc.add_event(now, "opened", sig.meaning))
+        self.watchdog.tick(now)
         return self._flush()
 
     def acknowledge(self, incident_id: str, actor: str, now: datetime) -> list[Change]:
@@ -122,7 +109,7 @@ class Correlator:
             for one in [inc] + (self.storms.open_children(inc) if inc.fleet else []):
                 if one.status == OPEN:
                     one.status, one.acknowledged_by, one.acknowledged_at = ACKNOWLEDGED, actor, now
-                    self.record(one, one.add_event(now, "acknowledged", f"acknowledged by {actor}", actor), urgent=True)
+                    self.record(one, one.add_event(now, EventKind.ACKNOWLEDGED, f"acknowledged by {actor}", actor), urgent=True)
         return self._flush()
 
     def resolve(self, incident_id: str, actor: str, now: datetime) -> list[Change]:
@@ -149,7 +136,7 @@ class Correlator:
             return self._flush()
         inc.tickets.append(ticket)
         text = f"{ticket.system} ticket {ticket.key} opened" + (f" for GPU {ticket.gpu}" if ticket.gpu else "")
-        self.record(inc, inc.add_event(now, "ticket_opened", text + (f": {ticket.url}" if ticket.url else ""), actor))
+        self.record(inc, inc.add_event(now, EventKind.TICKET_OPENED, text + (f": {ticket.url}" if ticket.url else ""), actor))
         return self._flush()
 
     def enrich(self, incident_id: str, now: datetime, source: str, annotations: Mapping[str, tuple[object, str]],
@@ -188,19 +175,9 @@ class Correlator:
         before = (inc.severity, inc.title)
         inc.annotations[EVIDENCE] = [*known, signal.to_dict()]
         self._refresh(inc)
-        kind = "classification_upgraded" if (inc.severity, inc.title) != before else "evidence"
+        kind = EventKind.CLASSIFICATION_UPGRADED if (inc.severity, inc.title) != before else EventKind.EVIDENCE
         self.record(inc, inc.add_event(now, kind, f"{signal.title} (from {source})"))
         return True
-
-    def _heartbeat(self, alert: Alert, now: datetime) -> None:
-        if alert.status != FIRING:
-            return
-        seen = alert.received_at or now
-        if self.state.heartbeat_at is None or seen > self.state.heartbeat_at:
-            self.state.heartbeat_at = seen
-        pid = self.state.by_key.get(PIPELINE_KEY)
-        if pid:
-            self.close(self.state.incidents[pid], now, "heartbeat received again")
 
     def _ingest_one(self, alert: Alert, now: datetime) -> None:
         inc_id = self.state.by_fingerprint.get(alert.fingerprint)
@@ -216,7 +193,7 @@ class Correlator:
         if alert.signal.fold_into_previous:
             target = self._fold_target(alert, now)
             folded = target is not None
-        if target is None and alert.signal.kind == "other":
+        if target is None and alert.signal.kind == SignalKind.OTHER:
             target = self._node_incident(alert)  # unclassified: it joins what its node already has
         if target is None:
             job_key = self.jobs.key(fields)  # a job's own symptom: one incident per job, whatever its node
@@ -244,7 +221,7 @@ class Correlator:
         resolved between two deliveries is still an Xid): it opens an incident, which resolves after the
         hold-down. Followers (exporter down, not ready), cordons and unclassified alerts do not."""
         sig = alert.signal
-        if sig.kind in ("other", "watchdog", "node_cordoned"):
+        if sig.kind in NEVER_FAULT:
             return False
         return not match_all(self.rules.storm.followers, {"signal": sig.kind, "category": sig.category,
                                                           "severity": sig.severity, "xid": str(sig.xid or "")})
@@ -263,7 +240,7 @@ class Correlator:
             inc = self.state.incidents[inc_id]
             for m in inc.members.values():
                 seen = m.last_seen or m.starts_at
-                if m.signal.kind == "xid" and not m.folded and now - seen <= self.rules.fold_window:
+                if m.signal.kind == SignalKind.XID and not m.folded and now - seen <= self.rules.fold_window:
                     if best is None or seen > best[0]:
                         best = (seen, inc)
         return best[1] if best else None
@@ -304,7 +281,7 @@ class Correlator:
         if opening:
             self.state.add(inc)  # now that it has a node and a primary signal: index it
         what = f"{alert.name}: {alert.signal.title}" + (f" (GPU {alert.subject.gpu.index})" if alert.subject.gpu and alert.subject.gpu.index else "")
-        if alert.signal.kind == "other":
+        if alert.signal.kind == SignalKind.OTHER:
             what += " (unclassified)"
         if fault:
             what += f" (follows {fault})"
@@ -317,14 +294,14 @@ class Correlator:
         elif not opening and inc.quiet_since is not None:
             inc.quiet_since = None
             inc.flaps += 0 if fault else 1  # the operator's cordon after a short fault is no flap
-        kind = "opened" if opening else "alert_folded" if folded else "alert_joined"
-        if not (kind == "alert_joined" and self._merge_join(inc, now, what, member)):
+        kind = EventKind.OPENED if opening else EventKind.ALERT_FOLDED if folded else EventKind.ALERT_JOINED
+        if not (kind == EventKind.ALERT_JOINED and self._merge_join(inc, now, what, member)):
             event = flagged(inc.add_event(now, kind, what, fingerprint=alert.fingerprint), bool(fault))
             if member.via_api:
                 event.data[VIA_API] = True
             self.record(inc, event, member=alert.fingerprint)
         if not opening and SEVERITY_RANK[inc.severity] > SEVERITY_RANK.get(before, 0):
-            self.record(inc, flagged(inc.add_event(now, "severity_changed", f"{before} -> {inc.severity}"), bool(fault)))
+            self.record(inc, flagged(inc.add_event(now, EventKind.SEVERITY_CHANGED, f"{before} -> {inc.severity}"), bool(fault)))
         if failed:
             self._repair_failed(inc, failed, now)
 
@@ -360,7 +337,7 @@ class Correlator:
         change = self._changes.get(inc.id)
         last = self.last_event(inc)
         fingerprint = member.fingerprint
-        if change is None or last is None or last.kind != "alert_joined" or last.at != now \
+        if change is None or last is None or last.kind != EventKind.ALERT_JOINED or last.at != now \
                 or bool(last.data.get(RESPONSE)) != member.response or bool(last.data.get(VIA_API)) != member.via_api:
             return False
         # The second join turns the first's "fingerprint" into the "fingerprints" list; later ones extend it in place.
@@ -382,13 +359,13 @@ class Correlator:
         reading = reading_of(alert.annotations, self.rules.storm.events)  # the temperature now
         if reading is not None and m.reading is not None and round(reading) != round(m.reading) and inc.parent_id:
             # its fleet says its hottest GPU and range: a step that changes them touches the node
-            self.record(inc, inc.add_event(now, "reading_changed", f"{m.alertname}: {m.reading:g} -> {reading:g}"),
+            self.record(inc, inc.add_event(now, EventKind.READING_CHANGED, f"{m.alertname}: {m.reading:g} -> {reading:g}"),
                         member=m.fingerprint)
         m.reading = reading
-        if _code_unknown(m.signal) and alert.signal.kind == "xid" and alert.signal.xid is not None:
+        if _code_unknown(m.signal) and alert.signal.kind == SignalKind.XID and alert.signal.xid is not None:
             m.signal = alert.signal  # the same alert now names its Xid (e.g. in its summary)
             self._refresh(inc)
-            self.record(inc, inc.add_event(now, "classification_upgraded", f"{m.alertname}: {alert.signal.title}"),
+            self.record(inc, inc.add_event(now, EventKind.CLASSIFICATION_UPGRADED, f"{m.alertname}: {alert.signal.title}"),
                         member=m.fingerprint)
         if alert.status == FIRING:
             if m.status == FIRING:
@@ -400,7 +377,7 @@ class Correlator:
             m.response = bool(self._responds_to(inc, m))
             if m.response:
                 self.state.responding[inc.id] = None
-            event = flagged(inc.add_event(now, "alert_refired", f"{m.alertname} firing again",
+            event = flagged(inc.add_event(now, EventKind.ALERT_REFIRED, f"{m.alertname} firing again",
                                           fingerprint=m.fingerprint), m.response)
             if inc.quiet_since is not None:
                 inc.quiet_since = None
@@ -417,21 +394,21 @@ class Correlator:
         if alert.receiver == RECONCILED_BY:
             self._reconciled(inc, m, now)
         else:
-            self.record(inc, inc.add_event(now, "alert_resolved", f"{m.alertname} resolved", fingerprint=m.fingerprint),
+            self.record(inc, inc.add_event(now, EventKind.ALERT_RESOLVED, f"{m.alertname} resolved", fingerprint=m.fingerprint),
                         member=m.fingerprint)
         if m.response and m.signal.kind == resp.CORDON and (failed := resp.fault_back_before_uncordon_arrived(
                 inc, self.rules.response)):
             self._repair_failed(inc, failed, now)
         if inc.firing == 0:
             inc.quiet_since = now
-            self.record(inc, inc.add_event(now, "all_alerts_resolved",
+            self.record(inc, inc.add_event(now, EventKind.ALL_ALERTS_RESOLVED,
                                            f"resolving after {format_duration(self.rules.hold_down)} hold-down"))
 
     def _reconciled(self, inc: Incident, m: Member, now: datetime) -> None:
         """Alerts no Alertmanager holds any more: one timeline line per incident and step, naming them."""
         last = self.last_event(inc)
-        if last is None or last.kind != "alert_resolved" or not last.data.get(RECONCILED):
-            last = inc.add_event(now, "alert_resolved", "", fingerprint=m.fingerprint)
+        if last is None or last.kind != EventKind.ALERT_RESOLVED or not last.data.get(RECONCILED):
+            last = inc.add_event(now, EventKind.ALERT_RESOLVED, "", fingerprint=m.fingerprint)
             last.data[RECONCILED] = []
             self.record(inc, last, member=m.fingerprint)
         else:
@@ -442,7 +419,7 @@ class Correlator:
 
     def close(self, inc: Incident, now: datetime, text: str, actor: str = "") -> None:
         inc.status, inc.resolved_at, inc.quiet_since = CLOSED, now, None
-        self.record(inc, inc.add_event(now, "resolved", f"{text}; open for {format_duration(now - inc.opened_at)}", actor),
+        self.record(inc, inc.add_event(now, EventKind.RESOLVED, f"{text}; open for {format_duration(now - inc.opened_at)}", actor),
                     urgent=True)
         self.state.remove(inc)
         if inc.fleet:
@@ -468,7 +445,7 @@ class Correlator:
             inc.namespace, inc.pod = inc.namespace or s.namespace, inc.pod or ("" if job else s.pod)
         if sig.xid is not None and _code_unknown(inc.primary):
             self._refresh(inc)  # the code-unknown Xid gives way to the one that names its code
-        elif sig.kind == "other" and inc.primary is not None and inc.primary.kind != "other":
+        elif sig.kind == SignalKind.OTHER and inc.primary is not None and inc.primary.kind != SignalKind.OTHER:
             pass  # an unclassified alert on the node is shown, but does not decide what the incident is
         elif not m.folded or inc.primary is None:
             if inc.primary is None or len(inc.members) == 1:
@@ -530,7 +507,7 @@ class Correlator:
     def only_response(self, inc: Incident) -> bool:
         """Whether all this step tells of ``inc`` is the response to its fault (and resolutions)."""
         change = self._changes.get(inc.id)
-        return change is not None and all(is_response(e) or e.kind in ("alert_resolved", "all_alerts_resolved")
+        return change is not None and all(is_response(e) or e.kind in (EventKind.ALERT_RESOLVED, EventKind.ALL_ALERTS_RESOLVED)
                                           for e in change.events)
 
     def _settle(self, now: datetime) -> None:
@@ -538,15 +515,7 @@ class Correlator:
         self.storms.settle([c.incident for c in list(self._changes.values())], now)
         self.jobs.settle([c.incident for c in list(self._changes.values())], now)
         self.domains.settle([c.incident for c in list(self._changes.values())], now)
-        self._grown(now, [c.incident for c in list(self._changes.values()) if c.incident.fleet and c.incident.is_open])
-
-    def _grown(self, now: datetime, fleets: list[Incident], *, tick: bool = False) -> None:
-        """Open fleets a step changed: whether they doubled or their pages are due the new count
-        (engine/growth.py); on the tick, updates that waited for their interval."""
-        for fleet in fleets:
-            events = growth.due(fleet, now) if tick else growth.note(fleet, now, self.rules.storm.page_updates)
-            for event in events:
-                self.record(fleet, event)
+        self.storms.grown(now, [c.incident for c in list(self._changes.values()) if c.incident.fleet and c.incident.is_open])
 
     def _flush(self) -> list[Change]:
         changes = list(self._changes.values())

@@ -26,13 +26,13 @@ from typing import Iterable, Mapping, Protocol
 
 from alertd.core.json_types import JSONObject, JSONValue, as_text
 from alertd.core.model import DOMAIN, DOMAIN_OF, Event, Incident, Member, Signal, signal_rank
+from alertd.core.vocabulary import KIND_SHORT, NOT_FAULTS, EventKind, SignalKind
 from alertd.engine.state import EngineState
-from alertd.engine.fleet_summary import SHARED, SHORT, domain_pairs, shared_domain
 from alertd.rules.jobs import DomainRule
 from alertd.rules.ruleset import CorrelationRules
 
-GROUP = "domain"  # the correlation group (and primary signal kind) of domain incidents
-NOT_FAULTS = frozenset({"other", "watchdog", "node_cordoned", "job_stalled", "straggler"})
+GROUP = SignalKind.DOMAIN.value  # the correlation group (and primary signal kind) of domain incidents
+SHARED = "storm_domains"  # fleet annotation: [[domain kind, the value all its nodes share, or ""], ...] narrowest first
 
 
 def domains_of(members: Iterable[Member], rule: DomainRule) -> dict[str, str]:
@@ -84,6 +84,17 @@ def topology_keys(rule: DomainRule) -> list[str]:
     """The node labels a topology snapshot keeps for these domain kinds: every label they name (Prometheus
     label names never carry the "/" or "." of a Kubernetes label key, so only those ever match)."""
     return sorted({label for domain in rule.domains for label in domain.labels})
+
+
+def shared_domain(fleet: Incident) -> str:
+    """The narrowest domain every node of the fleet shares ("rack r12"), or ""."""
+    return next((f"{kind} {value}" for kind, value in domain_pairs(fleet.annotations.get(SHARED)) if value), "")
+
+
+def domain_pairs(value: JSONValue | None) -> list[tuple[str, str]]:
+    """The ``storm_domains`` annotation as (kind, value) pairs, narrowest first."""
+    pairs = value if isinstance(value, list) else []
+    return [(as_text(p[0]), as_text(p[1])) for p in pairs if isinstance(p, list) and len(p) == 2]
 
 
 def note_domains(fleet: Incident, child: Incident, rule: DomainRule) -> None:
@@ -182,7 +193,7 @@ class Domains:
         if open_id is None and fleet is not None and shared_domain(fleet) == where:
             if fleet.annotations.get(DOMAIN) != fact:  # the storm is the domain's one incident
                 fleet.annotations[DOMAIN] = fact
-                self.c.record(fleet, fleet.add_event(now, "domain_bad", _said(where, len(bad), size)))
+                self.c.record(fleet, fleet.add_event(now, EventKind.DOMAIN_BAD, _said(where, len(bad), size)))
             return
         inc = state.incidents.get(open_id or "")
         if inc is None:
@@ -193,7 +204,7 @@ class Domains:
                                  "cooling, power shelf, NVLink fabric) rather than each node")
             inc = self.c.open_incident(key, GROUP, sig, now)
             inc.primary, inc.cluster = sig, cluster
-            self.c.record(inc, inc.add_event(now, "opened", sig.meaning))
+            self.c.record(inc, inc.add_event(now, EventKind.OPENED, sig.meaning))
         elif inc.annotations.get(DOMAIN) == fact:
             return
         inc.annotations[DOMAIN] = fact
@@ -207,8 +218,8 @@ class Domains:
             if one.id not in inc.children and (one is fleet or not one.spoken_for) and DOMAIN_OF not in one.annotations:
                 one.annotations[DOMAIN_OF] = inc.id
                 inc.children.append(one.id)
-                self.c.record(one, one.add_event(now, "domain_member", f"part of {where} ({inc.id})"))
-        self.c.record(inc, inc.add_event(now, "domain_bad", _said(where, len(bad), size)))
+                self.c.record(one, one.add_event(now, EventKind.DOMAIN_MEMBER, f"part of {where} ({inc.id})"))
+        self.c.record(inc, inc.add_event(now, EventKind.DOMAIN_BAD, _said(where, len(bad), size)))
 
     def _bad_nodes(self, cluster: str, kind: str, value: str, now: datetime) -> dict[str, Incident]:
         """The domain's nodes with an open fault incident opened within the window, node -> incident."""
@@ -234,7 +245,7 @@ def _bad(inc: Incident) -> bool:
 
 def _kinds(incidents: Iterable[Incident]) -> str:
     """What the bad nodes show, most nodes first: "NVLink 3, Xid 74 2, NotReady 2"."""
-    counts = Counter(f"Xid {i.primary.xid}" if i.primary.xid else SHORT.get(i.primary.kind, i.primary.kind)
+    counts = Counter(f"Xid {i.primary.xid}" if i.primary.xid else KIND_SHORT.get(i.primary.kind, i.primary.kind)
                      for i in incidents if i.primary is not None)
     return ", ".join(f"{what} {n}" for what, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
@@ -243,4 +254,5 @@ def _said(where: str, bad: int, size: int) -> str:
     return f"{bad} of the {size} nodes of {where} are bad"
 
 
-__all__ = ["GROUP", "Domains", "Topology", "domains_of", "note_domains", "topology_keys", "with_topology"]
+__all__ = ["GROUP", "SHARED", "Domains", "Topology", "domain_pairs", "domains_of", "note_domains", "shared_domain", "topology_keys",
+           "with_topology"]

@@ -32,13 +32,13 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Mapping, Protocol
 
-from alertd.engine.plausible import WEAK_LABELS, refusal
+from alertd.core.vocabulary import INSTANCE, WEAK_NODE_LABELS
+from alertd.engine.plausible import refusal
 from alertd.gpu.nvrm import XidLine, parse_gpu_at, split_lines, text_xid
 
 # DaemonSet pods of NVIDIA's Helm chart (dcgm-exporter-x7k2p), of the GPU Operator
 # (nvidia-dcgm-exporter-x7k2p) and of releases named otherwise (<release>-dcgm-exporter-x7k2p).
 EXPORTER_POD_PATTERN = r"(?:[a-z0-9.-]+-)?dcgm-exporter-[a-z0-9]{5}"
-LOG_HOST_LABELS = ("host", "source")
 LOG_LINE_FIELDS = ("description", "message", "summary", "line", "msg", "log")
 POD_LABEL = "pod"  # the scrape target's pod: the exporter itself when it is one
 
@@ -134,7 +134,7 @@ def exporter_pod(labels: Mapping[str, str], node_labels: tuple[str, ...], patter
         return Pointer("pod", labels.get("namespace", ""), pod)
     for name in node_labels:
         value = labels.get(name, "")
-        if name != "instance" and value and is_exporter_pod(value, pattern):
+        if name != INSTANCE and value and is_exporter_pod(value, pattern):
             return Pointer("pod", "", value)
     return None
 
@@ -149,10 +149,10 @@ def pointers(labels: Mapping[str, str], node_labels: tuple[str, ...], pattern: s
         value = labels.get(name, "")
         if not value or (exporter is not None and value == exporter.name):
             continue
-        if name in WEAK_LABELS and name != "instance" and not is_exporter_pod(value, pattern):
+        if name in WEAK_NODE_LABELS and name != INSTANCE and not is_exporter_pod(value, pattern):
             out.append(Pointer("node", "", value))
             continue
-        if name != "instance":
+        if name != INSTANCE:
             return [] if exporter is None or not is_exporter_pod(value, pattern) else out
         out.append(Pointer("address", "", strip_port(value)))
         break
@@ -174,7 +174,7 @@ def find_node(labels: Mapping[str, str], cluster: str, cfg: IdentitySettings,
         value = labels.get(name, "")
         if not value:
             continue
-        if name == "instance":
+        if name == INSTANCE:
             found = _instance(value, labels, cluster, cfg, lookup, refused)
             if found.node:
                 return replace(found, refused=tuple(refused))
@@ -195,7 +195,7 @@ def find_node(labels: Mapping[str, str], cluster: str, cfg: IdentitySettings,
     if exporter is not None:
         found = _pod_node(exporter, cluster, lookup)
         return found if found.node else NodeFound(origin=found.origin, refused=tuple(refused))
-    target = labels.get("instance", "")
+    target = labels.get(INSTANCE, "")
     return NodeFound(origin=f"target {target}" if refused and target else "", refused=tuple(refused))
 
 
@@ -215,7 +215,7 @@ def _instance(value: str, labels: Mapping[str, str], cluster: str, cfg: Identity
             refused.append(f"instance={value}: the IP of the scrape target's pod {target_pod}, not a node; only a "
                            "per-node agent's pod IP names its node (through the Kubernetes API)")
             return NodeFound()
-    why = refusal("instance", host, labels, cluster, cfg.not_node_pattern, lookup)
+    why = refusal(INSTANCE, host, labels, cluster, cfg.not_node_pattern, lookup)
     if why:
         refused.append(f"instance={value}: {why}")
         return NodeFound()
@@ -228,7 +228,7 @@ def _mapped(labels: Mapping[str, str], cfg: IdentitySettings, exporter: Pointer 
         return NodeFound()
     for name in cfg.node_labels:
         value = labels.get(name, "")
-        mapped = cfg.node_map.get(value) or (cfg.node_map.get(strip_port(value)) if name == "instance" else "")
+        mapped = cfg.node_map.get(value) or (cfg.node_map.get(strip_port(value)) if name == INSTANCE else "")
         if value and mapped:
             return NodeFound(mapped, f"map {name}={value}")
     if exporter is not None and cfg.node_map.get(exporter.name):

@@ -28,6 +28,7 @@ from alertd.core.instants import parse_iso
 from alertd.core.json_types import JSONObject, JSONValue, as_object, as_text, integer, string_map, strings
 from alertd.core.matchers import match_all
 from alertd.core.model import FIRING, JOB_SUSPECT, Alert, Event, Incident, Member
+from alertd.core.vocabulary import IB_PORT_DETAILS, KIND_WORDS, Detail, EventKind, SignalKind
 from alertd.engine.state import EngineState
 from alertd.rules.jobs import JobRule
 from alertd.rules.ruleset import CorrelationRules
@@ -43,8 +44,6 @@ METRICS = {"tensor_active": "tensor activity", "sm_clock": "SM clock", "power": 
 UNITS = {"sm_clock": " MHz", "power": " W", "nvlink": "B/s", "pcie": "B/s"}
 CLOCK_REASONS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
                  "sw_thermal_slowdown": "SW thermal slowdown", "hw_power_brake_slowdown": "HW power brake"}
-KIND_WORDS = {"xid": "Xid", "sxid": "NVSwitch SXid", "link_degraded": "link", "metrics_missing": "node or exporter down",
-              "node_not_ready": "NotReady", "gpu_quiet": "quiet GPU", "straggler": "straggler", "thermal": "throttle"}
 
 
 class JobHost(Protocol):
@@ -265,13 +264,13 @@ class Jobs:
         if not hung or listed == job.annotations.get(SUSPECTS, []):  # a stall over keeps what it found
             job.title = self.title(job, now)
             if job.title != title:
-                self.c.record(job, job.add_event(now, "retitled", job.title))
+                self.c.record(job, job.add_event(now, EventKind.RETITLED, job.title))
             return
         before = {as_text(as_object(s).get("incident")) for s in _list(job.annotations.get(SUSPECTS))}
         job.annotations[SUSPECTS] = list[JSONValue](listed)
         job.title = self.title(job, now)
         if found:
-            self.c.record(job, job.add_event(now, "suspects", "suspects: " + "; ".join(s.text() for s in found)))
+            self.c.record(job, job.add_event(now, EventKind.SUSPECTS, "suspects: " + "; ".join(s.text() for s in found)))
         for suspect in found:
             if suspect.incident not in before:
                 self._take_over(job, suspect, now)
@@ -279,12 +278,12 @@ class Jobs:
     def _take_over(self, job: Incident, suspect: Suspect, now: datetime) -> None:
         """The job's page speaks for its suspect's (a suspect already in a fleet keeps the fleet's)."""
         inc = self.c.state.incidents.get(suspect.incident)
-        if inc is None or inc.parent_id or inc.annotations.get(SUSPECT_OF) or suspect.kind == "straggler":
+        if inc is None or inc.parent_id or inc.annotations.get(SUSPECT_OF) or suspect.kind == SignalKind.STRAGGLER:
             return
         inc.annotations[SUSPECT_OF] = job.id
         if inc.id not in job.children:
             job.children.append(inc.id)
-        self.c.record(inc, inc.add_event(now, "suspect_of_job", f"suspect of {job.title} ({job.id}): its page "
+        self.c.record(inc, inc.add_event(now, EventKind.SUSPECT_OF_JOB, f"suspect of {job.title} ({job.id}): its page "
                                                                 "speaks for this node's"))
 
     def suspects(self, job: Incident, since: datetime) -> list[Suspect]:
@@ -300,7 +299,8 @@ class Jobs:
                 inc = state.incidents.get(inc_id)
                 if inc is not None and not inc.fleet and not is_job(inc):
                     found.extend(self._of(inc, node, inc.members.values(), lo, hi))
-        found.extend(self._of(job, "", [m for m in job.members.values() if m.signal.kind == "straggler"], lo, hi))
+        slowed = [m for m in job.members.values() if m.signal.kind == SignalKind.STRAGGLER]
+        found.extend(self._of(job, "", slowed, lo, hi))
         order = {kind: i for i, kind in enumerate(rule.kinds)}
         # a suspect found before whose incident has resolved since (its port came back) stays one
         gone = [s for doc in _list(job.annotations.get(SUSPECTS)) if (s := Suspect.from_json(doc)) is not None
@@ -326,11 +326,11 @@ class Jobs:
     def _what(m: Member) -> str:
         sig, labels = m.signal, m.labels
         gpu = m.subject.gpu.index if m.subject.gpu is not None and m.subject.gpu.index else ""
-        if sig.detail in ("ib_port_down", "ib_port_flapping") and labels.get("device"):
+        if sig.detail in IB_PORT_DETAILS and labels.get("device"):
             port = labels.get("port", "")
             where = labels["device"] + (f" port {port}" if port and port != "1" else "")
-            return f"InfiniBand port {where} {'down' if sig.detail == 'ib_port_down' else 'flapping'}"
-        if sig.kind == "straggler":
+            return f"InfiniBand port {where} {'down' if sig.detail == Detail.IB_PORT_DOWN else 'flapping'}"
+        if sig.kind == SignalKind.STRAGGLER:
             return f"GPU {gpu} straggling" if gpu else "a GPU straggling"
         return sig.title + (f" (GPU {gpu})" if gpu else "")
 
@@ -357,7 +357,7 @@ class Jobs:
 
     def _straggler_title(self, job: Incident, name: str, now: datetime) -> str:
         stragglers = as_object(as_object(job.annotations.get(FACTS)).get("stragglers"))
-        slowed = [m for m in job.members.values() if m.signal.kind == "straggler"]
+        slowed = [m for m in job.members.values() if m.signal.kind == SignalKind.STRAGGLER]
         if not slowed:
             return f"Job {name}: {job.primary.title if job.primary else 'job alerts'}"
         firing = [m for m in slowed if m.status == FIRING]
@@ -386,7 +386,7 @@ class Jobs:
             inc = state.incidents.get(inc_id)
             for m in inc.members.values() if inc is not None else ():
                 other = m.subject.gpu
-                if m.signal.kind == "thermal" and m.status == FIRING and other is not None and \
+                if m.signal.kind == SignalKind.THERMAL and m.status == FIRING and other is not None and \
                         other.key() and (other.key() == gpu.key() or other.index == gpu.index):
                     reasons = [CLOCK_REASONS.get(r, r) for r in m.signal.detail.split(",") if r in CLOCK_REASONS]
                     if reasons:

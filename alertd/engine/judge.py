@@ -22,10 +22,10 @@ from typing import Iterable, Protocol, Sequence
 
 from alertd.core.model import SEVERITY_RANK, Incident, Member, as_severity
 from alertd.core.verdict import HistoryVerdict, action_text, ladder_action, ladder_rank
+from alertd.core.vocabulary import NEVER_FAULT, EventKind, SignalKind
 from alertd.rules.history import LEMON_NODE, REPAIR_NOT_HELD, REPEAT_OFFENDER, HistoryRule
 from alertd.core.words import counted
 
-NEVER_FAULT = frozenset({"node_cordoned", "other", "watchdog"})  # what a repair shows, not a fault
 
 
 class PastFault(Protocol):
@@ -212,7 +212,7 @@ def _same_fault(now: Seen, past: PastFault) -> str:
     xids = sorted(set(now.xids) & set(past.xids))
     if xids:
         return "Xid " + "/".join(map(str, xids))
-    kinds = sorted((set(now.signals) & set(past.signals)) - NEVER_FAULT - {"xid"})
+    kinds = sorted((set(now.signals) & set(past.signals)) - NEVER_FAULT - {SignalKind.XID})
     return f"{kinds[0]} fault" if kinds else ""
 
 
@@ -259,7 +259,7 @@ def span_words(span: timedelta) -> str:
     return counted(max(1, int(span.total_seconds() // 60)), "minute")
 
 
-VERDICT_EVENT = "verdict"  # the timeline event that tells of a new verdict (routing: shown, never paged again)
+VERDICT_EVENT = EventKind.VERDICT  # the timeline event that tells of a new verdict (routing: shown, never paged again)
 
 
 def apply_verdict(inc: Incident, verdict: HistoryVerdict | None, now: datetime) -> bool:

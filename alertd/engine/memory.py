@@ -18,7 +18,7 @@ from typing import Iterable
 
 from alertd.core.json_types import as_object, strings, text
 from alertd.core.model import Incident, Signal
-from alertd.engine.fleet_summary import COUNTED
+from alertd.engine.storm import COUNTED
 from alertd.engine.state import EngineState
 
 DETAILED_EVENTS = 20  # timeline events kept in memory per detailed incident

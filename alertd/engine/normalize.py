@@ -7,10 +7,10 @@ from typing import Mapping
 
 from alertd.gpu.pci import normalize_pci
 from alertd.core.model import GPU, Alert, Subject
+from alertd.core.vocabulary import LOG_HOST_LABELS, NODE_LABELS
 from alertd.engine.plausible import NOT_NODE_PATTERN
 from alertd.engine.identity import (
     EXPORTER_POD_PATTERN,
-    LOG_HOST_LABELS,
     LOG_LINE_FIELDS,
     NodeLookup,
     find_node,
@@ -27,9 +27,7 @@ class NormalizeConfig:
     # Alerts without the label belong to this cluster, so grouping by cluster still works
     # for a single-cluster setup whose alerts carry no cluster label.
     cluster_default: str = "default"
-    # First one naming a node wins. Hostname comes after node: dcgm-exporter may set it to its own pod's name,
-    # which is never taken as a node (exporter_pod_pattern). host and source: log alerts (Loki, Graylog).
-    node_labels: tuple[str, ...] = ("node", "kubernetes_node", "Hostname", "hostname", "host", "instance", "source")
+    node_labels: tuple[str, ...] = NODE_LABELS  # first one naming a node wins
     xid_labels: tuple[str, ...] = ("xid", "err_code")
     xid_annotation: str = "xid"
     pod_labels: tuple[str, ...] = ("pod", "exported_pod")

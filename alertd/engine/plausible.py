@@ -22,11 +22,12 @@ import re
 from functools import lru_cache
 from typing import Mapping, Protocol
 
+from alertd.core.vocabulary import WEAK_NODE_LABELS
+
 # Docker's default hostname: the container ID, short (12) or full (64 hex digits).
 CONTAINER_ID = re.compile(r"[0-9a-f]{12}|[0-9a-f]{64}")
 # Compose service and container names of exporters: dcgm-exporter, nvidia-gpu-exporter, gpu_exporter_1.
 NOT_NODE_PATTERN = r"(?i)[a-z0-9_.-]*exporter(?:[-_][0-9]+)?"
-WEAK_LABELS = frozenset({"Hostname", "hostname", "instance"})  # may name the exporter, not its host
 SERVICE_LABELS = ("job", "service", "container")  # a target named like these is a service, not a host
 
 
@@ -62,7 +63,7 @@ def refusal(name: str, value: str, labels: Mapping[str, str], cluster: str, patt
     """Why the value of node label ``name`` is no node; "" when it is plausibly one."""
     if is_container_id(value):
         return "a container ID (dcgm-exporter in Docker without NODE_NAME names its container)"
-    if name not in WEAK_LABELS:
+    if name not in WEAK_NODE_LABELS:
         return ""
     why = service_name(value, labels, pattern)
     if why:
@@ -72,5 +73,5 @@ def refusal(name: str, value: str, labels: Mapping[str, str], cluster: str, patt
     return ""
 
 
-__all__ = ["CONTAINER_ID", "NOT_NODE_PATTERN", "NodeNames", "WEAK_LABELS", "is_container_id", "refusal",
+__all__ = ["CONTAINER_ID", "NOT_NODE_PATTERN", "NodeNames", "is_container_id", "refusal",
            "service_name"]

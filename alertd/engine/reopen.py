@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from alertd.core.durations import format_duration
+from alertd.core.vocabulary import EventKind
 from alertd.core.model import OPEN, Alert, Event, Incident
 from alertd.core.response_marks import flagged
 from alertd.engine import response as resp
@@ -77,7 +78,7 @@ class Reopening:
         self.c.state.storm_indexed = False  # the storm indexes are rebuilt with it open
         what = "in response to its fault" if responds else "again"
         flap = "" if responds else f" (flap {inc.flaps})"
-        event = inc.add_event(now, "reopened", f"{alert.name}: {alert.signal.title} {what} "
+        event = inc.add_event(now, EventKind.REOPENED, f"{alert.name}: {alert.signal.title} {what} "
                                                f"{format_duration(max(gone, timedelta(0)))} after it resolved{flap}",
                               flap=inc.flaps)
         self.c.record(inc, flagged(event, responds), urgent=not responds)
@@ -95,7 +96,7 @@ class Reopening:
         fleet.status, fleet.resolved_at, fleet.quiet_since = OPEN, None, None
         fleet.flaps += 1
         self.c.state.add(fleet)
-        event = fleet.add_event(now, "reopened", f"{child.node or child.id}: "
+        event = fleet.add_event(now, EventKind.REOPENED, f"{child.node or child.id}: "
                                                  f"{'the repair of its fault' if responds else 'failing again'} "
                                                  f"(flap {fleet.flaps})",
                                 flap=fleet.flaps)

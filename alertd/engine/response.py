@@ -21,11 +21,11 @@ from alertd.core.durations import format_duration
 from alertd.core.matchers import match_all
 from alertd.core.model import FIRING, Incident, Member, Signal, iso, signal_rank
 from alertd.core.response_marks import REPAIR_FAILED
+from alertd.core.vocabulary import NEVER_CAUSE, SignalKind
 from alertd.rules.ruleset import ResponseRule
 
-CORDON = "node_cordoned"
+CORDON = SignalKind.NODE_CORDONED
 SLACK = timedelta(minutes=1)  # Prometheus' clock against another's (kube-state-metrics, node exporter)
-NEVER_CAUSE = ("other", "watchdog")
 
 
 def signal_fields(sig: Signal) -> dict[str, str]:

@@ -29,7 +29,7 @@ class EngineState:
     next_seq: int = 1
     heartbeat_at: datetime | None = None
     by_node: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (cluster, node) -> open incident ids
-    # Storm indexes (engine/storm.py), rebuilt from the open incidents when storm_indexed is False:
+    # Storm indexes (engine/storm/), rebuilt from the open incidents when storm_indexed is False:
     fleets: dict[str, str] = field(default_factory=dict)  # event key -> open fleet incident standing for it
     recent: dict[str, list[tuple[datetime, str]]] = field(default_factory=dict)  # event key -> unfolded node incidents
     storm_key_of: dict[str, str] = field(default_factory=dict)  # unfolded node incident -> its event key

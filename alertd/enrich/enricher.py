@@ -54,6 +54,7 @@ from alertd.enrich.targets import (EnrichTarget, enriched_before, joined_nodes, 
 from alertd.enrich.writer import AnnotationWriter
 from alertd.core.findings import EvidenceLine, Job
 from alertd.core.model import Change, Incident, Signal
+from alertd.core.vocabulary import EventKind
 
 log = logging.getLogger(__name__)
 # Targets enriched at once; the rest wait in a queue. A storm of 20,000 nodes is 40,000 targets (each node's
@@ -149,7 +150,7 @@ class Enricher:
         for inc in pending:
             self._seen.pop(inc.id, None)
             seed_state(self._state.setdefault(inc.id, IncidentState(fleet=inc.fleet)), inc.findings)
-        self.submit(Change(incident=inc, kinds=["opened"]) for inc in pending)
+        self.submit(Change(incident=inc, kinds=[EventKind.OPENED]) for inc in pending)
         if pending:
             log.info("enrichment resumed for %d open incidents without stored enrichment or with a retry due",
                      len(pending))
@@ -202,7 +203,7 @@ class Enricher:
 
     def _targets(self, change: Change) -> list[EnrichTarget]:
         inc = change.incident
-        if not inc.is_open or "resolved" in change.kinds:
+        if not inc.is_open or EventKind.RESOLVED in change.kinds:
             self._forget(inc.id)
             return []
         seen = self._seen.get(inc.id)
@@ -211,7 +212,7 @@ class Enricher:
             return []
         if seen is None:
             seen = self._seen[inc.id] = set()
-            if "opened" not in change.kinds:
+            if EventKind.OPENED not in change.kinds:
                 # First sight after a restart (or a late bind): nodes of members that did not change
                 # in this step were enriched before; only the ones that just joined are new.
                 seen.update(enriched_before(inc, set(change.members), joined_nodes(change)))

@@ -12,6 +12,7 @@ from typing import Iterable
 
 from alertd.core.findings import EvidenceLine
 from alertd.core.model import Incident, Signal, signal_rank
+from alertd.core.vocabulary import SignalKind
 from alertd.enrich.logs import LogLine
 from alertd.enrich.timestamps import iso_millis
 from alertd.gpu.catalog import XidCatalog
@@ -76,7 +77,7 @@ def upgrade_signal(evidence: Iterable[EvidenceLine], inc: Incident, catalog: Xid
             best = sig
     if best is None:
         return None
-    if best.kind == "sxid" and inc.primary is not None and inc.primary.switch == best.switch:
+    if best.kind == SignalKind.SXID and inc.primary is not None and inc.primary.switch == best.switch:
         return None
     if not inc.xids:
         return best

@@ -13,9 +13,12 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TypedDict
+from typing import Annotated, TypedDict
+
+from msgspec import Meta
 
 from alertd.core.durations import parse_duration
+from alertd.core.sections import Seconds, Section, duration
 
 DEFAULT_PATTERNS = ("NVRM", "Xid", "nvidia", "kernel")
 
@@ -142,16 +145,6 @@ class EnrichDoc(TypedDict, total=False):
     logs: LogsDoc
     kube: KubeDoc
 
-
-class NodeIndexDoc(TypedDict, total=False):
-    """``normalize.kubernetes`` as config.schema.json admits it."""
-
-    enabled: bool
-    refresh: str
-    ttl: str
-    failure_ttl: str
-    wait: str
-    max_lookups: int
 
 
 
@@ -381,32 +374,21 @@ class EnrichSettings:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class NodeIndexSettings:
-    """The ``normalize.kubernetes`` config section, parsed: how the node index (alertd/enrich/node_index.py)
-    asks the API server for the nodes an alert's pod or address is on."""
+class NodeIndexSettings(Section, frozen=True):
+    """Find the node of an exporter pod or an instance address through the Kubernetes API (credentials and cluster from enrich.kube). On when enrich.kube is configured."""
 
-    enabled: bool = True
-    refresh: float = 300.0
-    ttl: float = 600.0
-    failure_ttl: float = 30.0
-    wait: float = 2.0
-    max_lookups: int = 64
-
-    @classmethod
-    def from_doc(cls, doc: NodeIndexDoc | None) -> "NodeIndexSettings":
-        doc, d = doc or {}, cls()
-
-        def secs(value: str | None, default: float) -> float:
-            return parse_duration(value).total_seconds() if value is not None else default
-
-        return cls(enabled=doc.get("enabled", True), refresh=secs(doc.get("refresh"), d.refresh),
-                   ttl=secs(doc.get("ttl"), d.ttl), failure_ttl=secs(doc.get("failure_ttl"), d.failure_ttl),
-                   wait=secs(doc.get("wait"), d.wait), max_lookups=int(doc.get("max_lookups", d.max_lookups)))
+    enabled: Annotated[bool, Meta(description="Look nodes up (when enrich.kube is configured).")] = True
+    refresh: Annotated[Seconds, Meta(description="How often the nodes' addresses are listed again.")] = duration("5m")
+    ttl: Annotated[Seconds, Meta(description="How long a pod's or a pod IP's node is remembered.")] = duration("10m")
+    failure_ttl: Annotated[Seconds, Meta(description=(
+        "How long a lookup that found nothing or failed is not tried again."))] = duration("30s")
+    wait: Annotated[Seconds, Meta(description=(
+        "The longest an engine step waits for lookups; later answers serve the alerts sent again."))] = duration("2s")
+    max_lookups: Annotated[int, Meta(ge=1, description="Lookups started per engine step at most.")] = 64
 
 
 __all__ = [
     "CostModel", "DEFAULT_GPU_PRODUCT_LABELS", "JobCostSettings", "DEFAULT_INSTANCE_TYPE_LABELS", "DEFAULT_PATTERNS", "DEFAULT_POOL_LABELS",
-    "EnrichDoc", "EnrichSettings", "JobCostDoc", "KubeDoc", "KubeSettings", "LogSettings", "LogsDoc", "NodeIndexDoc",
+    "EnrichDoc", "EnrichSettings", "JobCostDoc", "KubeDoc", "KubeSettings", "LogSettings", "LogsDoc",
     "NodeIndexSettings",
 ]

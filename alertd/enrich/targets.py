@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 from alertd.core.json_types import strings
 from alertd.enrich.annotations import KUBE_NODE, LOG_EVIDENCE, PODS
 from alertd.core.model import Change, Incident, Member
+from alertd.core.vocabulary import EventKind
 
 
 @dataclass(slots=True)
@@ -51,7 +52,7 @@ def step_nodes(change: Change) -> list[str]:
 
 def joined_nodes(change: Change) -> list[str]:
     """The nodes the step's ``nodes_joined`` events name."""
-    return [n for e in change.events if e.kind == "nodes_joined" for n in strings(e.data.get("nodes"))]
+    return [n for e in change.events if e.kind == EventKind.NODES_JOINED for n in strings(e.data.get("nodes"))]
 
 
 def member_nodes(inc: Incident, exclude: set[str], joined_nodes: Iterable[str] = ()) -> set[str]:

@@ -9,6 +9,7 @@ from typing import TypedDict, cast
 from alertd.core.model import Signal, as_severity
 from alertd.gpu.recovery import XID_RECOVERY, RecoveryTable, recovery_signal
 from alertd.schemas import validate_document
+from alertd.core.vocabulary import GpuAction, SignalKind
 
 
 class XidEntryDoc(TypedDict):
@@ -47,7 +48,7 @@ class XidEntry:
 
     def signal(self, detail: str = "", basis: str = "") -> Signal:
         return Signal(
-            kind="xid",
+            kind=SignalKind.XID.value,
             severity=as_severity(self.severity),
             category=self.category,
             xid=self.code,
@@ -79,7 +80,7 @@ class XidCatalog:
             meaning=f"Xid {code} is not in the catalog; look it up in NVIDIA's Xid documentation.",
             severity="error",
             category="driver",
-            action="contact_support",
+            action=GpuAction.CONTACT_SUPPORT.value,
             runbook="xid-driver",
         )
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+from alertd.core.vocabulary import Detail
 from alertd.promql.bittest import ClockTest, clock_test
 from alertd.promql.expr import expr_of_url
 from alertd.promql.recording import EMPTY, RecordedRules
@@ -59,7 +60,7 @@ class ClockReasons:
         """The signal detail: the harmful reasons; ``any_clock_event_reason`` for an expression that fires on
         benign reasons as much as on harmful ones (a whole-mask ``> 0``)."""
         if self.tested and self.harmful and self.benign:
-            return "any_clock_event_reason"
+            return Detail.ANY_CLOCK_EVENT_REASON.value
         return ",".join(self.harmful)
 
 

@@ -22,6 +22,7 @@ from typing import TypedDict, cast
 
 from alertd.core.json_types import JSONObject
 from alertd.core.model import Signal, as_severity
+from alertd.core.vocabulary import GpuAction, SignalKind
 from alertd.gpu.pci import PCI_ADDRESS, normalize_pci
 
 _SXID = re.compile(
@@ -109,7 +110,7 @@ class SxidCatalog:
         name = entry.name if entry is not None else (line.text or "unknown SXid")
         meaning = " ".join(part for part in (entry.meaning if entry else "", how.meaning) if part)
         return Signal(
-            kind="sxid", severity=as_severity(how.severity), category="nvlink", sxid=line.code,
+            kind=SignalKind.SXID.value, severity=as_severity(how.severity), category="nvlink", sxid=line.code,
             switch=line.key, title=f"SXid {line.code} on {line.switch}: {name} ({'fatal' if fatal else 'non-fatal'})",
             meaning=meaning, action=how.action, investigate=how.investigate, drain=how.drain, runbook=self.runbook,
             detail=detail or ("fatal" if fatal else "non_fatal"), basis=basis)
@@ -170,8 +171,8 @@ def merge_sxids(a: SxidCatalog | None, b: SxidCatalog) -> SxidCatalog:
 
 DEFAULT_SXIDS = SxidCatalog(
     entries={},
-    fatal=Handling("critical", "reboot_node", True, "A fatal NVSwitch error.", "See the Fabric Manager User Guide."),
-    non_fatal=Handling("warning", "watch", False, "A non-fatal NVSwitch error.", "Watch for repeats."),
+    fatal=Handling("critical", GpuAction.REBOOT_NODE.value, True, "A fatal NVSwitch error.", "See the Fabric Manager User Guide."),
+    non_fatal=Handling("warning", GpuAction.WATCH.value, False, "A non-fatal NVSwitch error.", "Watch for repeats."),
 )
 
 __all__ = ["DEFAULT_SXIDS", "Handling", "HandlingDoc", "SxidCodeDoc", "SxidsDoc", "SxidCatalog", "SxidEntry", "SxidLine", "find_sxid", "merge_sxids",

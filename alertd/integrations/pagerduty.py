@@ -41,6 +41,7 @@ from alertd.core.durations import format_duration
 from alertd.core.installation import scoped
 from alertd.core.storm_growth import GREW, incident_trend
 from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
+from alertd.core.vocabulary import EventKind
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
                                        key_name)
@@ -188,7 +189,7 @@ class PagerDutyNotifier(Notifier):
 
     async def _fleet_holds(self, inc: Incident, target: Target, dedup: str) -> bool:
         """Whether a fleet the node incident left (its ``left_fleet`` events) pages under the node's key."""
-        for fleet in dict.fromkeys(str(e.data.get("fleet") or "") for e in inc.timeline if e.kind == "left_fleet"):
+        for fleet in dict.fromkeys(str(e.data.get("fleet") or "") for e in inc.timeline if e.kind == EventKind.LEFT_FLEET):
             if fleet and _state(await self.store.notify_ref(fleet, target)).get("dedup_key") == dedup:
                 return True
         return False

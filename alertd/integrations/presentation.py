@@ -18,24 +18,13 @@ from yarl import URL
 
 from alertd.core.matchers import Matcher
 from alertd.core.model import STORM_SAYS
+from alertd.core.vocabulary import ACTION_ADVICE, EVENT_WORDS
 from alertd.integrations.base import Links
 
 if TYPE_CHECKING:
     from alertd.core.model import Incident
 
-ACTION_TEXT = {
-    "restart_app": "Restart the job: the application faulted; the GPU is healthy.",
-    "reset_gpu": "Drain the GPU and reset it (nvidia-smi -r), then run diagnostics before returning it.",
-    "reboot_node": "Drain and reboot the node (often a power cycle); save dmesg and the BMC log first.",
-    "contact_support": "Drain the GPU and open a case with the hardware vendor.",
-    "drain_p2p": "Stop peer-to-peer (NVLink) work on the GPU: let multi-GPU jobs finish, start no new ones.",
-    "drain_reset": "Let the GPU's work finish, take no new work, then reset the GPU (nvidia-smi -r).",
-    "drain_and_handoff": "Drain the node and hand it off for hardware inspection; the same repair again will not hold.",
-    "replace_gpu": "Drain the GPU and return it to the vendor (RMA).",
-    "watch": "Nothing now; repeats need a look.",
-    "ignore": "No action needed.",
-}
-
+ACTION_TEXT = ACTION_ADVICE  # each action in a sentence (alertd/core/vocabulary.py)
 
 
 def action_in_words(action: str) -> str:
@@ -52,7 +41,7 @@ def incident_action(inc: "Incident") -> str:
 
 
 def storm_says(inc: "Incident") -> tuple[str, str]:
-    """What a fleet incident says of its storm as a whole (engine/storm_extent.py): the readings of its GPUs
+    """What a fleet incident says of its storm as a whole (engine/storm/extent.py): the readings of its GPUs
     (the hottest, range and median temperature) and the advice of its event (rules/correlation.yml)."""
     says = inc.annotations.get(STORM_SAYS)
     if not isinstance(says, dict):
@@ -144,26 +133,6 @@ def incident_links(inc: "Incident", links: Links, generator_urls: Iterable[str] 
         ui=str(alertd.joinpath("ui", "incidents", inc.id)) if alertd else "",
         api=str(alertd.joinpath("api", "v1", "incidents", inc.id)) if alertd else "",
     )
-
-
-# What each timeline event is, in words (the UI's timeline, the CLI): never the event's internal name.
-EVENT_WORDS = {
-    "opened": "Opened", "reopened": "Reopened", "acknowledged": "Acknowledged", "resolved": "Resolved",
-    "alert_joined": "Alert joined", "alert_folded": "Fallout alert joined", "alert_refired": "Alert firing again",
-    "alert_resolved": "Alert resolved", "all_alerts_resolved": "All alerts resolved",
-    "severity_changed": "Severity changed", "classification_upgraded": "Classification upgraded",
-    "evidence": "Kernel-log evidence", "owners": "Owners found", "node_updated": "Node changed",
-    "incident_joined": "Node incident joined", "folded_into_fleet": "Folded into a fleet",
-    "left_fleet": "Left the fleet", "nodes_joined": "Nodes joined", "nodes_left": "Nodes left",
-    "nodes_resolved": "Nodes resolved", "storm_pending": "Storm pending", "storm_counted": "Storm counted",
-    "silenced": "Silenced", "silence_removed": "Silence removed", "escalated": "Escalated",
-    "routed": "Routed", "verdict": "History verdict", "repair_failed": "Repair failed",
-    "ticket_opened": "RMA ticket opened", "remediation_proposed": "Remediation proposed",
-    "remediation_not_proposed": "No remediation proposed", "remediation_started": "Remediation started",
-    "remediation_updated": "Remediation step", "remediation_superseded": "Remediation superseded",
-    "remediation_approve": "Remediation approved", "remediation_override": "Breaker overridden",
-    "remediation_cancel": "Remediation cancelled", "remediation_stop": "Remediation stopped",
-}
 
 
 def event_words(kind: str) -> str:

@@ -11,11 +11,13 @@ ticket a crashed holder may have opened, by the ticket's own label, before openi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypedDict
+from typing import Annotated, Protocol
 
-from alertd.core.durations import parse_duration
+import msgspec
+from msgspec import Meta
+
+from alertd.core.sections import Seconds, Section, duration
 from alertd.core.tickets import RmaEvidence, TicketLink
 
 
@@ -51,72 +53,42 @@ class TicketSystem(Protocol):
     async def close(self) -> None: ...
 
 
-class JiraDoc(TypedDict, total=False):
-    """``rma.jira`` (config.schema.json; url, email, api_token and project required)."""
+class JiraSettings(Section, frozen=True, kw_only=False):
+    """Jira Cloud (REST API v3): an issue with the evidence as its description."""
 
-    url: str
-    email: str
-    api_token: str
-    project: str
-    issue_type: str
-    labels: list[str]
+    url: Annotated[str, Meta(pattern="^https?://", description="The site, e.g. https://example.atlassian.net.")]
+    email: Annotated[str, Meta(min_length=3, description="The account the API token belongs to (basic auth).")]
+    api_token: Annotated[str, Meta(min_length=1, description="The account's API token, e.g. ${JIRA_API_TOKEN}.")]
+    project: Annotated[str, Meta(pattern="^[A-Z][A-Z0-9_]+$", description="The project key.")]
+    issue_type: Annotated[str, Meta(min_length=1, description="The issue type of every ticket.")] = "Task"
+    labels: Annotated[tuple[Annotated[str, Meta(pattern="^[^\\s]+$")], ...], Meta(description=(
+        "Labels every issue gets (Jira refuses labels with spaces). alertd adds one of its own per "
+        "ticket."))] = ("gpu-rma",)
 
-
-class RmaWebhookDoc(TypedDict, total=False):
-    """``rma.webhook`` (config.schema.json; url and signing_secret required)."""
-
-    url: str
-    signing_secret: str
-    headers: dict[str, str]
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(self, "url", self.url.rstrip("/"))  # paths are appended to it
 
 
-class RmaDoc(TypedDict, total=False):
-    jira: JiraDoc
-    webhook: RmaWebhookDoc
-    timeout: str
+class RmaWebhookSettings(Section, frozen=True, kw_only=False):
+    """A signed JSON webhook (ServiceNow, or anything): the evidence, signed like notify.webhook's."""
+
+    url: Annotated[str, Meta(pattern="^https?://", description="Where the evidence is POSTed.")]
+    signing_secret: Annotated[str, Meta(min_length=16, description="HMAC-SHA256 key for X-Alertd-Signature.")]
+    headers: Annotated[dict[str, str], Meta(description="Headers every request carries.")] = \
+        msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class JiraSettings:
-    url: str  # https://your-site.atlassian.net
-    email: str
-    api_token: str
-    project: str  # the project key
-    issue_type: str = "Task"
-    labels: tuple[str, ...] = ("gpu-rma",)
-
-
-@dataclass(frozen=True, slots=True)
-class RmaWebhookSettings:
-    url: str
-    signing_secret: str
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class RmaSettings:
-    """The ``rma`` section: where an approved RMA step opens its tickets (none: the step says so and fails)."""
+class RmaSettings(Section, frozen=True):
+    """Where an approved RMA handoff opens its tickets, one per GPU and incident in each (docs/remediation.md, "RMA handoff"). Secrets: ${ENV} or api_token_file / signing_secret_file."""
 
     jira: JiraSettings | None = None
     webhook: RmaWebhookSettings | None = None
-    timeout: float = 10.0  # seconds per request
+    timeout: Annotated[Seconds, Meta(description="Per request.")] = duration("10s")
 
     @property
     def enabled(self) -> bool:
+        """Without a ticket system an approved RMA step says so and fails."""
         return self.jira is not None or self.webhook is not None
 
-    @classmethod
-    def from_doc(cls, doc: "RmaDoc | None") -> "RmaSettings":
-        """The ``rma`` section of the configuration, valid by config.schema.json."""
-        doc = doc or {}
-        jira, hook = doc.get("jira"), doc.get("webhook")
-        return cls(
-            jira=JiraSettings(url=str(jira["url"]).rstrip("/"), email=jira["email"], api_token=jira["api_token"],
-                              project=jira["project"], issue_type=jira.get("issue_type", "Task"),
-                              labels=tuple(jira.get("labels", ("gpu-rma",)))) if jira else None,
-            webhook=RmaWebhookSettings(url=hook["url"], signing_secret=hook["signing_secret"],
-                                       headers=tuple(sorted((hook.get("headers") or {}).items()))) if hook else None,
-            timeout=parse_duration(doc.get("timeout", "10s")).total_seconds())
 
-
-__all__ = ["JiraDoc", "JiraSettings", "RmaDoc", "RmaSettings", "RmaWebhookDoc", "RmaWebhookSettings", "TicketError", "TicketSystem", "worth_retrying"]
+__all__ = ["JiraSettings", "RmaSettings", "RmaWebhookSettings", "TicketError", "TicketSystem", "worth_retrying"]

@@ -87,7 +87,7 @@ def fleet_severity(children: Sequence[tuple[str, str | None]]) -> str | None:
 def _judged(policy: CordonPolicy, inc: Incident, cordoned_at: datetime | None,
             children: Sequence[tuple[str, str | None]] | None) -> str | None:
     """How the incident stands to its cordon (``cordon_severity``; a fleet: ``fleet_severity``), None when
-    the policy notifies as is. A storm stays as severe as its extent made it (engine/storm_extent.py: its
+    the policy notifies as is. A storm stays as severe as its extent made it (engine/storm/extent.py: its
     event's escalate step): its nodes' repair takes none of that away."""
     if policy.action == "notify":
         return None

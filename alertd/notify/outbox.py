@@ -46,6 +46,11 @@ class OutboxWorker:
         self._stopping = True
         self._wake.set()
 
+    @property
+    def stopped(self) -> bool:
+        """Stopped for good: a stopped worker does not run again (a new one is made)."""
+        return self._stopping
+
     async def run(self) -> None:
         while not self._stopping:
             try:

@@ -16,7 +16,7 @@ from alertd.core.outbox_items import Escalate, Intent, JsonDoc, OutboxItem, Page
 from alertd.core.router_memory import ESCALATION, SENT, MemoryDelta, RouterMemory
 from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
 from alertd.core.response_marks import REPAIR_FAILED, is_response, repair_failed
-from alertd.core.storm_growth import GREW
+from alertd.core.vocabulary import EventKind as E
 from alertd.integrations import registry
 from alertd.notify.decision import RouteDecision, Hit, cordon_severity, muted_notes, route_incident
 from alertd.rules.routing import Receiver, Routing, owner_channel
@@ -26,22 +26,22 @@ log = logging.getLogger(__name__)
 
 # Timeline kinds that are shown by editing the message only; every other kind is also a thread reply.
 # A storm that doubled (storm_doubled) is a reply; its pages' update (storm_grew) edits the message only.
-QUIET_KINDS = frozenset({"opened", "alert_resolved", "alert_refired", "all_alerts_resolved", "severity_changed",
-                         "folded_into_fleet", "nodes_joined", "nodes_resolved", "node_updated", "storm_pending",
-                         GREW})
+QUIET_KINDS = frozenset({E.OPENED, E.ALERT_RESOLVED, E.ALERT_REFIRED, E.ALL_ALERTS_RESOLVED, E.SEVERITY_CHANGED,
+                         E.FOLDED_INTO_FLEET, E.NODES_JOINED, E.NODES_RESOLVED, E.NODE_UPDATED, E.STORM_PENDING,
+                         E.STORM_GREW})
 # Changes that matter to a pager once the incident has been sent there; the urgent ones bring a page along.
 # storm_grew: the engine's rate-limited word that a fleet's pages should say its new node count.
-PAGER_KINDS = frozenset({"opened", "severity_changed", "classification_upgraded", "acknowledged", "resolved",
-                         REPAIR_FAILED, GREW})
-URGENT_KINDS = frozenset({"acknowledged", "resolved"})
+PAGER_KINDS = frozenset({E.OPENED, E.SEVERITY_CHANGED, E.CLASSIFICATION_UPGRADED, E.ACKNOWLEDGED, E.RESOLVED,
+                         E.REPAIR_FAILED, E.STORM_GREW})
+URGENT_KINDS = frozenset({E.ACKNOWLEDGED, E.RESOLVED})
 # A change made only of these is no news to a target that has heard nothing of the incident: it never opens
 # a message or a page there (a cordon that resolves is not a first notification of the maintenance).
-RESOLUTION_KINDS = frozenset({"alert_resolved", "all_alerts_resolved", "nodes_resolved", "acknowledged", "resolved"})
+RESOLUTION_KINDS = frozenset({E.ALERT_RESOLVED, E.ALL_ALERTS_RESOLVED, E.NODES_RESOLVED, E.ACKNOWLEDGED, E.RESOLVED})
 CONSOLE = Target.of("console")
 # Changes after which routes may name new targets: a conversation already posted elsewhere hears of it.
-ROUTE_CHANGING = frozenset({"severity_changed", "classification_upgraded"})
+ROUTE_CHANGING = frozenset({E.SEVERITY_CHANGED, E.CLASSIFICATION_UPGRADED})
 # A fleet child is not notified on its own; only these changes still reach messages already sent for it.
-CHILD_KINDS = frozenset({"folded_into_fleet", "suspect_of_job", "acknowledged", "resolved"})
+CHILD_KINDS = frozenset({E.FOLDED_INTO_FLEET, E.SUSPECT_OF_JOB, E.ACKNOWLEDGED, E.RESOLVED})
 
 
 def change_summary(change: Change) -> JsonDoc:
@@ -273,7 +273,7 @@ class Router:
         seen: set[str] = set(chosen)
         loud: set[Target] = set()
         moved = self._one_post(chosen, known)
-        if "opened" in kinds and not child:  # once per incident: why a new one is not posted or paged
+        if E.OPENED in kinds and not child:  # once per incident: why a new one is not posted or paged
             for muted in sorted({f"route {h.route!r} to {h.receiver} ({decision.suppressed or h.muted})"
                                  for h in decision.hits if h.muted or decision.suppressed}):
                 log.info("%s is not posted or paged through %s: the console log has it", inc.id, muted)
@@ -318,7 +318,7 @@ class Router:
         """A thread reply where the incident was posted, naming the conversations it is now routed to too."""
         inc = change.incident
         names = ", ".join(sorted(t.address or str(t) for t in moved))
-        event: JsonDoc = {"at": iso(now), "kind": "routed", "text": f"now {decision.severity}: routed to {names} too"}
+        event: JsonDoc = {"at": iso(now), "kind": E.ROUTED.value, "text": f"now {decision.severity}: routed to {names} too"}
         payload = Timeline(kinds=tuple(change.kinds), urgent=change.urgent, only_if_posted=True, note=decision.note,
                            route="", receiver="", team="", events=(event,))
         where = sorted({p for posted in moved.values() for p in posted})
@@ -333,7 +333,7 @@ class Router:
         inc = change.incident
         # A reopened incident (the same key back within the reopen window) was sent before it resolved: its
         # message is updated where it is and nothing pages again for a flap; a repair that failed does, once.
-        first = target not in known and not quiet and ("reopened" not in change.kinds or REPAIR_FAILED in change.kinds)
+        first = target not in known and not quiet and (E.REOPENED not in change.kinds or REPAIR_FAILED in change.kinds)
         wait = self._group_wait(inc, now) if first else None
         common = Routed(kinds=tuple(change.kinds), urgent=change.urgent, only_if_posted=quiet, note=decision.note,
                         muted=why, route=hit.route if hit else "", receiver=hit.receiver if hit else "",
@@ -341,7 +341,7 @@ class Router:
                         # PagerDuty takes the node's alert over; a conversation may take its message over
                         adopt=self._adoptable(inc, target) if first else "")
         out: list[OutboxItem] = []
-        opening = "opened" in change.kinds or first
+        opening = E.OPENED in change.kinds or first
         if integration.accepts(Intent.SHOW):
             if not integration.remembers:  # a log line: the change itself, at once
                 line = Show(**common, incident=change_summary(change), events=tuple(e.to_dict() for e in change.events))
@@ -412,7 +412,7 @@ class Router:
             self._mark(scheduled, inc.id, ESCALATION, marker)
             due = now + esc.after
             payload = Escalate(after=esc.after.total_seconds(), routing_key=esc.routing_key, escalation=True,
-                               severity=decision.severity, note=decision.note, kinds=("escalated",))
+                               severity=decision.severity, note=decision.note, kinds=(E.ESCALATED.value,))
             pager = self._target(esc.target)
             if pager is not None and pager == esc.target:
                 self._mark(scheduled, inc.id, ESCALATION, pager)

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Mapping, TypedDict, cast
 from alertd.core.json_types import JSONObject, JSONValue
 from alertd.receive.payload import BadPayload, decode_body, fingerprint_of
 from alertd.schemas import describe, validator
+from alertd.core.vocabulary import SignalKind
 
 STRUCTURED = "application/cloudevents+json"
 BATCH = "application/cloudevents-batch+json"
@@ -193,7 +194,7 @@ def _generic(event: CloudEvent, doc: JSONObject, cluster: str, when: str) -> Wir
                 "pci_bus_id": str(gpu.get("pci_bus_id") or ""), "gpu": str(gpu.get("index") or "")}
     xid = str(data.get("xid") or "")
     labels = {"alertname": "GPUHealthEvent", "source": SOURCE, **identity,
-              "kind": str(data.get("kind") or ("xid" if xid else "other")), "xid": xid,
+              "kind": str(data.get("kind") or (SignalKind.XID.value if xid else SignalKind.OTHER.value)), "xid": xid,
               "severity": str(data.get("severity") or "")}
     message = str(data.get("message") or "")
     return _alert(labels, identity, bool(data["healthy"]), str(data.get("observed_at") or when), {

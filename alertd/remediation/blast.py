@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import NotRequired, Protocol, TypedDict
 
 from alertd.core.kube_objects import LabelSelector, PodDisruptionBudget
-from alertd.rules.remediation import CORDONING
+from alertd.core.vocabulary import CORDONING, RemediationAction
 from alertd.core.words import counted
 
 FINISHED = ("Succeeded", "Failed")
@@ -106,7 +106,7 @@ class GangLookup(Protocol):
 
 def evicts(action: str, pod: BlastPod) -> tuple[bool, str]:
     """Whether the action evicts the pod, and why not when it does not."""
-    if action not in CORDONING or action == "cordon":
+    if action not in CORDONING or action == RemediationAction.CORDON:
         return False, ""
     if pod.get("phase") in FINISHED:
         return False, "finished"
@@ -114,7 +114,7 @@ def evicts(action: str, pod: BlastPod) -> tuple[bool, str]:
         return False, "mirror pod (static, managed by the kubelet)"
     if pod.get("daemonset"):
         return False, "DaemonSet pod (ignored by a drain)"
-    if action in ("drain-gpu", "drain-handoff") and not pod.get("gpus"):
+    if action in (RemediationAction.DRAIN_GPU, RemediationAction.DRAIN_HANDOFF) and not pod.get("gpus"):
         return False, "holds no GPU (drain-gpu)"
     return True, ""
 

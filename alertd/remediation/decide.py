@@ -25,10 +25,12 @@ from alertd.remediation.blast import BlastRadius
 from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARANTINE, RUNNING, STOPPING,
                                       SUPERSEDED, UNCORDON, Remediation)
 from alertd.remediation.ladder import Escalation, pick_step
-from alertd.rules.remediation import CORDONING, Policy, RemediationPolicy
+from alertd.core.vocabulary import CORDONING
+from alertd.rules.remediation import Policy, RemediationPolicy
+from alertd.core.vocabulary import NOT_HARDWARE_ACTIONS, GpuAction, RemediationAction, SignalKind
 
 
-DOMAIN_SIGNAL = "domain"  # what a remediation policy names to act on a bad failure domain
+DOMAIN_SIGNAL = SignalKind.DOMAIN  # what a remediation policy names to act on a bad failure domain
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,14 +67,14 @@ def policy_for(inc: Incident, policy: RemediationPolicy, escalation: Escalation 
         return None
     if domain_nodes(inc):
         chosen = policy.policy_for([], [DOMAIN_SIGNAL])
-        return chosen if chosen is not None and chosen.action != "none" else None
+        return chosen if chosen is not None and chosen.action != RemediationAction.NONE else None
     if not (inc.nodes if inc.fleet else inc.node):
         return None
     choice = pick_step(policy.ladder, inc.primary.action if inc.primary else "", escalation)
     if choice is not None and choice.escalated:
         return choice.step.policy
     chosen = policy.policy_for(inc.xids, inc.signals, recovery_asked(inc))
-    return chosen if chosen is not None and chosen.action != "none" else None
+    return chosen if chosen is not None and chosen.action != RemediationAction.NONE else None
 
 
 def recovery_asked(inc: Incident) -> frozenset[str]:
@@ -191,8 +193,7 @@ def supersede(rem: Remediation, fleet_id: str, now: datetime) -> Remediation | N
 
 
 HARDWARE_CATEGORIES = frozenset({"hardware", "memory", "nvlink"})
-NOT_HARDWARE_ACTIONS = frozenset({"restart_app", "watch", "ignore"})  # the job's fault, or nothing to replace
-HANDOFF_VERDICTS = frozenset({"drain_and_handoff", "replace_gpu"})
+HANDOFF_VERDICTS = frozenset({GpuAction.DRAIN_AND_HANDOFF, GpuAction.REPLACE_GPU})
 
 
 def rma_refusal(inc: Incident) -> str:
@@ -203,7 +204,7 @@ def rma_refusal(inc: Incident) -> str:
     if inc.verdict is not None and inc.verdict.action in HANDOFF_VERDICTS:
         return ""
     p = inc.primary
-    if p is None or p.kind == "thermal":
+    if p is None or p.kind == SignalKind.THERMAL:
         return f"{inc.id} is {'heat' if p else 'no fault'}, not a hardware fault: nothing to return to the vendor"
     if p.category not in HARDWARE_CATEGORIES or p.action in NOT_HARDWARE_ACTIONS:
         return (f"{inc.id} is not a hardware fault ({p.category}, action {p.action or 'none'}): "

@@ -6,12 +6,14 @@ process that died may be taken over), then posted, then marked done.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
-from typing import Awaitable, Callable, Protocol, TypedDict
+from typing import Annotated, Awaitable, Callable, Protocol
 from urllib.parse import urlencode
 
+from msgspec import Meta
+
 from alertd.core.json_types import JSONObject
+from alertd.core.sections import Section, written
 from alertd.report.shapes import as_report
 from alertd.core.words import counted
 
@@ -19,25 +21,24 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 STALE_CLAIM = timedelta(hours=1)
 
 
-class DigestDoc(TypedDict, total=False):
-    """``report.digest`` as config.schema.json admits it."""
-
-    channel: str
-    weekday: str  # monday ... sunday
-    hour: int
-
-
-@dataclass(frozen=True, slots=True)
-class DigestSettings:
-    channel: str = ""
-    weekday: int = 0  # Monday
-    hour: int = 9  # UTC
+class Weekday(int):
+    """A day of the week, 0 for Monday, written in the file by its name."""
 
     @classmethod
-    def from_doc(cls, doc: DigestDoc | None) -> "DigestSettings":
-        doc = doc or {}
-        return cls(channel=doc.get("channel", ""), weekday=WEEKDAYS.index(doc.get("weekday", "monday")),
-                   hour=int(doc.get("hour", 9)))
+    def from_config(cls, name: str) -> "Weekday":
+        return cls(WEEKDAYS.index(name))
+
+    @staticmethod
+    def config_schema() -> dict[str, object]:
+        return {"enum": list(WEEKDAYS)}
+
+
+class DigestSettings(Section, frozen=True):
+    """A weekly Slack message with last week's figures and a link to the report page (needs notify.slack)."""
+
+    channel: Annotated[str, Meta(min_length=1, description="Slack channel (#name or ID); empty: no digest.")]
+    weekday: Annotated[Weekday, Meta(description="The posting day.")] = written(Weekday.from_config, "monday")
+    hour: Annotated[int, Meta(ge=0, le=23, description="Hour (UTC) of the posting day.")] = 9
 
 
 def due_week(s: DigestSettings, now: datetime) -> tuple[str, datetime, datetime]:

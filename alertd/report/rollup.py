@@ -15,6 +15,7 @@ from alertd.report.facts import HARDWARE_CATEGORIES, fact, last_end
 from alertd.report.shapes import Fact
 from alertd.rules.windows import CordonPolicy, cordon_of, unplanned_severity
 from alertd.store.reads import IncidentQuery
+from alertd.core.vocabulary import SignalKind
 
 PAGE = 500
 MAX_PAGES = 400  # one rollup reads at most 200,000 incidents; the rest waits for the next
@@ -40,7 +41,7 @@ async def _fact(store: RollupStore, doc: JSONObject, policy: CordonPolicy,
                 nodes: Mapping[tuple[str, str], tuple[str, int]]) -> Fact:
     """The fact of one incident. Its members are read only when needed: a cordon (planned work is judged as
     routing judges it) or a resolved fault (when its last alert ended)."""
-    cordoned = "node_cordoned" in as_array(doc.get("signals"))
+    cordoned = SignalKind.NODE_CORDONED in as_array(doc.get("signals"))
     ended_fault = doc.get("resolvedAt") and doc.get("category") in HARDWARE_CATEGORIES and not doc.get("parentId")
     inc = await store.get_incident(str(doc["id"])) if cordoned or ended_fault else None
     if inc is None:

@@ -2,40 +2,26 @@
 background work reads (alertd/app/reporting.py): docs/reliability-report.md."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import TypedDict
+from typing import Annotated
 
-from alertd.core.durations import parse_duration
-from alertd.report.digest import DigestDoc, DigestSettings
+import msgspec
+from msgspec import Meta
 
-
-class ReportDoc(TypedDict, total=False):
-    """The ``report`` config section as config.schema.json admits it."""
-
-    sample_interval: str
-    sample_fleet: bool
-    cluster: str
-    digest: DigestDoc
+from alertd.core.sections import Section, Span, written
+from alertd.report.digest import DigestSettings
 
 
-@dataclass(frozen=True, slots=True)
-class ReportSettings:
-    """``sample_interval``: how often the fleet's GPU nodes are sampled from the Kubernetes API (the day's last
-    sample is the day's row), ``sample_fleet`` false: never; ``cluster``: the cluster the samples are of ("": the
-    Kubernetes client's, else ``normalize.cluster``); ``digest``: the weekly digest."""
+class ReportSettings(Section, frozen=True):
+    """The fleet reliability report (docs/reliability-report.md): fleet size samples, metrics and the weekly Slack digest."""
 
-    sample_interval: timedelta = timedelta(hours=1)
-    sample_fleet: bool = True
-    cluster: str = ""
-    digest: DigestSettings = field(default_factory=DigestSettings)
-
-    @classmethod
-    def from_doc(cls, doc: ReportDoc | None) -> "ReportSettings":
-        doc = doc or {}
-        return cls(sample_interval=parse_duration(doc.get("sample_interval", "1h")),
-                   sample_fleet=bool(doc.get("sample_fleet", True)), cluster=str(doc.get("cluster") or ""),
-                   digest=DigestSettings.from_doc(doc.get("digest")))
+    sample_fleet: Annotated[bool, Meta(description=(
+        "Sample the GPU nodes (allocatable nvidia.com/gpu, type label, cordon) from the Kubernetes API of "
+        "enrich.kube."))] = True
+    sample_interval: Annotated[Span, Meta(description=(
+        "How often the fleet is sampled; the day's latest sample is the day's row."))] = written(Span.from_config, "1h")
+    cluster: Annotated[str, Meta(description=(
+        "The cluster name samples are stored under; empty: enrich.kube.cluster, else normalize.cluster."))] = ""
+    digest: DigestSettings = msgspec.field(default_factory=lambda: DigestSettings(channel=""))  # "": no digest
 
 
 __all__ = ["ReportSettings"]

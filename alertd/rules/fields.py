@@ -7,7 +7,7 @@ from alertd.core.model import FIRING, Incident, Member
 
 
 # Fleet annotation: the labels its nodes' leading alerts all carry alike (Alertmanager's commonLabels of the
-# storm; engine/fleet_summary.py keeps it). A fleet has no alerts of its own: routes match it on these.
+# storm; engine/storm/summary.py keeps it). A fleet has no alerts of its own: routes match it on these.
 STORM_LABELS = "storm_labels"
 
 # Routing runs on every change. A fleet incident can hold thousands of members, all alike:

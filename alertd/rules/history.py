@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol, TypedDict
 
+from alertd.core.vocabulary import VerdictKind
 from alertd.core.yamlio import Path_
 from alertd.rules.rma import Condition, ConditionDoc, RmaRule, report_duplicate_names
 
-REPEAT_OFFENDER, REPAIR_NOT_HELD, LEMON_NODE = "repeat_offender", "repair_not_held", "lemon_node"
+REPEAT_OFFENDER, REPAIR_NOT_HELD, LEMON_NODE = VerdictKind
 DEFAULT_WINDOW = timedelta(days=7)
 DEFAULT_WITHIN = timedelta(days=7)
 DEFAULT_COUNT = 3

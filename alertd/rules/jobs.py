@@ -8,12 +8,8 @@ from datetime import timedelta
 from typing import Any, Protocol, TypedDict
 
 from alertd.core.matchers import Matcher, parse_matchers
+from alertd.core.vocabulary import SUSPECT_KINDS, SignalKind as K, signal_is
 from alertd.core.yamlio import Path_
-
-# Node incidents of these kinds, in this order, are a stalled job's suspects (then by time: the nearest to
-# the stall first). A link or an Xid explains a hang better than a node that went NotReady after it.
-DEFAULT_SUSPECT_KINDS = ("xid", "sxid", "link_degraded", "metrics_missing", "node_not_ready", "gpu_quiet", "ecc",
-                         "row_remap", "nvlink", "gpu_check", "thermal", "straggler")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,12 +18,12 @@ class JobRule:
     (its incident pages and takes over its suspects' pages), and which node incidents are its suspects."""
 
     enabled: bool = True
-    match: tuple[Matcher, ...] = parse_matchers(['signal=~"job_stalled|straggler"'])
+    match: tuple[Matcher, ...] = parse_matchers([signal_is(K.JOB_STALLED, K.STRAGGLER)])
     by: tuple[str, ...] = ("cluster", "namespace", "owner_kind", "owner_name")
-    hang: tuple[Matcher, ...] = parse_matchers(['signal="job_stalled"'])
+    hang: tuple[Matcher, ...] = parse_matchers([signal_is(K.JOB_STALLED)])
     before: timedelta = timedelta(minutes=30)  # a suspect began at most this long before the stall
     after: timedelta = timedelta(minutes=10)  # ... or this long after it: a suspect alert that fired before the stall's
-    kinds: tuple[str, ...] = DEFAULT_SUSPECT_KINDS
+    kinds: tuple[str, ...] = SUSPECT_KINDS
 
 
 @dataclass(frozen=True, slots=True)

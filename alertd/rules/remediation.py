@@ -10,15 +10,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Mapping, TypedDict
 
-from alertd.core.verdict import LADDER
+from alertd.core.vocabulary import CORDONING as CORDONING, DRAINING as DRAINING, HANDING_OFF as HANDING_OFF
+from alertd.core.vocabulary import LADDER, RemediationAction
 from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
 
-ACTIONS = ("cordon", "drain", "drain-gpu", "handoff", "drain-handoff", "rma", "none")
-CORDONING = ("cordon", "drain", "drain-gpu", "drain-handoff")  # actions that cordon the node first
-DRAINING = ("drain", "drain-gpu", "drain-handoff")  # actions that evict pods after the cordon
-HANDING_OFF = ("handoff", "drain-handoff")  # actions that label/annotate the node for an external remediator
-RMA = "rma"  # open a ticket to return the incident's GPU(s) to the vendor (alertd/app/rma_handoff.py)
+RMA = RemediationAction.RMA.value  # open a ticket to return the incident's GPU(s) to the vendor (app/rma_handoff.py)
 DEFAULT_TAINT = ("alertd.dev/quarantine", "NoSchedule")
 LADDER_POLICY = "ladder-"  # a ladder step's policy is named this + the step
 

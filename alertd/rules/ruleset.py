@@ -32,6 +32,7 @@ from alertd.rules.kube_health import KubeHealthRules, parse_kube_health
 from alertd.rules.jobs import DomainRule, JobRule, parse_domains, parse_job
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
+from alertd.core.vocabulary import Detail as D, SignalKind as K, detail_is, signal_is
 
 # section name -> JSON Schema name
 SECTIONS = {"xids": "xid-catalog", "recovery_actions": "recovery-actions", "sxids": "sxid-catalog", "signals": "signals",
@@ -74,16 +75,16 @@ class StormEvent:
 
 
 DEFAULT_STORM_EVENTS = (
-    StormEvent("gpu-fault", ("cluster", "category"), parse_matchers(['signal=~"xid|ecc|row_remap|nvlink"'])),
-    StormEvent("thermal", ("cluster",), parse_matchers(['signal="thermal"'])),
-    StormEvent("node-lost", ("cluster",), parse_matchers(['signal=~"metrics_missing|node_not_ready"'])),
-    StormEvent("unclassified", ("cluster", "alertname"), parse_matchers(['signal="other"'])),
+    StormEvent("gpu-fault", ("cluster", "category"), parse_matchers([signal_is(K.XID, K.ECC, K.ROW_REMAP, K.NVLINK)])),
+    StormEvent("thermal", ("cluster",), parse_matchers([signal_is(K.THERMAL)])),
+    StormEvent("node-lost", ("cluster",), parse_matchers([signal_is(K.METRICS_MISSING, K.NODE_NOT_READY)])),
+    StormEvent("unclassified", ("cluster", "alertname"), parse_matchers([signal_is(K.OTHER)])),
 )
-DEFAULT_FOLLOWERS = parse_matchers(['signal=~"metrics_missing|node_not_ready"'])
-DEFAULT_RESPONSE_SIGNALS = parse_matchers(['signal=~"node_cordoned|node_not_ready|metrics_missing"',
-                                           'detail=~"|exporter_down|node_down"'])
-DEFAULT_STILL_DOWN = parse_matchers(['signal=~"metrics_missing|node_not_ready"', 'detail=~"|node_down"'])
-DEFAULT_UNREACHABLE = parse_matchers(['signal="metrics_missing"', 'detail="node_down"'])
+DEFAULT_FOLLOWERS = parse_matchers([signal_is(K.METRICS_MISSING, K.NODE_NOT_READY)])
+DEFAULT_RESPONSE_SIGNALS = parse_matchers([signal_is(K.NODE_CORDONED, K.NODE_NOT_READY, K.METRICS_MISSING),
+                                           detail_is("", D.EXPORTER_DOWN, D.NODE_DOWN)])
+DEFAULT_STILL_DOWN = parse_matchers([signal_is(K.METRICS_MISSING, K.NODE_NOT_READY), detail_is("", D.NODE_DOWN)])
+DEFAULT_UNREACHABLE = parse_matchers([signal_is(K.METRICS_MISSING), detail_is(D.NODE_DOWN)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +125,13 @@ class WatchdogRule:
 
 
 DEFAULT_GROUPS = (
-    GroupRule("application-xid", ("cluster", "namespace", "pod"), parse_matchers(['signal="xid"', 'category="application"'])),
-    GroupRule("nvswitch", ("cluster", "node", "switch"), parse_matchers(['signal="sxid"'])),
-    GroupRule("node", ("cluster", "node"), parse_matchers(['signal!="other"'])),
-    GroupRule("origin", ("cluster", "origin"), parse_matchers(['node=""', 'signal!="watchdog"'])),
-    GroupRule("node-unknown", ("cluster", "alertname", "fingerprint"), parse_matchers(['signal!~"other|watchdog"', 'node=""'])),
+    GroupRule("application-xid", ("cluster", "namespace", "pod"),
+              parse_matchers([signal_is(K.XID), 'category="application"'])),
+    GroupRule("nvswitch", ("cluster", "node", "switch"), parse_matchers([signal_is(K.SXID)])),
+    GroupRule("node", ("cluster", "node"), parse_matchers([signal_is(K.OTHER, negate=True)])),
+    GroupRule("origin", ("cluster", "origin"), parse_matchers(['node=""', signal_is(K.WATCHDOG, negate=True)])),
+    GroupRule("node-unknown", ("cluster", "alertname", "fingerprint"),
+              parse_matchers([signal_is(K.OTHER, K.WATCHDOG, negate=True), 'node=""'])),
     GroupRule("other", ("alertname", "cluster", "node"), (), True),
 )
 

@@ -1,6 +1,6 @@
 """What a storm event says beyond its title, and how its severity follows its extent: a storm event's
 ``reading``, ``advice`` and ``escalate`` (correlation.storm.events, correlation.schema.json), read into the
-rules engine/storm_extent.py takes.
+rules engine/storm/extent.py takes.
 
 A fault that each GPU reports as a warning (a thermal slowdown) is another matter on 128 GPUs of one rack:
 the rack's cooling, not a GPU. So the severity a storm of such warnings reaches is data, by the nodes and

@@ -19,9 +19,10 @@ from alertd.core.json_types import JSONObject, objects
 from alertd.core.matchers import Matcher, match_all, parse_matchers
 from alertd.core.model import FIRING, Incident, max_severity
 from alertd.core.response_marks import REPAIR_FAILED
+from alertd.core.vocabulary import Detail as D, SignalKind as K, detail_is, signal_is
 from alertd.rules.fields import member_fields
 
-CORDON_KIND = "node_cordoned"
+CORDON_KIND = K.NODE_CORDONED
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,13 +108,13 @@ class Maintenance:
 
 # Signals a node being worked on shows: planned when they really start after its cordon (any of these
 # matcher lists). A fault signal (Xid, ECC, thermal, a GPU missing after the reboot) is never planned.
-DEFAULT_EXPECTED = (('signal=~"node_cordoned|node_not_ready|other"',),
-                    ('signal="metrics_missing"', 'detail=~"exporter_down|node_down"'))
+DEFAULT_EXPECTED = ((signal_is(K.NODE_CORDONED, K.NODE_NOT_READY, K.OTHER),),
+                    (signal_is(K.METRICS_MISSING), detail_is(D.EXPORTER_DOWN, D.NODE_DOWN)))
 # How long an alert's startsAt lags the moment its condition began: its rule's `for:` in
 # deploy/prometheus/gpu-alerts.yml (DCGMExporterDown 5m, NodeDown 2m, KubeNodeNotReady 2m).
-DEFAULT_PENDING = ((('signal="metrics_missing"', 'detail="exporter_down"'), timedelta(minutes=5)),
-                   (('signal="metrics_missing"', 'detail="node_down"'), timedelta(minutes=2)),
-                   (('signal="node_not_ready"',), timedelta(minutes=2)))
+DEFAULT_PENDING = (((signal_is(K.METRICS_MISSING), detail_is(D.EXPORTER_DOWN)), timedelta(minutes=5)),
+                   ((signal_is(K.METRICS_MISSING), detail_is(D.NODE_DOWN)), timedelta(minutes=2)),
+                   ((signal_is(K.NODE_NOT_READY),), timedelta(minutes=2)))
 
 
 def _parsed(items: tuple[str, ...]) -> tuple[Matcher, ...]:

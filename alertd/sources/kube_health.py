@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Awaitable, Callable, Protocol
 
 from alertd.core.json_types import JSONObject
@@ -142,7 +142,7 @@ class KubeHealthSource:
     # ----- events -----
 
     async def event_seen(self, event: Event) -> None:
-        if not is_fresh(event, self.clock(), self.settings.max_event_age):
+        if not is_fresh(event, self.clock(), timedelta(seconds=self.settings.max_event_age)):
             return
         rules = self.rules()
         if (rule := event_rule(event, rules)) is not None:

@@ -1,68 +1,39 @@
-"""The ``sources`` config section, parsed: the kube-health watch and the CloudEvents receiver."""
+"""The ``sources`` config section, declared once (alertd/core/sections.py): the kube-health watch and the
+CloudEvents receiver."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import timedelta
-from typing import TypedDict
+from typing import Annotated
 
-from alertd.core.durations import parse_duration
+import msgspec
+from msgspec import Meta
 
-
-class KubeHealthDoc(TypedDict, total=False):
-    """``sources.kube_health`` as config.schema.json admits it."""
-
-    enabled: bool
-    cluster: str
-    max_event_age: str  # a Prometheus duration
-    unready_after: str
+from alertd.core.sections import Seconds, Section, duration
 
 
-class CloudEventsDoc(TypedDict, total=False):
-    enabled: bool
-    cluster: str
+class KubeHealthSettings(Section, frozen=True):
+    """Watch node conditions and Events (rules/sources.yml says which) on the elected engine, through enrich.kube's credentials. Needs list and watch on nodes and events, get on pods."""
+
+    enabled: Annotated[bool, Meta(description="Run the watch.")] = False
+    cluster: Annotated[str, Meta(description=(
+        "The cluster label the alerts carry (default: none, normalize.cluster applies)."))] = ""
+    max_event_age: Annotated[Seconds, Meta(description=(
+        "Events older than this are ignored (a first list returns old ones)."))] = duration("1h")
+    unready_after: Annotated[Seconds, Meta(description="A watch failing this long fails /readyz; 0: never.")] = \
+        duration("1m")
 
 
-class SourcesDoc(TypedDict, total=False):
-    kube_health: KubeHealthDoc
-    cloudevents: CloudEventsDoc
+class CloudEventsSettings(Section, frozen=True):
+    """The CloudEvents receiver (HTTP binding, structured and binary), authenticated like the webhook."""
+
+    enabled: Annotated[bool, Meta(description="Serve the route; false answers 404.")] = True
+    cluster: Annotated[str, Meta(description="The cluster label for events that name none.")] = ""
 
 
-@dataclass(frozen=True, slots=True)
-class KubeHealthSettings:
-    enabled: bool = False
-    cluster: str = ""
-    max_event_age: timedelta = timedelta(hours=1)
-    unready_after: float = 60.0  # seconds; 0: a broken watch never fails /readyz
+class SourcesSettings(Section, frozen=True):
+    """Signals besides Alertmanager's webhook (docs/sources.md)."""
 
-    @classmethod
-    def from_doc(cls, doc: KubeHealthDoc | None) -> "KubeHealthSettings":
-        doc, d = doc or {}, cls()
-        return cls(enabled=bool(doc.get("enabled", False)), cluster=str(doc.get("cluster", "")),
-                   max_event_age=parse_duration(doc["max_event_age"]) if "max_event_age" in doc else d.max_event_age,
-                   unready_after=parse_duration(doc["unready_after"]).total_seconds() if "unready_after" in doc
-                   else d.unready_after)
+    kube_health: KubeHealthSettings = msgspec.field(default_factory=KubeHealthSettings)
+    cloudevents: CloudEventsSettings = msgspec.field(default_factory=CloudEventsSettings)
 
 
-@dataclass(frozen=True, slots=True)
-class CloudEventsSettings:
-    enabled: bool = True
-    cluster: str = ""
-
-    @classmethod
-    def from_doc(cls, doc: CloudEventsDoc | None) -> "CloudEventsSettings":
-        doc = doc or {}
-        return cls(enabled=bool(doc.get("enabled", True)), cluster=str(doc.get("cluster", "")))
-
-
-@dataclass(frozen=True, slots=True)
-class SourcesSettings:
-    kube_health: KubeHealthSettings = KubeHealthSettings()
-    cloudevents: CloudEventsSettings = CloudEventsSettings()
-
-    @classmethod
-    def from_doc(cls, doc: SourcesDoc | None) -> "SourcesSettings":
-        doc = doc or {}
-        return cls(KubeHealthSettings.from_doc(doc.get("kube_health")), CloudEventsSettings.from_doc(doc.get("cloudevents")))
-
-
-__all__ = ["CloudEventsDoc", "CloudEventsSettings", "KubeHealthDoc", "KubeHealthSettings", "SourcesDoc", "SourcesSettings"]
+__all__ = ["CloudEventsSettings", "KubeHealthSettings", "SourcesSettings"]

@@ -9,14 +9,11 @@ from typing import Any
 
 from alertd.core.model import iso, parse_instant
 from alertd.store.base import AuditEntry
-from alertd.store.database import Database
+from alertd.store.database import Part
 
 
-class AuditTrail:
+class AuditTrail(Part):
     """Actions on incidents and rules, through any door, and how they ended."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def record_audit(self, entry: AuditEntry) -> None:
         await self.db.run(self.db.tx, lambda cur: cur.execute(
@@ -41,11 +38,8 @@ class AuditTrail:
         return [AuditEntry(parse_instant(r[0]), *r[1:]) for r in rows]
 
 
-class SeenOnce:
+class SeenOnce(Part):
     """Keys seen before, each kept for a while: Slack's signed requests are refused when replayed."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def remember_once(self, key: str, now: datetime, forget_before: datetime) -> bool:
         """True the first time ``key`` is seen (kept until ``forget_before`` passes it)."""

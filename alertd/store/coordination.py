@@ -10,16 +10,13 @@ from typing import Any
 
 from alertd.core.json_types import JSONObject, obj
 from alertd.core.model import iso
-from alertd.store.database import Database
+from alertd.store.database import Part
 from alertd.store.base import StoreUnavailable
 from alertd.store.lease import ENGINE, LeaseRow, LeaseVerdict, judge_lease
 
 
-class Lease:
+class Lease(Part):
     """The engine lease: create, renew, take over, release; and the fence the engine's writes check."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def acquire_lease(self, holder: str, address: str, ttl: float, token: int) -> tuple[LeaseVerdict, LeaseRow | None]:
         """Create, renew or take over the engine lease if allowed; returns the decision and the row seen."""
@@ -68,11 +65,8 @@ class Lease:
         self.db.set_fence(holder, token)
 
 
-class Commands:
+class Commands(Part):
     """Actions forwarded from followers to the leader (alertd/ha/commands.py)."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def submit_command(self, kind: str, incident_id: str, args: JSONObject) -> int:
         def do(cur: Any) -> int:
@@ -97,11 +91,8 @@ class Commands:
 
 
 
-class SharedMeta:
+class SharedMeta(Part):
     """Settings every process shares, chosen once (the installation id)."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def meta_setdefault(self, key: str, value: str) -> str:
         """The stored value of ``key``, storing ``value`` first if there is none (first start wins)."""

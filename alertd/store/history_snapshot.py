@@ -26,7 +26,7 @@ from alertd.core.json_types import as_array
 from alertd.core.model import Incident, iso, parse_iso
 from alertd.engine.judge import seen_now
 from alertd.engine.response import uncordoned_at
-from alertd.store.database import Database
+from alertd.store.database import Part
 from alertd.store.history import history_doc
 
 MAX_NODE_INCIDENTS = 64  # a node's incidents in the look-back read with their members, newest first
@@ -73,11 +73,8 @@ _NODE_INCIDENTS = ("SELECT id, opened_at FROM incidents WHERE node = ? AND opene
                    "ORDER BY seq DESC LIMIT ?")
 
 
-class HistorySnapshots:
+class HistorySnapshots(Part):
     """The read of the past behind every verdict (a part of the store)."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def history_snapshot(self, gpus: Sequence[str], node: str, since: datetime,
                                exclude: str = "") -> HistorySnapshot:

@@ -16,7 +16,7 @@ from typing import Any
 
 from alertd.core.model import iso, parse_iso
 from alertd.receive.payload import encode_webhook
-from alertd.store.database import Database
+from alertd.store.database import Part
 from alertd.store.base import Hook, Taken
 from alertd.store.quarantine import forget_attempts
 
@@ -24,11 +24,8 @@ log = logging.getLogger(__name__)
 KEY_CHUNK = 500  # keys per statement (a few parameters each; SQLite allows 32766)
 
 
-class Inbox:
+class Inbox(Part):
     """The webhooks appended, read back in order by the engine; the redelivery keys it took."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     # ----- receive -----
 

@@ -11,14 +11,11 @@ from typing import Any
 from alertd.core.model import iso
 from alertd.core.outbox_items import LEGACY_KINDS, OutboxItem
 from alertd.store import sql
-from alertd.store.database import Database
+from alertd.store.database import Part
 
 
-class Outbox:
+class Outbox(Part):
     """Pending deliveries, oldest first per incident and target, and the external ids they saved."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]:
         """Pending work that is due, oldest first; at most one (the oldest) per incident+target."""

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from alertd.core.model import iso
-from alertd.store.database import Database
+from alertd.store.database import Database, Part
 from alertd.store.base import BODY_SHOWN, SetAside
 
 SET_ASIDE, REPLAYED = 2, 3
@@ -33,11 +33,8 @@ def split_note(text: str) -> tuple[str, str]:
     return reason, body
 
 
-class Quarantine:
+class Quarantine(Part):
     """Attempts at webhooks, and what was set aside: listed, and taken back for replay."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def count_attempt(self, ids: list[int], now: datetime) -> tuple[list[int], int]:
         """Count one more attempt at webhooks the engine is about to take, committed before it runs them.

@@ -8,13 +8,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Collection
 
 from alertd.core.json_types import JSONObject, integer, obj, string_map
-from alertd.core.model import Incident, iso
-from alertd.store.database import Database
+from alertd.core.model import ACKNOWLEDGED, OPEN, Incident, iso
+from alertd.store.database import Database, Part
 from alertd.store.history import history_doc
 from alertd.store.sql import assemble, incident_doc, unpacked
+
+
+IDS_PER_QUERY = 4000  # ids or nodes in one IN list: two of them stay under SQLite's 32,766 parameters
 
 
 @dataclass(slots=True)
@@ -31,6 +34,7 @@ class IncidentQuery:
     until: datetime | None = None  # opened at or before
     before: int | None = None  # keyset cursor: seq of the last row of the previous page
     limit: int = 100
+    leave_out: frozenset[str] = frozenset()  # ids not to read (shown inside another row, read with it)
 
 
 def incident_sql(q: IncidentQuery) -> tuple[str, list[Any]]:
@@ -60,6 +64,10 @@ def incident_sql(q: IncidentQuery) -> tuple[str, list[Any]]:
     if q.before is not None:
         where.append("seq < ?")
         args.append(q.before)
+    if q.leave_out:
+        left = sorted(q.leave_out)[:IDS_PER_QUERY]  # past that many, the rest are read and skipped by the caller
+        where.append(f"id NOT IN ({', '.join('?' for _ in left)})")
+        args += left
     statement = "SELECT seq, doc FROM incidents" + (" WHERE " + " AND ".join(where) if where else "")
     return statement + " ORDER BY seq DESC LIMIT ?", args + [q.limit]
 
@@ -97,11 +105,8 @@ def assemble_incident(db: Database, cur: Any, inc_id: str, doc: str | bytes, rec
     return assemble(doc, members, events)
 
 
-class HistoryReads:
+class HistoryReads(Part):
     """Incident, GPU and node history for the API and the web UI (a part of the store)."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def list_incidents(self, *, status: str | None = None, node: str | None = None,
                              since: datetime | None = None, limit: int = 100) -> list[JSONObject]:
@@ -120,6 +125,47 @@ class HistoryReads:
             return inc
         found: Incident | None = await self.db.run(do)
         return found
+
+    async def incidents_with_members(self, ids: list[str]) -> list[Incident]:
+        """These incidents with their members and no timeline (what a silence is scoped and matched by): one
+        query for up to ``IDS_PER_QUERY`` of them."""
+        out: list[Incident] = []
+        for start in range(0, len(ids), IDS_PER_QUERY):
+            chunk = ids[start:start + IDS_PER_QUERY]
+            marks = ", ".join("?" for _ in chunk)
+            out += await self._with_members(f"SELECT id, doc FROM incidents WHERE id IN ({marks})", chunk)
+        return out
+
+    async def open_incidents_on(self, nodes: list[str], limit: int, known: Collection[str] = ()) -> list[Incident]:
+        """The open and acknowledged incidents on these nodes (their node, or one of a fleet's nodes), the newest
+        ``limit`` per ``IDS_PER_QUERY`` nodes, with their members and no timeline, but for those in ``known``
+        (read already: not decoded again): one query for up to that many nodes. A union of two index lookups
+        (``incidents_node`` and the facets' key), not an OR the planner answers with a scan."""
+        out: list[Incident] = []
+        for start in range(0, len(nodes), IDS_PER_QUERY):
+            chunk = nodes[start:start + IDS_PER_QUERY]
+            marks = ", ".join("?" for _ in chunk)
+            statement = (f"SELECT id, doc FROM incidents WHERE status IN (?, ?) AND seq IN ("
+                         f"SELECT seq FROM incidents WHERE node IN ({marks}) UNION "
+                         f"SELECT seq FROM incident_facets WHERE kind = 'node' AND value IN ({marks})) "
+                         "ORDER BY seq DESC LIMIT ?")
+            out += await self._with_members(statement, [OPEN, ACKNOWLEDGED, *chunk, *chunk, limit], known)
+        return out
+
+    async def _with_members(self, incidents: str, args: list[Any], known: Collection[str] = ()) -> list[Incident]:
+        """The incidents ``incidents`` selects (id, doc), each with its members, but for the ``known`` ones: one
+        query, a row per member."""
+        statement = (f"SELECT i.id, i.doc, m.fingerprint, m.doc FROM ({incidents}) i "
+                     "LEFT JOIN members m ON m.incident_id = i.id")
+        docs: dict[str, str | bytes] = {}
+        members: dict[str, list[tuple[str, str | bytes]]] = {}
+        for inc_id, doc, fingerprint, member in await self.db.run(self.db.query, statement, args):
+            if inc_id in known:
+                continue
+            docs[inc_id] = doc
+            if fingerprint is not None:
+                members.setdefault(inc_id, []).append((fingerprint, member))
+        return [assemble(doc, members.get(inc_id, ()), ()) for inc_id, doc in docs.items()]
 
     async def query_incidents(self, q: IncidentQuery) -> list[tuple[int, JSONObject]]:
         statement, args = incident_sql(q)

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from alertd.core.json_types import JSONObject, obj
-from alertd.store.database import Database
+from alertd.store.database import Part
 
 MIGRATION = [
     """CREATE TABLE remediations (
@@ -30,12 +30,9 @@ MIGRATION = [
 ]
 
 
-class Remediations:
+class Remediations(Part):
     """Remediation rows (a part of the store). Docs are Remediation.to_dict() dicts; ``version`` in the doc
     is the version being written."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def put_remediation(self, doc: JSONObject, expect: int | None, event: JSONObject | None = None,
                               *, fenced: bool = False) -> bool:

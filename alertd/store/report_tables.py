@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from alertd.core.fleet import NodeSample
 from alertd.core.json_types import JSONObject, obj
 from alertd.core.model import iso
-from alertd.store.database import Database
+from alertd.store.database import Part
 
 MIGRATION = [
     """CREATE TABLE fleet_nodes (
@@ -83,11 +83,8 @@ def daily_rows(day: str, cluster: str, nodes: Iterable[NodeSample], at: str) -> 
     return [(day, cluster, t, *v, at) for t, v in sorted(per.items())]
 
 
-class ReportTables:
+class ReportTables(Part):
     """The reliability report's tables (a part of the store)."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def record_fleet_sample(self, cluster: str, nodes: list[NodeSample], now: datetime) -> None:
         """The cluster's GPU nodes now: replaces its fleet_nodes, and sets today's fleet_daily rows."""

@@ -9,19 +9,15 @@ from datetime import datetime
 from typing import Any, Callable, cast
 
 from alertd.core.model import iso
-from alertd.store.database import Database
 from alertd.store.inbox import Inbox
 
 PRUNE_BATCH = 500  # rows per pruning transaction
 PRUNE_MAX_BATCHES = 200  # per table and housekeeping round (the rest waits for the next round)
 
 
-class Retention:
-    """Counts for the metrics, and pruning of what retention no longer keeps."""
-
-    def __init__(self, db: Database, inbox: Inbox):
-        self.db = db
-        self.inbox = inbox  # counts the alerts not taken yet
+class Retention(Inbox):
+    """Counts for the metrics, and pruning of what retention no longer keeps. Over the inbox part: it counts
+    the alerts not taken yet (``pending_alerts``)."""
 
     async def prune(self, before: datetime, *, resolved_before: datetime | None = None) -> int:
         """Drop processed inbox rows and delivered outbox rows older than ``before`` and, when given, resolved
@@ -72,7 +68,7 @@ class Retention:
     async def stats(self) -> dict[str, int]:
         def do() -> dict[str, int]:
             out = {f"incidents_{s}": n for s, n in self.db.query("SELECT status, count(*) FROM incidents GROUP BY status")}
-            out["inbox_pending"] = self.inbox.pending_alerts()
+            out["inbox_pending"] = self.pending_alerts()
             out.update({f"outbox_{s}": n for s, n in self.db.query("SELECT state, count(*) FROM outbox GROUP BY state")})
             return out
         counts: dict[str, int] = await self.db.run(do)

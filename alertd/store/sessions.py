@@ -11,7 +11,7 @@ same rows (docs/security.md, "Sessions").
 from __future__ import annotations
 
 from typing import Any
-from alertd.store.database import Database
+from alertd.store.database import Part
 
 MIGRATION = [
     """CREATE TABLE sessions (
@@ -24,11 +24,8 @@ MIGRATION = [
 ]
 
 
-class Sessions:
+class Sessions(Part):
     """Browser sessions (a part of the store). Times are seconds since the epoch."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def create_session(self, key: str, name: str, token: str, now: float, expires_at: float) -> None:
         """Store a new session (``key``: the hash of its id); sessions expired by ``now`` are deleted on the way."""

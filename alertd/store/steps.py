@@ -28,12 +28,12 @@ REOPEN_LOOKBACK = timedelta(hours=6)
 REOPEN_LOAD_LIMIT = 20000
 
 
-class EngineSteps:
-    """Commits engine steps; loads the engine state and the router memory they left."""
+class EngineSteps(Inbox):
+    """Commits engine steps; loads the engine state and the router memory they left. Over the inbox part:
+    a step writes what it took (``write_taken``) in its own transaction."""
 
-    def __init__(self, db: Database, inbox: Inbox):
-        self.db = db
-        self.inbox = inbox  # writes what a step took, in the step's transaction
+    def __init__(self, db: Database):
+        super().__init__(db)
         self._facets = history.FacetCache()
 
     async def commit_step(self, step: Step) -> None:
@@ -74,7 +74,7 @@ class EngineSteps:
 
             def write(cur: Any) -> None:
                 if step.inbox:
-                    self.inbox.write_taken(cur, step.inbox)
+                    self.write_taken(cur, step.inbox)
                 batch.run(cur)
             db.ftx(write)
             return written

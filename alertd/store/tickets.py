@@ -15,7 +15,7 @@ from typing import Any
 
 from alertd.core.model import iso
 from alertd.core.tickets import TicketLink
-from alertd.store.database import Database
+from alertd.store.database import Part
 
 MIGRATION = [
     """CREATE TABLE rma_tickets (
@@ -47,11 +47,8 @@ class Claim:
     done: TicketLink | None = None
 
 
-class RmaTickets:
+class RmaTickets(Part):
     """The rma_tickets rows (a part of the store)."""
-
-    def __init__(self, db: Database):
-        self.db = db
 
     async def claim_ticket(self, incident_id: str, gpu: str, target: str, system: str, holder: str, now: datetime,
                            stale_before: datetime) -> Claim:

@@ -24,6 +24,8 @@ from alertd.web.fleet_views import FleetReads
 from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
 from alertd.web.auth import actor_for, authorize
+from alertd.core.incident_filters import FILTER_NAMES
+from alertd.web.worst_first import cursor_of, worst_first_page
 from alertd.web.params import (PAGING, BadParam, decode_cursor, encode_cursor, incident_query, limit_of, reject_unknown,
                                sequence_cursor)
 
@@ -59,12 +61,25 @@ async def resolve_gpu_filter(store: FleetReads, q: IncidentQuery, ident: str) ->
     return bool(q.gpus)
 
 
+SORTS = ("worst", "newest")  # ?sort=: every list's order (alertd/web/worst_first.py), or by sequence alone
+
+
 async def incident_page(store: FleetReads, query: Mapping[str, str]) -> tuple[list[JSONObject], str | None]:
-    """One page of incidents for these query parameters (raises BadParam)."""
-    q, ident = incident_query(query)
-    limit = q.limit
+    """One page of incidents for these query parameters, the worst first unless ``sort=newest`` (raises
+    BadParam)."""
+    sort = query.get("sort", "") or SORTS[0]
+    if sort not in SORTS:
+        raise BadParam("sort", f"sort must be one of {', '.join(SORTS)}")
+    worst = sort == "worst"
+    cursor = cursor_of(query) if worst else (0, None)
+    q, ident = incident_query({k: v for k, v in query.items() if not (worst and k == "cursor")},
+                              allowed=FILTER_NAMES + PAGING + ("sort",))
     if not await resolve_gpu_filter(store, q, ident):
         return [], None
+    if worst:
+        rows, nxt = await worst_first_page(store, q, cursor)
+        return [doc for _, doc in rows], nxt
+    limit = q.limit
     q.limit = limit + 1
     rows = await store.query_incidents(q)
     page = rows[:limit]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from alertd.integrations.presentation import action_in_words, incident_action, runbook_url, storm_says
+from alertd.core.vocabulary import GpuAction, SignalKind
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,10 @@ def incident_guide(inc: Any, runbook_base_url: str) -> Guide:
         return Guide()
     chosen = incident_action(inc)  # a history verdict's action when it has one
     action = action_in_words(chosen)
-    if action and p.drain and chosen == p.action and p.action != "reboot_node":
+    if action and p.drain and chosen == p.action and p.action != GpuAction.REBOOT_NODE:
         action += " Drain the GPU first."
-    reasons = ", ".join(_words(r) for r in p.detail.split(",") if r) if p.kind == "thermal" and p.detail else ""
+    thermal = p.kind == SignalKind.THERMAL and p.detail
+    reasons = ", ".join(_words(r) for r in p.detail.split(",") if r) if thermal else ""
     reading, advice = storm_says(inc)
     return Guide(action=action, investigate=p.investigate, runbook=p.runbook,
                  runbook_link=runbook_url(p.runbook, runbook_base_url), reasons=reasons, reading=reading,

@@ -4,7 +4,7 @@ the store the web relies on (history reads, the audit trail, the quarantine, ses
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable, Coroutine, Protocol
+from typing import Any, Callable, Collection, Coroutine, Protocol
 
 from alertd.core.json_types import JSONObject
 from alertd.app.remediate import RemediationRunner
@@ -47,6 +47,10 @@ class WebStore(FleetReads, Protocol):
                                 cluster: str | None = None, limit: int = 500) -> list[JSONObject]: ...
 
     async def incident_docs(self, ids: list[str]) -> list[JSONObject]: ...
+
+    async def incidents_with_members(self, ids: list[str]) -> list[Incident]: ...
+
+    async def open_incidents_on(self, nodes: list[str], limit: int, known: Collection[str] = ()) -> list[Incident]: ...
 
     async def list_incidents(self, *, status: str | None = None, node: str | None = None,
                              limit: int = 100) -> list[JSONObject]: ...

@@ -36,6 +36,7 @@ from alertd.app.silence_preview import SilenceOverlap
 from alertd.config.settings import Config
 from alertd.core.actor import Actor, stated_name
 from alertd.core.installation import unscoped
+from alertd.core.vocabulary import REMEDIATION_EVENT
 from alertd.integrations.slack.clicks import Click, read_click
 from alertd.integrations.slack.integration import SlackSettings
 from alertd.integrations.slack.render import overlap_question
@@ -195,7 +196,7 @@ class SlackActions:
         if click.remediation and who.principal.removeprefix(SLACK_PRINCIPAL) not in \
                 self.svc.rules.remediation.slack_approvers:
             why = f"{who} may not {click.verb} remediations: not in the policy's approvers.slack_users"
-            await self.svc.audit(who.shown, f"remediation_{click.verb}", incident_id, "slack", f"refused: {why}")
+            await self.svc.audit(who.shown, REMEDIATION_EVENT + click.verb, incident_id, "slack", f"refused: {why}")
             return why
         return await self.incidents.perform(click.verb, incident_id, who, "slack", duration=click.duration,
                                             force=click.force)

@@ -11,7 +11,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from alertd.config.settings import TlsSettings
+from alertd.config.service import TlsSettings
 
 log = logging.getLogger(__name__)
 VERSIONS = {"TLS1.2": ssl.TLSVersion.TLSv1_2, "TLS1.3": ssl.TLSVersion.TLSv1_3}

@@ -1,10 +1,7 @@
 """The incident list as a triage view: the worst first, and a fleet incident as one row over its node incidents.
 
-Order: open, then acknowledged, then resolved; within each, critical down to info; within each, the newest
-first. A history verdict that raised an incident's severity (alertd/engine/judge.py) raised its stored
-severity, so it counts. Each (status, severity) pair is one keyset range read newest first (the store's
-``incidents_triage`` index): page N costs what page 1 costs, and the cursor names the pair and the last
-sequence.
+The order is every list's (alertd/web/worst_first.py: open before acknowledged before resolved, critical
+down to info, the newest first), as the API and the CLI list.
 
 A node incident folded into a fleet (``parentId``) is shown inside its fleet's row instead of on its own
 when the fleet is listed at least as high (a status and severity as bad or worse, within the status and
@@ -17,7 +14,7 @@ status and severity and says what they share (rack, jobs, namespace, driver, GPU
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from alertd.core.findings import JOBS, Job
@@ -27,13 +24,10 @@ from alertd.store.reads import IncidentQuery
 from alertd.web.api import resolve_gpu_filter
 from alertd.web.fleet_views import FleetReads
 from alertd.web.params import BadParam, decode_cursor, encode_cursor, incident_query
+from alertd.web.worst_first import cursor_of, rank, worst_first, worst_first_page
 
-# open, acknowledged, resolved; critical .. info
-BUCKETS: tuple[tuple[str, str], ...] = tuple((s, v) for s in INCIDENT_STATES for v in reversed(SEVERITIES))
-BUCKET_OF: dict[tuple[object, object], int] = {pair: i for i, pair in enumerate(BUCKETS)}
 CHILDREN_SHOWN = 20
 NODES_PAGE = 100
-MIN_BATCH = 32  # rows read at a time from one range at least (node incidents folded into a fleet are skipped)
 SHOWS_CHILDREN = ("node", "gpu", "team")  # filters that list a fleet's node incidents on their own
 # What a fleet's node incidents may share, read from their alerts' labels (dcgm-exporter's and the site's own)
 SHARED_LABELS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -91,62 +85,26 @@ class Row:
     fleet: Fleet | None = None
 
 
-def rank(doc: JSONObject) -> int:
-    return BUCKET_OF.get((doc.get("status"), doc.get("severity")), len(BUCKETS))
-
-
-def worst_first(docs: list[JSONObject]) -> list[JSONObject]:
-    return sorted(docs, key=lambda d: (rank(d), -_number(d)))
-
-
-def _number(doc: JSONObject) -> int:
-    """INC-42 -> 42: the order incidents were opened in (ids are handed out in sequence)."""
-    digits = text(doc, "id").rpartition("-")[2]
-    return int(digits) if digits.isdigit() else 0
-
-
-def _cursor(query: Mapping[str, str]) -> tuple[int, int | None]:
-    parts = decode_cursor(query, 2)
-    if parts is None:
-        return 0, None
-    bucket, seq = parts
-    if not (bucket.isdigit() and int(bucket) < len(BUCKETS) and seq.isdigit() and int(seq) < 2 ** 63):
-        raise BadParam("cursor", "cursor is not one this server handed out (use the link to the next page)")
-    return int(bucket), int(seq)
-
-
 async def triage_page(store: TriageReads, query: Mapping[str, str]) -> tuple[list[Row], str | None]:
     """One page of the list for these query parameters, the worst first (raises BadParam)."""
-    start, before = _cursor(query)
+    cursor = cursor_of(query)
     q, ident = incident_query({k: v for k, v in query.items() if k != "cursor"})
     if not await resolve_gpu_filter(store, q, ident):
         return [], None
+    parents, inside = dict[str, JSONObject](), dict[str, JSONObject]()  # inside: read, shown in a fleet's row
+
+    async def fold(rows: list[tuple[int, JSONObject]], bucket: int) -> set[str]:
+        """The rows inside their fleet's, and every node incident of a fleet listed in this range or before:
+        those not read yet rank here or lower, so they fold too, and are read once, with their fleet's row."""
+        parents.update((text(doc, "id"), doc) for _, doc in rows if doc.get("fleet"))
+        await _load_parents(store, parents, rows)
+        inside.update((text(doc, "id"), doc) for _, doc in rows if _folded(doc, parents, q))
+        ahead = {c for p in parents.values() if rank(p) <= bucket and _listed(p, q) for c in strings(p.get("children"))}
+        return ahead | {text(doc, "id") for _, doc in rows if text(doc, "id") in inside}
+
     folds = not any(query.get(name, "").strip() for name in SHOWS_CHILDREN)
-    limit, parents, inside = q.limit, dict[str, JSONObject](), dict[str, JSONObject]()  # inside: read, in a fleet
-    found: list[tuple[int, int, JSONObject]] = []
-    for bucket in range(start, len(BUCKETS)):
-        status, severity = BUCKETS[bucket]
-        if (q.status and q.status != status) or (q.severity and q.severity != severity):
-            continue
-        cursor = before if bucket == start else None
-        while len(found) <= limit:
-            batch = max(limit + 1 - len(found), MIN_BATCH)
-            rows = await store.query_incidents(replace(q, status=status, severity=severity, before=cursor, limit=batch))
-            if folds:
-                await _load_parents(store, parents, rows)
-            for seq, doc in rows:
-                if folds and _folded(doc, parents, q):
-                    inside[text(doc, "id")] = doc
-                else:
-                    found.append((bucket, seq, doc))
-            if len(rows) < batch:
-                break
-            cursor = rows[-1][0]
-        if len(found) > limit:
-            break
-    page = found[:limit]
-    nxt = encode_cursor(page[-1][0], page[-1][1]) if len(found) > limit else None
-    return await _rows(store, [doc for _, _, doc in page], inside), nxt
+    page, nxt = await worst_first_page(store, q, cursor, fold if folds else None)
+    return await _rows(store, [doc for _, doc in page], inside), nxt
 
 
 async def _load_parents(store: TriageReads, parents: dict[str, JSONObject], rows: list[tuple[int, JSONObject]]) -> None:
@@ -158,11 +116,12 @@ async def _load_parents(store: TriageReads, parents: dict[str, JSONObject], rows
 def _folded(doc: JSONObject, parents: Mapping[str, JSONObject], q: IncidentQuery) -> bool:
     """Shown inside its fleet's row: the fleet is listed too, at least as high as this node incident."""
     parent = parents.get(text(doc, "parentId"))
-    if parent is None:
-        return False
-    if (q.status and text(parent, "status") != q.status) or (q.severity and text(parent, "severity") != q.severity):
-        return False
-    return rank(parent) <= rank(doc)
+    return parent is not None and _listed(parent, q) and rank(parent) <= rank(doc)
+
+
+def _listed(fleet: JSONObject, q: IncidentQuery) -> bool:
+    """The fleet passes the status and severity filters, so its row is on the list."""
+    return not (q.status and text(fleet, "status") != q.status) and not (q.severity and text(fleet, "severity") != q.severity)
 
 
 async def _rows(store: TriageReads, docs: list[JSONObject], known: Mapping[str, JSONObject]) -> list[Row]:

@@ -141,15 +141,17 @@ def related(a: Problem, b: Problem) -> bool:
 def firsts(report: dict[str, Any], kind: str, target_kind: str) -> dict[str, str]:
     """Incident id -> when the first notification of ``kind`` was sent to a ``target_kind`` target."""
     out: dict[str, str] = {}
+    took_over: set[str] = set()  # a fleet's key whose first page took over its node's alert
     for n in report["notifications"]:
         target = str(n["target"])
         if not n["sent"] or n["kind"] != kind or not target.startswith(target_kind) or "|" in target:
             continue
+        key = f"{n['incident']}\0{target}"
         adopted = (n.get("payload") or {}).get("adopt")
         if adopted and f"{adopted}\0{target}" in out:
-            continue  # a fleet taking over the PagerDuty alert of its node already paged: no new page
-        key = f"{n['incident']}\0{target}"
-        if key not in out:
+            took_over.add(key)  # a fleet taking over the PagerDuty alert of its node already paged: no new page,
+            continue  # nor is any later trigger of the fleet's (its growing count): the same alert
+        if key not in out and key not in took_over:
             out[key] = n["due"]
     return out
 

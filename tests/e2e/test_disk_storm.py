@@ -3,8 +3,8 @@
 engine has taken every alert, and alertd_store_bytes reports what is on disk."""
 from __future__ import annotations
 
-from tests.support.alertd_proc import AlertdProcess, open_readonly
-from tests.support.disk_storm import run_storm
+from testkit.alertd_proc import AlertdProcess, open_readonly
+from testkit.disk_storm import run_storm
 
 NODES = 10_000
 WAL_LIMIT = 64 * 1024 * 1024

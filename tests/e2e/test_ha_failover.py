@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.fast_rules import derive_fast_rules
-from tests.sim.gpu_cluster import GPUClusterSim
-from tests.support.alertd_proc import AlertdProcess
+from testkit.sim.fast_rules import derive_fast_rules
+from testkit.sim.gpu_cluster import GPUClusterSim
+from testkit.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
-from tests.support.ha_cluster import (
+from testkit.ha_cluster import (
     TOKEN,
     check_pages,
     Storm,
@@ -43,13 +43,13 @@ from tests.support.ha_cluster import (
     wait_for_leader,
     write_alertmanager_config,
 )
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import incidents, wait, write_rules
-from tests.support.prom import ALERTD_RULES, alerting_rules, query, scrape_alertd
-from tests.support.services import start_prometheus
-from tests.support.slack_server import SlackTestServer
-from tests.support.webhooks import UniqueWebhooks
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.pipeline import incidents, wait, write_rules
+from testkit.prom import ALERTD_RULES, alerting_rules, query, scrape_alertd
+from testkit.services import start_prometheus
+from testkit.slack_server import SlackTestServer
+from testkit.webhooks import UniqueWebhooks
 
 pytestmark = pytest.mark.e2e
 FAILING = ["node-1", "node-2", "node-3", "node-4"]  # below the storm threshold: one incident per node

@@ -1,7 +1,7 @@
 """A network partition between the leader and PostgreSQL, on loopback.
 
 Three `alertd serve` replicas on the real PostgreSQL; the leader reaches the database through a TCP
-proxy (tests/support/partition_proxy.py), the two others directly. While a stream of webhooks goes
+proxy (testkit/partition_proxy.py), the two others directly. While a stream of webhooks goes
 to the two others, the proxy blackholes the leader's database traffic right after a statement of
 its that locks the lease row (a renewal, or the fence check every engine write starts with) reached
 the server: the worst moment, its open transaction holds the row every takeover must lock, and the
@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.ha_cluster import (
+from testkit.alertd_proc import AlertdProcess
+from testkit.ha_cluster import (
     TOKEN,
     check_pages,
     Storm,
@@ -41,12 +41,12 @@ from tests.support.ha_cluster import (
     slack_messages_per_incident,
     wait_for_leader,
 )
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.partition_proxy import PartitionProxy
-from tests.support.pipeline import incidents, wait, write_rules
-from tests.support.slack_server import SlackTestServer
-from tests.support.webhooks import UniqueWebhooks, node_webhook
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.partition_proxy import PartitionProxy
+from testkit.pipeline import incidents, wait, write_rules
+from testkit.slack_server import SlackTestServer
+from testkit.webhooks import UniqueWebhooks, node_webhook
 
 pytestmark = pytest.mark.e2e
 TTL, RENEW = 5.0, 1.0  # the ha defaults

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.alertd_proc import AlertdProcess
+from testkit.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
-from tests.support.pipeline import incidents, wait, write_rules
-from tests.support.process import http
-from tests.support.services import RunningService, start_alertmanager
+from testkit.pipeline import incidents, wait, write_rules
+from testkit.process import http
+from testkit.services import RunningService, start_alertmanager
 
 pytestmark = pytest.mark.e2e
 STARTS = (datetime.now(timezone.utc) - timedelta(minutes=5)).replace(microsecond=0)

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from alertd.config.settings import HAConfig
-from tests.support.alertd_proc import AlertdProcess
+from testkit.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
-from tests.support.ha_cluster import Storm, inbox_state, pending, replica_config, wait_for_leader
-from tests.support.pipeline import wait, write_rules
-from tests.support.process import http
-from tests.support.services import start_postgres
-from tests.support.webhooks import UniqueWebhooks
+from testkit.ha_cluster import Storm, inbox_state, pending, replica_config, wait_for_leader
+from testkit.pipeline import wait, write_rules
+from testkit.process import http
+from testkit.services import start_postgres
+from testkit.webhooks import UniqueWebhooks
 
 pytestmark = pytest.mark.e2e
 # Past the lease (5 s by default) with room to spare: when PostgreSQL is back the lease row has expired,

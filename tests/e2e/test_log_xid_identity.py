@@ -17,13 +17,13 @@ from urllib.parse import quote_plus
 import pytest
 import yaml
 
-from tests.support.alertd_proc import AlertdProcess
+from testkit.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import TOKEN, incidents, wait, write_rules
-from tests.support.process import http
-from tests.support.services import RunningService, start_alertmanager
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.pipeline import TOKEN, incidents, wait, write_rules
+from testkit.process import http
+from testkit.services import RunningService, start_alertmanager
 
 pytestmark = pytest.mark.e2e
 LOGQL = 'sum by (host, cluster) (count_over_time({job="syslog"} |= "NVRM: Xid" [5m])) > 0'

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.fast_rules import derive_fast_rules
-from tests.sim.gpu_cluster import GPUClusterSim
-from tests.support.alertd_proc import AlertdProcess
+from testkit.sim.fast_rules import derive_fast_rules
+from testkit.sim.gpu_cluster import GPUClusterSim
+from testkit.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
-from tests.support.ha_cluster import fresh_database
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import (
+from testkit.ha_cluster import fresh_database
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.pipeline import (
     TOKEN,
     by_node,
     incidents,
@@ -34,10 +34,10 @@ from tests.support.pipeline import (
     write_alertmanager_config,
     write_rules,
 )
-from tests.support.process import ReservedPort, RunningService
-from tests.support.prom import query
-from tests.support.services import start_alertmanager, start_prometheus
-from tests.support.slack_server import SlackTestServer
+from testkit.process import ReservedPort, RunningService
+from testkit.prom import query
+from testkit.services import start_alertmanager, start_prometheus
+from testkit.slack_server import SlackTestServer
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.fast_rules import derive_fast_rules
-from tests.sim.gpu_cluster import GPUClusterSim
-from tests.support.alertd_proc import AlertdProcess
+from testkit.sim.fast_rules import derive_fast_rules
+from testkit.sim.gpu_cluster import GPUClusterSim
+from testkit.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
-from tests.support.process import (
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
+from testkit.process import (
     ReservedPort,
     RunningService,
     find_binary,
@@ -38,9 +38,9 @@ from tests.support.process import (
     spawn,
     wait_ready,
 )
-from tests.support.prom import query
-from tests.support.services import PROMETHEUS_FLAGS, start_alertmanager
-from tests.support.slack_server import SlackTestServer, channel_id_for
+from testkit.prom import query
+from testkit.services import PROMETHEUS_FLAGS, start_alertmanager
+from testkit.slack_server import SlackTestServer, channel_id_for
 
 pytestmark = pytest.mark.e2e
 SITE = Path(__file__).resolve().parents[1] / "fixtures" / "prometheus-rules" / "site-recording-rules.yml"

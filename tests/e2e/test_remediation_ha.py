@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import kube_gpu_cluster as kc
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.ha_cluster import TOKEN, fresh_database, replica_config, wait_for_leader
-from tests.support.pipeline import wait
-from tests.support.process import http_json
-from tests.support.webhooks import gpu_alert, webhook
+from testkit import kube_gpu_cluster as kc
+from testkit.alertd_proc import AlertdProcess
+from testkit.ha_cluster import TOKEN, fresh_database, replica_config, wait_for_leader
+from testkit.pipeline import wait
+from testkit.process import http_json
+from testkit.webhooks import gpu_alert, webhook
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,17 +31,17 @@ import yaml
 
 from alertd.authoring import explain
 from alertd.authoring.promrules import rule_groups
-from tests.sim.fast_rules import derive_fast_rules
-from tests.sim.gpu_cluster import GPUClusterSim
-from tests.support.alertd_proc import AlertdProcess
+from testkit.sim.fast_rules import derive_fast_rules
+from testkit.sim.gpu_cluster import GPUClusterSim
+from testkit.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
-from tests.support.process import ReservedPort
-from tests.support.prom import query
-from tests.support.services import start_alertmanager, start_prometheus
-from tests.support.slack_server import SlackTestServer
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
+from testkit.process import ReservedPort
+from testkit.prom import query
+from testkit.services import start_alertmanager, start_prometheus
+from testkit.slack_server import SlackTestServer
 
 pytestmark = pytest.mark.e2e
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "prometheus-rules"

@@ -1,4 +1,4 @@
-"""The 20-node multi-signal storm through a real ``alertd serve`` (tests/support/storm.py), with and without
+"""The 20-node multi-signal storm through a real ``alertd serve`` (testkit/storm.py), with and without
 a 10 s Slack/PagerDuty outage: at most one top-level Slack post per channel, at most one page per PagerDuty
 route, every node named, and the final state (one fleet incident over twenty node incidents) right; and
 two fleets that turn out to be one storm (alerts grouped by name) merging with one page."""
@@ -8,13 +8,13 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.slack_server import SlackTestServer
-from tests.support.pipeline import wait
-from tests.support.storm import (CLUSTER, ESCALATION_KEY, SLACK_TOKEN, StormResult, StormRun, _all_text,
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.slack_server import SlackTestServer
+from testkit.pipeline import wait
+from testkit.storm import (CLUSTER, ESCALATION_KEY, SLACK_TOKEN, StormResult, StormRun, _all_text,
                                   node_alerts)
-from tests.support.webhooks import webhook
+from testkit.webhooks import webhook
 
 NODES = 20
 

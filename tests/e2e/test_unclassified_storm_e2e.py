@@ -18,17 +18,17 @@ import pytest
 import yaml
 
 from tests.e2e.test_recording_rules_e2e import SITE, all_resolved, pages, posts_per_channel, start_prometheus_on
-from tests.sim.fast_rules import derive_fast_rules
-from tests.sim.gpu_cluster import GPUClusterSim
-from tests.support.alertd_proc import AlertdProcess
+from testkit.sim.fast_rules import derive_fast_rules
+from testkit.sim.gpu_cluster import GPUClusterSim
+from testkit.alertd_proc import AlertdProcess
 from tests.support.fixtures import require
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
-from tests.support.process import ReservedPort, free_port
-from tests.support.prom import query
-from tests.support.services import start_alertmanager
-from tests.support.slack_server import SlackTestServer, channel_id_for
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.pipeline import incidents, sink_config, stop_started, top_level_messages, wait, write_alertmanager_config
+from testkit.process import ReservedPort, free_port
+from testkit.prom import query
+from testkit.services import start_alertmanager
+from testkit.slack_server import SlackTestServer, channel_id_for
 
 pytestmark = pytest.mark.e2e
 SLACK_TOKEN = "xoxb-unclassified"

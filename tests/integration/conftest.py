@@ -3,9 +3,9 @@ client session for requests made by hand."""
 import aiohttp
 import pytest
 
-from tests.support.notify_harness import ESCALATION_KEY, ROUTING_ESC, SECRET, TOKEN, Harness, keys
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.slack_server import SlackTestServer
+from testkit.notify_harness import ESCALATION_KEY, ROUTING_ESC, SECRET, TOKEN, Harness, keys
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.slack_server import SlackTestServer
 
 
 @pytest.fixture

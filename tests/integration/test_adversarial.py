@@ -16,9 +16,9 @@ import aiohttp
 import pytest
 
 from alertd.app.budget import CPU_PER_ALERT
-from tests.support.alertd_proc import AlertdProcess, parse_metrics
-from tests.support.process import http
-from tests.support.webhooks import UniqueWebhooks
+from testkit.alertd_proc import AlertdProcess, parse_metrics
+from testkit.process import http
+from testkit.webhooks import UniqueWebhooks
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "adversarial"
 CORPUS = {p.stem: json.loads(p.read_text()) for p in sorted(CORPUS_DIR.glob("*.json"))}

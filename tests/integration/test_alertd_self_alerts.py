@@ -22,11 +22,11 @@ from prometheus_client.metrics import MetricWrapperBase
 from alertd.core.service_metrics import REJECT_REASONS, STORE_OPERATIONS, BoundedLabel, Metrics
 from alertd.promql.expr import facts_of_expr
 from alertd.receive.payload import BadPayload
-from tests.support import prom as prom_api
-from tests.support.alertd_proc import AlertdProcess, parse_metrics
+from testkit import prom as prom_api
+from testkit.alertd_proc import AlertdProcess, parse_metrics
 from tests.support.fixtures import require
-from tests.support.pipeline import wait
-from tests.support.prom import (
+from testkit.pipeline import wait
+from testkit.prom import (
     ALERTD_RULES as RULES,
     AMTOOL,
     alerting_rules,
@@ -37,8 +37,8 @@ from tests.support.prom import (
     run_tool,
     scrape_alertd,
 )
-from tests.support.services import start_prometheus
-from tests.support.webhooks import UniqueWebhooks
+from testkit.services import start_prometheus
+from testkit.webhooks import UniqueWebhooks
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "tests" / "alertd-alerts.test.yml"

@@ -26,10 +26,10 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings, strategies as st
 from schemathesis.checks import not_a_server_error
 
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.process import http
-from tests.support.webhook_strategies import fuzz_alert as _alert, mutated, schema_shaped
-from tests.support.webhooks import webhook
+from testkit.alertd_proc import AlertdProcess
+from testkit.process import http
+from testkit.webhook_strategies import fuzz_alert as _alert, mutated, schema_shaped
+from testkit.webhooks import webhook
 
 ROOT = Path(__file__).resolve().parents[2]
 API_TOKEN = "fuzz-admin-token-5c1e9a7f3b"

@@ -12,7 +12,7 @@ from alertd.config.settings import parse_config
 from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
-from tests.support.served import served
+from testkit.served import served
 from tests.integration.test_service_inprocess import EXAMPLE, HOOK, ROOT, wait_for
 
 TOKENS = {

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import services
-from tests.support.alertd_proc import AlertdProcess, inbox_key_counts, parse_metrics
+from testkit import services
+from testkit.alertd_proc import AlertdProcess, inbox_key_counts, parse_metrics
 from tests.support.fixtures import require
-from tests.support.pipeline import wait
-from tests.support.process import http
-from tests.support.webhooks import dcgm_labels
+from testkit.pipeline import wait
+from testkit.process import http
+from testkit.webhooks import dcgm_labels
 
 pytestmark = pytest.mark.services
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.pipeline import wait
-from tests.support.webhooks import UniqueWebhooks
+from testkit.alertd_proc import AlertdProcess
+from testkit.pipeline import wait
+from testkit.webhooks import UniqueWebhooks
 
 LIMIT = 5
 BACKLOG = "alertd_inbox_backlog_webhooks"

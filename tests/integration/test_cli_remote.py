@@ -11,8 +11,8 @@ import pytest
 
 from alertd.cli.main import main
 from alertd.cli.api_client import token_of
-from tests.support import ui_scenario as sc
-from tests.support.notify_harness import Harness
+from testkit import ui_scenario as sc
+from testkit.notify_harness import Harness
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ async def test_url_without_a_scheme_is_http(fleet, capsys):
 async def test_show_on_a_fleet_incident_prints_its_nodes(tmp_path, capsys):
     from datetime import datetime, timedelta, timezone
 
-    from tests.support.notify_harness import hook, wait_for, xid_alert
+    from testkit.notify_harness import hook, wait_for, xid_alert
 
     h = await Harness(tmp_path).start()
     try:
@@ -135,7 +135,7 @@ async def test_show_on_a_fleet_incident_prints_its_nodes(tmp_path, capsys):
 async def test_explain_incident_and_audit_read_a_locked_alertd_with_a_token_file(tmp_path, capsys):
     """explain --incident used a second API client that ignored token files; audit had no --url."""
     from alertd.config.settings import parse_config
-    from tests.support.notify_harness import hook, xid_alert
+    from testkit.notify_harness import hook, xid_alert
 
     admin = "adm1n-t0ken-0123456789"
     h = Harness(tmp_path)

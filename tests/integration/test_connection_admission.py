@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_tls import client_ctx, make_pki
-from tests.support import raw_http
-from tests.support.alertd_proc import AlertdProcess, parse_metrics
-from tests.support.raw_http import read_answers
-from tests.support.webhooks import dumps, node_webhook
+from testkit import raw_http
+from testkit.alertd_proc import AlertdProcess, parse_metrics
+from testkit.raw_http import read_answers
+from testkit.webhooks import dumps, node_webhook
 
 TOKEN = "admission-token-0123456789"
 NOFILE = 256

@@ -13,11 +13,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.support import raw_http
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.process import http
-from tests.support.raw_http import Reader, read_answers
-from tests.support.webhooks import dumps, node_webhook
+from testkit import raw_http
+from testkit.alertd_proc import AlertdProcess
+from testkit.process import http
+from testkit.raw_http import Reader, read_answers
+from testkit.webhooks import dumps, node_webhook
 
 TOKEN = "limits-token"
 AT = datetime(2026, 12, 6, 4, 0, tzinfo=timezone.utc)

@@ -22,8 +22,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.alertd_proc import AlertdProcess, inbox_key_counts, member_fingerprint_counts, stored_key_counts
-from tests.support.webhooks import UniqueWebhooks, dedup_keys, dumps, fingerprints
+from testkit.alertd_proc import AlertdProcess, inbox_key_counts, member_fingerprint_counts, stored_key_counts
+from testkit.webhooks import UniqueWebhooks, dedup_keys, dumps, fingerprints
 
 CLIENTS = 6
 LOAD_BEFORE_KILL = 3.0  # seconds of load before the SIGKILL

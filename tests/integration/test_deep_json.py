@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.support.notify_harness import HOOK, hook, wait_for, xid_alert
+from testkit.notify_harness import HOOK, hook, wait_for, xid_alert
 
 
 def nested(depth: int, kind: str) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from alertd.ha import engine_lock
-from tests.support.alertd_proc import AlertdProcess, one_line, serve_once
-from tests.support.process import http
+from testkit.alertd_proc import AlertdProcess, one_line, serve_once
+from testkit.process import http
 
 
 def test_second_engine_on_one_data_dir_is_refused_until_the_first_is_killed(tmp_path: Path) -> None:

@@ -23,13 +23,13 @@ from alertd.enrich import Enricher
 from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
-from tests.support.served import served
-from tests.support.es_compat_server import SearchCompatServer
-from tests.support.fakes import Recorder
-from tests.support.graylog_server import kernel_log_corpus, load_graylog_indices
-from tests.support.kube_server import KubeTestServer
-from tests.support.process import http_json
-from tests.support.webhooks import FIRING_END, fingerprint, iso, webhook
+from testkit.served import served
+from testkit.es_compat_server import SearchCompatServer
+from testkit.fakes import Recorder
+from testkit.graylog_server import kernel_log_corpus, load_graylog_indices
+from testkit.kube_server import KubeTestServer
+from testkit.process import http_json
+from testkit.webhooks import FIRING_END, fingerprint, iso, webhook
 
 pytest_plugins = ("tests.support.fixtures",)
 

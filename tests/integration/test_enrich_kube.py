@@ -10,7 +10,7 @@ import yaml
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.kube_api import KubeUnavailable
 from alertd.enrich.settings import KubeSettings
-from tests.support.kube_server import KubeTestServer
+from testkit.kube_server import KubeTestServer
 
 ROOT = Path(__file__).resolve().parents[2]
 

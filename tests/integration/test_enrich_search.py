@@ -25,9 +25,9 @@ from alertd.enrich.opensearch import OpenSearchBackend
 from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import LogSettings
 from alertd.enrich.timestamps import parse_time
-from tests.support.es_compat_server import SearchCompatServer
-from tests.support.graylog_server import GraylogTestServer, kernel_log_corpus, load_graylog_indices
-from tests.support.loopback import LoopbackServer
+from testkit.es_compat_server import SearchCompatServer
+from testkit.graylog_server import GraylogTestServer, kernel_log_corpus, load_graylog_indices
+from testkit.loopback import LoopbackServer
 
 pytest_plugins = ("tests.support.fixtures",)
 

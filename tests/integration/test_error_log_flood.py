@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tests.support import raw_http
-from tests.support.alertd_proc import AlertdProcess
+from testkit import raw_http
+from testkit.alertd_proc import AlertdProcess
 
 HEADS = 300
 SECONDS = 30.0  # the flood stops at whichever bound comes first

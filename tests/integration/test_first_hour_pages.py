@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from tests.support.browser import Browser, By
-from tests.support.notify_harness import ROOT, Harness, hook, wait_for, xid_alert
+from testkit.browser import Browser, By
+from testkit.notify_harness import ROOT, Harness, hook, wait_for, xid_alert
 
 # The shipped routing's shape (an "errors" route muted by windows), with a window that holds all week so
 # the test does not depend on the day it runs on; the shipped nights/weekends windows are covered by

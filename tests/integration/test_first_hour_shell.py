@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.support.alertd_proc import REPO, AlertdProcess
+from testkit.alertd_proc import REPO, AlertdProcess
 
 NOTICE = "no Slack token or PagerDuty keys configured"
 # What setuptools' editable install prints through pip on every `pip install -e .` (setuptools 80).

@@ -10,7 +10,7 @@ Line formats, as published:
   writes it (NVIDIA's Xid documentation, "What Is an SXid Message"; the Fabric Manager User Guide), lines as
   published HGX kernel logs show them.
 
-The kernel log comes from the Graylog REST test server (tests/support/graylog_server.py), which follows
+The kernel log comes from the Graylog REST test server (testkit/graylog_server.py), which follows
 Graylog's documented search contract.
 """
 from __future__ import annotations
@@ -28,10 +28,10 @@ from alertd.config.settings import parse_config
 from alertd.enrich import Enricher
 from alertd.rules.ruleset import load_rules
 from alertd.store.sqlite import SqliteStore
-from tests.support.fakes import Recorder
-from tests.support.graylog_server import GraylogTestServer, graylog_message
-from tests.support.served import served
-from tests.support.webhooks import FIRING_END, fingerprint, iso, webhook
+from testkit.fakes import Recorder
+from testkit.graylog_server import GraylogTestServer, graylog_message
+from testkit.served import served
+from testkit.webhooks import FIRING_END, fingerprint, iso, webhook
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOK = "/api/v1/alerts/alertmanager"

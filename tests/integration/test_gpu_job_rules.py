@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.prom import alerting_rules, needs_promtool, promtool_rules
+from testkit.prom import alerting_rules, needs_promtool, promtool_rules
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "gpu-job-alerts.yml"

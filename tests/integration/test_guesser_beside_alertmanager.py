@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.webhooks import dumps, node_webhook
+from testkit.alertd_proc import AlertdProcess
+from testkit.webhooks import dumps, node_webhook
 
 TOKEN = "rcv-5b1f0c7e93a24d68be10"
 SHARED = "127.0.0.7"  # Alertmanager's address, and the guesser's

@@ -8,7 +8,7 @@ import pytest
 
 from alertd.store.lease import Fenced
 from alertd.store.base import Step, StoreUnavailable
-from tests.support.stores import gpu_hook, keys_of, make_store, pending, store, taking  # noqa: F401  (fixtures)
+from testkit.stores import gpu_hook, keys_of, make_store, pending, store, taking  # noqa: F401  (fixtures)
 
 
 async def test_one_holder_at_a_time_and_takeover_after_expiry(store):
@@ -85,8 +85,8 @@ async def test_postgres_fails_a_call_behind_a_dead_link_and_reconnects_after_it(
     import psycopg
 
     from alertd.store.postgres import PostgresStore
-    from tests.support.ha_cluster import fresh_database
-    from tests.support.partition_proxy import PartitionProxy
+    from testkit.ha_cluster import fresh_database
+    from testkit.partition_proxy import PartitionProxy
 
     dsn = fresh_database(postgres.dsn)
     host, _, port = dsn.split("@", 1)[1].split("/", 1)[0].rpartition(":")
@@ -118,7 +118,7 @@ async def test_postgres_follower_rounds_do_not_wait_for_a_locked_lease_row(postg
     import psycopg
 
     from alertd.store.postgres import PostgresStore
-    from tests.support.ha_cluster import fresh_database
+    from testkit.ha_cluster import fresh_database
 
     dsn = fresh_database(postgres.dsn)
     store = PostgresStore(dsn)

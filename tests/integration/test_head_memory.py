@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.big_heads import measure
+from testkit.alertd_proc import AlertdProcess
+from testkit.big_heads import measure
 
 CONNECTIONS = 400
 BOUND_MB = 50

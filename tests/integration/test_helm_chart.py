@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from tests.support.fixtures import kube_apiserver, missing_service  # noqa: F401  (fixture)
-from tests.support.helm_chart import CHART, documents, helm, helm_path, operator_crds, render
-from tests.support.process import ServiceUnavailable
+from testkit.helm_chart import CHART, documents, helm, helm_path, operator_crds, render
+from testkit.process import ServiceUnavailable
 
 ROOT = CHART.parents[2]
 NAMESPACE = "monitoring"
@@ -21,7 +21,8 @@ VALUE_SETS = {
     "sqlite": {},
     "postgres-1": {"storage": POSTGRES | {"postgres": POSTGRES["postgres"] | {"replicas": 1}}},
     "postgres-3": {"storage": POSTGRES | {"postgres": POSTGRES["postgres"] | {"passwordKey": "postgres-password"}},
-                   "ingress": {"enabled": True, "className": "nginx", "tlsSecretName": "alertd-tls"}},
+                   "ingress": {"enabled": True, "className": "nginx", "host": "alertd.example.com",
+                               "tlsSecretName": "alertd-tls"}},
     "postgres-5": {"storage": POSTGRES | {"postgres": POSTGRES["postgres"] | {"replicas": 5}},
                    "networkPolicy": {"from": [{"namespaceSelector": {"matchLabels": {
                        "kubernetes.io/metadata.name": "monitoring"}}}]}},

@@ -10,20 +10,17 @@ dir), and every mount path in the config and the arguments points there. The Kub
 chart turns on (in-cluster credentials) reads the same API server through a kubeconfig."""
 from __future__ import annotations
 
-import base64
 import json
 import os
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.support.fixtures import kube_apiserver  # noqa: F401  (fixture)
-from tests.support.helm_chart import CHART, helm
-from tests.support.pipeline import wait
-from tests.support.process import ServiceUnavailable, free_port, http
+from testkit.helm_chart import CHART, helm, kube_json, materialize, remount
+from testkit.pipeline import wait
+from testkit.process import ServiceUnavailable, free_port, http
 
 pytestmark = pytest.mark.services
 
@@ -56,7 +53,7 @@ def installed(kube_apiserver, tmp_path_factory):  # noqa: F811
 
 
 def get(k, *what: str) -> dict:
-    return json.loads(ok(k.kubectl("-n", NAMESPACE, "get", *what, "-o", "json")))
+    return kube_json(k, NAMESPACE, *what)
 
 
 def test_helm_install_creates_every_object(installed):
@@ -72,34 +69,14 @@ def test_helm_install_creates_every_object(installed):
     assert deployment["metadata"]["generation"] >= 1 and "uid" in deployment["metadata"], "created, not a dry run"
 
 
-def materialize(k, pod: dict, root: Path) -> dict[str, Path]:
-    """Each volume mount of the container as a directory under ``root`` holding its volume's files."""
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    out: dict[str, Path] = {}
-    for mount in pod["containers"][0]["volumeMounts"]:
-        where = root / mount["mountPath"].lstrip("/")
-        where.mkdir(parents=True, exist_ok=True)
-        volume = volumes[mount["name"]]
-        if "configMap" in volume:
-            for name, text in (get(k, "configmap", volume["configMap"]["name"]).get("data") or {}).items():
-                (where / name).write_text(text)
-        elif "secret" in volume:
-            for name, value in get(k, "secret", volume["secret"]["secretName"])["data"].items():
-                (where / name).write_bytes(base64.b64decode(value))
-        out[mount["mountPath"]] = where
-    return out
-
-
 def test_the_config_the_pod_reads_starts_alertd_serve(installed, tmp_path):
     k, kubeconfig = installed
     pod = get(k, "deployment", FULLNAME)["spec"]["template"]["spec"]
-    mounts = materialize(k, pod, tmp_path / "pod")
+    mounts = materialize(k, NAMESPACE, pod, tmp_path / "pod")
     config = mounts["/etc/alertd/config"] / "alertd.yml"
     text = config.read_text()
     assert "notify" not in text, "the defaults configure no Slack and no PagerDuty"
-    # one pass, longest first: a replaced path is not read again (/tmp is a mount, and the test's root)
-    pattern = "|".join(re.escape(p) for p in sorted(mounts, key=len, reverse=True))
-    config.write_text(re.sub(f"({pattern})(?=[/\\s\"']|$)", lambda m: str(mounts[m.group(1)]), text, flags=re.M))
+    config.write_text(remount(text, mounts))
     args = [str(mounts["/etc/alertd/config"] / "alertd.yml") if a == "/etc/alertd/config/alertd.yml" else a
             for a in pod["containers"][0]["args"]]
     assert args[0] == "serve", args

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.helm_chart import CHART, documents, render
-from tests.support.loopback import serving_in_thread
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.pipeline import top_level_messages, wait
-from tests.support.process import ServiceUnavailable
-from tests.support.slack_server import SlackTestServer, channel_id_for
+from testkit.alertd_proc import AlertdProcess
+from testkit.helm_chart import CHART, documents, render, serve_example
+from testkit.loopback import serving_in_thread
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.pipeline import top_level_messages, wait
+from testkit.process import ServiceUnavailable
+from testkit.slack_server import SlackTestServer, channel_id_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SLACK_TOKEN = "xoxb-chart-defaults"
@@ -47,7 +47,7 @@ def chart_config(tmp: Path) -> dict:
     text = text.replace("/etc/alertd/rules.d", str(rules_dir))
     doc = yaml.safe_load(text)
     files = {"webhook-token": WEBHOOK_TOKEN, "api-admin": ADMIN_TOKEN, "api-oncall": "o" * 32, "slack-token": SLACK_TOKEN,
-             "pagerduty-gpu-infra": PagerDutyTestServer.ROUTING_KEY}
+             "link-key": "l" * 44, "pagerduty-gpu-infra": PagerDutyTestServer.ROUTING_KEY}
     for name, value in files.items():
         (secrets / name).write_text(value + "\n")
     return doc
@@ -58,15 +58,8 @@ def test_the_charts_example_values_page_on_an_xid_79(tmp_path):
     assert set(doc["notify"]) == {"slack", "pagerduty"}, "the example notifies"
     slack, pagerduty = SlackTestServer(token=SLACK_TOKEN), PagerDutyTestServer()
     with serving_in_thread(slack, pagerduty):
-        doc["notify"]["slack"]["base_url"] = slack.url
-        doc["notify"]["pagerduty"]["events_url"] = pagerduty.url
-        doc.pop("enrich")  # in-cluster credentials: no cluster here
-        doc.pop("alertmanager")  # the example's in-cluster Alertmanagers: none here
-        alertd = AlertdProcess(tmp_path / "alertd", doc).start()
+        alertd = serve_example(doc, slack.url, pagerduty.url, tmp_path / "alertd", WEBHOOK_TOKEN)
         try:
-            status, answer, _ = alertd.post((ROOT / "examples" / "webhook-gpu-node.json").read_bytes(),
-                                            {"Authorization": f"Bearer {WEBHOOK_TOKEN}"})
-            assert status == 200, answer
             inc = wait("the incident", lambda: incidents_as_admin(alertd))[0]
             assert inc["xids"] == [79] and inc["title"].startswith("Xid 79"), inc
             page = wait("the page", lambda: pagerduty.open_alert(inc["id"]))

@@ -1,6 +1,6 @@
 """API contract of incident history: filters, cursor pagination, GPUs, nodes, RMA candidates, silences.
 
-The data is tests.support.ui_scenario: one GPU failing three times on two nodes,
+The data is testkit.ui_scenario: one GPU failing three times on two nodes,
 posted as Alertmanager webhooks through a whole in-process service.
 """
 from __future__ import annotations
@@ -10,8 +10,9 @@ import io
 
 import pytest
 
-from tests.support import ui_scenario as sc
-from tests.support.notify_harness import Harness
+from alertd.web.worst_first import worst_first
+from testkit import ui_scenario as sc
+from testkit.notify_harness import Harness
 
 
 @pytest.fixture
@@ -42,7 +43,7 @@ async def test_unknown_gpu_matches_nothing_rather_than_everything(fleet):
     assert (status, body["incidents"], body["next"]) == (200, [], None)
 
 
-@pytest.mark.parametrize("param", ["gpus", "Node", "sort", "page"])
+@pytest.mark.parametrize("param", ["gpus", "Node", "order", "page"])
 async def test_unsupported_filter_is_400_naming_it(fleet, param):
     h, _ = fleet
     status, body = await get(h, "/api/v1/incidents", **{param: "x"})
@@ -79,20 +80,27 @@ async def test_signal_xid_cluster_team_and_time_filters(fleet):
     assert (await get(h, "/api/v1/incidents", team="nobody"))[1]["incidents"] == []
 
 
-async def test_cursor_pagination_walks_every_incident_once(fleet):
+@pytest.mark.parametrize("sort", ["", "worst", "newest"])
+async def test_cursor_pagination_walks_every_incident_once(fleet, sort):
+    """In the web list's order (the worst first, the default) or the newest first, page by page."""
     h, ids = fleet
-    seen, cursor, pages = [], None, 0
-    while True:
-        params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+    seen, docs, cursor, pages = [], [], None, 0
+    while pages < 10:
+        params = {"limit": "2", **({"sort": sort} if sort else {}), **({"cursor": cursor} if cursor else {})}
         status, body = await get(h, "/api/v1/incidents", **params)
         assert status == 200 and len(body["incidents"]) <= 2
         seen += [i["id"] for i in body["incidents"]]
+        docs += body["incidents"]
         pages += 1
         cursor = body["next"]
         if cursor is None:
             break
     assert pages == 3 and len(seen) == len(set(seen)) == 5 and set(seen) == set(ids.values())
-    assert seen == sorted(seen, key=lambda i: int(i.split("-")[1]), reverse=True)
+    if sort == "newest":
+        assert seen == sorted(seen, key=lambda i: int(i.split("-")[1]), reverse=True)
+    else:
+        assert seen == [d["id"] for d in worst_first(docs)]
+        assert seen[-2:] == sorted([ids["a01_1"], ids["a01_2"]], key=lambda i: int(i.split("-")[1]), reverse=True)
 
 
 async def test_gpu_resource_tracks_identity_and_node_moves(fleet):

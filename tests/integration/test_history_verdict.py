@@ -16,9 +16,9 @@ from alertd.app.service import Service
 from alertd.config.settings import parse_config
 from alertd.receive.payload import fingerprint_of
 from alertd.rules.ruleset import load_rules
-from tests.support.notify_harness import wait_for
-from tests.support.served import served
-from tests.support.stores import make_store  # noqa: F401  (fixture)
+from testkit.notify_harness import wait_for
+from testkit.served import served
+from testkit.stores import make_store  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 HOOK = "/api/v1/alerts/alertmanager"

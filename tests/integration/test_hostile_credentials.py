@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 import pytest
 
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.webhooks import dumps, node_webhook
+from testkit.alertd_proc import AlertdProcess
+from testkit.webhooks import dumps, node_webhook
 
 HOOK = "/api/v1/alerts/alertmanager"
 RECEIVER_TOKEN = "rcv-7d2e9a41c6b8f0153e9d"

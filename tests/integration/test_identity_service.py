@@ -16,9 +16,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from alertd.app.assemble import build_service
 from alertd.config.settings import parse_config
 from alertd.store.sqlite import SqliteStore
-from tests.support.served import served
-from tests.support.kube_server import KubeTestServer
-from tests.support.webhooks import FIRING_END, fingerprint, iso
+from testkit.served import served
+from testkit.kube_server import KubeTestServer
+from testkit.webhooks import FIRING_END, fingerprint, iso
 
 ROOT = Path(__file__).resolve().parents[2]
 T = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=2)

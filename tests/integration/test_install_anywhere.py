@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fresh_install import InstallUnavailable, install
-from tests.support.process import free_port, http
+from testkit.fresh_install import InstallUnavailable, install
+from testkit.process import free_port, http
 
 REPO = Path(__file__).resolve().parents[2]
 WEBHOOK = REPO / "examples" / "webhook-gpu-node.json"

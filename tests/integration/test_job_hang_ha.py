@@ -16,9 +16,9 @@ from alertd.app.assemble import build_service
 from alertd.config.settings import parse_config
 from alertd.core.model import JOB_SUSPECT, Alert
 from alertd.engine.jobs import is_job
-from tests.support.pagerduty_server import PagerDutyTestServer
-from tests.support.stores import make_store  # noqa: F401  (a fixture: SQLite and PostgreSQL)
-from tests.unit.builders import fingerprint_of
+from testkit.pagerduty_server import PagerDutyTestServer
+from testkit.stores import make_store  # noqa: F401  (a fixture: SQLite and PostgreSQL)
+from testkit.builders import fingerprint_of
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[2]

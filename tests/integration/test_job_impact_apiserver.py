@@ -2,7 +2,7 @@
 the job, its gang of 64 GPUs on 8 nodes and its owner, with the estimated GPU-hours lost, in Slack (the
 on-call channel and the job owners' channel), the UI and the API.
 
-The PyTorchJob CRD is the Kubeflow training operator's own (tests/support/kubeflow_crd.py); pods are plain
+The PyTorchJob CRD is the Kubeflow training operator's own (testkit/kubeflow_crd.py); pods are plain
 API objects with the ownerReferences the operator sets; alertd reads them as its own account under the
 shipped RBAC (deploy/kubernetes/rbac.yaml).
 """
@@ -22,9 +22,9 @@ from alertd.enrich.jobs import JobImpactReader
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.settings import KubeSettings
 from tests.support.fixtures import require
-from tests.support.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
-from tests.support.kubeflow_crd import pytorchjob_crd
-from tests.support.notify_harness import Harness, hook, wait_for, xid_alert
+from testkit.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
+from testkit.kubeflow_crd import pytorchjob_crd
+from testkit.notify_harness import Harness, hook, wait_for, xid_alert
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,11 +14,11 @@ from alertd.core.model import Alert
 from alertd.engine.jobs import SIZE, is_job
 from alertd.enrich.kube import KubeContext
 from alertd.enrich.settings import KubeSettings
-from tests.support.enrich_harness import Harness
+from testkit.enrich_harness import Harness
 from tests.support.fixtures import require
-from tests.support.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
-from tests.support.kubeflow_crd import pytorchjob_crd
-from tests.support.notify_harness import wait_for
+from testkit.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
+from testkit.kubeflow_crd import pytorchjob_crd
+from testkit.notify_harness import wait_for
 
 pytestmark = pytest.mark.services
 NS = "pretrain"

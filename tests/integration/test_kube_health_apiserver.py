@@ -27,12 +27,12 @@ from alertd.app.service import Service
 from alertd.config.settings import parse_config
 from alertd.enrich.enricher import Enricher
 from alertd.store.sqlite import SqliteStore
-from tests.support.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
+from testkit.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
 from tests.support.fixtures import require
-from tests.support.npd import start_npd
-from tests.support.served import served
-from tests.support.stores import make_store  # noqa: F401  (a fixture: SQLite and PostgreSQL)
-from tests.support.webhooks import FIRING_END, fingerprint
+from testkit.npd import start_npd
+from testkit.served import served
+from testkit.stores import make_store  # noqa: F401  (a fixture: SQLite and PostgreSQL)
+from testkit.webhooks import FIRING_END, fingerprint
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from alertd.app.assemble import build_service
 from alertd.config.settings import parse_config
 from alertd.store.sqlite import SqliteStore
-from tests.support.process import free_ports
-from tests.support.served import served
+from testkit.process import free_ports
+from testkit.served import served
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.support.kube_server import KubeTestServer
+from testkit.kube_server import KubeTestServer
 
 @pytest.fixture
 async def kube(tmp_path):

@@ -15,8 +15,8 @@ from alertd.enrich.node_index import NodeIndex, NodeIndexSettings
 from alertd.enrich.settings import KubeSettings
 from alertd.core.model import Alert
 from alertd.engine.normalize import NormalizeConfig
-from tests.support.kube_server import KubeTestServer
-from tests.unit.builders import shipped_rules
+from testkit.kube_server import KubeTestServer
+from testkit.builders import shipped_rules
 
 T0 = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 

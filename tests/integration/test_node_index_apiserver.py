@@ -16,8 +16,8 @@ from alertd.enrich.node_index import NodeIndex, NodeIndexSettings
 from alertd.enrich.settings import KubeSettings
 from alertd.core.model import Alert
 from alertd.engine.normalize import NormalizeConfig
-from tests.support.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
-from tests.unit.builders import shipped_rules
+from testkit.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
+from testkit.builders import shipped_rules
 
 pytestmark = pytest.mark.services
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,10 +13,10 @@ from datetime import datetime, timedelta, timezone
 import aiohttp
 import pytest
 
-from tests.support.notify_harness import ROOT, Harness, keys, top_messages, wait_for
-from tests.support import services
+from testkit.notify_harness import ROOT, Harness, keys, top_messages, wait_for
+from testkit import services
 from tests.support.fixtures import require
-from tests.support.webhooks import dcgm_labels
+from testkit.webhooks import dcgm_labels
 
 pytestmark = pytest.mark.services
 

@@ -1,7 +1,7 @@
 """The two integrations added through the registry alone: the signed webhook and Opsgenie.
 
 Real routing, store (SQLite), outbox stages and HTTP; a webhook receiver that checks the
-signature, and the strict Opsgenie test server (tests/support/opsgenie_server.py).
+signature, and the strict Opsgenie test server (testkit/opsgenie_server.py).
 """
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from alertd.app.notifiers import build_notifiers, build_router, check_keys
 from alertd.rules.ruleset import load_rules
 from alertd.store.base import Step
 from alertd.store.sqlite import SqliteStore
-from tests.support.notify_harness import rules_dir, xid_alert
-from tests.support.opsgenie_server import OpsgenieTestServer
-from tests.support.storm import node_alerts, resolved
-from tests.support.process import free_port
+from testkit.notify_harness import rules_dir, xid_alert
+from testkit.opsgenie_server import OpsgenieTestServer
+from testkit.storm import node_alerts, resolved
+from testkit.process import free_port
 
 SECRET = "whsec-0123456789abcdef"
 ROUTING = """

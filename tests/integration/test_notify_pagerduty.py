@@ -6,10 +6,10 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from alertd.core.model import iso
-from tests.support.storm import node_alerts, resolved
+from testkit.storm import node_alerts, resolved
 
-from tests.support.notify_harness import ESCALATION_KEY, Harness, hook, keys, top_messages, wait_for, xid_alert
-from tests.support.pagerduty_server import PagerDutyTestServer
+from testkit.notify_harness import ESCALATION_KEY, Harness, hook, keys, top_messages, wait_for, xid_alert
+from testkit.pagerduty_server import PagerDutyTestServer
 
 async def test_trigger_acknowledge_resolve_with_one_dedup_key(tmp_path, slack, pd):
     h = await Harness(tmp_path, slack=slack, pagerduty_url=pd.url, routing_keys=keys()).start()

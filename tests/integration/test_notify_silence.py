@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 
 from alertd.core.model import parse_iso
-from tests.support.notify_harness import Harness, hook, top_messages, wait_for, xid_alert
-from tests.support import services
+from testkit.notify_harness import Harness, hook, top_messages, wait_for, xid_alert
+from testkit import services
 from tests.support.fixtures import require
 
 pytestmark = pytest.mark.services

@@ -1,9 +1,9 @@
 """Slack flow through the whole service against the Slack Web API test server.
 
-The real slack_sdk client talks to tests/support/slack_server.py over loopback:
+The real slack_sdk client talks to testkit/slack_server.py over loopback:
 one post per incident then edits in place, replies in its thread, the
 per-channel rate, 429 Retry-After, coalescing, and no second post after a crash
-between the post and the outbox commit. ``Harness`` (tests/support/notify_harness.py)
+between the post and the outbox commit. ``Harness`` (testkit/notify_harness.py)
 and the fixtures (tests/integration/conftest.py) are shared by the test_notify_* modules.
 """
 from __future__ import annotations
@@ -26,9 +26,9 @@ from alertd.rules.ruleset import load_rules
 from alertd.app.service import utcnow
 from alertd.store.base import Step
 from alertd.store.sqlite import SqliteStore
-from tests.support.slack_server import SlackTestServer
-from tests.support.webhooks import gpu_alert, webhook
-from tests.support.notify_harness import ROUTING, TOKEN, Harness, hook, posts, rules_dir, top_messages, wait_for, xid_alert
+from testkit.slack_server import SlackTestServer
+from testkit.webhooks import gpu_alert, webhook
+from testkit.notify_harness import ROUTING, TOKEN, Harness, hook, posts, rules_dir, top_messages, wait_for, xid_alert
 
 async def test_one_post_then_updates_in_place_and_replies_in_the_thread(harness, slack):
     await harness.post(hook(xid_alert("n1", 0)))

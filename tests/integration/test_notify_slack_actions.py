@@ -10,7 +10,7 @@ import time
 import pytest
 
 from alertd.web.slack_actions import ACTIONS
-from tests.support.notify_harness import SECRET, Harness, hook, top_messages, wait_for, xid_alert
+from testkit.notify_harness import SECRET, Harness, hook, top_messages, wait_for, xid_alert
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from alertd.core.outbox_items import Show, Timeline
 from alertd.store.base import OutboxItem, Step
 from alertd.store.sqlite import SqliteStore
-from tests.unit.builders import at, engine, xid
+from testkit.builders import at, engine, xid
 
 
 def show(n: int) -> Show:

@@ -8,9 +8,9 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from alertd.core.model import iso
-from tests.support.storm import node_alerts, resolved
-from tests.support.notify_harness import ROUTING, Harness, hook, top_messages, wait_for, xid_alert, keys
-from tests.support.pagerduty_server import PagerDutyTestServer
+from testkit.storm import node_alerts, resolved
+from testkit.notify_harness import ROUTING, Harness, hook, top_messages, wait_for, xid_alert, keys
+from testkit.pagerduty_server import PagerDutyTestServer
 
 HELD = ROUTING.replace("  group_wait: 0s\n", "  group_wait: 1s\n")
 

@@ -9,8 +9,8 @@ import json
 import time
 from datetime import datetime
 
-from tests.support.notify_harness import ROUTING, Harness, hook, posts, top_messages, wait_for, xid_alert, keys
-from tests.support.pagerduty_server import PagerDutyTestServer
+from testkit.notify_harness import ROUTING, Harness, hook, posts, top_messages, wait_for, xid_alert, keys
+from testkit.pagerduty_server import PagerDutyTestServer
 
 EVERY = 2.0  # seconds: correlation.storm.page_updates for the test (shipped: 5m)
 

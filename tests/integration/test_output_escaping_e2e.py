@@ -10,8 +10,8 @@ from datetime import datetime, timedelta, timezone
 
 from alertd.core.incident_commands import LinkTicket
 from alertd.core.tickets import TicketLink
-from tests.support.notify_harness import hook, top_messages, wait_for
-from tests.support.sinks import HOSTILE_TEXT, SCRIPT_URL, mrkdwn_problems, mrkdwn_texts, web_only
+from testkit.notify_harness import hook, top_messages, wait_for
+from testkit.sinks import HOSTILE_TEXT, SCRIPT_URL, mrkdwn_problems, mrkdwn_texts, web_only
 
 HOSTS = {"runbooks.example"}  # the harness's runbook_base_url; no alertmanager_url or alertd_url is set
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.support.pagerduty_server import PagerDutyTestServer
+from testkit.pagerduty_server import PagerDutyTestServer
 
 
 def trigger(dedup_key: str | None = "incident-42", **payload) -> dict:

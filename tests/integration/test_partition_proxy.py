@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from tests.support.partition_proxy import PartitionProxy
+from testkit.partition_proxy import PartitionProxy
 
 
 class Echo(socketserver.BaseRequestHandler):

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.alertd_proc import REPO, AlertdProcess
-from tests.support.webhooks import UniqueWebhooks
+from testkit.alertd_proc import REPO, AlertdProcess
+from testkit.webhooks import UniqueWebhooks
 
 
 def second_installation(tmp: Path, listen: str, receivers: int) -> subprocess.CompletedProcess:

@@ -22,12 +22,12 @@ if str(ROOT) not in sys.path:  # plain `pytest` without the repo on sys.path
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from tests.sim.fast_rules import FAST_RANGES, derive_fast_rules, fast_expr  # noqa: E402
-from tests.sim.gpu_cluster import GPUClusterSim  # noqa: E402
-from tests.support import prom as prom_api  # noqa: E402
+from testkit.sim.fast_rules import FAST_RANGES, derive_fast_rules, fast_expr  # noqa: E402
+from testkit.sim.gpu_cluster import GPUClusterSim  # noqa: E402
+from testkit import prom as prom_api  # noqa: E402
 from tests.support.fixtures import require  # noqa: E402
-from tests.support.process import RunningService  # noqa: E402
-from tests.support.prom import (  # noqa: E402
+from testkit.process import RunningService  # noqa: E402
+from testkit.prom import (  # noqa: E402
     AMTOOL,
     PROMTOOL,
     alerting_rules,
@@ -37,7 +37,7 @@ from tests.support.prom import (  # noqa: E402
     promtool_rules,
     run_tool,
 )
-from tests.support.services import start_prometheus  # noqa: E402
+from testkit.services import start_prometheus  # noqa: E402
 
 PROM_DIR = ROOT / "deploy" / "prometheus"
 RULES = PROM_DIR / "gpu-alerts.yml"

@@ -17,9 +17,9 @@ from alertd.engine.pipeline import Engine
 from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.sqlite import SqliteStore
-from tests.support.served import served
+from testkit.served import served
 from alertd.web.keys import SERVICE
-from tests.support.notify_harness import wait_for
+from testkit.notify_harness import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = json.loads((ROOT / "examples" / "webhook-gpu-node.json").read_text())

@@ -25,9 +25,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.alertd_proc import (AlertdProcess, inbox_key_counts, member_fingerprint_counts, open_readonly,
+from testkit.alertd_proc import (AlertdProcess, inbox_key_counts, member_fingerprint_counts, open_readonly,
                                       stored_key_counts, untaken_bodies)
-from tests.support.webhooks import (
+from testkit.webhooks import (
     UniqueWebhooks,
     bad_labels_webhook,
     big_webhook,
@@ -478,7 +478,7 @@ async def inproc(tmp_path):
     from alertd.rules.ruleset import load_rules
     from alertd.app.service import Service
     from alertd.store.sqlite import SqliteStore
-    from tests.support.served import served
+    from testkit.served import served
 
     cfg = Config(data_dir=tmp_path)
     store = SqliteStore(tmp_path / "alertd.sqlite3")

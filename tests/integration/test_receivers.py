@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tests.support.alertd_proc import REPO, AlertdProcess, parse_metrics
-from tests.support.notify_harness import SECRET, Harness
-from tests.support.pipeline import wait
-from tests.support.process import http
-from tests.support.webhooks import FIRING_END, UniqueWebhooks, dedup_keys, fingerprint, iso, webhook
+from testkit.alertd_proc import REPO, AlertdProcess, parse_metrics
+from testkit.notify_harness import SECRET, Harness
+from testkit.pipeline import wait
+from testkit.process import http
+from testkit.webhooks import FIRING_END, UniqueWebhooks, dedup_keys, fingerprint, iso, webhook
 
 
 def test_receivers_share_the_port_and_feed_one_engine(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.support.process import free_port, http_get, http_json  # noqa: E402
+from testkit.process import free_port, http_get, http_json  # noqa: E402
 
 SITE_SIGNALS = """\
 # A site rule: fan failures are thermal problems of the node.

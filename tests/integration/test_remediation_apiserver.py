@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from alertd.config.settings import parse_config
-from tests.support import kube_gpu_cluster as kc
-from tests.support.kube_apiserver import KubeAPIServer
-from tests.support.notify_harness import Harness, hook, one_channel, top_messages, wait_for, xid_alert
+from testkit import kube_gpu_cluster as kc
+from testkit.kube_apiserver import KubeAPIServer
+from testkit.notify_harness import Harness, hook, one_channel, top_messages, wait_for, xid_alert
 
 pytestmark = pytest.mark.services
 NS = "ml-training"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.test_report_service import SINCE, UNTIL, stored_week
-from tests.support.browser import Browser, By
-from tests.support.notify_harness import Harness
+from testkit.browser import Browser, By
+from testkit.notify_harness import Harness
 
 CHARTS = ("chart-weekly", "chart-out", "chart-causes", "chart-mttr", "chart-cordoned")
 

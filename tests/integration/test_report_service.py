@@ -10,7 +10,7 @@ import pytest
 
 from alertd.config.settings import parse_config
 from alertd.store.sqlite import SqliteStore
-from tests.support.notify_harness import Harness, wait_for
+from testkit.notify_harness import Harness, wait_for
 from tests.unit.test_report_week import MON, WEEK, replay, week_fleet
 
 SINCE, UNTIL = WEEK.since.date().isoformat(), WEEK.until.date().isoformat()

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from alertd.core.fleet import NodeSample
 from alertd.report.build import reliability
-from tests.support.stores import make_store, store  # noqa: F401  (fixtures)
+from testkit.stores import make_store, store  # noqa: F401  (fixtures)
 from tests.unit.test_report_week import MON, WEEK, replay, week_fleet
 
 NOW = MON + timedelta(days=8)

@@ -2,7 +2,7 @@
 carrying the evidence (GPU UUID, serial, PCI address, Xid history with times, kernel log), also after a
 restart on the same store, after a crash between Jira's answer and the record, and with two replicas on one
 store (SQLite and PostgreSQL). Jira and the webhook are loopback servers written to their documented
-contracts (tests/support/jira_server.py)."""
+contracts (testkit/jira_server.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -33,9 +33,9 @@ from alertd.store.sqlite import SqliteStore
 from alertd.web.keys import SERVICE
 from tests.integration.test_auth import HOOK_TOKEN, TOKENS, auth_doc, bearer
 from tests.integration.test_service_inprocess import EXAMPLE, HOOK, ROOT, wait_for
-from tests.support.jira_server import EMAIL, TOKEN, JiraServer, RmaWebhookServer
-from tests.support.served import served
-from tests.support.stores import make_store  # noqa: F401  (fixture)
+from testkit.jira_server import EMAIL, TOKEN, JiraServer, RmaWebhookServer
+from testkit.served import served
+from testkit.stores import make_store  # noqa: F401  (fixture)
 
 SECRET = "rma-webhook-secret-0123456789"
 UUID = "GPU-8f6e2c1a-4b7d-4e0f-9a3c-2d1e5f7a9b0c"
@@ -311,7 +311,7 @@ async def test_no_rma_button_without_a_ticket_target(tmp_path: Path) -> None:
 async def test_the_rma_confirmation_reads_at_desktop_and_phone_widths(tmp_path: Path) -> None:
     """Chromium at 1400 px and 390 px: the page's RMA handoff asks again, the question and its button fit the
     width, and the confirmation opens the tickets."""
-    from tests.support.browser import Browser, By
+    from testkit.browser import Browser, By
 
     async with JiraServer() as jira, RmaWebhookServer(SECRET) as hook:
         doc = config(tmp_path, jira, hook)

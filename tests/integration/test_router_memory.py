@@ -6,9 +6,9 @@ import asyncio
 import sqlite3
 
 from alertd.store.base import ESCALATION, SENT, Step, StoreUnavailable
-from tests.support.notify_harness import (ESCALATION_KEY, ROUTING_ESC, Harness, hook, keys, posts, wait_for,
+from testkit.notify_harness import (ESCALATION_KEY, ROUTING_ESC, Harness, hook, keys, posts, wait_for,
                                           xid_alert)
-from tests.support.pagerduty_server import PagerDutyTestServer
+from testkit.pagerduty_server import PagerDutyTestServer
 
 
 async def escalate_rows(h: Harness) -> list[tuple[str, str]]:

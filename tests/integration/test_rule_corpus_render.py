@@ -18,8 +18,8 @@ import yaml
 from alertd.engine.pipeline import Engine
 from alertd.promql.recording import rule_groups
 from alertd.rules.ruleset import load_rules
-from tests.support.prom import needs_promtool
-from tests.support.rule_corpus import CORPUS, ROOT, SITE_RULES, render, run_corpus, table, webhook_alert
+from testkit.prom import needs_promtool
+from testkit.rule_corpus import CORPUS, ROOT, SITE_RULES, render, run_corpus, table, webhook_alert
 
 EXPORTERS = {"dcgm-exporter on Kubernetes", "dcgm-exporter in Docker", "dcgm-exporter 1.x", "nvidia_gpu_exporter",
              "OpenPAI nvidiasmi_*", "IBM Autopilot", "GPU Operator"}

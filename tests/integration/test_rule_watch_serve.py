@@ -4,8 +4,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.support.alertd_proc import AlertdProcess, parse_metrics
-from tests.support.process import http
+from testkit.alertd_proc import AlertdProcess, parse_metrics
+from testkit.process import http
 
 RELOADED = "alertd_rules_last_reload_success_timestamp_seconds"
 

@@ -9,11 +9,11 @@ import subprocess
 import sys
 import time
 
-from tests.support.alertd_proc import REPO, AlertdProcess
-from tests.support.big_bodies import measure
-from tests.support.notify_harness import hook, rules_dir, top_messages, xid_alert, ROUTING
-from tests.support.process import free_port, http
-from tests.support.slack_server import SlackTestServer
+from testkit.alertd_proc import REPO, AlertdProcess
+from testkit.big_bodies import measure
+from testkit.notify_harness import hook, rules_dir, top_messages, xid_alert, ROUTING
+from testkit.process import free_port, http
+from testkit.slack_server import SlackTestServer
 
 
 def serve(*args: str, cwd) -> subprocess.Popen:

@@ -16,9 +16,10 @@ from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
 from alertd.store.base import StoreUnavailable
 from alertd.store.sqlite import SqliteStore
-from tests.support.served import served
+from testkit.served import served
+from testkit.stores import make_store  # noqa: F401  (fixture)
 from alertd.web.keys import SERVICE
-from tests.support.notify_harness import wait_for
+from testkit.notify_harness import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = json.loads((ROOT / "examples" / "webhook-gpu-node.json").read_text())
@@ -300,5 +301,22 @@ async def test_readyz_forgets_a_store_failure_nothing_retries_but_not_one_that_p
         store.commit_step = commit  # type: ignore[method-assign]
         await wait_for(ready, timeout=8)
         assert len(await incidents(client)) == 1
+    finally:
+        await client.close()
+
+
+async def test_the_store_size_is_exported_on_either_backend(make_store):  # noqa: F811
+    """SQLite's files are measured at each scrape; PostgreSQL's database by the leader's housekeeping, whose
+    first round runs at start."""
+    cfg = parse_config({"rules": {"paths": [str(ROOT / "rules")]}}, "test")
+    client = TestClient(TestServer(served(Service(cfg, make_store(), load_rules(cfg.rule_paths))), host="127.0.0.1"))
+    await client.start_server()
+
+    async def measured() -> float | None:
+        text = await (await client.get("/metrics")).text()
+        size = next(float(line.split()[1]) for line in text.splitlines() if line.startswith("alertd_store_bytes "))
+        return size or None
+    try:
+        assert await wait_for(measured) > 0
     finally:
         await client.close()

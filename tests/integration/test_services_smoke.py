@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import services
+from testkit import services
 from tests.support.fixtures import require
-from tests.support.services import http_get, http_json
+from testkit.services import http_get, http_json
 
 pytestmark = pytest.mark.services
 

@@ -15,7 +15,7 @@ import pytest
 
 from alertd.config.settings import parse_config
 from alertd.core.signed_links import signature
-from tests.support.notify_harness import Harness, hook, wait_for, xid_alert
+from testkit.notify_harness import Harness, hook, wait_for, xid_alert
 
 TOKEN = "act0r-t0ken-0123456789"
 LINK_KEY = "Zk1xV2d0cE5hR3J0b0x5c2lKc0ZtUTJ3eVpYQjFiRGc="  # openssl rand -base64 32

@@ -15,13 +15,13 @@ from urllib.parse import parse_qs, quote, urlencode
 import aiohttp
 import pytest
 
-from tests.support import services
-from tests.support.browser import Browser, By
+from testkit import services
+from testkit.browser import Browser, By
 from tests.support.fixtures import require
 from tests.integration.test_notify_alertmanager_flow import am_config
-from tests.support.notify_harness import Harness, wait_for
-from tests.support.process import ReservedPort
-from tests.support.webhooks import dcgm_labels
+from testkit.notify_harness import Harness, wait_for
+from testkit.process import ReservedPort
+from testkit.webhooks import dcgm_labels
 
 pytestmark = pytest.mark.services
 
@@ -170,8 +170,8 @@ async def test_slack_asks_before_a_silence_that_mutes_another_jobs_incident(tmp_
     from aiohttp import web
     from aiohttp.test_utils import TestServer
 
-    from tests.support.notify_harness import top_messages, xid_alert
-    from tests.support.webhooks import fingerprint, webhook
+    from testkit.notify_harness import top_messages, xid_alert
+    from testkit.webhooks import fingerprint, webhook
 
     answers: list[dict] = []
 

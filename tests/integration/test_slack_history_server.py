@@ -6,7 +6,7 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.support.slack_server import SlackTestServer
+from testkit.slack_server import SlackTestServer
 
 META = {"event_type": "alertd_incident", "event_payload": {"installation": "ab12cd34", "incident": "INC-1"}}
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 from alertd.integrations.slack.lost import EVENT_TYPE
-from tests.support.notify_harness import Harness, hook, one_channel, posts, top_messages, wait_for, xid_alert
-from tests.support.slack_server import SlackTestServer
+from testkit.notify_harness import Harness, hook, one_channel, posts, top_messages, wait_for, xid_alert
+from testkit.slack_server import SlackTestServer
 
 
 async def test_ordinary_first_post_carries_metadata_and_reads_no_history(harness, slack):

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import psycopg
 
-from tests.support.alertd_proc import AlertdProcess
-from tests.support.ha_cluster import SLACK_TOKEN, TOKEN as WEBHOOK_TOKEN, fresh_database, replica_config, wait_for_leader
-from tests.support.loopback import serving_in_thread
-from tests.support.notify_harness import hook, one_channel, posts, rules_dir, top_messages, xid_alert
-from tests.support.slack_server import SlackTestServer
+from testkit.alertd_proc import AlertdProcess
+from testkit.ha_cluster import SLACK_TOKEN, TOKEN as WEBHOOK_TOKEN, fresh_database, replica_config, wait_for_leader
+from testkit.loopback import serving_in_thread
+from testkit.notify_harness import hook, one_channel, posts, rules_dir, top_messages, xid_alert
+from testkit.slack_server import SlackTestServer
 
 TOKEN = "xoxb-lost"
 

@@ -11,7 +11,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.support.slack_server import SlackTestServer
+from testkit.slack_server import SlackTestServer
 
 TS = re.compile(r"^\d{10}\.\d{6}$")
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.alertd_proc import AlertdProcess, one_line, serve_once as serve
-from tests.support.pipeline import wait
-from tests.support.process import http
-from tests.support.webhooks import UniqueWebhooks, dumps
+from testkit.alertd_proc import AlertdProcess, one_line, serve_once as serve
+from testkit.pipeline import wait
+from testkit.process import http
+from testkit.webhooks import UniqueWebhooks, dumps
 
 
 def test_corrupt_database_names_the_file_and_how_to_move_it_aside(tmp_path):

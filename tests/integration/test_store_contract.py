@@ -22,7 +22,7 @@ from alertd.store.base import (ESCALATION, SENT, Hook, InboxKey, MemoryDelta, Ou
                                StoreUnavailable, Taken)
 from alertd.store.facade import SqlStore
 from alertd.store.steps import RECENT_EVENTS
-from tests.support.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
+from testkit.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
                                   taking)
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
@@ -33,7 +33,7 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-# ----- one fresh store per test, on each backend, and reads on its connection: tests/support/stores.py -----
+# ----- one fresh store per test, on each backend, and reads on its connection: testkit/stores.py -----
 # ----- builders -----
 
 def member(fp: str, node: str = "gpu-node-1", *, status: str = "firing", starts: datetime = T0) -> Member:
@@ -321,6 +321,37 @@ async def test_list_incidents_filters_and_get_incident(store):
     assert sorted(inc.members) == ["m1", "m2"]
     assert len(inc.timeline) == 30  # the whole timeline, not the in-memory tail
     assert await store.get_incident("INC-404") is None
+
+
+async def test_open_incidents_on_nodes_and_incidents_by_id_are_one_query_each(store, monkeypatch):
+    """What a silence preview reads (alertd/app/silence_preview.py): the open and acknowledged incidents on a
+    set of nodes, a fleet by one of its nodes too, with their members; and incidents by id. One query each."""
+    fleet = incident(5, key="fleet|rack-1", node="")
+    fleet.fleet, fleet.nodes, fleet.children = True, ["gpu-node-1", "gpu-node-2"], ["INC-1", "INC-2"]
+    await store.commit_step(Step(changes=[
+        change(incident(1, node="gpu-node-1", members=("m1",), events=3)),
+        change(incident(2, node="gpu-node-2", status="acknowledged", members=("m2", "m3"))),
+        change(incident(3, node="gpu-node-1", status="resolved", members=("m4",))),
+        change(incident(4, node="gpu-node-9")),
+        change(fleet),
+    ]))
+    queries: list[str] = []
+    real = store.db.query
+    monkeypatch.setattr(store.db, "query", lambda statement, args=(): queries.append(statement) or real(statement, args))
+
+    found = {i.id: i for i in await store.open_incidents_on(["gpu-node-1", "gpu-node-2"], 100)}
+    assert sorted(found) == ["INC-1", "INC-2", "INC-5"] and len(queries) == 1
+    assert sorted(found["INC-2"].members) == ["m2", "m3"] and found["INC-2"].status == "acknowledged"
+    assert found["INC-1"].members["m1"].labels["note"] == "ü 🚀" and found["INC-1"].timeline == []
+    assert found["INC-5"].fleet and not found["INC-5"].members
+    known = await store.open_incidents_on(["gpu-node-1", "gpu-node-2"], 100, {"INC-1", "INC-5"})
+    assert [i.id for i in known] == ["INC-2"]
+    assert await store.open_incidents_on(["no-such-node"], 100) == []
+
+    queries.clear()
+    by_id = await store.incidents_with_members(["INC-3", "INC-404", "INC-4"])
+    assert sorted(i.id for i in by_id) == ["INC-3", "INC-4"] and len(queries) == 1
+    assert [list(i.members) for i in sorted(by_id, key=lambda i: i.id)] == [["m4"], []]
 
 
 async def test_time_filters_compare_instants_within_one_second(store):

@@ -24,9 +24,9 @@ from alertd.core.model import iso
 from alertd.receive.payload import read_notification
 from alertd.store.base import InboxKey, Step, Taken
 from alertd.store.sqlite import SqliteStore
-from tests.support.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
+from testkit.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
                                   taking)
-from tests.support.webhooks import node_webhook
+from testkit.webhooks import node_webhook
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from alertd.store.base import InboxKey, Step, Taken
 from alertd.store.quarantine import BODY_SHOWN, note
-from tests.support.stores import gpu_hook, make_store, query, store, taking  # noqa: F401
+from testkit.stores import gpu_hook, make_store, query, store, taking  # noqa: F401
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -19,7 +19,7 @@ from alertd.store import sql
 from alertd.store.base import Hook, Step
 from alertd.store.reads import IncidentQuery
 from alertd.store.sqlite import SqliteStore
-from tests.support.stores import gpu_hook, keys_of, make_store, query, received, take_all  # noqa: F401  (fixture)
+from testkit.stores import gpu_hook, keys_of, make_store, query, received, take_all  # noqa: F401  (fixture)
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, 123456, tzinfo=timezone.utc)
 UUID = "GPU-5d1f0c2e-91aa-4c3b-8e7d-2f60a1b4c9e8"
@@ -262,7 +262,7 @@ async def test_a_crash_between_moving_and_deleting_the_previous_rows_leaves_copi
     legacy = legacy_inbox()
     await open_legacy(make_store, monkeypatch, legacy)
     crashed = make_store()  # the run that appended the first webhooks to the log and died before deleting the rows
-    crashed.inbox.adopt_legacy = lambda: None  # type: ignore[method-assign]
+    monkeypatch.setattr(crashed, "adopt_legacy", lambda: None)
     await crashed.open()
     await crashed.append_hook(legacy.partly, T0, 4)
     single = legacy.singles[0]

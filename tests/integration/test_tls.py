@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.alertd_proc import REPO
-from tests.support.process import free_port
-from tests.support.services import start_alertmanager
-from tests.support.webhooks import UniqueWebhooks, dumps
+from testkit.alertd_proc import REPO
+from testkit.process import free_port
+from testkit.services import start_alertmanager
+from testkit.webhooks import UniqueWebhooks, dumps
 
 API_TOKEN = "tls-admin-token-0b7c5e1a9d"
 HOOK_TOKEN = "tls-hook-token-6f2a8d4c3e"

@@ -13,8 +13,8 @@ from alertd.engine.pipeline import Engine
 from alertd.engine.normalize import NormalizeConfig
 from alertd.enrich.node_index import NodeIndex, NodeIndexSettings
 from alertd.enrich.settings import KubeSettings
-from tests.support.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
-from tests.unit.builders import shipped_rules, xid
+from testkit.kube_apiserver import KubeAPIServer, bind_shipped_enrichment_role
+from testkit.builders import shipped_rules, xid
 
 pytestmark = pytest.mark.services
 RACK, ZONE = "topology.kubernetes.io/rack", "topology.kubernetes.io/zone"

@@ -12,8 +12,8 @@ from pathlib import Path
 from alertd.remediation.model import PROPOSED, QUARANTINE, Remediation
 from alertd.web.keys import SERVICE
 from tests.integration.test_auth import HOOK_TOKEN, TOKENS, auth_doc, bearer, open_incident, start
-from tests.support.kube_gpu_cluster import policy
-from tests.support.notify_harness import Harness, hook, one_channel, wait_for, xid_alert
+from testkit.kube_gpu_cluster import policy
+from testkit.notify_harness import Harness, hook, one_channel, wait_for, xid_alert
 
 SECOND_ADMIN = "adm2-51c8e0b7f3a94d26e8b1"
 

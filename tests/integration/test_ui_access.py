@@ -8,8 +8,8 @@ import pytest
 
 from alertd.config.settings import parse_config
 from alertd.web.auth import AUTH, Authenticator
-from tests.support import ui_scenario as sc
-from tests.support.notify_harness import Harness, hook, xid_alert
+from testkit import ui_scenario as sc
+from testkit.notify_harness import Harness, hook, xid_alert
 
 READER, ACTOR = "r3ader-t0ken-0123456789", "act0r-t0ken-0123456789"
 
@@ -174,8 +174,8 @@ async def test_sessions_on_two_replicas_over_postgresql(postgres, tmp_path):
     from alertd.app.assemble import build_service
     from alertd.rules.ruleset import load_rules
     from alertd.store.postgres import PostgresStore
-    from tests.support.served import served
-    from tests.support.ha_cluster import fresh_database
+    from testkit.served import served
+    from testkit.ha_cluster import fresh_database
 
     dsn = fresh_database(postgres.dsn)
     cfg = parse_config({"api": {"auth": {"tokens": [{"name": "viewer", "role": "read", "token": READER}]}},

@@ -5,9 +5,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.support import services
+from testkit import services
 from tests.support.fixtures import require
-from tests.support.notify_harness import Harness, hook, wait_for, xid_alert
+from testkit.notify_harness import Harness, hook, wait_for, xid_alert
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The web UI in a real browser (headless chromium + selenium): list, filter, act, GPU history, RMA export.
 
 alertd runs in-process with the Slack test server; the scenario is
-tests.support.ui_scenario (one GPU failing three times on two nodes). With
+testkit.ui_scenario (one GPU failing three times on two nodes). With
 ALERTD_UI_SCREENSHOTS=DIR the test saves a PNG of each page there (that is how
 docs/screenshots/ is made).
 """
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ui_scenario as sc
-from tests.support.browser import Browser, By, Keys, StaleElementReferenceException
-from tests.support.notify_harness import Harness, hook, wait_for
-from tests.support.webhooks import gpu_alert
+from testkit import ui_scenario as sc
+from testkit.browser import Browser, By, Keys, StaleElementReferenceException
+from testkit.notify_harness import Harness, hook, wait_for
+from testkit.webhooks import gpu_alert
 
 KERNEL_LOG = [
     "NVRM: Xid (PCI:0000:ba:00): 48, pid=41877, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 2, subpartition 1.",
@@ -139,7 +139,7 @@ def click_link(driver, text: str) -> None:
 
 
 async def _newest(h: Harness, count: int) -> dict | None:
-    rows = await h.incidents()
+    rows = await h.incidents(sort="newest")
     return rows[0] if len(rows) >= count else None
 
 

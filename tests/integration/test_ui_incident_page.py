@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from tests.support.notify_harness import Harness, hook, wait_for, xid_alert
-from tests.support.webhooks import gpu_alert
+from testkit.notify_harness import Harness, hook, wait_for, xid_alert
+from testkit.webhooks import gpu_alert
 
 ACTION_79 = "Drain and reboot the node (often a power cycle); save dmesg and the BMC log first."
 
@@ -61,7 +61,7 @@ async def test_a_throttling_incident_says_which_reason(tmp_path):
 
 
 async def test_a_hot_rack_says_its_temperatures_and_what_to_do(tmp_path):
-    from tests.support.webhooks import fingerprint
+    from testkit.webhooks import fingerprint
     h = await Harness(tmp_path).start()
     try:
         starts = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(minutes=6)

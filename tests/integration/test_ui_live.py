@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from alertd.config.settings import parse_config
-from tests.support.browser import Browser
-from tests.support.notify_harness import Harness, hook, xid_alert
+from testkit.browser import Browser
+from testkit.notify_harness import Harness, hook, xid_alert
 
 ACTOR = "act0r-t0ken-0123456789"
 

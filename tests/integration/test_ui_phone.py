@@ -2,7 +2,7 @@
 stored: nothing is wider than the screen (a table too wide scrolls inside its own box, long ids wrap).
 
 The store holds an Xid 119 storm over STORM_NODES nodes (one fleet incident) and a GPU's third Xid 79 in a
-week with its "replace GPU" verdict (tests.support.triage_storm). With ALERTD_UI_SCREENSHOTS=DIR the test
+week with its "replace GPU" verdict (testkit.triage_storm). With ALERTD_UI_SCREENSHOTS=DIR the test
 saves the list and the verdict's page at both widths there (docs/screenshots/ is made so).
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from tests.integration.test_ui_browser import browser, shots  # noqa: F401  (fixtures: Chromium, where PNGs go)
-from tests.support import triage_storm as ts
-from tests.support.notify_harness import Harness
+from testkit import triage_storm as ts
+from testkit.notify_harness import Harness
 
 STORM_NODES = 500
 WIDTHS = (1400, 390)

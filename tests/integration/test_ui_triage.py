@@ -1,5 +1,5 @@
 """The incident list as a triage view, with an Xid 119 storm over 130 nodes and, beside it, the one critical
-incident: a GPU's third Xid 79 in a week with its "replace GPU" verdict (tests.support.triage_storm).
+incident: a GPU's third Xid 79 in a week with its "replace GPU" verdict (testkit.triage_storm).
 
 The worst comes first; the storm is one row that counts its node incidents, says what its nodes share and
 lists the worst 20 on demand with "+110 more" leading to all of them, a hundred a page; every incident is on
@@ -11,8 +11,8 @@ import html
 import re
 from datetime import datetime, timedelta, timezone
 
-from tests.support import triage_storm as ts
-from tests.support.notify_harness import Harness
+from testkit import triage_storm as ts
+from testkit.notify_harness import Harness
 
 NODES = 130
 ROW_ID = re.compile(r'<tr[^>]*>\s*<td data-label="Incident"><a href="[^"]+">([^<]+)</a>')

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import re
 
-from tests.support.notify_harness import Harness, hook, keys, top_messages, wait_for, xid_alert
+from testkit.notify_harness import Harness, hook, keys, top_messages, wait_for, xid_alert
 
 
 async def test_notifications_and_timeline_in_words(tmp_path, slack, pd):

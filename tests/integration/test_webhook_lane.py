@@ -27,12 +27,12 @@ from alertd.rules.ruleset import load_rules
 from alertd.store.base import StoreUnavailable
 from alertd.store.sqlite import SqliteStore
 from alertd.web.server import Listen, WebServer
-from tests.support import raw_http
-from tests.support.alertd_proc import AlertdProcess, parse_metrics
-from tests.support.raw_http import Answer, Reader, closed, read_answers
-from tests.support.process import free_port
-from tests.support.served import served
-from tests.support.webhooks import dumps, node_webhook
+from testkit import raw_http
+from testkit.alertd_proc import AlertdProcess, parse_metrics
+from testkit.raw_http import Answer, Reader, closed, read_answers
+from testkit.process import free_port
+from testkit.served import served
+from testkit.webhooks import dumps, node_webhook
 
 TOKEN = "lane-token"
 MAX_BODY = 64 * 1024

@@ -21,9 +21,9 @@ from bench.fleetsim.alertmanager import Dispatcher, RouteConfig, rfc3339
 from bench.fleetsim.labelset import fingerprint
 from bench.fleetsim.prometheus import Instance
 from bench.fleetsim.rules import AlertRule
-from tests.support import services
+from testkit import services
 from tests.support.fixtures import require
-from tests.support.loopback import LoopbackServer
+from testkit.loopback import LoopbackServer
 
 pytestmark = pytest.mark.services
 

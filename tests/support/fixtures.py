@@ -4,7 +4,7 @@ Load with ``-p tests.support.fixtures`` (or ``pytest_plugins`` in a conftest).
 
 Fixtures ``postgres``, ``opensearch`` and ``elasticsearch`` each start their
 service once per session on a free loopback port and stop it at session end;
-they yield a :class:`tests.support.services.RunningService` (``dsn`` for
+they yield a :class:`testkit.services.RunningService` (``dsn`` for
 PostgreSQL, ``url`` for the search servers). Prometheus and Alertmanager have
 no session fixture: each end-to-end test starts its own with its own config
 through :func:`require`.
@@ -16,15 +16,15 @@ so a CI machine without the services cannot pass by skipping.
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from typing import Callable, Iterator, TypeVar
 
 import pytest
 
-from tests.support import services
-from tests.support.services import INSTALL_COMMAND, RunningService, ServiceUnavailable
+from testkit import services
+from testkit.services import RunningService, ServiceUnavailable
+from testkit.missing import missing_service
 
 T = TypeVar("T")
 
@@ -41,14 +41,6 @@ def pytest_configure(config) -> None:
         signal.signal(signal.SIGTERM, _terminate)
 
 
-def missing_service(reason: str) -> None:
-    """Skip (or, under CI, fail) because a service is not installed."""
-    if INSTALL_COMMAND not in reason:
-        reason = f"{reason}; run: {INSTALL_COMMAND}"
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}\n(CI is set, so a missing service fails instead of skipping)",
-                    pytrace=False)
-    pytest.skip(reason)
 
 
 def require(start: Callable[..., T], *args, **kwargs) -> T:
@@ -88,8 +80,8 @@ def elasticsearch(tmp_path_factory) -> Iterator[RunningService]:
 
 @pytest.fixture(scope="session")
 def kube_apiserver(tmp_path_factory):
-    """A real kube-apiserver with etcd, RBAC and static tokens (tests/support/kube_apiserver.py)."""
-    from tests.support.kube_apiserver import start_kube_apiserver
+    """A real kube-apiserver with etcd, RBAC and static tokens (testkit/kube_apiserver.py)."""
+    from testkit.kube_apiserver import start_kube_apiserver
 
     server = require(start_kube_apiserver, tmp_path_factory.mktemp("kube"))
     try:

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support.am_recordings import JOB_HANG, ROUTES, AmRun, pages, ts
+from testkit.am_recordings import JOB_HANG, ROUTES, AmRun, pages, ts
 
 RUN = AmRun(JOB_HANG)
 

@@ -1,7 +1,7 @@
 """The real Prometheus + Alertmanager run of training jobs (tests/fixtures/alertmanager-runs/job-hang).
 
 Recorded by ``bench/record_am_run.py --scenario job-hang`` (bench/am_run_job_scenario.py): the real Prometheus
-scraping tests/sim/job_fleet.py every 15 s and evaluating the shipped gpu-alerts.yml and gpu-job-alerts.yml,
+scraping testkit/sim/job_fleet.py every 15 s and evaluating the shipped gpu-alerts.yml and gpu-job-alerts.yml,
 two clustered Alertmanager pairs delivering to ``alertd serve --record``. What the recording must hold:
 
   hang       NodeInfiniBandPortDown for the NIC's node before the stall; GPUJobStalled on every node of the
@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 import yaml
 
-from tests.support.am_recordings import JOB_HANG, ROUTES, AmRun, ts
+from testkit.am_recordings import JOB_HANG, ROUTES, AmRun, ts
 
 RUN = AmRun(JOB_HANG)
 JOB_ALERTS = ("GPUJobStalled", "GPUStraggler", "GPUTelemetryQuiet", "GPUPCIeReplaysGrowing",

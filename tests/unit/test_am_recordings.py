@@ -10,7 +10,7 @@ recording is checked against the targets of one incident and at most one page pe
   maintenance  no page
   control      exactly one page, within 5 minutes of its first alert's arrival
 
-Pages are counted as tests/support/am_recordings.py says (PagerDuty's dedup key; escalations left out).
+Pages are counted as testkit/am_recordings.py says (PagerDuty's dedup key; escalations left out).
 The last test checks that the recordings carry Alertmanager's own cadence, so they cannot be
 replaced by hand-made data without failing.
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.am_recordings import (
+from testkit.am_recordings import (
     ROUTES, AmRun, describe, describe_pages, incidents_on, mixed, own_incidents, pages, ts,
 )
 

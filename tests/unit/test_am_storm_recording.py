@@ -18,7 +18,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support.am_recordings import (
+from testkit.am_recordings import (
     ROUTES, STORM_RESPONSE, AmRun, describe, describe_pages, incidents_on, mixed, own_incidents, pages, ts,
     triggers_since,
 )

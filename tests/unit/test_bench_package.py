@@ -32,3 +32,21 @@ def test_no_bench_module_touches_sys_path():
     touching = sorted(str(p.relative_to(ROOT)) for p in BENCH.rglob("*.py")
                       if _edits_sys_path(ast.parse(p.read_text(encoding="utf-8"))))
     assert touching == [], f"run these with python -m bench.<name> instead: {touching}"
+
+
+def _top_imports(path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_bench_and_testkit_never_import_the_tests():
+    """What the suite and the bench share lives in testkit/: bench imports alertd, bench and testkit, and
+    testkit imports alertd and itself, never the test modules."""
+    offending = sorted(str(p.relative_to(ROOT)) for d in (BENCH, ROOT / "testkit") for p in d.rglob("*.py")
+                       if "tests" in _top_imports(p))
+    assert offending == [], offending

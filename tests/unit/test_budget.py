@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from alertd.app.budget import Budget
 from alertd.core.model import Alert
-from tests.unit.builders import alert
+from testkit.builders import alert
 
 
 class Engine:

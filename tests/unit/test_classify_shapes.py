@@ -17,7 +17,7 @@ from alertd.engine.classify import classify_explained
 from alertd.core.model import Alert
 from alertd.engine.normalize import NormalizeConfig, normalize
 from alertd.receive.payload import fingerprint_of
-from tests.unit.builders import at, shipped_rules
+from testkit.builders import at, shipped_rules
 
 PROM = "http://prometheus-k8s-0:9090"
 UUID = "GPU-5b3c1f2e-8d1a-4c7e-9f0b-2a6d4e8c1b3f"

@@ -13,7 +13,7 @@ from alertd.core.model import Alert
 from alertd.promql.bittest import clock_test
 from alertd.engine.normalize import NormalizeConfig
 from alertd.promql.recording import RecordingIndex, collect
-from tests.unit.builders import ROOT, shipped_rules
+from testkit.builders import ROOT, shipped_rules
 
 CORPUS = ROOT / "tests" / "fixtures" / "prometheus-rules"
 OLD, NEW, DCGM = "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCK_EVENT_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"

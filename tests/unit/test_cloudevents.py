@@ -13,7 +13,7 @@ import pytest
 from alertd.engine.pipeline import Engine
 from alertd.receive.cloudevents import read_cloudevents
 from alertd.receive.payload import BadPayload, encode_webhook, read_stored
-from tests.unit.builders import shipped_rules
+from testkit.builders import shipped_rules
 
 NOW = datetime(2026, 12, 6, 4, 40, tzinfo=timezone.utc)
 STRUCTURED = {"Content-Type": "application/cloudevents+json; charset=utf-8"}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN
 
-from tests.unit.builders import alert, at, engine, resolved, xid
+from testkit.builders import alert, at, engine, resolved, xid
 
 
 def only(changes):
@@ -331,7 +331,7 @@ def test_a_late_resolve_is_known_while_its_incident_is_remembered_and_forgotten_
     from datetime import timedelta
 
     from alertd.engine.pipeline import Engine
-    from tests.unit.builders import shipped_rules
+    from testkit.builders import shipped_rules
 
     rules = shipped_rules()
     rules = dataclasses.replace(rules, correlation=dataclasses.replace(rules.correlation,

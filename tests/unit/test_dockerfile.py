@@ -65,7 +65,7 @@ def test_health_url_follows_the_listener():
 
 
 def test_health_check_fails_on_a_listener_nobody_serves(tmp_path):
-    from tests.support.process import free_port
+    from testkit.process import free_port
 
     (tmp_path / "alertd.yml").write_text(yaml.safe_dump({"listen": f"127.0.0.1:{free_port()}"}))
     assert healthcheck(["--config", str(tmp_path / "alertd.yml"), "--timeout", "1"]) == 1
@@ -74,7 +74,7 @@ def test_health_check_fails_on_a_listener_nobody_serves(tmp_path):
 def test_the_documented_run_keeps_the_store_on_a_volume_and_sends_the_configs_token():
     """docs/deploy.md's container steps against the image's config: the named volume is at its data_dir
     (which the Dockerfile declares a volume), and the curl reads the file the config's receiver reads."""
-    from tests.support.container import documented, documented_commands
+    from testkit.container import documented, documented_commands
 
     config = yaml.safe_load((ROOT / "deploy/docker/alertd.yml").read_text())
     volumes = [i["value"] for i in parsed().structure if i["instruction"] == "VOLUME"]
@@ -95,7 +95,7 @@ def test_the_readmes_container_lines_are_the_documented_ones():
     volume and listing, word for word."""
     import shlex
 
-    from tests.support.container import documented_commands
+    from testkit.container import documented_commands
 
     readme = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
     quoted = re.findall(r"`([^`]+)`", readme.rsplit("```", 1)[1].replace("\n", " "))  # the prose after the block

@@ -7,7 +7,7 @@ from typing import Iterable, Mapping
 
 from alertd.core.model import DOMAIN
 from alertd.engine.pipeline import Engine
-from tests.unit.builders import alert, at, shipped_rules, xid
+from testkit.builders import alert, at, shipped_rules, xid
 
 RACK, ZONE = "topology.kubernetes.io/rack", "topology.kubernetes.io/zone"
 

@@ -1,6 +1,6 @@
-"""The TypedDicts of configuration sections parsed beside their layer (alertd/enrich/settings.py, the rma section
-in alertd/integrations/tickets.py) name exactly the members their schemas admit, so a member added to
-enrich.schema.json or config.schema.json is read through a typed key."""
+"""The TypedDicts of the enrich section (alertd/enrich/settings.py) name exactly the members their schema admits,
+so a member added to enrich.schema.json is read through a typed key. (Sections declared as Structs have no
+TypedDict: tests/unit/test_config_sections.py checks them.)"""
 from __future__ import annotations
 
 import json
@@ -9,11 +9,9 @@ from pathlib import Path
 import pytest
 
 from alertd.enrich import settings as s
-from alertd.integrations import tickets
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "alertd" / "schemas"
 ENRICH = json.loads((SCHEMAS / "enrich.schema.json").read_text())
-CONFIG = json.loads((SCHEMAS / "config.schema.json").read_text())
 LOGS, KUBE = ENRICH["$defs"]["logs"], ENRICH["$defs"]["kube"]
 
 CASES = [
@@ -28,10 +26,6 @@ CASES = [
     (KUBE, s.KubeDoc),
     (KUBE["properties"]["jobs"], s.JobCostDoc),
     (ENRICH["$defs"]["job_cost"], s.CostModelDoc),
-    (CONFIG["properties"]["normalize"]["properties"]["kubernetes"], s.NodeIndexDoc),
-    (CONFIG["properties"]["rma"], tickets.RmaDoc),
-    (CONFIG["properties"]["rma"]["properties"]["jira"], tickets.JiraDoc),
-    (CONFIG["properties"]["rma"]["properties"]["webhook"], tickets.RmaWebhookDoc),
 ]
 
 

@@ -15,7 +15,7 @@ from alertd.enrich.searcher import LogSearcher
 from alertd.enrich.settings import LogSettings
 from alertd.enrich.timestamps import graylog_time, parse_time
 from alertd.schemas import problems
-from tests.support.fakes import ScriptedLogBackend
+from testkit.fakes import ScriptedLogBackend
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)
 

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 from alertd.enrich.logs import LogsUnavailable
 from alertd.store.base import StoreUnavailable
-from tests.support.enrich_harness import XID79, Harness, MemoryKube, alert, cluster_objects
-from tests.support.manual_timer import ManualTimer
+from testkit.enrich_harness import XID79, Harness, MemoryKube, alert, cluster_objects
+from testkit.manual_timer import ManualTimer
 
 
 async def test_stop_cancels_background_work(tmp_path) -> None:

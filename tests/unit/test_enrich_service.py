@@ -15,9 +15,9 @@ from alertd.enrich.enricher import Enricher
 from alertd.enrich.logs import LogsUnavailable
 from alertd.enrich.settings import EnrichSettings, LogSettings
 from alertd.app.service import Service
-from tests.support.enrich_harness import XID79, Harness, MemoryKube, alert, cluster_objects
-from tests.support.manual_timer import ManualTimer
-from tests.support.notify_harness import wait_for
+from testkit.enrich_harness import XID79, Harness, MemoryKube, alert, cluster_objects
+from testkit.manual_timer import ManualTimer
+from testkit.notify_harness import wait_for
 
 
 async def test_metrics_missing_upgraded_to_xid79_with_owner(tmp_path) -> None:

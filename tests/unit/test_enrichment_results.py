@@ -12,7 +12,7 @@ from alertd.core.kube_findings import KubeNode, NodeEvent, Pod
 from alertd.core.model import Incident
 from alertd.integrations.slack import render as R
 from alertd.rules.owners import OwnerRouting
-from tests.unit.builders import at, engine, xid
+from testkit.builders import at, engine, xid
 
 POD = {"namespace": "ml-training", "name": "llama-finetune-worker-0", "node": "gpu-node-2", "phase": "Running",
        "gpus": 4, "owner_chain": [{"kind": "PyTorchJob", "name": "llama-finetune", "apiVersion": "kubeflow.org/v1"}],

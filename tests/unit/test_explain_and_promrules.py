@@ -11,7 +11,7 @@ import pytest
 from alertd.authoring import explain, promrules
 from alertd.cli.main import main as cli_main
 from alertd.engine.normalize import NormalizeConfig
-from tests.unit.builders import ROOT, shipped_rules
+from testkit.builders import ROOT, shipped_rules
 
 CORPUS = ROOT / "tests" / "fixtures" / "prometheus-rules"
 

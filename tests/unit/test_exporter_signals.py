@@ -13,7 +13,7 @@ from alertd.authoring import promrules
 from alertd.engine.classify import classify_explained, severity_label
 from alertd.engine.normalize import NormalizeConfig
 from alertd.rules.ruleset import load_rules
-from tests.unit.builders import ROOT, shipped_rules
+from testkit.builders import ROOT, shipped_rules
 
 NCFG = NormalizeConfig()
 

@@ -14,7 +14,8 @@ def row(ident: str, parent: str = "", fleet: bool = False) -> dict:
 
 
 def test_a_fleet_lists_its_nodes_under_it():
-    # The API's order (newest first): the fleet opened after its first nodes, before its last ones.
+    # Newest first (sort=newest; the worst-first order keeps them so when all are open and critical): the
+    # fleet opened after its first nodes, before its last ones.
     rows = [row("INC-14", "INC-3"), row("INC-13", "INC-3"), row("INC-3", fleet=True), row("INC-2", "INC-3"),
             row("INC-1")]
     shown = [ident for ident, _ in as_tree(rows)]

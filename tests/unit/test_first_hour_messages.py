@@ -112,7 +112,7 @@ def test_an_unreadable_token_file_is_one_problem_not_two():
 def test_the_check_knows_the_fields_routing_sees_and_the_header_lists_them():
     from alertd.authoring.route_fields import INCIDENT_FIELDS
     from alertd.rules.fields import incident_fields
-    from tests.unit.builders import T0, engine, xid
+    from testkit.builders import T0, engine, xid
 
     inc = engine().ingest([xid(79)], T0)[0].incident
     seen = set(incident_fields(inc))

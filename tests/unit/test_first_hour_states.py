@@ -15,7 +15,7 @@ from alertd.config.settings import Config
 from alertd.notify.decision import muted_notes, route_incident
 from alertd.report.settings import ReportSettings
 from alertd.web.states import routing_notes
-from tests.unit.builders import T0, engine, shipped_rules, xid
+from testkit.builders import T0, engine, shipped_rules, xid
 
 MONDAY_NIGHT = T0 + timedelta(hours=7, minutes=30)  # Monday 20:30 in Berlin: the shipped "nights" window
 TUESDAY_MORNING = T0 + timedelta(hours=21)  # Tuesday 10:00 in Berlin: no window

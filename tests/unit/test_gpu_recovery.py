@@ -20,7 +20,7 @@ from alertd.engine.normalize import NormalizeConfig
 from alertd.enrich.log_evidence import evidence_from_lines, upgrade_signal
 from alertd.enrich.logs import LogLine
 from alertd.remediation.decide import policy_for, recovery_asked
-from tests.unit.builders import T0, alert, at, engine, shipped_rules, xid
+from testkit.builders import T0, alert, at, engine, shipped_rules, xid
 
 CATALOG_TEXT = "Xid 154 GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
 KERNEL = "NVRM: Xid (PCI:0000:97:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from alertd.app import receiver_group as group
 from alertd.app.receiver_group import HealthReport, engine_failure
-from tests.support.notify_harness import wait_for
+from testkit.notify_harness import wait_for
 
 
 def test_a_failure_reported_by_the_engine_process_makes_the_receivers_unready(tmp_path: Path) -> None:

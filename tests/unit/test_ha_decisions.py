@@ -74,7 +74,7 @@ def test_resolutions_close_the_member_and_say_so_in_the_timeline():
 
 
 def test_an_incident_reconciled_away_gets_one_line_naming_its_alerts():
-    from tests.unit.builders import alert, engine as shipped_engine, xid
+    from testkit.builders import alert, engine as shipped_engine, xid
 
     eng = shipped_engine()
     eng.ingest([xid(79, gpu="0"), xid(79, gpu="1"), alert("DCGMExporterDown", node="gpu-node-1", severity="critical")], T0)

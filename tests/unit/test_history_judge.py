@@ -10,7 +10,7 @@ from alertd.core.model import Incident
 from alertd.core.verdict import HistoryVerdict
 from alertd.engine.judge import VERDICT_EVENT, apply_verdict, judge, ordinal, short_gpu, window_words
 from alertd.store.history_snapshot import Fault, HistorySnapshot, Remediated
-from tests.unit.builders import alert, at, engine, shipped_rules, xid
+from testkit.builders import alert, at, engine, shipped_rules, xid
 
 UUID = "GPU-2f6b1c3d-8e9a-4b7c-a1d2-e3f4a5b69173"
 DAY = 86400

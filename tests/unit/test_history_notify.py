@@ -9,7 +9,7 @@ from alertd.integrations.pagerduty import PagerDutyNotifier, PagerDutySettings
 from alertd.integrations.slack.render import render_incident, to_text
 from alertd.notify.router import Router
 from alertd.web.guide import incident_guide
-from tests.unit.builders import at, engine, xid
+from testkit.builders import at, engine, xid
 from tests.unit.test_routing import load
 
 LINE = "3rd Xid 79 on GPU GPU-…-9173 in 7 days (last: INC-412, INC-388); action: replace GPU (was: reboot node)"

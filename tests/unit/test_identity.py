@@ -12,7 +12,7 @@ from alertd.engine.pipeline import Engine
 from alertd.core.model import Alert
 from alertd.engine.identity import Pointer, is_exporter_pod, pointers
 from alertd.engine.normalize import NormalizeConfig, subject_of, xid_source
-from tests.unit.builders import alert, at, shipped_rules
+from testkit.builders import alert, at, shipped_rules
 
 # One series of DCGM_FI_DEV_XID_ERRORS as the GPU Operator's ServiceMonitor scrapes it (no node relabel):
 # the target's pod/namespace/container are the exporter's, the exporter's own pod mapping became exported_*.

@@ -21,7 +21,7 @@ SPEC = yaml.safe_load((Path(__file__).resolve().parents[2] / "alertd" / "web" / 
 def test_openapi_describes_every_filter(path: str) -> None:
     names = [p["name"] for p in SPEC["paths"][path]["get"]["parameters"]]
     assert names[:len(FILTER_NAMES)] == list(FILTER_NAMES)
-    assert set(names[len(FILTER_NAMES):]) <= set(PAGING) | {"fragment"}
+    assert set(names[len(FILTER_NAMES):]) <= set(PAGING) | {"fragment", "sort"}
 
 
 def test_the_api_takes_every_filter_and_names_an_unknown_one() -> None:
@@ -48,3 +48,6 @@ def test_the_cli_has_a_flag_per_filter_and_passes_it_on(monkeypatch: pytest.Monk
     monkeypatch.setattr(api_client, "call", call)
     api_client._list_incidents(args, io.StringIO())
     assert {k: v for k, v in sent[0] if k in values} == values
+    assert ("sort", None) in sent[0], "the API's order (the worst first) unless asked"
+    api_client._list_incidents(parser.parse_args(["incidents", "list", "--sort", "newest"]), io.StringIO())
+    assert ("sort", "newest") in sent[1]

@@ -1,11 +1,11 @@
-"""The simulated training fleet (tests/sim/job_fleet.py): what it serves is what the exporters print, read by
+"""The simulated training fleet (testkit/sim/job_fleet.py): what it serves is what the exporters print, read by
 prometheus_client's own parser, and a job's state shows in its GPUs the way the job-level rules read it."""
 from __future__ import annotations
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.sim.job_fleet import JobFleetSim
+from testkit.sim.job_fleet import JobFleetSim
 
 NODES = ["gpu-node-01", "gpu-node-02", "gpu-node-03"]
 

@@ -8,7 +8,7 @@ from alertd.engine.state import EngineState
 from alertd.engine.jobs import SIZE, SUSPECTS, is_job
 from alertd.integrations.base import folded_unposted
 from alertd.notify.router import Router
-from tests.unit.builders import alert, at, engine, resolved, shipped_rules, xid
+from testkit.builders import alert, at, engine, resolved, shipped_rules, xid
 
 JOB = {"namespace": "llm-pretrain", "owner_kind": "PyTorchJob", "owner_name": "llama-70b"}
 

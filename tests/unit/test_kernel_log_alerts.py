@@ -19,7 +19,7 @@ from alertd.engine.pipeline import Engine
 from alertd.enrich.log_evidence import evidence_from_lines
 from alertd.enrich.logs import LogLine
 from alertd.gpu.nvrm import line_xids, text_xid
-from tests.unit.builders import alert, at, shipped_rules
+from testkit.builders import alert, at, shipped_rules
 
 CFG = NormalizeConfig()
 LOST = ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n"

@@ -18,7 +18,7 @@ from alertd.receive.payload import delivery_key, encode_webhook, read_stored
 from alertd.sources.admission import AdmissionTracker
 from alertd.sources.kube_health import KubeHealthSource, job_name
 from alertd.sources.settings import KubeHealthSettings
-from tests.unit.builders import shipped_rules
+from testkit.builders import shipped_rules
 
 NOW = datetime(2026, 12, 6, 4, 40, tzinfo=timezone.utc)
 RULES = shipped_rules()

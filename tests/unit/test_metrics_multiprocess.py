@@ -14,7 +14,7 @@ from pathlib import Path
 from prometheus_client.multiprocess import mark_process_dead
 
 from alertd.core.service_metrics import Metrics
-from tests.support.alertd_proc import REPO, parse_metrics
+from testkit.alertd_proc import REPO, parse_metrics
 
 ENGINE = """
 from prometheus_client.core import CounterMetricFamily

@@ -9,7 +9,7 @@ from alertd.authoring.explain import node_advice
 from alertd.core.model import Subject
 from alertd.engine.normalize import NormalizeConfig, subject_of
 from alertd.engine.plausible import is_container_id, refusal
-from tests.unit.builders import alert
+from testkit.builders import alert
 
 CFG = NormalizeConfig()
 # dcgm-exporter 4.x in Docker Compose, no NODE_NAME: Hostname is the container's hostname (its ID).

@@ -6,7 +6,7 @@ from datetime import timedelta
 from alertd.core.model import iso
 from alertd.report.compute import _mttr
 from alertd.report.facts import fact, last_end
-from tests.unit.builders import at, engine, resolved, xid
+from testkit.builders import at, engine, resolved, xid
 
 
 def test_alerts_that_reach_alertd_after_they_ended_give_no_negative_time_to_repair():

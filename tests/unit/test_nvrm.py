@@ -232,7 +232,7 @@ def test_fallen_off_text_far_from_its_first_line_or_on_another_host_names_no_gpu
 def test_a_lost_gpu_in_the_kernel_log_upgrades_a_missing_metrics_incident() -> None:
     """The exporter stops answering for the node; the kernel log has only the new-style report."""
     from alertd.enrich.log_evidence import evidence_from_lines, upgrade_signal
-    from tests.unit.builders import alert, at, engine
+    from testkit.builders import alert, at, engine
     e = engine()
     inc = e.ingest([alert("DCGMExporterDown", node="gpu-node-7")], at(0))[0].incident
     evidence = evidence_from_lines(_lines(*LOST_SPLIT), "gpu-node-7")

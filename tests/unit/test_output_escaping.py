@@ -10,9 +10,9 @@ from alertd.integrations.opsgenie import OpsgenieSettings, create_body
 from alertd.integrations.pagerduty import PagerDutyNotifier, PagerDutySettings
 from alertd.integrations.presentation import runbook_url, web_url
 from alertd.integrations.outgoing_webhook import webhook_incident
-from tests.support.sinks import (HOSTILE_TEXT, SCRIPT_URL, TRICKY_WEB_URL, mrkdwn_problems, mrkdwn_texts,
+from testkit.sinks import (HOSTILE_TEXT, SCRIPT_URL, TRICKY_WEB_URL, mrkdwn_problems, mrkdwn_texts,
                                  web_only)
-from tests.unit.builders import alert, at, engine
+from testkit.builders import alert, at, engine
 
 HOSTS = {"rb.example", "am.example", "alertd.example", "prom.example"}
 CTX = R.RenderContext(runbook_base_url="https://rb.example/", alertmanager_url="http://am.example:9093",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import alertd.engine.pipeline as pipeline
 from alertd.rules.ruleset import load_rules
-from tests.unit.builders import ROOT, alert, at, engine, shipped_rules, xid
+from testkit.builders import ROOT, alert, at, engine, shipped_rules, xid
 
 SITE_RULE = """signals:
   - kind: ecc

@@ -22,7 +22,7 @@ from alertd.promql.recording import RecordingIndex, base_url, collect, expand_fa
 from alertd.promql.expr import facts_of_expr
 from alertd.store.sqlite import SqliteStore
 from alertd.app.recording_rules import RulesApiSettings, RulesFetcher, parse_rules_response, with_site_recordings
-from tests.unit.builders import ROOT, alert, at, shipped_rules
+from testkit.builders import ROOT, alert, at, shipped_rules
 
 SITE = ROOT / "tests" / "fixtures" / "prometheus-rules" / "site-recording-rules.yml"
 PROM = "http://prometheus.monitoring:9090"

@@ -14,7 +14,7 @@ from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARA
                                       Remediation)
 from alertd.rules.remediation import RemediationPolicy
 from alertd.rules.ruleset import load_rules
-from tests.unit.builders import at, engine, xid
+from testkit.builders import at, engine, xid
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = at(0)

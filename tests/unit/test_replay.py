@@ -156,7 +156,7 @@ async def test_the_webhook_handler_records_accepted_webhooks_only(tmp_path):
     from alertd.rules.ruleset import load_rules
     from alertd.app.service import Service
     from alertd.store import open_store
-    from tests.support.served import served
+    from testkit.served import served
 
     cfg = Config(data_dir=tmp_path)
     store = open_store("sqlite", data_dir=tmp_path)

@@ -29,7 +29,7 @@ from alertd.report.table import to_csv
 from alertd.store.base import Step
 from alertd.core.fleet import NodeSample
 from alertd.store.sqlite import SqliteStore
-from tests.unit.builders import shipped_rules
+from testkit.builders import shipped_rules
 
 MON = datetime(2026, 11, 30, tzinfo=timezone.utc)
 WEEK = Period(MON, MON + timedelta(days=7))

@@ -20,7 +20,7 @@ from alertd.core.model import Incident
 from alertd.core.response_marks import notifies_again
 from bench.amcadence import T0, Life, deliver
 from bench.paging import ROUTES
-from tests.unit.builders import shipped_rules
+from testkit.builders import shipped_rules
 
 
 def hm(clock: str) -> float:
@@ -246,7 +246,7 @@ def test_the_storm_pending_mark_is_stored_with_the_incident_and_holds_the_first_
     from alertd.core.model import Incident as Stored
     from alertd.engine.pipeline import Engine
     from alertd.notify.router import Router
-    from tests.unit.builders import at, xid
+    from testkit.builders import at, xid
 
     rules = shipped_rules()
     eng = Engine(rules)
@@ -269,7 +269,7 @@ def test_in_a_real_alertmanager_run_cordons_after_faults_are_their_response_and_
     Prometheus rules. Six storm nodes and the control node were cordoned minutes after their Xid; two nodes
     were cordoned for maintenance before anything else showed."""
     from alertd.authoring.replay import read_recording
-    from tests.support.am_recordings import RUNS
+    from testkit.am_recordings import RUNS
 
     vr = replay(read_recording(RUNS / f"{route}.jsonl"), shipped_rules()).run
     [fleet] = [i for i in vr.incidents.values() if i.fleet]
@@ -292,7 +292,7 @@ async def test_the_storm_pending_mark_and_the_response_survive_a_restart(tmp_pat
     from alertd.engine.pipeline import Engine
     from alertd.store.base import Step
     from alertd.store.sqlite import SqliteStore
-    from tests.unit.builders import alert, at, xid
+    from testkit.builders import alert, at, xid
 
     eng = Engine(shipped_rules())
     store = SqliteStore(tmp_path / "alertd.sqlite3")

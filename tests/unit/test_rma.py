@@ -12,7 +12,7 @@ from alertd.core.errors import InvalidDocument
 from alertd.rules.rma import evaluate, to_csv
 from alertd.core.model import iso
 from alertd.rules.ruleset import load_rules
-from tests.unit.builders import ROOT
+from testkit.builders import ROOT
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
 POLICY = """

@@ -10,7 +10,7 @@ from alertd.core.tickets import TicketLink
 from alertd.integrations.jira import description, issue, refusal
 from alertd.integrations.slack.render import render_incident
 from alertd.integrations.tickets import JiraSettings
-from tests.unit.builders import at, engine, xid
+from testkit.builders import at, engine, xid
 
 WHY = "3rd Xid 79 on GPU GPU-5fd2-9173 in 7 days (last: INC-412, INC-388)"
 HISTORY = [  # store.gpu_history rows of one GPU, as HistoryReads gives them

@@ -13,7 +13,7 @@ from alertd.remediation import decide
 from alertd.remediation.ladder import pick_step
 from alertd.rules.remediation import LadderStep, Policy, RemediationPolicy
 from alertd.rules.ruleset import load_rules
-from tests.unit.builders import at, engine, xid
+from testkit.builders import at, engine, xid
 
 ROOT = Path(__file__).resolve().parents[2]
 LADDER = (LadderStep("reboot_node", Policy("ladder-reboot_node", "drain-gpu"), frozenset({"reboot_node"})),

@@ -14,7 +14,7 @@ from alertd.rules.fields import incident_fields
 from alertd.notify.router import Router
 from alertd.rules.routing import Routing
 from alertd.rules.ruleset import load_rules
-from tests.unit.builders import ROOT, alert, at, engine, resolved, shipped_rules, xid
+from testkit.builders import ROOT, alert, at, engine, resolved, shipped_rules, xid
 
 ROUTING = """
 routing:

@@ -10,7 +10,7 @@ from alertd.notify.decision import route_incident
 from alertd.notify.router import Router
 from bench import paging
 from bench.amcadence import Life
-from tests.unit.builders import alert, at, engine, resolved, shipped_rules, xid
+from testkit.builders import alert, at, engine, resolved, shipped_rules, xid
 from tests.unit.test_routing import ROUTING, load
 
 

@@ -16,7 +16,7 @@ from alertd.app.notifiers import build_notifiers, build_router, check_keys
 from alertd.integrations.slack.integration import SlackNotifier, SlackSettings
 from alertd.rules.ruleset import RuleSet
 from alertd.app.service import utcnow
-from tests.unit.builders import alert, at, engine, shipped_rules, xid
+from testkit.builders import alert, at, engine, shipped_rules, xid
 
 
 def cfg(**notify):

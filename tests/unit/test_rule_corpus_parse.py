@@ -1,7 +1,7 @@
-"""The corpus harness reads promtool's own printout of the alerts that fired (tests/support/rule_corpus.py)."""
+"""The corpus harness reads promtool's own printout of the alerts that fired (testkit/rule_corpus.py)."""
 from __future__ import annotations
 
-from tests.support.rule_corpus import StaticKubernetes, parse_promtool
+from testkit.rule_corpus import StaticKubernetes, parse_promtool
 
 # promtool 2.42's failure report for a test expecting no alert (labels and annotations as Go prints them).
 PRINTED = '''Unit Testing:  corpus.test.yml

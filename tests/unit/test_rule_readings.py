@@ -12,7 +12,7 @@ from alertd.engine.normalize import NormalizeConfig
 from alertd.promql.expr import facts_of_expr
 from alertd.promql.recording import rule_groups
 from alertd.rules.ruleset import load_rules
-from tests.support.rule_corpus import CORPUS, ROOT, SITE_RULES, checked_reading, reading, webhook_alert
+from testkit.rule_corpus import CORPUS, ROOT, SITE_RULES, checked_reading, reading, webhook_alert
 
 RULES = load_rules([SITE_RULES, ROOT / "rules"])
 NCFG = NormalizeConfig()

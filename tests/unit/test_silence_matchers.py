@@ -3,16 +3,16 @@ incidents a silence would mute."""
 from __future__ import annotations
 
 import asyncio
+from typing import Collection
 
 from alertd.alertmanager.silences import local_matchers, silence_matchers
 from alertd.app.silence_preview import preview_silence
 from alertd.config.settings import parse_config
-from alertd.core.json_types import JSONObject
 from alertd.core.matchers import match_all
 from alertd.core.model import Incident
 from alertd.integrations.slack.clicks import read_click
 from alertd.integrations.slack.render import overlap_question
-from tests.unit.builders import alert, at, engine, xid
+from testkit.builders import alert, at, engine, xid
 
 GPU = {"gpu": "0", "UUID": "GPU-n1-0", "pci_bus_id": "00000000:18:00.0", "Hostname": "dcgm-exporter-abcde"}
 
@@ -25,12 +25,12 @@ class Store:
     def __init__(self, *incidents: Incident):
         self.by_id = {i.id: i for i in incidents}
 
-    async def get_incident(self, incident_id: str) -> Incident | None:
-        return self.by_id.get(incident_id)
+    async def incidents_with_members(self, ids: list[str]) -> list[Incident]:
+        return [self.by_id[i] for i in ids if i in self.by_id]
 
-    async def list_incidents(self, *, status: str | None = None, node: str | None = None,
-                             limit: int = 100) -> list[JSONObject]:
-        return [{"id": i.id} for i in self.by_id.values() if i.status == status and node in (i.node, *i.nodes)][:limit]
+    async def open_incidents_on(self, nodes: list[str], limit: int, known: Collection[str] = ()) -> list[Incident]:
+        return [i for i in self.by_id.values() if i.status in ("open", "acknowledged") and i.id not in known
+                and {i.node, *i.nodes} & set(nodes)][:limit]
 
 
 class Alertmanager:

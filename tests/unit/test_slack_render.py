@@ -6,8 +6,8 @@ from datetime import timedelta
 from alertd.core.model import iso
 from alertd.integrations.presentation import runbook_url
 from alertd.integrations.slack import render as R
-from tests.support.slack_blocks import validate_blocks
-from tests.unit.builders import alert, at, engine, xid
+from testkit.slack_blocks import validate_blocks
+from testkit.builders import alert, at, engine, xid
 
 CTX = R.RenderContext(runbook_base_url="https://git.example/runbooks/", alertmanager_url="http://am.example:9093",
                       alertd_url="https://alertd.example", now=at(120))

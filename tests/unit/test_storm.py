@@ -8,7 +8,7 @@ from alertd.engine.pipeline import Engine
 from alertd.engine.storm import event_key
 from alertd.core.model import ACKNOWLEDGED, CLOSED, Incident
 
-from tests.unit.builders import alert, at, engine, resolved, shipped_rules, xid
+from testkit.builders import alert, at, engine, resolved, shipped_rules, xid
 
 
 def node_alerts(node: str, starts: float = 0, cluster: str = "prod", code: int = 79):
@@ -297,7 +297,7 @@ def test_storm_rules_are_data(tmp_path):
 
     from alertd.rules.ruleset import load_rules
 
-    from tests.unit.builders import ROOT
+    from testkit.builders import ROOT
 
     for name in ("signals.yml", "xid-catalog.yml"):
         shutil.copy(ROOT / "rules" / name, tmp_path / name)

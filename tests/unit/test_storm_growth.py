@@ -1,5 +1,5 @@
 """A growing storm is news: the engine decides when a fleet's thread hears of a doubling and when its
-pages are told the new count (engine/growth.py), on a virtual clock."""
+pages are told the new count (engine/storm/growth.py), on a virtual clock."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -8,7 +8,7 @@ from alertd.core.model import Change, Incident
 from alertd.core.storm_growth import DOUBLED, GREW, Growth, Point, incident_trend, span, trend_line
 from alertd.engine.pipeline import Engine
 
-from tests.unit.builders import alert, at, engine, xid
+from testkit.builders import alert, at, engine, xid
 
 
 def node(name: str, starts: float) -> list:
@@ -123,7 +123,7 @@ def test_an_acknowledged_storm_updates_no_page_but_its_thread_still_hears_it_dou
 def test_page_updates_off_tells_pages_nothing():
     from dataclasses import replace
 
-    from tests.unit.builders import shipped_rules
+    from testkit.builders import shipped_rules
 
     rules = shipped_rules()
     off = replace(rules, correlation=replace(rules.correlation, storm=replace(rules.correlation.storm,

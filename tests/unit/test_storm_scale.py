@@ -7,6 +7,8 @@ import gc
 import sys
 import tracemalloc
 import asyncio
+
+import msgspec
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import FrameType
@@ -20,9 +22,9 @@ from alertd.enrich.annotations import LISTED_NODES, IncidentState, NodeFindings,
 from alertd.enrich.settings import EnrichSettings
 from alertd.enrich.writer import PACE_NODES, AnnotationWriter
 from alertd.engine.memory import hold
-from tests.support.enrich_harness import Harness, MemoryKube, alert
-from tests.support.served import served
-from tests.unit.builders import at, engine, xid
+from testkit.enrich_harness import Harness, MemoryKube, alert
+from testkit.served import served
+from testkit.builders import at, engine, xid
 
 ALERTD = str(Path(__file__).resolve().parents[2] / "alertd")
 
@@ -107,7 +109,8 @@ def test_memory_per_open_incident_is_bounded_and_smaller_past_the_budget() -> No
 async def test_past_the_budget_incidents_are_summarised_not_dropped(tmp_path) -> None:
     """Over budget, the storm's node incidents keep taking alerts and their whole story stays in the store."""
     h = Harness(tmp_path, kube=MemoryKube({}), logs=None)
-    h.svc.processor.cfg.detailed_incidents = 4
+    cfg = h.svc.processor.cfg
+    cfg.processing = msgspec.structs.replace(cfg.processing, detailed_incidents=4)
     client = TestClient(TestServer(served(h.svc), host="127.0.0.1"))
     await client.start_server()
     try:

@@ -21,7 +21,7 @@ from alertd.enrich.log_evidence import evidence_from_lines, upgrade_signal
 from alertd.enrich.logs import LogLine
 from alertd.gpu.nvrm import parse_xid
 from alertd.gpu.sxid import parse_sxid
-from tests.unit.builders import T0, alert, at, engine, shipped_rules, xid
+from testkit.builders import T0, alert, at, engine, shipped_rules, xid
 
 NON_FATAL = "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error (First)"
 HEARTBEAT = "nvidia-nvswitch4: SXid (PCI:0000:c6:00.0): 19084, Non-fatal, Link 29 AN1 Heartbeat Timeout Error (First)"

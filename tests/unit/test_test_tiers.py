@@ -1,5 +1,5 @@
 """The test suite's own rules: tiers are marked from directory and fixtures (tests/conftest.py), and only
-tests/support/browser.py imports selenium, so collection works on a machine without it."""
+testkit/browser.py imports selenium, so collection works on a machine without it."""
 from __future__ import annotations
 
 import ast
@@ -42,7 +42,7 @@ def test_only_the_browser_support_module_imports_selenium():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             found += [f"{path.relative_to(TESTS)}: {n}" for n in names if n.split(".")[0] == "selenium"]
-    assert found == [], "import selenium's names from tests.support.browser (None without selenium)"
+    assert found == [], "import selenium's names from testkit.browser (None without selenium)"
 
 
 def test_a_parallel_run_that_dropped_tests_names_them():

@@ -7,10 +7,10 @@ import statistics
 
 from alertd.core.model import STORM_SAYS, Alert, Incident
 from alertd.engine.pipeline import Engine
-from alertd.engine.storm_extent import EXTENT, GPUS
+from alertd.engine.storm import EXTENT, GPUS
 from bench.fleetsim.rules import expand, load_alert_rules
 
-from tests.unit.builders import alert, engine
+from testkit.builders import alert, engine
 
 SHIPPED = {r.name: r for r in load_alert_rules()}
 
@@ -49,7 +49,7 @@ def feed(e: Engine, nodes: list[str], first: float = 0, step: float = 0.5, gpus:
 
 
 def _at(t: float):
-    from tests.unit.builders import at
+    from testkit.builders import at
     return at(t)
 
 
@@ -132,7 +132,7 @@ def test_gpus_without_a_reading_still_count_and_nodes_that_leave_are_taken_off()
 
 
 def test_other_storms_say_nothing_more():
-    from tests.unit.builders import xid
+    from testkit.builders import xid
     e = engine()
     for i in range(12):
         e.ingest([xid(79, node=f"n{i}", gpu=str(g)) for g in range(8)], _at(i * 0.5))
@@ -176,7 +176,7 @@ def test_escalate_steps_are_checked_with_errors_naming_the_step(tmp_path):
 
 def test_the_slack_message_of_a_hot_rack_says_its_temperatures_and_what_to_do():
     from alertd.integrations.slack import render as R
-    from tests.support.slack_blocks import validate_blocks
+    from testkit.slack_blocks import validate_blocks
     from tests.unit.test_slack_render import texts
     e = engine()
     feed(e, [f"gpu-r07-n{i:02d}" for i in range(16)])
@@ -193,7 +193,7 @@ def test_the_slack_message_of_a_hot_rack_says_its_temperatures_and_what_to_do():
 
 def test_cordoning_the_hot_nodes_leaves_the_storm_as_severe_as_its_extent():
     from alertd.notify.decision import route_incident
-    from tests.unit.builders import shipped_rules
+    from testkit.builders import shipped_rules
     e = engine()
     feed(e, [f"gpu-r07-n{i:02d}" for i in range(8)])
     fleet = the_fleet(e)

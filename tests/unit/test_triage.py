@@ -10,8 +10,9 @@ from alertd.core import signed_links
 from alertd.core.model import Change, Event, Incident, Signal
 from alertd.store.base import Step
 from alertd.store.sqlite import SqliteStore
-from alertd.web import triage
+from alertd.web import api, triage
 from alertd.web.params import BadParam
+from alertd.web.worst_first import worst_first
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 XID119 = Signal(kind="xid", severity="error", category="driver", xid=119, title="Xid 119: GSP RPC timeout")
@@ -70,11 +71,64 @@ async def test_a_node_incident_a_verdict_made_worse_than_its_fleet_is_listed_on_
     assert seen == ["INC-2", "INC-5", "INC-4"]
 
 
+async def test_a_fleets_node_incidents_are_read_once_a_render_not_range_by_range(store, monkeypatch):
+    """A 100-node fleet listed first: its node incidents are left out of the range reads once it is known and
+    read together for its row (one query), instead of a batch of range reads that skip them."""
+    kids = [_incident(n, "error", parent_id="INC-200") for n in range(1, 101)]
+    fleet = _incident(200, "error", fleet=True, children=[k.id for k in kids])
+    await _commit(store, [*kids, _incident(150, "warning"), fleet])
+    statements: list[tuple[str, int]] = []  # each query, and the rows it answered
+    real = store.db.query
+
+    def query(statement: str, args=()):
+        rows = real(statement, args)
+        statements.append((statement, len(rows)))
+        return rows
+    monkeypatch.setattr(store.db, "query", query)
+
+    rows, nxt = await triage.triage_page(store, {"limit": "10"})
+    assert [r.doc["id"] for r in rows] == ["INC-200", "INC-150"] and nxt is None
+    fleet_row = rows[0].fleet
+    assert fleet_row is not None and len(fleet_row.children) == 100 and fleet_row.by_status == [("open", 100)]
+    ranged = sum(n for st, n in statements if st.startswith("SELECT seq, doc FROM incidents"))
+    assert ranged <= 34, statements  # the fleet's first batch only (MIN_BATCH), then the fleet's nodes left out
+    by_id = [n for st, n in statements if st.startswith("SELECT doc FROM incidents WHERE id IN")]
+    assert len(by_id) == 1 and by_id[0] >= 100 - ranged, statements  # the rest in one read, for the fleet's row
+
+
 async def test_a_cursor_it_did_not_hand_out_is_a_clear_error(store):
     for cursor in ("MTI", "OTkfMQ", "eHgfMQ"):  # one part; range 99; not a number
         with pytest.raises(BadParam) as err:
             await triage.triage_page(store, {"cursor": cursor})
         assert err.value.field == "cursor"
+
+
+async def test_the_api_lists_in_the_triage_order_every_incident_and_newest_on_request(store):
+    """GET /api/v1/incidents's page (alertd/web/api.py) in the web list's order, fleets' node incidents listed
+    too; page by page the same; ``sort=newest`` the sequence alone."""
+    kids = [_incident(n, "critical" if n == 2 else "error", parent_id="INC-5") for n in (1, 2, 3)]
+    fleet = _incident(5, "error", node="-", fleet=True, children=["INC-1", "INC-2", "INC-3"])
+    await _commit(store, [*kids, _incident(4, "warning", status="resolved"), fleet, _incident(6, "info")])
+
+    docs, nxt = await api.incident_page(store, {})
+    worst = ["INC-2", "INC-5", "INC-3", "INC-1", "INC-6", "INC-4"]
+    assert [d["id"] for d in docs] == worst and nxt is None
+    assert [d["id"] for d in worst_first(docs[::-1])] == worst  # the same order for documents already read
+    rows, _ = await triage.triage_page(store, {})
+    assert [r.doc["id"] for r in rows] == [i for i in worst if i in {"INC-2", "INC-5", "INC-6", "INC-4"}]
+
+    for sort, expected in (("worst", worst), ("newest", ["INC-6", "INC-5", "INC-4", "INC-3", "INC-2", "INC-1"])):
+        seen, query = [], {"limit": "2", "sort": sort}
+        for _ in range(10):
+            docs, nxt = await api.incident_page(store, query)
+            seen += [d["id"] for d in docs]
+            if nxt is None:
+                break
+            query = {"limit": "2", "sort": sort, "cursor": nxt}
+        assert seen == expected, sort
+    with pytest.raises(BadParam) as err:
+        await api.incident_page(store, {"sort": "oldest"})
+    assert err.value.field == "sort" and "newest" in err.value.message
 
 
 def test_what_a_fleets_nodes_share_counts_each_node_once_per_value():

@@ -17,7 +17,7 @@ from alertd.core.model import CLOSED, Alert, Incident
 from alertd.engine.correlate import EngineState
 from alertd.engine.pipeline import Engine
 from alertd.notify.router import Router
-from tests.unit.builders import alert, at, engine, resolved, shipped_rules, xid
+from testkit.builders import alert, at, engine, resolved, shipped_rules, xid
 
 NODES = [f"node-{i}" for i in range(2, 9)]
 FIRST, REST = NODES[:3], NODES[3:]

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from alertd.receive import wire
 from alertd.receive.payload import BadPayload, decode_body, parse_notification, read_notification, read_stored
 from alertd.schemas import validator
-from tests.support.webhook_strategies import mutated, schema_shaped
-from tests.support.webhooks import gpu_alert, webhook
+from testkit.webhook_strategies import mutated, schema_shaped
+from testkit.webhooks import gpu_alert, webhook
 
 AT = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 

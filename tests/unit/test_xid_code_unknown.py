@@ -6,7 +6,7 @@ from alertd.core.findings import EvidenceLine
 from alertd.enrich.log_evidence import upgrade_signal
 from alertd.core.model import Alert
 
-from tests.unit.builders import alert, at, engine
+from testkit.builders import alert, at, engine
 
 XID_URL = "http://prom:9090/graph?g0.expr=changes%28DCGM_FI_DEV_XID_ERRORS%5B5m%5D%29+%3E+0&g0.tab=1"
 

@@ -41,6 +41,7 @@ from alertd.core.json_types import JSONObject, as_object, integer, number, text
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Target, Timeline
 from alertd.core.durations import format_duration, parse_duration
 from alertd.core.model import CLOSED, OPEN
+from alertd.core.vocabulary import EventKind
 from alertd.integrations.base import (DURATION_SCHEMA, Delivered, DeliveryError, Integration, Links, Notifier,
                                        NotifierSettings, NotifyStore, Problem, folded_unposted)
 from alertd.integrations.ratelimit import RateLimiter
@@ -268,7 +269,7 @@ class SlackNotifier(Notifier):
                 return Delivered(ref=ref)
             except MessageGone:
                 log.warning("Slack message for %s in %s was deleted; posting a new one", inc.id, channel)
-        if quiet or (inc.status == CLOSED and where is None and not any("opened" in p.kinds for p in payloads)):
+        if quiet or (inc.status == CLOSED and where is None and not any(EventKind.OPENED in p.kinds for p in payloads)):
             # never posted and nothing to say alone (muted, folded into a fleet, or over before it was sent)
             return Delivered()
         if where is not None:  # the message was deleted: this post was not spaced by the outbox

@@ -22,6 +22,7 @@ from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
 from alertd.core.signed_links import signed_query
 from alertd.core.storm_growth import incident_trend
+from alertd.core.vocabulary import EventKind as E, GpuAction
 from alertd.integrations.base import Links
 from alertd.integrations.presentation import (ACTION_TEXT, event_words, incident_action, incident_links, storm_says,
                                               web_url)
@@ -233,7 +234,7 @@ def _guidance(inc: Incident) -> str:
     chosen = incident_action(inc)
     action = ACTION_TEXT.get(chosen, chosen.replace("_", " ")) if chosen else ""
     if action:
-        lines.append(f"*Recommended action*\n{mrkdwn_escape(action)}" + (" *Drain the GPU first.*" if p.drain and p.action != "reboot_node" else ""))
+        lines.append(f"*Recommended action*\n{mrkdwn_escape(action)}" + (" *Drain the GPU first.*" if p.drain and p.action != GpuAction.REBOOT_NODE else ""))
     if p.investigate:
         lines.append(f"*Investigate*\n{mrkdwn_escape(p.investigate)}")
     reading, advice = storm_says(inc)
@@ -409,12 +410,12 @@ def _button(text: str, action_id: str, value: str, *, style: str = "",
 
 # ----- thread replies -----
 
-EVENT_ICON = {
-    "alert_joined": ":heavy_plus_sign:", "alert_folded": ":heavy_plus_sign:", "acknowledged": ":eyes:",
-    "resolved": ":white_check_mark:", "evidence": ":mag:", "classification_upgraded": ":arrow_up:",
-    "silenced": ":no_bell:", "silence_removed": ":bell:", "escalated": ":rotating_light:",
-    "repair_failed": ":rotating_light:",
-    "verdict": ":repeat:", "storm_doubled": ":chart_with_upwards_trend:",
+EVENT_ICON: dict[str, str] = {
+    E.ALERT_JOINED: ":heavy_plus_sign:", E.ALERT_FOLDED: ":heavy_plus_sign:", E.ACKNOWLEDGED: ":eyes:",
+    E.RESOLVED: ":white_check_mark:", E.EVIDENCE: ":mag:", E.CLASSIFICATION_UPGRADED: ":arrow_up:",
+    E.SILENCED: ":no_bell:", E.SILENCE_REMOVED: ":bell:", E.ESCALATED: ":rotating_light:",
+    E.REPAIR_FAILED: ":rotating_light:",
+    E.VERDICT: ":repeat:", E.STORM_DOUBLED: ":chart_with_upwards_trend:",
 }
 
 
@@ -431,7 +432,7 @@ def render_thread(events: list[JSONObject], inc: Incident | None = None, limit_l
     shown = lines[:limit_lines]
     if len(lines) > limit_lines:
         shown.append(f"…and {len(lines) - limit_lines} more")
-    if inc is not None and inc.status == CLOSED and any((e.get("kind") if isinstance(e, dict) else e.kind) == "resolved" for e in events):
+    if inc is not None and inc.status == CLOSED and any((e.get("kind") if isinstance(e, dict) else e.kind) == E.RESOLVED for e in events):
         shown.append(resolution_summary(inc))
     chunks = pack_lines(shown, MAX_SECTION, 3)
     blocks = [_section(c) for c in chunks]

@@ -51,6 +51,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- with .Values.notify.slack -}}{{- if .enabled -}}
 {{- $slack := dict "token_file" (printf "%s%s" $secrets .tokenKey) -}}
 {{- if .signingSecretKey -}}{{- $_ := set $slack "signing_secret_file" (printf "%s%s" $secrets .signingSecretKey) -}}{{- end -}}
+{{- if .linkKey -}}
+{{- if not $.Values.externalURL -}}{{- fail "notify.slack.linkKey signs links to externalURL: set externalURL" -}}{{- end -}}
+{{- $_ := set $slack "links" (dict "signing_secret_file" (printf "%s%s" $secrets .linkKey)) -}}
+{{- end -}}
 {{- $_ := set $notify "slack" $slack -}}
 {{- end -}}{{- end -}}
 {{- with .Values.notify.pagerduty -}}{{- if .enabled -}}

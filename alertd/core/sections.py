@@ -1,0 +1,161 @@
+"""Configuration sections declared once, as msgspec Structs: each field's type, bounds, default and description
+beside each other. The same declaration decodes a validated section (``Section.from_doc``) and generates the
+JSON Schema that validates it (``section_schema``; alertd/config/schemafiles.py writes the checked-in files).
+
+The schema is still what checks a file, through jsonschema: its errors carry the path that gives line and
+column and the wording of alertd/schemas/messages.py. msgspec then only converts what passed."""
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from types import UnionType
+from typing import Callable, Generic, Literal, Self, TypeVar, Union
+
+import msgspec
+
+from alertd.core.durations import parse_duration
+from alertd.core.json_types import JSONObject, JSONValue, arr, obj
+
+DURATION_REF = "#/$defs/duration"  # each schema file that holds a duration defines it (Prometheus durations)
+T = TypeVar("T")
+
+
+class Seconds(float):
+    """A duration in seconds, written in the file as a Prometheus duration (``10s``, ``1h30m``, ``20ms``)."""
+
+    @classmethod
+    def from_config(cls, value: str) -> "Seconds":
+        return cls(parse_duration(value).total_seconds())
+
+    @staticmethod
+    def config_schema() -> dict[str, object]:
+        return {"$ref": DURATION_REF}
+
+
+class Span(timedelta):
+    """A duration as a timedelta, written in the file as a Prometheus duration."""
+
+    @classmethod
+    def from_config(cls, value: str) -> "Span":
+        return cls(seconds=parse_duration(value).total_seconds())
+
+    @staticmethod
+    def config_schema() -> dict[str, object]:
+        return {"$ref": DURATION_REF}
+
+
+class WrittenDefault(Generic[T]):
+    """A default kept as the file would write it, so the generated schema shows ``"default": "10s"``."""
+
+    def __init__(self, read: Callable[[str], T], text: str):
+        self.read, self.text = read, text
+
+    def __call__(self) -> T:
+        return self.read(self.text)
+
+
+def written(read: Callable[[str], T], text: str) -> T:
+    """The default of a field whose type reads its value from text (``from_config``), given as that text."""
+    value: T = msgspec.field(default_factory=WrittenDefault(read, text))
+    return value
+
+
+def duration(default: str) -> Seconds:
+    """The default of a ``Seconds`` field, as a Prometheus duration."""
+    return written(Seconds.from_config, default)
+
+
+class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A configuration section (or a part of one); its docstring is the schema's description of it."""
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, object] | None) -> Self:
+        """The section of a document the generated schema accepted; absent keys take their defaults."""
+        return msgspec.convert(dict(doc or {}), cls, strict=False, dec_hook=_decode)
+
+
+def _decode(kind: type, value: object) -> object:
+    """A type of a section's own reads its value with ``from_config`` (Seconds, Span, report's Weekday)."""
+    read = getattr(kind, "from_config", None)
+    if callable(read) and isinstance(value, str):
+        return read(value)
+    if kind is Path and isinstance(value, str):
+        return Path(value)
+    raise NotImplementedError(f"{kind.__name__} is not a configuration type")
+
+
+def _schema_hook(kind: type) -> dict[str, object]:
+    schema = getattr(kind, "config_schema", None)
+    if callable(schema):
+        return dict(schema())
+    if kind is Path:
+        return {"type": "string"}
+    raise NotImplementedError(f"{kind.__name__} has no schema")
+
+
+def section_schema(cls: type[Section]) -> JSONObject:
+    """The JSON Schema of a section with its parts inlined (as hand-written schemas had them, so an error's
+    schema is the object it is about), enums in declaration order (their error lists them as declared)."""
+    generated = obj(msgspec.json.schema(cls, schema_hook=_schema_hook), cls.__name__)
+    defs = obj(generated["$defs"], "$defs")
+    return _inline(cls, obj(defs[_def_name(generated["$ref"])], cls.__name__), defs)
+
+
+def _def_name(ref: JSONValue) -> str:
+    return str(ref).rsplit("/", 1)[-1]
+
+
+def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObject:
+    out = {k: v for k, v in node.items() if k != "title" and not (k == "required" and not v)}
+    properties = dict(obj(node.get("properties", {}), "properties"))
+    for field in msgspec.structs.fields(cls):
+        prop = dict(obj(properties[field.encode_name], field.name))
+        kind, part_cls = _bare(field.type), _part(field.type)
+        if part_cls is not None:
+            # An optional part (None: absent) is the part's schema alone: the document never holds null
+            # (alertd.config.settings drops empty keys), and anyOf would blur the part's own errors.
+            ref = prop.pop("$ref", None) or next(o["$ref"] for o in arr(prop.pop("anyOf")) if isinstance(o, dict) and "$ref" in o)
+            if prop.get("default", 0) is None:
+                del prop["default"]
+            part = _inline(part_cls, obj(defs[_def_name(ref)], part_cls.__name__), defs)
+            prop = {**part, **prop}  # the field's own description before the part's docstring
+        elif typing.get_origin(kind) is Literal:
+            prop["enum"] = list(typing.get_args(kind))
+        if isinstance(field.default_factory, WrittenDefault):
+            prop["default"] = field.default_factory.text
+        properties[field.encode_name] = prop
+    out["properties"] = properties
+    return out
+
+
+def _part(kind: object) -> type[Section] | None:
+    """The Section a field holds (``Part`` or ``Part | None``), or None for an option."""
+    kind = _bare(kind)
+    members = [k for k in typing.get_args(kind) if k is not type(None)] if typing.get_origin(kind) in (Union, UnionType) \
+        else [kind]
+    if len(members) == 1 and isinstance(members[0], type) and issubclass(members[0], Section):
+        return members[0]
+    return None
+
+
+def _bare(kind: object) -> object:
+    """A field's type without ``Annotated``."""
+    while typing.get_origin(kind) is typing.Annotated:
+        kind = typing.get_args(kind)[0]
+    return kind
+
+
+def option_paths(cls: type[Section], prefix: str) -> list[str]:
+    """Every option of a section as ``section.key`` (``classify.rules_api.ttl``), parts before their keys."""
+    paths = []
+    for field in msgspec.structs.fields(cls):
+        path, part = f"{prefix}.{field.encode_name}", _part(field.type)
+        paths.append(path)
+        if part is not None:
+            paths += option_paths(part, path)
+    return paths
+
+
+__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "duration", "option_paths", "section_schema", "written"]

@@ -1,0 +1,262 @@
+"""Sections of alertd.yml declared once (alertd/core/sections.py): the checked-in schemas are generated from
+the declarations, a new option is one declaration, and the example config and docs/*.md name exactly the
+declared options."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from msgspec import Meta
+
+from alertd.config import schemafiles
+from alertd.config.secrets import SECRET_KEYS, SUFFIX
+from alertd.config.connections import ConnectionSettings
+from alertd.config.settings import load_config
+from alertd.core.errors import InvalidDocument
+from alertd.core.json_types import JSONObject
+from alertd.core.sections import Seconds, Section, duration, option_paths, section_schema
+from alertd.integrations.base import DURATION_SCHEMA
+from alertd.schemas.messages import describe
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "alertd.yml"
+DECLARED = schemafiles.DECLARED
+NOT_OPTIONS = {"storage.postgres.replicas"}  # a value of the Helm chart (docs/deploy.md), not of alertd.yml
+FILE_SUFFIXES = {"py", "md", "yml", "yaml", "json"}  # `rules.py` names a module, not an option
+# Sections the example points to the docs for: their secrets have no environment variable test_example_config sets.
+SHOWN_IN_DOCS_ONLY = frozenset({"rma"})
+
+
+def test_the_checked_in_schemas_are_what_the_declarations_generate():
+    assert schemafiles.stale() == [], "run: python -m alertd.config.schemafiles"
+
+
+def test_a_stale_schema_file_is_found(tmp_path):
+    for name, text in schemafiles.generated().items():
+        (tmp_path / name).write_text(text)
+    assert schemafiles.stale(tmp_path) == []
+    edited = (tmp_path / "classify.schema.json").read_text().replace('"minimum": 1024', '"minimum": 1000')
+    (tmp_path / "classify.schema.json").write_text(edited)
+    assert schemafiles.stale(tmp_path) == ["classify.schema.json"]
+
+
+class WithDrain(ConnectionSettings, frozen=True):
+    """connections with one option more, as a new option is added: one declaration, its doc in it."""
+
+    drain_timeout: Annotated[Seconds, Meta(description="How long open connections may finish at shutdown.")] = \
+        duration("3s")
+    drain_max: Annotated[int, Meta(ge=1, description="Connections drained at once.")] = 16
+
+
+def _errors(schema: JSONObject, doc: object) -> list[str]:
+    full = {**schema, "$defs": {"duration": dict(DURATION_SCHEMA)}}
+    return [describe(e) for e in Draft202012Validator(full).iter_errors(doc)]
+
+
+def test_a_new_option_is_validated_defaulted_decoded_and_in_the_schema():
+    schema = section_schema(WithDrain)
+    props = schema["properties"]
+    assert isinstance(props, dict)
+    assert props["drain_timeout"] == {"$ref": "#/$defs/duration", "default": "3s",
+                                      "description": "How long open connections may finish at shutdown."}
+    assert props["drain_max"] == {"type": "integer", "minimum": 1, "default": 16,
+                                  "description": "Connections drained at once."}
+    assert set(props) == set(section_schema(ConnectionSettings)["properties"]) | {"drain_timeout", "drain_max"}  # type: ignore[arg-type]
+    assert _errors(schema, {"drain_timeout": "5s", "drain_max": 2}) == []
+    assert _errors(schema, {"drain_timeout": "soon"}) == [
+        "drain_timeout: 'soon' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m "
+        "(units: ms, s, m, h, d, w, y)"]
+    assert _errors(schema, {"drain_max": 0}) == ["drain_max: 0 is less than the minimum of 1"]
+    assert _errors(schema, {"drain_timeut": "5s"}) == ["document: unknown key(s) 'drain_timeut' (did you mean 'drain_timeout'?)"]
+    assert WithDrain.from_doc({}).drain_timeout == 3.0 and WithDrain.from_doc({}).drain_max == 16
+    decoded = WithDrain.from_doc({"drain_timeout": "1m30s", "max_open": 64})
+    assert (decoded.drain_timeout, decoded.max_open, decoded.header_timeout) == (90.0, 64, 10.0)
+    assert isinstance(decoded.drain_timeout, Seconds)
+    assert "connections.drain_timeout" in option_paths(WithDrain, "connections")
+
+
+def test_decoding_refuses_what_the_schema_refuses():
+    """from_doc is for documents the schema passed, but a caller that skips the schema still gets no garbage."""
+    with pytest.raises(msgspec.ValidationError, match="drain_max"):
+        WithDrain.from_doc({"drain_max": 0})
+    with pytest.raises(msgspec.ValidationError, match="unknown field"):
+        WithDrain.from_doc({"drain_timeut": "5s"})
+
+
+class Log(Section, frozen=True):
+    format: Literal["text", "json"] = "text"
+
+
+def test_enums_keep_their_declared_order_for_the_error_message():
+    assert _errors(section_schema(Log), {"format": "xml"}) == ["format: 'xml' is not one of ['text', 'json']"]
+
+
+# -- the example config and the docs name exactly the declared options
+
+def _paths(doc: object, prefix: str) -> set[str]:
+    if not isinstance(doc, dict):
+        return set()
+    out = set()
+    for key, value in doc.items():
+        out |= {f"{prefix}.{key}"} | _paths(value, f"{prefix}.{key}")
+    return out
+
+
+def _at(doc: object, name: str) -> object:
+    """The part of a document at a declared name (``normalize.kubernetes``), or None."""
+    for key in name.split("."):
+        doc = doc.get(key) if isinstance(doc, dict) else None
+    return doc
+
+
+def _declared(name: str) -> set[str]:
+    return set(option_paths(DECLARED[name], name))
+
+
+def _leaves(name: str) -> set[str]:
+    paths = _declared(name)
+    return {p for p in paths if not any(q.startswith(p + ".") for q in paths)}
+
+
+def example_options(text: str) -> dict[str, set[str]]:
+    """The options the example sets or shows commented out, per declared section."""
+    live = yaml.safe_load(re.sub(r"^(\s*)# (?=[a-z_]+:|  |- )", r"\1", text, flags=re.M))
+    return {name: _paths(_at(live, name), name) for name in DECLARED}
+
+
+def docs_options(texts: list[str]) -> dict[str, set[str]]:
+    """The options docs/*.md name: `section.key` (or `section.key: value`) in backticks, or keys of a YAML block under a declared section."""
+    found: dict[str, set[str]] = {name: set() for name in DECLARED}
+    sections = "|".join(re.escape(name) for name in sorted(DECLARED, key=len, reverse=True))
+    for text in texts:
+        for path in re.findall(rf"`((?:{sections})(?:\.[a-z_]+)+)(?:`|: )", text):
+            if path.rsplit(".", 1)[-1] in FILE_SUFFIXES:
+                continue
+            found[max((n for n in DECLARED if path.startswith(n + ".")), key=len)].add(path)
+        for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
+            try:
+                doc = yaml.safe_load(block)
+            except yaml.YAMLError:
+                continue
+            for name in DECLARED:
+                found[name] |= _paths(_at(doc, name), name)
+    return found
+
+
+def _as_declared(path: str) -> str:
+    """``storage.postgres_password_file`` names ``storage.postgres_password``: a secret may come from a file."""
+    head, _, key = path.rpartition(".")
+    return f"{head}.{key.removesuffix(SUFFIX)}" if key.removesuffix(SUFFIX) in SECRET_KEYS else path
+
+
+def _disagreements(found: dict[str, set[str]], where: str, partial: frozenset[str] = frozenset()) -> list[str]:
+    """Options named but not declared, and declared options not named (but in the ``partial`` sections)."""
+    out = []
+    for name in DECLARED:
+        leaves = _leaves(name)
+        named = {p for p in {_as_declared(p) for p in found[name]} - NOT_OPTIONS
+                 if not any(p.startswith(leaf + ".") for leaf in leaves)}  # a mapping option's own keys
+        out += [f"{where} names {p}, which is not declared" for p in sorted(named - _declared(name))]
+        if name not in partial:
+            out += [f"{where} does not name {p}" for p in sorted(leaves - named)]
+    return out
+
+
+def test_the_example_config_shows_every_declared_option_and_no_other():
+    assert _disagreements(example_options(EXAMPLE.read_text()), "examples/alertd.yml", SHOWN_IN_DOCS_ONLY) == []
+
+
+def test_the_docs_name_every_declared_option_and_no_other():
+    texts = [p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))]
+    assert _disagreements(docs_options(texts), "docs/*.md") == []
+
+
+def test_an_undocumented_or_gone_option_is_found():
+    text = EXAMPLE.read_text()
+    dropped = re.sub(r"^\s*max_headers:.*\n", "", text, flags=re.M)
+    assert "examples/alertd.yml does not name connections.max_headers" in _disagreements(
+        example_options(dropped), "examples/alertd.yml")
+    gone = text.replace("  max_headers: 128", "  max_headers: 128\n  max_idle: 5")
+    assert "examples/alertd.yml names connections.max_idle, which is not declared" in _disagreements(
+        example_options(gone), "examples/alertd.yml")
+    docs = docs_options(["`connections.max_open` and `classify.rules_api.waits`"])
+    found = _disagreements(docs, "docs")
+    assert "docs names classify.rules_api.waits, which is not declared" in found
+    assert "docs does not name connections.reserved_fds" in found and "docs does not name connections.max_open" not in found
+
+
+# -- every declared section's errors read as they did when the schema was written by hand
+
+BAD = """\
+tls: {cert_file: "", min_version: TLS1.0}
+log: {format: xml, level: loud}
+storage: {backend: mysql, retention: forever, incident_retention: 5, synchronous: OFF, extra: 1}
+connections: {max_open: 2, reserved_fds: -1, header_timeout: soon, max_opn: 5}
+rules: {paths: [], site: [1], watch_interval: 1x}
+ha: {lease_ttl: 5, renew_interval: 1s, advertize: x}
+processing: {batch_size: 0, tick_interval: "1 s", detailed_incidents: -1}
+sources: {kube_health: {enabled: "yes", max_event_age: 1h, unready_afer: 1m}, cloudevents: {cluster: 5}}
+report: {sample_interval: 1hour, digest: {weekday: funday, hour: 24}}
+normalize: {kubernetes: {max_lookups: 0, wait: 2}}
+classify: {prometheus_rules: [""], rules_api: {prometheus: ["ftp://x"], max_bytes: 10, tll: 1m}}
+rma: {jira: {url: ftp://x, email: a, api_token: "", project: hw, labels: ["a b"]}, webhook: {url: http://x, signing_secret: short, headers: {a: 1}}, timeout: 1}
+"""
+BAD_MESSAGES = [
+    "1:6: tls: 'key_file' is a required property",
+    "1:18: tls.cert_file: '' should be non-empty",
+    "1:35: tls.min_version: 'TLS1.0' is not one of ['TLS1.2', 'TLS1.3']",
+    "2:15: log.format: 'xml' is not one of ['text', 'json']",
+    "2:27: log.level: 'loud' is not one of ['debug', 'info', 'warning', 'error']",
+    "3:10: storage: unknown key(s) 'extra'",
+    "3:20: storage.backend: 'mysql' is not one of ['sqlite', 'postgres']",
+    "3:38: storage.retention: 'forever' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    "3:67: storage.incident_retention: 5 is not of type 'string'",
+    "3:83: storage.synchronous: False is not one of ['FULL', 'NORMAL']",
+    "4:14: connections: unknown key(s) 'max_opn' (did you mean 'max_open'?)",
+    '4:25: connections.max_open: 2 is less than the minimum of 8',
+    '4:42: connections.reserved_fds: -1 is less than the minimum of 0',
+    "4:62: connections.header_timeout: 'soon' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    '5:16: rules.paths: [] should be non-empty',
+    "5:27: rules.site[0]: 1 is not of type 'string'",
+    "5:47: rules.watch_interval: '1x' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    "6:5: ha: unknown key(s) 'advertize' (did you mean 'advertise'?)",
+    "6:17: ha.lease_ttl: 5 is not of type 'string'",
+    '7:26: processing.batch_size: 0 is less than the minimum of 1',
+    "7:44: processing.tick_interval: '1 s' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    '7:71: processing.detailed_incidents: -1 is less than the minimum of 0',
+    "8:24: sources.kube_health: unknown key(s) 'unready_afer' (did you mean 'unready_after'?)",
+    "8:34: sources.kube_health.enabled: 'yes' is not of type 'boolean'",
+    "8:102: sources.cloudevents.cluster: 5 is not of type 'string'",
+    "9:27: report.sample_interval: '1hour' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    "9:42: report.digest: 'channel' is a required property",
+    "9:52: report.digest.weekday: 'funday' is not one of ['monday', 'tuesday', 'wednesday', 'thursday', 'friday', 'saturday', 'sunday']",
+    '9:66: report.digest.hour: 24 is greater than the maximum of 23',
+    '10:39: normalize.kubernetes.max_lookups: 0 is less than the minimum of 1',
+    "10:48: normalize.kubernetes.wait: 2 is not of type 'string'",
+    "11:31: classify.prometheus_rules[0]: '' should be non-empty",
+    "11:47: classify.rules_api: unknown key(s) 'tll' (did you mean 'ttl'?)",
+    "11:61: classify.rules_api.prometheus[0]: 'ftp://x' does not match '^https?://[^/?#]+(/[^?#]*)?$'",
+    '11:84: classify.rules_api.max_bytes: 10 is less than the minimum of 1024',
+    "12:19: rma.jira.url: 'ftp://x' does not match '^https?://'",
+    "12:35: rma.jira.email: 'a' is too short",
+    "12:49: rma.jira.api_token: '' should be non-empty",
+    "12:62: rma.jira.project: 'hw' does not match '^[A-Z][A-Z0-9_]+$'",
+    "12:75: rma.jira.labels[0]: 'a b' does not match '^[^\\\\s]+$'",
+    "12:125: rma.webhook.signing_secret: 'short' is too short",
+    "12:145: rma.webhook.headers.a: 1 is not of type 'string'",
+    "12:159: rma.timeout: 1 is not of type 'string'",
+]
+
+
+def test_every_declared_section_reports_its_errors_with_line_column_and_the_same_words(tmp_path):
+    """The messages of the hand-written schema, word for word (its last version, before the declarations)."""
+    path = tmp_path / "bad.yml"
+    path.write_text(BAD)
+    with pytest.raises(InvalidDocument) as raised:
+        load_config(path)
+    assert sorted(str(p).removeprefix(f"{path}:") for p in raised.value.problems) == sorted(BAD_MESSAGES)
