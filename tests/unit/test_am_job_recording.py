@@ -16,7 +16,9 @@ two clustered Alertmanager pairs delivering to ``alertd serve --record``. What t
 """
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -25,6 +27,7 @@ import yaml
 from testkit.am_recordings import JOB_HANG, ROUTES, AmRun, ts
 
 RUN = AmRun(JOB_HANG)
+SHIPPED_JOB_RULES = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "gpu-job-alerts.yml"
 JOB_ALERTS = ("GPUJobStalled", "GPUStraggler", "GPUTelemetryQuiet", "GPUPCIeReplaysGrowing",
               "GPULinkTrafficCollapsed", "NodeInfiniBandPortDown", "NodeInfiniBandPortFlapping")
 EVALUATION = timedelta(seconds=15)
@@ -113,8 +116,19 @@ def test_the_stall_alerts_delivered_are_the_network_aware_rules(route):
     assert stalled
     for _, a in stalled:
         [expr] = parse_qs(urlparse(a["generatorURL"]).query)["g0.expr"]
-        # Prometheus prints the rule's 5e7 as 5e+07.
-        assert "job:node_network_bytes:max_rate2m < 5e+07" in expr and "time() - 150" in expr, expr
+        # Prometheus prints the rule's 5e7 as 5e+07; the arms' idle times are the shipped rule's.
+        assert "job:node_network_bytes:max_rate2m < 5e+07" in expr, expr
+        assert re.findall(r"time\(\) - (\d+)", expr) == re.findall(r"time\(\) - (\d+)", _shipped_stall_rule())
+
+
+def _shipped_stall_rule() -> str:
+    doc = yaml.safe_load(SHIPPED_JOB_RULES.read_text())
+    return next(r["expr"] for g in doc["groups"] for r in g["rules"] if r.get("alert") == "GPUJobStalled")
+
+
+def test_the_recording_ran_the_shipped_job_rules():
+    """A change to deploy/prometheus/gpu-job-alerts.yml asks for the run to be recorded again."""
+    assert (JOB_HANG / "config" / "gpu-job-alerts.yml").read_text() == SHIPPED_JOB_RULES.read_text()
 
 
 @pytest.mark.parametrize("route", ROUTES)
