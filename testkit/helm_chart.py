@@ -102,7 +102,7 @@ def serve_example(doc: dict[str, Any], slack_url: str, pagerduty_url: str, workd
     doc.pop("enrich")  # in-cluster credentials: no pod here
     doc.pop("alertmanager")  # the example's in-cluster Alertmanagers: none here
     alertd = AlertdProcess(workdir, doc).start()
-    webhook = CHART.parents[1] / "examples" / "webhook-gpu-node.json"
+    webhook = CHART.parents[2] / "examples" / "webhook-gpu-node.json"
     status, answer, _ = alertd.post(webhook.read_bytes(), {"Authorization": f"Bearer {webhook_token}"})
     if status != 200:
         alertd.stop()

@@ -100,8 +100,9 @@ def held_per_incident(nodes: int, budget: int) -> float:
 
 
 def test_memory_per_open_incident_is_bounded_and_smaller_past_the_budget() -> None:
-    detailed = held_per_incident(1500, budget=100_000)
-    summarised = held_per_incident(1500, budget=100)
+    # The least of two runs each: tracemalloc also counts what a stray thread of the worker allocates meanwhile.
+    detailed = min(held_per_incident(1500, budget=100_000) for _ in range(2))
+    summarised = min(held_per_incident(1500, budget=100) for _ in range(2))
     assert detailed < 6000, f"{detailed:.0f} bytes per open node incident held in detail"
     assert summarised < 0.8 * detailed, f"{summarised:.0f} bytes summarised against {detailed:.0f} in detail"
 
