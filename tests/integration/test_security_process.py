@@ -136,7 +136,7 @@ def test_post_reload_rereads_the_credentials_of_a_single_process_server(tmp_path
 
 
 def test_thirty_large_bodies_to_the_login_are_refused_without_being_buffered(tmp_path):
-    """The issue's figure was 686 MB; bench/body_limits.py prints the numbers (a few MB now)."""
+    """Before the limits this took 686 MB; `python -m bench.body_limits` prints the numbers (a few MB now)."""
     proc = AlertdProcess(tmp_path / "alertd", {}, serve_args=["--receivers", "0"])
     try:
         proc.start()
