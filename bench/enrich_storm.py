@@ -147,7 +147,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     enricher = None if args.no_enrich else Enricher.from_settings(cfg.enrich)
     wire = WireCounter(enricher.searcher.backend) if enricher else None
     recorder = Recorder()
-    svc = Service(cfg, SqliteStore(work / "alertd.sqlite3", synchronous=cfg.synchronous), load_rules(cfg.rule_paths),
+    svc = Service(cfg, SqliteStore(work / "alertd.sqlite3", synchronous=cfg.storage.synchronous), load_rules(cfg.rule_paths),
                   notifiers={"console": recorder}, enricher=enricher)  # the service binds its enricher
     client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()

@@ -79,7 +79,7 @@ class Bench:
         self.channels = channels
 
     async def start(self) -> None:
-        store = SqliteStore(self.cfg.sqlite_path)
+        store = SqliteStore(self.cfg.storage.sqlite_path)
         rules = load_rules(self.cfg.rule_paths)
         self.svc = build_service(self.cfg, store, rules)
         self.client = TestClient(TestServer(served(self.svc), host="127.0.0.1"))

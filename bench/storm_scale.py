@@ -167,7 +167,7 @@ async def one_storm(nodes: int, kubeconfig: str, work: Path, enrich_wait: float)
                        "bench")
     enricher = Enricher.from_settings(cfg.enrich)
     assert enricher is not None
-    svc = Service(cfg, SqliteStore(work / "alertd.sqlite3", synchronous=cfg.synchronous), load_rules(cfg.rule_paths),
+    svc = Service(cfg, SqliteStore(work / "alertd.sqlite3", synchronous=cfg.storage.synchronous), load_rules(cfg.rule_paths),
                   notifiers={"console": Quiet()}, enricher=enricher)
     client = TestClient(TestServer(served(svc), host="127.0.0.1"))
     await client.start_server()

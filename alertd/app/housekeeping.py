@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Awaitable, Callable, Protocol
 
 from alertd.config.settings import Config
@@ -51,8 +51,10 @@ class Housekeeping:
             if self._before_prune is not None:
                 await self._before_prune()
             now = self.clock()
-            keep = self.cfg.incident_retention
-            pruned = await self.store.prune(now - self.cfg.retention, resolved_before=now - keep if keep else None)
+            storage = self.cfg.storage
+            keep = timedelta(seconds=storage.incident_retention)  # 0 keeps resolved incidents forever
+            pruned = await self.store.prune(now - timedelta(seconds=storage.retention),
+                                            resolved_before=now - keep if keep else None)
             if pruned:
                 log.info("pruned %d old rows (inbox, outbox, resolved incidents)", pruned)
         self.metrics.outbox_pending.set((await self.store.stats()).get("outbox_pending", 0))

@@ -45,7 +45,7 @@ class ServeOptions:
 
     @classmethod
     def from_flags(cls, flags: Flags, cfg: Config) -> ServeOptions:
-        backend = cfg.storage_backend
+        backend = cfg.storage.backend
         role = flags.role or ("replica" if backend == "postgres" else "engine")
         if flags.receivers is None and flags.role is None:  # the default depends on the store (and the cores)
             receivers = default_receivers(backend)
@@ -56,7 +56,7 @@ class ServeOptions:
                    log_format=flags.log_format or cfg.log.format, insecure_no_auth=flags.insecure_no_auth,
                    record=flags.record, role=role, receivers=receivers if role != "receiver" else 0,
                    backend=backend,
-                   database=Path(cfg.sqlite_path) if cfg.sqlite_path else data_dir / "alertd.sqlite3")
+                   database=Path(cfg.storage.sqlite_path) if cfg.storage.sqlite_path else data_dir / "alertd.sqlite3")
 
     def apply(self, cfg: Config) -> None:
         """The flags that override the configuration, written into it (the service reads them there)."""

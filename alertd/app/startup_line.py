@@ -15,9 +15,9 @@ from alertd.rules.shipped import shipped_rules
 
 
 def _store(cfg: Config) -> str:
-    if cfg.storage_backend == "sqlite":
-        return f"sqlite {cfg.sqlite_path or cfg.data_dir / 'alertd.sqlite3'}"
-    parts = urlsplit(cfg.postgres_dsn) if "://" in cfg.postgres_dsn else None
+    if cfg.storage.backend == "sqlite":
+        return f"sqlite {cfg.storage.sqlite_path or cfg.data_dir / 'alertd.sqlite3'}"
+    parts = urlsplit(cfg.storage.postgres_dsn) if "://" in cfg.storage.postgres_dsn else None
     where = f" {parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}" if parts and parts.hostname else ""
     return f"postgres{where}"  # never the user or password of the DSN
 

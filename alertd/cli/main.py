@@ -77,12 +77,12 @@ def _audit(args: argparse.Namespace) -> int:
     if (cfg := _config(args.config)) is None:
         return 2
     data_dir = Path(args.data_dir) if args.data_dir else cfg.data_dir
-    db = Path(cfg.sqlite_path) if cfg.sqlite_path else data_dir / "alertd.sqlite3"
-    if cfg.storage_backend == "sqlite" and not db.exists():
+    db = Path(cfg.storage.sqlite_path) if cfg.storage.sqlite_path else data_dir / "alertd.sqlite3"
+    if cfg.storage.backend == "sqlite" and not db.exists():
         print(f"alertd: no store at {db} (give --config or --data-dir of the alertd to audit)", file=sys.stderr)
         return 2
-    store = open_store(cfg.storage_backend, data_dir=data_dir, sqlite_path=cfg.sqlite_path, dsn=cfg.postgres_dsn,
-                       password=cfg.postgres_password)
+    store = open_store(cfg.storage.backend, data_dir=data_dir, sqlite_path=cfg.storage.sqlite_path, dsn=cfg.storage.postgres_dsn,
+                       password=cfg.storage.postgres_password)
 
     async def read() -> list[AuditEntry]:
         await store.open()

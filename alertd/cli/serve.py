@@ -157,8 +157,8 @@ def parts(options: ServeOptions, cfg: Config, cleared: Cleared, group: GroupDir 
 
 def _service(options: ServeOptions, cfg: Config, cleared: Cleared, metrics: Metrics,
              joined: GroupDir | None, recorder: Recorder | None) -> Service:
-    store = open_store(cfg.storage_backend, data_dir=cfg.data_dir, sqlite_path=cfg.sqlite_path,
-                       synchronous=cfg.synchronous, dsn=cfg.postgres_dsn, password=cfg.postgres_password,
+    store = open_store(cfg.storage.backend, data_dir=cfg.data_dir, sqlite_path=cfg.storage.sqlite_path,
+                       synchronous=cfg.storage.synchronous, dsn=cfg.storage.postgres_dsn, password=cfg.storage.postgres_password,
                        checkpoints=options.role != "receiver")
     enricher = Enricher.from_settings(cfg.enrich) if options.role != "receiver" else None
     # A group's receiver answers /readyz for the engine process, which takes no connection.

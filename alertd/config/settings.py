@@ -68,36 +68,6 @@ class Config:
     raw: ConfigDoc = field(default_factory=lambda: ConfigDoc())  # the validated document, as read (config/ internals only)
     source: str = "<defaults>"
 
-    # The storage section's options under the names the service has always read them by.
-    @property
-    def storage_backend(self) -> str:
-        return self.storage.backend
-
-    @property
-    def sqlite_path(self) -> str:
-        return self.storage.sqlite_path
-
-    @property
-    def synchronous(self) -> str:
-        return self.storage.synchronous
-
-    @property
-    def postgres_dsn(self) -> str:
-        return self.storage.postgres_dsn
-
-    @property
-    def postgres_password(self) -> str:
-        return self.storage.postgres_password
-
-    @property
-    def retention(self) -> timedelta:
-        return timedelta(seconds=self.storage.retention)
-
-    @property
-    def incident_retention(self) -> timedelta:
-        """Resolved incidents are kept this long; 0 keeps them forever."""
-        return timedelta(seconds=self.storage.incident_retention)
-
     @property
     def host_port(self) -> tuple[str, int]:
         host, _, port = self.listen.rpartition(":")
@@ -244,7 +214,7 @@ def _check_across(cfg: Config, source: str, marks: Marks) -> None:
     port_problem = listen_port_problem(cfg.listen)
     if port_problem:
         raise InvalidDocument([Problem(source, f"listen: {port_problem}", *mark_for(marks, ("listen",)), "listen")])
-    if cfg.storage_backend == "postgres" and not cfg.postgres_dsn:
+    if cfg.storage.backend == "postgres" and not cfg.storage.postgres_dsn:
         raise InvalidDocument([Problem(source, "storage.backend is postgres but storage.postgres_dsn is empty",
                                        *mark_for(marks, ("storage",)), "storage")])
     for key in ("exporter_pod_pattern", "not_node_pattern"):

@@ -15,7 +15,7 @@ def write(tmp_path, name, text):
 
 def test_defaults_without_a_file():
     cfg = load_config(None)
-    assert cfg.listen == "127.0.0.1:9095" and cfg.storage_backend == "sqlite" and cfg.synchronous == "FULL"
+    assert cfg.listen == "127.0.0.1:9095" and cfg.storage.backend == "sqlite" and cfg.storage.synchronous == "FULL"
 
 
 def test_env_interpolation_for_secrets(tmp_path):
@@ -28,7 +28,7 @@ def test_env_interpolation_for_secrets(tmp_path):
     """)
     cfg = load_config(p, env={"HOOK_TOKEN": "s3cret"})
     assert cfg.receiver_auth.check_token("s3cret") is not None
-    assert cfg.retention.total_seconds() == 12 * 3600
+    assert cfg.storage.retention == 12 * 3600
 
 
 def test_missing_env_var_is_named_with_its_line(tmp_path):

@@ -67,7 +67,7 @@ def test_examples_listen_on_loopback_only():
 
 def test_kubernetes_runs_three_replicas_on_postgres_with_a_disruption_budget(tmp_path):
     cfg = deployment_config(tmp_path)
-    assert cfg.storage_backend == "postgres" and cfg.postgres_dsn
+    assert cfg.storage.backend == "postgres" and cfg.storage.postgres_dsn
     assert len(cfg.raw["alertmanager"]["urls"]) == 2
     docs = {d["kind"]: d for d in yaml.safe_load_all((ROOT / "deploy/kubernetes/alertd.yaml").read_text())}
     assert docs["Deployment"]["spec"]["replicas"] == 3

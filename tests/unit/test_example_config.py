@@ -14,7 +14,7 @@ ENV = {name: "x" * 32 for name in ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "P
 
 def test_example_as_shipped_is_the_embedded_default():
     cfg = load_config(EXAMPLE, env={})
-    assert cfg.storage_backend == "sqlite" and not cfg.receiver_auth.enabled and cfg.console is True
+    assert cfg.storage.backend == "sqlite" and not cfg.receiver_auth.enabled and cfg.console is True
 
 
 def test_example_with_every_option_uncommented_is_valid():

@@ -26,7 +26,7 @@ enrich:
     slack = SlackSettings.from_config(cfg)
     assert (slack.token, slack.signing_secret) == ("xoxb-1", "sig-2")
     assert cfg.raw["notify"]["pagerduty"]["routing_keys"] == {"a": "A" * 32, "b": "K" * 32}
-    assert cfg.postgres_password == "pg-pass"
+    assert cfg.storage.postgres_password == "pg-pass"
     assert cfg.raw["enrich"]["logs"]["auth"]["basic"]["password"] == "os-pass"
     assert cfg.api_auth.check_token("t" * 20).name == "ops" and cfg.api_auth.check_token("u" * 20).name == "ops"
 
