@@ -12,11 +12,8 @@ from datetime import datetime, timedelta
 
 from alertd.core.instants import iso, parse_iso
 from alertd.core.json_types import JSONObject, JSONValue, as_array, optional_text
-from alertd.core.vocabulary import EventKind
 from alertd.core.words import counted
 
-DOUBLED = EventKind.STORM_DOUBLED.value  # timeline kind: a thread reply
-GREW = EventKind.STORM_GREW.value  # timeline kind: pagers are told the new count
 GROWTH = "storm_growth"  # fleet annotation: {"points": [[at, nodes], ...], "told": [at, nodes], "due": at | null}
 SHOWN = 3  # earlier counts a trend line names
 
@@ -101,4 +98,4 @@ def incident_trend(annotations: JSONObject, nodes: int, last: datetime | None) -
     return trend_line(growth, nodes, last) if growth is not None else ""
 
 
-__all__ = ["DOUBLED", "GREW", "GROWTH", "Growth", "Point", "incident_trend", "span", "trend_line"]
+__all__ = ["GROWTH", "Growth", "Point", "incident_trend", "span", "trend_line"]

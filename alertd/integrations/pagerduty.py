@@ -39,9 +39,9 @@ from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Paging, Targe
 from alertd.core.response_marks import notifies_again
 from alertd.core.durations import format_duration
 from alertd.core.installation import scoped
-from alertd.core.storm_growth import GREW, incident_trend
-from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
+from alertd.core.storm_growth import incident_trend
 from alertd.core.vocabulary import EventKind
+from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
 from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
                                        key_name)
@@ -325,7 +325,7 @@ def _triggered(inc: Incident, severity: str, dedup: str) -> str:
 def _grew(inc: Incident, payloads: list[Paging], sent: JSONObject) -> bool:
     """The engine said the storm grew (``storm_grew``, at most once per ``correlation.storm.page_updates``)
     and it has more nodes than the summary sent: a redelivery, or a count already sent, sends nothing."""
-    return inc.fleet and any(GREW in p.kinds for p in payloads) and len(inc.nodes) > integer(sent, "nodes")
+    return inc.fleet and any(EventKind.STORM_GREW in p.kinds for p in payloads) and len(inc.nodes) > integer(sent, "nodes")
 
 
 def _clip(text: str, limit: int) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from alertd.core.model import Change, Incident
-from alertd.core.storm_growth import DOUBLED, GREW, Growth, Point, incident_trend, span, trend_line
+from alertd.core.vocabulary import EventKind
+from alertd.core.storm_growth import Growth, Point, incident_trend, span, trend_line
 from alertd.engine.pipeline import Engine
 
 from testkit.builders import alert, at, engine, xid
@@ -82,7 +83,7 @@ def test_each_doubling_is_one_event_with_the_trend_however_many_nodes_a_step_bri
     s.batch(180, 5)  # 15
     s.batch(240, 30)  # 45: past 20 and 40 in one step: one event
     s.batch(300, 1)
-    doubled = s.events(DOUBLED)
+    doubled = s.events(EventKind.STORM_DOUBLED)
     assert [(t, n) for t, _, n in doubled] == [(120, 10), (240, 45)]
     assert doubled[0][1] == "10 nodes now, 5 at 12:00; +5 in 2 minutes"
     assert doubled[1][1] == "45 nodes now, 10 at 12:02, 5 at 12:00; +35 in 2 minutes"
@@ -95,19 +96,19 @@ def test_pages_hear_the_new_count_at_most_once_per_interval_and_only_when_it_gre
     s.batch(30, 1)  # 7 nodes 30 s later: too soon, due at 300
     s.batch(200, 2)  # 9: still waiting for the same update
     s.until(299)
-    assert s.events(GREW) == []
+    assert s.events(EventKind.STORM_GREW) == []
     s.until(301)
-    assert [(t, n) for t, _, n in s.events(GREW)] == [(300, 9)]  # the count at 300, once
+    assert [(t, n) for t, _, n in s.events(EventKind.STORM_GREW)] == [(300, 9)]  # the count at 300, once
     s.until(900)  # no growth: nothing more
     s.batch(950, 1)  # 10 nodes, more than 5 minutes after the last update: at once
     s.batch(960, 4)  # 14 ten seconds later: waits until 1250
     s.until(1249)
-    assert [(t, n) for t, _, n in s.events(GREW)] == [(300, 9), (950, 10)]
+    assert [(t, n) for t, _, n in s.events(EventKind.STORM_GREW)] == [(300, 9), (950, 10)]
     s.until(1251)
-    grew = s.events(GREW)
+    grew = s.events(EventKind.STORM_GREW)
     assert [(t, n) for t, _, n in grew] == [(300, 9), (950, 10), (1250, 14)]
     assert grew[0][1] == "pages updated: 9 nodes now, 6 at 12:00"
-    assert all(ev.kind != GREW for c in s.changes if not c.incident.fleet for ev in c.events)
+    assert all(ev.kind != EventKind.STORM_GREW for c in s.changes if not c.incident.fleet for ev in c.events)
 
 
 def test_an_acknowledged_storm_updates_no_page_but_its_thread_still_hears_it_double():
@@ -116,8 +117,8 @@ def test_an_acknowledged_storm_updates_no_page_but_its_thread_still_hears_it_dou
     s.changes += s.e.correlator.acknowledge(s.fleet.id, "ana", at(10))
     s.batch(20, 6)  # 11 nodes: doubled
     s.until(700)
-    assert s.events(GREW) == []
-    assert [(t, n) for t, _, n in s.events(DOUBLED)] == [(20, 11)]
+    assert s.events(EventKind.STORM_GREW) == []
+    assert [(t, n) for t, _, n in s.events(EventKind.STORM_DOUBLED)] == [(20, 11)]
 
 
 def test_page_updates_off_tells_pages_nothing():
@@ -132,7 +133,7 @@ def test_page_updates_off_tells_pages_nothing():
     s.batch(0, 5)
     s.batch(400, 10)
     s.until(1000)
-    assert s.events(GREW) == [] and [n for _, _, n in s.events(DOUBLED)] == [15]
+    assert s.events(EventKind.STORM_GREW) == [] and [n for _, _, n in s.events(EventKind.STORM_DOUBLED)] == [15]
 
 
 def test_a_replayed_step_decides_the_same_from_the_stored_record():
@@ -163,10 +164,10 @@ def test_routing_sends_a_doubling_to_the_thread_and_an_update_to_the_pager_alrea
     items = router.route(s.changes, at(400))
     mine = [i for i in items if i.incident_id == s.fleet.id]
     [reply] = [i for i in mine if i.target == "slack:#gpu-oncall" and i.intent == "timeline"]
-    assert [e["kind"] for e in reply.payload.events] == [DOUBLED]
+    assert [e["kind"] for e in reply.payload.events] == [EventKind.STORM_DOUBLED]
     assert reply.payload.events[0]["text"].startswith("11 nodes now, 5 at 12:00")
     [page] = [i for i in mine if i.target == "pagerduty:infra" and i.intent == "page"]
-    assert GREW in page.payload.kinds and page.due_at == at(400)
+    assert EventKind.STORM_GREW in page.payload.kinds and page.due_at == at(400)
     s.changes = []
     s.batch(420, 1)  # 12 nodes: no doubling, the update waits for the interval: only the message is edited
     later = [i for i in router.route(s.changes, at(420)) if i.incident_id == s.fleet.id]
@@ -209,11 +210,11 @@ def test_pagerduty_retriggers_the_same_alert_only_when_the_storm_outgrew_its_sum
     assert ref is not None and json.loads(ref)["nodes"] == 5 and "on 5 nodes" in sent[-1][2]
     s.batch(400, 6)
     assert deliver(("nodes_joined",), ref) is None and len(sent) == 1  # growth the engine did not call news
-    grown = deliver(("nodes_joined", GREW), ref)
+    grown = deliver(("nodes_joined", EventKind.STORM_GREW), ref)
     assert grown is not None and json.loads(grown)["nodes"] == 11
     assert sent[-1][0] == "trigger" and sent[-1][1] == sent[0][1] and "on 11 nodes" in sent[-1][2]
-    assert deliver((GREW,), grown) is None and len(sent) == 2  # redelivered: the summary says 11 already
+    assert deliver((EventKind.STORM_GREW,), grown) is None and len(sent) == 2  # redelivered: the summary says 11 already
     s.e.correlator.acknowledge(fleet.id, "ana", at(410))
     s.batch(420, 20)
-    deliver((GREW,), grown)
+    deliver((EventKind.STORM_GREW,), grown)
     assert [a for a, _, _ in sent[2:]] == ["acknowledge"]  # an acknowledged page is not re-triggered

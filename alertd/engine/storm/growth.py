@@ -21,7 +21,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from alertd.core.model import OPEN, Event, Incident
-from alertd.core.storm_growth import DOUBLED, GREW, Growth, Point, trend_line
+from alertd.core.storm_growth import Growth, Point, trend_line
+from alertd.core.vocabulary import EventKind
 
 
 def note(fleet: Incident, now: datetime, every: timedelta) -> list[Event]:
@@ -36,7 +37,7 @@ def note(fleet: Incident, now: datetime, every: timedelta) -> list[Event]:
     last = growth.points[-1]
     if nodes >= 2 * last.nodes:
         growth.points.append(Point(now, nodes))
-        events.append(fleet.add_event(now, DOUBLED, trend_line(growth, nodes, fleet.storm_last or now),
+        events.append(fleet.add_event(now, EventKind.STORM_DOUBLED, trend_line(growth, nodes, fleet.storm_last or now),
                                       nodes=nodes, was=last.nodes))
     told = growth.told or growth.points[0]
     if every and fleet.status == OPEN and nodes > told.nodes and growth.due is None:
@@ -65,8 +66,8 @@ def _tell(fleet: Incident, growth: Growth, now: datetime) -> list[Event]:
     if fleet.status != OPEN or nodes <= told.nodes:
         return []
     growth.told = Point(now, nodes)
-    return [fleet.add_event(now, GREW, f"pages updated: {nodes} nodes now, {told.nodes} at {told.at:%H:%M}",
+    return [fleet.add_event(now, EventKind.STORM_GREW, f"pages updated: {nodes} nodes now, {told.nodes} at {told.at:%H:%M}",
                             nodes=nodes, was=told.nodes)]
 
 
-__all__ = ["DOUBLED", "GREW", "due", "note"]
+__all__ = ["due", "note"]
