@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, Self
 
 from alertd.core.json_types import JSONObject, JSONValue, as_text, obj
 from alertd.core.model import Change
@@ -32,10 +32,9 @@ class IncidentEditor(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Acknowledge:
-    """Someone is on it: the incident (and a fleet's open nodes) stop re-notifying."""
+class _ByActor:
+    """A command that names only its incident and who gave it."""
 
-    kind: ClassVar[str] = "acknowledge"
     incident_id: str
     actor: str = ""
 
@@ -43,27 +42,25 @@ class Acknowledge:
         return {"actor": self.actor}
 
     @classmethod
-    def from_args(cls, incident_id: str, args: JSONObject) -> "Acknowledge":
+    def from_args(cls, incident_id: str, args: JSONObject) -> Self:
         return cls(incident_id, as_text(args.get("actor")))
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledge(_ByActor):
+    """Someone is on it: the incident (and a fleet's open nodes) stop re-notifying."""
+
+    kind: ClassVar[str] = "acknowledge"
 
     def apply(self, editor: IncidentEditor, now: datetime) -> list[Change]:
         return editor.acknowledge(self.incident_id, self.actor, now)
 
 
 @dataclass(frozen=True, slots=True)
-class Resolve:
+class Resolve(_ByActor):
     """Closed by a person (a fleet closes with its nodes)."""
 
     kind: ClassVar[str] = "resolve"
-    incident_id: str
-    actor: str = ""
-
-    def args(self) -> JSONObject:
-        return {"actor": self.actor}
-
-    @classmethod
-    def from_args(cls, incident_id: str, args: JSONObject) -> "Resolve":
-        return cls(incident_id, as_text(args.get("actor")))
 
     def apply(self, editor: IncidentEditor, now: datetime) -> list[Change]:
         return editor.resolve(self.incident_id, self.actor, now)
