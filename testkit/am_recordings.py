@@ -35,6 +35,7 @@ from alertd.core.durations import parse_duration
 from alertd.core.model import parse_iso
 from alertd.rules.ruleset import RuleSet
 from bench.fleetsim.run import unmuted
+from bench.fleetsim.score import first_sends
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "tests" / "fixtures" / "alertmanager-runs"
@@ -119,23 +120,13 @@ def own_incidents(out: dict[str, Any], nodes: list[str]) -> list[dict[str, Any]]
 
 
 def pages(out: dict[str, Any], incident_ids: set[str]) -> list[dict[str, Any]]:
-    """The first sent PagerDuty page of each of these incidents, in time order."""
+    """The first sent PagerDuty page of each of these incidents, in time order (bench/fleetsim/score.py's
+    first_sends: a fleet taking over its node's alert, and keeping it current, pages nobody again)."""
     first: dict[str, dict[str, Any]] = {}
-    paged: set[tuple[str, str]] = set()  # (incident, target) triggered, whichever incidents are asked about
-    taken: set[tuple[str, str]] = set()  # (fleet, target) that took a node's alert over
-    for n in sorted(out["notifications"], key=lambda n: n["due"]):
-        if not (n["sent"] and n["kind"] == "page" and n["target"].startswith("pagerduty:")):
-            continue
-        adopted = (n.get("payload") or {}).get("adopt")
-        if adopted and (adopted, n["target"]) in paged:
-            taken.add((n["incident"], n["target"]))
-            continue  # a fleet taking over the PagerDuty alert of its node already paged: no new page
-        if (n["incident"], n["target"]) in taken:
-            continue  # the alert it took over, kept current (a storm grown since): the same page
-        paged.add((n["incident"], n["target"]))
-        if n["incident"] in incident_ids:
-            first.setdefault(n["incident"], n)
-    return list(first.values())
+    for (incident, _), n in first_sends(out["notifications"], "page", "pagerduty:").items():
+        if incident in incident_ids:
+            first.setdefault(incident, n)
+    return sorted(first.values(), key=lambda n: n["due"])
 
 
 def triggers_since(out: dict[str, Any], incident_ids: set[str], since: datetime) -> list[dict[str, Any]]:

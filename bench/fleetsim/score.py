@@ -138,22 +138,29 @@ def related(a: Problem, b: Problem) -> bool:
     return a.id == b.id or bool(set(a.nodes) & set(b.nodes))
 
 
-def firsts(report: dict[str, Any], kind: str, target_kind: str) -> dict[str, str]:
-    """Incident id -> when the first notification of ``kind`` was sent to a ``target_kind`` target."""
-    out: dict[str, str] = {}
-    took_over: set[str] = set()  # a fleet's key whose first page took over its node's alert
-    for n in report["notifications"]:
+def first_sends(notifications: Iterable[dict[str, Any]], kind: str, target_kind: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """(incident, target) -> the first sent notification of ``kind`` to a ``target_kind`` target that was news, in
+    time order. A fleet taking over the alert of its node already sent there is none, and nor is any later send of
+    that fleet's to the same target (its growing count: the same alert)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    took_over: set[tuple[str, str]] = set()
+    for n in sorted(notifications, key=lambda n: n["due"]):
         target = str(n["target"])
         if not n["sent"] or n["kind"] != kind or not target.startswith(target_kind) or "|" in target:
             continue
-        key = f"{n['incident']}\0{target}"
+        key = (n["incident"], target)
         adopted = (n.get("payload") or {}).get("adopt")
-        if adopted and f"{adopted}\0{target}" in out:
-            took_over.add(key)  # a fleet taking over the PagerDuty alert of its node already paged: no new page,
-            continue  # nor is any later trigger of the fleet's (its growing count): the same alert
+        if adopted and (adopted, target) in out:
+            took_over.add(key)
+            continue
         if key not in out and key not in took_over:
-            out[key] = n["due"]
+            out[key] = n
     return out
+
+
+def firsts(report: dict[str, Any], kind: str, target_kind: str) -> dict[str, str]:
+    """Incident id and target -> when the first notification of ``kind`` was sent to a ``target_kind`` target."""
+    return {f"{i}\0{t}": n["due"] for (i, t), n in first_sends(report["notifications"], kind, target_kind).items()}
 
 
 def score(report: dict[str, Any], problems: dict[str, Problem], start: datetime, reopen_window: float) -> Score:
