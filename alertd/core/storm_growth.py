@@ -69,8 +69,10 @@ class Growth:
 
 
 def span(delta: timedelta) -> str:
-    """A time in words, as a person says it: "40 seconds", "6 minutes", "3 hours"."""
+    """A time in words, as a person says it: "under a second", "40 seconds", "6 minutes", "3 hours"."""
     seconds = max(0, int(delta.total_seconds()))
+    if seconds < 1:
+        return "under a second"
     if seconds < 90:
         return counted(seconds, "second")
     if seconds < 2 * 3600:

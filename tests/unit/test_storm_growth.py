@@ -64,6 +64,7 @@ def test_the_trend_line_names_the_milestones_latest_first_and_the_pace_since_the
     assert trend_line(many, 160, at(300)).startswith("160 nodes now, 80 at 12:04, 40 at 12:03, 20 at 12:02 …;")
     assert [span(timedelta(seconds=s)) for s in (1, 89, 90, 7199, 7200)] == [
         "1 second", "89 seconds", "2 minutes", "120 minutes", "2 hours"]
+    assert span(timedelta(milliseconds=400)) == "under a second"  # nodes of one Alertmanager batch
 
 
 def test_the_record_survives_the_store_as_json():
