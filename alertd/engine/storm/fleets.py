@@ -49,8 +49,8 @@ from alertd.engine.storm.summary import (UNCLASSIFIED, count_signals, fleet_head
 from alertd.engine.state import EngineState
 from alertd.engine.storm import growth
 from alertd.engine.storm.events import cluster_follower_key, event_key, signal_fields
-from alertd.engine.storm.extent import (EXTENT, drop_gpus, event_of, extent_fact, extent_said, extent_step, note_gpus,
-                                        readings, speak)
+from alertd.engine.storm.extent import (EXTENT, Tally, drop_gpus, event_of, extent_fact, extent_said, extent_step,
+                                        note_gpus, readings, speak)
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
 from alertd.core.states import as_severity
@@ -84,6 +84,7 @@ class Storms:
 
     def __init__(self, correlator: StormHost):
         self.c = correlator
+        self._tallies: dict[str, Tally] = {}  # open fleet id -> its readings, kept as its GPUs are noted
 
     @property
     def rule(self) -> StormRule:
@@ -100,6 +101,7 @@ class Storms:
         state.storm_key_of.clear()
         state.open_children.clear()
         state.waiting.clear()
+        self._tallies.clear()
         for inc in sorted(state.incidents.values(), key=lambda i: i.opened_at):
             if not inc.node and not inc.fleet and not inc.parent_id and inc.storm_keys:
                 state.waiting.setdefault(inc.storm_keys[0], []).append(inc.id)
@@ -318,7 +320,7 @@ class Storms:
         note_domains(fleet, child, self.c.rules.domains)
         event = event_of(self.rule.events, fleet)
         if event is not None:
-            note_gpus(fleet, child, lambda sig: match_all(event.matchers, signal_fields(child, sig)))
+            note_gpus(fleet, child, lambda sig: match_all(event.matchers, signal_fields(child, sig)), self._tallies.get(fleet.id))
         lead = event_key(self.rule, child, child.primary) if child.primary is not None else None
         for key in self._keys(child):
             if key not in fleet.storm_keys:
@@ -335,7 +337,9 @@ class Storms:
         event = event_of(self.rule.events, fleet)
         if event is None:
             return
-        r = readings(fleet)
+        if fleet.id not in self._tallies:  # a new one: forget those of fleets closed since
+            self._tallies = {k: t for k, t in self._tallies.items() if k in self.c.state.incidents}
+        r = readings(fleet, self._tallies)
         speak(fleet, event, r)
         step = extent_step(fleet, event.escalate, r)
         if step is not None and SEVERITY_RANK.get(step.severity, 0) >= SEVERITY_RANK.get(fleet.severity, 0):
@@ -440,7 +444,7 @@ class Storms:
         if child.node in fleet.nodes:
             state.drop_fleet_node(fleet, child.node)
         uncount_signals(fleet, child)
-        drop_gpus(fleet, child.node)
+        drop_gpus(fleet, child.node, self._tallies.get(fleet.id))
         self.c.record(child, child.add_event(now, EventKind.LEFT_FLEET, f"not part of fleet incident {fleet.id}: {why}",
                                              fleet=fleet.id))
         if state.open_children[fleet.id] == 0:
