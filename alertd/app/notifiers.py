@@ -68,4 +68,5 @@ def build_router(cfg: Config, rules: RuleSet, *, announce: bool = True) -> Conso
         log.info("no Slack token or PagerDuty keys configured: routed notifications go to the console "
                  "(set notify.slack or notify.pagerduty in the config: docs/notifications.md)")
     return Router(routing, debounce=slack.debounce, available=kinds,
-                  console_mirror=bool(cfg.console) and not kinds <= {"console"})
+                  console_mirror=bool(cfg.console) and not kinds <= {"console"},
+                  reopens_within=rules.correlation.reopens_within)

@@ -57,7 +57,7 @@ def build_router(rules: RuleSet, cfg: Config | None = None) -> ConsoleRouter | R
     if cfg is not None:
         return build_service_router(cfg, rules)
     if has_routing(rules):
-        return Router(rules.routing, available=ALL_NOTIFIERS)
+        return Router(rules.routing, available=ALL_NOTIFIERS, reopens_within=rules.correlation.reopens_within)
     return ConsoleRouter()
 
 

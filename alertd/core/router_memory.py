@@ -16,12 +16,15 @@ class RouterMemory:
     a restart or another instance taking over carries on from exactly what was committed."""
 
     sent: dict[str, set[str]] = field(default_factory=dict)  # incident -> targets it went to (loud)
+    # closed incident -> when it can no longer reopen: its ``sent`` is kept until then, so a reopen tells a
+    # target already paged (a flap) from one never paged (the info incident a fault came back to)
+    reopenable: dict[str, datetime] = field(default_factory=dict)
     escalations: dict[str, set[str]] = field(default_factory=dict)  # incident -> escalations scheduled
     cordons: dict[tuple[str, str], Cordon] = field(default_factory=dict)  # (cluster, node) -> cordon
 
 
 # Roles of the marks a router keeps per incident (RouterMemory.sent and .escalations).
-SENT, ESCALATION = "sent", "escalation"
+SENT, ESCALATION, REOPENABLE = "sent", "escalation", "reopenable"  # REOPENABLE's value: an ISO instant
 
 
 @dataclass(slots=True)
@@ -29,8 +32,9 @@ class MemoryDelta:
     """What one routing step changed in RouterMemory: committed in the step's transaction."""
 
     marks: set[tuple[str, str, str]] = field(default_factory=set)  # (incident, role, value) added
-    forget: set[str] = field(default_factory=set)  # incidents closed: all their marks go
+    forget: set[str] = field(default_factory=set)  # incidents that can no longer reopen: all their marks go
+    drop: set[tuple[str, str]] = field(default_factory=set)  # (incident, role): that role's marks go, before ``marks``
     cordons: dict[tuple[str, str], Cordon | None] = field(default_factory=dict)  # None: the cordon ended
 
     def __bool__(self) -> bool:
-        return bool(self.marks or self.forget or self.cordons)
+        return bool(self.marks or self.forget or self.drop or self.cordons)

@@ -104,9 +104,8 @@ class Reopening:
         return fleet
 
     def forget(self, now: datetime) -> None:
-        window = self.c.rules.reopen_window
-        responds = self.c.rules.response.window if window else timedelta(0)  # a response reopens it that long
+        keep = max(self.c.rules.reopens_within, LATE_RESOLVES)
         old = [inc for inc in self.c.state.resolved_lately()
-               if inc.resolved_at is None or now - inc.resolved_at > max(window, LATE_RESOLVES, responds)]
+               if inc.resolved_at is None or now - inc.resolved_at > keep]
         for inc in old:
             self.c.state.reopened(inc)

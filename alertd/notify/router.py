@@ -13,7 +13,7 @@ from typing import Any, Iterable, TypedDict
 
 from alertd.core.json_types import as_json
 from alertd.core.outbox_items import Escalate, Intent, JsonDoc, OutboxItem, Page, Resolve, Show, Target, Timeline
-from alertd.core.router_memory import ESCALATION, SENT, MemoryDelta, RouterMemory
+from alertd.core.router_memory import ESCALATION, REOPENABLE, SENT, MemoryDelta, RouterMemory
 from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
 from alertd.core.response_marks import REPAIR_FAILED, is_response, repair_failed
 from alertd.core.vocabulary import EventKind as E
@@ -101,8 +101,10 @@ class Router:
     or on start, so a replayed step schedules its escalations again and a restart posts nothing twice."""
 
     def __init__(self, routing: Routing, *, debounce: timedelta = timedelta(seconds=2),
-                 available: Iterable[str] = ("console", "slack", "pagerduty"), console_mirror: bool = False):
+                 available: Iterable[str] = ("console", "slack", "pagerduty"), console_mirror: bool = False,
+                 reopens_within: timedelta = timedelta(hours=3)):
         self.routing = routing  # targets whose notifier is not available fall back to the console, if available
+        self.reopens_within = reopens_within  # how long a closed incident can reopen (the rules' correlation)
         self.debounce = debounce
         self.available = set(available)
         self.console_mirror = console_mirror
@@ -141,6 +143,9 @@ class Router:
         if isinstance(routing, Routing):
             self.routing = routing
             self._judged = {}  # judged by the rules before
+        correlation = getattr(rules, "correlation", None)
+        if correlation is not None:
+            self.reopens_within = correlation.reopens_within
 
     # ----- memory -----
 
@@ -233,12 +238,45 @@ class Router:
                 log.exception("routing failed for %s; logging the change to the console instead", change.incident.id)
                 items.append(OutboxItem(change.incident.id, CONSOLE, Intent.SHOW, change_payload(change), now))
             finally:
-                if change.incident.status == CLOSED:
-                    self._targets.pop(change.incident.id, None)
-                    self._escalated.pop(change.incident.id, None)
-                    delta.forget.add(change.incident.id)
+                self._track_close(change.incident, now)
+        self._forget_closed(now)
         self._delta = MemoryDelta()
         return items, delta
+
+    def _track_close(self, inc: Incident, now: datetime) -> None:
+        """A closed incident's escalations go (a reopen schedules its own); the targets it was sent to are kept
+        while it can reopen, so a flap does not page a target again and a fault that reopens an incident
+        never paged (planned work posted as info) pages it for the first time."""
+        reopenable = self.memory.reopenable
+        if inc.status != CLOSED and inc.id not in reopenable:
+            return
+        self._drop(inc.id, REOPENABLE)
+        reopenable.pop(inc.id, None)
+        if inc.status != CLOSED:
+            return  # reopened
+        self._drop(inc.id, ESCALATION)
+        self._escalated.pop(inc.id, None)
+        if not self.reopens_within:
+            self._forget(inc.id)
+            return
+        until = now + self.reopens_within
+        reopenable[inc.id] = until
+        self._delta.marks.add((inc.id, REOPENABLE, iso(until)))
+
+    def _drop(self, inc_id: str, role: str) -> None:
+        self._delta.marks = {m for m in self._delta.marks if m[:2] != (inc_id, role)}
+        self._delta.drop.add((inc_id, role))
+
+    def _forget(self, inc_id: str) -> None:
+        self._targets.pop(inc_id, None)
+        self._escalated.pop(inc_id, None)
+        self.memory.reopenable.pop(inc_id, None)
+        self._delta.forget.add(inc_id)
+
+    def _forget_closed(self, now: datetime) -> None:
+        """Closed incidents that can no longer reopen leave the memory."""
+        for inc_id in [i for i, until in self.memory.reopenable.items() if until <= now]:
+            self._forget(inc_id)
 
     def _route_one(self, change: Change, now: datetime) -> list[OutboxItem]:
         inc = change.incident
@@ -331,9 +369,9 @@ class Router:
         if integration is None or (quiet and not integration.remembers):
             return []
         inc = change.incident
-        # A reopened incident (the same key back within the reopen window) was sent before it resolved: its
-        # message is updated where it is and nothing pages again for a flap; a repair that failed does, once.
-        first = target not in known and not quiet and (E.REOPENED not in change.kinds or REPAIR_FAILED in change.kinds)
+        # A reopened incident's targets are still known (kept through its reopen window): a flap updates the
+        # message where it is and pages nothing again; a target it never reached hears of it first now.
+        first = target not in known and not quiet
         wait = self._group_wait(inc, now) if first else None
         common = Routed(kinds=tuple(change.kinds), urgent=change.urgent, only_if_posted=quiet, note=decision.note,
                         muted=why, route=hit.route if hit else "", receiver=hit.receiver if hit else "",
@@ -368,7 +406,8 @@ class Router:
         memory, so it holds after a restart too."""
         if not inc.children:  # a fleet's nodes, a stalled job's suspects
             return ""
-        return next((c for c in inc.children if target in self._targets.get(c, ())), "")
+        return next((c for c in inc.children
+                     if target in self._targets.get(c, ()) and c not in self.memory.reopenable), "")
 
     def _group_wait(self, inc: Incident, now: datetime) -> timedelta | None:
         """A node incident's first post and page wait ``group_wait``, so a storm can fold it first (fleets

@@ -148,6 +148,12 @@ class CorrelationRules:
     job: JobRule = JobRule()
     domains: DomainRule = DomainRule()
 
+    @property
+    def reopens_within(self) -> timedelta:
+        """How long a resolved incident can still reopen: its key firing again within the reopen window, or
+        the response to its fault (a reboot, an uncordon) within the response window."""
+        return max(self.reopen_window, self.response.window) if self.reopen_window else timedelta(0)
+
 
 @dataclass(slots=True)
 class RuleSet:

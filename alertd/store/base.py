@@ -13,11 +13,11 @@ from datetime import datetime
 
 from alertd.core.json_types import JSONObject
 from alertd.core.outbox_items import OutboxItem
-from alertd.core.router_memory import ESCALATION, SENT, Cordon, MemoryDelta, RouterMemory
+from alertd.core.router_memory import ESCALATION, REOPENABLE, SENT, Cordon, MemoryDelta, RouterMemory
 from alertd.engine.correlate import EngineState
 from alertd.core.model import Change
 
-__all__ = ["Cordon", "ESCALATION", "EngineState", "Hook", "InboxKey", "MemoryDelta", "OutboxItem", "RouterMemory", "SENT",
+__all__ = ["Cordon", "ESCALATION", "EngineState", "Hook", "InboxKey", "MemoryDelta", "OutboxItem", "REOPENABLE", "RouterMemory", "SENT",
            "SetAside", "Step", "StoreUnavailable", "Taken"]
 
 

@@ -196,6 +196,7 @@ WHERE o.state = 'pending' AND o.due_at <= ?
 ORDER BY o.due_at, o.id LIMIT ?"""
 INSERT_MARK = "INSERT INTO router_marks (incident_id, role, value) VALUES (?, ?, ?) ON CONFLICT DO NOTHING"
 FORGET_MARKS = "DELETE FROM router_marks WHERE incident_id = ?"
+DROP_MARKS = "DELETE FROM router_marks WHERE incident_id = ? AND role = ?"
 UPSERT_CORDON = """INSERT INTO router_cordons (cluster, node, since, incident_id) VALUES (?, ?, ?, ?)
 ON CONFLICT (cluster, node) DO UPDATE SET since = excluded.since, incident_id = excluded.incident_id"""
 DELETE_CORDON = "DELETE FROM router_cordons WHERE cluster = ? AND node = ?"

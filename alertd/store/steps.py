@@ -15,7 +15,7 @@ from alertd.core.model import CLOSED, Incident, iso, parse_instant, parse_iso
 from alertd.core.outbox_items import encode_payload
 from alertd.engine.correlate import EngineState
 from alertd.store import history, sql
-from alertd.store.base import ESCALATION, SENT, MemoryDelta, RouterMemory, Step
+from alertd.store.base import ESCALATION, REOPENABLE, SENT, MemoryDelta, RouterMemory, Step
 from alertd.store.compact import compact_member
 from alertd.store.database import Database
 from alertd.store.inbox import Inbox
@@ -82,6 +82,8 @@ class EngineSteps(Inbox):
 
     def _write_memory(self, cur: Any, delta: MemoryDelta) -> None:
         marks = [m for m in delta.marks if m[0] not in delta.forget]
+        if delta.drop:
+            cur.executemany(self.db.q(sql.DROP_MARKS), sorted(delta.drop))
         if marks:
             cur.executemany(self.db.q(sql.INSERT_MARK), sorted(marks))
         if delta.forget:
@@ -101,6 +103,8 @@ class EngineSteps(Inbox):
             for inc_id, role, value in self.db.query("SELECT incident_id, role, value FROM router_marks"):
                 if role in roles:
                     roles[role].setdefault(inc_id, set()).add(value)
+                elif role == REOPENABLE:
+                    memory.reopenable[inc_id] = parse_instant(value)
             for cluster, node, since, inc_id in self.db.query(
                     "SELECT cluster, node, since, incident_id FROM router_cordons"):
                 memory.cordons[(cluster, node)] = (parse_instant(since), inc_id)  # NOT NULL column

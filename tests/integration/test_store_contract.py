@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from alertd.core.model import GPU, Change, Event, Incident, Member, Signal, Subject
+from alertd.core.model import GPU, Change, Event, Incident, Member, Signal, Subject, iso
 from alertd.core.outbox_items import Show
 from alertd.store import sql
-from alertd.store.base import (ESCALATION, SENT, Hook, InboxKey, MemoryDelta, OutboxItem, RouterMemory, Step,
-                               StoreUnavailable, Taken)
+from alertd.store.base import (ESCALATION, REOPENABLE, SENT, Hook, InboxKey, MemoryDelta, OutboxItem, RouterMemory,
+                               Step, StoreUnavailable, Taken)
 from alertd.store.facade import SqlStore
 from alertd.store.steps import RECENT_EVENTS
 from testkit.stores import (backend, gpu_hook, keys_of, log_ids, make_store, pending, query, store,  # noqa: F401
@@ -173,9 +173,11 @@ async def test_router_memory_is_committed_with_the_step_or_not_at_all(make_store
             await store.commit_step(Step(outbox=[outbox(None)], memory=lost))  # type: ignore[arg-type]
         assert await store.load_router_memory() == expected
 
-        # Marks again (idempotent), a closed incident forgotten, a cordon ended and one moved.
+        # Marks again (idempotent), a closed incident forgotten, one closed but able to reopen (its escalations
+        # dropped, its targets kept), a cordon ended and one moved.
         again = MemoryDelta(marks={("INC-1", SENT, "slack:#gpu"), ("INC-1", SENT, "slack:#other"),
-                                   ("INC-2", SENT, "slack:#late")}, forget={"INC-2"},
+                                   ("INC-1", REOPENABLE, iso(at(3600))), ("INC-2", SENT, "slack:#late")},
+                            forget={"INC-2"}, drop={("INC-1", ESCALATION)},
                             cordons={("prod-a", "gpu-node-1"): (at(-120), "INC-1"), ("prod-a", "gpu-node-2"): None})
         await store.commit_step(Step(memory=again))
     finally:
@@ -184,7 +186,7 @@ async def test_router_memory_is_committed_with_the_step_or_not_at_all(make_store
     await reopened.open()
     try:
         assert await reopened.load_router_memory() == RouterMemory(
-            sent={"INC-1": {"slack:#gpu", "slack:#other"}}, escalations={"INC-1": {"escalation:infra"}},
+            sent={"INC-1": {"slack:#gpu", "slack:#other"}}, reopenable={"INC-1": at(3600)},
             cordons={("prod-a", "gpu-node-1"): (at(-120), "INC-1")})
     finally:
         await reopened.close()

@@ -283,3 +283,60 @@ def test_replayed_rollouts_and_storms_as_alertmanager_delivers_them():
         for route in paging.ROUTES.values():
             storm = paging.score(paging.storm(random.Random(seed)), held, route)
             assert storm.triggers == 1 and storm.delays[0] <= 2.0, storm
+
+
+def closed_planned_reboot(router, eng):
+    """A planned reboot of n1: its incident is posted (info, then the reboot's NodeDown), never paged, and
+    closes after its hold-down; returns the time it closed."""
+    cordon = alert("KubeNodeCordoned", node="n1", starts=0)
+    node_down = alert("NodeDown", node="n1", starts=300)
+    sent = []
+    for batch, now in (([cordon], 0), ([node_down], 330), ([resolved(node_down, 600)], 1200),
+                       ([resolved(cordon, 1500)], 1530)):
+        sent += router.route(eng.ingest(batch, at(now)), at(now))
+    closing = eng.tick(at(1831))
+    assert [c.incident.status for c in closing] == ["resolved"]
+    sent += router.route(closing, at(1831))
+    assert not pages(sent) and [i for i in sent if i.target.kind == "slack"]
+    return 1831
+
+
+def test_a_fault_that_reopens_planned_work_never_paged_pages_once(tmp_path):
+    """The GPU that did not come back from the reboot: its Xid 79 reopens the closed maintenance incident
+    within the reopen window. The pager never heard of it, so this is its first page."""
+    router = Router(load(tmp_path), reopens_within=timedelta(hours=3))
+    eng = engine()
+    closed = closed_planned_reboot(router, eng)
+    back = eng.ingest([xid(79, node="n1", starts=closed + 3)], at(closed + 3))
+    assert "reopened" in back[0].kinds
+    first = router.route(back, at(closed + 3))
+    assert [str(i.target) for i in pages(first)] == ["pagerduty:infra"]
+    again = eng.ingest([xid(79, node="n1", gpu="1", starts=closed + 60)], at(closed + 60))
+    assert not pages(router.route(again, at(closed + 60)))  # paged once
+
+
+def test_a_flap_of_a_paged_incident_does_not_page_again(tmp_path):
+    router = Router(load(tmp_path), reopens_within=timedelta(hours=3))
+    eng = engine()
+    fault = xid(79, node="n1", starts=0)
+    assert pages(router.route(eng.ingest([fault], at(0)), at(0)))
+    router.route(eng.ingest([resolved(fault, 600)], at(630)), at(630))
+    closing = eng.tick(at(931))
+    assert [c.incident.status for c in closing] == ["resolved"]
+    router.route(closing, at(931))
+    back = eng.ingest([xid(79, node="n1", starts=1000)], at(1000))
+    assert "reopened" in back[0].kinds
+    items = router.route(back, at(1000))
+    assert not pages(items) and [i for i in items if i.target == "slack:#gpu-oncall" and not i.payload.only_if_posted]
+
+
+def test_a_closed_incidents_targets_are_forgotten_once_it_can_no_longer_reopen(tmp_path):
+    router = Router(load(tmp_path), reopens_within=timedelta(hours=1))
+    eng = engine()
+    closed = closed_planned_reboot(router, eng)
+    [inc_id] = router.memory.reopenable
+    assert router.memory.sent[inc_id] and inc_id not in router.memory.escalations
+    kept = router.route_step([], at(closed + 3599))[1]
+    assert inc_id in router.memory.sent and not kept
+    _, delta = router.route_step([], at(closed + 3600))
+    assert delta.forget == {inc_id} and inc_id not in router.memory.sent and not router.memory.reopenable
