@@ -77,7 +77,7 @@ class ConfigDoc(TypedDict, total=False):
     installation_id: str
     ha: JSONObject
     processing: JSONObject
-    notify: JSONObject
+    notify: JSONObject  # declared once: alertd/integrations/registry.py (NotifySection)
     alertmanager: AlertmanagerDoc
     classify: JSONObject  # declared once: alertd/config/classify.py
     enrich: EnrichDoc

@@ -17,6 +17,7 @@ from alertd.core.json_types import JSONObject, obj
 from alertd.core.sections import Section, section_schema
 from alertd.enrich.settings import NodeIndexSettings
 from alertd.integrations.base import DURATION_SCHEMA
+from alertd.integrations.registry import NotifySection
 from alertd.integrations.tickets import RmaSettings
 from alertd.report.settings import ReportSettings
 from alertd.sources.settings import SourcesSettings
@@ -39,6 +40,7 @@ SECTIONS: dict[str, type[Section]] = {
 # Sections with a schema file of their own, referred to by config.schema.json: file name -> (title, section).
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {
     "classify": ("Classification inputs beyond the rule files", ClassifySettings),
+    "notify": ("alertd notifiers", NotifySection),
 }
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 

@@ -10,7 +10,6 @@ from typing import Any, Mapping, cast
 from alertd.alertmanager.settings import AlertmanagerSettings, ReconcileSettings
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.core.json_types import JSONValue, member
 from alertd.integrations import registry
 from alertd.integrations.base import NotifierSettings
 from alertd.integrations.tickets import RmaSettings
@@ -90,7 +89,10 @@ def parse_config(doc: object, source: str, marks: Marks | None = None, env: Mapp
     cfg.tls = TlsSettings.from_doc(doc["tls"]).resolved(base) if doc.get("tls") else None
     links = registry.Links(runbook_base_url=cfg.runbook_base_url or "", alertmanager_url=cfg.alertmanager.web_url,
                            alertd_url=cfg.external_url, silences=cfg.alertmanager.enabled)
-    cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
+    notify = registry.NotifySection.from_doc(doc.get("notify"))
+    cfg.console, cfg.retry_max_backoff, cfg.retry_max_attempts = \
+        notify.console.on, notify.retry.max_backoff, notify.retry.max_attempts
+    cfg.notify = registry.parse_settings(notify, links)
     _check_across(cfg, source, marks or {})
     return cfg
 
@@ -139,8 +141,7 @@ def _credentials(doc: ConfigDoc, source: str) -> tuple[Credentials, Credentials]
 def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
     """Every section, parsed once: each into the settings its user reads (defined beside that user)."""
     receiver = doc.get("receiver", {})
-    notify, rules = doc.get("notify", {}), RulesSettings.from_doc(doc.get("rules"))
-    retry = member(notify, "retry")  # notify's sections besides console and retry: the integrations' own
+    rules = RulesSettings.from_doc(doc.get("rules"))
     defaults = Config()
     return Config(
         listen=doc.get("listen", defaults.listen),
@@ -161,9 +162,6 @@ def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Cre
         normalize=_normalize(doc.get("normalize", {})),
         runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
         processing=ProcessingSettings.from_doc(doc.get("processing")),
-        console=_flag(member(notify, "console").get("enabled")),
-        retry_max_backoff=parse_duration(str(retry.get("max_backoff", "5m"))),
-        retry_max_attempts=int(str(retry.get("max_attempts", defaults.retry_max_attempts))),
         installation_id=doc.get("installation_id", ""),
         ha=HAConfig.from_doc(doc.get("ha")),
         alertmanager=AlertmanagerSettings.from_doc(doc.get("alertmanager")),
@@ -177,10 +175,6 @@ def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Cre
         raw=doc,
         source=source,
     )
-
-
-def _flag(value: JSONValue) -> bool | None:
-    return value if isinstance(value, bool) else None
 
 
 def _normalize(norm: NormalizeDoc) -> NormalizeConfig:

@@ -14,13 +14,14 @@ from jsonschema import Draft202012Validator
 from msgspec import Meta
 
 from alertd.config import schemafiles
-from alertd.config.secrets import SECRET_KEYS, SUFFIX
+from alertd.config.secrets import MAP_SUFFIX, SECRET_KEYS, SUFFIX
 from alertd.config.connections import ConnectionSettings
 from alertd.config.settings import load_config
 from alertd.core.errors import InvalidDocument
 from alertd.core.json_types import JSONObject
 from alertd.core.sections import Seconds, Section, duration, option_paths, section_schema
 from alertd.integrations.base import DURATION_SCHEMA
+from alertd.integrations.registry import INTEGRATIONS, NotifySection
 from alertd.schemas.messages import describe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,8 +29,9 @@ EXAMPLE = ROOT / "examples" / "alertd.yml"
 DECLARED = schemafiles.DECLARED
 NOT_OPTIONS = {"storage.postgres.replicas"}  # a value of the Helm chart (docs/deploy.md), not of alertd.yml
 FILE_SUFFIXES = {"py", "md", "yml", "yaml", "json"}  # `rules.py` names a module, not an option
-# Sections the example points to the docs for: their secrets have no environment variable test_example_config sets.
-SHOWN_IN_DOCS_ONLY = frozenset({"rma"})
+# Sections (or parts) the example points to the docs for: their secrets have no environment variable
+# test_example_config sets.
+SHOWN_IN_DOCS_ONLY = frozenset({"rma", "notify.webhook", "notify.opsgenie"})
 
 
 def test_the_checked_in_schemas_are_what_the_declarations_generate():
@@ -43,6 +45,14 @@ def test_a_stale_schema_file_is_found(tmp_path):
     edited = (tmp_path / "classify.schema.json").read_text().replace('"minimum": 1024', '"minimum": 1000')
     (tmp_path / "classify.schema.json").write_text(edited)
     assert schemafiles.stale(tmp_path) == ["classify.schema.json"]
+
+
+def test_notify_has_the_section_of_every_integration_and_nothing_else():
+    """An integration added to the registry without its section in NotifySection would be configured by no file."""
+    assert [f.name for f in msgspec.structs.fields(NotifySection)] == ["retry", *INTEGRATIONS]
+    defaults = NotifySection.from_doc({})
+    assert {name: type(getattr(defaults, name)) for name in INTEGRATIONS} == {
+        name: i.section for name, i in INTEGRATIONS.items()}
 
 
 class WithDrain(ConnectionSettings, frozen=True):
@@ -149,13 +159,18 @@ def docs_options(texts: list[str]) -> dict[str, set[str]]:
 
 
 def _as_declared(path: str) -> str:
-    """``storage.postgres_password_file`` names ``storage.postgres_password``: a secret may come from a file."""
+    """``storage.postgres_password_file`` names ``storage.postgres_password``: a secret may come from a file
+    (``notify.pagerduty.routing_keys_files``: a mapping of secrets from one file each)."""
     head, _, key = path.rpartition(".")
-    return f"{head}.{key.removesuffix(SUFFIX)}" if key.removesuffix(SUFFIX) in SECRET_KEYS else path
+    for suffix in (MAP_SUFFIX, SUFFIX):
+        if key.endswith(suffix) and key.removesuffix(suffix) in SECRET_KEYS:
+            return f"{head}.{key.removesuffix(suffix)}"
+    return path
 
 
 def _disagreements(found: dict[str, set[str]], where: str, partial: frozenset[str] = frozenset()) -> list[str]:
-    """Options named but not declared, and declared options not named (but in the ``partial`` sections)."""
+    """Options named but not declared, and declared options not named (but in the ``partial`` sections or
+    parts of one)."""
     out = []
     for name in DECLARED:
         leaves = _leaves(name)
@@ -163,7 +178,8 @@ def _disagreements(found: dict[str, set[str]], where: str, partial: frozenset[st
                  if not any(p.startswith(leaf + ".") for leaf in leaves)}  # a mapping option's own keys
         out += [f"{where} names {p}, which is not declared" for p in sorted(named - _declared(name))]
         if name not in partial:
-            out += [f"{where} does not name {p}" for p in sorted(leaves - named)]
+            out += [f"{where} does not name {p}" for p in sorted(leaves - named)
+                    if not any(p.startswith(part + ".") for part in partial)]
     return out
 
 
@@ -205,6 +221,9 @@ report: {sample_interval: 1hour, digest: {weekday: funday, hour: 24}}
 normalize: {kubernetes: {max_lookups: 0, wait: 2}}
 classify: {prometheus_rules: [""], rules_api: {prometheus: ["ftp://x"], max_bytes: 10, tll: 1m}}
 rma: {jira: {url: ftp://x, email: a, api_token: "", project: hw, labels: ["a b"]}, webhook: {url: http://x, signing_secret: short, headers: {a: 1}}, timeout: 1}
+notify: {retry: {max_attempts: 0}, console: {enabled: "yes"}, slack: {tokn: x, rate: {per_channel: 0}, links: {lifetime: 7days}},
+  pagerduty: {routing_keys: {"a b": k}, timeout: 10}, webhook: {endpoints: {t: {url: ftp://x, secret: short, extra: 1}}},
+  opsgenie: {api_url: ftp://x, api_keys: {g: 1}}}
 """
 BAD_MESSAGES = [
     "1:6: tls: 'key_file' is a required property",
@@ -250,6 +269,19 @@ BAD_MESSAGES = [
     "12:125: rma.webhook.signing_secret: 'short' is too short",
     "12:145: rma.webhook.headers.a: 1 is not of type 'string'",
     "12:159: rma.timeout: 1 is not of type 'string'",
+    '13:32: notify.retry.max_attempts: 0 is less than the minimum of 1',
+    "13:55: notify.console.enabled: 'yes' is not of type 'boolean'",
+    "13:70: notify.slack: unknown key(s) 'tokn' (did you mean 'token'?)",
+    '13:100: notify.slack.rate.per_channel: 0 is less than or equal to the minimum of 0',
+    "13:111: notify.slack.links: 'signing_secret' is a required property",
+    "13:122: notify.slack.links.lifetime: '7days' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    "14:29: notify.pagerduty.routing_keys: 'a b' does not match '^[A-Za-z0-9_.-]+$'",
+    "14:50: notify.pagerduty.timeout: 10 is not of type 'string'",
+    "14:80: notify.webhook.endpoints.t: unknown key(s) 'extra'",
+    "14:86: notify.webhook.endpoints.t.url: 'ftp://x' does not match '^https?://'",
+    "14:103: notify.webhook.endpoints.t.secret: 'short' is too short",
+    "15:23: notify.opsgenie.api_url: 'ftp://x' does not match '^https?://'",
+    "15:46: notify.opsgenie.api_keys.g: 1 is not of type 'string'",
 ]
 
 
