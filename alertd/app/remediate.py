@@ -234,9 +234,11 @@ class RemediationRunner:
         elif verb == "cancel":
             new, why = decide.cancel(rem, now, reason=f"cancelled by {actor}")
             text = f"cancelled by {actor}"
-        else:
+        elif verb == "stop":
             new, why = decide.stop(rem, now, reason=f"stopped by {actor}")
             text = f"stop asked by {actor}"
+        else:  # declared in alertd/core/verbs.py, but not decided here
+            return f"remediation action {verb!r} is not carried out by this version"
         if why:
             await self.svc.audit(actor, REMEDIATION_EVENT + verb, incident_id, via, f"refused: {why}")
             return why
