@@ -45,7 +45,6 @@ ACTION_REMEDIATE = ACTION_PREFIX + "remediation_"  # + approve | override | canc
 SILENCE_CHOICES = ("1h", "4h", "24h")
 
 
-
 def button_id(verb: str, duration: str = "") -> str:
     """A verb's button, from its declaration (alertd/core/verbs.py): ``alertd_<word>``, ``_<duration>`` after
     it for a verb that takes one, ``alertd_remediation_<name>`` for a remediation verb."""
