@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from alertd.alertmanager.settings import AlertmanagerDoc
 from alertd.core.json_types import JSONObject
 from alertd.enrich.settings import EnrichDoc
 
@@ -78,7 +77,7 @@ class ConfigDoc(TypedDict, total=False):
     ha: JSONObject
     processing: JSONObject
     notify: JSONObject
-    alertmanager: AlertmanagerDoc
+    alertmanager: JSONObject  # declared once: alertd/alertmanager/settings.py
     classify: JSONObject  # declared once: alertd/config/classify.py
     enrich: EnrichDoc
     report: JSONObject  # declared once: alertd/report/settings.py

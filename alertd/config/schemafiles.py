@@ -10,6 +10,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
 from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, RulesSettings, StorageSettings, TlsSettings
@@ -39,6 +40,7 @@ SECTIONS: dict[str, type[Section]] = {
 # Sections with a schema file of their own, referred to by config.schema.json: file name -> (title, section).
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {
     "classify": ("Classification inputs beyond the rule files", ClassifySettings),
+    "alertmanager": ("Alertmanager API access", AlertmanagerSettings),
 }
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 
