@@ -16,7 +16,7 @@ from alertd.config.connections import ConnectionSettings
 from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, RulesSettings, StorageSettings, TlsSettings
 from alertd.core.json_types import JSONObject, obj
 from alertd.core.sections import Section, section_schema
-from alertd.enrich.settings import NodeIndexSettings
+from alertd.enrich.settings import EnrichSettings, NodeIndexSettings
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.tickets import RmaSettings
 from alertd.report.settings import ReportSettings
@@ -41,6 +41,7 @@ SECTIONS: dict[str, type[Section]] = {
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {
     "classify": ("Classification inputs beyond the rule files", ClassifySettings),
     "alertmanager": ("Alertmanager API access", AlertmanagerSettings),
+    "enrich": ("alertd enrichment", EnrichSettings),
 }
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 

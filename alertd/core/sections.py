@@ -123,6 +123,9 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
             prop = {**part, **prop}  # the field's own description before the part's docstring
         elif typing.get_origin(kind) is Literal:
             prop["enum"] = list(typing.get_args(kind))
+        elif (values := _mapped_part(kind)) is not None:  # name -> part (notify.webhook.endpoints), inlined too
+            ref = obj(prop["additionalProperties"], field.name)["$ref"]
+            prop["additionalProperties"] = _inline(values, obj(defs[_def_name(ref)], values.__name__), defs)
         if isinstance(field.default_factory, WrittenDefault):
             prop["default"] = field.default_factory.text
         properties[field.encode_name] = prop
@@ -138,6 +141,13 @@ def _part(kind: object) -> type[Section] | None:
     if len(members) == 1 and isinstance(members[0], type) and issubclass(members[0], Section):
         return members[0]
     return None
+
+
+def _mapped_part(kind: object) -> type[Section] | None:
+    """The Section a mapping option holds as its values (``dict[str, Part]``), or None."""
+    args = typing.get_args(kind) if typing.get_origin(kind) is dict else ()
+    values = _bare(args[1]) if len(args) == 2 else None
+    return values if isinstance(values, type) and issubclass(values, Section) else None
 
 
 def _bare(kind: object) -> object:
