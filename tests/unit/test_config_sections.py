@@ -207,6 +207,8 @@ report: {sample_interval: 1hour, digest: {weekday: funday, hour: 24}}
 normalize: {kubernetes: {max_lookups: 0, wait: 2}}
 classify: {prometheus_rules: [""], rules_api: {prometheus: ["ftp://x"], max_bytes: 10, tll: 1m}}
 rma: {jira: {url: ftp://x, email: a, api_token: "", project: hw, labels: ["a b"]}, webhook: {url: http://x, signing_secret: short, headers: {a: 1}}, timeout: 1}
+alertmanager: {url: 5, timeout: 10, basic: {username: a}, urls: [], receivers: [""], reconcile_intervl: 1m}
+enrich: {deadline: soon, retry: [1x], max_evidence: 0, logs: {url: ftp://x, fields: {host: []}, window: {align: 1}, max_lines: 20000, graylog: {api: rest}, batch: {max: 0}}, kube: {in_cluster: "yes", max_owner_depth: 30, jobs: {namespaces: {x: {restart: 1m}}}, owner_plurals: {Foo: ""}}}
 """
 BAD_MESSAGES = [
     "1:6: tls: 'key_file' is a required property",
@@ -251,7 +253,26 @@ BAD_MESSAGES = [
     "12:75: rma.jira.labels[0]: 'a b' does not match '^[^\\\\s]+$'",
     "12:125: rma.webhook.signing_secret: 'short' is too short",
     "12:145: rma.webhook.headers.a: 1 is not of type 'string'",
-    "12:159: rma.timeout: 1 is not of type 'string'",
+    "12:159: rma.timeout: 1 is not of type 'string'",    "13:15: alertmanager: unknown key(s) 'reconcile_intervl' (did you mean 'reconcile_interval'?)",
+    "13:21: alertmanager.url: 5 is not of type 'string'",
+    "13:33: alertmanager.timeout: 10 is not of type 'string'",
+    "13:44: alertmanager.basic: 'password' is a required property",
+    '13:65: alertmanager.urls: [] should be non-empty',
+    "13:81: alertmanager.receivers[0]: '' should be non-empty",
+    "14:113: enrich.logs.window.align: 1 is not of type 'string'",
+    '14:128: enrich.logs.max_lines: 20000 is greater than the maximum of 10000',
+    "14:150: enrich.logs.graylog.api: 'rest' is not one of ['messages', 'universal']",
+    '14:170: enrich.logs.batch.max: 0 is less than the minimum of 1',
+    "14:194: enrich.kube.in_cluster: 'yes' is not of type 'boolean'",
+    "14:20: enrich.deadline: 'soon' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    '14:218: enrich.kube.max_owner_depth: 30 is greater than the maximum of 20',
+    "14:245: enrich.kube.jobs.namespaces.x: unknown key(s) 'restart' (did you mean 'restart_time'?)",
+    "14:283: enrich.kube.owner_plurals.Foo: '' should be non-empty",
+    "14:34: enrich.retry[0]: '1x' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    '14:53: enrich.max_evidence: 0 is less than the minimum of 1',
+    "14:62: enrich.logs: 'backend' is a required property",
+    "14:68: enrich.logs.url: 'ftp://x' does not match '^https?://'",
+    '14:92: enrich.logs.fields.host: [] is not valid under any of the given schemas',
 ]
 
 
