@@ -53,8 +53,8 @@ class LogFields(Section, frozen=True):
     # anyOf where the hand-written schema had oneOf: a string never is an array, so the two accept the same
     # documents, and jsonschema words a value that neither accepts the same way.
     host: Annotated[NonEmpty | Annotated[Names, Meta(min_length=1)], Meta(description=(
-        "Field(s) holding the host name, matched against the node name. Fluent Bit: e.g. kubernetes_host or "
-        "hostname."))] = ("source",)
+        "Field(s) holding the host name, matched against the node name (Graylog: source; Fluent Bit: "
+        "kubernetes_host or hostname)."), examples=["source", ["kubernetes_host", "hostname"]])] = ("source",)
     message: Annotated[NonEmpty, Meta(description="The log line's field.")] = "message"
     time: Annotated[NonEmpty, Meta(description=(
         "Date field (Graylog: yyyy-MM-dd HH:mm:ss.SSS, UTC); Fluent Bit: @timestamp."))] = "timestamp"
@@ -103,13 +103,15 @@ class LogSettings(Section, frozen=True, kw_only=True):
     backend: Annotated[Literal["elasticsearch", "opensearch", "graylog"], Meta(description=(
         "elasticsearch: the official client (Elasticsearch 8 only); opensearch: opensearch-py; graylog: "
         "Graylog's REST search API."))]
-    url: Annotated[str, Meta(pattern="^https?://", description="One base URL (or use urls).")] = ""
+    url: Annotated[str, Meta(pattern="^https?://", description="One base URL (or use urls).",
+                             examples=["https://opensearch.logging.svc:9200"])] = ""
     urls: Annotated[Names, Meta(min_length=1, description=(
         f"Base URLs of the cluster nodes or the Graylog server. Default: [url], else [{DEFAULT_URL}]."))] = ()
     auth: LogAuth = msgspec.field(default_factory=LogAuth)
     ca_bundle: Annotated[str, Meta(description="PEM file of the CA that signed the server certificate.")] = ""
     verify_tls: Annotated[bool, Meta(description="Check the server's certificate.")] = True
-    index: Annotated[NonEmpty, Meta(description="Index pattern (Elasticsearch/OpenSearch).")] = "graylog_*"
+    index: Annotated[NonEmpty, Meta(description="Index pattern (Elasticsearch/OpenSearch).",
+                                    examples=["graylog_*", "fluentbit-*"])] = "graylog_*"
     fields: LogFields = msgspec.field(default_factory=LogFields)
     match_short_hostname: Annotated[bool, Meta(description=(
         "Also match the node's short host name (gpu-node-2 for gpu-node-2.example.com)."))] = True
@@ -181,7 +183,8 @@ class JobCostSettings(Section, frozen=True):
     checkpoint_interval: Annotated[Span, Meta(description=CHECKPOINT_INTERVAL)] = written(Span.from_config, "1h")
     restart_time: Annotated[Span, Meta(description=RESTART_TIME)] = written(Span.from_config, "10m")
     namespaces: Annotated[dict[str, CostOverride], Meta(description=(
-        "Namespace glob -> its own checkpoint_interval / restart_time (first match wins)."))] = \
+        "Namespace glob -> its own checkpoint_interval / restart_time (first match wins)."),
+        examples=[{"research-*": {"checkpoint_interval": "30m"}, "batch": {"checkpoint_interval": "0"}}])] = \
         msgspec.field(default_factory=dict)
     owner_keys: Annotated[Names, Meta(description=(
         "Annotations or labels of the job object naming the person who owns it."))] = DEFAULT_OWNER_KEYS
@@ -214,7 +217,8 @@ class KubeSettings(Section, frozen=True):
         "Force (or forbid) the in-cluster service account. Default: in-cluster when KUBERNETES_SERVICE_HOST is "
         "set and no kubeconfig is given."))] = UNSET
     cluster: Annotated[str, Meta(description=(
-        "Only enrich incidents of this cluster (one alertd serving several clusters). Default: all."))] = ""
+        "Only enrich incidents of this cluster (one alertd serving several clusters). Default: all."),
+        examples=["prod-gpu-1"])] = ""
     timeout: Annotated[Seconds, Meta(description="Per API request.")] = duration("5s")
     concurrency: Annotated[int, Meta(ge=1, description="API requests in flight at once.")] = 8
     cache_ttl: Annotated[Seconds, Meta(description="How long a node's context is reused.")] = duration("30s")
