@@ -179,8 +179,7 @@ def _label_for_nodes(members: list[Member], nodes: set[str], node_labels: tuple[
 class AlertmanagerClient:
     def __init__(self, settings: AlertmanagerSettings):
         self.settings = settings
-        headers = {"Authorization": f"Bearer {settings.bearer_token}"} if settings.bearer_token else {}
-        self._session = LazySession(settings.timeout, headers=headers, basic=settings.basic)
+        self._session = LazySession(settings.timeout, headers=settings.headers, basic=settings.credentials)
 
     def session(self) -> aiohttp.ClientSession:
         return self._session.get()

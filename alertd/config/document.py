@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from alertd.alertmanager.settings import AlertmanagerDoc
 from alertd.core.json_types import JSONObject
-from alertd.enrich.settings import EnrichDoc
 
 TrustedProxyDoc = TypedDict("TrustedProxyDoc", {"header": str, "from": list[str], "users": dict[str, str],
                                                 "default_role": str}, total=False)
@@ -78,9 +76,9 @@ class ConfigDoc(TypedDict, total=False):
     ha: JSONObject
     processing: JSONObject
     notify: JSONObject  # declared once: alertd/integrations/registry.py (NotifySection)
-    alertmanager: AlertmanagerDoc
+    alertmanager: JSONObject  # declared once: alertd/alertmanager/settings.py
     classify: JSONObject  # declared once: alertd/config/classify.py
-    enrich: EnrichDoc
+    enrich: JSONObject  # declared once: alertd/enrich/settings.py
     report: JSONObject  # declared once: alertd/report/settings.py
     sources: JSONObject  # declared once: alertd/sources/settings.py
     rma: JSONObject  # declared once: alertd/integrations/tickets.py

@@ -10,12 +10,13 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
 from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, RulesSettings, StorageSettings, TlsSettings
 from alertd.core.json_types import JSONObject, obj
 from alertd.core.sections import Section, section_schema
-from alertd.enrich.settings import NodeIndexSettings
+from alertd.enrich.settings import EnrichSettings, NodeIndexSettings
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.registry import NotifySection
 from alertd.integrations.tickets import RmaSettings
@@ -41,6 +42,8 @@ SECTIONS: dict[str, type[Section]] = {
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {
     "classify": ("Classification inputs beyond the rule files", ClassifySettings),
     "notify": ("alertd notifiers", NotifySection),
+    "alertmanager": ("Alertmanager API access", AlertmanagerSettings),
+    "enrich": ("alertd enrichment", EnrichSettings),
 }
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Mapping, cast
 
-from alertd.alertmanager.settings import AlertmanagerSettings, ReconcileSettings
+from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.integrations import registry
@@ -54,8 +54,7 @@ class Config:
     retry_max_attempts: int = 15
     installation_id: str = ""  # prefixes PagerDuty dedup keys and Slack action values; stored at first start
     ha: HAConfig = field(default_factory=HAConfig)
-    alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)  # silences
-    reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)  # alertmanager.urls asked for what they hold
+    alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)  # silences, reconciliation
     classify: ClassifySettings = field(default_factory=ClassifySettings)  # recording rules: files and rules API
     notify: dict[str, NotifierSettings] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
     enrich: EnrichSettings = field(default_factory=EnrichSettings)  # logs and Kubernetes context; enrich.kube: the API
@@ -165,7 +164,6 @@ def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Cre
         installation_id=doc.get("installation_id", ""),
         ha=HAConfig.from_doc(doc.get("ha")),
         alertmanager=AlertmanagerSettings.from_doc(doc.get("alertmanager")),
-        reconcile=ReconcileSettings.from_doc(doc.get("alertmanager")),
         classify=ClassifySettings.from_doc(doc.get("classify")),
         enrich=EnrichSettings.from_doc(doc.get("enrich")),
         kubernetes=NodeIndexSettings.from_doc(doc.get("normalize", {}).get("kubernetes")),

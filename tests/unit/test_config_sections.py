@@ -29,9 +29,10 @@ EXAMPLE = ROOT / "examples" / "alertd.yml"
 DECLARED = schemafiles.DECLARED
 NOT_OPTIONS = {"storage.postgres.replicas"}  # a value of the Helm chart (docs/deploy.md), not of alertd.yml
 FILE_SUFFIXES = {"py", "md", "yml", "yaml", "json"}  # `rules.py` names a module, not an option
-# Sections (or parts) the example points to the docs for: their secrets have no environment variable
-# test_example_config sets.
-SHOWN_IN_DOCS_ONLY = frozenset({"rma", "notify.webhook", "notify.opsgenie"})
+# Sections (or parts) the example points to the docs for (rma, notify.webhook, notify.opsgenie: their secrets
+# have no environment variable test_example_config sets; enrich: docs/enrichment.md shows its every key, the
+# example the few a site sets). The example may leave their options out, but names none that is not declared.
+SHOWN_IN_DOCS_ONLY = frozenset({"rma", "notify.webhook", "notify.opsgenie", "enrich"})
 
 
 def test_the_checked_in_schemas_are_what_the_declarations_generate():
@@ -224,6 +225,8 @@ rma: {jira: {url: ftp://x, email: a, api_token: "", project: hw, labels: ["a b"]
 notify: {retry: {max_attempts: 0}, console: {enabled: "yes"}, slack: {tokn: x, rate: {per_channel: 0}, links: {lifetime: 7days}},
   pagerduty: {routing_keys: {"a b": k}, timeout: 10}, webhook: {endpoints: {t: {url: ftp://x, secret: short, extra: 1}}},
   opsgenie: {api_url: ftp://x, api_keys: {g: 1}}}
+alertmanager: {url: 5, timeout: 10, basic: {username: a}, urls: [], receivers: [""], reconcile_intervl: 1m}
+enrich: {deadline: soon, retry: [1x], max_evidence: 0, logs: {url: ftp://x, fields: {host: []}, window: {align: 1}, max_lines: 20000, graylog: {api: rest}, batch: {max: 0}}, kube: {in_cluster: "yes", max_owner_depth: 30, jobs: {namespaces: {x: {restart: 1m}}}, owner_plurals: {Foo: ""}}}
 """
 BAD_MESSAGES = [
     "1:6: tls: 'key_file' is a required property",
@@ -282,6 +285,26 @@ BAD_MESSAGES = [
     "14:103: notify.webhook.endpoints.t.secret: 'short' is too short",
     "15:23: notify.opsgenie.api_url: 'ftp://x' does not match '^https?://'",
     "15:46: notify.opsgenie.api_keys.g: 1 is not of type 'string'",
+    "16:15: alertmanager: unknown key(s) 'reconcile_intervl' (did you mean 'reconcile_interval'?)",
+    "16:21: alertmanager.url: 5 is not of type 'string'",
+    "16:33: alertmanager.timeout: 10 is not of type 'string'",
+    "16:44: alertmanager.basic: 'password' is a required property",
+    '16:65: alertmanager.urls: [] should be non-empty',
+    "16:81: alertmanager.receivers[0]: '' should be non-empty",
+    "17:113: enrich.logs.window.align: 1 is not of type 'string'",
+    '17:128: enrich.logs.max_lines: 20000 is greater than the maximum of 10000',
+    "17:150: enrich.logs.graylog.api: 'rest' is not one of ['messages', 'universal']",
+    '17:170: enrich.logs.batch.max: 0 is less than the minimum of 1',
+    "17:194: enrich.kube.in_cluster: 'yes' is not of type 'boolean'",
+    "17:20: enrich.deadline: 'soon' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    '17:218: enrich.kube.max_owner_depth: 30 is greater than the maximum of 20',
+    "17:245: enrich.kube.jobs.namespaces.x: unknown key(s) 'restart' (did you mean 'restart_time'?)",
+    "17:283: enrich.kube.owner_plurals.Foo: '' should be non-empty",
+    "17:34: enrich.retry[0]: '1x' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    '17:53: enrich.max_evidence: 0 is less than the minimum of 1',
+    "17:62: enrich.logs: 'backend' is a required property",
+    "17:68: enrich.logs.url: 'ftp://x' does not match '^https?://'",
+    '17:92: enrich.logs.fields.host: [] is not valid under any of the given schemas',
 ]
 
 
