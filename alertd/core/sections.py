@@ -9,6 +9,7 @@ from __future__ import annotations
 import typing
 from collections.abc import Mapping
 from datetime import timedelta
+from enum import Enum
 from pathlib import Path
 from types import UnionType
 from typing import Callable, Generic, Literal, Self, TypeVar, Union
@@ -83,6 +84,8 @@ def _decode(kind: type, value: object) -> object:
         return read(value)
     if kind is Path and isinstance(value, str):
         return Path(value)
+    if kind is object:  # a section another schema file checks, kept as it is
+        return value
     raise NotImplementedError(f"{kind.__name__} is not a configuration type")
 
 
@@ -92,6 +95,8 @@ def _schema_hook(kind: type) -> dict[str, object]:
         return dict(schema())
     if kind is Path:
         return {"type": "string"}
+    if kind is object:  # a section another schema file checks (msgspec takes an empty schema for no hook)
+        return {"description": "Any JSON value."}
     raise NotImplementedError(f"{kind.__name__} has no schema")
 
 
@@ -123,13 +128,42 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
             prop = {**part, **prop}  # the field's own description before the part's docstring
         elif typing.get_origin(kind) is Literal:
             prop["enum"] = list(typing.get_args(kind))
-        elif (values := _mapped_part(kind)) is not None:  # name -> part (notify.webhook.endpoints), inlined too
-            ref = obj(prop["additionalProperties"], field.name)["$ref"]
-            prop["additionalProperties"] = _inline(values, obj(defs[_def_name(ref)], values.__name__), defs)
+        else:
+            prop = obj(_resolved(prop, defs, _named(field.type)), field.name)
         if isinstance(field.default_factory, WrittenDefault):
             prop["default"] = field.default_factory.text
         properties[field.encode_name] = prop
     out["properties"] = properties
+    return out
+
+
+def _resolved(node: JSONValue, defs: JSONObject, named: Mapping[str, type]) -> JSONValue:
+    """``node`` with the references to the parts and enums it holds (a list of parts, a map to an enum)
+    replaced by their schemas: a part inlined, an enum's values in declaration order."""
+    if isinstance(node, list):
+        return [_resolved(v, defs, named) for v in node]
+    if not isinstance(node, dict):
+        return node
+    name = _def_name(node.get("$ref"))
+    out = {k: _resolved(v, defs, named) for k, v in node.items() if k != "$ref" or name not in named}
+    if name not in named:  # not one of msgspec's (the file's own duration)
+        return out
+    kind = named[name]
+    if isinstance(kind, type) and issubclass(kind, Section):
+        return {**_inline(kind, obj(defs[name], name), defs), **out}
+    enum = {k: v for k, v in obj(defs[name], name).items() if k != "title"}
+    enum["enum"] = [member.value for member in typing.cast(type[Enum], kind)]
+    return {**enum, **out}
+
+
+def _named(kind: object) -> dict[str, type]:
+    """The parts and enums a field's type holds, by the name msgspec gives their schema."""
+    kind = _bare(kind)
+    if isinstance(kind, type) and issubclass(kind, (Section, Enum)):
+        return {kind.__name__: kind}
+    out: dict[str, type] = {}
+    for arg in typing.get_args(kind):
+        out |= _named(arg)
     return out
 
 
@@ -143,18 +177,16 @@ def _part(kind: object) -> type[Section] | None:
     return None
 
 
-def _mapped_part(kind: object) -> type[Section] | None:
-    """The Section a mapping option holds as its values (``dict[str, Part]``), or None."""
-    args = typing.get_args(kind) if typing.get_origin(kind) is dict else ()
-    values = _bare(args[1]) if len(args) == 2 else None
-    return values if isinstance(values, type) and issubclass(values, Section) else None
-
-
 def _bare(kind: object) -> object:
     """A field's type without ``Annotated``."""
     while typing.get_origin(kind) is typing.Annotated:
         kind = typing.get_args(kind)[0]
     return kind
+
+
+def parts(cls: type[Section]) -> dict[str, type[Section]]:
+    """The parts a section holds, by their key."""
+    return {field.encode_name: part for field in msgspec.structs.fields(cls) if (part := _part(field.type)) is not None}
 
 
 def option_paths(cls: type[Section], prefix: str) -> list[str]:
@@ -168,4 +200,4 @@ def option_paths(cls: type[Section], prefix: str) -> list[str]:
     return paths
 
 
-__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "duration", "option_paths", "section_schema", "written"]
+__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "duration", "option_paths", "parts", "section_schema", "written"]

@@ -16,10 +16,11 @@ from msgspec import Meta
 from alertd.config import schemafiles
 from alertd.config.secrets import MAP_SUFFIX, SECRET_KEYS, SUFFIX
 from alertd.config.connections import ConnectionSettings
+from alertd.config.document import ConfigFile
 from alertd.config.settings import load_config
 from alertd.core.errors import InvalidDocument
 from alertd.core.json_types import JSONObject
-from alertd.core.sections import Seconds, Section, duration, option_paths, section_schema
+from alertd.core.sections import Seconds, Section, duration, option_paths, parts, section_schema
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.registry import INTEGRATIONS, NotifySection
 from alertd.schemas.messages import describe
@@ -169,23 +170,49 @@ def _as_declared(path: str) -> str:
     return path
 
 
+def _declaration(path: str) -> tuple[type[Section], str] | None:
+    """The part that declares an option, and its key: ``receiver.auth.tokens`` and ``api.auth.tokens`` are one."""
+    name = max((n for n in DECLARED if path.startswith(n + ".")), key=len)
+    cls, keys = DECLARED[name], path.removeprefix(name + ".").split(".")
+    for key in keys[:-1]:
+        part = parts(cls).get(key)
+        if part is None:
+            return None
+        cls = part
+    return cls, keys[-1]
+
+
 def _disagreements(found: dict[str, set[str]], where: str, partial: frozenset[str] = frozenset()) -> list[str]:
     """Options named but not declared, and declared options not named (but in the ``partial`` sections or
-    parts of one)."""
-    out = []
+    parts of one). A part declared once and held in two places (receiver.auth, api.auth) is named when named
+    in one of them."""
+    out, named_anywhere, missing = [], set(), []
     for name in DECLARED:
         leaves = _leaves(name)
         named = {p for p in {_as_declared(p) for p in found[name]} - NOT_OPTIONS
                  if not any(p.startswith(leaf + ".") for leaf in leaves)}  # a mapping option's own keys
         out += [f"{where} names {p}, which is not declared" for p in sorted(named - _declared(name))]
+        named_anywhere |= {_declaration(p) for p in named & _declared(name)}
         if name not in partial:
-            out += [f"{where} does not name {p}" for p in sorted(leaves - named)
-                    if not any(p.startswith(part + ".") for part in partial)]
-    return out
+            missing += [p for p in sorted(leaves - named) if not any(p.startswith(part + ".") for part in partial)]
+    return out + [f"{where} does not name {p}" for p in missing if _declaration(p) not in named_anywhere]
 
 
 def test_the_example_config_shows_every_declared_option_and_no_other():
     assert _disagreements(example_options(EXAMPLE.read_text()), "examples/alertd.yml", SHOWN_IN_DOCS_ONLY) == []
+
+
+def top_level_keys(text: str) -> set[str]:
+    """The keys the example sets or shows commented out at its top level."""
+    return set(yaml.safe_load(re.sub(r"^# (?=[a-z_]+:)", "", text, flags=re.M)))
+
+
+def test_the_example_config_shows_every_top_level_option_and_section():
+    """The options of the file itself (listen, data_dir, ...) have no section the checks above would find."""
+    declared = {field.encode_name for field in msgspec.structs.fields(ConfigFile)}
+    text = EXAMPLE.read_text()
+    assert top_level_keys(text) | {s for s in SHOWN_IN_DOCS_ONLY if "." not in s} == declared
+    assert "installation_id" not in top_level_keys(re.sub(r"^# installation_id:.*\n", "", text, flags=re.M))
 
 
 def test_the_docs_name_every_declared_option_and_no_other():
@@ -205,6 +232,9 @@ def test_an_undocumented_or_gone_option_is_found():
     found = _disagreements(docs, "docs")
     assert "docs names classify.rules_api.waits, which is not declared" in found
     assert "docs does not name connections.reserved_fds" in found and "docs does not name connections.max_open" not in found
+    shared = _disagreements(docs_options(["`api.auth.tokens`"]), "docs")  # one AuthSettings, in two places
+    assert "docs does not name receiver.auth.tokens" not in shared
+    assert {"docs does not name receiver.auth.bearer_token", "docs does not name api.auth.bearer_token"} <= set(shared)
 
 
 # -- every declared section's errors read as they did when the schema was written by hand
@@ -219,7 +249,7 @@ ha: {lease_ttl: 5, renew_interval: 1s, advertize: x}
 processing: {batch_size: 0, tick_interval: "1 s", detailed_incidents: -1}
 sources: {kube_health: {enabled: "yes", max_event_age: 1h, unready_afer: 1m}, cloudevents: {cluster: 5}}
 report: {sample_interval: 1hour, digest: {weekday: funday, hour: 24}}
-normalize: {kubernetes: {max_lookups: 0, wait: 2}}
+normalize: {kubernetes: {max_lookups: 0, wait: 2}, node_labels: [], node_map: {a: ""}, cluster: 1, xid_label: x}
 classify: {prometheus_rules: [""], rules_api: {prometheus: ["ftp://x"], max_bytes: 10, tll: 1m}}
 rma: {jira: {url: ftp://x, email: a, api_token: "", project: hw, labels: ["a b"]}, webhook: {url: http://x, signing_secret: short, headers: {a: 1}}, timeout: 1}
 notify: {retry: {max_attempts: 0}, console: {enabled: "yes"}, slack: {tokn: x, rate: {per_channel: 0}, links: {lifetime: 7days}},
@@ -227,6 +257,10 @@ notify: {retry: {max_attempts: 0}, console: {enabled: "yes"}, slack: {tokn: x, r
   opsgenie: {api_url: ftp://x, api_keys: {g: 1}}}
 alertmanager: {url: 5, timeout: 10, basic: {username: a}, urls: [], receivers: [""], reconcile_intervl: 1m}
 enrich: {deadline: soon, retry: [1x], max_evidence: 0, logs: {url: ftp://x, fields: {host: []}, window: {align: 1}, max_lines: 20000, graylog: {api: rest}, batch: {max: 0}}, kube: {in_cluster: "yes", max_owner_depth: 30, jobs: {namespaces: {x: {restart: 1m}}}, owner_plurals: {Foo: ""}}}
+receiver: {max_body_bytes: 10, body_timeout: soon, max_backlg: 1, auth: {tokens: [{name: a, role: boss, token: short}]}}
+api: {auth: {basic: {username: u}, trusted_proxy: {from: [x]}}, allowed_hosts: ["a/b"]}
+listen: localhost
+installation_id: A
 """
 BAD_MESSAGES = [
     "1:6: tls: 'key_file' is a required property",
@@ -305,11 +339,26 @@ BAD_MESSAGES = [
     "17:62: enrich.logs: 'backend' is a required property",
     "17:68: enrich.logs.url: 'ftp://x' does not match '^https?://'",
     '17:92: enrich.logs.fields.host: [] is not valid under any of the given schemas',
+    "10:12: normalize: unknown key(s) 'xid_label' (did you mean 'xid_labels'?)",
+    "10:65: normalize.node_labels: [] should be non-empty",
+    "10:83: normalize.node_map.a: '' should be non-empty",
+    "10:97: normalize.cluster: 1 is not of type 'string'",
+    "18:11: receiver: unknown key(s) 'max_backlg' (did you mean 'max_backlog'?)",
+    "18:28: receiver.max_body_bytes: 10 is less than the minimum of 1024",
+    "18:46: receiver.body_timeout: 'soon' is not a duration: use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)",
+    "18:99: receiver.auth.tokens[0].role: 'boss' is not one of ['read', 'act', 'admin']",
+    "18:112: receiver.auth.tokens[0].token: 'short' is too short",
+    "19:21: api.auth.basic: 'password' is a required property",
+    "19:59: api.auth.trusted_proxy.from[0]: 'x' does not match '^[0-9a-fA-F:.]+(/[0-9]{1,3})?$'",
+    "19:81: api.allowed_hosts[0]: 'a/b' does not match '^[^/:\\\\s]+$|^[0-9a-fA-F:]+$'",
+    "20:9: listen: 'localhost' is not an address to listen on: use HOST:PORT, e.g. 127.0.0.1:9095, 0.0.0.0:9095 or [::1]:9095",
+    "21:18: installation_id: 'A' does not match '^[a-z0-9][a-z0-9-]{0,31}$'",
 ]
 
 
 def test_every_declared_section_reports_its_errors_with_line_column_and_the_same_words(tmp_path):
-    """The messages of the hand-written schema, word for word (its last version, before the declarations)."""
+    """The messages of the hand-written schema, word for word (its last version, before the declarations);
+    the file's own keys (listen, installation_id) too."""
     path = tmp_path / "bad.yml"
     path.write_text(BAD)
     with pytest.raises(InvalidDocument) as raised:
