@@ -80,6 +80,25 @@ KINDS: Mapping[SignalKind, KindSpec] = {
 }
 
 
+class Category(StrEnum):
+    """Whose fault a signal is (``Signal.category``): the Xid catalog's and the rules' ``category``."""
+
+    APPLICATION = "application"  # the job's own fault: its GPU is healthy
+    DRIVER = "driver"
+    MEMORY = "memory"
+    NVLINK = "nvlink"
+    HARDWARE = "hardware"
+    INFORMATIONAL = "informational"
+    OTHER = "other"  # what alertd cannot classify (never written in a rule)
+
+
+C = Category
+RULED_CATEGORIES = frozenset(Category) - {C.OTHER}  # what a rule or catalog entry may say (their schemas list them)
+FAILURE_CATEGORIES = frozenset({C.HARDWARE, C.MEMORY, C.NVLINK, C.DRIVER})  # a reliability report's failures
+# A fault of the GPU itself, for an RMA handoff: a driver fault may be the software's
+RMA_CATEGORIES = FAILURE_CATEGORIES - {C.DRIVER}
+
+
 class Detail(StrEnum):
     """What refines a kind (``Signal.detail``): what is missing, which link, which reading."""
 
@@ -322,6 +341,17 @@ class VerdictKind(StrEnum):
     LEMON_NODE = "lemon_node"
 
 
+class Group(StrEnum):
+    """The correlation groups (``Incident.group``) the engine itself relies on; rules/correlation.yml names
+    the others. A group's name begins its incidents' keys."""
+
+    JOB = "job"  # a stalled job's incident (engine/jobs.py)
+    DOMAIN = "domain"  # a bad failure domain's incident, whose primary signal is of kind domain (engine/domains.py)
+    STORM = "storm"  # a fleet incident (engine/storm/fleets.py)
+    WATCHDOG = "watchdog"  # the alerting pipeline's heartbeat (engine/watchdog.py)
+    OTHER = "other"  # correlation.yml's catch-all, whose incidents never take in a node's alerts
+
+
 # Labels that name an alert's node, tried in order: the first naming a node wins. Hostname comes after node:
 # dcgm-exporter may set it to its own pod's name, which is never taken as a node (exporter_pod_pattern). host
 # and source: log alerts (Loki, Graylog). A site sets its own list (normalize.node_labels).
@@ -330,13 +360,17 @@ HOSTNAMES = ("Hostname", "hostname")  # dcgm-exporter's, and node-exporter's Com
 LOG_HOST_LABELS = ("host", "source")
 NODE_LABELS = ("node", "kubernetes_node", *HOSTNAMES, LOG_HOST_LABELS[0], INSTANCE, LOG_HOST_LABELS[1])
 WEAK_NODE_LABELS = frozenset({*HOSTNAMES, INSTANCE})  # may name the exporter pod or its address
+# Labels an Xid code may arrive under, tried in order: alertd's own rules' and dcgm-exporter's (its
+# DCGM_FI_DEV_XID_ERRORS series carries the code as err_code). A site sets its own list (normalize.xid_labels).
+XID_LABELS = ("xid", "err_code")
 
-__all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "COUNTED_DETAILS", "DETAIL_TITLES", "DRAINED_ACTIONS",
+__all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "Category", "FAILURE_CATEGORIES", "Group", "RMA_CATEGORIES",
+           "RULED_CATEGORIES", "COUNTED_DETAILS", "DETAIL_TITLES", "DRAINED_ACTIONS",
            "DRAINING", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS", "EventKind", "GpuAction",
            "HANDING_OFF", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS",
            "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS",
            "LOG_HOST_LABELS", "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS",
            "NOT_FAULTS", "NOT_HARDWARE_ACTIONS", "Nature", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS",
            "REMEDIATION_EVENT", "REMEDIATION_KINDS", "RULED_KINDS", "RemediationAction", "SIGNAL_KINDS", "STEP_ACTIONS",
-           "SUSPECT_CHOICES", "SUSPECT_KINDS", "SXID_ACTIONS", "SignalKind", "VerdictKind", "WEAK_NODE_LABELS",
+           "SUSPECT_CHOICES", "SUSPECT_KINDS", "SXID_ACTIONS", "SignalKind", "VerdictKind", "WEAK_NODE_LABELS", "XID_LABELS",
            "detail_is", "signal_is"]

@@ -20,7 +20,7 @@ from alertd.gpu.sxid import SxidLine, find_sxid
 from alertd.core.matchers import match_all
 from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
 from alertd.core.states import SEVERITY_ALIASES
-from alertd.core.vocabulary import COUNTED_DETAILS, DETAIL_TITLES, KIND_TITLES, SignalKind
+from alertd.core.vocabulary import COUNTED_DETAILS, DETAIL_TITLES, KIND_TITLES, Category, SignalKind
 from alertd.engine.identity import nvrm_line
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
@@ -181,7 +181,7 @@ def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: DecidingRu
         return rules.catalog.signal_for(code, _alert_text(alert, rules.evidence), alert.labels, basis=basis)
     # An Xid without a code is still an Xid: hardware, on its node and GPU, its own severity.
     severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
-    return Signal(kind=SignalKind.XID.value, severity=as_severity(severity), category="hardware",
+    return Signal(kind=SignalKind.XID.value, severity=as_severity(severity), category=Category.HARDWARE.value,
                   title=KIND_TITLES[SignalKind.XID],
                   meaning=UNKNOWN_XID_MEANING, runbook=(rule.runbook if rule else "") or "xid-hardware", basis=basis)
 
@@ -204,7 +204,7 @@ def _signal(alert: Alert, rule: DecidingRule, kind: str, basis: str, recorded: R
     return Signal(
         kind=kind,
         severity=as_severity(severity),
-        category=rule.category or ("hardware" if kind != SignalKind.OTHER else "other"),
+        category=rule.category or (Category.HARDWARE.value if kind != SignalKind.OTHER else Category.OTHER.value),
         title=title,
         meaning=alert.annotations.get("description", ""),
         runbook=rule.runbook or alert.annotations.get("runbook_url", ""),
@@ -222,7 +222,7 @@ def _other(alert: Alert) -> Signal:
     return Signal(
         kind=SignalKind.OTHER.value,
         severity=as_severity(severity_label(alert.labels.get("severity")) or "warning"),
-        category="other",
+        category=Category.OTHER.value,
         title=alert.annotations.get("summary") or alert.name or "alert",
         meaning=alert.annotations.get("description", ""),
         runbook=alert.annotations.get("runbook_url", ""),

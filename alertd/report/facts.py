@@ -21,19 +21,20 @@ from typing import Mapping
 
 from alertd.core.findings import Findings
 from alertd.core.json_types import JSONObject, JSONValue, as_array, member, objects
-from alertd.core.model import Incident, iso
+from alertd.core.model import Incident, Severity, iso
+from alertd.core.vocabulary import FAILURE_CATEGORIES, Category
 from alertd.report.shapes import Fact, JobHit
 
-HARDWARE_CATEGORIES = ("hardware", "memory", "nvlink", "driver")
-FAILURE_SEVERITIES = ("error", "critical")
+HARDWARE_CATEGORIES = FAILURE_CATEGORIES
+FAILURE_SEVERITIES = frozenset({Severity.ERROR, Severity.CRITICAL})
 DEFAULT_GPUS_PER_NODE = 8
 
 
 def kind_of(doc: JSONObject, planned: bool) -> str:
-    category, severity = doc.get("category") or "other", doc.get("severity") or ""
+    category, severity = doc.get("category") or Category.OTHER, doc.get("severity") or ""
     if doc.get("parentId"):
         return "folded"
-    if category == "application":
+    if category == Category.APPLICATION:
         return "application"
     if planned:
         return "maintenance"
