@@ -7,7 +7,7 @@ from typing import Mapping
 
 from alertd.gpu.pci import normalize_pci
 from alertd.core.model import GPU, Alert, Subject
-from alertd.core.vocabulary import LOG_HOST_LABELS, NODE_LABELS
+from alertd.core.vocabulary import LOG_HOST_LABELS, NODE_LABELS, XID_LABELS
 from alertd.engine.plausible import NOT_NODE_PATTERN
 from alertd.engine.identity import (
     EXPORTER_POD_PATTERN,
@@ -28,7 +28,7 @@ class NormalizeConfig:
     # for a single-cluster setup whose alerts carry no cluster label.
     cluster_default: str = "default"
     node_labels: tuple[str, ...] = NODE_LABELS  # first one naming a node wins
-    xid_labels: tuple[str, ...] = ("xid", "err_code")
+    xid_labels: tuple[str, ...] = XID_LABELS  # first one present wins
     xid_annotation: str = "xid"
     pod_labels: tuple[str, ...] = ("pod", "exported_pod")
     namespace_labels: tuple[str, ...] = ("namespace", "exported_namespace")
