@@ -19,7 +19,7 @@ from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONObject, JSONValue, as_object, objects, text as json_text
 from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
-from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
+from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, Severity, parse_iso
 from alertd.core.signed_links import signed_query
 from alertd.core.storm_growth import incident_trend
 from alertd.core.vocabulary import EventKind as E, GpuAction
@@ -46,8 +46,8 @@ ACTION_SILENCE_ANYWAY = "alertd_silenceanyway_"  # + 1h | 4h | 24h: confirmed al
 ACTION_REMEDIATE = "alertd_remediation_"  # + approve | override | cancel (alertd/app/remediate.py)
 SILENCE_CHOICES = ("1h", "4h", "24h")
 
-SEVERITY_ICON = {"critical": ":red_circle:", "error": ":large_orange_circle:", "warning": ":large_yellow_circle:",
-                 "info": ":large_blue_circle:"}
+SEVERITY_ICON: dict[str, str] = {Severity.CRITICAL: ":red_circle:", Severity.ERROR: ":large_orange_circle:",
+                                 Severity.WARNING: ":large_yellow_circle:", Severity.INFO: ":large_blue_circle:"}
 
 
 @dataclass(slots=True)
