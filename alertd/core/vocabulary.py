@@ -333,6 +333,34 @@ DRAINING = (R.DRAIN, R.DRAIN_GPU, R.DRAIN_HANDOFF)  # actions that evict pods af
 HANDING_OFF = (R.HANDOFF, R.DRAIN_HANDOFF)  # actions that label/annotate the node for an external remediator
 
 
+class RemediationKind(StrEnum):
+    """What a remediation does (``Remediation.kind``); an incident has at most one of each."""
+
+    QUARANTINE = "quarantine"  # take its nodes out (a policy's action)
+    UNCORDON = "uncordon"  # give them back once the incident resolved
+    RMA_HANDOFF = "rma"  # hand its GPUs back to the vendor, asked by a person (the ladder's RMA step is a quarantine)
+
+
+class RemediationState(StrEnum):
+    """Where a remediation is (``Remediation.state``, the proposal the UI and Slack show)."""
+
+    PROPOSED = "proposed"
+    HELD = "held"  # by the breaker: an override approves it
+    APPROVED = "approved"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+
+
+RS = RemediationState
+WAITING_STATES = (RS.PROPOSED, RS.HELD)  # not approved yet: may be approved, overridden or cancelled
+FINAL_STATES = (RS.DONE, RS.FAILED, RS.STOPPED, RS.CANCELLED, RS.SUPERSEDED)
+
+
 class VerdictKind(StrEnum):
     """The three kinds of history rule (rules/history.yml), each a way the past condemns a GPU or node."""
 
@@ -371,6 +399,7 @@ __all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "Category", "FAILURE
            "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS",
            "LOG_HOST_LABELS", "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS",
            "NOT_FAULTS", "NOT_HARDWARE_ACTIONS", "Nature", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS",
-           "REMEDIATION_EVENT", "REMEDIATION_KINDS", "RULED_KINDS", "RemediationAction", "SIGNAL_KINDS", "STEP_ACTIONS",
+           "REMEDIATION_EVENT", "REMEDIATION_KINDS", "RULED_KINDS", "RemediationAction", "RemediationKind",
+           "RemediationState", "FINAL_STATES", "WAITING_STATES", "SIGNAL_KINDS", "STEP_ACTIONS",
            "SUSPECT_CHOICES", "SUSPECT_KINDS", "SXID_ACTIONS", "SignalKind", "VerdictKind", "WEAK_NODE_LABELS", "XID_LABELS",
            "detail_is", "signal_is"]

@@ -150,7 +150,7 @@ def propose_uncordon(done: Remediation, view: ClusterView, policy: RemediationPo
     if not ours or done.action not in CORDONING:
         return None, why or "nothing alertd cordoned to give back"
     rem = Remediation(id=remediation_id(done.incident_id, UNCORDON), incident_id=done.incident_id,
-                      cluster=done.cluster, nodes=ours, kind=UNCORDON, action="uncordon", policy=done.policy,
+                      cluster=done.cluster, nodes=ours, kind=UNCORDON, action=UNCORDON, policy=done.policy,
                       state=PROPOSED, created_at=now, updated_at=now, dry_run=policy.dry_run, reason=why)
     return rem, why
 

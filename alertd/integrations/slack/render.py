@@ -22,7 +22,7 @@ from alertd.core.installation import scoped
 from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, Severity, parse_iso
 from alertd.core.signed_links import signed_query
 from alertd.core.storm_growth import incident_trend
-from alertd.core.vocabulary import EventKind as E, GpuAction
+from alertd.core.vocabulary import EventKind as E, GpuAction, RemediationState
 from alertd.integrations.base import Links
 from alertd.integrations.presentation import (ACTION_TEXT, event_words, incident_action, incident_links, storm_says,
                                               web_url)
@@ -386,7 +386,7 @@ def remediation_blocks(inc: Incident, installation_id: str = "", found: Findings
     value = scoped(installation_id, inc.id)
     dry = " (dry run: nothing will be done)" if rem.dry_run else ""
     text = f"*Proposed: {mrkdwn_escape(rem.action)}*{dry}\n{mrkdwn_escape(rem.text)}"
-    approve = ("override", "Override breaker and approve") if rem.state == "held" else ("approve", "Approve")
+    approve = ("override", "Override breaker and approve") if rem.state == RemediationState.HELD else ("approve", "Approve")
     what = f"{rem.action} of {', '.join(rem.nodes)}"
     buttons: list[JSONValue] = [_button(f"{approve[1]} {rem.action}", ACTION_REMEDIATE + approve[0], value, style="danger",
                        confirm=(f"Approve {clip(what, 80)}?", clip(rem.text, 250), "Approve")),
