@@ -333,6 +333,13 @@ DRAINING = (R.DRAIN, R.DRAIN_GPU, R.DRAIN_HANDOFF)  # actions that evict pods af
 HANDING_OFF = (R.HANDOFF, R.DRAIN_HANDOFF)  # actions that label/annotate the node for an external remediator
 
 
+class HistoryScope(StrEnum):
+    """What a repeat_offender history rule counts faults of (rules/history.yml ``scope``)."""
+
+    GPU = "gpu"  # one GPU, by its UUID, across the nodes it moved between
+    NODE = "node"  # one node, whichever of its GPUs
+
+
 class RemediationKind(StrEnum):
     """What a remediation does (``Remediation.kind``); an incident has at most one of each."""
 
@@ -395,7 +402,7 @@ XID_LABELS = ("xid", "err_code")
 __all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "Category", "FAILURE_CATEGORIES", "Group", "RMA_CATEGORIES",
            "RULED_CATEGORIES", "COUNTED_DETAILS", "DETAIL_TITLES", "DRAINED_ACTIONS",
            "DRAINING", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS", "EventKind", "GpuAction",
-           "HANDING_OFF", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS",
+           "HANDING_OFF", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HistoryScope", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS",
            "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS",
            "LOG_HOST_LABELS", "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS",
            "NOT_FAULTS", "NOT_HARDWARE_ACTIONS", "Nature", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS",

@@ -31,6 +31,7 @@ CONCEPTS: Mapping[str, tuple[str, frozenset[str]]] = {
     "remediation state": (VOCABULARY, frozenset(v.RemediationState)),
     "verdict kind": (VOCABULARY, frozenset(v.VerdictKind)),
     "correlation group": (VOCABULARY, frozenset(v.Group)),
+    "history scope": (VOCABULARY, frozenset(v.HistoryScope)),
     "node label": (VOCABULARY, frozenset(v.NODE_LABELS)),
     "Xid label": (VOCABULARY, frozenset(v.XID_LABELS)),
     "severity": (STATES, frozenset(states.Severity)),
@@ -42,6 +43,7 @@ CONCEPTS: Mapping[str, tuple[str, frozenset[str]]] = {
 # Literals in alertd/ whose words are a concept's by accident, each with what they really are:
 # (module, the words) -> why
 ALLOWED_LITERALS: Mapping[tuple[str, frozenset[str]], str] = {
+    ("alertd/web/api.py", frozenset({"node", "gpu"})): "the query parameters /api/gpus takes",
 }
 
 # What each concept's schema enums may list: the declared sets (any other subset is a second declaration)
@@ -53,6 +55,7 @@ SCHEMA_SETS: Mapping[str, tuple[frozenset[str], ...]] = {
                    v.RECOVERY_ACTIONS, v.SXID_ACTIONS, frozenset({"", *v.LADDER})),
     "remediation action": (v.STEP_ACTIONS, frozenset(v.REMEDIATION_ACTIONS)),
     "verdict kind": (frozenset(v.VerdictKind),),
+    "history scope": (frozenset(v.HistoryScope),),
     "severity": (frozenset(states.SEVERITIES), frozenset(states.RAISED_SEVERITIES)),
     "alert status": (frozenset(states.AlertStatus),),
     "incident status": (frozenset(states.IncidentStatus),),
@@ -71,7 +74,6 @@ ALLOWED_ENUMS: Mapping[tuple[str, frozenset[str]], str] = {
     ("config", frozenset({"read", "act", "admin"})): "alertd/config/credentials.py Role",
     ("enrich", frozenset({"elasticsearch", "opensearch", "graylog"})): "the log backends of alertd/enrich/backends.py",
     ("enrich", frozenset({"messages", "universal"})): "Graylog's two search APIs (alertd/enrich/graylog.py)",
-    ("history", frozenset({"gpu", "node"})): "what a repeat offender counts per: rules/history.py's scope",
     ("kube-health", frozenset({"True", "False", "Unknown"})): "Kubernetes' NodeCondition status values",
     ("remediation", frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})): "Kubernetes' taint effects",
     ("remediation", frozenset({"required", "automatic"})): "a policy's approval: rules/remediation.py",
