@@ -19,7 +19,7 @@ from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONObject, JSONValue, as_object, objects, text as json_text
 from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
-from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, Severity, parse_iso
+from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, OPEN, Event, Incident, Member, Severity, parse_iso
 from alertd.core.signed_links import signed_query
 from alertd.core.storm_growth import incident_trend
 from alertd.core.vocabulary import EventKind as E, GpuAction, RemediationState
@@ -159,7 +159,7 @@ def severity_line(inc: Incident) -> str:
 
 
 def fallback_text(inc: Incident) -> str:
-    state = inc.status if inc.status != "open" else inc.severity
+    state = inc.status if inc.status != OPEN else inc.severity
     return clip(f"[{state.upper()}] {mrkdwn_escape(inc.title)} ({inc.id})", MAX_FALLBACK)
 
 
