@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import ast
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import pytest
 
 from alertd.core import states, vocabulary as v
+from alertd.core.model import FIRING, Alert
 from alertd.report.shapes import FactKind
 from tests.unit.test_vocabulary import _enums
 
@@ -204,3 +206,16 @@ def test_the_allowed_enums_are_still_listed() -> None:
 def test_the_engines_domain_group_is_its_domain_kind() -> None:
     """A bad failure domain's incident is of group domain and its primary signal of kind domain."""
     assert v.Group.DOMAIN.value == v.SignalKind.DOMAIN.value and v.Category.OTHER.value == v.SignalKind.OTHER.value
+
+
+def test_the_fields_a_check_knows_are_the_fields_an_alert_and_a_storm_event_have() -> None:
+    """`alertd check` warns of a matcher naming a field no alert has: its list is what grouping derives."""
+    from alertd.authoring.check import DERIVED_FIELDS
+    from alertd.core.model import Incident, OPEN, Severity, Signal
+    from alertd.engine.grouping import fields_of
+    from alertd.engine.storm.events import EVENT_FIELDS, signal_fields
+
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert set(fields_of(Alert("f", FIRING, {}, {}, at, None))) == DERIVED_FIELDS
+    inc = Incident("i", "k", "node", "t", Severity.WARNING, "hardware", OPEN, at, at)
+    assert set(signal_fields(inc, Signal())) | {"alertname"} == EVENT_FIELDS
