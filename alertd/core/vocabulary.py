@@ -348,6 +348,17 @@ class RemediationKind(StrEnum):
     RMA_HANDOFF = "rma"  # hand its GPUs back to the vendor, asked by a person (the ladder's RMA step is a quarantine)
 
 
+class RemediationStep(StrEnum):
+    """What one line of a remediation's results did to a node (the UI's and the API's ``results[].step``)."""
+
+    CORDON = "cordon"
+    EVICT = "evict"  # one pod of a drain
+    DRAIN = "drain"
+    HANDOFF = "handoff"
+    UNCORDON = "uncordon"
+    TICKET = "ticket"  # an RMA handoff's ticket, one per GPU and target
+
+
 class RemediationState(StrEnum):
     """Where a remediation is (``Remediation.state``, the proposal the UI and Slack show)."""
 
@@ -407,6 +418,6 @@ __all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "Category", "FAILURE
            "LOG_HOST_LABELS", "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS",
            "NOT_FAULTS", "NOT_HARDWARE_ACTIONS", "Nature", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS",
            "REMEDIATION_EVENT", "REMEDIATION_KINDS", "RULED_KINDS", "RemediationAction", "RemediationKind",
-           "RemediationState", "FINAL_STATES", "WAITING_STATES", "SIGNAL_KINDS", "STEP_ACTIONS",
+           "RemediationState", "RemediationStep", "FINAL_STATES", "WAITING_STATES", "SIGNAL_KINDS", "STEP_ACTIONS",
            "SUSPECT_CHOICES", "SUSPECT_KINDS", "SXID_ACTIONS", "SignalKind", "VerdictKind", "WEAK_NODE_LABELS", "XID_LABELS",
            "detail_is", "signal_is"]

@@ -31,6 +31,7 @@ CONCEPTS: Mapping[str, tuple[str, frozenset[str]]] = {
     "remediation action": (VOCABULARY, frozenset(v.RemediationAction)),
     "remediation kind": (VOCABULARY, frozenset(v.RemediationKind)),
     "remediation state": (VOCABULARY, frozenset(v.RemediationState)),
+    "remediation step": (VOCABULARY, frozenset(v.RemediationStep)),
     "verdict kind": (VOCABULARY, frozenset(v.VerdictKind)),
     "correlation group": (VOCABULARY, frozenset(v.Group)),
     "history scope": (VOCABULARY, frozenset(v.HistoryScope)),
@@ -125,10 +126,10 @@ def redeclared(source: str, module: str) -> list[str]:
     """Where ``source`` (the text of ``module``, e.g. "alertd/web/api.py") writes a concept's words again."""
     out = []
     for line, words in _literals(ast.parse(source)):
-        for concept in concepts_of(words):
-            home = CONCEPTS[concept][0]
-            if module != home and (module, words - {""}) not in ALLOWED_LITERALS:
-                out.append(f"{module}:{line}: {sorted(words - {''})}: words of {concept}, declared in {home}")
+        held = [c for c in concepts_of(words) if CONCEPTS[c][0] != module]
+        if held and (module, words - {""}) not in ALLOWED_LITERALS:
+            out.append(f"{module}:{line}: {sorted(words - {''})}: words of {' or '.join(held)}, "
+                       f"declared in {CONCEPTS[held[0]][0]}")
     return out
 
 
