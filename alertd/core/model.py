@@ -42,7 +42,7 @@ HELD_BY = "alertd:alertmanager-api"  # receiver of alerts reconciliation took fr
 
 
 def max_severity(*levels: str) -> str:
-    return max((lvl for lvl in levels if lvl), key=lambda s: SEVERITY_RANK.get(s, 0), default="info")
+    return max((lvl for lvl in levels if lvl), key=lambda s: SEVERITY_RANK.get(s, 0), default=Severity.INFO.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,7 +445,7 @@ class Incident:
             key=required_text(data, "key"),
             group=text(data, "group"),
             title=text(data, "title"),
-            severity=as_severity(text(data, "severity", "warning")),
+            severity=as_severity(text(data, "severity", Severity.WARNING)),
             category=text(data, "category", Category.OTHER.value),
             status=as_incident_status(required_text(data, "status")),
             opened_at=parse_instant(required_text(data, "openedAt")),

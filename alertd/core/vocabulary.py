@@ -90,10 +90,11 @@ class Category(StrEnum):
     HARDWARE = "hardware"
     INFORMATIONAL = "informational"
     OTHER = "other"  # what alertd cannot classify (never written in a rule)
+    PIPELINE = "pipeline"  # the alerting pipeline's heartbeat missing (engine/watchdog.py; never written in a rule)
 
 
 C = Category
-RULED_CATEGORIES = frozenset(Category) - {C.OTHER}  # what a rule or catalog entry may say (their schemas list them)
+RULED_CATEGORIES = frozenset(Category) - {C.OTHER, C.PIPELINE}  # what a rule or catalog entry may say (their schemas list them)
 FAILURE_CATEGORIES = frozenset({C.HARDWARE, C.MEMORY, C.NVLINK, C.DRIVER})  # a reliability report's failures
 # A fault of the GPU itself, for an RMA handoff: a driver fault may be the software's
 RMA_CATEGORIES = FAILURE_CATEGORIES - {C.DRIVER}

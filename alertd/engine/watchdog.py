@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Protocol
 
 from alertd.core.model import FIRING, Alert, Event, Incident, Signal, as_severity
-from alertd.core.vocabulary import EventKind, Group, SignalKind
+from alertd.core.vocabulary import Category, EventKind, Group, SignalKind
 from alertd.engine.state import EngineState
 from alertd.rules.ruleset import CorrelationRules
 
@@ -50,7 +50,7 @@ class Watchdog:
         wd = self.c.rules.watchdog
         hb = self.c.state.heartbeat_at
         if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.c.state.by_key:
-            sig = Signal(kind=SignalKind.WATCHDOG.value, severity=as_severity(wd.severity), category="pipeline",
+            sig = Signal(kind=SignalKind.WATCHDOG.value, severity=as_severity(wd.severity), category=Category.PIPELINE.value,
                          title="Alerting pipeline silent", runbook="pipeline-silent",
                          meaning=f"No {'/'.join(wd.alertnames)} heartbeat since {hb.isoformat()}: "
                                  "Prometheus or Alertmanager may be down, so other alerts may be missing.")
