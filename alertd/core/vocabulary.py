@@ -1,7 +1,10 @@
 """The words alertd's stages, rule files and schemas share, each declared once: the signal kinds (with what
-each kind means to ranking, titles and summaries), their details, the timeline's event kinds, the actions,
-the verdict kinds and the labels that name a node. A stage that needs a word, a set of them or a word's wording reads it from here; the JSON
-Schemas that list kinds are tested equal to the sets below (tests/unit/test_vocabulary.py)."""
+each kind means to ranking, titles and summaries), their details and categories, the timeline's event kinds,
+the actions, the verdict kinds, the engine's own correlation groups, a remediation's kinds, steps and states,
+and the labels that name a node or carry an Xid. A stage that needs a word, a set of them or a word's wording
+reads it from here; the JSON Schemas that list them are tested equal to the sets below
+(tests/unit/test_vocabulary.py), and tests/unit/test_vocabulary_once.py fails when another module writes
+two or more of one concept's words as a literal again."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -94,7 +97,8 @@ class Category(StrEnum):
 
 
 C = Category
-RULED_CATEGORIES = frozenset(Category) - {C.OTHER, C.PIPELINE}  # what a rule or catalog entry may say (their schemas list them)
+# What a rule or catalog entry may say (their schemas list them)
+RULED_CATEGORIES = frozenset(Category) - {C.OTHER, C.PIPELINE}
 FAILURE_CATEGORIES = frozenset({C.HARDWARE, C.MEMORY, C.NVLINK, C.DRIVER})  # a reliability report's failures
 # A fault of the GPU itself, for an RMA handoff: a driver fault may be the software's
 RMA_CATEGORIES = FAILURE_CATEGORIES - {C.DRIVER}
@@ -411,14 +415,14 @@ WEAK_NODE_LABELS = frozenset({*HOSTNAMES, INSTANCE})  # may name the exporter po
 # DCGM_FI_DEV_XID_ERRORS series carries the code as err_code). A site sets its own list (normalize.xid_labels).
 XID_LABELS = ("xid", "err_code")
 
-__all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "Category", "FAILURE_CATEGORIES", "Group", "RMA_CATEGORIES",
-           "RULED_CATEGORIES", "COUNTED_DETAILS", "DETAIL_TITLES", "DRAINED_ACTIONS",
-           "DRAINING", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS", "EventKind", "GpuAction",
-           "HANDING_OFF", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HistoryScope", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS",
-           "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS",
-           "LOG_HOST_LABELS", "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS",
-           "NOT_FAULTS", "NOT_HARDWARE_ACTIONS", "Nature", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS",
-           "REMEDIATION_EVENT", "REMEDIATION_KINDS", "RULED_KINDS", "RemediationAction", "RemediationKind",
-           "RemediationState", "RemediationStep", "FINAL_STATES", "WAITING_STATES", "SIGNAL_KINDS", "STEP_ACTIONS",
-           "SUSPECT_CHOICES", "SUSPECT_KINDS", "SXID_ACTIONS", "SignalKind", "VerdictKind", "WEAK_NODE_LABELS", "XID_LABELS",
-           "detail_is", "signal_is"]
+__all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "COUNTED_DETAILS", "Category", "DETAIL_TITLES",
+           "DRAINED_ACTIONS", "DRAINING", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS",
+           "EventKind", "FAILURE_CATEGORIES", "FINAL_STATES", "GpuAction", "Group", "HANDING_OFF", "HEALTH_EVENT_KINDS",
+           "HISTORY_KINDS", "HOSTNAMES", "HistoryScope", "IB_PORT_DETAILS", "INSTANCE", "KINDS", "KIND_PRIORITY",
+           "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS", "LOG_HOST_LABELS",
+           "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS",
+           "NOT_HARDWARE_ACTIONS", "Nature", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS", "REMEDIATION_EVENT",
+           "REMEDIATION_KINDS", "RMA_CATEGORIES", "RULED_CATEGORIES", "RULED_KINDS", "RemediationAction",
+           "RemediationKind", "RemediationState", "RemediationStep", "SIGNAL_KINDS", "STEP_ACTIONS", "SUSPECT_CHOICES",
+           "SUSPECT_KINDS", "SXID_ACTIONS", "SignalKind", "VerdictKind", "WAITING_STATES", "WEAK_NODE_LABELS",
+           "XID_LABELS", "detail_is", "signal_is"]
