@@ -96,9 +96,10 @@ def silence_duration(text: str) -> timedelta | str:
 def silence_matchers(inc: Incident, members: list[Member] | None = None, node_labels: tuple[str, ...] = NODE_LABELS,
                      cluster_label: str = "cluster", xid_labels: tuple[str, ...] = XID_LABELS) -> list[Matcher]:
     """Matchers that select the incident's alerts and nothing else on its nodes: the alertnames of its
-    alerts (and their Xid codes, under the first of ``xid_labels`` they carry), its node (or nodes), its cluster, and the GPU
-    for GPU-level incidents. ``members``: the alerts to scope by (a fleet's are its node incidents'); by
-    default the incident's own. A heat silence thus leaves a later Xid 79 on the same nodes audible."""
+    alerts (and their Xid codes, under the first of ``xid_labels`` they carry), its node (or nodes), its
+    cluster, and the GPU for GPU-level incidents. ``members``: the alerts to scope by (a fleet's are its node
+    incidents'); by default the incident's own. A heat silence thus leaves a later Xid 79 on the same nodes
+    audible."""
     members = list(inc.members.values()) if members is None else members
     leading = [m for m in members if not m.folded] or members
     out: list[Matcher] = []

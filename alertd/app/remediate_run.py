@@ -60,7 +60,8 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
             out.append({"node": node, "step": Step.CORDON.value, "ok": True, "result": "dry run: would cordon"})
         else:
             why = await kube.cordon(node, rem.incident_id, policy.taint, rem.updated_at)
-            out.append({"node": node, "step": Step.CORDON.value, "ok": True, "result": why or "cordoned", "at": iso(wall())})
+            out.append({"node": node, "step": Step.CORDON.value, "ok": True, "result": why or "cordoned",
+                        "at": iso(wall())})
     if rem.action in DRAINING:
         if rem.dry_run:
             evict = [p for p in rem.blast.get("podList") or [] if p.get("evict") and p.get("node") == node]
@@ -71,8 +72,8 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
             pods = await kube.drain(node, rem.action, grace=policy.grace_period, deadline=deadline, clock=monotonic,
                                     pause=asyncio.sleep, stopped=stopped)
             drained = all(p["result"].startswith("evicted") for p in pods)
-            out.extend({"node": node, "step": Step.EVICT.value, "ok": p["result"].startswith("evicted"), **cast(JSONObject, p)}
-                       for p in pods)
+            out.extend({"node": node, "step": Step.EVICT.value, "ok": p["result"].startswith("evicted"),
+                        **cast(JSONObject, p)} for p in pods)
             out.append({"node": node, "step": Step.DRAIN.value, "ok": drained, "result": "drained" if drained
                         else "drain incomplete", "at": iso(wall())})
     if rem.action in HANDING_OFF:  # drain-handoff: the external remediator gets a drained node

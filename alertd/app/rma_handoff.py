@@ -101,7 +101,8 @@ class RmaHandoff:
         results: list[JSONObject] = []
         for ev in await self.evidence(inc, why):
             for system in self.systems:
-                step: JSONObject = {"node": inc.node, "step": RemediationStep.TICKET.value, "target": system.target, "gpu": ev.gpu_uuid}
+                step: JSONObject = {"node": inc.node, "step": RemediationStep.TICKET.value, "target": system.target,
+                                    "gpu": ev.gpu_uuid}
                 if dry_run:
                     results.append({**step, "ok": True, "result": f"dry run: would open a {system.system} ticket "
                                     f"with {len(ev.xid_history)} Xid(s) and {len(ev.kernel_log)} kernel log line(s)"})

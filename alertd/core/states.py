@@ -91,4 +91,5 @@ def as_incident_status(text: str) -> IncidentStatus:
 
 
 __all__ = ["ACKNOWLEDGED", "CLOSED", "FIRING", "INCIDENT_STATES", "OPEN", "RAISED_SEVERITIES", "RESOLVED", "SEVERITIES",
-           "SEVERITY_RANK", "AlertStatus", "IncidentStatus", "Severity", "as_alert_status", "as_incident_status", "as_severity"]
+           "SEVERITY_RANK", "AlertStatus", "IncidentStatus", "Severity", "as_alert_status", "as_incident_status",
+           "as_severity"]

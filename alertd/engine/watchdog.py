@@ -50,8 +50,8 @@ class Watchdog:
         wd = self.c.rules.watchdog
         hb = self.c.state.heartbeat_at
         if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.c.state.by_key:
-            sig = Signal(kind=SignalKind.WATCHDOG.value, severity=as_severity(wd.severity), category=Category.PIPELINE.value,
-                         title="Alerting pipeline silent", runbook="pipeline-silent",
+            sig = Signal(kind=SignalKind.WATCHDOG.value, severity=as_severity(wd.severity),
+                         category=Category.PIPELINE.value, title="Alerting pipeline silent", runbook="pipeline-silent",
                          meaning=f"No {'/'.join(wd.alertnames)} heartbeat since {hb.isoformat()}: "
                                  "Prometheus or Alertmanager may be down, so other alerts may be missing.")
             inc = self.c.open_incident(PIPELINE_KEY, Group.WATCHDOG.value, sig, now)

@@ -23,7 +23,8 @@ from typing import Iterable, Mapping
 from alertd.core.json_types import JSONObject
 from alertd.core.model import iso, parse_iso
 from alertd.rules import rma
-from alertd.report.shapes import APART, Cause, Cordoned, Fact, FactKind, Lemons, Mttr, MttrStats, Reference, Report, Week
+from alertd.report.shapes import (APART, Cause, Cordoned, Fact, FactKind, Lemons, Mttr, MttrStats, Reference, Report,
+                                  Week)
 
 # Published reference: Llama 3 405B pre-training, 419 unexpected interruptions on 16,384 H100s in 54 days.
 REFERENCES: list[Reference] = [{"name": "Llama 3 405B (all unexpected interruptions)", "per1000GpuDays": round(419 / (16384 * 54) * 1000, 3)},

@@ -153,5 +153,5 @@ def as_report(doc: JSONObject) -> Report:
     return cast(Report, doc)
 
 
-__all__ = ["APART", "Cause", "Cordoned", "CordonedDay", "Day", "Fact", "FactKind", "JobHit", "LemonGpu", "LemonNode", "Lemons", "Mttr",
-           "MttrStats", "Reference", "Report", "Week", "as_facts", "as_report", "report_json"]
+__all__ = ["APART", "Cause", "Cordoned", "CordonedDay", "Day", "Fact", "FactKind", "JobHit", "LemonGpu", "LemonNode",
+           "Lemons", "Mttr", "MttrStats", "Reference", "Report", "Week", "as_facts", "as_report", "report_json"]

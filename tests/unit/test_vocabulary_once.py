@@ -179,7 +179,8 @@ def enum_problem(schema: str, values: list[str]) -> str:
         if words in SCHEMA_SETS.get(concept, ()) or words - {""} in SCHEMA_SETS.get(concept, ()):
             return ""
     if held:
-        return f"{schema}.schema.json lists {sorted(words)}: words of {held[0]}, but no set {CONCEPTS[held[0]][0]} declares"
+        home = CONCEPTS[held[0]][0]
+        return f"{schema}.schema.json lists {sorted(words)}: words of {held[0]}, but no set {home} declares"
     return f"{schema}.schema.json lists {sorted(words)}, words of no concept: declare them, or allow them here"
 
 

@@ -386,7 +386,8 @@ def remediation_blocks(inc: Incident, installation_id: str = "", found: Findings
     value = scoped(installation_id, inc.id)
     dry = " (dry run: nothing will be done)" if rem.dry_run else ""
     text = f"*Proposed: {mrkdwn_escape(rem.action)}*{dry}\n{mrkdwn_escape(rem.text)}"
-    approve = ("override", "Override breaker and approve") if rem.state == RemediationState.HELD else ("approve", "Approve")
+    held = rem.state == RemediationState.HELD
+    approve = ("override", "Override breaker and approve") if held else ("approve", "Approve")
     what = f"{rem.action} of {', '.join(rem.nodes)}"
     buttons: list[JSONValue] = [_button(f"{approve[1]} {rem.action}", ACTION_REMEDIATE + approve[0], value, style="danger",
                        confirm=(f"Approve {clip(what, 80)}?", clip(rem.text, 250), "Approve")),
