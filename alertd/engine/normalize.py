@@ -10,7 +10,7 @@ from msgspec import Meta
 from alertd.gpu.pci import normalize_pci
 from alertd.core.model import GPU, Alert, Subject
 from alertd.core.sections import Section
-from alertd.core.vocabulary import LOG_HOST_LABELS, NODE_LABELS
+from alertd.core.vocabulary import LOG_HOST_LABELS, NODE_LABELS, XID_LABELS
 from alertd.engine.plausible import NOT_NODE_PATTERN
 from alertd.engine.identity import (
     EXPORTER_POD_PATTERN,
@@ -60,7 +60,7 @@ class NormalizeSettings(Section, frozen=True):
     log_line_fields: Annotated[Labels, Meta(description=(
         "Annotations, then labels, of these names are read for an NVRM Xid line ('NVRM: Xid (PCI:0000:3b:00): "
         "79, ...'): it gives the GPU's PCI address and the Xid code."))] = LOG_LINE_FIELDS
-    xid_labels: Annotated[Labels, Meta(description="Labels holding the Xid code.")] = ("xid", "err_code")
+    xid_labels: Annotated[Labels, Meta(description="Labels holding the Xid code.")] = XID_LABELS
     xid_annotation: Annotated[str, Meta(description="Annotation holding the Xid code when no label does.")] = "xid"
 
 

@@ -9,7 +9,7 @@ from typing import TypedDict, cast
 from alertd.core.model import Signal, as_severity
 from alertd.gpu.recovery import XID_RECOVERY, RecoveryTable, recovery_signal
 from alertd.schemas import validate_document
-from alertd.core.vocabulary import GpuAction, SignalKind
+from alertd.core.vocabulary import Category, GpuAction, SignalKind
 
 
 class XidEntryDoc(TypedDict):
@@ -79,7 +79,7 @@ class XidCatalog:
             name="unknown Xid",
             meaning=f"Xid {code} is not in the catalog; look it up in NVIDIA's Xid documentation.",
             severity="error",
-            category="driver",
+            category=Category.DRIVER.value,
             action=GpuAction.CONTACT_SUPPORT.value,
             runbook="xid-driver",
         )

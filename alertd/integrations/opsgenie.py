@@ -31,14 +31,14 @@ from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Intent, OutboxItem, Target
-from alertd.core.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident
+from alertd.core.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident, Severity
 from alertd.core.response_marks import notifies_again
 from alertd.integrations.base import (KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, KeyName, Links, Notifier,
                                        NotifierSettings, NotifyStore, Problem, RequestOptions, key_name)
 from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links
 
 DEFAULT_API_URL = "https://api.opsgenie.com"
-PRIORITY = {"critical": "P1", "error": "P2", "warning": "P3", "info": "P5"}
+PRIORITY: dict[str, str] = {Severity.CRITICAL: "P1", Severity.ERROR: "P2", Severity.WARNING: "P3", Severity.INFO: "P5"}
 SOURCE = "alertd"
 # Documented limits of the create request.
 MAX_MESSAGE, MAX_DESCRIPTION, MAX_TAG, MAX_TAGS, MAX_DETAILS = 130, 15000, 50, 20, 8000

@@ -43,7 +43,7 @@ from alertd.core.durations import format_duration
 from alertd.core.installation import scoped
 from alertd.core.storm_growth import incident_trend
 from alertd.core.vocabulary import EventKind
-from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
+from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, Severity, iso
 from alertd.integrations.base import (KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, KeyName, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, RequestOptions,
                                        folded_unposted, key_name)
@@ -51,7 +51,9 @@ from alertd.integrations.presentation import ACTION_TEXT, incident_action, incid
 
 log = logging.getLogger(__name__)
 DEFAULT_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
-PD_SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
+# Ours -> the Events API's (its own words, which happen to be ours)
+PD_SEVERITY: dict[str, str] = {Severity.CRITICAL: "critical", Severity.ERROR: "error", Severity.WARNING: "warning",
+                               Severity.INFO: "info"}
 MAX_SUMMARY = 1024
 
 

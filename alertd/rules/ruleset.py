@@ -32,7 +32,7 @@ from alertd.rules.kube_health import KubeHealthRules, parse_kube_health
 from alertd.rules.jobs import DomainRule, JobRule, parse_domains, parse_job
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
-from alertd.core.vocabulary import Detail as D, SignalKind as K, detail_is, signal_is
+from alertd.core.vocabulary import Category, Detail as D, Group, SignalKind as K, detail_is, signal_is
 
 # section name -> JSON Schema name
 SECTIONS = {"xids": "xid-catalog", "recovery_actions": "recovery-actions", "sxids": "sxid-catalog", "signals": "signals",
@@ -126,13 +126,13 @@ class WatchdogRule:
 
 DEFAULT_GROUPS = (
     GroupRule("application-xid", ("cluster", "namespace", "pod"),
-              parse_matchers([signal_is(K.XID), 'category="application"'])),
+              parse_matchers([signal_is(K.XID), f'category="{Category.APPLICATION}"'])),
     GroupRule("nvswitch", ("cluster", "node", "switch"), parse_matchers([signal_is(K.SXID)])),
     GroupRule("node", ("cluster", "node"), parse_matchers([signal_is(K.OTHER, negate=True)])),
     GroupRule("origin", ("cluster", "origin"), parse_matchers(['node=""', signal_is(K.WATCHDOG, negate=True)])),
     GroupRule("node-unknown", ("cluster", "alertname", "fingerprint"),
               parse_matchers([signal_is(K.OTHER, K.WATCHDOG, negate=True), 'node=""'])),
-    GroupRule("other", ("alertname", "cluster", "node"), (), True),
+    GroupRule(Group.OTHER.value, ("alertname", "cluster", "node"), (), True),
 )
 
 

@@ -20,6 +20,7 @@ from alertd.alertmanager.silences import AlertmanagerError, silence_duration
 from alertd.app.silence_preview import SilenceOverlap
 from alertd.config.credentials import Role
 from alertd.core.actor import Actor
+from alertd.core.vocabulary import RemediationKind
 from alertd.ha.commands import CommandTimeout
 from alertd.web import access
 from alertd.web.api import _json, _svc, guarded, incident_page
@@ -28,7 +29,7 @@ from alertd.web.keys import INCIDENT_ACTIONS
 from alertd.web.params import reject_unknown
 from alertd.web.states import routing_notes
 
-KINDS = ("", "quarantine", "uncordon", "rma")
+KINDS = ("", *RemediationKind)  # "": the one waiting
 
 
 async def perform(request: web.Request, incident_id: str, verb: str, who: Actor, via: str,

@@ -23,7 +23,7 @@ from alertd.web import fleet_views as views
 from alertd.core import signed_links
 from alertd.core.actor import Actor
 from alertd.core.json_types import JSONObject, as_object, integer, objects, strings, text
-from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
+from alertd.core.model import CLOSED, FIRING, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, ref_words, silence_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
@@ -195,7 +195,7 @@ async def incident(request: web.Request) -> web.Response:
     silence = found.silence
     return page(request, "incident.html", inc=inc, doc=inc.to_dict(), guide=incident_guide(inc, svc.cfg.runbook_base_url),
                 confirm=request.query.get("confirm", ""), members=sorted(
-        inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
+        inc.members.values(), key=lambda m: (m.status != FIRING, m.folded, m.starts_at)),
         alertmanager=alertmanager_link(inc, am_url), silence=silence,
         silence_url=silence_link(am_url, silence.id) if silence else "",
         owners=found.owner_lines(), pods=found.pod_lines(), jobs=found.jobs,

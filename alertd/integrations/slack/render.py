@@ -19,11 +19,11 @@ from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONObject, JSONValue, as_object, objects, text as json_text
 from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
-from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
+from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, OPEN, Event, Incident, Member, Severity, parse_iso
 from alertd.core.signed_links import signed_query
 from alertd.core.storm_growth import incident_trend
 from alertd.core.verbs import VERBS, Verb
-from alertd.core.vocabulary import EventKind as E, GpuAction
+from alertd.core.vocabulary import EventKind as E, GpuAction, RemediationState
 from alertd.integrations.base import Links
 from alertd.integrations.presentation import (ACTION_TEXT, event_words, incident_action, incident_links, storm_says,
                                               web_url)
@@ -54,8 +54,8 @@ def button_id(verb: str, duration: str = "") -> str:
     return ACTION_PREFIX + declared.wire + (f"_{duration}" if declared.duration else "")
 
 
-SEVERITY_ICON = {"critical": ":red_circle:", "error": ":large_orange_circle:", "warning": ":large_yellow_circle:",
-                 "info": ":large_blue_circle:"}
+SEVERITY_ICON: dict[str, str] = {Severity.CRITICAL: ":red_circle:", Severity.ERROR: ":large_orange_circle:",
+                                 Severity.WARNING: ":large_yellow_circle:", Severity.INFO: ":large_blue_circle:"}
 
 
 @dataclass(slots=True)
@@ -167,7 +167,7 @@ def severity_line(inc: Incident) -> str:
 
 
 def fallback_text(inc: Incident) -> str:
-    state = inc.status if inc.status != "open" else inc.severity
+    state = inc.status if inc.status != OPEN else inc.severity
     return clip(f"[{state.upper()}] {mrkdwn_escape(inc.title)} ({inc.id})", MAX_FALLBACK)
 
 
@@ -394,7 +394,8 @@ def remediation_blocks(inc: Incident, installation_id: str = "", found: Findings
     value = scoped(installation_id, inc.id)
     dry = " (dry run: nothing will be done)" if rem.dry_run else ""
     text = f"*Proposed: {mrkdwn_escape(rem.action)}*{dry}\n{mrkdwn_escape(rem.text)}"
-    approve = ("override", "Override breaker and approve") if rem.state == "held" else ("approve", "Approve")
+    held = rem.state == RemediationState.HELD
+    approve = ("override", "Override breaker and approve") if held else ("approve", "Approve")
     what = f"{rem.action} of {', '.join(rem.nodes)}"
     buttons: list[JSONValue] = [_button(f"{approve[1]} {rem.action}", button_id(approve[0]), value, style="danger",
                        confirm=(f"Approve {clip(what, 80)}?", clip(rem.text, 250), "Approve")),
