@@ -2,7 +2,8 @@
 
 ``python -m alertd.config.schemafiles`` rewrites them after a declaration changed; ``--check`` only says
 which are stale (tests/unit/test_config_sections.py fails on a stale one). config.schema.json keeps the
-sections not yet declared as Structs as they are written in it; the declared ones are replaced."""
+sections not yet declared as Structs as they are written in it; the declared ones are replaced. The rule
+files' declared sections (alertd/rules/rule_schemas.py) are written here too."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from alertd.enrich.settings import NodeIndexSettings
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.tickets import RmaSettings
 from alertd.report.settings import ReportSettings
+from alertd.rules.rule_schemas import RULE_FILES, rule_file_schema
 from alertd.sources.settings import SourcesSettings
 
 # config.schema.json's sections (or parts of one, dotted) that a Struct declares; the others are still written
@@ -80,6 +82,7 @@ def generated(directory: Path | None = None) -> dict[str, str]:
     out = {"config.schema.json": _dump(_config(current))}
     for name, (title, cls) in OWN_FILES.items():
         out[f"{name}.schema.json"] = _dump(_own_file(name, title, cls))
+    out.update((f"{name}.schema.json", _dump(rule_file_schema(name))) for name in RULE_FILES)
     return out
 
 
