@@ -140,7 +140,7 @@ def parse_job(doc: Job, check: Checks) -> JobRule:
     root = ("correlation", "job")
     return JobRule(enabled=doc.enabled, match=check.matchers(doc.match, root + ("match",)), by=doc.by,
                    hang=check.matchers(doc.hang, root + ("hang",)), before=doc.suspects.before,
-                   after=doc.suspects.after, kinds=doc.suspects.kinds)
+                   after=doc.suspects.after, kinds=tuple(map(str, doc.suspects.kinds)))
 
 
 def check_domains(rule: DomainRule, check: Checks) -> DomainRule:

@@ -11,7 +11,6 @@ from alertd.rules.evidence import EvidenceDoc
 from alertd.rules.history import HistoryRuleDoc
 from alertd.rules.kube_health import KubeHealthDoc
 from alertd.rules.remediation import RemediationDoc
-from alertd.rules.rma import RmaRuleDoc
 from alertd.rules.routing import RoutingDoc
 
 
@@ -34,7 +33,7 @@ class RuleFileDoc(TypedDict, total=False):
     evidence: EvidenceDoc | None
     correlation: JSONObject | None  # declared: alertd.rules.correlation_section
     routing: RoutingDoc
-    rma: list[RmaRuleDoc]
+    rma: list[JSONObject]  # declared: alertd.rules.rma.RmaFile
     remediation: RemediationDoc | None
     kube_health: KubeHealthDoc | None
     recovery_actions: JSONObject | None
