@@ -125,6 +125,10 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
         elif (item_cls := list_part(field.type)) is not None:
             items = obj(prop["items"], field.name)  # a list of parts: each item inlined as a part is
             prop["items"] = _inline(item_cls, obj(defs[_def_name(items["$ref"])], item_cls.__name__), defs)
+        elif _optional(prop):
+            # An optional option (None: absent) is the option's schema alone, for the same reason.
+            (given,) = [o for o in arr(prop.pop("anyOf")) if o != {"type": "null"}]
+            prop = {**obj(given, field.name), **{k: v for k, v in prop.items() if not (k == "default" and v is None)}}
         elif typing.get_origin(kind) is Literal:
             prop["enum"] = list(typing.get_args(kind))
         if isinstance(field.default_factory, WrittenDefault):
@@ -142,6 +146,12 @@ def part_of(kind: object) -> type[Section] | None:
     if len(members) == 1 and isinstance(members[0], type) and issubclass(members[0], Section):
         return members[0]
     return None
+
+
+def _optional(prop: JSONObject) -> bool:
+    """Whether a field's schema is ``X or null`` (an ``X | None`` field)."""
+    choices = prop.get("anyOf")
+    return isinstance(choices, list) and len(choices) == 2 and {"type": "null"} in choices
 
 
 def list_part(kind: object) -> type[Section] | None:

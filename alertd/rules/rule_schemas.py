@@ -9,6 +9,7 @@ from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.sections import Section, option_paths, section_schema
 from alertd.rules.correlation_section import Correlation
 from alertd.rules.declared import RULE_DEFS
+from alertd.rules.remediation import LadderStepRule, PolicyRule, RemediationFile
 from alertd.rules.rma import Condition, RmaFile, RmaRule
 
 
@@ -67,6 +68,8 @@ def _referring(node: JSONObject, inlined: Mapping[type[Section], JSONObject],
 RULE_FILES: dict[str, RuleFile] = {
     "correlation": RuleFile("alertd correlation rules", Correlation, "correlation"),
     "rma": RuleFile("alertd RMA candidate policy", RmaFile, defs={Condition: "condition", RmaRule: "rule"}),
+    "remediation": RuleFile("alertd remediation policy", RemediationFile,
+                            defs={LadderStepRule: "step", PolicyRule: "policy"}),
 }
 
 

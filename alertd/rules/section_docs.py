@@ -10,7 +10,6 @@ from alertd.gpu.catalog import XidEntryDoc
 from alertd.rules.evidence import EvidenceDoc
 from alertd.rules.history import HistoryRuleDoc
 from alertd.rules.kube_health import KubeHealthDoc
-from alertd.rules.remediation import RemediationDoc
 from alertd.rules.routing import RoutingDoc
 
 
@@ -34,7 +33,7 @@ class RuleFileDoc(TypedDict, total=False):
     correlation: JSONObject | None  # declared: alertd.rules.correlation_section
     routing: RoutingDoc
     rma: list[JSONObject]  # declared: alertd.rules.rma.RmaFile
-    remediation: RemediationDoc | None
+    remediation: JSONObject | None  # declared: alertd.rules.remediation.RemediationFile
     kube_health: KubeHealthDoc | None
     recovery_actions: JSONObject | None
     sxids: JSONObject | None
