@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import UnionType
 from typing import Callable, Generic, Literal, Self, TypeVar, Union
@@ -80,7 +80,7 @@ def _decode(kind: type, value: object) -> object:
     """A type of a section's own reads its value with ``from_config`` (Seconds, Span, report's Weekday, a rule's
     matchers)."""
     read = getattr(kind, "from_config", None)
-    if callable(read) and isinstance(value, (str, list)):
+    if callable(read) and isinstance(value, (str, int, list, datetime)):
         return read(value)
     if kind is Path and isinstance(value, str):
         return Path(value)
@@ -135,7 +135,7 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
             prop["default"] = field.default_factory.text
         properties[field.encode_name] = prop
     out["properties"] = properties
-    return out
+    return {**out, **getattr(cls, "SCHEMA", {})}  # what a part says of itself as a whole (oneOf, minProperties)
 
 
 def part_of(kind: object) -> type[Section] | None:

@@ -102,7 +102,10 @@ def _readable(cls: type[Section], doc: dict[str, object], path: Path_, check: Ch
                 parse_duration(value)
             except DurationError as exc:
                 check.problem(at, str(exc))
-                del out[field.encode_name]
+                if field.required:
+                    out[field.encode_name] = "0"  # what the parsers read a bad one as, where there is no default
+                else:
+                    del out[field.encode_name]
         elif part is not None and isinstance(value, dict):
             out[field.encode_name] = _readable(part, value, at, check)
         elif items is not None and isinstance(value, list):
@@ -112,7 +115,8 @@ def _readable(cls: type[Section], doc: dict[str, object], path: Path_, check: Ch
 
 
 def _is_span(kind: object) -> bool:
-    return any(isinstance(k, type) and issubclass(k, Span) for k in (kind, *typing.get_args(kind)))
+    """Whether a field holds a duration (``Span``, ``Annotated[Span, ...]``, ``Span | None``)."""
+    return (isinstance(kind, type) and issubclass(kind, Span)) or any(_is_span(k) for k in typing.get_args(kind))
 
 
 __all__ = ["MATCHERS_SCHEMA", "Matchers", "RULE_DEFS", "TextSpan", "Word", "decode", "in_order", "matchers"]

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.json_types import JSONObject, JSONValue, obj
 from alertd.core.sections import Section, option_paths, section_schema
 from alertd.rules.correlation_section import Correlation
 from alertd.rules.declared import RULE_DEFS
 from alertd.rules.remediation import LadderStepRule, PolicyRule, RemediationFile
 from alertd.rules.rma import Condition, RmaFile, RmaRule
+from alertd.rules.routing_section import ROUTING_DEFS, RoutingSection
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class RuleFile:
     declared: type[Section]
     section: str = ""
     defs: Mapping[type[Section], str] = field(default_factory=dict)
+    own_defs: Mapping[str, object] = field(default_factory=dict)  # what the declaration's own types refer to
 
     def keys(self) -> list[str]:
         """Every key the file's section declares, as ``section.key.key`` (the section itself not one)."""
@@ -40,7 +42,7 @@ class RuleFile:
                             "$id": f"https://alertd.dev/schemas/{name}.schema.json", "title": self.title}
         if self.section:
             return {**head, "type": "object", "properties": {self.section: section_schema(self.declared)},
-                    "$defs": dict(RULE_DEFS)}
+                    "$defs": {**RULE_DEFS, **obj(dict(self.own_defs), "own_defs")}}
         inlined = {cls: section_schema(cls) for cls in self.defs}
         defs: JSONObject = {ref: _referring({**section_schema(cls), **getattr(cls, "SCHEMA", {})}, inlined, self.defs)
                 for cls, ref in self.defs.items()}
@@ -67,6 +69,7 @@ def _referring(node: JSONObject, inlined: Mapping[type[Section], JSONObject],
 # schema file name -> what declares it
 RULE_FILES: dict[str, RuleFile] = {
     "correlation": RuleFile("alertd correlation rules", Correlation, "correlation"),
+    "routing": RuleFile("alertd routing rules", RoutingSection, "routing", own_defs=ROUTING_DEFS),
     "rma": RuleFile("alertd RMA candidate policy", RmaFile, defs={Condition: "condition", RmaRule: "rule"}),
     "remediation": RuleFile("alertd remediation policy", RemediationFile,
                             defs={LadderStepRule: "step", PolicyRule: "policy"}),

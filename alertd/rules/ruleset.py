@@ -20,7 +20,7 @@ from alertd.core.json_types import JSONObject, objects
 from alertd.rules.storm_says import Escalation, Reading, parse_escalate
 from alertd.rules.history import HistoryRule, parse_history, rma_rules
 from alertd.rules.rma import RmaRule, parse_rma
-from alertd.rules.routing import RoutingDoc, parse_routing
+from alertd.rules.routing import parse_routing
 from alertd.rules.checker import Checker
 from alertd.rules.correlation_section import Correlation, Response, Storm, WatchdogRule
 from alertd.rules.declared import decode
@@ -208,7 +208,7 @@ class _Sections:
     evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules | None = None
     pending_given: bool = False  # correlation.storm.pending set (it wins over routing.storm_wait, its alias)
-    routing: tuple[RoutingDoc, _Checker] | None = None  # parsed last: its problems follow every file's own
+    routing: tuple[JSONObject, _Checker] | None = None  # parsed last: its problems follow every file's own
     rma: list[RmaRule] = field(default_factory=list)
     history: list[HistoryRule] = field(default_factory=list)
     remediation: RemediationPolicy | None = None

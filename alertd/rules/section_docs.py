@@ -10,7 +10,6 @@ from alertd.gpu.catalog import XidEntryDoc
 from alertd.rules.evidence import EvidenceDoc
 from alertd.rules.history import HistoryRuleDoc
 from alertd.rules.kube_health import KubeHealthDoc
-from alertd.rules.routing import RoutingDoc
 
 
 class SignalDoc(TypedDict, total=False):
@@ -31,7 +30,7 @@ class RuleFileDoc(TypedDict, total=False):
     signals: list[SignalDoc]
     evidence: EvidenceDoc | None
     correlation: JSONObject | None  # declared: alertd.rules.correlation_section
-    routing: RoutingDoc
+    routing: JSONObject  # declared: alertd.rules.routing_section
     rma: list[JSONObject]  # declared: alertd.rules.rma.RmaFile
     remediation: JSONObject | None  # declared: alertd.rules.remediation.RemediationFile
     kube_health: KubeHealthDoc | None
