@@ -7,6 +7,7 @@ alertd/schemas/messages.py). What the schema cannot see, a duration out of order
 reported here at its place and left to its default, as the parsers did before."""
 from __future__ import annotations
 
+import functools
 import typing
 from collections.abc import Iterable, Mapping
 from typing import ClassVar, TypeVar
@@ -92,7 +93,7 @@ def decode(cls: type[S], doc: Mapping[str, object] | None, path: Path_, check: C
 
 def _readable(cls: type[Section], doc: dict[str, object], path: Path_, check: Checker) -> dict[str, object]:
     out = dict(doc)
-    for field in msgspec.structs.fields(cls):
+    for field in _fields(cls):
         value, at = doc.get(field.encode_name), path + (field.encode_name,)
         if value is None:
             continue
@@ -112,6 +113,12 @@ def _readable(cls: type[Section], doc: dict[str, object], path: Path_, check: Ch
             out[field.encode_name] = [_readable(items, v, at + (i,), check) if isinstance(v, dict) else v
                                       for i, v in enumerate(value)]
     return out
+
+
+@functools.cache
+def _fields(cls: type[Section]) -> tuple[msgspec.structs.FieldInfo, ...]:
+    """A declaration's fields (msgspec reads its annotations on every call: once per class is enough)."""
+    return msgspec.structs.fields(cls)
 
 
 def _is_span(kind: object) -> bool:
