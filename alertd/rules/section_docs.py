@@ -9,12 +9,7 @@ from alertd.core.json_types import JSONObject
 from alertd.gpu.catalog import XidEntryDoc
 from alertd.rules.evidence import EvidenceDoc
 from alertd.rules.history import HistoryRuleDoc
-from alertd.rules.jobs import DomainDoc, JobDoc
 from alertd.rules.kube_health import KubeHealthDoc
-from alertd.rules.remediation import RemediationDoc
-from alertd.rules.rma import RmaRuleDoc
-from alertd.rules.routing import RoutingDoc
-from alertd.rules.storm_says import EscalateDoc, ReadingDoc
 
 
 class SignalDoc(TypedDict, total=False):
@@ -28,74 +23,20 @@ class SignalDoc(TypedDict, total=False):
     runbook: str
 
 
-class GroupDoc(TypedDict, total=False):
-    name: str  # required, with by
-    match: list[str]
-    by: list[str]
-    allow_empty: bool
-
-
-class StormEventDoc(TypedDict, total=False):
-    name: str  # required, with by
-    match: list[str]
-    by: list[str]
-    reading: ReadingDoc
-    advice: str
-    escalate: list[EscalateDoc]
-
-
-class StormDoc(TypedDict, total=False):
-    enabled: bool
-    min_nodes: int
-    window: str
-    signals: list[str]
-    events: list[StormEventDoc]
-    pending: str
-    followers: list[str]
-
-
-class ResponseDoc(TypedDict, total=False):
-    signals: list[str]
-    window: str
-    repair_timeout: str
-    still_down: list[str]
-
-
-class WatchdogDoc(TypedDict, total=False):
-    alertnames: list[str]
-    timeout: str
-    severity: str
-
-
-class CorrelationDoc(TypedDict, total=False):
-    """The ``correlation`` section (correlation.schema.json)."""
-
-    hold_down: str
-    reopen_window: str
-    fold_window: str
-    groups: list[GroupDoc]
-    storm: StormDoc
-    response: ResponseDoc
-    watchdog: WatchdogDoc
-    job: JobDoc
-    domains: DomainDoc
-
-
 class RuleFileDoc(TypedDict, total=False):
     """A rule file: any of the sections (a section may be empty: null)."""
 
     xids: list[XidEntryDoc]
     signals: list[SignalDoc]
     evidence: EvidenceDoc | None
-    correlation: CorrelationDoc | None
-    routing: RoutingDoc
-    rma: list[RmaRuleDoc]
-    remediation: RemediationDoc | None
+    correlation: JSONObject | None  # declared: alertd.rules.correlation_section
+    routing: JSONObject  # declared: alertd.rules.routing_section
+    rma: list[JSONObject]  # declared: alertd.rules.rma.RmaFile
+    remediation: JSONObject | None  # declared: alertd.rules.remediation.RemediationFile
     kube_health: KubeHealthDoc | None
     recovery_actions: JSONObject | None
     sxids: JSONObject | None
     history: list[HistoryRuleDoc]
 
 
-__all__ = ["CorrelationDoc", "GroupDoc", "ResponseDoc", "RuleFileDoc", "SignalDoc", "StormDoc", "StormEventDoc",
-           "WatchdogDoc"]
+__all__ = ["RuleFileDoc", "SignalDoc"]

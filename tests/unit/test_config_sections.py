@@ -20,7 +20,7 @@ from alertd.config.document import ConfigFile
 from alertd.config.settings import load_config
 from alertd.core.errors import InvalidDocument
 from alertd.core.json_types import JSONObject
-from alertd.core.sections import Seconds, Section, duration, option_paths, parts, section_schema
+from alertd.core.sections import Seconds, Section, duration, list_part, option_paths, part_of, section_schema
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.registry import INTEGRATIONS, NotifySection
 from alertd.schemas.messages import describe
@@ -110,13 +110,30 @@ def test_enums_keep_their_declared_order_for_the_error_message():
 
 # -- the example config and the docs name exactly the declared options
 
+def _lists_of_parts(cls: type[Section], prefix: str) -> set[str]:
+    """The options that hold a list of parts (``api.auth.tokens``): their items' keys are options too."""
+    out = set()
+    for field in msgspec.structs.fields(cls):
+        path = f"{prefix}.{field.encode_name}"
+        if (item := list_part(field.type)) is not None:
+            out |= {path} | _lists_of_parts(item, path)
+        elif (part := part_of(field.type)) is not None:
+            out |= _lists_of_parts(part, path)
+    return out
+
+
 def _paths(doc: object, prefix: str) -> set[str]:
+    if isinstance(doc, list) and prefix in LISTS_OF_PARTS:
+        return set().union(*(_paths(item, prefix) for item in doc))
     if not isinstance(doc, dict):
         return set()
     out = set()
     for key, value in doc.items():
         out |= {f"{prefix}.{key}"} | _paths(value, f"{prefix}.{key}")
     return out
+
+
+LISTS_OF_PARTS = set().union(*(_lists_of_parts(cls, name) for name, cls in DECLARED.items()))
 
 
 def _at(doc: object, name: str) -> object:
@@ -175,7 +192,8 @@ def _declaration(path: str) -> tuple[type[Section], str] | None:
     name = max((n for n in DECLARED if path.startswith(n + ".")), key=len)
     cls, keys = DECLARED[name], path.removeprefix(name + ".").split(".")
     for key in keys[:-1]:
-        part = parts(cls).get(key)
+        held = {f.encode_name: f.type for f in msgspec.structs.fields(cls)}
+        part = part_of(held.get(key)) or list_part(held.get(key))  # tokens: a list of parts
         if part is None:
             return None
         cls = part
