@@ -13,8 +13,9 @@ import msgspec
 
 from alertd.app.receiver_processes import default_receivers
 from alertd.config.settings import Config
+from alertd.core.vocabulary import PROCESS_ROLES
 
-ROLES = ("engine", "replica", "receiver")
+ROLES = PROCESS_ROLES
 
 
 class Flags(Protocol):

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, TextIO
 from urllib.parse import quote, urlencode
 
 from alertd.core.json_types import JSONObject, as_array, member, objects
-from alertd.core.incident_filters import FILTER_NAMES, INCIDENT_FILTERS
+from alertd.core.incident_filters import FILTER_NAMES, INCIDENT_FILTERS, SORTS
 from alertd.core.verbs import by_word, words
 from alertd.core.words import counted
 from alertd.integrations.presentation import event_words
@@ -286,7 +286,7 @@ def add_parsers(sub: Any) -> None:
     for f in INCIDENT_FILTERS:
         inc.add_argument(f"--{f.name}", help=f"list: filter by {f.name}" + (f" ({f.hint})" if f.hint else ""))
     inc.add_argument("--limit", type=int, default=100)
-    inc.add_argument("--sort", choices=["worst", "newest"], help="list: the worst first (open, critical; the "
+    inc.add_argument("--sort", choices=SORTS, help="list: the worst first (open, critical; the "
                                                                  "default, as the web UI lists) or the newest first")
     inc.add_argument("--all", action="store_true", help="list: follow the pages")
     inc.add_argument("--duration", default="1h", help="silence: how long, a Prometheus duration (30m, 2h, 3d; at "

@@ -12,6 +12,7 @@ from urllib.parse import quote
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from alertd.core.vocabulary import PROCESS_ROLES
 from alertd.core.json_types import JSONObject, obj
 from alertd.core.errors import InvalidDocument
 
@@ -144,7 +145,7 @@ def _serve_parser(sub: Any) -> None:
     serve.add_argument("--receivers", type=int, metavar="N",
                        help="receiver processes beside the engine, sharing its listening socket; "
                             "default: 1 on SQLite with two or more cores, else 0")
-    serve.add_argument("--role", choices=["engine", "replica", "receiver"],
+    serve.add_argument("--role", choices=PROCESS_ROLES,
                        help="engine: always run the engine; replica: run it while holding the lease (the default on "
                             "PostgreSQL); receiver: only receive (started by --receivers)")
     serve.set_defaults(func=_serve)

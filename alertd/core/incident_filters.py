@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SORTS = ("worst", "newest")  # ?sort= / --sort: every list's order (alertd/web/worst_first.py), or by sequence alone
+
 
 @dataclass(frozen=True, slots=True)
 class IncidentFilter:

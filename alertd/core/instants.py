@@ -7,6 +7,8 @@ from typing import overload
 
 import orjson
 
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")  # Monday is 0, as datetime.weekday()
+
 
 @overload
 def iso(ts: datetime) -> str: ...

@@ -411,6 +411,10 @@ HOSTNAMES = ("Hostname", "hostname")  # dcgm-exporter's, and node-exporter's Com
 LOG_HOST_LABELS = ("host", "source")
 NODE_LABELS = ("node", "kubernetes_node", *HOSTNAMES, LOG_HOST_LABELS[0], INSTANCE, LOG_HOST_LABELS[1])
 WEAK_NODE_LABELS = frozenset({*HOSTNAMES, INSTANCE})  # may name the exporter pod or its address
+
+# What one alertd process does (alertd serve --role; alertd/app/options.py): engine always runs the engine,
+# replica runs it while holding the lease, receiver only receives.
+PROCESS_ROLES = ("engine", "replica", "receiver")
 # Labels an Xid code may arrive under, tried in order: alertd's own rules' and dcgm-exporter's (its
 # DCGM_FI_DEV_XID_ERRORS series carries the code as err_code). A site sets its own list (normalize.xid_labels).
 XID_LABELS = ("xid", "err_code")
@@ -421,7 +425,7 @@ __all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "COUNTED_DETAILS", "
            "HISTORY_KINDS", "HOSTNAMES", "HistoryScope", "IB_PORT_DETAILS", "INSTANCE", "KINDS", "KIND_PRIORITY",
            "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS", "LOG_HOST_LABELS",
            "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS",
-           "NOT_HARDWARE_ACTIONS", "Nature", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS", "REMEDIATION_EVENT",
+           "NOT_HARDWARE_ACTIONS", "Nature", "PROCESS_ROLES", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS", "REMEDIATION_EVENT",
            "REMEDIATION_KINDS", "RMA_CATEGORIES", "RULED_CATEGORIES", "RULED_KINDS", "RemediationAction",
            "RemediationKind", "RemediationState", "RemediationStep", "SIGNAL_KINDS", "STEP_ACTIONS", "SUSPECT_CHOICES",
            "SUSPECT_KINDS", "SXID_ACTIONS", "SignalKind", "VerdictKind", "WAITING_STATES", "WEAK_NODE_LABELS",

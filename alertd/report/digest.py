@@ -12,12 +12,12 @@ from urllib.parse import urlencode
 
 from msgspec import Meta
 
+from alertd.core.instants import WEEKDAYS
 from alertd.core.json_types import JSONObject
 from alertd.core.sections import Section, written
 from alertd.report.shapes import as_report
 from alertd.core.words import counted
 
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 STALE_CLAIM = timedelta(hours=1)
 
 

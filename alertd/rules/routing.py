@@ -37,6 +37,7 @@ from alertd.core.yamlio import Path_
 from alertd.core.matchers import Matcher
 from alertd.integrations import registry
 from alertd.integrations.base import key_name
+from alertd.core.instants import WEEKDAYS
 from alertd.rules.checker import Checker
 from alertd.rules.declared import decode
 from alertd.rules.routing_section import (Cordoned, Escalate, MaintenanceRule, MuteWindow, Owners, RouteRule,
@@ -44,7 +45,6 @@ from alertd.rules.routing_section import (Cordoned, Escalate, MaintenanceRule, M
 from alertd.rules.owners import OwnerRouting
 from alertd.rules.windows import CordonPolicy, Maintenance, Pending, TimeRange, TimeWindow
 
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 DEFAULT_GROUP_WAIT: timedelta = RoutingSection(receivers=()).group_wait
 ESCALATION_KIND = "pagerduty"  # route.escalate names a PagerDuty routing key
 OWNER_CHANNEL_KIND = "slack"  # owners.use_channels: the owner's Slack channel

@@ -24,7 +24,7 @@ from alertd.web.fleet_views import FleetReads
 from alertd.web.host import WebHost
 from alertd.web.keys import SERVICE
 from alertd.web.auth import actor_for, authorize
-from alertd.core.incident_filters import FILTER_NAMES
+from alertd.core.incident_filters import FILTER_NAMES, SORTS
 from alertd.web.worst_first import cursor_of, worst_first_page
 from alertd.web.params import (PAGING, BadParam, decode_cursor, encode_cursor, incident_query, limit_of, reject_unknown,
                                sequence_cursor)
@@ -61,7 +61,6 @@ async def resolve_gpu_filter(store: FleetReads, q: IncidentQuery, ident: str) ->
     return bool(q.gpus)
 
 
-SORTS = ("worst", "newest")  # ?sort=: every list's order (alertd/web/worst_first.py), or by sequence alone
 
 
 async def incident_page(store: FleetReads, query: Mapping[str, str]) -> tuple[list[JSONObject], str | None]:
