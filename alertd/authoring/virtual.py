@@ -43,21 +43,18 @@ def load_rule_set(paths: Iterable[Path | str]) -> RuleSet:
     return load_rules(list(paths))
 
 
-ALL_NOTIFIERS = ("console", "slack", "pagerduty")
-
-
 def build_router(rules: RuleSet, cfg: Config | None = None) -> ConsoleRouter | Router:
     """The router for a dry run.
 
     With a config: exactly what the service would build (targets whose notifier
     is not configured fall back to the console). Without one: the routing
-    section's router as if Slack and PagerDuty were configured, so the output
+    section's router as if every integration were configured, so the output
     names the real targets; the console router when there is no routing section.
     """
     if cfg is not None:
         return build_service_router(cfg, rules)
     if has_routing(rules):
-        return Router(rules.routing, available=ALL_NOTIFIERS, reopens_within=rules.correlation.reopens_within)
+        return Router(rules.routing, reopens_within=rules.correlation.reopens_within)
     return ConsoleRouter()
 
 

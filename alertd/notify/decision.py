@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import Sequence
 
 from alertd.core.matchers import match_all
+from alertd.core.outbox_items import Intent
+from alertd.integrations.registry import INTEGRATIONS
 from alertd.core.json_types import as_object, as_text
 from alertd.core.model import SEVERITY_RANK, STORM_EXTENT, Incident, iso, max_severity
 from alertd.rules.fields import incident_fields
@@ -44,7 +46,8 @@ class RouteDecision:
         return list(dict.fromkeys(h.receiver for h in self.hits if not h.muted and not self.suppressed))
 
 
-PAGING_KINDS = frozenset({"pagerduty", "opsgenie"})  # integrations whose targets page someone
+# integrations whose targets page someone
+PAGING_KINDS = frozenset(name for name, integration in INTEGRATIONS.items() if Intent.PAGE in integration.intents)
 
 
 def muted_notes(routing: Routing, decision: RouteDecision) -> list[str]:

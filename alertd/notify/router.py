@@ -15,6 +15,7 @@ from alertd.core.json_types import as_json
 from alertd.core.outbox_items import Escalate, Intent, JsonDoc, OutboxItem, Page, Resolve, Show, Target, Timeline
 from alertd.core.router_memory import ESCALATION, REOPENABLE, SENT, MemoryDelta, RouterMemory
 from alertd.core.model import CLOSED, OPEN, Change, Incident, iso
+from alertd.integrations.registry import INTEGRATIONS
 from alertd.core.response_marks import REPAIR_FAILED, is_response, repair_failed
 from alertd.core.vocabulary import EventKind as E
 from alertd.integrations import registry
@@ -101,7 +102,7 @@ class Router:
     or on start, so a replayed step schedules its escalations again and a restart posts nothing twice."""
 
     def __init__(self, routing: Routing, *, debounce: timedelta = timedelta(seconds=2),
-                 available: Iterable[str] = ("console", "slack", "pagerduty"), console_mirror: bool = False,
+                 available: Iterable[str] = tuple(INTEGRATIONS), console_mirror: bool = False,
                  reopens_within: timedelta = timedelta(hours=3)):
         self.routing = routing  # targets whose notifier is not available fall back to the console, if available
         self.reopens_within = reopens_within  # how long a closed incident can reopen (the rules' correlation)

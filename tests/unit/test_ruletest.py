@@ -232,3 +232,15 @@ def test_jumping_the_clock_equals_ticking_every_second():
 def _copy(a: Alert) -> Alert:
     return Alert(a.fingerprint, a.status, dict(a.labels), dict(a.annotations), a.starts_at, a.ends_at,
                  received_at=a.received_at)
+
+
+def test_a_dry_run_routes_to_every_integration_a_receiver_names(tmp_path):
+    """Without a service config, a dry run shows an Opsgenie or webhook receiver's real target, not the
+    console fallback a service without those notifiers would use."""
+    from alertd.authoring.virtual import build_router
+    from alertd.integrations.registry import INTEGRATIONS
+    from alertd.notify.router import Router
+
+    router = build_router(load_rule_set([str(RULES)]))
+    assert isinstance(router, Router)
+    assert router.available == set(INTEGRATIONS) >= {"opsgenie", "webhook", "slack", "pagerduty", "console"}

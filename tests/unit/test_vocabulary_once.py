@@ -14,7 +14,10 @@ import pytest
 
 from alertd.config import schemafiles
 from alertd.core import states, vocabulary as v
+from alertd.core.incident_filters import SORTS
+from alertd.core.instants import WEEKDAYS
 from alertd.core.model import FIRING, Alert
+from alertd.integrations.registry import INTEGRATIONS
 from alertd.report.shapes import FactKind
 from tests.unit.test_vocabulary import _enums
 
@@ -42,12 +45,18 @@ CONCEPTS: Mapping[str, tuple[str, frozenset[str]]] = {
     "alert status": (STATES, frozenset(states.AlertStatus)),
     "incident status": (STATES, frozenset(states.IncidentStatus)),
     "report fact kind": ("alertd/report/shapes.py", frozenset(FactKind)),
+    "process role": (VOCABULARY, frozenset(v.PROCESS_ROLES)),
+    "weekday": ("alertd/core/instants.py", frozenset(WEEKDAYS)),
+    "list order": ("alertd/core/incident_filters.py", frozenset(SORTS)),
+    "integration": ("alertd/integrations/registry.py", frozenset(INTEGRATIONS)),
 }
 
 # Literals in alertd/ whose words are a concept's by accident, each with what they really are:
 # (module, the words) -> why
 ALLOWED_LITERALS: Mapping[tuple[str, frozenset[str]], str] = {
     ("alertd/web/api.py", frozenset({"node", "gpu"})): "the query parameters /api/gpus takes",
+    ("alertd/integrations/presentation.py", frozenset({"pagerduty", "opsgenie"})):
+        "a paging receipt's words by its integration (the registry imports this module: it cannot ask it)",
 }
 
 # What each concept's schema enums may list: the declared sets (any other subset is a second declaration)
@@ -63,6 +72,7 @@ SCHEMA_SETS: Mapping[str, tuple[frozenset[str], ...]] = {
     "severity": (frozenset(states.SEVERITIES), frozenset(states.RAISED_SEVERITIES)),
     "alert status": (frozenset(states.AlertStatus),),
     "incident status": (frozenset(states.IncidentStatus),),
+    "weekday": (frozenset(WEEKDAYS),),
 }
 # Schemas generated from alertd.yml's sections (alertd/config/schemafiles.py): an option's words of no concept
 # are declared by its Section's Literal type, which the literal check above sees.
