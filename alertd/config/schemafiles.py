@@ -2,7 +2,8 @@
 
 ``python -m alertd.config.schemafiles`` rewrites them after a declaration changed; ``--check`` only says
 which are stale (tests/unit/test_config_sections.py fails on a stale one). config.schema.json keeps the
-sections not yet declared as Structs as they are written in it; the declared ones are replaced."""
+sections not yet declared as Structs as they are written in it; the declared ones are replaced. Each
+declared rule-file section (RULE_FILES, alertd/rules/declared.py) has a schema file of its own."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from alertd.enrich.settings import NodeIndexSettings
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.tickets import RmaSettings
 from alertd.report.settings import ReportSettings
+from alertd.rules.signals import SIGNALS
 from alertd.sources.settings import SourcesSettings
 
 # config.schema.json's sections (or parts of one, dotted) that a Struct declares; the others are still written
@@ -40,6 +42,8 @@ SECTIONS: dict[str, type[Section]] = {
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {
     "classify": ("Classification inputs beyond the rule files", ClassifySettings),
 }
+# Rule-file sections (alertd/rules/declared.py), each with its schema file.
+RULE_FILES = (SIGNALS,)
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 
 
@@ -80,6 +84,8 @@ def generated(directory: Path | None = None) -> dict[str, str]:
     out = {"config.schema.json": _dump(_config(current))}
     for name, (title, cls) in OWN_FILES.items():
         out[f"{name}.schema.json"] = _dump(_own_file(name, title, cls))
+    for rule_file in RULE_FILES:
+        out[f"{rule_file.name}.schema.json"] = _dump(rule_file.schema())
     return out
 
 

@@ -21,7 +21,8 @@ from alertd.rules.storm_says import Escalation, Reading, parse_escalate, parse_r
 from alertd.rules.history import HistoryRule, parse_history, rma_rules
 from alertd.rules.rma import RmaRule, parse_rma
 from alertd.rules.routing import RoutingDoc, parse_routing
-from alertd.rules.section_docs import CorrelationDoc, ResponseDoc, RuleFileDoc, SignalDoc
+from alertd.rules.section_docs import CorrelationDoc, ResponseDoc, RuleFileDoc
+from alertd.rules.signals import SIGNALS, SignalEntry
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XidCatalog, XidEntry, XidEntryDoc
 from alertd.gpu.recovery import RecoveryTable, merge_recovery, parse_recovery
@@ -332,7 +333,7 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
     elif section == "sxids":
         sections.sxids = merge_sxids(sections.sxids, _sxids(valid["sxids"] or {}, check))
     elif section == "signals":
-        sections.signals.extend(_signals(valid["signals"], check))
+        sections.signals.extend(_signals(SIGNALS.decode(valid).signals, check))
     elif section == "evidence":
         sections.evidence = merge(sections.evidence, parse_evidence_rules(valid["evidence"] or {}, check, check.where))
     elif section == "correlation":
@@ -393,20 +394,13 @@ def _sxids(body: JSONObject, check: _Checker) -> SxidCatalog:
     return parse_sxid_catalog(body)
 
 
-def _signals(entries: list[SignalDoc], check: _Checker) -> list[SignalRule]:
+def _signals(entries: tuple[SignalEntry, ...], check: _Checker) -> list[SignalRule]:
     signals = []
     for i, entry in enumerate(entries):
-        matchers = check.matchers(entry.get("match"), ("signals", i, "match"))
+        matchers = check.matchers(entry.match, ("signals", i, "match"))
         signals.append(SignalRule(
-            kind=entry["kind"],
-            matchers=matchers,
-            alertnames=literal_values(matchers, "alertname"),
-            detail=entry.get("detail", ""),
-            severity=entry.get("severity", ""),
-            category=entry.get("category", ""),
-            runbook=entry.get("runbook", ""),
-            where=check.where(("signals", i)),
-        ))
+            kind=entry.kind, matchers=matchers, alertnames=literal_values(matchers, "alertname"), detail=entry.detail,
+            severity=entry.severity, category=entry.category, runbook=entry.runbook, where=check.where(("signals", i))))
     return signals
 
 

@@ -17,17 +17,6 @@ from alertd.rules.routing import RoutingDoc
 from alertd.rules.storm_says import EscalateDoc, ReadingDoc
 
 
-class SignalDoc(TypedDict, total=False):
-    """One ``signals`` entry (signals.schema.json; kind and match required)."""
-
-    kind: str
-    match: list[str]
-    detail: str
-    severity: str
-    category: str
-    runbook: str
-
-
 class GroupDoc(TypedDict, total=False):
     name: str  # required, with by
     match: list[str]
@@ -85,7 +74,6 @@ class RuleFileDoc(TypedDict, total=False):
     """A rule file: any of the sections (a section may be empty: null)."""
 
     xids: list[XidEntryDoc]
-    signals: list[SignalDoc]
     evidence: EvidenceDoc | None
     correlation: CorrelationDoc | None
     routing: RoutingDoc
@@ -97,5 +85,5 @@ class RuleFileDoc(TypedDict, total=False):
     history: list[HistoryRuleDoc]
 
 
-__all__ = ["CorrelationDoc", "GroupDoc", "ResponseDoc", "RuleFileDoc", "SignalDoc", "StormDoc", "StormEventDoc",
+__all__ = ["CorrelationDoc", "GroupDoc", "ResponseDoc", "RuleFileDoc", "StormDoc", "StormEventDoc",
            "WatchdogDoc"]

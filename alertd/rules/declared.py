@@ -1,0 +1,170 @@
+"""Rule-file sections declared once, as msgspec Structs (alertd/core/sections.py): the declaration is the
+section's JSON Schema (generated into alertd/schemas/ by ``python -m alertd.config.schemafiles``) and the
+typed value its parser reads (``RuleFile.decode``), so a key, its bounds, default and description are written
+in one place.
+
+The schema still checks a rule file first, through jsonschema, with the words and positions of
+alertd/schemas/messages.py; the generated schema keeps the shape the hand-written one had (its ``$defs`` by
+name, the matcher pattern, the conditions between keys), so every error reads as it did."""
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, TypeVar
+
+import msgspec
+from msgspec import Meta
+
+from alertd.core.json_types import JSONObject, JSONValue, obj
+from alertd.core.sections import Section
+from alertd.core.states import Severity
+from alertd.schemas.messages import MATCHER_OPERATORS
+
+MATCHER_PATTERN = r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*' + MATCHER_OPERATORS + r'\s*"(?:[^"\\]|\\.)*"\s*$'
+# A signal's severity in the rule files' order (most severe first, as their errors list it)
+SEVERITY_WORDS = tuple(reversed(tuple(Severity)))
+# Who most likely owns a problem: the Xid catalog's categories, which signals and evidence rules reuse
+CATEGORIES = ("application", "driver", "memory", "nvlink", "hardware", "informational")
+RUNBOOK_PATTERN = "^[a-z0-9][a-z0-9-]*$"
+DETAIL_PATTERN = "^[a-z][a-z0-9_]*$"
+S = TypeVar("S", bound=Section)
+
+
+class MatcherText(str):
+    """One Alertmanager-style matcher as written (``alertname=~"GPUXid.*"``): the schema checks its form, the
+    rule loader parses it and reports a bad regex at its position."""
+
+    @classmethod
+    def from_config(cls, value: str) -> "MatcherText":
+        return cls(value)
+
+    @staticmethod
+    def config_schema() -> dict[str, object]:
+        return {"$ref": "#/$defs/matcher"}
+
+
+def matcher_def(description: str) -> JSONObject:
+    """The ``matcher`` definition of a rule file's schema (what MatcherText refers to)."""
+    return {"type": "string", "description": description, "pattern": MATCHER_PATTERN}
+
+
+def word(values: Iterable[str], description: str) -> Meta:
+    """A value out of a vocabulary set (alertd/core/vocabulary.py), listed in the given order."""
+    return Meta(description=description, extra_json_schema={"enum": [str(v) for v in values]})
+
+
+def in_order(words: Iterable[str], among: Iterable[str]) -> tuple[str, ...]:
+    """``among`` in the order of ``words`` (a StrEnum's declaration order), for an error that lists them."""
+    wanted = set(among)
+    return tuple(str(w) for w in words if w in wanted)
+
+
+class Conditions:
+    """Mixed into a declared Struct whose schema adds conditions between its keys (``allOf``)."""
+
+    schema_extra: ClassVar[JSONObject] = {}
+
+
+@dataclass(frozen=True)
+class RuleFile(typing.Generic[S]):
+    """One rule-file section's schema file: ``body`` holds the section as its only key; the Structs of
+    ``defs`` are ``$defs`` by the given name, the others are inlined where they are used."""
+
+    name: str  # the schema file: <name>.schema.json
+    title: str
+    body: type[S]
+    defs: Mapping[type[Section], str] = field(default_factory=dict)
+    extra_defs: JSONObject = field(default_factory=dict)
+
+    def decode(self, doc: Mapping[str, object]) -> S:
+        """The section of a rule file its schema accepted."""
+        return self.body.from_doc(doc)
+
+    def schema(self) -> JSONObject:
+        generated = obj(msgspec.json.schema(self.body, schema_hook=_schema_hook), self.name)
+        made = _Maker(self, obj(generated["$defs"], "$defs"))
+        root = made.struct(self.body)
+        defs = {**self.extra_defs, **{name: made.struct(cls) for cls, name in self.defs.items()}}
+        return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+                "$id": f"https://alertd.dev/schemas/{self.name}.schema.json", "title": self.title,
+                **root, "$defs": dict(sorted(defs.items(), key=lambda d: _DEF_ORDER.get(d[0], 1)))}
+
+
+_DEF_ORDER = {"matcher": 0}  # the matcher first, as the hand-written files had it
+# Keys of a schema node in the order the hand-written files wrote them: an error's place among several at one
+# path follows it.
+_KEY_ORDER = ("type", "description", "additionalProperties", "minProperties", "required", "properties")
+
+
+def _schema_hook(kind: type) -> dict[str, object]:
+    schema = getattr(kind, "config_schema", None)
+    if callable(schema):
+        return dict(schema())
+    raise NotImplementedError(f"{kind.__name__} has no schema")
+
+
+class _Maker:
+    """msgspec's schema of the Structs, reshaped as the rule files' schemas are written."""
+
+    def __init__(self, rule_file: RuleFile[S], generated: JSONObject):
+        self.rule_file, self.generated = rule_file, generated
+        self.by_name: dict[str, type[Section]] = {}
+
+    def struct(self, cls: type[Section]) -> JSONObject:
+        self._know(cls)
+        node = self.node(obj(self.generated[cls.__name__], cls.__name__))
+        if cls.__doc__ and "description" in node:
+            node["description"] = " ".join(str(node["description"]).split())
+        if not node.get("required"):
+            node.pop("required", None)
+        extra = getattr(cls, "schema_extra", {})
+        ordered = {k: node[k] for k in _KEY_ORDER if k in node}
+        return {**ordered, **{k: v for k, v in node.items() if k not in ordered}, **extra}
+
+    def _know(self, cls: type[Section]) -> None:
+        for f in msgspec.structs.fields(cls):
+            for part in _structs(f.type):
+                if part.__name__ not in self.by_name:
+                    self.by_name[part.__name__] = part
+                    self._know(part)
+
+    def node(self, node: JSONObject) -> JSONObject:
+        out: JSONObject = {}
+        for key, value in node.items():
+            if key == "title" or (key == "default" and value is None):
+                continue
+            out[key] = self.value(value)
+        ref = out.pop("$ref", None)
+        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref.rsplit("/", 1)[-1] in self.by_name:
+            part = self.by_name[ref.rsplit("/", 1)[-1]]
+            name = self.rule_file.defs.get(part)
+            out = {"$ref": f"#/$defs/{name}", **out} if name else {**self.struct(part), **out}
+        elif ref is not None:
+            out = {"$ref": ref, **out}
+        options = out.get("anyOf")
+        if isinstance(options, list) and {"type": "null"} in options:  # X | None: absent, never null in a file
+            rest = [o for o in options if o != {"type": "null"}]
+            del out["anyOf"]
+            out = {**obj(rest[0], "anyOf"), **out} if len(rest) == 1 else {"anyOf": rest, **out}
+        if "enum" in out:
+            out.pop("type", None)  # the enum alone: one error for a wrong value, as written by hand
+        return out
+
+    def value(self, value: JSONValue) -> JSONValue:
+        if isinstance(value, dict):
+            return self.node(value)
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        return value
+
+
+def _structs(kind: object) -> list[type[Section]]:
+    """The Structs a field's type holds (in a list, an optional, ...)."""
+    if isinstance(kind, type) and issubclass(kind, Section):
+        return [kind]
+    return [s for arg in typing.get_args(kind) for s in _structs(arg)]
+
+
+__all__ = ["CATEGORIES", "Conditions", "DETAIL_PATTERN", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
+           "RuleFile", "SEVERITY_WORDS", "in_order", "matcher_def", "word"]
