@@ -29,6 +29,7 @@ CATEGORIES = ("application", "driver", "memory", "nvlink", "hardware", "informat
 RUNBOOK_PATTERN = "^[a-z0-9][a-z0-9-]*$"
 DETAIL_PATTERN = "^[a-z][a-z0-9_]*$"
 S = TypeVar("S", bound=Section)
+KEY_ORDER = ("type", "description", "additionalProperties", "minProperties", "required", "properties")
 
 
 class MatcherText(str):
@@ -76,6 +77,8 @@ class RuleFile(typing.Generic[S]):
     body: type[S]
     defs: Mapping[type[Section], str] = field(default_factory=dict)
     extra_defs: JSONObject = field(default_factory=dict)
+    # The order of a definition's keys: several errors at one path are told in it (as the hand-written file had)
+    def_key_order: tuple[str, ...] = KEY_ORDER
 
     def decode(self, doc: Mapping[str, object]) -> S:
         """The section of a rule file its schema accepted."""
@@ -92,9 +95,6 @@ class RuleFile(typing.Generic[S]):
 
 
 _DEF_ORDER = {"matcher": 0}  # the matcher first, as the hand-written files had it
-# Keys of a schema node in the order the hand-written files wrote them: an error's place among several at one
-# path follows it.
-_KEY_ORDER = ("type", "description", "additionalProperties", "minProperties", "required", "properties")
 
 
 def _schema_hook(kind: type) -> dict[str, object]:
@@ -119,7 +119,8 @@ class _Maker:
         if not node.get("required"):
             node.pop("required", None)
         extra = getattr(cls, "schema_extra", {})
-        ordered = {k: node[k] for k in _KEY_ORDER if k in node}
+        order = self.rule_file.def_key_order if cls in self.rule_file.defs else KEY_ORDER
+        ordered = {k: node[k] for k in order if k in node}
         return {**ordered, **{k: v for k, v in node.items() if k not in ordered}, **extra}
 
     def _know(self, cls: type[Section]) -> None:
@@ -166,5 +167,5 @@ def _structs(kind: object) -> list[type[Section]]:
     return [s for arg in typing.get_args(kind) for s in _structs(arg)]
 
 
-__all__ = ["CATEGORIES", "Conditions", "DETAIL_PATTERN", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
+__all__ = ["CATEGORIES", "Conditions", "DETAIL_PATTERN", "KEY_ORDER", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
            "RuleFile", "SEVERITY_WORDS", "in_order", "matcher_def", "word"]

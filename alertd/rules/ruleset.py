@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence, cast
 
 from alertd.core.durations import DurationError, parse_duration
-from alertd.rules.evidence import EvidenceRules, parse_evidence_rules, merge
+from alertd.rules.evidence import EVIDENCE, EvidenceRules, parse_evidence_rules, merge
 from alertd.rules.remediation import RemediationPolicy, parse_remediation
 from alertd.core.json_types import JSONObject, objects
 from alertd.rules.storm_says import Escalation, Reading, parse_escalate, parse_reading
@@ -335,7 +335,7 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
     elif section == "signals":
         sections.signals.extend(_signals(SIGNALS.decode(valid).signals, check))
     elif section == "evidence":
-        sections.evidence = merge(sections.evidence, parse_evidence_rules(valid["evidence"] or {}, check, check.where))
+        sections.evidence = merge(sections.evidence, parse_evidence_rules(EVIDENCE.decode(valid).evidence, check, check.where))
     elif section == "correlation":
         if sections.correlation is not None:
             check.problem(("correlation",), "correlation is defined in more than one rule file")

@@ -7,7 +7,6 @@ from typing import TypedDict
 
 from alertd.core.json_types import JSONObject
 from alertd.gpu.catalog import XidEntryDoc
-from alertd.rules.evidence import EvidenceDoc
 from alertd.rules.history import HistoryRuleDoc
 from alertd.rules.jobs import DomainDoc, JobDoc
 from alertd.rules.kube_health import KubeHealthDoc
@@ -74,7 +73,6 @@ class RuleFileDoc(TypedDict, total=False):
     """A rule file: any of the sections (a section may be empty: null)."""
 
     xids: list[XidEntryDoc]
-    evidence: EvidenceDoc | None
     correlation: CorrelationDoc | None
     routing: RoutingDoc
     rma: list[RmaRuleDoc]
