@@ -21,6 +21,7 @@ from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.tickets import RmaSettings
 from alertd.report.settings import ReportSettings
 from alertd.rules.evidence import EVIDENCE
+from alertd.rules.history import HISTORY
 from alertd.rules.signals import SIGNALS
 from alertd.sources.settings import SourcesSettings
 
@@ -44,7 +45,7 @@ OWN_FILES: dict[str, tuple[str, type[Section]]] = {
     "classify": ("Classification inputs beyond the rule files", ClassifySettings),
 }
 # Rule-file sections (alertd/rules/declared.py), each with its schema file.
-RULE_FILES = (SIGNALS, EVIDENCE)
+RULE_FILES = (SIGNALS, EVIDENCE, HISTORY)
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 
 

@@ -18,7 +18,7 @@ from alertd.rules.evidence import EVIDENCE, EvidenceRules, parse_evidence_rules,
 from alertd.rules.remediation import RemediationPolicy, parse_remediation
 from alertd.core.json_types import JSONObject, objects
 from alertd.rules.storm_says import Escalation, Reading, parse_escalate, parse_reading
-from alertd.rules.history import HistoryRule, parse_history, rma_rules
+from alertd.rules.history import HISTORY, HistoryRule, parse_history, rma_rules
 from alertd.rules.rma import RmaRule, parse_rma
 from alertd.rules.routing import RoutingDoc, parse_routing
 from alertd.rules.section_docs import CorrelationDoc, ResponseDoc, RuleFileDoc
@@ -349,7 +349,7 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
     elif section == "rma":
         sections.rma.extend(parse_rma(valid["rma"], check))
     elif section == "history":
-        sections.history.extend(_unique_history(parse_history(valid["history"], check), sections, check))
+        sections.history.extend(_unique_history(parse_history(HISTORY.decode(valid).history, check), sections, check))
     elif section == "remediation":
         if sections.remediation is not None:
             check.problem(("remediation",), "remediation is defined in more than one rule file")

@@ -7,7 +7,6 @@ from typing import TypedDict
 
 from alertd.core.json_types import JSONObject
 from alertd.gpu.catalog import XidEntryDoc
-from alertd.rules.history import HistoryRuleDoc
 from alertd.rules.jobs import DomainDoc, JobDoc
 from alertd.rules.kube_health import KubeHealthDoc
 from alertd.rules.remediation import RemediationDoc
@@ -80,7 +79,6 @@ class RuleFileDoc(TypedDict, total=False):
     kube_health: KubeHealthDoc | None
     recovery_actions: JSONObject | None
     sxids: JSONObject | None
-    history: list[HistoryRuleDoc]
 
 
 __all__ = ["CorrelationDoc", "GroupDoc", "ResponseDoc", "RuleFileDoc", "StormDoc", "StormEventDoc",
