@@ -20,6 +20,7 @@ from alertd.enrich.settings import NodeIndexSettings
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.tickets import RmaSettings
 from alertd.report.settings import ReportSettings
+from alertd.rules.declared import RuleFile
 from alertd.rules.evidence import EVIDENCE
 from alertd.rules.history import HISTORY
 from alertd.rules.signals import SIGNALS
@@ -45,7 +46,7 @@ OWN_FILES: dict[str, tuple[str, type[Section]]] = {
     "classify": ("Classification inputs beyond the rule files", ClassifySettings),
 }
 # Rule-file sections (alertd/rules/declared.py), each with its schema file.
-RULE_FILES = (SIGNALS, EVIDENCE, HISTORY)
+RULE_FILES: tuple[RuleFile[Section], ...] = (SIGNALS, EVIDENCE, HISTORY)
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 
 

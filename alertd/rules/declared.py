@@ -9,6 +9,7 @@ name, the matcher pattern, the conditions between keys), so every error reads as
 from __future__ import annotations
 
 import typing
+from types import UnionType
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
@@ -28,7 +29,7 @@ SEVERITY_WORDS = tuple(reversed(tuple(Severity)))
 CATEGORIES = ("application", "driver", "memory", "nvlink", "hardware", "informational")
 RUNBOOK_PATTERN = "^[a-z0-9][a-z0-9-]*$"
 DETAIL_PATTERN = "^[a-z][a-z0-9_]*$"
-S = TypeVar("S", bound=Section)
+S = TypeVar("S", bound=Section, covariant=True)
 KEY_ORDER = ("type", "description", "additionalProperties", "minProperties", "required", "properties")
 
 
@@ -160,6 +161,24 @@ class _Maker:
         return value
 
 
+def key_paths(cls: type[Section], prefix: str = "") -> list[str]:
+    """Every key a declared section has, as docs/rules.md names it (``signals[].kind``,
+    ``evidence.annotations.fields``), a part before its keys."""
+    out = []
+    for f in msgspec.structs.fields(cls):
+        path = f"{prefix}.{f.encode_name}" if prefix else f.encode_name
+        out.append(path)
+        for part in _structs(f.type)[:1]:
+            out += key_paths(part, path + ("[]" if _is_list(f.type) else ""))
+    return out
+
+
+def _is_list(kind: object) -> bool:
+    while typing.get_origin(kind) in (typing.Annotated, typing.Union, UnionType):
+        kind = next(k for k in typing.get_args(kind) if k is not type(None))
+    return typing.get_origin(kind) in (tuple, list)
+
+
 def _structs(kind: object) -> list[type[Section]]:
     """The Structs a field's type holds (in a list, an optional, ...)."""
     if isinstance(kind, type) and issubclass(kind, Section):
@@ -168,4 +187,4 @@ def _structs(kind: object) -> list[type[Section]]:
 
 
 __all__ = ["CATEGORIES", "Conditions", "DETAIL_PATTERN", "KEY_ORDER", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
-           "RuleFile", "SEVERITY_WORDS", "in_order", "matcher_def", "word"]
+           "RuleFile", "SEVERITY_WORDS", "in_order", "key_paths", "matcher_def", "word"]
