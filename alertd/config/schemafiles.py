@@ -23,6 +23,7 @@ from alertd.report.settings import ReportSettings
 from alertd.rules.declared import RuleFile
 from alertd.rules.evidence import EVIDENCE
 from alertd.rules.history import HISTORY
+from alertd.rules.kube_health import KUBE_HEALTH
 from alertd.rules.signals import SIGNALS
 from alertd.sources.settings import SourcesSettings
 
@@ -46,7 +47,7 @@ OWN_FILES: dict[str, tuple[str, type[Section]]] = {
     "classify": ("Classification inputs beyond the rule files", ClassifySettings),
 }
 # Rule-file sections (alertd/rules/declared.py), each with its schema file.
-RULE_FILES: tuple[RuleFile[Section], ...] = (SIGNALS, EVIDENCE, HISTORY)
+RULE_FILES: tuple[RuleFile[Section], ...] = (SIGNALS, EVIDENCE, HISTORY, KUBE_HEALTH)
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 
 

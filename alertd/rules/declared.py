@@ -12,7 +12,7 @@ import typing
 from types import UnionType
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Self, TypeVar
 
 import msgspec
 from msgspec import Meta
@@ -24,7 +24,7 @@ from alertd.schemas.messages import MATCHER_OPERATORS
 
 MATCHER_PATTERN = r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*' + MATCHER_OPERATORS + r'\s*"(?:[^"\\]|\\.)*"\s*$'
 # A signal's severity in the rule files' order (most severe first, as their errors list it)
-SEVERITY_WORDS = tuple(reversed(tuple(Severity)))
+SEVERITY_WORDS = tuple(str(s) for s in reversed(Severity))
 # Who most likely owns a problem: the Xid catalog's categories, which signals and evidence rules reuse
 CATEGORIES = ("application", "driver", "memory", "nvlink", "hardware", "informational")
 RUNBOOK_PATTERN = "^[a-z0-9][a-z0-9-]*$"
@@ -33,17 +33,25 @@ S = TypeVar("S", bound=Section, covariant=True)
 KEY_ORDER = ("type", "description", "additionalProperties", "minProperties", "required", "properties")
 
 
-class MatcherText(str):
-    """One Alertmanager-style matcher as written (``alertname=~"GPUXid.*"``): the schema checks its form, the
-    rule loader parses it and reports a bad regex at its position."""
+class DefText(str):
+    """Text whose schema is a definition of its rule file's (``#/$defs/<ref>``), shared by several keys."""
+
+    ref: ClassVar[str]
 
     @classmethod
-    def from_config(cls, value: str) -> "MatcherText":
+    def from_config(cls, value: str) -> Self:
         return cls(value)
 
-    @staticmethod
-    def config_schema() -> dict[str, object]:
-        return {"$ref": "#/$defs/matcher"}
+    @classmethod
+    def config_schema(cls) -> dict[str, object]:
+        return {"$ref": f"#/$defs/{cls.ref}"}
+
+
+class MatcherText(DefText):
+    """One Alertmanager-style matcher as written (``alertname=~"GPUXid.*"``): the schema checks its form, the
+    rule loader parses it and reports a bad one at its position."""
+
+    ref = "matcher"
 
 
 def matcher_def(description: str) -> JSONObject:
@@ -186,5 +194,5 @@ def _structs(kind: object) -> list[type[Section]]:
     return [s for arg in typing.get_args(kind) for s in _structs(arg)]
 
 
-__all__ = ["CATEGORIES", "Conditions", "DETAIL_PATTERN", "KEY_ORDER", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
+__all__ = ["CATEGORIES", "Conditions", "DETAIL_PATTERN", "DefText", "KEY_ORDER", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
            "RuleFile", "SEVERITY_WORDS", "in_order", "key_paths", "matcher_def", "word"]

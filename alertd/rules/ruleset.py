@@ -29,7 +29,7 @@ from alertd.gpu.recovery import RecoveryTable, merge_recovery, parse_recovery
 from alertd.gpu.sxid import DEFAULT_SXIDS, SxidCatalog, merge_sxids, parse_sxid_catalog
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.promql.recording import RecordingIndex
-from alertd.rules.kube_health import KubeHealthRules, parse_kube_health
+from alertd.rules.kube_health import KUBE_HEALTH, KubeHealthRules, parse_kube_health
 from alertd.rules.jobs import DomainRule, JobRule, parse_domains, parse_job
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
@@ -355,7 +355,7 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
             check.problem(("remediation",), "remediation is defined in more than one rule file")
         sections.remediation = parse_remediation(valid["remediation"] or {}, check)
     elif section == "kube_health":
-        sections.kube_health = parse_kube_health(valid["kube_health"] or {}, check, sections.kube_health)
+        sections.kube_health = parse_kube_health(KUBE_HEALTH.decode(valid).kube_health, check, sections.kube_health)
 
 
 def _unique_history(rules: tuple[HistoryRule, ...], sections: _Sections, check: _Checker) -> tuple[HistoryRule, ...]:

@@ -8,7 +8,6 @@ from typing import TypedDict
 from alertd.core.json_types import JSONObject
 from alertd.gpu.catalog import XidEntryDoc
 from alertd.rules.jobs import DomainDoc, JobDoc
-from alertd.rules.kube_health import KubeHealthDoc
 from alertd.rules.remediation import RemediationDoc
 from alertd.rules.rma import RmaRuleDoc
 from alertd.rules.routing import RoutingDoc
@@ -76,7 +75,6 @@ class RuleFileDoc(TypedDict, total=False):
     routing: RoutingDoc
     rma: list[RmaRuleDoc]
     remediation: RemediationDoc | None
-    kube_health: KubeHealthDoc | None
     recovery_actions: JSONObject | None
     sxids: JSONObject | None
 
