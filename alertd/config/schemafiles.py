@@ -3,7 +3,7 @@
 ``python -m alertd.config.schemafiles`` rewrites them after a declaration changed; ``--check`` only says
 which are stale (tests/unit/test_config_sections.py fails on a stale one). config.schema.json keeps the
 sections not yet declared as Structs as they are written in it; the declared ones are replaced. Each
-declared rule-file section (RULE_FILES, alertd/rules/declared.py) has a schema file of its own."""
+declared rule-file section (alertd/rules/files.py) has a schema file of its own."""
 from __future__ import annotations
 
 import json
@@ -20,11 +20,7 @@ from alertd.enrich.settings import NodeIndexSettings
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.tickets import RmaSettings
 from alertd.report.settings import ReportSettings
-from alertd.rules.declared import RuleFile
-from alertd.rules.evidence import EVIDENCE
-from alertd.rules.history import HISTORY
-from alertd.rules.kube_health import KUBE_HEALTH
-from alertd.rules.signals import SIGNALS
+from alertd.rules.files import RULE_FILES
 from alertd.sources.settings import SourcesSettings
 
 # config.schema.json's sections (or parts of one, dotted) that a Struct declares; the others are still written
@@ -46,8 +42,6 @@ SECTIONS: dict[str, type[Section]] = {
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {
     "classify": ("Classification inputs beyond the rule files", ClassifySettings),
 }
-# Rule-file sections (alertd/rules/declared.py), each with its schema file.
-RULE_FILES: tuple[RuleFile[Section], ...] = (SIGNALS, EVIDENCE, HISTORY, KUBE_HEALTH)
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 
 

@@ -24,8 +24,8 @@ from alertd.core.yamlio import Path_
 from alertd.gpu.nvrm import other_driver
 from alertd.promql.expr import ExprFacts, Selector, facts_of_url
 from alertd.rules.checker import Checker
-from alertd.rules.declared import (CATEGORIES, DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions, MatcherText,
-                                   RuleFile, in_order, matcher_def, word)
+from alertd.schemas.declared import (CATEGORIES, DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions,
+                                     MatcherText, RuleFile, in_order, matcher_def, word)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from alertd.core.json_types import JSONObject
 from alertd.core.sections import Section
 from alertd.core.vocabulary import HISTORY_KINDS, LADDER, SignalKind, VerdictKind
 from alertd.core.yamlio import Path_
-from alertd.rules.declared import SEVERITY_WORDS, Conditions, RuleFile, in_order, word
+from alertd.schemas.declared import SEVERITY_WORDS, Conditions, RuleFile, in_order, word
 from alertd.rules.rma import Condition, RmaRule, report_duplicate_names
 
 REPEAT_OFFENDER, REPAIR_NOT_HELD, LEMON_NODE = VerdictKind

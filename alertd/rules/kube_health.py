@@ -16,7 +16,7 @@ from msgspec import Meta
 from alertd.core.sections import Section, written
 from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
-from alertd.rules.declared import SEVERITY_WORDS, DefText, RuleFile
+from alertd.schemas.declared import SEVERITY_WORDS, DefText, RuleFile
 
 
 def _anchored(pattern: str) -> re.Pattern[str]:

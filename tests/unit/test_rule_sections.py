@@ -1,4 +1,4 @@
-"""Rule-file sections declared once (alertd/rules/declared.py): their checked-in schemas are what the
+"""Rule-file sections declared once (alertd/schemas/declared.py): their checked-in schemas are what the
 declarations generate, the decoded section is what the parsers read, and the docs name exactly the declared
 keys."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 
 from alertd.config import schemafiles
 from alertd.core.sections import Section
-from alertd.rules.declared import RuleFile, key_paths
+from alertd.schemas.declared import RuleFile, key_paths
 from alertd.rules.evidence import EVIDENCE
 from alertd.rules.signals import SIGNALS
 from alertd.schemas import validator
