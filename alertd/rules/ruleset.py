@@ -24,7 +24,7 @@ from alertd.rules.routing import RoutingDoc, parse_routing
 from alertd.rules.section_docs import CorrelationDoc, ResponseDoc, RuleFileDoc
 from alertd.rules.signals import SIGNALS, SignalEntry
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.gpu.catalog import XidCatalog, XidEntry, XidEntryDoc
+from alertd.gpu.catalog import XID_CATALOG, XidCatalog, XidEntry
 from alertd.gpu.recovery import RecoveryTable, merge_recovery, parse_recovery
 from alertd.gpu.sxid import DEFAULT_SXIDS, SxidCatalog, merge_sxids, parse_sxid_catalog
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
@@ -327,7 +327,7 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
         return
     valid = cast(RuleFileDoc, {section: doc[section]})  # the section's schema holds: typed from here on
     if section == "xids":
-        _xids(valid["xids"], check, sections.xids)
+        _xids(XID_CATALOG.decode(valid).xids, check, sections.xids)
     elif section == "recovery_actions":
         sections.recovery = merge_recovery(sections.recovery, _recovery(valid["recovery_actions"] or {}, check))
     elif section == "sxids":
@@ -367,13 +367,13 @@ def _unique_history(rules: tuple[HistoryRule, ...], sections: _Sections, check: 
     return rules
 
 
-def _xids(entries: list[XidEntryDoc], check: _Checker, xids: dict[int, XidEntry]) -> None:
+def _xids(entries: tuple[XidEntry, ...], check: _Checker, xids: dict[int, XidEntry]) -> None:
     seen: set[int] = set()
     for i, entry in enumerate(entries):
-        if entry["code"] in seen:
-            check.problem(("xids", i, "code"), f"duplicate Xid code {entry['code']}")
-        seen.add(entry["code"])
-        xids[entry["code"]] = XidEntry(**entry)  # later files override earlier ones
+        if entry.code in seen:
+            check.problem(("xids", i, "code"), f"duplicate Xid code {entry.code}")
+        seen.add(entry.code)
+        xids[entry.code] = entry  # later files override earlier ones
 
 
 def _recovery(body: JSONObject, check: _Checker) -> RecoveryTable:

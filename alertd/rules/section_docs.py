@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TypedDict
 
 from alertd.core.json_types import JSONObject
-from alertd.gpu.catalog import XidEntryDoc
 from alertd.rules.jobs import DomainDoc, JobDoc
 from alertd.rules.remediation import RemediationDoc
 from alertd.rules.rma import RmaRuleDoc
@@ -70,7 +69,6 @@ class CorrelationDoc(TypedDict, total=False):
 class RuleFileDoc(TypedDict, total=False):
     """A rule file: any of the sections (a section may be empty: null)."""
 
-    xids: list[XidEntryDoc]
     correlation: CorrelationDoc | None
     routing: RoutingDoc
     rma: list[RmaRuleDoc]
