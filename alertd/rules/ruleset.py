@@ -16,7 +16,7 @@ from typing import Any, Sequence, cast
 from alertd.core.durations import DurationError, parse_duration
 from alertd.rules.evidence import EVIDENCE, EvidenceRules, parse_evidence_rules, merge
 from alertd.rules.remediation import RemediationPolicy, parse_remediation
-from alertd.core.json_types import JSONObject, objects
+from alertd.core.json_types import JSONObject
 from alertd.rules.storm_says import Escalation, Reading, parse_escalate, parse_reading
 from alertd.rules.history import HISTORY, HistoryRule, parse_history, rma_rules
 from alertd.rules.rma import RmaRule, parse_rma
@@ -26,7 +26,7 @@ from alertd.rules.signals import SIGNALS, SignalEntry
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XID_CATALOG, XidCatalog, XidEntry
 from alertd.gpu.recovery import RecoveryTable, merge_recovery, parse_recovery
-from alertd.gpu.sxid import DEFAULT_SXIDS, SxidCatalog, merge_sxids, parse_sxid_catalog
+from alertd.gpu.sxid import DEFAULT_SXIDS, SXID_CATALOG, SxidCatalog, SxidsSection, merge_sxids, parse_sxid_catalog
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.promql.recording import RecordingIndex
 from alertd.rules.kube_health import KUBE_HEALTH, KubeHealthRules, parse_kube_health
@@ -331,7 +331,7 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
     elif section == "recovery_actions":
         sections.recovery = merge_recovery(sections.recovery, _recovery(valid["recovery_actions"] or {}, check))
     elif section == "sxids":
-        sections.sxids = merge_sxids(sections.sxids, _sxids(valid["sxids"] or {}, check))
+        sections.sxids = merge_sxids(sections.sxids, _sxids(SXID_CATALOG.decode(valid).sxids, check))
     elif section == "signals":
         sections.signals.extend(_signals(SIGNALS.decode(valid).signals, check))
     elif section == "evidence":
@@ -386,12 +386,12 @@ def _recovery(body: JSONObject, check: _Checker) -> RecoveryTable:
     return table
 
 
-def _sxids(body: JSONObject, check: _Checker) -> SxidCatalog:
-    codes = [entry.get("code") for entry in objects(body.get("codes"))]
+def _sxids(section: SxidsSection, check: _Checker) -> SxidCatalog:
+    codes = [entry.code for entry in section.codes]
     for i, code in enumerate(codes):
         if code in codes[:i]:
             check.problem(("sxids", "codes", i, "code"), f"duplicate SXid code {code}")
-    return parse_sxid_catalog(body)
+    return parse_sxid_catalog(section)
 
 
 def _signals(entries: tuple[SignalEntry, ...], check: _Checker) -> list[SignalRule]:

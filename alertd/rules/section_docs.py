@@ -74,7 +74,6 @@ class RuleFileDoc(TypedDict, total=False):
     rma: list[RmaRuleDoc]
     remediation: RemediationDoc | None
     recovery_actions: JSONObject | None
-    sxids: JSONObject | None
 
 
 __all__ = ["CorrelationDoc", "GroupDoc", "ResponseDoc", "RuleFileDoc", "StormDoc", "StormEventDoc",
