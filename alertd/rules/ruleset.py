@@ -25,7 +25,7 @@ from alertd.rules.section_docs import CorrelationDoc, ResponseDoc, RuleFileDoc
 from alertd.rules.signals import SIGNALS, SignalEntry
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XID_CATALOG, XidCatalog, XidEntry
-from alertd.gpu.recovery import RecoveryTable, merge_recovery, parse_recovery
+from alertd.gpu.recovery import RECOVERY_ACTIONS_FILE, RecoveryActionsSection, RecoveryTable, merge_recovery, parse_recovery
 from alertd.gpu.sxid import DEFAULT_SXIDS, SXID_CATALOG, SxidCatalog, SxidsSection, merge_sxids, parse_sxid_catalog
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.promql.recording import RecordingIndex
@@ -329,7 +329,7 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
     if section == "xids":
         _xids(XID_CATALOG.decode(valid).xids, check, sections.xids)
     elif section == "recovery_actions":
-        sections.recovery = merge_recovery(sections.recovery, _recovery(valid["recovery_actions"] or {}, check))
+        sections.recovery = merge_recovery(sections.recovery, _recovery(RECOVERY_ACTIONS_FILE.decode(valid).recovery_actions, check))
     elif section == "sxids":
         sections.sxids = merge_sxids(sections.sxids, _sxids(SXID_CATALOG.decode(valid).sxids, check))
     elif section == "signals":
@@ -376,8 +376,8 @@ def _xids(entries: tuple[XidEntry, ...], check: _Checker, xids: dict[int, XidEnt
         xids[entry.code] = entry  # later files override earlier ones
 
 
-def _recovery(body: JSONObject, check: _Checker) -> RecoveryTable:
-    table = parse_recovery(body)
+def _recovery(section: RecoveryActionsSection, check: _Checker) -> RecoveryTable:
+    table = parse_recovery(section)
     seen: set[int] = set()
     for i, action in enumerate(table.actions):
         if action.value in seen:

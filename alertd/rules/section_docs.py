@@ -1,11 +1,11 @@
 """A rule file as its sections' JSON Schemas admit it (alertd/schemas/*.schema.json), for the parsers that
 read a section once it has passed its schema (alertd.rules.ruleset._read_section, the one place a section's
-document becomes typed). Each section's own shapes live beside its parser; these are the rest."""
+document becomes typed). Each section's own shapes live beside its parser; these are the rest. The sections
+declared as Structs (alertd/rules/files.py) are decoded instead, and have no shape here."""
 from __future__ import annotations
 
 from typing import TypedDict
 
-from alertd.core.json_types import JSONObject
 from alertd.rules.jobs import DomainDoc, JobDoc
 from alertd.rules.remediation import RemediationDoc
 from alertd.rules.rma import RmaRuleDoc
@@ -73,7 +73,6 @@ class RuleFileDoc(TypedDict, total=False):
     routing: RoutingDoc
     rma: list[RmaRuleDoc]
     remediation: RemediationDoc | None
-    recovery_actions: JSONObject | None
 
 
 __all__ = ["CorrelationDoc", "GroupDoc", "ResponseDoc", "RuleFileDoc", "StormDoc", "StormEventDoc",
