@@ -134,6 +134,9 @@ MISSING_DETAILS = frozenset({D.EXPORTER_DOWN, D.NODE_DOWN, D.GPU_MISSING, D.GPU_
 # ... and what evidence may (rules/evidence.yml): an unusable GPU is only seen by alertd's admission source
 EVIDENCE_MISSING_DETAILS = MISSING_DETAILS - {D.GPU_UNUSABLE}
 IB_PORT_DETAILS = frozenset({D.IB_PORT_DOWN, D.IB_PORT_FLAPPING})
+# Who most likely owns a problem (``Signal.category``): the Xid catalog's categories, which the signals and
+# evidence rules reuse; in the order the rule files' errors list them
+CATEGORIES = ("application", "driver", "memory", "nvlink", "hardware", "informational")
 
 
 def _of_nature(*natures: Nature) -> frozenset[str]:
@@ -331,7 +334,7 @@ LOG_HOST_LABELS = ("host", "source")
 NODE_LABELS = ("node", "kubernetes_node", *HOSTNAMES, LOG_HOST_LABELS[0], INSTANCE, LOG_HOST_LABELS[1])
 WEAK_NODE_LABELS = frozenset({*HOSTNAMES, INSTANCE})  # may name the exporter pod or its address
 
-__all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "COUNTED_DETAILS", "DETAIL_TITLES", "DRAINED_ACTIONS",
+__all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CATEGORIES", "CORDONING", "COUNTED_DETAILS", "DETAIL_TITLES", "DRAINED_ACTIONS",
            "DRAINING", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS", "EventKind", "GpuAction",
            "HANDING_OFF", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS",
            "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS",

@@ -12,8 +12,8 @@ from alertd.core.model import Signal, as_severity
 from alertd.core.sections import Section
 from alertd.gpu.recovery import XID_RECOVERY, RecoveryTable, recovery_signal
 from alertd.schemas import validate_document
-from alertd.schemas.declared import CATEGORIES, RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions, RuleFile, in_order, word
-from alertd.core.vocabulary import CATALOG_ACTIONS, DRAINED_ACTIONS, NOT_HARDWARE_ACTIONS, GpuAction, SignalKind
+from alertd.schemas.declared import RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions, RuleFile, in_order, word
+from alertd.core.vocabulary import CATALOG_ACTIONS, CATEGORIES, DRAINED_ACTIONS, NOT_HARDWARE_ACTIONS, GpuAction, SignalKind
 
 A = GpuAction
 # The catalog's actions in the order its errors list them

@@ -19,13 +19,13 @@ from alertd.core.matchers import Matcher, match_all
 from alertd.core.model import Alert
 from alertd.core.regex import Regex, RegexError
 from alertd.core.sections import Section
-from alertd.core.vocabulary import EVIDENCE_KINDS, EVIDENCE_MISSING_DETAILS, Detail, SignalKind
+from alertd.core.vocabulary import CATEGORIES, EVIDENCE_KINDS, EVIDENCE_MISSING_DETAILS, Detail, SignalKind
 from alertd.core.yamlio import Path_
 from alertd.gpu.nvrm import other_driver
 from alertd.promql.expr import ExprFacts, Selector, facts_of_url
 from alertd.rules.checker import Checker
-from alertd.schemas.declared import (CATEGORIES, DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions,
-                                     MatcherText, RuleFile, in_order, matcher_def, word)
+from alertd.schemas.declared import (DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions, MatcherText, RuleFile,
+                                     in_order, matcher_def, word)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,9 @@ from typing import Annotated
 from msgspec import Meta
 
 from alertd.core.sections import Section
-from alertd.core.vocabulary import MISSING_DETAILS, RULED_KINDS, Detail, SignalKind
-from alertd.schemas.declared import (CATEGORIES, DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions,
-                                     MatcherText, RuleFile, in_order, matcher_def, word)
+from alertd.core.vocabulary import CATEGORIES, MISSING_DETAILS, RULED_KINDS, Detail, SignalKind
+from alertd.schemas.declared import (DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions, MatcherText, RuleFile,
+                                     in_order, matcher_def, word)
 
 
 class SignalEntry(Conditions, Section, frozen=True):

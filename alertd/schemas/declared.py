@@ -25,8 +25,6 @@ from alertd.schemas.messages import MATCHER_OPERATORS
 MATCHER_PATTERN = r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*' + MATCHER_OPERATORS + r'\s*"(?:[^"\\]|\\.)*"\s*$'
 # A signal's severity in the rule files' order (most severe first, as their errors list it)
 SEVERITY_WORDS = tuple(str(s) for s in reversed(Severity))
-# Who most likely owns a problem: the Xid catalog's categories, which signals and evidence rules reuse
-CATEGORIES = ("application", "driver", "memory", "nvlink", "hardware", "informational")
 RUNBOOK_PATTERN = "^[a-z0-9][a-z0-9-]*$"
 DETAIL_PATTERN = "^[a-z][a-z0-9_]*$"
 S = TypeVar("S", bound=Section, covariant=True)
@@ -194,5 +192,5 @@ def _structs(kind: object) -> list[type[Section]]:
     return [s for arg in typing.get_args(kind) for s in _structs(arg)]
 
 
-__all__ = ["CATEGORIES", "Conditions", "DETAIL_PATTERN", "DefText", "KEY_ORDER", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
+__all__ = ["Conditions", "DETAIL_PATTERN", "DefText", "KEY_ORDER", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
            "RuleFile", "SEVERITY_WORDS", "in_order", "key_paths", "matcher_def", "word"]
