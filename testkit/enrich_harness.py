@@ -13,7 +13,7 @@ from alertd.enrich.kube import KubeContext
 from alertd.enrich.kube_api import NotFound
 from alertd.enrich.logs import LogLine
 from alertd.enrich.searcher import LogSearcher
-from alertd.enrich.settings import EnrichSettings, KubeSettings, LogSettings
+from alertd.enrich.settings import EnrichSettings, KubeSettings, LogBatch, LogSettings
 from alertd.core.model import Alert
 from alertd.rules.ruleset import load_rules
 from alertd.app.service import Service
@@ -118,7 +118,8 @@ class Harness:
     def __init__(self, tmp_path: Path, *, lines=None, kube: MemoryKube | None = None,
                  timer: ManualTimer | None = None, **enrich: Any):
         """With ``timer``, retries and rechecks (and the log searcher's clocks) wait on it: the test advances it."""
-        self.settings = LogSettings(linger=0.01, timeout=enrich.pop("timeout", 2.0), failure_ttl=0.05)
+        self.settings = LogSettings(backend="opensearch", batch=LogBatch(linger=0.01), timeout=enrich.pop("timeout", 2.0),
+                                    failure_ttl=0.05)
         self.backend = MemoryLogs(self.settings, lines)
         self.timer = timer
         clocks: dict[str, Any] = {"now": timer.wall, "monotonic": timer.monotonic} if timer is not None else {}

@@ -14,7 +14,7 @@ import aiohttp
 import orjson
 
 from alertd.alertmanager import reconcile
-from alertd.alertmanager.settings import ReconcileSettings
+from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.core.http_session import LazySession
 from alertd.core.json_types import JSONObject, JSONValue, arr
 from alertd.core.model import HELD_BY, Alert, Incident
@@ -44,7 +44,7 @@ class ReconcileConfig(Protocol):
     """The configuration's parsed ``alertmanager`` section, as reconciliation reads it (alertd/config/settings.py)."""
 
     @property
-    def reconcile(self) -> ReconcileSettings: ...
+    def alertmanager(self) -> AlertmanagerSettings: ...
 
 
 class ReconcileHost(Protocol):
@@ -67,9 +67,9 @@ class ReconcileHost(Protocol):
 
 
 class Reconciler:
-    def __init__(self, svc: ReconcileHost, settings: ReconcileSettings):
+    def __init__(self, svc: ReconcileHost, settings: AlertmanagerSettings):
         self.svc, self.settings = svc, settings
-        self._session = LazySession(settings.timeout, headers=settings.headers, basic=settings.basic)
+        self._session = LazySession(settings.timeout, headers=settings.headers, basic=settings.credentials)
         self.rounds = 0
         self.resolved = 0
         self.fetched = 0
@@ -90,7 +90,7 @@ class Reconciler:
                 raise
             except Exception:
                 log.exception("reconciliation round failed")
-            await asyncio.sleep(self.settings.interval.total_seconds())
+            await asyncio.sleep(self.settings.reconcile_interval.total_seconds())
 
     async def _get(self, url: str, path: str, params: list[tuple[str, str]] | None = None) -> JSONValue:
         async with self.session().get(url + path, params=params) as resp:
@@ -102,7 +102,7 @@ class Reconciler:
     async def _ask(self, url: str) -> reconcile.Answer | None:
         try:
             return reconcile.answer_from(await self._get(url, "/api/v2/alerts"), await self._get(url, "/api/v2/status"),
-                                         self.settings.receivers)
+                                         frozenset(self.settings.receivers))
         except Exception as exc:  # one silent Alertmanager: decide nothing this round
             log.warning("reconciliation: cannot ask Alertmanager %s: %s", url, exc)
             return None
@@ -115,7 +115,7 @@ class Reconciler:
         answers = await asyncio.gather(*(self._ask(u) for u in self.settings.urls))
         now = self.svc.clock()
         incidents = list(engine.state.incidents.values())
-        gone = reconcile.stale(reconcile.held_firing(incidents), list(answers), now, self.settings.min_uptime)
+        gone = reconcile.stale(reconcile.held_firing(incidents), list(answers), now, self.settings.reconcile_min_uptime)
         self.rounds += 1
         if gone:
             await self.svc.receive_alerts(reconcile.resolutions(gone, now))
@@ -124,7 +124,7 @@ class Reconciler:
             shown = ", ".join(ids[:20]) + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
             log.warning("%s resolved: Alertmanager no longer holds its alerts (%d alerts; asked %s)", shown,
                         len(gone), ", ".join(self.settings.urls))
-        held = reconcile.to_take(list(answers), incidents, now, self.settings.held_after, engine.heartbeats)
+        held = reconcile.to_take(list(answers), incidents, now, self.settings.reconcile_held_after, engine.heartbeats)
         await self._take([a for a in held if self._offer(a)], now)
         return len(gone)
 
@@ -178,5 +178,5 @@ class Reconciler:
 
 
 def build_reconciler(svc: ReconcileHost) -> Reconciler | None:
-    settings = svc.cfg.reconcile
+    settings = svc.cfg.alertmanager
     return Reconciler(svc, settings) if settings.urls else None

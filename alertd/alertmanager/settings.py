@@ -1,52 +1,64 @@
-"""The ``alertmanager`` section of the configuration, parsed once (alertd/config/settings.py) into what its two
-users read: the silence client (alertd/alertmanager/silences.py) and reconciliation (reconcile_loop.py)."""
+"""The ``alertmanager`` section of the configuration, declared once (alertd/core/sections.py) and read as
+decoded by its two users: the silence client (alertd/alertmanager/silences.py) and reconciliation
+(reconcile_loop.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import TypedDict
+from typing import Annotated
 
-from alertd.core.durations import parse_duration
+import msgspec
+from msgspec import Meta
+
+from alertd.core.sections import Seconds, Section, Span, duration, written
+
+NonEmpty = Annotated[str, Meta(min_length=1)]
 
 
-class BasicDoc(TypedDict):
+class BasicAuth(Section, frozen=True, kw_only=False):
+    """Basic auth for every request to Alertmanager."""
+
     username: str
     password: str
 
 
-class AlertmanagerDoc(TypedDict, total=False):
-    """The ``alertmanager`` config section as alertmanager.schema.json admits it."""
+class AlertmanagerSettings(Section, frozen=True):
+    """Where silences are created (the one ``url``: an HA pair shares silences), which Alertmanagers are asked
+    what they still hold (``urls``: every one of an HA pair) and how often, and which of their receivers send
+    to alertd."""
 
-    url: str
-    external_url: str
-    timeout: str
-    bearer_token: str
-    basic: BasicDoc
-    urls: list[str]
-    reconcile_interval: str
-    reconcile_min_uptime: str
-    receivers: list[str]
-    reconcile_held_after: str
+    url: Annotated[str, Meta(description="Base URL of Alertmanager.", examples=["http://alertmanager:9093"])] = ""
+    external_url: Annotated[str, Meta(description=(
+        "How people reach Alertmanager's UI, for links in messages. Default: url."))] = ""
+    timeout: Annotated[Seconds, Meta(description="Per API call.")] = duration("10s")
+    bearer_token: Annotated[str, Meta(description=(
+        "Sent as Authorization: Bearer when Alertmanager sits behind an authenticating proxy."))] = ""
+    basic: BasicAuth | None = None
+    urls: Annotated[tuple[str, ...], Meta(min_length=1, description=(
+        "Every Alertmanager of an HA cluster, for reconciliation and truncated groups. Default: [url]."))] = ()
+    reconcile_interval: Annotated[Span, Meta(description=(
+        "How often the engine leader compares what it holds with what the Alertmanagers hold: it resolves what "
+        "none holds any more and takes in what they hold for alertd but never sent."))] = \
+        written(Span.from_config, "30s")
+    reconcile_min_uptime: Annotated[Span, Meta(description=(
+        "An Alertmanager started less than this ago holds only what Prometheus re-sent since: no "
+        "reconciliation until then."))] = written(Span.from_config, "3m")
+    receivers: Annotated[tuple[NonEmpty, ...], Meta(description=(
+        "The names of the receivers in Alertmanager's configuration that send to alertd. Reconciliation takes "
+        "in the active alerts routed to them that alertd never received (Alertmanager does not send an alert "
+        "that fired and resolved between two flushes of its group). [] takes in none."))] = ("alertd",)
+    reconcile_held_after: Annotated[Span, Meta(description=(
+        "An alert Alertmanager holds is taken in only once it has fired this long, so that a new group's first "
+        "notification (group_wait) comes first."))] = written(Span.from_config, "1m")
 
-
-def _basic(doc: AlertmanagerDoc) -> tuple[str, str] | None:
-    basic = doc.get("basic")
-    return (str(basic["username"]), str(basic["password"])) if basic else None
-
-
-@dataclass(slots=True)
-class AlertmanagerSettings:
-    """Where silences are created: the one ``url`` (an HA pair shares silences) and its credentials;
-    ``external_url``: where people open Alertmanager's UI, when not at ``url``."""
-
-    url: str = ""
-    external_url: str = ""
-    timeout: float = 10.0
-    bearer_token: str = ""
-    basic: tuple[str, str] | None = None
+    def __post_init__(self) -> None:
+        # Paths are appended to every URL: one trailing slash or none is the same server.
+        urls = self.urls or ((self.url,) if self.url else ())
+        msgspec.structs.force_setattr(self, "url", self.url.rstrip("/"))
+        msgspec.structs.force_setattr(self, "external_url", self.external_url.rstrip("/"))
+        msgspec.structs.force_setattr(self, "urls", tuple(u.rstrip("/") for u in urls))
 
     @property
     def enabled(self) -> bool:
+        """Silences need the one ``url``."""
         return bool(self.url)
 
     @property
@@ -54,40 +66,14 @@ class AlertmanagerSettings:
         """The base of links to Alertmanager's UI from incidents and messages ("" without one)."""
         return self.external_url or self.url
 
-    @classmethod
-    def from_doc(cls, doc: AlertmanagerDoc | None) -> "AlertmanagerSettings":
-        doc = doc or {}
-        return cls(url=str(doc.get("url") or "").rstrip("/"), external_url=str(doc.get("external_url") or "").rstrip("/"),
-                   timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
-                   bearer_token=str(doc.get("bearer_token", "") or ""), basic=_basic(doc))
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.bearer_token}"} if self.bearer_token else {}
+
+    @property
+    def credentials(self) -> tuple[str, str] | None:
+        """``basic`` as the HTTP session takes it."""
+        return (self.basic.username, self.basic.password) if self.basic else None
 
 
-@dataclass(slots=True)
-class ReconcileSettings:
-    """Which Alertmanagers are asked what they still hold (every one of an HA pair), and how often; which of
-    their receivers send to alertd (the alerts routed to them that never came are taken in), and after how long."""
-
-    urls: list[str] = field(default_factory=list)
-    interval: timedelta = timedelta(seconds=30)
-    min_uptime: timedelta = timedelta(minutes=3)
-    receivers: frozenset[str] = frozenset({"alertd"})
-    held_after: timedelta = timedelta(minutes=1)
-    timeout: float = 10.0
-    headers: dict[str, str] = field(default_factory=dict)
-    basic: tuple[str, str] | None = None
-
-    @classmethod
-    def from_doc(cls, doc: AlertmanagerDoc | None) -> "ReconcileSettings":
-        doc = doc or {}
-        urls = list(doc.get("urls") or ([doc["url"]] if doc.get("url") else []))
-        return cls(urls=[str(u).rstrip("/") for u in urls],
-                   interval=parse_duration(doc.get("reconcile_interval", "30s")),
-                   min_uptime=parse_duration(doc.get("reconcile_min_uptime", "3m")),
-                   receivers=frozenset(doc.get("receivers", ["alertd"])),
-                   held_after=parse_duration(doc.get("reconcile_held_after", "1m")),
-                   timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
-                   headers={"Authorization": f"Bearer {doc['bearer_token']}"} if doc.get("bearer_token") else {},
-                   basic=_basic(doc))
-
-
-__all__ = ["AlertmanagerSettings", "ReconcileSettings"]
+__all__ = ["AlertmanagerSettings", "BasicAuth"]

@@ -26,7 +26,7 @@ from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.matchers import Matcher as CoreMatcher
 from alertd.core.matchers import parse_matcher
 from alertd.core.model import FIRING, Incident, Member, iso
-from alertd.core.vocabulary import INSTANCE, NODE_LABELS
+from alertd.core.vocabulary import INSTANCE, NODE_LABELS, XID_LABELS
 
 GPU_UUID_LABELS = ("UUID", "uuid", "gpu_uuid")
 
@@ -93,22 +93,20 @@ def silence_duration(text: str) -> timedelta | str:
     return duration
 
 
-XID_LABELS = ("xid", "Xid", "XID", "xid_code")
-
-
 def silence_matchers(inc: Incident, members: list[Member] | None = None, node_labels: tuple[str, ...] = NODE_LABELS,
-                     cluster_label: str = "cluster") -> list[Matcher]:
+                     cluster_label: str = "cluster", xid_labels: tuple[str, ...] = XID_LABELS) -> list[Matcher]:
     """Matchers that select the incident's alerts and nothing else on its nodes: the alertnames of its
-    alerts (and their Xid codes, where they carry one), its node (or nodes), its cluster, and the GPU
-    for GPU-level incidents. ``members``: the alerts to scope by (a fleet's are its node incidents'); by
-    default the incident's own. A heat silence thus leaves a later Xid 79 on the same nodes audible."""
+    alerts (and their Xid codes, under the first of ``xid_labels`` they carry), its node (or nodes), its
+    cluster, and the GPU for GPU-level incidents. ``members``: the alerts to scope by (a fleet's are its node
+    incidents'); by default the incident's own. A heat silence thus leaves a later Xid 79 on the same nodes
+    audible."""
     members = list(inc.members.values()) if members is None else members
     leading = [m for m in members if not m.folded] or members
     out: list[Matcher] = []
     names = sorted({m.alertname for m in members if m.alertname})
     if names:
         out.append(_one_of("alertname", names))
-    xid_label = next((n for n in XID_LABELS if any(m.labels.get(n) for m in members)), "")
+    xid_label = next((n for n in xid_labels if any(m.labels.get(n) for m in members)), "")
     if xid_label:
         codes = sorted({m.labels[xid_label] for m in members if m.labels.get(xid_label)})
         # alerts without the label (the node's exporter down, its cordon) match it as "": kept in
@@ -179,8 +177,7 @@ def _label_for_nodes(members: list[Member], nodes: set[str], node_labels: tuple[
 class AlertmanagerClient:
     def __init__(self, settings: AlertmanagerSettings):
         self.settings = settings
-        headers = {"Authorization": f"Bearer {settings.bearer_token}"} if settings.bearer_token else {}
-        self._session = LazySession(settings.timeout, headers=headers, basic=settings.basic)
+        self._session = LazySession(settings.timeout, headers=settings.headers, basic=settings.credentials)
 
     def session(self) -> aiohttp.ClientSession:
         return self._session.get()

@@ -8,10 +8,13 @@ handoff (``rma_handoff``: a ticket per GPU with its evidence, once approved: ale
 the web UI and the API (and the CLI, through the API) are adapters: each reads its own input, calls
 ``perform``, and turns the answer into its own.
 
-Every outcome is audited here, with the principal and any name it stated (alertd.core.actor), so no door
-can forget to. ``perform`` answers "" when done, or why nothing was done; Alertmanager's failures raise
-AlertmanagerError, and an action forwarded to a leader that does not answer raises CommandTimeout, both
-audited before they propagate.
+Each verb is carried out as alertd/core/verbs.py declares it: the engine command it builds (``svc.run``: an
+engine step here, or forwarded to the leader) or one of the handlers below (``VerbHandlers``). Every outcome
+is audited here, with the principal and any name it stated (alertd.core.actor), so no door can forget to; a
+verb whose handler audits with its own record (remediation, the RMA handoff) is audited there. ``perform``
+answers "" when done, or why nothing was done; Alertmanager's failures raise AlertmanagerError, and an
+action forwarded to a leader that does not answer raises CommandTimeout, both audited before they
+propagate.
 """
 from __future__ import annotations
 
@@ -20,8 +23,8 @@ from datetime import datetime, timezone
 from typing import Callable, Protocol, cast
 
 from alertd.core.findings import SILENCE, SilenceFinding
-from alertd.core.incident_commands import Acknowledge, Annotate, Resolve
-from alertd.core.verbs import AUDITED_AS, REMEDIATION_VERBS, Verb, verb_of
+from alertd.core.incident_commands import Annotate
+from alertd.core.verbs import VERBS, Declared, VerbCall, declared
 from alertd.core.json_types import JSONObject
 from alertd.alertmanager.silences import AlertmanagerClient, AlertmanagerError, silence_duration
 from alertd.app.silence_preview import PreviewStore, SilenceOverlap, SilencePreview, preview_silence
@@ -65,31 +68,39 @@ class IncidentActions:
 
     async def perform(self, verb: str, incident_id: str, who: Actor, via: str, *, duration: str = "",
                       kind: str = "", force: bool = False) -> str:
-        """One Verb (alertd/core/verbs.py) on the incident; ``duration`` for silence (``force``: even when it
-        would mute another open incident; else SilenceOverlap), ``kind`` for a remediation verb."""
-        known = verb_of(verb)
-        if known is None:
-            return f"unknown action {verb!r}; one of {', '.join(Verb)}"
-        if known in REMEDIATION_VERBS:  # audited where it is decided, with the remediation's own record
-            return await self.svc.remediation.act(incident_id, known, who, via, kind=kind)
-        if known is Verb.RMA_HANDOFF:  # a proposal with this principal's approval: audited with its record
-            return await self.svc.remediation.rma_handoff(incident_id, who, via)
-        action = f"silence {duration}" if known is Verb.SILENCE else AUDITED_AS.get(known, known.value)
+        """One verb declared in alertd/core/verbs.py on the incident, as its declaration says; ``duration`` for
+        silence (``force``: even when it would mute another open incident; else SilenceOverlap), ``kind`` for a
+        remediation verb."""
+        spec = declared(verb)
+        if spec is None:
+            return f"unknown action {verb!r}; one of {', '.join(VERBS)}"
+        call = VerbCall(spec.name, incident_id, who, via, duration, kind, force)
+        if spec.audits_itself:  # audited where it is decided, with the remediation's own record
+            return await self._carry_out(spec, call)
+        action = spec.audit_name(duration)
         try:
-            why = await self._incident_verb(known, incident_id, who.shown, duration, force)
+            why = await self._carry_out(spec, call)
         except Exception as exc:
             await self.svc.audit(who.shown, action, incident_id, via, f"refused: {exc}")
             raise
         await self.svc.audit(who.shown, action, incident_id, via, f"refused: {why}" if why else "ok")
         return why
 
-    async def _incident_verb(self, verb: Verb, incident_id: str, actor: str, duration: str, force: bool) -> str:
-        if verb is Verb.SILENCE:
-            return await self._silence(incident_id, duration, actor, force)
-        if verb is Verb.UNSILENCE:
-            return await self._unsilence(incident_id, actor)
-        command = Acknowledge(incident_id, actor) if verb is Verb.ACKNOWLEDGE else Resolve(incident_id, actor)
-        return "" if await self.svc.run(command) else await self._unchanged(incident_id, verb)
+    async def _carry_out(self, spec: Declared, call: VerbCall) -> str:
+        """The declared handler, or the declared engine command (forwarded to the leader where none runs here)."""
+        if spec.handler is not None:
+            return await spec.handler(self, call)
+        assert spec.command is not None  # Declared holds exactly one
+        changed = await self.svc.run(spec.command(call.incident_id, call.who.shown))
+        return "" if changed else await self._unchanged(call.incident_id, spec.name)
+
+    # ----- the handlers (VerbHandlers) -----
+
+    async def remediate(self, call: VerbCall) -> str:
+        return await self.svc.remediation.act(call.incident_id, call.verb, call.who, call.via, kind=call.kind)
+
+    async def rma_handoff(self, call: VerbCall) -> str:
+        return await self.svc.remediation.rma_handoff(call.incident_id, call.who, call.via)
 
     async def _unchanged(self, incident_id: str, verb: str) -> str:
         inc = await self.svc.store.get_incident(incident_id)
@@ -102,7 +113,8 @@ class IncidentActions:
             return f"{incident_id} is not open."
         return await preview_silence(self.svc.store, self.am, self.svc.cfg, inc)
 
-    async def _silence(self, incident_id: str, choice: str, actor: str, force: bool) -> str:
+    async def silence(self, call: VerbCall) -> str:
+        incident_id, choice, actor, force = call.incident_id, call.duration, call.who.shown, call.force
         if isinstance(duration := silence_duration(choice), str):  # Slack's 1h/4h/24h, the API's any
             return duration
         inc = await self.svc.store.get_incident(incident_id)
@@ -126,7 +138,8 @@ class IncidentActions:
             actor))
         return "" if changes else f"Silence {made.id} created, but {incident_id} closed meanwhile."
 
-    async def _unsilence(self, incident_id: str, actor: str) -> str:
+    async def unsilence(self, call: VerbCall) -> str:
+        incident_id, actor = call.incident_id, call.who.shown
         inc = await self.svc.store.get_incident(incident_id)
         if inc is None:
             return f"No incident {incident_id}."

@@ -26,7 +26,7 @@ def configured(cfg: Config) -> dict[str, NotifierSettings]:
     """name -> settings of every integration the config turns on (the console always)."""
     out: dict[str, NotifierSettings] = {}
     for name, integration in registry.INTEGRATIONS.items():
-        settings = cfg.notify.get(name) or integration.settings({}, registry.Links())
+        settings = cfg.notify.get(name) or integration.settings(integration.section(), registry.Links())
         if name == "console" or integration.enabled(settings):
             out[name] = settings
     return out

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Callable, Iterable, Protocol
 
 from alertd.core.incident_commands import Annotate, IncidentCommand
-from alertd.core.verbs import REMEDIATION_VERBS
+from alertd.core.verbs import remediation_verbs
 from alertd.core.findings import RemediationFinding
 from alertd.core.json_types import JSONObject, text
 from alertd.core.actor import Actor
@@ -221,7 +221,7 @@ class RemediationRunner:
         """approve / override / cancel / stop the incident's remediation; "" when done, else why not.
 
         ``who``: the authenticated principal, which approvals count, and any name it stated."""
-        if verb not in REMEDIATION_VERBS:
+        if verb not in remediation_verbs():
             return f"unknown remediation action {verb!r}"
         rem = await self._current(incident_id, kind)
         if rem is None:
@@ -234,9 +234,11 @@ class RemediationRunner:
         elif verb == "cancel":
             new, why = decide.cancel(rem, now, reason=f"cancelled by {actor}")
             text = f"cancelled by {actor}"
-        else:
+        elif verb == "stop":
             new, why = decide.stop(rem, now, reason=f"stopped by {actor}")
             text = f"stop asked by {actor}"
+        else:  # declared in alertd/core/verbs.py, but not decided here
+            return f"remediation action {verb!r} is not carried out by this version"
         if why:
             await self.svc.audit(actor, REMEDIATION_EVENT + verb, incident_id, via, f"refused: {why}")
             return why

@@ -16,7 +16,7 @@ from alertd.core.model import iso
 
 from alertd.remediation.kube import ApiError, KubeRemediator
 from alertd.remediation.model import DONE, FAILED, UNCORDON, Remediation
-from alertd.core.vocabulary import CORDONING, DRAINING, HANDING_OFF, RemediationAction
+from alertd.core.vocabulary import CORDONING, DRAINING, HANDING_OFF, RemediationAction, RemediationStep as Step
 from alertd.rules.remediation import RemediationPolicy
 from alertd.core.words import counted
 
@@ -49,31 +49,32 @@ async def _node(kube: KubeRemediator, policy: RemediationPolicy, rem: Remediatio
                 wall: Callable[[], datetime]) -> list[JSONObject]:
     if rem.kind == UNCORDON:
         if rem.dry_run:
-            return [{"node": node, "step": "uncordon", "ok": True, "result": "dry run: would uncordon"}]
+            return [{"node": node, "step": Step.UNCORDON.value, "ok": True, "result": "dry run: would uncordon"}]
         why = await kube.uncordon(node, rem.incident_id, policy.taint)
-        return [{"node": node, "step": "uncordon", "ok": not why, "result": why or "uncordoned"}]
+        return [{"node": node, "step": Step.UNCORDON.value, "ok": not why, "result": why or "uncordoned"}]
     if rem.action == RemediationAction.HANDOFF:
         return [await _handoff(kube, policy, rem, node)]
     out: list[JSONObject] = []
     if rem.action in CORDONING:
         if rem.dry_run:
-            out.append({"node": node, "step": "cordon", "ok": True, "result": "dry run: would cordon"})
+            out.append({"node": node, "step": Step.CORDON.value, "ok": True, "result": "dry run: would cordon"})
         else:
             why = await kube.cordon(node, rem.incident_id, policy.taint, rem.updated_at)
-            out.append({"node": node, "step": "cordon", "ok": True, "result": why or "cordoned", "at": iso(wall())})
+            out.append({"node": node, "step": Step.CORDON.value, "ok": True, "result": why or "cordoned",
+                        "at": iso(wall())})
     if rem.action in DRAINING:
         if rem.dry_run:
             evict = [p for p in rem.blast.get("podList") or [] if p.get("evict") and p.get("node") == node]
-            out.append({"node": node, "step": "drain", "ok": True,
+            out.append({"node": node, "step": Step.DRAIN.value, "ok": True,
                         "result": f"dry run: would evict {counted(len(evict), 'pod')}"})
         else:
             deadline = monotonic() + policy.drain_timeout.total_seconds()
             pods = await kube.drain(node, rem.action, grace=policy.grace_period, deadline=deadline, clock=monotonic,
                                     pause=asyncio.sleep, stopped=stopped)
             drained = all(p["result"].startswith("evicted") for p in pods)
-            out.extend({"node": node, "step": "evict", "ok": p["result"].startswith("evicted"), **cast(JSONObject, p)}
-                       for p in pods)
-            out.append({"node": node, "step": "drain", "ok": drained, "result": "drained" if drained
+            out.extend({"node": node, "step": Step.EVICT.value, "ok": p["result"].startswith("evicted"),
+                        **cast(JSONObject, p)} for p in pods)
+            out.append({"node": node, "step": Step.DRAIN.value, "ok": drained, "result": "drained" if drained
                         else "drain incomplete", "at": iso(wall())})
     if rem.action in HANDING_OFF:  # drain-handoff: the external remediator gets a drained node
         out.append(await _handoff(kube, policy, rem, node))
@@ -86,6 +87,6 @@ async def _handoff(kube: KubeRemediator, policy: RemediationPolicy, rem: Remedia
     labels, annotations = (dict(chosen.labels), dict(chosen.annotations)) if chosen else ({}, {})
     annotations.setdefault("alertd.dev/incident", rem.incident_id)
     if rem.dry_run:
-        return {"node": node, "step": "handoff", "ok": True, "result": f"dry run: would label {labels}"}
+        return {"node": node, "step": Step.HANDOFF.value, "ok": True, "result": f"dry run: would label {labels}"}
     why = await kube.handoff(node, labels, annotations)
-    return {"node": node, "step": "handoff", "ok": True, "result": why or "handed off"}
+    return {"node": node, "step": Step.HANDOFF.value, "ok": True, "result": why or "handed off"}

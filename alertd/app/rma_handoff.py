@@ -23,6 +23,7 @@ from typing import Awaitable, Callable, Protocol, Sequence
 from alertd.core.json_types import JSONObject, as_array, text
 from alertd.core.model import Incident, iso
 from alertd.core.tickets import RmaEvidence, TicketLink, XidSeen
+from alertd.core.vocabulary import RemediationStep
 from alertd.integrations.jira import JiraTickets
 from alertd.integrations.rma_webhook import WebhookTickets
 from alertd.integrations.tickets import RmaSettings, TicketError, TicketSystem
@@ -100,7 +101,8 @@ class RmaHandoff:
         results: list[JSONObject] = []
         for ev in await self.evidence(inc, why):
             for system in self.systems:
-                step: JSONObject = {"node": inc.node, "step": "ticket", "target": system.target, "gpu": ev.gpu_uuid}
+                step: JSONObject = {"node": inc.node, "step": RemediationStep.TICKET.value, "target": system.target,
+                                    "gpu": ev.gpu_uuid}
                 if dry_run:
                     results.append({**step, "ok": True, "result": f"dry run: would open a {system.system} ticket "
                                     f"with {len(ev.xid_history)} Xid(s) and {len(ev.kernel_log)} kernel log line(s)"})

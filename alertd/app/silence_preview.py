@@ -96,7 +96,7 @@ async def preview_silence(store: PreviewStore, am: AlertSource, cfg: Config, inc
     every node of the silence, each with its members."""
     ncfg = cfg.normalize
     members, loaded = await scope_members(store, inc)
-    matchers = silence_matchers(inc, members, ncfg.node_labels, ncfg.cluster_label)
+    matchers = silence_matchers(inc, members, ncfg.node_labels, ncfg.cluster_label, ncfg.xid_labels)
     preview = SilencePreview(inc.id, matchers, alerts=await am.alerts_matching(matchers))
     local = local_matchers(matchers)
     own = {inc.id, inc.parent_id, *inc.children} - {""}

@@ -36,11 +36,12 @@ from alertd.promql.xidvalue import value_is_code
 from alertd.promql.recording import (RecordingIndex, collect, facts_of_url_expanded, recording_pairs, rule_groups,
                                      unknown_recorded)
 from alertd.rules.ruleset import RuleSet
-from alertd.core.vocabulary import NEVER_CAUSE, SignalKind
+from alertd.core.vocabulary import NEVER_CAUSE, XID_LABELS, SignalKind
 
-_COUNT_VALUES_XID = re.compile(r'count_values\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*"(xid|err_code)"')
+_XID_LABEL = "|".join(map(re.escape, XID_LABELS))
+_COUNT_VALUES_XID = re.compile(rf'count_values\s*(?:(?:by|without)\s*\([^)]*\)\s*)?\(\s*"({_XID_LABEL})"')
 _TEMPLATE = re.compile(r"\{\{-?(.*?)-?\}\}", re.S)
-_LABEL_XID = re.compile(r"(?:\$labels|\.Labels)\.(?:xid|err_code)\b")
+_LABEL_XID = re.compile(rf"(?:\$labels|\.Labels)\.(?:{_XID_LABEL})\b")
 PROBE_CODE = 4242  # stands for the code in a rendered template: no Xid has it
 
 
@@ -92,7 +93,7 @@ def _xid_source(rule: JSONObject, decision: Classification, rules: RuleSet) -> t
     facts = facts_of_expr(expr) if expr else None
     if _COUNT_VALUES_XID.search(expr):
         return "label set by count_values in the expression", []
-    if facts and any(n in ("xid", "err_code") for s in facts.selectors for n, _, _ in s.labels):
+    if facts and any(n in XID_LABELS for s in facts.selectors for n, _, _ in s.labels):
         return "label xid/err_code of the series", []
     url = synthetic_alert(rule).generator_url
     read = facts_of_url_expanded(url, rules.recorded.for_url(url)) if url else None  # through recording rules
@@ -108,7 +109,7 @@ def _rendered_code(rule: JSONObject, expr: str, facts: ExprFacts | None, rules: 
     elsewhere: a promise only what the text will hold once Prometheus renders it."""
     value_code = value_is_code(facts) is True
     kept = carried(expr) if expr else None
-    label_code = kept is not None and (kept.keeps("xid") or kept.keeps("err_code"))
+    label_code = kept is not None and any(kept.keeps(n) for n in XID_LABELS)
 
     def fill(m: re.Match[str]) -> str:
         inner = m.group(1)

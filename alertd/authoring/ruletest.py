@@ -17,7 +17,7 @@ from urllib.parse import quote_plus
 
 from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.core.model import Alert, Incident, as_alert_status, parse_instant
+from alertd.core.model import FIRING, Alert, Incident, as_alert_status, parse_instant
 from alertd.promql.recording import load_index
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import fingerprint_of
@@ -247,12 +247,12 @@ def expand_input(entries: list[InputDoc], defaults: DefaultsDoc, t0: datetime) -
         labels = {**_str_map(defaults.get("labels")), **_str_map(item.get("labels"))}
         annotations = {**_str_map(defaults.get("annotations")), **_str_map(item.get("annotations"))}
         fp = (item.get("fingerprint") or fingerprint_of(labels)).lower()
-        status = as_alert_status(item.get("status", "firing"))
+        status = as_alert_status(item.get("status", FIRING))
         if "starts_at" in item:
             starts = parse_time(item["starts_at"], t0)
         else:
             starts = firing_since.get(fp, at)
-        if status == "firing":
+        if status == FIRING:
             firing_since.setdefault(fp, starts)
             ends = None
         else:

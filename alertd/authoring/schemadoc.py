@@ -25,7 +25,7 @@ Schema = JSONObject
 
 # The rule language: sections of rule files, then the test file format.
 SCHEMAS = ("xid-catalog", "recovery-actions", "sxid-catalog", "signals", "evidence", "correlation", "routing", "history",
-           "ruletest")
+           "rma", "remediation", "ruletest")
 BLOCK = re.compile(r"(<!-- BEGIN schemadoc (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END schemadoc (?P=name) -->)", re.S)
 
 

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 from alertd.core.json_types import JSONObject, as_array, member, objects
 from alertd.core.incident_filters import FILTER_NAMES, INCIDENT_FILTERS
+from alertd.core.verbs import by_word, words
 from alertd.core.words import counted
 from alertd.integrations.presentation import event_words
 
@@ -102,7 +103,7 @@ def incidents(args: argparse.Namespace, out: TextIO) -> int:
     if args.action == "show":
         return _show_incident(call(args, "GET", f"/api/v1/incidents/{_id(args.id)}"), args, out)
     params: list[tuple[str, Any]] = [("by", args.by)]
-    if args.action == "silence":
+    if (verb := by_word(args.action)) is not None and verb.duration:
         params.append(("duration", args.duration))
     try:
         data = call(args, "POST", f"/api/v1/incidents/{_id(args.id)}/{args.action}", params)
@@ -279,7 +280,7 @@ def _common(p: argparse.ArgumentParser, outputs: tuple[str, ...] = ("table", "js
 
 def add_parsers(sub: Any) -> None:
     inc = sub.add_parser("incidents", help="list, show, acknowledge, resolve or silence incidents of a running alertd")
-    inc.add_argument("action", choices=["list", "show", "ack", "resolve", "silence", "unsilence", "rma"],
+    inc.add_argument("action", choices=["list", "show", *words()],  # a verb's word (alertd/core/verbs.py)
                      help="rma: hand the incident's GPU(s) over for RMA (a ticket each, once approved)")
     inc.add_argument("id", nargs="?")
     for f in INCIDENT_FILTERS:

@@ -10,14 +10,17 @@ import enum
 import hmac
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Annotated, Iterable, Mapping
 
-from alertd.config.document import AuthDoc
+import msgspec
+from msgspec import Meta
+
+from alertd.core.sections import Section
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 class Role(enum.StrEnum):
-    """What a caller may do, each including the ones before: read, act on incidents, administer."""
+    """What a caller may do, each including the ones before. read: list and show incidents; act: also ack, resolve, silence; admin: also reload, audit, ?by=."""
 
     READ = "read"
     ACT = "act"
@@ -25,11 +28,47 @@ class Role(enum.StrEnum):
 
 
 ROLES = tuple(Role)
-DEFAULT_PROXY_FROM = ("127.0.0.1/32", "::1/128")
+NETWORK_PATTERN = "^[0-9a-fA-F:.]+(/[0-9]{1,3})?$"  # an address or a CIDR network; ipaddress checks the rest
 # HTTP authentication schemes (IANA's registry, and two common unregistered ones) a log line may name.
 KNOWN_SCHEMES = frozenset({"basic", "bearer", "digest", "hoba", "mutual", "negotiate", "ntlm", "oauth", "privatetoken",
                            "scram-sha-1", "scram-sha-256", "vapid", "dpop", "gnap", "concealed", "token", "apikey"})
 MALFORMED = "malformed credentials"  # the reason given for credentials no configured one can be
+
+
+class TokenEntry(Section, frozen=True, kw_only=True):
+    name: Annotated[str, Meta(min_length=1, max_length=200)]
+    role: Role = Role.READ
+    token: Annotated[str, Meta(min_length=16, description="At least 16 characters; a file may hold several, one per line.")]
+
+
+class BasicUser(Section, frozen=True):
+    username: Annotated[str, Meta(min_length=1)]
+    password: Annotated[str, Meta(min_length=1)]
+    role: Role = Role.ADMIN
+
+
+class TrustedProxySettings(Section, frozen=True):
+    """An authenticating proxy in front of alertd names the user in a header, believed only from its addresses."""
+
+    header: Annotated[str, Meta(min_length=1, description="The header naming the user.")] = "X-Forwarded-User"
+    from_: Annotated[tuple[Annotated[str, Meta(pattern=NETWORK_PATTERN)], ...], Meta(min_length=1, description=(
+        "Proxy addresses or networks (CIDR); loopback only by default."))] = \
+        msgspec.field(default=("127.0.0.1/32", "::1/128"), name="from")
+    users: Annotated[dict[str, Role], Meta(description="Role per user name.")] = msgspec.field(default_factory=dict)
+    default_role: Annotated[Role, Meta(description="Role of users not listed.")] = Role.READ
+
+
+class AuthSettings(Section, frozen=True):
+    """Who may call. Every secret may come from a file instead: bearer_token_file, tokens[].token_file, basic.password_file (docs/security.md)."""
+
+    bearer_token: Annotated[str, Meta(min_length=1, description=(
+        "One token with the admin role (what Alertmanager's http_config authorization.credentials sends). Several "
+        "lines: several valid tokens (rotation)."))] | msgspec.UnsetType = msgspec.UNSET
+    tokens: Annotated[tuple[TokenEntry, ...], Meta(description=(
+        "Named tokens with roles; the name is the actor in timelines and the audit trail. Two entries with one "
+        "name: both valid (rotation)."))] = ()
+    basic: BasicUser | None = None
+    trusted_proxy: TrustedProxySettings | None = None
 
 
 def role_rank(role: Role) -> int:
@@ -90,28 +129,20 @@ class Credentials:
         return "Bearer" if self.tokens or not self.basic else 'Basic realm="alertd"'
 
     @classmethod
-    def from_doc(cls, doc: AuthDoc | None, *, default_name: str = "api") -> "Credentials":
-        """``api.auth`` / ``receiver.auth`` after ``*_file`` resolution (alertd.config.secrets).
+    def from_settings(cls, auth: AuthSettings | None, *, default_name: str = "api") -> "Credentials":
+        """``api.auth`` / ``receiver.auth`` (secrets read from their ``*_file`` by alertd.config.secrets).
 
         The single ``bearer_token`` / ``basic`` of older configs stay valid, with the admin role."""
-        doc = doc or {}
+        auth = auth or AuthSettings()
         tokens: list[NamedToken] = []
-        if doc.get("bearer_token"):
-            tokens += _tokens(default_name, Role.ADMIN, doc["bearer_token"])
-        for entry in doc.get("tokens") or []:
-            tokens += _tokens(entry["name"], Role(entry.get("role", "read")), entry["token"])
-        basic: list[tuple[str, str, Role]] = []
-        if doc.get("basic"):
-            b = doc["basic"]
-            basic.append((b["username"], b["password"], Role(b.get("role", "admin"))))
-        proxy = None
-        if doc.get("trusted_proxy"):
-            p = doc["trusted_proxy"]
-            proxy = TrustedProxy(
-                header=p.get("header", "X-Forwarded-User"),
-                networks=tuple(ipaddress.ip_network(n, strict=False) for n in p.get("from", DEFAULT_PROXY_FROM)),
-                users={str(u): Role(r) for u, r in (p.get("users") or {}).items()},
-                default_role=Role(p.get("default_role", "read")))
+        if auth.bearer_token:
+            tokens += _tokens(default_name, Role.ADMIN, auth.bearer_token)
+        for entry in auth.tokens:
+            tokens += _tokens(entry.name, entry.role, entry.token)
+        basic = [(auth.basic.username, auth.basic.password, auth.basic.role)] if auth.basic else []
+        p = auth.trusted_proxy
+        proxy = None if p is None else TrustedProxy(header=p.header, networks=trusted_networks(p.from_),
+                                                    users=dict(p.users), default_role=p.default_role)
         return cls(tokens, basic, proxy)
 
     def check_token(self, value: str) -> NamedToken | None:

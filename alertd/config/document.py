@@ -1,89 +1,74 @@
-"""The configuration file as config.schema.json admits it, once validated (alertd.config.settings._validated,
-the one place the document becomes typed). Sections parsed by other layers' settings that take plain
-JSON objects (notify) stay JSON objects here."""
+"""The configuration file, declared once (alertd/core/sections.py): its top-level options and a part per
+section, each section declared beside the code that reads it. config.schema.json is generated from this
+declaration (alertd/config/schemafiles.py); the sections with a schema file of their own are referred to."""
 from __future__ import annotations
 
-from typing import TypedDict
+from pathlib import Path
+from typing import Annotated
 
-from alertd.alertmanager.settings import AlertmanagerDoc
-from alertd.core.json_types import JSONObject
-from alertd.enrich.settings import EnrichDoc
+import msgspec
+from msgspec import Meta
 
-TrustedProxyDoc = TypedDict("TrustedProxyDoc", {"header": str, "from": list[str], "users": dict[str, str],
-                                                "default_role": str}, total=False)
+from alertd.alertmanager.settings import AlertmanagerSettings
+from alertd.config.classify import ClassifySettings
+from alertd.config.connections import ConnectionSettings
+from alertd.config.service import (ApiSettings, HAConfig, LogSettings, ProcessingSettings, ReceiverSettings,
+                                   RulesSettings, StorageSettings, TlsSettings)
+from alertd.core.sections import Section, written
+from alertd.engine.normalize import NormalizeSettings
+from alertd.enrich.settings import EnrichSettings, NodeIndexSettings
+from alertd.integrations.registry import NotifySection
+from alertd.integrations.tickets import RmaSettings
+from alertd.report.settings import ReportSettings
+from alertd.sources.settings import SourcesSettings
 
-
-class TokenDoc(TypedDict, total=False):
-    name: str  # required, with token
-    role: str  # read, write, admin
-    token: str
-
-
-class BasicDoc(TypedDict, total=False):
-    username: str  # required, with password
-    password: str
-    role: str
-
-
-class AuthDoc(TypedDict, total=False):
-    """``receiver.auth`` / ``api.auth`` after ``*_file`` resolution."""
-
-    bearer_token: str
-    tokens: list[TokenDoc]
-    basic: BasicDoc
-    trusted_proxy: TrustedProxyDoc
+# What alertd/schemas/messages.py recognises a listen address's pattern by (its message shows examples).
+LISTEN_PATTERN = "^(\\[[0-9a-fA-F:]+\\]|[^:\\s]+):[0-9]{1,5}$"
 
 
-class ReceiverDoc(TypedDict, total=False):
-    max_body_bytes: int
-    auth: AuthDoc
-    body_timeout: str
-    max_backlog: int
+class NormalizeSection(NormalizeSettings, frozen=True):
+    """How an alert's labels name its cluster, node and Xid, and where an exporter pod's node is looked up."""
+
+    kubernetes: NodeIndexSettings = msgspec.field(default_factory=NodeIndexSettings)
 
 
-class ApiDoc(TypedDict, total=False):
-    auth: AuthDoc
-    allowed_hosts: list[str]
-    trusted_proxies: list[str]
+class ConfigFile(Section, frozen=True):
+    """alertd service configuration"""
+
+    listen: Annotated[str, Meta(pattern=LISTEN_PATTERN, description="HOST:PORT to serve on.")] = "127.0.0.1:9095"
+    tls: TlsSettings | None = None
+    data_dir: Annotated[Path, Meta(description="Directory for the embedded database.")] = written(Path, "data")
+    external_url: Annotated[str, Meta(description="How users reach alertd (for links in notifications).")] = ""
+    log: LogSettings = msgspec.field(default_factory=LogSettings)
+    storage: StorageSettings = msgspec.field(default_factory=StorageSettings)
+    connections: ConnectionSettings = msgspec.field(default_factory=ConnectionSettings)
+    receiver: ReceiverSettings = msgspec.field(default_factory=ReceiverSettings)
+    api: ApiSettings = msgspec.field(default_factory=ApiSettings)
+    rules: RulesSettings = msgspec.field(default_factory=RulesSettings)
+    normalize: NormalizeSection = msgspec.field(default_factory=NormalizeSection)
+    runbook_base_url: Annotated[str, Meta(description=(
+        "Prefix for runbook page names from the rules (page name + .md is appended)."))] = \
+        "https://github.com/alertd/alertd/blob/main/runbooks/"
+    installation_id: Annotated[str, Meta(pattern="^[a-z0-9][a-z0-9-]{0,31}$", description=(
+        "Names this installation in PagerDuty dedup keys and Slack button values, so two installations sharing a "
+        "PagerDuty service or Slack app never act on each other's incidents. Default: generated at the first "
+        "start and stored."))] | msgspec.UnsetType = msgspec.UNSET
+    ha: HAConfig = msgspec.field(default_factory=HAConfig)
+    processing: ProcessingSettings = msgspec.field(default_factory=ProcessingSettings)
+    notify: Annotated[NotifySection, Meta(description=(
+        "Notifiers: console, Slack, PagerDuty, Opsgenie, webhooks (see notify.schema.json)."))] = \
+        msgspec.field(default_factory=NotifySection)
+    alertmanager: Annotated[AlertmanagerSettings, Meta(description=(
+        "The Alertmanager alertd talks back to (silences, truncated groups)."))] = \
+        msgspec.field(default_factory=AlertmanagerSettings)
+    classify: Annotated[ClassifySettings, Meta(description=(
+        "The site's Prometheus rule files and rules API, for alerts that read recording rules (see "
+        "classify.schema.json)."))] = msgspec.field(default_factory=ClassifySettings)
+    enrich: Annotated[EnrichSettings, Meta(description=(
+        "Kernel-log and Kubernetes enrichment (see enrich.schema.json)."))] = msgspec.field(default_factory=EnrichSettings)
+    report: ReportSettings = msgspec.field(default_factory=ReportSettings)
+    rma: RmaSettings = msgspec.field(default_factory=RmaSettings)
+    sources: SourcesSettings = msgspec.field(default_factory=SourcesSettings)
 
 
-class NormalizeDoc(TypedDict, total=False):
-    cluster_label: str
-    cluster: str
-    node_labels: list[str]
-    exporter_pod_pattern: str
-    not_node_pattern: str
-    node_map: dict[str, str]
-    log_host_labels: list[str]
-    log_line_fields: list[str]
-    kubernetes: JSONObject  # declared once: alertd/enrich/settings.py (NodeIndexSettings)
-    xid_labels: list[str]
-    xid_annotation: str
-
-
-class ConfigDoc(TypedDict, total=False):
-    listen: str
-    tls: JSONObject  # declared once: alertd/config/service.py
-    data_dir: str
-    external_url: str
-    log: JSONObject  # declared once: alertd/config/service.py, as are storage, ha and processing
-    storage: JSONObject
-    connections: JSONObject  # declared once: alertd/config/connections.py
-    receiver: ReceiverDoc
-    api: ApiDoc
-    rules: JSONObject  # declared once: alertd/config/service.py
-    normalize: NormalizeDoc
-    runbook_base_url: str
-    installation_id: str
-    ha: JSONObject
-    processing: JSONObject
-    notify: JSONObject
-    alertmanager: AlertmanagerDoc
-    classify: JSONObject  # declared once: alertd/config/classify.py
-    enrich: EnrichDoc
-    report: JSONObject  # declared once: alertd/report/settings.py
-    sources: JSONObject  # declared once: alertd/sources/settings.py
-    rma: JSONObject  # declared once: alertd/integrations/tickets.py
-
-
-__all__ = ["ApiDoc", "AuthDoc", "BasicDoc", "ConfigDoc", "NormalizeDoc", "ReceiverDoc", "TokenDoc", "TrustedProxyDoc"]
+__all__ = ["ConfigFile", "LISTEN_PATTERN", "NormalizeSection"]

@@ -1,9 +1,10 @@
-"""The checked-in JSON Schemas of the configuration, generated from the sections' declarations.
+"""The checked-in JSON Schemas of the configuration, generated from the declarations.
 
 ``python -m alertd.config.schemafiles`` rewrites them after a declaration changed; ``--check`` only says
-which are stale (tests/unit/test_config_sections.py fails on a stale one). config.schema.json keeps the
-sections not yet declared as Structs as they are written in it; the declared ones are replaced. Each
-declared rule-file section (alertd/rules/files.py) has a schema file of its own."""
+which are stale (tests/unit/test_config_sections.py fails on a stale one). config.schema.json is the
+declaration of the file (alertd/config/document.py); the sections with a schema file of their own are
+referred to from it. The rule files' declared sections (alertd/rules/rule_schemas.py, alertd/rules/files.py)
+are written here too."""
 from __future__ import annotations
 
 import json
@@ -11,37 +12,27 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.config.classify import ClassifySettings
-from alertd.config.connections import ConnectionSettings
-from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, RulesSettings, StorageSettings, TlsSettings
+from alertd.config.document import ConfigFile
 from alertd.core.json_types import JSONObject, obj
-from alertd.core.sections import Section, section_schema
-from alertd.enrich.settings import NodeIndexSettings
+from alertd.core.sections import Section, parts, section_schema
+from alertd.enrich.settings import EnrichSettings
 from alertd.integrations.base import DURATION_SCHEMA
-from alertd.integrations.tickets import RmaSettings
-from alertd.report.settings import ReportSettings
-from alertd.rules.files import RULE_FILES
-from alertd.sources.settings import SourcesSettings
+from alertd.integrations.registry import NotifySection
+from alertd.rules.files import RULE_FILES as DECLARED_RULE_FILES
+from alertd.rules.rule_schemas import RULE_FILES, rule_file_schema
 
-# config.schema.json's sections (or parts of one, dotted) that a Struct declares; the others are still written
-# in the file.
-SECTIONS: dict[str, type[Section]] = {
-    "report": ReportSettings,
-    "tls": TlsSettings,
-    "log": LogSettings,
-    "storage": StorageSettings,
-    "connections": ConnectionSettings,
-    "ha": HAConfig,
-    "rules": RulesSettings,
-    "processing": ProcessingSettings,
-    "sources": SourcesSettings,
-    "normalize.kubernetes": NodeIndexSettings,
-    "rma": RmaSettings,
-}
+URL = "https://alertd.dev/schemas/{}.schema.json"
 # Sections with a schema file of their own, referred to by config.schema.json: file name -> (title, section).
 OWN_FILES: dict[str, tuple[str, type[Section]]] = {
     "classify": ("Classification inputs beyond the rule files", ClassifySettings),
+    "notify": ("alertd notifiers", NotifySection),
+    "alertmanager": ("Alertmanager API access", AlertmanagerSettings),
+    "enrich": ("alertd enrichment", EnrichSettings),
 }
+# config.schema.json's sections that a Struct declares, inlined in it.
+SECTIONS: dict[str, type[Section]] = {name: cls for name, cls in parts(ConfigFile).items() if name not in OWN_FILES}
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 
 
@@ -53,37 +44,27 @@ def _dump(doc: JSONObject) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def _config(current: JSONObject) -> JSONObject:
-    out = current
-    for name, cls in SECTIONS.items():
-        out = _replaced(out, name.split("."), section_schema(cls))
-    return out
-
-
-def _replaced(node: JSONObject, path: list[str], schema: JSONObject) -> JSONObject:
-    """``node`` with the schema of the property at ``path`` replaced (the enclosing objects copied)."""
-    properties = dict(obj(node["properties"], "properties"))
-    head, rest = path[0], path[1:]
-    properties[head] = _replaced(obj(properties[head], head), rest, schema) if rest else schema
-    return {**node, "properties": properties}
-
-
-def _own_file(name: str, title: str, cls: type[Section]) -> JSONObject:
-    body = section_schema(cls)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": f"https://alertd.dev/schemas/{name}.schema.json", "title": title,
+def _file(name: str, title: str, body: JSONObject) -> JSONObject:
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": URL.format(name), "title": title,
             **{k: v for k, v in body.items() if k != "description"}, "$defs": {"duration": dict(DURATION_SCHEMA)}}
+
+
+def _config() -> JSONObject:
+    body = section_schema(ConfigFile)
+    properties = dict(obj(body["properties"], "properties"))
+    for name in OWN_FILES:
+        described = obj(properties[name], name)
+        properties[name] = {"$ref": URL.format(name), **{k: v for k, v in described.items() if k == "description"}}
+    return _file("config", str(body["description"]), {**body, "properties": properties})
 
 
 def generated(directory: Path | None = None) -> dict[str, str]:
     """File name -> its text as the declarations make it."""
-    directory = directory or schema_dir()
-    current = obj(json.loads((directory / "config.schema.json").read_text(encoding="utf-8")), "config.schema.json")
-    out = {"config.schema.json": _dump(_config(current))}
+    out = {"config.schema.json": _dump(_config())}
     for name, (title, cls) in OWN_FILES.items():
-        out[f"{name}.schema.json"] = _dump(_own_file(name, title, cls))
-    for rule_file in RULE_FILES:
-        out[f"{rule_file.name}.schema.json"] = _dump(rule_file.schema())
+        out[f"{name}.schema.json"] = _dump(_file(name, title, section_schema(cls)))
+    out.update((f"{name}.schema.json", _dump(rule_file_schema(name))) for name in RULE_FILES)
+    out.update((f"{rule_file.name}.schema.json", _dump(rule_file.schema())) for rule_file in DECLARED_RULE_FILES)
     return out
 
 

@@ -19,7 +19,8 @@ SUFFIX = "_file"
 MAP_SUFFIX = "_files"
 # The keys that hold secrets; other *_file keys (tls.cert_file) are plain paths and stay as they are.
 SECRET_KEYS = frozenset({"token", "bearer_token", "password", "signing_secret", "api_key", "api_token",
-                         "postgres_password", "postgres_dsn", "credentials", "routing_key", "routing_keys"})
+                         "postgres_password", "postgres_dsn", "credentials", "routing_key", "routing_keys",
+                         "secret", "api_keys"})  # secret: a webhook endpoint's HMAC key; api_keys: Opsgenie's
 
 
 def configured_secrets(doc: object) -> set[str]:

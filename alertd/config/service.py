@@ -1,4 +1,5 @@
-"""Small sections of the service's own: HTTPS, the log, the store, the rule files, the engine's pace, several replicas (docs/ha.md).
+"""Small sections of the service's own: HTTPS, the log, the store, the receiver, the API, the rule files, the
+engine's pace, several replicas (docs/ha.md).
 
 Declared once each (alertd/core/sections.py): these declarations are the schema, the defaults and the
 description of every option they hold."""
@@ -10,6 +11,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
+from alertd.config.credentials import NETWORK_PATTERN, AuthSettings
 from alertd.core.sections import Seconds, Section, duration
 from alertd.rules.shipped import default_rule_paths
 
@@ -54,6 +56,35 @@ class StorageSettings(Section, frozen=True):
     incident_retention: Annotated[Seconds, Meta(description=(
         "How long resolved incidents (members, timeline, search facets) are kept; 0 keeps them forever. GPU "
         "history is kept. Pruned in small batches every five minutes."))] = duration("400d")
+
+
+class ReceiverSettings(Section, frozen=True):
+    """The webhook receiver (Alertmanager, CloudEvents): who may send, and how much."""
+
+    max_body_bytes: Annotated[int, Meta(ge=1024, description=(
+        "Larger webhook bodies get 413 (10 MiB by default)."))] = 10 * 1024 * 1024
+    auth: AuthSettings | None = None
+    body_timeout: Annotated[Seconds, Meta(description=(
+        "A request body (webhook, Slack click) that has not fully arrived after this long is answered 408 and the "
+        "connection closed."))] = duration("30s")
+    max_backlog: Annotated[int, Meta(ge=0, description=(
+        "Webhooks stored and not yet taken by the engine at which new webhooks get 503 with Retry-After "
+        "(Alertmanager retries them), so a sustained overload cannot fill the disk; counted about once a second. "
+        "0 = no limit. The default is about 800,000 alerts, about a minute of the engine's work on 2 cores, "
+        "~0.5 GB of inbox log."))] = 100_000
+
+
+class ApiSettings(Section, frozen=True):
+    """The HTTP API and the web UI: who may call, and from where."""
+
+    auth: AuthSettings | None = None
+    allowed_hosts: Annotated[tuple[Annotated[str, Meta(min_length=1, pattern="^[^/:\\s]+$|^[0-9a-fA-F:]+$")], ...], Meta(
+        description=("Host names alertd answers to while the API or the receiver has no credentials (DNS "
+                     "rebinding): loopback names and addresses, the listen address and external_url's host always; "
+                     "these besides (docs/security.md)."))] = ()
+    trusted_proxies: Annotated[tuple[Annotated[str, Meta(pattern=NETWORK_PATTERN)], ...], Meta(description=(
+        "Addresses or networks (CIDR) of TLS-terminating proxies: X-Forwarded-Proto (Secure session cookie) and "
+        "X-Forwarded-For (login throttling) are believed from these only."))] = ()
 
 
 class RulesSettings(Section, frozen=True):
@@ -105,4 +136,5 @@ class HAConfig(Section, frozen=True):
         "This replica's address as the others should see it; empty: listen."))] = ""
 
 
-__all__ = ["HAConfig", "LogSettings", "TlsSettings", "ProcessingSettings", "RulesSettings", "StorageSettings"]
+__all__ = ["ApiSettings", "HAConfig", "LogSettings", "ProcessingSettings", "ReceiverSettings", "RulesSettings", "StorageSettings",
+           "TlsSettings"]

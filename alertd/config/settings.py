@@ -7,10 +7,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Mapping, cast
 
-from alertd.alertmanager.settings import AlertmanagerSettings, ReconcileSettings
-from alertd.core.durations import parse_duration
+from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.core.json_types import JSONValue, member
+from alertd.core.json_types import JSONObject
 from alertd.integrations import registry
 from alertd.integrations.base import NotifierSettings
 from alertd.integrations.tickets import RmaSettings
@@ -23,40 +22,41 @@ from alertd.config.classify import ClassifySettings
 from alertd.config.connections import ConnectionSettings
 from alertd.config.secrets import resolve_files
 from alertd.config.credentials import Credentials, Network, trusted_networks
-from alertd.config.document import ConfigDoc, NormalizeDoc
-from alertd.config.service import HAConfig, LogSettings, ProcessingSettings, RulesSettings, StorageSettings, TlsSettings
+from alertd.config.document import ConfigFile
+from alertd.config.service import (ApiSettings, HAConfig, LogSettings, ProcessingSettings, ReceiverSettings, RulesSettings,
+                                   StorageSettings, TlsSettings)
 from alertd.core.yamlio import Marks, Path_, format_path, interpolate_env, load_yaml, mark_for
 
 from alertd.rules.shipped import default_rule_paths
 
 
+FILE = ConfigFile()  # the declared defaults of the top-level options
+
+
 @dataclass(slots=True)
 class Config:
-    listen: str = "127.0.0.1:9095"
-    data_dir: Path = Path("data")
-    external_url: str = ""
+    listen: str = FILE.listen
+    data_dir: Path = FILE.data_dir
+    external_url: str = FILE.external_url
     log: LogSettings = field(default_factory=LogSettings)
     storage: StorageSettings = field(default_factory=StorageSettings)
-    max_body_bytes: int = 10 * 1024 * 1024
-    body_timeout: float = 30.0  # seconds a request body may take to arrive
-    max_backlog: int = 100_000  # webhooks stored and not yet through the engine before new ones get 503; 0 = none
+    receiver: ReceiverSettings = field(default_factory=ReceiverSettings)  # body limits, the backlog cap
     connections: ConnectionSettings = field(default_factory=ConnectionSettings)  # per-connection deadlines, the cap
     receiver_auth: Credentials = field(default_factory=Credentials)
     api_auth: Credentials = field(default_factory=Credentials)
-    allowed_hosts: tuple[str, ...] = ()  # api.allowed_hosts: Host names accepted besides the listen address
+    api: ApiSettings = field(default_factory=ApiSettings)  # api.allowed_hosts: Host names accepted besides listen
     trusted_proxies: tuple[Network, ...] = ()  # api.trusted_proxies: whose X-Forwarded-For is believed
     rule_paths: list[str] = field(default_factory=default_rule_paths)
     rules: RulesSettings = field(default_factory=RulesSettings)  # rule_paths: what its files() names
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig)
-    runbook_base_url: str = "https://github.com/alertd/alertd/blob/main/runbooks/"
+    runbook_base_url: str = FILE.runbook_base_url
     processing: ProcessingSettings = field(default_factory=ProcessingSettings)  # the engine's pace, what it holds
     console: bool | None = None
-    retry_max_backoff: timedelta = timedelta(minutes=5)
-    retry_max_attempts: int = 15
+    retry_max_backoff: timedelta = FILE.notify.retry.max_backoff
+    retry_max_attempts: int = FILE.notify.retry.max_attempts
     installation_id: str = ""  # prefixes PagerDuty dedup keys and Slack action values; stored at first start
     ha: HAConfig = field(default_factory=HAConfig)
-    alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)  # silences
-    reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)  # alertmanager.urls asked for what they hold
+    alertmanager: AlertmanagerSettings = field(default_factory=AlertmanagerSettings)  # silences, reconciliation
     classify: ClassifySettings = field(default_factory=ClassifySettings)  # recording rules: files and rules API
     notify: dict[str, NotifierSettings] = field(default_factory=dict)  # integration name -> its typed settings (parsed once)
     enrich: EnrichSettings = field(default_factory=EnrichSettings)  # logs and Kubernetes context; enrich.kube: the API
@@ -65,8 +65,22 @@ class Config:
     sources: SourcesSettings = field(default_factory=SourcesSettings)  # kube-health watch, CloudEvents receiver
     rma: RmaSettings = field(default_factory=RmaSettings)  # where an approved RMA handoff opens its tickets
     tls: TlsSettings | None = None  # HTTPS on the listener; None: plain HTTP
-    raw: ConfigDoc = field(default_factory=lambda: ConfigDoc())  # the validated document, as read (config/ internals only)
+    raw: JSONObject = field(default_factory=dict)  # the validated document, as read (config/ internals only)
     source: str = "<defaults>"
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self.receiver.max_body_bytes
+
+    @property
+    def body_timeout(self) -> float:
+        """Seconds a request body may take to arrive."""
+        return self.receiver.body_timeout
+
+    @property
+    def max_backlog(self) -> int:
+        """Webhooks stored and not yet through the engine before new ones get 503; 0 = none."""
+        return self.receiver.max_backlog
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -86,17 +100,20 @@ def parse_config(doc: object, source: str, marks: Marks | None = None, env: Mapp
     """The typed configuration of a YAML document: validated first (every problem at once), then read
     section by section, then checked across sections."""
     doc = _validated(doc, source, marks, env, base)
-    cfg = _read(doc, source, *_credentials(doc, source))
-    cfg.tls = TlsSettings.from_doc(doc["tls"]).resolved(base) if doc.get("tls") else None
+    file = ConfigFile.from_doc(doc)
+    cfg = _read(doc, file, source, *_credentials(file, source))
+    cfg.tls = file.tls.resolved(base) if file.tls else None
     links = registry.Links(runbook_base_url=cfg.runbook_base_url or "", alertmanager_url=cfg.alertmanager.web_url,
                            alertd_url=cfg.external_url, silences=cfg.alertmanager.enabled)
-    cfg.notify = registry.parse_settings(doc.get("notify") or {}, links)
+    cfg.console, cfg.retry_max_backoff, cfg.retry_max_attempts = \
+        file.notify.console.on, file.notify.retry.max_backoff, file.notify.retry.max_attempts
+    cfg.notify = registry.parse_settings(file.notify, links)
     _check_across(cfg, source, marks or {})
     return cfg
 
 
 def _validated(doc: object, source: str, marks: Marks | None, env: Mapping[str, str] | None,
-               base: Path | None) -> ConfigDoc:
+               base: Path | None) -> JSONObject:
     """${ENV} interpolated, secret files read, the schema checked: raise listing every problem."""
     doc = {} if doc is None else _drop_empty(doc)
     if not isinstance(doc, dict):
@@ -113,7 +130,7 @@ def _validated(doc: object, source: str, marks: Marks | None, env: Mapping[str, 
     found += [p for p in problems("config", doc, source, marks, secret_paths=secret_paths) if not _follows(p, unread)]
     if found:
         raise InvalidDocument(found)
-    return cast(ConfigDoc, doc)  # a mapping, and now schema-valid: typed from here on
+    return cast(JSONObject, doc)  # a mapping, and now schema-valid: ConfigFile decodes it
 
 
 def _follows(problem: Problem, unread: set[str]) -> bool:
@@ -122,81 +139,53 @@ def _follows(problem: Problem, unread: set[str]) -> bool:
     return missing is not None and f"{problem.path}.{missing.group(1)}_file" in unread
 
 
-def _credentials(doc: ConfigDoc, source: str) -> tuple[Credentials, Credentials]:
+def _credentials(file: ConfigFile, source: str) -> tuple[Credentials, Credentials]:
     """(receiver, api) credentials; the API's trusted proxies are checked here, read by alertd.web.guard."""
     try:
-        receiver_auth = Credentials.from_doc(doc.get("receiver", {}).get("auth"), default_name="alertmanager")
-        api_auth = Credentials.from_doc(doc.get("api", {}).get("auth"))
+        receiver_auth = Credentials.from_settings(file.receiver.auth, default_name="alertmanager")
+        api_auth = Credentials.from_settings(file.api.auth)
     except ValueError as exc:  # e.g. trusted_proxy.from: not an address or network
         raise InvalidDocument([Problem(source, f"auth: {exc}")]) from None
     try:
-        trusted_networks(doc.get("api", {}).get("trusted_proxies"))  # read again by _read, known valid then
+        trusted_networks(file.api.trusted_proxies)  # read again by _read, known valid then
     except ValueError as exc:
         raise InvalidDocument([Problem(source, f"api.trusted_proxies: {exc}")]) from None
     return receiver_auth, api_auth
 
 
-def _read(doc: ConfigDoc, source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
+def _read(doc: JSONObject, file: ConfigFile, source: str, receiver_auth: Credentials, api_auth: Credentials) -> Config:
     """Every section, parsed once: each into the settings its user reads (defined beside that user)."""
-    receiver = doc.get("receiver", {})
-    notify, rules = doc.get("notify", {}), RulesSettings.from_doc(doc.get("rules"))
-    retry = member(notify, "retry")  # notify's sections besides console and retry: the integrations' own
-    defaults = Config()
     return Config(
-        listen=doc.get("listen", defaults.listen),
-        data_dir=Path(doc.get("data_dir", "data")),
-        external_url=doc.get("external_url", ""),
-        log=LogSettings.from_doc(doc.get("log")),
-        storage=StorageSettings.from_doc(doc.get("storage")),
-        max_body_bytes=receiver.get("max_body_bytes", defaults.max_body_bytes),
-        body_timeout=parse_duration(receiver.get("body_timeout", "30s")).total_seconds(),
-        max_backlog=receiver.get("max_backlog", defaults.max_backlog),
-        connections=ConnectionSettings.from_doc(doc.get("connections")),
+        listen=file.listen,
+        data_dir=file.data_dir,
+        external_url=file.external_url,
+        log=file.log,
+        storage=file.storage,
+        receiver=file.receiver,
+        connections=file.connections,
         receiver_auth=receiver_auth,
         api_auth=api_auth,
-        allowed_hosts=tuple(str(h) for h in doc.get("api", {}).get("allowed_hosts") or ()),
-        trusted_proxies=trusted_networks(doc.get("api", {}).get("trusted_proxies")),
-        rules=rules,
-        rule_paths=rules.files(),
-        normalize=_normalize(doc.get("normalize", {})),
-        runbook_base_url=doc.get("runbook_base_url", defaults.runbook_base_url),
-        processing=ProcessingSettings.from_doc(doc.get("processing")),
-        console=_flag(member(notify, "console").get("enabled")),
-        retry_max_backoff=parse_duration(str(retry.get("max_backoff", "5m"))),
-        retry_max_attempts=int(str(retry.get("max_attempts", defaults.retry_max_attempts))),
-        installation_id=doc.get("installation_id", ""),
-        ha=HAConfig.from_doc(doc.get("ha")),
-        alertmanager=AlertmanagerSettings.from_doc(doc.get("alertmanager")),
-        reconcile=ReconcileSettings.from_doc(doc.get("alertmanager")),
-        classify=ClassifySettings.from_doc(doc.get("classify")),
-        enrich=EnrichSettings.from_doc(doc.get("enrich")),
-        kubernetes=NodeIndexSettings.from_doc(doc.get("normalize", {}).get("kubernetes")),
-        report=ReportSettings.from_doc(doc.get("report")),
-        sources=SourcesSettings.from_doc(doc.get("sources")),
-        rma=RmaSettings.from_doc(doc.get("rma")),
+        api=file.api,
+        trusted_proxies=trusted_networks(file.api.trusted_proxies),
+        rules=file.rules,
+        rule_paths=file.rules.files(),
+        normalize=NormalizeConfig.of(file.normalize),
+        runbook_base_url=file.runbook_base_url,
+        processing=file.processing,
+        installation_id=file.installation_id or "",
+        ha=file.ha,
+        alertmanager=file.alertmanager,
+        classify=file.classify,
+        enrich=file.enrich,
+        kubernetes=file.normalize.kubernetes,
+        report=file.report,
+        sources=file.sources,
+        rma=file.rma,
         raw=doc,
         source=source,
     )
 
 
-def _flag(value: JSONValue) -> bool | None:
-    return value if isinstance(value, bool) else None
-
-
-def _normalize(norm: NormalizeDoc) -> NormalizeConfig:
-    base = NormalizeConfig()
-    return NormalizeConfig(
-        cluster_label=norm.get("cluster_label", base.cluster_label),
-        cluster_default=norm.get("cluster", base.cluster_default),
-        node_labels=tuple(norm.get("node_labels", base.node_labels)),
-        xid_labels=tuple(norm.get("xid_labels", base.xid_labels)),
-        xid_annotation=norm.get("xid_annotation", base.xid_annotation),
-        exporter_pod_pattern=norm.get("exporter_pod_pattern", base.exporter_pod_pattern),
-        node_map=dict(norm.get("node_map") or {}),
-        not_node_pattern=norm.get("not_node_pattern", base.not_node_pattern),
-        log_host_labels=tuple(norm.get("log_host_labels", base.log_host_labels)),
-        log_line_fields=tuple(norm.get("log_line_fields", base.log_line_fields)),
-    )
 
 
 def listen_port_problem(listen: str) -> str:

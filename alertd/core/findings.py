@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 from alertd.core.json_types import (JSONObject, JSONValue, as_object, each, integer, number, objects, optional_integer,
                                     optional_text, string_map, strings, text)
 from alertd.core.kube_findings import KubeNode, NodeEvent, Pod
+from alertd.core.vocabulary import WAITING_STATES
 from alertd.core.words import counted
 
 # Annotation keys (documented in docs/enrichment.md).
@@ -217,7 +218,7 @@ class RemediationFinding:
     @property
     def waiting(self) -> bool:
         """Proposed, or held by the breaker: people may approve or cancel it."""
-        return self.state in ("proposed", "held")
+        return self.state in WAITING_STATES
 
     def to_json(self) -> JSONObject:
         return {"id": self.id, "kind": self.kind, "action": self.action, "state": self.state,

@@ -14,7 +14,7 @@ from alertd.core.json_types import (JSONObject, JSONValue, as_json, as_object, i
                                     number, optional_integer, optional_text, required_text, string_map, strings, text)
 from alertd.core.tickets import TicketLink
 from alertd.core.verdict import HistoryVerdict
-from alertd.core.vocabulary import KIND_PRIORITY, SignalKind
+from alertd.core.vocabulary import KIND_PRIORITY, Category, SignalKind
 from alertd.core.states import (
     ACKNOWLEDGED as ACKNOWLEDGED,
     CLOSED as CLOSED,
@@ -42,7 +42,7 @@ HELD_BY = "alertd:alertmanager-api"  # receiver of alerts reconciliation took fr
 
 
 def max_severity(*levels: str) -> str:
-    return max((lvl for lvl in levels if lvl), key=lambda s: SEVERITY_RANK.get(s, 0), default="info")
+    return max((lvl for lvl in levels if lvl), key=lambda s: SEVERITY_RANK.get(s, 0), default=Severity.INFO.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +113,7 @@ class Signal:
 
     kind: str = SignalKind.OTHER.value  # a SignalKind, as the signals rules decide it
     severity: Severity = Severity.WARNING
-    category: str = "other"
+    category: str = Category.OTHER.value  # a Category
     xid: int | None = None
     title: str = ""
     meaning: str = ""
@@ -142,7 +142,7 @@ class Signal:
         return cls(
             kind=text(data, "kind", SignalKind.OTHER.value),
             severity=as_severity(text(data, "severity", Severity.WARNING)),
-            category=text(data, "category", "other"),
+            category=text(data, "category", Category.OTHER.value),
             xid=optional_integer(data, "xid"),
             title=text(data, "title"),
             meaning=text(data, "meaning"),
@@ -445,8 +445,8 @@ class Incident:
             key=required_text(data, "key"),
             group=text(data, "group"),
             title=text(data, "title"),
-            severity=as_severity(text(data, "severity", "warning")),
-            category=text(data, "category", "other"),
+            severity=as_severity(text(data, "severity", Severity.WARNING)),
+            category=text(data, "category", Category.OTHER.value),
             status=as_incident_status(required_text(data, "status")),
             opened_at=parse_instant(required_text(data, "openedAt")),
             updated_at=parse_instant(required_text(data, "updatedAt")),

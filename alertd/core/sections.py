@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
+from enum import Enum
 from pathlib import Path
 from types import UnionType
 from typing import Callable, Generic, Literal, Self, TypeVar, Union
@@ -77,12 +78,15 @@ class Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 def _decode(kind: type, value: object) -> object:
-    """A type of a section's own reads its value with ``from_config`` (Seconds, Span, report's Weekday)."""
+    """A type of a section's own reads its value with ``from_config`` (Seconds, Span, report's Weekday, a rule's
+    matchers)."""
     read = getattr(kind, "from_config", None)
-    if callable(read) and isinstance(value, str):
+    if callable(read) and isinstance(value, (str, int, list, datetime)):
         return read(value)
     if kind is Path and isinstance(value, str):
         return Path(value)
+    if kind is object:  # a section another schema file checks, kept as it is
+        return value
     raise NotImplementedError(f"{kind.__name__} is not a configuration type")
 
 
@@ -92,6 +96,8 @@ def _schema_hook(kind: type) -> dict[str, object]:
         return dict(schema())
     if kind is Path:
         return {"type": "string"}
+    if kind is object:  # a section another schema file checks (msgspec takes an empty schema for no hook)
+        return {"description": "Any JSON value."}
     raise NotImplementedError(f"{kind.__name__} has no schema")
 
 
@@ -112,7 +118,7 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
     properties = dict(obj(node.get("properties", {}), "properties"))
     for field in msgspec.structs.fields(cls):
         prop = dict(obj(properties[field.encode_name], field.name))
-        kind, part_cls = _bare(field.type), _part(field.type)
+        kind, part_cls = _bare(field.type), part_of(field.type)
         if part_cls is not None:
             # An optional part (None: absent) is the part's schema alone: the document never holds null
             # (alertd.config.settings drops empty keys), and anyOf would blur the part's own errors.
@@ -121,16 +127,55 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
                 del prop["default"]
             part = _inline(part_cls, obj(defs[_def_name(ref)], part_cls.__name__), defs)
             prop = {**part, **prop}  # the field's own description before the part's docstring
+        elif (item_cls := list_part(field.type)) is not None:
+            items = obj(prop["items"], field.name)  # a list of parts: each item inlined as a part is
+            prop["items"] = _inline(item_cls, obj(defs[_def_name(items["$ref"])], item_cls.__name__), defs)
+        elif _optional(prop):
+            # An optional option (None: absent) is the option's schema alone, for the same reason.
+            (given,) = [o for o in arr(prop.pop("anyOf")) if o != {"type": "null"}]
+            prop = {**obj(given, field.name), **{k: v for k, v in prop.items() if not (k == "default" and v is None)}}
         elif typing.get_origin(kind) is Literal:
             prop["enum"] = list(typing.get_args(kind))
+        else:
+            prop = obj(_resolved(prop, defs, _named(field.type)), field.name)
         if isinstance(field.default_factory, WrittenDefault):
             prop["default"] = field.default_factory.text
         properties[field.encode_name] = prop
     out["properties"] = properties
+    return {**out, **getattr(cls, "SCHEMA", {})}  # what a part says of itself as a whole (oneOf, minProperties)
+
+
+def _resolved(node: JSONValue, defs: JSONObject, named: Mapping[str, type]) -> JSONValue:
+    """``node`` with the references to the parts and enums it holds (a list of parts, a map to an enum)
+    replaced by their schemas: a part inlined, an enum's values in declaration order."""
+    if isinstance(node, list):
+        return [_resolved(v, defs, named) for v in node]
+    if not isinstance(node, dict):
+        return node
+    name = _def_name(node.get("$ref"))
+    out = {k: _resolved(v, defs, named) for k, v in node.items() if k != "$ref" or name not in named}
+    if name not in named:  # not one of msgspec's (the file's own duration)
+        return out
+    kind = named[name]
+    if isinstance(kind, type) and issubclass(kind, Section):
+        return {**_inline(kind, obj(defs[name], name), defs), **out}
+    enum = {k: v for k, v in obj(defs[name], name).items() if k != "title"}
+    enum["enum"] = [member.value for member in typing.cast(type[Enum], kind)]
+    return {**enum, **out}
+
+
+def _named(kind: object) -> dict[str, type]:
+    """The parts and enums a field's type holds, by the name msgspec gives their schema."""
+    kind = _bare(kind)
+    if isinstance(kind, type) and issubclass(kind, (Section, Enum)):
+        return {kind.__name__: kind}
+    out: dict[str, type] = {}
+    for arg in typing.get_args(kind):
+        out |= _named(arg)
     return out
 
 
-def _part(kind: object) -> type[Section] | None:
+def part_of(kind: object) -> type[Section] | None:
     """The Section a field holds (``Part`` or ``Part | None``), or None for an option."""
     kind = _bare(kind)
     members = [k for k in typing.get_args(kind) if k is not type(None)] if typing.get_origin(kind) in (Union, UnionType) \
@@ -140,6 +185,19 @@ def _part(kind: object) -> type[Section] | None:
     return None
 
 
+def _optional(prop: JSONObject) -> bool:
+    """Whether a field's schema is ``X or null`` (an ``X | None`` field)."""
+    choices = prop.get("anyOf")
+    return isinstance(choices, list) and len(choices) == 2 and {"type": "null"} in choices
+
+
+def list_part(kind: object) -> type[Section] | None:
+    """The Section a list field holds (``tuple[Part, ...]``), or None."""
+    kind = _bare(kind)
+    args = typing.get_args(kind) if typing.get_origin(kind) in (tuple, list) else ()
+    return part_of(args[0]) if args and (len(args) == 1 or args[1:] == (...,)) else None
+
+
 def _bare(kind: object) -> object:
     """A field's type without ``Annotated``."""
     while typing.get_origin(kind) is typing.Annotated:
@@ -147,15 +205,22 @@ def _bare(kind: object) -> object:
     return kind
 
 
+def parts(cls: type[Section]) -> dict[str, type[Section]]:
+    """The parts a section holds, by their key."""
+    return {field.encode_name: part for field in msgspec.structs.fields(cls) if (part := part_of(field.type)) is not None}
+
+
 def option_paths(cls: type[Section], prefix: str) -> list[str]:
-    """Every option of a section as ``section.key`` (``classify.rules_api.ttl``), parts before their keys."""
+    """Every option of a section as ``section.key`` (``classify.rules_api.ttl``), parts before their keys (a
+    list's items' keys under the list's)."""
     paths = []
     for field in msgspec.structs.fields(cls):
-        path, part = f"{prefix}.{field.encode_name}", _part(field.type)
+        path, part = f"{prefix}.{field.encode_name}", part_of(field.type) or list_part(field.type)
         paths.append(path)
         if part is not None:
             paths += option_paths(part, path)
     return paths
 
 
-__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "duration", "option_paths", "section_schema", "written"]
+__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "duration", "list_part", "option_paths", "part_of", "parts",
+           "section_schema", "written"]

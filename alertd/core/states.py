@@ -21,6 +21,7 @@ class Severity(enum.StrEnum):
 
 
 SEVERITIES = tuple(Severity)
+RAISED_SEVERITIES = SEVERITIES[1:]  # what a storm's extent may raise it to (correlation.storm ... escalate)
 # Looked up with text from rules, routing and stored payloads as well as with members.
 SEVERITY_RANK: dict[str, int] = {name: rank for rank, name in enumerate(SEVERITIES)}
 # The one place a site's own severity words become ours (an alert's `severity` label, lower-cased): the
@@ -89,5 +90,6 @@ def as_incident_status(text: str) -> IncidentStatus:
         raise ValueError(f"incident status {text!r} is not one of {', '.join(INCIDENT_STATES)}") from None
 
 
-__all__ = ["ACKNOWLEDGED", "CLOSED", "FIRING", "INCIDENT_STATES", "OPEN", "RESOLVED", "SEVERITIES", "SEVERITY_RANK",
-           "AlertStatus", "IncidentStatus", "Severity", "as_alert_status", "as_incident_status", "as_severity"]
+__all__ = ["ACKNOWLEDGED", "CLOSED", "FIRING", "INCIDENT_STATES", "OPEN", "RAISED_SEVERITIES", "RESOLVED", "SEVERITIES",
+           "SEVERITY_RANK", "AlertStatus", "IncidentStatus", "Severity", "as_alert_status", "as_incident_status",
+           "as_severity"]

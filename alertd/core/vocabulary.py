@@ -1,7 +1,10 @@
 """The words alertd's stages, rule files and schemas share, each declared once: the signal kinds (with what
-each kind means to ranking, titles and summaries), their details, the timeline's event kinds, the actions,
-the verdict kinds and the labels that name a node. A stage that needs a word, a set of them or a word's wording reads it from here; the JSON
-Schemas that list kinds are tested equal to the sets below (tests/unit/test_vocabulary.py)."""
+each kind means to ranking, titles and summaries), their details and categories, the timeline's event kinds,
+the actions, the verdict kinds, the engine's own correlation groups, a remediation's kinds, steps and states,
+and the labels that name a node or carry an Xid. A stage that needs a word, a set of them or a word's wording
+reads it from here; the JSON Schemas that list them are tested equal to the sets below
+(tests/unit/test_vocabulary.py), and tests/unit/test_vocabulary_once.py fails when another module writes
+two or more of one concept's words as a literal again."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -80,6 +83,27 @@ KINDS: Mapping[SignalKind, KindSpec] = {
 }
 
 
+class Category(StrEnum):
+    """Whose fault a signal is (``Signal.category``): the Xid catalog's and the rules' ``category``."""
+
+    APPLICATION = "application"  # the job's own fault: its GPU is healthy
+    DRIVER = "driver"
+    MEMORY = "memory"
+    NVLINK = "nvlink"
+    HARDWARE = "hardware"
+    INFORMATIONAL = "informational"
+    OTHER = "other"  # what alertd cannot classify (never written in a rule)
+    PIPELINE = "pipeline"  # the alerting pipeline's heartbeat missing (engine/watchdog.py; never written in a rule)
+
+
+C = Category
+# What a rule or catalog entry may say (their schemas list them)
+RULED_CATEGORIES = frozenset(Category) - {C.OTHER, C.PIPELINE}
+FAILURE_CATEGORIES = frozenset({C.HARDWARE, C.MEMORY, C.NVLINK, C.DRIVER})  # a reliability report's failures
+# A fault of the GPU itself, for an RMA handoff: a driver fault may be the software's
+RMA_CATEGORIES = FAILURE_CATEGORIES - {C.DRIVER}
+
+
 class Detail(StrEnum):
     """What refines a kind (``Signal.detail``): what is missing, which link, which reading."""
 
@@ -134,9 +158,6 @@ MISSING_DETAILS = frozenset({D.EXPORTER_DOWN, D.NODE_DOWN, D.GPU_MISSING, D.GPU_
 # ... and what evidence may (rules/evidence.yml): an unusable GPU is only seen by alertd's admission source
 EVIDENCE_MISSING_DETAILS = MISSING_DETAILS - {D.GPU_UNUSABLE}
 IB_PORT_DETAILS = frozenset({D.IB_PORT_DOWN, D.IB_PORT_FLAPPING})
-# Who most likely owns a problem (``Signal.category``): the Xid catalog's categories, which the signals and
-# evidence rules reuse; in the order the rule files' errors list them
-CATEGORIES = ("application", "driver", "memory", "nvlink", "hardware", "informational")
 
 
 def _of_nature(*natures: Nature) -> frozenset[str]:
@@ -317,12 +338,69 @@ DRAINING = (R.DRAIN, R.DRAIN_GPU, R.DRAIN_HANDOFF)  # actions that evict pods af
 HANDING_OFF = (R.HANDOFF, R.DRAIN_HANDOFF)  # actions that label/annotate the node for an external remediator
 
 
+class HistoryScope(StrEnum):
+    """What a repeat_offender history rule counts faults of (rules/history.yml ``scope``)."""
+
+    GPU = "gpu"  # one GPU, by its UUID, across the nodes it moved between
+    NODE = "node"  # one node, whichever of its GPUs
+
+
+class RemediationKind(StrEnum):
+    """What a remediation does (``Remediation.kind``); an incident has at most one of each."""
+
+    QUARANTINE = "quarantine"  # take its nodes out (a policy's action)
+    UNCORDON = "uncordon"  # give them back once the incident resolved
+    RMA_HANDOFF = "rma"  # hand its GPUs back to the vendor, asked by a person (the ladder's RMA step is a quarantine)
+
+
+class RemediationStep(StrEnum):
+    """What one line of a remediation's results did to a node (the UI's and the API's ``results[].step``)."""
+
+    CORDON = "cordon"
+    EVICT = "evict"  # one pod of a drain
+    DRAIN = "drain"
+    HANDOFF = "handoff"
+    UNCORDON = "uncordon"
+    TICKET = "ticket"  # an RMA handoff's ticket, one per GPU and target
+
+
+class RemediationState(StrEnum):
+    """Where a remediation is (``Remediation.state``, the proposal the UI and Slack show)."""
+
+    PROPOSED = "proposed"
+    HELD = "held"  # by the breaker: an override approves it
+    APPROVED = "approved"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    DONE = "done"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+
+
+RS = RemediationState
+WAITING_STATES = (RS.PROPOSED, RS.HELD)  # not approved yet: may be approved, overridden or cancelled
+FINAL_STATES = (RS.DONE, RS.FAILED, RS.STOPPED, RS.CANCELLED, RS.SUPERSEDED)
+
+
 class VerdictKind(StrEnum):
     """The three kinds of history rule (rules/history.yml), each a way the past condemns a GPU or node."""
 
     REPEAT_OFFENDER = "repeat_offender"
     REPAIR_NOT_HELD = "repair_not_held"
     LEMON_NODE = "lemon_node"
+
+
+class Group(StrEnum):
+    """The correlation groups (``Incident.group``) the engine itself relies on; rules/correlation.yml names
+    the others. A group's name begins its incidents' keys."""
+
+    JOB = "job"  # a stalled job's incident (engine/jobs.py)
+    DOMAIN = "domain"  # a bad failure domain's incident, whose primary signal is of kind domain (engine/domains.py)
+    STORM = "storm"  # a fleet incident (engine/storm/fleets.py)
+    WATCHDOG = "watchdog"  # the alerting pipeline's heartbeat (engine/watchdog.py)
+    OTHER = "other"  # correlation.yml's catch-all, whose incidents never take in a node's alerts
 
 
 # Labels that name an alert's node, tried in order: the first naming a node wins. Hostname comes after node:
@@ -333,13 +411,18 @@ HOSTNAMES = ("Hostname", "hostname")  # dcgm-exporter's, and node-exporter's Com
 LOG_HOST_LABELS = ("host", "source")
 NODE_LABELS = ("node", "kubernetes_node", *HOSTNAMES, LOG_HOST_LABELS[0], INSTANCE, LOG_HOST_LABELS[1])
 WEAK_NODE_LABELS = frozenset({*HOSTNAMES, INSTANCE})  # may name the exporter pod or its address
+# Labels an Xid code may arrive under, tried in order: alertd's own rules' and dcgm-exporter's (its
+# DCGM_FI_DEV_XID_ERRORS series carries the code as err_code). A site sets its own list (normalize.xid_labels).
+XID_LABELS = ("xid", "err_code")
 
-__all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CATEGORIES", "CORDONING", "COUNTED_DETAILS", "DETAIL_TITLES", "DRAINED_ACTIONS",
-           "DRAINING", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS", "EventKind", "GpuAction",
-           "HANDING_OFF", "HEALTH_EVENT_KINDS", "HISTORY_KINDS", "HOSTNAMES", "IB_PORT_DETAILS", "INSTANCE", "KINDS",
-           "KIND_PRIORITY", "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS",
-           "LOG_HOST_LABELS", "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS",
-           "NOT_FAULTS", "NOT_HARDWARE_ACTIONS", "Nature", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS",
-           "REMEDIATION_EVENT", "REMEDIATION_KINDS", "RULED_KINDS", "RemediationAction", "SIGNAL_KINDS", "STEP_ACTIONS",
-           "SUSPECT_CHOICES", "SUSPECT_KINDS", "SXID_ACTIONS", "SignalKind", "VerdictKind", "WEAK_NODE_LABELS",
-           "detail_is", "signal_is"]
+__all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "COUNTED_DETAILS", "Category", "DETAIL_TITLES",
+           "DRAINED_ACTIONS", "DRAINING", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS",
+           "EventKind", "FAILURE_CATEGORIES", "FINAL_STATES", "GpuAction", "Group", "HANDING_OFF", "HEALTH_EVENT_KINDS",
+           "HISTORY_KINDS", "HOSTNAMES", "HistoryScope", "IB_PORT_DETAILS", "INSTANCE", "KINDS", "KIND_PRIORITY",
+           "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS", "LOG_HOST_LABELS",
+           "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS",
+           "NOT_HARDWARE_ACTIONS", "Nature", "RECOVERY_ACTIONS", "REMEDIATION_ACTIONS", "REMEDIATION_EVENT",
+           "REMEDIATION_KINDS", "RMA_CATEGORIES", "RULED_CATEGORIES", "RULED_KINDS", "RemediationAction",
+           "RemediationKind", "RemediationState", "RemediationStep", "SIGNAL_KINDS", "STEP_ACTIONS", "SUSPECT_CHOICES",
+           "SUSPECT_KINDS", "SXID_ACTIONS", "SignalKind", "VerdictKind", "WAITING_STATES", "WEAK_NODE_LABELS",
+           "XID_LABELS", "detail_is", "signal_is"]

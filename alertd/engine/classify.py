@@ -18,9 +18,9 @@ from alertd.rules.evidence import (DecidingRule, EvidenceRules, Found, by_alertn
 from alertd.gpu.clocks import clock_reasons
 from alertd.gpu.sxid import SxidLine, find_sxid
 from alertd.core.matchers import match_all
-from alertd.core.model import SEVERITIES, Alert, Signal, as_severity
+from alertd.core.model import SEVERITIES, Alert, Severity, Signal, as_severity
 from alertd.core.states import SEVERITY_ALIASES
-from alertd.core.vocabulary import COUNTED_DETAILS, DETAIL_TITLES, KIND_TITLES, SignalKind
+from alertd.core.vocabulary import COUNTED_DETAILS, DETAIL_TITLES, KIND_TITLES, Category, SignalKind
 from alertd.engine.identity import nvrm_line
 from alertd.engine.normalize import NormalizeConfig, xid_source
 from alertd.promql.expr import facts_of_url
@@ -165,8 +165,8 @@ def _sxid_line(alert: Alert, ev: EvidenceRules) -> tuple[SxidLine, tuple[str, st
 def _sxid_signal(alert: Alert, rules: RuleSet, line: SxidLine | None, rule: DecidingRule | None, basis: str) -> Signal:
     if line is not None:
         return rules.sxids.signal(line, basis=basis)
-    severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
-    return Signal(kind=SignalKind.SXID.value, severity=as_severity(severity), category="nvlink",
+    severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or Severity.WARNING
+    return Signal(kind=SignalKind.SXID.value, severity=as_severity(severity), category=Category.NVLINK.value,
                   title=KIND_TITLES[SignalKind.SXID],
                   meaning=alert.annotations.get("description", ""), runbook=(rule.runbook if rule else "") or "sxid",
                   basis=basis)
@@ -180,15 +180,15 @@ def _xid_signal(alert: Alert, rules: RuleSet, code: int | None, rule: DecidingRu
     if code is not None:
         return rules.catalog.signal_for(code, _alert_text(alert, rules.evidence), alert.labels, basis=basis)
     # An Xid without a code is still an Xid: hardware, on its node and GPU, its own severity.
-    severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or "warning"
-    return Signal(kind=SignalKind.XID.value, severity=as_severity(severity), category="hardware",
+    severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or Severity.WARNING
+    return Signal(kind=SignalKind.XID.value, severity=as_severity(severity), category=Category.HARDWARE.value,
                   title=KIND_TITLES[SignalKind.XID],
                   meaning=UNKNOWN_XID_MEANING, runbook=(rule.runbook if rule else "") or "xid-hardware", basis=basis)
 
 
 def _signal(alert: Alert, rule: DecidingRule, kind: str, basis: str, recorded: RecordedRules = EMPTY) -> Signal:
     labels = alert.labels
-    severity = severity_label(labels.get("severity")) or rule.severity or "warning"
+    severity = severity_label(labels.get("severity")) or rule.severity or Severity.WARNING
     detail = rule.detail
     if kind == SignalKind.THERMAL and not detail:
         reasons = clock_reasons(alert.labels, alert.annotations, alert.generator_url, recorded)
@@ -196,7 +196,7 @@ def _signal(alert: Alert, rule: DecidingRule, kind: str, basis: str, recorded: R
             detail = reasons.detail
             basis += f"; {reasons.basis}"
         elif reasons.benign:  # idle / power cap / sync boost only: the GPU is fine, the alert flows as information
-            kind, severity, detail = SignalKind.OTHER.value, "info", ",".join(reasons.benign)
+            kind, severity, detail = SignalKind.OTHER.value, Severity.INFO, ",".join(reasons.benign)
             basis += f"; {reasons.basis}: benign reasons only"
     counted = alert.annotations.get("summary", "") if detail in COUNTED_DETAILS else ""
     title = counted or DETAIL_TITLES.get(detail) or _clock_title(detail) or KIND_TITLES.get(kind) or \
@@ -204,7 +204,7 @@ def _signal(alert: Alert, rule: DecidingRule, kind: str, basis: str, recorded: R
     return Signal(
         kind=kind,
         severity=as_severity(severity),
-        category=rule.category or ("hardware" if kind != SignalKind.OTHER else "other"),
+        category=rule.category or (Category.HARDWARE.value if kind != SignalKind.OTHER else Category.OTHER.value),
         title=title,
         meaning=alert.annotations.get("description", ""),
         runbook=rule.runbook or alert.annotations.get("runbook_url", ""),
@@ -221,8 +221,8 @@ def _clock_title(detail: str) -> str:
 def _other(alert: Alert) -> Signal:
     return Signal(
         kind=SignalKind.OTHER.value,
-        severity=as_severity(severity_label(alert.labels.get("severity")) or "warning"),
-        category="other",
+        severity=as_severity(severity_label(alert.labels.get("severity")) or Severity.WARNING),
+        category=Category.OTHER.value,
         title=alert.annotations.get("summary") or alert.name or "alert",
         meaning=alert.annotations.get("description", ""),
         runbook=alert.annotations.get("runbook_url", ""),

@@ -40,7 +40,7 @@ from alertd.core.model import (
 )
 from alertd.core.response_marks import REPAIR_FAILED, RESPONSE, flagged, is_response
 from alertd.core.tickets import TicketLink
-from alertd.core.vocabulary import NEVER_FAULT, EventKind, SignalKind
+from alertd.core.vocabulary import NEVER_FAULT, EventKind, Group, SignalKind
 from alertd.rules.ruleset import CorrelationRules, GroupRule
 from alertd.core.words import counted
 
@@ -231,7 +231,7 @@ class Correlator:
         s = alert.subject
         ids = self.state.by_node.get((s.cluster, s.node)) if s.node else None
         found = [self.state.incidents[i] for i in ids or () if i in self.state.incidents]
-        found = [i for i in found if not i.fleet and i.group != "other"]
+        found = [i for i in found if not i.fleet and i.group != Group.OTHER]
         return max(found, key=lambda i: (i.updated_at, i.opened_at)) if found else None
 
     def _fold_target(self, alert: Alert, now: datetime) -> Incident | None:

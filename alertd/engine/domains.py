@@ -26,12 +26,12 @@ from typing import Iterable, Mapping, Protocol
 
 from alertd.core.json_types import JSONObject, JSONValue, as_text
 from alertd.core.model import DOMAIN, DOMAIN_OF, Event, Incident, Member, Signal, signal_rank
-from alertd.core.vocabulary import KIND_SHORT, NOT_FAULTS, EventKind, SignalKind
+from alertd.core.vocabulary import KIND_SHORT, NOT_FAULTS, EventKind, Group
 from alertd.engine.state import EngineState
 from alertd.rules.jobs import DomainRule
 from alertd.rules.ruleset import CorrelationRules
 
-GROUP = SignalKind.DOMAIN.value  # the correlation group (and primary signal kind) of domain incidents
+GROUP = Group.DOMAIN.value  # the correlation group (and primary signal kind) of domain incidents
 SHARED = "storm_domains"  # fleet annotation: [[domain kind, the value all its nodes share, or ""], ...] narrowest first
 
 

@@ -28,12 +28,12 @@ from alertd.core.instants import parse_iso
 from alertd.core.json_types import JSONObject, JSONValue, as_object, as_text, integer, string_map, strings
 from alertd.core.matchers import match_all
 from alertd.core.model import FIRING, JOB_SUSPECT, Alert, Event, Incident, Member
-from alertd.core.vocabulary import IB_PORT_DETAILS, KIND_WORDS, Detail, EventKind, SignalKind
+from alertd.core.vocabulary import IB_PORT_DETAILS, KIND_WORDS, Detail, EventKind, Group, SignalKind
 from alertd.engine.state import EngineState
 from alertd.rules.jobs import JobRule
 from alertd.rules.ruleset import CorrelationRules
 
-GROUP = "job"  # the correlation group of job incidents
+GROUP = Group.JOB.value  # the correlation group of job incidents
 FOR_GRACE = timedelta(minutes=5)  # a suspect's alert starts after its rule's for: (5m at most in the shipped rules)
 FACTS = "job"  # job incident annotation: {"stalls": {node: since}, "stragglers": {fingerprint: {...}}}
 SUSPECTS = "job_suspects"  # job incident annotation: its suspects, first the culprit named in its title

@@ -22,7 +22,7 @@ from typing import Iterable, Protocol, Sequence
 
 from alertd.core.model import SEVERITY_RANK, Incident, Member, as_severity
 from alertd.core.verdict import HistoryVerdict, action_text, ladder_action, ladder_rank
-from alertd.core.vocabulary import NEVER_FAULT, EventKind, SignalKind
+from alertd.core.vocabulary import NEVER_FAULT, EventKind, HistoryScope, SignalKind
 from alertd.rules.history import LEMON_NODE, REPAIR_NOT_HELD, REPEAT_OFFENDER, HistoryRule
 from alertd.core.words import counted
 
@@ -146,7 +146,7 @@ def by_subject(history: History) -> dict[str, list[PastFault]]:
 def _repeat(rule: HistoryRule, inc: Incident, seen: list[Seen], now: datetime, was: str,
             index: dict[str, list[PastFault]]) -> HistoryVerdict | None:
     since = now - rule.window
-    for view in (s for s in seen if (s.gpu == "") == (rule.scope == "node")):
+    for view in (s for s in seen if (s.gpu == "") == (rule.scope == HistoryScope.NODE)):
         if not rule.counts(view.xids, view.signals, view.alertnames):
             continue
         past = [f for f in index.get(view.gpu if view.gpu else "\0" + inc.node, ())

@@ -1,13 +1,16 @@
 """Labels -> Subject: which cluster, node, GPU and pod an alert is about (the rules: receive/identity.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from sys import intern
-from typing import Mapping
+from typing import Annotated, Mapping
+
+import msgspec
+from msgspec import Meta
 
 from alertd.gpu.pci import normalize_pci
 from alertd.core.model import GPU, Alert, Subject
-from alertd.core.vocabulary import LOG_HOST_LABELS, NODE_LABELS
+from alertd.core.sections import Section
+from alertd.core.vocabulary import LOG_HOST_LABELS, NODE_LABELS, XID_LABELS
 from alertd.engine.plausible import NOT_NODE_PATTERN
 from alertd.engine.identity import (
     EXPORTER_POD_PATTERN,
@@ -21,25 +24,57 @@ from alertd.engine.identity import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class NormalizeConfig:
-    cluster_label: str = "cluster"
+Labels = tuple[str, ...]
+Regex = Annotated[str, Meta(extra_json_schema={"format": "regex"})]
+
+
+class NormalizeSettings(Section, frozen=True):
+    """Which labels name an alert's cluster, node and Xid: the ``normalize`` section of alertd.yml (besides its
+    Kubernetes lookups, alertd/enrich/settings.py)."""
+
+    cluster_label: Annotated[str, Meta(description="Label naming the cluster.")] = "cluster"
     # Alerts without the label belong to this cluster, so grouping by cluster still works
     # for a single-cluster setup whose alerts carry no cluster label.
-    cluster_default: str = "default"
-    node_labels: tuple[str, ...] = NODE_LABELS  # first one naming a node wins
-    xid_labels: tuple[str, ...] = ("xid", "err_code")
-    xid_annotation: str = "xid"
-    pod_labels: tuple[str, ...] = ("pod", "exported_pod")
-    namespace_labels: tuple[str, ...] = ("namespace", "exported_namespace")
-    container_labels: tuple[str, ...] = ("container", "exported_container")
-    exporter_pod_pattern: str = EXPORTER_POD_PATTERN  # anchored regex; "" turns the check off
-    node_map: Mapping[str, str] = field(default_factory=dict)  # exporter pod, instance or address -> node
-    # Service and container names (Docker Compose) that are never a host: alertd/engine/plausible.py.
-    not_node_pattern: str = NOT_NODE_PATTERN
-    log_host_labels: tuple[str, ...] = LOG_HOST_LABELS  # node labels shown as "log host"
-    log_line_fields: tuple[str, ...] = LOG_LINE_FIELDS  # annotations, then labels, read for an NVRM Xid line
-    extra: dict[str, str] = field(default_factory=dict)
+    cluster_default: Annotated[str, Meta(description="Cluster name for alerts without the cluster label.")] = \
+        msgspec.field(default="default", name="cluster")
+    node_labels: Annotated[Labels, Meta(min_length=1, description=(
+        "Labels tried in order for the node. A value matching exporter_pod_pattern is never a node: it is resolved "
+        "(node_map, the Kubernetes API) or skipped; instance is looked up among the nodes' addresses and pod IPs, "
+        "port stripped."))] = NODE_LABELS
+    exporter_pod_pattern: Annotated[Regex, Meta(description=(
+        "Anchored regex matching dcgm-exporter pod names (the pod label of a dcgm-exporter target, and Hostname "
+        "where dcgm-exporter runs without NODE_NAME: 3.x, or 4.x outside its chart and the GPU Operator). Such a "
+        "name is resolved to its node (node_map, then the pod's spec.nodeName through the Kubernetes API of "
+        "enrich.kube) and never used as a node itself. Empty turns the check off."))] = EXPORTER_POD_PATTERN
+    not_node_pattern: Annotated[Regex, Meta(description=(
+        "Anchored regex matching service and container names that are never a host (Docker Compose targets such "
+        "as instance=\"dcgm-exporter:9400\"): such a value in Hostname, hostname or instance is refused as a "
+        "node, and the refusal shown. Empty turns the check off. Container IDs (12 or 64 hex digits) and values "
+        "equal to the job, service or container label are always refused."))] = NOT_NODE_PATTERN
+    node_map: Annotated[dict[str, Annotated[str, Meta(min_length=1)]], Meta(description=(
+        "Exporter pod name, instance (with or without port) or address -> node name, tried before the "
+        "Kubernetes API."))] = msgspec.field(default_factory=dict)
+    log_host_labels: Annotated[Labels, Meta(description=(
+        "Node labels that come from log pipelines (Loki, Graylog): shown as 'log host' in node_source."))] = \
+        LOG_HOST_LABELS
+    log_line_fields: Annotated[Labels, Meta(description=(
+        "Annotations, then labels, of these names are read for an NVRM Xid line ('NVRM: Xid (PCI:0000:3b:00): "
+        "79, ...'): it gives the GPU's PCI address and the Xid code."))] = LOG_LINE_FIELDS
+    xid_labels: Annotated[Labels, Meta(description="Labels holding the Xid code.")] = XID_LABELS
+    xid_annotation: Annotated[str, Meta(description="Annotation holding the Xid code when no label does.")] = "xid"
+
+
+class NormalizeConfig(NormalizeSettings, frozen=True):
+    """The section's options and the labels alertd reads as they are (pods, namespaces, containers)."""
+
+    pod_labels: Labels = ("pod", "exported_pod")
+    namespace_labels: Labels = ("namespace", "exported_namespace")
+    container_labels: Labels = ("container", "exported_container")
+    extra: dict[str, str] = msgspec.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, settings: NormalizeSettings) -> "NormalizeConfig":
+        return cls(**{name: getattr(settings, name) for name in NormalizeSettings.__struct_fields__})
 
 
 def _first(labels: dict[str, str], names: tuple[str, ...]) -> tuple[str, str]:
@@ -121,4 +156,4 @@ def normalize(alert: Alert, cfg: NormalizeConfig, lookup: NodeLookup | None = No
     return alert
 
 
-__all__ = ["NormalizeConfig", "normalize", "source_label", "strip_port", "subject_of", "xid_of", "xid_source"]
+__all__ = ["NormalizeConfig", "NormalizeSettings", "normalize", "source_label", "strip_port", "subject_of", "xid_of", "xid_source"]

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Protocol
 
 from alertd.core.model import FIRING, Alert, Event, Incident, Signal, as_severity
-from alertd.core.vocabulary import EventKind, SignalKind
+from alertd.core.vocabulary import Category, EventKind, Group, SignalKind
 from alertd.engine.state import EngineState
 from alertd.rules.ruleset import CorrelationRules
 
@@ -50,11 +50,11 @@ class Watchdog:
         wd = self.c.rules.watchdog
         hb = self.c.state.heartbeat_at
         if hb is not None and now - hb > wd.timeout and PIPELINE_KEY not in self.c.state.by_key:
-            sig = Signal(kind=SignalKind.WATCHDOG.value, severity=as_severity(wd.severity), category="pipeline",
-                         title="Alerting pipeline silent", runbook="pipeline-silent",
+            sig = Signal(kind=SignalKind.WATCHDOG.value, severity=as_severity(wd.severity),
+                         category=Category.PIPELINE.value, title="Alerting pipeline silent", runbook="pipeline-silent",
                          meaning=f"No {'/'.join(wd.alertnames)} heartbeat since {hb.isoformat()}: "
                                  "Prometheus or Alertmanager may be down, so other alerts may be missing.")
-            inc = self.c.open_incident(PIPELINE_KEY, "watchdog", sig, now)
+            inc = self.c.open_incident(PIPELINE_KEY, Group.WATCHDOG.value, sig, now)
             inc.primary = sig
             inc.severity, inc.category, inc.title = sig.severity, sig.category, sig.title
             inc.signals = [SignalKind.WATCHDOG.value]

@@ -38,10 +38,10 @@ class ElasticsearchBackend(MsearchBackend):
             "max_retries": 1,
             "retry_on_timeout": False,
         }
-        if s.username:
-            kw["basic_auth"] = (s.username, s.password)
-        if s.api_key:
-            kw["api_key"] = s.api_key
+        if s.auth.basic is not None:
+            kw["basic_auth"] = (s.auth.basic.username, s.auth.basic.password)
+        if s.auth.api_key:
+            kw["api_key"] = s.auth.api_key
         if s.ca_bundle:
             kw["ca_certs"] = s.ca_bundle
         if any(u.startswith("https:") for u in s.urls):

@@ -30,7 +30,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import replace
-from typing import Any, Callable, Coroutine, Iterable
+from typing import Any, Callable, Coroutine, Iterable, Mapping
 
 from prometheus_client import Histogram
 
@@ -48,7 +48,7 @@ from alertd.engine.jobs import is_job
 from alertd.enrich.backends import build_backend
 from alertd.enrich.logs import LogsUnavailable, describe_error
 from alertd.enrich.searcher import LogSearcher
-from alertd.enrich.settings import EnrichDoc, EnrichSettings
+from alertd.enrich.settings import EnrichSettings
 from alertd.enrich.targets import (EnrichTarget, enriched_before, joined_nodes, nodes_of, step_nodes,
                                    targets_for)
 from alertd.enrich.writer import AnnotationWriter
@@ -107,7 +107,7 @@ class Enricher:
         return cls(settings)
 
     @classmethod
-    def from_doc(cls, doc: EnrichDoc | None) -> "Enricher | None":
+    def from_doc(cls, doc: Mapping[str, object] | None) -> "Enricher | None":
         """The same from an ``enrich`` section as written (tests and benchmarks that build one by hand)."""
         return cls.from_settings(EnrichSettings.from_doc(doc))
 

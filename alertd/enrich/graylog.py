@@ -43,7 +43,7 @@ def _quote(value: str) -> str:
 def graylog_query(q: LogQuery, s: LogSettings) -> str:
     """Lucene query: host is one of the node's names AND any pattern matches."""
     hosts = q.hosts(s.match_short_hostname)
-    host_terms = " OR ".join(f"{f}:{_quote(h)}" for f in s.host_fields for h in hosts)
+    host_terms = " OR ".join(f"{f}:{_quote(h)}" for f in s.fields.hosts for h in hosts)
     parts = [f"({host_terms})"]
     if s.patterns:
         pattern_terms = " OR ".join(f"{f}:{_quote(p)}" for f in s.search_fields for p in s.patterns)
@@ -65,10 +65,10 @@ class GraylogBackend(LogBackend):
         if self._session is None or self._session.closed:
             s = self.settings
             headers = {"X-Requested-By": REQUESTED_BY, "Accept": "application/json"}
-            if s.token:
-                headers["Authorization"] = _basic(s.token, "token")
-            elif s.username:
-                headers["Authorization"] = _basic(s.username, s.password)
+            if s.auth.token:
+                headers["Authorization"] = _basic(s.auth.token, "token")
+            elif s.auth.basic is not None:
+                headers["Authorization"] = _basic(s.auth.basic.username, s.auth.basic.password)
             ssl_ctx: Any = True
             if s.ca_bundle:
                 ssl_ctx = ssl.create_default_context(cafile=s.ca_bundle)
@@ -95,14 +95,14 @@ class GraylogBackend(LogBackend):
         s = self.settings
         self.requests += 1
         try:
-            if s.graylog_api == "universal":
+            if s.graylog.api == "universal":
                 params = {
                     "query": graylog_query(q, s), "from": iso_millis(q.start), "to": iso_millis(q.end),
                     "limit": str(s.max_lines), "offset": "0", "fields": ",".join(s.source_fields),
-                    "sort": f"{s.time_field}:asc", "decorate": "false",
+                    "sort": f"{s.fields.time}:asc", "decorate": "false",
                 }
-                if s.graylog_streams:
-                    params["filter"] = " OR ".join(f"streams:{sid}" for sid in s.graylog_streams)
+                if s.graylog.streams:
+                    params["filter"] = " OR ".join(f"streams:{sid}" for sid in s.graylog.streams)
                 async with self.session().get(self._base() + "/api/search/universal/absolute", params=params) as resp:
                     body = await self._body(resp)
                 return self._universal(body)
@@ -112,11 +112,11 @@ class GraylogBackend(LogBackend):
                 "from": 0,
                 "size": s.max_lines,
                 "timerange": {"type": "absolute", "from": iso_millis(q.start), "to": iso_millis(q.end)},
-                "sort": s.time_field,
+                "sort": s.fields.time,
                 "sort_order": "asc",
             }
-            if s.graylog_streams:
-                payload["streams"] = list[JSONValue](s.graylog_streams)
+            if s.graylog.streams:
+                payload["streams"] = list[JSONValue](s.graylog.streams)
             async with self.session().post(self._base() + "/api/search/messages", json=payload) as resp:
                 body = await self._body(resp)
             return self._table(body)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, TypeVar, cast
 
+from msgspec import UnsetType
+
 from alertd.core.json_types import JSONObject, JSONValue, as_object
 from alertd.enrich.settings import KubeSettings
 
@@ -102,7 +104,7 @@ class KubeApi:
                 conf = client.Configuration()
                 s = self.settings
                 in_cluster = s.in_cluster
-                if in_cluster is None:
+                if isinstance(in_cluster, UnsetType):
                     in_cluster = not s.kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
                 try:
                     if in_cluster:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from alertd.core.findings import EvidenceLine
-from alertd.core.model import Incident, Signal, signal_rank
+from alertd.core.model import Incident, Severity, Signal, signal_rank
 from alertd.core.vocabulary import SignalKind
 from alertd.enrich.logs import LogLine
 from alertd.enrich.timestamps import iso_millis
@@ -70,7 +70,7 @@ def upgrade_signal(evidence: Iterable[EvidenceLine], inc: Incident, catalog: Xid
     primary signal, changes nothing."""
     best: Signal | None = None
     for sig in _log_signals(evidence, catalog, list(gpus), sxids if not inc.xids else None):
-        if sig.severity == "info":
+        if sig.severity == Severity.INFO:
             continue
         rank = (signal_rank(sig), not sig.fold_into_previous)
         if best is None or rank > (signal_rank(best), not best.fold_into_previous):

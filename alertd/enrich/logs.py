@@ -91,9 +91,9 @@ class LogResult:
 
 def align_window(node: str, anchor: datetime, settings: LogSettings) -> LogQuery:
     """[anchor - before, anchor + after], widened to whole buckets so nearby alerts share it."""
-    start = anchor - settings.before
-    end = anchor + settings.after
-    step = settings.bucket.total_seconds()
+    start = anchor - settings.window.before
+    end = anchor + settings.window.after
+    step = settings.window.align.total_seconds()
     if step > 0:
         epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
         s = (start - epoch).total_seconds()
@@ -105,12 +105,12 @@ def align_window(node: str, anchor: datetime, settings: LogSettings) -> LogQuery
 
 def doc_to_line(doc: JSONObject, s: LogSettings) -> LogLine:
     """One stored log document (field names as configured) -> LogLine."""
-    message = doc.get(s.message_field)
+    message = doc.get(s.fields.message)
     if message is None:
         message = doc.get("full_message", "")
-    host = next((str(doc[f]) for f in s.host_fields if doc.get(f)), "")
-    extra = {k: doc[k] for k in s.extra_fields if k in doc and doc[k] not in (None, "")}
-    return LogLine(time=parse_time(doc.get(s.time_field)), host=host, message=str(message), fields=extra)
+    host = next((str(doc[f]) for f in s.fields.hosts if doc.get(f)), "")
+    extra = {k: doc[k] for k in s.fields.extra if k in doc and doc[k] not in (None, "")}
+    return LogLine(time=parse_time(doc.get(s.fields.time)), host=host, message=str(message), fields=extra)
 
 
 # ----- the backend interface -----

@@ -21,13 +21,13 @@ def es_query(q: LogQuery, s: LogSettings) -> JSONObject:
     hosts = q.hosts(s.match_short_hostname)
     host_filter: JSONObject
     names: list[JSONValue] = list(hosts)
-    if len(s.host_fields) == 1:
-        host_filter = {"terms": {s.host_fields[0]: names}}
+    if len(s.fields.hosts) == 1:
+        host_filter = {"terms": {s.fields.hosts[0]: names}}
     else:
-        host_filter = {"bool": {"should": [{"terms": {f: names}} for f in s.host_fields], "minimum_should_match": 1}}
+        host_filter = {"bool": {"should": [{"terms": {f: names}} for f in s.fields.hosts], "minimum_should_match": 1}}
     filters: list[JSONValue] = [
         host_filter,
-        {"range": {s.time_field: {"gte": epoch_millis(q.start), "lte": epoch_millis(q.end), "format": "epoch_millis"}}},
+        {"range": {s.fields.time: {"gte": epoch_millis(q.start), "lte": epoch_millis(q.end), "format": "epoch_millis"}}},
     ]
     if s.patterns:
         filters.append({"bool": {
@@ -38,7 +38,7 @@ def es_query(q: LogQuery, s: LogSettings) -> JSONObject:
     return {
         "size": s.max_lines,
         "query": {"bool": {"filter": filters}},
-        "sort": [{s.time_field: {"order": "asc", "unmapped_type": "date"}}],
+        "sort": [{s.fields.time: {"order": "asc", "unmapped_type": "date"}}],
         "_source": list[JSONValue](s.source_fields),
         "track_total_hits": False,
     }

@@ -36,10 +36,10 @@ class OpenSearchBackend(MsearchBackend):
     def _new_client(self) -> Any:
         s = self.settings
         kw: _ClientOptions = {"timeout": s.timeout, "max_retries": 1, "retry_on_timeout": False}
-        if s.username:
-            kw["http_auth"] = (s.username, s.password)
-        if s.api_key:
-            kw["headers"] = {"Authorization": f"ApiKey {s.api_key}"}
+        if s.auth.basic is not None:
+            kw["http_auth"] = (s.auth.basic.username, s.auth.basic.password)
+        if s.auth.api_key:
+            kw["headers"] = {"Authorization": f"ApiKey {s.auth.api_key}"}
         if any(u.startswith("https:") for u in s.urls):
             kw["use_ssl"] = True
             kw["verify_certs"] = s.verify_tls

@@ -100,11 +100,11 @@ class LogSearcher:
         if self.backend.max_batch <= 1 or len(self._pending) >= self._batch_size():
             self._flush()
         elif self._flush_handle is None:
-            self._flush_handle = loop.call_later(self.settings.linger, self._flush)
+            self._flush_handle = loop.call_later(self.settings.batch.linger, self._flush)
         return await asyncio.shield(fut)
 
     def _batch_size(self) -> int:
-        return max(1, min(self.backend.max_batch, self.settings.max_batch))
+        return max(1, min(self.backend.max_batch, self.settings.batch.max))
 
     def _flush(self) -> None:
         if self._flush_handle is not None:
@@ -155,7 +155,7 @@ class LogSearcher:
                 continue
             complete = q.end + self.settings.ingest_lag <= fetched_at
             result = LogResult(q, res, fetched_at, complete)
-            ttl = self.settings.cache_ttl
+            ttl: float = self.settings.cache_ttl
             if not complete:  # the window is still filling: keep the answer only until it closes
                 ttl = min(ttl, max(1.0, (q.end + self.settings.ingest_lag - fetched_at).total_seconds()))
             self._store(q.key, _Entry(now_mono + ttl, result=result))

@@ -1,26 +1,25 @@
-"""The ``enrich`` config section, parsed: what to search, where, and how hard to try.
-
-Three frozen dataclasses, one per part of the section: :class:`EnrichSettings`
-(the whole section: deadline, retries, caps), :class:`LogSettings` (``enrich.logs``)
-and :class:`KubeSettings` (``enrich.kube``). Each has ``from_doc`` turning the
-YAML document into typed values; the defaults here are the documented ones
-(docs/enrichment.md, alertd/schemas/enrich.schema.json). The ``*Doc`` TypedDicts
-are the section as that schema admits it (alertd/config/document.py's ConfigDoc
-names them; the document is validated once, then read through them).
-"""
+"""The ``enrich`` config section, declared once (alertd/core/sections.py): what to search, where, and how hard
+to try. :class:`EnrichSettings` is the whole section (deadline, retries, caps), :class:`LogSettings` its
+``logs`` part and :class:`KubeSettings` its ``kube`` part; each is decoded from the document the generated
+alertd/schemas/enrich.schema.json accepted, and read as decoded (docs/enrichment.md)."""
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Annotated, TypedDict
+from typing import Annotated, Literal
 
-from msgspec import Meta
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
-from alertd.core.durations import parse_duration
-from alertd.core.sections import Seconds, Section, duration
+from alertd.core.sections import Seconds, Section, Span, duration, written
 
+NonEmpty = Annotated[str, Meta(min_length=1)]
+Names = tuple[NonEmpty, ...]
+
+DEFAULT_URL = "http://127.0.0.1:9200"
 DEFAULT_PATTERNS = ("NVRM", "Xid", "nvidia", "kernel")
+DEFAULT_RETRY = ("30s", "2m", "10m")
 
 DEFAULT_POOL_LABELS = (
     "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "karpenter.sh/nodepool",
@@ -31,213 +30,125 @@ DEFAULT_GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product",)
 DEFAULT_OWNER_KEYS = ("alertd.io/owner", "owner", "user", "kubeflow.org/owner")
 
 
-class BasicAuthDoc(TypedDict, total=False):
-    username: str  # required, with password
+class LogBasicAuth(Section, frozen=True, kw_only=False):
+    """Basic auth for the search backend."""
+
+    username: str
     password: str
 
 
-class LogAuthDoc(TypedDict, total=False):
-    basic: BasicAuthDoc
-    api_key: str
-    token: str
+class LogAuth(Section, frozen=True):
+    """How alertd signs in to the search backend (secrets: ${ENV} or *_file)."""
+
+    basic: LogBasicAuth | None = None
+    api_key: Annotated[str, Meta(min_length=1, description=(
+        "Elasticsearch/OpenSearch API key (sent as Authorization: ApiKey)."))] = ""
+    token: Annotated[str, Meta(min_length=1, description=(
+        "Graylog access token (sent as basic auth <token>:token)."))] = ""
 
 
-class LogFieldsDoc(TypedDict, total=False):
-    host: str | list[str]
-    message: str
-    time: str
-    extra: list[str]
+class LogFields(Section, frozen=True):
+    """Which fields of a log document hold the host, the line and its time."""
+
+    # anyOf where the hand-written schema had oneOf: a string never is an array, so the two accept the same
+    # documents, and jsonschema words a value that neither accepts the same way.
+    host: Annotated[NonEmpty | Annotated[Names, Meta(min_length=1)], Meta(description=(
+        "Field(s) holding the host name, matched against the node name (Graylog: source; Fluent Bit: "
+        "kubernetes_host or hostname)."), examples=["source", ["kubernetes_host", "hostname"]])] = ("source",)
+    message: Annotated[NonEmpty, Meta(description="The log line's field.")] = "message"
+    time: Annotated[NonEmpty, Meta(description=(
+        "Date field (Graylog: yyyy-MM-dd HH:mm:ss.SSS, UTC); Fluent Bit: @timestamp."))] = "timestamp"
+    extra: Annotated[Names, Meta(description=(
+        "Further fields returned with each line, e.g. kubernetes_pod_name."))] = (
+        "full_message", "level", "facility", "kubernetes_pod_name", "kubernetes_namespace_name",
+        "kubernetes_container_name")
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return (self.host,) if isinstance(self.host, str) else self.host
 
 
-class WindowDoc(TypedDict, total=False):
-    before: str
-    after: str
-    align: str
+class LogWindow(Section, frozen=True):
+    """The time searched around an alert's startsAt."""
+
+    before: Annotated[Span, Meta(description="Search from this long before the alert's startsAt.")] = \
+        written(Span.from_config, "10m")
+    after: Annotated[Span, Meta(description="... to this long after it.")] = written(Span.from_config, "2m")
+    align: Annotated[Span, Meta(description=(
+        "Window edges are rounded out to this step so nearby alerts share one search; 0 disables."))] = \
+        written(Span.from_config, "1m")
 
 
-class BatchDoc(TypedDict, total=False):
-    max: int
-    linger: str
+class LogBatch(Section, frozen=True):
+    """Searches sent together in one _msearch."""
+
+    max: Annotated[int, Meta(ge=1, description="Searches per _msearch.")] = 64
+    linger: Annotated[Seconds, Meta(description="How long new searches wait to share one _msearch.")] = \
+        duration("25ms")
 
 
-class GraylogDoc(TypedDict, total=False):
-    api: str  # messages | universal
-    streams: list[str]
+class GraylogSettings(Section, frozen=True):
+    """What the graylog backend asks."""
+
+    api: Annotated[Literal["messages", "universal"], Meta(description=(
+        "messages: POST /api/search/messages (Graylog 4.3+); universal: GET /api/search/universal/absolute "
+        "(older)."))] = "messages"
+    streams: Annotated[Names, Meta(description="Stream ids to search (default: all the user may read).")] = ()
 
 
-class LogsDoc(TypedDict, total=False):
-    """``enrich.logs`` as enrich.schema.json admits it (durations are Prometheus duration strings)."""
+class LogSettings(Section, frozen=True, kw_only=True):
+    """Kernel-log lines of an incident's nodes, from Elasticsearch, OpenSearch or Graylog."""
 
-    enabled: bool
-    backend: str  # required: elasticsearch | opensearch | graylog
-    url: str
-    urls: list[str]
-    auth: LogAuthDoc
-    ca_bundle: str
-    verify_tls: bool
-    index: str
-    fields: LogFieldsDoc
-    match_short_hostname: bool
-    window: WindowDoc
-    max_lines: int
-    patterns: list[str]
-    pattern_fields: list[str]
-    timeout: str
-    concurrency: int
-    batch: BatchDoc
-    cache_ttl: str
-    failure_ttl: str
-    ingest_lag: str
-    graylog: GraylogDoc
+    enabled: Annotated[bool, Meta(description="Search the logs (false: as if the part were absent).")] = True
+    backend: Annotated[Literal["elasticsearch", "opensearch", "graylog"], Meta(description=(
+        "elasticsearch: the official client (Elasticsearch 8 only); opensearch: opensearch-py; graylog: "
+        "Graylog's REST search API."))]
+    url: Annotated[str, Meta(pattern="^https?://", description="One base URL (or use urls).",
+                             examples=["https://opensearch.logging.svc:9200"])] = ""
+    urls: Annotated[Names, Meta(min_length=1, description=(
+        f"Base URLs of the cluster nodes or the Graylog server. Default: [url], else [{DEFAULT_URL}]."))] = ()
+    auth: LogAuth = msgspec.field(default_factory=LogAuth)
+    ca_bundle: Annotated[str, Meta(description="PEM file of the CA that signed the server certificate.")] = ""
+    verify_tls: Annotated[bool, Meta(description="Check the server's certificate.")] = True
+    index: Annotated[NonEmpty, Meta(description="Index pattern (Elasticsearch/OpenSearch).",
+                                    examples=["graylog_*", "fluentbit-*"])] = "graylog_*"
+    fields: LogFields = msgspec.field(default_factory=LogFields)
+    match_short_hostname: Annotated[bool, Meta(description=(
+        "Also match the node's short host name (gpu-node-2 for gpu-node-2.example.com)."))] = True
+    window: LogWindow = msgspec.field(default_factory=LogWindow)
+    max_lines: Annotated[int, Meta(ge=1, le=10000, description=(
+        "Lines fetched per node and window (earliest first)."))] = 50
+    patterns: Annotated[Names, Meta(description="Phrases of which a line must contain at least one.")] = \
+        DEFAULT_PATTERNS
+    pattern_fields: Annotated[Names, Meta(description=(
+        "Fields the patterns are searched in. Default [<message field>, facility]."))] = ()
+    timeout: Annotated[Seconds, Meta(description="Per search request.")] = duration("10s")
+    concurrency: Annotated[int, Meta(ge=1, description="Search requests in flight at once.")] = 4
+    batch: LogBatch = msgspec.field(default_factory=LogBatch)
+    cache_ttl: Annotated[Seconds, Meta(description="How long an answer per node+window is reused.")] = \
+        duration("5m")
+    failure_ttl: Annotated[Seconds, Meta(description="How long a failed search is not repeated.")] = duration("15s")
+    ingest_lag: Annotated[Span, Meta(description=(
+        "How long lines take to become searchable; windows closer to now than this are searched again "
+        "later."))] = written(Span.from_config, "30s")
+    graylog: GraylogSettings = msgspec.field(default_factory=GraylogSettings)
 
-
-class CostModelDoc(TypedDict, total=False):
-    """``enrich.kube.jobs`` and each of its ``namespaces``: durations."""
-
-    checkpoint_interval: str
-    restart_time: str
-
-
-class JobCostDoc(CostModelDoc, total=False):
-    enabled: bool
-    namespaces: dict[str, CostModelDoc]
-    owner_keys: list[str]
-
-
-class KubeDoc(TypedDict, total=False):
-    """``enrich.kube`` as enrich.schema.json admits it."""
-
-    enabled: bool
-    kubeconfig: str
-    context: str
-    in_cluster: bool
-    cluster: str
-    timeout: str
-    concurrency: int
-    cache_ttl: str
-    owner_cache_ttl: str
-    team_labels: list[str]
-    channel_annotations: list[str]
-    pool_labels: list[str]
-    instance_type_labels: list[str]
-    gpu_product_labels: list[str]
-    gpu_resources: list[str]
-    events_window: str
-    max_events: int
-    max_pods: int
-    max_owner_depth: int
-    owner_plurals: dict[str, str]
-    jobs: JobCostDoc
-
-
-class EnrichDoc(TypedDict, total=False):
-    """The ``enrich`` section as enrich.schema.json admits it."""
-
-    enabled: bool
-    deadline: str
-    retry: list[str]
-    recheck: bool
-    upgrade: bool
-    max_evidence: int
-    max_pods: int
-    max_events: int
-    write_delay: str
-    logs: LogsDoc
-    kube: KubeDoc
-
-
-
-
-@dataclass(frozen=True, slots=True)
-class LogSettings:
-    """The ``enrich.logs`` config section, parsed."""
-
-    backend: str = "opensearch"  # opensearch | elasticsearch | graylog
-    urls: tuple[str, ...] = ("http://127.0.0.1:9200",)
-    username: str = ""
-    password: str = ""
-    api_key: str = ""
-    token: str = ""  # Graylog access token (sent as basic auth <token>:token)
-    ca_bundle: str = ""
-    verify_tls: bool = True
-    index: str = "graylog_*"
-    host_fields: tuple[str, ...] = ("source",)
-    message_field: str = "message"
-    time_field: str = "timestamp"
-    extra_fields: tuple[str, ...] = ("full_message", "level", "facility", "kubernetes_pod_name",
-                                     "kubernetes_namespace_name", "kubernetes_container_name")
-    match_short_hostname: bool = True
-    before: timedelta = timedelta(minutes=10)
-    after: timedelta = timedelta(minutes=2)
-    bucket: timedelta = timedelta(minutes=1)
-    max_lines: int = 50
-    patterns: tuple[str, ...] = DEFAULT_PATTERNS
-    pattern_fields: tuple[str, ...] = ()  # default: the message field and facility
-    timeout: float = 10.0
-    concurrency: int = 4
-    max_batch: int = 64
-    linger: float = 0.025
-    cache_ttl: float = 300.0
-    failure_ttl: float = 15.0
-    ingest_lag: timedelta = timedelta(seconds=30)
-    graylog_api: str = "messages"  # messages (POST /api/search/messages) | universal (/api/search/universal/absolute)
-    graylog_streams: tuple[str, ...] = ()
+    def __post_init__(self) -> None:
+        # Paths are appended to every URL: one trailing slash or none is the same server.
+        urls = self.urls or ((self.url,) if self.url else (DEFAULT_URL,))
+        msgspec.structs.force_setattr(self, "urls", tuple(u.rstrip("/") for u in urls))
 
     @property
     def search_fields(self) -> tuple[str, ...]:
-        return self.pattern_fields or (self.message_field, "facility")
+        return self.pattern_fields or (self.fields.message, "facility")
 
     @property
     def source_fields(self) -> list[str]:
         out: list[str] = []
-        for name in (self.time_field, *self.host_fields, self.message_field, *self.extra_fields):
+        for name in (self.fields.time, *self.fields.hosts, self.fields.message, *self.fields.extra):
             if name and name not in out:
                 out.append(name)
         return out
-
-    @classmethod
-    def from_doc(cls, doc: LogsDoc | None) -> "LogSettings":
-        doc = doc or {}
-        d = cls()
-        auth = doc.get("auth") or {}
-        basic = auth.get("basic") or {}
-        fields = doc.get("fields") or {}
-        window = doc.get("window") or {}
-        graylog = doc.get("graylog") or {}
-        batch = doc.get("batch") or {}
-        urls = doc.get("urls") or ([doc["url"]] if doc.get("url") else list(d.urls))
-        host = fields.get("host", list(d.host_fields))
-        return cls(
-            backend=doc.get("backend", d.backend),
-            urls=tuple(u.rstrip("/") for u in urls),
-            username=basic.get("username", ""),
-            password=basic.get("password", ""),
-            api_key=auth.get("api_key", ""),
-            token=auth.get("token", ""),
-            ca_bundle=doc.get("ca_bundle", ""),
-            verify_tls=doc.get("verify_tls", True),
-            index=doc.get("index", d.index),
-            host_fields=tuple([host] if isinstance(host, str) else host),
-            message_field=fields.get("message", d.message_field),
-            time_field=fields.get("time", d.time_field),
-            extra_fields=tuple(fields.get("extra", d.extra_fields)),
-            match_short_hostname=doc.get("match_short_hostname", True),
-            before=parse_duration(window.get("before", "10m")),
-            after=parse_duration(window.get("after", "2m")),
-            bucket=parse_duration(window.get("align", "1m")),
-            max_lines=int(doc.get("max_lines", d.max_lines)),
-            patterns=tuple(doc.get("patterns", d.patterns)),
-            pattern_fields=tuple(doc.get("pattern_fields", ())),
-            timeout=parse_duration(doc.get("timeout", "10s")).total_seconds(),
-            concurrency=int(doc.get("concurrency", d.concurrency)),
-            max_batch=int(batch.get("max", d.max_batch)),
-            linger=parse_duration(batch.get("linger", "25ms")).total_seconds(),
-            cache_ttl=parse_duration(doc.get("cache_ttl", "5m")).total_seconds(),
-            failure_ttl=parse_duration(doc.get("failure_ttl", "15s")).total_seconds(),
-            ingest_lag=parse_duration(doc.get("ingest_lag", "30s")),
-            graylog_api=graylog.get("api", d.graylog_api),
-            graylog_streams=tuple(graylog.get("streams", ())),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,124 +165,119 @@ class CostModel:
         return work + self.restart_time
 
 
-@dataclass(frozen=True, slots=True)
-class JobCostSettings:
-    """``enrich.kube.jobs``: the default cost model and per-namespace overrides (globs, first match wins)."""
+CHECKPOINT_INTERVAL = "How often the job writes a checkpoint; 0: never (the whole run so far is lost)."
+RESTART_TIME = "How long the job takes to be rescheduled and reload its checkpoint."
 
-    enabled: bool = True
-    default: CostModel = CostModel()
-    namespaces: tuple[tuple[str, CostModel], ...] = ()
-    owner_keys: tuple[str, ...] = DEFAULT_OWNER_KEYS
+
+class CostOverride(Section, frozen=True):
+    """A namespace's own cost model; what it leaves out is the jobs' default."""
+
+    checkpoint_interval: Annotated[Span | UnsetType, Meta(description=CHECKPOINT_INTERVAL)] = UNSET
+    restart_time: Annotated[Span | UnsetType, Meta(description=RESTART_TIME)] = UNSET
+
+
+class JobCostSettings(Section, frozen=True):
+    """Job impact per incident (docs/reliability-report.md): each hit job's gang, owner and estimated GPU-hours lost = gang GPUs x (min(checkpoint_interval / 2, time run) + restart_time)."""
+
+    enabled: Annotated[bool, Meta(description="Find the jobs an incident hits.")] = True
+    checkpoint_interval: Annotated[Span, Meta(description=CHECKPOINT_INTERVAL)] = written(Span.from_config, "1h")
+    restart_time: Annotated[Span, Meta(description=RESTART_TIME)] = written(Span.from_config, "10m")
+    namespaces: Annotated[dict[str, CostOverride], Meta(description=(
+        "Namespace glob -> its own checkpoint_interval / restart_time (first match wins)."),
+        examples=[{"research-*": {"checkpoint_interval": "30m"}, "batch": {"checkpoint_interval": "0"}}])] = \
+        msgspec.field(default_factory=dict)
+    owner_keys: Annotated[Names, Meta(description=(
+        "Annotations or labels of the job object naming the person who owns it."))] = DEFAULT_OWNER_KEYS
+
+    @property
+    def default(self) -> CostModel:
+        return CostModel(self.checkpoint_interval, self.restart_time)
 
     def for_namespace(self, ns: str) -> CostModel:
-        return next((m for pattern, m in self.namespaces if fnmatch.fnmatchcase(ns, pattern)), self.default)
-
-    @classmethod
-    def from_doc(cls, doc: JobCostDoc | None) -> "JobCostSettings":
-        doc = doc or {}
-        default = _model(doc, CostModel())
-        return cls(enabled=doc.get("enabled", True), default=default,
-                   namespaces=tuple((ns, _model(over, default)) for ns, over in (doc.get("namespaces") or {}).items()),
-                   owner_keys=tuple(doc.get("owner_keys", DEFAULT_OWNER_KEYS)))
+        over = next((o for pattern, o in self.namespaces.items() if fnmatch.fnmatchcase(ns, pattern)), None)
+        if over is None:
+            return self.default
+        return CostModel(_or(over.checkpoint_interval, self.checkpoint_interval),
+                         _or(over.restart_time, self.restart_time))
 
 
-def _model(doc: CostModelDoc, base: CostModel) -> CostModel:
-    interval, restart = doc.get("checkpoint_interval"), doc.get("restart_time")
-    return CostModel(parse_duration(interval) if interval is not None else base.checkpoint_interval,
-                     parse_duration(restart) if restart is not None else base.restart_time)
+def _or(value: Span | UnsetType, default: Span) -> timedelta:
+    """An override's value, or the default when it gives none (0 is a value: never checkpoints)."""
+    return default if isinstance(value, UnsetType) else value
 
 
-@dataclass(frozen=True, slots=True)
-class KubeSettings:
-    """The ``enrich.kube`` config section, parsed."""
+class KubeSettings(Section, frozen=True):
+    """Kubernetes context of an incident's nodes: pods, owners, teams, events, and the jobs it hits."""
 
-    enabled: bool = True
-    kubeconfig: str = ""
-    context: str = ""
-    in_cluster: bool | None = None  # None: in-cluster when KUBERNETES_SERVICE_HOST is set and no kubeconfig
-    cluster: str = ""  # only incidents of this cluster ("" = every incident)
-    timeout: float = 5.0
-    concurrency: int = 8
-    cache_ttl: float = 30.0
-    owner_cache_ttl: float = 300.0
-    team_labels: tuple[str, ...] = ("team", "owner", "app.kubernetes.io/part-of")
-    channel_annotations: tuple[str, ...] = ("alertd.io/slack-channel", "alertd.dev/slack-channel")
-    pool_labels: tuple[str, ...] = DEFAULT_POOL_LABELS
-    instance_type_labels: tuple[str, ...] = DEFAULT_INSTANCE_TYPE_LABELS
-    gpu_product_labels: tuple[str, ...] = DEFAULT_GPU_PRODUCT_LABELS
-    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/mig-*")
-    events_window: timedelta = timedelta(hours=1)
-    max_events: int = 20
-    max_pods: int = 50
-    max_owner_depth: int = 6
-    owner_plurals: dict[str, str] = field(default_factory=dict)
-    jobs: JobCostSettings = JobCostSettings()
-
-    @classmethod
-    def from_doc(cls, doc: KubeDoc | None) -> "KubeSettings":
-        doc = doc or {}
-        d = cls()
-        return cls(
-            enabled=doc.get("enabled", True),
-            kubeconfig=doc.get("kubeconfig", ""),
-            context=doc.get("context", ""),
-            in_cluster=doc.get("in_cluster"),
-            cluster=doc.get("cluster", ""),
-            timeout=parse_duration(doc.get("timeout", "5s")).total_seconds(),
-            concurrency=int(doc.get("concurrency", d.concurrency)),
-            cache_ttl=parse_duration(doc.get("cache_ttl", "30s")).total_seconds(),
-            owner_cache_ttl=parse_duration(doc.get("owner_cache_ttl", "5m")).total_seconds(),
-            team_labels=tuple(doc.get("team_labels", d.team_labels)),
-            channel_annotations=tuple(doc.get("channel_annotations", d.channel_annotations)),
-            pool_labels=tuple(doc.get("pool_labels", d.pool_labels)),
-            instance_type_labels=tuple(doc.get("instance_type_labels", d.instance_type_labels)),
-            gpu_product_labels=tuple(doc.get("gpu_product_labels", d.gpu_product_labels)),
-            gpu_resources=tuple(doc.get("gpu_resources", d.gpu_resources)),
-            events_window=parse_duration(doc.get("events_window", "1h")),
-            max_events=int(doc.get("max_events", d.max_events)),
-            max_pods=int(doc.get("max_pods", d.max_pods)),
-            max_owner_depth=int(doc.get("max_owner_depth", d.max_owner_depth)),
-            owner_plurals=dict(doc.get("owner_plurals") or {}),
-            jobs=JobCostSettings.from_doc(doc.get("jobs")),
-        )
+    enabled: Annotated[bool, Meta(description="Ask Kubernetes (false: as if the part were absent).")] = True
+    kubeconfig: Annotated[str, Meta(description=(
+        "kubeconfig file. Default: in-cluster service account when running in a pod, else ~/.kube/config."))] = ""
+    context: Annotated[str, Meta(description="kubeconfig context. Default the current one.")] = ""
+    in_cluster: Annotated[bool | UnsetType, Meta(description=(
+        "Force (or forbid) the in-cluster service account. Default: in-cluster when KUBERNETES_SERVICE_HOST is "
+        "set and no kubeconfig is given."))] = UNSET
+    cluster: Annotated[str, Meta(description=(
+        "Only enrich incidents of this cluster (one alertd serving several clusters). Default: all."),
+        examples=["prod-gpu-1"])] = ""
+    timeout: Annotated[Seconds, Meta(description="Per API request.")] = duration("5s")
+    concurrency: Annotated[int, Meta(ge=1, description="API requests in flight at once.")] = 8
+    cache_ttl: Annotated[Seconds, Meta(description="How long a node's context is reused.")] = duration("30s")
+    owner_cache_ttl: Annotated[Seconds, Meta(description=(
+        "How long owner objects and namespaces are reused."))] = duration("5m")
+    team_labels: Annotated[Names, Meta(description=(
+        "Label (or annotation) keys naming the owning team, tried on the top owner, then down the chain, the "
+        "pod, the namespace."))] = ("team", "owner", "app.kubernetes.io/part-of")
+    channel_annotations: Annotated[Names, Meta(description=(
+        "Annotation (or label) keys naming the team's Slack channel."))] = \
+        ("alertd.io/slack-channel", "alertd.dev/slack-channel")
+    pool_labels: Annotated[Names, Meta(description="Node labels naming the node pool.")] = DEFAULT_POOL_LABELS
+    instance_type_labels: Annotated[Names, Meta(description="Node labels naming the instance type.")] = \
+        DEFAULT_INSTANCE_TYPE_LABELS
+    gpu_product_labels: Annotated[Names, Meta(description="Node labels naming the GPU model.")] = \
+        DEFAULT_GPU_PRODUCT_LABELS
+    gpu_resources: Annotated[Names, Meta(description="Resource names (shell patterns) that count as GPUs.")] = \
+        ("nvidia.com/gpu", "nvidia.com/mig-*")
+    events_window: Annotated[Span, Meta(description="Node events newer than this are listed.")] = \
+        written(Span.from_config, "1h")
+    max_events: Annotated[int, Meta(ge=0, description="Node events listed per node.")] = 20
+    max_pods: Annotated[int, Meta(ge=1, description="GPU pods examined per node.")] = 50
+    max_owner_depth: Annotated[int, Meta(ge=1, le=20, description="Owner references followed up from a pod.")] = 6
+    owner_plurals: Annotated[dict[str, NonEmpty], Meta(description=(
+        "Resource plural per owner kind when it is not the lower-case kind + s."))] = \
+        msgspec.field(default_factory=dict)
+    jobs: JobCostSettings = msgspec.field(default_factory=JobCostSettings)
 
 
-@dataclass(frozen=True, slots=True)
-class EnrichSettings:
-    """The whole ``enrich`` section; ``logs``/``kube`` are None when that part is absent or disabled."""
+class EnrichSettings(Section, frozen=True):
+    """Kernel-log evidence and Kubernetes context attached to incidents after they are stored. Never delays notifications. See docs/enrichment.md."""
 
-    enabled: bool = True
-    deadline: float = 3.0
-    retry: tuple[float, ...] = (30.0, 120.0, 600.0)
-    recheck: bool = True
-    max_evidence: int = 50
-    max_pods: int = 50
-    max_events: int = 20
-    write_delay: float = 0.1
-    upgrade: bool = True
+    enabled: Annotated[bool, Meta(description="Enrich at all (when logs or kube is configured).")] = True
+    deadline: Annotated[Seconds, Meta(description=(
+        "How long an incident waits for its log search before it is marked logs_unavailable (the search "
+        "continues and updates the incident when it answers)."))] = duration("3s")
+    retry: Annotated[tuple[Seconds, ...], Meta(description=(
+        "Delays between retries of a failed log search while the incident is open. Default "
+        f"[{', '.join(DEFAULT_RETRY)}]."))] = \
+        msgspec.field(default_factory=lambda: tuple(Seconds.from_config(d) for d in DEFAULT_RETRY))
+    recheck: Annotated[bool, Meta(description=(
+        "Search again once a window that was still open (alert startsAt + after + ingest_lag) has "
+        "closed."))] = True
+    upgrade: Annotated[bool, Meta(description=(
+        "Let an Xid found in the kernel log supply or upgrade the incident's classification."))] = True
+    max_evidence: Annotated[int, Meta(ge=1, description="Log lines kept on one incident (Xid lines first).")] = 50
+    max_pods: Annotated[int, Meta(ge=1, description="Pods listed on one incident.")] = 50
+    max_events: Annotated[int, Meta(ge=0, description="Node events listed on one incident.")] = 20
+    write_delay: Annotated[Seconds, Meta(description="Results arriving within this time are written together.")] = \
+        duration("100ms")
     logs: LogSettings | None = None
     kube: KubeSettings | None = None
 
-    @classmethod
-    def from_doc(cls, doc: EnrichDoc | None) -> "EnrichSettings":
-        doc = doc or {}
-        d = cls()
-        logs_doc, kube_doc = doc.get("logs"), doc.get("kube")
-        logs = LogSettings.from_doc(logs_doc) if logs_doc is not None and logs_doc.get("enabled", True) else None
-        kube = KubeSettings.from_doc(kube_doc) if kube_doc is not None and kube_doc.get("enabled", True) else None
-        return cls(
-            enabled=doc.get("enabled", True),
-            deadline=parse_duration(doc.get("deadline", "3s")).total_seconds(),
-            retry=tuple(parse_duration(r).total_seconds() for r in doc.get("retry", ["30s", "2m", "10m"])),
-            recheck=doc.get("recheck", True),
-            max_evidence=int(doc.get("max_evidence", d.max_evidence)),
-            max_pods=int(doc.get("max_pods", d.max_pods)),
-            max_events=int(doc.get("max_events", d.max_events)),
-            write_delay=parse_duration(doc.get("write_delay", "100ms")).total_seconds(),
-            upgrade=doc.get("upgrade", True),
-            logs=logs,
-            kube=kube,
-        )
+    def __post_init__(self) -> None:
+        # A disabled part is as good as an absent one: its users test for None.
+        if self.logs is not None and not self.logs.enabled:
+            msgspec.structs.force_setattr(self, "logs", None)
+        if self.kube is not None and not self.kube.enabled:
+            msgspec.structs.force_setattr(self, "kube", None)
 
 
 class NodeIndexSettings(Section, frozen=True):
@@ -388,7 +294,7 @@ class NodeIndexSettings(Section, frozen=True):
 
 
 __all__ = [
-    "CostModel", "DEFAULT_GPU_PRODUCT_LABELS", "JobCostSettings", "DEFAULT_INSTANCE_TYPE_LABELS", "DEFAULT_PATTERNS", "DEFAULT_POOL_LABELS",
-    "EnrichDoc", "EnrichSettings", "JobCostDoc", "KubeDoc", "KubeSettings", "LogSettings", "LogsDoc",
-    "NodeIndexSettings",
+    "CostModel", "CostOverride", "DEFAULT_GPU_PRODUCT_LABELS", "DEFAULT_INSTANCE_TYPE_LABELS", "DEFAULT_PATTERNS",
+    "DEFAULT_POOL_LABELS", "EnrichSettings", "GraylogSettings", "JobCostSettings", "KubeSettings", "LogAuth",
+    "LogBasicAuth", "LogBatch", "LogFields", "LogSettings", "LogWindow", "NodeIndexSettings",
 ]

@@ -13,7 +13,8 @@ from alertd.core.sections import Section
 from alertd.gpu.recovery import XID_RECOVERY, RecoveryTable, recovery_signal
 from alertd.schemas import validate_document
 from alertd.schemas.declared import RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions, RuleFile, in_order, word
-from alertd.core.vocabulary import CATALOG_ACTIONS, CATEGORIES, DRAINED_ACTIONS, NOT_HARDWARE_ACTIONS, GpuAction, SignalKind
+from alertd.core.vocabulary import (CATALOG_ACTIONS, DRAINED_ACTIONS, NOT_HARDWARE_ACTIONS, RULED_CATEGORIES, Category,
+                                    GpuAction, SignalKind)
 
 A = GpuAction
 # The catalog's actions in the order its errors list them
@@ -51,7 +52,7 @@ class XidEntry(Conditions, Section, frozen=True):
         "critical: node or GPU out of service until someone acts (reboot_node); error: GPU must be reset or "
         "serviced before it is trusted (reset_gpu, most contact_support); warning: the job failed or something to "
         "watch (restart_app, watch); info: nothing to do (ignore)."))]
-    category: Annotated[str, word(CATEGORIES, (
+    category: Annotated[str, word(in_order(Category, RULED_CATEGORIES), (
         "Who most likely owns the problem: application (the job's fault, GPU healthy), driver (driver, firmware "
         "or GSP), memory (ECC, row remapping, containment), nvlink (NVLink, NVSwitch, C2C), hardware (board, PCIe, "
         "power), informational (no fault). Picks the xid-<category> runbook and drives correlation grouping."))]
@@ -120,7 +121,7 @@ class XidCatalog:
             name="unknown Xid",
             meaning=f"Xid {code} is not in the catalog; look it up in NVIDIA's Xid documentation.",
             severity="error",
-            category="driver",
+            category=Category.DRIVER.value,
             action=GpuAction.CONTACT_SUPPORT.value,
             investigate="",
             drain=False,

@@ -24,7 +24,7 @@ from msgspec import Meta
 
 from alertd.core.model import Signal, as_severity
 from alertd.core.sections import Section
-from alertd.core.vocabulary import SXID_ACTIONS, GpuAction, SignalKind
+from alertd.core.vocabulary import SXID_ACTIONS, Category, GpuAction, SignalKind
 from alertd.gpu.pci import PCI_ADDRESS, normalize_pci
 from alertd.schemas.declared import RUNBOOK_PATTERN, SEVERITY_WORDS, RuleFile, in_order, word
 
@@ -145,8 +145,9 @@ class SxidCatalog:
         name = entry.name if entry is not None else (line.text or "unknown SXid")
         meaning = " ".join(part for part in (entry.meaning if entry else "", how.meaning) if part)
         return Signal(
-            kind=SignalKind.SXID.value, severity=as_severity(how.severity), category="nvlink", sxid=line.code,
-            switch=line.key, title=f"SXid {line.code} on {line.switch}: {name} ({'fatal' if fatal else 'non-fatal'})",
+            kind=SignalKind.SXID.value, severity=as_severity(how.severity), category=Category.NVLINK.value,
+            sxid=line.code, switch=line.key,
+            title=f"SXid {line.code} on {line.switch}: {name} ({'fatal' if fatal else 'non-fatal'})",
             meaning=meaning, action=how.action, investigate=how.investigate, drain=how.drain, runbook=self.runbook,
             detail=detail or ("fatal" if fatal else "non_fatal"), basis=basis)
 

@@ -5,8 +5,10 @@ module with one ``Integration`` subclass. It declares
 
 * ``name``: the integration's key in rule files (``receivers[].<name>``), in
   the config (``notify.<name>``) and in targets (``<name>:<address>``);
-* ``receiver_schema`` and ``config_schema``: JSON Schema fragments that the
-  routing and config schemas take in (alertd.integrations.registry);
+* ``receiver_schema``: the JSON Schema fragment of ``receivers[].<name>`` that
+  the routing schema takes in (alertd.integrations.registry);
+* ``section``: the ``notify.<name>`` section declared once (a Section Struct,
+  alertd/core/sections.py); notify.schema.json is generated from it;
 * ``intents``: what it accepts (show, timeline, page, escalate, resolve);
   the router never gives it anything else;
 * ``coalesce``/``needs_ref``: what the shared outbox stages do for it
@@ -14,7 +16,8 @@ module with one ``Integration`` subclass. It declares
   one batch; an intent that needs a ref (a thread reply needs its message) is
   skipped when nothing was delivered before;
 * ``targets(doc)``: the targets a receiver's section names;
-* ``settings(section, links)`` and ``notifier(settings, store, clock)``.
+* ``settings(section, links)`` (the decoded section) and
+  ``notifier(settings, store, clock)``.
 
 The notifier's only job is ``deliver(items, ref) -> Delivered`` (raise
 ``DeliveryError(retry=..., after=...)`` on failure): everything around it
@@ -26,11 +29,14 @@ import abc
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, Self, TypedDict, TypeVar
+from typing import Annotated, Any, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, Self, TypedDict, TypeVar
 
-from alertd.core.json_types import JSONObject, text
+from msgspec import Meta
+
+from alertd.core.json_types import JSONObject
 from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.model import Incident
+from alertd.core.sections import Seconds, Section, duration
 
 Problem = Callable[[tuple[Any, ...], str], None]  # report a problem at a path of the rule file
 KEY_REF = re.compile(r"^\$\{([A-Za-z0-9_.-]+)\}$")
@@ -91,6 +97,15 @@ class Links:
     silences: bool = False  # alertmanager.url is set: a Silence button can make one
 
 
+KeyName = Annotated[str, Meta(pattern="^[A-Za-z0-9_.-]+$")]  # a key's name in the config, as rules name it
+
+
+class RequestOptions(Section, frozen=True):
+    """The options of every integration that sends requests (the sections of notify build on it)."""
+
+    timeout: Annotated[Seconds, Meta(description="Per request.")] = duration("10s")
+
+
 class SharedSettings(TypedDict):
     """The settings every integration has (``NotifierSettings.shared``)."""
 
@@ -113,10 +128,8 @@ class NotifierSettings:
     silences: bool = False
 
     @staticmethod
-    def shared(doc: JSONObject, links: Links) -> SharedSettings:
-        from alertd.core.durations import parse_duration
-
-        return SharedSettings(timeout=parse_duration(text(doc, "timeout", "10s")).total_seconds(),
+    def shared(section: RequestOptions, links: Links) -> SharedSettings:
+        return SharedSettings(timeout=float(section.timeout),
                               runbook_base_url=links.runbook_base_url, alertmanager_url=links.alertmanager_url,
                               alertd_url=links.alertd_url, silences=links.silences)
 
@@ -136,6 +149,7 @@ class NotifierSettings:
 
 
 S = TypeVar("S", bound=NotifierSettings)
+C = TypeVar("C", bound=Section)
 
 
 class NotifyConfig(Protocol):
@@ -171,13 +185,13 @@ class Notifier(abc.ABC):
         return None
 
 
-class Integration(abc.ABC, Generic[S]):
+class Integration(abc.ABC, Generic[S, C]):
     """One kind of target. See the module docstring; registered in alertd.integrations.registry."""
 
     name: ClassVar[str]
     intents: ClassVar[frozenset[Intent]]
     receiver_schema: ClassVar[JSONObject]
-    config_schema: ClassVar[JSONObject] = {"type": "object", "additionalProperties": False, "properties": {}}
+    section: ClassVar[type[Section]]  # notify.<name>, declared once; ``settings`` gets it decoded
     conversation: ClassVar[bool] = False  # keeps a conversation per incident: escalations are noted there
     remembers: ClassVar[bool] = True  # False: a delivery leaves nothing to keep current (quiet items are dropped)
 
@@ -189,8 +203,8 @@ class Integration(abc.ABC, Generic[S]):
         """The targets a receiver's ``<name>:`` section names (schema-valid; report semantic problems)."""
 
     @abc.abstractmethod
-    def settings(self, doc: JSONObject, links: Links) -> S:
-        """The ``notify.<name>`` section (schema-valid, maybe empty) as typed settings."""
+    def settings(self, section: C, links: Links) -> S:
+        """The decoded ``notify.<name>`` section (defaults when absent) as the notifier's settings."""
 
     @abc.abstractmethod
     def notifier(self, settings: S, store: NotifyStore, clock: Callable[[], datetime], *,

@@ -8,10 +8,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
-from alertd.core.json_types import JSONObject
+from msgspec import UNSET, Meta, UnsetType
+
 from alertd.core.outbox_items import Intent, OutboxItem, Show, Target, Timeline
+from alertd.core.sections import Section
 from alertd.integrations.base import Delivered, Integration, Links, Notifier, NotifierSettings, NotifyStore, Problem
 
 log = logging.getLogger("alertd.incidents")
@@ -36,6 +38,18 @@ class ConsoleNotifier(Notifier):
         return Delivered()
 
 
+class ConsoleSection(Section, frozen=True):
+    """One log line per incident change."""
+
+    enabled: Annotated[bool | UnsetType, Meta(description=(
+        "Log every incident change (default true when no other notifier is configured)."))] = UNSET
+
+    @property
+    def on(self) -> bool | None:
+        """None when the file does not say: on unless another integration is configured."""
+        return None if isinstance(self.enabled, UnsetType) else self.enabled
+
+
 @dataclass(slots=True)
 class ConsoleSettings(NotifierSettings):
     on: bool | None = None  # None: on unless another integration is configured
@@ -45,21 +59,18 @@ class ConsoleSettings(NotifierSettings):
         return self.on is not False
 
 
-class Console(Integration[ConsoleSettings]):
+class Console(Integration[ConsoleSettings, ConsoleSection]):
     name = "console"
     intents = frozenset({Intent.SHOW})
     remembers = False
     receiver_schema = {"type": "boolean", "description": "Also log to the console."}
-    config_schema = {"type": "object", "additionalProperties": False, "properties": {
-        "enabled": {"type": "boolean",
-                    "description": "Log every incident change (default true when no other notifier is configured)."}}}
+    section = ConsoleSection
 
     def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
         return [self.target()] if doc else []
 
-    def settings(self, doc: JSONObject, links: Links) -> ConsoleSettings:
-        enabled = doc.get("enabled")
-        return ConsoleSettings(on=enabled if isinstance(enabled, bool) else None)
+    def settings(self, section: ConsoleSection, links: Links) -> ConsoleSettings:
+        return ConsoleSettings(on=section.on)
 
     def notifier(self, settings: ConsoleSettings, store: NotifyStore, clock: Callable[[], datetime], *,
                  installation: Callable[[], str] = lambda: "") -> Notifier:

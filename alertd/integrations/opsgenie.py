@@ -20,26 +20,37 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 from urllib.parse import quote
 
 import aiohttp
+import msgspec
+from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue, string_map, text
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Intent, OutboxItem, Target
-from alertd.core.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident
+from alertd.core.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident, Severity
 from alertd.core.response_marks import notifies_again
-from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
-                                       Notifier, NotifierSettings, NotifyStore, Problem, key_name)
+from alertd.integrations.base import (KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, KeyName, Links, Notifier,
+                                       NotifierSettings, NotifyStore, Problem, RequestOptions, key_name)
 from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links
 
 DEFAULT_API_URL = "https://api.opsgenie.com"
-PRIORITY = {"critical": "P1", "error": "P2", "warning": "P3", "info": "P5"}
+PRIORITY: dict[str, str] = {Severity.CRITICAL: "P1", Severity.ERROR: "P2", Severity.WARNING: "P3", Severity.INFO: "P5"}
 SOURCE = "alertd"
 # Documented limits of the create request.
 MAX_MESSAGE, MAX_DESCRIPTION, MAX_TAG, MAX_TAGS, MAX_DETAILS = 130, 15000, 50, 20, 8000
+
+
+class OpsgenieSection(RequestOptions, frozen=True):
+    """Opsgenie Alert API v2."""
+
+    api_url: Annotated[str, Meta(pattern="^https?://", description="EU: https://api.eu.opsgenie.com.")] = \
+        DEFAULT_API_URL
+    api_keys: Annotated[dict[KeyName, str], Meta(description=(
+        "Name -> API integration key, e.g. gpu-team: ${OPSGENIE_GPU_KEY}."))] = msgspec.field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -141,32 +152,21 @@ class OpsgenieNotifier(Notifier):
         raise DeliveryError(f"Opsgenie {path}: HTTP {status} {text[:300]}", retry=retry)
 
 
-class Opsgenie(Integration[OpsgenieSettings]):
+class Opsgenie(Integration[OpsgenieSettings, OpsgenieSection]):
     name = "opsgenie"
     intents = frozenset({Intent.PAGE, Intent.RESOLVE})
     receiver_schema = {"type": "object", "additionalProperties": False, "required": ["api_key"],
                        "description": "An Opsgenie API integration key from notify.opsgenie.api_keys, by name.",
                        "properties": {"api_key": KEY_REF_SCHEMA}}
-    config_schema = {
-        "type": "object", "additionalProperties": False, "description": "Opsgenie Alert API v2.",
-        "properties": {
-            "api_url": {"type": "string", "pattern": "^https?://",
-                        "description": "Default https://api.opsgenie.com (EU: https://api.eu.opsgenie.com)."},
-            "api_keys": {"type": "object", "propertyNames": {"pattern": "^[A-Za-z0-9_.-]+$"},
-                         "additionalProperties": {"type": "string"},
-                         "description": "Name -> API integration key, e.g. gpu-team: ${OPSGENIE_GPU_KEY}."},
-            "timeout": {**DURATION_SCHEMA, "description": "Per request. Default 10s."},
-        },
-    }
+    section = OpsgenieSection
 
     def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
         name = key_name(doc["api_key"], problem, path + ("api_key",), "notify.opsgenie.api_keys")
         return [self.target(name)] if name else []
 
-    def settings(self, doc: JSONObject, links: Links) -> OpsgenieSettings:
-        return OpsgenieSettings(api_url=text(doc, "api_url") or DEFAULT_API_URL,
-                                api_keys={k: v for k, v in string_map(doc.get("api_keys")).items() if v},
-                                **OpsgenieSettings.shared(doc, links))
+    def settings(self, section: OpsgenieSection, links: Links) -> OpsgenieSettings:
+        return OpsgenieSettings(api_url=section.api_url, api_keys={k: v for k, v in section.api_keys.items() if v},
+                                **OpsgenieSettings.shared(section, links))
 
     def notifier(self, settings: OpsgenieSettings, store: NotifyStore, clock: Callable[[], datetime], *,
                  installation: Callable[[], str] = lambda: "") -> Notifier:

@@ -28,21 +28,41 @@ import json
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
 import aiohttp
+import msgspec
+from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue, as_object, string_map, text
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Show, Target, Timeline
 from alertd.core.model import OPEN, Incident, iso
-from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
-                                       Notifier, NotifierSettings, NotifyStore, Problem, key_name)
+from alertd.core.sections import Section
+from alertd.integrations.base import (KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, KeyName, Links, Notifier,
+                                       NotifierSettings, NotifyStore, Problem, RequestOptions, key_name)
 from alertd.integrations.presentation import incident_links
 
 VERSION = "1"
 SENT = "sent"  # the ref once anything reached the endpoint: later quiet changes keep it current
+
+
+class EndpointSection(Section, frozen=True, kw_only=False):
+    """One endpoint: where to POST, and the key that signs each request."""
+
+    url: Annotated[str, Meta(pattern="^https?://", description="Where to POST.")]
+    secret: Annotated[str, Meta(min_length=16, description="HMAC-SHA256 key for X-Alertd-Signature, e.g. ${TICKETS_SECRET}.")]
+    headers: Annotated[dict[str, str], Meta(description=(
+        "Extra request headers (e.g. an Authorization the receiver wants)."))] = msgspec.field(default_factory=dict)
+
+
+class WebhookSection(RequestOptions, frozen=True):
+    """Generic webhooks: signed JSON for ticketing and ChatOps (docs/notifications.md)."""
+
+    endpoints: Annotated[dict[KeyName, EndpointSection], Meta(description=(
+        "Name -> endpoint. Rules refer to endpoints by name: endpoint: \"${ticketing}\"."))] = \
+        msgspec.field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,41 +167,23 @@ class WebhookNotifier(Notifier):
         raise DeliveryError(f"webhook {delivery}: HTTP {status} {text[:200]}", retry=retry, after=after)
 
 
-class Webhook(Integration[WebhookSettings]):
+class Webhook(Integration[WebhookSettings, WebhookSection]):
     name = "webhook"
     intents = frozenset({Intent.SHOW, Intent.TIMELINE, Intent.ESCALATE})
     conversation = True
     receiver_schema = {"type": "object", "additionalProperties": False, "required": ["endpoint"],
                        "description": "A webhook endpoint from notify.webhook.endpoints, by name.",
                        "properties": {"endpoint": KEY_REF_SCHEMA}}
-    config_schema = {
-        "type": "object", "additionalProperties": False,
-        "description": "Generic webhooks: signed JSON for ticketing and ChatOps (docs/notifications.md).",
-        "properties": {
-            "endpoints": {
-                "type": "object", "propertyNames": {"pattern": "^[A-Za-z0-9_.-]+$"},
-                "description": "Name -> endpoint. Rules refer to endpoints by name: endpoint: \"${ticketing}\".",
-                "additionalProperties": {
-                    "type": "object", "additionalProperties": False, "required": ["url", "secret"],
-                    "properties": {
-                        "url": {"type": "string", "pattern": "^https?://", "description": "Where to POST."},
-                        "secret": {"type": "string", "minLength": 16,
-                                   "description": "HMAC-SHA256 key for X-Alertd-Signature, e.g. ${TICKETS_SECRET}."},
-                        "headers": {"type": "object", "additionalProperties": {"type": "string"},
-                                    "description": "Extra request headers (e.g. an Authorization the receiver wants)."},
-                    }}},
-            "timeout": {**DURATION_SCHEMA, "description": "Per request. Default 10s."},
-        },
-    }
+    section = WebhookSection
 
     def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
         name = key_name(doc["endpoint"], problem, path + ("endpoint",), "notify.webhook.endpoints")
         return [self.target(name)] if name else []
 
-    def settings(self, doc: JSONObject, links: Links) -> WebhookSettings:
-        endpoints = {name: Endpoint(text(e, "url"), text(e, "secret"), tuple(sorted(string_map(e.get("headers")).items())))
-                     for name, e in ((n, as_object(v)) for n, v in as_object(doc.get("endpoints")).items())}
-        return WebhookSettings(endpoints=endpoints, **WebhookSettings.shared(doc, links))
+    def settings(self, section: WebhookSection, links: Links) -> WebhookSettings:
+        endpoints = {name: Endpoint(e.url, e.secret, tuple(sorted(e.headers.items())))
+                     for name, e in section.endpoints.items()}
+        return WebhookSettings(endpoints=endpoints, **WebhookSettings.shared(section, links))
 
     def notifier(self, settings: WebhookSettings, store: NotifyStore, clock: Callable[[], datetime], *,
                  installation: Callable[[], str] = lambda: "") -> Notifier:

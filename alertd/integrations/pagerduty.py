@@ -28,11 +28,13 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, ClassVar
+from typing import Annotated, Any, Callable, ClassVar
 
 import aiohttp
+import msgspec
+from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue, integer, string_map, text as json_text
+from alertd.core.json_types import JSONObject, JSONValue, integer, text as json_text
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Paging, Target
@@ -41,16 +43,28 @@ from alertd.core.durations import format_duration
 from alertd.core.installation import scoped
 from alertd.core.storm_growth import incident_trend
 from alertd.core.vocabulary import EventKind
-from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, iso
-from alertd.integrations.base import (DURATION_SCHEMA, KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, Links,
-                                       Notifier, NotifierSettings, NotifyStore, Problem, folded_unposted,
-                                       key_name)
+from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, Severity, iso
+from alertd.integrations.base import (KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, KeyName, Links,
+                                       Notifier, NotifierSettings, NotifyStore, Problem, RequestOptions,
+                                       folded_unposted, key_name)
 from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links
 
 log = logging.getLogger(__name__)
 DEFAULT_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
-PD_SEVERITY = {"critical": "critical", "error": "error", "warning": "warning", "info": "info"}
+# Ours -> the Events API's (its own words, which happen to be ours)
+PD_SEVERITY: dict[str, str] = {Severity.CRITICAL: "critical", Severity.ERROR: "error", Severity.WARNING: "warning",
+                               Severity.INFO: "info"}
 MAX_SUMMARY = 1024
+
+
+class PagerDutySection(RequestOptions, frozen=True):
+    """PagerDuty Events API v2."""
+
+    events_url: Annotated[str, Meta(description="Where events are sent (a test server's URL in tests).")] = \
+        DEFAULT_EVENTS_URL
+    routing_keys: Annotated[dict[KeyName, str], Meta(description=(
+        "Name -> integration (routing) key, e.g. gpu-infra: ${PD_GPU_INFRA_KEY}. "
+        "Rules refer to keys by name: routing_key: \"${gpu-infra}\"."))] = msgspec.field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -64,11 +78,12 @@ class PagerDutySettings(NotifierSettings):
         return any(v.strip() for v in self.routing_keys.values())
 
     @classmethod
-    def parse(cls, doc: JSONObject, links: Links) -> "PagerDutySettings":
+    def parse(cls, section: PagerDutySection, links: Links) -> "PagerDutySettings":
+        """An empty value (``${PD_KEY:-}``) is no key; an empty URL the default one."""
         return cls(
-            events_url=json_text(doc, "events_url") or DEFAULT_EVENTS_URL,
-            routing_keys={k: v for k, v in string_map(doc.get("routing_keys")).items() if v},
-            **cls.shared(doc, links),
+            events_url=section.events_url or DEFAULT_EVENTS_URL,
+            routing_keys={k: v for k, v in section.routing_keys.items() if v},
+            **cls.shared(section, links),
         )
 
 
@@ -277,31 +292,19 @@ class PagerDutyNotifier(Notifier):
         raise DeliveryError(f"PagerDuty {status} for {action} {inc.id}: {text[:300]}", retry=False)
 
 
-class PagerDuty(Integration[PagerDutySettings]):
+class PagerDuty(Integration[PagerDutySettings, PagerDutySection]):
     name = "pagerduty"
     intents = frozenset({Intent.PAGE, Intent.RESOLVE, Intent.ESCALATE})
     receiver_schema = {"type": "object", "additionalProperties": False, "required": ["routing_key"],
                        "properties": {"routing_key": KEY_REF_SCHEMA}}
-    config_schema = {
-        "type": "object", "additionalProperties": False, "description": "PagerDuty Events API v2.",
-        "properties": {
-            "events_url": {"type": "string", "description": "Default https://events.pagerduty.com/v2/enqueue."},
-            "routing_keys": {
-                "type": "object",
-                "description": "Name -> integration (routing) key, e.g. gpu-infra: ${PD_GPU_INFRA_KEY}. "
-                               "Rules refer to keys by name: routing_key: \"${gpu-infra}\".",
-                "propertyNames": {"pattern": "^[A-Za-z0-9_.-]+$"},
-                "additionalProperties": {"type": "string"}},
-            "timeout": {**DURATION_SCHEMA, "description": "Per request. Default 10s."},
-        },
-    }
+    section = PagerDutySection
 
     def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
         name = key_name(doc["routing_key"], problem, path + ("routing_key",), "notify.pagerduty.routing_keys")
         return [self.target(name)] if name else []
 
-    def settings(self, doc: JSONObject, links: Links) -> PagerDutySettings:
-        return PagerDutySettings.parse(doc, links)
+    def settings(self, section: PagerDutySection, links: Links) -> PagerDutySettings:
+        return PagerDutySettings.parse(section, links)
 
     def notifier(self, settings: PagerDutySettings, store: NotifyStore, clock: Callable[[], datetime], *,
                  installation: Callable[[], str] = lambda: "") -> Notifier:

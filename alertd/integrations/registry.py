@@ -1,11 +1,14 @@
 """The integrations alertd knows, by name: the routing loader, the schemas, the config and setup ask here.
 
-Adding an integration is one module with an ``Integration`` subclass and one
-line below (docs/notifications.md, "Adding an integration: one file").
+Adding an integration is one module with an ``Integration`` subclass, its line in INTEGRATIONS and its
+section's line in NotifySection (docs/notifications.md, "Adding an integration: one file").
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
 
 from alertd.integrations import console
 
@@ -16,35 +19,60 @@ from alertd.integrations import pagerduty
 from alertd.integrations.slack import integration as slack
 
 from alertd.integrations import outgoing_webhook as webhook
-from alertd.core.json_types import JSONObject, as_object, obj
+from alertd.core.json_types import JSONObject, obj
+from alertd.core.sections import Section, Span, written
 from alertd.integrations.base import Integration, Links, NotifierSettings
+from alertd.integrations.console import ConsoleSection
+from alertd.integrations.opsgenie import OpsgenieSection
+from alertd.integrations.outgoing_webhook import WebhookSection
+from alertd.integrations.pagerduty import PagerDutySection
+from alertd.integrations.slack.integration import SlackSection
 
-__all__ = ["INTEGRATIONS", "Links", "extend_schema", "get", "parse_settings"]
+__all__ = ["INTEGRATIONS", "Links", "NotifySection", "RetrySection", "extend_schema", "get", "parse_settings"]
 
-INTEGRATIONS: dict[str, Integration[Any]] = {
+INTEGRATIONS: dict[str, Integration[Any, Any]] = {
     i.name: i for i in (console.INTEGRATION, slack.INTEGRATION, pagerduty.INTEGRATION, webhook.INTEGRATION,
                         opsgenie.INTEGRATION)
 }
 RECEIVER_ITEMS = ("properties", "routing", "properties", "receivers", "items", "properties")
 
 
-def get(name: str) -> Integration[Any] | None:
+class RetrySection(Section, frozen=True):
+    """How failed deliveries (5xx, 429, refused, timeouts) are retried: full-jitter exponential backoff from 1s, kept in the store so it survives restarts."""
+
+    max_backoff: Annotated[Span, Meta(description=(
+        "Longest wait between two attempts of one delivery; bounds how late a backlog goes out after an "
+        "outage."))] = written(Span.from_config, "5m")
+    max_attempts: Annotated[int, Meta(ge=1, description=(
+        "Attempts before a delivery is given up (logged, counted as failed)."))] = 15
+
+
+class NotifySection(Section, frozen=True):
+    """Notifiers: the outbox's retries and each integration's section (a field per entry of INTEGRATIONS)."""
+
+    retry: RetrySection = msgspec.field(default_factory=RetrySection)
+    console: ConsoleSection = msgspec.field(default_factory=ConsoleSection)
+    slack: SlackSection = msgspec.field(default_factory=SlackSection)
+    pagerduty: PagerDutySection = msgspec.field(default_factory=PagerDutySection)
+    webhook: WebhookSection = msgspec.field(default_factory=WebhookSection)
+    opsgenie: OpsgenieSection = msgspec.field(default_factory=OpsgenieSection)
+
+
+def get(name: str) -> Integration[Any, Any] | None:
     return INTEGRATIONS.get(name)
 
 
 def extend_schema(name: str, doc: JSONObject) -> None:
-    """Put every integration's fragment into the shipped ``notify`` or ``routing`` schema (in place; a member
-    on the way that is not an object is a broken shipped schema: TypeError naming it)."""
-    if name == "notify":
-        obj(doc.setdefault("properties", {}), "notify.properties").update(
-            {i.name: i.config_schema for i in INTEGRATIONS.values()})
-    elif name == "routing":
+    """Put every integration's receiver fragment into the shipped ``routing`` schema (in place; a member on the
+    way that is not an object is a broken shipped schema: TypeError naming it). notify.schema.json is
+    generated from NotifySection instead (alertd/config/schemafiles.py)."""
+    if name == "routing":
         node = doc
         for key in RECEIVER_ITEMS:
             node = obj(node.setdefault(key, {}), f"routing schema: {key}")
         node.update({i.name: i.receiver_schema for i in INTEGRATIONS.values()})
 
 
-def parse_settings(notify: JSONObject, links: Links) -> dict[str, NotifierSettings]:
-    """Every integration's typed settings from a schema-valid ``notify`` section (absent sections: defaults)."""
-    return {name: i.settings(as_object(notify.get(name)), links) for name, i in INTEGRATIONS.items()}
+def parse_settings(notify: NotifySection, links: Links) -> dict[str, NotifierSettings]:
+    """Every integration's settings from the decoded ``notify`` section (absent sections: defaults)."""
+    return {name: i.settings(getattr(notify, name), links) for name, i in INTEGRATIONS.items()}

@@ -16,6 +16,7 @@ import re
 from typing import Callable, Iterable, Mapping, TypedDict, cast
 
 from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.states import Severity
 from alertd.receive.payload import BadPayload, decode_body, fingerprint_of
 from alertd.schemas import describe, validator
 from alertd.core.vocabulary import SignalKind
@@ -168,7 +169,7 @@ def _nvsentinel(event: CloudEvent, doc: JSONObject, cluster: str, when: str) -> 
     labels = {"alertname": "NVSentinelHealthEvent", "source": SOURCE, **identity,
               "component": str(he.get("componentClass") or ""), "fatal": "true" if he.get("isFatal") else "false",
               "xid": _xid(check, he.get("errorCode") or ()), "gpu": entities.get("GPU", ""),
-              "severity": "critical" if he.get("isFatal") else "warning"}
+              "severity": (Severity.CRITICAL if he.get("isFatal") else Severity.WARNING).value}
     message = str(he.get("message") or "")
     at = str(he.get("generatedTimestamp") or when)
     return _alert(labels, identity, bool(he["isHealthy"]), at, {

@@ -12,7 +12,7 @@ import msgspec
 import orjson
 
 from alertd.core.json_types import JSONObject, JSONValue
-from alertd.core.model import Alert, as_alert_status, parse_instant
+from alertd.core.model import FIRING, RESOLVED, Alert, as_alert_status, parse_instant
 from alertd.receive import wire
 from alertd.schemas import describe, validator
 
@@ -270,7 +270,7 @@ def encode_webhook(alerts: Sequence[JSONObject], receiver: str = "", external_ur
     items = [{k: a[k] for k in fields if a.get(k) or k == "labels"} for a in alerts]
     return orjson.dumps({
         "version": "4", "groupKey": "", "truncatedAlerts": 0, "receiver": receiver, "externalURL": external_url,
-        "status": "firing" if any(a.get("status") == "firing" for a in alerts) else "resolved",
+        "status": (FIRING if any(a.get("status") == FIRING for a in alerts) else RESOLVED).value,
         "groupLabels": {}, "commonLabels": {}, "commonAnnotations": {}, "alerts": items})
 
 

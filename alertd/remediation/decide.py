@@ -27,7 +27,7 @@ from alertd.remediation.model import (APPROVED, CANCELLED, HELD, PROPOSED, QUARA
 from alertd.remediation.ladder import Escalation, pick_step
 from alertd.core.vocabulary import CORDONING
 from alertd.rules.remediation import Policy, RemediationPolicy
-from alertd.core.vocabulary import NOT_HARDWARE_ACTIONS, GpuAction, RemediationAction, SignalKind
+from alertd.core.vocabulary import NOT_HARDWARE_ACTIONS, RMA_CATEGORIES, GpuAction, RemediationAction, SignalKind
 
 
 DOMAIN_SIGNAL = SignalKind.DOMAIN  # what a remediation policy names to act on a bad failure domain
@@ -150,7 +150,7 @@ def propose_uncordon(done: Remediation, view: ClusterView, policy: RemediationPo
     if not ours or done.action not in CORDONING:
         return None, why or "nothing alertd cordoned to give back"
     rem = Remediation(id=remediation_id(done.incident_id, UNCORDON), incident_id=done.incident_id,
-                      cluster=done.cluster, nodes=ours, kind=UNCORDON, action="uncordon", policy=done.policy,
+                      cluster=done.cluster, nodes=ours, kind=UNCORDON, action=UNCORDON, policy=done.policy,
                       state=PROPOSED, created_at=now, updated_at=now, dry_run=policy.dry_run, reason=why)
     return rem, why
 
@@ -192,7 +192,7 @@ def supersede(rem: Remediation, fleet_id: str, now: datetime) -> Remediation | N
     return dataclasses.replace(rem, state=SUPERSEDED, reason=f"folded into incident {fleet_id}", updated_at=now)
 
 
-HARDWARE_CATEGORIES = frozenset({"hardware", "memory", "nvlink"})
+HARDWARE_CATEGORIES = RMA_CATEGORIES
 HANDOFF_VERDICTS = frozenset({GpuAction.DRAIN_AND_HANDOFF, GpuAction.REPLACE_GPU})
 
 

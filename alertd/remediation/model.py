@@ -14,15 +14,19 @@ from typing import cast
 
 from alertd.core.json_types import JSONObject, JSONValue, objects
 from alertd.core.model import iso, parse_iso
+from alertd.core.vocabulary import FINAL_STATES, WAITING_STATES, RemediationKind, RemediationState as RS
 from alertd.remediation.blast import BlastRadius
 
-PROPOSED, HELD, APPROVED, RUNNING, STOPPING = "proposed", "held", "approved", "running", "stopping"
-DONE, FAILED, STOPPED, CANCELLED, SUPERSEDED = "done", "failed", "stopped", "cancelled", "superseded"
-WAITING = (PROPOSED, HELD)  # not approved yet: may be approved, overridden or cancelled
-ACTIVE = (PROPOSED, HELD, APPROVED, RUNNING, STOPPING)
-FINAL = (DONE, FAILED, STOPPED, CANCELLED, SUPERSEDED)
-QUARANTINE, UNCORDON = "quarantine", "uncordon"  # what a remediation does: take nodes out, or give them back
-RMA_HANDOFF = "rma"  # ... or hand its GPUs back to the vendor, asked by a person (the ladder's RMA step is a quarantine)
+# The states and kinds as plain text (stored and compared as such), from the vocabulary's declaration
+PROPOSED, HELD, APPROVED, RUNNING, STOPPING = RS.PROPOSED.value, RS.HELD.value, RS.APPROVED.value, RS.RUNNING.value, \
+    RS.STOPPING.value
+DONE, FAILED, STOPPED, CANCELLED, SUPERSEDED = RS.DONE.value, RS.FAILED.value, RS.STOPPED.value, RS.CANCELLED.value, \
+    RS.SUPERSEDED.value
+WAITING = tuple(s.value for s in WAITING_STATES)
+FINAL = tuple(s.value for s in FINAL_STATES)
+ACTIVE = tuple(s.value for s in RS if s not in FINAL_STATES)
+QUARANTINE, UNCORDON, RMA_HANDOFF = RemediationKind.QUARANTINE.value, RemediationKind.UNCORDON.value, \
+    RemediationKind.RMA_HANDOFF.value
 
 
 @dataclass(slots=True)

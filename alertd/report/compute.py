@@ -23,7 +23,8 @@ from typing import Iterable, Mapping
 from alertd.core.json_types import JSONObject
 from alertd.core.model import iso, parse_iso
 from alertd.rules import rma
-from alertd.report.shapes import Cause, Cordoned, Fact, Lemons, Mttr, MttrStats, Reference, Report, Week
+from alertd.report.shapes import (APART, Cause, Cordoned, Fact, FactKind, Lemons, Mttr, MttrStats, Reference, Report,
+                                  Week)
 
 # Published reference: Llama 3 405B pre-training, 419 unexpected interruptions on 16,384 H100s in 54 days.
 REFERENCES: list[Reference] = [{"name": "Llama 3 405B (all unexpected interruptions)", "per1000GpuDays": round(419 / (16384 * 54) * 1000, 3)},
@@ -189,16 +190,16 @@ def compute(facts: list[Fact], fleet_days: list[FleetDay], fleet_nodes: list[Fle
     facts = [f for f in facts if not p.node_type or f.get("nodeType") == p.node_type]
     since, until = iso(p.since) or "", iso(p.until) or ""
     opened = [f for f in facts if since <= f["openedAt"] < until]
-    failures = [f for f in opened if f["kind"] == "failure"]
+    failures = [f for f in opened if f["kind"] == FactKind.FAILURE]
     total_days, per_day = gpu_days(fleet_days, p)
-    hours_out, daily_out = _out_of_service([f for f in facts if f["kind"] == "failure"], p, now)
+    hours_out, daily_out = _out_of_service([f for f in facts if f["kind"] == FactKind.FAILURE], p, now)
     jobs = {(j["namespace"], j["kind"], j["name"]) for f in failures for j in f.get("jobs") or []}
     return {
         "since": since, "until": until, "cluster": p.cluster, "nodeType": p.node_type,
         "gpuDays": total_days,
         "failures": len(failures),
         "failuresPer1000GpuDays": round(len(failures) / total_days * 1000, 3) if total_days else None,
-        "apart": {k: sum(1 for f in opened if f["kind"] == k) for k in ("application", "maintenance", "other")},
+        "apart": {k.value: sum(1 for f in opened if f["kind"] == k) for k in APART},
         "byCause": _by_cause(failures),
         "mttrSeconds": _mttr(failures),
         "gpuHoursOutOfService": hours_out,

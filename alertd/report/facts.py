@@ -21,25 +21,26 @@ from typing import Mapping
 
 from alertd.core.findings import Findings
 from alertd.core.json_types import JSONObject, JSONValue, as_array, member, objects
-from alertd.core.model import Incident, iso
-from alertd.report.shapes import Fact, JobHit
+from alertd.core.model import Incident, Severity, iso
+from alertd.core.vocabulary import FAILURE_CATEGORIES, Category
+from alertd.report.shapes import Fact, FactKind, JobHit
 
-HARDWARE_CATEGORIES = ("hardware", "memory", "nvlink", "driver")
-FAILURE_SEVERITIES = ("error", "critical")
+HARDWARE_CATEGORIES = FAILURE_CATEGORIES
+FAILURE_SEVERITIES = frozenset({Severity.ERROR, Severity.CRITICAL})
 DEFAULT_GPUS_PER_NODE = 8
 
 
 def kind_of(doc: JSONObject, planned: bool) -> str:
-    category, severity = doc.get("category") or "other", doc.get("severity") or ""
+    category, severity = doc.get("category") or Category.OTHER, doc.get("severity") or ""
     if doc.get("parentId"):
-        return "folded"
-    if category == "application":
-        return "application"
+        return FactKind.FOLDED.value
+    if category == Category.APPLICATION:
+        return FactKind.APPLICATION.value
     if planned:
-        return "maintenance"
+        return FactKind.MAINTENANCE.value
     if category in HARDWARE_CATEGORIES and severity in FAILURE_SEVERITIES:
-        return "failure"
-    return "other"
+        return FactKind.FAILURE.value
+    return FactKind.OTHER.value
 
 
 def last_end(inc: Incident) -> str | None:
@@ -86,7 +87,7 @@ def fact(doc: JSONObject, *, planned: bool = False,
         "nodeType": next((k[0] for k in known if k), ""),
         "openedAt": str(doc["openedAt"]), "resolvedAt": _time(doc.get("resolvedAt")),
         "endedAt": ended or _time(doc.get("resolvedAt")),
-        "kind": kind_of(doc, planned), "category": _text(doc.get("category")) or "other",
+        "kind": kind_of(doc, planned), "category": _text(doc.get("category")) or Category.OTHER.value,
         "severity": _text(doc.get("severity")), "xid": code if isinstance(code, int) and code else (xids[0] if xids else None),
         "action": _text(primary.get("action")), "title": _text(doc.get("title")),
         "gpusOut": gpus_out, "gpus": sorted({str(g["uuid"]) for g in objects(doc.get("gpus")) if g.get("uuid")}),

@@ -2,9 +2,23 @@
 (the API's JSON, the CSV, the digest and /metrics read it)."""
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TypedDict, cast
 
 from alertd.core.json_types import JSONObject
+
+
+class FactKind(StrEnum):
+    """What an incident is to the report (alertd/report/facts.py says how each is told apart)."""
+
+    FAILURE = "failure"
+    APPLICATION = "application"
+    MAINTENANCE = "maintenance"
+    FOLDED = "folded"
+    OTHER = "other"
+
+
+APART = (FactKind.APPLICATION, FactKind.MAINTENANCE, FactKind.OTHER)  # counted apart from the failures
 
 
 class JobHit(TypedDict):
@@ -26,7 +40,7 @@ class Fact(TypedDict):
     openedAt: str
     resolvedAt: str | None
     endedAt: str | None  # its last alert's end, else its resolution (facts of older versions lack it)
-    kind: str  # failure, application, maintenance, folded, other
+    kind: str  # a FactKind
     category: str
     severity: str
     xid: int | None
@@ -139,5 +153,5 @@ def as_report(doc: JSONObject) -> Report:
     return cast(Report, doc)
 
 
-__all__ = ["Cause", "Cordoned", "CordonedDay", "Day", "Fact", "JobHit", "LemonGpu", "LemonNode", "Lemons", "Mttr",
-           "MttrStats", "Reference", "Report", "Week", "as_facts", "as_report", "report_json"]
+__all__ = ["APART", "Cause", "Cordoned", "CordonedDay", "Day", "Fact", "FactKind", "JobHit", "LemonGpu", "LemonNode",
+           "Lemons", "Mttr", "MttrStats", "Reference", "Report", "Week", "as_facts", "as_report", "report_json"]

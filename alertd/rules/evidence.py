@@ -19,7 +19,7 @@ from alertd.core.matchers import Matcher, match_all
 from alertd.core.model import Alert
 from alertd.core.regex import Regex, RegexError
 from alertd.core.sections import Section
-from alertd.core.vocabulary import CATEGORIES, EVIDENCE_KINDS, EVIDENCE_MISSING_DETAILS, Detail, SignalKind
+from alertd.core.vocabulary import RULED_CATEGORIES, Category, EVIDENCE_KINDS, EVIDENCE_MISSING_DETAILS, Detail, SignalKind
 from alertd.core.yamlio import Path_
 from alertd.gpu.nvrm import other_driver
 from alertd.promql.expr import ExprFacts, Selector, facts_of_url
@@ -203,7 +203,7 @@ class EvidenceEntry(Conditions, Section, frozen=True):
     detail: Annotated[str, Meta(pattern=DETAIL_PATTERN, description=(
         "Refines the kind (metrics_missing: exporter_down, node_down, gpu_missing, telemetry_frozen)."))] = ""
     severity: Annotated[str, word(SEVERITY_WORDS, "Default when the alert has no usable severity label.")] = ""
-    category: Annotated[str, word(CATEGORIES, "Who most likely owns the problem; Xids take the catalog's.")] = ""
+    category: Annotated[str, word(in_order(Category, RULED_CATEGORIES), "Who most likely owns the problem; Xids take the catalog's.")] = ""
     runbook: Annotated[str, Meta(pattern=RUNBOOK_PATTERN, description="Runbook page under runbooks/, without .md.")] = ""
 
 

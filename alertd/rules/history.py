@@ -15,7 +15,7 @@ from msgspec import Meta
 from alertd.core.durations import parse_duration
 from alertd.core.json_types import JSONObject
 from alertd.core.sections import Section
-from alertd.core.vocabulary import HISTORY_KINDS, LADDER, SignalKind, VerdictKind
+from alertd.core.vocabulary import HISTORY_KINDS, LADDER, HistoryScope, SignalKind, VerdictKind
 from alertd.core.yamlio import Path_
 from alertd.schemas.declared import SEVERITY_WORDS, Conditions, RuleFile, in_order, word
 from alertd.rules.rma import Condition, RmaRule, report_duplicate_names
@@ -42,7 +42,7 @@ class HistoryRule:
     name: str
     kind: str
     description: str = ""
-    scope: str = "gpu"  # repeat_offender: per GPU (UUID, across nodes) or per node
+    scope: str = HistoryScope.GPU.value  # repeat_offender: per GPU (UUID, across nodes) or per node
     window: timedelta = DEFAULT_WINDOW
     within: timedelta = DEFAULT_WITHIN  # repair_not_held: the same fault this soon after the repair
     count: int = DEFAULT_COUNT
@@ -76,7 +76,7 @@ class HistoryCondition(Conditions, Section, frozen=True):
         "An alert of this name fired in the incident, e.g. GPURowRemapFailure."))] = ""
 
     def condition(self) -> Condition:
-        return Condition(xid=self.xid, signal=self.signal, alertname=self.alertname)
+        return Condition(xid=self.xid or 0, signal=self.signal, alertname=self.alertname)
 
 
 def _without(*keys: str) -> JSONObject:
@@ -98,7 +98,7 @@ class HistoryEntry(Conditions, Section, frozen=True):
         {"if": _kind_is(REPEAT_OFFENDER), "then": {"anyOf": [{"required": ["any_of"]}, {"required": ["all_of"]}],
                                                    "not": {"required": ["within"]}}},
         {"if": {"required": ["rma"], "properties": {"rma": {"const": True}}},
-         "then": {"properties": {"kind": {"const": REPEAT_OFFENDER.value}, "scope": {"const": "gpu"}}}},
+         "then": {"properties": {"kind": {"const": REPEAT_OFFENDER.value}, "scope": {"const": HistoryScope.GPU.value}}}},
         {"if": {"not": {"required": ["action"]}}, "then": {"required": ["rma"], "properties": {"rma": {"const": True}}}},
     ]}
 
@@ -112,8 +112,8 @@ class HistoryEntry(Conditions, Section, frozen=True):
         "remediation). lemon_node: `count` remediations of the node that ran to their end (not dry runs) within "
         "`window`."))]
     description: Annotated[str, Meta(description="Why the rule exists (shown in the UI and the RMA export).")] = ""
-    scope: Annotated[str, word(("gpu", "node"), (
-        "repeat_offender only: count per GPU (its UUID, across nodes; default) or per node."))] = "gpu"
+    scope: Annotated[str, word(HistoryScope, (
+        "repeat_offender only: count per GPU (its UUID, across nodes; default) or per node."))] = HistoryScope.GPU.value
     window: Annotated[str, Meta(description=(
         "Prometheus duration: only incidents (or remediations) this recent count (default 7d)."))] = WINDOW
     within: Annotated[str, Meta(description=(

@@ -12,13 +12,14 @@ from typing import Container
 
 from alertd.core.model import Incident
 from alertd.rules.fields import members_in_order
+from alertd.rules.routing_section import DECLARED_OWNERS
 
 
 @dataclass(frozen=True, slots=True)
 class OwnerRouting:
     """The routing section's ``owners``: how an incident's owning team is found and which receiver hears it."""
 
-    labels: tuple[str, ...] = ("team", "label_team", "owner", "label_owner")
+    labels: tuple[str, ...] = DECLARED_OWNERS.labels  # the declaration's (alertd/rules/routing_section.py)
     namespaces: tuple[tuple[str, str], ...] = ()  # (glob, team), first match wins
     teams: tuple[tuple[str, str], ...] = ()  # team -> receiver
     default: str = ""

@@ -9,14 +9,19 @@ import csv
 import io
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Collection, Mapping, Protocol, Sequence, TypedDict
+from typing import TYPE_CHECKING, Annotated, ClassVar, Collection, Mapping, Protocol, Sequence, TypedDict
+
+import msgspec
+from msgspec import Meta
 
 from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.model import iso
+from alertd.core.sections import Section, written
+from alertd.core.vocabulary import HISTORY_KINDS, SignalKind
 from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
+from alertd.rules.declared import TextSpan, Word, decode, in_order
 
-DEFAULT_WINDOW = timedelta(days=30)
 
 
 def _values(row: JSONObject, key: str) -> list[JSONValue]:
@@ -35,27 +40,37 @@ def _seq(row: JSONObject) -> int:
 
 
 class ConditionDoc(TypedDict, total=False):
+    """A condition as history.schema.json admits it (the history section reads its conditions through it)."""
+
     xid: int
     signal: str
     alertname: str
 
 
-class RmaRuleDoc(TypedDict, total=False):
-    """One entry of the ``rma`` section as rules.schema admits it (name required)."""
-
-    name: str
-    description: str
-    window: str
-    any_of: list[ConditionDoc]
-    all_of: list[ConditionDoc]
-    min_incidents: int
+class HistoryKind(Word):
+    WORDS = in_order(HISTORY_KINDS, SignalKind)
 
 
-@dataclass(frozen=True, slots=True)
-class Condition:
-    xid: int | None = None
-    signal: str = ""
-    alertname: str = ""
+# The history rules build conditions and RMA rules of their own (alertd/rules/history.py): to the type checker
+# these fields are what they pass, a str and a timedelta; msgspec reads them as declared.
+if TYPE_CHECKING:
+    SignalWord = str
+    Window = timedelta
+else:
+    SignalWord, Window = HistoryKind, TextSpan
+
+
+class Condition(Section, frozen=True, omit_defaults=True):
+    """What one incident of the GPU must show: an Xid code, a signal kind, or an alert name (all given keys must
+    hold)."""
+
+    SCHEMA: ClassVar[dict[str, object]] = {"minProperties": 1}
+
+    xid: Annotated[int, Meta(ge=1, description="An Xid code reported for this GPU, e.g. 79.")] = 0  # 0: any
+    signal: Annotated[SignalWord, Meta(description="A signal kind reported for this GPU (rules/signals.yml).")] = \
+        msgspec.field(default_factory=HistoryKind)
+    alertname: Annotated[str, Meta(min_length=1, description=(
+        "An alert of this name fired for this GPU, e.g. GPURowRemapFailure."))] = ""
 
     def matches(self, row: JSONObject) -> bool:
         return self.matches_facts(_values(row, "xids"), _values(row, "signals"), _values(row, "alertnames"))
@@ -63,7 +78,7 @@ class Condition:
     def matches_facts(self, xids: Collection[object], signals: Collection[object],
                       alertnames: Collection[object]) -> bool:
         """Whether an incident showing these Xids, signal kinds and alert names meets the condition."""
-        return ((self.xid is None or self.xid in xids) and (not self.signal or self.signal in signals)
+        return ((not self.xid or self.xid in xids) and (not self.signal or self.signal in signals)
                 and (not self.alertname or self.alertname in alertnames))
 
     def describe(self) -> str:
@@ -72,14 +87,21 @@ class Condition:
         return " and ".join(p for p in parts if p)
 
 
-@dataclass(frozen=True, slots=True)
-class RmaRule:
-    name: str
-    description: str = ""
-    window: timedelta = DEFAULT_WINDOW
-    any_of: tuple[Condition, ...] = ()
-    all_of: tuple[Condition, ...] = ()
-    min_incidents: int = 1
+class RmaRule(Section, frozen=True):
+    SCHEMA: ClassVar[dict[str, object]] = {"oneOf": [{"required": ["any_of"]}, {"required": ["all_of"]}]}
+
+    name: Annotated[str, Meta(pattern="^[a-z0-9][a-z0-9_.-]*$", description="Identifier, shown on each candidate.")]
+    description: Annotated[str, Meta(description=(
+        "Why this makes a GPU an RMA candidate (shown in the UI and exports)."))] = ""
+    window: Annotated[Window, Meta(description=(
+        "Prometheus duration: only incidents opened this long ago or later count (default 30d)."))] = \
+        written(TextSpan.from_config, "30d")
+    any_of: Annotated[tuple[Condition, ...], Meta(min_length=1, description=(
+        "Count the GPU's incidents matching any of these conditions; min_incidents of them make a candidate."))] = ()
+    all_of: Annotated[tuple[Condition, ...], Meta(min_length=2, description=(
+        "Every condition must be met by some incident of the GPU inside the window (e.g. Xid 48 and Xid 63)."))] = ()
+    min_incidents: Annotated[int, Meta(ge=1, description=(
+        "With any_of: how many matching incidents it takes (default 1)."))] = 1
 
     def evidence(self, rows: list[JSONObject], since: str) -> list[JSONObject]:
         """The incidents that make the GPU match, or [] when it does not. ``rows``: GPU history rows (uuid,
@@ -93,6 +115,16 @@ class RmaRule:
         matching = [r for r in recent if any(c.matches(r) for c in self.any_of)]
         return matching if len(matching) >= self.min_incidents else []
 
+
+class RmaFile(Section, frozen=True):
+    """Rules (rules/rma.yml) that name GPUs to return to the vendor, from their incident history. A GPU matching any
+    rule is a candidate; the incidents that made it match are its evidence."""
+
+    rma: Annotated[tuple[RmaRule, ...], Meta(min_length=1, description=(
+        "RMA rules; names must be unique across rule files."))]
+
+
+DEFAULT_WINDOW: timedelta = RmaRule(name="default").window
 
 @dataclass(slots=True)
 class Candidate:
@@ -128,18 +160,10 @@ def report_duplicate_names(doc: Sequence[Mapping[str, object]], section: str, wh
         names.add(entry["name"])
 
 
-def parse_rma(doc: list[RmaRuleDoc], check: Checker) -> tuple[RmaRule, ...]:
+def parse_rma(doc: list[JSONObject], check: Checker) -> tuple[RmaRule, ...]:
     """Schema-valid ``rma`` section -> rules; duplicate names and bad windows are reported with positions."""
-    out: list[RmaRule] = []
     report_duplicate_names(doc, "rma", "RMA", check)
-    for i, entry in enumerate(doc):
-        out.append(RmaRule(
-            name=entry["name"], description=entry.get("description", ""),  # name: required by the schema
-            window=check.duration(entry.get("window"), ("rma", i, "window"), DEFAULT_WINDOW),
-            any_of=tuple(Condition(**c) for c in entry.get("any_of") or ()),
-            all_of=tuple(Condition(**c) for c in entry.get("all_of") or ()),
-            min_incidents=entry.get("min_incidents", 1)))
-    return tuple(out)
+    return decode(RmaFile, {"rma": doc}, (), check).rma
 
 
 def longest_window(rules: tuple[RmaRule, ...]) -> timedelta:

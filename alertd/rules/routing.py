@@ -25,25 +25,27 @@ escalate anew.
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypedDict
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from alertd.core.json_types import JSONObject
+from alertd.core.json_types import JSONObject, objects
 from alertd.core.outbox_items import Target
 from alertd.core.yamlio import Path_
 from alertd.core.matchers import Matcher
 from alertd.integrations import registry
 from alertd.integrations.base import key_name
 from alertd.rules.checker import Checker
+from alertd.rules.declared import decode
+from alertd.rules.routing_section import (Cordoned, Escalate, MaintenanceRule, MuteWindow, Owners, RouteRule,
+                                          RoutingSection, TimeRangeRule)
 from alertd.rules.owners import OwnerRouting
 from alertd.rules.windows import CordonPolicy, Maintenance, Pending, TimeRange, TimeWindow
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-DEFAULT_GROUP_WAIT = timedelta(seconds=2)
+DEFAULT_GROUP_WAIT: timedelta = RoutingSection(receivers=()).group_wait
 ESCALATION_KIND = "pagerduty"  # route.escalate names a PagerDuty routing key
 OWNER_CHANNEL_KIND = "slack"  # owners.use_channels: the owner's Slack channel
 
@@ -163,88 +165,26 @@ def _instant(value: Any, check: Any, path: tuple[Any, ...]) -> datetime | None:
     return ts.astimezone(timezone.utc)
 
 
-EscalateDoc = TypedDict("EscalateDoc", {"after": str, "routing_key": str}, total=False)
-RouteDoc = TypedDict("RouteDoc", {"name": str, "match": list[str], "receiver": str, "owners": bool, "continue": bool,
-                                  "mute": list[str], "active": list[str], "escalate": EscalateDoc}, total=False)
-PendingDoc = TypedDict("PendingDoc", {"match": list[str], "for": str}, total=False)
-
-
-class TimeDoc(TypedDict, total=False):
-    start: str | int  # "HH:MM"; YAML reads an unquoted 08:00 as the number 480
-    end: str | int
-
-
-class MuteWindowDoc(TypedDict, total=False):
-    name: str  # required
-    time_zone: str
-    weekdays: list[str]
-    times: list[TimeDoc]
-
-
-class MaintenanceDoc(TypedDict, total=False):
-    name: str
-    nodes: list[str]
-    clusters: list[str]
-    match: list[str]
-    start: str | datetime  # required; YAML reads an unquoted timestamp as a datetime
-    end: str | datetime  # required
-
-
-class CordonedDoc(TypedDict, total=False):
-    action: str
-    severity: str
-    expected: list[list[str]]
-    pending: list[PendingDoc]
-
-
-class OwnersDoc(TypedDict, total=False):
-    labels: list[str]
-    namespaces: dict[str, str]
-    teams: dict[str, str]
-    default: str
-    use_channels: bool
-
-
-class RoutingDoc(TypedDict, total=False):
-    """The ``routing`` section as routing.schema.json admits it (receivers required). A receiver is a JSON
-    object: its name, and a section per integration (each integration reads its own)."""
-
-    receivers: list[JSONObject]
-    routes: list[RouteDoc]
-    labels: list[str]
-    group_wait: str
-    storm_wait: str
-    default_receiver: str
-    mute_windows: list[MuteWindowDoc]
-    maintenance: list[MaintenanceDoc]
-    cordoned: CordonedDoc
-    owners: OwnersDoc
-
-
-def parse_routing(data: RoutingDoc, check: Checker) -> Routing:
+def parse_routing(data: JSONObject, check: Checker) -> Routing:
     """Build typed Routing from a schema-valid ``routing`` section; report semantic problems to ``check``.
 
     One reader per part of the section, in the order problems are reported: receivers first,
-    because windows, owners and routes name them."""
+    because windows, owners and routes name them. A receiver's integration sections are read from the
+    document by their integrations."""
     root = ("routing",)
-    receivers = _receivers(data.get("receivers") or [], check, root + ("receivers",))
-    windows = _mute_windows(data.get("mute_windows") or [], check, root + ("mute_windows",))
-    maintenance = _maintenance(data.get("maintenance") or [], check, root + ("maintenance",))
-    owners = _owner_routing(data.get("owners") or {}, receivers, check, root + ("owners",))
-    routes = _routes(data.get("routes") or [], receivers, windows, check, root + ("routes",))
-    default = data.get("default_receiver", "")
+    doc = decode(RoutingSection, data, root, check)
+    receivers = _receivers(objects(data.get("receivers")), check, root + ("receivers",))
+    windows = _mute_windows(doc.mute_windows, check, root + ("mute_windows",))
+    maintenance = _maintenance(doc.maintenance, check, root + ("maintenance",))
+    owners = _owner_routing(doc.owners, receivers, check, root + ("owners",))
+    routes = _routes(doc.routes, receivers, windows, check, root + ("routes",))
+    default = str(doc.default_receiver)
     if default and default not in receivers:
         check.problem(root + ("default_receiver",), f"unknown receiver {default!r}")
-    cordon = _cordon_policy(data.get("cordoned") or {}, check, root + ("cordoned",))
-    return Routing(
-        receivers=receivers, routes=routes, default_receiver=default, windows=windows,
-        maintenance=maintenance,
-        cordoned=cordon,
-        owners=owners,
-        group_wait=check.duration(data.get("group_wait"), root + ("group_wait",), DEFAULT_GROUP_WAIT),
-        storm_wait=None if data.get("storm_wait") is None else check.duration(
-            data.get("storm_wait"), root + ("storm_wait",), timedelta(0)),
-    )
+    cordon = _cordon_policy(doc.cordoned, check, root + ("cordoned",))
+    return Routing(receivers=receivers, routes=routes, default_receiver=default, windows=windows,
+                   maintenance=maintenance, cordoned=cordon, owners=owners, group_wait=doc.group_wait,
+                   storm_wait=doc.storm_wait)
 
 
 def _receivers(docs: list[JSONObject], check: Checker, root: Path_) -> dict[str, Receiver]:
@@ -263,27 +203,27 @@ def _receivers(docs: list[JSONObject], check: Checker, root: Path_) -> dict[str,
     return receivers
 
 
-def _mute_windows(docs: list[MuteWindowDoc], check: Checker, root: Path_) -> dict[str, TimeWindow]:
+def _mute_windows(docs: tuple[MuteWindow, ...], check: Checker, root: Path_) -> dict[str, TimeWindow]:
     """``mute_windows``: recurring weekday/time ranges in a time zone, by name."""
     windows: dict[str, TimeWindow] = {}
     for i, w in enumerate(docs):
-        path = root + (i,)
-        if w["name"] in windows:
-            check.problem(path + ("name",), f"duplicate window name {w['name']!r}")
+        path, name = root + (i,), str(w.name)
+        if name in windows:
+            check.problem(path + ("name",), f"duplicate window name {name!r}")
         try:
-            tz = ZoneInfo(w.get("time_zone", "UTC"))
+            tz = ZoneInfo(w.time_zone)
         except (ZoneInfoNotFoundError, ValueError):
-            check.problem(path + ("time_zone",), f"unknown time zone {w.get('time_zone')!r} (use an IANA name like Europe/Berlin)")
+            check.problem(path + ("time_zone",), f"unknown time zone {w.time_zone!r} (use an IANA name like Europe/Berlin)")
             tz = ZoneInfo("UTC")
-        windows[w["name"]] = TimeWindow(w["name"], tz, _weekdays(w.get("weekdays"), check, path + ("weekdays",)),
-                                        _time_ranges(w.get("times") or [], check, path + ("times",)))
+        windows[name] = TimeWindow(name, tz, _weekdays(w.weekdays, check, path + ("weekdays",)),
+                                   _time_ranges(w.times, check, path + ("times",)))
     return windows
 
 
-def _time_ranges(docs: list[TimeDoc], check: Checker, root: Path_) -> tuple[TimeRange, ...]:
+def _time_ranges(docs: tuple[TimeRangeRule, ...], check: Checker, root: Path_) -> tuple[TimeRange, ...]:
     ranges = []
     for j, t in enumerate(docs):
-        start, end = _time_of_day(t["start"]), _time_of_day(t["end"])
+        start, end = _time_of_day(t.start.raw), _time_of_day(t.end.raw)
         if start is None or end is None:
             check.problem(root + (j,), "times need start and end as \"HH:MM\" (quote them)")
             continue
@@ -294,32 +234,30 @@ def _time_ranges(docs: list[TimeDoc], check: Checker, root: Path_) -> tuple[Time
     return tuple(ranges)
 
 
-def _maintenance(docs: list[MaintenanceDoc], check: Checker, root: Path_) -> tuple[Maintenance, ...]:
+def _maintenance(docs: tuple[MaintenanceRule, ...], check: Checker, root: Path_) -> tuple[Maintenance, ...]:
     """``maintenance``: absolute windows over nodes, clusters or matchers."""
     maintenance = []
     for i, m in enumerate(docs):
         path = root + (i,)
-        begins = _instant(m["start"], check, path + ("start",))
-        ends = _instant(m["end"], check, path + ("end",))
+        begins = _instant(m.start.raw, check, path + ("start",))
+        ends = _instant(m.end.raw, check, path + ("end",))
         if begins and ends and ends <= begins:
             check.problem(path + ("end",), "end must be after start")
-        if not (m.get("nodes") or m.get("clusters") or m.get("match")):
+        if not (m.nodes or m.clusters or m.match):
             check.problem(path, "a maintenance window needs nodes, clusters or match (it would mute everything)")
         if begins and ends:
-            maintenance.append(Maintenance(m.get("name", f"maintenance[{i}]"), begins, ends, tuple(m.get("nodes") or ()),
-                                           tuple(m.get("clusters") or ()),
-                                           check.matchers(m.get("match"), path + ("match",))))
+            maintenance.append(Maintenance(m.name or f"maintenance[{i}]", begins, ends, m.nodes, m.clusters,
+                                           check.matchers(m.match, path + ("match",))))
     return tuple(maintenance)
 
 
-def _owner_routing(doc: OwnersDoc, receivers: dict[str, Receiver], check: Checker, root: Path_) -> OwnerRouting:
+def _owner_routing(doc: Owners, receivers: dict[str, Receiver], check: Checker, root: Path_) -> OwnerRouting:
     """``owners``: how the owning team is found, and the receivers it names (which must exist)."""
     owners = OwnerRouting(
-        labels=tuple(doc.get("labels") or OwnerRouting().labels),
-        namespaces=tuple((str(k), str(v)) for k, v in (doc.get("namespaces") or {}).items()),
-        teams=tuple((str(k), str(v)) for k, v in (doc.get("teams") or {}).items()),
-        default=doc.get("default", ""),
-        use_channels=bool(doc.get("use_channels", False)),
+        labels=doc.labels or OwnerRouting().labels,
+        namespaces=tuple((str(k), str(v)) for k, v in doc.namespaces.items()),
+        teams=tuple((str(k), str(v)) for k, v in doc.teams.items()),
+        default=doc.default, use_channels=doc.use_channels,
     )
     for team, rname in owners.teams:
         if rname not in receivers:
@@ -329,45 +267,37 @@ def _owner_routing(doc: OwnersDoc, receivers: dict[str, Receiver], check: Checke
     return owners
 
 
-def _routes(docs: list[RouteDoc], receivers: dict[str, Receiver], windows: dict[str, TimeWindow],
+def _routes(docs: tuple[RouteRule, ...], receivers: dict[str, Receiver], windows: dict[str, TimeWindow],
             check: Checker, root: Path_) -> tuple[Route, ...]:
     """``routes``, in order; each names known receivers and mute windows."""
     routes = []
     for i, r in enumerate(docs):
-        path = root + (i,)
-        receiver = r.get("receiver", "")
+        path, receiver = root + (i,), str(r.receiver)
         if receiver and receiver not in receivers:
             check.problem(path + ("receiver",), f"unknown receiver {receiver!r}")
-        if not receiver and not r.get("owners"):
+        if not receiver and not r.owners:
             check.problem(path, "a route needs a receiver, or owners: true")
-        for key, names in (("mute", r.get("mute")), ("active", r.get("active"))):
-            for j, name in enumerate(names or []):
+        for key, names in (("mute", r.mute), ("active", r.active)):
+            for j, name in enumerate(names):
                 if name not in windows:
                     check.problem(path + (key, j), f"unknown mute window {name!r}")
-        escalate = _escalation(r["escalate"], check, path + ("escalate",)) if r.get("escalate") else None
+        escalate = _escalation(r.escalate, check, path + ("escalate",)) if r.escalate else None
         routes.append(Route(
-            name=r.get("name", ""), matchers=check.matchers(r.get("match"), path + ("match",)), receiver=receiver,
-            owners=bool(r.get("owners", False)), continue_=bool(r.get("continue", False)),
-            mute=tuple(r.get("mute") or ()), active=tuple(r.get("active") or ()), escalate=escalate,
+            name=r.name, matchers=check.matchers(r.match, path + ("match",)), receiver=receiver, owners=r.owners,
+            continue_=r.continue_, mute=tuple(map(str, r.mute)), active=tuple(map(str, r.active)), escalate=escalate,
         ))
     return tuple(routes)
 
 
-def _escalation(doc: EscalateDoc, check: Checker, path: Path_) -> Escalation:
-    return Escalation(check.duration(doc.get("after"), path + ("after",), timedelta(minutes=15)),
-                      key_name(doc["routing_key"], check.problem, path + ("routing_key",),
-                               "notify.pagerduty.routing_keys"))
+def _escalation(doc: Escalate, check: Checker, path: Path_) -> Escalation:
+    return Escalation(doc.after, key_name(str(doc.routing_key), check.problem, path + ("routing_key",),
+                                          "notify.pagerduty.routing_keys"))
 
 
-def _cordon_policy(doc: CordonedDoc, check: Checker, path: Path_) -> CordonPolicy:
-    """The cordon section; ``expected`` and ``pending`` default to the shipped rules' (windows.py)."""
-    policy = CordonPolicy(doc.get("action", "downgrade"), doc.get("severity", "info"))
-    if "expected" in doc:
-        expected = tuple(check.matchers(m, path + ("expected", i)) for i, m in enumerate(doc["expected"] or []))
-        policy = dataclasses.replace(policy, expected=expected)
-    if "pending" in doc:
-        pending = tuple(Pending(check.matchers(p.get("match"), path + ("pending", i, "match")),
-                                check.duration(p.get("for"), path + ("pending", i, "for"), timedelta(0)))
-                        for i, p in enumerate(doc["pending"] or []))
-        policy = dataclasses.replace(policy, pending=pending)
-    return policy
+def _cordon_policy(doc: Cordoned, check: Checker, path: Path_) -> CordonPolicy:
+    """The cordon section (its defaults: the declaration's, alertd/rules/routing_section.py)."""
+    return CordonPolicy(
+        doc.action, doc.severity,
+        expected=tuple(check.matchers(m, path + ("expected", i)) for i, m in enumerate(doc.expected)),
+        pending=tuple(Pending(check.matchers(p.match, path + ("pending", i, "match")), p.lag)
+                      for i, p in enumerate(doc.pending)))

@@ -17,11 +17,14 @@ from alertd.core.durations import DurationError, parse_duration
 from alertd.rules.evidence import EVIDENCE, EvidenceRules, parse_evidence_rules, merge
 from alertd.rules.remediation import RemediationPolicy, parse_remediation
 from alertd.core.json_types import JSONObject
-from alertd.rules.storm_says import Escalation, Reading, parse_escalate, parse_reading
+from alertd.rules.storm_says import Escalation, Reading, parse_escalate
 from alertd.rules.history import HISTORY, HistoryRule, parse_history, rma_rules
 from alertd.rules.rma import RmaRule, parse_rma
-from alertd.rules.routing import RoutingDoc, parse_routing
-from alertd.rules.section_docs import CorrelationDoc, ResponseDoc, RuleFileDoc
+from alertd.rules.routing import parse_routing
+from alertd.rules.checker import Checker
+from alertd.rules.correlation_section import Correlation, Response, Storm, WatchdogRule
+from alertd.rules.declared import decode
+from alertd.rules.section_docs import RuleFileDoc
 from alertd.rules.signals import SIGNALS, SignalEntry
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.gpu.catalog import XID_CATALOG, XidCatalog, XidEntry
@@ -30,10 +33,9 @@ from alertd.gpu.sxid import DEFAULT_SXIDS, SXID_CATALOG, SxidCatalog, SxidsSecti
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.promql.recording import RecordingIndex
 from alertd.rules.kube_health import KUBE_HEALTH, KubeHealthRules, parse_kube_health
-from alertd.rules.jobs import DomainRule, JobRule, parse_domains, parse_job
+from alertd.rules.jobs import DomainRule, JobRule, check_domains, parse_job
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
-from alertd.core.vocabulary import Detail as D, SignalKind as K, detail_is, signal_is
 
 # section name -> JSON Schema name
 SECTIONS = {"xids": "xid-catalog", "recovery_actions": "recovery-actions", "sxids": "sxid-catalog", "signals": "signals",
@@ -75,79 +77,48 @@ class StormEvent:
     escalate: tuple[Escalation, ...] = ()  # the severity its extent reaches (rules/storm_says.py)
 
 
-DEFAULT_STORM_EVENTS = (
-    StormEvent("gpu-fault", ("cluster", "category"), parse_matchers([signal_is(K.XID, K.ECC, K.ROW_REMAP, K.NVLINK)])),
-    StormEvent("thermal", ("cluster",), parse_matchers([signal_is(K.THERMAL)])),
-    StormEvent("node-lost", ("cluster",), parse_matchers([signal_is(K.METRICS_MISSING, K.NODE_NOT_READY)])),
-    StormEvent("unclassified", ("cluster", "alertname"), parse_matchers([signal_is(K.OTHER)])),
-)
-DEFAULT_FOLLOWERS = parse_matchers([signal_is(K.METRICS_MISSING, K.NODE_NOT_READY)])
-DEFAULT_RESPONSE_SIGNALS = parse_matchers([signal_is(K.NODE_CORDONED, K.NODE_NOT_READY, K.METRICS_MISSING),
-                                           detail_is("", D.EXPORTER_DOWN, D.NODE_DOWN)])
-DEFAULT_STILL_DOWN = parse_matchers([signal_is(K.METRICS_MISSING, K.NODE_NOT_READY), detail_is("", D.NODE_DOWN)])
-DEFAULT_UNREACHABLE = parse_matchers([signal_is(K.METRICS_MISSING), detail_is(D.NODE_DOWN)])
-
+# The rules below are correlation_section's declarations read (their defaults are there, read by
+# default_correlation), their matchers parsed.
 
 @dataclass(frozen=True, slots=True)
 class ResponseRule:
     """What people and remediators do to a node after its fault (cordon, drain, reboot, uncordon), and how long
     after the fault it still counts as the response to it (engine/response.py)."""
 
-    signals: tuple[Matcher, ...] = DEFAULT_RESPONSE_SIGNALS  # a node's repair symptoms: never its headline
-    window: timedelta = timedelta(hours=3)  # from the fault's last alert ending
-    # Back from the reboot (reachable) but still not ready this long: the repair failed
-    repair_timeout: timedelta = timedelta(minutes=20)
-    still_down: tuple[Matcher, ...] = DEFAULT_STILL_DOWN  # what "not back yet" is (down or not ready)
-    unreachable: tuple[Matcher, ...] = DEFAULT_UNREACHABLE  # of those, what "down" (unreachable) is
-    # Unreachable this long: the repair failed (a reboot takes minutes, a power-off for a swap an hour or two)
-    down_timeout: timedelta = timedelta(hours=3)
+    signals: tuple[Matcher, ...]  # a node's repair symptoms: never its headline
+    window: timedelta  # from the fault's last alert ending
+    repair_timeout: timedelta  # back from the reboot (reachable) but still not ready this long: the repair failed
+    still_down: tuple[Matcher, ...]  # what "not back yet" is (down or not ready)
+    unreachable: tuple[Matcher, ...]  # of those, what "down" (unreachable) is
+    down_timeout: timedelta  # unreachable this long: the repair failed
 
 
 @dataclass(frozen=True, slots=True)
 class StormRule:
-    enabled: bool = True
-    min_nodes: int = 5
-    window: timedelta = timedelta(minutes=15)
-    signals: tuple[str, ...] = ()
-    events: tuple[StormEvent, ...] = DEFAULT_STORM_EVENTS
-    followers: tuple[Matcher, ...] = DEFAULT_FOLLOWERS
+    enabled: bool
+    min_nodes: int
+    window: timedelta
+    signals: tuple[str, ...]
+    events: tuple[StormEvent, ...]
+    followers: tuple[Matcher, ...]
     # A node incident whose event has peers still too few for a fleet may fold until this long after it is
     # marked "storm pending" (never past the window): routing holds its first post and page until then.
-    pending: timedelta = timedelta(minutes=5, seconds=10)
+    pending: timedelta
     # A growing fleet's pages are told its new count at most this often, and only when it grew (0: never).
-    page_updates: timedelta = timedelta(minutes=5)
-
-
-@dataclass(frozen=True, slots=True)
-class WatchdogRule:
-    alertnames: tuple[str, ...] = ("Watchdog",)
-    timeout: timedelta = timedelta(minutes=10)
-    severity: str = "critical"
-
-
-DEFAULT_GROUPS = (
-    GroupRule("application-xid", ("cluster", "namespace", "pod"),
-              parse_matchers([signal_is(K.XID), 'category="application"'])),
-    GroupRule("nvswitch", ("cluster", "node", "switch"), parse_matchers([signal_is(K.SXID)])),
-    GroupRule("node", ("cluster", "node"), parse_matchers([signal_is(K.OTHER, negate=True)])),
-    GroupRule("origin", ("cluster", "origin"), parse_matchers(['node=""', signal_is(K.WATCHDOG, negate=True)])),
-    GroupRule("node-unknown", ("cluster", "alertname", "fingerprint"),
-              parse_matchers([signal_is(K.OTHER, K.WATCHDOG, negate=True), 'node=""'])),
-    GroupRule("other", ("alertname", "cluster", "node"), (), True),
-)
+    page_updates: timedelta
 
 
 @dataclass(frozen=True, slots=True)
 class CorrelationRules:
-    groups: tuple[GroupRule, ...] = DEFAULT_GROUPS
-    hold_down: timedelta = timedelta(minutes=5)
-    reopen_window: timedelta = timedelta(hours=1)
-    fold_window: timedelta = timedelta(minutes=10)
-    storm: StormRule = StormRule()
-    watchdog: WatchdogRule = WatchdogRule()
-    response: ResponseRule = ResponseRule()
-    job: JobRule = JobRule()
-    domains: DomainRule = DomainRule()
+    groups: tuple[GroupRule, ...]
+    hold_down: timedelta
+    reopen_window: timedelta
+    fold_window: timedelta
+    storm: StormRule
+    watchdog: WatchdogRule
+    response: ResponseRule
+    job: JobRule
+    domains: DomainRule
 
     @property
     def reopens_within(self) -> timedelta:
@@ -162,7 +133,7 @@ class RuleSet:
     sxids: SxidCatalog = DEFAULT_SXIDS  # rules/sxid-catalog.yml
     signals: tuple[SignalRule, ...] = ()
     evidence: EvidenceRules = field(default_factory=EvidenceRules)
-    correlation: CorrelationRules = field(default_factory=CorrelationRules)
+    correlation: CorrelationRules = field(default_factory=lambda: default_correlation())
     routing: Any = None  # alertd.route.Routing once a routing section is loaded
     rma: tuple[Any, ...] = ()  # alertd.rules.rma.RmaRule: the RMA candidate policy (rma sections + history rma rules)
     history: tuple[HistoryRule, ...] = ()  # rules/history.yml: the past -> verdicts (alertd/engine/judge.py)
@@ -238,7 +209,7 @@ class _Sections:
     evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules | None = None
     pending_given: bool = False  # correlation.storm.pending set (it wins over routing.storm_wait, its alias)
-    routing: tuple[RoutingDoc, _Checker] | None = None  # parsed last: its problems follow every file's own
+    routing: tuple[JSONObject, _Checker] | None = None  # parsed last: its problems follow every file's own
     rma: list[RmaRule] = field(default_factory=list)
     history: list[HistoryRule] = field(default_factory=list)
     remediation: RemediationPolicy | None = None
@@ -266,7 +237,7 @@ def load_rules(paths: Sequence[Path | str]) -> RuleSet:
         sxids=sections.sxids or DEFAULT_SXIDS,
         signals=tuple(sections.signals),
         evidence=sections.evidence,
-        correlation=sections.correlation or CorrelationRules(),
+        correlation=sections.correlation or default_correlation(),
         rma=tuple(sections.rma) + rma_rules(tuple(sections.history)),
         history=tuple(sections.history),
         remediation=sections.remediation or RemediationPolicy(),
@@ -339,9 +310,10 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
     elif section == "correlation":
         if sections.correlation is not None:
             check.problem(("correlation",), "correlation is defined in more than one rule file")
-        body = valid["correlation"] or {}
-        sections.correlation = _correlation(body, check)
-        sections.pending_given = "pending" in (body.get("storm") or {})
+        body = doc["correlation"] if isinstance(doc["correlation"], dict) else {}
+        sections.correlation = _correlation(decode(Correlation, body, ("correlation",), check), check)
+        storm = body.get("storm")
+        sections.pending_given = isinstance(storm, dict) and "pending" in storm
     elif section == "routing":
         if sections.routing is not None:
             check.problem(("routing",), "routing is defined in more than one rule file")
@@ -404,73 +376,48 @@ def _signals(entries: tuple[SignalEntry, ...], check: _Checker) -> list[SignalRu
     return signals
 
 
-def _correlation(doc: CorrelationDoc, check: _Checker) -> CorrelationRules:
-    base = CorrelationRules()
+def default_correlation() -> CorrelationRules:
+    """The correlation rules of a rule set with no correlation section: its declared defaults."""
+    check = _Checker("correlation defaults", {})
+    rules = _correlation(Correlation.from_doc({}), check)
+    assert not check.found, check.found
+    return rules
+
+
+def _correlation(doc: Correlation, check: Checker) -> CorrelationRules:
     groups: list[GroupRule] = []
     names: set[str] = set()
-    for i, g in enumerate(doc.get("groups") or []):
-        if g["name"] in names:
-            check.problem(("correlation", "groups", i, "name"), f"duplicate group name {g['name']!r}")
-        names.add(g["name"])
-        groups.append(
-            GroupRule(
-                name=g["name"],
-                by=tuple(g["by"]),
-                matchers=check.matchers(g.get("match"), ("correlation", "groups", i, "match")),
-                allow_empty=bool(g.get("allow_empty", False)),
-            )
-        )
-    if groups and (groups[-1].matchers or not groups[-1].allow_empty):
+    for i, g in enumerate(doc.groups):
+        if g.name in names:
+            check.problem(("correlation", "groups", i, "name"), f"duplicate group name {g.name!r}")
+        names.add(g.name)
+        groups.append(GroupRule(g.name, g.by, check.matchers(g.match, ("correlation", "groups", i, "match")),
+                                g.allow_empty))
+    if groups[-1].matchers or not groups[-1].allow_empty:
         check.problem(("correlation", "groups"), "the last group should match everything (no match, allow_empty: true) so no alert is dropped")
-    storm_doc = doc.get("storm") or {}
-    events: list[StormEvent] = []
-    for i, ev in enumerate(storm_doc.get("events") or []):
-        if ev["name"] in {e.name for e in events}:
-            check.problem(("correlation", "storm", "events", i, "name"), f"duplicate storm event name {ev['name']!r}")
-        where = ("correlation", "storm", "events", i)
-        events.append(StormEvent(ev["name"], tuple(ev["by"]), check.matchers(ev.get("match"), where + ("match",)),
-                                 parse_reading(ev.get("reading")), ev.get("advice", ""),
-                                 parse_escalate(ev.get("escalate"), where + ("escalate",), check)))
-    followers = storm_doc.get("followers")
-    storm = StormRule(
-        enabled=storm_doc.get("enabled", True),
-        min_nodes=storm_doc.get("min_nodes", base.storm.min_nodes),
-        window=check.duration(storm_doc.get("window"), ("correlation", "storm", "window"), base.storm.window),
-        signals=tuple(storm_doc.get("signals") or ()),
-        events=tuple(events) if "events" in storm_doc else base.storm.events,
-        followers=base.storm.followers if followers is None else check.matchers(followers, ("correlation", "storm", "followers")),
-        pending=check.duration(storm_doc.get("pending"), ("correlation", "storm", "pending"), base.storm.pending),
-        page_updates=check.duration(storm_doc.get("page_updates"), ("correlation", "storm", "page_updates"),
-                                    base.storm.page_updates),
-    )
-    response = _response(doc.get("response") or {}, base.response, check)
-    wd_doc = doc.get("watchdog") or {}
-    watchdog = WatchdogRule(
-        alertnames=tuple(wd_doc.get("alertnames") or base.watchdog.alertnames),
-        timeout=check.duration(wd_doc.get("timeout"), ("correlation", "watchdog", "timeout"), base.watchdog.timeout),
-        severity=wd_doc.get("severity", base.watchdog.severity),
-    )
     return CorrelationRules(
-        groups=tuple(groups) or base.groups,
-        hold_down=check.duration(doc.get("hold_down"), ("correlation", "hold_down"), base.hold_down),
-        reopen_window=check.duration(doc.get("reopen_window"), ("correlation", "reopen_window"), base.reopen_window),
-        fold_window=check.duration(doc.get("fold_window"), ("correlation", "fold_window"), base.fold_window),
-        storm=storm,
-        watchdog=watchdog,
-        response=response,
-        job=parse_job(doc.get("job") or {}, check),
-        domains=parse_domains(doc.get("domains") or {}, check),
-    )
+        groups=tuple(groups), hold_down=doc.hold_down, reopen_window=doc.reopen_window, fold_window=doc.fold_window,
+        storm=_storm(doc.storm, check), watchdog=doc.watchdog, response=_response(doc.response, check),
+        job=parse_job(doc.job, check), domains=check_domains(doc.domains, check))
 
 
-def _response(doc: ResponseDoc, base: ResponseRule, check: _Checker) -> ResponseRule:
+def _storm(doc: Storm, check: Checker) -> StormRule:
+    root = ("correlation", "storm")
+    events: list[StormEvent] = []
+    for i, ev in enumerate(doc.events):
+        if ev.name in {e.name for e in events}:
+            check.problem(root + ("events", i, "name"), f"duplicate storm event name {ev.name!r}")
+        where = root + ("events", i)
+        events.append(StormEvent(ev.name, ev.by, check.matchers(ev.match, where + ("match",)), ev.reading,
+                                 ev.advice, parse_escalate(ev.escalate, where + ("escalate",), check)))
+    return StormRule(enabled=doc.enabled, min_nodes=doc.min_nodes, window=doc.window, signals=doc.signals,
+                     events=tuple(events), followers=check.matchers(doc.followers, root + ("followers",)),
+                     pending=doc.pending, page_updates=doc.page_updates)
+
+
+def _response(doc: Response, check: Checker) -> ResponseRule:
     root = ("correlation", "response")
-    signals, down, unreachable = doc.get("signals"), doc.get("still_down"), doc.get("unreachable")
     return ResponseRule(
-        signals=base.signals if signals is None else check.matchers(signals, root + ("signals",)),
-        window=check.duration(doc.get("window"), root + ("window",), base.window),
-        repair_timeout=check.duration(doc.get("repair_timeout"), root + ("repair_timeout",), base.repair_timeout),
-        still_down=base.still_down if down is None else check.matchers(down, root + ("still_down",)),
-        unreachable=base.unreachable if unreachable is None else check.matchers(unreachable, root + ("unreachable",)),
-        down_timeout=check.duration(doc.get("down_timeout"), root + ("down_timeout",), base.down_timeout),
-    )
+        signals=check.matchers(doc.signals, root + ("signals",)), window=doc.window,
+        repair_timeout=doc.repair_timeout, still_down=check.matchers(doc.still_down, root + ("still_down",)),
+        unreachable=check.matchers(doc.unreachable, root + ("unreachable",)), down_timeout=doc.down_timeout)

@@ -8,7 +8,7 @@ from typing import Annotated
 from msgspec import Meta
 
 from alertd.core.sections import Section
-from alertd.core.vocabulary import CATEGORIES, MISSING_DETAILS, RULED_KINDS, Detail, SignalKind
+from alertd.core.vocabulary import RULED_CATEGORIES, Category, MISSING_DETAILS, RULED_KINDS, Detail, SignalKind
 from alertd.schemas.declared import (DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions, MatcherText, RuleFile,
                                      in_order, matcher_def, word)
 
@@ -43,7 +43,7 @@ class SignalEntry(Conditions, Section, frozen=True):
         "the alert's summary). Shown in the incident title."))] = ""
     severity: Annotated[str, word(SEVERITY_WORDS, (
         "Default severity when the alert carries no usable severity label; the alert's own label wins."))] = ""
-    category: Annotated[str, word(CATEGORIES, (
+    category: Annotated[str, word(in_order(Category, RULED_CATEGORIES), (
         "Who most likely owns the problem (same vocabulary as the Xid catalog). Ignored for kind xid, whose "
         "category comes from the catalog."))] = ""
     runbook: Annotated[str, Meta(pattern=RUNBOOK_PATTERN, description=(

@@ -8,42 +8,35 @@ GPUs it spans, never code.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, TypedDict
+from typing import Annotated, Protocol
+
+from msgspec import Meta
 
 from alertd.core.model import SEVERITY_RANK
+from alertd.core.sections import Section
+from alertd.core.states import RAISED_SEVERITIES, Severity
 from alertd.core.yamlio import Path_
 
 
-class ReadingDoc(TypedDict, total=False):
-    annotation: str  # required
-    name: str
-    unit: str
+class Reading(Section, frozen=True):
+    """A number each alert of the event carries in an annotation (a GPU's temperature): the fleet incident names
+    its hottest GPU, range and median, in its title and messages."""
+
+    annotation: Annotated[str, Meta(min_length=1, description=(
+        "The alert annotation holding the number, e.g. temperature (deploy/prometheus/gpu-alerts.yml: "
+        "GPUTemperatureHigh). Alerts without it, or with no number in it, are left out."))]
+    name: Annotated[str, Meta(min_length=1, description="What the number is, in words: GPU temperature. Default value.")] \
+        = "value"
+    unit: Annotated[str, Meta(description="Its unit as shown after the number: \u00b0C. Default none.")] = ""
 
 
-class EscalateDoc(TypedDict, total=False):
-    severity: str  # required
-    nodes: int
-    gpus: int
-
-
-@dataclass(frozen=True, slots=True)
-class Reading:
-    """The value each alert of the event carries in an annotation (a GPU's temperature), summed up over the
-    storm: its hottest GPU, range and median."""
-
-    annotation: str
-    name: str = "value"
-    unit: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Escalation:
+class Escalation(Section, frozen=True):
     """The storm is at least ``severity`` once it spans ``nodes`` nodes and ``gpus`` GPUs (both, when given)."""
 
-    severity: str
-    nodes: int = 0
-    gpus: int = 0
+    severity: Annotated[Severity, Meta(extra_json_schema={"enum": list(RAISED_SEVERITIES)},
+                                       description="The severity reached.")]
+    nodes: Annotated[int, Meta(ge=1, description="Nodes of the fleet incident at least.")] = 0
+    gpus: Annotated[int, Meta(ge=1, description="GPUs whose alerts are of the event at least.")] = 0
 
     def reached(self, nodes: int, gpus: int) -> bool:
         return nodes >= self.nodes and gpus >= self.gpus
@@ -57,17 +50,10 @@ class Problems(Protocol):
     def problem(self, path: Path_, message: str) -> None: ...
 
 
-def parse_reading(doc: ReadingDoc | None) -> Reading | None:
-    if not doc:
-        return None
-    return Reading(doc["annotation"], doc.get("name", "value"), doc.get("unit", ""))
-
-
-def parse_escalate(items: list[EscalateDoc] | None, path: Path_, check: Problems) -> tuple[Escalation, ...]:
+def parse_escalate(items: tuple[Escalation, ...], path: Path_, check: Problems) -> tuple[Escalation, ...]:
     """The steps, each more severe and no smaller than the one before it (else a problem naming the step)."""
     steps: list[Escalation] = []
-    for i, item in enumerate(items or []):
-        step = Escalation(item["severity"], item.get("nodes", 0), item.get("gpus", 0))
+    for i, step in enumerate(items):
         if not step.nodes and not step.gpus:
             check.problem(path + (i,), f"escalate step {i + 1} ({step.severity}) names neither nodes nor gpus: "
                                        "say how far the storm must reach")
@@ -88,4 +74,4 @@ def escalated(steps: tuple[Escalation, ...], nodes: int, gpus: int) -> Escalatio
     return next((s for s in reversed(steps) if s.reached(nodes, gpus)), None)
 
 
-__all__ = ["EscalateDoc", "Escalation", "Reading", "ReadingDoc", "escalated", "parse_escalate", "parse_reading"]
+__all__ = ["Escalation", "Reading", "escalated", "parse_escalate"]

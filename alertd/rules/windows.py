@@ -19,8 +19,9 @@ from alertd.core.json_types import JSONObject, objects
 from alertd.core.matchers import Matcher, match_all, parse_matchers
 from alertd.core.model import FIRING, Incident, max_severity
 from alertd.core.response_marks import REPAIR_FAILED
-from alertd.core.vocabulary import Detail as D, SignalKind as K, detail_is, signal_is
+from alertd.core.vocabulary import SignalKind as K
 from alertd.rules.fields import member_fields
+from alertd.rules.routing_section import DECLARED_CORDONED
 
 CORDON_KIND = K.NODE_CORDONED
 
@@ -106,17 +107,6 @@ class Maintenance:
         return all(self.covers_node(inc.cluster, n, fields, now) for n in nodes)
 
 
-# Signals a node being worked on shows: planned when they really start after its cordon (any of these
-# matcher lists). A fault signal (Xid, ECC, thermal, a GPU missing after the reboot) is never planned.
-DEFAULT_EXPECTED = ((signal_is(K.NODE_CORDONED, K.NODE_NOT_READY, K.OTHER),),
-                    (signal_is(K.METRICS_MISSING), detail_is(D.EXPORTER_DOWN, D.NODE_DOWN)))
-# How long an alert's startsAt lags the moment its condition began: its rule's `for:` in
-# deploy/prometheus/gpu-alerts.yml (DCGMExporterDown 5m, NodeDown 2m, KubeNodeNotReady 2m).
-DEFAULT_PENDING = (((signal_is(K.METRICS_MISSING), detail_is(D.EXPORTER_DOWN)), timedelta(minutes=5)),
-                   ((signal_is(K.METRICS_MISSING), detail_is(D.NODE_DOWN)), timedelta(minutes=2)),
-                   ((signal_is(K.NODE_NOT_READY),), timedelta(minutes=2)))
-
-
 def _parsed(items: tuple[str, ...]) -> tuple[Matcher, ...]:
     return tuple(parse_matchers(list(items)))
 
@@ -131,10 +121,12 @@ class Pending:
 
 @dataclass(frozen=True, slots=True)
 class CordonPolicy:
-    action: str = "downgrade"  # mute | downgrade | notify
-    severity: str = "info"
-    expected: tuple[tuple[Matcher, ...], ...] = tuple(_parsed(m) for m in DEFAULT_EXPECTED)
-    pending: tuple[Pending, ...] = tuple(Pending(_parsed(m), lag) for m, lag in DEFAULT_PENDING)
+    """routing.cordoned read (its defaults the declaration's: alertd/rules/routing_section.py)."""
+
+    action: str = DECLARED_CORDONED.action  # mute | downgrade | notify
+    severity: str = DECLARED_CORDONED.severity
+    expected: tuple[tuple[Matcher, ...], ...] = tuple(_parsed(m) for m in DECLARED_CORDONED.expected)
+    pending: tuple[Pending, ...] = tuple(Pending(_parsed(p.match), p.lag) for p in DECLARED_CORDONED.pending)
 
     def lag(self, fields: Mapping[str, str]) -> timedelta:
         return next((p.lag for p in self.pending if match_all(p.matchers, fields)), timedelta(0))

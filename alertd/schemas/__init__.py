@@ -17,7 +17,7 @@ from alertd.schemas.messages import describe, describe_secret
 __all__ = ["describe", "problems", "schema", "validate_document", "validator"]
 
 
-EXTENDED = ("notify", "routing")  # their per-integration parts come from the integrations themselves
+EXTENDED = ("routing",)  # its per-integration parts come from the integrations themselves
 
 
 @functools.cache

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from alertd.core.model import iso
+from alertd.core.model import RESOLVED, iso
 from alertd.rules.kube_health import AdmissionRule
 from alertd.sources.kube_alerts import SOURCE, Wire, wire
 
@@ -60,7 +60,7 @@ class AdmissionTracker:
         for node, burst in list(self.bursts.items()):
             if now - burst.last > self.rule.window:
                 if burst.raised is not None:
-                    out.append(dict(burst.raised, status="resolved", endsAt=iso(burst.last + self.rule.window)))
+                    out.append(dict(burst.raised, status=RESOLVED.value, endsAt=iso(burst.last + self.rule.window)))
                 del self.bursts[node]
             elif burst.raised is None and burst.reached is not None and now - burst.reached >= self.rule.settle \
                     and ready.get(node) is not False:

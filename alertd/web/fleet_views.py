@@ -7,7 +7,7 @@ from typing import Protocol, TypedDict
 from alertd.core.json_types import JSONObject, JSONValue, as_array, as_object, text
 
 from alertd.rules import rma
-from alertd.core.model import CLOSED
+from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN
 from alertd.store.reads import IncidentQuery
 
 
@@ -92,8 +92,8 @@ async def node_view(store: FleetReads, node: str, *, limit: int = 100, before: i
         info = known.get(text(g, "uuid"), {})
         g.update(serial=text(info, "serial"), pci_bus_id=text(info, "pci_bus_id"), model=text(info, "model"),
                  now_in=text(info, "node"))
-    open_ = await store.query_incidents(IncidentQuery(node=node, status="open", limit=50))
-    acked = await store.query_incidents(IncidentQuery(node=node, status="acknowledged", limit=50))
+    open_ = await store.query_incidents(IncidentQuery(node=node, status=OPEN.value, limit=50))
+    acked = await store.query_incidents(IncidentQuery(node=node, status=ACKNOWLEDGED.value, limit=50))
     xids: dict[int, int] = {}
     for _, doc in page:
         for x in as_array(doc.get("xids")):

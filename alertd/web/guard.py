@@ -66,7 +66,7 @@ class EdgePolicy:
     @classmethod
     def from_config(cls, cfg: Config) -> "EdgePolicy":
         external = urlsplit(cfg.external_url) if cfg.external_url else None
-        hosts = {h.lower() for h in cfg.allowed_hosts}
+        hosts = {h.lower() for h in cfg.api.allowed_hosts}
         listen = cfg.host_port[0].lower()
         hosts.add(listen)
         origins = set()

@@ -23,7 +23,7 @@ from alertd.web import fleet_views as views
 from alertd.core import signed_links
 from alertd.core.actor import Actor
 from alertd.core.json_types import JSONObject, as_object, integer, objects, strings, text
-from alertd.core.model import CLOSED, INCIDENT_STATES, SEVERITIES
+from alertd.core.model import CLOSED, FIRING, INCIDENT_STATES, SEVERITIES
 from alertd.core.incident_filters import INCIDENT_FILTERS
 from alertd.integrations.presentation import alertmanager_link, ref_words, silence_link
 from alertd.integrations.slack.render import SILENCE_CHOICES
@@ -33,6 +33,7 @@ from alertd.store.base import StoreUnavailable
 from alertd.web import access, api, triage
 from alertd.core.storm_growth import incident_trend
 from alertd.core.verdict import action_text
+from alertd.core.verbs import by_word
 from alertd.integrations.slack.integration import SlackSettings
 from alertd.web import incidents as incident_routes
 from alertd.web.params import PAGING, BadParam, encode_cursor, limit_of, reject_unknown, sequence_cursor, window
@@ -194,7 +195,7 @@ async def incident(request: web.Request) -> web.Response:
     silence = found.silence
     return page(request, "incident.html", inc=inc, doc=inc.to_dict(), guide=incident_guide(inc, svc.cfg.runbook_base_url),
                 confirm=request.query.get("confirm", ""), members=sorted(
-        inc.members.values(), key=lambda m: (m.status != "firing", m.folded, m.starts_at)),
+        inc.members.values(), key=lambda m: (m.status != FIRING, m.folded, m.starts_at)),
         alertmanager=alertmanager_link(inc, am_url), silence=silence,
         silence_url=silence_link(am_url, silence.id) if silence else "",
         owners=found.owner_lines(), pods=found.pod_lines(), jobs=found.jobs,
@@ -255,16 +256,19 @@ async def incident_action(request: web.Request) -> web.StreamResponse:
     back = f"/ui/incidents/{quote(incident_id, safe='')}"
     if action in ("confirm-resolve", "confirm-rma"):  # the first press asks again, on the page (no script needed)
         raise web.HTTPSeeOther(back + "?confirm=" + action.removeprefix("confirm-"))
-    verb, _, duration = action.partition("-")
-    if verb == "remediation":  # remediation-<approve|override|cancel|stop>-<quarantine|uncordon>
+    word, _, duration = action.partition("-")  # <word>, <word>-<duration> (alertd/core/verbs.py)
+    if word == "remediation":  # remediation-<approve|override|cancel|stop>-<quarantine|uncordon>
         what, _, kind = duration.partition("-")
-        _, problem = await incident_routes.perform(request, incident_id, what, Actor(request[access.PRINCIPAL].name), "web",
-                                             kind=kind)
+        if (verb := by_word(what, remediation=True)) is None:
+            problem = f"unknown remediation action {what!r}"
+        else:
+            _, problem = await incident_routes.perform(request, incident_id, verb.name,
+                                                       Actor(request[access.PRINCIPAL].name), "web", kind=kind)
         raise web.HTTPSeeOther(back + ("?problem=" + quote(problem) if problem else f"?done={quote(what)}"))
-    if verb not in ("ack", "resolve", "silence", "unsilence", "rma") or (verb == "silence") != bool(duration):
+    if (verb := by_word(word)) is None or verb.duration != bool(duration):
         return page(request, "error.html", 400, title="Bad request", message=f"unknown action {action!r}")
     try:
-        _, problem = await incident_routes.perform(request, incident_id, incident_routes.ROUTE_VERBS[verb],
+        _, problem = await incident_routes.perform(request, incident_id, verb.name,
                                                    Actor(request[access.PRINCIPAL].name), "web", duration,
                                                    force=form.get("force") == "1")
     except SilenceOverlap:  # asked again on the page, with what else it would mute

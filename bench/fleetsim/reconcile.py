@@ -30,14 +30,14 @@ from typing import Any
 import orjson
 
 from alertd.alertmanager.reconcile import Held, answer_from, as_webhook, resolutions, to_take
-from alertd.alertmanager.settings import ReconcileSettings
+from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.core.model import HELD_BY, RECONCILED_BY
 from alertd.receive.payload import encode_webhook
 
 from bench.fleetsim.alertmanager import Flush, RouteConfig, rfc3339
 from bench.fleetsim.prometheus import SEND_LATENCY, Instance
 
-DEFAULTS = ReconcileSettings()
+DEFAULTS = AlertmanagerSettings()
 
 
 def api_alert(inst: Instance, route: RouteConfig, start: datetime) -> dict[str, Any]:
@@ -62,8 +62,8 @@ def first_poll(inst: Instance, interval: float, offset: float, held_after: float
 
 
 def reconcile_webhooks(instances: list[Instance], flushes: list[Flush], route: RouteConfig, start: datetime,
-                       horizon: float, *, interval: float = DEFAULTS.interval.total_seconds(), offset: float = 0.0,
-                       held_after: float = DEFAULTS.held_after.total_seconds()) -> list[tuple[float, dict[str, Any]]]:
+                       horizon: float, *, interval: float = DEFAULTS.reconcile_interval.total_seconds(), offset: float = 0.0,
+                       held_after: float = DEFAULTS.reconcile_held_after.total_seconds()) -> list[tuple[float, dict[str, Any]]]:
     """(poll time, webhook) for every poll that takes something in or resolves something."""
     polls: dict[float, list[Instance]] = defaultdict(list)
     taken_at: dict[int, float] = {}

@@ -18,7 +18,7 @@ from bench.fleetsim.reconcile import DEFAULTS as RECONCILE_DEFAULTS, reconcile_w
 from bench.fleetsim.rules import SHIPPED, AlertRule, load_alert_rules
 
 START = m.START
-RECONCILE_EVERY = RECONCILE_DEFAULTS.interval.total_seconds()
+RECONCILE_EVERY = RECONCILE_DEFAULTS.reconcile_interval.total_seconds()
 LEFT_OUT = frozenset({"Watchdog"})  # always firing, about no node: its own route at real sites
 ALL_PREDICATES = {**PREDICATES, **JOB_PREDICATES}
 

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 
 import aiohttp
+import msgspec
 import pytest
 from aiohttp import web
 
@@ -23,7 +24,7 @@ from alertd.enrich.graylog import GraylogBackend
 from alertd.enrich.logs import LogsUnavailable
 from alertd.enrich.opensearch import OpenSearchBackend
 from alertd.enrich.searcher import LogSearcher
-from alertd.enrich.settings import LogSettings
+from alertd.enrich.settings import GraylogSettings, LogAuth, LogBasicAuth, LogBatch, LogFields, LogSettings
 from alertd.enrich.timestamps import parse_time
 from testkit.es_compat_server import SearchCompatServer
 from testkit.graylog_server import GraylogTestServer, kernel_log_corpus, load_graylog_indices
@@ -86,8 +87,11 @@ def elasticsearch_logs(elasticsearch):
     return elasticsearch.url
 
 
-def settings(url: str, backend: str, **kw) -> LogSettings:
-    return LogSettings(**{"backend": backend, "urls": (url,), "linger": 0.02, "timeout": 10.0, **kw})
+def settings(url: str, backend: str, *, username: str = "", password: str = "", token: str = "",
+             graylog_api: str = "messages", **kw) -> LogSettings:
+    auth = LogAuth(basic=LogBasicAuth(username, password) if username else None, token=token)
+    return LogSettings(**{"backend": backend, "urls": (url,), "batch": LogBatch(linger=0.02), "timeout": 10.0,
+                          "auth": auth, "graylog": GraylogSettings(api=graylog_api), **kw})
 
 
 class Graylog:
@@ -177,7 +181,7 @@ async def test_many_incidents_on_one_node_and_window_are_one_search(searcher) ->
 async def test_max_lines_keeps_the_earliest(searcher) -> None:
     search, _, kind = searcher
     s = search.settings
-    limited = LogSettings(**{**{f: getattr(s, f) for f in s.__dataclass_fields__}, "max_lines": 2})
+    limited = msgspec.structs.replace(s, max_lines=2)
     backend = type(search.backend)(limited)
     other = LogSearcher(backend, limited)
     try:
@@ -190,8 +194,7 @@ async def test_max_lines_keeps_the_earliest(searcher) -> None:
 async def test_patterns_are_configurable(searcher) -> None:
     search, _, kind = searcher
     s = search.settings
-    only_xid = LogSettings(**{**{f: getattr(s, f) for f in s.__dataclass_fields__}, "patterns": ("Xid",),
-                              "pattern_fields": ("message",)})
+    only_xid = msgspec.structs.replace(s, patterns=("Xid",), pattern_fields=("message",))
     other = LogSearcher(type(search.backend)(only_xid), only_xid)
     try:
         lines = (await other.fetch(other.window("gpu-node-2", T))).lines
@@ -220,8 +223,9 @@ async def test_fluent_bit_documents_with_other_field_names(opensearch) -> None:
         async with http.post("/fluentbit-test/_bulk?refresh=true", data=body,
                              headers={"Content-Type": "application/x-ndjson"}) as resp:
             assert resp.status == 200
-    s = LogSettings(backend="opensearch", urls=(opensearch.url,), index="fluentbit-*", host_fields=("kubernetes_host",),
-                    message_field="log", time_field="@timestamp", pattern_fields=("log",), linger=0.01)
+    s = LogSettings(backend="opensearch", urls=(opensearch.url,), index="fluentbit-*", pattern_fields=("log",),
+                    fields=LogFields(host="kubernetes_host", message="log", time="@timestamp"),
+                    batch=LogBatch(linger=0.01))
     search = LogSearcher(OpenSearchBackend(s), s)
     try:
         lines = (await search.fetch(search.window("gpu-node-2", T))).lines

@@ -8,6 +8,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -157,7 +158,7 @@ async def test_backlog_limit_refuses_only_authenticated_webhooks_and_nothing_els
         metrics = await (await client.get("/metrics")).text()
         assert 'alertd_webhooks_rejected_total{reason="backlog"} 3.0' in metrics
         assert "alertd_inbox_backlog_webhooks 2.0" in metrics
-        svc.cfg.max_backlog = 0
+        svc.cfg.receiver = msgspec.structs.replace(svc.cfg.receiver, max_backlog=0)
         assert (await client.post(HOOK, json=EXAMPLE, headers=token)).status == 200
     finally:
         await client.close()

@@ -12,7 +12,7 @@ from alertd.enrich.graylog import graylog_query
 from alertd.enrich.logs import LogLine, LogQuery, LogsUnavailable, align_window
 from alertd.enrich.msearch import es_query, es_responses
 from alertd.enrich.searcher import LogSearcher
-from alertd.enrich.settings import LogSettings
+from alertd.enrich.settings import LogBatch, LogFields, LogSettings, LogWindow
 from alertd.enrich.timestamps import graylog_time, parse_time
 from alertd.schemas import problems
 from testkit.fakes import ScriptedLogBackend
@@ -43,8 +43,9 @@ class Clock:
         return self.t
 
 
-def settings(**kw) -> LogSettings:
-    base = dict(linger=0.01, timeout=1.0, cache_ttl=60.0, failure_ttl=5.0)
+def settings(*, max_batch: int = 64, linger: float = 0.01, **kw) -> LogSettings:
+    base = dict(backend="opensearch", batch=LogBatch(max=max_batch, linger=linger), timeout=1.0, cache_ttl=60.0,
+                failure_ttl=5.0)
     base.update(kw)
     return LogSettings(**base)
 
@@ -52,13 +53,13 @@ def settings(**kw) -> LogSettings:
 # ----- windows and timestamps -----
 
 def test_window_is_aligned_so_nearby_alerts_share_it() -> None:
-    s = LogSettings()
+    s = LogSettings(backend="opensearch")
     a = align_window("gpu-node-2", datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), s)
     b = align_window("gpu-node-2", datetime(2026, 1, 2, 3, 4, 55, tzinfo=timezone.utc), s)
     assert a.key == b.key
     assert a.start == datetime(2026, 1, 2, 2, 54, tzinfo=timezone.utc)
     assert a.end == datetime(2026, 1, 2, 3, 7, tzinfo=timezone.utc)
-    exact = align_window("n", T0, LogSettings(bucket=timedelta(0)))
+    exact = align_window("n", T0, LogSettings(backend="opensearch", window=LogWindow(align=timedelta(0))))
     assert (exact.start, exact.end) == (T0 - timedelta(minutes=10), T0 + timedelta(minutes=2))
 
 
@@ -95,7 +96,7 @@ def test_short_hostname_is_searched_too() -> None:
 
 
 def test_es_query_filters_host_time_and_patterns() -> None:
-    s = LogSettings()
+    s = LogSettings(backend="opensearch")
     q = align_window("gpu-node-2", T0, s)
     body = es_query(q, s)
     filters = body["query"]["bool"]["filter"]
@@ -110,7 +111,7 @@ def test_es_query_filters_host_time_and_patterns() -> None:
 
 
 def test_es_query_with_several_host_fields() -> None:
-    s = LogSettings(host_fields=("kubernetes_host", "hostname"), time_field="@timestamp")
+    s = LogSettings(backend="opensearch", fields=LogFields(host=("kubernetes_host", "hostname"), time="@timestamp"))
     body = es_query(LogQuery("n1", T0, T0), s)
     should = body["query"]["bool"]["filter"][0]["bool"]["should"]
     assert should == [{"terms": {"kubernetes_host": ["n1"]}}, {"terms": {"hostname": ["n1"]}}]
@@ -118,12 +119,12 @@ def test_es_query_with_several_host_fields() -> None:
 
 
 def test_graylog_lucene_query() -> None:
-    s = LogSettings(patterns=("NVRM", "Xid"), pattern_fields=("message",))
+    s = LogSettings(backend="graylog", patterns=("NVRM", "Xid"), pattern_fields=("message",))
     assert graylog_query(LogQuery('gpu"x', T0, T0), s) == '(source:"gpu\\"x") AND (message:"NVRM" OR message:"Xid")'
 
 
 def test_es_responses_garbage_and_errors() -> None:
-    s = LogSettings()
+    s = LogSettings(backend="opensearch")
     with pytest.raises(LogsUnavailable, match="expected 2 responses"):
         es_responses({"responses": [{}]}, 2, s)
     with pytest.raises(LogsUnavailable):

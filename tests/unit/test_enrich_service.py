@@ -9,11 +9,12 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import msgspec
 import pytest
 
 from alertd.enrich.enricher import Enricher
 from alertd.enrich.logs import LogsUnavailable
-from alertd.enrich.settings import EnrichSettings, LogSettings
+from alertd.enrich.settings import LogBatch, LogSettings, LogWindow
 from alertd.app.service import Service
 from testkit.enrich_harness import XID79, Harness, MemoryKube, alert, cluster_objects
 from testkit.manual_timer import ManualTimer
@@ -250,11 +251,10 @@ def test_from_config_search_backends(backend) -> None:
 
 async def test_open_window_is_searched_again_when_it_closes(tmp_path) -> None:
     async with Harness(tmp_path, lines={}, timer=ManualTimer()) as h:
-        h.searcher.settings = h.settings = LogSettings(linger=0.01, timeout=2.0, before=timedelta(minutes=1),
-                                                       after=timedelta(seconds=1), bucket=timedelta(0),
-                                                       ingest_lag=timedelta(milliseconds=100))
-        h.enricher.settings = EnrichSettings(**{**{f: getattr(h.enricher.settings, f)
-                                                   for f in EnrichSettings.__dataclass_fields__}, "logs": h.settings})
+        h.searcher.settings = h.settings = LogSettings(
+            backend="opensearch", batch=LogBatch(linger=0.01), timeout=2.0, ingest_lag=timedelta(milliseconds=100),
+            window=LogWindow(before=timedelta(minutes=1), after=timedelta(seconds=1), align=timedelta(0)))
+        h.enricher.settings = msgspec.structs.replace(h.enricher.settings, logs=h.settings)
         await h.send(alert("DCGMExporterDown", "n1", h.timer.wall()))
         assert await h.enricher.wait_idle(10)
         inc = h.incident("n1")

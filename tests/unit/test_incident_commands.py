@@ -9,9 +9,7 @@ import pytest
 from alertd.core.incident_commands import (COMMANDS, Acknowledge, Annotate, LinkTicket, Resolve, UnknownCommand,
                                            command_from)
 from alertd.core.tickets import TicketLink
-from alertd.core.verbs import REMEDIATION_VERBS, Verb, verb_of
-from alertd.integrations.slack.clicks import BUTTON_VERBS
-from alertd.web.incidents import ROUTE_VERBS
+from alertd.core.verbs import VERBS, Declared, Verb, by_word, declared, remediation_verbs, words
 
 SAMPLES = [
     Acknowledge("INC-1", "ana"),
@@ -65,8 +63,16 @@ def test_each_command_calls_its_engine_method() -> None:
     assert [c[0] for c in editor.calls] == [c.kind for c in SAMPLES]
 
 
-def test_every_door_maps_onto_the_declared_verbs() -> None:
-    assert set(ROUTE_VERBS.values()) <= set(Verb)
-    assert set(BUTTON_VERBS.values()) <= set(Verb)
-    assert set(REMEDIATION_VERBS) <= set(Verb)
-    assert verb_of("acknowledge") is Verb.ACKNOWLEDGE and verb_of("ack") is None
+def test_every_verb_named_in_code_is_declared_and_words_are_unique() -> None:
+    assert set(Verb) == set(VERBS)
+    assert declared("acknowledge") is VERBS[Verb.ACKNOWLEDGE] and declared("ack") is None
+    assert by_word("ack") is VERBS[Verb.ACKNOWLEDGE] and by_word("rma") is VERBS[Verb.RMA_HANDOFF]
+    assert len(set(words())) == len(words()) and by_word("approve") is None
+    assert remediation_verbs() == ["approve", "override", "cancel", "stop"] == words(remediation=True)
+
+
+def test_a_verb_declares_exactly_one_thing_to_run() -> None:
+    with pytest.raises(ValueError, match="'snooze'.*exactly one"):
+        Declared("snooze")
+    with pytest.raises(ValueError, match="'snooze'.*exactly one"):
+        Declared("snooze", command=Acknowledge, handler=lambda h, call: h.silence(call))

@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 
 from alertd.alertmanager.reconcile import answer_from, as_webhook, to_take
 from alertd.alertmanager.reconcile_loop import Reconciler
-from alertd.alertmanager.settings import ReconcileSettings
+from alertd.alertmanager.settings import AlertmanagerSettings
 from alertd.authoring.replay import Recording, as_json, replay
 from alertd.authoring.virtual import build_router
 from alertd.core.model import HELD_BY, parse_instant
@@ -128,9 +128,9 @@ class Host:
     """The service as reconciliation sees it: an engine (None on a replica that does not lead), a clock, and
     the inbox, which here only records what enters it."""
 
-    def __init__(self, engine: Engine | None, now: datetime, settings: ReconcileSettings):
+    def __init__(self, engine: Engine | None, now: datetime, settings: AlertmanagerSettings):
         self.engine, self.now, self.bodies = engine, now, []
-        self.cfg = SimpleNamespace(reconcile=settings)
+        self.cfg = SimpleNamespace(alertmanager=settings)
 
     @property
     def clock(self):
@@ -158,7 +158,7 @@ async def test_the_leader_takes_a_held_alert_in_once_through_the_inbox():
     app.router.add_get("/api/v2/alerts", alerts)
     app.router.add_get("/api/v2/status", status)
     async with TestServer(app, host="127.0.0.1") as am:
-        settings = ReconcileSettings(urls=[str(am.make_url("")).rstrip("/")])
+        settings = AlertmanagerSettings(urls=(str(am.make_url("")).rstrip("/"),))
         replica = Reconciler(Host(None, starts + timedelta(minutes=2), settings), settings)
         leader = Reconciler(Host(Engine(load_rules([str(SHIPPED_RULES)])), starts + timedelta(minutes=2), settings),
                             settings)

@@ -1,129 +1,124 @@
-"""Rule-file sections declared once (alertd/schemas/declared.py): their checked-in schemas are what the
-declarations generate, the decoded section is what the parsers read, and the docs name exactly the declared
-keys."""
+"""Rule-file sections declared once (alertd/rules/declared.py): their schema files are generated from the
+declarations, the defaults the descriptions state are the declared ones, and docs/rules.md names exactly
+the declared keys."""
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
-import msgspec
 import pytest
 import yaml
 
 from alertd.config import schemafiles
-from alertd.core.sections import Section
-from alertd.schemas.declared import RuleFile, key_paths
-from alertd.rules.evidence import EVIDENCE
-from alertd.rules.signals import SIGNALS
-from alertd.schemas import validator
+from alertd.integrations import registry
+from alertd.core.json_types import JSONValue
+from alertd.rules.rule_schemas import RULE_FILES, RuleFile
 
-ROOT = Path(__file__).resolve().parents[2]
-RULE_FILES = schemafiles.RULE_FILES
-# Where each rule file's keys are documented (docs/rules.md unless named here)
-DOCS: dict[str, str] = {"kube-health": "sources.md"}
-FILE_SUFFIXES = {"yml", "yaml", "md", "json", "py"}  # `signals.yml` names a file, not a key
+DOC = Path(__file__).resolve().parents[2] / "docs" / "rules.md"
+# A receiver's integration sections: each integration adds its own to the schema (registry.extend_schema)
+INTEGRATIONS_OWN = tuple(f"routing.receivers.{kind}" for kind in registry.INTEGRATIONS)
+TABLE = re.compile(r"<!-- BEGIN schemadoc (?P<name>[a-z-]+) -->.*?<!-- END schemadoc (?P=name) -->", re.S)
 
 
-def _section(rule_file: RuleFile[Section]) -> str:
-    return msgspec.structs.fields(rule_file.body)[0].encode_name
+def test_the_rule_schema_files_are_what_the_declarations_generate():
+    stale = [name for name in schemafiles.stale() if name.removesuffix(".schema.json") in RULE_FILES]
+    assert stale == [], "run: python -m alertd.config.schemafiles"
 
 
-def test_the_rule_files_schemas_are_what_the_declarations_generate():
-    names = {f"{rf.name}.schema.json" for rf in RULE_FILES}
-    assert names <= set(schemafiles.generated())
-    assert [n for n in schemafiles.stale() if n in names] == [], "run: python -m alertd.config.schemafiles"
+@pytest.mark.parametrize("name", sorted(RULE_FILES))
+def test_a_stale_rule_schema_file_is_found(tmp_path, name):
+    for file, text in schemafiles.generated().items():
+        (tmp_path / file).write_text(text)
+    assert schemafiles.stale(tmp_path) == []
+    path = tmp_path / f"{name}.schema.json"
+    path.write_text(path.read_text().replace('"additionalProperties": false', '"additionalProperties": true', 1))
+    assert schemafiles.stale(tmp_path) == [f"{name}.schema.json"]
 
 
-def test_a_stale_rule_schema_is_found(tmp_path):
-    for name, text in schemafiles.generated().items():
-        (tmp_path / name).write_text(text)
-    for rule_file in RULE_FILES:
-        path = tmp_path / f"{rule_file.name}.schema.json"
-        text = path.read_text()
-        path.write_text(text.replace('"additionalProperties": false', '"additionalProperties": true', 1))
-        assert schemafiles.stale(tmp_path) == [path.name]
-        path.write_text(text)
+# -- the defaults a description states ("Default 5m.") are the declared ones
+
+def _stated(node: JSONValue, path: str = "") -> Iterator[tuple[str, str, JSONValue]]:
+    if isinstance(node, dict):
+        said = re.search(r"\b[Dd]efault ([^\s;,():]+?)\.?(?=[\s;,():]|$)", str(node.get("description", "")))
+        if said and "default" in node and not isinstance(node["default"], (list, dict)):
+            yield path, said.group(1), node["default"]
+        for key, sub in node.items():
+            yield from _stated(sub, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, sub in enumerate(node):
+            yield from _stated(sub, f"{path}/{i}")
 
 
-@pytest.mark.parametrize("rule_file", RULE_FILES, ids=lambda rf: rf.name)
-def test_every_declared_key_is_in_the_generated_schema(rule_file):
-    """The schema the rule files are checked with is the declaration's: a key of one is a key of the other."""
-    def walk(node: object, root: dict[str, object], prefix: str) -> set[str]:
-        if not isinstance(node, dict):
-            return set()
-        if "$ref" in node:
-            node = {**root["$defs"][str(node["$ref"]).rsplit("/", 1)[-1]], **node}  # type: ignore[index]
-            node.pop("$ref")
-        if node.get("type") == "array":
-            return walk(node.get("items"), root, prefix + "[]")
-        out = set()
-        for key, sub in (node.get("properties") or {}).items():
-            path = f"{prefix}.{key}" if prefix else key
-            out |= {path} | walk(sub, root, path)
-        return out
-
-    schema = validator(rule_file.name).schema
-    assert walk(schema, schema, "") == set(key_paths(rule_file.body))
+@pytest.mark.parametrize("name", sorted(RULE_FILES))
+def test_the_defaults_the_descriptions_state_are_the_declared_ones(name):
+    schema = json.loads(schemafiles.generated()[f"{name}.schema.json"])
+    stated = list(_stated(schema))
+    assert stated, "no description states a default: the test would pass on anything"
+    wrong = [f"{path}: says {said}, declares {default!r}" for path, said, default in stated
+             if said != ("none" if default == "" else json.dumps(default).strip('"'))]
+    assert wrong == []
 
 
-def test_a_section_decodes_with_the_declared_defaults():
-    signals = SIGNALS.decode({"signals": [{"kind": "thermal", "match": ['alertname="GpuHot"']}]}).signals
-    assert (signals[0].kind, signals[0].match, signals[0].detail, signals[0].severity) == \
-        ("thermal", ('alertname="GpuHot"',), "", "")
-    evidence = EVIDENCE.decode({"evidence": {"annotations": {"xid_patterns": ["Xid (?P<xid>[0-9]+)"]}}}).evidence
-    assert evidence.annotations.fields == ("summary", "description", "message")
-    assert evidence.expressions == () and evidence.cluster_metrics is None and evidence.gpu_looking.labels == ()
+def test_a_description_stating_another_default_is_found():
+    schema = {"properties": {"hold_down": {"description": "Stays open. Default 5m.", "default": "10m"}}}
+    assert [(p, s, d) for p, s, d in _stated(schema)] == [("/properties/hold_down", "5m", "10m")]
 
 
-# -- the docs name exactly the declared keys
+# -- docs/rules.md names every declared key, and no key that is gone
 
-def _yaml_paths(doc: object, prefix: str) -> set[str]:
-    if isinstance(doc, list):
-        return set().union(*(_yaml_paths(item, prefix + "[]") for item in doc)) if doc else set()
-    if not isinstance(doc, dict):
-        return set()
+def _yaml_keys(doc: object, prefix: str) -> set[str]:
     out: set[str] = set()
-    for key, value in doc.items():
-        out |= {f"{prefix}.{key}"} | _yaml_paths(value, f"{prefix}.{key}")
+    for item in doc if isinstance(doc, list) else [doc]:
+        if isinstance(item, dict):
+            for key, value in item.items():
+                out |= {f"{prefix}.{key}"} | _yaml_keys(value, f"{prefix}.{key}")
     return out
 
 
 def named_keys(text: str, section: str) -> set[str]:
-    """The keys of a section a document names: ``section.key`` or ``section[].key`` in backticks, or keys of a
-    YAML block under the section."""
-    found = set()
-    for path in re.findall(rf"`({re.escape(section)}(?:\[\])?(?:\.[a-z_]+(?:\[\])?)+)(?:`|: )", text):
-        if path.rsplit(".", 1)[-1] not in FILE_SUFFIXES:
-            found.add(path)
+    """The keys of a section a text names: `section.key` in backticks (tables write list items as ``key[].key``),
+    and the keys of its YAML examples under the section."""
+    named = {m.replace("[]", "") for m in re.findall(rf"`({section}(?:\.[a-z_]+|\[\])+)", text)}
     for block in re.findall(r"```yaml\n(.*?)```", text, flags=re.S):
         try:
             doc = yaml.safe_load(block)
         except yaml.YAMLError:
             continue
-        if isinstance(doc, dict) and section in doc:
-            found |= _yaml_paths(doc[section], section)
-    return found
+        if isinstance(doc, dict) and isinstance(doc.get(section), (dict, list)):
+            named |= _yaml_keys(doc[section], section)
+    return named
 
 
-def disagreements(rule_file: RuleFile[Section], text: str, where: str) -> list[str]:
-    declared = set(key_paths(rule_file.body))
-    named = named_keys(text, _section(rule_file))
-    return [f"{where} names {p}, which is not declared" for p in sorted(named - declared)] + \
-        [f"{where} does not name {p}" for p in sorted(declared - named - {_section(rule_file)})]
+def disagreements(text: str, rule_file: RuleFile) -> list[str]:
+    """Declared keys the text never names, and keys its prose or examples name that are not declared (the
+    generated tables aside: they are the declaration's, tests/unit/test_docs_rules.py keeps them current)."""
+    declared = set(rule_file.keys())
+    leaves = {k for k in declared if not any(d.startswith(k + ".") for d in declared)}
+    section = rule_file.key
+    prose = TABLE.sub("", text)
+
+    def named(text: str) -> set[str]:  # a free-form mapping's own keys (handoff labels) are no keys of the section
+        return {k for k in named_keys(text, section) if not any(k.startswith(leaf + ".") for leaf in leaves)
+                and not k.startswith(INTEGRATIONS_OWN)}
+
+    return ([f"docs/rules.md does not name {k}" for k in sorted(declared - named(text))]
+            + [f"docs/rules.md names {k}, which is not declared" for k in sorted(named(prose) - declared)])
 
 
-@pytest.mark.parametrize("rule_file", RULE_FILES, ids=lambda rf: rf.name)
-def test_the_docs_name_every_declared_key_and_no_other(rule_file):
-    doc = DOCS.get(rule_file.name, "rules.md")
-    assert disagreements(rule_file, (ROOT / "docs" / doc).read_text(), f"docs/{doc}") == []
+@pytest.mark.parametrize("name", sorted(RULE_FILES))
+def test_the_docs_name_every_declared_key_and_no_other(name):
+    assert disagreements(DOC.read_text(encoding="utf-8"), RULE_FILES[name]) == []
 
 
 def test_an_undocumented_or_gone_key_is_found():
-    text = (ROOT / "docs" / "rules.md").read_text()
-    dropped = re.sub(r"^\| `evidence\.annotations\.value_patterns` .*\n", "", text, flags=re.M)
-    assert disagreements(EVIDENCE, dropped, "docs") == ["docs does not name evidence.annotations.value_patterns"]
-    gone = text + "\nUse `evidence.annotations.xid_regex` for ...\n```yaml\nevidence:\n  labels:\n    - kind: ecc\n" \
-        "      matches: ['a=\"b\"']\n```\n"
-    found = disagreements(EVIDENCE, gone, "docs")
-    assert found == ["docs names evidence.annotations.xid_regex, which is not declared",
-                     "docs names evidence.labels[].matches, which is not declared"]
+    text = DOC.read_text(encoding="utf-8")
+    correlation = RULE_FILES["correlation"]
+    dropped = re.sub(r"^.*`correlation\.storm\.page_updates`.*\n", "", TABLE.sub("", text), flags=re.M)
+    assert "docs/rules.md does not name correlation.storm.page_updates" in disagreements(dropped, correlation)
+    gone = text + "\nSet `correlation.storm.wait` to hold longer.\n"
+    assert disagreements(gone, correlation) == ["docs/rules.md names correlation.storm.wait, which is not declared"]
+    example = text + "\n```yaml\ncorrelation:\n  storm:\n    events:\n      - name: x\n        by: [cluster]\n        keyed: [x]\n```\n"
+    assert disagreements(example, correlation) == [
+        "docs/rules.md names correlation.storm.events.keyed, which is not declared"]

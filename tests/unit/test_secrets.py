@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from alertd.config.secrets import configured_secrets
 from alertd.config.settings import load_config, parse_config
 from alertd.core.errors import InvalidDocument
 from alertd.integrations.slack.integration import SlackSettings
@@ -29,6 +30,21 @@ enrich:
     assert cfg.storage.postgres_password == "pg-pass"
     assert cfg.raw["enrich"]["logs"]["auth"]["basic"]["password"] == "os-pass"
     assert cfg.api_auth.check_token("t" * 20).name == "ops" and cfg.api_auth.check_token("u" * 20).name == "ops"
+
+
+def test_webhook_and_opsgenie_keys_come_from_files_and_are_redacted(tmp_path):
+    """A webhook endpoint's HMAC secret and Opsgenie's API keys are secrets like the others: a file may hold
+    them, and the log redaction knows their values."""
+    (tmp_path / "hook").write_text("h" * 24 + "\n")
+    (tmp_path / "og").write_text("o" * 32 + "\n")
+    cfg = load_config(_write(tmp_path, """
+notify:
+  webhook: {endpoints: {tickets: {url: "https://tickets.example/hook", secret_file: hook}}}
+  opsgenie: {api_keys_files: {gpu-team: og}}
+"""))
+    assert cfg.raw["notify"]["webhook"]["endpoints"]["tickets"]["secret"] == "h" * 24
+    assert cfg.raw["notify"]["opsgenie"]["api_keys"] == {"gpu-team": "o" * 32}
+    assert {"h" * 24, "o" * 32} <= configured_secrets(cfg.raw)
 
 
 def _write(tmp_path, text):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Collection
 
-from alertd.alertmanager.silences import local_matchers, silence_matchers
+from alertd.alertmanager.silences import local_matchers, matcher_text, silence_matchers
 from alertd.app.silence_preview import preview_silence
 from alertd.config.settings import parse_config
 from alertd.core.matchers import match_all
@@ -109,3 +109,19 @@ def test_slack_buttons_only_where_they_can_work():
     assert shown({"signing_secret": "s3cret"}) == ["alertd_ack", "alertd_resolve"]  # no alertmanager.url
     assert shown({"signing_secret": "s3cret", "am": True}) == [
         "alertd_ack", "alertd_resolve", "alertd_silence_1h", "alertd_silence_4h", "alertd_silence_24h"]
+
+
+def test_a_silence_scopes_by_the_xid_label_alertd_reads_the_code_from():
+    """dcgm-exporter's Xid series carries the code as err_code: the silence keeps to that code, and a label
+    alertd reads no code from (a site's Xid) scopes nothing unless normalize.xid_labels names it."""
+    def dcgm(code: str, **labels: str):
+        return alert("DCGMXidErrors", err_code=code, node="n1", gpu="0", UUID="GPU-n1-0", severity="critical",
+                     **labels)
+
+    inc = engine().ingest([dcgm("79")], at(0))[0].incident
+    assert [matcher_text(m) for m in silence_matchers(inc) if m["name"] == "err_code"] == ['err_code="79"']
+    assert not match_all(local_matchers(silence_matchers(inc)), dcgm("48").labels)
+    site = alert("SiteXid", Xid="48", node="n1", severity="critical")
+    inc = engine().ingest([site], at(0))[0].incident
+    assert not any(m["name"] == "Xid" for m in silence_matchers(inc))
+    assert [matcher_text(m) for m in silence_matchers(inc, xid_labels=("Xid",)) if m["name"] == "Xid"] == ['Xid="48"']

@@ -54,7 +54,7 @@ from alertd.engine.storm.extent import (EXTENT, Tally, drop_gpus, event_of, exte
 from alertd.core.response_marks import flagged, repair_failed
 from alertd.core.model import SEVERITY_RANK, Event, Incident, Signal, signal_rank
 from alertd.core.states import as_severity
-from alertd.core.vocabulary import EventKind, SignalKind
+from alertd.core.vocabulary import Category, EventKind, Group, SignalKind
 from alertd.rules.ruleset import CorrelationRules, StormRule
 
 
@@ -232,7 +232,7 @@ class Storms:
         group_wait, and a fleet forming later takes its page over. Marked once, never past the window.
         Application faults are their job's owners', never held."""
         rule = self.rule
-        if inc.storm_until is not None or not rule.pending or inc.category == "application":
+        if inc.storm_until is not None or not rule.pending or inc.category == Category.APPLICATION:
             return
         inc.storm_until = min(now + rule.pending, inc.opened_at + rule.window)
         self.c.record(inc, inc.add_event(now, EventKind.STORM_PENDING, f"{peers} other incident(s) of its event within "
@@ -249,7 +249,7 @@ class Storms:
         lead = max(children, key=lambda i: self._fleet_rank(i.primary) if i.primary else (-1, -1, -1))
         assert lead.primary is not None
         headline = fleet_headline(lead, lead.primary)
-        fleet = self.c.open_incident(f"fleet|{key}", "storm", headline, now)
+        fleet = self.c.open_incident(f"fleet|{key}", Group.STORM.value, headline, now)
         fleet.fleet, fleet.cluster, fleet.primary = True, lead.cluster, headline
         self.c.state.open_children[fleet.id] = 0
         name = key.split("|", 1)[0]

@@ -29,21 +29,24 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, ClassVar, Hashable, Mapping
+from typing import Annotated, Any, Callable, ClassVar, Hashable, Mapping
 
 import aiohttp
+import msgspec
+from msgspec import Meta
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from alertd.core.json_types import JSONObject, as_object, integer, number, text
+from alertd.core.json_types import JSONObject
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Target, Timeline
-from alertd.core.durations import format_duration, parse_duration
+from alertd.core.durations import format_duration
+from alertd.core.sections import Seconds, Section, Span, duration, written
 from alertd.core.model import CLOSED, OPEN
 from alertd.core.vocabulary import EventKind
-from alertd.integrations.base import (DURATION_SCHEMA, Delivered, DeliveryError, Integration, Links, Notifier,
-                                       NotifierSettings, NotifyStore, Problem, folded_unposted)
+from alertd.integrations.base import (Delivered, DeliveryError, Integration, Links, Notifier, NotifierSettings,
+                                       NotifyStore, Problem, RequestOptions, folded_unposted)
 from alertd.integrations.ratelimit import RateLimiter
 from alertd.integrations.slack.lost import CHANNEL_ID, UNUSABLE, Unconfirmed, find_channel, find_post, metadata
 from alertd.integrations.slack.render import RenderContext, render_incident, render_thread
@@ -58,6 +61,43 @@ PERMANENT = frozenset({
     "edit_window_closed", "team_access_not_granted", "ekm_access_denied", "invalid_arg_name",
 })
 GONE = frozenset({"message_not_found"})
+
+
+class SlackRate(Section, frozen=True):
+    """How fast posts go out to one channel (Slack allows about one a second)."""
+
+    per_channel: Annotated[float, Meta(gt=0, description="Posts per second per channel.")] = 1.0
+    burst: Annotated[int, Meta(ge=1, description="Posts allowed back to back before the rate applies.")] = 1
+
+
+class SlackLinks(Section, frozen=True):
+    """The message's "Incident" link opens that incident's page read-only without a token (docs/security.md)."""
+
+    signing_secret: Annotated[str, Meta(min_length=32, description=(
+        "Signs the message's \"Incident\" link so it opens that incident's page read-only without a token "
+        "(docs/security.md, \"Signed incident links\"); at least 32 characters, e.g. from `openssl rand -base64 32` "
+        "in a file given as signing_secret_file. Not Slack's signing secret. Rotating it revokes every link given "
+        "out."))]
+    lifetime: Annotated[Span, Meta(description=(
+        "How long a link opens the page after the message was last written (every update of the message writes "
+        "a fresh one)."))] = written(Span.from_config, "7d")
+
+
+class SlackSection(RequestOptions, frozen=True):
+    """Slack through the Web API (a bot token with chat:write; channels:history and groups:history find a post whose answer was lost). Without a token the console is used."""
+
+    token: Annotated[str, Meta(description="Bot token, e.g. ${SLACK_BOT_TOKEN}. Empty: Slack is off.")] = ""
+    base_url: Annotated[str, Meta(description="Web API base URL.")] = DEFAULT_BASE_URL
+    signing_secret: Annotated[str, Meta(description=(
+        "Verifies button clicks at POST /api/v1/slack/actions, e.g. ${SLACK_SIGNING_SECRET}."))] = ""
+    default_channel: Annotated[str, Meta(description=(
+        "Where incidents go when the rules have no routing section."))] = ""
+    debounce: Annotated[Span, Meta(description=(
+        "Updates to a message wait this long and are coalesced; ack and resolve go at once."))] = \
+        written(Span.from_config, "2s")
+    rate: SlackRate = msgspec.field(default_factory=SlackRate)
+    timeout: Annotated[Seconds, Meta(description="Per API call.")] = duration("10s")
+    links: SlackLinks | None = None
 
 
 @dataclass(slots=True)
@@ -78,19 +118,20 @@ class SlackSettings(NotifierSettings):
         return bool(self.token.strip())
 
     @classmethod
-    def parse(cls, doc: JSONObject, links: Links) -> "SlackSettings":
-        rate, links_doc = as_object(doc.get("rate")), as_object(doc.get("links"))
+    def parse(cls, section: SlackSection, links: Links) -> "SlackSettings":
+        """An empty base URL (``${SLACK_URL:-}``) is the default one."""
+        signed = section.links or SlackLinks(signing_secret="")
         return cls(
-            token=text(doc, "token"),
-            base_url=text(doc, "base_url") or DEFAULT_BASE_URL,
-            signing_secret=text(doc, "signing_secret"),
-            default_channel=text(doc, "default_channel"),
-            debounce=parse_duration(text(doc, "debounce", "2s")),
-            per_channel=number(rate, "per_channel", 1.0),
-            burst=integer(rate, "burst", 1),
-            link_secret=text(links_doc, "signing_secret"),
-            link_lifetime=parse_duration(text(links_doc, "lifetime", "7d")),
-            **cls.shared(doc, links),
+            token=section.token,
+            base_url=section.base_url or DEFAULT_BASE_URL,
+            signing_secret=section.signing_secret,
+            default_channel=section.default_channel,
+            debounce=timedelta(seconds=section.debounce.total_seconds()),
+            per_channel=float(section.rate.per_channel),
+            burst=section.rate.burst,
+            link_secret=signed.signing_secret,
+            link_lifetime=timedelta(seconds=signed.lifetime.total_seconds()),
+            **cls.shared(section, links),
         )
 
 
@@ -376,7 +417,7 @@ class SlackNotifier(Notifier):
         return Delivered(ref="posted")
 
 
-class Slack(Integration[SlackSettings]):
+class Slack(Integration[SlackSettings, SlackSection]):
     name = "slack"
     intents = frozenset({Intent.SHOW, Intent.TIMELINE, Intent.ESCALATE})
     conversation = True
@@ -389,32 +430,15 @@ class Slack(Integration[SlackSettings]):
                 "channels": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}}},
         ],
     }
-    config_schema = {
-        "type": "object", "additionalProperties": False,
-        "description": "Slack through the Web API (a bot token with chat:write; channels:history and groups:history find a post whose answer was lost). Without a token the console is used.",
-        "properties": {
-            "token": {"type": "string", "description": "Bot token, e.g. ${SLACK_BOT_TOKEN}. Empty: Slack is off."},
-            "base_url": {"type": "string", "description": "Web API base URL. Default https://slack.com/api/."},
-            "signing_secret": {"type": "string", "description": "Verifies button clicks at POST /api/v1/slack/actions, e.g. ${SLACK_SIGNING_SECRET}."},
-            "default_channel": {"type": "string", "description": "Where incidents go when the rules have no routing section."},
-            "debounce": {**DURATION_SCHEMA, "description": "Updates to a message wait this long and are coalesced; ack and resolve go at once. Default 2s."},
-            "rate": {"type": "object", "additionalProperties": False, "properties": {
-                "per_channel": {"type": "number", "exclusiveMinimum": 0, "description": "Posts per second per channel. Default 1."},
-                "burst": {"type": "integer", "minimum": 1, "description": "Posts allowed back to back before the rate applies. Default 1."}}},
-            "timeout": {**DURATION_SCHEMA, "description": "Per API call. Default 10s."},
-            "links": {"type": "object", "additionalProperties": False, "required": ["signing_secret"], "properties": {
-                "signing_secret": {"type": "string", "minLength": 32, "description": "Signs the message's \"Incident\" link so it opens that incident's page read-only without a token (docs/security.md, \"Signed incident links\"); at least 32 characters, e.g. from `openssl rand -base64 32` in a file given as signing_secret_file. Not Slack's signing secret. Rotating it revokes every link given out."},
-                "lifetime": {**DURATION_SCHEMA, "description": "How long a link opens the page after the message was last written (every update of the message writes a fresh one). Default 7d."}}},
-        },
-    }
+    section = SlackSection
 
     def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
         channels = [doc] if isinstance(doc, str) else list(doc.get("channels") or []) + (
             [doc["channel"]] if doc.get("channel") else [])
         return [self.target(c) for c in dict.fromkeys(channels)]
 
-    def settings(self, doc: JSONObject, links: Links) -> SlackSettings:
-        return SlackSettings.parse(doc, links)
+    def settings(self, section: SlackSection, links: Links) -> SlackSettings:
+        return SlackSettings.parse(section, links)
 
     def notifier(self, settings: SlackSettings, store: NotifyStore, clock: Callable[[], datetime], *,
                  installation: Callable[[], str] = lambda: "") -> Notifier:

@@ -19,10 +19,11 @@ from alertd.core.durations import format_duration
 from alertd.core.json_types import JSONObject, JSONValue, as_object, objects, text as json_text
 from alertd.core.findings import Findings, SilenceFinding
 from alertd.core.installation import scoped
-from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, Event, Incident, Member, parse_iso
+from alertd.core.model import ACKNOWLEDGED, CLOSED, FIRING, OPEN, Event, Incident, Member, Severity, parse_iso
 from alertd.core.signed_links import signed_query
 from alertd.core.storm_growth import incident_trend
-from alertd.core.vocabulary import EventKind as E, GpuAction
+from alertd.core.verbs import VERBS, Verb
+from alertd.core.vocabulary import EventKind as E, GpuAction, RemediationState
 from alertd.integrations.base import Links
 from alertd.integrations.presentation import (ACTION_TEXT, event_words, incident_action, incident_links, storm_says,
                                               web_url)
@@ -38,16 +39,23 @@ MAX_FALLBACK = 3000  # the notification text; Slack's hard limit is far above, b
 MAX_MEMBER_SECTIONS = 4
 MAX_LOG_CHARS = 1500
 
-ACTION_ACK = "alertd_ack"
-ACTION_RESOLVE = "alertd_resolve"
-ACTION_SILENCE = "alertd_silence_"  # + 1h | 4h | 24h
-ACTION_UNSILENCE = "alertd_unsilence"
-ACTION_SILENCE_ANYWAY = "alertd_silenceanyway_"  # + 1h | 4h | 24h: confirmed although it mutes other incidents
-ACTION_REMEDIATE = "alertd_remediation_"  # + approve | override | cancel (alertd/app/remediate.py)
+ACTION_PREFIX = "alertd_"  # every button alertd draws (read back by alertd/integrations/slack/clicks.py)
+ACTION_SILENCE_ANYWAY = ACTION_PREFIX + "silenceanyway_"  # + 1h | 4h | 24h: confirmed although it mutes other incidents
+ACTION_REMEDIATE = ACTION_PREFIX + "remediation_"  # + approve | override | cancel (alertd/app/remediate.py)
 SILENCE_CHOICES = ("1h", "4h", "24h")
 
-SEVERITY_ICON = {"critical": ":red_circle:", "error": ":large_orange_circle:", "warning": ":large_yellow_circle:",
-                 "info": ":large_blue_circle:"}
+
+def button_id(verb: str, duration: str = "") -> str:
+    """A verb's button, from its declaration (alertd/core/verbs.py): ``alertd_<word>``, ``_<duration>`` after
+    it for a verb that takes one, ``alertd_remediation_<name>`` for a remediation verb."""
+    declared = VERBS[verb]
+    if declared.remediation:
+        return ACTION_REMEDIATE + declared.wire
+    return ACTION_PREFIX + declared.wire + (f"_{duration}" if declared.duration else "")
+
+
+SEVERITY_ICON: dict[str, str] = {Severity.CRITICAL: ":red_circle:", Severity.ERROR: ":large_orange_circle:",
+                                 Severity.WARNING: ":large_yellow_circle:", Severity.INFO: ":large_blue_circle:"}
 
 
 @dataclass(slots=True)
@@ -159,7 +167,7 @@ def severity_line(inc: Incident) -> str:
 
 
 def fallback_text(inc: Incident) -> str:
-    state = inc.status if inc.status != "open" else inc.severity
+    state = inc.status if inc.status != OPEN else inc.severity
     return clip(f"[{state.upper()}] {mrkdwn_escape(inc.title)} ({inc.id})", MAX_FALLBACK)
 
 
@@ -355,15 +363,15 @@ def action_buttons(inc: Incident, now: datetime, installation_id: str = "",
     out = []
     value = scoped(installation_id, inc.id)
     if inc.status != ACKNOWLEDGED:
-        out.append(_button("Acknowledge", ACTION_ACK, value, style="primary"))
-    out.append(_button("Resolve", ACTION_RESOLVE, value, confirm=("Resolve this incident?",
+        out.append(_button("Acknowledge", button_id(Verb.ACKNOWLEDGE), value, style="primary"))
+    out.append(_button("Resolve", button_id(Verb.RESOLVE), value, confirm=("Resolve this incident?",
                                                                     "It closes now, even if alerts still fire.")))
     silence, active = _silence(found or inc.findings, now)
     if silence and active:
-        out.append(_button("Unsilence", ACTION_UNSILENCE, value))
+        out.append(_button("Unsilence", button_id(Verb.UNSILENCE), value))
     elif silences:
         for d in SILENCE_CHOICES:
-            out.append(_button(f"Silence {d}", ACTION_SILENCE + d, value))
+            out.append(_button(f"Silence {d}", button_id(Verb.SILENCE, d), value))
     return out
 
 
@@ -386,11 +394,12 @@ def remediation_blocks(inc: Incident, installation_id: str = "", found: Findings
     value = scoped(installation_id, inc.id)
     dry = " (dry run: nothing will be done)" if rem.dry_run else ""
     text = f"*Proposed: {mrkdwn_escape(rem.action)}*{dry}\n{mrkdwn_escape(rem.text)}"
-    approve = ("override", "Override breaker and approve") if rem.state == "held" else ("approve", "Approve")
+    held = rem.state == RemediationState.HELD
+    approve = ("override", "Override breaker and approve") if held else ("approve", "Approve")
     what = f"{rem.action} of {', '.join(rem.nodes)}"
-    buttons: list[JSONValue] = [_button(f"{approve[1]} {rem.action}", ACTION_REMEDIATE + approve[0], value, style="danger",
+    buttons: list[JSONValue] = [_button(f"{approve[1]} {rem.action}", button_id(approve[0]), value, style="danger",
                        confirm=(f"Approve {clip(what, 80)}?", clip(rem.text, 250), "Approve")),
-               _button("Cancel remediation", ACTION_REMEDIATE + "cancel", value)]
+               _button("Cancel remediation", button_id(Verb.CANCEL), value)]
     return [_section(text), {"type": "actions", "block_id": f"alertd-remediation:{inc.id}", "elements": buttons}]
 
 
