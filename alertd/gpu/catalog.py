@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from msgspec import Meta
 
@@ -12,7 +12,7 @@ from alertd.core.model import Signal, as_severity
 from alertd.core.sections import Section
 from alertd.gpu.recovery import XID_RECOVERY, RecoveryTable, recovery_signal
 from alertd.schemas import validate_document
-from alertd.schemas.declared import RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions, RuleFile, in_order, word
+from alertd.schemas.declared import RUNBOOK_PATTERN, SEVERITY_WORDS, RuleFile, in_order, word
 from alertd.core.vocabulary import (CATALOG_ACTIONS, DRAINED_ACTIONS, NOT_HARDWARE_ACTIONS, RULED_CATEGORIES, Category,
                                     GpuAction, SignalKind)
 
@@ -25,10 +25,10 @@ def _action_in(actions: frozenset[GpuAction]) -> list[JSONValue]:
     return list(in_order(ACTIONS, actions))
 
 
-class XidEntry(Conditions, Section, frozen=True):
+class XidEntry(Section, frozen=True):
     """One Xid code. Every field is required so an override is always a complete, reviewed entry."""
 
-    schema_extra = {"allOf": [
+    SCHEMA: ClassVar[dict[str, object]] = {"allOf": [
         {"if": {"properties": {"fold_into_previous": {"const": True}}, "required": ["fold_into_previous"]},
          "then": {"properties": {"severity": {"const": "info"}, "drain": {"const": False}}},
          "description": "A fallout code never raises severity or drains on its own; the Xid it follows decides."},

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Callable, Protocol
+from typing import Annotated, Callable, ClassVar, Protocol
 
 import msgspec
 from msgspec import Meta
@@ -24,7 +24,7 @@ from alertd.core.yamlio import Path_
 from alertd.gpu.nvrm import other_driver
 from alertd.promql.expr import ExprFacts, Selector, facts_of_url
 from alertd.rules.checker import Checker
-from alertd.schemas.declared import (DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions, MatcherText, RuleFile,
+from alertd.schemas.declared import (DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, MatcherText, RuleFile,
                                      in_order, matcher_def, word)
 
 
@@ -194,15 +194,15 @@ def looks_gpu(name: str, labels: dict[str, str], facts: ExprFacts | None, g: Gpu
     return ""
 
 
-class EvidenceEntry(Conditions, Section, frozen=True):
+class EvidenceEntry(Section, frozen=True):
     """What every evidence entry says: the signal it means."""
 
-    schema_extra = {"allOf": [{"$ref": "#/$defs/needs_detail"}]}
+    SCHEMA: ClassVar[dict[str, object]] = {"allOf": [{"$ref": "#/$defs/needs_detail"}]}
 
     kind: Annotated[str, word(in_order(SignalKind, EVIDENCE_KINDS), "The signal kind this evidence means.")]
     detail: Annotated[str, Meta(pattern=DETAIL_PATTERN, description=(
         "Refines the kind (metrics_missing: exporter_down, node_down, gpu_missing, telemetry_frozen)."))] = ""
-    severity: Annotated[str, word(SEVERITY_WORDS, "Default when the alert has no usable severity label.")] = ""
+    severity: Annotated[str, word(SEVERITY_WORDS, "The severity when the alert has no usable severity label.")] = ""
     category: Annotated[str, word(in_order(Category, RULED_CATEGORIES), "Who most likely owns the problem; Xids take the catalog's.")] = ""
     runbook: Annotated[str, Meta(pattern=RUNBOOK_PATTERN, description="Runbook page under runbooks/, without .md.")] = ""
 

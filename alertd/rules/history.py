@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Annotated, Protocol
+from typing import Annotated, ClassVar, Protocol
 
 from msgspec import Meta
 
@@ -17,7 +17,7 @@ from alertd.core.json_types import JSONObject
 from alertd.core.sections import Section
 from alertd.core.vocabulary import HISTORY_KINDS, LADDER, HistoryScope, SignalKind, VerdictKind
 from alertd.core.yamlio import Path_
-from alertd.schemas.declared import SEVERITY_WORDS, Conditions, RuleFile, in_order, word
+from alertd.schemas.declared import SEVERITY_WORDS, RuleFile, in_order, word
 from alertd.rules.rma import Condition, RmaRule, report_duplicate_names
 
 REPEAT_OFFENDER, REPAIR_NOT_HELD, LEMON_NODE = VerdictKind
@@ -63,11 +63,11 @@ class HistoryRule:
                        all_of=self.all_of, min_incidents=self.count)
 
 
-class HistoryCondition(Conditions, Section, frozen=True):
+class HistoryCondition(Section, frozen=True):
     """What an incident must show to count: an Xid code, a signal kind, or an alert name (all given keys must
     hold)."""
 
-    schema_extra = {"minProperties": 1}
+    SCHEMA: ClassVar[dict[str, object]] = {"minProperties": 1}
 
     xid: Annotated[int, Meta(ge=1, description="An Xid code the incident reported, e.g. 79.")] | None = None
     signal: Annotated[str, word(in_order(SignalKind, HISTORY_KINDS), (
@@ -88,10 +88,10 @@ def _kind_is(kind: VerdictKind) -> JSONObject:
     return {"properties": {"kind": {"const": kind.value}}}
 
 
-class HistoryEntry(Conditions, Section, frozen=True):
+class HistoryEntry(Section, frozen=True):
     """One history rule."""
 
-    schema_extra = {"allOf": [
+    SCHEMA: ClassVar[dict[str, object]] = {"allOf": [
         {"not": {"required": ["any_of", "all_of"]}},
         {"if": _kind_is(REPAIR_NOT_HELD), "then": _without("count", "all_of", "scope")},
         {"if": _kind_is(LEMON_NODE), "then": _without("any_of", "all_of", "scope", "within", "rma")},

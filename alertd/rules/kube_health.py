@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import timedelta
 from typing import Annotated
 
+import msgspec
 from msgspec import Meta
 
-from alertd.core.sections import Section, written
+from alertd.core.sections import Section
 from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
 from alertd.schemas.declared import SEVERITY_WORDS, DefText, RuleFile
@@ -151,7 +153,7 @@ class Admission(Section, frozen=True):
     resource: Annotated[RegexText, Meta(description=(
         "A resource name the Event's message must name, e.g. nvidia\\.com/gpu."))]
     alertname: AlertName
-    severity: SeverityWord = written(SeverityWord.from_config, "error")
+    severity: SeverityWord = msgspec.field(default_factory=partial(SeverityWord, "error"))
     min_pods: Annotated[int, Meta(ge=1, description="Rejected pods on one Ready node before it is an incident.")] = 3
     window: Annotated[str, Meta(description="Prometheus duration: rejections this far apart are one burst.")] = "10m"
     settle: Annotated[str, Meta(description=(

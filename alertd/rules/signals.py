@@ -3,20 +3,20 @@
 alertd/rules/ruleset.py turns the decoded entries into SignalRules (matchers parsed, positions kept)."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from msgspec import Meta
 
 from alertd.core.sections import Section
 from alertd.core.vocabulary import RULED_CATEGORIES, Category, MISSING_DETAILS, RULED_KINDS, Detail, SignalKind
-from alertd.schemas.declared import (DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, Conditions, MatcherText, RuleFile,
+from alertd.schemas.declared import (DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, MatcherText, RuleFile,
                                      in_order, matcher_def, word)
 
 
-class SignalEntry(Conditions, Section, frozen=True):
+class SignalEntry(Section, frozen=True):
     """One classification rule."""
 
-    schema_extra = {"allOf": [
+    SCHEMA: ClassVar[dict[str, object]] = {"allOf": [
         {"if": {"properties": {"kind": {"const": SignalKind.METRICS_MISSING.value}}, "required": ["kind"]},
          "then": {"required": ["detail"], "properties": {"detail": {"enum": list(in_order(Detail, MISSING_DETAILS))}}},
          "description": "metrics_missing rules must say what is missing."},
@@ -42,7 +42,7 @@ class SignalEntry(Conditions, Section, frozen=True):
         "unreachable) gpu_missing (a GPU vanished) or gpu_unusable (GPU pods rejected on a Ready node; titled by "
         "the alert's summary). Shown in the incident title."))] = ""
     severity: Annotated[str, word(SEVERITY_WORDS, (
-        "Default severity when the alert carries no usable severity label; the alert's own label wins."))] = ""
+        "The severity when the alert carries no usable severity label; the alert's own label wins."))] = ""
     category: Annotated[str, word(in_order(Category, RULED_CATEGORIES), (
         "Who most likely owns the problem (same vocabulary as the Xid catalog). Ignored for kind xid, whose "
         "category comes from the catalog."))] = ""

@@ -9,7 +9,6 @@ name, the matcher pattern, the conditions between keys), so every error reads as
 from __future__ import annotations
 
 import typing
-from types import UnionType
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Self, TypeVar
@@ -17,8 +16,8 @@ from typing import ClassVar, Self, TypeVar
 import msgspec
 from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue, obj
-from alertd.core.sections import Section
+from alertd.core.json_types import JSONObject, obj
+from alertd.core.sections import Section, list_part, option_paths, part_of, section_schema
 from alertd.core.states import Severity
 from alertd.schemas.messages import MATCHER_OPERATORS
 
@@ -68,129 +67,86 @@ def in_order(words: Iterable[str], among: Iterable[str]) -> tuple[str, ...]:
     return tuple(str(w) for w in words if w in wanted)
 
 
-class Conditions:
-    """Mixed into a declared Struct whose schema adds conditions between its keys (``allOf``)."""
-
-    schema_extra: ClassVar[JSONObject] = {}
-
-
 @dataclass(frozen=True)
 class RuleFile(typing.Generic[S]):
-    """One rule-file section's schema file: ``body`` holds the section as its only key; the Structs of
-    ``defs`` are ``$defs`` by the given name, the others are inlined where they are used."""
+    """One rule file's schema file. ``body`` declares the whole file (its keys the sections) or, with
+    ``section``, the one section under that key. The Structs of ``defs`` are ``$defs`` by the given name, the
+    others are inlined where they are used; ``extra_defs`` are the file's own definitions its types refer to."""
 
     name: str  # the schema file: <name>.schema.json
     title: str
     body: type[S]
     defs: Mapping[type[Section], str] = field(default_factory=dict)
     extra_defs: JSONObject = field(default_factory=dict)
-    # The order of a definition's keys: several errors at one path are told in it (as the hand-written file had)
-    def_key_order: tuple[str, ...] = KEY_ORDER
+    section: str = ""
+    # The order of a declared object's keys, as the hand-written file had it: several errors at one path are told
+    # in it (None: the declaration's own order)
+    key_order: tuple[str, ...] | None = KEY_ORDER
+    def_key_order: tuple[str, ...] | None = None  # a definition's, when it differs from key_order
+
+    @property
+    def key(self) -> str:
+        """The rule files' key of the section."""
+        return self.section or msgspec.structs.fields(self.body)[0].encode_name
+
+    def keys(self) -> list[str]:
+        """Every key the file declares, as ``section.key.key`` (a list's items' keys under the list's), the
+        section's own first."""
+        if self.section:
+            return [self.section, *option_paths(self.body, self.section)]
+        return [path.removeprefix(".") for path in option_paths(self.body, "")]
 
     def decode(self, doc: Mapping[str, object]) -> S:
-        """The section of a rule file its schema accepted."""
-        return self.body.from_doc(doc)
+        """The section(s) of a rule file its schema accepted."""
+        part = doc.get(self.section) if self.section else doc
+        return self.body.from_doc(part if isinstance(part, Mapping) else None)
 
     def schema(self) -> JSONObject:
-        generated = obj(msgspec.json.schema(self.body, schema_hook=_schema_hook), self.name)
-        made = _Maker(self, obj(generated["$defs"], "$defs"))
-        root = made.struct(self.body)
-        defs = {**self.extra_defs, **{name: made.struct(cls) for cls, name in self.defs.items()}}
+        root = self._shaped(self.body, self.key_order)
+        if self.section:
+            root = {"type": "object", "properties": {self.section: root}}
+        defs = {**self.extra_defs, **{name: self._shaped(cls, self.def_key_order or self.key_order)
+                                      for cls, name in self.defs.items()}}
         return {"$schema": "https://json-schema.org/draft/2020-12/schema",
                 "$id": f"https://alertd.dev/schemas/{self.name}.schema.json", "title": self.title,
                 **root, "$defs": dict(sorted(defs.items(), key=lambda d: _DEF_ORDER.get(d[0], 1)))}
+
+    def _shaped(self, cls: type[Section], order: tuple[str, ...] | None) -> JSONObject:
+        schema = section_schema(cls, {part: name for part, name in self.defs.items() if part is not cls})
+        return schema if order is None else _shape(schema, cls, order)
 
 
 _DEF_ORDER = {"matcher": 0}  # the matcher first, as the hand-written files had it
 
 
-def _schema_hook(kind: type) -> dict[str, object]:
-    schema = getattr(kind, "config_schema", None)
-    if callable(schema):
-        return dict(schema())
-    raise NotImplementedError(f"{kind.__name__} has no schema")
-
-
-class _Maker:
-    """msgspec's schema of the Structs, reshaped as the rule files' schemas are written."""
-
-    def __init__(self, rule_file: RuleFile[S], generated: JSONObject):
-        self.rule_file, self.generated = rule_file, generated
-        self.by_name: dict[str, type[Section]] = {}
-
-    def struct(self, cls: type[Section]) -> JSONObject:
-        self._know(cls)
-        node = self.node(obj(self.generated[cls.__name__], cls.__name__))
-        if cls.__doc__ and "description" in node:
-            node["description"] = " ".join(str(node["description"]).split())
-        if not node.get("required"):
-            node.pop("required", None)
-        extra = getattr(cls, "schema_extra", {})
-        order = self.rule_file.def_key_order if cls in self.rule_file.defs else KEY_ORDER
-        ordered = {k: node[k] for k in order if k in node}
-        return {**ordered, **{k: v for k, v in node.items() if k not in ordered}, **extra}
-
-    def _know(self, cls: type[Section]) -> None:
-        for f in msgspec.structs.fields(cls):
-            for part in _structs(f.type):
-                if part.__name__ not in self.by_name:
-                    self.by_name[part.__name__] = part
-                    self._know(part)
-
-    def node(self, node: JSONObject) -> JSONObject:
-        out: JSONObject = {}
-        for key, value in node.items():
-            if key == "title" or (key == "default" and value is None):
-                continue
-            out[key] = self.value(value)
-        ref = out.pop("$ref", None)
-        if isinstance(ref, str) and ref.startswith("#/$defs/") and ref.rsplit("/", 1)[-1] in self.by_name:
-            part = self.by_name[ref.rsplit("/", 1)[-1]]
-            name = self.rule_file.defs.get(part)
-            out = {"$ref": f"#/$defs/{name}", **out} if name else {**self.struct(part), **out}
-        elif ref is not None:
-            out = {"$ref": ref, **out}
-        options = out.get("anyOf")
-        if isinstance(options, list) and {"type": "null"} in options:  # X | None: absent, never null in a file
-            rest = [o for o in options if o != {"type": "null"}]
-            del out["anyOf"]
-            out = {**obj(rest[0], "anyOf"), **out} if len(rest) == 1 else {"anyOf": rest, **out}
-        if "enum" in out:
-            out.pop("type", None)  # the enum alone: one error for a wrong value, as written by hand
-        return out
-
-    def value(self, value: JSONValue) -> JSONValue:
-        if isinstance(value, dict):
-            return self.node(value)
-        if isinstance(value, list):
-            return [self.value(v) for v in value]
-        return value
-
-
-def key_paths(cls: type[Section], prefix: str = "") -> list[str]:
-    """Every key a declared section has, as docs/rules.md names it (``signals[].kind``,
-    ``evidence.annotations.fields``), a part before its keys."""
-    out = []
+def _shape(node: JSONObject, cls: type[Section], order: tuple[str, ...]) -> JSONObject:
+    """A declared object's schema in the hand-written files' shape: its keys in ``order`` (what it says of
+    itself as a whole last), its docstring on one line, an enum without its type (one error for a wrong
+    value)."""
+    whole = getattr(cls, "SCHEMA", {})
+    own = {k: v for k, v in node.items() if k not in whole}
+    if cls.__doc__ and "description" in own:
+        own["description"] = " ".join(str(own["description"]).split())
+    properties = dict(obj(own.get("properties", {}), "properties"))
     for f in msgspec.structs.fields(cls):
-        path = f"{prefix}.{f.encode_name}" if prefix else f.encode_name
-        out.append(path)
-        for part in _structs(f.type)[:1]:
-            out += key_paths(part, path + ("[]" if _is_list(f.type) else ""))
+        prop = _untyped(obj(properties[f.encode_name], f.name))
+        if (part := part_of(f.type)) is not None and "$ref" not in prop:
+            prop = _shape(prop, part, order)
+        elif (item := list_part(f.type)) is not None and "$ref" not in obj(prop["items"], f.name):
+            prop["items"] = _shape(obj(prop["items"], f.name), item, order)
+        properties[f.encode_name] = prop
+    if properties:
+        own["properties"] = properties
+    ordered = {k: own[k] for k in order if k in own}
+    return {**ordered, **{k: v for k, v in own.items() if k not in ordered}, **whole}
+
+
+def _untyped(node: JSONObject) -> JSONObject:
+    out = {k: _untyped(v) if isinstance(v, dict) else v for k, v in node.items()}
+    if "enum" in out:
+        out.pop("type", None)
     return out
 
 
-def _is_list(kind: object) -> bool:
-    while typing.get_origin(kind) in (typing.Annotated, typing.Union, UnionType):
-        kind = next(k for k in typing.get_args(kind) if k is not type(None))
-    return typing.get_origin(kind) in (tuple, list)
-
-
-def _structs(kind: object) -> list[type[Section]]:
-    """The Structs a field's type holds (in a list, an optional, ...)."""
-    if isinstance(kind, type) and issubclass(kind, Section):
-        return [kind]
-    return [s for arg in typing.get_args(kind) for s in _structs(arg)]
-
-
-__all__ = ["Conditions", "DETAIL_PATTERN", "DefText", "KEY_ORDER", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
-           "RuleFile", "SEVERITY_WORDS", "in_order", "key_paths", "matcher_def", "word"]
+__all__ = ["DETAIL_PATTERN", "DefText", "KEY_ORDER", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
+           "RuleFile", "SEVERITY_WORDS", "in_order", "matcher_def", "word"]
