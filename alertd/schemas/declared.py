@@ -1,11 +1,11 @@
-"""Rule-file sections declared once, as msgspec Structs (alertd/core/sections.py): the declaration is the
-section's JSON Schema (generated into alertd/schemas/ by ``python -m alertd.config.schemafiles``) and the
-typed value its parser reads (``RuleFile.decode``), so a key, its bounds, default and description are written
-in one place.
+"""Rule files declared once, as msgspec Structs (alertd/core/sections.py): a file's declaration is its JSON
+Schema (``RuleFile.schema``, generated into alertd/schemas/ by ``python -m alertd.config.schemafiles``; the
+files are listed in alertd/rules/rule_schemas.py) and the typed value its parser reads (``RuleFile.decode``),
+so a key, its bounds, default and description are written in one place.
 
 The schema still checks a rule file first, through jsonschema, with the words and positions of
-alertd/schemas/messages.py; the generated schema keeps the shape the hand-written one had (its ``$defs`` by
-name, the matcher pattern, the conditions between keys), so every error reads as it did."""
+alertd/schemas/messages.py; a schema first written by hand keeps that file's shape (its ``$defs`` by name,
+its key order, the conditions between keys), so every error reads as it did."""
 from __future__ import annotations
 
 import typing
@@ -21,7 +21,8 @@ from alertd.core.sections import Section, list_part, option_paths, part_of, sect
 from alertd.core.states import Severity
 from alertd.schemas.messages import MATCHER_OPERATORS
 
-MATCHER_PATTERN = r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*' + MATCHER_OPERATORS + r'\s*"(?:[^"\\]|\\.)*"\s*$'
+MATCHER_START = r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*" + MATCHER_OPERATORS  # a label name and its operator
+MATCHER_PATTERN = MATCHER_START + r'\s*"(?:[^"\\]|\\.)*"\s*$'
 # A signal's severity in the rule files' order (most severe first, as their errors list it)
 SEVERITY_WORDS = tuple(str(s) for s in reversed(Severity))
 RUNBOOK_PATTERN = "^[a-z0-9][a-z0-9-]*$"
@@ -148,5 +149,5 @@ def _untyped(node: JSONObject) -> JSONObject:
     return out
 
 
-__all__ = ["DETAIL_PATTERN", "DefText", "KEY_ORDER", "MATCHER_PATTERN", "MatcherText", "RUNBOOK_PATTERN",
-           "RuleFile", "SEVERITY_WORDS", "in_order", "matcher_def", "word"]
+__all__ = ["DETAIL_PATTERN", "DefText", "KEY_ORDER", "MATCHER_PATTERN", "MATCHER_START", "MatcherText",
+           "RUNBOOK_PATTERN", "RuleFile", "SEVERITY_WORDS", "in_order", "matcher_def", "word"]
