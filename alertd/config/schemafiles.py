@@ -3,8 +3,7 @@
 ``python -m alertd.config.schemafiles`` rewrites them after a declaration changed; ``--check`` only says
 which are stale (tests/unit/test_config_sections.py fails on a stale one). config.schema.json is the
 declaration of the file (alertd/config/document.py); the sections with a schema file of their own are
-referred to from it. The rule
-files' declared sections (alertd/rules/rule_schemas.py) are written here too."""
+referred to from it. Every rule file's schema (alertd/rules/rule_schemas.py) is written here too."""
 from __future__ import annotations
 
 import json
@@ -20,7 +19,7 @@ from alertd.core.sections import Section, parts, section_schema
 from alertd.enrich.settings import EnrichSettings
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.registry import NotifySection
-from alertd.rules.rule_schemas import RULE_FILES, rule_file_schema
+from alertd.rules.rule_schemas import RULE_FILES
 
 URL = "https://alertd.dev/schemas/{}.schema.json"
 # Sections with a schema file of their own, referred to by config.schema.json: file name -> (title, section).
@@ -62,7 +61,7 @@ def generated(directory: Path | None = None) -> dict[str, str]:
     out = {"config.schema.json": _dump(_config())}
     for name, (title, cls) in OWN_FILES.items():
         out[f"{name}.schema.json"] = _dump(_file(name, title, section_schema(cls)))
-    out.update((f"{name}.schema.json", _dump(rule_file_schema(name))) for name in RULE_FILES)
+    out.update((f"{name}.schema.json", _dump(rule_file.schema())) for name, rule_file in RULE_FILES.items())
     return out
 
 

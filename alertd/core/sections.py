@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 from pathlib import Path
@@ -101,19 +102,33 @@ def _schema_hook(kind: type) -> dict[str, object]:
     raise NotImplementedError(f"{kind.__name__} has no schema")
 
 
-def section_schema(cls: type[Section]) -> JSONObject:
+def section_schema(cls: type[Section], refs: Mapping[type[Section], str] | None = None) -> JSONObject:
     """The JSON Schema of a section with its parts inlined (as hand-written schemas had them, so an error's
-    schema is the object it is about), enums in declaration order (their error lists them as declared)."""
+    schema is the object it is about), enums in declaration order (their error lists them as declared). A part
+    named in ``refs`` is referred to (``#/$defs/<name>``) instead, where its file defines it once."""
     generated = obj(msgspec.json.schema(cls, schema_hook=_schema_hook), cls.__name__)
     defs = obj(generated["$defs"], "$defs")
-    return _inline(cls, obj(defs[_def_name(generated["$ref"])], cls.__name__), defs)
+    return _Inliner(defs, refs or {}).part(cls, obj(defs[_def_name(generated["$ref"])], cls.__name__))
 
 
 def _def_name(ref: JSONValue) -> str:
     return str(ref).rsplit("/", 1)[-1]
 
 
-def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObject:
+@dataclass(frozen=True)
+class _Inliner:
+    defs: JSONObject  # msgspec's schemas of the parts and enums
+    refs: Mapping[type[Section], str]
+
+    def part(self, cls: type[Section], node: JSONObject) -> JSONObject:
+        """A part's schema: inlined, or a reference to its definition."""
+        if cls in self.refs:
+            return {"$ref": f"#/$defs/{self.refs[cls]}"}
+        return _inline(cls, node, self)
+
+
+def _inline(cls: type[Section], node: JSONObject, made: _Inliner) -> JSONObject:
+    defs = made.defs
     out = {k: v for k, v in node.items() if k != "title" and not (k == "required" and not v)}
     properties = dict(obj(node.get("properties", {}), "properties"))
     for field in msgspec.structs.fields(cls):
@@ -125,11 +140,11 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
             ref = prop.pop("$ref", None) or next(o["$ref"] for o in arr(prop.pop("anyOf")) if isinstance(o, dict) and "$ref" in o)
             if prop.get("default", 0) is None:
                 del prop["default"]
-            part = _inline(part_cls, obj(defs[_def_name(ref)], part_cls.__name__), defs)
+            part = made.part(part_cls, obj(defs[_def_name(ref)], part_cls.__name__))
             prop = {**part, **prop}  # the field's own description before the part's docstring
         elif (item_cls := list_part(field.type)) is not None:
             items = obj(prop["items"], field.name)  # a list of parts: each item inlined as a part is
-            prop["items"] = _inline(item_cls, obj(defs[_def_name(items["$ref"])], item_cls.__name__), defs)
+            prop["items"] = made.part(item_cls, obj(defs[_def_name(items["$ref"])], item_cls.__name__))
         elif _optional(prop):
             # An optional option (None: absent) is the option's schema alone, for the same reason.
             (given,) = [o for o in arr(prop.pop("anyOf")) if o != {"type": "null"}]
@@ -137,7 +152,7 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
         elif typing.get_origin(kind) is Literal:
             prop["enum"] = list(typing.get_args(kind))
         else:
-            prop = obj(_resolved(prop, defs, _named(field.type)), field.name)
+            prop = obj(_resolved(prop, made, _named(field.type)), field.name)
         if isinstance(field.default_factory, WrittenDefault):
             prop["default"] = field.default_factory.text
         properties[field.encode_name] = prop
@@ -145,21 +160,21 @@ def _inline(cls: type[Section], node: JSONObject, defs: JSONObject) -> JSONObjec
     return {**out, **getattr(cls, "SCHEMA", {})}  # what a part says of itself as a whole (oneOf, minProperties)
 
 
-def _resolved(node: JSONValue, defs: JSONObject, named: Mapping[str, type]) -> JSONValue:
+def _resolved(node: JSONValue, made: _Inliner, named: Mapping[str, type]) -> JSONValue:
     """``node`` with the references to the parts and enums it holds (a list of parts, a map to an enum)
     replaced by their schemas: a part inlined, an enum's values in declaration order."""
     if isinstance(node, list):
-        return [_resolved(v, defs, named) for v in node]
+        return [_resolved(v, made, named) for v in node]
     if not isinstance(node, dict):
         return node
     name = _def_name(node.get("$ref"))
-    out = {k: _resolved(v, defs, named) for k, v in node.items() if k != "$ref" or name not in named}
+    out = {k: _resolved(v, made, named) for k, v in node.items() if k != "$ref" or name not in named}
     if name not in named:  # not one of msgspec's (the file's own duration)
         return out
     kind = named[name]
     if isinstance(kind, type) and issubclass(kind, Section):
-        return {**_inline(kind, obj(defs[name], name), defs), **out}
-    enum = {k: v for k, v in obj(defs[name], name).items() if k != "title"}
+        return {**made.part(kind, obj(made.defs[name], name)), **out}
+    enum = {k: v for k, v in obj(made.defs[name], name).items() if k != "title"}
     enum["enum"] = [member.value for member in typing.cast(type[Enum], kind)]
     return {**enum, **out}
 

@@ -15,10 +15,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypedDict, cast
+from typing import Annotated
 
-from alertd.core.json_types import JSONObject
+from msgspec import Meta
+
 from alertd.core.model import Signal, as_severity
+from alertd.core.sections import Section
+from alertd.core.vocabulary import RECOVERY_ACTIONS, GpuAction
+from alertd.schemas.declared import SEVERITY_WORDS, RuleFile, in_order, word
 
 XID_RECOVERY = 154  # GPU_RECOVERY_ACTION_CHANGED
 
@@ -28,18 +32,51 @@ _CHANGE = re.compile(
     r"(?:\((?P<paren>[^()]*)\)|(?P<bare>[A-Za-z][A-Za-z0-9 ]*[A-Za-z0-9]))", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
-class RecoveryAction:
-    """One value of the driver's recovery action, and what it makes of an incident."""
+A = GpuAction
+# What the driver's recovery action may ask of an incident, in the order its errors list them
+ACTIONS = in_order((A.IGNORE, A.RESET_GPU, A.REBOOT_NODE, A.DRAIN_P2P, A.DRAIN_RESET, A.CONTACT_SUPPORT), RECOVERY_ACTIONS)
 
-    value: int  # nvmlDeviceGpuRecoveryAction_t
-    key: str  # none, gpu_reset, node_reboot, drain_p2p, drain_and_reset: what remediation policies name
-    name: str  # the driver's words in the Xid 154 line ("Node Reboot Required")
-    action: str  # the incident's action: ignore, reset_gpu, reboot_node, drain_p2p, drain_reset
-    severity: str
-    drain: bool = False
-    meaning: str = ""
-    source: str = ""
+
+class RecoveryAction(Section, frozen=True):
+    """One recovery action value."""
+
+    value: Annotated[int, Meta(ge=0, le=255, description=(
+        "The number (nvmlDeviceGpuRecoveryAction_t), as DCGM exports it and the Xid 154 line writes it (0x2)."))]
+    key: Annotated[str, Meta(pattern="^[a-z][a-z0-9_]*$", description=(
+        "A stable name remediation policies match on (remediation.policies[].recovery) and the incident's signal "
+        "detail."))]
+    name: Annotated[str, Meta(min_length=2, description=(
+        "The driver's words in the Xid 154 line, e.g. 'Node Reboot Required'; matched without regard to case."))]
+    action: Annotated[str, word(ACTIONS, "The incident's action when this is what the GPU asks for.")]
+    severity: Annotated[str, word(SEVERITY_WORDS, "The incident's severity: info pages nobody.")]
+    drain: Annotated[bool, Meta(description=(
+        "Whether the GPU (or the node, for reboot_node) must be emptied of work first."))]
+    meaning: Annotated[str, Meta(min_length=10, max_length=600, description=(
+        "What the GPU asks for, for the on-call engineer."))]
+    source: Annotated[str, Meta(min_length=10, description=(
+        "Provenance: the NVIDIA document that names the value and its words."))]
+
+
+class RecoveryActionsSection(Section, frozen=True, kw_only=True):
+    """The decode table and where an alert carries the value."""
+
+    labels: Annotated[tuple[Annotated[str, Meta(pattern="^[A-Za-z_][A-Za-z0-9_]*$")], ...], Meta(description=(
+        "Alert labels that carry the DCGM recovery action value (the number, or the driver's words), first present "
+        "wins; read before the Xid 154 text."))] = ()
+    actions: Annotated[tuple[RecoveryAction, ...], Meta(min_length=1, description=(
+        "One entry per value. Values must be unique within a file."))]
+
+
+class RecoveryActionsFile(Section, frozen=True):
+    """The recovery action the driver asks for (Xid 154, NVML nvmlDeviceGpuRecoveryAction_t, DCGM field
+    DCGM_FI_DEV_GPU_RECOVERY_ACTION) as data (rules/gpu-recovery.yml): its number, the driver's words, and what it
+    makes of an incident. A later file's action replaces the one with the same value."""
+
+    recovery_actions: RecoveryActionsSection
+
+
+RECOVERY_ACTIONS_FILE = RuleFile("recovery-actions", "alertd GPU recovery actions", RecoveryActionsFile,
+                                 {RecoveryAction: "action"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,31 +142,9 @@ def recovery_signal(base: Signal, found: RecoveryAction, evidence: str) -> Signa
         f"recovery action from {evidence}")
 
 
-class RecoveryActionDoc(TypedDict):
-    """One ``actions`` entry: recovery-actions.schema.json requires every key, the fields of RecoveryAction."""
-
-    value: int
-    key: str
-    name: str
-    action: str
-    severity: str
-    drain: bool
-    meaning: str
-    source: str
-
-
-class RecoveryActionsDoc(TypedDict, total=False):
-    """The ``recovery_actions`` section (recovery-actions.schema.json)."""
-
-    actions: list[RecoveryActionDoc]
-    labels: list[str]
-
-
-def parse_recovery(doc: JSONObject) -> RecoveryTable:
-    """A schema-valid ``recovery_actions`` section -> the table."""
-    valid = cast(RecoveryActionsDoc, doc)  # the caller validated it against the section's schema
-    return RecoveryTable(actions=tuple(RecoveryAction(**e) for e in valid.get("actions") or ()),
-                         labels=tuple(valid.get("labels") or ()))
+def parse_recovery(section: RecoveryActionsSection) -> RecoveryTable:
+    """A decoded ``recovery_actions`` section -> the table."""
+    return RecoveryTable(actions=section.actions, labels=section.labels)
 
 
 def merge_recovery(a: RecoveryTable, b: RecoveryTable) -> RecoveryTable:
@@ -139,5 +154,5 @@ def merge_recovery(a: RecoveryTable, b: RecoveryTable) -> RecoveryTable:
                          labels=tuple(dict.fromkeys(a.labels + b.labels)))
 
 
-__all__ = ["RecoveryAction", "RecoveryActionDoc", "RecoveryActionsDoc", "RecoveryTable", "XID_RECOVERY", "merge_recovery", "parse_recovery",
+__all__ = ["RECOVERY_ACTIONS_FILE", "RecoveryAction", "RecoveryActionsSection", "RecoveryTable", "XID_RECOVERY", "merge_recovery", "parse_recovery",
            "recovery_signal"]

@@ -18,12 +18,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypedDict, cast
+from typing import Annotated
 
-from alertd.core.json_types import JSONObject
+from msgspec import Meta
+
 from alertd.core.model import Signal, as_severity
-from alertd.core.vocabulary import Category, GpuAction, SignalKind
+from alertd.core.sections import Section
+from alertd.core.vocabulary import SXID_ACTIONS, Category, GpuAction, SignalKind
 from alertd.gpu.pci import PCI_ADDRESS, normalize_pci
+from alertd.schemas.declared import RUNBOOK_PATTERN, SEVERITY_WORDS, RuleFile, in_order, word
 
 _SXID = re.compile(
     r"(?:nvidia-)?(?P<switch>nvswitch\d+)\s*:\s*SXid\s*\(\s*(?:PCI:)?(?P<pci>" + PCI_ADDRESS + r")\s*\)"
@@ -74,24 +77,56 @@ def find_sxid(texts: Iterable[str]) -> SxidLine | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class Handling:
+A = GpuAction
+# The actions an SXid may ask for, in the order its errors list them
+ACTIONS = in_order((A.IGNORE, A.WATCH, A.RESET_GPU, A.REBOOT_NODE, A.CONTACT_SUPPORT), SXID_ACTIONS)
+
+
+class Handling(Section, frozen=True):
     """What a fatal, or a non-fatal, SXid asks of people."""
 
-    severity: str
-    action: str
-    drain: bool
-    meaning: str
-    investigate: str
+    severity: Annotated[str, word(SEVERITY_WORDS, "The incident's severity.")]
+    action: Annotated[str, word(ACTIONS, "The incident's action.")]
+    drain: Annotated[bool, Meta(description="Whether the node must be emptied of work first.")]
+    meaning: Annotated[str, Meta(min_length=10, max_length=600, description=(
+        "What it does to running work, for the on-call engineer."))]
+    investigate: Annotated[str, Meta(min_length=3, max_length=600, description="What to check if it recurs.")]
 
 
-@dataclass(frozen=True, slots=True)
-class SxidEntry:
-    code: int
-    name: str
-    fatal: bool  # as NVIDIA documents the code; the line's own word wins
-    meaning: str = ""
-    source: str = ""
+class SxidEntry(Section, frozen=True, kw_only=True):
+    """One SXid code alertd names."""
+
+    code: Annotated[int, Meta(ge=1, le=99999, description="The SXid number as the NVSwitch driver logs it.")]
+    name: Annotated[str, Meta(min_length=3, max_length=80, description="Short name used in incident titles.")]
+    fatal: Annotated[bool, Meta(description=(
+        "Whether NVIDIA reports the code as fatal; the line's own Fatal / Non-fatal word wins."))]
+    meaning: Annotated[str, Meta(max_length=600, description="What the error is, in one or two sentences.")] = ""
+    source: Annotated[str, Meta(min_length=10, description=(
+        "Where the code, its words and its fatality are published."))]
+
+
+class SxidsSection(Section, frozen=True, kw_only=True):
+    """How SXid lines become incidents."""
+
+    fatal: Annotated[Handling, Meta(description="A fatal SXid (the line says Fatal, or the catalog does).")]
+    non_fatal: Annotated[Handling, Meta(description=(
+        "A non-fatal SXid, and one whose line and catalog name no fatality."))]
+    runbook: Annotated[str, Meta(pattern=RUNBOOK_PATTERN, description=(
+        "Runbook page name under runbooks/, without .md. Default sxid."))] = "sxid"
+    source: Annotated[str, Meta(min_length=10, description=(
+        "Provenance of the handling: the NVIDIA documents it follows."))]
+    codes: Annotated[tuple[SxidEntry, ...], Meta(description=(
+        "SXid codes alertd names. A code missing here is titled by its line's own text."))] = ()
+
+
+class SxidCatalogFile(Section, frozen=True):
+    """NVSwitch SXid errors as data (rules/sxid-catalog.yml): what a fatal and a non-fatal SXid ask of people,
+    and the codes alertd names. Files loaded later replace codes with the same number and the handling."""
+
+    sxids: SxidsSection
+
+
+SXID_CATALOG = RuleFile("sxid-catalog", "alertd SXid catalog", SxidCatalogFile, {Handling: "handling", SxidEntry: "code"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,49 +152,10 @@ class SxidCatalog:
             detail=detail or ("fatal" if fatal else "non_fatal"), basis=basis)
 
 
-class HandlingDoc(TypedDict):
-    """``fatal`` / ``non_fatal``: sxid-catalog.schema.json requires every key, the fields of Handling."""
-
-    severity: str
-    action: str
-    drain: bool
-    meaning: str
-    investigate: str
-
-
-class _SxidCodeRequired(TypedDict):
-    code: int
-    name: str
-    fatal: bool
-    source: str
-
-
-class SxidCodeDoc(_SxidCodeRequired, total=False):
-    """One ``codes`` entry (``meaning`` may be left out)."""
-
-    meaning: str
-
-
-class _SxidsRequired(TypedDict):
-    fatal: HandlingDoc
-    non_fatal: HandlingDoc
-    source: str
-
-
-class SxidsDoc(_SxidsRequired, total=False):
-    """The ``sxids`` section (sxid-catalog.schema.json)."""
-
-    runbook: str
-    codes: list[SxidCodeDoc]
-
-
-def parse_sxid_catalog(doc: JSONObject) -> SxidCatalog:
-    """A schema-valid ``sxids`` section -> the catalog."""
-    valid = cast(SxidsDoc, doc)  # the caller validated it against the section's schema
-    entries = {e["code"]: SxidEntry(code=e["code"], name=e["name"], fatal=e["fatal"], meaning=e.get("meaning", ""),
-                                    source=e["source"]) for e in valid.get("codes") or ()}
-    return SxidCatalog(entries=entries, fatal=Handling(**valid["fatal"]), non_fatal=Handling(**valid["non_fatal"]),
-                       runbook=valid.get("runbook", "sxid"), source=valid["source"])
+def parse_sxid_catalog(section: SxidsSection) -> SxidCatalog:
+    """A decoded ``sxids`` section -> the catalog."""
+    return SxidCatalog(entries={e.code: e for e in section.codes}, fatal=section.fatal, non_fatal=section.non_fatal,
+                       runbook=section.runbook, source=section.source)
 
 
 def merge_sxids(a: SxidCatalog | None, b: SxidCatalog) -> SxidCatalog:
@@ -172,9 +168,11 @@ def merge_sxids(a: SxidCatalog | None, b: SxidCatalog) -> SxidCatalog:
 
 DEFAULT_SXIDS = SxidCatalog(
     entries={},
-    fatal=Handling("critical", GpuAction.REBOOT_NODE.value, True, "A fatal NVSwitch error.", "See the Fabric Manager User Guide."),
-    non_fatal=Handling("warning", GpuAction.WATCH.value, False, "A non-fatal NVSwitch error.", "Watch for repeats."),
+    fatal=Handling(severity="critical", action=GpuAction.REBOOT_NODE.value, drain=True, meaning="A fatal NVSwitch error.",
+                   investigate="See the Fabric Manager User Guide."),
+    non_fatal=Handling(severity="warning", action=GpuAction.WATCH.value, drain=False,
+                       meaning="A non-fatal NVSwitch error.", investigate="Watch for repeats."),
 )
 
-__all__ = ["DEFAULT_SXIDS", "Handling", "HandlingDoc", "SxidCodeDoc", "SxidsDoc", "SxidCatalog", "SxidEntry", "SxidLine", "find_sxid", "merge_sxids",
+__all__ = ["DEFAULT_SXIDS", "Handling", "SXID_CATALOG", "SxidCatalog", "SxidsSection", "SxidEntry", "SxidLine", "find_sxid", "merge_sxids",
            "parse_sxid", "parse_sxid_catalog"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import ClassVar, TypeVar
 
 import msgspec
@@ -20,13 +20,14 @@ from alertd.core.sections import Section, Span, list_part, part_of
 from alertd.core.yamlio import Path_
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.rules.checker import Checker
+from alertd.schemas.declared import MATCHER_START
 
 S = TypeVar("S", bound=Section)
 MATCHERS_REF = "#/$defs/matchers"
 MATCHERS_SCHEMA: JSONObject = {
     "type": "array",
     "description": "Alertmanager matchers, ANDed: name=\"v\", name!=\"v\", name=~\"re\", name!~\"re\".",
-    "items": {"type": "string", "pattern": "^\\s*[A-Za-z_][A-Za-z0-9_]*\\s*(=~|!~|!=|=)"},
+    "items": {"type": "string", "pattern": MATCHER_START},
 }
 RULE_DEFS: JSONObject = {
     "duration": {**DURATION_SCHEMA, "description": "Prometheus duration, e.g. 30s, 5m, 1h30m."},
@@ -66,7 +67,7 @@ def matchers(*texts: str) -> Matchers:
 
 class Word(str):
     """A word of the vocabulary (alertd/core/vocabulary.py) a field takes: a subclass names the set it is of,
-    in the vocabulary's order (``in_order``), and the schema lists it as an enum (an error lists them so)."""
+    in the vocabulary's order (alertd.schemas.declared.in_order), and the schema lists it as an enum (an error lists them so)."""
 
     WORDS: ClassVar[tuple[str, ...]] = ()
 
@@ -77,12 +78,6 @@ class Word(str):
     @classmethod
     def config_schema(cls) -> dict[str, object]:
         return {"enum": list(cls.WORDS)}
-
-
-def in_order(allowed: Iterable[str], order: Iterable[str]) -> tuple[str, ...]:
-    """A vocabulary set's words in the vocabulary's order."""
-    chosen = set(allowed)
-    return tuple(str(w) for w in order if w in chosen)
 
 
 def decode(cls: type[S], doc: Mapping[str, object] | None, path: Path_, check: Checker) -> S:
@@ -126,4 +121,4 @@ def _is_span(kind: object) -> bool:
     return (isinstance(kind, type) and issubclass(kind, Span)) or any(_is_span(k) for k in typing.get_args(kind))
 
 
-__all__ = ["MATCHERS_SCHEMA", "Matchers", "RULE_DEFS", "TextSpan", "Word", "decode", "in_order", "matchers"]
+__all__ = ["MATCHERS_SCHEMA", "Matchers", "RULE_DEFS", "TextSpan", "Word", "decode", "matchers"]

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Protocol, TypedDict
+from typing import Annotated, Callable, ClassVar, Protocol
+
+import msgspec
+from msgspec import Meta
 
 from alertd.core.matchers import Matcher, match_all
 from alertd.core.model import Alert
 from alertd.core.regex import Regex, RegexError
+from alertd.core.sections import Section
+from alertd.core.vocabulary import RULED_CATEGORIES, Category, EVIDENCE_KINDS, EVIDENCE_MISSING_DETAILS, Detail, SignalKind
 from alertd.core.yamlio import Path_
 from alertd.gpu.nvrm import other_driver
 from alertd.promql.expr import ExprFacts, Selector, facts_of_url
 from alertd.rules.checker import Checker
+from alertd.schemas.declared import (DETAIL_PATTERN, RUNBOOK_PATTERN, SEVERITY_WORDS, MatcherText, RuleFile,
+                                     in_order, matcher_def, word)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,42 +194,106 @@ def looks_gpu(name: str, labels: dict[str, str], facts: ExprFacts | None, g: Gpu
     return ""
 
 
-class EvidenceRuleDoc(TypedDict, total=False):
-    """One entry of ``evidence.expressions`` (kind and metric required), ``evidence.alertnames`` (kind and names)
-    or ``evidence.labels`` (kind and match), as evidence.schema.json admits it."""
+class EvidenceEntry(Section, frozen=True):
+    """What every evidence entry says: the signal it means."""
 
-    kind: str
-    detail: str
-    severity: str
-    category: str
-    runbook: str
-    metric: str
-    match: list[str]
-    inside: str
-    compare: str
-    names: list[str]
+    SCHEMA: ClassVar[dict[str, object]] = {"allOf": [{"$ref": "#/$defs/needs_detail"}]}
+
+    kind: Annotated[str, word(in_order(SignalKind, EVIDENCE_KINDS), "The signal kind this evidence means.")]
+    detail: Annotated[str, Meta(pattern=DETAIL_PATTERN, description=(
+        "Refines the kind (metrics_missing: exporter_down, node_down, gpu_missing, telemetry_frozen)."))] = ""
+    severity: Annotated[str, word(SEVERITY_WORDS, "The severity when the alert has no usable severity label.")] = ""
+    category: Annotated[str, word(in_order(Category, RULED_CATEGORIES), "Who most likely owns the problem; Xids take the catalog's.")] = ""
+    runbook: Annotated[str, Meta(pattern=RUNBOOK_PATTERN, description="Runbook page under runbooks/, without .md.")] = ""
 
 
-class AnnotationsDoc(TypedDict, total=False):
-    fields: list[str]
-    xid_patterns: list[str]
-    value_patterns: list[str]
+NonEmpty = Annotated[str, Meta(min_length=1)]
 
 
-class GpuLookingDoc(TypedDict, total=False):
-    metrics: str
-    labels: list[str]
-    alertnames: str
+class ExpressionEntry(EvidenceEntry, frozen=True, kw_only=True):
+    """An ``evidence.expressions`` entry: a selector of the alert's expression."""
+
+    metric: Annotated[str, Meta(min_length=1, description="Regex (anchored) on the selector's metric name.")]
+    match: Annotated[tuple[MatcherText, ...], Meta(
+        description="Matchers on the selector's label matchers (value, or regex text).")] = ()
+    inside: Annotated[str, Meta(min_length=1, description=(
+        "Regex (anchored) on a function or aggregation around the selector."))] | None = None
+    compare: Annotated[str, Meta(min_length=1, description=(
+        "Regex (anchored) on the nearest comparison: '<op> <number>' or '<op> vector'."))] | None = None
 
 
-class EvidenceDoc(TypedDict, total=False):
-    expressions: list[EvidenceRuleDoc]
-    alertnames: list[EvidenceRuleDoc]
-    labels: list[EvidenceRuleDoc]
-    field_labels: list[str]
-    annotations: AnnotationsDoc
-    cluster_metrics: str
-    gpu_looking: GpuLookingDoc
+class AlertnameEntry(EvidenceEntry, frozen=True, kw_only=True):
+    """An ``evidence.alertnames`` entry: an alert name well known in the ecosystem."""
+
+    names: Annotated[tuple[NonEmpty, ...], Meta(min_length=1, description="Exact alert names.")]
+    match: Annotated[tuple[MatcherText, ...], Meta(description="Further matchers on the labels (AND).")] = ()
+
+
+class LabelsEntry(EvidenceEntry, frozen=True, kw_only=True):
+    """An ``evidence.labels`` entry: the alert's labels alone."""
+
+    match: Annotated[tuple[MatcherText, ...], Meta(min_length=1, description="Matchers on the labels (AND).")]
+
+
+class Annotations(Section, frozen=True):
+    """Where and how to read an Xid code in annotation text."""
+
+    fields: Annotated[tuple[NonEmpty, ...], Meta(min_length=1, description="Annotations read, in order.")] = \
+        TEXT_FIELDS
+    xid_patterns: Annotated[tuple[NonEmpty, ...], Meta(min_length=1, description=(
+        "Regexes (RE2, as every rule regex; Python's (?P<xid>...) group syntax) with a named group 'xid'."))] = ()
+    value_patterns: Annotated[tuple[NonEmpty, ...], Meta(description=(
+        "Regexes with a named group 'value' finding the alert's rendered value ('VALUE = 79'): read as the Xid "
+        "code only when the alert's expression reads the Xid metric as it is (no increase(), rate() or sum around "
+        "it), after the xid_patterns found nothing."))] = ()
+
+
+class GpuLookingPart(Section, frozen=True):
+    """What makes an alert look like a GPU alert (check warnings, unclassified-alert metric)."""
+
+    metrics: Annotated[str, Meta(description="Regex (anchored) on metric names of the expression.")] | None = None
+    labels: Annotated[tuple[str, ...], Meta(description="Label names only GPU alerts carry.")] = ()
+    alertnames: Annotated[str, Meta(description="Regex (anchored) on the alert name.")] | None = None
+
+
+class EvidenceSection(Section, frozen=True):
+    """The ``evidence`` section."""
+
+    expressions: Annotated[tuple[ExpressionEntry, ...], Meta(description=(
+        "Rules on the vector selectors of the alert's expression (generatorURL g0.expr), first match wins."))] = ()
+    alertnames: Annotated[tuple[AlertnameEntry, ...], Meta(
+        description="Alert names well known in the ecosystem, first match wins.")] = ()
+    labels: Annotated[tuple[LabelsEntry, ...], Meta(description="Rules on the alert's labels alone, first match wins.")] = ()
+    field_labels: Annotated[tuple[Annotated[str, Meta(pattern="^[A-Za-z_][A-Za-z0-9_]*$")], ...], Meta(description=(
+        "Labels whose value names a metric (a DCGM field kept by label_replace, say): read like the expression's "
+        "metric, before the labels entries."))] = ()
+    annotations: Annotated[Annotations, Meta(description="Where and how to read an Xid code in annotation text.")] = \
+        msgspec.field(default_factory=Annotations)
+    cluster_metrics: Annotated[str, Meta(description=(
+        "Regex (anchored) on metric names that describe the cluster, not a node (an operator's own gauges): "
+        "`alertd check --prometheus-rules` warns that a GPU rule reading only such metrics names no node. The first "
+        "file that sets it wins."))] | None = None
+    gpu_looking: GpuLookingPart = msgspec.field(default_factory=GpuLookingPart)
+
+
+class EvidenceFile(Section, frozen=True):
+    """How alertd classifies alerts no signals rule names (rules/evidence.yml): by the alert's own PromQL
+    expression, well-known alert names, labels and annotation text, in that order of trust."""
+
+    evidence: Annotated[EvidenceSection, Meta(description=(
+        "Evidence lists of several rule files are concatenated in file order; the first file with annotation "
+        "patterns or gpu_looking sets those."))]
+
+
+EVIDENCE = RuleFile("evidence", "alertd classification from evidence", EvidenceFile,
+                    {ExpressionEntry: "expression", AlertnameEntry: "alertname", LabelsEntry: "labels"}, {
+                        "matcher": matcher_def("One Alertmanager-style matcher, e.g. job=~\".*dcgm.*\"."),
+                        "needs_detail": {
+                            "if": {"properties": {"kind": {"const": SignalKind.METRICS_MISSING.value}}},
+                            "then": {"required": ["detail"], "properties": {"detail": {
+                                "enum": list(in_order(Detail, EVIDENCE_MISSING_DETAILS))}}},
+                            "description": "metrics_missing entries must say what is missing (detail)."}},
+                    def_key_order=("type", "description", "required", "properties", "additionalProperties"))
 
 
 def _regex(check: Checker, text: str | None, path: Path_) -> Regex | None:
@@ -235,49 +306,43 @@ def _regex(check: Checker, text: str | None, path: Path_) -> Regex | None:
         return None
 
 
-def parse_evidence_rules(doc: EvidenceDoc, check: Checker, where: Callable[[Path_], str]) -> EvidenceRules:
-    """Typed evidence rules from a schema-valid `evidence` section; regex errors go to ``check``."""
+def parse_evidence_rules(doc: EvidenceSection, check: Checker, where: Callable[[Path_], str]) -> EvidenceRules:
+    """Typed evidence rules from a decoded `evidence` section; regex errors go to ``check``."""
 
-    def entries(stage: Literal["expressions", "alertnames", "labels"]) -> tuple[EvidenceRule, ...]:
+    def entry(stage: str, i: int, e: ExpressionEntry | AlertnameEntry | LabelsEntry) -> EvidenceRule:
+        path = ("evidence", stage, i)
+        exp = e if isinstance(e, ExpressionEntry) else None
+        return EvidenceRule(
+            stage=stage, kind=e.kind, where=where(path), detail=e.detail, severity=e.severity, category=e.category,
+            runbook=e.runbook, matchers=check.matchers(e.match, path + ("match",)),
+            names=frozenset(e.names) if isinstance(e, AlertnameEntry) else frozenset(),
+            metric=_regex(check, exp.metric, path + ("metric",)) if exp else None,
+            inside=_regex(check, exp.inside, path + ("inside",)) if exp else None,
+            compare=_regex(check, exp.compare, path + ("compare",)) if exp else None)
+
+    def patterns(key: str, texts: tuple[str, ...], group: str) -> tuple[Regex, ...]:
         out = []
-        for i, e in enumerate(doc.get(stage) or []):
-            path = ("evidence", stage, i)
-            out.append(EvidenceRule(
-                stage=stage, kind=e["kind"], where=where(path), detail=e.get("detail", ""),
-                severity=e.get("severity", ""), category=e.get("category", ""), runbook=e.get("runbook", ""),
-                matchers=check.matchers(e.get("match"), path + ("match",)),
-                names=frozenset(e.get("names") or ()),
-                metric=_regex(check, e.get("metric"), path + ("metric",)),
-                inside=_regex(check, e.get("inside"), path + ("inside",)),
-                compare=_regex(check, e.get("compare"), path + ("compare",)),
-            ))
-        return tuple(out)
-
-    ann = doc.get("annotations") or {}
-
-    def patterns(key: Literal["xid_patterns", "value_patterns"], group: str) -> tuple[Regex, ...]:
-        out = []
-        for i, text in enumerate(ann.get(key) or ()):
+        for i, text in enumerate(texts):
             pattern = _regex(check, text, ("evidence", "annotations", key, i))
             if pattern is not None and group not in pattern.groupindex:
                 check.problem(("evidence", "annotations", key, i), f"the pattern needs a named group (?P<{group}>...)")
             elif pattern is not None:
                 out.append(pattern)
         return tuple(out)
-    g = doc.get("gpu_looking") or {}
+    g = doc.gpu_looking
     return EvidenceRules(
-        expressions=entries("expressions"),
-        alertnames=entries("alertnames"),
-        labels=entries("labels"),
-        text_fields=tuple(ann.get("fields") or TEXT_FIELDS),
-        field_labels=tuple(doc.get("field_labels") or ()),
-        xid_patterns=patterns("xid_patterns", "xid"),
-        value_patterns=patterns("value_patterns", "value"),
-        cluster_metrics=_regex(check, doc.get("cluster_metrics"), ("evidence", "cluster_metrics")),
+        expressions=tuple(entry("expressions", i, e) for i, e in enumerate(doc.expressions)),
+        alertnames=tuple(entry("alertnames", i, e) for i, e in enumerate(doc.alertnames)),
+        labels=tuple(entry("labels", i, e) for i, e in enumerate(doc.labels)),
+        text_fields=doc.annotations.fields,
+        field_labels=doc.field_labels,
+        xid_patterns=patterns("xid_patterns", doc.annotations.xid_patterns, "xid"),
+        value_patterns=patterns("value_patterns", doc.annotations.value_patterns, "value"),
+        cluster_metrics=_regex(check, doc.cluster_metrics, ("evidence", "cluster_metrics")),
         gpu_looking=GpuLooking(
-            metrics=_regex(check, g.get("metrics"), ("evidence", "gpu_looking", "metrics")),
-            labels=frozenset(g.get("labels") or ()),
-            alertnames=_regex(check, g.get("alertnames"), ("evidence", "gpu_looking", "alertnames")),
+            metrics=_regex(check, g.metrics, ("evidence", "gpu_looking", "metrics")),
+            labels=frozenset(g.labels),
+            alertnames=_regex(check, g.alertnames, ("evidence", "gpu_looking", "alertnames")),
         ),
     )
 
@@ -297,6 +362,6 @@ def merge(a: EvidenceRules, b: EvidenceRules) -> EvidenceRules:
     )
 
 
-__all__ = ["EvidenceRule", "EvidenceRules", "Found", "GpuLooking", "parse_evidence_rules", "by_alertname",
+__all__ = ["EVIDENCE", "EvidenceRule", "EvidenceRules", "EvidenceSection", "Found", "GpuLooking", "parse_evidence_rules", "by_alertname",
            "by_expression", "by_labels", "gpu_looking", "looks_gpu", "merge", "value_in_text",
            "xid_in_text"]

@@ -14,13 +14,14 @@ from alertd.core.matchers import Matcher
 from alertd.core.sections import Section, Span, written
 from alertd.core.vocabulary import SUSPECT_CHOICES, SUSPECT_KINDS, SignalKind, SignalKind as K, signal_is
 from alertd.core.yamlio import Path_
-from alertd.rules.declared import Matchers, Word, in_order, matchers
+from alertd.rules.declared import Matchers, Word, matchers
+from alertd.schemas.declared import in_order
 
 FieldName = Annotated[str, Meta(pattern="^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
 class SuspectKind(Word):
-    WORDS = in_order(SUSPECT_CHOICES, SignalKind)
+    WORDS = in_order(SignalKind, SUSPECT_CHOICES)
 
 
 class Suspects(Section, frozen=True):

@@ -20,7 +20,8 @@ from alertd.core.vocabulary import (CATALOG_ACTIONS, LADDER, REMEDIATION_ACTIONS
                                     RemediationAction, SignalKind)
 from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
-from alertd.rules.declared import TextSpan, Word, decode, in_order
+from alertd.rules.declared import TextSpan, Word, decode
+from alertd.schemas.declared import in_order
 
 RMA = RemediationAction.RMA.value  # open a ticket to return the incident's GPU(s) to the vendor (app/rma_handoff.py)
 LADDER_POLICY = "ladder-"  # a ladder step's policy is named this + the step
@@ -31,7 +32,7 @@ class Step(Word):
 
 
 class StepAction(Word):
-    WORDS = in_order(STEP_ACTIONS, RemediationAction)
+    WORDS = in_order(RemediationAction, STEP_ACTIONS)
 
 
 class PolicyAction(Word):
@@ -39,11 +40,11 @@ class PolicyAction(Word):
 
 
 class CatalogAction(Word):
-    WORDS = in_order(CATALOG_ACTIONS, GpuAction)
+    WORDS = in_order(GpuAction, CATALOG_ACTIONS)
 
 
 class RemediationKind(Word):
-    WORDS = in_order(REMEDIATION_KINDS, SignalKind)
+    WORDS = in_order(SignalKind, REMEDIATION_KINDS)
 
 
 Approval = Literal["required", "automatic"]

@@ -20,7 +20,8 @@ from alertd.core.sections import Section, written
 from alertd.core.vocabulary import HISTORY_KINDS, SignalKind
 from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
-from alertd.rules.declared import TextSpan, Word, decode, in_order
+from alertd.rules.declared import TextSpan, Word, decode
+from alertd.schemas.declared import in_order
 
 
 
@@ -48,7 +49,7 @@ class ConditionDoc(TypedDict, total=False):
 
 
 class HistoryKind(Word):
-    WORDS = in_order(HISTORY_KINDS, SignalKind)
+    WORDS = in_order(SignalKind, HISTORY_KINDS)
 
 
 # The history rules build conditions and RMA rules of their own (alertd/rules/history.py): to the type checker

@@ -10,6 +10,7 @@ from typing import Annotated, ClassVar, Literal, Self
 import msgspec
 from msgspec import Meta
 
+from alertd.core.json_types import JSONObject
 from alertd.core.sections import Section, Span, written
 from alertd.core.states import Severity
 from alertd.core.vocabulary import Detail as D, SignalKind as K, detail_is, signal_is
@@ -201,7 +202,7 @@ class RoutingSection(Section, frozen=True, kw_only=True):
     owners: Owners = msgspec.field(default_factory=Owners)
 
 
-ROUTING_DEFS: dict[str, object] = {
+ROUTING_DEFS: JSONObject = {
     "name": {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$"},
     "key_ref": {"type": "string", "pattern": "^\\$\\{[A-Za-z0-9_.-]+\\}$", "description": (
         "\"${name}\": a key name from notify.pagerduty.routing_keys in the service config, never the key itself.")},

@@ -14,24 +14,25 @@ from pathlib import Path
 from typing import Any, Sequence, cast
 
 from alertd.core.durations import DurationError, parse_duration
-from alertd.rules.evidence import EvidenceRules, parse_evidence_rules, merge
+from alertd.rules.evidence import EVIDENCE, EvidenceRules, parse_evidence_rules, merge
 from alertd.rules.remediation import RemediationPolicy, parse_remediation
-from alertd.core.json_types import JSONObject, objects
+from alertd.core.json_types import JSONObject
 from alertd.rules.storm_says import Escalation, Reading, parse_escalate
-from alertd.rules.history import HistoryRule, parse_history, rma_rules
+from alertd.rules.history import HISTORY, HistoryRule, parse_history, rma_rules
 from alertd.rules.rma import RmaRule, parse_rma
 from alertd.rules.routing import parse_routing
 from alertd.rules.checker import Checker
 from alertd.rules.correlation_section import Correlation, Response, Storm, WatchdogRule
 from alertd.rules.declared import decode
-from alertd.rules.section_docs import RuleFileDoc, SignalDoc
+from alertd.rules.section_docs import RuleFileDoc
+from alertd.rules.signals import SIGNALS, SignalEntry
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.gpu.catalog import XidCatalog, XidEntry, XidEntryDoc
-from alertd.gpu.recovery import RecoveryTable, merge_recovery, parse_recovery
-from alertd.gpu.sxid import DEFAULT_SXIDS, SxidCatalog, merge_sxids, parse_sxid_catalog
+from alertd.gpu.catalog import XID_CATALOG, XidCatalog, XidEntry
+from alertd.gpu.recovery import RECOVERY_ACTIONS_FILE, RecoveryActionsSection, RecoveryTable, merge_recovery, parse_recovery
+from alertd.gpu.sxid import DEFAULT_SXIDS, SXID_CATALOG, SxidCatalog, SxidsSection, merge_sxids, parse_sxid_catalog
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.promql.recording import RecordingIndex
-from alertd.rules.kube_health import KubeHealthRules, parse_kube_health
+from alertd.rules.kube_health import KUBE_HEALTH, KubeHealthRules, parse_kube_health
 from alertd.rules.jobs import DomainRule, JobRule, check_domains, parse_job
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
@@ -297,15 +298,15 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
         return
     valid = cast(RuleFileDoc, {section: doc[section]})  # the section's schema holds: typed from here on
     if section == "xids":
-        _xids(valid["xids"], check, sections.xids)
+        _xids(XID_CATALOG.decode(valid).xids, check, sections.xids)
     elif section == "recovery_actions":
-        sections.recovery = merge_recovery(sections.recovery, _recovery(valid["recovery_actions"] or {}, check))
+        sections.recovery = merge_recovery(sections.recovery, _recovery(RECOVERY_ACTIONS_FILE.decode(valid).recovery_actions, check))
     elif section == "sxids":
-        sections.sxids = merge_sxids(sections.sxids, _sxids(valid["sxids"] or {}, check))
+        sections.sxids = merge_sxids(sections.sxids, _sxids(SXID_CATALOG.decode(valid).sxids, check))
     elif section == "signals":
-        sections.signals.extend(_signals(valid["signals"], check))
+        sections.signals.extend(_signals(SIGNALS.decode(valid).signals, check))
     elif section == "evidence":
-        sections.evidence = merge(sections.evidence, parse_evidence_rules(valid["evidence"] or {}, check, check.where))
+        sections.evidence = merge(sections.evidence, parse_evidence_rules(EVIDENCE.decode(valid).evidence, check, check.where))
     elif section == "correlation":
         if sections.correlation is not None:
             check.problem(("correlation",), "correlation is defined in more than one rule file")
@@ -320,13 +321,13 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
     elif section == "rma":
         sections.rma.extend(parse_rma(valid["rma"], check))
     elif section == "history":
-        sections.history.extend(_unique_history(parse_history(valid["history"], check), sections, check))
+        sections.history.extend(_unique_history(parse_history(HISTORY.decode(valid).history, check), sections, check))
     elif section == "remediation":
         if sections.remediation is not None:
             check.problem(("remediation",), "remediation is defined in more than one rule file")
         sections.remediation = parse_remediation(valid["remediation"] or {}, check)
     elif section == "kube_health":
-        sections.kube_health = parse_kube_health(valid["kube_health"] or {}, check, sections.kube_health)
+        sections.kube_health = parse_kube_health(KUBE_HEALTH.decode(valid).kube_health, check, sections.kube_health)
 
 
 def _unique_history(rules: tuple[HistoryRule, ...], sections: _Sections, check: _Checker) -> tuple[HistoryRule, ...]:
@@ -338,17 +339,17 @@ def _unique_history(rules: tuple[HistoryRule, ...], sections: _Sections, check: 
     return rules
 
 
-def _xids(entries: list[XidEntryDoc], check: _Checker, xids: dict[int, XidEntry]) -> None:
+def _xids(entries: tuple[XidEntry, ...], check: _Checker, xids: dict[int, XidEntry]) -> None:
     seen: set[int] = set()
     for i, entry in enumerate(entries):
-        if entry["code"] in seen:
-            check.problem(("xids", i, "code"), f"duplicate Xid code {entry['code']}")
-        seen.add(entry["code"])
-        xids[entry["code"]] = XidEntry(**entry)  # later files override earlier ones
+        if entry.code in seen:
+            check.problem(("xids", i, "code"), f"duplicate Xid code {entry.code}")
+        seen.add(entry.code)
+        xids[entry.code] = entry  # later files override earlier ones
 
 
-def _recovery(body: JSONObject, check: _Checker) -> RecoveryTable:
-    table = parse_recovery(body)
+def _recovery(section: RecoveryActionsSection, check: _Checker) -> RecoveryTable:
+    table = parse_recovery(section)
     seen: set[int] = set()
     for i, action in enumerate(table.actions):
         if action.value in seen:
@@ -357,28 +358,21 @@ def _recovery(body: JSONObject, check: _Checker) -> RecoveryTable:
     return table
 
 
-def _sxids(body: JSONObject, check: _Checker) -> SxidCatalog:
-    codes = [entry.get("code") for entry in objects(body.get("codes"))]
+def _sxids(section: SxidsSection, check: _Checker) -> SxidCatalog:
+    codes = [entry.code for entry in section.codes]
     for i, code in enumerate(codes):
         if code in codes[:i]:
             check.problem(("sxids", "codes", i, "code"), f"duplicate SXid code {code}")
-    return parse_sxid_catalog(body)
+    return parse_sxid_catalog(section)
 
 
-def _signals(entries: list[SignalDoc], check: _Checker) -> list[SignalRule]:
+def _signals(entries: tuple[SignalEntry, ...], check: _Checker) -> list[SignalRule]:
     signals = []
     for i, entry in enumerate(entries):
-        matchers = check.matchers(entry.get("match"), ("signals", i, "match"))
+        matchers = check.matchers(entry.match, ("signals", i, "match"))
         signals.append(SignalRule(
-            kind=entry["kind"],
-            matchers=matchers,
-            alertnames=literal_values(matchers, "alertname"),
-            detail=entry.get("detail", ""),
-            severity=entry.get("severity", ""),
-            category=entry.get("category", ""),
-            runbook=entry.get("runbook", ""),
-            where=check.where(("signals", i)),
-        ))
+            kind=entry.kind, matchers=matchers, alertnames=literal_values(matchers, "alertname"), detail=entry.detail,
+            severity=entry.severity, category=entry.category, runbook=entry.runbook, where=check.where(("signals", i))))
     return signals
 
 
