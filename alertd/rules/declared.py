@@ -51,10 +51,6 @@ class Matchers(tuple[str, ...]):
 class TextSpan(Span):
     """A duration its schema only asks to be text: its parser reports a bad one (with the parser's words)."""
 
-    @classmethod
-    def from_config(cls, value: str) -> "TextSpan":
-        return cls(seconds=parse_duration(value).total_seconds())
-
     @staticmethod
     def config_schema() -> dict[str, object]:
         return {"type": "string"}
