@@ -40,7 +40,7 @@ class Span(timedelta):
     """A duration as a timedelta, written in the file as a Prometheus duration."""
 
     @classmethod
-    def from_config(cls, value: str) -> "Span":
+    def from_config(cls, value: str) -> Self:
         return cls(seconds=parse_duration(value).total_seconds())
 
     @staticmethod
