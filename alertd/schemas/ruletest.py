@@ -45,6 +45,11 @@ class Instant(datetime):
     def config_schema() -> dict[str, object]:
         return {"$ref": "#/$defs/timestamp"}
 
+    @property
+    def moment(self) -> datetime:
+        """The time as a plain datetime (what the engine stores and serializes)."""
+        return datetime.fromisoformat(self.isoformat())
+
 
 class When:
     """A moment of a test (``#/$defs/time``): a number of seconds or a duration after the test's start (t0), or
