@@ -310,10 +310,9 @@ def unreadable(cls: type[Section], doc: Mapping[str, object], path: Path_ = ()) 
         elif items is not None and isinstance(value, list):
             for i, item in enumerate(value):
                 yield from unreadable(items, item, at + (i,)) if isinstance(item, Mapping) else ()
-        elif value is not None and (read := _reader(field.type)) is not None:
-            each: list[tuple[Path_, object]] = [(at, value)]
-            if isinstance(value, list) and _is_list(field.type):
-                each = [(at + (i,), v) for i, v in enumerate(value)]
+        elif value is not None and (held := _time_type(field.type)) is not None:
+            read, listed = held
+            each = [(at + (i,), v) for i, v in enumerate(value)] if listed and isinstance(value, list) else [(at, value)]
             for where, item in each:
                 try:
                     read(item)
@@ -321,26 +320,26 @@ def unreadable(cls: type[Section], doc: Mapping[str, object], path: Path_ = ()) 
                     yield where, str(exc)
 
 
+TIMES = (When, Instant, Span)  # what a schema's pattern cannot promise is readable (1m1m, February 30th)
+
+
+def _time_type(kind: object) -> tuple[typing.Callable[[object], object], bool] | None:
+    """The reader of the time a field holds (or of its list's items), and whether it is a list."""
+    for member in _members(kind):
+        listed = typing.get_origin(member) in (tuple, list)
+        item = typing.get_args(member)[0] if listed else member
+        if item in TIMES:
+            return typing.cast(typing.Callable[[object], object], getattr(item, "from_config")), listed
+    return None
+
+
 def _members(kind: object) -> list[object]:
+    """A field's type without Annotated, as the types it unites (None aside)."""
     while typing.get_origin(kind) is typing.Annotated:
         kind = typing.get_args(kind)[0]
     if typing.get_origin(kind) in (Union, UnionType):
         return [m for arg in typing.get_args(kind) if arg is not type(None) for m in _members(arg)]
     return [kind]
-
-
-def _is_list(kind: object) -> bool:
-    return any(typing.get_origin(m) in (tuple, list) for m in _members(kind))
-
-
-def _reader(kind: object) -> typing.Callable[[typing.Any], object] | None:
-    """A time's or a duration's reader (``from_config``) of a field, or of its list's items."""
-    for member in _members(kind):
-        if typing.get_origin(member) in (tuple, list):
-            member = typing.get_args(member)[0]
-        if member in (When, Instant, Span):
-            return typing.cast(type[When], member).from_config
-    return None
 
 
 __all__ = ["Action", "Children", "Defaults", "Expectation", "Expected", "IncidentSpec", "InputAlert", "Instant",
