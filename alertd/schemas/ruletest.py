@@ -81,6 +81,17 @@ class When:
         return self.text
 
 
+class Interval(Span):
+    """How often an alert is delivered again (``#/$defs/duration``): above 0, or the series would never end."""
+
+    @classmethod
+    def from_config(cls, value: str) -> Self:
+        every = super().from_config(value)
+        if not every:
+            raise ValueError(f"{value!r} repeats without end: use a duration above 0, e.g. 1m")
+        return every
+
+
 class Labels(dict[str, str]):
     """Label or annotation names to values (``#/$defs/labels``); a number is its text (xid: 79 is "79")."""
 
@@ -141,8 +152,8 @@ class InputAlert(Section, frozen=True):
     starts_at: Annotated[When | None, Meta(description=(
         "startsAt. Default: when the alert (same fingerprint) started firing in this test, else `at`."))] = None
     ends_at: Annotated[When | None, Meta(description="endsAt of a resolved alert. Default `at`.")] = None
-    every: Annotated[Span | None, Meta(description=(
-        "Deliver the same alert again every this long (Alertmanager's repeat_interval; heartbeats)."))] = None
+    every: Annotated[Interval | None, Meta(description=(
+        "Deliver the same alert again every this long, above 0 (Alertmanager's repeat_interval; heartbeats)."))] = None
     until: Annotated[When | None, Meta(description="Last time for `every` (inclusive). Required with every.")] = None
 
 
@@ -320,7 +331,7 @@ def unreadable(cls: type[Section], doc: Mapping[str, object], path: Path_ = ()) 
                     yield where, str(exc)
 
 
-TIMES = (When, Instant, Span)  # what a schema's pattern cannot promise is readable (1m1m, February 30th)
+TIMES = (When, Instant, Interval)  # what a schema's pattern cannot promise is readable (1m1m, February 30th)
 
 
 def _time_type(kind: object) -> tuple[typing.Callable[[object], object], bool] | None:

@@ -67,6 +67,13 @@ def test_a_time_the_schema_passes_but_cannot_be_read_is_found():
     assert list(unreadable(RuleTestFile, {"tests": [TEST]})) == []
 
 
+def test_an_interval_of_zero_is_unreadable():
+    """A series every 0s would never reach its until."""
+    alert = {**TEST["input"][0], "every": "0s", "until": "1m"}
+    assert list(unreadable(RuleTestFile, {"tests": [{**TEST, "input": [alert]}]})) == [
+        (("tests", 0, "input", 0, "every"), "'0s' repeats without end: use a duration above 0, e.g. 1m")]
+
+
 # -- docs/rules.md names every declared key (in its generated table or its prose) and no other
 
 def documented(text: str) -> set[str]:
