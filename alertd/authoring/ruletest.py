@@ -3,36 +3,35 @@
 A test file names rule files, then lists tests: alerts arriving at given times
 and what the incidents (and, with a routing section, the notifications) must
 look like at given times. Each test runs the pure engine on a virtual clock
-from an empty state. The format is alertd/schemas/ruletest.schema.json and is
-described in docs/rules.md.
+from an empty state. The format is declared in alertd/schemas/ruletest.py (its
+schema, ruletest.schema.json, is generated from it) and described in
+docs/rules.md; the runner reads the decoded declaration.
 """
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, TextIO, cast
+from typing import Any, Callable, Iterable, TextIO
 from urllib.parse import quote_plus
 
-from alertd.core.durations import parse_duration
 from alertd.core.errors import InvalidDocument, Problem
-from alertd.core.model import FIRING, Alert, Incident, as_alert_status, parse_instant
+from alertd.core.model import FIRING, Alert, Incident
 from alertd.promql.recording import load_index
 from alertd.notify.router import ConsoleRouter, Router
 from alertd.receive.payload import fingerprint_of
 from alertd.remediation.decide import escalation_of, policy_for
 from alertd.rules.ruleset import RuleSet
 from alertd.schemas import problems as schema_problems
+from alertd.schemas.ruletest import (RULE_TEST, Defaults, Expectation, IncidentSpec, InputAlert, RuleTestFile, TestCase,
+                                     unreadable)
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
-from alertd.authoring.ruletest_docs import (DefaultsDoc, ExpectationDoc, IncidentSpec, InputDoc, RuleTestFileDoc,
-                                           TestDoc, Value)
 from alertd.authoring.virtual import VirtualRun, build_router, has_routing, load_rule_set
-from alertd.core.json_types import JSONObject, JSONValue, as_array
 from alertd.core.words import counted
 
-DEFAULT_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 ROUTING_FIELDS = ("notified", "muted", "receivers")
 
 
@@ -48,15 +47,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, date):
         return value.isoformat() + "T00:00:00Z"
     return value
-
-
-def parse_time(value: object, t0: datetime) -> datetime:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return t0 + timedelta(seconds=value)
-    text = str(value)
-    if re.match(r"^\d{4}-\d{2}-\d{2}", text):
-        return parse_instant(text.replace(" ", "T"))
-    return t0 + parse_duration(text)
 
 
 # ----- results -----
@@ -143,7 +133,7 @@ def _same(name: str, expected: Any, actual: Any) -> bool:
 
 def _mismatches(run: VirtualRun, inc: Incident, spec: IncidentSpec) -> list[tuple[str, object, Any]]:
     out: list[tuple[str, object, Any]] = []
-    for name, expected in spec.items():
+    for name, expected in spec.given().items():
         actual = _actual(run, inc, name)
         if not _same(name, expected, actual):
             out.append((name, expected, actual))
@@ -184,15 +174,15 @@ def _show(value: Any) -> str:
     return repr(str(value)) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def compare(run: VirtualRun, exp: ExpectationDoc) -> list[str]:
+def compare(run: VirtualRun, exp: Expectation) -> list[str]:
     """Differences between the run's incidents and one expectation, as readable lines."""
     actual = list(run.incidents.values())
     lines: list[str] = []
-    if "count" in exp and exp["count"] != len(actual):
-        lines.append(f"count: expected {counted(exp['count'], 'incident')}, got {len(actual)}")
-    if "open" in exp and exp["open"] != len(run.open_incidents()):
-        lines.append(f"open: expected {exp['open']} open incidents, got {len(run.open_incidents())}")
-    specs = exp.get("incidents")
+    if exp.count is not None and exp.count != len(actual):
+        lines.append(f"count: expected {counted(exp.count, 'incident')}, got {len(actual)}")
+    if exp.open is not None and exp.open != len(run.open_incidents()):
+        lines.append(f"open: expected {exp.open} open incidents, got {len(run.open_incidents())}")
+    specs = exp.incidents
     if specs is not None:
         candidates = [[j for j, inc in enumerate(actual) if not _mismatches(run, inc, spec)] for spec in specs]
         matched = _match(candidates, len(actual))
@@ -211,7 +201,7 @@ def compare(run: VirtualRun, exp: ExpectationDoc) -> list[str]:
             for name, want, got in _mismatches(run, best, spec):
                 lines.append(f"  - {name}: {_show(want)}")
                 lines.append(f"  + {name}: {_show(got)}")
-        if not exp.get("partial", False):
+        if not exp.partial:
             for k, inc in enumerate(actual):
                 if k not in used and inc.id not in explained:
                     lines.append(f"unexpected incident {_describe(inc)} (list it, or set partial: true)")
@@ -219,66 +209,60 @@ def compare(run: VirtualRun, exp: ExpectationDoc) -> list[str]:
 
 
 def _spec_text(spec: IncidentSpec) -> str:
-    return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in spec.items()) + "}"
+    return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in spec.given().items()) + "}"
 
 
 # ----- running -----
 
 
-def _str_map(values: dict[str, Value] | None) -> dict[str, str]:
-    return {str(k): (str(v) if not isinstance(v, float) or not v.is_integer() else str(int(v))) for k, v in (values or {}).items()}
-
-
-def expand_input(entries: list[InputDoc], defaults: DefaultsDoc, t0: datetime) -> list[tuple[datetime, Alert]]:
-    """Input entries -> (arrival time, Alert), time-ordered, with Alertmanager's startsAt/endsAt."""
-    raw: list[tuple[datetime, int, InputDoc]] = []
-    for n, item in enumerate(entries):
-        at = parse_time(item["at"], t0)
-        times = [at]
-        if "every" in item:
-            every, until = parse_duration(item["every"]), parse_time(item["until"], t0)
-            while times[-1] + every <= until:
-                times.append(times[-1] + every)
+def expand_input(entries: Iterable[InputAlert | Mapping[str, object]], defaults: Defaults | Mapping[str, object],
+                 t0: datetime) -> list[tuple[datetime, Alert]]:
+    """Input entries (decoded, or as a test file writes them) -> (arrival time, Alert), time-ordered, with
+    Alertmanager's startsAt/endsAt."""
+    given = defaults if isinstance(defaults, Defaults) else Defaults.from_doc(defaults)
+    raw: list[tuple[datetime, int, InputAlert]] = []
+    for n, entry in enumerate(entries):
+        item = entry if isinstance(entry, InputAlert) else InputAlert.from_doc(entry)
+        times = [item.at.after(t0)]
+        if item.every is not None and item.until is not None:
+            until = item.until.after(t0)
+            while times[-1] + item.every <= until:
+                times.append(times[-1] + item.every)
         raw.extend((t, n, item) for t in times)
     raw.sort(key=lambda r: (r[0], r[1]))
     firing_since: dict[str, datetime] = {}
     out = []
     for at, _, item in raw:
-        labels = {**_str_map(defaults.get("labels")), **_str_map(item.get("labels"))}
-        annotations = {**_str_map(defaults.get("annotations")), **_str_map(item.get("annotations"))}
-        fp = (item.get("fingerprint") or fingerprint_of(labels)).lower()
-        status = as_alert_status(item.get("status", FIRING))
-        if "starts_at" in item:
-            starts = parse_time(item["starts_at"], t0)
-        else:
-            starts = firing_since.get(fp, at)
+        labels, annotations = {**given.labels, **item.labels}, {**given.annotations, **item.annotations}
+        fp = (item.fingerprint or fingerprint_of(labels)).lower()
+        status = item.status
+        starts = item.starts_at.after(t0) if item.starts_at is not None else firing_since.get(fp, at)
         if status == FIRING:
             firing_since.setdefault(fp, starts)
             ends = None
         else:
             firing_since.pop(fp, None)
-            ends = parse_time(item["ends_at"], t0) if "ends_at" in item else at
-        url = f"http://prometheus:9090/graph?g0.expr={quote_plus(item['expr'])}&g0.tab=1" if item.get("expr") else ""
+            ends = item.ends_at.after(t0) if item.ends_at is not None else at
+        url = f"http://prometheus:9090/graph?g0.expr={quote_plus(item.expr)}&g0.tab=1" if item.expr else ""
         out.append((at, Alert(fingerprint=fp, status=status, labels=labels, annotations=annotations,
                               starts_at=starts, ends_at=ends, received_at=at, generator_url=url)))
     return out
 
 
-def run_test(test: TestDoc, rules: RuleSet, t0: datetime, defaults: DefaultsDoc, where: Callable[[Path_], str],
+def run_test(test: TestCase, rules: RuleSet, t0: datetime, defaults: Defaults, where: Callable[[Path_], str],
              path: Path_, router_factory: Callable[[], ConsoleRouter | Router]) -> list[Failure]:
-    name = test["name"]
-    t0 = parse_time(test["start"], t0) if "start" in test else t0
-    needs_routing = any(f in spec for e in test["expect"] for spec in e.get("incidents") or [] for f in ROUTING_FIELDS)
+    name = test.name
+    t0 = test.start.moment if test.start is not None else t0
+    needs_routing = any(f in spec.given() for e in test.expect for spec in e.incidents or () for f in ROUTING_FIELDS)
     if needs_routing and not has_routing(rules):
         return [Failure(where(path + ("expect",)), name,
                         "routing expectations (notified, muted, receivers) need a routing section in the rule files; "
                         "the loaded rules have none, so every change would only go to the console")]
     run = VirtualRun(rules, t0, router=router_factory())
-    arrivals = expand_input(test.get("input") or [], defaults, t0)
-    actions = sorted(((parse_time(a["at"], t0), i, a) for i, a in enumerate(test.get("actions") or [])),
-                     key=lambda x: (x[0], x[1]))
-    evals = sorted(parse_time(t, t0) for t in test.get("eval_at") or [])
-    expects = sorted(((parse_time(e["at"], t0), i, e) for i, e in enumerate(test["expect"])), key=lambda x: (x[0], x[1]))
+    arrivals = expand_input(test.input, defaults, t0)
+    actions = sorted(((a.at.after(t0), i, a) for i, a in enumerate(test.actions)), key=lambda x: (x[0], x[1]))
+    evals = sorted(t.after(t0) for t in test.eval_at)
+    expects = sorted(((e.at.after(t0), i, e) for i, e in enumerate(test.expect)), key=lambda x: (x[0], x[1]))
     moments = sorted({t for t, _ in arrivals} | set(evals) | {t for t, _, _ in expects} | {t for t, _, _ in actions})
     failures = []
     a = 0
@@ -292,12 +276,12 @@ def run_test(test: TestDoc, rules: RuleSet, t0: datetime, defaults: DefaultsDoc,
         for when, i, act in actions:
             if when != t:
                 continue
-            if act["incident"] not in run.incidents:
+            if act.incident not in run.incidents:
                 failures.append(Failure(where(path + ("actions", i)), name,
-                                        f"at {act['at']}: cannot {act['action']} {act['incident']}: no such incident yet "
+                                        f"at {act.at}: cannot {act.action} {act.incident}: no such incident yet "
                                         f"(there are: {', '.join(run.incidents) or 'none'})"))
                 continue
-            run.act(act["action"], act["incident"], act.get("by", "test"), t)
+            run.act(act.action, act.incident, act.by, t)
         run.advance(t)
         if t in evals:
             run.evaluate(t)
@@ -306,7 +290,7 @@ def run_test(test: TestDoc, rules: RuleSet, t0: datetime, defaults: DefaultsDoc,
                 continue
             diff = compare(run, exp)
             if diff:
-                failures.append(Failure(where(path + ("expect", i)), name, f"at {exp['at']}:\n" + "\n".join(diff)))
+                failures.append(Failure(where(path + ("expect", i)), name, f"at {exp.at}:\n" + "\n".join(diff)))
     return failures
 
 
@@ -318,38 +302,19 @@ def _friendlier(p: Problem) -> Problem:
     return p
 
 
-def load_test_file(path: Path) -> tuple[RuleTestFileDoc | None, Marks, list[Problem]]:
+def load_test_file(path: Path) -> tuple[RuleTestFile | None, Marks, list[Problem]]:
+    """The decoded test file, or None and what is wrong with it: the schema's errors, else the times and
+    durations the schema cannot judge (e.g. 1m1m, 2026-02-30T00:00:00Z)."""
     try:
         doc, marks = load_yaml(path, with_marks=True)
     except InvalidDocument as exc:
         return None, {}, exc.problems
     doc = _plain(doc)
     found = [_friendlier(p) for p in schema_problems("ruletest", doc, str(path), marks)]
-    if not found:  # times and durations the schema cannot judge (e.g. 1m1m, 2026-02-30T00:00:00Z)
-        for where_, value in _time_values(doc):
-            try:
-                parse_duration(str(value)) if where_[-1] == "every" else parse_time(value, DEFAULT_START)
-            except ValueError as exc:
-                found.append(Problem(str(path), f"{format_path(where_)}: {exc}", *mark_for(marks, where_)))
-    return (cast(RuleTestFileDoc, doc) if not found else None), marks, found  # valid: typed from here on
-
-
-def _time_values(doc: JSONObject) -> Iterable[tuple[Path_, JSONValue]]:
-    """Every time and duration of a schema-valid test file, with its path."""
-    if "start" in doc:
-        yield ("start",), doc["start"]
-    for i, value in enumerate(as_array(doc["tests"])):
-        test, base = value if isinstance(value, dict) else {}, ("tests", i)
-        if "start" in test:
-            yield base + ("start",), test["start"]
-        for j, value in enumerate(as_array(test.get("eval_at"))):
-            yield base + ("eval_at", j), value
-        for key in ("input", "expect", "actions"):
-            for j, entry in enumerate(as_array(test.get(key))):
-                item = entry if isinstance(entry, dict) else {}
-                for fld in ("at", "starts_at", "ends_at", "until", "every"):
-                    if fld in item:
-                        yield base + (key, j, fld), item[fld]
+    if not found:
+        found = [Problem(str(path), f"{format_path(at)}: {why}", *mark_for(marks, at))
+                 for at, why in unreadable(RuleTestFile, doc)]
+    return (RULE_TEST.decode(doc) if not found else None), marks, found
 
 
 def run_file(path: Path | str, *, select: re.Pattern[str] | None = None) -> FileResult:
@@ -359,7 +324,7 @@ def run_file(path: Path | str, *, select: re.Pattern[str] | None = None) -> File
     if doc is None:
         result.problems = found
         return result
-    rule_paths = [path.parent / p for p in doc.get("rule_files") or [".."]]
+    rule_paths = [path.parent / p for p in doc.rule_files]
     missing = [p for p in rule_paths if not p.exists()]
     if missing:
         result.problems = [Problem(str(path), f"rule_files: {p} does not exist", *mark_for(marks, ("rule_files",)))
@@ -367,22 +332,20 @@ def run_file(path: Path | str, *, select: re.Pattern[str] | None = None) -> File
         return result
     try:
         rules = load_rule_set(rule_paths)
-        if doc.get("prometheus_rules"):  # read as the service reads classify.prometheus_rules
-            rules = replace(rules, recorded=load_index(doc["prometheus_rules"], path.parent))
+        if doc.prometheus_rules:  # read as the service reads classify.prometheus_rules
+            rules = replace(rules, recorded=load_index(doc.prometheus_rules, path.parent))
     except InvalidDocument as exc:
         result.problems = exc.problems
         return result
-    t0 = parse_time(doc["start"], DEFAULT_START) if "start" in doc else DEFAULT_START
-
     def where(p: Path_) -> str:
         line, col = mark_for(marks, p)
         return f"{path}:{line}:{col}"
 
-    for i, test in enumerate(doc["tests"]):
-        if select is not None and not select.search(test["name"]):
+    for i, test in enumerate(doc.tests):
+        if select is not None and not select.search(test.name):
             continue
         result.tests += 1
-        fails = run_test(test, rules, t0, doc.get("defaults") or {}, where, ("tests", i), lambda: build_router(rules))
+        fails = run_test(test, rules, doc.start.moment, doc.defaults, where, ("tests", i), lambda: build_router(rules))
         result.failures.extend(fails)
         result.passed += not fails
     return result

@@ -3,7 +3,8 @@
 ``python -m alertd.config.schemafiles`` rewrites them after a declaration changed; ``--check`` only says
 which are stale (tests/unit/test_config_sections.py fails on a stale one). config.schema.json is the
 declaration of the file (alertd/config/document.py); the sections with a schema file of their own are
-referred to from it. Every rule file's schema (alertd/rules/rule_schemas.py) is written here too."""
+referred to from it. Every rule file's schema (alertd/rules/rule_schemas.py) is written here too, and the rule
+test files' (alertd/schemas/ruletest.py)."""
 from __future__ import annotations
 
 import json
@@ -20,6 +21,8 @@ from alertd.enrich.settings import EnrichSettings
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.registry import NotifySection
 from alertd.rules.rule_schemas import RULE_FILES
+from alertd.schemas.declared import RuleFile
+from alertd.schemas.ruletest import RULE_TEST
 
 URL = "https://alertd.dev/schemas/{}.schema.json"
 # Sections with a schema file of their own, referred to by config.schema.json: file name -> (title, section).
@@ -31,6 +34,8 @@ OWN_FILES: dict[str, tuple[str, type[Section]]] = {
 }
 # config.schema.json's sections that a Struct declares, inlined in it.
 SECTIONS: dict[str, type[Section]] = {name: cls for name, cls in parts(ConfigFile).items() if name not in OWN_FILES}
+# The rule-language files declared as rule files are: the rule files' and the rule tests'
+DECLARED_FILES: dict[str, RuleFile[Section]] = {**RULE_FILES, RULE_TEST.name: RULE_TEST}
 DECLARED: dict[str, type[Section]] = {**SECTIONS, **{name: cls for name, (_, cls) in OWN_FILES.items()}}
 
 
@@ -61,7 +66,7 @@ def generated(directory: Path | None = None) -> dict[str, str]:
     out = {"config.schema.json": _dump(_config())}
     for name, (title, cls) in OWN_FILES.items():
         out[f"{name}.schema.json"] = _dump(_file(name, title, section_schema(cls)))
-    out.update((f"{name}.schema.json", _dump(rule_file.schema())) for name, rule_file in RULE_FILES.items())
+    out.update((f"{name}.schema.json", _dump(rule_file.schema())) for name, rule_file in DECLARED_FILES.items())
     return out
 
 

@@ -40,7 +40,7 @@ class Span(timedelta):
     """A duration as a timedelta, written in the file as a Prometheus duration."""
 
     @classmethod
-    def from_config(cls, value: str) -> "Span":
+    def from_config(cls, value: str) -> Self:
         return cls(seconds=parse_duration(value).total_seconds())
 
     @staticmethod
@@ -82,7 +82,7 @@ def _decode(kind: type, value: object) -> object:
     """A type of a section's own reads its value with ``from_config`` (Seconds, Span, report's Weekday, a rule's
     matchers)."""
     read = getattr(kind, "from_config", None)
-    if callable(read) and isinstance(value, (str, int, list, datetime)):
+    if callable(read) and isinstance(value, (str, int, float, list, dict, datetime)):
         return read(value)
     if kind is Path and isinstance(value, str):
         return Path(value)
@@ -143,12 +143,11 @@ def _inline(cls: type[Section], node: JSONObject, made: _Inliner) -> JSONObject:
             part = made.part(part_cls, obj(defs[_def_name(ref)], part_cls.__name__))
             prop = {**part, **prop}  # the field's own description before the part's docstring
         elif (item_cls := list_part(field.type)) is not None:
+            prop = _alone(prop, field.name) if _optional(prop) else prop  # an optional list: the list alone
             items = obj(prop["items"], field.name)  # a list of parts: each item inlined as a part is
             prop["items"] = made.part(item_cls, obj(defs[_def_name(items["$ref"])], item_cls.__name__))
         elif _optional(prop):
-            # An optional option (None: absent) is the option's schema alone, for the same reason.
-            (given,) = [o for o in arr(prop.pop("anyOf")) if o != {"type": "null"}]
-            prop = {**obj(given, field.name), **{k: v for k, v in prop.items() if not (k == "default" and v is None)}}
+            prop = _alone(prop, field.name)  # an optional option (None: absent): the option alone, likewise
         elif typing.get_origin(kind) is Literal:
             prop["enum"] = list(typing.get_args(kind))
         else:
@@ -158,6 +157,13 @@ def _inline(cls: type[Section], node: JSONObject, made: _Inliner) -> JSONObject:
         properties[field.encode_name] = prop
     out["properties"] = properties
     return {**out, **getattr(cls, "SCHEMA", {})}  # what a part says of itself as a whole (oneOf, minProperties)
+
+
+def _alone(prop: JSONObject, name: str) -> JSONObject:
+    """An ``X | None`` field's schema as X's alone (with the field's own description)."""
+    (given,) = [o for o in arr(prop["anyOf"]) if o != {"type": "null"}]
+    rest = {k: v for k, v in prop.items() if k != "anyOf" and not (k == "default" and v is None)}
+    return {**obj(given, name), **rest}
 
 
 def _resolved(node: JSONValue, made: _Inliner, named: Mapping[str, type]) -> JSONValue:
@@ -207,8 +213,11 @@ def _optional(prop: JSONObject) -> bool:
 
 
 def list_part(kind: object) -> type[Section] | None:
-    """The Section a list field holds (``tuple[Part, ...]``), or None."""
+    """The Section a list field holds (``tuple[Part, ...]`` or ``tuple[Part, ...] | None``), or None."""
     kind = _bare(kind)
+    if typing.get_origin(kind) in (Union, UnionType):
+        members = [k for k in typing.get_args(kind) if k is not type(None)]
+        kind = _bare(members[0]) if len(members) == 1 else kind
     args = typing.get_args(kind) if typing.get_origin(kind) in (tuple, list) else ()
     return part_of(args[0]) if args and (len(args) == 1 or args[1:] == (...,)) else None
 

@@ -93,7 +93,8 @@ def test_a_section_decodes_with_the_declared_defaults():
 
 def _stated(node: JSONValue, path: str = "") -> Iterator[tuple[str, str, JSONValue]]:
     if isinstance(node, dict):
-        said = re.search(r"\b[Dd]efault ([^\s;,():]+?)\.?(?=[\s;,():]|$)", str(node.get("description", "")))
+        # the value ends before a space, ;,() or ": " (a colon inside it, as in a time, belongs to it)
+        said = re.search(r"\b[Dd]efault ((?:[^\s;,():]|:(?=\S))+?)\.?(?=[\s;,()]|:\s|$)", str(node.get("description", "")))
         if said and "default" in node and not isinstance(node["default"], (list, dict)):
             yield path, said.group(1), node["default"]
         for key, sub in node.items():

@@ -88,7 +88,7 @@ ALLOWED_ENUMS: Mapping[tuple[str, frozenset[str]], str] = {
     ("remediation", frozenset({"required", "automatic"})): "a policy's approval: rules/remediation.py",
     ("routing", frozenset({"mute", "downgrade", "notify"})): "what routing does of a cordoned node's incident: "
                                                            "rules/windows.py CordonPolicy",
-    ("ruletest", frozenset({"acknowledge", "resolve"})): "a rule test's actions (alertd/authoring/ruletest.py)",
+    ("ruletest", frozenset({"acknowledge", "resolve"})): "a rule test's actions (alertd/schemas/ruletest.py)",
 }
 
 
