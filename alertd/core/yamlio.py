@@ -33,7 +33,7 @@ def _build(node: yaml.Node, path: Path_, marks: Marks, constructor: yaml.constru
         out: dict[Any, Any] = {}
         constructor.flatten_mapping(node)
         for key_node, value_node in node.value:
-            key = constructor.construct_object(key_node, deep=True)
+            key = _scalar(key_node, constructor)
             if key in out:
                 raise InvalidDocument(
                     [Problem("", f"duplicate key {key!r}", key_node.start_mark.line + 1, key_node.start_mark.column + 1)]
@@ -42,7 +42,18 @@ def _build(node: yaml.Node, path: Path_, marks: Marks, constructor: yaml.constru
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_build(child, path + (i,), marks, constructor) for i, child in enumerate(node.value)]
-    return constructor.construct_object(node, deep=True)
+    return _scalar(node, constructor)
+
+
+def _scalar(node: yaml.Node, constructor: yaml.constructor.SafeConstructor) -> Any:
+    """A scalar's value; one YAML resolves to a value Python cannot hold (``2026-02-30T00:00:00Z``, a date
+    without its day) is a problem at its place, not a crash."""
+    try:
+        return constructor.construct_object(node, deep=True)
+    except ValueError as exc:
+        kind = str(node.tag).rsplit(":", 1)[-1]
+        raise InvalidDocument([Problem("", f"{node.value!r} is not a valid {kind}: {exc} (quote it to keep it as "
+                                           "text)", node.start_mark.line + 1, node.start_mark.column + 1)]) from None
 
 
 def parse_yaml(text: str, source: str = "<string>") -> tuple[Any, Marks]:

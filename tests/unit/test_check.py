@@ -128,6 +128,17 @@ def test_yaml_syntax_and_duplicate_keys(tmp_path):
     assert ("b.yml", 3, 3, "duplicate key 'hold_down'") in got
 
 
+def test_a_value_yaml_reads_but_python_cannot_hold_is_a_finding(tmp_path):
+    """An unquoted timestamp that is no date (February 30th) made the YAML loader raise; it is a finding at
+    its place, in alertd check and in alertd test alike."""
+    f = write(tmp_path, "t.test.yml", "tests:\n  - name: x\n    start: 2026-02-30T00:00:00Z\n")
+    code, lines = run(f)
+    got = findings(lines)
+    assert code == 1
+    assert [g[:3] for g in got] == [("t.test.yml", 3, 12)]
+    assert "'2026-02-30T00:00:00Z' is not a valid timestamp: day is out of range for month" in got[0][3]
+
+
 def test_unknown_section(tmp_path):
     f = write(tmp_path, "x.yml", "signal:\n  - kind: xid\n")
     assert any("unknown section 'signal'" in g[3] for g in findings(run(f)[1]))
