@@ -3,7 +3,8 @@ declared once, in its Struct, and ``python -m alertd.config.schemafiles`` writes
 its refusals (alertd/schemas/messages.py).
 
 What msgspec leaves to code (a pattern checked by one search over every time, wire.py) is stated for the
-schema with ``Meta(extra_json_schema=...)``; a Literal of one value is the schema's ``const``."""
+schema with ``Meta(extra_json_schema=...)``; a Literal of one value is the schema's ``const``, and an enum has no
+type (a wrong value is one error, naming the values)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -12,11 +13,12 @@ from dataclasses import dataclass
 import msgspec
 
 from alertd.core.json_types import JSONObject, JSONValue, obj
+from alertd.receive.cloudevents import CloudEvent, GpuHealthData, NVSentinelData
 from alertd.receive.wire import WireAlert, WireWebhook
 
 URL = "https://alertd.dev/schemas/{}.schema.json"
 # The order of an object's keys, as the hand-written files had it (several errors at one path are told in it).
-KEY_ORDER = ("description", "type", "additionalProperties", "required", "properties")
+KEY_ORDER = ("description", "type", "properties", "additionalProperties", "required")
 
 
 def payload_schema(name: str, title: str, cls: type[msgspec.Struct],
@@ -59,6 +61,10 @@ class _Shapes:
             elif key in ("items", "additionalProperties", "anyOf"):
                 value = self.inlined(value)
             out[key] = value
+        if "enum" in out:
+            out.pop("type", None)
+        if out.get("required") == []:
+            del out["required"]
         first = {k: out[k] for k in KEY_ORDER if k in out}
         return {**first, **{k: v for k, v in out.items() if k not in first}}
 
@@ -66,6 +72,10 @@ class _Shapes:
 # schema file name -> (title, the Struct that declares it)
 PAYLOADS: dict[str, tuple[str, type[msgspec.Struct], Mapping[type[msgspec.Struct], str]]] = {
     "webhook": ("Alertmanager webhook notification (version 4)", WireWebhook, {WireAlert: "alert"}),
+    "cloudevent": ("A CloudEvent (v1.0) as alertd takes it", CloudEvent, {}),
+    "cloudevent-nvsentinel": ("NVSentinel health event (CloudEvent data)", NVSentinelData, {}),
+    "cloudevent-gpu-health": ("Generic GPU health event (CloudEvent data, type dev.alertd.gpu.health.v1)",
+                              GpuHealthData, {}),
 }
 
 
