@@ -26,14 +26,14 @@ TIME = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})\n?"
 SEPARATOR = "\x00"  # never inside a time that matches TIME
 TIMES = re.compile(rf"{TIME}(?:{SEPARATOR}{TIME})*")
 HEX = "0123456789abcdefABCDEF"
-MAX_FINGERPRINT = 32  # the schema's ^[0-9a-fA-F]{1,32}$
+MAX_FINGERPRINT = 32  # FINGERPRINT_PATTERN's
 Status = AlertStatus  # decoded as the member: msgspec checks an Enum by its values as fast as a Literal
 MAX_TRUNCATED = 2**53 - 1  # the schema's maximum: exact as a JSON number and as a float (the metric)
 
 
 # The schema's patterns, checked in code (see the module's docstring), stated for the generated schema.
 TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"
-FINGERPRINT_PATTERN = "^[0-9a-fA-F]{1,32}$"
+FINGERPRINT_PATTERN = f"^[0-9a-fA-F]{{1,{MAX_FINGERPRINT}}}$"
 Time = Annotated[str, Meta(extra_json_schema={"pattern": TIME_PATTERN})]  # see times_match
 Fingerprint = Annotated[str, Meta(extra_json_schema={"pattern": FINGERPRINT_PATTERN})]  # see stricter_than_schema
 Labels = dict[str, str]
