@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
+from alertd.receive.wire import TIME_PATTERN
 from alertd.schemas import schema as load_schema
 from testkit.webhooks import gpu_alert, webhook
 
@@ -25,10 +26,10 @@ def _from(spec: dict) -> st.SearchStrategy:
         return st.sampled_from(spec["enum"])
     if "const" in spec:
         return st.just(spec["const"])
-    if "$ref" in spec and spec["$ref"].endswith("/timestamp"):  # the pattern, and real instants at any offset
+    if spec.get("pattern") == TIME_PATTERN:  # the pattern, and real instants at any offset
         offsets = st.integers(-23 * 60, 23 * 60).map(lambda m: timezone(timedelta(minutes=m)))
         real = st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=offsets)
-        return st.one_of(_from(DEFS["timestamp"]), real.map(lambda d: d.isoformat(timespec="seconds")),
+        return st.one_of(st.from_regex(TIME_PATTERN, fullmatch=True), real.map(lambda d: d.isoformat(timespec="seconds")),
                          real.map(lambda d: d.isoformat()))
     if "$ref" in spec:
         return _from(DEFS[spec["$ref"].rsplit("/", 1)[1]])

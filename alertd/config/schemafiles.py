@@ -3,8 +3,8 @@
 ``python -m alertd.config.schemafiles`` rewrites them after a declaration changed; ``--check`` only says
 which are stale (tests/unit/test_config_sections.py fails on a stale one). config.schema.json is the
 declaration of the file (alertd/config/document.py); the sections with a schema file of their own are
-referred to from it. Every rule file's schema (alertd/rules/rule_schemas.py) is written here too, and the rule
-test files' (alertd/schemas/ruletest.py)."""
+referred to from it. Every rule file's schema (alertd/rules/rule_schemas.py) is written here too, the rule
+test files' (alertd/schemas/ruletest.py) and the inbound payloads' (alertd/receive/shapes.py)."""
 from __future__ import annotations
 
 import json
@@ -20,6 +20,7 @@ from alertd.core.sections import Section, parts, section_schema
 from alertd.enrich.settings import EnrichSettings
 from alertd.integrations.base import DURATION_SCHEMA
 from alertd.integrations.registry import NotifySection
+from alertd.receive import shapes
 from alertd.rules.rule_schemas import RULE_FILES
 from alertd.schemas.declared import RuleFile
 from alertd.schemas.ruletest import RULE_TEST
@@ -67,6 +68,7 @@ def generated(directory: Path | None = None) -> dict[str, str]:
     for name, (title, cls) in OWN_FILES.items():
         out[f"{name}.schema.json"] = _dump(_file(name, title, section_schema(cls)))
     out.update((f"{name}.schema.json", _dump(rule_file.schema())) for name, rule_file in DECLARED_FILES.items())
+    out.update((name, _dump(doc)) for name, doc in shapes.generated().items())
     return out
 
 

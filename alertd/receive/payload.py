@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Sequence, TypedDict, cast
+from typing import Any, Sequence
 
 import msgspec
 import orjson
@@ -169,55 +169,18 @@ def _explained(raw: bytes, received_at: datetime) -> Notification:
         raise BadPayload(TOO_DEEP) from None
 
 
-class WebhookAlertDoc(TypedDict, total=False):
-    """One alert of Alertmanager's webhook (version 4); status, labels and startsAt required."""
-
-    status: str
-    labels: dict[str, str]
-    annotations: dict[str, str]
-    startsAt: str
-    endsAt: str
-    generatorURL: str
-    fingerprint: str
-
-
-class WebhookDoc(TypedDict, total=False):
-    """Alertmanager's webhook body as webhook.schema.json admits it."""
-
-    version: str
-    groupKey: str
-    truncatedAlerts: int
-    status: str
-    receiver: str
-    groupLabels: dict[str, str]
-    commonLabels: dict[str, str]
-    commonAnnotations: dict[str, str]
-    externalURL: str
-    alerts: list[WebhookAlertDoc]
-
-
 def parse_notification(raw: object, received_at: datetime) -> Notification:
-    """A decoded document checked against the webhook schema (jsonschema): the path that explains."""
+    """A decoded document checked against the webhook schema (jsonschema): the path that explains. A document
+    it takes is read into the receive path's own types (``1.0`` as an integer: the schema takes it)."""
     errors = list(validator("webhook").iter_errors(raw))
     if errors:
         error = min(errors, key=lambda e: len(e.absolute_path))
         path = ".".join(str(p) for p in error.absolute_path)
         raise BadPayload(describe(error), path or "document")
-    doc = cast(WebhookDoc, raw)  # valid: typed from here on
-    receiver = doc.get("receiver", "")
-    external_url = doc.get("externalURL", "")
-    alerts = [_alert(i, item.get("fingerprint") or "", item["status"], item["labels"], item.get("annotations") or {},
-                     item["startsAt"], item.get("endsAt") or "", item.get("generatorURL", ""), receiver,
-                     external_url, received_at) for i, item in enumerate(doc["alerts"])]
-    return Notification(
-        receiver=receiver,
-        status=doc["status"],
-        group_key=doc.get("groupKey", ""),
-        external_url=external_url,
-        truncated=int(doc.get("truncatedAlerts") or 0),
-        alerts=alerts,
-        group_labels=dict(doc.get("groupLabels") or {}),
-    )
+    hook = msgspec.convert(raw, wire.WireWebhook, strict=False)
+    return Notification(receiver=hook.receiver, status=hook.status, group_key=hook.groupKey,
+                        external_url=hook.externalURL, truncated=hook.truncatedAlerts,
+                        alerts=_built(hook, received_at), group_labels=hook.groupLabels)
 
 
 def _alert(i: int, fingerprint: str, status: str, raw_labels: dict[str, str], annotations: dict[str, str],

@@ -1,11 +1,10 @@
 """The webhook's shape as msgspec types: decoding and checking in one pass, off the Python interpreter.
 
-These types say what alertd/schemas/webhook.schema.json says, never less: a
-document they take, the schema takes too (tests/unit/test_webhook_wire.py
-checks the two agree on generated documents). They may be stricter (an
-integer written ``1.0``, ``NaN`` in an unknown field): such a document falls
-back to the schema's own path in alertd.receive.payload. No field is Optional:
-the schema refuses ``null`` everywhere.
+These types declare the webhook: alertd/schemas/webhook.schema.json is generated from them
+(alertd/receive/shapes.py), and the schema's path in alertd.receive.payload words a refusal from it. They
+may be stricter than the schema (an integer written ``1.0``, ``NaN`` in an unknown field): such a document
+falls back to that path (tests/unit/test_webhook_wire.py checks the two agree on generated documents). No
+field is Optional: the schema refuses ``null`` everywhere.
 
 A fingerprint's pattern is checked by ``stricter_than_schema`` after the decode, and the times by one search over
 all of them (``times_match``), not by msgspec: msgspec calls Python's ``re`` once for every pattern-checked string,
@@ -27,32 +26,47 @@ TIME = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})\n?"
 SEPARATOR = "\x00"  # never inside a time that matches TIME
 TIMES = re.compile(rf"{TIME}(?:{SEPARATOR}{TIME})*")
 HEX = "0123456789abcdefABCDEF"
-MAX_FINGERPRINT = 32  # the schema's ^[0-9a-fA-F]{1,32}$
+MAX_FINGERPRINT = 32  # FINGERPRINT_PATTERN's
 Status = AlertStatus  # decoded as the member: msgspec checks an Enum by its values as fast as a Literal
 MAX_TRUNCATED = 2**53 - 1  # the schema's maximum: exact as a JSON number and as a float (the metric)
 
 
-class WireAlert(Struct):
+# The schema's patterns, checked in code (see the module's docstring), stated for the generated schema.
+TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$"
+FINGERPRINT_PATTERN = f"^[0-9a-fA-F]{{1,{MAX_FINGERPRINT}}}$"
+Time = Annotated[str, Meta(extra_json_schema={"pattern": TIME_PATTERN})]  # see times_match
+Fingerprint = Annotated[str, Meta(extra_json_schema={"pattern": FINGERPRINT_PATTERN})]  # see stricter_than_schema
+Labels = dict[str, str]
+
+
+# Keyword-only, so the fields are in the schema's order: of several errors at one depth, the first is told.
+class WireAlert(Struct, kw_only=True):
     status: Status
-    labels: dict[str, str]
-    startsAt: str  # both times: see times_match
-    annotations: dict[str, str] = {}
-    endsAt: str | msgspec.UnsetType = msgspec.UNSET  # absent: not checked; an empty string is refused, as by the schema
+    labels: Labels
+    annotations: Labels = {}
+    startsAt: Time
+    endsAt: Time | msgspec.UnsetType = msgspec.UNSET  # absent: not checked; an empty string is refused
     generatorURL: str = ""
-    fingerprint: str | msgspec.UnsetType = msgspec.UNSET  # absent: not checked; present: see stricter_than_schema
+    fingerprint: Fingerprint | msgspec.UnsetType = msgspec.UNSET  # absent: not checked
 
 
-class WireWebhook(Struct):
-    version: Literal["4"]
-    status: Status
-    alerts: list[WireAlert]
+class WireWebhook(Struct, kw_only=True):
+    """What Alertmanager's webhook_config POSTs. Unknown fields (notification_reason, routeLabels, ...) are
+    accepted so newer Alertmanager releases keep working."""
+
+    version: Annotated[Literal["4"], Meta(extra_json_schema={"type": "string"}, description=(
+        'Webhook payload version: "4", the one version Alertmanager\'s webhook has (a string).'))]
     groupKey: str = ""
-    truncatedAlerts: Annotated[int, Meta(ge=0, le=MAX_TRUNCATED)] = 0
+    truncatedAlerts: Annotated[int, Meta(ge=0, le=MAX_TRUNCATED, description=(
+        "Alerts left out by max_alerts. At most 2^53-1: exact as a JSON number everywhere (and as a metric's "
+        "float); more alerts than that cannot exist."))] = 0
+    status: Status
     receiver: str = ""
-    groupLabels: dict[str, str] = {}
-    commonLabels: dict[str, str] = {}
-    commonAnnotations: dict[str, str] = {}
+    groupLabels: Labels = {}
+    commonLabels: Labels = {}
+    commonAnnotations: Labels = {}
     externalURL: str = ""
+    alerts: list[WireAlert]
 
 
 DECODER = msgspec.json.Decoder(WireWebhook)

@@ -29,7 +29,8 @@ LAYERS: dict[str, set[str]] = {
     # signals besides the webhook: Kubernetes' health conditions and Events, watched (alertd/sources/)
     "sources": {"core", "receive", "rules"},
     # every section parsed once, into the settings types their users define (alertmanager/, enrich/, report/)
-    "config": {"alertmanager", "core", "engine", "enrich", "integrations", "report", "rules", "schemas", "sources"},
+    "config": {"alertmanager", "core", "engine", "enrich", "integrations", "receive", "report", "rules", "schemas",
+               "sources"},
     # proposals, guards, blast radius (pure) and the Kubernetes writes (remediation/kube.py, through enrich's reads)
     "remediation": {"core", "engine", "enrich", "gpu", "rules"},
 }
