@@ -57,7 +57,7 @@ def build_router(cfg: Config, rules: RuleSet, *, announce: bool = True) -> Conso
     kinds = available_kinds(cfg)
     if cfg.console is False:
         kinds.discard("console")
-    routing = rules.routing if isinstance(rules.routing, Routing) else None
+    routing = rules.routing
     if routing is None and slack.enabled and slack.default_channel:
         routing = default_routing(slack.default_channel)
     if routing is None:

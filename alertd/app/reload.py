@@ -7,7 +7,7 @@ import asyncio
 import logging
 import signal
 import time
-from typing import Any, Callable, Coroutine, Sequence
+from typing import Any, Callable, Coroutine, Protocol, Sequence
 
 from alertd.app.processor import Processor
 from alertd.app.recording_rules import load_site_rules
@@ -19,10 +19,16 @@ log = logging.getLogger(__name__)
 Outcome = tuple[bool, str]  # (ok, what went wrong)
 
 
+class TakesRules(Protocol):
+    """What routes by the rules takes a reloaded set whole."""
+
+    def set_rules(self, rules: RuleSet) -> None: ...
+
+
 class RuleReload:
     """Swap in a new rule set; an invalid one is refused and the running one stays."""
 
-    def __init__(self, cfg: Config, processor: Processor, router: object, metrics: Metrics):
+    def __init__(self, cfg: Config, processor: Processor, router: TakesRules, metrics: Metrics):
         self.cfg, self.processor, self.router, self.metrics = cfg, processor, router, metrics
         metrics.reload_ok.set(1)
         metrics.reload_time.set(time.time())
@@ -35,9 +41,7 @@ class RuleReload:
             log.error("rule reload failed, keeping the running rules:\n%s", exc)
             return False, str(exc)
         self.processor.set_rules(rules)
-        setter: Callable[[RuleSet], None] | None = getattr(self.router, "set_rules", None)
-        if setter is not None:
-            setter(rules)
+        self.router.set_rules(rules)
         self.metrics.reload_ok.set(1)
         self.metrics.reload_time.set(time.time())
         log.info("rules reloaded from %s", ", ".join(rules.sources))

@@ -99,11 +99,11 @@ class Reporting:
         metrics.add_collector(self.collector)
 
     def _policy(self) -> CordonPolicy | None:
-        policy = getattr(self.svc.rules.routing, "cordoned", None)  # (no routing section: no policy)
-        return policy if isinstance(policy, CordonPolicy) else None
+        routing = self.svc.rules.routing
+        return routing.cordoned if routing is not None else None  # (no routing section: no policy)
 
     def _rma(self) -> tuple[RmaRule, ...]:
-        return tuple(r for r in self.svc.rules.rma if isinstance(r, RmaRule))
+        return self.svc.rules.rma
 
     async def report(self, p: Period) -> JSONObject:
         await self._roll(force=False)

@@ -29,7 +29,7 @@ from alertd.schemas.ruletest import (RULE_TEST, Defaults, Expectation, IncidentS
                                      unreadable)
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
-from alertd.authoring.virtual import VirtualRun, build_router, has_routing, load_rule_set
+from alertd.authoring.virtual import VirtualRun, build_router, load_rule_set
 from alertd.core.words import counted
 
 ROUTING_FIELDS = ("notified", "muted", "receivers")
@@ -80,9 +80,12 @@ class FileResult:
 
 
 def chosen_receivers(run: VirtualRun, inc: Incident) -> list[str]:
-    """Receivers the routes pick for ``inc`` now, muted ones left out."""
+    """Receivers the routes pick for ``inc`` now, muted ones left out (none without a routing section: a
+    test that asks for receivers is refused before it runs)."""
     from alertd.notify.decision import route_incident
 
+    if run.rules.routing is None:
+        return []
     router = run.router
     cordoned = router.cordoned_at(inc) if isinstance(router, Router) else None
     return route_incident(run.rules.routing, inc, run.now, cordoned_at=cordoned).active_receivers
@@ -254,7 +257,7 @@ def run_test(test: TestCase, rules: RuleSet, t0: datetime, defaults: Defaults, w
     name = test.name
     t0 = test.start.moment if test.start is not None else t0
     needs_routing = any(f in spec.given() for e in test.expect for spec in e.incidents or () for f in ROUTING_FIELDS)
-    if needs_routing and not has_routing(rules):
+    if needs_routing and rules.routing is None:
         return [Failure(where(path + ("expect",)), name,
                         "routing expectations (notified, muted, receivers) need a routing section in the rule files; "
                         "the loaded rules have none, so every change would only go to the console")]

@@ -53,7 +53,7 @@ def build_router(rules: RuleSet, cfg: Config | None = None) -> ConsoleRouter | R
     """
     if cfg is not None:
         return build_service_router(cfg, rules)
-    if has_routing(rules):
+    if rules.routing is not None:
         return Router(rules.routing, reopens_within=rules.correlation.reopens_within)
     return ConsoleRouter()
 
@@ -64,10 +64,6 @@ def folded_by(inc: Incident, when: datetime) -> bool:
     repair) was still folded when an item held for it came due before."""
     moves = [e for e in inc.timeline if e.kind in (EventKind.FOLDED_INTO_FLEET, EventKind.LEFT_FLEET) and e.at <= when]
     return bool(moves) and moves[-1].kind == EventKind.FOLDED_INTO_FLEET
-
-
-def has_routing(rules: RuleSet) -> bool:
-    return getattr(rules, "routing", None) is not None
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any, Iterable, TypedDict
+from typing import Iterable, TypedDict
 
 from alertd.core.json_types import as_json
 from alertd.core.outbox_items import Escalate, Intent, JsonDoc, OutboxItem, Page, Resolve, Show, Target, Timeline
@@ -21,6 +21,7 @@ from alertd.core.vocabulary import EventKind as E
 from alertd.integrations import registry
 from alertd.notify.decision import RouteDecision, Hit, cordon_severity, muted_notes, route_incident
 from alertd.rules.routing import Receiver, Routing, owner_channel
+from alertd.rules.ruleset import RuleSet
 from alertd.rules.windows import CORDON_KIND, cordon_since
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,9 @@ class ConsoleRouter:
     def route_step(self, changes: Iterable[Change], now: datetime) -> tuple[list[OutboxItem], MemoryDelta]:
         return self.route(changes, now), MemoryDelta()
 
+    def set_rules(self, rules: RuleSet) -> None:
+        """Nothing to take: every change goes to the console whatever the rules say."""
+
     def restore(self, memory: RouterMemory) -> None:
         return None
 
@@ -139,14 +143,12 @@ class Router:
         self._children = {}
         self._judged = {}
 
-    def set_rules(self, rules: Any) -> None:
-        routing = getattr(rules, "routing", None)
-        if isinstance(routing, Routing):
-            self.routing = routing
+    def set_rules(self, rules: RuleSet) -> None:
+        """Route by reloaded rules; without a routing section the running one stays."""
+        if rules.routing is not None:
+            self.routing = rules.routing
             self._judged = {}  # judged by the rules before
-        correlation = getattr(rules, "correlation", None)
-        if correlation is not None:
-            self.reopens_within = correlation.reopens_within
+        self.reopens_within = rules.correlation.reopens_within
 
     # ----- memory -----
 

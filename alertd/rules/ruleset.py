@@ -20,7 +20,7 @@ from alertd.core.json_types import JSONObject
 from alertd.rules.storm_says import Escalation, Reading, parse_escalate
 from alertd.rules.history import HISTORY, HistoryRule, parse_history, rma_rules
 from alertd.rules.rma import RmaRule, parse_rma
-from alertd.rules.routing import parse_routing
+from alertd.rules.routing import Routing, parse_routing
 from alertd.rules.checker import Checker
 from alertd.rules.correlation_section import Correlation, Response, Storm, WatchdogRule
 from alertd.rules.declared import decode
@@ -134,8 +134,8 @@ class RuleSet:
     signals: tuple[SignalRule, ...] = ()
     evidence: EvidenceRules = field(default_factory=EvidenceRules)
     correlation: CorrelationRules = field(default_factory=lambda: default_correlation())
-    routing: Any = None  # alertd.route.Routing once a routing section is loaded
-    rma: tuple[Any, ...] = ()  # alertd.rules.rma.RmaRule: the RMA candidate policy (rma sections + history rma rules)
+    routing: Routing | None = None  # once a routing section is loaded
+    rma: tuple[RmaRule, ...] = ()  # the RMA candidate policy (rma sections + history rma rules)
     history: tuple[HistoryRule, ...] = ()  # rules/history.yml: the past -> verdicts (alertd/engine/judge.py)
     remediation: RemediationPolicy = field(default_factory=RemediationPolicy)  # rules/remediation.yml
     sources: tuple[str, ...] = ()

@@ -41,7 +41,7 @@ def unmuted(rules: RuleSet) -> RuleSet:
     quiet at night and at weekends); the simulation scores correlation and
     paging decisions, so it pages at every hour.
     """
-    routing = getattr(rules, "routing", None)
+    routing = rules.routing
     if routing is None:
         return rules
     routes = tuple(dataclasses.replace(r, mute=(), active=()) for r in routing.routes)

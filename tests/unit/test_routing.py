@@ -13,7 +13,7 @@ from alertd.notify.decision import route_incident
 from alertd.rules.fields import incident_fields
 from alertd.notify.router import Router
 from alertd.rules.routing import Routing
-from alertd.rules.ruleset import load_rules
+from alertd.rules.ruleset import RuleSet, load_rules
 from testkit.builders import ROOT, alert, at, engine, resolved, shipped_rules, xid
 
 ROUTING = """
@@ -391,12 +391,7 @@ def test_set_rules_swaps_routing(tmp_path):
     routing = load(tmp_path)
     router = Router(routing)
     new = load(tmp_path, ROUTING.replace('"#gpu-oncall"', '"#gpu-oncall-2"'))
-
-    class Rules:
-        pass
-    rules = Rules()
-    rules.routing = new
-    router.set_rules(rules)
+    router.set_rules(RuleSet(routing=new))
     items = router.route(engine().ingest([xid(79, node="n1")], at(0)), at(0))
     assert "slack:#gpu-oncall-2" in {i.target for i in items}
 
