@@ -6,7 +6,6 @@ prometheus-alertmanager (amtool); tests skip when a binary is missing.
 """
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,18 +15,14 @@ import aiohttp
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # plain `pytest` without the repo on sys.path
-    sys.path.insert(0, str(ROOT))
+from prometheus_client.parser import text_string_to_metric_families
 
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-
-from testkit.sim.fast_rules import FAST_RANGES, derive_fast_rules, fast_expr  # noqa: E402
-from testkit.sim.gpu_cluster import GPUClusterSim  # noqa: E402
-from testkit import prom as prom_api  # noqa: E402
-from tests.support.fixtures import require  # noqa: E402
-from testkit.process import RunningService  # noqa: E402
-from testkit.prom import (  # noqa: E402
+from testkit.sim.fast_rules import FAST_RANGES, derive_fast_rules, fast_expr
+from testkit.sim.gpu_cluster import GPUClusterSim
+from testkit import prom as prom_api
+from tests.support.fixtures import require
+from testkit.process import RunningService
+from testkit.prom import (
     AMTOOL,
     PROMTOOL,
     alerting_rules,
@@ -37,8 +32,9 @@ from testkit.prom import (  # noqa: E402
     promtool_rules,
     run_tool,
 )
-from testkit.services import start_prometheus  # noqa: E402
+from testkit.services import start_prometheus
 
+ROOT = Path(__file__).resolve().parents[2]
 PROM_DIR = ROOT / "deploy" / "prometheus"
 RULES = PROM_DIR / "gpu-alerts.yml"
 RULE_TESTS = PROM_DIR / "tests" / "gpu-alerts.test.yml"

@@ -21,11 +21,9 @@ from typing import Callable
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from testkit.process import free_port, http_get, http_json
 
-from testkit.process import free_port, http_get, http_json  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SITE_SIGNALS = """\
 # A site rule: fan failures are thermal problems of the node.

@@ -34,6 +34,20 @@ def test_no_bench_module_touches_sys_path():
     assert touching == [], f"run these with python -m bench.<name> instead: {touching}"
 
 
+def test_no_test_or_testkit_module_touches_sys_path():
+    """pytest puts the repository on the path (pyproject.toml: pythonpath); a test that does it again hides a
+    run from elsewhere that would not find testkit."""
+    modules = [*(ROOT / "tests").rglob("*.py"), *(ROOT / "testkit").rglob("*.py")]
+    touching = sorted(str(p.relative_to(ROOT)) for p in modules
+                      if _edits_sys_path(ast.parse(p.read_text(encoding="utf-8"))))
+    assert touching == [], f"rely on pytest's pythonpath instead: {touching}"
+
+
+def test_a_sys_path_edit_is_found():
+    assert _edits_sys_path(ast.parse("import sys\nsys.path.insert(0, '.')\n"))
+    assert not _edits_sys_path(ast.parse("import os\nos.path.join('a')\n"))
+
+
 def _top_imports(path) -> set[str]:
     out = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
