@@ -155,8 +155,11 @@ def _inline(cls: type[Section], node: JSONObject, made: _Inliner) -> JSONObject:
         if isinstance(field.default_factory, WrittenDefault):
             prop["default"] = field.default_factory.text
         properties[field.encode_name] = prop
-    out["properties"] = properties
-    return {**out, **getattr(cls, "SCHEMA", {})}  # what a part says of itself as a whole (oneOf, minProperties)
+    # What a part says of itself as a whole (oneOf, minProperties), and keys another module declares for it (a
+    # routing receiver's integrations), after its own
+    whole = dict(getattr(cls, "SCHEMA", {}))
+    out["properties"] = {**properties, **obj(whole.pop("properties", {}), f"{cls.__name__}.SCHEMA properties")}
+    return {**out, **whole}
 
 
 def _alone(prop: JSONObject, name: str) -> JSONObject:

@@ -19,7 +19,7 @@ from alertd.integrations import pagerduty
 from alertd.integrations.slack import integration as slack
 
 from alertd.integrations import outgoing_webhook as webhook
-from alertd.core.json_types import JSONObject, obj
+from alertd.core.json_types import JSONObject
 from alertd.core.sections import Section, Span, written
 from alertd.integrations.base import Integration, Links, NotifierSettings
 from alertd.integrations.console import ConsoleSection
@@ -28,13 +28,12 @@ from alertd.integrations.outgoing_webhook import WebhookSection
 from alertd.integrations.pagerduty import PagerDutySection
 from alertd.integrations.slack.integration import SlackSection
 
-__all__ = ["INTEGRATIONS", "Links", "NotifySection", "RetrySection", "extend_schema", "get", "parse_settings"]
+__all__ = ["INTEGRATIONS", "Links", "NotifySection", "RetrySection", "get", "parse_settings", "receiver_parts"]
 
 INTEGRATIONS: dict[str, Integration[Any, Any]] = {
     i.name: i for i in (console.INTEGRATION, slack.INTEGRATION, pagerduty.INTEGRATION, webhook.INTEGRATION,
                         opsgenie.INTEGRATION)
 }
-RECEIVER_ITEMS = ("properties", "routing", "properties", "receivers", "items", "properties")
 
 
 class RetrySection(Section, frozen=True):
@@ -62,15 +61,10 @@ def get(name: str) -> Integration[Any, Any] | None:
     return INTEGRATIONS.get(name)
 
 
-def extend_schema(name: str, doc: JSONObject) -> None:
-    """Put every integration's receiver fragment into the shipped ``routing`` schema (in place; a member on the
-    way that is not an object is a broken shipped schema: TypeError naming it). notify.schema.json is
-    generated from NotifySection instead (alertd/config/schemafiles.py)."""
-    if name == "routing":
-        node = doc
-        for key in RECEIVER_ITEMS:
-            node = obj(node.setdefault(key, {}), f"routing schema: {key}")
-        node.update({i.name: i.receiver_schema for i in INTEGRATIONS.values()})
+def receiver_parts() -> JSONObject:
+    """The schema of each integration's part of a routing receiver (``receivers[].<name>``), by name, in the
+    registry's order: routing.schema.json declares them as a receiver's keys."""
+    return {name: i.receiver_schema for name, i in INTEGRATIONS.items()}
 
 
 def parse_settings(notify: NotifySection, links: Links) -> dict[str, NotifierSettings]:

@@ -1,7 +1,7 @@
 """The ``routing`` section of the rule files declared once (routing.schema.json is generated from it:
-alertd/config/schemafiles.py). A receiver's integration sections are not declared here: each integration adds
-its own to the schema when it is loaded (alertd.integrations.registry.extend_schema) and reads its own part
-of the document. alertd.rules.routing reads the decoded section into the rules routing takes."""
+alertd/config/schemafiles.py). A receiver's integration sections are not declared here: each integration
+declares its own (``receiver_schema``, gathered by alertd.integrations.registry.receiver_parts) and reads its own
+part of the document. alertd.rules.routing reads the decoded section into the rules routing takes."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -14,6 +14,7 @@ from alertd.core.json_types import JSONObject
 from alertd.core.sections import Section, Span, written
 from alertd.core.states import Severity
 from alertd.core.vocabulary import Detail as D, SignalKind as K, detail_is, signal_is
+from alertd.integrations import registry
 from alertd.rules.declared import Matchers, matchers
 
 
@@ -71,9 +72,9 @@ def span(text: str) -> Span:
 
 
 class Receiver(Section, frozen=True, kw_only=True, forbid_unknown_fields=False):
-    """A name and one section per integration (each integration adds its own: alertd.notify.registry)."""
+    """A name and one section per integration (each integration declares its own: alertd.integrations.registry)."""
 
-    SCHEMA: ClassVar[dict[str, object]] = {"additionalProperties": False}
+    SCHEMA: ClassVar[dict[str, object]] = {"properties": registry.receiver_parts(), "additionalProperties": False}
 
     name: Name
 

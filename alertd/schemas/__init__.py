@@ -17,17 +17,10 @@ from alertd.schemas.messages import describe, describe_secret
 __all__ = ["describe", "problems", "schema", "validate_document", "validator"]
 
 
-EXTENDED = ("routing",)  # its per-integration parts come from the integrations themselves
-
-
 @functools.cache
 def schema(name: str) -> JSONObject:
     doc = obj(json.loads(resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")),
               f"{name}.schema.json")
-    if name in EXTENDED:
-        from alertd.integrations.registry import extend_schema
-
-        extend_schema(name, doc)
     return doc
 
 
