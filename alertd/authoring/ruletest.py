@@ -26,7 +26,7 @@ from alertd.remediation.decide import escalation_of, policy_for
 from alertd.rules.ruleset import RuleSet
 from alertd.schemas import problems as schema_problems
 from alertd.schemas.ruletest import (RULE_TEST, Defaults, Expectation, IncidentSpec, InputAlert, RuleTestFile, TestCase,
-                                     unreadable)
+                                     TIME_SAYS, unreadable)
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
 from alertd.authoring.virtual import VirtualRun, build_router, load_rule_set
@@ -298,8 +298,9 @@ def run_test(test: TestCase, rules: RuleSet, t0: datetime, defaults: Defaults, w
 
 
 def _friendlier(p: Problem) -> Problem:
-    if p.message.endswith("is not valid under any of the given schemas"):
-        value = p.message[len(p.path) + 2:].rsplit(" is not valid", 1)[0]
+    """A time no alternative takes, said as what a time is (a value of another type is told so with TIME_SAYS)."""
+    if p.message.endswith(("is not valid under any of the given schemas", TIME_SAYS)):
+        value = p.message[len(p.path) + 2:].split(" is not ", 1)[0]
         return Problem(p.source, f"{p.path}: {value} is not a time: use a duration after t0 (30s, 5m, 1h30m), "
                                  "a number of seconds or an RFC 3339 time", p.line, p.column, p.path)
     return p

@@ -39,9 +39,9 @@ from alertd.core.model import Incident
 from alertd.core.sections import Seconds, Section, duration
 
 Problem = Callable[[tuple[Any, ...], str], None]  # report a problem at a path of the rule file
-KEY_REF = re.compile(r"^\$\{([A-Za-z0-9_.-]+)\}$")
-KEY_REF_SCHEMA: JSONObject = {"type": "string", "pattern": r"^\$\{[A-Za-z0-9_.-]+\}$",
-                  "description": "The NAME of a key from the service config, like \"${gpu-infra}\"; never the key."}
+KEY_NAME = "[A-Za-z0-9_.-]+"  # a key's name in the config (notify.pagerduty.routing_keys), as rule files name it
+KEY_REF_PATTERN = rf"^\$\{{{KEY_NAME}\}}$"  # ${name}: how a rule file names a key
+KEY_REF = re.compile(rf"^\$\{{({KEY_NAME})\}}$")
 DURATION_SCHEMA = {"type": "string", "pattern": "^(0|([0-9]+(ms|s|m|h|d|w|y))+)$"}
 
 
@@ -97,7 +97,17 @@ class Links:
     silences: bool = False  # alertmanager.url is set: a Silence button can make one
 
 
-KeyName = Annotated[str, Meta(pattern="^[A-Za-z0-9_.-]+$")]  # a key's name in the config, as rules name it
+KeyName = Annotated[str, Meta(pattern=f"^{KEY_NAME}$")]  # a key's name in the config, as rules name it
+
+
+def key_ref_says(keys: str) -> str:
+    """What a reference to a key of ``keys`` must be: its schema's description, and its refusal's advice."""
+    return f'Name a key of {keys} in the service config, like "${{gpu-infra}}"; never put the key itself in a rule file.'
+
+
+def key_ref_schema(keys: str) -> JSONObject:
+    """The schema of a rule file's reference to a key of ``keys`` (``${gpu-infra}``)."""
+    return {"type": "string", "pattern": KEY_REF_PATTERN, "description": key_ref_says(keys)}
 
 
 class RequestOptions(Section, frozen=True):
@@ -226,6 +236,6 @@ def key_name(value: Any, problem: Problem, path: tuple[Any, ...], section: str) 
     """'${gpu-infra}' -> 'gpu-infra': rule files name secrets that the config holds."""
     m = KEY_REF.match(str(value))
     if not m:
-        problem(path, f"must name a key from {section}, like \"${{gpu-infra}}\"; never put the secret in a rule file")
+        problem(path, f"{value!r} is not a key's name. {key_ref_says(section)}")
         return ""
     return m.group(1)

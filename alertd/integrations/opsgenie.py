@@ -33,8 +33,9 @@ from alertd.core.http_session import LazySession
 from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident, Severity
 from alertd.core.response_marks import notifies_again
-from alertd.integrations.base import (KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, KeyName, Links, Notifier,
-                                       NotifierSettings, NotifyStore, Problem, RequestOptions, key_name)
+from alertd.integrations.base import (Delivered, DeliveryError, Integration, KeyName, Links, Notifier,
+                                       NotifierSettings, NotifyStore, Problem, RequestOptions, key_name,
+                                       key_ref_schema)
 from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links
 
 DEFAULT_API_URL = "https://api.opsgenie.com"
@@ -157,7 +158,7 @@ class Opsgenie(Integration[OpsgenieSettings, OpsgenieSection]):
     intents = frozenset({Intent.PAGE, Intent.RESOLVE})
     receiver_schema = {"type": "object", "additionalProperties": False, "required": ["api_key"],
                        "description": "An Opsgenie API integration key from notify.opsgenie.api_keys, by name.",
-                       "properties": {"api_key": KEY_REF_SCHEMA}}
+                       "properties": {"api_key": key_ref_schema("notify.opsgenie.api_keys")}}
     section = OpsgenieSection
 
     def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:

@@ -40,8 +40,9 @@ from alertd.core.http_session import LazySession
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Show, Target, Timeline
 from alertd.core.model import OPEN, Incident, iso
 from alertd.core.sections import Section
-from alertd.integrations.base import (KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, KeyName, Links, Notifier,
-                                       NotifierSettings, NotifyStore, Problem, RequestOptions, key_name)
+from alertd.integrations.base import (Delivered, DeliveryError, Integration, KeyName, Links, Notifier,
+                                       NotifierSettings, NotifyStore, Problem, RequestOptions, key_name,
+                                       key_ref_schema)
 from alertd.integrations.presentation import incident_links
 
 VERSION = "1"
@@ -173,7 +174,7 @@ class Webhook(Integration[WebhookSettings, WebhookSection]):
     conversation = True
     receiver_schema = {"type": "object", "additionalProperties": False, "required": ["endpoint"],
                        "description": "A webhook endpoint from notify.webhook.endpoints, by name.",
-                       "properties": {"endpoint": KEY_REF_SCHEMA}}
+                       "properties": {"endpoint": key_ref_schema("notify.webhook.endpoints")}}
     section = WebhookSection
 
     def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:

@@ -44,9 +44,9 @@ from alertd.core.installation import scoped
 from alertd.core.storm_growth import incident_trend
 from alertd.core.vocabulary import EventKind
 from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, Severity, iso
-from alertd.integrations.base import (KEY_REF_SCHEMA, Delivered, DeliveryError, Integration, KeyName, Links,
+from alertd.integrations.base import (Delivered, DeliveryError, Integration, KeyName, Links,
                                        Notifier, NotifierSettings, NotifyStore, Problem, RequestOptions,
-                                       folded_unposted, key_name)
+                                       folded_unposted, key_name, key_ref_schema)
 from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links
 
 log = logging.getLogger(__name__)
@@ -296,7 +296,7 @@ class PagerDuty(Integration[PagerDutySettings, PagerDutySection]):
     name = "pagerduty"
     intents = frozenset({Intent.PAGE, Intent.RESOLVE, Intent.ESCALATE})
     receiver_schema = {"type": "object", "additionalProperties": False, "required": ["routing_key"],
-                       "properties": {"routing_key": KEY_REF_SCHEMA}}
+                       "properties": {"routing_key": key_ref_schema("notify.pagerduty.routing_keys")}}
     section = PagerDutySection
 
     def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:

@@ -12,7 +12,7 @@ from referencing import Registry, Resource
 from alertd.core.json_types import JSONObject, obj
 from alertd.core.errors import InvalidDocument, Problem
 from alertd.core.yamlio import Marks, Path_, format_path, mark_for
-from alertd.schemas.messages import describe, describe_secret
+from alertd.schemas.messages import describe, describe_secret, meant
 
 __all__ = ["describe", "problems", "schema", "validate_document", "validator"]
 
@@ -46,7 +46,7 @@ def problems(name: str, doc: object, source: str, marks: Marks | None = None,
              secret_paths: Collection[Path_] = ()) -> list[Problem]:
     """Every schema error of ``doc``; those at ``secret_paths`` (values read from secret files) without the value."""
     out = []
-    for error in sorted(validator(name).iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
+    for error in sorted(map(meant, validator(name).iter_errors(doc)), key=lambda e: list(map(str, e.absolute_path))):
         path = tuple(error.absolute_path)
         line, col = mark_for(marks or {}, path)
         secret = any(path[:len(p)] == tuple(p) for p in secret_paths)

@@ -9,10 +9,11 @@ import difflib
 import json
 from typing import Any, Iterable
 
-from jsonschema.exceptions import ValidationError
+from jsonschema.exceptions import ValidationError, best_match
 
 from alertd.core.matchers import MatcherError, parse_matcher
 from alertd.core.yamlio import format_path
+from alertd.integrations.base import KEY_REF_PATTERN
 
 DURATION_HINT = "use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)"
 MATCHER_OPERATORS = "(=~|!~|!=|=)"  # how the schemas' matcher patterns are recognised
@@ -34,6 +35,9 @@ def describe(error: ValidationError) -> str:
         return f"{where}: unknown key(s) " + ", ".join(f"{k!r}{did_you_mean(str(k), known)}" for k in extra)
     if error.validator == "required":
         return f"{where}: {error.message}"
+    if error.validator == "minProperties" and error.validator_value == 1 and isinstance(error.schema, dict):
+        keys = " or ".join(repr(k) for k in error.schema.get("properties", {}))
+        return f"{where}: empty" + (f": give {keys}" if keys else "")
     if error.validator == "enum":
         return f"{where}: {error.instance!r} is not one of {error.validator_value}"
     if error.validator == "const" or (error.validator == "type" and isinstance(error.schema, dict)
@@ -42,11 +46,46 @@ def describe(error: ValidationError) -> str:
         kind = f" (not a {error.validator_value})" if error.validator == "type" else ""
         return f"{where}: got {json.dumps(error.instance)}{kind}, accepted only {json.dumps(accepted)}"
     if error.validator == "pattern" and isinstance(error.instance, str):
-        return f"{where}: {_pattern_message(error.instance, str(error.validator_value))}"
+        return f"{where}: {_pattern_message(error.instance, str(error.validator_value), error.schema)}"
+    says = error.schema.get("description") if isinstance(error.schema, dict) else None
+    if error.validator in ("anyOf", "oneOf") and (kinds := _kinds_refused(error)):
+        return f"{where}: {error.instance!r} is not of type {' or '.join(kinds)}" + (f": {says}" if says else "")
+    if error.validator in ("anyOf", "oneOf") and says and error.context:  # (not when several alternatives took it)
+        return f"{where}: {error.instance!r} is not valid: {says}"
     return f"{where}: {error.message}"
 
 
-def _pattern_message(value: str, pattern: str) -> str:
+def meant(error: ValidationError) -> ValidationError:
+    """For an object or a list none of anyOf's or oneOf's alternatives takes, the error of the one alternative
+    of its type (a Slack receiver's object with a misspelt key is about that key, not about being no string
+    either); the error itself when the value's type fits none of them or several, or it is a single value."""
+    if error.validator not in ("anyOf", "oneOf") or not error.context or not isinstance(error.instance, (dict, list)):
+        return error
+    by_choice: dict[object, list[ValidationError]] = {}
+    for e in error.context:
+        by_choice.setdefault(e.relative_schema_path[0], []).append(e)
+    fits = [errors for errors in by_choice.values() if not any(_type_refused(e) for e in errors)]
+    chosen = best_match(fits[0]) if len(fits) == 1 else None
+    return meant(chosen) if chosen is not None else error
+
+
+def _type_refused(error: ValidationError) -> bool:
+    return error.validator == "type" and not error.relative_path
+
+
+def _kinds_refused(error: ValidationError) -> list[str]:
+    """The types the alternatives take, when each refused the value for its type (else nothing)."""
+    refused = {e.relative_schema_path[0]: e for e in error.context if _type_refused(e)}
+    if not refused or len(refused) < len(error.validator_value):
+        return []
+    kinds = [t for e in refused.values() for t in (e.validator_value if isinstance(e.validator_value, list)
+                                                   else [e.validator_value])]
+    return [repr(t) for t in dict.fromkeys(kinds)]
+
+
+def _pattern_message(value: str, pattern: str, schema: object) -> str:
+    if pattern == KEY_REF_PATTERN and isinstance(schema, dict):
+        return f"{value!r} is not a key's name. {schema.get('description', '')}".rstrip()
     if "(ms|s|m|h|d|w|y)" in pattern:
         return f"{value!r} is not a duration: {DURATION_HINT}"
     if MATCHER_OPERATORS in pattern:

@@ -356,7 +356,7 @@ BAD_MESSAGES = [
     '17:53: enrich.max_evidence: 0 is less than the minimum of 1',
     "17:62: enrich.logs: 'backend' is a required property",
     "17:68: enrich.logs.url: 'ftp://x' does not match '^https?://'",
-    '17:92: enrich.logs.fields.host: [] is not valid under any of the given schemas',
+    '17:92: enrich.logs.fields.host: [] should be non-empty',
     "10:12: normalize: unknown key(s) 'xid_label' (did you mean 'xid_labels'?)",
     "10:65: normalize.node_labels: [] should be non-empty",
     "10:83: normalize.node_map.a: '' should be non-empty",

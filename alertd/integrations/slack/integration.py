@@ -425,7 +425,7 @@ class Slack(Integration[SlackSettings, SlackSection]):
         "description": "One channel (\"#gpu-oncall\" or a channel ID), or {channels: [...]}.",
         "oneOf": [
             {"type": "string", "minLength": 1},
-            {"type": "object", "additionalProperties": False, "properties": {
+            {"type": "object", "additionalProperties": False, "minProperties": 1, "properties": {
                 "channel": {"type": "string", "minLength": 1},
                 "channels": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}}},
         ],
