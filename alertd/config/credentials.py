@@ -100,8 +100,8 @@ class TrustedProxy:
 
     header: str
     networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
-    users: dict[str, Role] = field(default_factory=dict)  # name -> role
-    default_role: Role = Role.READ
+    users: dict[str, Role]  # name -> role
+    default_role: Role
 
     def trusts(self, peer: str | None) -> bool:
         if not peer:

@@ -64,6 +64,16 @@ def written(read: Callable[[str], T], text: str) -> T:
     return value
 
 
+def declared_default(cls: type[Section], name: str, kind: type[T]) -> T:
+    """The default a section declares for ``name``, for a runtime type that holds the same option: the value is
+    then written once, in the declaration (TypeError when the field has none, or not of ``kind``)."""
+    (field,) = [f for f in msgspec.structs.fields(cls) if f.name == name]
+    value = field.default_factory() if field.default_factory is not msgspec.NODEFAULT else field.default
+    if not isinstance(value, kind):
+        raise TypeError(f"{cls.__name__}.{name} declares no default of type {kind.__name__}")
+    return value
+
+
 def duration(default: str) -> Seconds:
     """The default of a ``Seconds`` field, as a Prometheus duration."""
     return written(Seconds.from_config, default)
@@ -249,5 +259,5 @@ def option_paths(cls: type[Section], prefix: str) -> list[str]:
     return paths
 
 
-__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "duration", "list_part", "option_paths", "part_of", "parts",
+__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "declared_default", "duration", "list_part", "option_paths", "part_of", "parts",
            "section_schema", "written"]

@@ -155,8 +155,8 @@ class LogSettings(Section, frozen=True, kw_only=True):
 class CostModel:
     """How a job loses work at a fault: its checkpoint interval and the time a restart takes."""
 
-    checkpoint_interval: timedelta = timedelta(hours=1)
-    restart_time: timedelta = timedelta(minutes=10)
+    checkpoint_interval: timedelta  # (the defaults are JobCostSettings')
+    restart_time: timedelta
 
     def time_lost(self, ran: timedelta) -> timedelta:
         """The documented formula: lost work (half an interval, at most what ran) + the restart."""

@@ -23,7 +23,7 @@ from typing import Annotated
 from msgspec import Meta
 
 from alertd.core.model import Signal, as_severity
-from alertd.core.sections import Section
+from alertd.core.sections import Section, declared_default
 from alertd.core.vocabulary import SXID_ACTIONS, Category, GpuAction, SignalKind
 from alertd.gpu.pci import PCI_ADDRESS, normalize_pci
 from alertd.schemas.declared import RUNBOOK_PATTERN, SEVERITY_WORDS, RuleFile, in_order, word
@@ -134,7 +134,7 @@ class SxidCatalog:
     entries: Mapping[int, SxidEntry]
     fatal: Handling
     non_fatal: Handling
-    runbook: str = "sxid"
+    runbook: str = declared_default(SxidsSection, "runbook", str)
     source: str = ""
 
     def signal(self, line: SxidLine, basis: str = "", detail: str = "") -> Signal:

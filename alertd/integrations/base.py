@@ -131,7 +131,7 @@ class NotifierSettings:
     """What every notifier's settings share: the request timeout and where message links point."""
 
     KIND: ClassVar[str] = ""  # the integration's name, its key in ``Config.notify``
-    timeout: float = 10.0
+    timeout: float = float(RequestOptions().timeout)
     runbook_base_url: str = ""
     alertmanager_url: str = ""
     alertd_url: str = ""

@@ -16,6 +16,7 @@ from alertd.core.json_types import JSONObject, JSONValue, objects
 from alertd.core.model import iso, parse_iso
 from alertd.core.vocabulary import FINAL_STATES, WAITING_STATES, RemediationKind, RemediationState as RS
 from alertd.remediation.blast import BlastRadius
+from alertd.rules.remediation import DECLARED
 
 # The states and kinds as plain text (stored and compared as such), from the vocabulary's declaration
 PROPOSED, HELD, APPROVED, RUNNING, STOPPING = RS.PROPOSED.value, RS.HELD.value, RS.APPROVED.value, RS.RUNNING.value, \
@@ -41,7 +42,7 @@ class Remediation:
     state: str
     created_at: datetime
     updated_at: datetime
-    dry_run: bool = True
+    dry_run: bool = DECLARED.dry_run  # (the policy's; every proposal passes it)
     automatic: bool = False
     reason: str = ""  # why it is held, refused, or failed
     approvals_needed: int = 1
@@ -76,7 +77,7 @@ class Remediation:
         return cls(id=_str(d["id"]), incident_id=_str(d["incident"]), cluster=_str(d.get("cluster", "")),
                    nodes=[_str(n) for n in _list(d["nodes"])], kind=_str(d["kind"]), action=_str(d["action"]),
                    policy=_str(d.get("policy", "")), state=_str(d["state"]),
-                   created_at=created, updated_at=updated, dry_run=bool(d.get("dryRun", True)),
+                   created_at=created, updated_at=updated, dry_run=bool(d.get("dryRun", DECLARED.dry_run)),
                    automatic=bool(d.get("automatic")), reason=_str(d.get("reason", "")),
                    approvals_needed=_int(d.get("approvalsNeeded", 1)),
                    approvals=[{k: _str(v) for k, v in a.items()} for a in objects(d.get("approvals"))],

@@ -25,7 +25,7 @@ class TLSError(ValueError):
 class ListenerTLS:
     cert_file: Path
     key_file: Path
-    min_version: str = "TLS1.2"
+    min_version: str
 
     @classmethod
     def of(cls, settings: TlsSettings | None) -> "ListenerTLS | None":

@@ -42,7 +42,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from alertd.core.json_types import JSONObject
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Target, Timeline
 from alertd.core.durations import format_duration
-from alertd.core.sections import Seconds, Section, Span, duration, written
+from alertd.core.sections import Seconds, Section, Span, declared_default, duration, written
 from alertd.core.model import CLOSED, OPEN
 from alertd.core.vocabulary import EventKind
 from alertd.integrations.base import (Delivered, DeliveryError, Integration, Links, Notifier, NotifierSettings,
@@ -107,11 +107,11 @@ class SlackSettings(NotifierSettings):
     base_url: str = DEFAULT_BASE_URL
     signing_secret: str = ""
     default_channel: str = ""
-    debounce: timedelta = timedelta(seconds=2)
-    per_channel: float = 1.0
-    burst: int = 1
+    debounce: timedelta = SlackSection().debounce
+    per_channel: float = SlackRate().per_channel
+    burst: int = SlackRate().burst
     link_secret: str = ""  # links.signing_secret: the "Incident" link opens read-only without a token
-    link_lifetime: timedelta = timedelta(days=7)
+    link_lifetime: timedelta = declared_default(SlackLinks, "lifetime", timedelta)
 
     @property
     def enabled(self) -> bool:
