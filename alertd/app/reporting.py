@@ -164,8 +164,6 @@ class Reporting:
         await slack.post_text(channel, text)
 
     async def step(self) -> None:
-        if not hasattr(self.svc.store, "report_facts"):  # a store without the report's tables (a test double)
-            return
         now = self.clock()
         if self._sampled is None or now - self._sampled >= self.sample_every:
             await self.sample(now)
