@@ -33,12 +33,13 @@ from typing import Annotated, Any, Callable, ClassVar, Generic, Hashable, Mappin
 
 from msgspec import Meta
 
-from alertd.core.json_types import JSONObject
+from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.yamlio import Path_
 from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.model import Incident
 from alertd.core.sections import Seconds, Section, duration
 
-Problem = Callable[[tuple[Any, ...], str], None]  # report a problem at a path of the rule file
+Problem = Callable[[Path_, str], None]  # report a problem at a path of the rule file
 KEY_NAME = "[A-Za-z0-9_.-]+"  # a key's name in the config (notify.pagerduty.routing_keys), as rule files name it
 KEY_REF_PATTERN = rf"^\$\{{{KEY_NAME}\}}$"  # ${name}: how a rule file names a key
 KEY_REF = re.compile(rf"^\$\{{({KEY_NAME})\}}$")
@@ -209,7 +210,7 @@ class Integration(abc.ABC, Generic[S, C]):
         return intent in self.intents
 
     @abc.abstractmethod
-    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
+    def targets(self, doc: JSONValue, problem: Problem, path: Path_) -> list[Target]:
         """The targets a receiver's ``<name>:`` section names (schema-valid; report semantic problems)."""
 
     @abc.abstractmethod
@@ -232,7 +233,7 @@ class Integration(abc.ABC, Generic[S, C]):
         return Target.of(self.name, address, lane)
 
 
-def key_name(value: Any, problem: Problem, path: tuple[Any, ...], section: str) -> str:
+def key_name(value: JSONValue, problem: Problem, path: Path_, section: str) -> str:
     """'${gpu-infra}' -> 'gpu-infra': rule files name secrets that the config holds."""
     m = KEY_REF.match(str(value))
     if not m:

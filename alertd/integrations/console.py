@@ -8,11 +8,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Callable
+from typing import Annotated, Callable
 
 from msgspec import UNSET, Meta, UnsetType
 
+from alertd.core.json_types import JSONValue
 from alertd.core.outbox_items import Intent, OutboxItem, Show, Target, Timeline
+from alertd.core.yamlio import Path_
 from alertd.core.sections import Section
 from alertd.integrations.base import Delivered, Integration, Links, Notifier, NotifierSettings, NotifyStore, Problem
 
@@ -66,7 +68,7 @@ class Console(Integration[ConsoleSettings, ConsoleSection]):
     receiver_schema = {"type": "boolean", "description": "Also log to the console."}
     section = ConsoleSection
 
-    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
+    def targets(self, doc: JSONValue, problem: Problem, path: Path_) -> list[Target]:
         return [self.target()] if doc else []
 
     def settings(self, section: ConsoleSection, links: Links) -> ConsoleSettings:

@@ -20,14 +20,15 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, Callable
+from typing import Annotated, Callable
 from urllib.parse import quote
 
 import aiohttp
 import msgspec
 from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.json_types import JSONObject, JSONValue, obj
+from alertd.core.yamlio import Path_
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Intent, OutboxItem, Target
@@ -161,8 +162,8 @@ class Opsgenie(Integration[OpsgenieSettings, OpsgenieSection]):
                        "properties": {"api_key": key_ref_schema("notify.opsgenie.api_keys")}}
     section = OpsgenieSection
 
-    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
-        name = key_name(doc["api_key"], problem, path + ("api_key",), "notify.opsgenie.api_keys")
+    def targets(self, doc: JSONValue, problem: Problem, path: Path_) -> list[Target]:
+        name = key_name(obj(doc, self.name)["api_key"], problem, path + ("api_key",), "notify.opsgenie.api_keys")
         return [self.target(name)] if name else []
 
     def settings(self, section: OpsgenieSection, links: Links) -> OpsgenieSettings:

@@ -28,13 +28,14 @@ import json
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, Callable
+from typing import Annotated, Callable
 
 import aiohttp
 import msgspec
 from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.json_types import JSONObject, JSONValue, obj
+from alertd.core.yamlio import Path_
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Show, Target, Timeline
@@ -177,8 +178,8 @@ class Webhook(Integration[WebhookSettings, WebhookSection]):
                        "properties": {"endpoint": key_ref_schema("notify.webhook.endpoints")}}
     section = WebhookSection
 
-    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
-        name = key_name(doc["endpoint"], problem, path + ("endpoint",), "notify.webhook.endpoints")
+    def targets(self, doc: JSONValue, problem: Problem, path: Path_) -> list[Target]:
+        name = key_name(obj(doc, self.name)["endpoint"], problem, path + ("endpoint",), "notify.webhook.endpoints")
         return [self.target(name)] if name else []
 
     def settings(self, section: WebhookSection, links: Links) -> WebhookSettings:

@@ -28,13 +28,14 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Callable, ClassVar
+from typing import Annotated, Callable, ClassVar
 
 import aiohttp
 import msgspec
 from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue, integer, text as json_text
+from alertd.core.json_types import JSONObject, JSONValue, integer, obj, text as json_text
+from alertd.core.yamlio import Path_
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Paging, Target
@@ -299,8 +300,8 @@ class PagerDuty(Integration[PagerDutySettings, PagerDutySection]):
                        "properties": {"routing_key": key_ref_schema("notify.pagerduty.routing_keys")}}
     section = PagerDutySection
 
-    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
-        name = key_name(doc["routing_key"], problem, path + ("routing_key",), "notify.pagerduty.routing_keys")
+    def targets(self, doc: JSONValue, problem: Problem, path: Path_) -> list[Target]:
+        name = key_name(obj(doc, self.name)["routing_key"], problem, path + ("routing_key",), "notify.pagerduty.routing_keys")
         return [self.target(name)] if name else []
 
     def settings(self, section: PagerDutySection, links: Links) -> PagerDutySettings:

@@ -39,7 +39,8 @@ from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import AsyncConnectionErrorRetryHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from alertd.core.json_types import JSONObject
+from alertd.core.json_types import JSONObject, JSONValue, obj, strings
+from alertd.core.yamlio import Path_
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Target, Timeline
 from alertd.core.durations import format_duration
 from alertd.core.sections import Seconds, Section, Span, declared_default, duration, written
@@ -432,9 +433,12 @@ class Slack(Integration[SlackSettings, SlackSection]):
     }
     section = SlackSection
 
-    def targets(self, doc: Any, problem: Problem, path: tuple[Any, ...]) -> list[Target]:
-        channels = [doc] if isinstance(doc, str) else list(doc.get("channels") or []) + (
-            [doc["channel"]] if doc.get("channel") else [])
+    def targets(self, doc: JSONValue, problem: Problem, path: Path_) -> list[Target]:
+        if isinstance(doc, str):
+            return [self.target(doc)]
+        part = obj(doc, "slack receiver")
+        one = part.get("channel")
+        channels = strings(part.get("channels")) + ([one] if isinstance(one, str) and one else [])
         return [self.target(c) for c in dict.fromkeys(channels)]
 
     def settings(self, section: SlackSection, links: Links) -> SlackSettings:
