@@ -29,12 +29,13 @@ import abc
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, Self, TypedDict, TypeVar
+from typing import Annotated, Callable, ClassVar, Generic, Hashable, Mapping, Protocol, Self, TypedDict, TypeVar
 
 from msgspec import Meta
 
 from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.yamlio import Path_
+from alertd.integrations.ratelimit import RateLimiter
 from alertd.core.outbox_items import Intent, OutboxItem, Target
 from alertd.core.model import Incident
 from alertd.core.sections import Seconds, Section, duration
@@ -188,9 +189,9 @@ class Notifier(abc.ABC):
         """The key whose sends are spaced by ``limiter`` (e.g. a Slack channel), or None."""
         return None
 
-    # alertd.integrations.ratelimit.RateLimiter, when rate_key is used; deliver awaits its at_wire(key) right
-    # before each request to that key, so the spacing holds where the API sees it
-    limiter: Any = None
+    # When rate_key is used; deliver awaits its at_wire(key) right before each request to that key, so the
+    # spacing holds where the API sees it
+    limiter: RateLimiter | None = None
 
     async def close(self) -> None:
         return None

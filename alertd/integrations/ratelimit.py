@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable, Hashable
 
 
 class RateLimiter:
@@ -25,20 +25,20 @@ class RateLimiter:
         self.interval = 1.0 / rate if rate > 0 else 0.0
         self.burst = max(1, burst)
         self.clock, self.sleep = clock, sleep  # injected together: a test's clock moves when it sleeps
-        self._tat: dict[Any, float] = {}
-        self._paused: dict[Any, float] = {}
-        self._held: dict[Any, tuple[Any, float]] = {}  # token -> (key, reserved slot)
-        self._sent: dict[Any, list[float]] = {}  # key -> times of the last ``burst`` sends
+        self._tat: dict[Hashable, float] = {}
+        self._paused: dict[Hashable, float] = {}
+        self._held: dict[Hashable, tuple[Hashable, float]] = {}  # token -> (key, reserved slot)
+        self._sent: dict[Hashable, list[float]] = {}  # key -> times of the last ``burst`` sends
 
-    def pause(self, key: Any, seconds: float) -> None:
+    def pause(self, key: Hashable, seconds: float) -> None:
         until = self.clock() + seconds
         self._paused[key] = max(self._paused.get(key, 0.0), until)
         self._tat[key] = max(self._tat.get(key, 0.0), until)  # reservations made later start after it
 
-    def paused_for(self, key: Any) -> float:
+    def paused_for(self, key: Hashable) -> float:
         return max(0.0, self._paused.get(key, 0.0) - self.clock())
 
-    def slot(self, key: Any, token: Any = None) -> float:
+    def slot(self, key: Hashable, token: Hashable = None) -> float:
         """The time this send may go (reserved now, or earlier under ``token``)."""
         now = self.clock()
         held = self._held.pop(token, None) if token is not None else None
@@ -53,20 +53,20 @@ class RateLimiter:
             slot = max(slot, sent[-self.burst] + self.interval * self.burst)
         return max(slot, self._paused.get(key, 0.0))
 
-    def hold(self, token: Any, key: Any, slot: float) -> None:
+    def hold(self, token: Hashable, key: Hashable, slot: float) -> None:
         self._held[token] = (key, slot)
         if len(self._held) > 100_000:  # tokens of items that never came back (given up, other process)
             self._held.pop(next(iter(self._held)))
 
-    async def acquire(self, key: Any) -> None:
+    async def acquire(self, key: Hashable) -> None:
         await self.wait_until(key, self.slot(key))
 
-    async def wait_until(self, key: Any, slot: float) -> None:
+    async def wait_until(self, key: Hashable, slot: float) -> None:
         """Sleep until ``slot``, or the end of a pause that came meanwhile."""
         while (wait := max(slot, self._paused.get(key, 0.0)) - self.clock()) > 0:
             await self.sleep(wait)
 
-    async def at_wire(self, key: Any) -> None:
+    async def at_wire(self, key: Hashable) -> None:
         """Sleep until a send may leave now (the rate from the last ``burst`` sends, any pause), and count it."""
         sent = self._sent.setdefault(key, [])
         while True:

@@ -79,8 +79,7 @@ class RateLimit:
 
     async def __call__(self, d: Delivery) -> None:
         limiter = d.notifier.limiter
-        key = d.notifier.rate_key(d.items, d.ref) if limiter is not None else None
-        if key is None:
+        if limiter is None or (key := d.notifier.rate_key(d.items, d.ref)) is None:
             return
         slot = limiter.slot(key, d.item.id)
         wait = slot - limiter.clock()

@@ -166,6 +166,7 @@ class SlackNotifier(Notifier):
     kind = "slack"
     coalesce = frozenset({Intent.SHOW, Intent.TIMELINE})
     needs_ref = frozenset({Intent.TIMELINE})
+    limiter: RateLimiter  # always: each channel's posts are spaced
 
     def __init__(self, settings: SlackSettings, store: NotifyStore, clock: Callable[[], datetime], *,
                  client: AsyncWebClient | None = None, installation: Callable[[], str] = lambda: ""):
@@ -181,8 +182,7 @@ class SlackNotifier(Notifier):
 
     @property
     def posts(self) -> RateLimiter:
-        limiter: RateLimiter = self.limiter
-        return limiter
+        return self.limiter
 
     # ----- plumbing -----
 
