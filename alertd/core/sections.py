@@ -7,7 +7,7 @@ column and the wording of alertd/schemas/messages.py. msgspec then only converts
 from __future__ import annotations
 
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
@@ -49,18 +49,26 @@ class Span(timedelta):
 
 
 class WrittenDefault(Generic[T]):
-    """A default kept as the file would write it, so the generated schema shows ``"default": "10s"``."""
+    """A default kept as the file would write it, so the generated schema shows ``"default": "10s"`` (or
+    ``["30s", "2m"]``)."""
 
-    def __init__(self, read: Callable[[str], T], text: str):
-        self.read, self.text = read, text
+    def __init__(self, make: Callable[[], T], text: JSONValue):
+        self.make, self.text = make, text
 
     def __call__(self) -> T:
-        return self.read(self.text)
+        return self.make()
 
 
 def written(read: Callable[[str], T], text: str) -> T:
     """The default of a field whose type reads its value from text (``from_config``), given as that text."""
-    value: T = msgspec.field(default_factory=WrittenDefault(read, text))
+    value: T = msgspec.field(default_factory=WrittenDefault(lambda: read(text), text))
+    return value
+
+
+def written_each(read: Callable[[str], T], texts: Sequence[str]) -> tuple[T, ...]:
+    """The default of a list field, given as the texts its items are read from."""
+    as_written: list[JSONValue] = [t for t in texts]
+    value: tuple[T, ...] = msgspec.field(default_factory=WrittenDefault(lambda: tuple(map(read, texts)), as_written))
     return value
 
 
@@ -260,4 +268,4 @@ def option_paths(cls: type[Section], prefix: str) -> list[str]:
 
 
 __all__ = ["DURATION_REF", "Seconds", "Section", "Span", "declared_default", "duration", "list_part", "option_paths", "part_of", "parts",
-           "section_schema", "written"]
+           "section_schema", "written", "written_each"]

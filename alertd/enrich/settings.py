@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from alertd.core.sections import Seconds, Section, Span, duration, written
+from alertd.core.sections import Seconds, Section, Span, duration, written, written_each
 
 NonEmpty = Annotated[str, Meta(min_length=1)]
 Names = tuple[NonEmpty, ...]
@@ -258,7 +258,7 @@ class EnrichSettings(Section, frozen=True):
     retry: Annotated[tuple[Seconds, ...], Meta(description=(
         "Delays between retries of a failed log search while the incident is open. Default "
         f"[{', '.join(DEFAULT_RETRY)}]."))] = \
-        msgspec.field(default_factory=lambda: tuple(Seconds.from_config(d) for d in DEFAULT_RETRY))
+        written_each(Seconds.from_config, DEFAULT_RETRY)
     recheck: Annotated[bool, Meta(description=(
         "Search again once a window that was still open (alert startsAt + after + ingest_lag) has "
         "closed."))] = True

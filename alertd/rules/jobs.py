@@ -11,7 +11,7 @@ import msgspec
 from msgspec import Meta
 
 from alertd.core.matchers import Matcher
-from alertd.core.sections import Section, Span, written
+from alertd.core.sections import Section, Span, written, written_each
 from alertd.core.vocabulary import SUSPECT_CHOICES, SUSPECT_KINDS, SignalKind, SignalKind as K, signal_is
 from alertd.core.yamlio import Path_
 from alertd.rules.declared import Matchers, Word, matchers
@@ -35,7 +35,7 @@ class Suspects(Section, frozen=True):
     kinds: Annotated[tuple[SuspectKind, ...], Meta(min_length=1, extra_json_schema={"uniqueItems": True}, description=(
         "The signal kinds that make a node incident a suspect, most telling first. Suspects that began by the "
         "stall (their alert's `for:` allowed: 5 minutes) rank first, then by this order, then nearest the stall "
-        "first."))] = msgspec.field(default_factory=lambda: tuple(map(SuspectKind, SUSPECT_KINDS)))
+        "first."))] = written_each(SuspectKind, SUSPECT_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
