@@ -2,7 +2,6 @@
 (alertd.rules.ruleset's checker: problems with the file's line and column)."""
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Iterable, Protocol
 
 from alertd.core.matchers import Matcher
@@ -17,9 +16,6 @@ class Checker(Protocol):
 
     def matchers(self, items: Iterable[str] | None, path: Path_) -> tuple[Matcher, ...]:
         """Alertmanager matcher strings, parsed; a bad one is a problem at its index."""
-
-    def duration(self, value: str | None, path: Path_, default: timedelta) -> timedelta:
-        """A Prometheus duration, ``default`` when absent; a bad one is a problem and gives ``default``."""
 
 
 __all__ = ["Checker"]

@@ -14,10 +14,11 @@ from msgspec import Meta
 
 from alertd.core.durations import parse_duration
 from alertd.core.json_types import JSONObject
-from alertd.core.sections import Section
+from alertd.core.sections import Section, written
 from alertd.core.vocabulary import HISTORY_KINDS, LADDER, HistoryScope, SignalKind, VerdictKind
 from alertd.core.yamlio import Path_
 from alertd.schemas.declared import SEVERITY_WORDS, RuleFile, in_order, word
+from alertd.rules.declared import TextSpan
 from alertd.rules.rma import Condition, RmaRule, report_duplicate_names
 
 REPEAT_OFFENDER, REPAIR_NOT_HELD, LEMON_NODE = VerdictKind
@@ -31,8 +32,6 @@ class Checker(Protocol):
     """What parsing needs of the rule loader's checker (alertd/rules/ruleset.py)."""
 
     def problem(self, path: Path_, message: str) -> None: ...
-
-    def duration(self, value: str | None, path: Path_, default: timedelta) -> timedelta: ...
 
     def where(self, path: Path_) -> str: ...
 
@@ -114,11 +113,12 @@ class HistoryEntry(Section, frozen=True):
     description: Annotated[str, Meta(description="Why the rule exists (shown in the UI and the RMA export).")] = ""
     scope: Annotated[str, word(HistoryScope, (
         "repeat_offender only: count per GPU (its UUID, across nodes; default) or per node."))] = HistoryScope.GPU.value
-    window: Annotated[str, Meta(description=(
-        "Prometheus duration: only incidents (or remediations) this recent count (default 7d)."))] = WINDOW
-    within: Annotated[str, Meta(description=(
+    window: Annotated[TextSpan, Meta(description=(
+        "Prometheus duration: only incidents (or remediations) this recent count (default 7d)."))] = \
+        written(TextSpan.from_config, WINDOW)
+    within: Annotated[TextSpan, Meta(description=(
         "repair_not_held only: the Prometheus duration after a repair within which the same fault means the repair "
-        "did not hold (default 7d)."))] = WITHIN
+        "did not hold (default 7d)."))] = written(TextSpan.from_config, WITHIN)
     count: Annotated[int, Meta(ge=1, description=(
         "repeat_offender, lemon_node: how many it takes, the new incident included (default 3; RMA-only rules "
         "default to 1)."))] | None = None
@@ -158,8 +158,7 @@ def parse_history(doc: tuple[HistoryEntry, ...], check: Checker) -> tuple[Histor
     for i, entry in enumerate(doc):
         out.append(HistoryRule(
             name=entry.name, kind=entry.kind, description=entry.description, scope=entry.scope,
-            window=check.duration(entry.window, ("history", i, "window"), DEFAULT_WINDOW),
-            within=check.duration(entry.within, ("history", i, "within"), DEFAULT_WITHIN),
+            window=entry.window, within=entry.within,
             count=entry.count or (DEFAULT_COUNT if entry.action else 1),
             any_of=tuple(c.condition() for c in entry.any_of), all_of=tuple(c.condition() for c in entry.all_of),
             action=entry.action, severity=entry.severity, rma=entry.rma, where=check.where(("history", i))))

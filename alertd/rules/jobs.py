@@ -128,11 +128,9 @@ class DomainRule(Section, frozen=True):
 
 
 class Checks(Protocol):
-    """What parsing needs of the rule loader: matchers and durations read with file:line problems."""
+    """What parsing needs of the rule loader: matchers read with file:line problems."""
 
     def matchers(self, items: Any, path: Path_) -> tuple[Matcher, ...]: ...
-
-    def duration(self, value: Any, path: Path_, default: timedelta) -> timedelta: ...
 
     def problem(self, path: Path_, message: str) -> None: ...
 

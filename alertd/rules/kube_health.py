@@ -15,9 +15,10 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from alertd.core.sections import Section
+from alertd.core.sections import Section, written
 from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
+from alertd.rules.declared import TextSpan
 from alertd.schemas.declared import SEVERITY_WORDS, DefText, RuleFile
 
 
@@ -155,9 +156,11 @@ class Admission(Section, frozen=True):
     alertname: AlertName
     severity: SeverityWord = msgspec.field(default_factory=partial(SeverityWord, "error"))
     min_pods: Annotated[int, Meta(ge=1, description="Rejected pods on one Ready node before it is an incident.")] = 3
-    window: Annotated[str, Meta(description="Prometheus duration: rejections this far apart are one burst.")] = "10m"
-    settle: Annotated[str, Meta(description=(
-        "Prometheus duration: how long after min_pods is reached the alert waits to count the burst."))] = "5s"
+    window: Annotated[TextSpan, Meta(description="Prometheus duration: rejections this far apart are one burst.")] = \
+        written(TextSpan.from_config, "10m")
+    settle: Annotated[TextSpan, Meta(description=(
+        "Prometheus duration: how long after min_pods is reached the alert waits to count the burst."))] = \
+        written(TextSpan.from_config, "5s")
     max_pods: Annotated[int, Meta(ge=1, description="Pods remembered per node (memory bound).")] = 500
 
 
@@ -211,8 +214,7 @@ def parse_kube_health(doc: KubeHealthSection, check: Checker, before: KubeHealth
             reason=_regex(check, a.reason, here + ("reason",)) or _NEVER,
             resource=_regex(check, a.resource, here + ("resource",), anchored=False) or _NEVER,
             alertname=str(a.alertname), severity=str(a.severity), min_pods=a.min_pods,
-            window=check.duration(a.window, here + ("window",), timedelta(0)),
-            settle=check.duration(a.settle, here + ("settle",), timedelta(0)), max_pods=a.max_pods)
+            window=a.window, settle=a.settle, max_pods=a.max_pods)
     names = {r.alertname for r in conditions} | {r.alertname for r in events} | \
         ({admission.alertname} if admission else set())
     return KubeHealthRules(tuple(conditions), tuple(events), admission, frozenset(names))

@@ -13,12 +13,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Sequence, cast
 
-from alertd.core.durations import DurationError, parse_duration
 from alertd.rules.evidence import EVIDENCE, EvidenceRules, parse_evidence_rules, merge
 from alertd.rules.remediation import RemediationPolicy, parse_remediation
 from alertd.core.json_types import JSONObject
 from alertd.rules.storm_says import Escalation, Reading, parse_escalate
-from alertd.rules.history import HISTORY, HistoryRule, parse_history, rma_rules
+from alertd.rules.history import HistoryFile, HistoryRule, parse_history, rma_rules
 from alertd.rules.rma import RmaRule, parse_rma
 from alertd.rules.routing import Routing, parse_routing
 from alertd.rules.checker import Checker
@@ -32,7 +31,7 @@ from alertd.gpu.recovery import RECOVERY_ACTIONS_FILE, RecoveryActionsSection, R
 from alertd.gpu.sxid import DEFAULT_SXIDS, SXID_CATALOG, SxidCatalog, SxidsSection, merge_sxids, parse_sxid_catalog
 from alertd.core.matchers import Matcher, MatcherError, literal_values, parse_matchers
 from alertd.promql.recording import RecordingIndex
-from alertd.rules.kube_health import KUBE_HEALTH, KubeHealthRules, parse_kube_health
+from alertd.rules.kube_health import KubeHealthRules, KubeHealthSection, parse_kube_health
 from alertd.rules.jobs import DomainRule, JobRule, check_domains, parse_job
 from alertd.schemas import problems as schema_problems
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
@@ -166,15 +165,6 @@ class _Checker:
             except MatcherError as exc:
                 self.problem(path + (i,), str(exc))
         return tuple(out)
-
-    def duration(self, value: Any, path: Path_, default: timedelta) -> timedelta:
-        if value is None:
-            return default
-        try:
-            return parse_duration(value)
-        except DurationError as exc:
-            self.problem(path, str(exc))
-            return default
 
 
 def rule_files(paths: Sequence[Path | str]) -> list[Path]:
@@ -321,13 +311,16 @@ def _read_section(sections: _Sections, section: str, doc: JSONObject, check: _Ch
     elif section == "rma":
         sections.rma.extend(parse_rma(valid["rma"], check))
     elif section == "history":
-        sections.history.extend(_unique_history(parse_history(HISTORY.decode(valid).history, check), sections, check))
+        decoded = decode(HistoryFile, {"history": doc["history"]}, (), check).history
+        sections.history.extend(_unique_history(parse_history(decoded, check), sections, check))
     elif section == "remediation":
         if sections.remediation is not None:
             check.problem(("remediation",), "remediation is defined in more than one rule file")
         sections.remediation = parse_remediation(valid["remediation"] or {}, check)
     elif section == "kube_health":
-        sections.kube_health = parse_kube_health(KUBE_HEALTH.decode(valid).kube_health, check, sections.kube_health)
+        body = doc["kube_health"] if isinstance(doc["kube_health"], dict) else {}
+        sections.kube_health = parse_kube_health(decode(KubeHealthSection, body, ("kube_health",), check), check,
+                                                 sections.kube_health)
 
 
 def _unique_history(rules: tuple[HistoryRule, ...], sections: _Sections, check: _Checker) -> tuple[HistoryRule, ...]:

@@ -248,3 +248,22 @@ async def test_each_leadership_period_raises_the_bad_conditions_again() -> None:
         await asyncio.gather(task, return_exceptions=True)
         assert len(stored) == expected
     assert keys(stored[:1]) == keys(stored[1:])  # the same alert: the engine drops the second
+
+
+def test_the_admission_window_and_settle_read_as_durations_and_a_bad_one_is_told_at_its_place(tmp_path) -> None:
+    import pytest
+    import yaml
+
+    from alertd.core.errors import InvalidDocument
+    from alertd.rules.ruleset import load_rules
+
+    admission = {"reason": "UnexpectedAdmissionError", "resource": "nvidia\\.com/gpu", "alertname": "KubeGPUPodsRejected",
+                 "window": "15m"}
+    (tmp_path / "sources.yml").write_text(yaml.safe_dump({"kube_health": {"admission": admission}}))
+    rule = load_rules([tmp_path]).kube_health.admission
+    assert rule is not None and (rule.window, rule.settle) == (timedelta(minutes=15), timedelta(seconds=5))
+    (tmp_path / "sources.yml").write_text(yaml.safe_dump({"kube_health": {"admission": {**admission, "settle": "1m1m"}}}))
+    with pytest.raises(InvalidDocument) as raised:
+        load_rules([tmp_path])
+    (problem,) = raised.value.problems
+    assert problem.line and problem.path == "kube_health.admission.settle" and "'1m1m'" in problem.message
