@@ -168,7 +168,7 @@ def _sxid_signal(alert: Alert, rules: RuleSet, line: SxidLine | None, rule: Deci
     severity = severity_label(alert.labels.get("severity")) or (rule.severity if rule else "") or Severity.WARNING
     return Signal(kind=SignalKind.SXID.value, severity=as_severity(severity), category=Category.NVLINK.value,
                   title=KIND_TITLES[SignalKind.SXID],
-                  meaning=alert.annotations.get("description", ""), runbook=(rule.runbook if rule else "") or "sxid",
+                  meaning=alert.annotations.get("description", ""), runbook=(rule.runbook if rule else "") or rules.sxids.runbook,
                   basis=basis)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import zlib
 from functools import lru_cache
 from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.vocabulary import SignalKind
 
 from alertd.rules.shipped import SHIPPED_RULES
 from alertd.gpu.catalog import XidCatalog
@@ -46,7 +47,7 @@ def _empty(value: JSONValue) -> JSONValue:
 def compact_signal(sig: JSONObject) -> JSONObject:
     """Signal.to_dict() -> what is stored (the catalog fields that equal the shipped entry's left out)."""
     code = sig.get("xid")
-    ref = _reference(code) if sig.get("kind") == "xid" and type(code) is int else None
+    ref = _reference(code) if sig.get("kind") == SignalKind.XID and type(code) is int else None
     if ref is None:
         return sig
     out = {k: v for k, v in sig.items() if k not in ref or v != ref[k]}

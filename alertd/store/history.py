@@ -16,6 +16,7 @@ written in the same transaction as the incident itself.
 from __future__ import annotations
 
 from collections import OrderedDict
+from enum import StrEnum
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Iterable, TypeVar
@@ -31,8 +32,21 @@ V = TypeVar("V")
 
 MAX_SCANNED_MEMBERS = 256
 MAX_NODE_FACETS = 200  # a fleet incident lists thousands of nodes; the first ones are searchable
-# Facet kinds (facets()): signal, xid, team, node (a GPU filter reads gpu_history; an own node, incidents.node)
-# and, for the history judge (store/history_snapshot.py), "cause" and "repaired" of a node's own incidents.
+
+
+class Facet(StrEnum):
+    """The kind of an ``incident_facets`` row: what the list's filters find an incident by (a GPU filter reads
+    gpu_history; an incident's own node, incidents.node) and what the history judge (store/history_snapshot.py)
+    reads of a node's own earlier incidents."""
+
+    SIGNAL = "signal"
+    XID = "xid"
+    TEAM = "team"
+    NODE = "node"  # a member node of a fleet incident
+    CAUSE = "cause"  # the signal kind of a fault member (judge)
+    REPAIRED = "repaired"  # when the node was uncordoned after it (judge)
+
+
 # gpu_history docs are stored with short keys (and "last" left out when it equals the row's updated_at)
 SHORT_KEYS = {"xids": "x", "signals": "s", "alertnames": "a", "index": "i", "serial": "n", "pci_bus_id": "p",
               "first": "f", "last": "l"}
@@ -245,14 +259,14 @@ def sightings(inc: Incident, changed: Iterable[str] | None = None) -> list[Sight
 
 
 def facets(inc: Incident, cache: "FacetCache | None" = None) -> set[tuple[str, str]]:
-    out: set[tuple[str, str]] = {("signal", s) for s in inc.signals}
-    out |= {("xid", str(x)) for x in inc.xids}
-    out |= node_facets(inc, cache) - {("node", inc.node)}
+    out: set[tuple[str, str]] = {(Facet.SIGNAL, s) for s in inc.signals}
+    out |= {(Facet.XID, str(x)) for x in inc.xids}
+    out |= node_facets(inc, cache) - {(Facet.NODE, inc.node)}
     # The owning team is read from the members: a storm incident's thousands of members (whose jobs belong
     # to many teams anyway) would cost a full scan on every step, so only smaller incidents get one.
     team = _OWNERS.team_for(inc) if len(inc.members) <= MAX_SCANNED_MEMBERS else ""
     if team:
-        out.add(("team", team))
+        out.add((Facet.TEAM, team))
     if inc.node and not inc.fleet and len(inc.members) <= MAX_SCANNED_MEMBERS:
         out |= repair_facets(inc)
     return out
@@ -262,10 +276,10 @@ def repair_facets(inc: Incident) -> set[tuple[str, str]]:
     """What the history judge reads of a node's earlier incident without its members: the kinds of its
     faults (``cause``: repair symptoms left out) and when its repair ended (``repaired``: the uncordon that
     ended its response, engine/response.py)."""
-    out = {("cause", m.signal.kind) for m in inc.members.values() if is_fault(m)}
+    out: set[tuple[str, str]] = {(Facet.CAUSE, m.signal.kind) for m in inc.members.values() if is_fault(m)}
     repaired = uncordoned_at(inc)
     if repaired is not None:
-        out.add(("repaired", iso(repaired)))
+        out.add((Facet.REPAIRED, iso(repaired)))
     return out
 
 
@@ -277,9 +291,9 @@ def node_facets(inc: Incident, cache: "FacetCache | None" = None) -> frozenset[t
     if memo is not None and memo[0] == shown:
         return memo[1]
     if memo is not None and memo[0] < shown:  # appended since: add only the new ones
-        value = memo[1] | {("node", n) for n in islice(inc.nodes, memo[0], shown) if n}
+        value = memo[1] | {(Facet.NODE, n) for n in islice(inc.nodes, memo[0], shown) if n}
     else:
-        value = frozenset(("node", n) for n in islice(inc.nodes, MAX_NODE_FACETS) if n)
+        value = frozenset((Facet.NODE, n) for n in islice(inc.nodes, MAX_NODE_FACETS) if n)
     if cache is not None and shown:
         cache.nodes[inc.id] = (shown, value)
         if len(cache.nodes) > cache.size:
@@ -344,10 +358,10 @@ def write(cur: Any, q: Any, incidents: Iterable[tuple[Incident, Iterable[str] | 
         before = cache.known(inc.id) if cache is not None else None
         if before is None:  # not known since the store opened: rewrite them all
             ids.append((inc.id,))
-            facet_rows += [(inc.id, seq, opened if kind == "xid" else "", kind, value) for kind, value in sorted(current)]
+            facet_rows += [(inc.id, seq, opened if kind == Facet.XID else "", kind, value) for kind, value in sorted(current)]
         elif before != current:  # a growing storm adds a few nodes per step: write only the difference
             gone += [(kind, value, seq) for kind, value in sorted(before - current)]
-            facet_rows += [(inc.id, seq, opened if kind == "xid" else "", kind, value)
+            facet_rows += [(inc.id, seq, opened if kind == Facet.XID else "", kind, value)
                            for kind, value in sorted(current - before)]
         if before != current:
             written[inc.id] = current

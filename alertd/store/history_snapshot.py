@@ -27,11 +27,11 @@ from alertd.core.model import Incident, iso, parse_iso
 from alertd.engine.judge import seen_now
 from alertd.engine.response import uncordoned_at
 from alertd.store.database import Part
-from alertd.store.history import history_doc
+from alertd.store.history import Facet, history_doc
 
 MAX_NODE_INCIDENTS = 64  # a node's incidents in the look-back read with their members, newest first
 MAX_GPUS = 256  # a node incident names at most this many GPUs for the read (a node has 8 or 16)
-NODE_FACETS = frozenset({"xid", "cause", "repaired"})  # what the judge reads of a node's earlier incident
+NODE_FACETS = frozenset({Facet.XID, Facet.CAUSE, Facet.REPAIRED})  # what the judge reads of a node's earlier incident
 DONE = "done"  # a remediation that ran to its end (alertd/remediation/model.py)
 
 
@@ -130,9 +130,9 @@ def _node_row(inc_id: str, opened: datetime, node: str, facets: dict[str, list[s
               remediation: Remediated | None) -> Fault:
     """A node's earlier incident from its facets (store/history.py ``repair_facets``): its Xids, its faults'
     kinds, and when its repair ended (the later of the uncordon and its last remediation that ran)."""
-    uncordon = max((t for t in map(parse_iso, facets.get("repaired", ())) if t is not None), default=None)
-    return _with_repair(Fault(inc_id, opened, "", node, tuple(sorted(int(x) for x in facets.get("xid", ()))),
-                              tuple(sorted(facets.get("cause", ())))), uncordon, remediation)
+    uncordon = max((t for t in map(parse_iso, facets.get(Facet.REPAIRED, ())) if t is not None), default=None)
+    return _with_repair(Fault(inc_id, opened, "", node, tuple(sorted(int(x) for x in facets.get(Facet.XID, ()))),
+                              tuple(sorted(facets.get(Facet.CAUSE, ())))), uncordon, remediation)
 
 
 def _with_repair(fault: Fault, uncordon: datetime | None, remediation: Remediated | None) -> Fault:

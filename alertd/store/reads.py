@@ -13,7 +13,7 @@ from typing import Any, Collection
 from alertd.core.json_types import JSONObject, integer, obj, string_map
 from alertd.core.model import ACKNOWLEDGED, OPEN, Incident, iso
 from alertd.store.database import Database, Part
-from alertd.store.history import history_doc
+from alertd.store.history import Facet, history_doc
 from alertd.store.sql import assemble, incident_doc, unpacked
 
 
@@ -47,7 +47,7 @@ def incident_sql(q: IncidentQuery) -> tuple[str, list[Any]]:
     if q.node:
         where.append("(node = ? OR seq IN (SELECT seq FROM incident_facets WHERE kind = 'node' AND value = ?))")
         args += [q.node, q.node]
-    for kind, value in (("signal", q.signal), ("xid", q.xid), ("team", q.team)):
+    for kind, value in ((Facet.SIGNAL, q.signal), (Facet.XID, q.xid), (Facet.TEAM, q.team)):
         if value:
             where.append("seq IN (SELECT seq FROM incident_facets WHERE kind = ? AND value = ?)")
             args += [kind, value]

@@ -15,6 +15,7 @@ import pytest
 from alertd.config import schemafiles
 from alertd.core import states, vocabulary as v
 from alertd.core.incident_filters import SORTS
+from alertd.store.history import Facet
 from alertd.core.instants import WEEKDAYS
 from alertd.core.model import FIRING, Alert
 from alertd.integrations.registry import INTEGRATIONS
@@ -49,6 +50,7 @@ CONCEPTS: Mapping[str, tuple[str, frozenset[str]]] = {
     "weekday": ("alertd/core/instants.py", frozenset(WEEKDAYS)),
     "list order": ("alertd/core/incident_filters.py", frozenset(SORTS)),
     "integration": ("alertd/integrations/registry.py", frozenset(INTEGRATIONS)),
+    "incident facet": ("alertd/store/history.py", frozenset(Facet)),
 }
 
 # Literals in alertd/ whose words are a concept's by accident, each with what they really are:
