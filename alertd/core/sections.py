@@ -196,6 +196,8 @@ def _resolved(node: JSONValue, made: _Inliner, named: Mapping[str, type]) -> JSO
         return node
     name = _def_name(node.get("$ref"))
     out = {k: _resolved(v, made, named) for k, v in node.items() if k != "$ref" or name not in named}
+    if "enum" in out and out.get("type") == "string":
+        del out["type"]  # a word of the vocabulary (schemas.declared.word): one error, naming the words
     if name not in named:  # not one of msgspec's (the file's own duration)
         return out
     kind = named[name]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import typing
 from collections.abc import Mapping
-from typing import ClassVar, TypeVar
+from typing import TypeVar
 
 import msgspec
 
@@ -61,21 +61,6 @@ def matchers(*texts: str) -> Matchers:
     return Matchers(texts)
 
 
-class Word(str):
-    """A word of the vocabulary (alertd/core/vocabulary.py) a field takes: a subclass names the set it is of,
-    in the vocabulary's order (alertd.schemas.declared.in_order), and the schema lists it as an enum (an error lists them so)."""
-
-    WORDS: ClassVar[tuple[str, ...]] = ()
-
-    @classmethod
-    def from_config(cls, value: str) -> "Word":
-        return cls(value)
-
-    @classmethod
-    def config_schema(cls) -> dict[str, object]:
-        return {"enum": list(cls.WORDS)}
-
-
 def decode(cls: type[S], doc: Mapping[str, object] | None, path: Path_, check: Checker) -> S:
     """The section of a schema-valid document; a duration the schema passed but alertd cannot hold is a
     problem at its place, and its field keeps its default."""
@@ -117,4 +102,4 @@ def _is_span(kind: object) -> bool:
     return (isinstance(kind, type) and issubclass(kind, Span)) or any(_is_span(k) for k in typing.get_args(kind))
 
 
-__all__ = ["MATCHERS_SCHEMA", "Matchers", "RULE_DEFS", "TextSpan", "Word", "decode", "matchers"]
+__all__ = ["MATCHERS_SCHEMA", "Matchers", "RULE_DEFS", "TextSpan", "decode", "matchers"]

@@ -14,14 +14,13 @@ from alertd.core.matchers import Matcher
 from alertd.core.sections import Section, Span, written, written_each
 from alertd.core.vocabulary import SUSPECT_CHOICES, SUSPECT_KINDS, SignalKind, SignalKind as K, signal_is
 from alertd.core.yamlio import Path_
-from alertd.rules.declared import Matchers, Word, matchers
-from alertd.schemas.declared import in_order
+from alertd.rules.declared import Matchers, matchers
+from alertd.schemas.declared import in_order, word
 
 FieldName = Annotated[str, Meta(pattern="^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
-class SuspectKind(Word):
-    WORDS = in_order(SignalKind, SUSPECT_CHOICES)
+SuspectKind = Annotated[str, word(in_order(SignalKind, SUSPECT_CHOICES))]
 
 
 class Suspects(Section, frozen=True):
@@ -35,7 +34,7 @@ class Suspects(Section, frozen=True):
     kinds: Annotated[tuple[SuspectKind, ...], Meta(min_length=1, extra_json_schema={"uniqueItems": True}, description=(
         "The signal kinds that make a node incident a suspect, most telling first. Suspects that began by the "
         "stall (their alert's `for:` allowed: 5 minutes) rank first, then by this order, then nearest the stall "
-        "first."))] = written_each(SuspectKind, SUSPECT_KINDS)
+        "first."))] = written_each(str, SUSPECT_KINDS)
 
 
 @dataclass(frozen=True, slots=True)

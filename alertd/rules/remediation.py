@@ -20,31 +20,18 @@ from alertd.core.vocabulary import (CATALOG_ACTIONS, LADDER, REMEDIATION_ACTIONS
                                     RemediationAction, SignalKind)
 from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
-from alertd.rules.declared import TextSpan, Word, decode
-from alertd.schemas.declared import in_order
+from alertd.rules.declared import TextSpan, decode
+from alertd.schemas.declared import in_order, word
 
 RMA = RemediationAction.RMA.value  # open a ticket to return the incident's GPU(s) to the vendor (app/rma_handoff.py)
 LADDER_POLICY = "ladder-"  # a ladder step's policy is named this + the step
 
 
-class Step(Word):
-    WORDS = tuple(LADDER)
-
-
-class StepAction(Word):
-    WORDS = in_order(RemediationAction, STEP_ACTIONS)
-
-
-class PolicyAction(Word):
-    WORDS = tuple(REMEDIATION_ACTIONS)
-
-
-class CatalogAction(Word):
-    WORDS = in_order(GpuAction, CATALOG_ACTIONS)
-
-
-class RemediationKind(Word):
-    WORDS = in_order(SignalKind, REMEDIATION_KINDS)
+Step = Annotated[str, word(LADDER)]
+StepAction = Annotated[str, word(in_order(RemediationAction, STEP_ACTIONS))]
+PolicyAction = Annotated[str, word(REMEDIATION_ACTIONS)]
+CatalogAction = Annotated[str, word(in_order(GpuAction, CATALOG_ACTIONS))]
+PolicySignal = Annotated[str, word(in_order(SignalKind, REMEDIATION_KINDS))]  # a signal kind a policy may act on
 
 
 Approval = Literal["required", "automatic"]
@@ -79,7 +66,7 @@ class PolicyRule(Section, frozen=True, kw_only=True):
     description: Annotated[str, Meta(description="Why the policy, in words.")] = ""
     xids: Annotated[tuple[Annotated[int, Meta(ge=1)], ...], Meta(min_length=1, description=(
         "The incident reports any of these Xid codes."))] = ()
-    signals: Annotated[tuple[RemediationKind, ...], Meta(min_length=1, description=(
+    signals: Annotated[tuple[PolicySignal, ...], Meta(min_length=1, description=(
         "The incident shows any of these signal kinds. `domain`: a failure domain (NVLink clique, rack) with half "
         "or more of its nodes bad (correlation.domains); the proposal covers all of the domain's bad nodes."))] = ()
     recovery: Annotated[tuple[Annotated[str, Meta(pattern="^[a-z][a-z0-9_]*$")], ...], Meta(min_length=1, description=(

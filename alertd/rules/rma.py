@@ -20,8 +20,8 @@ from alertd.core.sections import Section, written
 from alertd.core.vocabulary import HISTORY_KINDS, SignalKind
 from alertd.core.yamlio import Path_
 from alertd.rules.checker import Checker
-from alertd.rules.declared import TextSpan, Word, decode
-from alertd.schemas.declared import in_order
+from alertd.rules.declared import TextSpan, decode
+from alertd.schemas.declared import in_order, word
 
 
 
@@ -48,17 +48,15 @@ class ConditionDoc(TypedDict, total=False):
     alertname: str
 
 
-class HistoryKind(Word):
-    WORDS = in_order(SignalKind, HISTORY_KINDS)
+HistoryKind = Annotated[str, word(in_order(SignalKind, HISTORY_KINDS))]
 
 
 # The history rules build conditions and RMA rules of their own (alertd/rules/history.py): to the type checker
-# these fields are what they pass, a str and a timedelta; msgspec reads them as declared.
+# this field is what they pass, a timedelta; msgspec reads it as declared.
 if TYPE_CHECKING:
-    SignalWord = str
     Window = timedelta
 else:
-    SignalWord, Window = HistoryKind, TextSpan
+    Window = TextSpan
 
 
 class Condition(Section, frozen=True, omit_defaults=True):
@@ -68,8 +66,8 @@ class Condition(Section, frozen=True, omit_defaults=True):
     SCHEMA: ClassVar[dict[str, object]] = {"minProperties": 1}
 
     xid: Annotated[int, Meta(ge=1, description="An Xid code reported for this GPU, e.g. 79.")] = 0  # 0: any
-    signal: Annotated[SignalWord, Meta(description="A signal kind reported for this GPU (rules/signals.yml).")] = \
-        msgspec.field(default_factory=HistoryKind)
+    signal: Annotated[HistoryKind, Meta(description="A signal kind reported for this GPU (rules/signals.yml).")] = \
+        msgspec.field(default_factory=str)
     alertname: Annotated[str, Meta(min_length=1, description=(
         "An alert of this name fired for this GPU, e.g. GPURowRemapFailure."))] = ""
 

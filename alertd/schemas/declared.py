@@ -57,8 +57,10 @@ def matcher_def(description: str) -> JSONObject:
     return {"type": "string", "description": description, "pattern": MATCHER_PATTERN}
 
 
-def word(values: Iterable[str], description: str) -> Meta:
-    """A value out of a vocabulary set (alertd/core/vocabulary.py), listed in the given order."""
+def word(values: Iterable[str], description: str | None = None) -> Meta:
+    """A value out of a vocabulary set (alertd/core/vocabulary.py), listed in the given order: its schema is the
+    enum alone (a wrong value is one error, naming the words), for a field or a list's items
+    (``tuple[Annotated[str, word(...)], ...]``)."""
     return Meta(description=description, extra_json_schema={"enum": [str(v) for v in values]})
 
 
