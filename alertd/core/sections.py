@@ -269,5 +269,5 @@ def option_paths(cls: type[Section], prefix: str) -> list[str]:
     return paths
 
 
-__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "declared_default", "duration", "list_part", "option_paths", "part_of", "parts",
-           "section_schema", "written", "written_each"]
+__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "declared_default", "duration", "list_part", "option_paths",
+           "part_of", "parts", "section_schema", "written", "written_each"]
