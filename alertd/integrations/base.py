@@ -33,7 +33,7 @@ from typing import Annotated, Callable, ClassVar, Generic, Hashable, Mapping, Pr
 
 from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue
+from alertd.core.json_types import JSONObject, JSONValue, obj
 from alertd.core.yamlio import Path_
 from alertd.integrations.ratelimit import RateLimiter
 from alertd.core.outbox_items import Intent, OutboxItem, Target
@@ -102,14 +102,48 @@ class Links:
 KeyName = Annotated[str, Meta(pattern=f"^{KEY_NAME}$")]  # a key's name in the config, as rules name it
 
 
-def key_ref_says(keys: str) -> str:
-    """What a reference to a key of ``keys`` must be: its schema's description, and its refusal's advice."""
-    return f'Name a key of {keys} in the service config, like "${{gpu-infra}}"; never put the key itself in a rule file.'
+@dataclass(frozen=True)
+class KeyRef:
+    """How a rule file names a key the service config holds under ``keys`` (``routing_key: "${gpu-infra}"``):
+    declared once, it gives the reference's schema and reads the key's name back."""
+
+    keys: str  # where the config holds them, e.g. notify.pagerduty.routing_keys
+
+    @property
+    def says(self) -> str:
+        """What the reference must be: its schema's description, and its refusal's advice."""
+        return (f'Name a key of {self.keys} in the service config, like "${{gpu-infra}}"; never put the key itself '
+                "in a rule file.")
+
+    def schema(self) -> JSONObject:
+        return {"type": "string", "pattern": KEY_REF_PATTERN, "description": self.says}
+
+    def name(self, value: JSONValue, problem: Problem, path: Path_) -> str:
+        """'${gpu-infra}' -> 'gpu-infra' (the schema took it; anything else is a problem at ``path``)."""
+        m = KEY_REF.match(str(value))
+        if not m:
+            problem(path, f"{value!r} is not a key's name. {self.says}")
+            return ""
+        return m.group(1)
 
 
-def key_ref_schema(keys: str) -> JSONObject:
-    """The schema of a rule file's reference to a key of ``keys`` (``${gpu-infra}``)."""
-    return {"type": "string", "pattern": KEY_REF_PATTERN, "description": key_ref_says(keys)}
+@dataclass(frozen=True)
+class KeyReceiver:
+    """A receiver's part that names one key (``pagerduty: {routing_key: "${gpu-infra}"}``)."""
+
+    field: str
+    ref: KeyRef
+    description: str = ""
+
+    def schema(self) -> JSONObject:
+        out: JSONObject = {"type": "object", "additionalProperties": False, "required": [self.field]}
+        if self.description:
+            out["description"] = self.description
+        out["properties"] = {self.field: self.ref.schema()}
+        return out
+
+    def name(self, doc: JSONValue, problem: Problem, path: Path_) -> str:
+        return self.ref.name(obj(doc, self.field).get(self.field), problem, path + (self.field,))
 
 
 class RequestOptions(Section, frozen=True):
@@ -234,10 +268,17 @@ class Integration(abc.ABC, Generic[S, C]):
         return Target.of(self.name, address, lane)
 
 
-def key_name(value: JSONValue, problem: Problem, path: Path_, section: str) -> str:
-    """'${gpu-infra}' -> 'gpu-infra': rule files name secrets that the config holds."""
-    m = KEY_REF.match(str(value))
-    if not m:
-        problem(path, f"{value!r} is not a key's name. {key_ref_says(section)}")
-        return ""
-    return m.group(1)
+class KeyedIntegration(Integration[S, C]):
+    """An integration whose receiver part names one key of its config section (PagerDuty, Opsgenie, webhook):
+    ``receiver`` declares it, and gives ``receiver_schema`` and the targets."""
+
+    receiver: ClassVar[KeyReceiver]
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "receiver" in cls.__dict__:
+            cls.receiver_schema = cls.receiver.schema()
+
+    def targets(self, doc: JSONValue, problem: Problem, path: Path_) -> list[Target]:
+        name = self.receiver.name(doc, problem, path)
+        return [self.target(name)] if name else []

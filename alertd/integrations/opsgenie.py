@@ -27,16 +27,14 @@ import aiohttp
 import msgspec
 from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue, obj
-from alertd.core.yamlio import Path_
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.http_session import LazySession
 
-from alertd.core.outbox_items import Intent, OutboxItem, Target
+from alertd.core.outbox_items import Intent, OutboxItem
 from alertd.core.model import ACKNOWLEDGED, CLOSED, SEVERITY_RANK, Incident, Severity
 from alertd.core.response_marks import notifies_again
-from alertd.integrations.base import (Delivered, DeliveryError, Integration, KeyName, Links, Notifier,
-                                       NotifierSettings, NotifyStore, Problem, RequestOptions, key_name,
-                                       key_ref_schema)
+from alertd.integrations.base import (Delivered, DeliveryError, KeyedIntegration, KeyName, KeyReceiver, KeyRef,
+                                       Links, Notifier, NotifierSettings, NotifyStore, RequestOptions)
 from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links
 
 DEFAULT_API_URL = "https://api.opsgenie.com"
@@ -154,17 +152,12 @@ class OpsgenieNotifier(Notifier):
         raise DeliveryError(f"Opsgenie {path}: HTTP {status} {text[:300]}", retry=retry)
 
 
-class Opsgenie(Integration[OpsgenieSettings, OpsgenieSection]):
+class Opsgenie(KeyedIntegration[OpsgenieSettings, OpsgenieSection]):
     name = "opsgenie"
     intents = frozenset({Intent.PAGE, Intent.RESOLVE})
-    receiver_schema = {"type": "object", "additionalProperties": False, "required": ["api_key"],
-                       "description": "An Opsgenie API integration key from notify.opsgenie.api_keys, by name.",
-                       "properties": {"api_key": key_ref_schema("notify.opsgenie.api_keys")}}
+    receiver = KeyReceiver("api_key", KeyRef("notify.opsgenie.api_keys"),
+                           "An Opsgenie API integration key from notify.opsgenie.api_keys, by name.")
     section = OpsgenieSection
-
-    def targets(self, doc: JSONValue, problem: Problem, path: Path_) -> list[Target]:
-        name = key_name(obj(doc, self.name)["api_key"], problem, path + ("api_key",), "notify.opsgenie.api_keys")
-        return [self.target(name)] if name else []
 
     def settings(self, section: OpsgenieSection, links: Links) -> OpsgenieSettings:
         return OpsgenieSettings(api_url=section.api_url, api_keys={k: v for k, v in section.api_keys.items() if v},

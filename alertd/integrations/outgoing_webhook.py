@@ -34,16 +34,14 @@ import aiohttp
 import msgspec
 from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue, obj
-from alertd.core.yamlio import Path_
+from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.http_session import LazySession
 
-from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Show, Target, Timeline
+from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Show, Timeline
 from alertd.core.model import OPEN, Incident, iso
 from alertd.core.sections import Section
-from alertd.integrations.base import (Delivered, DeliveryError, Integration, KeyName, Links, Notifier,
-                                       NotifierSettings, NotifyStore, Problem, RequestOptions, key_name,
-                                       key_ref_schema)
+from alertd.integrations.base import (Delivered, DeliveryError, KeyedIntegration, KeyName, KeyReceiver, KeyRef,
+                                       Links, Notifier, NotifierSettings, NotifyStore, RequestOptions)
 from alertd.integrations.presentation import incident_links
 
 VERSION = "1"
@@ -169,18 +167,13 @@ class WebhookNotifier(Notifier):
         raise DeliveryError(f"webhook {delivery}: HTTP {status} {text[:200]}", retry=retry, after=after)
 
 
-class Webhook(Integration[WebhookSettings, WebhookSection]):
+class Webhook(KeyedIntegration[WebhookSettings, WebhookSection]):
     name = "webhook"
     intents = frozenset({Intent.SHOW, Intent.TIMELINE, Intent.ESCALATE})
     conversation = True
-    receiver_schema = {"type": "object", "additionalProperties": False, "required": ["endpoint"],
-                       "description": "A webhook endpoint from notify.webhook.endpoints, by name.",
-                       "properties": {"endpoint": key_ref_schema("notify.webhook.endpoints")}}
+    receiver = KeyReceiver("endpoint", KeyRef("notify.webhook.endpoints"),
+                           "A webhook endpoint from notify.webhook.endpoints, by name.")
     section = WebhookSection
-
-    def targets(self, doc: JSONValue, problem: Problem, path: Path_) -> list[Target]:
-        name = key_name(obj(doc, self.name)["endpoint"], problem, path + ("endpoint",), "notify.webhook.endpoints")
-        return [self.target(name)] if name else []
 
     def settings(self, section: WebhookSection, links: Links) -> WebhookSettings:
         endpoints = {name: Endpoint(e.url, e.secret, tuple(sorted(e.headers.items())))

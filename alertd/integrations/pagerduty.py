@@ -34,8 +34,7 @@ import aiohttp
 import msgspec
 from msgspec import Meta
 
-from alertd.core.json_types import JSONObject, JSONValue, integer, obj, text as json_text
-from alertd.core.yamlio import Path_
+from alertd.core.json_types import JSONObject, JSONValue, integer, text as json_text
 from alertd.core.http_session import LazySession
 
 from alertd.core.outbox_items import Escalate, Intent, OutboxItem, Paging, Target
@@ -45,9 +44,9 @@ from alertd.core.installation import scoped
 from alertd.core.storm_growth import incident_trend
 from alertd.core.vocabulary import EventKind
 from alertd.core.model import ACKNOWLEDGED, CLOSED, OPEN, SEVERITY_RANK, Incident, Severity, iso
-from alertd.integrations.base import (Delivered, DeliveryError, Integration, KeyName, Links,
-                                       Notifier, NotifierSettings, NotifyStore, Problem, RequestOptions,
-                                       folded_unposted, key_name, key_ref_schema)
+from alertd.integrations.base import (Delivered, DeliveryError, KeyedIntegration, KeyName, KeyReceiver, KeyRef,
+                                       Links, Notifier, NotifierSettings, NotifyStore, RequestOptions,
+                                       folded_unposted)
 from alertd.integrations.presentation import ACTION_TEXT, incident_action, incident_links
 
 log = logging.getLogger(__name__)
@@ -56,6 +55,7 @@ DEFAULT_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 PD_SEVERITY: dict[str, str] = {Severity.CRITICAL: "critical", Severity.ERROR: "error", Severity.WARNING: "warning",
                                Severity.INFO: "info"}
 MAX_SUMMARY = 1024
+ROUTING_KEY = KeyRef("notify.pagerduty.routing_keys")  # a receiver's, and a route's escalation's
 
 
 class PagerDutySection(RequestOptions, frozen=True):
@@ -293,16 +293,11 @@ class PagerDutyNotifier(Notifier):
         raise DeliveryError(f"PagerDuty {status} for {action} {inc.id}: {text[:300]}", retry=False)
 
 
-class PagerDuty(Integration[PagerDutySettings, PagerDutySection]):
+class PagerDuty(KeyedIntegration[PagerDutySettings, PagerDutySection]):
     name = "pagerduty"
     intents = frozenset({Intent.PAGE, Intent.RESOLVE, Intent.ESCALATE})
-    receiver_schema = {"type": "object", "additionalProperties": False, "required": ["routing_key"],
-                       "properties": {"routing_key": key_ref_schema("notify.pagerduty.routing_keys")}}
+    receiver = KeyReceiver("routing_key", ROUTING_KEY)
     section = PagerDutySection
-
-    def targets(self, doc: JSONValue, problem: Problem, path: Path_) -> list[Target]:
-        name = key_name(obj(doc, self.name)["routing_key"], problem, path + ("routing_key",), "notify.pagerduty.routing_keys")
-        return [self.target(name)] if name else []
 
     def settings(self, section: PagerDutySection, links: Links) -> PagerDutySettings:
         return PagerDutySettings.parse(section, links)

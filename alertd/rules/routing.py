@@ -36,7 +36,7 @@ from alertd.core.outbox_items import Target
 from alertd.core.yamlio import Path_
 from alertd.core.matchers import Matcher
 from alertd.integrations import registry
-from alertd.integrations.base import key_name
+from alertd.integrations.pagerduty import ROUTING_KEY
 from alertd.core.instants import WEEKDAYS
 from alertd.rules.checker import Checker
 from alertd.rules.declared import decode
@@ -290,8 +290,7 @@ def _routes(docs: tuple[RouteRule, ...], receivers: dict[str, Receiver], windows
 
 
 def _escalation(doc: Escalate, check: Checker, path: Path_) -> Escalation:
-    return Escalation(doc.after, key_name(str(doc.routing_key), check.problem, path + ("routing_key",),
-                                          "notify.pagerduty.routing_keys"))
+    return Escalation(doc.after, ROUTING_KEY.name(str(doc.routing_key), check.problem, path + ("routing_key",)))
 
 
 def _cordon_policy(doc: Cordoned, check: Checker, path: Path_) -> CordonPolicy:

@@ -15,7 +15,7 @@ from alertd.core.sections import Section, Span, written
 from alertd.core.states import Severity
 from alertd.core.vocabulary import Detail as D, SignalKind as K, detail_is, signal_is
 from alertd.integrations import registry
-from alertd.integrations.base import key_ref_schema
+from alertd.integrations.pagerduty import ROUTING_KEY
 from alertd.rules.declared import Matchers, matchers
 
 
@@ -206,7 +206,7 @@ class RoutingSection(Section, frozen=True, kw_only=True):
 
 ROUTING_DEFS: JSONObject = {
     "name": {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$"},
-    "key_ref": key_ref_schema("notify.pagerduty.routing_keys"),
+    "key_ref": ROUTING_KEY.schema(),  # an escalation's
     "instant": {"not": {"type": ["array", "object", "boolean", "null", "number"]},
                 "description": "RFC 3339 time with offset, e.g. 2025-03-01T08:00:00Z."},
 }
