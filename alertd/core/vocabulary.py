@@ -188,8 +188,11 @@ EVIDENCE_KINDS = frozenset({K.XID, K.THERMAL, K.ECC, K.ROW_REMAP, K.NVLINK, K.GP
 HISTORY_KINDS = EVIDENCE_KINDS | {K.SXID}  # rules/history.yml and rules/rma.yml
 REMEDIATION_KINDS = HISTORY_KINDS | {K.GPU_QUIET, K.LINK_DEGRADED, K.DOMAIN}  # rules/remediation.yml policies
 SUSPECT_CHOICES = HISTORY_KINDS | {K.GPU_QUIET, K.LINK_DEGRADED, K.STRAGGLER}  # correlation.job.kinds
-# What a GPU health check's CloudEvent may say it found (receive/cloudevents.py): a kind, or a detail of one
-HEALTH_EVENT_KINDS = frozenset({K.XID, K.ECC, K.ROW_REMAP, K.NVLINK, K.THERMAL, D.GPU_MISSING, D.GPU_UNUSABLE, K.OTHER})
+# What a GPU health check's CloudEvent may say it found (receive/cloudevents.py): a kind, or a detail of one, in
+# the order its refusal lists them
+HEALTH_EVENT_WORDS: tuple[str, ...] = (K.XID, K.ECC, K.ROW_REMAP, K.NVLINK, K.THERMAL, D.GPU_MISSING, D.GPU_UNUSABLE,
+                                       K.OTHER)
+HEALTH_EVENT_KINDS = frozenset(HEALTH_EVENT_WORDS)
 
 
 def signal_is(*kinds: SignalKind, negate: bool = False) -> str:
@@ -422,6 +425,7 @@ XID_LABELS = ("xid", "err_code")
 __all__ = ["ACTION_ADVICE", "CATALOG_ACTIONS", "CORDONING", "COUNTED_DETAILS", "Category", "DETAIL_TITLES",
            "DRAINED_ACTIONS", "DRAINING", "Detail", "EVENT_WORDS", "EVIDENCE_KINDS", "EVIDENCE_MISSING_DETAILS",
            "EventKind", "FAILURE_CATEGORIES", "FINAL_STATES", "GpuAction", "Group", "HANDING_OFF", "HEALTH_EVENT_KINDS",
+           "HEALTH_EVENT_WORDS",
            "HISTORY_KINDS", "HOSTNAMES", "HistoryScope", "IB_PORT_DETAILS", "INSTANCE", "KINDS", "KIND_PRIORITY",
            "KIND_SHORT", "KIND_TITLES", "KIND_WORDS", "KindSpec", "LADDER", "LADDER_WORDS", "LOG_HOST_LABELS",
            "MISSING_DETAILS", "NEVER_CAUSE", "NEVER_FAULT", "NEVER_STORM", "NODE_LABELS", "NOT_FAULTS",

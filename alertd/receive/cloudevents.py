@@ -21,7 +21,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from alertd.core.json_types import JSONObject, JSONValue
 from alertd.core.states import Severity
-from alertd.core.vocabulary import Detail, SignalKind
+from alertd.core.vocabulary import HEALTH_EVENT_WORDS, SignalKind
 from alertd.receive.payload import BadPayload, decode_body, fingerprint_of
 from alertd.receive.wire import Time
 from alertd.schemas import describe, validator
@@ -35,9 +35,6 @@ GENERIC_TYPE = "dev.alertd.gpu.health.v1"
 ATTRIBUTES = ("specversion", "id", "source", "type", "time", "subject", "dataschema")
 XID_CODE = re.compile(r"(?:xid_?)?(\d{1,3})", re.IGNORECASE)
 Wire = JSONObject  # an alert as a webhook carries it
-# What a generic health event's check found, in the order a refusal lists them (vocabulary.HEALTH_EVENT_KINDS)
-HEALTH_KINDS = tuple(str(k) for k in (SignalKind.XID, SignalKind.ECC, SignalKind.ROW_REMAP, SignalKind.NVLINK,
-                                      SignalKind.THERMAL, Detail.GPU_MISSING, Detail.GPU_UNUSABLE, SignalKind.OTHER))
 
 
 class CloudEvent(Struct, kw_only=True):
@@ -112,9 +109,9 @@ class GpuHealthData(Struct, kw_only=True, forbid_unknown_fields=True):
     check: Annotated[str, Meta(pattern="^[A-Za-z0-9_.:-]{1,128}$",
                                description="The check's name; with node and GPU it identifies the alert.")]
     healthy: bool
-    kind: Annotated[str, word(HEALTH_KINDS, "What the check found, when it knows (default: other; an xid code "
+    kind: Annotated[str, word(HEALTH_EVENT_WORDS, "What the check found, when it knows (default: other; an xid code "
                                             "implies xid).")] | UnsetType = UNSET
-    severity: Annotated[str, Meta(extra_json_schema={"enum": list(SEVERITY_WORDS)})] | UnsetType = UNSET
+    severity: Annotated[str, word(SEVERITY_WORDS)] | UnsetType = UNSET
     xid: Annotated[int, Meta(ge=1, le=999)] | UnsetType = UNSET
     message: Annotated[str, Meta(max_length=8192, description=(
         "Shown as the alert's description; an NVRM Xid line here gives the Xid and PCI address."))] = ""
