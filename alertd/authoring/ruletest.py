@@ -26,7 +26,7 @@ from alertd.remediation.decide import escalation_of, policy_for
 from alertd.rules.ruleset import RuleSet
 from alertd.schemas import problems as schema_problems
 from alertd.schemas.ruletest import (RULE_TEST, Defaults, Expectation, IncidentSpec, InputAlert, RuleTestFile, TestCase,
-                                     TIME_SAYS, unreadable)
+                                     unreadable)
 from alertd.core.yamlio import Marks, Path_, format_path, load_yaml, mark_for
 
 from alertd.authoring.virtual import VirtualRun, build_router, load_rule_set
@@ -297,15 +297,6 @@ def run_test(test: TestCase, rules: RuleSet, t0: datetime, defaults: Defaults, w
     return failures
 
 
-def _friendlier(p: Problem) -> Problem:
-    """A time no alternative takes, said as what a time is (a value of another type is told so with TIME_SAYS)."""
-    if p.message.endswith(("is not valid under any of the given schemas", TIME_SAYS)):
-        value = p.message[len(p.path) + 2:].split(" is not ", 1)[0]
-        return Problem(p.source, f"{p.path}: {value} is not a time: use a duration after t0 (30s, 5m, 1h30m), "
-                                 "a number of seconds or an RFC 3339 time", p.line, p.column, p.path)
-    return p
-
-
 def load_test_file(path: Path) -> tuple[RuleTestFile | None, Marks, list[Problem]]:
     """The decoded test file, or None and what is wrong with it: the schema's errors, else the times and
     durations the schema cannot judge (e.g. 1m1m, 2026-02-30T00:00:00Z)."""
@@ -314,7 +305,7 @@ def load_test_file(path: Path) -> tuple[RuleTestFile | None, Marks, list[Problem
     except InvalidDocument as exc:
         return None, {}, exc.problems
     doc = _plain(doc)
-    found = [_friendlier(p) for p in schema_problems("ruletest", doc, str(path), marks)]
+    found = schema_problems("ruletest", doc, str(path), marks)
     if not found:
         found = [Problem(str(path), f"{format_path(at)}: {why}", *mark_for(marks, at))
                  for at, why in unreadable(RuleTestFile, doc)]

@@ -115,14 +115,19 @@ class KeyRef:
         return (f'Name a key of {self.keys} in the service config, like "${{gpu-infra}}"; never put the key itself '
                 "in a rule file.")
 
+    @property
+    def refused(self) -> str:
+        return f"is not a key's name. {self.says}"
+
     def schema(self) -> JSONObject:
-        return {"type": "string", "pattern": KEY_REF_PATTERN, "description": self.says}
+        return {"type": "string", "pattern": KEY_REF_PATTERN, "description": self.says,
+                "errorMessage": {"pattern": self.refused}}
 
     def name(self, value: JSONValue, problem: Problem, path: Path_) -> str:
         """'${gpu-infra}' -> 'gpu-infra' (the schema took it; anything else is a problem at ``path``)."""
         m = KEY_REF.match(str(value))
         if not m:
-            problem(path, f"{value!r} is not a key's name. {self.says}")
+            problem(path, f"{value!r} {self.refused}")
             return ""
         return m.group(1)
 

@@ -2,7 +2,9 @@
 
 One wording for every file the schemas check (config, rules, tests, the webhook), so a matcher typo
 in correlation.yml reads like one in routing.yml, a bad duration shows an example instead of a regex,
-and an unknown key names the key it was probably meant to be."""
+and an unknown key names the key it was probably meant to be. A schema node may word its own refusal by the
+keyword that refused it, in ajv-errors' ``errorMessage`` annotation (``{"errorMessage": {"pattern": "is not a
+key's name ..."}}``): the value, then those words."""
 from __future__ import annotations
 
 import difflib
@@ -13,7 +15,6 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from alertd.core.matchers import MatcherError, parse_matcher
 from alertd.core.yamlio import format_path
-from alertd.integrations.base import KEY_REF_PATTERN
 
 DURATION_HINT = "use a Prometheus duration such as 30s, 5m or 1h30m (units: ms, s, m, h, d, w, y)"
 MATCHER_OPERATORS = "(=~|!~|!=|=)"  # how the schemas' matcher patterns are recognised
@@ -29,6 +30,9 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
 def describe(error: ValidationError) -> str:
     """A message that names the key, not the schema internals."""
     where = format_path(tuple(error.absolute_path)) or "document"
+    own = error.schema.get("errorMessage") if isinstance(error.schema, dict) else None
+    if isinstance(own, dict) and isinstance(said := own.get(str(error.validator)), str):
+        return f"{where}: {error.instance!r} {said}"
     if error.validator == "additionalProperties":
         known = set(error.schema.get("properties", {}))
         extra = sorted(set(error.instance) - known)
@@ -46,7 +50,7 @@ def describe(error: ValidationError) -> str:
         kind = f" (not a {error.validator_value})" if error.validator == "type" else ""
         return f"{where}: got {json.dumps(error.instance)}{kind}, accepted only {json.dumps(accepted)}"
     if error.validator == "pattern" and isinstance(error.instance, str):
-        return f"{where}: {_pattern_message(error.instance, str(error.validator_value), error.schema)}"
+        return f"{where}: {_pattern_message(error.instance, str(error.validator_value))}"
     says = error.schema.get("description") if isinstance(error.schema, dict) else None
     if error.validator in ("anyOf", "oneOf") and (kinds := _kinds_refused(error)):
         return f"{where}: {error.instance!r} is not of type {' or '.join(kinds)}" + (f": {says}" if says else "")
@@ -83,9 +87,7 @@ def _kinds_refused(error: ValidationError) -> list[str]:
     return [repr(t) for t in dict.fromkeys(kinds)]
 
 
-def _pattern_message(value: str, pattern: str, schema: object) -> str:
-    if pattern == KEY_REF_PATTERN and isinstance(schema, dict):
-        return f"{value!r} is not a key's name. {schema.get('description', '')}".rstrip()
+def _pattern_message(value: str, pattern: str) -> str:
     if "(ms|s|m|h|d|w|y)" in pattern:
         return f"{value!r} is not a duration: {DURATION_HINT}"
     if MATCHER_OPERATORS in pattern:

@@ -293,11 +293,14 @@ class RuleTestFile(Section, frozen=True, kw_only=True):
     tests: Annotated[tuple[TestCase, ...], Meta(min_length=1, description=(
         "The test cases; each one starts from an empty engine."))]
 
-TIME_SAYS = "When: a Prometheus duration after t0 (30s, 5m, 1h30m), a number of seconds, or an RFC 3339 time."
+
 TIME_DEFS: JSONObject = {
     "timestamp": {"type": "string", "pattern": TIMESTAMP_PATTERN,
                   "description": "An RFC 3339 time, e.g. 2026-01-01T00:00:00Z."},
-    "time": {"description": TIME_SAYS,
+    "time": {"description": "When: a Prometheus duration after t0 (30s, 5m, 1h30m), a number of seconds, or an "
+                            "RFC 3339 time.",
+             "errorMessage": {"anyOf": "is not a time: use a duration after t0 (30s, 5m, 1h30m), a number of seconds "
+                                       "or an RFC 3339 time"},
              "anyOf": [{"type": "number", "minimum": 0}, dict(DURATION_SCHEMA), {"$ref": "#/$defs/timestamp"}]},
     "duration": {"type": "string", "pattern": "^([0-9]+(ms|s|m|h|d|w|y))+$", "description": "Prometheus duration, e.g. 1m."},
     "labels": {"type": "object", "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},

@@ -52,3 +52,14 @@ def test_an_escalation_key_is_told_likewise(tmp_path):
 ])
 def test_a_slack_receiver_is_refused_for_what_is_wrong_in_it(tmp_path, slack, message):
     assert refusals(tmp_path, {"name": "r", "slack": slack}) == [message]
+
+
+def test_a_schema_node_words_its_own_refusal_by_the_keyword_that_refused():
+    from jsonschema import Draft202012Validator
+
+    from alertd.schemas.messages import describe
+
+    node = {"type": "string", "pattern": "^x$", "errorMessage": {"pattern": "is not x: write x"}}
+    check = Draft202012Validator({"properties": {"v": node}})
+    assert [describe(e) for e in check.iter_errors({"v": "y"})] == ["v: 'y' is not x: write x"]
+    assert [describe(e) for e in check.iter_errors({"v": 5})] == ["v: 5 is not of type 'string'"]  # not its keyword
