@@ -47,6 +47,25 @@ def test_nvsentinel_xid_event_is_that_xid_and_its_healthy_event_resolves_the_sam
     assert healthy["status"] == "resolved" and healthy["fingerprint"] == fired["fingerprint"]
 
 
+def test_the_event_exporters_whole_output_is_taken() -> None:
+    """What NVSentinel's event exporter sends (event-exporter/pkg/transformer/cloudevents.go): RFC3339Nano times
+    with nine digits, the overrides and gpuUUID it adds beside the HealthEvent's fields, the event's own metadata
+    map, and recommendedAction as the enum's number."""
+    doc = health_event()
+    at = "2026-12-06T04:30:00.123456789Z"
+    doc["time"] = at
+    doc["data"]["healthEvent"].update({
+        "generatedTimestamp": at, "recommendedAction": 24, "metadata": {"node.kubernetes.io/instance-type": "p5"},
+        "entitiesImpacted": [{"entityType": "GPU", "entityValue": "3"},
+                             {"entityType": "GPU_UUID", "entityValue": "GPU-1b2c3d4e-0000-1111-2222-333344445555"}],
+        "gpuUUID": "GPU-1b2c3d4e-0000-1111-2222-333344445555",
+        "quarantineOverrides": {"force": False, "skip": True}, "drainOverrides": {"force": True, "skip": False}})
+    (a,) = read_cloudevents(STRUCTURED, json.dumps(doc).encode(), "")
+    assert a["startsAt"] == at and a["labels"]["UUID"] == "GPU-1b2c3d4e-0000-1111-2222-333344445555"
+    assert a["labels"]["gpu"] == "3" and a["annotations"]["recommended_action"] == "24"
+    assert signal(a).kind == "xid"
+
+
 def test_the_design_documents_shape_and_an_nvlink_check() -> None:
     doc = health_event("XID_ERROR_48", ["XID_48"], action="REPLACE_GPU", type_="com.nvidia.nvsentinel.healthevents.v1")
     (a,) = read_cloudevents(STRUCTURED, json.dumps(doc).encode(), "")
