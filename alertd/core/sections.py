@@ -72,6 +72,12 @@ def written_each(read: Callable[[str], T], texts: Sequence[str]) -> tuple[T, ...
     return value
 
 
+def enum_alone(node: JSONObject) -> JSONObject:
+    """An enum's schema without its type, as the generated files state every enum: a wrong value is then one
+    error naming the values, not a second one about its type."""
+    return {k: v for k, v in node.items() if k != "type"} if "enum" in node else node
+
+
 def declared_default(cls: type[Section], name: str, kind: type[T]) -> T:
     """The default a section declares for ``name``, for a runtime type that holds the same option: the value is
     then written once, in the declaration (TypeError when the field has none, or not of ``kind``)."""
@@ -195,9 +201,7 @@ def _resolved(node: JSONValue, made: _Inliner, named: Mapping[str, type]) -> JSO
     if not isinstance(node, dict):
         return node
     name = _def_name(node.get("$ref"))
-    out = {k: _resolved(v, made, named) for k, v in node.items() if k != "$ref" or name not in named}
-    if "enum" in out and out.get("type") == "string":
-        del out["type"]  # a word of the vocabulary (schemas.declared.word): one error, naming the words
+    out = enum_alone({k: _resolved(v, made, named) for k, v in node.items() if k != "$ref" or name not in named})
     if name not in named:  # not one of msgspec's (the file's own duration)
         return out
     kind = named[name]
@@ -269,5 +273,5 @@ def option_paths(cls: type[Section], prefix: str) -> list[str]:
     return paths
 
 
-__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "declared_default", "duration", "list_part", "option_paths",
-           "part_of", "parts", "section_schema", "written", "written_each"]
+__all__ = ["DURATION_REF", "Seconds", "Section", "Span", "declared_default", "duration", "enum_alone", "list_part",
+           "option_paths", "part_of", "parts", "section_schema", "written", "written_each"]

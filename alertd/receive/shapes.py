@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import msgspec
 
 from alertd.core.json_types import JSONObject, JSONValue, obj
+from alertd.core.sections import enum_alone
 from alertd.receive.cloudevents import CloudEvent, GpuHealthData, NVSentinelData
 from alertd.receive.wire import WireAlert, WireWebhook
 
@@ -61,8 +62,7 @@ class _Shapes:
             elif key in ("items", "additionalProperties", "anyOf"):
                 value = self.inlined(value)
             out[key] = value
-        if "enum" in out:
-            out.pop("type", None)
+        out = enum_alone(out)
         if out.get("required") == []:
             del out["required"]
         first = {k: out[k] for k in KEY_ORDER if k in out}

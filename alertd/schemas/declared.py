@@ -17,7 +17,7 @@ import msgspec
 from msgspec import Meta
 
 from alertd.core.json_types import JSONObject, obj
-from alertd.core.sections import Section, list_part, option_paths, part_of, section_schema
+from alertd.core.sections import Section, enum_alone, list_part, option_paths, part_of, section_schema
 from alertd.core.states import Severity
 from alertd.schemas.messages import MATCHER_OPERATORS
 
@@ -145,10 +145,7 @@ def _shape(node: JSONObject, cls: type[Section], order: tuple[str, ...]) -> JSON
 
 
 def _untyped(node: JSONObject) -> JSONObject:
-    out = {k: _untyped(v) if isinstance(v, dict) else v for k, v in node.items()}
-    if "enum" in out:
-        out.pop("type", None)
-    return out
+    return enum_alone({k: _untyped(v) if isinstance(v, dict) else v for k, v in node.items()})
 
 
 __all__ = ["DETAIL_PATTERN", "DefText", "KEY_ORDER", "MATCHER_PATTERN", "MATCHER_START", "MatcherText",
